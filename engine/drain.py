@@ -1,0 +1,338 @@
+"""One drain pass over a set of nodes, and the cordon/uncordon steps around it.
+
+A pass lists the pods of every node being drained in ONE call, classifies them with the pure
+filter pipeline, evicts what is due (bounded concurrency), classifies the answers and returns a
+`DrainReport` plus the new `DrainState`. A pass never sleeps: the caller (`engine.drainer` or the
+operation runner) decides when the next one runs, which is what makes a drain resumable after a
+crash — repeating a pass with the same state has the same outcome (an eviction answered 404 or a
+UID conflict counts as done; a pod already terminating is never evicted twice).
+
+Semantics follow `kubectl drain` (all-or-nothing per node when a filter refuses a pod) and Cluster
+API's machine drain (report grouped by the server's reason, drain order, unreachable nodes).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from engine import filters
+from engine.kube import errors
+from engine.kube.api import KubeApi
+from engine.model import DRAINING_TAINT_KEY, PodInfo, format_time, parse_time
+from engine.report import DrainReport
+
+log = logging.getLogger(__name__)
+
+PDB_RETRY_SECONDS = 5.0
+"""kubectl retries a PDB-refused eviction every 5 s; we add ±20 % jitter so that many pods
+refused together do not come back in lock-step."""
+SERVER_ERROR_BACKOFF_CAP_SECONDS = 20.0
+
+
+@dataclass(frozen=True, slots=True)
+class PodFailure:
+    """The last eviction failure of one pod (by UID), and when to try it again."""
+
+    key: str
+    retry_at: datetime
+    attempts: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class DrainState:
+    """Everything a drain must remember between passes; persisted so a restart resumes it."""
+
+    started_at: datetime
+    already_cordoned: frozenset[str] = frozenset()
+    """Nodes that were cordoned before we started: a cancel must leave them cordoned."""
+    failures: Mapping[str, PodFailure] = field(default_factory=dict)
+    last_eviction_at: datetime | None = None
+    evicted_total: int = 0
+    deleted_total: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "started_at": format_time(self.started_at),
+            "already_cordoned": sorted(self.already_cordoned),
+            "failures": {
+                uid: {"key": f.key, "retry_at": f.retry_at.isoformat(), "attempts": f.attempts}
+                for uid, f in sorted(self.failures.items())
+            },
+            "last_eviction_at": self.last_eviction_at.isoformat() if self.last_eviction_at else None,
+            "evicted_total": self.evicted_total,
+            "deleted_total": self.deleted_total,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DrainState:
+        started = parse_time(data["started_at"])
+        assert started is not None
+        return cls(
+            started_at=started,
+            already_cordoned=frozenset(data.get("already_cordoned") or ()),
+            failures={
+                uid: PodFailure(
+                    key=f["key"], retry_at=datetime.fromisoformat(f["retry_at"]), attempts=f["attempts"]
+                )
+                for uid, f in (data.get("failures") or {}).items()
+            },
+            last_eviction_at=(
+                datetime.fromisoformat(data["last_eviction_at"]) if data.get("last_eviction_at") else None
+            ),
+            evicted_total=int(data.get("evicted_total") or 0),
+            deleted_total=int(data.get("deleted_total") or 0),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PassResult:
+    report: DrainReport
+    state: DrainState
+    next_retry_at: datetime | None
+    """The earliest instant a refused pod may be retried, or a terminating pod should be gone."""
+
+
+def cordon_nodes(api: KubeApi, nodes: Iterable[str], *, now: datetime) -> frozenset[str]:
+    """Cordon every node and add scalebot's draining taint; return those already cordoned.
+
+    All nodes are cordoned before any is drained (as kubectl and cluster-autoscaler do), so a pod
+    evicted from one node is never rescheduled onto another node of the same operation.
+    """
+    already: set[str] = set()
+    for name in nodes:
+        log.info("Cordoning Node", extra={"Node": name})
+        if not api.set_unschedulable(name, True):
+            already.add(name)
+        api.set_taint(
+            name, DRAINING_TAINT_KEY, value=str(int(now.timestamp())), effect="NoSchedule", present=True
+        )
+    return frozenset(already)
+
+
+def uncordon_nodes(api: KubeApi, nodes: Iterable[str], *, keep_cordoned: frozenset[str]) -> None:
+    """Undo only what we did: nodes a human had cordoned before the drain stay cordoned."""
+    for name in nodes:
+        api.set_taint(name, DRAINING_TAINT_KEY, value="", effect="NoSchedule", present=False)
+        if name not in keep_cordoned:
+            api.set_unschedulable(name, False)
+
+
+def run_pass(
+    api: KubeApi,
+    *,
+    nodes: Sequence[str],
+    state: DrainState,
+    options: filters.DrainOptions,
+    now: datetime,
+    executor: Executor,
+    pod_filters: Sequence[filters.PodFilter] | None = None,
+    rng: random.Random | None = None,
+) -> PassResult:
+    """List, classify, evict what is due, and report. Never sleeps; safe to repeat."""
+    rng = rng or random.Random()
+    wanted = set(nodes)
+    live_nodes = {n.name: n for n in api.list_nodes() if n.name in wanted}
+    pods = api.list_pods(node_names=sorted(live_nodes))
+    unreachable = frozenset(name for name, node in live_nodes.items() if node.is_unreachable)
+    needs_daemonsets = any(p.controller and p.controller.kind == "DaemonSet" for p in pods)
+    ctx = filters.DrainContext(
+        options=options,
+        now=now,
+        daemonset_keys=api.list_daemonset_keys() if needs_daemonsets else frozenset(),
+        unreachable_nodes=unreachable,
+    )
+    classified = filters.classify_pods(pods, ctx, pod_filters)
+    plan = _split(classified, state=state, now=now)
+
+    evict_grace = options.grace_period_seconds
+    outcomes = list(
+        executor.map(
+            lambda item: _act(
+                api, item[0], item[1], grace=1 if item[0].node_name in unreachable else evict_grace
+            ),
+            plan.due,
+        )
+    )
+    return _fold(plan, outcomes, state=state, now=now, rng=rng, nodes=tuple(sorted(wanted)))
+
+
+@dataclass(slots=True)
+class _PassPlan:
+    due: list[tuple[PodInfo, filters.Action]] = field(default_factory=list)
+    terminating: list[PodInfo] = field(default_factory=list)
+    failed: dict[str, list[str]] = field(default_factory=dict)
+    waiting: list[str] = field(default_factory=list)
+    later: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    still_failing: dict[str, PodFailure] = field(default_factory=dict)
+
+
+def _split(
+    classified: Sequence[tuple[PodInfo, filters.Verdict]],
+    *,
+    state: DrainState,
+    now: datetime,
+) -> _PassPlan:
+    """Decide, per pod, what this pass does with it (pure)."""
+    plan = _PassPlan()
+    refused_nodes = filters.blocked_nodes(classified)
+    # Drain order counts pods that are already terminating, so a slow low-order pod holds back
+    # every higher group (Cluster API's minOrder rule).
+    orders = [v.order for _, v in classified if v.action in (filters.Action.EVICT, filters.Action.WAIT)]
+    min_order = min(orders, default=0)
+    for pod, verdict in classified:
+        action = verdict.action
+        if action is filters.Action.SKIP:
+            plan.skipped.append(pod.key)
+        elif action is filters.Action.BLOCK:
+            plan.failed.setdefault(f"cannot delete {verdict.reason}", []).append(pod.key)
+        elif action is filters.Action.WAIT:
+            plan.waiting.append(pod.key)
+        elif pod.is_terminating:
+            plan.terminating.append(pod)
+        elif pod.node_name in refused_nodes:
+            # kubectl is all-or-nothing per node: a refused pod keeps every pod on its node.
+            plan.skipped.append(pod.key)
+        elif action is filters.Action.EVICT and verdict.order > min_order:
+            plan.later.append(pod.key)
+        else:
+            failure = state.failures.get(pod.uid)
+            if failure is not None and failure.retry_at > now:
+                plan.failed.setdefault(failure.key, []).append(pod.key)
+                plan.still_failing[pod.uid] = failure
+            else:
+                plan.due.append((pod, action))
+    return plan
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    pod: PodInfo
+    action: filters.Action
+    error: errors.KubeError | None = None
+    gone: bool = False
+
+
+def _act(api: KubeApi, pod: PodInfo, action: filters.Action, *, grace: int | None) -> _Outcome:
+    try:
+        if action is filters.Action.DELETE:
+            api.delete_pod(pod, grace_seconds=grace)
+        else:
+            api.evict_pod(pod, grace_seconds=grace)
+    except (errors.NotFound, errors.Conflict):
+        # 404, or the name now belongs to a new pod (UID precondition failed): this one is gone.
+        return _Outcome(pod, action, gone=True)
+    except errors.Forbidden as exc:
+        if exc.is_namespace_terminating and pod.is_terminating:
+            return _Outcome(pod, action)
+        return _Outcome(pod, action, error=exc)
+    except errors.KubeError as exc:
+        return _Outcome(pod, action, error=exc)
+    log.info(
+        "pod/%s %s",
+        pod.name,
+        "deleted" if action is filters.Action.DELETE else "evicted",
+        extra={"Pod": pod.key, "Node": pod.node_name},
+    )
+    return _Outcome(pod, action)
+
+
+def retry_delay_seconds(exc: errors.KubeError, attempts: int, rng: random.Random) -> float:
+    """How long to leave a refused pod alone, per the classification in engine-semantics §1."""
+    if exc.retry_after_seconds is not None and exc.status == 429:
+        return float(exc.retry_after_seconds)
+    if exc.is_pdb_violation or exc.is_namespace_terminating:
+        return PDB_RETRY_SECONDS * rng.uniform(0.8, 1.2)
+    if exc.is_multiple_pdbs:
+        return 20.0  # retried once per pass, never in a tight loop
+    # API Priority and Fairness 429s, 5xx and transport errors: exponential backoff with jitter.
+    backoff = min(SERVER_ERROR_BACKOFF_CAP_SECONDS, 2.0 ** max(0, attempts - 1))
+    return backoff * rng.uniform(0.8, 1.2)
+
+
+def _fold(
+    plan: _PassPlan,
+    outcomes: Sequence[_Outcome],
+    *,
+    state: DrainState,
+    now: datetime,
+    rng: random.Random,
+    nodes: tuple[str, ...],
+) -> PassResult:
+    failures: dict[str, PodFailure] = dict(plan.still_failing)
+    terminating = [p.key for p in plan.terminating]
+    evicted: list[str] = []
+    deleted: list[str] = []
+    for outcome in outcomes:
+        key = outcome.pod.key
+        if outcome.gone:
+            continue
+        if outcome.error is None:
+            (deleted if outcome.action is filters.Action.DELETE else evicted).append(key)
+            if outcome.action is filters.Action.EVICT:
+                terminating.append(key)
+            continue
+        previous = state.failures.get(outcome.pod.uid)
+        attempts = previous.attempts + 1 if previous else 1
+        failure_key = outcome.error.eviction_key
+        delay = retry_delay_seconds(outcome.error, attempts, rng)
+        failures[outcome.pod.uid] = PodFailure(failure_key, now + timedelta(seconds=delay), attempts)
+        plan.failed.setdefault(failure_key, []).append(key)
+        log.warning(
+            "error when evicting pods/%r -n %r (will retry after %.0fs): %s",
+            outcome.pod.name,
+            outcome.pod.namespace,
+            delay,
+            outcome.error,
+            extra={"Pod": key, "Node": outcome.pod.node_name},
+        )
+    report = DrainReport(
+        started_at=state.started_at,
+        nodes=nodes,
+        terminating=tuple(terminating),
+        failed={k: tuple(v) for k, v in plan.failed.items()},
+        waiting=tuple(plan.waiting),
+        later=tuple(plan.later),
+        skipped=tuple(plan.skipped),
+        evicted=tuple(evicted),
+        deleted=tuple(deleted),
+        force_deleted=(),
+    )
+    new_state = replace(
+        state,
+        failures=failures,
+        last_eviction_at=now if evicted or deleted else state.last_eviction_at,
+        evicted_total=state.evicted_total + len(evicted),
+        deleted_total=state.deleted_total + len(deleted),
+    )
+    expected_gone = [p.deletion_timestamp for p in plan.terminating if p.deletion_timestamp]
+    candidates = [f.retry_at for f in failures.values()] + expected_gone
+    return PassResult(report=report, state=new_state, next_retry_at=min(candidates, default=None))
+
+
+def force_delete_pods(
+    api: KubeApi,
+    pods: Sequence[PodInfo],
+    *,
+    executor: Executor,
+    on_deleted: Callable[[PodInfo], None] | None = None,
+) -> list[PodInfo]:
+    """Phase 2 of a zero-scale: DELETE with grace 0 and a UID precondition, bypassing PDBs."""
+
+    def delete(pod: PodInfo) -> PodInfo | None:
+        try:
+            api.delete_pod(pod, grace_seconds=0)
+        except (errors.NotFound, errors.Conflict):
+            return None
+        log.warning("Force-deleted Pod with grace 0", extra={"Pod": pod.key, "Node": pod.node_name})
+        if on_deleted is not None:
+            on_deleted(pod)
+        return pod
+
+    return [p for p in executor.map(delete, pods) if p is not None]

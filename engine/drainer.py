@@ -1,0 +1,92 @@
+"""Drive drain passes until the nodes are empty, the timeout is reached or the drain is cancelled.
+
+The loop owns the waiting that `engine.drain.run_pass` refuses to do: it wakes for the next pass
+at the earliest of the pass interval (20 s, as Cluster API requeues), the moment a refused pod may
+be retried, or the moment a terminating pod's grace period ends. Time comes from an injected
+`Clock`, so tests run it on virtual time.
+
+A drain counts as complete only when a listing at least `settle` after the last eviction finds
+nothing left (pods can be bound to a cordoned node by a scheduler race or by `spec.nodeName`).
+The timeout is measured from the persisted `DrainState.started_at`, so it survives restarts.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import timedelta
+
+from engine import drain, filters
+from engine.clock import Clock
+from engine.kube.api import KubeApi
+from engine.report import DrainReport
+
+MIN_WAIT_SECONDS = 0.5
+"""Never spin: even when a retry is due now, leave the API server half a second."""
+
+
+@dataclass(frozen=True, slots=True)
+class DrainSettings:
+    interval: timedelta = timedelta(seconds=20)
+    """Longest gap between two passes (Cluster API requeues a drain every 20 s)."""
+    settle: timedelta = timedelta(seconds=5)
+    """An empty listing counts only this long after the last eviction (Karpenter's MinDrainTime)."""
+    timeout: timedelta | None = None
+    """Give up after this long (from the persisted start); None waits for ever, like kubectl."""
+    parallel: int = 16
+    """Evictions in flight at once; the client's rate limiter still applies."""
+
+
+@dataclass(frozen=True, slots=True)
+class DrainOutcome:
+    report: DrainReport
+    state: drain.DrainState
+    completed: bool
+    timed_out: bool = False
+    cancelled: bool = False
+
+
+def drain_nodes(
+    api: KubeApi,
+    nodes: Sequence[str],
+    *,
+    options: filters.DrainOptions,
+    clock: Clock,
+    settings: DrainSettings = DrainSettings(),
+    state: drain.DrainState | None = None,
+    on_report: Callable[[DrainReport], None] | None = None,
+    cancel: threading.Event | None = None,
+) -> DrainOutcome:
+    """Cordon, then drain `nodes` in passes. Pass a saved `state` to resume an interrupted drain."""
+    cancel = cancel or threading.Event()
+    already = drain.cordon_nodes(api, nodes, now=clock.now())
+    if state is None:
+        state = drain.DrainState(started_at=clock.now(), already_cordoned=already)
+    last_message: str | None = None
+    with ThreadPoolExecutor(max_workers=max(1, settings.parallel), thread_name_prefix="evict") as pool:
+        while True:
+            now = clock.now()
+            result = drain.run_pass(api, nodes=nodes, state=state, options=options, now=now, executor=pool)
+            state, report = result.state, result.report
+            message = report.condition_message()
+            if on_report is not None and message != last_message:
+                on_report(report)
+            last_message = message
+            settled_at = state.last_eviction_at + settings.settle if state.last_eviction_at else now
+            if report.completed and now >= settled_at:
+                return DrainOutcome(report=report, state=state, completed=True)
+            deadline = state.started_at + settings.timeout if settings.timeout else None
+            if deadline is not None and now >= deadline:
+                return DrainOutcome(report=report, state=state, completed=False, timed_out=True)
+            wake = now + settings.interval
+            if report.completed:
+                wake = min(wake, settled_at)
+            if result.next_retry_at is not None:
+                wake = min(wake, result.next_retry_at)
+            if deadline is not None:
+                wake = min(wake, deadline)
+            wait_seconds = max(MIN_WAIT_SECONDS, (wake - clock.now()).total_seconds())
+            if clock.wait(cancel, wait_seconds):
+                return DrainOutcome(report=report, state=state, completed=False, cancelled=True)

@@ -1,0 +1,427 @@
+"""The real KubeApi adapter, over the official `kubernetes` client.
+
+Owns four things and nothing else:
+- loading a configuration (kubeconfig or in-cluster) into a private `ApiClient`, never the
+  library's global default, with actionable `KubeConfigError`s;
+- the client-side rate limit (`engine.ratelimit.TokenBucket`) and per-(verb, resource) request
+  counts that benchmarks report as API cost;
+- reading every answer as raw JSON (`_preload_content=False` + orjson): the generated models are
+  never built, since they cost several times the parse on large lists
+  (kubernetes-client/python#1921); lists are paginated with `limit`/`continue`;
+- translating errors, once (architecture rule 5): `ApiException` becomes the
+  `engine.kube.errors` subclass for its status and Status body, and any failure without an HTTP
+  answer becomes `TransportError`, so a dropped connection is never mistaken for NotFound.
+"""
+
+from __future__ import annotations
+
+import collections
+import http.client
+import os
+import threading
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, TypeVar
+
+import orjson
+import urllib3
+import yaml
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from engine import ratelimit
+from engine.kube import errors
+from engine.model import NodeInfo, PdbInfo, PodInfo, RawObject
+
+T = TypeVar("T")
+
+PAGE_SIZE = 500
+"""Items per list page: kubectl's default --chunk-size."""
+DEFAULT_QPS = 50.0
+DEFAULT_BURST = 100
+"""client-go defaults to 5 QPS / burst 10; controllers that evict in parallel raise them."""
+DEFAULT_POOL_MAXSIZE = 32
+"""Connections kept per host: evictions run in a worker pool (default 16) next to listings."""
+DEFAULT_REQUEST_TIMEOUT_SECONDS = 60.0
+TAINT_CONFLICT_ATTEMPTS = 5
+USER_AGENT = "scalebot"
+
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+JSON_MERGE_PATCH = "application/merge-patch+json"
+IN_CLUSTER_HOST_ENV = "KUBERNETES_SERVICE_HOST"
+
+# Failures that mean no HTTP answer arrived (or it was cut off). urllib3's HTTPError is the base
+# of MaxRetryError, ProtocolError, its TimeoutErrors and SSLError; OSError covers socket and ssl.
+_TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
+    urllib3.exceptions.HTTPError,
+    http.client.HTTPException,
+    OSError,
+)
+
+
+class KubeConfigError(ValueError):
+    """No usable cluster configuration; the message says what to change."""
+
+
+class KubeClient:
+    """KubeApi over one API server. Thread-safe: evictions call it from a worker pool."""
+
+    def __init__(
+        self,
+        api_client: Any,
+        *,
+        qps: float = DEFAULT_QPS,
+        burst: int = DEFAULT_BURST,
+        rate_limiter: ratelimit.TokenBucket | None = None,
+        request_timeout_seconds: float = DEFAULT_REQUEST_TIMEOUT_SECONDS,
+        page_size: int = PAGE_SIZE,
+    ) -> None:
+        """`api_client` is a `kubernetes.client.ApiClient`; `qps <= 0` turns the rate limit off."""
+        self._api_client = api_client
+        self._core = k8s.CoreV1Api(api_client)
+        self._apps = k8s.AppsV1Api(api_client)
+        self._policy = k8s.PolicyV1Api(api_client)
+        if rate_limiter is None and qps > 0:
+            rate_limiter = ratelimit.TokenBucket(rate=qps, burst=burst)
+        self._limiter = rate_limiter
+        self._timeout = request_timeout_seconds
+        self._page_size = page_size
+        self._counts_lock = threading.Lock()
+        self.request_counts: collections.Counter[tuple[str, str]] = collections.Counter()
+
+    @classmethod
+    def from_config(
+        cls,
+        *,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        connection_pool_maxsize: int = DEFAULT_POOL_MAXSIZE,
+        qps: float = DEFAULT_QPS,
+        burst: int = DEFAULT_BURST,
+        request_timeout_seconds: float = DEFAULT_REQUEST_TIMEOUT_SECONDS,
+    ) -> KubeClient:
+        """Connect as kubectl would: `kubeconfig`, else $KUBECONFIG, else ~/.kube/config, else in-cluster."""
+        configuration = load_configuration(kubeconfig=kubeconfig, context=context)
+        configuration.connection_pool_maxsize = connection_pool_maxsize
+        # One retry policy, the runner's: urllib3 would otherwise sleep on Retry-After and retry
+        # 429/503 itself, invisibly to our counters and backoff. Connection failures are retried
+        # (nothing was sent); a read failure only for idempotent methods (urllib3's rule).
+        configuration.retries = urllib3.Retry(
+            total=2, connect=2, read=1, status=0, other=0, redirect=0, respect_retry_after_header=False
+        )
+        configuration.client_go_retries = False
+        api_client = k8s.ApiClient(configuration)
+        api_client.user_agent = USER_AGENT
+        return cls(api_client, qps=qps, burst=burst, request_timeout_seconds=request_timeout_seconds)
+
+    def close(self) -> None:
+        self._api_client.close()
+
+    def __enter__(self) -> KubeClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def list_nodes(self, *, label_selector: str | None = None) -> list[NodeInfo]:
+        return self._list("nodes", self._core.list_node, NodeInfo.from_raw, label_selector=label_selector)
+
+    def get_node(self, name: str) -> NodeInfo:
+        return NodeInfo.from_raw(self._read_json("get", "nodes", self._core.read_node, name))
+
+    def list_pods(self, *, node_names: Collection[str] | None = None) -> list[PodInfo]:
+        call = self._core.list_pod_for_all_namespaces
+        if node_names is None:
+            return self._list("pods", call, PodInfo.from_raw)
+        wanted = frozenset(node_names)
+        if not wanted:
+            return []
+        if len(wanted) == 1:
+            (node,) = wanted
+            return self._list("pods", call, PodInfo.from_raw, field_selector=f"spec.nodeName={node}")
+        # Many nodes: one cluster-wide listing indexed in memory costs one pass over the pods,
+        # where a listing per node would cost the API server one full scan per node.
+        return self._list(
+            "pods", call, PodInfo.from_raw, keep=lambda raw: (raw.get("spec") or {}).get("nodeName") in wanted
+        )
+
+    def list_pdbs(self) -> list[PdbInfo]:
+        call = self._policy.list_pod_disruption_budget_for_all_namespaces
+        return self._list("poddisruptionbudgets", call, PdbInfo.from_raw)
+
+    def list_daemonset_keys(self) -> frozenset[str]:
+        call = self._apps.list_daemon_set_for_all_namespaces
+        return frozenset(self._list("daemonsets", call, _object_key))
+
+    def list_terminating_namespaces(self) -> frozenset[str]:
+        def is_terminating(raw: RawObject) -> bool:
+            return (raw.get("status") or {}).get("phase") == "Terminating"
+
+        return frozenset(
+            self._list("namespaces", self._core.list_namespace, _object_name, keep=is_terminating)
+        )
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def set_unschedulable(self, node: str, unschedulable: bool) -> bool:
+        raw = self._read_json("get", "nodes", self._core.read_node, node)
+        if bool((raw.get("spec") or {}).get("unschedulable")) == unschedulable:
+            return False
+        # The strategic-merge patch kubectl's cordon sends; no resourceVersion needed for one field.
+        patch = {"spec": {"unschedulable": unschedulable}}
+        self._request(
+            "patch", "nodes", self._core.patch_node, node, patch, _content_type=STRATEGIC_MERGE_PATCH
+        )
+        return True
+
+    def set_taint(self, node: str, key: str, *, value: str, effect: str, present: bool) -> bool:
+        """Add (`present`) or remove one taint; an existing key+effect counts as present whatever its value.
+
+        Keeping the old value matters for the draining taint, whose value records when the drain
+        first started. `spec.taints` is a list, so the patch replaces it whole, guarded by the
+        resourceVersion we read; a concurrent writer causes a 409 and we re-read and retry.
+        """
+        for attempt in range(1, TAINT_CONFLICT_ATTEMPTS + 1):
+            raw = self._read_json("get", "nodes", self._core.read_node, node)
+            taints: list[dict[str, Any]] = list((raw.get("spec") or {}).get("taints") or ())
+            updated = _taints_with(taints, key, value, effect) if present else _taints_without(taints, key)
+            if updated is None:
+                return False
+            resource_version = (raw.get("metadata") or {}).get("resourceVersion")
+            patch = {"metadata": {"resourceVersion": resource_version}, "spec": {"taints": updated}}
+            try:
+                self._request(
+                    "patch", "nodes", self._core.patch_node, node, patch, _content_type=JSON_MERGE_PATCH
+                )
+            except errors.Conflict:
+                if attempt == TAINT_CONFLICT_ATTEMPTS:
+                    raise
+                continue
+            return True
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def evict_pod(self, pod: PodInfo, *, grace_seconds: int | None = None) -> None:
+        body = k8s.V1Eviction(
+            api_version="policy/v1",
+            kind="Eviction",
+            metadata=k8s.V1ObjectMeta(name=pod.name, namespace=pod.namespace),
+            delete_options=_delete_options(pod, grace_seconds),
+        )
+        call = self._core.create_namespaced_pod_eviction
+        self._request("create", "pods/eviction", call, pod.name, pod.namespace, body)
+
+    def delete_pod(self, pod: PodInfo, *, grace_seconds: int | None = None) -> None:
+        body = _delete_options(pod, grace_seconds)
+        self._request("delete", "pods", self._core.delete_namespaced_pod, pod.name, pod.namespace, body=body)
+
+    def delete_node(self, name: str) -> None:
+        self._request("delete", "nodes", self._core.delete_node, name)
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def _request(
+        self, verb: str, resource: str, call: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> bytes:
+        """One HTTP request: rate limit, count, send, read the raw body, translate any failure."""
+        if self._limiter is not None:
+            self._limiter.acquire()
+        with self._counts_lock:
+            self.request_counts[(verb, resource)] += 1
+        try:
+            response = call(*args, _preload_content=False, _request_timeout=self._timeout, **kwargs)
+            try:
+                return bytes(response.data)
+            finally:
+                response.release_conn()
+        except ApiException as exc:
+            raise _error_from_api_exception(exc, verb, resource) from exc
+        except _TRANSPORT_ERRORS as exc:
+            raise errors.TransportError(message=f"{verb} {resource}: {_one_line(exc)}") from exc
+
+    def _read_json(
+        self, verb: str, resource: str, call: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> RawObject:
+        data = self._request(verb, resource, call, *args, **kwargs)
+        try:
+            parsed = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            # A 2xx whose body is not JSON was garbled on the way (proxy, truncation): no answer.
+            raise errors.TransportError(message=f"{verb} {resource}: unreadable response: {exc}") from exc
+        if not isinstance(parsed, dict):
+            raise errors.TransportError(message=f"{verb} {resource}: response is not a JSON object")
+        return parsed
+
+    def _list(
+        self,
+        resource: str,
+        call: Callable[..., Any],
+        parse: Callable[[RawObject], T],
+        *,
+        keep: Callable[[RawObject], bool] | None = None,
+        **params: Any,
+    ) -> list[T]:
+        """Every item of a paginated list, parsed page by page so raw pages can be freed."""
+        results: list[T] = []
+        token: str | None = None
+        while True:
+            page_params = {**params, "limit": self._page_size}
+            if token:
+                page_params["_continue"] = token
+            try:
+                page = self._read_json("list", resource, call, **page_params)
+            except errors.KubeError as exc:
+                if not token or exc.status != 410:
+                    raise
+                # The continue token expired (etcd compacted past it). client-go's pager falls
+                # back to one unpaginated list; so do we, rather than fail the whole pass.
+                results = []
+                page = self._read_json("list", resource, call, **params)
+                token = None
+            else:
+                token = (page.get("metadata") or {}).get("continue") or None
+            results.extend(parse(raw) for raw in page.get("items") or () if keep is None or keep(raw))
+            if not token:
+                return results
+
+
+def load_configuration(*, kubeconfig: str | None = None, context: str | None = None) -> Any:
+    """A fresh `kubernetes.client.Configuration`, found in kubectl's order; raises KubeConfigError."""
+    configuration = k8s.Configuration()
+    path = _kubeconfig_path(kubeconfig)
+    if path is None:
+        if context:
+            raise KubeConfigError(
+                f"context {context!r} was requested but no kubeconfig was found; "
+                "pass --kubeconfig, set KUBECONFIG or create ~/.kube/config"
+            )
+        if os.environ.get(IN_CLUSTER_HOST_ENV):
+            try:
+                k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            except ConfigException as exc:
+                raise KubeConfigError(f"in-cluster configuration failed: {_one_line(exc)}") from exc
+            return configuration
+        raise KubeConfigError(
+            "no Kubernetes configuration found: pass --kubeconfig, set KUBECONFIG, "
+            "create ~/.kube/config, or run in a pod with a service account"
+        )
+    chosen = _check_context(path, context)
+    try:
+        # persist_config=False: never rewrite the user's kubeconfig (token refresh writes back).
+        k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=path, context=chosen, client_configuration=configuration, persist_config=False
+        )
+    except (ConfigException, OSError, yaml.YAMLError, KeyError, ValueError) as exc:
+        raise KubeConfigError(f"cannot use context {chosen!r} from {path}: {_one_line(exc)}") from exc
+    return configuration
+
+
+def _kubeconfig_path(explicit: str | None) -> str | None:
+    """The kubeconfig to read (several joined by os.pathsep, as KUBECONFIG allows), or None."""
+    if explicit:
+        path = os.path.expanduser(explicit)
+        if not os.path.isfile(path):
+            raise KubeConfigError(f"kubeconfig file {path} does not exist; check the --kubeconfig path")
+        return path
+    env = os.environ.get("KUBECONFIG", "")
+    if env:
+        paths = [os.path.expanduser(p) for p in env.split(os.pathsep) if p]
+        existing = [p for p in paths if os.path.isfile(p)]
+        if not existing:
+            raise KubeConfigError(f"KUBECONFIG={env} names no existing file; fix it or unset it")
+        return os.pathsep.join(existing)
+    default = os.path.expanduser("~/.kube/config")
+    return default if os.path.isfile(default) else None
+
+
+def _check_context(path: str, context: str | None) -> str:
+    """The context to use: `context` or the current-context, checked to exist in the file(s)."""
+    names: list[str] = []
+    current: str | None = None
+    for one in path.split(os.pathsep):
+        try:
+            with open(one, encoding="utf-8") as f:
+                document = yaml.safe_load(f)
+        except (OSError, yaml.YAMLError) as exc:
+            raise KubeConfigError(f"cannot read kubeconfig {one}: {_one_line(exc)}") from exc
+        if not isinstance(document, dict):
+            raise KubeConfigError(f"kubeconfig {one} is empty or not a mapping")
+        names.extend(str(c.get("name")) for c in document.get("contexts") or () if isinstance(c, dict))
+        current = current or document.get("current-context") or None  # first file wins, as in kubectl
+    available = ", ".join(sorted(set(names))) or "(none)"
+    chosen = context or current
+    if not chosen:
+        raise KubeConfigError(f"{path} sets no current-context; pass --context, one of: {available}")
+    if chosen not in names:
+        raise KubeConfigError(f"context {chosen!r} not found in {path}; available contexts: {available}")
+    return chosen
+
+
+def _error_from_api_exception(exc: ApiException, verb: str, resource: str) -> errors.KubeError:
+    status = int(exc.status or 0)
+    if status == 0:
+        # The client's own wrapper for an SSL failure: no HTTP answer arrived.
+        return errors.TransportError(message=f"{verb} {resource}: {_one_line(exc.reason or exc)}")
+    err = errors.error_from_status(status, _status_body(exc.body, status, exc.reason))
+    if err.retry_after_seconds is None:
+        err.retry_after_seconds = _retry_after_header(exc.headers)
+    return err
+
+
+def _status_body(body: str | bytes | None, status: int, http_reason: str | None) -> Mapping[str, Any]:
+    """The Status object of an error answer; a proxy's HTML or an empty body gets a short message."""
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else (body or "")
+    try:
+        parsed = orjson.loads(text) if text else None
+    except orjson.JSONDecodeError:
+        parsed = None
+    if isinstance(parsed, dict) and (parsed.get("kind") == "Status" or "message" in parsed):
+        return parsed
+    summary = f"HTTP {status} {http_reason or ''}".strip()
+    snippet = " ".join(text.split())[:200]
+    return {"message": f"{summary}: {snippet}" if snippet else summary}
+
+
+def _retry_after_header(headers: Mapping[str, str] | None) -> int | None:
+    value = (headers or {}).get("Retry-After")
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None  # an HTTP-date; the API server only sends seconds
+
+
+def _delete_options(pod: PodInfo, grace_seconds: int | None) -> Any:
+    if not pod.uid:
+        raise ValueError(f"pod {pod.key} has no UID; refusing to write without a UID precondition")
+    return k8s.V1DeleteOptions(
+        preconditions=k8s.V1Preconditions(uid=pod.uid), grace_period_seconds=grace_seconds
+    )
+
+
+def _taints_with(
+    taints: list[dict[str, Any]], key: str, value: str, effect: str
+) -> list[dict[str, Any]] | None:
+    if any(t.get("key") == key and t.get("effect") == effect for t in taints):
+        return None
+    taint = {"key": key, "effect": effect, **({"value": value} if value else {})}
+    return [*taints, taint]
+
+
+def _taints_without(taints: list[dict[str, Any]], key: str) -> list[dict[str, Any]] | None:
+    kept = [t for t in taints if t.get("key") != key]
+    return None if len(kept) == len(taints) else kept
+
+
+def _object_name(raw: RawObject) -> str:
+    return str((raw.get("metadata") or {}).get("name", ""))
+
+
+def _object_key(raw: RawObject) -> str:
+    meta = raw.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def _one_line(value: object) -> str:
+    return " ".join(str(value).split())

@@ -1,0 +1,331 @@
+"""Domain values the engine decides on: pods, nodes and PodDisruptionBudgets.
+
+Pure: no I/O, no clock. Each value is built from the raw JSON the API server returns
+(`from_raw`), reading only the fields scalebot uses. Parsing raw JSON instead of the
+generated client models is what keeps a 30,000-pod listing fast (the models take
+roughly 8x longer to deserialise).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+RawObject = Mapping[str, Any]
+
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+SAFE_TO_EVICT_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+KARPENTER_DO_NOT_DISRUPT_ANNOTATION = "karpenter.sh/do-not-disrupt"
+SCALEBOT_DO_NOT_DISRUPT_ANNOTATION = "scalebot.io/do-not-disrupt"
+CAPI_DRAIN_LABEL = "cluster.x-k8s.io/drain"
+DRAINING_TAINT_KEY = "scalebot.io/draining"
+UNSCHEDULABLE_TAINT_KEY = "node.kubernetes.io/unschedulable"
+CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
+DEFAULT_TERMINATION_GRACE_SECONDS = 30
+
+
+def parse_time(value: str | None) -> datetime | None:
+    """Parse an RFC 3339 timestamp as the API server writes it (UTC, `Z` suffix)."""
+    if not value:
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
+
+
+def format_time(value: datetime) -> str:
+    """RFC 3339 in UTC with a `Z`, as Kubernetes and Cluster API print it."""
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerRef:
+    kind: str
+    name: str
+    uid: str
+    api_version: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    namespace: str
+    name: str
+    uid: str
+    node_name: str = ""
+    phase: str = "Running"
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    controller: OwnerRef | None = None
+    has_empty_dir: bool = False
+    priority_class: str = ""
+    termination_grace_seconds: int = DEFAULT_TERMINATION_GRACE_SECONDS
+    deletion_timestamp: datetime | None = None
+    finalizers: tuple[str, ...] = ()
+    created_at: datetime | None = None
+    cpu_request_milli: int = 0
+    memory_request_bytes: int = 0
+
+    @property
+    def key(self) -> str:
+        """`namespace/name`, the form every upstream message uses; also the sort key."""
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def is_terminating(self) -> bool:
+        return self.deletion_timestamp is not None
+
+    @property
+    def is_mirror(self) -> bool:
+        return MIRROR_ANNOTATION in self.annotations
+
+    @property
+    def is_critical(self) -> bool:
+        return self.priority_class in CRITICAL_PRIORITY_CLASSES
+
+    @classmethod
+    def from_raw(cls, raw: RawObject) -> PodInfo:
+        meta = raw.get("metadata") or {}
+        spec = raw.get("spec") or {}
+        status = raw.get("status") or {}
+        controller = None
+        for ref in meta.get("ownerReferences") or ():
+            if ref.get("controller"):
+                controller = OwnerRef(
+                    kind=ref.get("kind", ""),
+                    name=ref.get("name", ""),
+                    uid=ref.get("uid", ""),
+                    api_version=ref.get("apiVersion", ""),
+                )
+                break
+        cpu = memory = 0
+        for container in spec.get("containers") or ():
+            requests = (container.get("resources") or {}).get("requests") or {}
+            cpu += parse_cpu_milli(requests.get("cpu"))
+            memory += parse_quantity(requests.get("memory"))
+        grace = spec.get("terminationGracePeriodSeconds")
+        return cls(
+            namespace=meta.get("namespace", ""),
+            name=meta.get("name", ""),
+            uid=meta.get("uid", ""),
+            node_name=spec.get("nodeName") or "",
+            phase=status.get("phase") or "Pending",
+            labels=meta.get("labels") or {},
+            annotations=meta.get("annotations") or {},
+            controller=controller,
+            has_empty_dir=any("emptyDir" in v for v in spec.get("volumes") or ()),
+            priority_class=spec.get("priorityClassName") or "",
+            termination_grace_seconds=DEFAULT_TERMINATION_GRACE_SECONDS if grace is None else int(grace),
+            deletion_timestamp=parse_time(meta.get("deletionTimestamp")),
+            finalizers=tuple(meta.get("finalizers") or ()),
+            created_at=parse_time(meta.get("creationTimestamp")),
+            cpu_request_milli=cpu,
+            memory_request_bytes=memory,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    effect: str
+    value: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    name: str
+    uid: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    ready: str = "Unknown"
+    """Status of the Ready condition: "True", "False" or "Unknown" (unreachable)."""
+    ready_reason: str = ""
+    cpu_allocatable_milli: int = 0
+    memory_allocatable_bytes: int = 0
+    created_at: datetime | None = None
+    deletion_timestamp: datetime | None = None
+
+    @property
+    def is_unreachable(self) -> bool:
+        return self.ready == "Unknown"
+
+    @property
+    def is_cordoned(self) -> bool:
+        """Cordoned by anyone: kubectl's flag, or a drain taint that Karpenter-style tools use instead."""
+        return self.unschedulable or any(t.key == DRAINING_TAINT_KEY for t in self.taints)
+
+    @classmethod
+    def from_raw(cls, raw: RawObject) -> NodeInfo:
+        meta = raw.get("metadata") or {}
+        spec = raw.get("spec") or {}
+        status = raw.get("status") or {}
+        ready, reason = "Unknown", "NodeStatusNeverUpdated"
+        for cond in status.get("conditions") or ():
+            if cond.get("type") == "Ready":
+                ready, reason = cond.get("status", "Unknown"), cond.get("reason", "")
+        allocatable = status.get("allocatable") or {}
+        return cls(
+            name=meta.get("name", ""),
+            uid=meta.get("uid", ""),
+            labels=meta.get("labels") or {},
+            annotations=meta.get("annotations") or {},
+            taints=tuple(
+                Taint(key=t.get("key", ""), effect=t.get("effect", ""), value=t.get("value") or "")
+                for t in spec.get("taints") or ()
+            ),
+            unschedulable=bool(spec.get("unschedulable")),
+            ready=ready,
+            ready_reason=reason,
+            cpu_allocatable_milli=parse_cpu_milli(allocatable.get("cpu")),
+            memory_allocatable_bytes=parse_quantity(allocatable.get("memory")),
+            created_at=parse_time(meta.get("creationTimestamp")),
+            deletion_timestamp=parse_time(meta.get("deletionTimestamp")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelectorRequirement:
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    match_labels: Mapping[str, str] = field(default_factory=dict)
+    match_expressions: tuple[LabelSelectorRequirement, ...] = ()
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.match_labels and not self.match_expressions
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        if any(labels.get(k) != v for k, v in self.match_labels.items()):
+            return False
+        return all(_requirement_matches(r, labels) for r in self.match_expressions)
+
+    @classmethod
+    def from_raw(cls, raw: RawObject | None) -> LabelSelector:
+        raw = raw or {}
+        return cls(
+            match_labels=raw.get("matchLabels") or {},
+            match_expressions=tuple(
+                LabelSelectorRequirement(
+                    key=e.get("key", ""), operator=e.get("operator", ""), values=tuple(e.get("values") or ())
+                )
+                for e in raw.get("matchExpressions") or ()
+            ),
+        )
+
+
+def _requirement_matches(req: LabelSelectorRequirement, labels: Mapping[str, str]) -> bool:
+    if req.operator == "In":
+        return labels.get(req.key) in req.values
+    if req.operator == "NotIn":
+        return labels.get(req.key) not in req.values
+    if req.operator == "Exists":
+        return req.key in labels
+    if req.operator == "DoesNotExist":
+        return req.key not in labels
+    return False  # an invalid operator selects nothing, as the API server treats an invalid selector
+
+
+@dataclass(frozen=True, slots=True)
+class PdbInfo:
+    namespace: str
+    name: str
+    selector: LabelSelector
+    disruptions_allowed: int = 0
+    current_healthy: int = 0
+    desired_healthy: int = 0
+    expected_pods: int = 0
+    generation: int = 0
+    observed_generation: int = 0
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def is_observed(self) -> bool:
+        """Until the disruption controller has observed the budget, every eviction gets a 429."""
+        return self.observed_generation >= self.generation
+
+    def selects(self, pod: PodInfo) -> bool:
+        """The eviction path's rule: a nil or empty selector matches nothing, not everything."""
+        return (
+            pod.namespace == self.namespace
+            and not self.selector.is_empty
+            and self.selector.matches(pod.labels)
+        )
+
+    @classmethod
+    def from_raw(cls, raw: RawObject) -> PdbInfo:
+        meta = raw.get("metadata") or {}
+        spec = raw.get("spec") or {}
+        status = raw.get("status") or {}
+        return cls(
+            namespace=meta.get("namespace", ""),
+            name=meta.get("name", ""),
+            selector=LabelSelector.from_raw(spec.get("selector")),
+            disruptions_allowed=int(status.get("disruptionsAllowed") or 0),
+            current_healthy=int(status.get("currentHealthy") or 0),
+            desired_healthy=int(status.get("desiredHealthy") or 0),
+            expected_pods=int(status.get("expectedPods") or 0),
+            generation=int(meta.get("generation") or 0),
+            observed_generation=int(status.get("observedGeneration") or 0),
+        )
+
+
+def pdbs_for_pod(pod: PodInfo, pdbs: Sequence[PdbInfo]) -> list[PdbInfo]:
+    return [p for p in pdbs if p.selects(pod)]
+
+
+_SUFFIXES = {
+    "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "Ti": 1024**4, "Pi": 1024**5, "Ei": 1024**6,
+    "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+}  # fmt: skip
+
+
+def parse_quantity(value: str | int | float | None) -> int:
+    """A Kubernetes quantity ("512Mi", "1G", "1e3") as an integer; 0 when absent or malformed."""
+    if value is None or value == "":
+        return 0
+    if isinstance(value, int | float):
+        return int(value)
+    text = value.strip()
+    for suffix in ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "k", "M", "G", "T", "P", "E"):
+        if text.endswith(suffix):
+            try:
+                return int(float(text[: -len(suffix)]) * _SUFFIXES[suffix])
+            except ValueError:
+                return 0
+    if text.endswith("m"):
+        try:
+            return int(float(text[:-1]) / 1000)
+        except ValueError:
+            return 0
+    try:
+        return int(float(text))
+    except ValueError:
+        return 0
+
+
+def parse_cpu_milli(value: str | int | float | None) -> int:
+    """CPU in millicores: "250m" → 250, "2" → 2000."""
+    if value is None or value == "":
+        return 0
+    if isinstance(value, int | float):
+        return int(value * 1000)
+    text = value.strip()
+    try:
+        if text.endswith("m"):
+            return int(float(text[:-1]))
+        return int(float(text) * 1000)
+    except ValueError:
+        return 0

@@ -1,0 +1,582 @@
+"""KubeClient against a scripted local HTTP server that answers like the API server.
+
+Covers: error translation (429 budget/transient/rate-limit, 500 multi-PDB, 403 terminating
+namespace, 404, 409, non-JSON 502, empty 503, dropped and refused connections), Retry-After,
+eviction and delete request bodies, pagination with `continue` (and the 410 fallback) without
+building client models, the one-listing rule for many nodes, cordon and taint writes (409 retry),
+request counting, the injected rate limiter, and KubeConfigError messages.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import kubernetes.client
+import pytest
+import urllib3
+
+from engine.kube import errors
+from engine.kube.api import KubeApi
+from engine.kube.client import KubeClient, KubeConfigError, load_configuration
+from engine.model import PodInfo
+from engine.ratelimit import TokenBucket
+
+PDB_MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget."
+POD = PodInfo(namespace="shop", name="web-1", uid="uid-1", node_name="n1")
+EVICTION_PATH = "/api/v1/namespaces/shop/pods/web-1/eviction"
+
+
+@dataclass
+class Seen:
+    method: str
+    path: str
+    query: dict[str, str]
+    body: Any
+    content_type: str
+
+
+@dataclass
+class Answer:
+    status: int = 200
+    body: Any = None
+    """A dict/list is sent as JSON, bytes as they are."""
+    headers: dict[str, str] = field(default_factory=dict)
+    drop: bool = False
+    """Close the connection without answering."""
+
+
+Route = Callable[[Seen], Answer]
+
+
+class FakeApiServer:
+    """Routes (method, path) to scripted answers and records every request."""
+
+    def __init__(self) -> None:
+        self.routes: dict[tuple[str, str], Route] = {}
+        self.seen: list[Seen] = []
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def _serve(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                url = urlsplit(self.path)
+                seen = Seen(
+                    method=self.command,
+                    path=url.path,
+                    query={k: v[0] for k, v in parse_qs(url.query).items()},
+                    body=json.loads(raw) if raw else None,
+                    content_type=self.headers.get("Content-Type", ""),
+                )
+                with server._lock:
+                    server.seen.append(seen)
+                route = server.routes.get((self.command, url.path))
+                answer = route(seen) if route else Answer(404, status_body(404, "NotFound", "no route"))
+                if answer.drop:
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                payload = answer.body if isinstance(answer.body, bytes) else json.dumps(answer.body).encode()
+                if answer.body is None:
+                    payload = b""
+                self.send_response(answer.status)
+                content_type = "application/json" if not isinstance(answer.body, bytes) else "text/html"
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(payload)))
+                for name, value in answer.headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def do_GET(self) -> None:
+                self._serve()
+
+            def do_POST(self) -> None:
+                self._serve()
+
+            def do_PATCH(self) -> None:
+                self._serve()
+
+            def do_DELETE(self) -> None:
+                self._serve()
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        # A short poll interval only makes shutdown() quick; requests are served at once anyway.
+        self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.02,), daemon=True)
+        self._thread.start()
+
+    def on(self, method: str, path: str, *answers: Answer | Route) -> None:
+        """Answer in order; the last answer repeats. A callable decides from the request."""
+        queue = list(answers)
+
+        def route(seen: Seen) -> Answer:
+            item = queue.pop(0) if len(queue) > 1 else queue[0]
+            return item(seen) if callable(item) else item
+
+        self.routes[(method, path)] = route
+
+    def requests(self, method: str | None = None) -> list[Seen]:
+        with self._lock:
+            return [s for s in self.seen if method is None or s.method == method]
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self._thread.join(timeout=10)
+
+
+def status_body(
+    code: int, reason: str, message: str, details: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+    if details is not None:
+        body["details"] = details
+    return body
+
+
+def raw_pod(name: str, node: str, namespace: str = "shop") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"},
+        "spec": {"nodeName": node, "containers": [{"name": "c"}]},
+        "status": {"phase": "Running"},
+    }
+
+
+def raw_node(
+    name: str, *, unschedulable: bool = False, taints: list[dict[str, str]] | None = None
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"unschedulable": True} if unschedulable else {}
+    if taints is not None:
+        spec["taints"] = taints
+    return {"metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": "41"}, "spec": spec}
+
+
+def write_kubeconfig(path: Path, server_url: str, *, contexts: tuple[str, ...] = ("alpha", "beta")) -> Path:
+    lines = [
+        "apiVersion: v1",
+        "kind: Config",
+        "clusters:",
+        "- name: local",
+        "  cluster:",
+        f"    server: {server_url}",
+        "    insecure-skip-tls-verify: true",
+        "users:",
+        "- name: tester",
+        "  user:",
+        "    token: t0ken",
+        "contexts:",
+    ]
+    for name in contexts:
+        lines += [f"- name: {name}", "  context:", "    cluster: local", "    user: tester"]
+    lines.append(f"current-context: {contexts[0]}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture
+def server() -> Iterator[FakeApiServer]:
+    s = FakeApiServer()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def kubeconfig(tmp_path: Path, server: FakeApiServer) -> Path:
+    return write_kubeconfig(tmp_path / "kubeconfig", server.url)
+
+
+@pytest.fixture
+def client(kubeconfig: Path) -> Iterator[KubeClient]:
+    c = KubeClient.from_config(kubeconfig=str(kubeconfig))
+    yield c
+    c.close()
+
+
+def test_kube_client_satisfies_the_kube_api_port(client: KubeClient) -> None:
+    api: KubeApi = client
+    assert api is client
+
+
+# -- evictions and error translation -----------------------------------------------------------
+
+
+def test_eviction_posts_policy_v1_with_uid_precondition_and_grace(
+    server: FakeApiServer, client: KubeClient
+) -> None:
+    server.on("POST", EVICTION_PATH, Answer(201, {"kind": "Status", "status": "Success"}))
+    client.evict_pod(POD, grace_seconds=5)
+    (seen,) = server.requests("POST")
+    assert seen.body == {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": "web-1", "namespace": "shop"},
+        "deleteOptions": {"gracePeriodSeconds": 5, "preconditions": {"uid": "uid-1"}},
+    }
+    assert client.request_counts == {("create", "pods/eviction"): 1}
+
+
+def test_pdb_429_maps_to_too_many_requests_with_the_cluster_api_key(
+    server: FakeApiServer, client: KubeClient
+) -> None:
+    cause = "The disruption budget web-pdb needs 2 healthy pods and has 2 currently"
+    body = status_body(
+        429, "TooManyRequests", PDB_MESSAGE, {"causes": [{"reason": "DisruptionBudget", "message": cause}]}
+    )
+    server.on("POST", EVICTION_PATH, Answer(429, body))
+    with pytest.raises(errors.TooManyRequests) as caught:
+        client.evict_pod(POD)
+    err = caught.value
+    assert err.is_pdb_violation and err.has_details
+    assert err.eviction_key == f"{PDB_MESSAGE} {cause}"
+    assert err.retry_after_seconds is None
+    assert isinstance(err.__cause__, kubernetes.client.ApiException)
+
+
+def test_transient_pdb_429_keeps_retry_after_seconds(server: FakeApiServer, client: KubeClient) -> None:
+    cause = {
+        "reason": "DisruptionBudget",
+        "message": "The disruption budget web-pdb is still being processed by the server.",
+    }
+    body = status_body(429, "TooManyRequests", PDB_MESSAGE, {"causes": [cause], "retryAfterSeconds": 10})
+    server.on("POST", EVICTION_PATH, Answer(429, body, headers={"Retry-After": "10"}))
+    with pytest.raises(errors.TooManyRequests) as caught:
+        client.evict_pod(POD)
+    assert caught.value.is_pdb_transient
+    assert caught.value.retry_after_seconds == 10
+
+
+def test_rate_limit_429_reads_the_retry_after_header_and_is_not_retried_by_urllib3(
+    server: FakeApiServer, client: KubeClient
+) -> None:
+    body = status_body(429, "TooManyRequests", "Too many requests, please try again later.")
+    server.on("GET", "/api/v1/nodes/n1", Answer(429, body, headers={"Retry-After": "3"}))
+    with pytest.raises(errors.TooManyRequests) as caught:
+        client.get_node("n1")
+    err = caught.value
+    assert err.retry_after_seconds == 3
+    assert not err.is_pdb_violation and not err.has_details
+    assert err.eviction_key == "Too many requests, please try again later."
+    assert len(server.requests("GET")) == 1
+
+
+def test_two_budgets_500_maps_to_server_error(server: FakeApiServer, client: KubeClient) -> None:
+    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": errors.MULTIPLE_PDBS_MESSAGE, "code": 500}  # fmt: skip
+    server.on("POST", EVICTION_PATH, Answer(500, body))
+    with pytest.raises(errors.ServerError) as caught:
+        client.evict_pod(POD)
+    assert caught.value.is_multiple_pdbs
+    assert caught.value.eviction_key == errors.MULTIPLE_PDBS_MESSAGE
+
+
+def test_terminating_namespace_403_keeps_its_cause(server: FakeApiServer, client: KubeClient) -> None:
+    details = {
+        "name": "web-1",
+        "kind": "pods",
+        "causes": [{"reason": "NamespaceTerminating", "message": "namespace shop is being terminated",
+                    "field": "metadata.namespace"}],
+    }  # fmt: skip
+    message = (
+        'pods "web-1" is forbidden: '
+        "unable to create new content in namespace shop because it is being terminated"
+    )
+    server.on("POST", EVICTION_PATH, Answer(403, status_body(403, "Forbidden", message, details)))
+    with pytest.raises(errors.Forbidden) as caught:
+        client.evict_pod(POD)
+    assert caught.value.is_namespace_terminating
+    assert caught.value.eviction_key == errors.TERMINATING_NAMESPACE_KEY
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "expected"),
+    [
+        (404, "NotFound", errors.NotFound),
+        (409, "Conflict", errors.Conflict),
+        (422, "Invalid", errors.InvalidRequest),
+    ],
+)
+def test_status_codes_map_to_their_classes(
+    server: FakeApiServer, client: KubeClient, status: int, reason: str, expected: type[errors.KubeError]
+) -> None:
+    server.on("POST", EVICTION_PATH, Answer(status, status_body(status, reason, f"answer {status}")))
+    with pytest.raises(expected) as caught:
+        client.evict_pod(POD)
+    assert caught.value.status == status
+    assert caught.value.eviction_key == f"answer {status}"
+
+
+def test_non_json_502_is_a_server_error_with_a_readable_message(
+    server: FakeApiServer, client: KubeClient
+) -> None:
+    server.on("POST", EVICTION_PATH, Answer(502, b"<html><body>\n<h1>502 Bad Gateway</h1>\n</body></html>"))
+    with pytest.raises(errors.ServerError) as caught:
+        client.evict_pod(POD)
+    err = caught.value
+    assert err.status == 502
+    assert str(err).startswith("HTTP 502 Bad Gateway: <html>")
+    assert "\n" not in str(err)
+
+
+def test_empty_503_is_a_server_error(server: FakeApiServer, client: KubeClient) -> None:
+    server.on("GET", "/api/v1/nodes/n1", Answer(503, None))
+    with pytest.raises(errors.ServerError) as caught:
+        client.get_node("n1")
+    assert str(caught.value) == "HTTP 503 Service Unavailable"
+
+
+def test_a_dropped_connection_is_a_transport_error_never_not_found(
+    server: FakeApiServer, client: KubeClient
+) -> None:
+    server.on("GET", "/api/v1/nodes/n1", Answer(drop=True))
+    server.on("POST", EVICTION_PATH, Answer(drop=True))
+    with pytest.raises(errors.TransportError) as read:
+        client.get_node("n1")
+    assert not isinstance(read.value, errors.NotFound)
+    assert read.value.status == 0
+    assert isinstance(read.value.__cause__, urllib3.exceptions.HTTPError)
+    with pytest.raises(errors.TransportError) as write:
+        client.evict_pod(POD)
+    assert write.value.eviction_key.startswith("create pods/eviction: ")
+    assert len(server.requests("POST")) == 1  # an eviction is never resent blindly
+
+
+def test_a_refused_connection_is_a_transport_error(tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    path = write_kubeconfig(tmp_path / "kubeconfig", f"http://127.0.0.1:{port}")
+    with KubeClient.from_config(kubeconfig=str(path)) as c, pytest.raises(errors.TransportError):
+        c.list_nodes()
+
+
+# -- lists -------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def no_models(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail the test if the client library builds a model from any answer."""
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a V1 model was deserialised")
+
+    monkeypatch.setattr(kubernetes.client.ApiClient, "deserialize", refuse)
+    monkeypatch.setattr(kubernetes.client.ApiClient, "response_deserialize", refuse)
+
+
+def test_list_pods_paginates_with_continue_as_raw_json(
+    server: FakeApiServer, client: KubeClient, no_models: None
+) -> None:
+    def pages(seen: Seen) -> Answer:
+        if seen.query.get("continue") == "tok-1":
+            return Answer(200, {"metadata": {}, "items": [raw_pod("web-3", "n2")]})
+        return Answer(
+            200,
+            {"metadata": {"continue": "tok-1"}, "items": [raw_pod("web-1", "n1"), raw_pod("web-2", "n1")]},
+        )
+
+    server.on("GET", "/api/v1/pods", pages)
+    pods = client.list_pods()
+    assert [(p.name, p.node_name, p.uid) for p in pods] == [
+        ("web-1", "n1", "uid-web-1"),
+        ("web-2", "n1", "uid-web-2"),
+        ("web-3", "n2", "uid-web-3"),
+    ]
+    first, second = server.requests("GET")
+    assert first.query == {"limit": "500"}
+    assert second.query == {"limit": "500", "continue": "tok-1"}
+    assert client.request_counts == {("list", "pods"): 2}
+
+
+def test_one_node_uses_a_field_selector_and_many_nodes_one_listing(
+    server: FakeApiServer, client: KubeClient
+) -> None:
+    items = [raw_pod("a", "n1"), raw_pod("b", "n2"), raw_pod("c", "n3"), raw_pod("pending", "")]
+    server.on("GET", "/api/v1/pods", Answer(200, {"metadata": {}, "items": items}))
+    client.list_pods(node_names=["n1"])
+    assert server.requests("GET")[0].query == {"limit": "500", "fieldSelector": "spec.nodeName=n1"}
+    pods = client.list_pods(node_names={"n1", "n3"})
+    assert [p.name for p in pods] == ["a", "c"]
+    assert server.requests("GET")[1].query == {"limit": "500"}
+    assert client.list_pods(node_names=[]) == []
+    assert len(server.requests()) == 2
+
+
+def test_an_expired_continue_token_falls_back_to_one_full_list(
+    server: FakeApiServer, client: KubeClient
+) -> None:
+    def pages(seen: Seen) -> Answer:
+        if "continue" in seen.query:
+            return Answer(410, status_body(410, "Expired", "The provided continue parameter is too old"))
+        if "limit" in seen.query:
+            return Answer(200, {"metadata": {"continue": "old"}, "items": [raw_pod("a", "n1")]})
+        return Answer(200, {"metadata": {}, "items": [raw_pod("a", "n1"), raw_pod("b", "n1")]})
+
+    server.on("GET", "/api/v1/pods", pages)
+    assert [p.name for p in client.list_pods()] == ["a", "b"]
+    assert [s.query for s in server.requests()] == [{"limit": "500"}, {"limit": "500", "continue": "old"}, {}]
+
+
+def test_cluster_wide_lists_parse_raw_items(
+    server: FakeApiServer, client: KubeClient, no_models: None
+) -> None:
+    pdb = {
+        "metadata": {"name": "web-pdb", "namespace": "shop", "generation": 2},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}},
+        "status": {
+            "disruptionsAllowed": 1,
+            "currentHealthy": 3,
+            "desiredHealthy": 2,
+            "observedGeneration": 2,
+        },
+    }
+    server.on("GET", "/apis/policy/v1/poddisruptionbudgets", Answer(200, {"metadata": {}, "items": [pdb]}))
+    server.on(
+        "GET",
+        "/apis/apps/v1/daemonsets",
+        Answer(200, {"metadata": {}, "items": [{"metadata": {"name": "fluentd", "namespace": "logging"}}]}),
+    )
+    namespaces = [{"metadata": {"name": "old"}, "status": {"phase": "Terminating"}},
+                  {"metadata": {"name": "shop"}, "status": {"phase": "Active"}}]  # fmt: skip
+    server.on("GET", "/api/v1/namespaces", Answer(200, {"metadata": {}, "items": namespaces}))
+    server.on("GET", "/api/v1/nodes", Answer(200, {"metadata": {}, "items": [raw_node("n1")]}))
+    (parsed,) = client.list_pdbs()
+    assert (parsed.key, parsed.disruptions_allowed, parsed.is_observed) == ("shop/web-pdb", 1, True)
+    assert client.list_daemonset_keys() == frozenset({"logging/fluentd"})
+    assert client.list_terminating_namespaces() == frozenset({"old"})
+    assert [n.name for n in client.list_nodes(label_selector="pool=a")] == ["n1"]
+    assert server.requests()[-1].query == {"limit": "500", "labelSelector": "pool=a"}
+
+
+# -- writes ------------------------------------------------------------------------------------
+
+
+def test_cordon_reads_first_and_patches_only_when_needed(server: FakeApiServer, client: KubeClient) -> None:
+    server.on("GET", "/api/v1/nodes/n1", Answer(200, raw_node("n1", unschedulable=True)))
+    server.on("GET", "/api/v1/nodes/n2", Answer(200, raw_node("n2")))
+    server.on("PATCH", "/api/v1/nodes/n2", Answer(200, raw_node("n2", unschedulable=True)))
+    assert client.set_unschedulable("n1", True) is False
+    assert client.set_unschedulable("n2", True) is True
+    (patch,) = server.requests("PATCH")
+    assert patch.body == {"spec": {"unschedulable": True}}
+    assert patch.content_type == "application/strategic-merge-patch+json"
+    assert client.request_counts == {("get", "nodes"): 2, ("patch", "nodes"): 1}
+
+
+def test_taint_patch_is_guarded_by_resource_version_and_retried_on_conflict(
+    server: FakeApiServer, client: KubeClient
+) -> None:
+    other = {"key": "team", "value": "x", "effect": "NoSchedule"}
+    server.on("GET", "/api/v1/nodes/n1", Answer(200, raw_node("n1", taints=[other])))
+    conflict = status_body(
+        409, "Conflict", 'Operation cannot be fulfilled on nodes "n1": the object has been modified'
+    )
+    server.on("PATCH", "/api/v1/nodes/n1", Answer(409, conflict), Answer(200, raw_node("n1")))
+    assert client.set_taint(
+        "n1", "scalebot.io/draining", value="1700000000", effect="NoSchedule", present=True
+    )
+    patches = server.requests("PATCH")
+    assert len(patches) == 2 and len(server.requests("GET")) == 2
+    assert patches[-1].content_type == "application/merge-patch+json"
+    assert patches[-1].body == {
+        "metadata": {"resourceVersion": "41"},
+        "spec": {
+            "taints": [other, {"key": "scalebot.io/draining", "effect": "NoSchedule", "value": "1700000000"}]
+        },
+    }
+
+
+def test_taint_already_present_or_absent_writes_nothing(server: FakeApiServer, client: KubeClient) -> None:
+    draining = {"key": "scalebot.io/draining", "value": "1", "effect": "NoSchedule"}
+    server.on("GET", "/api/v1/nodes/n1", Answer(200, raw_node("n1", taints=[draining])))
+    assert not client.set_taint("n1", "scalebot.io/draining", value="2", effect="NoSchedule", present=True)
+    assert not client.set_taint("n1", "other", value="", effect="NoSchedule", present=False)
+    assert server.requests("PATCH") == []
+
+
+def test_delete_pod_sends_uid_precondition_and_grace(server: FakeApiServer, client: KubeClient) -> None:
+    server.on("DELETE", "/api/v1/namespaces/shop/pods/web-1", Answer(200, raw_pod("web-1", "n1")))
+    server.on("DELETE", "/api/v1/nodes/n1", Answer(200, {"kind": "Status", "status": "Success"}))
+    client.delete_pod(POD, grace_seconds=0)
+    client.delete_node("n1")
+    pod_delete, node_delete = server.requests("DELETE")
+    assert pod_delete.body == {"gracePeriodSeconds": 0, "preconditions": {"uid": "uid-1"}}
+    assert node_delete.path == "/api/v1/nodes/n1"
+    assert client.request_counts == {("delete", "pods"): 1, ("delete", "nodes"): 1}
+    with pytest.raises(ValueError, match="UID"):
+        client.delete_pod(PodInfo(namespace="shop", name="x", uid=""))
+
+
+def test_every_request_takes_a_token_from_the_rate_limiter(server: FakeApiServer, kubeconfig: Path) -> None:
+    server.on("GET", "/api/v1/nodes/n1", Answer(200, raw_node("n1")))
+    slept: list[float] = []
+    limiter = TokenBucket(rate=2.0, burst=1, clock=lambda: 0.0, sleep=slept.append)
+    api_client = kubernetes.client.ApiClient(load_configuration(kubeconfig=str(kubeconfig)))
+    with KubeClient(api_client, rate_limiter=limiter) as c:
+        for _ in range(3):
+            c.get_node("n1")
+    assert slept == [0.5, 1.0]
+
+
+# -- configuration -----------------------------------------------------------------------------
+
+
+def test_unknown_context_names_it_and_lists_the_valid_ones(kubeconfig: Path) -> None:
+    with pytest.raises(KubeConfigError) as caught:
+        KubeClient.from_config(kubeconfig=str(kubeconfig), context="gamma")
+    message = str(caught.value)
+    assert "'gamma'" in message and "alpha, beta" in message
+    assert "\n" not in message
+
+
+def test_an_explicit_context_is_used(server: FakeApiServer, kubeconfig: Path) -> None:
+    server.on("GET", "/api/v1/nodes/n1", Answer(200, raw_node("n1")))
+    with KubeClient.from_config(kubeconfig=str(kubeconfig), context="beta") as c:
+        assert c.get_node("n1").name == "n1"
+
+
+def test_a_missing_kubeconfig_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(KubeConfigError, match="does not exist"):
+        KubeClient.from_config(kubeconfig=str(tmp_path / "nope"))
+
+
+def test_kubeconfig_env_is_used_when_no_path_is_given(
+    server: FakeApiServer, kubeconfig: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    server.on("GET", "/api/v1/nodes/n1", Answer(200, raw_node("n1")))
+    with KubeClient.from_config() as c:
+        assert c.get_node("n1").name == "n1"
+
+
+def test_no_configuration_at_all_says_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(KubeConfigError, match="no Kubernetes configuration found"):
+        KubeClient.from_config()
+    with pytest.raises(KubeConfigError, match="no kubeconfig was found"):
+        KubeClient.from_config(context="prod")
