@@ -1,4 +1,4 @@
-"""Pre-flight plans: what a drain would do to each pod, and why, without changing anything.
+"""Pre-flight plans: what a drain or a pool operation would do, and why, without changing anything.
 
 Pure: takes snapshots (nodes, pods, PDBs) and a filter context; returns values that render
 themselves as text and JSON. The same plan is what an approval card shows, so identical
@@ -8,12 +8,16 @@ snapshots must produce identical plans.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from engine import filters
 from engine.model import NodeInfo, PdbInfo, PodInfo, pdbs_for_pod
+from engine.operation import OperationPlan, OpKind, PoolChange, Target
+from engine.pools import victims
+from engine.pools.base import Pool
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,3 +162,161 @@ def _pdb_warnings(pdbs: Sequence[PdbInfo]) -> list[str]:
                 "a drain can only complete by force"
             )
     return warnings
+
+
+class PlanError(ValueError):
+    """The request cannot be planned (unknown pool, size outside limits, nothing asleep)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSnapshot:
+    """Everything planning reads, taken once (one listing per kind of object)."""
+
+    cluster: str
+    pools: tuple[Pool, ...]
+    nodes: tuple[NodeInfo, ...]
+    pods: tuple[PodInfo, ...]
+    pdbs: tuple[PdbInfo, ...]
+    daemonset_keys: frozenset[str] = frozenset()
+    restore_sizes: Mapping[str, int] = field(default_factory=dict)
+    """Pool → size recorded before a scale-down (SQLite, else the pool object's annotation)."""
+
+    def pool(self, name: str) -> Pool:
+        for pool in self.pools:
+            if pool.name == name:
+                return pool
+        raise PlanError(f'pool "{name}" not found in {self.cluster}; pools: {_names(self.pools)}')
+
+
+def plan_operation(kind: OpKind, target: Target, snap: ClusterSnapshot, *, now: datetime) -> OperationPlan:
+    """The plan an approver sees and the runner executes. Pure; raises PlanError for bad requests."""
+    if kind is OpKind.DRAIN:
+        return _plan_node_drain(target, snap, now=now)
+    if kind is OpKind.WAKE:
+        return _plan_wake(target, snap)
+    pools = [snap.pool(p) for p in target.pools] if target.pools else list(snap.pools)
+    if not pools:
+        raise PlanError(f"cluster {snap.cluster} has no node pools")
+    if kind is OpKind.SCALE:
+        if len(pools) != 1 or target.size is None:
+            raise PlanError("scale needs exactly one pool and a size, e.g. `scale web 3`")
+        return _plan_resize(kind, snap, {pools[0].name: target.size}, now=now, force=target.force)
+    return _plan_resize(kind, snap, {p.name: 0 for p in pools}, now=now, force=target.force)
+
+
+def _plan_resize(
+    kind: OpKind, snap: ClusterSnapshot, sizes: Mapping[str, int], *, now: datetime, force: bool
+) -> OperationPlan:
+    changes: list[PoolChange] = []
+    for name, size in sorted(sizes.items()):
+        pool = snap.pool(name)
+        _check_limits(pool, size, to_zero=kind is OpKind.ZERO)
+        remove: tuple[str, ...] = ()
+        if size < pool.size:
+            pool_nodes = [n for n in snap.nodes if n.name in pool.nodes]
+            remove = tuple(sorted(victims.choose_victims(pool_nodes, snap.pods, pool.size - size)))
+        changes.append(
+            PoolChange(
+                pool=name,
+                before=pool.desired,
+                after=size,
+                nodes_to_remove=remove,
+                min_size=pool.min_size,
+                max_size=pool.max_size,
+            )
+        )
+    after = {p.name: p.desired for p in snap.pools} | dict(sizes)
+    force_phase = all(size == 0 for size in after.values())
+    drained = tuple(sorted(n for c in changes for n in c.nodes_to_remove))
+    options = filters.DrainOptions.machine(opt_outs_wait=force_phase)
+    if force and not force_phase:
+        options = filters.DrainOptions(force=True)
+    blockers, warnings = _blockers(snap, drained, options, now=now)
+    if force_phase and blockers:
+        warnings = (
+            *warnings,
+            "every pool goes to 0: pods still blocking after phase 1 will be force-deleted",
+        )
+    return OperationPlan(
+        kind=kind,
+        cluster=snap.cluster,
+        pools=tuple(changes),
+        nodes=drained,
+        blockers=blockers,
+        force_phase=force_phase,
+        warnings=warnings,
+    )
+
+
+def _check_limits(pool: Pool, size: int, *, to_zero: bool) -> None:
+    if size < 0:
+        raise PlanError(f"a pool size cannot be negative ({size})")
+    if pool.max_size is not None and size > pool.max_size:
+        raise PlanError(f"pool {pool.name}: {size} is above its max size {pool.max_size}")
+    if size < pool.min_size and not (to_zero and size == 0):
+        raise PlanError(
+            f"pool {pool.name}: min size reached ({pool.min_size}); nodes will not be deleted "
+            "(use `zero` to take a pool to 0 on purpose)"
+        )
+
+
+def _plan_node_drain(target: Target, snap: ClusterSnapshot, *, now: datetime) -> OperationPlan:
+    known = {n.name for n in snap.nodes}
+    missing = [n for n in target.nodes if n not in known]
+    if not target.nodes or missing:
+        raise PlanError(
+            f"node(s) not found: {', '.join(missing) or '(none given)'}; nodes: {_names(snap.nodes)}"
+        )
+    options = filters.DrainOptions.kubectl(
+        force=target.force, ignore_daemonsets=True, delete_emptydir_data=True
+    )
+    blockers, warnings = _blockers(snap, tuple(sorted(target.nodes)), options, now=now)
+    return OperationPlan(
+        kind=OpKind.DRAIN,
+        cluster=snap.cluster,
+        nodes=tuple(sorted(target.nodes)),
+        blockers=blockers,
+        warnings=warnings,
+    )
+
+
+def _plan_wake(target: Target, snap: ClusterSnapshot) -> OperationPlan:
+    names = target.pools or tuple(sorted(snap.restore_sizes))
+    asleep = {n: snap.restore_sizes[n] for n in names if n in snap.restore_sizes}
+    if not asleep:
+        what = ", ".join(target.pools) if target.pools else f"cluster {snap.cluster}"
+        raise PlanError(f"{what} is not asleep: no sizes were recorded by a scale-down")
+    unknown = [n for n in names if n not in snap.restore_sizes]
+    if unknown:
+        raise PlanError(
+            f"pool(s) {', '.join(unknown)} have nothing to restore; asleep: {', '.join(sorted(asleep))}"
+        )
+    pools = {p.name: p for p in snap.pools}
+    changes = tuple(
+        PoolChange(pool=n, before=pools[n].desired if n in pools else 0, after=size)
+        for n, size in sorted(asleep.items())
+    )
+    return OperationPlan(kind=OpKind.WAKE, cluster=snap.cluster, pools=changes)
+
+
+def _blockers(
+    snap: ClusterSnapshot, nodes: tuple[str, ...], options: filters.DrainOptions, *, now: datetime
+) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+    if not nodes:
+        return (), ()
+    wanted = set(nodes)
+    node_infos = [n for n in snap.nodes if n.name in wanted]
+    ctx = filters.DrainContext(
+        options=options,
+        now=now,
+        daemonset_keys=snap.daemonset_keys,
+        unreachable_nodes=frozenset(n.name for n in node_infos if n.is_unreachable),
+    )
+    drain_plan = plan_drain(node_infos, snap.pods, snap.pdbs, ctx)
+    blockers = tuple((p.pod, p.reason) for p in drain_plan.pods if p.action in ("block", "blocked", "wait"))
+    return blockers, drain_plan.warnings
+
+
+def _names(items: Sequence[NodeInfo] | Sequence[Pool]) -> str:
+    names = sorted(i.name for i in items)
+    return ", ".join(names[:20]) + (f" ... ({len(names) - 20} more)" if len(names) > 20 else "") or "none"

@@ -1,0 +1,248 @@
+"""Operations as values: what was asked, its plan, its state, and the events it emits.
+
+Pure: frozen dataclasses and enums, no I/O. `engine.operations` (the service) creates and moves
+them; `engine.store` persists them; the bot, the scheduler and the CLI only read them.
+
+States: awaiting_approval → running → succeeded | failed, plus rejected, expired, superseded and
+cancelled. An operation that needs no approval starts in running.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+
+class OpKind(enum.StrEnum):
+    DRAIN = "drain"
+    SCALE = "scale"
+    ZERO = "zero"
+    WAKE = "wake"
+
+
+class OpState(enum.StrEnum):
+    AWAITING_APPROVAL = "awaiting_approval"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    SUPERSEDED = "superseded"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self not in (OpState.AWAITING_APPROVAL, OpState.RUNNING)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    cluster: str
+    pools: tuple[str, ...] = ()
+    """Empty for `zero`/`wake` means every pool of the cluster."""
+    nodes: tuple[str, ...] = ()
+    size: int | None = None
+    """Target size for `scale`."""
+    force: bool = False
+    """Drain with --force semantics (bare pods, opt-outs)."""
+    workloads: bool = False
+    """Also put workloads to sleep / wake them (the workloads provider)."""
+    wake_for_seconds: int | None = None
+    """Temporary wake: put back to sleep after this long."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cluster": self.cluster,
+            "pools": list(self.pools),
+            "nodes": list(self.nodes),
+            "size": self.size,
+            "force": self.force,
+            "workloads": self.workloads,
+            "wake_for_seconds": self.wake_for_seconds,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Target:
+        return cls(
+            cluster=data["cluster"],
+            pools=tuple(data.get("pools") or ()),
+            nodes=tuple(data.get("nodes") or ()),
+            size=data.get("size"),
+            force=bool(data.get("force")),
+            workloads=bool(data.get("workloads")),
+            wake_for_seconds=data.get("wake_for_seconds"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class OperationRequest:
+    kind: OpKind
+    target: Target
+    requested_by: str
+    """A Slack user ID (`U…`), `cli:<login>`, or `schedule:<name>`."""
+    channel: str = ""
+    """Where the request came from and where progress goes ("" for the CLI)."""
+    thread_ts: str = ""
+    """Post progress into this existing thread (a schedule's announcement), if set."""
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PoolChange:
+    pool: str
+    before: int
+    after: int
+    nodes_to_remove: tuple[str, ...] = ()
+    min_size: int = 0
+    max_size: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OperationPlan:
+    """What an operation will do; the approval binds to its hash."""
+
+    kind: OpKind
+    cluster: str
+    pools: tuple[PoolChange, ...] = ()
+    nodes: tuple[str, ...] = ()
+    """Nodes to cordon and drain."""
+    blockers: tuple[tuple[str, str], ...] = ()
+    """(pod, why) pairs that will hold phase 1 / a normal drain."""
+    force_phase: bool = False
+    """True when every pool of the cluster goes to zero: phase 2 force-deletes what remains."""
+    workloads: int = 0
+    """Workloads that will be scaled (sleep) or restored (wake)."""
+    warnings: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind.value,
+            "cluster": self.cluster,
+            "pools": [
+                {
+                    "pool": p.pool,
+                    "before": p.before,
+                    "after": p.after,
+                    "nodes_to_remove": list(p.nodes_to_remove),
+                    "min_size": p.min_size,
+                    "max_size": p.max_size,
+                }
+                for p in self.pools
+            ],
+            "nodes": list(self.nodes),
+            "blockers": [list(b) for b in self.blockers],
+            "force_phase": self.force_phase,
+            "workloads": self.workloads,
+            "warnings": list(self.warnings),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> OperationPlan:
+        return cls(
+            kind=OpKind(data["kind"]),
+            cluster=data["cluster"],
+            pools=tuple(
+                PoolChange(
+                    pool=p["pool"],
+                    before=p["before"],
+                    after=p["after"],
+                    nodes_to_remove=tuple(p.get("nodes_to_remove") or ()),
+                    min_size=p.get("min_size", 0),
+                    max_size=p.get("max_size"),
+                )
+                for p in data.get("pools") or ()
+            ),
+            nodes=tuple(data.get("nodes") or ()),
+            blockers=tuple((b[0], b[1]) for b in data.get("blockers") or ()),
+            force_phase=bool(data.get("force_phase")),
+            workloads=int(data.get("workloads") or 0),
+            warnings=tuple(data.get("warnings") or ()),
+        )
+
+    @property
+    def plan_hash(self) -> str:
+        """Stable over what matters for consent: pools, sizes, nodes and whether force applies.
+
+        Blocker lists and warnings are left out on purpose: a pod that became Ready does not
+        change what the approver agreed to.
+        """
+        essence = {
+            "kind": self.kind.value,
+            "cluster": self.cluster,
+            "pools": sorted((p.pool, p.before, p.after, sorted(p.nodes_to_remove)) for p in self.pools),
+            "nodes": sorted(self.nodes),
+            "force_phase": self.force_phase,
+        }
+        return hashlib.sha256(json.dumps(essence, sort_keys=True).encode()).hexdigest()[:16]
+
+    def summary(self) -> str:
+        """One line: "3 pools, 24 nodes → 0" / "pool web 5 → 2" / "drain 2 nodes"."""
+        if self.kind is OpKind.DRAIN:
+            return (
+                f"drain {len(self.nodes)} node{'s' if len(self.nodes) != 1 else ''}: {', '.join(self.nodes)}"
+            )
+        before = sum(p.before for p in self.pools)
+        after = sum(p.after for p in self.pools)
+        if len(self.pools) == 1:
+            p = self.pools[0]
+            return f"pool {p.pool} {p.before} → {p.after}"
+        return f"{len(self.pools)} pools, {before} nodes → {after}"
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    id: str
+    kind: OpKind
+    target: Target
+    state: OpState
+    requested_by: str
+    created_at: datetime
+    updated_at: datetime
+    plan: OperationPlan
+    channel: str = ""
+    step: str = ""
+    """The current step of the state machine (see engine.runner)."""
+    step_data: Mapping[str, Any] = field(default_factory=dict)
+    approval_id: str = ""
+    approvals_required: int = 0
+    expires_at: datetime | None = None
+    message_ts: str = ""
+    """The Slack message this operation is rendered into (card, then progress)."""
+    thread_ts: str = ""
+    result: Mapping[str, Any] = field(default_factory=dict)
+    error: str = ""
+
+    @property
+    def pools_locked(self) -> tuple[str, ...]:
+        return tuple(sorted(p.pool for p in self.plan.pools))
+
+
+ProgressKind = Literal["state", "phase", "report", "final"]
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressEvent:
+    """Something a human should see: emitted by the runner, rendered by the bot or the CLI."""
+
+    operation: Operation
+    kind: ProgressKind
+    text: str
+    """A plain sentence ("Phase 2: force-deleting 3 Pods") or a condition message."""
+    condition: str = ""
+    """The DrainingSucceeded-style message, when this event carries a drain report."""
+    final: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The answer to a request or a click: what changed, and what to tell the person."""
+
+    ok: bool
+    reply: str
+    operation: Operation | None = None
+    changed: bool = False

@@ -1,0 +1,95 @@
+"""The PoolProvider port: node pools the engine can shrink, remove machines from, and restore.
+
+A provider answers for one kind of pool (Cluster API MachineDeployments, nodes grouped by a
+label, ...). Adding a cloud provider (EKS/GKE/AKS node groups) means one more small module that
+implements this Protocol; the operations never know which kind they drive.
+
+Contract every provider keeps:
+- `set_size` is absolute and idempotent (safe to repeat after a crash);
+- sizes to restore are written ON the pool's own object (`record_restore`) before the first
+  change, and an existing record is never overwritten: a second scale-down during the night must
+  not replace the day-time size with the night-time one;
+- `remove_nodes` is called only for nodes the engine has already drained; it removes exactly
+  those (not "any k nodes"), so the pool never loses a node that still runs pods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+RESTORE_ANNOTATION = "scalebot.io/restore"
+"""JSON on the pool object: the sizes to restore at wake (survives a lost database)."""
+POOL_LABEL = "scalebot.io/pool"
+"""Default node label naming a node's pool for the label provider."""
+
+
+class PoolNotFound(LookupError):
+    def __init__(self, name: str, known: Sequence[str]) -> None:
+        self.name = name
+        self.known = tuple(sorted(known))
+        super().__init__(f'pool "{name}" not found; known pools: {", ".join(self.known) or "none"}')
+
+
+class PoolSizeError(ValueError):
+    """A requested size outside the pool's limits (min size reached, above max)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreRecord:
+    desired: int
+    min_size: int
+    max_size: int | None
+    recorded_at: datetime
+    operation_id: str
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """Provider-specific state needed to restore (e.g. node templates, autoscaler annotations)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    name: str
+    provider: str
+    desired: int
+    """The size the pool is asked to have (replicas, or node count for label pools)."""
+    min_size: int = 0
+    max_size: int | None = None
+    nodes: tuple[str, ...] = ()
+    """Nodes that belong to the pool now, sorted."""
+    ready_nodes: tuple[str, ...] = ()
+    restore: RestoreRecord | None = None
+
+    @property
+    def size(self) -> int:
+        return len(self.nodes)
+
+
+class PoolProvider(Protocol):
+    name: str
+    """Short provider name shown to users: "labels", "capi", ..."""
+
+    def list_pools(self) -> list[Pool]: ...
+
+    def get_pool(self, name: str) -> Pool:
+        """Raises PoolNotFound (listing the known pools)."""
+        ...
+
+    def record_restore(self, pool: str, record: RestoreRecord) -> bool:
+        """Write the restore record on the pool object unless one exists; True if written."""
+        ...
+
+    def clear_restore(self, pool: str) -> None: ...
+
+    def prepare_removal(self, pool: str, nodes: Sequence[str]) -> None:
+        """Mark the chosen machines before draining (Cluster API: the delete-machine annotation)."""
+        ...
+
+    def remove_nodes(self, pool: str, nodes: Sequence[str]) -> None:
+        """Remove exactly these drained nodes and lower the desired size by as many. Idempotent."""
+        ...
+
+    def set_size(self, pool: str, size: int) -> None:
+        """Ask for `size` nodes (wake / scale up). Absolute and idempotent."""
+        ...

@@ -1,0 +1,101 @@
+"""Node pools of the in-memory cluster (`engine.kube.fake.FakeCluster`), grouped by a label.
+
+Pairs with the fake for unit tests and for the built-in simulated cluster (`--simulated`).
+Removing a node deletes it from the fake; growing a pool re-creates the removed nodes by name
+(Ready at once), which is what a cloud node group would do for a real label pool.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from engine.kube.fake import FakeCluster
+from engine.model import NodeInfo
+from engine.pools.base import POOL_LABEL, Pool, PoolNotFound, RestoreRecord
+
+
+@dataclass(frozen=True, slots=True)
+class _Template:
+    name: str
+    labels: dict[str, str]
+
+
+class SimulatedPoolProvider:
+    name = "simulated"
+
+    def __init__(self, cluster: FakeCluster, *, label: str = POOL_LABEL) -> None:
+        self.cluster = cluster
+        self.label = label
+        self._lock = threading.Lock()
+        self._records: dict[str, RestoreRecord] = {}
+        self._templates: dict[str, list[_Template]] = {}
+        self._marked: set[str] = set()
+
+    def list_pools(self) -> list[Pool]:
+        by_pool: dict[str, list[NodeInfo]] = {}
+        for node in self.cluster.list_nodes():
+            if self.label in node.labels:
+                by_pool.setdefault(node.labels[self.label], []).append(node)
+        with self._lock:
+            names = sorted({*by_pool, *self._templates, *self._records})
+            return [self._pool(name, by_pool.get(name, [])) for name in names]
+
+    def get_pool(self, name: str) -> Pool:
+        pools = self.list_pools()
+        for pool in pools:
+            if pool.name == name:
+                return pool
+        raise PoolNotFound(name, [p.name for p in pools])
+
+    def record_restore(self, pool: str, record: RestoreRecord) -> bool:
+        with self._lock:
+            if pool in self._records:
+                return False
+            self._records[pool] = record
+            return True
+
+    def clear_restore(self, pool: str) -> None:
+        with self._lock:
+            self._records.pop(pool, None)
+
+    def prepare_removal(self, pool: str, nodes: Sequence[str]) -> None:
+        with self._lock:
+            self._marked.update(nodes)
+
+    def remove_nodes(self, pool: str, nodes: Sequence[str]) -> None:
+        live = {n.name: n for n in self.cluster.list_nodes()}
+        for name in nodes:
+            node = live.get(name)
+            if node is None:
+                continue  # already removed: a repeated step after a restart
+            with self._lock:
+                self._templates.setdefault(pool, []).append(_Template(name, dict(node.labels)))
+                self._marked.discard(name)
+            self.cluster.delete_node(name)
+
+    def set_size(self, pool: str, size: int) -> None:
+        current = self.get_pool(pool)
+        missing = size - len(current.nodes)
+        with self._lock:
+            templates = self._templates.get(pool, [])
+            for template in templates[: max(0, missing)]:
+                self.cluster.add_node(template.name, labels=template.labels)
+            self._templates[pool] = templates[max(0, missing) :]
+        if missing > len(templates):
+            for i in range(missing - len(templates)):
+                self.cluster.add_node(f"{pool}-new-{len(current.nodes) + i}", labels={self.label: pool})
+        if missing < 0:
+            extra = sorted(current.nodes)[size:]
+            self.remove_nodes(pool, extra)
+
+    def _pool(self, name: str, nodes: list[NodeInfo]) -> Pool:
+        return Pool(
+            name=name,
+            provider=self.name,
+            desired=len(nodes),
+            nodes=tuple(sorted(n.name for n in nodes)),
+            ready_nodes=tuple(sorted(n.name for n in nodes if n.ready == "True")),
+            restore=self._records.get(name),
+        )

@@ -1,0 +1,518 @@
+"""Runs operations step by step on bounded workers; every step is persisted and safe to repeat.
+
+Step machines (each step reads the operation, acts through the ports, returns a `StepResult`
+that the runner persists before anything else happens):
+
+    zero / scale down:  record → cordon → drain → [force] → remove → verify
+    scale up / wake:    resize → wait_ready → finish
+    drain:              cordon → drain
+
+- `record` writes the sizes to restore to SQLite AND to the pool objects before the first change.
+- `drain` runs ONE drain pass per invocation and asks to be called again after a wait; its
+  `DrainState` and the phase-1 start live in `step_data`, so the 5-minute window and drain
+  timeouts survive restarts (a restart at 4:00 into phase 1 reaches phase 2 one minute later).
+- `force` (only when every pool of the cluster goes to 0): DELETE with grace 0 whatever is
+  left, recording each pod and why.
+- On start-up `resume_all()` continues every running operation from its current step.
+
+The runner never calls Slack: it emits `ProgressEvent`s; the bot renders and sends them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from engine import drain, filters
+from engine.clock import Clock
+from engine.durations import format_duration
+from engine.kube.api import KubeApi
+from engine.kube.errors import KubeError
+from engine.model import parse_time
+from engine.operation import Operation, OpKind, OpState, ProgressEvent, ProgressKind
+from engine.pools.base import PoolProvider, RestoreRecord
+from engine.store import Store, StoredRestore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerSettings:
+    graceful_window: timedelta = timedelta(minutes=5)
+    """Phase 1 of a zero-scale: evictions that honour PDBs, before phase 2 force-deletes."""
+    drain_timeout: timedelta | None = timedelta(hours=1)
+    """A drain that is not a full shutdown gives up (and fails) after this long."""
+    ready_timeout: timedelta = timedelta(minutes=15)
+    """How long wake waits for nodes to become Ready before reporting what is not."""
+    pass_interval: timedelta = timedelta(seconds=20)
+    settle: timedelta = timedelta(seconds=5)
+    parallel_evictions: int = 16
+    workers: int = 4
+    """Operations run at once (each on its own pools, guaranteed by the locks)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterHandle:
+    name: str
+    api: KubeApi
+    pools: PoolProvider
+
+
+@dataclass(slots=True)
+class StepResult:
+    next_step: str | None = None
+    """The step to run next; None to run the same step again (after `wait`)."""
+    data: dict[str, Any] = field(default_factory=dict)
+    """Merged into the operation's step_data."""
+    wait: float = 0.0
+    state: OpState | None = None
+    events: list[tuple[ProgressKind, str, str]] = field(default_factory=list)
+    """(kind, text, condition message) to emit once the result is persisted."""
+    result: dict[str, Any] = field(default_factory=dict)
+    error: str = ""
+
+
+Step = Callable[["Runner", Operation, ClusterHandle], StepResult]
+
+
+class Runner:
+    def __init__(
+        self,
+        store: Store,
+        clusters: Mapping[str, ClusterHandle],
+        clock: Clock,
+        emit: Callable[[ProgressEvent], None],
+        settings: RunnerSettings = RunnerSettings(),
+    ) -> None:
+        self.store = store
+        self.clusters = clusters
+        self.clock = clock
+        self.emit = emit
+        self.settings = settings
+        self._pool = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="op")
+        self._evictions = ThreadPoolExecutor(
+            max_workers=settings.parallel_evictions, thread_name_prefix="evict"
+        )
+        self._active: dict[str, threading.Event] = {}
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._idle = threading.Condition(self._lock)
+
+    # -- control ---------------------------------------------------------------------------------
+
+    def start(self, op_id: str) -> None:
+        with self._lock:
+            if op_id in self._active or self._stopping.is_set():
+                return
+            self._active[op_id] = threading.Event()
+        self._pool.submit(self._run, op_id)
+
+    def resume_all(self) -> list[str]:
+        ops = self.store.list_operations(states=[OpState.RUNNING], limit=1000)
+        for op in ops:
+            self.store.journal(
+                op.id, at=self.clock.now(), step=op.step, event="resumed", detail="resumed after a restart"
+            )
+            self.start(op.id)
+        return [op.id for op in ops]
+
+    def cancel(self, op_id: str) -> None:
+        with self._lock:
+            event = self._active.get(op_id)
+        if event is not None:
+            event.set()
+
+    def stop(self, *, timeout: float | None = None) -> None:
+        """SIGTERM: finish the current step, persist, and stop (running ops resume on restart)."""
+        self._stopping.set()
+        with self._lock:
+            for event in self._active.values():
+                event.set()
+        self._pool.shutdown(wait=timeout is None or timeout > 0)
+        self._evictions.shutdown(wait=False)
+
+    def wait_idle(self, timeout: float) -> bool:
+        with self._idle:
+            return self._idle.wait_for(lambda: not self._active, timeout=timeout)
+
+    def is_running(self, op_id: str) -> bool:
+        with self._lock:
+            return op_id in self._active
+
+    # -- the loop --------------------------------------------------------------------------------
+
+    def _run(self, op_id: str) -> None:
+        try:
+            while True:
+                op = self.store.get_operation(op_id)
+                if op is None or op.state is not OpState.RUNNING:
+                    return
+                cancel = self._active[op_id]
+                if cancel.is_set():
+                    if self._stopping.is_set():
+                        return  # shutting down: the operation resumes from this step on restart
+                    self._cancel(op)
+                    return
+                result = self._step(op)
+                op = self._persist(op, result)
+                if op.state is not OpState.RUNNING:
+                    self.store.release_locks(op.id)
+                    return
+                if result.wait > 0:
+                    self.clock.wait(cancel, result.wait)
+        except Exception:  # the runner's one catch-all: log, fail visibly, never lose the row
+            log.exception("operation failed unexpectedly", extra={"operation": op_id})
+            op = self.store.get_operation(op_id)
+            if op is not None and op.state is OpState.RUNNING:
+                self._persist(
+                    op,
+                    StepResult(
+                        state=OpState.FAILED,
+                        error="internal error (see scalebot's log)",
+                        events=[("final", "Failed: internal error (see scalebot's log)", "")],
+                    ),
+                )
+                self.store.release_locks(op_id)
+        finally:
+            with self._idle:
+                self._active.pop(op_id, None)
+                self._idle.notify_all()
+
+    def _step(self, op: Operation) -> StepResult:
+        handle = self.clusters[op.target.cluster]
+        step = op.step or _FIRST_STEP[_machine(op)]
+        fn = _STEPS[step]
+        try:
+            return fn(self, replace(op, step=step), handle)
+        except KubeError as exc:
+            # Transport errors and 5xx are retried; the step is idempotent.
+            log.warning("step %s failed, will retry: %s", step, exc, extra={"operation": op.id})
+            return StepResult(next_step=step, wait=5.0, data={"last_error": str(exc)})
+
+    def _persist(self, op: Operation, result: StepResult) -> Operation:
+        now = self.clock.now()
+        step = result.next_step or op.step or _FIRST_STEP[_machine(op)]
+        new = replace(
+            op,
+            step=step,
+            step_data={**op.step_data, **result.data},
+            state=result.state or op.state,
+            updated_at=now,
+            result={**op.result, **result.result},
+            error=result.error or op.error,
+        )
+        self.store.save_operation(new)
+        if step != op.step or result.state:
+            self.store.journal(
+                op.id,
+                at=now,
+                step=step,
+                event=(result.state or OpState.RUNNING).value,
+                detail=result.events[-1][1] if result.events else "",
+            )
+        for kind, text, condition in result.events:
+            self.emit(
+                ProgressEvent(operation=new, kind=kind, text=text, condition=condition, final=kind == "final")
+            )
+        return new
+
+    def _cancel(self, op: Operation) -> None:
+        handle = self.clusters[op.target.cluster]
+        data = op.step_data.get("drain")
+        if data and op.step in ("cordon", "drain"):
+            state = drain.DrainState.from_json(data)
+            drain.uncordon_nodes(handle.api, op.plan.nodes, keep_cordoned=state.already_cordoned)
+        self._persist(
+            op,
+            StepResult(
+                state=OpState.CANCELLED,
+                events=[("final", "Cancelled: nodes scalebot cordoned are uncordoned", "")],
+            ),
+        )
+        self.store.release_locks(op.id)
+
+
+def _machine(op: Operation) -> str:
+    if op.kind is OpKind.DRAIN:
+        return "drain"
+    if op.kind is OpKind.WAKE or all(p.after >= p.before for p in op.plan.pools):
+        return "grow"
+    return "shrink"
+
+
+_FIRST_STEP = {"drain": "cordon", "grow": "resize", "shrink": "record"}
+
+
+# -- steps -----------------------------------------------------------------------------------------
+
+
+def step_record(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
+    now = runner.clock.now()
+    for change in op.plan.pools:
+        if change.after >= change.before:
+            continue
+        pool = h.pools.get_pool(change.pool)
+        record = RestoreRecord(
+            desired=pool.desired,
+            min_size=pool.min_size,
+            max_size=pool.max_size,
+            recorded_at=now,
+            operation_id=op.id,
+        )
+        h.pools.record_restore(change.pool, record)
+        runner.store.record_restore(
+            StoredRestore(h.name, change.pool, pool.desired, pool.min_size, pool.max_size, now, op.id, {})
+        )
+    return StepResult(
+        next_step="cordon", events=[("phase", f"Recorded sizes to restore: {op.plan.summary()}", "")]
+    )
+
+
+def step_cordon(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
+    now = runner.clock.now()
+    for change in op.plan.pools:
+        if change.nodes_to_remove:
+            h.pools.prepare_removal(change.pool, change.nodes_to_remove)
+    saved = op.step_data.get("drain")
+    already = drain.cordon_nodes(h.api, op.plan.nodes, now=now)
+    state = (
+        drain.DrainState.from_json(saved)
+        if saved
+        else drain.DrainState(started_at=now, already_cordoned=already)
+    )
+    n = len(op.plan.nodes)
+    return StepResult(
+        next_step="drain",
+        data={"drain": state.to_json(), "phase1_started_at": now.isoformat()},
+        events=[("phase", f"Cordoned {n} node{'s' if n != 1 else ''}; draining", "")],
+    )
+
+
+def _options(op: Operation) -> filters.DrainOptions:
+    if op.kind is OpKind.DRAIN:
+        return filters.DrainOptions.kubectl(
+            force=op.target.force, ignore_daemonsets=True, delete_emptydir_data=True
+        )
+    return filters.DrainOptions.machine(opt_outs_wait=op.plan.force_phase)
+
+
+def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
+    now = runner.clock.now()
+    state = drain.DrainState.from_json(op.step_data["drain"])
+    result = drain.run_pass(
+        h.api, nodes=op.plan.nodes, state=state, options=_options(op), now=now, executor=runner._evictions
+    )
+    message = result.report.condition_message()
+    data: dict[str, Any] = {"drain": result.state.to_json(), "evicted": result.state.evicted_total}
+    events: list[tuple[ProgressKind, str, str]] = []
+    if message != op.step_data.get("last_message"):
+        data["last_message"] = message
+        events.append(("report", result.report.summary_line(), message))
+    settled = (
+        result.state.last_eviction_at is None or now >= result.state.last_eviction_at + runner.settings.settle
+    )
+    if result.report.completed and settled:
+        done = "remove" if op.kind is not OpKind.DRAIN else None
+        events.append(("phase", "Drain completed", ""))
+        if done is None:
+            return StepResult(
+                data=data,
+                state=OpState.SUCCEEDED,
+                events=[*events, _final(op, data, now)],
+                result=_summary(op, data, now),
+            )
+        return StepResult(next_step=done, data=data, events=events)
+    started = parse_time(op.step_data.get("phase1_started_at")) or state.started_at
+    if op.plan.force_phase and now >= started + runner.settings.graceful_window:
+        events.append(
+            (
+                "phase",
+                f"Phase 1 ended after {format_duration(now - started)}: "
+                "remaining Pods will be deleted with grace 0",
+                "",
+            )
+        )
+        return StepResult(next_step="force", data=data, events=events)
+    timeout = runner.settings.drain_timeout
+    if not op.plan.force_phase and timeout is not None and now >= state.started_at + timeout:
+        error = f"drain did not complete within {format_duration(timeout)}"
+        return StepResult(
+            data=data,
+            state=OpState.FAILED,
+            error=error,
+            events=[*events, ("final", f"Failed: {error}\n{message}", message)],
+        )
+    wake = now + runner.settings.pass_interval
+    if result.report.completed and result.state.last_eviction_at:
+        wake = min(wake, result.state.last_eviction_at + runner.settings.settle)
+    if result.next_retry_at is not None:
+        wake = min(wake, result.next_retry_at)
+    if op.plan.force_phase:
+        wake = min(wake, started + runner.settings.graceful_window)
+    return StepResult(data=data, wait=max(0.5, (wake - now).total_seconds()), events=events)
+
+
+def step_force(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
+    """Phase 2: delete what is left with grace 0 (PDBs cannot block a DELETE); record each pod."""
+    now = runner.clock.now()
+    state = drain.DrainState.from_json(op.step_data["drain"])
+    failures = {uid: f.key for uid, f in state.failures.items()}
+    ctx = filters.DrainContext(
+        options=filters.DrainOptions.machine(), now=now, daemonset_keys=h.api.list_daemonset_keys()
+    )
+    remaining = [
+        p
+        for p, v in filters.classify_pods(h.api.list_pods(node_names=op.plan.nodes), ctx)
+        if v.action is not filters.Action.SKIP
+    ]
+
+    def record(pod: Any) -> None:
+        reason = failures.get(pod.uid) or (
+            "still terminating" if pod.is_terminating else "not evicted in phase 1"
+        )
+        runner.store.audit(
+            at=runner.clock.now(),
+            actor="scalebot",
+            action="force_delete_pod",
+            op_id=op.id,
+            cluster=h.name,
+            detail=f"{pod.key} uid={pod.uid} grace=0 reason={reason}",
+        )
+
+    forced = drain.force_delete_pods(h.api, remaining, executor=runner._evictions, on_deleted=record)
+    keys = sorted(p.key for p in forced)
+    text = f"Phase 2: force-deleted {len(keys)} Pod{'s' if len(keys) != 1 else ''} with grace 0"
+    if keys:
+        text += ": " + ", ".join(keys[:10]) + (f", ... ({len(keys) - 10} more)" if len(keys) > 10 else "")
+    previous = list(op.step_data.get("force_deleted") or [])
+    return StepResult(
+        next_step="remove", data={"force_deleted": sorted({*previous, *keys})}, events=[("phase", text, "")]
+    )
+
+
+def step_remove(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
+    removed = 0
+    for change in op.plan.pools:
+        if change.nodes_to_remove:
+            h.pools.remove_nodes(change.pool, change.nodes_to_remove)
+            removed += len(change.nodes_to_remove)
+        elif change.after < change.before:
+            h.pools.set_size(change.pool, change.after)
+    text = f"Removed {removed} node{'s' if removed != 1 else ''}"
+    return StepResult(next_step="verify", data={"nodes_removed": removed}, events=[("phase", text, "")])
+
+
+def step_verify(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
+    now = runner.clock.now()
+    wrong = []
+    for change in op.plan.pools:
+        pool = h.pools.get_pool(change.pool)
+        if pool.desired != change.after:
+            wrong.append(f"{change.pool} is at {pool.desired}, expected {change.after}")
+    if wrong:
+        return StepResult(wait=5.0, data={"verify": wrong})
+    data = dict(op.step_data)
+    return StepResult(state=OpState.SUCCEEDED, events=[_final(op, data, now)], result=_summary(op, data, now))
+
+
+def step_resize(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
+    for change in op.plan.pools:
+        h.pools.set_size(change.pool, change.after)
+    now = runner.clock.now()
+    return StepResult(
+        next_step="wait_ready",
+        data={"resized_at": now.isoformat()},
+        events=[("phase", f"Requested {op.plan.summary()}; waiting for nodes to be Ready", "")],
+    )
+
+
+def step_wait_ready(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
+    now = runner.clock.now()
+    wanted = sum(c.after for c in op.plan.pools)
+    ready, not_ready = 0, []
+    nodes = {n.name: n for n in h.api.list_nodes()}
+    for change in op.plan.pools:
+        pool = h.pools.get_pool(change.pool)
+        ready += min(len(pool.ready_nodes), change.after)
+        for name in pool.nodes:
+            if name not in pool.ready_nodes and name in nodes:
+                not_ready.append(f"{name}: {nodes[name].ready_reason or 'not Ready'}")
+        missing = change.after - len(pool.nodes)
+        if missing > 0:
+            not_ready.append(f"{change.pool}: {missing} node(s) not registered yet")
+    line = f"{ready}/{wanted} nodes Ready"
+    data: dict[str, Any] = {"ready": ready, "wanted": wanted}
+    if ready >= wanted:
+        return StepResult(next_step="finish", data=data, events=[("phase", line, "")])
+    started = parse_time(op.step_data.get("resized_at")) or now
+    if now >= started + runner.settings.ready_timeout:
+        detail = "; ".join(sorted(not_ready)[:10])
+        return StepResult(
+            next_step="finish",
+            data={**data, "not_ready": sorted(not_ready)},
+            events=[("phase", f"{line} after {format_duration(now - started)}: {detail}", "")],
+        )
+    events: list[tuple[ProgressKind, str, str]] = []
+    if op.step_data.get("ready") != ready:
+        events.append(("report", line, ""))
+    return StepResult(data=data, wait=2.0, events=events)
+
+
+def step_finish(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
+    now = runner.clock.now()
+    if op.kind is OpKind.WAKE:
+        for change in op.plan.pools:
+            h.pools.clear_restore(change.pool)
+            runner.store.clear_restore(h.name, change.pool)
+    data = dict(op.step_data)
+    ok = data.get("ready", 0) >= data.get("wanted", 0)
+    state = OpState.SUCCEEDED if ok else OpState.FAILED
+    error = "" if ok else f"only {data.get('ready')}/{data.get('wanted')} nodes Ready"
+    return StepResult(
+        state=state, error=error, events=[_final(op, data, now)], result=_summary(op, data, now)
+    )
+
+
+def _summary(op: Operation, data: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+    return {
+        "duration_seconds": round((now - op.created_at).total_seconds()),
+        "pods_evicted": int(data.get("evicted") or 0),
+        "pods_force_deleted": len(data.get("force_deleted") or ()),
+        "nodes_removed": int(data.get("nodes_removed") or 0),
+        "pools": {c.pool: [c.before, c.after] for c in op.plan.pools},
+        "nodes_ready": [data.get("ready"), data.get("wanted")] if "wanted" in data else None,
+    }
+
+
+def _final(op: Operation, data: Mapping[str, Any], now: datetime) -> tuple[ProgressKind, str, str]:
+    s = _summary(op, data, now)
+    parts = [f"Completed in {format_duration(timedelta(seconds=s['duration_seconds']))}"]
+    if op.kind is OpKind.WAKE or "wanted" in data:
+        parts.append(f"{data.get('ready')}/{data.get('wanted')} nodes Ready")
+        if data.get("not_ready"):
+            parts.append("not Ready: " + "; ".join(data["not_ready"][:5]))
+    else:
+        parts.append(f"{s['pods_evicted']} Pods evicted")
+        parts.append(f"{s['pods_force_deleted']} force-deleted")
+        parts.append(f"{s['nodes_removed']} nodes removed")
+    if op.plan.pools:
+        parts.append("pools " + ", ".join(f"{c.pool} {c.before} → {c.after}" for c in op.plan.pools))
+    return ("final", "; ".join(parts), "")
+
+
+_STEPS: dict[str, Step] = {
+    "record": step_record,
+    "cordon": step_cordon,
+    "drain": step_drain,
+    "force": step_force,
+    "remove": step_remove,
+    "verify": step_verify,
+    "resize": step_resize,
+    "wait_ready": step_wait_ready,
+    "finish": step_finish,
+}
