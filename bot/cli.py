@@ -8,23 +8,32 @@ the problem and what to do.
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import logging
+import os
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
+from bot import logs, wiring
 from engine import drainer, filters, plan
 from engine.clock import SystemClock
 from engine.durations import DurationError, parse_duration
 from engine.kube import errors
 from engine.kube.api import KubeApi
 from engine.model import NodeInfo
+from engine.operation import OperationRequest, OpKind, OpState, Outcome, ProgressEvent, Target
+from engine.operations import Operations, UserError
+from engine.pools.base import POOL_LABEL
 from engine.report import DrainReport
+from engine.runner import RunnerSettings
+from engine.store import Store, StoreError
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -36,11 +45,8 @@ class CliError(Exception):
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,
-        format="%(levelname)s %(message)s",
-        stream=sys.stderr,
-    )
+    # Progress already goes to stdout; the log is for -v (the operation log with Node=/Pod= fields).
+    logs.configure(logging.INFO if args.verbose else logging.ERROR, json_format=args.log_format == "json")
     try:
         return int(args.handler(args))
     except CliError as exc:
@@ -57,6 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="scalebot", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log every step to stderr")
+    parser.add_argument("--log-format", choices=("text", "json"), default="text", help="log line format")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     drain = commands.add_parser("drain", help="cordon and drain nodes (kubectl drain semantics)")
@@ -99,6 +106,13 @@ def build_parser() -> argparse.ArgumentParser:
     plan_drain.add_argument("-o", "--output", choices=("text", "json"), default="text")
     plan_drain.set_defaults(handler=cmd_plan_drain)
 
+    _add_pool_commands(commands, plan_kinds)
+
+    demo = commands.add_parser(
+        "demo", help="zero-scale and wake the built-in SIMULATED cluster, for a first look"
+    )
+    demo.set_defaults(handler=cmd_demo)
+
     sandbox = commands.add_parser("sandbox", help="a local control plane with kwok nodes to play with")
     sandbox.add_argument("action", choices=("up", "down"))
     sandbox.add_argument(
@@ -111,11 +125,75 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_pool_commands(commands: Any, plan_kinds: Any) -> None:
+    scale = commands.add_parser("scale", help="scale one node pool to N nodes (drains what it removes)")
+    _add_ops_args(scale)
+    scale.add_argument("pool")
+    scale.add_argument("size", type=int)
+    scale.set_defaults(handler=cmd_pool_op, kind=OpKind.SCALE)
+
+    zero = commands.add_parser("zero", help="scale pools (default: every pool) to 0; two phases when all go")
+    _add_ops_args(zero)
+    zero.add_argument("pools", nargs="*", metavar="POOL")
+    zero.set_defaults(handler=cmd_pool_op, kind=OpKind.ZERO)
+
+    wake = commands.add_parser(
+        "wake", help="restore pools to the sizes recorded before they were scaled down"
+    )
+    _add_ops_args(wake)
+    wake.add_argument("pools", nargs="*", metavar="POOL")
+    wake.set_defaults(handler=cmd_pool_op, kind=OpKind.WAKE)
+
+    opers = commands.add_parser("operations", aliases=["ops"], help="list, show or cancel operations")
+    _add_ops_args(opers)
+    opers.add_argument("action", nargs="?", choices=("list", "show", "cancel"), default="list")
+    opers.add_argument("operation_id", nargs="?")
+    opers.set_defaults(handler=cmd_operations)
+
+    resume = commands.add_parser("resume", help="continue operations interrupted by a stop or a crash")
+    _add_ops_args(resume)
+    resume.set_defaults(handler=cmd_resume)
+
+    for kind in (OpKind.ZERO, OpKind.SCALE, OpKind.WAKE):
+        sub = plan_kinds.add_parser(kind.value, help=f"pre-flight of `{kind.value}`")
+        _add_ops_args(sub)
+        sub.add_argument("pools", nargs="*", metavar="POOL")
+        if kind is OpKind.SCALE:
+            sub.add_argument("--size", type=int, required=True)
+        sub.add_argument("-o", "--output", choices=("text", "json"), default="text")
+        sub.set_defaults(handler=cmd_plan_op, kind=kind)
+
+
 def _add_cluster_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)"
     )
     parser.add_argument("--context", help="kubeconfig context (default: the current context)")
+
+
+def _add_ops_args(parser: argparse.ArgumentParser) -> None:
+    _add_cluster_args(parser)
+    parser.add_argument("--cluster", help="name recorded for this cluster (default: the context name)")
+    parser.add_argument(
+        "--provider",
+        choices=wiring.PROVIDERS,
+        default="labels",
+        help="what a pool is: nodes sharing a label, or Cluster API MachineDeployments",
+    )
+    parser.add_argument(
+        "--pool-label", default=POOL_LABEL, help=f"node label naming the pool (default {POOL_LABEL})"
+    )
+    parser.add_argument("--namespace", default="scalebot", help="scalebot's namespace (pool records)")
+    parser.add_argument(
+        "--db",
+        default=os.environ.get("SCALEBOT_DB", "scalebot.db"),
+        help="SQLite database (default $SCALEBOT_DB or ./scalebot.db)",
+    )
+    parser.add_argument(
+        "--simulated", action="store_true", help="use the built-in SIMULATED cluster (in memory)"
+    )
+    parser.add_argument("--graceful-window", default="5m", help="phase 1 of a full shutdown (default 5m)")
+    parser.add_argument("--drain-timeout", default="1h", help="give up on a partial drain after (default 1h)")
 
 
 def _add_node_args(parser: argparse.ArgumentParser) -> None:
@@ -253,6 +331,180 @@ def _plan(api: KubeApi, nodes: Sequence[NodeInfo], options: filters.DrainOptions
     )
     pods = api.list_pods(node_names=[n.name for n in nodes])
     return plan.plan_drain(nodes, pods, api.list_pdbs(), ctx)
+
+
+def _user() -> str:
+    return f"cli:{getpass.getuser()}"
+
+
+def build_operations(args: argparse.Namespace) -> Operations:
+    settings = RunnerSettings(
+        graceful_window=_duration(args.graceful_window, "--graceful-window"),
+        drain_timeout=_duration(args.drain_timeout, "--drain-timeout") or None,
+    )
+    if args.simulated:
+        handle, _ = wiring.simulated_cluster()
+        print("SIMULATED cluster (in memory): nothing real is changed", file=sys.stderr)
+        return Operations(Store(":memory:"), {handle.name: handle}, {}, SystemClock(), settings=settings)
+    name = args.cluster or args.context or "default"
+    try:
+        handle = wiring.connect_cluster(
+            name,
+            kubeconfig=args.kubeconfig,
+            context=args.context,
+            provider=args.provider,
+            pool_label=args.pool_label,
+            namespace=args.namespace,
+        )
+        store = Store(args.db)
+    except (wiring.WiringError, StoreError) as exc:
+        raise CliError(str(exc)) from exc
+    return Operations(store, {name: handle}, {}, SystemClock(), settings=settings)
+
+
+def _request(args: argparse.Namespace, ops: Operations) -> OperationRequest:
+    pools = tuple(args.pools) if hasattr(args, "pools") else (args.pool,)
+    size = getattr(args, "size", None)
+    return OperationRequest(
+        kind=args.kind, target=Target(cluster=ops.clusters()[0], pools=pools, size=size), requested_by=_user()
+    )
+
+
+def cmd_plan_op(args: argparse.Namespace) -> int:
+    ops = build_operations(args)
+    try:
+        result = ops.plan(_request(args, ops))
+    except UserError as exc:
+        raise CliError(str(exc)) from exc
+    print(json.dumps(result.to_json(), indent=2) if args.output == "json" else result.to_text())
+    return EXIT_OK
+
+
+def cmd_pool_op(args: argparse.Namespace) -> int:
+    ops = build_operations(args)
+    return follow(ops, lambda: ops.request(_request(args, ops)))
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    ops = build_operations(args)
+    return follow(ops, None)
+
+
+def follow(ops: Operations, start: Callable[[], Outcome] | None) -> int:
+    """Start (or resume) operations and print their progress until every one has finished."""
+    cancel = threading.Event()
+    _on_interrupt(cancel)
+    printer = _EventPrinter()
+    ops.subscribe(printer)
+    try:
+        return _follow(ops, start, printer, cancel)
+    finally:
+        ops.unsubscribe(printer)
+
+
+def _follow(
+    ops: Operations, start: Callable[[], Outcome] | None, printer: _EventPrinter, cancel: threading.Event
+) -> int:
+    if start is not None:
+        outcome = start()
+        if not outcome.ok:
+            raise CliError(outcome.reply)
+        print(outcome.reply, flush=True)
+        if outcome.operation is not None:
+            print(outcome.operation.plan.to_text(), flush=True)
+        ids = [outcome.operation.id] if outcome.operation else []
+    else:
+        ids = ops.resume()
+        print(f"resumed: {', '.join(ids) or 'nothing to resume'}", flush=True)
+    printer.go_live()
+    while not ops.runner.wait_idle(timeout=0.5):
+        if cancel.is_set():
+            ops.runner.stop(timeout=0)
+            print(
+                "interrupted: the operation resumes from its current step with `scalebot resume`",
+                file=sys.stderr,
+            )
+            return EXIT_INTERRUPTED
+    finished = [ops.get(i) for i in ids]
+    return (
+        EXIT_OK
+        if all(op is not None and op.state is OpState.SUCCEEDED for op in finished)
+        else EXIT_INCOMPLETE
+    )
+
+
+class _EventPrinter:
+    """Prints progress events; holds those that arrive before the request's own answer is shown."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: list[str] | None = []
+
+    def __call__(self, event: ProgressEvent) -> None:
+        stamp = SystemClock().now().strftime("%H:%M:%S")
+        line = f"{stamp} {event.operation.id}: {event.text}"
+        if event.condition:
+            line += f"\n{event.condition}"
+        with self._lock:
+            if self._held is not None:
+                self._held.append(line)
+                return
+        print(line, flush=True)
+
+    def go_live(self) -> None:
+        with self._lock:
+            held, self._held = self._held or [], None
+        for line in held:
+            print(line, flush=True)
+
+
+def cmd_operations(args: argparse.Namespace) -> int:
+    ops = build_operations(args)
+    if args.action == "list":
+        for op in ops.list_operations(limit=50):
+            print(
+                f"{op.id}  {op.state.value:<17} {op.kind.value:<5} {op.requested_by:<16} "
+                f"{op.created_at:%Y-%m-%d %H:%M}  {op.plan.summary()}"
+            )
+        return EXIT_OK
+    if not args.operation_id:
+        raise CliError(f"`operations {args.action}` needs an operation ID (see `scalebot operations list`)")
+    if args.action == "cancel":
+        outcome = ops.cancel(args.operation_id, by=_user())
+        if not outcome.ok:
+            raise CliError(outcome.reply)
+        print(outcome.reply)
+        return EXIT_OK
+    found = ops.get(args.operation_id)
+    if found is None:
+        raise CliError(f"no operation {args.operation_id}; `scalebot operations list` shows the recent ones")
+    op = found
+    when = f"{op.created_at:%Y-%m-%d %H:%M}"
+    print(f"{op.id}: {op.kind.value} {op.state.value}, requested by {op.requested_by}, {when}")
+    print(op.plan.to_text())
+    if op.error:
+        print(f"error: {op.error}")
+    for entry in ops.history(op.id):
+        detail = f": {entry.detail}" if entry.detail else ""
+        print(f"  {entry.at:%Y-%m-%d %H:%M:%S} {entry.actor:<16} {entry.action}{detail}")
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    print("SIMULATED cluster (in memory, nothing real is changed): pools system, web, batch\n")
+    handle, _ = wiring.simulated_cluster()
+    settings = RunnerSettings(
+        graceful_window=timedelta(seconds=12), pass_interval=timedelta(seconds=2), settle=timedelta(seconds=1)
+    )
+    ops = Operations(Store(":memory:"), {handle.name: handle}, {}, SystemClock(), settings=settings)
+    print("The demo shortens phase 1 from 5 minutes to 12 seconds.\n", flush=True)
+    zero = OperationRequest(kind=OpKind.ZERO, target=Target(cluster=handle.name), requested_by=_user())
+    code = follow(ops, lambda: ops.request(zero))
+    if code != EXIT_OK:
+        return code
+    print("\nNow waking the cluster back to the recorded sizes:\n", flush=True)
+    wake = OperationRequest(kind=OpKind.WAKE, target=Target(cluster=handle.name), requested_by=_user())
+    return follow(ops, lambda: ops.request(wake))
 
 
 def cmd_sandbox(args: argparse.Namespace) -> int:

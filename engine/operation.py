@@ -180,6 +180,29 @@ class OperationPlan:
         }
         return hashlib.sha256(json.dumps(essence, sort_keys=True).encode()).hexdigest()[:16]
 
+    def to_text(self) -> str:
+        """The plan as a person reads it (CLI, console); Slack renders the same facts as blocks."""
+        lines = [f"Plan: {self.kind.value} on {self.cluster}: {self.summary()}"]
+        for p in self.pools:
+            removal = f" (remove {', '.join(p.nodes_to_remove)})" if p.nodes_to_remove else ""
+            lines.append(f"  pool {p.pool}: {p.before} → {p.after}{removal}")
+        if self.nodes and self.kind is OpKind.DRAIN:
+            lines.append(f"  nodes: {', '.join(self.nodes)}")
+        if self.force_phase:
+            lines.append(
+                "  every pool goes to 0: phase 1 evicts gracefully (PDBs respected), then phase 2 "
+                "force-deletes what is left with grace 0"
+            )
+        if self.blockers:
+            lines.append(
+                f"  {len(self.blockers)} pod(s) will block {'phase 1' if self.force_phase else 'the drain'}:"
+            )
+            lines.extend(f"    {pod}: {why}" for pod, why in self.blockers[:20])
+            if len(self.blockers) > 20:
+                lines.append(f"    ... ({len(self.blockers) - 20} more)")
+        lines.extend(f"  warning: {w}" for w in self.warnings)
+        return "\n".join(lines)
+
     def summary(self) -> str:
         """One line: "3 pools, 24 nodes → 0" / "pool web 5 → 2" / "drain 2 nodes"."""
         if self.kind is OpKind.DRAIN:

@@ -82,6 +82,11 @@ class Operations:
         with self._listeners_lock:
             self._listeners.append(listener)
 
+    def unsubscribe(self, listener: Callable[[ProgressEvent], None]) -> None:
+        with self._listeners_lock:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
     def _emit(self, event: ProgressEvent) -> None:
         with self._listeners_lock:
             listeners = list(self._listeners)

@@ -90,6 +90,11 @@ class KubeClient:
         self._counts_lock = threading.Lock()
         self.request_counts: collections.Counter[tuple[str, str]] = collections.Counter()
 
+    @property
+    def api_client(self) -> Any:
+        """The underlying `kubernetes.client.ApiClient`, for pool providers that need other APIs."""
+        return self._api_client
+
     @classmethod
     def from_config(
         cls,
