@@ -30,7 +30,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from engine.model import NodeInfo, PodInfo
+from engine.model import DRAINING_TAINT_KEY, UNSCHEDULABLE_TAINT_KEY, NodeInfo, PodInfo
 
 DeletionPolicy = Literal["Oldest", "Newest", "Random"]
 POLICIES: tuple[DeletionPolicy, ...] = ("Oldest", "Newest", "Random")
@@ -38,8 +38,8 @@ POLICIES: tuple[DeletionPolicy, ...] = ("Oldest", "Newest", "Random")
 DELETE_MACHINE_ANNOTATION = "cluster.x-k8s.io/delete-machine"
 CORDON_TAINT_KEYS = frozenset(
     {
-        "node.kubernetes.io/unschedulable",
-        "scalebot.io/draining",
+        UNSCHEDULABLE_TAINT_KEY,
+        DRAINING_TAINT_KEY,
         "ToBeDeletedByClusterAutoscaler",
         "karpenter.sh/disrupted",
     }

@@ -1,0 +1,563 @@
+"""Cluster API node pools: the `capi` PoolProvider over MachineDeployments.
+
+Owns how scalebot reads and resizes MachineDeployments (cluster.x-k8s.io, the newest version the
+API server serves: v1beta2 in current releases, 1.14 here; else v1beta1), maps their Machines to Nodes,
+marks the Machines chosen for removal, and keeps cluster-autoscaler's node-group annotations
+consistent across a zero-scale.
+
+- A pool is a MachineDeployment; its name is the object's name when the provider is bound to a
+  namespace, `namespace/name` otherwise. desired = spec.replicas (the scale subresource's
+  specReplicasPath); min/max = the autoscaler annotations
+  `cluster.x-k8s.io/cluster-api-autoscaler-node-group-{min,max}-size` (0 / None when absent).
+- Nodes of a pool = `status.nodeRef.name` of the Machines labelled
+  `cluster.x-k8s.io/deployment-name=<pool>`.
+- Shrinking by k (engine-semantics §5.1): `prepare_removal` annotates the chosen Machines with
+  `cluster.x-k8s.io/delete-machine` (value: when), the engine drains them, then `remove_nodes`
+  lowers replicas by k; the MachineSet controller deletes annotated Machines first (priority 80,
+  above every unmarked one), so exactly the chosen ones go. That lowering is one merge-patch of
+  the MachineDeployment that also records the Machines already accounted for (annotation
+  `scalebot.io/removed-machines`), so a repeated `remove_nodes` after a crash never subtracts twice.
+- Autoscaler bounds: a min-size above the target would make cluster-autoscaler refuse or undo the
+  shrink, so going to 0 writes min-size "0" in the same patch; the original values are kept in the
+  restore record's `extra` (`autoscalerMinSize` / `autoscalerMaxSize`) and `set_size` puts the
+  min-size back when the pool grows again (unless someone changed it meanwhile). Between 0 and
+  the min-size a size is refused with cluster-autoscaler's phrase, "min size reached".
+- The restore record is the annotation `scalebot.io/restore` on the MachineDeployment, written only
+  if absent. `set_size` patches the scale subresource. Every write is a merge patch with the field
+  manager "scalebot"; read-modify-write patches carry the resourceVersion read, and retry on 409.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import orjson
+from kubernetes import client as k8s
+
+from engine.clock import Clock, SystemClock
+from engine.kube import errors
+from engine.kube.api import KubeApi
+from engine.model import RawObject, format_time
+from engine.pools.base import RESTORE_ANNOTATION, Pool, PoolNotFound, PoolSizeError, RestoreRecord
+from engine.pools.labels import (
+    DEFAULT_REQUEST_TIMEOUT_SECONDS,
+    FIELD_MANAGER,
+    MERGE_PATCH,
+    NodeRemovalError,
+    RawCaller,
+    decode_restore,
+    encode_restore,
+)
+from engine.pools.victims import DELETE_MACHINE_ANNOTATION, POLICIES, DeletionPolicy, VictimHints
+
+log = logging.getLogger(__name__)
+
+PROVIDER_NAME = "capi"
+GROUP = "cluster.x-k8s.io"
+PREFERRED_VERSIONS = ("v1beta2", "v1beta1")
+MACHINE_DEPLOYMENTS = "machinedeployments"
+MACHINES = "machines"
+DEPLOYMENT_NAME_LABEL = "cluster.x-k8s.io/deployment-name"
+MIN_SIZE_ANNOTATION = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size"
+MAX_SIZE_ANNOTATION = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size"
+REMOVED_MACHINES_ANNOTATION = "scalebot.io/removed-machines"
+EXTRA_MIN_SIZE = "autoscalerMinSize"
+EXTRA_MAX_SIZE = "autoscalerMaxSize"
+UNHEALTHY_CONDITIONS = frozenset({"NodeHealthy", "HealthCheckSucceeded", "MachineHealthCheckSucceeded"})
+NODE_READY_CONDITIONS = ("NodeReady", "NodeHealthy")
+"""v1beta2 reports the Node's Ready as NodeReady; v1beta1 only has NodeHealthy."""
+DEFAULT_DELETION_ORDER: DeletionPolicy = "Random"
+CONFLICT_ATTEMPTS = 5
+
+
+class ClusterApiUnavailable(LookupError):
+    """The API server serves no cluster.x-k8s.io version scalebot understands."""
+
+
+@dataclass(frozen=True, slots=True)
+class MachineInfo:
+    """The fields of one Machine the provider decides on."""
+
+    namespace: str
+    name: str
+    pool: str
+    node: str
+    """`status.nodeRef.name`; empty until the Machine has a Node."""
+    deleting: bool = False
+    marked: bool = False
+    """Carries the `cluster.x-k8s.io/delete-machine` annotation."""
+    unhealthy: bool = False
+    node_ready: bool = False
+
+    @classmethod
+    def from_raw(cls, raw: RawObject, pool: str) -> MachineInfo:
+        meta = raw.get("metadata") or {}
+        status = raw.get("status") or {}
+        conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or ()}
+        node = str((status.get("nodeRef") or {}).get("name") or "")
+        return cls(
+            namespace=str(meta.get("namespace") or ""),
+            name=str(meta.get("name") or ""),
+            pool=pool,
+            node=node,
+            deleting=bool(meta.get("deletionTimestamp")),
+            marked=DELETE_MACHINE_ANNOTATION in (meta.get("annotations") or {}),
+            unhealthy=not node or any(conditions.get(t) == "False" for t in UNHEALTHY_CONDITIONS),
+            node_ready=any(conditions.get(t) == "True" for t in NODE_READY_CONDITIONS),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Change:
+    """What one guarded patch of a MachineDeployment writes: annotations (None deletes one), and
+    optionally spec.replicas; `note` is logged once it is written."""
+
+    annotations: Mapping[str, str | None]
+    replicas: int | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class _Deployment:
+    """One MachineDeployment as read: what the provider needs, and its resourceVersion."""
+
+    namespace: str
+    name: str
+    resource_version: str
+    replicas: int
+    annotations: Mapping[str, str]
+    deletion_order: DeletionPolicy
+
+    @classmethod
+    def from_raw(cls, raw: RawObject) -> _Deployment:
+        meta = raw.get("metadata") or {}
+        spec = raw.get("spec") or {}
+        replicas = spec.get("replicas")
+        if replicas is None:  # unset until defaulted; the scale subresource then reports status
+            replicas = (raw.get("status") or {}).get("replicas") or 0
+        return cls(
+            namespace=str(meta.get("namespace") or ""),
+            name=str(meta.get("name") or ""),
+            resource_version=str(meta.get("resourceVersion") or ""),
+            replicas=int(replicas),
+            annotations=meta.get("annotations") or {},
+            deletion_order=_deletion_order(spec),
+        )
+
+    @property
+    def min_size(self) -> int:
+        return _int_annotation(self.annotations, MIN_SIZE_ANNOTATION) or 0
+
+    @property
+    def max_size(self) -> int | None:
+        return _int_annotation(self.annotations, MAX_SIZE_ANNOTATION)
+
+    @property
+    def removed_machines(self) -> frozenset[str]:
+        text = self.annotations.get(REMOVED_MACHINES_ANNOTATION)
+        if not text:
+            return frozenset()
+        try:
+            return frozenset(str(n) for n in orjson.loads(text))
+        except (orjson.JSONDecodeError, TypeError):
+            return frozenset()
+
+
+class ClusterApiPoolProvider:
+    """PoolProvider over Cluster API MachineDeployments (see the module docstring)."""
+
+    name = PROVIDER_NAME
+
+    def __init__(
+        self,
+        api_client: Any,
+        *,
+        namespace: str | None = None,
+        node_api: KubeApi | None = None,
+        version: str | None = None,
+        clock: Clock | None = None,
+        request_timeout_seconds: float = DEFAULT_REQUEST_TIMEOUT_SECONDS,
+    ) -> None:
+        """`api_client`: a `kubernetes.client.ApiClient` for the cluster holding the Machines.
+
+        `node_api` (optional) reads the workload cluster's Nodes for `ready_nodes`; without it,
+        readiness comes from the Machines' NodeReady condition. `version` skips discovery.
+        """
+        self._custom = k8s.CustomObjectsApi(api_client)
+        self._apis = k8s.ApisApi(api_client)
+        self._call = RawCaller(request_timeout_seconds)
+        self._node_api = node_api
+        self._clock: Clock = clock or SystemClock()
+        self._version = version
+        self.namespace = namespace
+
+    # -- discovery ---------------------------------------------------------------------------------
+
+    @property
+    def version(self) -> str:
+        """The cluster.x-k8s.io version used: the newest served one scalebot knows (cached)."""
+        if self._version is None:
+            self._version = self._discover_version()
+        return self._version
+
+    def _discover_version(self) -> str:
+        groups = self._call("get", "apis", self._apis.get_api_versions)
+        served: set[str] = set()
+        for group in groups.get("groups") or ():
+            if group.get("name") == GROUP:
+                served = {v.get("version") for v in group.get("versions") or ()}
+        for version in PREFERRED_VERSIONS:
+            if version in served:
+                return version
+        raise ClusterApiUnavailable(
+            f"the API server serves no {GROUP} version scalebot supports ({', '.join(PREFERRED_VERSIONS)}); "
+            f"served: {', '.join(sorted(served)) or 'none'} - is Cluster API installed in this cluster?"
+        )
+
+    # -- reads -------------------------------------------------------------------------------------
+
+    def list_pools(self) -> list[Pool]:
+        deployments = [_Deployment.from_raw(r) for r in self._list(MACHINE_DEPLOYMENTS, None)]
+        machines = self._machines_by_pool(self._list(MACHINES, DEPLOYMENT_NAME_LABEL))
+        ready = self._ready_nodes()
+        pools = [self._pool(d, machines.get(self._pool_name(d)), ready) for d in deployments]
+        return sorted(pools, key=lambda p: p.name)
+
+    def get_pool(self, name: str) -> Pool:
+        deployment = self._deployment(name)
+        return self._pool(deployment, self.machines(name), self._ready_nodes())
+
+    def machines(self, pool: str) -> list[MachineInfo]:
+        """The pool's Machines, sorted by name (extra method)."""
+        namespace, name = self._split(pool)
+        raws = self._list(MACHINES, f"{DEPLOYMENT_NAME_LABEL}={name}", namespace=namespace)
+        return sorted((MachineInfo.from_raw(r, pool) for r in raws), key=lambda m: m.name)
+
+    def victim_hints(self, pool: str) -> VictimHints:
+        """Machine state by node name, for `choose_victims(..., marked=, deleting=, unhealthy=)`."""
+        machines = [m for m in self.machines(pool) if m.node]
+        return VictimHints(
+            marked=frozenset(m.node for m in machines if m.marked),
+            deleting=frozenset(m.node for m in machines if m.deleting),
+            unhealthy=frozenset(m.node for m in machines if m.unhealthy),
+        )
+
+    def deletion_order(self, pool: str) -> DeletionPolicy:
+        """The MachineDeployment's own deletion order (Random when unset), for choose_victims."""
+        return self._deployment(pool).deletion_order
+
+    # -- restore record ----------------------------------------------------------------------------
+
+    def record_restore(self, pool: str, record: RestoreRecord) -> bool:
+        """Write the record, with the autoscaler annotations' original values, unless one exists."""
+
+        def decide(deployment: _Deployment) -> _Change | None:
+            if RESTORE_ANNOTATION in deployment.annotations:
+                return None
+            originals = {
+                EXTRA_MIN_SIZE: deployment.annotations.get(MIN_SIZE_ANNOTATION),
+                EXTRA_MAX_SIZE: deployment.annotations.get(MAX_SIZE_ANNOTATION),
+            }
+            full = replace(record, extra={**record.extra, **originals})
+            return _Change(
+                {RESTORE_ANNOTATION: encode_restore(full)}, note=f"recorded {encode_restore(full)}"
+            )
+
+        return self._update(pool, decide)
+
+    def clear_restore(self, pool: str) -> None:
+        def decide(deployment: _Deployment) -> _Change | None:
+            if RESTORE_ANNOTATION not in deployment.annotations:
+                return None
+            return _Change({RESTORE_ANNOTATION: None}, note="cleared the restore record")
+
+        self._update(pool, decide)
+
+    # -- shrinking ---------------------------------------------------------------------------------
+
+    def prepare_removal(self, pool: str, nodes: Sequence[str]) -> None:
+        """Annotate the chosen nodes' Machines `cluster.x-k8s.io/delete-machine` (kept if present)."""
+        stamp = format_time(self._clock.now())
+        for machine in self._chosen(pool, self.machines(pool), nodes):
+            if machine.marked:
+                continue
+            body = {"metadata": {"annotations": {DELETE_MACHINE_ANNOTATION: stamp}}}
+            self._patch(MACHINES, machine.namespace, machine.name, body)
+            log.info("Marked Machine %s (Node %s) for deletion", machine.name, machine.node)
+
+    def remove_nodes(self, pool: str, nodes: Sequence[str]) -> None:
+        """Lower replicas by the chosen Machines not yet accounted for; repeat-safe.
+
+        The Machines already subtracted are listed on the MachineDeployment in the same patch as
+        the new replicas, so a retry (before or after the controller deleted them) changes nothing.
+        """
+
+        def decide(deployment: _Deployment) -> _Change | None:
+            machines = self.machines(pool)
+            done = deployment.removed_machines & {m.name for m in machines}
+            pending = sorted(m.name for m in self._chosen(pool, machines, nodes) if m.name not in done)
+            if not pending:
+                return None
+            replicas = max(0, deployment.replicas - len(pending))
+            annotations = self._bounds_for(pool, deployment, replicas)
+            annotations[REMOVED_MACHINES_ANNOTATION] = orjson.dumps(sorted(done | set(pending))).decode()
+            note = f"scaled from {deployment.replicas} to {replicas} replicas, removing {', '.join(pending)}"
+            return _Change(annotations, replicas=replicas, note=note)
+
+        self._update(pool, decide)
+
+    # -- sizing ------------------------------------------------------------------------------------
+
+    def set_size(self, pool: str, size: int) -> None:
+        """Patch the scale subresource to `size`; min-size lowered for 0, restored when growing.
+
+        Order matters to cluster-autoscaler: min-size goes down before the replicas, and back up
+        after them, so it never sees replicas below min-size.
+        """
+        self._update(pool, lambda deployment: self._before_resize(pool, deployment, size))
+        deployment = self._deployment(pool)
+        if deployment.replicas != size:
+            self._patch_scale(deployment, size)
+            log.info("MachineDeployment %s scaled from %d to %d replicas", pool, deployment.replicas, size)
+        if size > 0:
+            self._update(pool, lambda deployment: self._min_size_to_restore(deployment, size))
+
+    def _before_resize(self, pool: str, deployment: _Deployment, size: int) -> _Change | None:
+        """Bounds check; min-size "0" for a zero; a new absolute size also ends any removal ledger."""
+        annotations = self._bounds_for(pool, deployment, size)
+        if REMOVED_MACHINES_ANNOTATION in deployment.annotations:
+            annotations[REMOVED_MACHINES_ANNOTATION] = None
+        return _Change(annotations, note=f"prepared for {size} replicas") if annotations else None
+
+    def _min_size_to_restore(self, deployment: _Deployment, size: int) -> _Change | None:
+        """The min-size we lowered to "0", if nobody changed it since and it fits `size`."""
+        text = deployment.annotations.get(RESTORE_ANNOTATION)
+        if text is None or deployment.annotations.get(MIN_SIZE_ANNOTATION) != "0":
+            return None
+        original = decode_restore(text, where=self._where(deployment)).extra.get(EXTRA_MIN_SIZE)
+        if original is None or original == "0":
+            return None
+        if _int_or_none(original) is None or size < int(original):
+            log.warning(
+                "Not restoring min-size %r of %s: it does not fit %d replicas",
+                original,
+                deployment.name,
+                size,
+            )
+            return None
+        return _Change({MIN_SIZE_ANNOTATION: str(original)}, note=f"restored min-size {original}")
+
+    # -- plumbing: pools ---------------------------------------------------------------------------
+
+    def _pool(
+        self, deployment: _Deployment, machines: Sequence[MachineInfo] | None, ready: frozenset[str] | None
+    ) -> Pool:
+        name = self._pool_name(deployment)
+        with_nodes = [m for m in machines or () if m.node]
+        nodes = tuple(sorted(m.node for m in with_nodes))
+        if ready is None:
+            ready_nodes = tuple(sorted(m.node for m in with_nodes if m.node_ready))
+        else:
+            ready_nodes = tuple(n for n in nodes if n in ready)
+        text = deployment.annotations.get(RESTORE_ANNOTATION)
+        return Pool(
+            name=name,
+            provider=self.name,
+            desired=deployment.replicas,
+            min_size=deployment.min_size,
+            max_size=deployment.max_size,
+            nodes=nodes,
+            ready_nodes=ready_nodes,
+            restore=None if text is None else decode_restore(text, where=self._where(deployment)),
+        )
+
+    def _pool_name(self, deployment: _Deployment) -> str:
+        return deployment.name if self.namespace else f"{deployment.namespace}/{deployment.name}"
+
+    def _split(self, pool: str) -> tuple[str, str]:
+        """(namespace, name) of a pool name; PoolNotFound when it cannot name a deployment."""
+        if self.namespace:
+            if "/" in pool:
+                raise PoolNotFound(pool, [p.name for p in self.list_pools()])
+            return self.namespace, pool
+        namespace, _, name = pool.partition("/")
+        if not name:
+            raise PoolNotFound(pool, [p.name for p in self.list_pools()])
+        return namespace, name
+
+    def _deployment(self, pool: str) -> _Deployment:
+        namespace, name = self._split(pool)
+        call = self._custom.get_namespaced_custom_object
+        try:
+            raw = self._call(
+                "get", MACHINE_DEPLOYMENTS, call, GROUP, self.version, namespace, MACHINE_DEPLOYMENTS, name
+            )
+        except errors.NotFound:
+            raise PoolNotFound(pool, [p.name for p in self.list_pools()]) from None
+        return _Deployment.from_raw(raw)
+
+    def _machines_by_pool(self, raws: Sequence[RawObject]) -> dict[str, list[MachineInfo]]:
+        grouped: dict[str, list[MachineInfo]] = {}
+        for raw in raws:
+            meta = raw.get("metadata") or {}
+            deployment = (meta.get("labels") or {}).get(DEPLOYMENT_NAME_LABEL, "")
+            pool = deployment if self.namespace else f"{meta.get('namespace', '')}/{deployment}"
+            grouped.setdefault(pool, []).append(MachineInfo.from_raw(raw, pool))
+        return grouped
+
+    def _ready_nodes(self) -> frozenset[str] | None:
+        if self._node_api is None:
+            return None
+        return frozenset(n.name for n in self._node_api.list_nodes() if n.ready == "True")
+
+    def _chosen(self, pool: str, machines: Sequence[MachineInfo], nodes: Sequence[str]) -> list[MachineInfo]:
+        """The Machines behind `nodes`; nodes whose Machine is gone are skipped (already removed).
+
+        A node whose Machine belongs to another pool (or to no MachineDeployment) is refused:
+        annotating or counting it would shrink the wrong pool.
+        """
+        wanted = set(nodes)
+        own = {m.node: m for m in machines if m.node in wanted}
+        strangers = wanted - set(own)
+        if strangers:
+            namespace = self._split(pool)[0]
+            others = {
+                str(((r.get("status") or {}).get("nodeRef") or {}).get("name") or ""): r
+                for r in self._list(MACHINES, None, namespace=namespace)
+            }
+            misplaced = sorted(n for n in strangers if n in others)
+            if misplaced:
+                raise NodeRemovalError(f"nodes not in MachineDeployment {pool}: {', '.join(misplaced)}")
+        return [own[n] for n in sorted(own)]
+
+    # -- plumbing: autoscaler bounds ---------------------------------------------------------------
+
+    def _bounds_for(self, pool: str, deployment: _Deployment, size: int) -> dict[str, str | None]:
+        """Annotation changes `size` needs: {} within bounds, min-size "0" for an explicit zero.
+
+        Raises PoolSizeError above max-size, below 0, or between 0 and min-size.
+        """
+        if size < 0:
+            raise PoolSizeError(f"pool {pool}: size must be 0 or more, not {size}")
+        maximum = deployment.max_size
+        if maximum is not None and size > maximum:
+            raise PoolSizeError(f"pool {pool}: max size reached: {size} is above the max-size {maximum}")
+        if size >= deployment.min_size:
+            return {}
+        if size > 0:
+            raise PoolSizeError(
+                f"pool {pool}: min size reached, nodes will not be deleted: "
+                f"{size} is below the min-size {deployment.min_size} (only a scale to 0 lowers it)"
+            )
+        self._require_recorded_min(pool, deployment)
+        return {MIN_SIZE_ANNOTATION: "0"}
+
+    def _require_recorded_min(self, pool: str, deployment: _Deployment) -> None:
+        """Lowering min-size to 0 loses it unless the restore record already holds the original."""
+        text = deployment.annotations.get(RESTORE_ANNOTATION)
+        if text is None or EXTRA_MIN_SIZE not in decode_restore(text, where=self._where(deployment)).extra:
+            raise PoolSizeError(
+                f"pool {pool}: going to 0 lowers its min-size {deployment.min_size} to 0; record the "
+                "restore state first (record_restore) so that wake can put it back"
+            )
+
+    # -- plumbing: writes --------------------------------------------------------------------------
+
+    def _update(self, pool: str, decide: Callable[[_Deployment], _Change | None]) -> bool:
+        """Read, decide, merge-patch guarded by the resourceVersion read; re-read and retry on 409.
+
+        Returns False when `decide` found nothing to change.
+        """
+        for _ in range(CONFLICT_ATTEMPTS):
+            deployment = self._deployment(pool)
+            change = decide(deployment)
+            if change is None:
+                return False
+            meta = {"resourceVersion": deployment.resource_version, "annotations": dict(change.annotations)}
+            body: dict[str, Any] = {"metadata": meta}
+            if change.replicas is not None:
+                body["spec"] = {"replicas": change.replicas}
+            try:
+                self._patch(MACHINE_DEPLOYMENTS, deployment.namespace, deployment.name, body)
+            except errors.Conflict:
+                continue
+            log.info("MachineDeployment %s: %s", pool, change.note)
+            return True
+        raise errors.Conflict(status=409, message=f"MachineDeployment {pool} kept changing; try again")
+
+    def _patch(self, plural: str, namespace: str, name: str, body: Mapping[str, Any]) -> None:
+        call = self._custom.patch_namespaced_custom_object
+        self._call(
+            "patch",
+            plural,
+            call,
+            GROUP,
+            self.version,
+            namespace,
+            plural,
+            name,
+            dict(body),
+            field_manager=FIELD_MANAGER,
+            _content_type=MERGE_PATCH,
+        )
+
+    def _patch_scale(self, deployment: _Deployment, size: int) -> None:
+        call = self._custom.patch_namespaced_custom_object_scale
+        self._call(
+            "patch",
+            f"{MACHINE_DEPLOYMENTS}/scale",
+            call,
+            GROUP,
+            self.version,
+            deployment.namespace,
+            MACHINE_DEPLOYMENTS,
+            deployment.name,
+            {"spec": {"replicas": size}},
+            field_manager=FIELD_MANAGER,
+            _content_type=MERGE_PATCH,
+        )
+
+    def _list(
+        self, plural: str, label_selector: str | None, *, namespace: str | None = None
+    ) -> list[RawObject]:
+        namespace = namespace or self.namespace
+        params = {"label_selector": label_selector} if label_selector else {}
+        if namespace:
+            in_namespace = self._custom.list_namespaced_custom_object
+            page = self._call("list", plural, in_namespace, GROUP, self.version, namespace, plural, **params)
+        else:
+            everywhere = self._custom.list_cluster_custom_object
+            page = self._call("list", plural, everywhere, GROUP, self.version, plural, **params)
+        return list(page.get("items") or ())
+
+    @staticmethod
+    def _where(deployment: _Deployment) -> str:
+        return f"MachineDeployment {deployment.namespace}/{deployment.name}"
+
+
+def _deletion_order(spec: Mapping[str, Any]) -> DeletionPolicy:
+    """v1beta2 `spec.deletion.order`, v1beta1 `spec.strategy.rollingUpdate.deletePolicy`."""
+    order = (spec.get("deletion") or {}).get("order")
+    if order is None:
+        order = ((spec.get("strategy") or {}).get("rollingUpdate") or {}).get("deletePolicy")
+    for policy in POLICIES:
+        if order == policy:
+            return policy
+    return DEFAULT_DELETION_ORDER
+
+
+def _int_annotation(annotations: Mapping[str, str], key: str) -> int | None:
+    value = _int_or_none(annotations.get(key))
+    if value is None and annotations.get(key) is not None:
+        log.warning("Ignoring annotation %s=%r: not a whole number", key, annotations.get(key))
+    return value
+
+
+def _int_or_none(value: object) -> int | None:
+    try:
+        return int(str(value)) if value is not None else None
+    except ValueError:
+        return None

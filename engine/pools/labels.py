@@ -1,0 +1,566 @@
+"""Node pools defined by a node label: the `labels` PoolProvider.
+
+A pool is the set of Nodes carrying a label (default `scalebot.io/pool`); the label's value is the
+pool's name. This module owns that provider, the ConfigMap that stands in for the pool object
+Kubernetes does not have, the node templates kept in it, and the JSON form of the restore record
+(`encode_restore` / `decode_restore`, shared with the Cluster API provider).
+
+Sizes. desired = the number of Nodes with the label; min 0; max unknown (None).
+
+Shrinking. Removing a node means deleting its Node object; the caller has cordoned and drained it
+(this provider refuses to delete a node that is not cordoned). Where a cloud controller manager or
+an autoscaler runs, deleting the Node makes it remove the instance behind it, so a label pool can
+really be shrunk, to zero included.
+
+Growing. A label has no node-group API behind it: Kubernetes cannot create a machine. So
+`set_size` above the current count only re-creates the Node objects this provider removed, from
+templates recorded before their removal (same names, labels, annotations, taints, capacity). On
+the kwok test clusters and in the sandbox that is exactly a wake-up (kwok makes the re-created
+nodes Ready). In a real cloud it is not: growing a label pool there needs the cloud's node-group
+API (a provider module of its own), and a size beyond the recorded templates raises PoolSizeError
+saying so.
+
+Where the record lives. Each pool that was ever shrunk has a ConfigMap `scalebot-pool-<name>` in
+scalebot's namespace:
+- annotation `scalebot.io/restore`: the restore record as JSON, written only if absent;
+- data `node.<node name>`: one node template each (JSON), written before the node is removed and
+  never overwritten while recorded, so the day-time shape survives a second night-time shrink.
+  The parsed record exposes them as `extra["nodeTemplates"]`. (Data, not the annotation: annotations
+  are capped at 256 KiB in total, a ConfigMap at 1 MiB, about a thousand templates.)
+A pool whose nodes are all gone still exists while its ConfigMap does, so `wake` can find it:
+`list_pools` merges the nodes' labels and the ConfigMaps.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from engine.kube import client as kube_client
+from engine.kube import errors
+from engine.kube.api import KubeApi
+from engine.model import NodeInfo, RawObject, format_time, parse_time
+from engine.pools.base import POOL_LABEL, RESTORE_ANNOTATION, Pool, PoolNotFound, PoolSizeError, RestoreRecord
+from engine.pools.victims import is_emptying
+
+log = logging.getLogger(__name__)
+
+PROVIDER_NAME = "labels"
+FIELD_MANAGER = "scalebot"
+DEFAULT_NAMESPACE = "scalebot"
+CONFIGMAP_PREFIX = "scalebot-pool-"
+TEMPLATE_KEY_PREFIX = "node."
+NODE_TEMPLATES_EXTRA = "nodeTemplates"
+PROVIDER_LABEL = "scalebot.io/pool-provider"
+POOL_NAME_LABEL = "scalebot.io/pool-name"
+POOL_LABEL_ANNOTATION = "scalebot.io/pool-label"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "scalebot"}
+MERGE_PATCH = "application/merge-patch+json"
+CONFLICT_ATTEMPTS = 5
+DEFAULT_REQUEST_TIMEOUT_SECONDS = 60.0
+
+# Node metadata written by kubelets, controllers, drains and tools, not part of what the node "is":
+# re-creating a node must not bring back last night's cordon or a stale controller stamp.
+NOISE_ANNOTATION_PREFIXES = (
+    "kubectl.kubernetes.io/",
+    "node.alpha.kubernetes.io/",
+    "volumes.kubernetes.io/",
+    "csi.volume.kubernetes.io/",
+    "alpha.kubernetes.io/",
+    "cluster.x-k8s.io/",
+)
+"""kubectl's last-applied state, the TTL and attach/detach controllers' and the CSI driver's
+stamps, and Cluster API's back-references to a Machine that no longer exists. kwok's own
+`kwok.x-k8s.io/node` is kept: it is how a kwok set up with an annotation selector finds its nodes."""
+NOISE_TAINT_KEYS = frozenset(
+    {
+        "scalebot.io/draining",
+        "ToBeDeletedByClusterAutoscaler",
+        "DeletionCandidateOfClusterAutoscaler",
+        "karpenter.sh/disrupted",
+    }
+)
+NOISE_TAINT_PREFIX = "node.kubernetes.io/"
+"""not-ready, unreachable, unschedulable, *-pressure: set by the node lifecycle controller."""
+
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+_MAX_NAME = 253
+
+
+class NodeRemovalError(ValueError):
+    """A node named for removal that is not in the pool, or not yet cordoned and drained."""
+
+
+class RestoreRecordError(ValueError):
+    """A restore annotation that is not valid JSON of the expected shape (edited by hand?)."""
+
+
+# --------------------------------------------------------------------------------------------------
+# The restore record's JSON form (also used by engine.pools.capi)
+
+
+def encode_restore(record: RestoreRecord) -> str:
+    """Compact JSON with camelCase keys, as Kubernetes annotations usually are."""
+    body = {
+        "desired": record.desired,
+        "minSize": record.min_size,
+        "maxSize": record.max_size,
+        "recordedAt": format_time(record.recorded_at),
+        "operationId": record.operation_id,
+        "extra": dict(record.extra),
+    }
+    return orjson.dumps(body, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def decode_restore(text: str, *, where: str) -> RestoreRecord:
+    """Parse `encode_restore`'s output; `where` names the object in the error message."""
+    try:
+        body = orjson.loads(text)
+        if not isinstance(body, dict):
+            raise TypeError("not a JSON object")
+        recorded_at = parse_time(body["recordedAt"])
+        if recorded_at is None:
+            raise ValueError("recordedAt is empty")
+        max_size = body.get("maxSize")
+        return RestoreRecord(
+            desired=int(body["desired"]),
+            min_size=int(body.get("minSize") or 0),
+            max_size=None if max_size is None else int(max_size),
+            recorded_at=recorded_at,
+            operation_id=str(body.get("operationId") or ""),
+            extra=dict(body.get("extra") or {}),
+        )
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise RestoreRecordError(
+            f"annotation {RESTORE_ANNOTATION} on {where} is not a scalebot restore record ({exc}); "
+            "fix or remove it by hand before waking this pool"
+        ) from exc
+
+
+# --------------------------------------------------------------------------------------------------
+# Raw JSON calls (also used by engine.pools.capi)
+
+
+@dataclass(frozen=True, slots=True)
+class RawCaller:
+    """Calls a generated client method for raw JSON, mapping failures like engine.kube.client does.
+
+    Every answer is read with `_preload_content=False` and orjson (never the generated models);
+    an ApiException becomes the `engine.kube.errors` subclass for its status (through the client
+    adapter's own translation), and a failure without an HTTP answer becomes TransportError.
+    """
+
+    timeout: float = DEFAULT_REQUEST_TIMEOUT_SECONDS
+
+    def __call__(
+        self, verb: str, resource: str, method: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> Any:
+        try:
+            response = method(*args, _preload_content=False, _request_timeout=self.timeout, **kwargs)
+            try:
+                data = bytes(response.data)
+            finally:
+                response.release_conn()
+        except ApiException as exc:
+            raise kube_client._error_from_api_exception(exc, verb, resource) from exc
+        except kube_client._TRANSPORT_ERRORS as exc:
+            raise errors.TransportError(message=f"{verb} {resource}: {' '.join(str(exc).split())}") from exc
+        try:
+            return orjson.loads(data) if data else {}
+        except orjson.JSONDecodeError as exc:
+            # A 2xx whose body is not JSON was garbled on the way: no usable answer.
+            raise errors.TransportError(message=f"{verb} {resource}: unreadable response: {exc}") from exc
+
+
+# --------------------------------------------------------------------------------------------------
+# Node templates
+
+
+def node_template(raw: RawObject) -> dict[str, Any]:
+    """What re-creating this node needs: identity and shape, without runtime noise."""
+    meta = raw.get("metadata") or {}
+    status = raw.get("status") or {}
+    annotations = {
+        k: v
+        for k, v in (meta.get("annotations") or {}).items()
+        if not k.startswith(NOISE_ANNOTATION_PREFIXES)
+    }
+    taints = [
+        {k: v for k, v in t.items() if k != "timeAdded"}
+        for t in (raw.get("spec") or {}).get("taints") or ()
+        if t.get("key") not in NOISE_TAINT_KEYS and not str(t.get("key", "")).startswith(NOISE_TAINT_PREFIX)
+    ]
+    return {
+        "name": meta.get("name", ""),
+        "labels": dict(meta.get("labels") or {}),
+        "annotations": annotations,
+        "taints": taints,
+        "capacity": dict(status.get("capacity") or {}),
+        "allocatable": dict(status.get("allocatable") or {}),
+    }
+
+
+def node_from_template(template: Mapping[str, Any]) -> dict[str, Any]:
+    """The Node body to POST. Status is accepted on create (a kubelet registers that way), so
+    capacity and allocatable arrive with the node; kwok keeps what it is given."""
+    spec = {"taints": list(template.get("taints") or ())} if template.get("taints") else {}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": template["name"],
+            "labels": dict(template.get("labels") or {}),
+            "annotations": dict(template.get("annotations") or {}),
+        },
+        "spec": spec,
+        "status": {
+            "capacity": dict(template.get("capacity") or {}),
+            "allocatable": dict(template.get("allocatable") or {}),
+        },
+    }
+
+
+def configmap_name(pool: str) -> str:
+    """`scalebot-pool-<pool>`; a pool name that is no valid object name gets a hashed, valid one."""
+    name = CONFIGMAP_PREFIX + pool
+    if _DNS_SUBDOMAIN.match(name) and len(name) <= _MAX_NAME:
+        return name
+    digest = hashlib.sha256(pool.encode()).hexdigest()[:10]
+    cleaned = re.sub(r"[^a-z0-9-]+", "-", pool.lower()).strip("-")[:40]
+    return f"{CONFIGMAP_PREFIX}{cleaned}-{digest}".replace("--", "-")
+
+
+# --------------------------------------------------------------------------------------------------
+# The provider
+
+
+@dataclass(frozen=True, slots=True)
+class _Store:
+    """One pool's ConfigMap as read: record annotation text, templates, resourceVersion."""
+
+    exists: bool
+    resource_version: str = ""
+    restore_text: str | None = None
+    templates: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
+class LabelPoolProvider:
+    """PoolProvider for pools made of the Nodes that carry `label` (see the module docstring)."""
+
+    name = PROVIDER_NAME
+
+    def __init__(
+        self,
+        api: KubeApi,
+        raw: Any,
+        *,
+        label: str = POOL_LABEL,
+        namespace: str = DEFAULT_NAMESPACE,
+        request_timeout_seconds: float = DEFAULT_REQUEST_TIMEOUT_SECONDS,
+    ) -> None:
+        """`api` reads and deletes nodes; `raw` is a `kubernetes.client.ApiClient` for node
+        templates, node creation and the ConfigMaps in `namespace`."""
+        self._api = api
+        self._core = k8s.CoreV1Api(raw)
+        self._call = RawCaller(request_timeout_seconds)
+        self.label = label
+        self.namespace = namespace
+
+    # -- reads -------------------------------------------------------------------------------------
+
+    def list_pools(self) -> list[Pool]:
+        nodes_by_pool: dict[str, list[NodeInfo]] = {}
+        for node in self._api.list_nodes(label_selector=self.label):
+            nodes_by_pool.setdefault(node.labels[self.label], []).append(node)
+        stores = self._list_stores()
+        names = sorted(set(nodes_by_pool) | set(stores))
+        return [self._pool(n, nodes_by_pool.get(n, []), stores.get(n, _Store(False))) for n in names]
+
+    def get_pool(self, name: str) -> Pool:
+        nodes = self._pool_nodes(name)
+        store = self._read_store(name)
+        if not nodes and not store.exists:
+            raise PoolNotFound(name, [p.name for p in self.list_pools()])
+        return self._pool(name, nodes, store)
+
+    def node_templates(self, pool: str) -> dict[str, dict[str, Any]]:
+        """Recorded templates by node name (extra method: what `set_size` can re-create)."""
+        return {k: dict(v) for k, v in self._read_store(pool).templates.items()}
+
+    # -- restore record ----------------------------------------------------------------------------
+
+    def record_restore(self, pool: str, record: RestoreRecord) -> bool:
+        """Write the record (and templates of the pool's current nodes) unless one exists."""
+        templates = {t["name"]: t for t in self._capture(pool, None)}
+        for _ in range(CONFLICT_ATTEMPTS):
+            store = self._read_store(pool)
+            if not templates and not store.exists:
+                raise PoolNotFound(pool, [p.name for p in self.list_pools()])
+            if store.restore_text is not None:
+                return False
+            new_templates = {k: v for k, v in templates.items() if k not in store.templates}
+            if self._write_store(pool, store, new_templates, {RESTORE_ANNOTATION: encode_restore(record)}):
+                log.info("Recorded restore state of label pool %s: %s", pool, encode_restore(record))
+                return True
+        raise errors.Conflict(
+            status=409, message=f"ConfigMap {configmap_name(pool)} kept changing; try again"
+        )
+
+    def clear_restore(self, pool: str) -> None:
+        """Drop the record, and the templates of nodes that exist again (absent ones stay)."""
+        present = {n.name for n in self._pool_nodes(pool)}
+        for _ in range(CONFLICT_ATTEMPTS):
+            store = self._read_store(pool)
+            if not store.exists:
+                return
+            stale = [k for k in store.templates if k in present]
+            if store.restore_text is None and not stale:
+                return
+            body = {
+                "metadata": {
+                    "resourceVersion": store.resource_version,
+                    "annotations": {RESTORE_ANNOTATION: None},
+                },
+                "data": {TEMPLATE_KEY_PREFIX + k: None for k in stale},
+            }
+            try:
+                self._patch_configmap(pool, body)
+                return
+            except errors.Conflict:
+                continue
+        raise errors.Conflict(
+            status=409, message=f"ConfigMap {configmap_name(pool)} kept changing; try again"
+        )
+
+    # -- shrinking ---------------------------------------------------------------------------------
+
+    def prepare_removal(self, pool: str, nodes: Sequence[str]) -> None:
+        """Record the chosen nodes' templates before the drain changes them (cordon, taints)."""
+        self._record_templates(pool, self._capture(pool, nodes))
+
+    def remove_nodes(self, pool: str, nodes: Sequence[str]) -> None:
+        """Delete these drained Node objects; nodes already gone are skipped (idempotent)."""
+        raws = self._capture_raw(pool, nodes)
+        not_cordoned = sorted(n for n, raw in raws.items() if not is_emptying(NodeInfo.from_raw(raw)))
+        if not_cordoned:
+            raise NodeRemovalError(
+                f"refusing to delete nodes that are not cordoned; drain them first: {', '.join(not_cordoned)}"
+            )
+        self._record_templates(pool, [node_template(raw) for raw in raws.values()])
+        for name in sorted(raws):
+            try:
+                self._api.delete_node(name)
+            except errors.NotFound:
+                continue
+            log.info("Deleted Node %s of label pool %s", name, pool)
+
+    # -- growing -----------------------------------------------------------------------------------
+
+    def set_size(self, pool: str, size: int) -> None:
+        """Absolute size: equal is a no-op; above re-creates recorded nodes; below is refused."""
+        if size < 0:
+            raise PoolSizeError(f"pool {pool}: size must be 0 or more, not {size}")
+        present = {n.name for n in self._pool_nodes(pool)}
+        if size < len(present):
+            raise PoolSizeError(
+                f"label pool {pool} has {len(present)} nodes; it shrinks only by draining chosen nodes "
+                f"and removing them (remove_nodes), not by set_size({size})"
+            )
+        missing = size - len(present)
+        if missing == 0:
+            return
+        templates = self.node_templates(pool)
+        if not templates and not present and not self._read_store(pool).exists:
+            raise PoolNotFound(pool, [p.name for p in self.list_pools()])
+        available = [templates[k] for k in sorted(templates) if k not in present]
+        if len(available) < missing:
+            raise PoolSizeError(
+                f"label pool {pool} can grow from {len(present)} to at most {len(present) + len(available)} "
+                f"nodes: scalebot can only re-create the {len(available)} node(s) it removed. Adding new "
+                "machines needs the cloud's node group API (a node-group provider), not a node label"
+            )
+        for template in available[:missing]:
+            self._create_node(template)
+
+    # -- plumbing ----------------------------------------------------------------------------------
+
+    def _pool(self, name: str, nodes: Sequence[NodeInfo], store: _Store) -> Pool:
+        names = tuple(sorted(n.name for n in nodes))
+        return Pool(
+            name=name,
+            provider=self.name,
+            desired=len(names),
+            min_size=0,
+            max_size=None,
+            nodes=names,
+            ready_nodes=tuple(sorted(n.name for n in nodes if n.ready == "True")),
+            restore=self._restore_of(name, store),
+        )
+
+    def _restore_of(self, pool: str, store: _Store) -> RestoreRecord | None:
+        if store.restore_text is None:
+            return None
+        record = decode_restore(
+            store.restore_text, where=f"ConfigMap {self.namespace}/{configmap_name(pool)}"
+        )
+        templates = {k: dict(v) for k, v in store.templates.items()}
+        return RestoreRecord(
+            desired=record.desired,
+            min_size=record.min_size,
+            max_size=record.max_size,
+            recorded_at=record.recorded_at,
+            operation_id=record.operation_id,
+            extra={**record.extra, NODE_TEMPLATES_EXTRA: templates},
+        )
+
+    def _pool_nodes(self, pool: str) -> list[NodeInfo]:
+        return self._api.list_nodes(label_selector=f"{self.label}={pool}")
+
+    def _capture_raw(self, pool: str, nodes: Iterable[str] | None) -> dict[str, RawObject]:
+        """Raw Node JSON of the pool's nodes (all, or those named; missing ones are skipped).
+
+        A named node carrying another pool's label is refused: removing it would shrink that pool.
+        """
+        if nodes is None:
+            page = self._call("list", "nodes", self._core.list_node, label_selector=f"{self.label}={pool}")
+            return {item["metadata"]["name"]: item for item in page.get("items") or ()}
+        found: dict[str, RawObject] = {}
+        for name in sorted(set(nodes)):
+            try:
+                raw = self._call("get", "nodes", self._core.read_node, name)
+            except errors.NotFound:
+                continue
+            owner = ((raw.get("metadata") or {}).get("labels") or {}).get(self.label)
+            if owner != pool:
+                raise NodeRemovalError(
+                    f"node {name} is not in label pool {pool} ({self.label}={owner or '<unset>'})"
+                )
+            found[name] = raw
+        return found
+
+    def _capture(self, pool: str, nodes: Iterable[str] | None) -> list[dict[str, Any]]:
+        return [node_template(raw) for raw in self._capture_raw(pool, nodes).values()]
+
+    def _record_templates(self, pool: str, templates: Sequence[Mapping[str, Any]]) -> None:
+        """Add templates for nodes that have none yet (never replace a recorded one)."""
+        for _ in range(CONFLICT_ATTEMPTS):
+            store = self._read_store(pool)
+            new = {t["name"]: t for t in templates if t["name"] not in store.templates}
+            if not new or self._write_store(pool, store, new, {}):
+                return
+        raise errors.Conflict(
+            status=409, message=f"ConfigMap {configmap_name(pool)} kept changing; try again"
+        )
+
+    def _write_store(
+        self,
+        pool: str,
+        store: _Store,
+        templates: Mapping[str, Mapping[str, Any]],
+        annotations: Mapping[str, str],
+    ) -> bool:
+        """Create or patch (guarded by resourceVersion) the ConfigMap; False on a lost race."""
+        data = {
+            TEMPLATE_KEY_PREFIX + k: orjson.dumps(v, option=orjson.OPT_SORT_KEYS).decode()
+            for k, v in templates.items()
+        }
+        try:
+            if store.exists:
+                meta = {"resourceVersion": store.resource_version, "annotations": dict(annotations)}
+                self._patch_configmap(pool, {"metadata": meta, "data": data})
+            else:
+                self._create_configmap(pool, data, annotations)
+        except errors.Conflict:
+            return False  # 409: changed or created since we read it; the caller re-reads
+        return True
+
+    def _create_configmap(self, pool: str, data: Mapping[str, str], annotations: Mapping[str, str]) -> None:
+        body = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": configmap_name(pool),
+                "namespace": self.namespace,
+                "labels": {**MANAGED_BY, PROVIDER_LABEL: self.name, POOL_NAME_LABEL: pool},
+                "annotations": {**annotations, POOL_LABEL_ANNOTATION: self.label},
+            },
+            "data": dict(data),
+        }
+        call = self._core.create_namespaced_config_map
+        self._call("create", "configmaps", call, self.namespace, body, field_manager=FIELD_MANAGER)
+
+    def _patch_configmap(self, pool: str, body: Mapping[str, Any]) -> None:
+        call = self._core.patch_namespaced_config_map
+        name = configmap_name(pool)
+        self._call(
+            "patch",
+            "configmaps",
+            call,
+            name,
+            self.namespace,
+            body,
+            field_manager=FIELD_MANAGER,
+            _content_type=MERGE_PATCH,
+        )
+
+    def _read_store(self, pool: str) -> _Store:
+        try:
+            raw = self._call(
+                "get",
+                "configmaps",
+                self._core.read_namespaced_config_map,
+                configmap_name(pool),
+                self.namespace,
+            )
+        except errors.NotFound:
+            return _Store(False)
+        return self._store_from_raw(raw)
+
+    def _list_stores(self) -> dict[str, _Store]:
+        selector = f"{PROVIDER_LABEL}={self.name}"
+        call = self._core.list_namespaced_config_map
+        page = self._call("list", "configmaps", call, self.namespace, label_selector=selector)
+        stores: dict[str, _Store] = {}
+        for raw in page.get("items") or ():
+            meta = raw.get("metadata") or {}
+            if (meta.get("annotations") or {}).get(POOL_LABEL_ANNOTATION, POOL_LABEL) != self.label:
+                continue  # another label provider's pool in the same namespace
+            stores[(meta.get("labels") or {}).get(POOL_NAME_LABEL, "")] = self._store_from_raw(raw)
+        stores.pop("", None)
+        return stores
+
+    @staticmethod
+    def _store_from_raw(raw: RawObject) -> _Store:
+        meta = raw.get("metadata") or {}
+        templates = {
+            key.removeprefix(TEMPLATE_KEY_PREFIX): orjson.loads(value)
+            for key, value in (raw.get("data") or {}).items()
+            if key.startswith(TEMPLATE_KEY_PREFIX)
+        }
+        return _Store(
+            exists=True,
+            resource_version=str(meta.get("resourceVersion") or ""),
+            restore_text=(meta.get("annotations") or {}).get(RESTORE_ANNOTATION),
+            templates=templates,
+        )
+
+    def _create_node(self, template: Mapping[str, Any]) -> None:
+        try:
+            self._call(
+                "create",
+                "nodes",
+                self._core.create_node,
+                node_from_template(template),
+                field_manager=FIELD_MANAGER,
+            )
+        except errors.Conflict:
+            return  # 409 AlreadyExists: created by an earlier, interrupted attempt
+        log.info("Re-created Node %s from its recorded template", template["name"])

@@ -1,0 +1,934 @@
+"""Schedules: parse and validate them, and compute when their sleeps and wakes happen.
+
+Owns the schedule value (`ScheduleSpec`), its occurrences (`Occurrence`, with the idempotency key),
+announcements, one-occurrence overrides (postpone / skip / run now), the missed-run decision taken at
+start-up and at each fire, and the temporary-wake rule. The bot layer stores schedules, overrides and
+done keys in SQLite and uses APScheduler only as a timer that wakes it at the instants computed here.
+
+Pure: stdlib only (zoneinfo reads the time-zone database), no other I/O, no clock. Every instant comes
+in as an argument (`after=`, `now=`) and every instant going out is an aware UTC `datetime`.
+
+Rules
+- Expressions are "<days> <H:MM>": "Mon-Fri 20:00", "Fri 19:00", "Sat,Sun 09:30", "daily 02:30" (or
+  "* 02:30"), "Mon-Sun 7:00". Ranges wrap ("Fri-Mon" is Fri, Sat, Sun, Mon). Times are 24-hour.
+- Zones are IANA names only: a name must contain "/" ("Europe/Berlin") or be "UTC". Abbreviations
+  such as CET, PST or EST are refused even though zoneinfo loads some of them: they name no place's
+  DST rules. Schedules store the zone by name.
+- Weekdays and dates are local: an occurrence belongs to the local date of its wall time and fires on
+  the local weekday (a Berlin "Mon 00:30" is Sunday 23:30 UTC).
+- DST, Vixie-cron-like: each action fires at most once per local date.
+  * A wall time that occurs twice (autumn) fires once, at its first occurrence (fold=0): Berlin
+    2026-10-25 02:30 fires at 00:30Z only. APScheduler's CronTrigger fires it twice (00:30Z and
+    01:30Z); that is why APScheduler is only the timer and the idempotency key decides.
+  * A wall time that does not exist (spring gap) fires once, after the jump: shifted forward by the
+    size of the gap (the PEP 495 fold=0 reading, and what APScheduler does): Berlin 2026-03-29
+    02:30 fires at 01:30Z = 03:30 CEST; Lord Howe 2026-10-04 02:00 fires at 15:30Z = 02:30 +11. The
+    occurrence keeps its scheduled local date even where the shift crosses midnight (America/Nuuk's
+    gap is 23:00-24:00: 23:30 on 2026-03-28 fires at 00:30 on the 29th, key "...:2026-03-28:...").
+  * A local date that does not exist at all (Pacific/Apia skipped 2011-12-30) adds no extra firing.
+  * Arithmetic is done on UTC instants; no timedelta is ever added to a zoneinfo-local datetime
+    (that is wall-clock arithmetic and resets `fold`).
+- Exception dates (holidays, local dates) are non-working days: no wake and no sleep on that date.
+  The cluster, put to sleep the evening before, stays down until the next working day's wake; the
+  sleep of that date is skipped too (the cluster is already down). `skipped_wakes` lists the holidays
+  a sleep spans so the bot can announce them at that shutdown.
+- The idempotency key of an occurrence is "<schedule>:<local date>:<action>".
+- Overrides act on one occurrence (by key), never on the schedule; the latest decision wins. A
+  postpone that reaches the next opposite event becomes a skip.
+- Missed runs (`decide_missed`): only the most recent due event counts; a missed sleep runs late
+  within the grace window and is announced as missed beyond it (never silently dropped); a missed
+  wake always runs; a manual action after the occurrence wins.
+- A cluster woken by hand is not put back to sleep before the next scheduled sleep; a temporary wake
+  re-sleeps at its expiry only if the schedule has the cluster asleep then.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import re
+from collections.abc import Callable, Iterator, Sequence, Set
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta, tzinfo
+from typing import Literal, TypeVar
+from zoneinfo import ZoneInfo, available_timezones
+
+Action = Literal["sleep", "wake"]
+OverrideKind = Literal["postpone", "skip", "run_now"]
+Verdict = Literal["run", "run_late", "announce_missed", "noop"]
+State = Literal["asleep", "awake"]
+_T = TypeVar("_T")
+
+DAY_NAMES = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+ALL_DAYS = frozenset(range(7))
+DEFAULT_GRACE = timedelta(hours=1)
+"""A missed sleep this late still runs (announced as late); beyond it, it is announced as missed."""
+MISSED_LOOKBACK = timedelta(days=7)
+"""Start-up looks back at most this far (Gardener's trigger-deadline cap), whatever `last_done` says."""
+ON_TIME = timedelta(minutes=1)
+"""A run this close to its instant is on time: the timer's own jitter is not "late"."""
+MAX_TEMPORARY_WAKE = timedelta(days=7)
+"""A temporary wake longer than a week is a schedule change, not a one-off."""
+SEARCH_HORIZON_DAYS = 3700
+"""Occurrence searches stop after about ten years of local dates (exceptions are a finite list)."""
+
+_FULL_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_DAY_LOOKUP = {name.lower(): i for i, name in enumerate(DAY_NAMES)} | {
+    n: i for i, n in enumerate(_FULL_NAMES)
+}
+_OPPOSITE: dict[Action, Action] = {"sleep": "wake", "wake": "sleep"}
+_MINUTES_PER_DAY = 24 * 60
+_MINUTES_PER_WEEK = 7 * _MINUTES_PER_DAY
+_SHOWN_CHARS = 40
+
+_TIME = re.compile(r"([0-9]{1,2}):([0-9]{2})")
+_SEPARATOR_SPACES = re.compile(r"\s*([,-])\s*(?=[A-Za-z*])")
+_LEAD = re.compile(r"(?:([0-9]{1,3})h)?(?:([0-9]{1,4})m(?:in)?)?")
+_DATE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+
+EXAMPLE_TIME = '"Mon-Fri 20:00"'
+EXAMPLE_ZONE = '"Europe/Berlin" or "UTC"'
+EXAMPLE_LEADS = '"60m,10m"'
+EXAMPLE_DATE = '"2026-12-24"'
+
+# Common abbreviations and the IANA zone a user of them most likely means (a hint, never applied).
+_ABBREVIATIONS = {
+    "CET": "Europe/Berlin",
+    "CEST": "Europe/Berlin",
+    "MET": "Europe/Berlin",
+    "MEZ": "Europe/Berlin",
+    "WET": "Europe/Lisbon",
+    "EET": "Europe/Athens",
+    "BST": "Europe/London",
+    "GMT": "Europe/London",
+    "EST": "America/New_York",
+    "EDT": "America/New_York",
+    "EST5EDT": "America/New_York",
+    "CST": "America/Chicago",
+    "CDT": "America/Chicago",
+    "MST": "America/Denver",
+    "MDT": "America/Denver",
+    "PST": "America/Los_Angeles",
+    "PDT": "America/Los_Angeles",
+    "PST8PDT": "America/Los_Angeles",
+    "IST": "Asia/Kolkata",
+    "JST": "Asia/Tokyo",
+    "AEST": "Australia/Sydney",
+    "AEDT": "Australia/Sydney",
+    "NZST": "Pacific/Auckland",
+}
+_UTC_SPELLINGS = frozenset({"utc", "z", "zulu", "universal", "uct", "gmt0", "gmt+0", "gmt-0", "etc/utc"})
+
+
+class ScheduleError(ValueError):
+    """Bad schedule input or request; the message names the bad part and shows an accepted example."""
+
+
+# --- values -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WeeklyTime:
+    """A wall-clock time on some local weekdays (0 = Monday)."""
+
+    days: frozenset[int]
+    hour: int
+    minute: int
+
+    def __str__(self) -> str:
+        return format_weekly(self)
+
+
+@dataclass(frozen=True)
+class Window:
+    """The parsed sleep/wake pair and zone of a schedule (`parse_window`)."""
+
+    sleep: WeeklyTime
+    wake: WeeklyTime | None
+    tz: str
+
+
+@dataclass(frozen=True)
+class ScheduleSpec:
+    """A schedule as the engine needs it; the bot layer adds target, channel, approval mode, paused."""
+
+    name: str
+    cluster: str
+    sleep: WeeklyTime
+    wake: WeeklyTime | None
+    tz: str
+    lead_times: tuple[timedelta, ...] = ()
+    exceptions: frozenset[date] = frozenset()
+
+
+@dataclass(frozen=True)
+class Occurrence:
+    """One scheduled sleep or wake: the local date it belongs to and its UTC instant."""
+
+    schedule: str
+    action: Action
+    local_date: date
+    at: datetime
+
+    @property
+    def key(self) -> str:
+        """Idempotency key: at most one run per schedule, local date and action."""
+        return f"{self.schedule}:{self.local_date.isoformat()}:{self.action}"
+
+
+@dataclass(frozen=True)
+class Override:
+    """A human decision about one occurrence (by key). `until` is the new instant for a postpone and
+    the instant a human asked for "run now"; a skip has none. `note` explains the decision."""
+
+    key: str
+    kind: OverrideKind
+    until: datetime | None
+    by: str
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("postpone", "skip", "run_now"):
+            raise ScheduleError(f'unknown override kind "{_shown(self.kind)}": use postpone, skip or run_now')
+        if self.kind == "skip" and self.until is not None:
+            raise ScheduleError("a skip override has no time: pass until=None")
+        if self.kind != "skip" and (self.until is None or self.until.utcoffset() is None):
+            raise ScheduleError(f"a {self.kind} override needs a timezone-aware until=, e.g. 21:00 UTC")
+
+
+@dataclass(frozen=True)
+class MissedDecision:
+    """What to do about one due occurrence found at start-up or at a fire."""
+
+    occurrence: Occurrence
+    verdict: Verdict
+    late_by: timedelta
+    reason: str
+
+
+# --- parsing ------------------------------------------------------------------------------------------
+
+
+def parse_weekly(text: str) -> WeeklyTime:
+    """Parse "<days> <H:MM>": "Mon-Fri 20:00", "Fri-Mon 07:00", "Sat,Sun 09:30", "daily 02:30"."""
+    parts = _SEPARATOR_SPACES.sub(r"\1", text.strip()).split()
+    if not parts:
+        raise ScheduleError(f"empty schedule time: write days and a time, e.g. {EXAMPLE_TIME}")
+    if len(parts) == 1:
+        if _TIME.fullmatch(parts[0]):
+            raise ScheduleError(
+                f'missing days before "{parts[0]}": e.g. "daily {parts[0]}" or "Mon-Fri {parts[0]}"'
+            )
+        raise ScheduleError(f'missing time after "{_shown(parts[0])}": add H:MM, e.g. {EXAMPLE_TIME}')
+    if len(parts) > 2:
+        extra = _shown(" ".join(parts[2:]))
+        raise ScheduleError(
+            f'unexpected "{extra}" in "{_shown(text)}": write days then one time, e.g. {EXAMPLE_TIME}'
+        )
+    hour, minute = _parse_clock(parts[1])
+    return WeeklyTime(_parse_days(parts[0]), hour, minute)
+
+
+def format_weekly(weekly: WeeklyTime) -> str:
+    """The canonical text of a weekly time; `parse_weekly(format_weekly(w)) == w`."""
+    return f"{format_days(weekly.days)} {weekly.hour:02d}:{weekly.minute:02d}"
+
+
+def format_days(days: Set[int]) -> str:
+    """ "daily", "Mon-Fri", "Fri-Mon", "Sat,Sun", "Mon,Wed": runs of three or more become ranges."""
+    if set(days) >= ALL_DAYS:
+        return "daily"
+    start = (max(ALL_DAYS - set(days)) + 1) % 7  # begin after a missing day so no run is cut in two
+    runs: list[list[int]] = []
+    for day in ((start + i) % 7 for i in range(7)):
+        if day not in days:
+            continue
+        if runs and (runs[-1][-1] + 1) % 7 == day:
+            runs[-1].append(day)
+        else:
+            runs.append([day])
+    return ",".join(_format_run(run) for run in runs)
+
+
+def parse_zone(name: str) -> ZoneInfo:
+    """An IANA zone by name ("Europe/Berlin", "UTC"); abbreviations and unknown names are refused."""
+    key = name.strip()
+    if not key:
+        raise ScheduleError(f"missing time zone: give an IANA name, e.g. {EXAMPLE_ZONE}")
+    if key != "UTC" and "/" not in key:
+        raise ScheduleError(_not_iana_message(key))
+    if key not in _known_zones():
+        raise ScheduleError(
+            f'unknown time zone "{_shown(key)}"{_zone_hint(key)}: use an IANA name, e.g. {EXAMPLE_ZONE}'
+        )
+    return ZoneInfo(key)
+
+
+def parse_lead_times(text: str) -> tuple[timedelta, ...]:
+    """Announcement lead times, "60m,10m" or "1h,10m"; longest first. Empty text means none."""
+    if not text.strip():
+        return ()
+    leads: list[timedelta] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            raise ScheduleError(
+                f'empty lead time in "{_shown(text)}": separate them with one comma, e.g. {EXAMPLE_LEADS}'
+            )
+        lead = _parse_lead(part)
+        if lead in leads:
+            raise ScheduleError(f'lead time "{part}" is given twice: list each once, e.g. {EXAMPLE_LEADS}')
+        leads.append(lead)
+    return tuple(sorted(leads, reverse=True))
+
+
+def parse_date(text: str) -> date:
+    """A local date in ISO form, "2026-12-24"."""
+    value = text.strip()
+    match = _DATE.fullmatch(value)
+    if match is None:
+        raise ScheduleError(f'invalid date "{_shown(value)}": use YYYY-MM-DD, e.g. {EXAMPLE_DATE}')
+    try:
+        return date(int(match[1]), int(match[2]), int(match[3]))
+    except ValueError as exc:
+        raise ScheduleError(f'invalid date "{value}": {exc}; use YYYY-MM-DD, e.g. {EXAMPLE_DATE}') from exc
+
+
+def parse_dates(text: str) -> frozenset[date]:
+    """Exception dates separated by commas or spaces, "2026-12-24, 2026-12-31"; empty means none."""
+    return frozenset(parse_date(part) for part in re.split(r"[,\s]+", text.strip()) if part)
+
+
+def parse_window(*, sleep: str, wake: str | None, tz: str) -> Window:
+    """Sleep and wake expressions in one zone; a blank or missing wake means "sleep only"."""
+    sleep_time = _labelled("sleep time", parse_weekly, sleep)
+    wake_time = None if wake is None or not wake.strip() else _labelled("wake time", parse_weekly, wake)
+    zone = _labelled("time zone", parse_zone, tz)
+    _check_wake(sleep_time, wake_time)
+    return Window(sleep_time, wake_time, zone.key)
+
+
+def parse_spec(
+    *,
+    name: str,
+    cluster: str,
+    sleep: str,
+    wake: str | None,
+    tz: str,
+    lead_times: str = "",
+    exceptions: str = "",
+) -> ScheduleSpec:
+    """Parse every field of a schedule and validate the whole; raises ScheduleError on the first problem."""
+    window = parse_window(sleep=sleep, wake=wake, tz=tz)
+    spec = ScheduleSpec(
+        name=name,
+        cluster=cluster,
+        sleep=window.sleep,
+        wake=window.wake,
+        tz=window.tz,
+        lead_times=_labelled("lead times", parse_lead_times, lead_times),
+        exceptions=_labelled("exception dates", parse_dates, exceptions),
+    )
+    validate_spec(spec)
+    return spec
+
+
+# --- validation ---------------------------------------------------------------------------------------
+
+
+def validate_spec(spec: ScheduleSpec) -> None:
+    """Raise ScheduleError for a schedule that must not be saved.
+
+    Checks names, day sets (non-empty, 0-6), hours and minutes, the zone, a wake that collides with
+    a sleep (same day and time: the cluster cannot sleep and wake at once), and announcement lead
+    times longer than the shortest gap between two consecutive events. That gap is measured in
+    wall-clock time over a representative fortnight, between any two consecutive events (sleep→wake,
+    wake→sleep, or two of a kind), so an announcement never precedes the event before its own.
+    A wake earlier than the sleep on the same days is accepted: it is an overnight window
+    ("Mon-Fri 20:00" → "Mon-Fri 07:00") or a week-long one ("Wed 18:00" → "Wed 09:00").
+    """
+    _check_name("schedule name", spec.name)
+    _check_name("cluster", spec.cluster)
+    _check_weekly("sleep time", spec.sleep)
+    if spec.wake is not None:
+        _check_weekly("wake time", spec.wake)
+    _labelled("time zone", parse_zone, spec.tz)
+    _check_wake(spec.sleep, spec.wake)
+    _check_lead_times(spec)
+
+
+def _check_name(label: str, value: str) -> None:
+    if not _NAME.fullmatch(value):
+        raise ScheduleError(
+            f'invalid {label} "{_shown(value)}": use up to 63 letters, digits, ".", "_" or "-", e.g. "dev-eu"'
+        )
+
+
+def _check_weekly(label: str, weekly: WeeklyTime) -> None:
+    if not weekly.days:
+        raise ScheduleError(f"{label} has no days: give at least one day, e.g. {EXAMPLE_TIME}")
+    if not weekly.days <= ALL_DAYS:
+        raise ScheduleError(f"{label} has days {sorted(weekly.days)}: days are 0 (Mon) to 6 (Sun)")
+    if not (0 <= weekly.hour <= 23 and 0 <= weekly.minute <= 59):
+        raise ScheduleError(
+            f"{label} {weekly.hour}:{weekly.minute:02d} is not a time of day: use 00:00 to 23:59"
+        )
+
+
+def _check_wake(sleep: WeeklyTime, wake: WeeklyTime | None) -> None:
+    if wake is None or (wake.hour, wake.minute) != (sleep.hour, sleep.minute):
+        return
+    shared = sleep.days & wake.days
+    if shared:
+        raise ScheduleError(
+            f'wake "{wake}" is at the same time as sleep "{sleep}" on {format_days(shared)}: the cluster '
+            'cannot sleep and wake at once; e.g. sleep "Mon-Fri 20:00" with wake "Mon-Fri 07:00"'
+        )
+
+
+def _check_lead_times(spec: ScheduleSpec) -> None:
+    if not spec.lead_times:
+        return
+    gap, between = _shortest_gap(spec)
+    longest = max(spec.lead_times)
+    if longest > gap:
+        raise ScheduleError(
+            f"lead time {_lead_text(longest)} is longer than the shortest gap between two events "
+            f"({_span(gap)}: {between}): shorten it to at most {_lead_text(gap)}, e.g. {EXAMPLE_LEADS}"
+        )
+
+
+def _shortest_gap(spec: ScheduleSpec) -> tuple[timedelta, str]:
+    """Shortest wall-clock gap between consecutive events over a fortnight (cyclic), and its events."""
+    events = sorted(
+        (week * _MINUTES_PER_WEEK + day * _MINUTES_PER_DAY + weekly.hour * 60 + weekly.minute, action)
+        for action, weekly in _timings(spec)
+        for day in weekly.days
+        for week in (0, 1)
+    )
+    wrapped = [*events[1:], (events[0][0] + 2 * _MINUTES_PER_WEEK, events[0][1])]
+    gap, first, second = min((b[0] - a[0], a, b) for a, b in zip(events, wrapped, strict=True))
+    return timedelta(minutes=gap), f"{_event_text(*first)} → {_event_text(*second)}"
+
+
+def _event_text(minute_of_fortnight: int, action: Action) -> str:
+    day, minute = divmod(minute_of_fortnight % _MINUTES_PER_WEEK, _MINUTES_PER_DAY)
+    return f"{action} {DAY_NAMES[day]} {minute // 60:02d}:{minute % 60:02d}"
+
+
+# --- occurrences --------------------------------------------------------------------------------------
+
+
+def next_occurrences(spec: ScheduleSpec, *, after: datetime, limit: int = 10) -> list[Occurrence]:
+    """The next `limit` sleeps and wakes strictly after `after`, in time order (DST rules: module doc)."""
+    after = _utc(after, "after")
+    found: list[Occurrence] = []
+    stop_after: date | None = None
+    for occurrence in _occurrences_from(spec, _local_date(after, spec) - timedelta(days=1)):
+        if limit <= 0 or (stop_after is not None and occurrence.local_date > stop_after):
+            break
+        if occurrence.at > after:
+            found.append(occurrence)
+            if stop_after is None and len(found) >= limit:
+                # one more local date, in case a gap-shifted time sorts after the next date's first event
+                stop_after = occurrence.local_date + timedelta(days=1)
+    return sorted(found, key=_time_order)[: max(limit, 0)]
+
+
+def next_occurrence(spec: ScheduleSpec, action: Action, *, after: datetime) -> Occurrence | None:
+    """The next `action` strictly after `after`; None for a wake when the schedule has none."""
+    after = _utc(after, "after")
+    if action == "wake" and spec.wake is None:
+        return None
+    for occurrence in _occurrences_from(spec, _local_date(after, spec) - timedelta(days=1)):
+        if occurrence.action == action and occurrence.at > after:
+            return occurrence
+    return None
+
+
+def occurrences_between(spec: ScheduleSpec, *, start: datetime, end: datetime) -> list[Occurrence]:
+    """Occurrences with start < at <= end, in time order."""
+    start, end = _utc(start, "start"), _utc(end, "end")
+    last_day = _local_date(end, spec) + timedelta(days=1)
+    found: list[Occurrence] = []
+    for occurrence in _occurrences_from(spec, _local_date(start, spec) - timedelta(days=1)):
+        if occurrence.local_date > last_day:
+            break
+        if start < occurrence.at <= end:
+            found.append(occurrence)
+    return sorted(found, key=_time_order)
+
+
+def skipped_wakes(spec: ScheduleSpec, sleep: Occurrence) -> tuple[date, ...]:
+    """Exception dates whose wake falls between this sleep and the next wake (announce them at the sleep)."""
+    if spec.wake is None:
+        return ()
+    following = next_occurrence(spec, "wake", after=sleep.at)
+    end = following.local_date if following is not None else sleep.local_date
+    zone = parse_zone(spec.tz)
+    return tuple(
+        day
+        for day in sorted(spec.exceptions)
+        if sleep.local_date <= day < end
+        and day.weekday() in spec.wake.days
+        and _resolve(day, spec.wake, zone) > sleep.at
+    )
+
+
+def _occurrences_from(spec: ScheduleSpec, first_day: date) -> Iterator[Occurrence]:
+    """Occurrences on local dates from `first_day` on, date by date; each action strictly later than
+    its previous one (a local date that does not exist yields nothing new)."""
+    zone = parse_zone(spec.tz)
+    timings = _timings(spec)
+    latest: dict[Action, datetime] = {}
+    for offset in range(SEARCH_HORIZON_DAYS):
+        day = first_day + timedelta(days=offset)
+        if day in spec.exceptions:
+            continue
+        today = [
+            Occurrence(spec.name, action, day, _resolve(day, weekly, zone))
+            for action, weekly in timings
+            if day.weekday() in weekly.days
+        ]
+        for occurrence in sorted(today, key=_time_order):
+            previous = latest.get(occurrence.action)
+            if previous is None or occurrence.at > previous:
+                latest[occurrence.action] = occurrence.at
+                yield occurrence
+
+
+def _resolve(day: date, weekly: WeeklyTime, zone: ZoneInfo) -> datetime:
+    """The UTC instant of `weekly`'s wall time on local date `day`, read with fold=0: the first of two
+    repeated instants, or, for a time in a spring gap, the time shifted forward by the gap."""
+    wall = datetime(day.year, day.month, day.day, weekly.hour, weekly.minute, tzinfo=zone, fold=0)
+    return wall.astimezone(UTC)
+
+
+def _timings(spec: ScheduleSpec) -> list[tuple[Action, WeeklyTime]]:
+    timings: list[tuple[Action, WeeklyTime]] = [("sleep", spec.sleep)]
+    if spec.wake is not None:
+        timings.append(("wake", spec.wake))
+    return timings
+
+
+def _time_order(occurrence: Occurrence) -> tuple[datetime, str]:
+    return occurrence.at, occurrence.action
+
+
+def _local_date(instant: datetime, spec: ScheduleSpec) -> date:
+    return instant.astimezone(parse_zone(spec.tz)).date()
+
+
+# --- announcements and overrides ----------------------------------------------------------------------
+
+
+def announcement_times(
+    occurrence: Occurrence, lead_times: Sequence[timedelta], *, at: datetime | None = None
+) -> list[tuple[timedelta, datetime]]:
+    """(lead, instant) pairs, earliest announcement first: fire - lead, computed in UTC. `at` replaces
+    the scheduled instant (a postponed occurrence is announced again from its new time)."""
+    fire = _utc(at if at is not None else occurrence.at, "at")
+    return [(lead, fire - lead) for lead in sorted(set(lead_times), reverse=True)]
+
+
+def effective_time(occurrence: Occurrence, overrides: Sequence[Override]) -> datetime | None:
+    """When this occurrence runs given the overrides (in the order they were decided; the latest for
+    its key wins): the scheduled instant, a postponed one, the "run now" instant, or None if skipped."""
+    decision = _latest_override(occurrence, overrides)
+    if decision is None:
+        return occurrence.at
+    if decision.until is None:
+        return None
+    return decision.until.astimezone(UTC)
+
+
+def postpone(
+    occurrence: Occurrence,
+    *,
+    by: str,
+    delta: timedelta,
+    spec: ScheduleSpec,
+    overrides: Sequence[Override] = (),
+) -> Override:
+    """Move this occurrence `delta` later than its current effective time (postpones add up)."""
+    if delta <= timedelta(0):
+        raise ScheduleError(f"postpone by {_span(delta)}: the delay must be positive, e.g. 1 h")
+    current = _current_time(occurrence, overrides, spec)
+    return postpone_until(occurrence, by=by, until=current + delta, spec=spec, overrides=overrides)
+
+
+def postpone_until(
+    occurrence: Occurrence,
+    *,
+    by: str,
+    until: datetime,
+    spec: ScheduleSpec,
+    overrides: Sequence[Override] = (),
+) -> Override:
+    """Move this occurrence to `until`. Reaching the next opposite event (the next wake for a sleep,
+    the next sleep for a wake; the next of its own kind without a wake) turns it into a skip, and the
+    returned override's note says so. The schedule itself never changes."""
+    until = _utc(until, "until")
+    current = _current_time(occurrence, overrides, spec)
+    what = f"the {occurrence.action} of {describe(occurrence, spec.tz)}"
+    if until <= current:
+        raise ScheduleError(
+            f"cannot postpone {what} to {describe(until, spec.tz)}: "
+            f"pick a time after {describe(current, spec.tz)}"
+        )
+    limit = _next_opposite(spec, occurrence)
+    if limit is not None and until >= limit.at:
+        note = (
+            f"Postponing {what} to {describe(until, spec.tz)} would pass the next {limit.action} "
+            f"({describe(limit, spec.tz)}), so this {occurrence.action} is skipped instead; "
+            "the schedule is unchanged."
+        )
+        return Override(occurrence.key, "skip", None, by, note)
+    later = _span(until - occurrence.at)
+    note = f"{what[0].upper()}{what[1:]} is postponed to {describe(until, spec.tz)} ({later} later)."
+    return Override(occurrence.key, "postpone", until, by, note)
+
+
+def skip(occurrence: Occurrence, *, by: str, spec: ScheduleSpec) -> Override:
+    """Skip this occurrence only; the next one runs as usual."""
+    note = (
+        f"The {occurrence.action} of {describe(occurrence, spec.tz)} is skipped; the schedule is unchanged."
+    )
+    return Override(occurrence.key, "skip", None, by, note)
+
+
+def run_now(occurrence: Occurrence, *, by: str, now: datetime, spec: ScheduleSpec) -> Override:
+    """Run this occurrence at `now` instead of its scheduled instant."""
+    note = f"The {occurrence.action} of {describe(occurrence, spec.tz)} was started early by {by}."
+    return Override(occurrence.key, "run_now", _utc(now, "now"), by, note)
+
+
+def _latest_override(occurrence: Occurrence, overrides: Sequence[Override]) -> Override | None:
+    matching = [override for override in overrides if override.key == occurrence.key]
+    return matching[-1] if matching else None
+
+
+def _current_time(occurrence: Occurrence, overrides: Sequence[Override], spec: ScheduleSpec) -> datetime:
+    current = effective_time(occurrence, overrides)
+    if current is None:
+        raise ScheduleError(
+            f"the {occurrence.action} of {describe(occurrence, spec.tz)} is already skipped: "
+            "nothing to postpone"
+        )
+    return current
+
+
+def _next_opposite(spec: ScheduleSpec, occurrence: Occurrence) -> Occurrence | None:
+    opposite = next_occurrence(spec, _OPPOSITE[occurrence.action], after=occurrence.at)
+    return opposite or next_occurrence(spec, occurrence.action, after=occurrence.at)
+
+
+# --- missed runs --------------------------------------------------------------------------------------
+
+
+def decide_missed(
+    spec: ScheduleSpec,
+    *,
+    last_done: datetime | None,
+    now: datetime,
+    grace: timedelta = DEFAULT_GRACE,
+    manual_action_at: datetime | None = None,
+    done_keys: Set[str] = frozenset(),
+    overrides: Sequence[Override] = (),
+) -> list[MissedDecision]:
+    """Decide, at start-up or at a fire, about occurrences due between `last_done` (capped at
+    `now` - 7 days) and `now`, in time order.
+
+    Only the most recent due event counts: earlier undone ones come back as "noop" (superseded), so
+    nothing disappears silently. For the most recent one: already done → no decisions at all; skipped
+    → noop; a manual action after it → noop (the human wins); on time (< 1 min) → run; a wake →
+    run_late (a missed wake always runs); a sleep within `grace` → run_late; older → announce_missed.
+    Postponed occurrences are due at their new instant.
+    """
+    now = _utc(now, "now")
+    start = now - MISSED_LOOKBACK
+    if last_done is not None:
+        start = max(start, _utc(last_done, "last_done"))
+    due = _due(spec, start=start, now=now, overrides=overrides)
+    if not due or due[-1][0].key in done_keys:
+        return []
+    latest, latest_at = due[-1]
+    decisions = [
+        _superseded(occurrence, at, latest, spec, now=now)
+        for occurrence, at in due[:-1]
+        if occurrence.key not in done_keys and at is not None
+    ]
+    manual = None if manual_action_at is None else _utc(manual_action_at, "manual_action_at")
+    decided = _latest_override(latest, overrides)
+    skipped_by = decided.by if decided is not None and latest_at is None else ""
+    decisions.append(
+        _decide_latest(
+            spec, latest, latest_at, now=now, grace=grace, manual_action_at=manual, skipped_by=skipped_by
+        )
+    )
+    return decisions
+
+
+def _due(
+    spec: ScheduleSpec, *, start: datetime, now: datetime, overrides: Sequence[Override]
+) -> list[tuple[Occurrence, datetime | None]]:
+    """Occurrences scheduled in (start, now] that are due (effective time <= now, or skipped), by time."""
+    pairs = [(occ, effective_time(occ, overrides)) for occ in occurrences_between(spec, start=start, end=now)]
+    due = [(occ, at) for occ, at in pairs if at is None or at <= now]
+    return sorted(due, key=lambda pair: (pair[1] or pair[0].at, pair[0].action))
+
+
+def _superseded(
+    occurrence: Occurrence, at: datetime, latest: Occurrence, spec: ScheduleSpec, *, now: datetime
+) -> MissedDecision:
+    reason = (
+        f"the {occurrence.action} of {describe(occurrence, spec.tz)} was missed and is superseded by the "
+        f"later {latest.action} of {describe(latest, spec.tz)}: only the most recent event counts"
+    )
+    return MissedDecision(occurrence, "noop", now - at, reason)
+
+
+def _decide_latest(
+    spec: ScheduleSpec,
+    occurrence: Occurrence,
+    at: datetime | None,
+    *,
+    now: datetime,
+    grace: timedelta,
+    manual_action_at: datetime | None,
+    skipped_by: str,
+) -> MissedDecision:
+    what = f"the {occurrence.action} of {describe(occurrence, spec.tz)}"
+    if at is None:
+        return MissedDecision(occurrence, "noop", timedelta(0), f"{what} was skipped by {skipped_by}")
+    late_by = max(now - at, timedelta(0))
+    late = _span(late_by)
+    if manual_action_at is not None and manual_action_at > at:
+        manual = describe(manual_action_at, spec.tz)
+        reason = f"a manual action at {manual} came after {what}; the manual action wins"
+        return MissedDecision(occurrence, "noop", late_by, reason)
+    if late_by < ON_TIME:
+        return MissedDecision(occurrence, "run", late_by, f"{what} is due")
+    if occurrence.action == "wake":
+        return MissedDecision(
+            occurrence, "run_late", late_by, f"{what} was missed by {late}; a missed wake always runs"
+        )
+    if late_by <= grace:
+        reason = f"{what} was missed by {late}, within the {_span(grace)} grace: it runs {late} late"
+        return MissedDecision(occurrence, "run_late", late_by, reason)
+    reason = f"{what} was missed by {late}, beyond the {_span(grace)} grace: not run, announced as missed"
+    return MissedDecision(occurrence, "announce_missed", late_by, reason)
+
+
+# --- manual and temporary wakes -----------------------------------------------------------------------
+
+
+def scheduled_state(spec: ScheduleSpec, *, at: datetime) -> State:
+    """The state the schedule wants at `at`: that of its latest event at or before `at` (looking back
+    two weeks; nothing in that time, e.g. a long holiday, means asleep)."""
+    at = _utc(at, "at")
+    recent = occurrences_between(spec, start=at - 2 * MISSED_LOOKBACK, end=at)
+    return "awake" if recent and recent[-1].action == "wake" else "asleep"
+
+
+def next_sleep_after_manual_wake(
+    spec: ScheduleSpec, *, woke_at: datetime, expires_at: datetime | None = None
+) -> datetime | None:
+    """When a cluster woken by hand goes back to sleep.
+
+    Without an expiry: at the next scheduled sleep after the wake, never earlier (a missed sleep
+    before the manual wake does not put it back down: `decide_missed` gives noop). With an expiry (a
+    temporary wake): at the expiry if the schedule has the cluster asleep then; if the schedule has
+    it awake then (it woke it meanwhile), the cluster simply follows the schedule to its next sleep.
+    None only if the schedule has no sleep within the search horizon.
+    """
+    woke_at = _utc(woke_at, "woke_at")
+    if expires_at is not None:
+        expires_at = _utc(expires_at, "expires_at")
+        if scheduled_state(spec, at=expires_at) == "asleep":
+            return expires_at
+    following = next_occurrence(spec, "sleep", after=expires_at or woke_at)
+    return following.at if following is not None else None
+
+
+def temporary_wake(now: datetime, duration: timedelta, spec: ScheduleSpec) -> datetime:
+    """The re-sleep instant of "wake dev-eu for 3h" started at `now`: `now + duration` (in UTC) when the
+    schedule has the cluster asleep then, else the schedule's next sleep after that. Scheduled sleeps
+    before the returned instant are held back (`held_sleeps`: the bot skips them, by the requester)."""
+    now = _utc(now, "now")
+    if not timedelta(0) < duration <= MAX_TEMPORARY_WAKE:
+        raise ScheduleError(
+            f"temporary wake of {_span(duration)}: give a duration above 0 and at most 7 days, e.g. 3h"
+        )
+    resleep = next_sleep_after_manual_wake(spec, woke_at=now, expires_at=now + duration)
+    return resleep if resleep is not None else now + duration
+
+
+def held_sleeps(spec: ScheduleSpec, *, woke_at: datetime, resleep_at: datetime) -> list[Occurrence]:
+    """Scheduled sleeps strictly between a temporary wake and its re-sleep instant."""
+    between = occurrences_between(spec, start=woke_at, end=resleep_at)
+    return [o for o in between if o.action == "sleep" and o.at < _utc(resleep_at, "resleep_at")]
+
+
+# --- display ------------------------------------------------------------------------------------------
+
+
+def describe(occurrence: Occurrence | datetime, tz: str | tzinfo) -> str:
+    """Short local text, "Fri 19:00 CET" (the abbreviation is for display only)."""
+    at = occurrence.at if isinstance(occurrence, Occurrence) else occurrence
+    zone = parse_zone(tz) if isinstance(tz, str) else tz
+    local = _utc(at, "at").astimezone(zone)
+    return f"{DAY_NAMES[local.weekday()]} {local:%H:%M} {local.tzname() or ''}".rstrip()
+
+
+def in_words(delta: timedelta) -> str:
+    """ "in 60 min", "in 2 h 30 min", "in 2 days 11 h", "5 min ago", or "now" (under half a minute)."""
+    if abs(delta) < timedelta(seconds=30):
+        return "now"
+    return f"in {_span(delta)}" if delta > timedelta(0) else f"{_span(-delta)} ago"
+
+
+def _span(delta: timedelta) -> str:
+    minutes = round(abs(delta).total_seconds() / 60)
+    sign = "-" if delta < timedelta(0) and minutes else ""
+    if minutes < 120:
+        return f"{sign}{minutes} min"
+    if minutes < 48 * 60:
+        hours, rest = divmod(minutes, 60)
+        return f"{sign}{hours} h" + (f" {rest} min" if rest else "")
+    days, rest = divmod(minutes, _MINUTES_PER_DAY)
+    hours = rest // 60
+    return f"{sign}{days} days" + (f" {hours} h" if hours else "")
+
+
+# --- parsing helpers ----------------------------------------------------------------------------------
+
+
+def _parse_days(token: str) -> frozenset[int]:
+    if token.lower() in ("daily", "*"):
+        return ALL_DAYS
+    days: set[int] = set()
+    for part in token.split(","):
+        days |= _parse_day_part(part, token)
+    return frozenset(days)
+
+
+def _parse_day_part(part: str, token: str) -> frozenset[int]:
+    if not part:
+        raise ScheduleError(
+            f'empty day in "{_shown(token)}": separate days with one comma, e.g. "Sat,Sun 09:30"'
+        )
+    ends = part.split("-")
+    if len(ends) > 2 or not all(ends):
+        raise ScheduleError(
+            f'invalid day range "{_shown(part)}": write two days, e.g. "Mon-Fri" or "Fri-Mon"'
+        )
+    first, last = _parse_day(ends[0]), _parse_day(ends[-1])
+    if len(ends) == 1:
+        return frozenset({first})
+    if first == last:
+        raise ScheduleError(
+            f'day range "{_shown(part)}" starts and ends on one day: write "{ends[0]}" or "daily"'
+        )
+    return frozenset((first + i) % 7 for i in range((last - first) % 7 + 1))
+
+
+def _parse_day(name: str) -> int:
+    day = _DAY_LOOKUP.get(name.lower())
+    if day is None:
+        raise ScheduleError(
+            f'unknown day "{_shown(name)}": use Mon, Tue, Wed, Thu, Fri, Sat, Sun or "daily", '
+            f"e.g. {EXAMPLE_TIME}"
+        )
+    return day
+
+
+def _parse_clock(token: str) -> tuple[int, int]:
+    match = _TIME.fullmatch(token)
+    if match is None:
+        raise ScheduleError(f'invalid time "{_shown(token)}": use 24-hour H:MM, e.g. "20:00" or "7:30"')
+    hour, minute = int(match[1]), int(match[2])
+    if hour > 23:
+        raise ScheduleError(
+            f'hour {hour} in "{token}" is out of range 0-23: e.g. "23:30"; midnight is "00:00"'
+        )
+    if minute > 59:
+        raise ScheduleError(f'minute {minute} in "{token}" is out of range 00-59: e.g. "20:45"')
+    return hour, minute
+
+
+def _format_run(run: list[int]) -> str:
+    if len(run) >= 3:
+        return f"{DAY_NAMES[run[0]]}-{DAY_NAMES[run[-1]]}"
+    return ",".join(DAY_NAMES[day] for day in run)
+
+
+def _parse_lead(part: str) -> timedelta:
+    match = _LEAD.fullmatch(part.lower())
+    if match is None or not (match[1] or match[2]):
+        hint = f' (a bare number has no unit: write "{part}m")' if re.fullmatch(r"[0-9]+", part) else ""
+        raise ScheduleError(
+            f'invalid lead time "{_shown(part)}"{hint}: use minutes or hours like "60m", "1h" or "1h30m", '
+            f"e.g. {EXAMPLE_LEADS}"
+        )
+    lead = timedelta(hours=int(match[1] or 0), minutes=int(match[2] or 0))
+    if not lead:
+        raise ScheduleError(f'lead time "{part}" is zero: an announcement needs a positive lead, e.g. "10m"')
+    return lead
+
+
+def _lead_text(lead: timedelta) -> str:
+    minutes = int(lead.total_seconds() // 60)
+    if minutes < 120:
+        return f"{minutes}m"
+    return f"{minutes // 60}h" + (f"{minutes % 60:02d}m" if minutes % 60 else "")
+
+
+@functools.cache
+def _known_zones() -> frozenset[str]:
+    return frozenset(available_timezones())
+
+
+@functools.cache
+def _zones_by_lower_name() -> dict[str, str]:
+    iana = sorted(zone for zone in _known_zones() if "/" in zone)
+    return {zone.rsplit("/", 1)[-1].lower(): zone for zone in iana} | {zone.lower(): zone for zone in iana}
+
+
+def _not_iana_message(key: str) -> str:
+    if key.lower() in _UTC_SPELLINGS:
+        return f'time zone "{_shown(key)}": write "UTC" for coordinated universal time'
+    suggestion = _ABBREVIATIONS.get(key.upper()) or _zones_by_lower_name().get(key.lower())
+    hint = f'; for {_shown(key)} use e.g. "{suggestion}"' if suggestion and "/" in suggestion else ""
+    return (
+        f'time zone "{_shown(key)}" is not an IANA zone name: a name contains "/" or is "UTC"; abbreviations '
+        f"such as CET, PST or EST follow no place's DST rules{hint} (e.g. {EXAMPLE_ZONE})"
+    )
+
+
+def _zone_hint(key: str) -> str:
+    if len(key) > 64:
+        return ""
+    exact = _zones_by_lower_name().get(key.lower())
+    iana = sorted(zone for zone in _known_zones() if "/" in zone)
+    close = [exact] if exact else difflib.get_close_matches(key, iana, n=1, cutoff=0.75)
+    return f' (did you mean "{close[0]}"?)' if close else ""
+
+
+def _labelled(label: str, parse: Callable[[str], _T], text: str) -> _T:
+    try:
+        return parse(text)
+    except ScheduleError as exc:
+        raise ScheduleError(f"{label}: {exc}") from None
+
+
+def _shown(text: str) -> str:
+    """User text quoted in a message: one line, at most 40 characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= _SHOWN_CHARS else flat[: _SHOWN_CHARS - 1] + "…"
+
+
+def _utc(instant: datetime, name: str) -> datetime:
+    if instant.tzinfo is None or instant.utcoffset() is None:
+        raise ScheduleError(f"{name} must be timezone-aware, e.g. datetime(2026, 3, 27, 19, 0, tzinfo=UTC)")
+    return instant.astimezone(UTC)

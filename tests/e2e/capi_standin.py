@@ -1,0 +1,197 @@
+"""Test-only stand-in for Cluster API's MachineDeployment / MachineSet / Machine controllers.
+
+The e2e cluster has the Cluster API CRDs but none of its controllers. This module creates the
+objects (Cluster, MachineDeployment, MachineSet, Machines with kwok Nodes, as admin) and runs ONE
+reconcile on demand, doing the part of Cluster API that scalebot relies on:
+
+- the MachineDeployment's spec.replicas is copied to its single MachineSet;
+- fewer replicas than live Machines: Machines are deleted in the MachineSet controller's order
+  (engine-semantics §5.1: deleting 100 > `cluster.x-k8s.io/delete-machine` 80 > no nodeRef 50 >
+  "Random" 20 for all, ties by Machine name) together with their Nodes, as the Machine
+  controller does after its drain;
+- more replicas than Machines: a Machine and a kwok Node of the same name are created and the
+  Machine's status.nodeRef set.
+
+Reconciling on demand (not in a thread) lets the tests observe the state between scalebot's
+writes and the controller's reaction, which is where idempotency matters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from localcluster import builders as b
+
+GROUP = "cluster.x-k8s.io"
+VERSION = "v1beta2"
+DEPLOYMENT_LABEL = "cluster.x-k8s.io/deployment-name"
+SET_LABEL = "cluster.x-k8s.io/set-name"
+CLUSTER_LABEL = "cluster.x-k8s.io/cluster-name"
+DELETE_MACHINE = "cluster.x-k8s.io/delete-machine"
+Json = dict[str, Any]
+
+
+def path(namespace: str, plural: str, name: str | None = None, *, sub: str = "") -> str:
+    base = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{plural}"
+    base = base if name is None else f"{base}/{name}"
+    return f"{base}/{sub}" if sub else base
+
+
+def _machine_spec(cluster: str, name: str) -> Json:
+    return {
+        "clusterName": cluster,
+        "bootstrap": {"dataSecretName": f"{name}-bootstrap"},
+        "infrastructureRef": {
+            "apiGroup": "infrastructure.cluster.x-k8s.io",
+            "kind": "KwokMachine",
+            "name": name,
+        },
+    }
+
+
+@dataclass
+class StandIn:
+    api: Any
+    namespace: str
+    cluster: str
+    deployment: str
+    node_labels: dict[str, str]
+
+    @property
+    def machineset(self) -> str:
+        return f"{self.deployment}-ms"
+
+    # -- setup ------------------------------------------------------------------------------------
+
+    def create(self, replicas: int, *, annotations: dict[str, str] | None = None) -> list[str]:
+        """Cluster (once), MachineDeployment, MachineSet, then reconcile: returns the node names."""
+        if b.get_or_none(self.api, path(self.namespace, "clusters", self.cluster)) is None:
+            cluster = {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "Cluster",
+                "metadata": {"name": self.cluster, "namespace": self.namespace},
+                "spec": {"controlPlaneEndpoint": {"host": "127.0.0.1", "port": 6443}},
+            }
+            b.create(self.api, path(self.namespace, "clusters"), cluster)
+        labels = {DEPLOYMENT_LABEL: self.deployment, CLUSTER_LABEL: self.cluster}
+        template = {"metadata": {"labels": labels}, "spec": _machine_spec(self.cluster, self.deployment)}
+        md = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "MachineDeployment",
+            "metadata": {
+                "name": self.deployment,
+                "namespace": self.namespace,
+                "labels": {CLUSTER_LABEL: self.cluster},
+                "annotations": dict(annotations or {}),
+            },
+            "spec": {
+                "clusterName": self.cluster,
+                "replicas": replicas,
+                "selector": {"matchLabels": labels},
+                "template": template,
+            },
+        }
+        created = b.create(self.api, path(self.namespace, "machinedeployments"), md)
+        ms_labels = {**labels, SET_LABEL: self.machineset}
+        ms = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "MachineSet",
+            "metadata": {
+                "name": self.machineset,
+                "namespace": self.namespace,
+                "labels": labels,
+                "ownerReferences": [
+                    {
+                        "apiVersion": f"{GROUP}/{VERSION}",
+                        "kind": "MachineDeployment",
+                        "name": self.deployment,
+                        "uid": created["metadata"]["uid"],
+                        "controller": True,
+                    }
+                ],
+            },
+            "spec": {
+                "clusterName": self.cluster,
+                "replicas": replicas,
+                "selector": {"matchLabels": ms_labels},
+                "template": {**template, "metadata": {"labels": ms_labels}},
+            },
+        }
+        b.create(self.api, path(self.namespace, "machinesets"), ms)
+        created_nodes = self.reconcile()
+        b.wait_for_nodes_ready(self.api, created_nodes)
+        return created_nodes
+
+    # -- the controller -----------------------------------------------------------------------------
+
+    def machines(self) -> list[Json]:
+        return b.list_items(
+            self.api, path(self.namespace, "machines"), label_selector=f"{DEPLOYMENT_LABEL}={self.deployment}"
+        )
+
+    def replicas(self) -> int:
+        md = b.get(self.api, path(self.namespace, "machinedeployments", self.deployment))
+        return int(md["spec"].get("replicas") or 0)
+
+    def reconcile(self) -> list[str]:
+        """One reconcile; returns the names of the Nodes it created."""
+        want = self.replicas()
+        b.patch(self.api, path(self.namespace, "machinesets", self.machineset), {"spec": {"replicas": want}})
+        live = [m for m in self.machines() if not m["metadata"].get("deletionTimestamp")]
+        if len(live) > want:
+            self._delete(sorted(live, key=_deletion_priority)[: len(live) - want])
+            return []
+        return [self._add(name) for name in self._free_names(want - len(live))]
+
+    def cleanup(self) -> None:
+        """Delete the Nodes behind the Machines (Nodes are cluster-scoped; the namespace goes anyway)."""
+        self._delete(self.machines())
+
+    def _delete(self, machines: list[Json]) -> None:
+        for machine in machines:
+            name = machine["metadata"]["name"]
+            b.delete(self.api, path(self.namespace, "machines", name))
+            node = ((machine.get("status") or {}).get("nodeRef") or {}).get("name")
+            if node:
+                b.delete(self.api, b.node_path(node))
+
+    def _free_names(self, count: int) -> list[str]:
+        taken = {m["metadata"]["name"] for m in self.machines()}
+        names: list[str] = []
+        index = 0
+        while len(names) < count:
+            candidate = f"{self.deployment}-{index}"
+            if candidate not in taken:
+                names.append(candidate)
+            index += 1
+        return names
+
+    def _add(self, name: str) -> str:
+        labels = {DEPLOYMENT_LABEL: self.deployment, CLUSTER_LABEL: self.cluster, SET_LABEL: self.machineset}
+        machine = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "Machine",
+            "metadata": {"name": name, "namespace": self.namespace, "labels": labels},
+            "spec": _machine_spec(self.cluster, name),
+        }
+        b.create(self.api, path(self.namespace, "machines"), machine)
+        node = b.node_body(name, self.deployment, labels=self.node_labels)
+        b.create(self.api, b.node_path(), node)
+        b.patch(
+            self.api,
+            path(self.namespace, "machines", name, sub="status"),
+            {"status": {"nodeRef": {"name": name}}},
+        )
+        return name
+
+
+def _deletion_priority(machine: Json) -> tuple[bool, bool, bool, str]:
+    """Sort key, most deletable first: the MachineSet controller's order with policy Random."""
+    meta = machine["metadata"]
+    return (
+        not meta.get("deletionTimestamp"),
+        DELETE_MACHINE not in (meta.get("annotations") or {}),
+        bool(((machine.get("status") or {}).get("nodeRef") or {}).get("name")),
+        meta["name"],
+    )
