@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from engine import policy
-from engine.clock import FakeClock
 from engine.kube.fake import FakeCluster
 from engine.operation import OperationRequest, OpKind, OpState, ProgressEvent, Target
 from engine.operations import Operations
