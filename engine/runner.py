@@ -148,6 +148,11 @@ class Runner:
 
     def _run(self, op_id: str) -> None:
         try:
+            first = self.store.get_operation(op_id)
+            if first is not None and first.state is OpState.RUNNING and not first.step:
+                self.store.journal(
+                    op_id, at=self.clock.now(), step=_FIRST_STEP[_machine(first)], event="started"
+                )
             while True:
                 op = self.store.get_operation(op_id)
                 if op is None or op.state is not OpState.RUNNING:

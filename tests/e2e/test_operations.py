@@ -1,0 +1,314 @@
+"""Pool operations against the real control plane, as scalebot's ServiceAccount.
+
+Covers: a full zero-scale (every pool → 0) with a PDB that allows nothing and a do-not-disrupt pod:
+phase 1 reports them, phase 2 force-deletes them after the (shortened) window, every node is gone,
+and wake restores the node count and the workloads; a partial zero-scale never force-deletes;
+kill -9 of the process during phase 1 and during wake, then `scalebot resume`; `wake` after the
+SQLite file was deleted (sizes come from the pool records in the cluster); two operations on one
+pool (refused) and on different pools (both run).
+
+Each test uses its own pool label key, so the pools of other tests are never part of "the cluster".
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.clock import SystemClock
+from engine.kube.client import KubeClient
+from engine.operation import OperationRequest, OpKind, OpState, ProgressEvent, Target
+from engine.operations import Operations
+from engine.pools.labels import LabelPoolProvider
+from engine.runner import ClusterHandle, RunnerSettings
+from engine.store import Store
+from localcluster import builders
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+FAST = RunnerSettings(
+    graceful_window=timedelta(seconds=8),
+    pass_interval=timedelta(seconds=2),
+    settle=timedelta(seconds=1),
+    drain_timeout=timedelta(seconds=60),
+    workers=2,
+)
+
+
+@pytest.fixture
+def pool_key(unique_name: str) -> str:
+    """A node label key of this test's own: its pools are the only pools of "the cluster"."""
+    return f"{unique_name}.scalebot.test/pool"
+
+
+@pytest.fixture
+def kube(scalebot_kubeconfig: Path) -> Iterator[KubeClient]:
+    client = KubeClient.from_config(kubeconfig=str(scalebot_kubeconfig))
+    yield client
+    client.close()
+
+
+def make_ops(kube: KubeClient, pool_key: str, db: Path, settings: RunnerSettings = FAST) -> Operations:
+    provider = LabelPoolProvider(kube, kube.api_client, label=pool_key, namespace="scalebot")
+    return Operations(
+        Store(db), {"e2e": ClusterHandle("e2e", kube, provider)}, {}, SystemClock(), settings=settings
+    )
+
+
+def pools(
+    node_pool: Callable[..., list[str]], pool_key: str, unique_name: str, **sizes: int
+) -> dict[str, list[str]]:
+    made = {}
+    for name, count in sizes.items():
+        full = f"{unique_name}-{name}"
+        made[name] = node_pool(count, name=full, labels={pool_key: full, "scalebot.test/group": unique_name})
+    return made
+
+
+def request(kind: OpKind, *pool_names: str) -> OperationRequest:
+    return OperationRequest(kind=kind, target=Target(cluster="e2e", pools=pool_names), requested_by="cli:e2e")
+
+
+def run(ops: Operations, req: OperationRequest, timeout: float = 120) -> Any:
+    out = ops.request(req)
+    assert out.ok, out.reply
+    assert ops.runner.wait_idle(timeout), "operation did not finish in time"
+    op = ops.get(out.operation.id)
+    assert op is not None
+    return op
+
+
+def test_full_zero_scale_forces_blockers_in_phase_two_and_wake_restores(
+    admin_api: Any,
+    kube: KubeClient,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    pool_key: str,
+    unique_name: str,
+    tmp_path: Path,
+) -> None:
+    made = pools(node_pool, pool_key, unique_name, a=2, b=2)
+    group = {"scalebot.test/group": unique_name}
+    builders.create_deployment(admin_api, namespace, "web", 4, node_selector=group, grace=2)
+    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    builders.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=4)
+    builders.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
+    builders.create_deployment(
+        admin_api,
+        namespace,
+        "notebook",
+        1,
+        node_selector=group,
+        grace=2,
+        pod_annotations={"karpenter.sh/do-not-disrupt": "true"},
+    )
+    builders.wait_for_deployment_available(admin_api, namespace, "notebook")
+    builders.create_daemonset(admin_api, namespace, "agent", node_selector=group)
+
+    ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
+    events: list[ProgressEvent] = []
+    ops.subscribe(events.append)
+    plan = ops.plan(request(OpKind.ZERO))
+    assert plan.force_phase and len(plan.nodes) == 4
+    assert {pod.split("/")[0] for pod, _ in plan.blockers} == {namespace}
+    op = run(ops, request(OpKind.ZERO))
+    assert op.state is OpState.SUCCEEDED, op.error
+    conditions = [e.condition for e in events if e.condition]
+    assert any("The disruption budget web-pdb needs 4 healthy pods" in c for c in conditions)
+    assert any("Pods waiting for completion:" in c and "notebook" in c for c in conditions)
+    forced = op.step_data["force_deleted"]
+    assert sum(p.startswith(f"{namespace}/web-") for p in forced) == 4
+    assert sum(p.startswith(f"{namespace}/notebook-") for p in forced) == 1
+    all_nodes = [n for names in made.values() for n in names]
+    assert not [n for n in kube.list_nodes() if n.name in all_nodes], "every node of every pool is gone"
+    audit = [r.detail for r in ops.store.audit_rows(op_id=op.id) if r.action == "force_delete_pod"]
+    assert len(audit) == 5 and any("web-pdb" in d for d in audit)
+
+    woken = run(ops, request(OpKind.WAKE))
+    assert woken.state is OpState.SUCCEEDED, woken.error
+    assert woken.result["nodes_ready"] == [4, 4]
+    assert sorted(n.name for n in kube.list_nodes() if n.name in all_nodes) == sorted(all_nodes)
+    web = builders.wait_for_deployment_available(admin_api, namespace, "web", timeout=90)
+    assert web["status"]["availableReplicas"] == 4
+    ops.runner.stop()
+
+
+def test_partial_zero_scale_waits_for_the_pdb_and_never_force_deletes(
+    admin_api: Any,
+    kube: KubeClient,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    pool_key: str,
+    unique_name: str,
+    tmp_path: Path,
+) -> None:
+    pools(node_pool, pool_key, unique_name, a=1, b=2)
+    group = {"scalebot.test/group": unique_name}
+    builders.create_deployment(admin_api, namespace, "web", 3, node_selector=group, grace=1)
+    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    builders.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=3)
+    builders.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
+    ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
+    relaxed = []
+
+    def relax(event: ProgressEvent) -> None:
+        if "web-pdb" in event.condition and not relaxed:
+            relaxed.append(True)
+            builders.patch(
+                admin_api,
+                f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/web-pdb",
+                {"spec": {"minAvailable": 2}},
+            )
+
+    ops.subscribe(relax)
+    op = run(ops, request(OpKind.ZERO, f"{unique_name}-a"))
+    assert not op.plan.force_phase
+    assert op.state is OpState.SUCCEEDED, op.error
+    assert relaxed, "the PDB blocked the drain first"
+    assert "force_deleted" not in op.step_data
+    assert kube.request_counts[("delete", "pods")] == 0, "a partial zero-scale never sends a DELETE"
+    ops.runner.stop()
+
+
+def cli(*args: str, kubeconfig: Path, db: Path, pool_key: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bot",
+            *args,
+            "--kubeconfig",
+            str(kubeconfig),
+            "--db",
+            str(db),
+            "--pool-label",
+            pool_key,
+            "--cluster",
+            "e2e",
+            "--graceful-window",
+            "10s",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+
+
+def kill_9(proc: subprocess.Popen[str]) -> None:
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    assert proc.stdout is not None
+    proc.stdout.close()
+
+
+def journal(db: Path) -> list[tuple[str, str, str]]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT op_id, step, event FROM journal ORDER BY id").fetchall()
+
+
+def test_kill_9_during_phase_one_and_during_wake_then_resume(
+    admin_api: Any,
+    kube: KubeClient,
+    scalebot_kubeconfig: Path,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    pool_key: str,
+    unique_name: str,
+    tmp_path: Path,
+) -> None:
+    made = pools(node_pool, pool_key, unique_name, a=2)
+    group = {"scalebot.test/group": unique_name}
+    builders.create_deployment(admin_api, namespace, "web", 2, node_selector=group, grace=1)
+    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    builders.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=2)
+    builders.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
+    db = tmp_path / "scalebot.db"
+
+    proc = cli("zero", kubeconfig=scalebot_kubeconfig, db=db, pool_key=pool_key)
+    builders.wait_until(
+        lambda: db.exists() and any(step == "drain" for _, step, _ in journal(db)), 60, "phase 1 under way"
+    )
+    kill_9(proc)
+    (op_id, _, _), *_ = journal(db)
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT state FROM operations WHERE id=?", (op_id,)).fetchone() == ("running",)
+
+    resumed = cli("resume", kubeconfig=scalebot_kubeconfig, db=db, pool_key=pool_key)
+    out, _ = resumed.communicate(timeout=120)
+    assert resumed.returncode == 0, out
+    assert f"resumed: {op_id}" in out and "Phase 2: force-deleted 2 Pods" in out
+    steps = [step for op, step, event in journal(db) if op == op_id]
+    assert steps[:3] == ["record", "cordon", "drain"] and "force" in steps and steps[-1] == "verify"
+    assert not [n for n in kube.list_nodes() if n.name in made["a"]]
+
+    wake = cli("wake", kubeconfig=scalebot_kubeconfig, db=db, pool_key=pool_key)
+    builders.wait_until(lambda: len({op for op, _, _ in journal(db)}) == 2, 60, "the wake operation exists")
+    kill_9(wake)
+    again = cli("resume", kubeconfig=scalebot_kubeconfig, db=db, pool_key=pool_key)
+    out, _ = again.communicate(timeout=120)
+    assert again.returncode == 0, out
+    with sqlite3.connect(db) as conn:
+        states = dict(conn.execute("SELECT id, state FROM operations").fetchall())
+    assert set(states.values()) == {"succeeded"}
+    assert sorted(n.name for n in kube.list_nodes() if n.name in made["a"]) == sorted(made["a"])
+
+
+def test_wake_after_losing_the_database_restores_from_pool_records(
+    kube: KubeClient,
+    node_pool: Callable[..., list[str]],
+    pool_key: str,
+    unique_name: str,
+    tmp_path: Path,
+) -> None:
+    made = pools(node_pool, pool_key, unique_name, a=3, b=1)
+    ops = make_ops(kube, pool_key, tmp_path / "first.db")
+    assert run(ops, request(OpKind.ZERO, f"{unique_name}-a")).state is OpState.SUCCEEDED
+    ops.runner.stop()
+    (tmp_path / "first.db").unlink()
+
+    fresh = make_ops(kube, pool_key, tmp_path / "second.db")
+    plan = fresh.plan(request(OpKind.WAKE))
+    assert [(p.pool, p.after) for p in plan.pools] == [(f"{unique_name}-a", 3)]
+    assert run(fresh, request(OpKind.WAKE)).state is OpState.SUCCEEDED
+    assert sorted(n.name for n in kube.list_nodes() if n.name in made["a"]) == sorted(made["a"])
+    fresh.runner.stop()
+
+
+def test_second_operation_on_a_busy_pool_is_refused_and_other_pools_run(
+    kube: KubeClient,
+    node_pool: Callable[..., list[str]],
+    pool_key: str,
+    unique_name: str,
+    tmp_path: Path,
+) -> None:
+    pools(node_pool, pool_key, unique_name, a=2, b=2, c=1)
+    ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
+    first = ops.request(
+        request(OpKind.SCALE, f"{unique_name}-a").__class__(
+            kind=OpKind.SCALE,
+            target=Target(cluster="e2e", pools=(f"{unique_name}-a",), size=1),
+            requested_by="cli:a",
+        )
+    )
+    assert first.ok and first.operation is not None
+    busy = ops.request(request(OpKind.ZERO, f"{unique_name}-a"))
+    assert not busy.ok and first.operation.id in busy.reply
+    other = ops.request(request(OpKind.ZERO, f"{unique_name}-b"))
+    assert other.ok, other.reply
+    assert ops.runner.wait_idle(60)
+    assert ops.get(first.operation.id).state is OpState.SUCCEEDED  # type: ignore[union-attr]
+    assert ops.get(other.operation.id).state is OpState.SUCCEEDED  # type: ignore[union-attr]
+    assert ops.status("e2e").pools[0].desired == 1
+    ops.runner.stop()
