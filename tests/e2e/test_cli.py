@@ -1,0 +1,177 @@
+"""The `scalebot` command line against the real control plane.
+
+Covers: `drain` prints the kubectl-style lines and the changed condition messages and exits 0;
+`--timeout` exits 1 with the final message; `--dry-run` and `plan drain -o json` change nothing;
+bad input (unknown node, invalid selector, missing context or kubeconfig, a forbidden call) is one
+line naming the problem, exit 2, and nothing changed in the cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from localcluster import builders
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def scalebot(
+    *args: str, kubeconfig: Path | None = None, timeout: float = 90
+) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "bot", *args]
+    if kubeconfig is not None:
+        cmd += ["--kubeconfig", str(kubeconfig)]
+    return subprocess.run(
+        cmd,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+
+
+def unschedulable(admin_api: Any, node: str) -> bool:
+    return bool(builders.get(admin_api, builders.node_path(node))["spec"].get("unschedulable"))
+
+
+def test_drain_prints_progress_and_exits_zero(
+    admin_api: Any,
+    scalebot_kubeconfig: Path,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    unique_name: str,
+) -> None:
+    group = {"scalebot.test/group": unique_name}
+    [node] = node_pool(1, labels=group)
+    builders.create_deployment(admin_api, namespace, "web", 2, node_selector=group, grace=2)
+    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    node_pool(1, labels=group)
+    result = scalebot("drain", node, "--interval", "2s", kubeconfig=scalebot_kubeconfig)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"node/{node} cordoned"
+    assert "* Pods with deletionTimestamp that still exist:" in result.stdout
+    assert lines[-2:] == ["Drain completed", f"node/{node} drained"]
+
+
+def test_drain_timeout_exits_one_with_the_blocking_message(
+    admin_api: Any,
+    scalebot_kubeconfig: Path,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+) -> None:
+    [node] = node_pool(1)
+    builders.create_bare_pod(admin_api, namespace, "bare", node=node)
+    builders.wait_for_pods_running(admin_api, namespace, count=1)
+    result = scalebot("drain", node, "--timeout", "3s", "--interval", "1s", kubeconfig=scalebot_kubeconfig)
+    assert result.returncode == 1
+    assert "error: drain did not complete within 3s:" in result.stderr
+    assert "cannot delete Pods that declare no controller (use --force to override)" in result.stderr
+
+
+def test_dry_run_and_plan_change_nothing(
+    admin_api: Any,
+    scalebot_kubeconfig: Path,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+) -> None:
+    [node] = node_pool(1)
+    builders.create_bare_pod(admin_api, namespace, "bare", node=node)
+    dry = scalebot("drain", node, "--dry-run", kubeconfig=scalebot_kubeconfig)
+    assert dry.returncode == 0 and "Nothing was changed (plan only)." in dry.stdout
+    plan = scalebot("plan", "drain", node, "-o", "json", kubeconfig=scalebot_kubeconfig)
+    assert plan.returncode == 0, plan.stderr
+    data = json.loads(plan.stdout)
+    assert data["can_complete"] is False
+    assert {
+        "pod": f"{namespace}/bare",
+        "node": node,
+        "action": "block",
+        "reason": "Pods that declare no controller (use --force to override)",
+    } in data["pods"]
+    assert not unschedulable(admin_api, node)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("drain", "no-such-node"), "error: node(s) not found: no-such-node; known nodes:"),
+        (("drain", "-l", "a in (b"), 'error: invalid selector "a in (b":'),
+        (
+            ("drain", "-l", "scalebot.test/none=here"),
+            'error: no node matches the selector "scalebot.test/none=here"',
+        ),
+        (("drain", "--timeout", "soon", "x"), 'error: --timeout: invalid duration "soon"'),
+        (("cordon",), "error: name at least one node, or select nodes with -l/--selector"),
+    ],
+    ids=["unknown-node", "bad-selector", "empty-selection", "bad-duration", "no-node"],
+)
+def test_bad_input_is_one_line_exit_two(
+    scalebot_kubeconfig: Path, args: tuple[str, ...], expected: str
+) -> None:
+    result = scalebot(*args, kubeconfig=scalebot_kubeconfig)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.startswith(expected), result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_missing_context_and_kubeconfig_are_named(scalebot_kubeconfig: Path, tmp_path: Path) -> None:
+    result = scalebot("cordon", "x", "--context", "nope", kubeconfig=scalebot_kubeconfig)
+    assert result.returncode == 2 and "nope" in result.stderr and len(result.stderr.splitlines()) == 1
+    missing = scalebot("cordon", "x", kubeconfig=tmp_path / "absent.yaml")
+    assert missing.returncode == 2 and "absent.yaml" in missing.stderr
+
+
+def test_forbidden_call_is_reported_and_changes_nothing(
+    admin_api: Any,
+    control_plane: Any,
+    node_pool: Callable[..., list[str]],
+    tmp_path: Path,
+) -> None:
+    [node] = node_pool(1)
+    # An identity with only the built-in `view` role (no access to nodes): RBAC must refuse the cordon.
+    reader = tmp_path / "reader.kubeconfig"
+    reader.write_text(control_plane.scalebot_kubeconfig.read_text())
+    builders.create(
+        admin_api, "/api/v1/namespaces/scalebot/serviceaccounts", {"metadata": {"name": "reader"}}
+    )
+    builders.create(
+        admin_api,
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        {
+            "metadata": {"name": "scalebot-e2e-reader"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+            "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": "scalebot"}],
+        },
+    )
+    token = builders.create(
+        admin_api,
+        "/api/v1/namespaces/scalebot/serviceaccounts/reader/token",
+        {"spec": {"expirationSeconds": 600}},
+    )["status"]["token"]
+    text = reader.read_text()
+    old_token = next(
+        line.split(":", 1)[1].strip() for line in text.splitlines() if line.strip().startswith("token:")
+    )
+    reader.write_text(text.replace(old_token, token))
+    try:
+        result = scalebot("cordon", node, kubeconfig=reader)
+        assert result.returncode == 2
+        assert result.stderr.startswith("error: forbidden:") and "manifests/base/rbac.yaml" in result.stderr
+        assert not unschedulable(admin_api, node)
+    finally:
+        builders.delete(
+            admin_api, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/scalebot-e2e-reader"
+        )
+        builders.delete(admin_api, "/api/v1/namespaces/scalebot/serviceaccounts/reader")
