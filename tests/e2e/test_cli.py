@@ -33,6 +33,7 @@ def scalebot(
         cmd += ["--kubeconfig", str(kubeconfig)]
     return subprocess.run(
         cmd,
+        check=False,
         cwd=REPO,
         capture_output=True,
         text=True,
