@@ -152,10 +152,11 @@ def test_partial_zero_scale_waits_for_the_pdb_and_never_force_deletes(
     unique_name: str,
     tmp_path: Path,
 ) -> None:
-    pools(node_pool, pool_key, unique_name, a=1, b=2)
+    pools(node_pool, pool_key, unique_name, a=1)
     group = {"scalebot.test/group": unique_name}
     builders.create_deployment(admin_api, namespace, "web", 3, node_selector=group, grace=1)
     builders.wait_for_deployment_available(admin_api, namespace, "web")
+    pools(node_pool, pool_key, unique_name, b=2)  # after the pods are placed: all of them are on pool a
     builders.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=3)
     builders.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
     ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
