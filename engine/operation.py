@@ -90,6 +90,8 @@ class OperationRequest:
     thread_ts: str = ""
     """Post progress into this existing thread (a schedule's announcement), if set."""
     reason: str = ""
+    pre_approved: bool = False
+    """Set only by engine.schedules, for a schedule an approver pre-approved when creating it."""
 
 
 @dataclass(frozen=True, slots=True)

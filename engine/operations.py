@@ -182,7 +182,9 @@ class Operations:
         needed = (
             0
             if req.requested_by.startswith("cli:")
-            else policy.approvals_needed(pol, op_plan, requested_by=req.requested_by)
+            else policy.approvals_needed(
+            pol, op_plan, requested_by=req.requested_by, pre_approved=req.pre_approved
+        )
         )
         now = self.clock.now()
         op = Operation(
@@ -428,6 +430,7 @@ def _lock_keys(op: Operation) -> list[str]:
 
 
 def _request_of(op: Operation) -> OperationRequest:
+    # pre_approved is deliberately not carried over: a superseded plan asks for approval again.
     return OperationRequest(
         kind=op.kind,
         target=op.target,

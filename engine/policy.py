@@ -82,12 +82,17 @@ def approval_tags(plan: OperationPlan) -> frozenset[str]:
     return frozenset(tags)
 
 
-def approvals_needed(policy: ClusterPolicy, plan: OperationPlan, *, requested_by: str) -> int:
+def approvals_needed(
+    policy: ClusterPolicy, plan: OperationPlan, *, requested_by: str, pre_approved: bool = False
+) -> int:
     """0 when the plan may run at once; otherwise the number of distinct approvers needed."""
-    if requested_by.startswith("schedule:") and not policy.protected:
-        return 0  # a schedule was approved when it was created (its own approval mode decides)
+    scheduled = requested_by.startswith("schedule:")
+    if scheduled and pre_approved and not policy.protected:
+        return 0  # an approver pre-approved every run when creating the schedule
     if policy.protected:
         return max(policy.protected_approvals, policy.approvals_required)
+    if scheduled and plan.kind is not OpKind.WAKE:
+        return max(1, policy.approvals_required)  # a per-run schedule asks at every sleep
     if approval_tags(plan) & policy.approval_required_for:
         return max(1, policy.approvals_required)
     return 0

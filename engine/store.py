@@ -1,4 +1,5 @@
-"""SQLite persistence (sqlite-utils): operations, their journal, approvals, audit, locks, sizes.
+"""SQLite persistence (sqlite-utils): operations, their journal, approvals, audit, locks, sizes,
+and schedules with their occurrences and one-occurrence overrides.
 
 SQLite is the single source of truth: the runner, the bot and the scheduler hold nothing that
 cannot be rebuilt from it at start-up. The only module that knows SQL.
@@ -7,8 +8,10 @@ cannot be rebuilt from it at start-up. The only module that knows SQL.
   WAL mode so readers never block the writer.
 - `transaction()` is `BEGIN IMMEDIATE … COMMIT`: a decision two threads could race on (the
   second approval vote, a pool lock) is taken inside one write transaction.
-- The journal and the audit table are append-only: triggers abort any UPDATE or DELETE, so
-  no code path (and no bug) can rewrite history.
+- The journal, the audit table and the schedule overrides are append-only: triggers abort any
+  UPDATE or DELETE, so no code path (and no bug) can rewrite history.
+- Schedules are stored as the text people typed (canonical form), occurrences by their
+  idempotency key (`engine.schedule.Occurrence.key`); `engine.schedules` owns their meaning.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import sqlite_utils
 
 from engine.operation import Operation, OperationPlan, OpKind, OpState, Target
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class StoreError(RuntimeError):
@@ -70,6 +73,67 @@ class StoredRestore:
     recorded_at: datetime
     op_id: str
     extra: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSchedule:
+    name: str
+    cluster: str
+    target: Mapping[str, Any]
+    sleep: str
+    wake: str
+    """Empty when the schedule only sleeps."""
+    tz: str
+    lead_times: tuple[int, ...]
+    """Seconds, longest first."""
+    channel: str
+    approval_mode: str
+    """Either `pre_approved` (approved_by is the approver who created it) or `per_run`."""
+    approved_by: str
+    enabled: bool
+    exceptions: tuple[str, ...]
+    """ISO local dates."""
+    created_by: str
+    created_at: datetime
+    active_since: datetime
+    """Creation or the last resume: events before it are never run late nor announced as missed."""
+    last_done_at: datetime | None = None
+    """Scheduled instant of the latest occurrence run (or decided) by the timer."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredOccurrence:
+    key: str
+    schedule: str
+    action: str
+    local_date: str
+    due_at: datetime
+    """The scheduled instant (overrides move the effective one)."""
+    state: str
+    """pending | announced | running | done | skipped | missed."""
+    kind: str = "scheduled"
+    """Either `scheduled` (from the schedule's times) or `resleep` (the end of a temporary wake)."""
+    op_id: str = ""
+    announce_channel: str = ""
+    announce_ts: str = ""
+    announced_for: datetime | None = None
+    """The effective instant the last announcement was made for (a postpone starts afresh)."""
+    announced_lead: int | None = None
+    """Seconds: the shortest lead already announced for `announced_for`."""
+    summary: str = ""
+    note: str = ""
+    done_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredOverride:
+    key: str
+    schedule: str
+    kind: str
+    until: datetime | None
+    by: str
+    at: datetime
+    note: str = ""
 
 
 class Store:
@@ -181,13 +245,77 @@ class Store:
             pk=("cluster", "pool"),
             if_not_exists=True,
         )
-        for table in ("journal", "audit"):
+        self._migrate_schedules()
+        for table in ("journal", "audit", "overrides"):
             for verb in ("UPDATE", "DELETE"):
                 self._conn.execute(
                     f"CREATE TRIGGER IF NOT EXISTS {table}_no_{verb.lower()} BEFORE {verb} ON {table} "
                     f"BEGIN SELECT RAISE(ABORT, '{table} is append-only'); END"
                 )
         db.table("meta").upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
+
+    def _migrate_schedules(self) -> None:
+        db = self.db
+        db.table("schedules").create(
+            {
+                "name": str,
+                "cluster": str,
+                "target": str,
+                "sleep": str,
+                "wake": str,
+                "tz": str,
+                "lead_times": str,
+                "channel": str,
+                "approval_mode": str,
+                "approved_by": str,
+                "enabled": int,
+                "exceptions": str,
+                "created_by": str,
+                "created_at": str,
+                "active_since": str,
+                "last_done_at": str,
+            },
+            pk="name",
+            if_not_exists=True,
+        )
+        db.table("occurrences").create(
+            {
+                "key": str,
+                "schedule": str,
+                "action": str,
+                "local_date": str,
+                "due_at": str,
+                "state": str,
+                "kind": str,
+                "op_id": str,
+                "announce_channel": str,
+                "announce_ts": str,
+                "announced_for": str,
+                "announced_lead": int,
+                "summary": str,
+                "note": str,
+                "done_at": str,
+            },
+            pk="key",
+            if_not_exists=True,
+        )
+        db.table("occurrences").create_index(["schedule", "state"], if_not_exists=True)
+        db.table("occurrences").create_index(["op_id"], if_not_exists=True)
+        db.table("overrides").create(
+            {
+                "id": int,
+                "key": str,
+                "schedule": str,
+                "kind": str,
+                "until": str,
+                "by": str,
+                "at": str,
+                "note": str,
+            },
+            pk="id",
+            if_not_exists=True,
+        )
+        db.table("overrides").create_index(["schedule"], if_not_exists=True)
 
     # -- operations ------------------------------------------------------------------------------
 
@@ -349,6 +477,205 @@ class Store:
     def clear_restore(self, cluster: str, pool: str) -> None:
         with self.transaction():
             self.db.table("restore").delete_where("cluster = ? AND pool = ?", [cluster, pool])
+
+    # -- schedules --------------------------------------------------------------------------------
+
+    def insert_schedule(self, schedule: StoredSchedule) -> bool:
+        """False when a schedule of that name exists (nothing is written)."""
+        with self.transaction():
+            if list(self.db.table("schedules").rows_where("name = ?", [schedule.name])):
+                return False
+            self.db.table("schedules").insert(_schedule_to_row(schedule))
+            return True
+
+    def get_schedule(self, name: str) -> StoredSchedule | None:
+        with self._lock:
+            rows = list(self.db.table("schedules").rows_where("name = ?", [name]))
+        return _row_to_schedule(rows[0]) if rows else None
+
+    def list_schedules(self, *, cluster: str | None = None) -> list[StoredSchedule]:
+        with self._lock:
+            rows = self.db.table("schedules").rows_where(
+                "cluster = ?" if cluster else None, [cluster] if cluster else [], order_by="name"
+            )
+            return [_row_to_schedule(r) for r in rows]
+
+    def set_schedule_enabled(self, name: str, enabled: bool, *, since: datetime | None = None) -> None:
+        """Pause or resume; a resume moves `active_since` so events while paused are never run late."""
+        values: dict[str, Any] = {"enabled": int(enabled)}
+        if since is not None:
+            values["active_since"] = since.isoformat()
+        with self.transaction():
+            self.db.table("schedules").update(name, values)
+
+    def set_schedule_done(self, name: str, at: datetime) -> None:
+        """Move `last_done_at` forward (never back: an older occurrence decided late changes nothing)."""
+        with self.transaction():
+            current = self.get_schedule(name)
+            if current is not None and (current.last_done_at is None or at > current.last_done_at):
+                self.db.table("schedules").update(name, {"last_done_at": at.isoformat()})
+
+    def delete_schedule(self, name: str) -> bool:
+        """Remove a schedule and its occurrences still to come; run ones stay as history."""
+        with self.transaction():
+            if not list(self.db.table("schedules").rows_where("name = ?", [name])):
+                return False
+            self.db.table("schedules").delete(name)
+            self.db.table("occurrences").delete_where(
+                "schedule = ? AND state IN ('pending', 'announced')", [name]
+            )
+            return True
+
+    # -- occurrences ------------------------------------------------------------------------------
+
+    def get_occurrence(self, key: str) -> StoredOccurrence | None:
+        with self._lock:
+            rows = list(self.db.table("occurrences").rows_where("key = ?", [key]))
+        return _row_to_occurrence(rows[0]) if rows else None
+
+    def save_occurrence(self, occurrence: StoredOccurrence) -> None:
+        with self.transaction():
+            self.db.table("occurrences").upsert(_occurrence_to_row(occurrence), pk="key")
+
+    def list_occurrences(
+        self, *, schedule: str | None = None, states: Sequence[str] = (), op_id: str | None = None
+    ) -> list[StoredOccurrence]:
+        where, args = [], []
+        if schedule is not None:
+            where.append("schedule = ?")
+            args.append(schedule)
+        if states:
+            where.append(f"state IN ({','.join('?' for _ in states)})")
+            args.extend(states)
+        if op_id is not None:
+            where.append("op_id = ?")
+            args.append(op_id)
+        with self._lock:
+            rows = self.db.table("occurrences").rows_where(
+                " AND ".join(where) or None, args, order_by="due_at, key"
+            )
+            return [_row_to_occurrence(r) for r in rows]
+
+    # -- overrides (append-only) ------------------------------------------------------------------
+
+    def add_override(self, override: StoredOverride) -> None:
+        with self.transaction():
+            self.db.table("overrides").insert(
+                {
+                    "key": override.key,
+                    "schedule": override.schedule,
+                    "kind": override.kind,
+                    "until": override.until.isoformat() if override.until else "",
+                    "by": override.by,
+                    "at": override.at.isoformat(),
+                    "note": override.note,
+                }
+            )
+
+    def overrides(self, *, schedule: str | None = None) -> list[StoredOverride]:
+        """In the order they were decided (the latest for a key wins)."""
+        with self._lock:
+            rows = self.db.table("overrides").rows_where(
+                "schedule = ?" if schedule else None, [schedule] if schedule else [], order_by="id"
+            )
+            return [
+                StoredOverride(
+                    r["key"],
+                    r["schedule"],
+                    r["kind"],
+                    _time_or_none(r["until"]),
+                    r["by"],
+                    datetime.fromisoformat(r["at"]),
+                    r["note"] or "",
+                )
+                for r in rows
+            ]
+
+
+def _time_or_none(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text) if text else None
+
+
+def _schedule_to_row(s: StoredSchedule) -> dict[str, Any]:
+    return {
+        "name": s.name,
+        "cluster": s.cluster,
+        "target": json.dumps(dict(s.target), sort_keys=True),
+        "sleep": s.sleep,
+        "wake": s.wake,
+        "tz": s.tz,
+        "lead_times": json.dumps(list(s.lead_times)),
+        "channel": s.channel,
+        "approval_mode": s.approval_mode,
+        "approved_by": s.approved_by,
+        "enabled": int(s.enabled),
+        "exceptions": json.dumps(list(s.exceptions)),
+        "created_by": s.created_by,
+        "created_at": s.created_at.isoformat(),
+        "active_since": s.active_since.isoformat(),
+        "last_done_at": s.last_done_at.isoformat() if s.last_done_at else "",
+    }
+
+
+def _row_to_schedule(row: Mapping[str, Any]) -> StoredSchedule:
+    return StoredSchedule(
+        name=row["name"],
+        cluster=row["cluster"],
+        target=json.loads(row["target"]),
+        sleep=row["sleep"],
+        wake=row["wake"] or "",
+        tz=row["tz"],
+        lead_times=tuple(json.loads(row["lead_times"] or "[]")),
+        channel=row["channel"] or "",
+        approval_mode=row["approval_mode"],
+        approved_by=row["approved_by"] or "",
+        enabled=bool(row["enabled"]),
+        exceptions=tuple(json.loads(row["exceptions"] or "[]")),
+        created_by=row["created_by"] or "",
+        created_at=datetime.fromisoformat(row["created_at"]),
+        active_since=datetime.fromisoformat(row["active_since"]),
+        last_done_at=_time_or_none(row["last_done_at"]),
+    )
+
+
+def _occurrence_to_row(o: StoredOccurrence) -> dict[str, Any]:
+    return {
+        "key": o.key,
+        "schedule": o.schedule,
+        "action": o.action,
+        "local_date": o.local_date,
+        "due_at": o.due_at.isoformat(),
+        "state": o.state,
+        "kind": o.kind,
+        "op_id": o.op_id,
+        "announce_channel": o.announce_channel,
+        "announce_ts": o.announce_ts,
+        "announced_for": o.announced_for.isoformat() if o.announced_for else "",
+        "announced_lead": o.announced_lead,
+        "summary": o.summary,
+        "note": o.note,
+        "done_at": o.done_at.isoformat() if o.done_at else "",
+    }
+
+
+def _row_to_occurrence(row: Mapping[str, Any]) -> StoredOccurrence:
+    return StoredOccurrence(
+        key=row["key"],
+        schedule=row["schedule"],
+        action=row["action"],
+        local_date=row["local_date"],
+        due_at=datetime.fromisoformat(row["due_at"]),
+        state=row["state"],
+        kind=row["kind"] or "scheduled",
+        op_id=row["op_id"] or "",
+        announce_channel=row["announce_channel"] or "",
+        announce_ts=row["announce_ts"] or "",
+        announced_for=_time_or_none(row["announced_for"]),
+        announced_lead=row["announced_lead"],
+        summary=row["summary"] or "",
+        note=row["note"] or "",
+        done_at=_time_or_none(row["done_at"]),
+    )
 
 
 def _op_to_row(op: Operation) -> dict[str, Any]:

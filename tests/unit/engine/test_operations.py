@@ -246,3 +246,20 @@ def test_audit_table_is_append_only(ops: Operations, tmp_path: Path) -> None:
     with pytest.raises(sqlite3.IntegrityError, match="append-only"):
         conn.execute("UPDATE audit SET detail = 'x'")
     conn.close()
+
+
+def test_scheduled_sleep_needs_approval_unless_the_schedule_was_pre_approved(ops: Operations) -> None:
+    per_run = OperationRequest(
+        kind=OpKind.ZERO, target=Target(cluster="dev", pools=("web",)), requested_by="schedule:nightly"
+    )
+    waiting = ops.request(per_run).operation
+    assert waiting is not None and waiting.state is OpState.AWAITING_APPROVAL
+    ops.reject(waiting.approval_id, by=APPROVER)
+    approved = OperationRequest(
+        kind=OpKind.ZERO,
+        target=Target(cluster="dev", pools=("web",)),
+        requested_by="schedule:nightly",
+        pre_approved=True,
+    )
+    running = ops.request(approved).operation
+    assert running is not None and running.state is OpState.RUNNING

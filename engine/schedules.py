@@ -1,0 +1,1286 @@
+"""Scheduled shutdowns and wake-ups: the service behind the bot's timer, `/scale schedule …` and the
+announcement buttons.
+
+Owns schedules as data (`add`, `pause`, `resume`, `delete`, `skip_date`), what is due when (`due`, and
+`next_wakeups`: the instants the bot's timer must wake up at), announcements before a sleep, the
+decisions people take on one occurrence (postpone, skip, run now), firing an occurrence through
+`Operations.request` exactly like a human request (`requested_by="schedule:<name>"`), the catch-up at
+start-up and temporary wakes. The arithmetic (DST, overrides, missed runs) is `engine.schedule`'s; this
+module applies it to what SQLite says.
+
+No APScheduler, no Slack, no clock reads in the timer paths: they take `now`. Clicks and commands read
+the injected clock once. SQLite is the source of truth: an occurrence becomes handled (running, done,
+skipped, missed) once, by its key, inside one write transaction, so a second fire of the same key, or a
+postpone racing a fire, cannot run it twice.
+
+Rules on top of engine.schedule:
+- Sleeps are announced at each lead time (the disruptive event); a wake posts its report when done
+  ("dev-eu is back: 24/24 nodes Ready").
+- Only the shortest lead already reached is announced (a timer that wakes late does not post "in
+  60 min" and "in 10 min" together); a postpone counts as the announcement of the new time's past leads.
+- A sleep whose pools are already at the target does nothing; a wake with nothing asleep does nothing
+  (the cluster was woken by hand). Both are recorded as done, with the reason.
+- Events while a schedule is paused are never run late nor announced as missed.
+- A temporary wake needs a schedule on the cluster: the schedule says when to sleep again.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, replace
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any, Literal, cast
+
+from engine import policy, schedule
+from engine.clock import Clock
+from engine.operation import Operation, OperationRequest, OpKind, OpState, ProgressEvent, Target
+from engine.operations import Operations, UserError
+from engine.pools.base import Pool
+from engine.schedule import MissedDecision, Occurrence, Override, ScheduleError, ScheduleSpec
+from engine.store import Store, StoredOccurrence, StoredOverride, StoredSchedule
+
+ApprovalMode = Literal["pre_approved", "per_run"]
+TargetKind = Literal["cluster", "pools", "scale", "workloads"]
+DueWhat = Literal["announce", "fire", "missed", "noop"]
+AnnouncementKind = Literal["upcoming", "late", "missed", "decided", "back"]
+
+APPROVAL_MODES: tuple[ApprovalMode, ...] = ("pre_approved", "per_run")
+TARGET_KINDS: tuple[TargetKind, ...] = ("cluster", "pools", "scale", "workloads")
+HANDLED = frozenset({"running", "done", "skipped", "missed"})
+"""Occurrence states that are final for the timer: that key never fires again."""
+UPCOMING_PER_SCHEDULE = 3
+"""Occurrences per schedule the timer is armed for; it is re-armed after every fire and decision."""
+RETRY_AFTER = timedelta(minutes=1)
+"""A due item a tick could not handle is tried again this much later (until the grace runs out)."""
+WEEKEND_SPAN = timedelta(hours=36)
+"""A shutdown this long that spans a Saturday or Sunday is announced as a "Weekend shutdown"."""
+_MAX_FETCH = 1024
+_DOING = {
+    "add": "creating a schedule",
+    "pre_approve": "pre-approving a schedule",
+    "pause": "pausing a schedule",
+    "resume": "resuming a schedule",
+    "delete": "deleting a schedule",
+    "skip": "skipping",
+    "postpone": "postponing",
+    "run_now": "running it now",
+}
+
+_VERDICT_TO_WHAT: dict[str, DueWhat] = {
+    "run": "fire",
+    "run_late": "fire",
+    "announce_missed": "missed",
+    "noop": "noop",
+}
+
+
+# --- values -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleTarget:
+    """What a sleep does: zero the cluster, zero some pools, scale one pool to N, or workloads only."""
+
+    kind: TargetKind
+    pools: tuple[str, ...] = ()
+    size: int | None = None
+
+    @classmethod
+    def whole_cluster(cls) -> ScheduleTarget:
+        return cls("cluster")
+
+    @classmethod
+    def zero_pools(cls, *pools: str) -> ScheduleTarget:
+        return cls("pools", tuple(sorted(pools)))
+
+    @classmethod
+    def scale_pool(cls, pool: str, size: int) -> ScheduleTarget:
+        return cls("scale", (pool,), size)
+
+    @classmethod
+    def workloads_only(cls) -> ScheduleTarget:
+        return cls("workloads")
+
+    def describe(self) -> str:
+        if self.kind == "cluster":
+            return "every pool to 0"
+        if self.kind == "pools":
+            return f"pool{'s' if len(self.pools) != 1 else ''} {', '.join(self.pools)} to 0"
+        if self.kind == "scale":
+            return f"pool {', '.join(self.pools)} to {self.size}"
+        return "workloads only"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "pools": list(self.pools), "size": self.size}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ScheduleTarget:
+        return cls(data["kind"], tuple(data.get("pools") or ()), data.get("size"))
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A stored schedule: the engine's spec plus what the bot needs (target, channel, approval)."""
+
+    spec: ScheduleSpec
+    target: ScheduleTarget
+    channel: str
+    approval_mode: ApprovalMode
+    approved_by: str
+    enabled: bool
+    created_by: str
+    created_at: datetime
+    active_since: datetime
+    last_done_at: datetime | None = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def cluster(self) -> str:
+        return self.spec.cluster
+
+    @property
+    def requester(self) -> str:
+        """Who its operations are requested by: the same path as a person, under the schedule's name."""
+        return f"schedule:{self.name}"
+
+    def summary(self) -> str:
+        """One line for `/scale schedule list|show`."""
+        spec = self.spec
+        wake = f" → wake {spec.wake}" if spec.wake else " (no wake)"
+        leads = ", ".join(_lead_text(lead) for lead in spec.lead_times) or "none"
+        holidays = ", ".join(d.isoformat() for d in sorted(spec.exceptions))
+        approval = (
+            f"pre-approved by <@{self.approved_by}>"
+            if self.approval_mode == "pre_approved"
+            else "approval at each run"
+        )
+        return (
+            f"{self.name}: {self.cluster}, {self.target.describe()}; sleep {spec.sleep}{wake} ({spec.tz}); "
+            f"announced {leads} before in <#{self.channel}>; {approval}"
+            + (f"; not on {holidays}" if holidays else "")
+            + ("" if self.enabled else "; paused")
+        )
+
+
+@dataclass(frozen=True)
+class Resleep(Occurrence):
+    """The sleep at the end of a temporary wake: not generated by the schedule's times, so its key
+    cannot collide with a scheduled sleep of the same local date."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.schedule}:{self.local_date.isoformat()}:resleep-{self.at:%H%M}"
+
+
+@dataclass(frozen=True, slots=True)
+class Due:
+    """Something the timer must do now: announce a sleep at `lead`, fire an occurrence, report one as
+    missed, or close one that needs nothing (skipped, superseded, a manual action won)."""
+
+    occurrence: Occurrence
+    what: DueWhat
+    at: datetime
+    lead: timedelta | None = None
+    decision: MissedDecision | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Announcement:
+    """A channel message about one occurrence. `key` is what its buttons carry; `message_ts` is the
+    message to update in place ("" posts a new one); `thread_ts` threads it under another."""
+
+    key: str
+    schedule: str
+    cluster: str
+    channel: str
+    text: str
+    kind: AnnouncementKind
+    effective: datetime | None = None
+    lead: timedelta | None = None
+    message_ts: str = ""
+    thread_ts: str = ""
+    buttons: bool = False
+    """Postpone 1h / Postpone until… / Skip this time / Run now are offered."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleOutcome:
+    """The answer to a command, a click or a timer event: what to tell people and what changed.
+
+    `effective` is the occurrence's time after a decision (None when skipped); `operation` the one a
+    fire created; `announcement` a message to post or update; `decision` why the timer acted late."""
+
+    ok: bool
+    reply: str
+    _: KW_ONLY
+    changed: bool = False
+    key: str = ""
+    effective: datetime | None = None
+    operation: Operation | None = None
+    announcement: Announcement | None = None
+    decision: MissedDecision | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    ok: bool
+    state: str
+    reply: str
+    operation: Operation | None = None
+
+
+def wake_report(op: Operation) -> str:
+    """The final line of a scheduled wake: "dev-eu is back: 24/24 nodes Ready, 61/61 workloads
+    available", or what is not back and why. Pure: reads the operation's result and step data."""
+    cluster = op.target.cluster
+    nodes = op.result.get("nodes_ready") or op.step_data.get("nodes_ready")
+    if not nodes or nodes[0] is None:
+        return f"{cluster} did not come back: {op.error or op.state.value.replace('_', ' ')}"
+    ready, wanted = int(nodes[0]), int(nodes[1])
+    parts = [f"{ready}/{wanted} nodes Ready"]
+    complete = ready >= wanted
+    workloads = op.result.get("workloads_available")
+    if workloads:
+        parts.append(f"{workloads[0]}/{workloads[1]} workloads available")
+        complete = complete and workloads[0] >= workloads[1]
+    text = f"{cluster} is {'back' if complete else 'only partly back'}: {', '.join(parts)}"
+    not_ready = list(op.step_data.get("not_ready") or ())
+    if not complete and not_ready:
+        more = f" ... ({len(not_ready) - 5} more)" if len(not_ready) > 5 else ""
+        text += "; not Ready: " + "; ".join(not_ready[:5]) + more
+    return text
+
+
+# --- the service --------------------------------------------------------------------------------------
+
+
+class Schedules:
+    def __init__(
+        self, store: Store, ops: Operations, clock: Clock, *, grace: timedelta = schedule.DEFAULT_GRACE
+    ) -> None:
+        self.store = store
+        self.ops = ops
+        self.clock = clock
+        self.grace = grace
+        """A missed sleep this late still runs at start-up; beyond it, it is announced as missed."""
+
+    # -- managing schedules ----------------------------------------------------------------------
+
+    def add(
+        self,
+        *,
+        name: str,
+        cluster: str,
+        target: ScheduleTarget,
+        sleep: str,
+        wake: str | None,
+        tz: str,
+        lead_times: str = "",
+        channel: str,
+        approval_mode: str,
+        exceptions: str = "",
+        by: str,
+        groups: Sequence[str] = (),
+    ) -> ScheduleOutcome:
+        """Validate and save a schedule; every refusal names the problem and nothing is saved."""
+        try:
+            spec = schedule.parse_spec(
+                name=name,
+                cluster=cluster,
+                sleep=sleep,
+                wake=wake,
+                tz=tz,
+                lead_times=lead_times,
+                exceptions=exceptions,
+            )
+        except ScheduleError as exc:
+            return _refused(str(exc))
+        problem = (
+            self._check_cluster(cluster)
+            or self._check_creator(cluster, by, groups, approval_mode)
+            or _check_channel(channel)
+            or self._check_target(cluster, target)
+        )
+        if problem:
+            return _refused(problem)
+        now = self.clock.now()
+        mode: ApprovalMode = "pre_approved" if approval_mode == "pre_approved" else "per_run"
+        stored = _to_stored(spec, target, channel=channel, mode=mode, by=by, now=now)
+        with self.store.transaction():
+            conflict = self._check_overlap(spec.name, cluster, target)
+            if conflict:
+                return _refused(conflict)
+            if not self.store.insert_schedule(stored):
+                return _refused(f'a schedule named "{name}" exists: pick another name or delete it first')
+            saved = _from_stored(stored)
+            self._audit(by, "schedule_add", cluster, saved.summary())
+        return ScheduleOutcome(
+            True, f"Schedule saved: {saved.summary()}. {self._next_text(saved, now)}", changed=True
+        )
+
+    def show(self, name: str) -> Schedule | None:
+        return self._load(name)
+
+    def pause(self, name: str, *, by: str, groups: Sequence[str] = ()) -> ScheduleOutcome:
+        """Stop firing and announcing; occurrences while paused are never run late."""
+        return self._manage(name, by, groups, "pause", lambda s: self.store.set_schedule_enabled(s, False))
+
+    def resume(self, name: str, *, by: str, groups: Sequence[str] = ()) -> ScheduleOutcome:
+        now = self.clock.now()
+        return self._manage(
+            name, by, groups, "resume", lambda s: self.store.set_schedule_enabled(s, True, since=now)
+        )
+
+    def delete(self, name: str, *, by: str, groups: Sequence[str] = ()) -> ScheduleOutcome:
+        return self._manage(name, by, groups, "delete", self.store.delete_schedule)
+
+    def skip_date(
+        self, name: str, day: date | str, *, by: str, groups: Sequence[str] = ()
+    ) -> ScheduleOutcome:
+        """Skip the sleep and the wake of one local date (a one-off holiday); the schedule is unchanged."""
+        sched = self._load(name)
+        if sched is None:
+            return _refused(self._unknown_schedule(name))
+        try:
+            local = schedule.parse_date(day) if isinstance(day, str) else day
+        except ScheduleError as exc:
+            return _refused(str(exc))
+        refusal = self._authorise(sched.cluster, by, groups, "skip", detail=f"{name} {local}")
+        if refusal:
+            return _refused(refusal)
+        now = self.clock.now()
+        with self.store.transaction():
+            overrides = self._overrides(name)
+            handled = self._handled_keys(name)
+            todo = [
+                occ
+                for occ in _occurrences_on(sched.spec, local)
+                if occ.key not in handled and (schedule.effective_time(occ, overrides) or now) > now
+            ]
+            if not todo:
+                return _refused(
+                    f"schedule {name} has nothing left to skip on {local:%a} {local}: "
+                    "no sleep or wake that day, or they are past"
+                )
+            for occ in todo:
+                self._save_override(sched, schedule.skip(occ, by=by, spec=sched.spec), now)
+                self._close_row(sched, occ, "skipped", now, note=f"skipped by {by}")
+        what = " and the ".join(f"{occ.action} of {schedule.describe(occ, sched.spec.tz)}" for occ in todo)
+        return ScheduleOutcome(
+            True, f"Skipping the {what} ({name}); the schedule is unchanged.", changed=True
+        )
+
+    # -- what comes next -------------------------------------------------------------------------
+
+    def next_events(
+        self, now: datetime, *, limit: int = 10, cluster: str | None = None
+    ) -> builtins.list[tuple[Occurrence, datetime]]:
+        """The next sleeps and wakes (with their effective times) across clusters, soonest first."""
+        events: list[tuple[Occurrence, datetime]] = []
+        for sched in self._schedules(cluster=cluster):
+            events += self._upcoming(sched, now, limit=limit)
+        return sorted(events, key=lambda pair: (pair[1], pair[0].key))[:limit]
+
+    def next_event(self, cluster: str, now: datetime) -> str | None:
+        """For `/scale status`: "sleep (dev-nights) Fri 19:00 CET, in 2 h"."""
+        events = self.next_events(now, limit=1, cluster=cluster)
+        if not events:
+            return None
+        occ, at = events[0]
+        sched = self._load(occ.schedule)
+        tz = sched.spec.tz if sched else "UTC"
+        return f"{occ.action} ({occ.schedule}) {schedule.describe(at, tz)}, {schedule.in_words(at - now)}"
+
+    def due(self, now: datetime) -> builtins.list[Due]:
+        """What the timer must do at `now`, in time order."""
+        found: list[Due] = []
+        for sched in self._schedules():
+            found += self._due_fires(sched, now)
+            found += self._due_resleeps(sched, now)
+            found += self._due_announcements(sched, now)
+        return sorted(found, key=lambda item: (item.at, item.occurrence.key))
+
+    def next_wakeups(self, now: datetime) -> builtins.list[datetime]:
+        """The future instants at which something becomes due: the timer arms one-shot jobs for them.
+        Something still due now (a tick that failed: the API server was down) is retried in a minute."""
+        instants: set[datetime] = {now + RETRY_AFTER} if self.due(now) else set()
+        for sched in self._schedules():
+            for occ, at in self._upcoming(sched, now, limit=UPCOMING_PER_SCHEDULE):
+                instants.add(at)
+                if occ.action == "sleep":
+                    leads = schedule.announcement_times(occ, sched.spec.lead_times, at=at)
+                    instants.update(instant for _, instant in leads if instant > now)
+        return sorted(instants)
+
+    def run_due(self, now: datetime) -> builtins.list[ScheduleOutcome]:
+        """The timer's one call: announce, fire, or report as missed whatever is due at `now`."""
+        return [self._handle(item, now) for item in self.due(now)]
+
+    def startup(self, now: datetime) -> builtins.list[ScheduleOutcome]:
+        """At start-up: settle occurrences whose operation finished while we were down, then apply the
+        missed-run rules (each outcome carries its `decision`) and post announcements now due."""
+        self._settle_running(now)
+        return self.run_due(now)
+
+    # -- announcements ---------------------------------------------------------------------------
+
+    def announce(self, occurrence: Occurrence, lead: timedelta, now: datetime) -> Announcement:
+        """The announcement of a sleep at `lead`; marks the occurrence announced for that lead."""
+        sched = self._require(occurrence.schedule)
+        effective = schedule.effective_time(occurrence, self._overrides(sched.name)) or occurrence.at
+        summary = self._plan_summary(sched)  # a cluster listing: outside the write transaction
+        with self.store.transaction():
+            row = self._row(occurrence)
+            self.store.save_occurrence(
+                replace(
+                    row,
+                    state="announced" if row.state == "pending" else row.state,
+                    announced_for=effective,
+                    announced_lead=int(lead.total_seconds()),
+                    announce_channel=row.announce_channel or sched.channel,
+                    summary=summary,
+                )
+            )
+        return Announcement(
+            key=occurrence.key,
+            schedule=sched.name,
+            cluster=sched.cluster,
+            channel=sched.channel,
+            text=self._announcement_text(sched, occurrence, effective, now, summary),
+            kind="upcoming",
+            effective=effective,
+            lead=lead,
+            buttons=True,
+        )
+
+    def set_announcement(self, key: str, *, channel: str, ts: str) -> None:
+        """Remember the Slack message of an occurrence: decisions update it, the run threads under it."""
+        with self.store.transaction():
+            found = self._resolve(key)
+            if isinstance(found, str):
+                return
+            row = self._row(found[1])
+            self.store.save_occurrence(replace(row, announce_channel=channel, announce_ts=ts))
+
+    # -- decisions on one occurrence -------------------------------------------------------------
+
+    def postpone(
+        self, key: str, *, by: str, delta: timedelta = timedelta(hours=1), groups: Sequence[str] = ()
+    ) -> ScheduleOutcome:
+        return self._decide(
+            key,
+            by,
+            groups,
+            "postpone",
+            lambda s, occ, ovs, now: schedule.postpone(occ, by=by, delta=delta, spec=s.spec, overrides=ovs),
+        )
+
+    def postpone_until(
+        self, key: str, *, by: str, until: datetime, groups: Sequence[str] = ()
+    ) -> ScheduleOutcome:
+        return self._decide(
+            key,
+            by,
+            groups,
+            "postpone",
+            lambda s, occ, ovs, now: schedule.postpone_until(
+                occ, by=by, until=until, spec=s.spec, overrides=ovs
+            ),
+        )
+
+    def skip(self, key: str, *, by: str, groups: Sequence[str] = ()) -> ScheduleOutcome:
+        return self._decide(
+            key, by, groups, "skip", lambda s, occ, ovs, now: schedule.skip(occ, by=by, spec=s.spec)
+        )
+
+    def run_now(self, key: str, *, by: str, groups: Sequence[str] = ()) -> ScheduleOutcome:
+        decided = self._decide(
+            key,
+            by,
+            groups,
+            "run_now",
+            lambda s, occ, ovs, now: schedule.run_now(occ, by=by, now=now, spec=s.spec),
+        )
+        if not decided.ok:
+            return decided
+        fired = self.fire(key, self.clock.now())
+        return replace(fired, reply=f"{decided.reply} {fired.reply}", announcement=decided.announcement)
+
+    # -- firing ----------------------------------------------------------------------------------
+
+    def fire(self, key: str, now: datetime) -> ScheduleOutcome:
+        """Run one occurrence now, once: a second fire of the same key is a no-op. The operation is
+        created inside the same write transaction that marks the key, so a crash leaves neither."""
+        with self.store.transaction():
+            found = self._resolve(key)
+            if isinstance(found, str):
+                return _refused(found, key=key)
+            sched, occ = found
+            row = self._row(occ)
+            what = f"the {_title(sched, occ).lower()} of {sched.cluster}"
+            if row.state in HANDLED:
+                return ScheduleOutcome(True, f"{_cap(what)} is already {row.state}; nothing to do", key=key)
+            if not sched.enabled:
+                return _refused(f"schedule {sched.name} is paused; resume it first", key=key)
+            effective = schedule.effective_time(occ, self._overrides(sched.name))
+            if effective is None:
+                self._close_row(sched, occ, "skipped", now, note="skipped")
+                self._mark_done(sched, occ, now)
+                return ScheduleOutcome(True, f"{_cap(what)} is skipped; nothing runs", changed=True, key=key)
+            run = (
+                self._run_wake(sched, row, what)
+                if occ.action == "wake"
+                else self._run_sleep(sched, row, what)
+            )
+            op_id = run.operation.id if run.operation else ""
+            self._close_row(sched, occ, run.state, now, note=run.reply, op_id=op_id)
+            self._mark_done(sched, occ, now)
+            self._audit(
+                sched.requester, f"schedule_{occ.action}", sched.cluster, f"{key}: {run.reply}", op_id
+            )
+        return ScheduleOutcome(
+            run.ok, run.reply, changed=True, key=key, effective=effective, operation=run.operation
+        )
+
+    def operation_finished(self, event: ProgressEvent) -> Announcement | None:
+        """Feed every progress event here: a final one closes the occurrence that started it, and a
+        scheduled wake returns its "dev-eu is back: …" report to post."""
+        op = event.operation
+        if not event.final or not op.requested_by.startswith("schedule:"):
+            return None
+        now = self.clock.now()
+        with self.store.transaction():
+            rows = self.store.list_occurrences(op_id=op.id)
+            for row in rows:
+                if row.state == "running":
+                    self.store.save_occurrence(replace(row, state="done", done_at=now))
+        if op.kind is not OpKind.WAKE or not rows:
+            return None
+        sched = self._load(rows[0].schedule)
+        return Announcement(
+            key=rows[0].key,
+            schedule=rows[0].schedule,
+            cluster=op.target.cluster,
+            channel=sched.channel if sched else op.channel,
+            text=wake_report(op),
+            kind="back",
+            thread_ts=op.thread_ts,
+        )
+
+    # -- temporary wake --------------------------------------------------------------------------
+
+    def wake_for(
+        self, cluster: str, duration: timedelta, *, by: str, channel: str, groups: Sequence[str] = ()
+    ) -> ScheduleOutcome:
+        """`/scale wake dev-eu for 3h`: wake now; back to sleep at the expiry (announced like any sleep)
+        if the schedule has the cluster asleep then. Scheduled sleeps inside the window are held."""
+        problem = self._check_cluster(cluster)
+        if problem:
+            return _refused(problem)
+        now = self.clock.now()
+        scheds = self._schedules(cluster=cluster)
+        if not scheds:
+            return _refused(
+                f"{cluster} has no active schedule to say when it sleeps again: "
+                f"wake it with `wake {cluster}` and put it to sleep with `zero {cluster}`"
+            )
+        try:
+            resleeps = [(s, schedule.temporary_wake(now, duration, s.spec)) for s in scheds]
+        except ScheduleError as exc:
+            return _refused(str(exc))
+        seconds = int(duration.total_seconds())
+        target = Target(cluster=cluster, wake_for_seconds=seconds)
+        request = OperationRequest(kind=OpKind.WAKE, target=target, requested_by=by, channel=channel)
+        out = self.ops.request(request, groups=groups)
+        if not out.ok:
+            return _refused(out.reply)
+        with self.store.transaction():
+            notes = [self._hold(s, now, at, by) for s, at in resleeps]
+            self._audit(by, "schedule_wake_for", cluster, f"for {duration}: " + " ".join(notes))
+        first = min(at for _, at in resleeps)
+        return ScheduleOutcome(
+            True, f"{out.reply}. {' '.join(notes)}", changed=True, effective=first, operation=out.operation
+        )
+
+    # -- internals: loading ----------------------------------------------------------------------
+
+    def _load(self, name: str) -> Schedule | None:
+        stored = self.store.get_schedule(name)
+        return _from_stored(stored) if stored else None
+
+    def _require(self, name: str) -> Schedule:
+        sched = self._load(name)
+        if sched is None:
+            raise UserError(self._unknown_schedule(name))
+        return sched
+
+    def _schedules(self, *, cluster: str | None = None, enabled_only: bool = True) -> builtins.list[Schedule]:
+        stored = self.store.list_schedules(cluster=cluster)
+        return [_from_stored(s) for s in stored if s.enabled or not enabled_only]
+
+    def _overrides(self, name: str) -> builtins.list[Override]:
+        return [
+            Override(o.key, cast(schedule.OverrideKind, o.kind), o.until, o.by, o.note)
+            for o in self.store.overrides(schedule=name)
+        ]
+
+    def _handled_keys(self, name: str) -> frozenset[str]:
+        return frozenset(r.key for r in self.store.list_occurrences(schedule=name, states=tuple(HANDLED)))
+
+    def _resleeps(self, name: str) -> builtins.list[Occurrence]:
+        rows = self.store.list_occurrences(schedule=name, states=("pending", "announced"))
+        return [_resleep_of(r) for r in rows if r.kind == "resleep"]
+
+    def _row(self, occ: Occurrence) -> StoredOccurrence:
+        existing = self.store.get_occurrence(occ.key)
+        if existing is not None:
+            return existing
+        kind = "resleep" if isinstance(occ, Resleep) else "scheduled"
+        return StoredOccurrence(
+            occ.key, occ.schedule, occ.action, occ.local_date.isoformat(), occ.at, "pending", kind
+        )
+
+    def _resolve(self, key: str) -> tuple[Schedule, Occurrence] | str:
+        """The schedule and occurrence a button's key names, or why there is none."""
+        parts = key.rsplit(":", 2)
+        sched = self._load(parts[0]) if len(parts) == 3 else None
+        if sched is None:
+            return f'unknown or deleted schedule in "{key[:80]}"; `/scale schedule list` shows them'
+        occ: Occurrence | None = None
+        if parts[2].startswith("resleep-"):
+            row = self.store.get_occurrence(key)
+            occ = _resleep_of(row) if row is not None and row.kind == "resleep" else None
+        elif parts[2] in ("sleep", "wake"):
+            try:
+                day = date.fromisoformat(parts[1])
+            except ValueError:
+                return f'unknown occurrence "{key[:80]}"'
+            occ = _occurrence_on(sched.spec, day, parts[2])
+        if occ is None:
+            return f"schedule {sched.name} has no such event ({key[:80]})"
+        return sched, occ
+
+    def _upcoming(
+        self, sched: Schedule, now: datetime, *, limit: int
+    ) -> builtins.list[tuple[Occurrence, datetime]]:
+        """Unhandled, unskipped occurrences still to come, with their effective times; a postponed one
+        scheduled in the past week counts too."""
+        overrides = self._overrides(sched.name)
+        handled = self._handled_keys(sched.name)
+
+        def still_to_come(occurrences: Sequence[Occurrence]) -> builtins.list[tuple[Occurrence, datetime]]:
+            pairs = [(occ, schedule.effective_time(occ, overrides)) for occ in occurrences]
+            return [(occ, at) for occ, at in pairs if at is not None and at > now and occ.key not in handled]
+
+        earlier = schedule.occurrences_between(sched.spec, start=now - schedule.MISSED_LOOKBACK, end=now)
+        found = still_to_come([*earlier, *self._resleeps(sched.name)])
+        fetch = limit
+        while True:  # skipped and already-run occurrences drop out: look further until `limit` remain
+            future = schedule.next_occurrences(sched.spec, after=now, limit=fetch)
+            coming = still_to_come(future)
+            if len(coming) >= limit or len(future) < fetch or fetch >= _MAX_FETCH:
+                break
+            fetch *= 2
+        return sorted([*found, *coming], key=lambda pair: (pair[1], pair[0].action))[:limit]
+
+    # -- internals: what is due ------------------------------------------------------------------
+
+    def _due_fires(self, sched: Schedule, now: datetime) -> builtins.list[Due]:
+        decisions = schedule.decide_missed(
+            sched.spec,
+            last_done=max(sched.active_since, sched.last_done_at or sched.active_since),
+            now=now,
+            grace=self.grace,
+            manual_action_at=self._manual_action_at(sched),
+            done_keys=self._handled_keys(sched.name),
+            overrides=self._overrides(sched.name),
+        )
+        return [
+            Due(d.occurrence, _VERDICT_TO_WHAT[d.verdict], now - d.late_by, decision=d) for d in decisions
+        ]
+
+    def _due_resleeps(self, sched: Schedule, now: datetime) -> builtins.list[Due]:
+        """A temporary wake's re-sleep is a sleep: on time it runs, within the grace it runs late."""
+        overrides = self._overrides(sched.name)
+        found: list[Due] = []
+        for occ in self._resleeps(sched.name):
+            at = schedule.effective_time(occ, overrides)
+            if at is not None and at > now:
+                continue
+            decision = _resleep_decision(occ, at, now=now, grace=self.grace, tz=sched.spec.tz)
+            found.append(Due(occ, _VERDICT_TO_WHAT[decision.verdict], at or now, decision=decision))
+        return found
+
+    def _due_announcements(self, sched: Schedule, now: datetime) -> builtins.list[Due]:
+        leads = sched.spec.lead_times
+        if not leads:
+            return []
+        found: list[Due] = []
+        for occ, at in self._upcoming(sched, now, limit=UPCOMING_PER_SCHEDULE):
+            if occ.action != "sleep" or at - max(leads) > now:
+                continue
+            lead = _reached_lead(leads, at, now)
+            row = self.store.get_occurrence(occ.key)
+            covered = (
+                row is not None
+                and row.announced_for == at
+                and row.announced_lead is not None
+                and lead is not None
+                and row.announced_lead <= lead.total_seconds()
+            )
+            if lead is not None and not covered:
+                found.append(Due(occ, "announce", at - lead, lead=lead))
+        return found
+
+    def _handle(self, item: Due, now: datetime) -> ScheduleOutcome:
+        if item.what == "announce" and item.lead is not None:
+            note = self.announce(item.occurrence, item.lead, now)
+            return ScheduleOutcome(
+                True, note.text, changed=True, key=note.key, effective=note.effective, announcement=note
+            )
+        if item.what == "fire":
+            fired = self.fire(item.occurrence.key, now)
+            late = item.decision is not None and item.decision.verdict == "run_late"
+            return replace(
+                fired,
+                decision=item.decision,
+                announcement=self._late_announcement(item) if late and fired.changed else None,
+            )
+        return self._close_due(item, now)
+
+    def _close_due(self, item: Due, now: datetime) -> ScheduleOutcome:
+        """Missed beyond the grace (announced) or nothing to do (skipped, superseded, a manual action won)."""
+        sched = self._require(item.occurrence.schedule)
+        reason = item.decision.reason if item.decision else ""
+        skipped = schedule.effective_time(item.occurrence, self._overrides(sched.name)) is None
+        state = "skipped" if skipped else "missed"
+        with self.store.transaction():
+            if self._row(item.occurrence).state in HANDLED:
+                return ScheduleOutcome(True, reason, key=item.occurrence.key, decision=item.decision)
+            self._close_row(sched, item.occurrence, state, now, note=reason)
+            self._mark_done(sched, item.occurrence, now)
+            if item.what == "missed":
+                self._audit("scalebot", "schedule_missed", sched.cluster, f"{item.occurrence.key}: {reason}")
+        note = None
+        if item.what == "missed":
+            title = _title(sched, item.occurrence)
+            note = self._note(
+                sched, item.occurrence, "missed", f"{title} of {sched.cluster} did not run: {reason}."
+            )
+        return ScheduleOutcome(
+            True, reason, changed=True, key=item.occurrence.key, announcement=note, decision=item.decision
+        )
+
+    # -- internals: running ----------------------------------------------------------------------
+
+    def _run_sleep(self, sched: Schedule, row: StoredOccurrence, what: str) -> _Run:
+        pools = self._pools(sched.cluster)
+        if _already_asleep(sched.target, pools):
+            return _Run(True, "done", f"{_cap(what)}: nothing to do, {sched.target.describe()} already")
+        request = _sleep_request(sched, thread_ts=row.announce_ts)
+        out = self.ops.request(request)
+        if not out.ok:
+            return _Run(False, "missed", f"{_cap(what)} could not start: {out.reply}")
+        return _Run(True, "running", f"{_cap(what)} ({sched.name}): {out.reply}", out.operation)
+
+    def _run_wake(self, sched: Schedule, row: StoredOccurrence, what: str) -> _Run:
+        asleep = self._asleep_pools(sched.cluster)
+        wanted = asleep if sched.target.kind == "cluster" else asleep & set(sched.target.pools)
+        if not wanted:
+            return _Run(True, "done", f"{_cap(what)}: nothing to do, {sched.cluster} is already awake")
+        pools = () if sched.target.kind == "cluster" else tuple(sorted(wanted))
+        thread = row.announce_ts or self._last_sleep_thread(sched.name)
+        request = _request(OpKind.WAKE, Target(cluster=sched.cluster, pools=pools), sched, thread)
+        out = self.ops.request(request)
+        if not out.ok:
+            return _Run(False, "missed", f"{_cap(what)} could not start: {out.reply}")
+        return _Run(True, "running", f"{_cap(what)} ({sched.name}): {out.reply}", out.operation)
+
+    def _settle_running(self, now: datetime) -> None:
+        """Occurrences whose operation ended while scalebot was down are done."""
+        for row in self.store.list_occurrences(states=("running",)):
+            op = self.ops.get(row.op_id) if row.op_id else None
+            if op is None or op.state.is_terminal:
+                self.store.save_occurrence(replace(row, state="done", done_at=now))
+
+    def _hold(self, sched: Schedule, now: datetime, resleep_at: datetime, by: str) -> str:
+        """Skip the scheduled sleeps inside a temporary wake and record its re-sleep."""
+        tz = sched.spec.tz
+        until = schedule.describe(resleep_at, tz)
+        for occ in schedule.held_sleeps(sched.spec, woke_at=now, resleep_at=resleep_at):
+            note = f"The sleep of {schedule.describe(occ, tz)} is held by a temporary wake until {until}."
+            self._save_override(sched, Override(occ.key, "skip", None, by, note), now)
+            self._close_row(sched, occ, "skipped", now, note=note)
+        following = schedule.next_occurrence(sched.spec, "sleep", after=now)
+        if following is not None and following.at == resleep_at:
+            return f"{sched.name}: back to sleep at the scheduled sleep, {until}."
+        local = resleep_at.astimezone(schedule.parse_zone(tz)).date()
+        resleep = Resleep(sched.name, "sleep", local, resleep_at)
+        self.store.save_occurrence(self._row(resleep))
+        return (
+            f"{sched.name}: back to sleep {until} ({schedule.in_words(resleep_at - now)}), announced before."
+        )
+
+    # -- internals: decisions --------------------------------------------------------------------
+
+    def _decide(
+        self,
+        key: str,
+        by: str,
+        groups: Sequence[str],
+        verb: str,
+        make: Callable[[Schedule, Occurrence, builtins.list[Override], datetime], Override],
+    ) -> ScheduleOutcome:
+        """One decision on one occurrence, in one write transaction (a fire cannot slip in between)."""
+        now = self.clock.now()
+        with self.store.transaction():
+            found = self._resolve(key)
+            if isinstance(found, str):
+                return _refused(found, key=key)
+            sched, occ = found
+            refusal = self._authorise(sched.cluster, by, groups, verb, detail=key)
+            if refusal:
+                return _refused(refusal, key=key)
+            row = self._row(occ)
+            if row.state in HANDLED:
+                return _refused(
+                    f"the {occ.action} of {schedule.describe(occ, sched.spec.tz)} is already {row.state}",
+                    key=key,
+                )
+            overrides = self._overrides(sched.name)
+            try:
+                override = make(sched, occ, overrides, now)
+            except ScheduleError as exc:
+                return _refused(str(exc), key=key)
+            self._save_override(sched, override, now)
+            effective = schedule.effective_time(occ, [*overrides, override])
+            row = self._after_decision(sched, row, effective, now, override)
+        reply = f"{override.note} (<@{by}>)"
+        note = self._decided_announcement(sched, occ, row, effective=effective, now=now, reply=reply)
+        return ScheduleOutcome(True, reply, changed=True, key=key, effective=effective, announcement=note)
+
+    def _after_decision(
+        self,
+        sched: Schedule,
+        row: StoredOccurrence,
+        effective: datetime | None,
+        now: datetime,
+        override: Override,
+    ) -> StoredOccurrence:
+        if effective is None:
+            new = replace(row, state="skipped", done_at=now, note=override.note)
+        else:
+            # The decision's update of the message is the announcement of the leads already reached.
+            lead = _reached_lead(sched.spec.lead_times, effective, now)
+            new = replace(
+                row, announced_for=effective, announced_lead=int(lead.total_seconds()) if lead else None
+            )
+        self.store.save_occurrence(new)
+        return new
+
+    def _save_override(self, sched: Schedule, override: Override, now: datetime) -> None:
+        self.store.add_override(
+            StoredOverride(
+                override.key, sched.name, override.kind, override.until, override.by, now, override.note
+            )
+        )
+        self._audit(
+            override.by, f"schedule_{override.kind}", sched.cluster, f"{override.key}: {override.note}"
+        )
+
+    # -- internals: texts ------------------------------------------------------------------------
+
+    def _announcement_text(
+        self, sched: Schedule, occ: Occurrence, effective: datetime, now: datetime, summary: str
+    ) -> str:
+        tz = sched.spec.tz
+        lines = [
+            f"{_title(sched, occ)} of {sched.cluster} starts {schedule.describe(effective, tz)} "
+            f"({schedule.in_words(effective - now)}): {summary}",
+            _wake_line(sched, occ, effective),
+            f"Runs without a further approval (pre-approved by <@{sched.approved_by}>)."
+            if sched.approval_mode == "pre_approved"
+            else "Needs an approval when it starts.",
+        ]
+        return "\n".join(line for line in lines if line)
+
+    def _decided_announcement(
+        self,
+        sched: Schedule,
+        occ: Occurrence,
+        row: StoredOccurrence,
+        *,
+        effective: datetime | None,
+        now: datetime,
+        reply: str,
+    ) -> Announcement:
+        text = reply
+        if effective is not None and occ.action == "sleep":
+            summary = row.summary or "see the plan when it starts"
+            text = f"{self._announcement_text(sched, occ, effective, now, summary)}\n{reply}"
+        return Announcement(
+            key=occ.key,
+            schedule=sched.name,
+            cluster=sched.cluster,
+            channel=row.announce_channel or sched.channel,
+            text=text,
+            kind="decided",
+            effective=effective,
+            message_ts=row.announce_ts,
+            buttons=effective is not None and effective > now,
+        )
+
+    def _late_announcement(self, item: Due) -> Announcement | None:
+        sched = self._load(item.occurrence.schedule)
+        if sched is None or item.decision is None:
+            return None
+        title = _title(sched, item.occurrence)
+        return self._note(
+            sched, item.occurrence, "late", f"{title} of {sched.cluster}: {item.decision.reason}."
+        )
+
+    def _note(self, sched: Schedule, occ: Occurrence, kind: AnnouncementKind, text: str) -> Announcement:
+        row = self.store.get_occurrence(occ.key)
+        return Announcement(
+            key=occ.key,
+            schedule=sched.name,
+            cluster=sched.cluster,
+            channel=(row.announce_channel if row else "") or sched.channel,
+            text=text,
+            kind=kind,
+            effective=occ.at,
+        )
+
+    def _next_text(self, sched: Schedule, now: datetime) -> str:
+        upcoming = self._upcoming(sched, now, limit=1)
+        if not upcoming:
+            return "Nothing is scheduled in the next ten years."
+        occ, at = upcoming[0]
+        return f"Next: {occ.action} {schedule.describe(at, sched.spec.tz)} ({schedule.in_words(at - now)})."
+
+    def _plan_summary(self, sched: Schedule) -> str:
+        try:
+            return self.ops.plan(_sleep_request(sched)).summary()
+        except UserError as exc:
+            return f"cannot plan it now ({exc})"
+
+    # -- internals: checks and cluster facts -----------------------------------------------------
+
+    def _authorise(
+        self,
+        cluster: str,
+        by: str,
+        groups: Sequence[str],
+        verb: str,
+        *,
+        need: policy.Role = policy.Role.OPERATOR,
+        detail: str = "",
+    ) -> str:
+        role = self.ops.role(cluster, by, groups)
+        if role is not None and role >= need:
+            return ""
+        self._audit(by, f"refused_schedule_{verb}", cluster, detail)
+        have = f"you are {role.label}" if role is not None else "you have no role there"
+        return f"{_DOING.get(verb, verb)} needs the {need.label} role on {cluster}; {have}"
+
+    def _check_cluster(self, cluster: str) -> str:
+        if cluster in self.ops.clusters():
+            return ""
+        return f'unknown cluster "{cluster}"; clusters: {", ".join(self.ops.clusters()) or "none"}'
+
+    def _check_creator(self, cluster: str, by: str, groups: Sequence[str], mode: str) -> str:
+        if mode not in APPROVAL_MODES:
+            return f'unknown approval mode "{mode[:40]}": use pre_approved or per_run'
+        refusal = self._authorise(cluster, by, groups, "add")
+        if refusal or mode == "per_run":
+            return refusal
+        # Pre-approval is the approval of every run to come: only an approver may give it.
+        return self._authorise(cluster, by, groups, "pre_approve", need=policy.Role.APPROVER)
+
+    def _check_target(self, cluster: str, target: ScheduleTarget) -> str:
+        if target.kind not in TARGET_KINDS:
+            return f'unknown target "{str(target.kind)[:40]}": use cluster, pools, scale or workloads'
+        if target.kind == "workloads":
+            return (
+                "workloads-only schedules are not available yet: the operations service has no "
+                "workloads-only operation; schedule the cluster or its pools instead"
+            )
+        pools = {p.name: p for p in self._pools(cluster)}
+        return _target_problem(cluster, target, pools)
+
+    def _check_overlap(self, name: str, cluster: str, target: ScheduleTarget) -> str:
+        everything = {p.name for p in self._pools(cluster)}
+        mine = _pool_set(target, everything)
+        for other in self._schedules(cluster=cluster, enabled_only=False):
+            shared = mine & _pool_set(other.target, everything)
+            if other.name != name and shared:
+                return (
+                    f"overlaps schedule {other.name}, which already acts on pool(s) "
+                    f"{', '.join(sorted(shared))} of {cluster}: two schedules on the same pools would "
+                    f"fight; change {other.name} or pick other pools"
+                )
+        return ""
+
+    def _manage(
+        self, name: str, by: str, groups: Sequence[str], verb: str, act: Callable[[str], object]
+    ) -> ScheduleOutcome:
+        sched = self._load(name)
+        if sched is None:
+            return _refused(self._unknown_schedule(name))
+        refusal = self._authorise(sched.cluster, by, groups, verb, detail=name)
+        if refusal:
+            return _refused(refusal)
+        with self.store.transaction():
+            act(name)
+            self._audit(by, f"schedule_{verb}", sched.cluster, name)
+        done = {"pause": "paused", "resume": "resumed", "delete": "deleted"}[verb]
+        return ScheduleOutcome(True, f"Schedule {name} {done}.", changed=True)
+
+    def _unknown_schedule(self, name: str) -> str:
+        names = [s.name for s in self._schedules(enabled_only=False)]
+        return f'no schedule "{name[:63]}"; schedules: {", ".join(names) or "none"}'
+
+    def _pools(self, cluster: str) -> builtins.list[Pool]:
+        return self.ops.handles[cluster].pools.list_pools()
+
+    def _asleep_pools(self, cluster: str) -> set[str]:
+        """Pools with sizes to restore: in SQLite, else on the pool objects (a lost database)."""
+        recorded = {r.pool for r in self.store.restore_records(cluster)}
+        return recorded | {p.name for p in self._pools(cluster) if p.restore is not None}
+
+    def _manual_action_at(self, sched: Schedule) -> datetime | None:
+        """The latest zero / scale / wake of this schedule's pools requested by a person."""
+        mine = None if sched.target.kind == "cluster" else set(sched.target.pools)
+        for op in self.store.list_operations(cluster=sched.cluster, limit=50):
+            if op.requested_by.startswith("schedule:") or op.kind is OpKind.DRAIN:
+                continue
+            if op.state not in (OpState.RUNNING, OpState.SUCCEEDED):
+                continue
+            if mine is None or mine & set(op.pools_locked):
+                return op.created_at
+        return None
+
+    def _last_sleep_thread(self, name: str) -> str:
+        rows = self.store.list_occurrences(schedule=name, states=("running", "done"))
+        sleeps = [r for r in rows if r.action == "sleep" and r.announce_ts]
+        return sleeps[-1].announce_ts if sleeps else ""
+
+    def _close_row(
+        self, sched: Schedule, occ: Occurrence, state: str, now: datetime, *, note: str, op_id: str = ""
+    ) -> None:
+        row = self._row(occ)
+        done_at = None if state == "running" else now
+        self.store.save_occurrence(replace(row, state=state, note=note, op_id=op_id, done_at=done_at))
+
+    def _mark_done(self, sched: Schedule, occ: Occurrence, now: datetime) -> None:
+        """Move the missed-run look-back past an occurrence the timer handled. Never beyond `now`: an
+        occurrence run early ("run now") must not hide the events before its scheduled time."""
+        if not isinstance(occ, Resleep):
+            self.store.set_schedule_done(sched.name, min(occ.at, now))
+
+    def _audit(self, actor: str, action: str, cluster: str, detail: str, op_id: str = "") -> None:
+        self.store.audit(
+            at=self.clock.now(), actor=actor, action=action, op_id=op_id, cluster=cluster, detail=detail
+        )
+
+    def list(self, *, cluster: str | None = None) -> builtins.list[Schedule]:
+        """Every schedule, paused ones included, by name."""
+        return self._schedules(cluster=cluster, enabled_only=False)
+
+
+# --- helpers ------------------------------------------------------------------------------------------
+
+
+def _refused(reply: str, *, key: str = "") -> ScheduleOutcome:
+    return ScheduleOutcome(False, reply, key=key)
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _lead_text(lead: timedelta) -> str:
+    minutes = int(lead.total_seconds() // 60)
+    return f"{minutes}m" if minutes < 120 or minutes % 60 else f"{minutes // 60}h"
+
+
+def _check_channel(channel: str) -> str:
+    if channel.strip():
+        return ""
+    return "missing channel: announcements and progress need one, e.g. the channel you type the command in"
+
+
+def _target_problem(cluster: str, target: ScheduleTarget, pools: Mapping[str, Pool]) -> str:
+    known = ", ".join(sorted(pools)) or "none"
+    unknown = [p for p in target.pools if p not in pools]
+    if unknown:
+        return f"unknown pool(s) {', '.join(unknown)} in {cluster}; pools: {known}"
+    if target.kind == "cluster" and target.pools:
+        return "a whole-cluster target takes no pools: use the pools target to name some"
+    if target.kind == "pools" and not target.pools:
+        return f"the pools target needs at least one pool; pools of {cluster}: {known}"
+    if target.kind != "scale":
+        return ""
+    if len(target.pools) != 1 or target.size is None:
+        return "the scale target needs exactly one pool and a size, e.g. pool web to 1"
+    pool = pools[target.pools[0]]
+    if target.size < 0 or (pool.max_size is not None and target.size > pool.max_size):
+        return f"pool {pool.name} cannot be scaled to {target.size}: use 0 to {pool.max_size or 'its size'}"
+    return ""
+
+
+def _pool_set(target: ScheduleTarget, everything: set[str]) -> set[str]:
+    """The pools a schedule acts on; "workloads" stands for the workloads of the cluster."""
+    if target.kind == "cluster":
+        return set(everything)
+    if target.kind == "workloads":
+        return {"(workloads)"}
+    return set(target.pools)
+
+
+def _already_asleep(target: ScheduleTarget, pools: Sequence[Pool]) -> bool:
+    """True when every pool the sleep acts on is at (or below) its night-time size."""
+    names = {p.name for p in pools} if target.kind == "cluster" else set(target.pools)
+    size = target.size if target.kind == "scale" and target.size is not None else 0
+    acted = [p for p in pools if p.name in names]
+    return bool(acted) and all(p.desired <= size for p in acted)
+
+
+def _sleep_request(sched: Schedule, *, thread_ts: str = "") -> OperationRequest:
+    target = sched.target
+    if target.kind == "scale":
+        return _request(
+            OpKind.SCALE,
+            Target(cluster=sched.cluster, pools=target.pools, size=target.size),
+            sched,
+            thread_ts,
+        )
+    return _request(OpKind.ZERO, Target(cluster=sched.cluster, pools=target.pools), sched, thread_ts)
+
+
+def _request(kind: OpKind, target: Target, sched: Schedule, thread_ts: str) -> OperationRequest:
+    return OperationRequest(
+        kind=kind,
+        target=target,
+        requested_by=sched.requester,
+        channel=sched.channel,
+        thread_ts=thread_ts,
+        reason=f"schedule {sched.name}",
+        pre_approved=sched.approval_mode == "pre_approved",
+    )
+
+
+def _reached_lead(leads: Sequence[timedelta], at: datetime, now: datetime) -> timedelta | None:
+    """The shortest lead whose announcement instant has been reached, if any."""
+    reached = [lead for lead in leads if at - lead <= now]
+    return min(reached) if reached else None
+
+
+def _occurrence_on(spec: ScheduleSpec, day: date, action: str) -> Occurrence | None:
+    return next((o for o in _occurrences_on(spec, day) if o.action == action), None)
+
+
+def _occurrences_on(spec: ScheduleSpec, day: date) -> builtins.list[Occurrence]:
+    """Occurrences of one local date (searched two days either side: zones reach ±14 h)."""
+    midnight = datetime.combine(day, time(0), tzinfo=UTC)
+    found = schedule.occurrences_between(
+        spec, start=midnight - timedelta(days=2), end=midnight + timedelta(days=3)
+    )
+    return [o for o in found if o.local_date == day]
+
+
+def _resleep_of(row: StoredOccurrence) -> Occurrence:
+    return Resleep(row.schedule, "sleep", date.fromisoformat(row.local_date), row.due_at)
+
+
+def _resleep_decision(
+    occ: Occurrence, at: datetime | None, *, now: datetime, grace: timedelta, tz: str
+) -> MissedDecision:
+    what = f"the return to sleep of {schedule.describe(occ, tz)}"
+    if at is None:
+        return MissedDecision(occ, "noop", timedelta(0), f"{what} was skipped")
+    late = now - at
+    if late < schedule.ON_TIME:
+        return MissedDecision(occ, "run", late, f"{what} is due")
+    span = schedule.in_words(-late).removesuffix(" ago")
+    if late <= grace:
+        return MissedDecision(occ, "run_late", late, f"{what} was missed by {span}: it runs {span} late")
+    return MissedDecision(occ, "announce_missed", late, f"{what} was missed by {span}, beyond the grace")
+
+
+def _title(sched: Schedule, occ: Occurrence) -> str:
+    if occ.action == "wake":
+        return "Wake-up"
+    if isinstance(occ, Resleep):
+        return "Return to sleep"
+    if sched.target.kind == "scale":
+        return "Scheduled scale-down"
+    following = schedule.next_occurrence(sched.spec, "wake", after=occ.at)
+    if following is None:
+        return "Scheduled shutdown"
+    days = (following.local_date - occ.local_date).days
+    weekend = any((occ.local_date + timedelta(days=i)).weekday() >= 5 for i in range(days + 1))
+    return "Weekend shutdown" if weekend and following.at - occ.at >= WEEKEND_SPAN else "Scheduled shutdown"
+
+
+def _wake_line(sched: Schedule, occ: Occurrence, effective: datetime) -> str:
+    tz = sched.spec.tz
+    following = schedule.next_occurrence(sched.spec, "wake", after=effective)
+    if following is None:
+        return f"No wake is scheduled: `wake {sched.cluster}` brings it back."
+    holidays = schedule.skipped_wakes(sched.spec, occ) if not isinstance(occ, Resleep) else ()
+    line = f"Back {schedule.describe(following, tz)}."
+    if holidays:
+        line += f" No wake on {', '.join(d.isoformat() for d in holidays)} (exception dates)."
+    return line
+
+
+def _to_stored(
+    spec: ScheduleSpec, target: ScheduleTarget, *, channel: str, mode: ApprovalMode, by: str, now: datetime
+) -> StoredSchedule:
+    return StoredSchedule(
+        name=spec.name,
+        cluster=spec.cluster,
+        target=target.to_json(),
+        sleep=schedule.format_weekly(spec.sleep),
+        wake=schedule.format_weekly(spec.wake) if spec.wake else "",
+        tz=spec.tz,
+        lead_times=tuple(int(lead.total_seconds()) for lead in spec.lead_times),
+        channel=channel.strip(),
+        approval_mode=mode,
+        approved_by=by if mode == "pre_approved" else "",
+        enabled=True,
+        exceptions=tuple(sorted(d.isoformat() for d in spec.exceptions)),
+        created_by=by,
+        created_at=now,
+        active_since=now,
+    )
+
+
+def _from_stored(s: StoredSchedule) -> Schedule:
+    spec = ScheduleSpec(
+        name=s.name,
+        cluster=s.cluster,
+        sleep=schedule.parse_weekly(s.sleep),
+        wake=schedule.parse_weekly(s.wake) if s.wake else None,
+        tz=s.tz,
+        lead_times=tuple(timedelta(seconds=seconds) for seconds in s.lead_times),
+        exceptions=frozenset(date.fromisoformat(d) for d in s.exceptions),
+    )
+    mode: ApprovalMode = "pre_approved" if s.approval_mode == "pre_approved" else "per_run"
+    return Schedule(
+        spec=spec,
+        target=ScheduleTarget.from_json(s.target),
+        channel=s.channel,
+        approval_mode=mode,
+        approved_by=s.approved_by,
+        enabled=s.enabled,
+        created_by=s.created_by,
+        created_at=s.created_at,
+        active_since=s.active_since,
+        last_done_at=s.last_done_at,
+    )
