@@ -135,6 +135,7 @@ def _add_pool_commands(commands: Any, plan_kinds: Any) -> None:
     zero = commands.add_parser("zero", help="scale pools (default: every pool) to 0; two phases when all go")
     _add_ops_args(zero)
     zero.add_argument("pools", nargs="*", metavar="POOL")
+    _add_workload_flags(zero)
     zero.set_defaults(handler=cmd_pool_op, kind=OpKind.ZERO)
 
     wake = commands.add_parser(
@@ -142,6 +143,7 @@ def _add_pool_commands(commands: Any, plan_kinds: Any) -> None:
     )
     _add_ops_args(wake)
     wake.add_argument("pools", nargs="*", metavar="POOL")
+    _add_workload_flags(wake)
     wake.set_defaults(handler=cmd_pool_op, kind=OpKind.WAKE)
 
     opers = commands.add_parser("operations", aliases=["ops"], help="list, show or cancel operations")
@@ -162,6 +164,19 @@ def _add_pool_commands(commands: Any, plan_kinds: Any) -> None:
             sub.add_argument("--size", type=int, required=True)
         sub.add_argument("-o", "--output", choices=("text", "json"), default="text")
         sub.set_defaults(handler=cmd_plan_op, kind=kind)
+
+
+def _add_workload_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--workloads",
+        action="store_true",
+        help="also scale Deployments/StatefulSets to 0, suspend CronJobs, pause KEDA (and back on wake)",
+    )
+    parser.add_argument(
+        "--workloads-only",
+        action="store_true",
+        help="only workloads, no node pools (for clusters whose autoscaler empties the nodes itself)",
+    )
 
 
 def _add_cluster_args(parser: argparse.ArgumentParser) -> None:
@@ -364,10 +379,14 @@ def build_operations(args: argparse.Namespace) -> Operations:
 
 def _request(args: argparse.Namespace, ops: Operations) -> OperationRequest:
     pools = tuple(args.pools) if hasattr(args, "pools") else (args.pool,)
-    size = getattr(args, "size", None)
-    return OperationRequest(
-        kind=args.kind, target=Target(cluster=ops.clusters()[0], pools=pools, size=size), requested_by=_user()
+    target = Target(
+        cluster=ops.clusters()[0],
+        pools=pools,
+        size=getattr(args, "size", None),
+        workloads=getattr(args, "workloads", False),
+        workloads_only=getattr(args, "workloads_only", False),
     )
+    return OperationRequest(kind=args.kind, target=target, requested_by=_user())
 
 
 def cmd_plan_op(args: argparse.Namespace) -> int:

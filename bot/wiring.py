@@ -1,15 +1,20 @@
-"""Builds cluster handles (Kubernetes client + pool provider) from command-line or config values.
+"""Builds cluster handles (Kubernetes client + pool provider + workloads) from CLI or config values.
 
 The only place (with `bot.app`) that knows the concrete adapters; everything else receives ports.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from engine.clock import Clock, SystemClock
 from engine.kube.fake import FakeCluster
 from engine.pools.base import POOL_LABEL
 from engine.pools.simulated import SimulatedPoolProvider
 from engine.runner import ClusterHandle
+
+if TYPE_CHECKING:
+    from engine.workloads import WorkloadConfig
 
 PROVIDERS = ("labels", "capi")
 
@@ -28,24 +33,26 @@ def connect_cluster(
     namespace: str = "scalebot",
     qps: float = 50.0,
     burst: int = 100,
+    workloads: WorkloadConfig | None = None,
 ) -> ClusterHandle:
     from engine.kube.client import KubeClient, KubeConfigError
+    from engine.workloads import WorkloadConfig, WorkloadScaler
 
+    if provider not in PROVIDERS:
+        raise WiringError(f'unknown pool provider "{provider}"; choose one of: {", ".join(PROVIDERS)}')
     try:
         api = KubeClient.from_config(kubeconfig=kubeconfig, context=context, qps=qps, burst=burst)
     except KubeConfigError as exc:
         raise WiringError(str(exc)) from exc
-    if provider == "labels":
-        from engine.pools.labels import LabelPoolProvider
-
-        return ClusterHandle(
-            name, api, LabelPoolProvider(api, api.api_client, label=pool_label, namespace=namespace)
-        )
+    scaler = WorkloadScaler.from_kube_client(api, workloads or WorkloadConfig(own_namespace=namespace))
     if provider == "capi":
         from engine.pools.capi import ClusterApiPoolProvider
 
-        return ClusterHandle(name, api, ClusterApiPoolProvider(api.api_client))
-    raise WiringError(f'unknown pool provider "{provider}"; choose one of: {", ".join(PROVIDERS)}')
+        return ClusterHandle(name, api, ClusterApiPoolProvider(api.api_client, node_api=api), scaler)
+    from engine.pools.labels import LabelPoolProvider
+
+    pools = LabelPoolProvider(api, api.api_client, label=pool_label, namespace=namespace)
+    return ClusterHandle(name, api, pools, scaler)
 
 
 def simulated_cluster(

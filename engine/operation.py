@@ -52,6 +52,8 @@ class Target:
     """Drain with --force semantics (bare pods, opt-outs)."""
     workloads: bool = False
     """Also put workloads to sleep / wake them (the workloads provider)."""
+    workloads_only: bool = False
+    """Only workloads: no node pool changes (clusters whose autoscaler empties the nodes itself)."""
     wake_for_seconds: int | None = None
     """Temporary wake: put back to sleep after this long."""
 
@@ -63,6 +65,7 @@ class Target:
             "size": self.size,
             "force": self.force,
             "workloads": self.workloads,
+            "workloads_only": self.workloads_only,
             "wake_for_seconds": self.wake_for_seconds,
         }
 
@@ -75,6 +78,7 @@ class Target:
             size=data.get("size"),
             force=bool(data.get("force")),
             workloads=bool(data.get("workloads")),
+            workloads_only=bool(data.get("workloads_only")),
             wake_for_seconds=data.get("wake_for_seconds"),
         )
 

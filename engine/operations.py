@@ -142,11 +142,12 @@ class Operations:
     def plan(self, req: OperationRequest) -> OperationPlan:
         handle = self._handle(req.target.cluster)
         try:
-            return planning.plan_operation(req.kind, req.target, self.snapshot(handle), now=self.clock.now())
+            snap = self.snapshot(handle, with_workloads=req.target.workloads or req.target.workloads_only)
+            return planning.plan_operation(req.kind, req.target, snap, now=self.clock.now())
         except (planning.PlanError, PoolNotFound) as exc:
             raise UserError(str(exc)) from exc
 
-    def snapshot(self, handle: ClusterHandle) -> planning.ClusterSnapshot:
+    def snapshot(self, handle: ClusterHandle, *, with_workloads: bool = False) -> planning.ClusterSnapshot:
         """One listing of each kind of object; sizes to restore from SQLite, else the pool objects."""
         pools = handle.pools.list_pools()
         restore = {r.pool: r.desired for r in self.store.restore_records(handle.name)}
@@ -154,6 +155,7 @@ class Operations:
             if pool.restore is not None:
                 restore.setdefault(pool.name, pool.restore.desired)
         api = handle.api
+        sleeping = len(self.store.workload_records(handle.name))
         return planning.ClusterSnapshot(
             cluster=handle.name,
             pools=tuple(pools),
@@ -162,7 +164,15 @@ class Operations:
             pdbs=tuple(api.list_pdbs()),
             daemonset_keys=api.list_daemonset_keys(),
             restore_sizes=restore,
+            workloads_to_sleep=self._workloads_to_sleep(handle) if with_workloads else 0,
+            workloads_asleep=sleeping,
         )
+
+    @staticmethod
+    def _workloads_to_sleep(handle: ClusterHandle) -> int:
+        if handle.workloads is None:
+            raise UserError(f"cluster {handle.name} has no workloads provider configured")
+        return sum(1 for d in handle.workloads.plan_sleep().decisions if d.category == "change")
 
     # -- requests and decisions -------------------------------------------------------------------
 
@@ -183,8 +193,8 @@ class Operations:
             0
             if req.requested_by.startswith("cli:")
             else policy.approvals_needed(
-            pol, op_plan, requested_by=req.requested_by, pre_approved=req.pre_approved
-        )
+                pol, op_plan, requested_by=req.requested_by, pre_approved=req.pre_approved
+            )
         )
         now = self.clock.now()
         op = Operation(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -180,6 +180,10 @@ class ClusterSnapshot:
     daemonset_keys: frozenset[str] = frozenset()
     restore_sizes: Mapping[str, int] = field(default_factory=dict)
     """Pool → size recorded before a scale-down (SQLite, else the pool object's annotation)."""
+    workloads_to_sleep: int = 0
+    """Workloads a sleep would change (0 when the operation does not touch workloads)."""
+    workloads_asleep: int = 0
+    """Workloads with a recorded original, waiting for a wake."""
 
     def pool(self, name: str) -> Pool:
         for pool in self.pools:
@@ -194,6 +198,10 @@ def plan_operation(kind: OpKind, target: Target, snap: ClusterSnapshot, *, now: 
         return _plan_node_drain(target, snap, now=now)
     if kind is OpKind.WAKE:
         return _plan_wake(target, snap)
+    if target.workloads_only:
+        if kind is not OpKind.ZERO:
+            raise PlanError("workloads-only applies to `zero` and `wake`")
+        return OperationPlan(kind=kind, cluster=snap.cluster, workloads=snap.workloads_to_sleep)
     pools = [snap.pool(p) for p in target.pools] if target.pools else list(snap.pools)
     if not pools:
         raise PlanError(f"cluster {snap.cluster} has no node pools")
@@ -201,7 +209,8 @@ def plan_operation(kind: OpKind, target: Target, snap: ClusterSnapshot, *, now: 
         if len(pools) != 1 or target.size is None:
             raise PlanError("scale needs exactly one pool and a size, e.g. `scale web 3`")
         return _plan_resize(kind, snap, {pools[0].name: target.size}, now=now, force=target.force)
-    return _plan_resize(kind, snap, {p.name: 0 for p in pools}, now=now, force=target.force)
+    plan = _plan_resize(kind, snap, {p.name: 0 for p in pools}, now=now, force=target.force)
+    return replace(plan, workloads=snap.workloads_to_sleep) if target.workloads else plan
 
 
 def _plan_resize(
@@ -283,6 +292,8 @@ def _plan_node_drain(target: Target, snap: ClusterSnapshot, *, now: datetime) ->
 def _plan_wake(target: Target, snap: ClusterSnapshot) -> OperationPlan:
     names = target.pools or tuple(sorted(snap.restore_sizes))
     asleep = {n: snap.restore_sizes[n] for n in names if n in snap.restore_sizes}
+    if (target.workloads_only or not asleep) and snap.workloads_asleep and not target.pools:
+        return OperationPlan(kind=OpKind.WAKE, cluster=snap.cluster, workloads=snap.workloads_asleep)
     if not asleep:
         what = ", ".join(target.pools) if target.pools else f"cluster {snap.cluster}"
         raise PlanError(f"{what} is not asleep: no sizes were recorded by a scale-down")
@@ -296,7 +307,9 @@ def _plan_wake(target: Target, snap: ClusterSnapshot) -> OperationPlan:
         PoolChange(pool=n, before=pools[n].desired if n in pools else 0, after=size)
         for n, size in sorted(asleep.items())
     )
-    return OperationPlan(kind=OpKind.WAKE, cluster=snap.cluster, pools=changes)
+    return OperationPlan(
+        kind=OpKind.WAKE, cluster=snap.cluster, pools=changes, workloads=snap.workloads_asleep
+    )
 
 
 def _blockers(

@@ -37,6 +37,7 @@ from engine.model import parse_time
 from engine.operation import Operation, OpKind, OpState, ProgressEvent, ProgressKind
 from engine.pools.base import PoolProvider, RestoreRecord
 from engine.store import Store, StoredRestore
+from engine.workloads import WorkloadRecord, WorkloadScaler
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,8 @@ class ClusterHandle:
     name: str
     api: KubeApi
     pools: PoolProvider
+    workloads: WorkloadScaler | None = None
+    """Puts Deployments, StatefulSets, CronJobs and KEDA ScaledObjects to sleep; None if not configured."""
 
 
 @dataclass(slots=True)
@@ -150,9 +153,7 @@ class Runner:
         try:
             first = self.store.get_operation(op_id)
             if first is not None and first.state is OpState.RUNNING and not first.step:
-                self.store.journal(
-                    op_id, at=self.clock.now(), step=_FIRST_STEP[_machine(first)], event="started"
-                )
+                self.store.journal(op_id, at=self.clock.now(), step=_first_step(first), event="started")
             while True:
                 op = self.store.get_operation(op_id)
                 if op is None or op.state is not OpState.RUNNING:
@@ -190,7 +191,7 @@ class Runner:
 
     def _step(self, op: Operation) -> StepResult:
         handle = self.clusters[op.target.cluster]
-        step = op.step or _FIRST_STEP[_machine(op)]
+        step = op.step or _first_step(op)
         fn = _STEPS[step]
         try:
             return fn(self, replace(op, step=step), handle)
@@ -201,7 +202,7 @@ class Runner:
 
     def _persist(self, op: Operation, result: StepResult) -> Operation:
         now = self.clock.now()
-        step = result.next_step or op.step or _FIRST_STEP[_machine(op)]
+        step = result.next_step or op.step or _first_step(op)
         new = replace(
             op,
             step=step,
@@ -250,7 +251,17 @@ def _machine(op: Operation) -> str:
     return "shrink"
 
 
-_FIRST_STEP = {"drain": "cordon", "grow": "resize", "shrink": "record"}
+def _first_step(op: Operation) -> str:
+    machine = _machine(op)
+    if machine == "drain":
+        return "cordon"
+    if op.target.workloads_only:
+        return "workloads_wake" if op.kind is OpKind.WAKE else "workloads_sleep"
+    if op.target.workloads and op.kind is not OpKind.WAKE:
+        return "workloads_sleep"
+    if machine == "grow":
+        return "resize" if op.plan.pools else "workloads_wake"
+    return "record"
 
 
 # -- steps -----------------------------------------------------------------------------------------
@@ -451,14 +462,15 @@ def step_wait_ready(runner: Runner, op: Operation, h: ClusterHandle) -> StepResu
         if missing > 0:
             not_ready.append(f"{change.pool}: {missing} node(s) not registered yet")
     line = f"{ready}/{wanted} nodes Ready"
+    after = "workloads_wake" if op.plan.workloads else "finish"
     data: dict[str, Any] = {"ready": ready, "wanted": wanted}
     if ready >= wanted:
-        return StepResult(next_step="finish", data=data, events=[("phase", line, "")])
+        return StepResult(next_step=after, data=data, events=[("phase", line, "")])
     started = parse_time(op.step_data.get("resized_at")) or now
     if now >= started + runner.settings.ready_timeout:
         detail = "; ".join(sorted(not_ready)[:10])
         return StepResult(
-            next_step="finish",
+            next_step=after,
             data={**data, "not_ready": sorted(not_ready)},
             events=[("phase", f"{line} after {format_duration(now - started)}: {detail}", "")],
         )
@@ -466,6 +478,44 @@ def step_wait_ready(runner: Runner, op: Operation, h: ClusterHandle) -> StepResu
     if op.step_data.get("ready") != ready:
         events.append(("report", line, ""))
     return StepResult(data=data, wait=2.0, events=events)
+
+
+def step_workloads_sleep(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
+    """Scale workloads to zero first: fewer pods to evict, and autoscalers empty nodes themselves."""
+    if h.workloads is None:
+        return StepResult(
+            state=OpState.FAILED, error=f"cluster {h.name} has no workloads provider configured"
+        )
+
+    def record(rec: WorkloadRecord) -> None:
+        runner.store.record_workload(h.name, rec.key, rec.to_dict(), op_id=op.id, at=runner.clock.now())
+
+    report = h.workloads.sleep(record=record)
+    shrinking = any(c.after < c.before for c in op.plan.pools)
+    text = f"Workloads: {report.headline}\n{report.render(max_items=10)}".strip()
+    return StepResult(
+        next_step="record" if shrinking else "verify",
+        data={"workloads_report": report.to_dict()},
+        events=[("phase", text, "")],
+    )
+
+
+def step_workloads_wake(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
+    """After the nodes are Ready: restore the originals (SQLite first, else the objects' annotations)."""
+    if h.workloads is None:
+        return StepResult(
+            state=OpState.FAILED, error=f"cluster {h.name} has no workloads provider configured"
+        )
+    records = [WorkloadRecord.from_dict(r) for r in runner.store.workload_records(h.name)]
+    report = h.workloads.wake(records or None)
+    runner.store.clear_workload_records(h.name)
+    available = h.workloads.availability()
+    data = {"workloads_report": report.to_dict(), "workloads": [available.available, available.total]}
+    return StepResult(
+        next_step="finish",
+        data=data,
+        events=[("phase", f"Workloads: {report.headline}; {available.headline}", "")],
+    )
 
 
 def step_finish(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
@@ -490,6 +540,7 @@ def _summary(op: Operation, data: Mapping[str, Any], now: datetime) -> dict[str,
         "pods_force_deleted": len(data.get("force_deleted") or ()),
         "nodes_removed": int(data.get("nodes_removed") or 0),
         "pools": {c.pool: [c.before, c.after] for c in op.plan.pools},
+        "workloads": data.get("workloads"),
         "nodes_ready": [data.get("ready"), data.get("wanted")] if "wanted" in data else None,
     }
 
@@ -497,11 +548,15 @@ def _summary(op: Operation, data: Mapping[str, Any], now: datetime) -> dict[str,
 def _final(op: Operation, data: Mapping[str, Any], now: datetime) -> tuple[ProgressKind, str, str]:
     s = _summary(op, data, now)
     parts = [f"Completed in {format_duration(timedelta(seconds=s['duration_seconds']))}"]
-    if op.kind is OpKind.WAKE or "wanted" in data:
+    if "wanted" in data:
         parts.append(f"{data.get('ready')}/{data.get('wanted')} nodes Ready")
         if data.get("not_ready"):
             parts.append("not Ready: " + "; ".join(data["not_ready"][:5]))
-    else:
+    if "workloads" in data:
+        parts.append(f"{data['workloads'][0]}/{data['workloads'][1]} workloads available")
+    elif "workloads_report" in data:
+        parts.append(str(data["workloads_report"].get("headline", "")))
+    if op.kind is not OpKind.WAKE and op.plan.pools:
         parts.append(f"{s['pods_evicted']} Pods evicted")
         parts.append(f"{s['pods_force_deleted']} force-deleted")
         parts.append(f"{s['nodes_removed']} nodes removed")
@@ -519,5 +574,7 @@ _STEPS: dict[str, Step] = {
     "verify": step_verify,
     "resize": step_resize,
     "wait_ready": step_wait_ready,
+    "workloads_sleep": step_workloads_sleep,
+    "workloads_wake": step_workloads_wake,
     "finish": step_finish,
 }

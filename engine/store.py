@@ -245,6 +245,11 @@ class Store:
             pk=("cluster", "pool"),
             if_not_exists=True,
         )
+        db.table("workload_records").create(
+            {"cluster": str, "key": str, "record": str, "op_id": str, "at": str},
+            pk=("cluster", "key"),
+            if_not_exists=True,
+        )
         self._migrate_schedules()
         for table in ("journal", "audit", "overrides"):
             for verb in ("UPDATE", "DELETE"):
@@ -473,6 +478,35 @@ class Store:
                 )
                 for r in self.db.table("restore").rows_where("cluster = ?", [cluster], order_by="pool")
             ]
+
+    # -- workloads put to sleep ---------------------------------------------------------------------
+
+    def record_workload(
+        self, cluster: str, key: str, record: Mapping[str, Any], *, op_id: str, at: datetime
+    ) -> bool:
+        """Keep the first record of an object: a second sleep must not replace its day-time value."""
+        with self.transaction():
+            if list(self.db.table("workload_records").rows_where("cluster = ? AND key = ?", [cluster, key])):
+                return False
+            self.db.table("workload_records").insert(
+                {
+                    "cluster": cluster,
+                    "key": key,
+                    "record": json.dumps(dict(record), sort_keys=True),
+                    "op_id": op_id,
+                    "at": at.isoformat(),
+                }
+            )
+            return True
+
+    def workload_records(self, cluster: str) -> list[dict[str, Any]]:
+        with self._lock:
+            rows = self.db.table("workload_records").rows_where("cluster = ?", [cluster], order_by="key")
+            return [json.loads(r["record"]) for r in rows]
+
+    def clear_workload_records(self, cluster: str) -> None:
+        with self.transaction():
+            self.db.table("workload_records").delete_where("cluster = ?", [cluster])
 
     def clear_restore(self, cluster: str, pool: str) -> None:
         with self.transaction():

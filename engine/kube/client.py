@@ -53,7 +53,7 @@ IN_CLUSTER_HOST_ENV = "KUBERNETES_SERVICE_HOST"
 
 # Failures that mean no HTTP answer arrived (or it was cut off). urllib3's HTTPError is the base
 # of MaxRetryError, ProtocolError, its TimeoutErrors and SSLError; OSError covers socket and ssl.
-_TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
+TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
     urllib3.exceptions.HTTPError,
     http.client.HTTPException,
     OSError,
@@ -132,47 +132,47 @@ class KubeClient:
     # -- reads ---------------------------------------------------------------------------------
 
     def list_nodes(self, *, label_selector: str | None = None) -> list[NodeInfo]:
-        return self._list("nodes", self._core.list_node, NodeInfo.from_raw, label_selector=label_selector)
+        return self.list_raw("nodes", self._core.list_node, NodeInfo.from_raw, label_selector=label_selector)
 
     def get_node(self, name: str) -> NodeInfo:
-        return NodeInfo.from_raw(self._read_json("get", "nodes", self._core.read_node, name))
+        return NodeInfo.from_raw(self.read_json("get", "nodes", self._core.read_node, name))
 
     def list_pods(self, *, node_names: Collection[str] | None = None) -> list[PodInfo]:
         call = self._core.list_pod_for_all_namespaces
         if node_names is None:
-            return self._list("pods", call, PodInfo.from_raw)
+            return self.list_raw("pods", call, PodInfo.from_raw)
         wanted = frozenset(node_names)
         if not wanted:
             return []
         if len(wanted) == 1:
             (node,) = wanted
-            return self._list("pods", call, PodInfo.from_raw, field_selector=f"spec.nodeName={node}")
+            return self.list_raw("pods", call, PodInfo.from_raw, field_selector=f"spec.nodeName={node}")
         # Many nodes: one cluster-wide listing indexed in memory costs one pass over the pods,
         # where a listing per node would cost the API server one full scan per node.
-        return self._list(
+        return self.list_raw(
             "pods", call, PodInfo.from_raw, keep=lambda raw: (raw.get("spec") or {}).get("nodeName") in wanted
         )
 
     def list_pdbs(self) -> list[PdbInfo]:
         call = self._policy.list_pod_disruption_budget_for_all_namespaces
-        return self._list("poddisruptionbudgets", call, PdbInfo.from_raw)
+        return self.list_raw("poddisruptionbudgets", call, PdbInfo.from_raw)
 
     def list_daemonset_keys(self) -> frozenset[str]:
         call = self._apps.list_daemon_set_for_all_namespaces
-        return frozenset(self._list("daemonsets", call, _object_key))
+        return frozenset(self.list_raw("daemonsets", call, _object_key))
 
     def list_terminating_namespaces(self) -> frozenset[str]:
         def is_terminating(raw: RawObject) -> bool:
             return (raw.get("status") or {}).get("phase") == "Terminating"
 
         return frozenset(
-            self._list("namespaces", self._core.list_namespace, _object_name, keep=is_terminating)
+            self.list_raw("namespaces", self._core.list_namespace, _object_name, keep=is_terminating)
         )
 
     # -- writes --------------------------------------------------------------------------------
 
     def set_unschedulable(self, node: str, unschedulable: bool) -> bool:
-        raw = self._read_json("get", "nodes", self._core.read_node, node)
+        raw = self.read_json("get", "nodes", self._core.read_node, node)
         if bool((raw.get("spec") or {}).get("unschedulable")) == unschedulable:
             return False
         # The strategic-merge patch kubectl's cordon sends; no resourceVersion needed for one field.
@@ -190,7 +190,7 @@ class KubeClient:
         resourceVersion we read; a concurrent writer causes a 409 and we re-read and retry.
         """
         for attempt in range(1, TAINT_CONFLICT_ATTEMPTS + 1):
-            raw = self._read_json("get", "nodes", self._core.read_node, node)
+            raw = self.read_json("get", "nodes", self._core.read_node, node)
             taints: list[dict[str, Any]] = list((raw.get("spec") or {}).get("taints") or ())
             updated = _taints_with(taints, key, value, effect) if present else _taints_without(taints, key)
             if updated is None:
@@ -242,11 +242,11 @@ class KubeClient:
             finally:
                 response.release_conn()
         except ApiException as exc:
-            raise _error_from_api_exception(exc, verb, resource) from exc
-        except _TRANSPORT_ERRORS as exc:
+            raise error_from_api_exception(exc, verb, resource) from exc
+        except TRANSPORT_ERRORS as exc:
             raise errors.TransportError(message=f"{verb} {resource}: {_one_line(exc)}") from exc
 
-    def _read_json(
+    def read_json(
         self, verb: str, resource: str, call: Callable[..., Any], *args: Any, **kwargs: Any
     ) -> RawObject:
         data = self._request(verb, resource, call, *args, **kwargs)
@@ -259,7 +259,7 @@ class KubeClient:
             raise errors.TransportError(message=f"{verb} {resource}: response is not a JSON object")
         return parsed
 
-    def _list(
+    def list_raw(
         self,
         resource: str,
         call: Callable[..., Any],
@@ -276,14 +276,14 @@ class KubeClient:
             if token:
                 page_params["_continue"] = token
             try:
-                page = self._read_json("list", resource, call, **page_params)
+                page = self.read_json("list", resource, call, **page_params)
             except errors.KubeError as exc:
                 if not token or exc.status != 410:
                     raise
                 # The continue token expired (etcd compacted past it). client-go's pager falls
                 # back to one unpaginated list; so do we, rather than fail the whole pass.
                 results = []
-                page = self._read_json("list", resource, call, **params)
+                page = self.read_json("list", resource, call, **params)
                 token = None
             else:
                 token = (page.get("metadata") or {}).get("continue") or None
@@ -364,7 +364,7 @@ def _check_context(path: str, context: str | None) -> str:
     return chosen
 
 
-def _error_from_api_exception(exc: ApiException, verb: str, resource: str) -> errors.KubeError:
+def error_from_api_exception(exc: ApiException, verb: str, resource: str) -> errors.KubeError:
     status = int(exc.status or 0)
     if status == 0:
         # The client's own wrapper for an SSL failure: no HTTP answer arrived.

@@ -220,8 +220,8 @@ class ClusterApiPoolProvider:
     # -- reads -------------------------------------------------------------------------------------
 
     def list_pools(self) -> list[Pool]:
-        deployments = [_Deployment.from_raw(r) for r in self._list(MACHINE_DEPLOYMENTS, None)]
-        machines = self._machines_by_pool(self._list(MACHINES, DEPLOYMENT_NAME_LABEL))
+        deployments = [_Deployment.from_raw(r) for r in self.list_raw(MACHINE_DEPLOYMENTS, None)]
+        machines = self._machines_by_pool(self.list_raw(MACHINES, DEPLOYMENT_NAME_LABEL))
         ready = self._ready_nodes()
         pools = [self._pool(d, machines.get(self._pool_name(d)), ready) for d in deployments]
         return sorted(pools, key=lambda p: p.name)
@@ -233,7 +233,7 @@ class ClusterApiPoolProvider:
     def machines(self, pool: str) -> list[MachineInfo]:
         """The pool's Machines, sorted by name (extra method)."""
         namespace, name = self._split(pool)
-        raws = self._list(MACHINES, f"{DEPLOYMENT_NAME_LABEL}={name}", namespace=namespace)
+        raws = self.list_raw(MACHINES, f"{DEPLOYMENT_NAME_LABEL}={name}", namespace=namespace)
         return sorted((MachineInfo.from_raw(r, pool) for r in raws), key=lambda m: m.name)
 
     def victim_hints(self, pool: str) -> VictimHints:
@@ -426,7 +426,7 @@ class ClusterApiPoolProvider:
             namespace = self._split(pool)[0]
             others = {
                 str(((r.get("status") or {}).get("nodeRef") or {}).get("name") or ""): r
-                for r in self._list(MACHINES, None, namespace=namespace)
+                for r in self.list_raw(MACHINES, None, namespace=namespace)
             }
             misplaced = sorted(n for n in strangers if n in others)
             if misplaced:
@@ -520,7 +520,7 @@ class ClusterApiPoolProvider:
             _content_type=MERGE_PATCH,
         )
 
-    def _list(
+    def list_raw(
         self, plural: str, label_selector: str | None, *, namespace: str | None = None
     ) -> list[RawObject]:
         namespace = namespace or self.namespace

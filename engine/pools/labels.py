@@ -170,8 +170,8 @@ class RawCaller:
             finally:
                 response.release_conn()
         except ApiException as exc:
-            raise kube_client._error_from_api_exception(exc, verb, resource) from exc
-        except kube_client._TRANSPORT_ERRORS as exc:
+            raise kube_client.error_from_api_exception(exc, verb, resource) from exc
+        except kube_client.TRANSPORT_ERRORS as exc:
             raise errors.TransportError(message=f"{verb} {resource}: {' '.join(str(exc).split())}") from exc
         try:
             return orjson.loads(data) if data else {}

@@ -313,3 +313,60 @@ def test_second_operation_on_a_busy_pool_is_refused_and_other_pools_run(
     assert ops.get(other.operation.id).state is OpState.SUCCEEDED  # type: ignore[union-attr]
     assert ops.status("e2e").pools[0].desired == 1
     ops.runner.stop()
+
+
+def test_workloads_only_sleep_and_wake_through_operations(
+    admin_api: Any,
+    kube: KubeClient,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    pool_key: str,
+    unique_name: str,
+    tmp_path: Path,
+) -> None:
+    from engine.workloads import WorkloadConfig, WorkloadScaler
+
+    pools(node_pool, pool_key, unique_name, a=2)
+    group = {"scalebot.test/group": unique_name}
+    builders.create_deployment(admin_api, namespace, "web", 3, node_selector=group, grace=1)
+    builders.create_statefulset(admin_api, namespace, "db", 2, node_selector=group, grace=1)
+    builders.create_deployment(admin_api, namespace, "idle", 0, node_selector=group)
+    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    scaler = WorkloadScaler.from_kube_client(kube, WorkloadConfig(namespaces=(namespace,)))
+    provider = LabelPoolProvider(kube, kube.api_client, label=pool_key, namespace="scalebot")
+    ops = Operations(
+        Store(tmp_path / "db.sqlite"),
+        {"e2e": ClusterHandle("e2e", kube, provider, scaler)},
+        {},
+        SystemClock(),
+        settings=FAST,
+    )
+    sleep = OperationRequest(
+        kind=OpKind.ZERO, target=Target(cluster="e2e", workloads_only=True), requested_by="cli:e2e"
+    )
+    assert ops.plan(sleep).workloads == 2, "web and db change; idle is already at 0"
+    slept = run(ops, sleep)
+    assert slept.state is OpState.SUCCEEDED, slept.error
+    apps = f"/apis/apps/v1/namespaces/{namespace}"
+    assert builders.get(admin_api, f"{apps}/deployments/web")["spec"]["replicas"] == 0
+    assert builders.get(admin_api, f"{apps}/statefulsets/db")["spec"]["replicas"] == 0
+    assert len(ops.store.workload_records("e2e")) == 2
+    assert (
+        builders.get_or_none(
+            admin_api, f"/api/v1/namespaces/scalebot/configmaps/scalebot-pool-{unique_name}-a"
+        )
+        is None
+    ), "no node pool was touched"
+
+    woken = run(
+        ops,
+        OperationRequest(
+            kind=OpKind.WAKE, target=Target(cluster="e2e", workloads_only=True), requested_by="cli:e2e"
+        ),
+    )
+    assert woken.state is OpState.SUCCEEDED, woken.error
+    assert builders.get(admin_api, f"{apps}/deployments/web")["spec"]["replicas"] == 3
+    assert builders.get(admin_api, f"{apps}/statefulsets/db")["spec"]["replicas"] == 2
+    assert builders.get(admin_api, f"{apps}/deployments/idle")["spec"]["replicas"] == 0
+    assert ops.store.workload_records("e2e") == []
+    ops.runner.stop()

@@ -1,0 +1,290 @@
+"""Workload values the planner decides on, and the record of what scalebot changed.
+
+Pure: no I/O, no clock. Owns:
+- the four kinds scalebot puts to sleep and, per kind, the one field it changes and the value it
+  sets at night (`KINDS`);
+- `WorkloadInfo`, `NamespaceInfo`, `HpaInfo`, built from the API server's raw JSON (`from_raw`);
+- `WorkloadRecord`, the value to restore at wake, and its two serialised forms: the on-object
+  annotation `scalebot.io/original` (survives a lost database) and a plain dict for SQLite.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from engine.model import OwnerRef, RawObject, format_time, parse_time
+
+FieldValue = int | bool | str | None
+"""replicas (int), suspend (bool) or KEDA's paused-replicas annotation (str, None when absent)."""
+
+ORIGINAL_ANNOTATION = "scalebot.io/original"
+KEDA_PAUSED_ANNOTATION = "autoscaling.keda.sh/paused-replicas"
+KEDA_GROUP = "keda.sh"
+KEDA_VERSION = "v1alpha1"
+FIELD_MANAGER = "scalebot"
+
+
+class Kind(enum.StrEnum):
+    DEPLOYMENT = "Deployment"
+    STATEFULSET = "StatefulSet"
+    CRONJOB = "CronJob"
+    SCALEDOBJECT = "ScaledObject"
+
+
+@dataclass(frozen=True, slots=True)
+class KindSpec:
+    field: str
+    """Key of the original value in the annotation and in records."""
+    target: FieldValue
+    """The night-time value scalebot sets."""
+    value_type: type
+    nullable: bool = False
+
+    def describe(self, value: FieldValue) -> str:
+        """A value as people read it in reports: `3 replicas`, `suspend=false`, `paused-replicas="2"`."""
+        if self.field == "replicas":
+            return f"{value} replica" + ("" if value == 1 else "s")
+        if self.field == "suspend":
+            return f"suspend={'true' if value else 'false'}"
+        return "no paused-replicas" if value is None else f'paused-replicas="{value}"'
+
+    def accepts(self, value: object) -> bool:
+        if value is None:
+            return self.nullable
+        # bool is an int in Python: `True` must not pass as a replica count, nor 1 as a flag.
+        if type(value) is not self.value_type:
+            return False
+        return not (type(value) is int and value < 0)
+
+
+KINDS: Mapping[Kind, KindSpec] = {
+    Kind.DEPLOYMENT: KindSpec("replicas", 0, int),
+    Kind.STATEFULSET: KindSpec("replicas", 0, int),
+    Kind.CRONJOB: KindSpec("suspend", True, bool),
+    Kind.SCALEDOBJECT: KindSpec("pausedReplicas", "0", str, nullable=True),
+}
+
+
+def same_value(a: FieldValue, b: FieldValue) -> bool:
+    """Equality that keeps `0` and `False` apart."""
+    return type(a) is type(b) and a == b
+
+
+def object_key(kind: str, namespace: str, name: str) -> str:
+    """`Deployment/shop/web`; a namespace itself is `Namespace/shop`."""
+    return f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceInfo:
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_raw(cls, raw: RawObject) -> NamespaceInfo:
+        meta = raw.get("metadata") or {}
+        return cls(
+            name=meta.get("name", ""),
+            labels=meta.get("labels") or {},
+            annotations=meta.get("annotations") or {},
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadInfo:
+    kind: Kind
+    namespace: str
+    name: str
+    value: FieldValue
+    """The live value of the field scalebot changes for this kind."""
+    uid: str = ""
+    resource_version: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    controller: OwnerRef | None = None
+    generation: int = 0
+    observed_generation: int = 0
+    available_replicas: int = 0
+    conditions: tuple[Condition, ...] = ()
+    scale_target: tuple[str, str] | None = None
+    """ScaledObjects only: (kind, name) of the workload KEDA scales."""
+
+    @property
+    def key(self) -> str:
+        return object_key(self.kind, self.namespace, self.name)
+
+    @property
+    def spec(self) -> KindSpec:
+        return KINDS[self.kind]
+
+    @classmethod
+    def from_raw(cls, kind: Kind, raw: RawObject) -> WorkloadInfo:
+        meta = raw.get("metadata") or {}
+        spec = raw.get("spec") or {}
+        status = raw.get("status") or {}
+        annotations: Mapping[str, str] = meta.get("annotations") or {}
+        return cls(
+            kind=kind,
+            namespace=meta.get("namespace", ""),
+            name=meta.get("name", ""),
+            value=_live_value(kind, spec, annotations),
+            uid=meta.get("uid", ""),
+            resource_version=meta.get("resourceVersion", ""),
+            labels=meta.get("labels") or {},
+            annotations=annotations,
+            controller=_controller(meta),
+            generation=int(meta.get("generation") or 0),
+            observed_generation=int(status.get("observedGeneration") or 0),
+            available_replicas=int(status.get("availableReplicas") or 0),
+            conditions=tuple(
+                Condition(c.get("type", ""), c.get("status", ""), c.get("reason", ""), c.get("message", ""))
+                for c in status.get("conditions") or ()
+            ),
+            scale_target=_scale_target(spec) if kind is Kind.SCALEDOBJECT else None,
+        )
+
+
+def _live_value(kind: Kind, spec: RawObject, annotations: Mapping[str, str]) -> FieldValue:
+    if kind is Kind.CRONJOB:
+        return bool(spec.get("suspend"))
+    if kind is Kind.SCALEDOBJECT:
+        return annotations.get(KEDA_PAUSED_ANNOTATION)
+    replicas = spec.get("replicas")
+    return 1 if replicas is None else int(replicas)  # the API server's default
+
+
+def _controller(meta: RawObject) -> OwnerRef | None:
+    for ref in meta.get("ownerReferences") or ():
+        if ref.get("controller"):
+            return OwnerRef(
+                kind=ref.get("kind", ""),
+                name=ref.get("name", ""),
+                uid=ref.get("uid", ""),
+                api_version=ref.get("apiVersion", ""),
+            )
+    return None
+
+
+def _scale_target(spec: RawObject) -> tuple[str, str] | None:
+    ref = spec.get("scaleTargetRef") or {}
+    if not ref.get("name"):
+        return None
+    return (ref.get("kind") or "Deployment", ref["name"])  # KEDA's default kind
+
+
+@dataclass(frozen=True, slots=True)
+class HpaInfo:
+    namespace: str
+    name: str
+    target_kind: str
+    target_name: str
+    min_replicas: int = 1
+    max_replicas: int = 0
+
+    @property
+    def key(self) -> str:
+        return object_key("HorizontalPodAutoscaler", self.namespace, self.name)
+
+    @classmethod
+    def from_raw(cls, raw: RawObject) -> HpaInfo:
+        meta = raw.get("metadata") or {}
+        spec = raw.get("spec") or {}
+        ref = spec.get("scaleTargetRef") or {}
+        return cls(
+            namespace=meta.get("namespace", ""),
+            name=meta.get("name", ""),
+            target_kind=ref.get("kind", ""),
+            target_name=ref.get("name", ""),
+            min_replicas=int(spec.get("minReplicas") or 1),
+            max_replicas=int(spec.get("maxReplicas") or 0),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadRecord:
+    """What one object looked like before scalebot changed it, and what scalebot set."""
+
+    kind: Kind
+    namespace: str
+    name: str
+    original: FieldValue
+    target: FieldValue
+    recorded_at: datetime | None = None
+    uid: str = ""
+    """Empty when unknown (a record read back from the object itself is that object's)."""
+
+    @property
+    def key(self) -> str:
+        return object_key(self.kind, self.namespace, self.name)
+
+    @property
+    def spec(self) -> KindSpec:
+        return KINDS[self.kind]
+
+    def annotation_value(self) -> str:
+        """`{"replicas":3,"set":0,"at":"2026-05-04T18:00:00Z"}` (the key depends on the kind)."""
+        body: dict[str, Any] = {self.spec.field: self.original, "set": self.target}
+        if self.recorded_at is not None:
+            body["at"] = format_time(self.recorded_at)
+        return json.dumps(body, separators=(",", ":"))
+
+    @classmethod
+    def from_annotation(cls, workload: WorkloadInfo, text: str) -> WorkloadRecord:
+        """Read `scalebot.io/original` back; ValueError names what is wrong with it."""
+        try:
+            body = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"{ORIGINAL_ANNOTATION} is not JSON: {text!r}") from exc
+        spec = workload.spec
+        if not isinstance(body, dict) or spec.field not in body:
+            raise ValueError(f'{ORIGINAL_ANNOTATION} has no "{spec.field}": {text!r}')
+        original, target = body[spec.field], body.get("set", spec.target)
+        if not spec.accepts(original) or not spec.accepts(target):
+            raise ValueError(f"{ORIGINAL_ANNOTATION} holds a value of the wrong type: {text!r}")
+        try:
+            at = parse_time(body.get("at"))
+        except ValueError as exc:
+            raise ValueError(f'{ORIGINAL_ANNOTATION} has an unreadable "at": {text!r}') from exc
+        return cls(workload.kind, workload.namespace, workload.name, original, target, at, workload.uid)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict for the caller's database row."""
+        return {
+            "kind": str(self.kind),
+            "namespace": self.namespace,
+            "name": self.name,
+            "uid": self.uid,
+            "original": self.original,
+            "target": self.target,
+            "recorded_at": format_time(self.recorded_at) if self.recorded_at else None,
+        }
+
+    @classmethod
+    def from_dict(cls, row: Mapping[str, Any]) -> WorkloadRecord:
+        kind = Kind(row["kind"])
+        original, target = row.get("original"), row.get("target", KINDS[kind].target)
+        if not KINDS[kind].accepts(original) or not KINDS[kind].accepts(target):
+            raise ValueError(f"record for {object_key(kind, row['namespace'], row['name'])} has bad values")
+        return cls(
+            kind=kind,
+            namespace=row["namespace"],
+            name=row["name"],
+            original=original,
+            target=target,
+            recorded_at=parse_time(row.get("recorded_at")),
+            uid=row.get("uid") or "",
+        )

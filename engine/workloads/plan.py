@@ -1,0 +1,322 @@
+"""The decisions: which objects a sleep changes and which a wake restores, and the exact patches.
+
+Pure: a `WorkloadSnapshot` (what the cluster holds) and `now` in, a `WorkloadPlan` out; no I/O, no
+clock, no `kubernetes` import. Every object in scope gets one `Decision` with a category and a
+reason; objects to write carry the JSON merge patch to send (`patches`), tested with the decision.
+
+Rules (engine-semantics §7), sleep:
+- excluded objects (see `exclusions`) are listed with the reason and never written;
+- an object already at its night value with no record of ours (replicas 0, a suspended CronJob, a
+  ScaledObject paused at "0") was put there by its owner: left alone, so wake leaves it alone too;
+- otherwise the original is written to `scalebot.io/original` in the same patch as the change, and
+  an existing `scalebot.io/original` is never replaced (a second sleep in one night keeps the
+  day-time value; it only re-applies the night value if someone undid it);
+- objects with a controller owner (an operator would scale them back) are skipped and reported;
+  a workload a KEDA ScaledObject scales is left to KEDA (unchanged): the ScaledObject is paused.
+Every patch carries the `resourceVersion` the decision was made on: if the object changed since,
+the API server answers 409 and the caller re-reads and decides again, so a recorded original is
+always the value the object had when we changed it.
+
+Wake: the night value still in place → restore the original and drop the annotation; a different
+live value → "modified while asleep", not clobbered (unless forced), the annotation dropped so a
+later sleep records the new day-time value; an original equal to the night value stays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Literal
+
+from engine.workloads.config import WorkloadConfig
+from engine.workloads.exclusions import Verdict, decide, namespace_verdict
+from engine.workloads.model import (
+    ORIGINAL_ANNOTATION,
+    HpaInfo,
+    Kind,
+    NamespaceInfo,
+    WorkloadInfo,
+    WorkloadRecord,
+    object_key,
+    same_value,
+)
+from engine.workloads.patches import Patch, cleanup_patch, merge_patch
+from engine.workloads.report import Action, Outcome, WorkloadReport
+
+Category = Literal["change", "unchanged", "skipped", "excluded", "error"]
+_REPLICA_KINDS = (Kind.DEPLOYMENT, Kind.STATEFULSET)
+
+
+@dataclass(frozen=True)
+class WorkloadSnapshot:
+    namespaces: tuple[NamespaceInfo, ...] = ()
+    workloads: tuple[WorkloadInfo, ...] = ()
+    hpas: tuple[HpaInfo, ...] = ()
+    keda_available: bool = False
+    warnings: tuple[Outcome, ...] = ()
+    """Listings that failed without failing the whole snapshot (e.g. KEDA discovery)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    category: Category
+    outcome: Outcome
+    patch: Patch | None = None
+    """The JSON merge patch to send, if anything has to be written."""
+    record: WorkloadRecord | None = None
+    """Sleep: what to persist before the patch. Wake: the record being restored."""
+
+    @property
+    def key(self) -> str:
+        return self.outcome.key
+
+
+@dataclass(frozen=True)
+class WorkloadPlan:
+    action: Action
+    decisions: tuple[Decision, ...] = ()
+    """One per object in scope, sorted by key."""
+    expired_exclusions: tuple[Outcome, ...] = ()
+    hpa_notes: tuple[Outcome, ...] = ()
+    warnings: tuple[Outcome, ...] = ()
+    snapshot: WorkloadSnapshot | None = field(default=None, compare=False, repr=False)
+
+    def of(self, category: Category) -> tuple[Decision, ...]:
+        return tuple(d for d in self.decisions if d.category == category)
+
+    @property
+    def changes(self) -> tuple[Decision, ...]:
+        return self.of("change")
+
+    @property
+    def writes(self) -> tuple[Decision, ...]:
+        """Decisions with a patch to send (changes, and wake's annotation clean-ups)."""
+        return tuple(d for d in self.decisions if d.patch is not None)
+
+    def preview(self) -> WorkloadReport:
+        """The report this plan would produce if every write succeeded (for the approval card)."""
+
+        def outcomes(category: Category) -> tuple[Outcome, ...]:
+            return tuple(d.outcome for d in self.of(category))
+
+        return WorkloadReport(
+            action=self.action,
+            changed=outcomes("change"),
+            unchanged=outcomes("unchanged"),
+            skipped=outcomes("skipped"),
+            excluded=outcomes("excluded"),
+            errors=outcomes("error"),
+            notes=(*self.warnings, *self.expired_exclusions, *self.hpa_notes),
+            records=tuple(d.record for d in self.changes if d.record is not None),
+        )
+
+
+# -- sleep ---------------------------------------------------------------------------------------
+
+
+def plan_sleep(snapshot: WorkloadSnapshot, *, now: datetime, config: WorkloadConfig) -> WorkloadPlan:
+    """Decide, for every workload in the selected namespaces, what a sleep does to it and why."""
+    in_scope = {ns.name: ns for ns in snapshot.namespaces if config.selects(ns)}
+    ns_verdicts = {name: namespace_verdict(ns, config, now=now) for name, ns in in_scope.items()}
+    keda_targets = _keda_targets(snapshot.workloads)
+    decisions: list[Decision] = []
+    expired: list[Outcome] = [
+        Outcome(object_key("Namespace", "", name), note)
+        for name, verdict in sorted(ns_verdicts.items())
+        for note in verdict.expired
+    ]
+    for workload in sorted(snapshot.workloads, key=lambda w: w.key):
+        namespace = in_scope.get(workload.namespace)
+        if namespace is None or workload.kind not in config.kinds:
+            continue
+        verdict = decide(workload, namespace, ns_verdicts[namespace.name], config, now=now)
+        expired.extend(Outcome(workload.key, note) for note in verdict.expired)
+        decisions.append(_sleep_decision(workload, verdict, keda_targets, now))
+    return WorkloadPlan(
+        action="sleep",
+        decisions=tuple(decisions),
+        expired_exclusions=tuple(expired),
+        hpa_notes=notes_for_hpas(decisions, snapshot),
+        warnings=snapshot.warnings,
+        snapshot=snapshot,
+    )
+
+
+def _sleep_decision(
+    workload: WorkloadInfo, verdict: Verdict, keda_targets: Mapping[str, str], now: datetime
+) -> Decision:
+    key, spec = workload.key, workload.spec
+    if verdict.excluded:
+        return Decision("excluded", Outcome(key, verdict.reason))
+    if workload.controller is not None:
+        owner = f"{workload.controller.kind}/{workload.controller.name}"
+        reason = f"managed by {owner}, which would undo a change here; put the owner to sleep instead"
+        return Decision("skipped", Outcome(key, reason))
+    if key in keda_targets:
+        # Not a problem to report: the ScaledObject's pause is what puts this workload to sleep.
+        reason = f"scaled by KEDA {keda_targets[key]}; paused through the ScaledObject instead"
+        return Decision("unchanged", Outcome(key, reason))
+    text = workload.annotations.get(ORIGINAL_ANNOTATION)
+    if text is not None:
+        return _sleep_again(workload, text)
+    if same_value(workload.value, spec.target):
+        return Decision("unchanged", Outcome(key, _at_rest_reason(workload)))
+    record = WorkloadRecord(
+        workload.kind, workload.namespace, workload.name, workload.value, spec.target, now, workload.uid
+    )
+    patch = merge_patch(workload, spec.target, {ORIGINAL_ANNOTATION: record.annotation_value()})
+    reason = f"{spec.describe(workload.value)} → {spec.describe(spec.target)}"
+    return Decision("change", Outcome(key, reason), patch, record)
+
+
+def _sleep_again(workload: WorkloadInfo, text: str) -> Decision:
+    """A second sleep: the recorded day-time value stays; only the night value is re-applied."""
+    key, spec = workload.key, workload.spec
+    try:
+        record = WorkloadRecord.from_annotation(workload, text)
+    except ValueError as exc:
+        return Decision("skipped", Outcome(key, f"{exc}; not changed (fix or remove the annotation)"))
+    kept = f"{spec.describe(record.original)} to restore"
+    if same_value(workload.value, record.target):
+        return Decision("unchanged", Outcome(key, f"already asleep ({kept})"), record=record)
+    reason = (
+        f"{spec.describe(workload.value)} → {spec.describe(record.target)} again ({kept}, recorded before)"
+    )
+    return Decision("change", Outcome(key, reason), merge_patch(workload, record.target, {}), record)
+
+
+def _at_rest_reason(workload: WorkloadInfo) -> str:
+    if workload.kind is Kind.CRONJOB:
+        return "already suspended before sleep; stays suspended after wake"
+    if workload.kind is Kind.SCALEDOBJECT:
+        return 'already paused at "0" before sleep; stays paused after wake'
+    return "already at 0 replicas before sleep; stays at 0 after wake"
+
+
+def _keda_targets(workloads: Iterable[WorkloadInfo]) -> dict[str, str]:
+    """Key of each workload a ScaledObject scales → that ScaledObject's key."""
+    targets: dict[str, str] = {}
+    for so in workloads:
+        if so.kind is Kind.SCALEDOBJECT and so.scale_target is not None:
+            kind, name = so.scale_target
+            targets[object_key(kind, so.namespace, name)] = so.key
+    return targets
+
+
+def notes_for_hpas(decisions: Sequence[Decision], snapshot: WorkloadSnapshot) -> tuple[Outcome, ...]:
+    """HPAs whose target goes to 0: the HPA is left alone and simply stops scaling until wake."""
+    changed = {
+        d.key for d in decisions if d.category == "change" and d.record and d.record.kind in _REPLICA_KINDS
+    }
+    notes = []
+    for hpa in sorted(snapshot.hpas, key=lambda h: h.key):
+        target = object_key(hpa.target_kind, hpa.namespace, hpa.target_name)
+        if target in changed:
+            reason = (
+                f"targets {target}: left as it is; with 0 replicas the HPA reports ScalingDisabled "
+                "and stops scaling until wake restores the replicas"
+            )
+            notes.append(Outcome(hpa.key, reason))
+    return tuple(notes)
+
+
+# -- wake ----------------------------------------------------------------------------------------
+
+
+def plan_wake(
+    snapshot: WorkloadSnapshot,
+    records: Sequence[WorkloadRecord] | None,
+    *,
+    config: WorkloadConfig,
+    force_restore: bool = False,
+) -> WorkloadPlan:
+    """Decide what to restore: from `records` (the database), or, when None, from the annotations.
+
+    Without records every object of a configured kind in the selected namespaces that carries
+    `scalebot.io/original` is restored; exclusions do not apply (an object excluded after it was put
+    to sleep is still ours to restore). With records, exactly those objects, whatever the selection;
+    when an object has several records, the earliest is the day-time value.
+    """
+    live = {w.key: w for w in snapshot.workloads}
+    decisions: list[Decision] = []
+    if records is None:
+        chosen, unreadable = _records_from_annotations(snapshot, config)
+        decisions.extend(unreadable)
+    else:
+        chosen = _earliest(records)
+    for record in chosen:
+        decisions.append(decide_wake(record, live.get(record.key), force_restore=force_restore))
+    return WorkloadPlan(
+        action="wake",
+        decisions=tuple(sorted(decisions, key=lambda d: d.key)),
+        warnings=snapshot.warnings,
+        snapshot=snapshot,
+    )
+
+
+def decide_wake(
+    record: WorkloadRecord, live: WorkloadInfo | None, *, force_restore: bool = False
+) -> Decision:
+    """What to do with one record given the object as it is now (None: it is gone)."""
+    key, spec = record.key, record.spec
+    if live is None:
+        return Decision("skipped", Outcome(key, "no longer exists; nothing to restore"), record=record)
+    if record.uid and live.uid and record.uid != live.uid:
+        reason = "deleted and recreated while asleep (new UID); left as it is"
+        return Decision("skipped", Outcome(key, reason), record=record)
+    cleanup = {ORIGINAL_ANNOTATION: None} if ORIGINAL_ANNOTATION in live.annotations else {}
+    original, now_value = spec.describe(record.original), spec.describe(live.value)
+    if same_value(record.original, record.target):
+        reason = f"had {original} before sleep; stays so"
+        return Decision("unchanged", Outcome(key, reason), cleanup_patch(live, cleanup), record)
+    as_we_left_it = same_value(live.value, record.target)
+    back_at_original = same_value(live.value, record.original)
+    if as_we_left_it or (force_restore and not back_at_original):
+        forced = "" if as_we_left_it else " (forced: modified while asleep)"
+        reason = f"{now_value} → {original}{forced}"
+        return Decision("change", Outcome(key, reason), merge_patch(live, record.original, cleanup), record)
+    if back_at_original:
+        reason = f"already back at {original}"
+        return Decision("change", Outcome(key, reason), cleanup_patch(live, cleanup), record)
+    reason = (
+        f"modified while asleep: now {now_value}, scalebot had set {spec.describe(record.target)}; "
+        f"left as it is (original: {original}; force restore applies it)"
+    )
+    return Decision("skipped", Outcome(key, reason), cleanup_patch(live, cleanup), record)
+
+
+def _records_from_annotations(
+    snapshot: WorkloadSnapshot, config: WorkloadConfig
+) -> tuple[list[WorkloadRecord], list[Decision]]:
+    in_scope = {ns.name for ns in snapshot.namespaces if config.selects(ns)}
+    records: list[WorkloadRecord] = []
+    unreadable: list[Decision] = []
+    for workload in snapshot.workloads:
+        text = workload.annotations.get(ORIGINAL_ANNOTATION)
+        if text is None or workload.namespace not in in_scope or workload.kind not in config.kinds:
+            continue
+        try:
+            records.append(WorkloadRecord.from_annotation(workload, text))
+        except ValueError as exc:
+            unreadable.append(Decision("error", Outcome(workload.key, f"{exc}; not restored")))
+    return records, unreadable
+
+
+def _earliest(records: Sequence[WorkloadRecord]) -> list[WorkloadRecord]:
+    chosen: dict[str, WorkloadRecord] = {}
+    for record in records:
+        kept = chosen.get(record.key)
+        if kept is None or _is_earlier(record, kept):
+            chosen[record.key] = record
+    return list(chosen.values())
+
+
+def _is_earlier(a: WorkloadRecord, b: WorkloadRecord) -> bool:
+    return a.recorded_at is not None and (b.recorded_at is None or a.recorded_at < b.recorded_at)
+
+
+def with_workload(snapshot: WorkloadSnapshot, workload: WorkloadInfo) -> WorkloadSnapshot:
+    """The snapshot with one object replaced by a fresh read (to decide again after a 409)."""
+    others = tuple(w for w in snapshot.workloads if w.key != workload.key)
+    return replace(snapshot, workloads=(*others, workload))

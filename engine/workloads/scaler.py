@@ -1,0 +1,252 @@
+"""WorkloadScaler: read the cluster, let `plan` decide, send the patches, report.
+
+Owns the I/O loop around the pure planner and nothing else: one listing per kind for a snapshot,
+one merge patch per object to change (each guarded by the resourceVersion it was decided on), and on
+a 409 a fresh read of that one object and a new decision, so a concurrent writer is never
+overwritten and a recorded original is always the value the object had when scalebot changed it.
+
+Persistence is the caller's: `sleep(record=...)` hands each record over *before* its patch is sent,
+so the database holds the original before the object changes (engine-semantics §7, "record before
+acting"); the on-object annotation is written in the patch itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, TypeVar
+
+from engine.clock import Clock, SystemClock
+from engine.kube import errors
+from engine.workloads.api import WorkloadApi
+from engine.workloads.config import WorkloadConfig
+from engine.workloads.model import HpaInfo, Kind, WorkloadInfo, WorkloadRecord
+from engine.workloads.plan import (
+    Decision,
+    WorkloadPlan,
+    WorkloadSnapshot,
+    decide_wake,
+    notes_for_hpas,
+    plan_sleep,
+    plan_wake,
+    with_workload,
+)
+from engine.workloads.report import Availability, Outcome, WorkloadReport, compute_availability
+
+if TYPE_CHECKING:
+    from engine.kube.client import KubeClient
+
+T = TypeVar("T")
+
+CONFLICT_ATTEMPTS = 8
+CONFLICT_BACKOFF_SECONDS = 0.01
+CONFLICT_BACKOFF_CAP_SECONDS = 0.5
+"""A 409 is usually the workload's own controller writing its status (resourceVersion moves with
+every status write, many times a second while pods come and go): re-read, decide again, retry
+after 10, 20, 40 ... 500 ms. Eight attempts span about 1.5 s, longer than such bursts last."""
+RecordSink = Callable[[WorkloadRecord], None]
+
+
+class WorkloadScaler:
+    def __init__(
+        self,
+        api: WorkloadApi,
+        config: WorkloadConfig | None = None,
+        *,
+        clock: Clock | None = None,
+        conflict_attempts: int = CONFLICT_ATTEMPTS,
+    ) -> None:
+        self._api = api
+        self.config = config or WorkloadConfig()
+        self._clock = clock or SystemClock()
+        self._attempts = conflict_attempts
+
+    @classmethod
+    def from_kube_client(
+        cls, kube: KubeClient, config: WorkloadConfig | None = None, *, clock: Clock | None = None
+    ) -> WorkloadScaler:
+        from engine.workloads.kube import KubeWorkloadApi  # keeps `kubernetes` out of pure imports
+
+        return cls(KubeWorkloadApi(kube), config, clock=clock)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def snapshot(self, kinds: Collection[Kind] | None = None) -> WorkloadSnapshot:
+        """Namespaces, `kinds` (default: the configured ones), HPAs and, if KEDA is installed, ScaledObjects.
+
+        ScaledObjects are listed whenever KEDA is there, even if not a configured kind: a Deployment
+        KEDA scales must not be scaled behind its back. KEDA discovery and the HPA listing are
+        advisory: their failures become warnings, not errors.
+        """
+        warnings: list[Outcome] = []
+        wanted = self.config.kinds if kinds is None else kinds
+        listed = [k for k in (Kind.DEPLOYMENT, Kind.STATEFULSET, Kind.CRONJOB) if k in wanted]
+        workloads = [w for kind in listed for w in self._api.list_workloads(kind)]
+        keda = self._advisory(warnings, "ScaledObjects", self._api.has_keda, default=False)
+        if keda:
+            no_scaledobjects: list[WorkloadInfo] = []
+            workloads += self._advisory(
+                warnings, "ScaledObjects", self._list_scaledobjects, default=no_scaledobjects
+            )
+        no_hpas: list[HpaInfo] = []
+        hpas = self._advisory(warnings, "HorizontalPodAutoscalers", self._api.list_hpas, default=no_hpas)
+        return WorkloadSnapshot(
+            namespaces=tuple(self._api.list_namespaces()),
+            workloads=tuple(workloads),
+            hpas=tuple(hpas),
+            keda_available=keda,
+            warnings=tuple(warnings),
+        )
+
+    def _list_scaledobjects(self) -> list[WorkloadInfo]:
+        return self._api.list_workloads(Kind.SCALEDOBJECT)
+
+    @staticmethod
+    def _advisory(warnings: list[Outcome], what: str, read: Callable[[], T], *, default: T) -> T:
+        try:
+            return read()
+        except errors.KubeError as exc:
+            warnings.append(Outcome(what, f"could not be read ({exc}); not taken into account"))
+            return default
+
+    def plan_sleep(self) -> WorkloadPlan:
+        return plan_sleep(self.snapshot(), now=self._clock.now(), config=self.config)
+
+    def availability(self, namespaces: Collection[str] | None = None) -> Availability:
+        """Deployments/StatefulSets available in `namespaces` (default: the selected, unprotected ones)."""
+        if namespaces is None:
+            selected = self.config.selected_names(self._api.list_namespaces())
+            namespaces = set(selected) - self.config.protected_namespaces
+        wanted = set(namespaces)
+        workloads = [
+            w
+            for kind in (Kind.DEPLOYMENT, Kind.STATEFULSET)
+            for w in self._api.list_workloads(kind)
+            if w.namespace in wanted
+        ]
+        return compute_availability(workloads)
+
+    # -- sleep ---------------------------------------------------------------------------------
+
+    def sleep(self, plan: WorkloadPlan | None = None, *, record: RecordSink | None = None) -> WorkloadReport:
+        """Apply a sleep plan (a fresh one by default); `record` receives each record before its patch.
+
+        After a 409 the object is decided again and `record` may receive a second, corrected record
+        for the same object: store records by `record.key` within one operation. An exception from
+        `record` (the database is unwritable) stops the sleep before that object is changed.
+        """
+        plan = plan or self.plan_sleep()
+        snapshot = plan.snapshot or WorkloadSnapshot()
+        done = [self._apply_sleep(d, snapshot, record) for d in plan.decisions]
+        return _report(plan, done, notes_for_hpas(done, snapshot))
+
+    def _apply_sleep(
+        self, decision: Decision, snapshot: WorkloadSnapshot, record: RecordSink | None
+    ) -> Decision:
+        for attempt in range(self._attempts):
+            if decision.patch is None:
+                return decision
+            if record is not None and decision.record is not None:
+                record(decision.record)
+            try:
+                self._patch(decision)
+                return decision
+            except errors.Conflict:
+                self._backoff(attempt)
+                fresh = self._reread(decision)
+                if fresh is None:
+                    return _gone(decision)
+                replanned = plan_sleep(
+                    with_workload(snapshot, fresh), now=self._clock.now(), config=self.config
+                )
+                decision = next((d for d in replanned.decisions if d.key == decision.key), _gone(decision))
+            except errors.NotFound:
+                return _gone(decision)
+            except errors.KubeError as exc:
+                return _failed(decision, exc)
+        return _contended(decision, self._attempts)
+
+    # -- wake ----------------------------------------------------------------------------------
+
+    def plan_wake(
+        self, records: Sequence[WorkloadRecord] | None = None, *, force_restore: bool | None = None
+    ) -> WorkloadPlan:
+        force = self.config.force_restore if force_restore is None else force_restore
+        # Records may name kinds no longer configured: they were changed by us, so they are restored.
+        kinds = set(self.config.kinds) | {r.kind for r in records or ()}
+        return plan_wake(self.snapshot(kinds), records, config=self.config, force_restore=force)
+
+    def wake(
+        self, records: Sequence[WorkloadRecord] | None = None, *, force_restore: bool | None = None
+    ) -> WorkloadReport:
+        """Restore from `records` (the database) or, when None, from the objects' own annotations."""
+        force = self.config.force_restore if force_restore is None else force_restore
+        plan = self.plan_wake(records, force_restore=force)
+        done = [self._apply_wake(d, force) for d in plan.decisions]
+        return _report(plan, done, ())
+
+    def _apply_wake(self, decision: Decision, force: bool) -> Decision:
+        record = decision.record
+        if record is None:
+            return decision
+        for attempt in range(self._attempts):
+            if decision.patch is None:
+                return decision
+            try:
+                self._patch(decision)
+                return decision
+            except errors.Conflict:
+                self._backoff(attempt)
+                decision = decide_wake(record, self._reread(decision), force_restore=force)
+            except errors.NotFound:
+                return decide_wake(record, None, force_restore=force)
+            except errors.KubeError as exc:
+                return _failed(decision, exc)
+        return _contended(decision, self._attempts)
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def _backoff(self, attempt: int) -> None:
+        self._clock.sleep(min(CONFLICT_BACKOFF_SECONDS * 2**attempt, CONFLICT_BACKOFF_CAP_SECONDS))
+
+    def _patch(self, decision: Decision) -> None:
+        assert decision.patch is not None and decision.record is not None
+        r = decision.record
+        self._api.patch_workload(r.kind, r.namespace, r.name, decision.patch)
+
+    def _reread(self, decision: Decision) -> WorkloadInfo | None:
+        assert decision.record is not None
+        r = decision.record
+        try:
+            return self._api.get_workload(r.kind, r.namespace, r.name)
+        except errors.NotFound:
+            return None
+
+
+def _gone(decision: Decision) -> Decision:
+    return Decision("skipped", replace(decision.outcome, reason="deleted before scalebot could change it"))
+
+
+def _failed(decision: Decision, exc: errors.KubeError) -> Decision:
+    return Decision("error", replace(decision.outcome, reason=f"not changed: {exc}"), record=decision.record)
+
+
+def _contended(decision: Decision, attempts: int) -> Decision:
+    reason = f"changed by another writer {attempts} times while scalebot tried to write it; not changed"
+    return Decision("error", replace(decision.outcome, reason=reason), record=decision.record)
+
+
+def _report(plan: WorkloadPlan, done: Sequence[Decision], hpa_notes: tuple[Outcome, ...]) -> WorkloadReport:
+    def outcomes(category: str) -> tuple[Outcome, ...]:
+        return tuple(d.outcome for d in done if d.category == category)
+
+    return WorkloadReport(
+        action=plan.action,
+        changed=outcomes("change"),
+        unchanged=outcomes("unchanged"),
+        skipped=outcomes("skipped"),
+        excluded=outcomes("excluded"),
+        errors=outcomes("error"),
+        notes=(*plan.warnings, *plan.expired_exclusions, *hpa_notes),
+        records=tuple(d.record for d in done if d.category == "change" and d.record is not None),
+    )
