@@ -221,6 +221,8 @@ class Operations:
                 )
         except LockConflict as exc:
             return Outcome(False, self._busy_message(exc))
+        # Every new operation is announced, so a card appears whoever asked (a person, the CLI, a schedule).
+        self._emit_state(op, f"Requested by {req.requested_by}: {op_plan.summary()}")
         if op.state is OpState.RUNNING:
             self.runner.start(op.id)
             return Outcome(True, f"Operation {op.id} started: {op_plan.summary()}", op, changed=True)
@@ -345,10 +347,7 @@ class Operations:
         )
 
     def set_message(self, op_id: str, *, channel: str, ts: str) -> None:
-        with self.store.transaction():
-            op = self.store.get_operation(op_id)
-            if op is not None:
-                self.store.save_operation(replace(op, channel=channel, message_ts=ts))
+        self.store.set_message(op_id, channel=channel, ts=ts)
 
     def resume(self) -> list[str]:
         """At start-up: expire stale approvals and continue every running operation."""
@@ -389,7 +388,8 @@ class Operations:
         return None
 
     def _already_decided(self, op: Operation) -> Outcome:
-        who = [r for r in self.store.audit_rows(op_id=op.id) if r.action in ("approve", "reject", "cancel")]
+        deciding = ("approve", "rejected", "cancel", "cancelled", "expired")
+        who = [r for r in self.store.audit_rows(op_id=op.id) if r.action in deciding]
         by = f" by <@{who[-1].actor}> at {who[-1].at.strftime('%H:%M')} UTC" if who else ""
         return Outcome(True, f"operation {op.id} is already {op.state.value.replace('_', ' ')}{by}", op)
 

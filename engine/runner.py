@@ -212,7 +212,7 @@ class Runner:
             result={**op.result, **result.result},
             error=result.error or op.error,
         )
-        self.store.save_operation(new)
+        self.store.save_progress(new)
         if step != op.step or result.state:
             self.store.journal(
                 op.id,

@@ -332,6 +332,17 @@ class Store:
         with self.transaction():
             self.db.table("operations").upsert(_op_to_row(op), pk="id")
 
+    def save_progress(self, op: Operation) -> None:
+        """Write only what the runner owns, so a concurrent `set_message` is never overwritten."""
+        row = _op_to_row(op)
+        runner_owned = ("state", "updated_at", "step", "step_data", "result", "error")
+        with self.transaction():
+            self.db.table("operations").update(op.id, {k: row[k] for k in runner_owned})
+
+    def set_message(self, op_id: str, *, channel: str, ts: str) -> None:
+        with self.transaction():
+            self.db.table("operations").update(op_id, {"channel": channel, "message_ts": ts})
+
     def get_operation(self, op_id: str) -> Operation | None:
         with self._lock:
             rows = list(self.db.table("operations").rows_where("id = ?", [op_id]))

@@ -33,15 +33,28 @@ script_hash=$(sha256sum "$0" | cut -c1-12)
 key="k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}_capi-${CAPI_VERSION}_${go_version}_${script_hash}"
 dest="$cache_root/$key"
 
+# reports PATTERN CMD...: CMD succeeds and a line of its output matches PATTERN (grep -x when
+# PATTERN starts with "line:"). The output is captured first: piping it into `grep -q`, which exits
+# at the first match, can kill the command with SIGPIPE, and under pipefail that failed the check at
+# random (about one call in twenty), which made a warm cache look broken and rebuilt it.
+reports() {
+  local pattern=$1 out; shift
+  out=$("$@" 2>/dev/null) || return 1
+  case $pattern in
+    line:*) grep -qxF -- "${pattern#line:}" <<<"$out" ;;
+    *) grep -qF -- "$pattern" <<<"$out" ;;
+  esac
+}
+
 verify() {  # verify DIR: every binary present and reporting its pinned version
   local d=$1
   [ -f "$d/STAMP" ] || return 1
-  "$d/bin/kube-apiserver" --version 2>/dev/null | grep -qx "Kubernetes v${K8S_VERSION}" || return 1
-  "$d/bin/kube-controller-manager" --version 2>/dev/null | grep -qx "Kubernetes v${K8S_VERSION}" || return 1
-  "$d/bin/kube-scheduler" --version 2>/dev/null | grep -qx "Kubernetes v${K8S_VERSION}" || return 1
-  "$d/bin/kubectl" version --client 2>/dev/null | grep -q "v${K8S_VERSION}" || return 1
-  "$d/bin/etcd" --version 2>/dev/null | grep -q "etcd Version: ${ETCD_VERSION}" || return 1
-  "$d/bin/kwok" --version 2>/dev/null | grep -q "${KWOK_VERSION}" || return 1
+  reports "line:Kubernetes v${K8S_VERSION}" "$d/bin/kube-apiserver" --version || return 1
+  reports "line:Kubernetes v${K8S_VERSION}" "$d/bin/kube-controller-manager" --version || return 1
+  reports "line:Kubernetes v${K8S_VERSION}" "$d/bin/kube-scheduler" --version || return 1
+  reports "Client Version: v${K8S_VERSION}" "$d/bin/kubectl" version --client || return 1
+  reports "etcd Version: ${ETCD_VERSION}" "$d/bin/etcd" --version || return 1
+  reports "kwok version v${KWOK_VERSION} " "$d/bin/kwok" --version || return 1
   [ -s "$d/kwok.yaml" ] && [ -d "$d/capi-crds" ] || return 1
 }
 

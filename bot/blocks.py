@@ -1,0 +1,386 @@
+"""Block Kit renderers: operations, progress, views and errors as `Message` values.
+
+Pure: built only with `slack_sdk.models.blocks` (whose `to_dict()` validation enforces Slack's
+per-element limits), no I/O, no clock. Identical input renders identical blocks, block IDs
+included, so the sender can skip a `chat.update` that would change nothing; a changed rendering
+gets new block IDs (they hash the content), which Slack wants for every revision of a message.
+
+Every renderer builds through `bot.blockkit.Builder`, which keeps Slack's limits (3,000
+characters per section, 50 blocks, a cumulative budget under the ~12k `msg_blocks_too_long`
+limit) and ends long lists in "... (N more)". Button values are opaque IDs only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from slack_sdk.models.blocks import ButtonElement, ConfirmObject, PlainTextObject
+
+from bot import messages
+from bot.blockkit import MESSAGE_BUDGET, Builder, Message, esc, esc_keep_mentions, join_limited
+from engine.durations import format_duration
+from engine.operation import Operation, OperationPlan, OpKind, OpState
+from engine.policy import Role
+from engine.pools.base import Pool
+
+ACTION_APPROVE = "scalebot.approve"
+ACTION_REJECT = "scalebot.reject"
+ACTION_CANCEL = "scalebot.cancel"
+# Reserved for announcement cards of schedules (the scheduling work registers their listeners).
+ACTION_POSTPONE_1H = "scalebot.postpone_1h"
+ACTION_POSTPONE_UNTIL = "scalebot.postpone_until"
+ACTION_SKIP = "scalebot.skip"
+ACTION_RUN_NOW = "scalebot.run_now"
+
+_DESTRUCTIVE = {OpKind.DRAIN, OpKind.ZERO, OpKind.SCALE}
+
+
+class HistoryRow(Protocol):
+    """One line of an operation's history (engine.operations.HistoryEntry fits)."""
+
+    @property
+    def at(self) -> datetime: ...
+    @property
+    def actor(self) -> str: ...
+    @property
+    def action(self) -> str: ...
+    @property
+    def detail(self) -> str: ...
+
+
+class ClusterView(Protocol):
+    """A cluster's status (engine.operations.ClusterStatus fits)."""
+
+    @property
+    def cluster(self) -> str: ...
+    @property
+    def pools(self) -> Sequence[Pool]: ...
+    @property
+    def running(self) -> Sequence[Operation]: ...
+    @property
+    def next_event(self) -> str | None: ...
+
+
+# -- operations: card, decided card, progress parent ---------------------------------------------
+
+
+def approval_card(op: Operation, *, note: str | None = None, votes: str | None = None) -> Message:
+    """The request as a channel message with Approve / Reject (values: the opaque approval ID).
+    `votes` is the "1 of 2 approvals" line once somebody approved."""
+    status = note or messages.default_status(op.state, op.approvals_required)
+    return _operation_message(op, status=status, decision=votes, buttons=_approval_buttons(op))
+
+
+def decided_card(op: Operation, *, decision: str) -> Message:
+    """The card after a decision: buttons gone, who decided and when."""
+    return _operation_message(op, status=None, decision=decision, buttons=())
+
+
+def progress_parent(op: Operation, *, status: str | None = None, decision: str | None = None) -> Message:
+    """The operation's one parent message: plan summary, decision, live status line.
+    A running operation keeps a Cancel button (value: the operation ID)."""
+    buttons = (_cancel_button(op),) if op.state is OpState.RUNNING else ()
+    return _operation_message(op, status=status, decision=decision, buttons=buttons)
+
+
+def operation_message(op: Operation, *, status: str | None = None, decision: str | None = None) -> Message:
+    """The right rendering of an operation's message for its current state."""
+    if op.state is OpState.AWAITING_APPROVAL:
+        return approval_card(op, note=status, votes=decision)
+    if decision is not None and op.state in (OpState.REJECTED, OpState.EXPIRED, OpState.SUPERSEDED):
+        return decided_card(op, decision=decision)
+    return progress_parent(op, status=status, decision=decision)
+
+
+def _operation_message(
+    op: Operation, *, status: str | None, decision: str | None, buttons: Sequence[ButtonElement]
+) -> Message:
+    b = Builder()
+    title = f"{messages.STATE_EMOJI[op.state]} {messages.KIND_TITLE[op.kind]} · {op.target.cluster}"
+    b.header(title)
+    summary = op.plan.summary()
+    b.section(messages.request_line(op.requested_by, op.kind, esc(op.target.cluster), esc(summary)))
+    _plan_details(b, op.plan, with_blockers=op.state is OpState.AWAITING_APPROVAL)
+    if decision:
+        b.section(esc_keep_mentions(decision), reserve=600)
+    line = status or messages.default_status(op.state, op.approvals_required)
+    b.section(messages.state_line(op.state, esc_keep_mentions(line)), reserve=400)
+    if op.state is OpState.FAILED and op.error:
+        b.section(f"*Error:* {esc(op.error)}", reserve=400)
+    footer = [f"`{op.id}`"]
+    if op.state is OpState.AWAITING_APPROVAL:
+        footer.insert(0, messages.needs_approvals(op.approvals_required))
+        if op.expires_at is not None:
+            footer.append(messages.expires(op.expires_at))
+    b.context(" · ".join(footer))
+    if buttons:
+        b.actions(*buttons)
+    fallback = f"{messages.KIND_TITLE[op.kind]} on {op.target.cluster}: {summary} · {line}"
+    return b.build(f"op-{op.id}", fallback)
+
+
+def _plan_details(b: Builder, plan: OperationPlan, *, with_blockers: bool) -> None:
+    if plan.pools:
+        rows = [f"{'pool':<24} {'before':>6}   {'after':>5}"]
+        rows += [f"{p.pool:<24} {p.before:>6} → {p.after:>5}" for p in plan.pools]
+        b.preformatted(rows, max_chars=2_000, reserve=3_000)
+    removing = [n for p in plan.pools for n in p.nodes_to_remove] or list(plan.nodes)
+    if removing:
+        label = "Nodes to drain" if plan.kind is OpKind.DRAIN else "Nodes to remove"
+        b.section(f"*{label}* ({len(removing)}): " + esc(join_limited(removing, 1_500)), reserve=2_500)
+    if plan.force_phase:
+        b.section(messages.force_phase_warning(), reserve=2_000)
+    if with_blockers and plan.blockers:
+        b.section(messages.blockers_heading(len(plan.blockers)), reserve=2_000)
+        b.preformatted(_blocker_lines(plan.blockers), max_chars=4_000, reserve=1_500, spread=6)
+    if plan.warnings:
+        b.context(*(esc(w) for w in plan.warnings[:5]), reserve=1_000)
+
+
+def _blocker_lines(blockers: Sequence[tuple[str, str]]) -> list[str]:
+    """DrainingSucceeded style: one line per reason, pods sorted, reasons in a stable order."""
+    by_reason: dict[str, list[str]] = {}
+    for pod, why in blockers:
+        by_reason.setdefault(why, []).append(pod)
+    return [f"* {why}: {', '.join(sorted(pods))}" for why, pods in sorted(by_reason.items())]
+
+
+def _approval_buttons(op: Operation) -> tuple[ButtonElement, ...]:
+    confirm = None
+    if op.kind in _DESTRUCTIVE:
+        confirm = ConfirmObject(
+            title=PlainTextObject(text=messages.confirm_title(op.kind)[:100]),
+            text=PlainTextObject(
+                text=messages.confirm_text(op.kind, op.target.cluster, op.plan.summary())[:300]
+            ),
+            confirm=PlainTextObject(text="Approve"),
+            deny=PlainTextObject(text="Back"),
+        )
+    approve = ButtonElement(
+        text=PlainTextObject(text="Approve"),
+        action_id=ACTION_APPROVE,
+        value=op.approval_id,
+        style="primary",
+        confirm=confirm,
+    )
+    reject = ButtonElement(text=PlainTextObject(text="Reject"), action_id=ACTION_REJECT, value=op.approval_id)
+    return approve, reject
+
+
+def _cancel_button(op: Operation) -> ButtonElement:
+    return ButtonElement(
+        text=PlainTextObject(text="Cancel"),
+        action_id=ACTION_CANCEL,
+        value=op.id,
+        style="danger",
+        confirm=ConfirmObject(
+            title=PlainTextObject(text="Cancel this operation?"),
+            text=PlainTextObject(text=messages.confirm_cancel(op.id)[:300]),
+            confirm=PlainTextObject(text="Cancel it"),
+            deny=PlainTextObject(text="Keep running"),
+        ),
+    )
+
+
+def decision_from_history(op: Operation, history: Sequence[HistoryRow]) -> str | None:
+    """The decision line of a card, rebuilt from the audit trail (so it survives restarts)."""
+    by_action: dict[str, list[HistoryRow]] = {}
+    for entry in history:
+        by_action.setdefault(entry.action, []).append(entry)
+    # The engine audits the person's click ("reject", "cancel") and the state it led to
+    # ("rejected", "cancelled"); either names who decided.
+    for actions, verb, emoji in (
+        (("reject", "rejected"), "Rejected", "🚫"),
+        (("cancel", "cancelled"), "Cancelled", "🛑"),
+    ):
+        decided = [e for a in actions for e in by_action.get(a, []) if e.actor != "scalebot"]
+        if decided:
+            last = max(decided, key=lambda e: e.at)
+            return f"{emoji} {messages.decision(verb, [last.actor], last.at)}"
+    approvals = by_action.get("approve", [])
+    if not approvals:
+        return None
+    voters = list(dict.fromkeys(e.actor for e in approvals))
+    if op.state is OpState.AWAITING_APPROVAL:
+        people = ", ".join(messages.who(v) for v in voters)
+        return f"☑️ {len(voters)} of {op.approvals_required} approvals: {people}"
+    return f"✅ {messages.decision('Approved', voters, approvals[-1].at)}"
+
+
+# -- thread replies ------------------------------------------------------------------------------
+
+
+def phase_reply(op: Operation, text: str) -> Message:
+    b = Builder()
+    b.section(f"🔹 {esc_keep_mentions(text)}")
+    return b.build(f"phase-{op.id}", text)
+
+
+def blockers_reply(op: Operation, condition: str, *, summary: str = "") -> Message:
+    """The DrainingSucceeded condition message, preformatted and cut to Slack's limits."""
+    b = Builder()
+    b.section(messages.progress_blockers_heading() + (f": {esc_keep_mentions(summary)}" if summary else ""))
+    b.preformatted(condition.splitlines(), max_chars=MESSAGE_BUDGET - 600, spread=8)
+    return b.build(f"blockers-{op.id}", f"{op.id}: {summary or 'drain not completed yet'}")
+
+
+def final_reply(op: Operation, text: str = "") -> Message:
+    """Duration, pods evicted and force-deleted, nodes removed, pools before → after."""
+    result = op.result
+    b = Builder()
+    b.section(" · ".join([messages.final_heading(op.state), *_result_fields(op, result)]))
+    pools = result.get("pools") or {p.pool: [p.before, p.after] for p in op.plan.pools}
+    if isinstance(pools, Mapping) and pools:
+        rows = [f"{'pool':<24} {'before':>6}   {'after':>5}"]
+        rows += [f"{name:<24} {_pair(v)[0]:>6} → {_pair(v)[1]:>5}" for name, v in sorted(pools.items())]
+        b.preformatted(rows, max_chars=4_000, reserve=1_000)
+    if op.error:
+        b.section(f"*Error:* {esc(op.error)}", reserve=500)
+    if text:  # the engine's own summary ("12/12 nodes Ready", which nodes are not and why)
+        b.context(esc_keep_mentions(text))
+    return b.build(f"final-{op.id}", f"{op.id} {op.state.value}: {text}")
+
+
+def _pair(value: Any) -> tuple[str, str]:
+    if isinstance(value, list | tuple) and len(value) == 2:
+        return str(value[0]), str(value[1])
+    return "?", "?"
+
+
+def _result_fields(op: Operation, result: Mapping[str, Any]) -> list[str]:
+    fields = []
+    seconds = result.get("duration_seconds")
+    if not isinstance(seconds, int | float):
+        seconds = (op.updated_at - op.created_at).total_seconds()
+    fields.append(f"*Duration* {format_duration(timedelta(seconds=seconds))}")
+    for key, label in (
+        ("pods_evicted", "Pods evicted"),
+        ("pods_force_deleted", "Force-deleted"),
+        ("nodes_removed", "Nodes removed"),
+    ):
+        value = result.get(key)
+        if isinstance(value, list | tuple):
+            value = len(value)
+        if isinstance(value, int):
+            fields.append(f"*{label}* {value}")
+    ready = result.get("nodes_ready")
+    if isinstance(ready, list | tuple) and len(ready) == 2 and ready[1] is not None:
+        fields.append(f"*Nodes Ready* {ready[0]}/{ready[1]}")
+    return fields
+
+
+# -- views (ephemeral replies) -------------------------------------------------------------------
+
+
+def plan_view(plan: OperationPlan) -> Message:
+    b = Builder()
+    b.header(f"Plan: {messages.KIND_TITLE[plan.kind]} · {plan.cluster}")
+    b.section(f"{esc(plan.summary())} _(nothing was changed)_")
+    _plan_details(b, plan, with_blockers=True)
+    return b.build(f"plan-{plan.cluster}", f"Plan for {plan.cluster}: {plan.summary()}")
+
+
+def status_view(status: ClusterView) -> Message:
+    b = Builder()
+    b.header(f"Cluster {status.cluster}")
+    if status.pools:
+        rows = [f"{'pool':<20} {'provider':<9} {'nodes':>7} {'desired':>7}  note"]
+        for pool in sorted(status.pools, key=lambda p: p.name):
+            nodes = f"{len(pool.ready_nodes)}/{pool.size}"
+            note = f"asleep, wakes to {pool.restore.desired}" if pool.restore and pool.desired == 0 else ""
+            rows.append(f"{pool.name:<20} {pool.provider:<9} {nodes:>7} {pool.desired:>7}  {note}".rstrip())
+        b.preformatted(rows, max_chars=5_000, reserve=2_000)
+    else:
+        b.section("_No node pools found._")
+    if status.running:
+        b.section(
+            "*Running operations*\n" + "\n".join(_op_line(op) for op in status.running[:10]), reserve=600
+        )
+    b.context(
+        f"Next scheduled event: {esc(status.next_event)}" if status.next_event else "No scheduled events."
+    )
+    return b.build(f"status-{status.cluster}", f"Status of {status.cluster}")
+
+
+def statuses_view(statuses: Sequence[ClusterView]) -> Message:
+    """Status of several clusters in one reply (a channel without a default cluster)."""
+    b = Builder()
+    for status in statuses[:10]:
+        pools = ", ".join(
+            f"{p.name} {len(p.ready_nodes)}/{p.size}" for p in sorted(status.pools, key=lambda p: p.name)
+        )
+        running = f" · {len(status.running)} running" if status.running else ""
+        b.section(f"*{esc(status.cluster)}*: {esc(pools) or 'no pools'}{running}")
+    return b.build("statuses", "Cluster status")
+
+
+def _op_line(op: Operation) -> str:
+    when = messages.slack_time(op.created_at, "{date_short} {time}")
+    title = f"{messages.STATE_EMOJI[op.state]} {messages.KIND_TITLE[op.kind]} {esc(op.target.cluster)}"
+    return f"`{op.id}` {title}: {esc(op.plan.summary())} · {messages.who(op.requested_by)} · {when}"
+
+
+def ops_list(ops: Sequence[Operation], *, cluster: str | None = None) -> Message:
+    b = Builder()
+    if not ops:
+        b.section(messages.no_operations(cluster))
+        return b.build("ops", messages.no_operations(cluster))
+    b.section(f"*Recent operations{f' on {esc(cluster)}' if cluster else ''}*")
+    for op in ops[:40]:
+        b.section(_op_line(op), reserve=100)
+    return b.build("ops", f"{len(ops)} operations")
+
+
+def ops_show(op: Operation, history: Sequence[HistoryRow]) -> Message:
+    b = Builder()
+    b.header(
+        f"{messages.STATE_EMOJI[op.state]} {op.id} · {messages.KIND_TITLE[op.kind]} · {op.target.cluster}"
+    )
+    b.section(_op_line(op))
+    b.section(
+        f"*State:* {op.state.value.replace('_', ' ')}" + (f" · *step:* {esc(op.step)}" if op.step else "")
+    )
+    if op.error:
+        b.section(f"*Error:* {esc(op.error)}")
+    lines = [
+        f"{e.at.strftime('%Y-%m-%d %H:%M:%S')}Z {e.actor}: {e.action}"
+        + (f" ({e.detail})" if e.detail else "")
+        for e in history
+    ]
+    if lines:
+        b.section("*History*")
+        b.preformatted(lines, max_chars=6_000)
+    return b.build(f"show-{op.id}", f"Operation {op.id}: {op.state.value}")
+
+
+def whoami_view(user: str, roles: Mapping[str, Role | None]) -> Message:
+    b = Builder()
+    lines = [f"• *{esc(c)}*: {role.label if role else 'no role'}" for c, role in sorted(roles.items())]
+    b.section(f"Roles of {messages.who(user)}:\n" + ("\n".join(lines) or "no clusters configured"))
+    return b.build("whoami", f"Roles of {user}")
+
+
+def help_view(topic: str | None = None) -> Message:
+    b = Builder()
+    if topic:
+        b.section(f"`{messages.usage(topic)}`\n{messages.SUMMARY.get(topic, '')}")
+        return b.build(f"help-{topic}", messages.usage(topic))
+    b.section("*scalebot* drains nodes and scales node pools, with approvals.")
+    b.section("\n".join(f"`{messages.usage(s)}`\n      {messages.SUMMARY[s]}" for s in messages.USAGE))
+    return b.build("help", "scalebot help")
+
+
+def usage_error(message: str, hint: str) -> Message:
+    b = Builder()
+    b.section(f"⚠️ {esc_keep_mentions(message)}")
+    b.context(f"Usage: `{esc(hint)}` · `{messages.COMMAND} help` lists everything")
+    return b.build("usage", f"{message} Usage: {hint}")
+
+
+def text_message(text: str, *, emoji: str = "") -> Message:
+    """A short reply: an engine sentence (refusal, confirmation) or one of ours."""
+    b = Builder()
+    b.section(f"{emoji + ' ' if emoji else ''}{esc_keep_mentions(text)}")
+    return b.build("reply", text)

@@ -1,0 +1,208 @@
+"""What a parsed command or a button click does, run after the ack on the bot's own executor.
+
+Listeners ack, parse and submit here; nothing in this module runs on Bolt's listener pool, so a
+slow cluster snapshot (`request`, `plan`, `status`) never delays another person's ack. Each
+handler makes one call on the operations port and answers: an ephemeral reply through the
+interaction's `response_url`, or an operation message through `Progress` (and so the sender).
+
+This is an entry point, so it has the catch-all: `UserError` is shown as it is; anything else
+is logged with its traceback under an incident ID, and the person gets one short sentence.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from bot import blocks, commands, messages
+from bot.blockkit import Message
+from bot.ports import OperationsPort, UserError
+from bot.progress import Progress
+from engine.operation import Operation, OpState, Outcome
+
+log = logging.getLogger(__name__)
+
+GroupResolver = Callable[[str], Sequence[str]]
+"""Slack user ID -> the user group IDs (S…) the policy may grant roles to."""
+
+
+def no_groups(user: str) -> Sequence[str]:
+    return ()
+
+
+@dataclass(frozen=True, slots=True)
+class Invocation:
+    """Who asked, where, and how to answer them privately."""
+
+    user: str
+    channel: str
+    respond: Callable[..., object]
+    """Bolt's `respond` (the interaction's response_url)."""
+
+
+SubcommandHandler = Callable[[commands.SubcommandArgs, Invocation], None]
+"""A handler for a generically parsed subcommand (`schedule …`), registered by its owner."""
+ClickHandler = Callable[[str, Invocation], None]
+"""A handler for another button (value = its opaque ID), e.g. blocks.ACTION_POSTPONE_1H."""
+
+
+def new_incident() -> str:
+    return secrets.token_hex(4)
+
+
+def answer(inv: Invocation, message: Message, *, visible: bool = False) -> None:
+    inv.respond(
+        text=message.text,
+        blocks=message.block_dicts(),
+        response_type="in_channel" if visible else "ephemeral",
+        replace_original=False,
+    )
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        ops: OperationsPort,
+        progress: Progress,
+        *,
+        groups: GroupResolver = no_groups,
+        subcommands: Mapping[str, SubcommandHandler] | None = None,
+        clicks: Mapping[str, ClickHandler] | None = None,
+    ) -> None:
+        self.ops = ops
+        self.progress = progress
+        self.groups = groups
+        self.subcommands = dict(subcommands or {})
+        self.clicks = dict(clicks or {})
+
+    # -- entry points (executor threads) ----------------------------------------------------------
+
+    def run(self, command: commands.Command, inv: Invocation) -> None:
+        self._guarded(inv, None, lambda: self._run(command, inv))
+
+    def click(self, action_id: str, value: str, inv: Invocation) -> None:
+        op_hint = value if action_id == blocks.ACTION_CANCEL else None
+        self._guarded(inv, op_hint, lambda: self._click(action_id, value, inv))
+
+    def _guarded(self, inv: Invocation, op_hint: str | None, work: Callable[[], None]) -> None:
+        try:
+            work()
+        except UserError as exc:
+            self._safe_answer(inv, blocks.text_message(str(exc), emoji="⚠️"))
+        except Exception:
+            incident = new_incident()
+            log.exception("command failed (incident %s)", incident, extra={"user": inv.user})
+            self._safe_answer(inv, blocks.text_message(messages.internal_error(incident, op_hint)))
+
+    @staticmethod
+    def _safe_answer(inv: Invocation, message: Message) -> None:
+        try:
+            answer(inv, message)
+        except Exception:
+            log.exception("could not answer %s", inv.user)
+
+    # -- commands ---------------------------------------------------------------------------------
+
+    def _run(self, command: commands.Command, inv: Invocation) -> None:
+        match command:
+            case commands.Help(topic):
+                answer(inv, blocks.help_view(topic))
+            case commands.Status(cluster):
+                self._status(cluster, inv)
+            case commands.Whoami(cluster, user):
+                self._whoami(cluster, user or inv.user, inv)
+            case commands.Request():
+                self._request(command, inv)
+            case commands.Cordon(cluster, nodes, unschedulable):
+                outcome = self.ops.cordon(
+                    cluster, nodes, by=inv.user, unschedulable=unschedulable, groups=self.groups(inv.user)
+                )
+                self._reply_outcome(outcome, inv, visible=outcome.ok and outcome.changed)
+            case commands.OpsList(cluster, active_only):
+                ops = self.ops.list_operations(cluster=cluster, active_only=active_only)
+                answer(inv, blocks.ops_list(ops, cluster=cluster))
+            case commands.OpsShow(op_id):
+                op = self.ops.get(op_id)
+                if op is None:
+                    answer(inv, blocks.text_message(messages.no_operation(op_id), emoji="⚠️"))
+                else:
+                    answer(inv, blocks.ops_show(op, self.ops.history(op_id)))
+            case commands.OpsCancel(op_id):
+                self._after_click(
+                    self.ops.cancel(op_id, by=inv.user, groups=self.groups(inv.user)), inv, tell=True
+                )
+            case commands.SubcommandArgs():
+                handler = self.subcommands.get(command.name)
+                if handler is None:
+                    answer(inv, blocks.text_message(messages.schedules_unavailable()))
+                else:
+                    handler(command, inv)
+
+    def _status(self, cluster: str | None, inv: Invocation) -> None:
+        if cluster is not None:
+            answer(inv, blocks.status_view(self.ops.status(cluster)))
+        else:
+            answer(inv, blocks.statuses_view([self.ops.status(c) for c in self.ops.clusters()]))
+
+    def _whoami(self, cluster: str | None, user: str, inv: Invocation) -> None:
+        groups = self.groups(user)
+        clusters = [cluster] if cluster else self.ops.clusters()
+        answer(inv, blocks.whoami_view(user, {c: self.ops.role(c, user, groups) for c in clusters}))
+
+    def _request(self, command: commands.Request, inv: Invocation) -> None:
+        req = command.to_operation_request(user=inv.user, channel=inv.channel)
+        if command.plan_only:
+            answer(inv, blocks.plan_view(self.ops.plan(req)))
+            return
+        outcome = self.ops.request(req, groups=self.groups(inv.user))
+        if outcome.ok and outcome.operation is not None:
+            self.progress.show(outcome.operation)  # the card (or progress parent) in the channel
+        else:
+            self._reply_outcome(outcome, inv)
+
+    # -- clicks -----------------------------------------------------------------------------------
+
+    def _click(self, action_id: str, value: str, inv: Invocation) -> None:
+        groups = self.groups(inv.user)
+        if action_id == blocks.ACTION_APPROVE:
+            self._after_click(self.ops.approve(value, by=inv.user, groups=groups), inv)
+        elif action_id == blocks.ACTION_REJECT:
+            self._after_click(self.ops.reject(value, by=inv.user, groups=groups), inv)
+        elif action_id == blocks.ACTION_CANCEL:
+            self._after_click(self.ops.cancel(value, by=inv.user, groups=groups), inv, tell=True)
+        elif action_id in self.clicks:
+            self.clicks[action_id](value, inv)
+        else:
+            answer(inv, blocks.text_message(messages.unknown_button()))
+
+    def _after_click(self, outcome: Outcome, inv: Invocation, *, tell: bool = False) -> None:
+        """Every click gets a visible answer: the card changes, or an ephemeral sentence says why not."""
+        if tell or not outcome.ok or not outcome.changed:
+            self._reply_outcome(outcome, inv)
+        op = outcome.operation
+        if op is not None and (outcome.changed or op.state.is_terminal):
+            self.progress.show(op)
+        if op is not None and op.state is OpState.SUPERSEDED:
+            self._show_successor(op)
+
+    def _show_successor(self, old: Operation) -> None:
+        """A stale plan was re-planned into a new request: post its card, since the service
+        creates it without an event. Matching on what was asked keeps this free of reply parsing."""
+        for candidate in self.ops.list_operations(cluster=old.target.cluster, active_only=True):
+            same_ask = (candidate.kind, candidate.target, candidate.requested_by) == (
+                old.kind,
+                old.target,
+                old.requested_by,
+            )
+            if same_ask and candidate.id != old.id and not candidate.message_ts:
+                self.progress.show(candidate)
+
+    @staticmethod
+    def _reply_outcome(outcome: Outcome, inv: Invocation, *, visible: bool = False) -> None:
+        if not outcome.reply:
+            return
+        emoji = "" if outcome.ok else "⚠️"
+        text = messages.nodes_changed(inv.user, outcome.reply) if visible else outcome.reply
+        answer(inv, blocks.text_message(text, emoji=emoji), visible=visible)

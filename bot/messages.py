@@ -1,0 +1,289 @@
+"""Every sentence a Slack user reads that the bot itself writes, in one place.
+
+Pure: string formatting only, no I/O and no clock (times come in as arguments). Sentences that
+come from the engine (`Outcome.reply`, progress texts, condition messages) are shown as they are.
+Slack mrkdwn: callers escape text that did not come from us (`blockkit.esc`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from engine.operation import OpKind, OpState
+
+COMMAND = "/scale"
+
+USAGE: dict[str, str] = {
+    "help": "help [SUBCOMMAND]",
+    "status": "status [CLUSTER]",
+    "plan": "plan zero|wake|scale|drain … (same arguments as the command; changes nothing)",
+    "drain": "drain NODE… [cluster=NAME] [--force]",
+    "cordon": "cordon NODE… [cluster=NAME]",
+    "uncordon": "uncordon NODE… [cluster=NAME]",
+    "scale": "scale POOL N [cluster=NAME]",
+    "zero": "zero [CLUSTER | POOL…] [--workloads] [--force]",
+    "wake": "wake [CLUSTER | POOL…] [for 3h] [--workloads]",
+    "ops": "ops [list [CLUSTER] [--active] | show ID | cancel ID]",
+    "schedule": "schedule add|list|show|pause|resume|delete|next|skip …",
+    "whoami": "whoami [CLUSTER] [@user]",
+}
+"""Usage per subcommand, without the leading command; also the order `help` lists them in."""
+
+SUMMARY: dict[str, str] = {
+    "help": "this help",
+    "status": "pools, sizes, running operations and the next scheduled event",
+    "plan": "what an operation would do, without doing it",
+    "drain": "cordon and drain nodes (kubectl drain semantics)",
+    "cordon": "mark nodes unschedulable",
+    "uncordon": "mark nodes schedulable again",
+    "scale": "resize one pool",
+    "zero": "scale a whole cluster or some pools to zero nodes",
+    "wake": "restore pools to the sizes they had before `zero`",
+    "ops": "recent operations, their history, cancel one",
+    "schedule": "nightly and weekend shutdowns",
+    "whoami": "your roles per cluster",
+}
+
+KIND_TITLE: dict[OpKind, str] = {
+    OpKind.DRAIN: "Drain",
+    OpKind.SCALE: "Scale",
+    OpKind.ZERO: "Zero-scale",
+    OpKind.WAKE: "Wake-up",
+}
+
+STATE_EMOJI: dict[OpState, str] = {
+    OpState.AWAITING_APPROVAL: "⏳",
+    OpState.RUNNING: "🔄",
+    OpState.SUCCEEDED: "✅",
+    OpState.FAILED: "❌",
+    OpState.REJECTED: "🚫",
+    OpState.EXPIRED: "⌛",
+    OpState.SUPERSEDED: "♻️",
+    OpState.CANCELLED: "🛑",
+}
+
+
+def usage(subcommand: str) -> str:
+    return f"{COMMAND} {USAGE.get(subcommand, 'help')}"
+
+
+# -- parser errors -------------------------------------------------------------------------------
+
+
+def empty_command() -> str:
+    return f"Tell me what to do, e.g. `{COMMAND} status` or `{COMMAND} help`."
+
+
+def too_long(length: int, limit: int) -> str:
+    return f"That command is {length:,} characters long; the limit is {limit:,}."
+
+
+def unknown_subcommand(word: str, suggestion: str | None) -> str:
+    hint = f" Did you mean `{suggestion}`?" if suggestion else ""
+    return f"I don't know the subcommand `{word}`.{hint}"
+
+
+def unknown_option(option: str, subcommand: str, suggestion: str | None) -> str:
+    hint = f" Did you mean `{suggestion}`?" if suggestion else ""
+    return f"`{subcommand}` has no option `{option}`.{hint}"
+
+
+def missing_value(option: str) -> str:
+    return f"`{option}` needs a value, e.g. `{option} dev-eu`."
+
+
+def bad_name(token: str, what: str) -> str:
+    return (
+        f"`{token}` is not a valid {what} name: use lowercase letters, digits, '-' and '.' "
+        "(a Kubernetes DNS-1123 name)."
+    )
+
+
+def looks_like_injection(token: str) -> str:
+    return (
+        f"`{token}` looks like a selector or shell syntax; name things one by one, separated by spaces "
+        "(selectors and shell characters are not accepted)."
+    )
+
+
+def bad_token(token: str) -> str:
+    return f"`{token}` contains characters I don't accept here."
+
+
+def missing_argument(what: str) -> str:
+    return f"Missing {what}."
+
+
+def unexpected_arguments(tokens: Sequence[str]) -> str:
+    return f"Unexpected argument{'s' if len(tokens) > 1 else ''}: {' '.join(f'`{t}`' for t in tokens)}."
+
+
+def bad_size(token: str) -> str:
+    return f"`{token}` is not a pool size: use a whole number from 0 to 10000."
+
+
+def bad_duration(token: str) -> str:
+    return f"`{token}` is not a duration: use e.g. `90m`, `3h` or `1h30m`."
+
+
+def no_cluster(clusters: Sequence[str]) -> str:
+    known = ", ".join(clusters) if clusters else "none configured"
+    return (
+        f"Which cluster? Add `cluster=NAME` (clusters: {known}), or set a default cluster for this channel."
+    )
+
+
+def unknown_cluster(name: str, clusters: Sequence[str]) -> str:
+    return f"Unknown cluster `{name}`; clusters: {', '.join(clusters) or 'none configured'}."
+
+
+def bad_operation_id(token: str) -> str:
+    return f"`{token}` is not an operation ID (they look like `op-1a2b3c4d`)."
+
+
+def plan_needs_kind() -> str:
+    return "`plan` needs what to plan: `zero`, `wake`, `scale` or `drain`."
+
+
+def mention_not_allowed(token: str) -> str:
+    return f"A mention (`{token}`) does not belong here."
+
+
+def schedules_unavailable() -> str:
+    return "Schedules are not available in this scalebot yet."
+
+
+# -- replies -------------------------------------------------------------------------------------
+
+
+def internal_error(incident: str, op_id: str | None = None) -> str:
+    about = f" (operation {op_id})" if op_id else ""
+    return (
+        f"Something failed{about}. Nothing more will happen for this request; "
+        f"the details are in scalebot's log under incident `{incident}`."
+    )
+
+
+def malformed_request() -> str:
+    return "That request was incomplete (no user or channel), so I ignored it."
+
+
+def unknown_button() -> str:
+    return "That button is not one scalebot handles (it may come from an older version); nothing changed."
+
+
+def no_operation(op_id: str) -> str:
+    return f"No operation `{op_id}`; `{COMMAND} ops list` shows the recent ones."
+
+
+def no_operations(cluster: str | None) -> str:
+    return f"No operations{f' on {cluster}' if cluster else ''} yet."
+
+
+def no_channel() -> str:
+    return "I can only post operation cards in a channel; run the command in a channel."
+
+
+def nodes_changed(actor: str, reply: str) -> str:
+    return f"{who(actor)}: {reply}"
+
+
+# -- cards ---------------------------------------------------------------------------------------
+
+
+def who(actor: str) -> str:
+    """How a requester or actor is shown: Slack users as mentions, others by what they are."""
+    if actor.startswith("cli:"):
+        return f"{actor[4:]} (CLI)"
+    if actor.startswith("schedule:"):
+        return f"schedule *{actor[9:]}*"
+    if actor == "scalebot":
+        return "scalebot"
+    return f"<@{actor}>"
+
+
+def slack_time(at: datetime, fmt: str = "{time}") -> str:
+    """A time Slack shows in each reader's own time zone; the fallback is UTC."""
+    fallback = at.strftime("%H:%M UTC") if fmt == "{time}" else at.strftime("%Y-%m-%d %H:%M UTC")
+    return f"<!date^{int(at.timestamp())}^{fmt}|{fallback}>"
+
+
+def request_line(actor: str, kind: OpKind, cluster: str, summary: str) -> str:
+    verb = {OpKind.DRAIN: "drain nodes on", OpKind.SCALE: "scale", OpKind.ZERO: "zero", OpKind.WAKE: "wake"}[
+        kind
+    ]
+    return f"{who(actor)} asks to *{verb}* cluster *{cluster}*: {summary}"
+
+
+def needs_approvals(count: int) -> str:
+    return f"Needs {count} approval{'s' if count != 1 else ''}"
+
+
+def expires(at: datetime) -> str:
+    return f"expires {slack_time(at)}"
+
+
+def force_phase_warning(window: str = "the graceful window") -> str:
+    return (
+        "⚠️ *Every pool goes to 0.* Pods still running after "
+        f"{window} are force-deleted (phase 2: grace 0, PodDisruptionBudgets bypassed)."
+    )
+
+
+def confirm_title(kind: OpKind) -> str:
+    return f"Approve this {KIND_TITLE[kind].lower()}?"
+
+
+def confirm_text(kind: OpKind, cluster: str, summary: str) -> str:
+    return f"{KIND_TITLE[kind]} on {cluster}: {summary}. This changes the cluster."
+
+
+def confirm_cancel(op_id: str) -> str:
+    return f"Cancel operation {op_id}? The current step finishes first; nothing is rolled back."
+
+
+def decision(verb: str, actors: Sequence[str], at: datetime | None) -> str:
+    people = ", ".join(who(a) for a in actors)
+    return f"{verb} by {people}" + (f" at {slack_time(at)}" if at else "")
+
+
+def state_line(state: OpState, text: str) -> str:
+    return f"{STATE_EMOJI[state]} {text}"
+
+
+def default_status(state: OpState, approvals_required: int) -> str:
+    return {
+        OpState.AWAITING_APPROVAL: "Waiting for approval",
+        OpState.RUNNING: "Running",
+        OpState.SUCCEEDED: "Completed",
+        OpState.FAILED: "Failed",
+        OpState.REJECTED: "Rejected",
+        OpState.EXPIRED: "Expired: nobody approved in time",
+        OpState.SUPERSEDED: "Superseded: the cluster changed since this plan was shown; a new plan follows",
+        OpState.CANCELLED: "Cancelled",
+    }[state]
+
+
+def blockers_heading(count: int) -> str:
+    return f"*Pods that will block the drain* ({count})"
+
+
+def progress_blockers_heading() -> str:
+    return "*Drain not completed yet* (DrainingSucceeded)"
+
+
+def more(count: int) -> str:
+    return f"... ({count} more)"
+
+
+def more_lines(count: int) -> str:
+    return f"... ({count} more line{'s' if count != 1 else ''})"
+
+
+def final_heading(state: OpState) -> str:
+    return {
+        OpState.SUCCEEDED: "✅ *Completed*",
+        OpState.FAILED: "❌ *Failed*",
+        OpState.CANCELLED: "🛑 *Cancelled*",
+    }.get(state, f"{STATE_EMOJI[state]} *{state.value}*")

@@ -1,0 +1,75 @@
+"""The one port the bot drives: the engine's operations service, as a Protocol.
+
+Listeners, the progress reporter and the tests see only `OperationsPort`; `bot.app` receives the
+real `engine.operations.Operations` and the Slack tests pass an in-memory fake. The value types
+come from the engine's pure modules; `UserError`, `HistoryEntry` and `ClusterStatus` are the
+engine service's own small values, re-exported here so bot modules import one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from engine.operation import Operation, OperationPlan, OperationRequest, Outcome, ProgressEvent
+from engine.operations import ClusterStatus, HistoryEntry, UserError
+from engine.policy import Role
+
+__all__ = ["ClusterStatus", "HistoryEntry", "OperationsPort", "UserError"]
+
+
+class OperationsPort(Protocol):
+    """What the bot may ask of the engine. Every call is short except `request`, `plan` and
+    `status`, which take a cluster snapshot and therefore run off Bolt's listener threads."""
+
+    def request(self, req: OperationRequest, *, groups: Sequence[str] = ()) -> Outcome: ...
+
+    def plan(self, req: OperationRequest) -> OperationPlan:
+        """Raises UserError naming the unknown cluster, pool or node and the valid names."""
+        ...
+
+    def approve(self, approval_id: str, *, by: str, groups: Sequence[str] = ()) -> Outcome: ...
+
+    def reject(
+        self, approval_id: str, *, by: str, groups: Sequence[str] = (), reason: str = ""
+    ) -> Outcome: ...
+
+    def cancel(self, op_id: str, *, by: str, groups: Sequence[str] = ()) -> Outcome: ...
+
+    def get(self, op_id: str) -> Operation | None: ...
+
+    def list_operations(
+        self, *, cluster: str | None = None, active_only: bool = False, limit: int = 20
+    ) -> list[Operation]: ...
+
+    def history(self, op_id: str) -> list[HistoryEntry]: ...
+
+    def status(self, cluster: str) -> ClusterStatus: ...
+
+    def clusters(self) -> list[str]: ...
+
+    def role(self, cluster: str, user: str, groups: Sequence[str] = ()) -> Role | None: ...
+
+    def cordon(
+        self,
+        cluster: str,
+        nodes: Sequence[str],
+        *,
+        by: str,
+        unschedulable: bool,
+        groups: Sequence[str] = (),
+    ) -> Outcome: ...
+
+    def set_message(self, op_id: str, *, channel: str, ts: str) -> None:
+        """Remember where an operation's card / progress message lives (for restarts)."""
+        ...
+
+    def subscribe(self, listener: Callable[[ProgressEvent], None]) -> None: ...
+
+
+if TYPE_CHECKING:
+    from engine.operations import Operations
+
+    def _the_engine_fits(ops: Operations) -> OperationsPort:
+        """mypy proves here that the real service satisfies the port."""
+        return ops

@@ -1,0 +1,446 @@
+"""Process settings: a YAML config file plus the environment, validated once at start.
+
+`load(path, env)` returns frozen, grouped dataclasses or raises `SettingsError` whose message
+starts with the bad key path ("clusters.dev-eu.policy.users.U1: unknown role 'boss' (viewer,
+operator, approver, admin)"), so the process can exit with one actionable line.
+
+Environment (secrets live only here, never in the file):
+    SLACK_BOT_TOKEN       xoxb-… bot token (required)
+    SLACK_SIGNING_SECRET  HTTP mode request signing secret (required unless SLACK_APP_TOKEN is set)
+    SLACK_APP_TOKEN       xapp-… app-level token; when set the bot runs in Socket Mode
+    SLACK_API_URL         Web API base URL override, ending in '/' (GovSlack, tests)
+    SCALEBOT_CONFIG       the config file, when `load` is given no path
+    SCALEBOT_DB           SQLite database path (default ./scalebot.db)
+
+Config file (every key optional except what a cluster needs to be reached):
+    server:   {http_port: 3000, health_port: 8080, host: 0.0.0.0}
+    sender:   {update_interval: 3s, updates_per_minute: 40, posts_per_second: 1}
+    workers:  8                                     # the bot's own executor for slow commands
+    channels: {C0123: dev-eu}                       # channel ID -> default cluster
+    clusters:
+      dev-eu:
+        context: dev-eu                             # kubeconfig context (default: the cluster name)
+        kubeconfig: /etc/scalebot/kubeconfig        # default: $KUBECONFIG / ~/.kube/config / in-cluster
+        provider: labels                            # labels | capi
+        pool_label: scalebot.io/pool
+        default_channels: [C0123]                   # or default_channel: C0123
+        protected: false
+        policy:
+          users: {U0ADMIN: admin, U0OPS: operator}
+          groups: {S0SRE: approver}
+          approval_required_for: [zero, scale_down, force]
+          approvals_required: 1
+          protected_approvals: 2
+          allow_self_approval: false
+          request_ttl: 30m
+Tokens are `Secret`s: their repr and str are masked, so a logged Settings shows no secret.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from engine.durations import DurationError, parse_duration
+from engine.policy import ClusterPolicy, Role
+
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_SLACK_USER = re.compile(r"[UW][A-Z0-9]+")
+_SLACK_GROUP = re.compile(r"S[A-Z0-9]+")
+_SLACK_CHANNEL = re.compile(r"[CG][A-Z0-9]+")
+APPROVAL_TAGS = ("drain", "scale_down", "scale_up", "zero", "wake", "force")
+PROVIDERS = ("labels", "capi")
+
+
+class SettingsError(ValueError):
+    """A bad setting; the message names the key path (or environment variable) and the fix."""
+
+
+class Secret:
+    """A token or secret that never shows itself in logs, reprs or messages."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('********')"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+    def __bool__(self) -> bool:
+        return bool(self._value)
+
+
+@dataclass(frozen=True, slots=True)
+class SlackSettings:
+    bot_token: Secret
+    signing_secret: Secret | None = None
+    app_token: Secret | None = None
+    """Set: Socket Mode (no inbound network). Unset: HTTP mode at /slack/events."""
+    api_url: str | None = None
+    """Web API base URL ending in '/'; None means slack_sdk's default (https://slack.com/api/)."""
+
+    @property
+    def socket_mode(self) -> bool:
+        return self.app_token is not None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSettings:
+    host: str = "0.0.0.0"
+    http_port: int = 3000
+    """Slack's Request URL points here (HTTP mode): POST /slack/events, GET /healthz."""
+    health_port: int = 8080
+    """/healthz for Kubernetes probes; the HTTP port serves it too, so in HTTP mode this may equal it."""
+
+
+@dataclass(frozen=True, slots=True)
+class SenderSettings:
+    update_interval: float = 3.0
+    """Seconds between two chat.update calls of one message: progress stays live, Tier 3 stays safe."""
+    updates_per_minute: float = 40.0
+    """Global chat.update budget; Tier 3 is about 50/min per workspace, this leaves headroom."""
+    posts_per_second: float = 1.0
+    """chat.postMessage per channel (Slack allows about one per second, with short bursts)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSettings:
+    name: str
+    context: str
+    kubeconfig: Path | None = None
+    provider: str = "labels"
+    pool_label: str = "scalebot.io/pool"
+    default_channels: tuple[str, ...] = ()
+    protected: bool = False
+    policy: ClusterPolicy = field(default_factory=lambda: ClusterPolicy(cluster=""))
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    slack: SlackSettings
+    clusters: Mapping[str, ClusterSettings] = field(default_factory=dict)
+    channels: Mapping[str, str] = field(default_factory=dict)
+    """Channel ID -> the cluster commands in that channel act on when none is named."""
+    server: ServerSettings = ServerSettings()
+    sender: SenderSettings = SenderSettings()
+    workers: int = 8
+    """Threads of the bot's own executor (planning, status): never Bolt's listener pool."""
+    db_path: Path = Path("scalebot.db")
+    config_path: Path | None = None
+
+    def default_cluster(self, channel: str) -> str | None:
+        """The channel's cluster; with a single configured cluster, that one."""
+        if channel in self.channels:
+            return self.channels[channel]
+        if len(self.clusters) == 1:
+            return next(iter(self.clusters))
+        return None
+
+    def cluster_names(self) -> list[str]:
+        return sorted(self.clusters)
+
+    def channel_for(self, cluster: str) -> str | None:
+        """Where operations started outside Slack (CLI, schedules without a channel) are shown."""
+        settings = self.clusters.get(cluster)
+        return settings.default_channels[0] if settings and settings.default_channels else None
+
+    def policies(self) -> dict[str, ClusterPolicy]:
+        return {name: c.policy for name, c in self.clusters.items()}
+
+
+def load(
+    path: str | Path | None, env: Mapping[str, str] | None = None, *, require_slack: bool = True
+) -> Settings:
+    """Read the config file (`path`, else $SCALEBOT_CONFIG, else none) and the environment."""
+    env = os.environ if env is None else env
+    config_path = (
+        Path(path) if path else (Path(env["SCALEBOT_CONFIG"]) if env.get("SCALEBOT_CONFIG") else None)
+    )
+    raw = _read(config_path) if config_path else {}
+    doc = _Node(raw, "")
+    doc.only("server", "sender", "workers", "channels", "clusters", "slack")
+    clusters = {name: _cluster(name, node) for name, node in doc.child("clusters").items()}
+    channels = _channels(doc, clusters)
+    return Settings(
+        slack=_slack(env, require_slack),
+        clusters=clusters,
+        channels=channels,
+        server=_server(doc.child("server")),
+        sender=_sender(doc.child("sender")),
+        workers=doc.integer("workers", 8, low=1, high=64),
+        db_path=Path(env.get("SCALEBOT_DB") or "scalebot.db"),
+        config_path=config_path,
+    )
+
+
+def _read(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"{path}: cannot read the config file ({exc})") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise SettingsError(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise SettingsError(f"{path}: the config file must be a mapping of settings")
+    return data
+
+
+def _slack(env: Mapping[str, str], required: bool) -> SlackSettings:
+    bot = env.get("SLACK_BOT_TOKEN", "").strip()
+    secret = env.get("SLACK_SIGNING_SECRET", "").strip()
+    app = env.get("SLACK_APP_TOKEN", "").strip()
+    api_url = env.get("SLACK_API_URL", "").strip() or None
+    if required and not bot:
+        raise SettingsError("SLACK_BOT_TOKEN: not set; put the app's Bot User OAuth Token (xoxb-…) there")
+    if bot and not bot.startswith("xoxb-"):
+        raise SettingsError("SLACK_BOT_TOKEN: expected a bot token starting with xoxb-")
+    if app and not app.startswith("xapp-"):
+        raise SettingsError(
+            "SLACK_APP_TOKEN: expected an app-level token starting with xapp- (connections:write)"
+        )
+    if required and not app and not secret:
+        raise SettingsError(
+            "SLACK_SIGNING_SECRET: not set; HTTP mode needs the app's signing secret "
+            "(or set SLACK_APP_TOKEN for Socket Mode)"
+        )
+    if api_url is not None and not re.fullmatch(r"https?://[^\s]+/", api_url):
+        raise SettingsError(f"SLACK_API_URL: '{api_url}' must be an http(s) URL ending with '/'")
+    return SlackSettings(
+        bot_token=Secret(bot),
+        signing_secret=Secret(secret) if secret else None,
+        app_token=Secret(app) if app else None,
+        api_url=api_url,
+    )
+
+
+def _server(node: _Node) -> ServerSettings:
+    node.only("host", "http_port", "health_port")
+    return ServerSettings(
+        host=node.string("host", "0.0.0.0"),
+        http_port=node.integer("http_port", 3000, low=0, high=65535),
+        health_port=node.integer("health_port", 8080, low=0, high=65535),
+    )
+
+
+def _sender(node: _Node) -> SenderSettings:
+    node.only("update_interval", "updates_per_minute", "posts_per_second")
+    interval = node.duration("update_interval", timedelta(seconds=3))
+    per_minute = node.number("updates_per_minute", 40.0, low=1.0, high=50.0)
+    return SenderSettings(
+        update_interval=interval.total_seconds(),
+        updates_per_minute=per_minute,
+        posts_per_second=node.number("posts_per_second", 1.0, low=0.1, high=10.0),
+    )
+
+
+def _cluster(name: str, node: _Node) -> ClusterSettings:
+    if not _NAME.fullmatch(name) or len(name) > 63:
+        raise SettingsError(f"{node.path}: cluster names are DNS-1123 labels (lowercase, digits, '-', '.')")
+    node.only(
+        "context",
+        "kubeconfig",
+        "provider",
+        "pool_label",
+        "default_channel",
+        "default_channels",
+        "protected",
+        "policy",
+    )
+    provider = node.string("provider", "labels")
+    if provider not in PROVIDERS:
+        raise SettingsError(f"{node.path}.provider: unknown provider '{provider}' ({', '.join(PROVIDERS)})")
+    channels = list(node.strings("default_channels"))
+    if node.has("default_channel"):
+        channels.insert(0, node.string("default_channel", ""))
+    for index, channel in enumerate(channels):
+        if not _SLACK_CHANNEL.fullmatch(channel):
+            raise SettingsError(
+                f"{node.path}.default_channels[{index}]: '{channel}' is not a channel ID (C…)"
+            )
+    kubeconfig = node.string("kubeconfig", "")
+    protected = node.boolean("protected", False)
+    return ClusterSettings(
+        name=name,
+        context=node.string("context", name),
+        kubeconfig=Path(kubeconfig).expanduser() if kubeconfig else None,
+        provider=provider,
+        pool_label=node.string("pool_label", "scalebot.io/pool"),
+        default_channels=tuple(dict.fromkeys(channels)),
+        protected=protected,
+        policy=_policy(name, node.child("policy"), protected=protected),
+    )
+
+
+def _policy(cluster: str, node: _Node, *, protected: bool) -> ClusterPolicy:
+    node.only(
+        "users",
+        "groups",
+        "approval_required_for",
+        "approvals_required",
+        "protected_approvals",
+        "allow_self_approval",
+        "request_ttl",
+    )
+    tags = node.strings("approval_required_for", ("zero", "scale_down", "force"))
+    for index, tag in enumerate(tags):
+        if tag not in APPROVAL_TAGS:
+            known = ", ".join(APPROVAL_TAGS)
+            raise SettingsError(f"{node.path}.approval_required_for[{index}]: unknown kind '{tag}' ({known})")
+    ttl = node.duration("request_ttl", timedelta(minutes=30))
+    if ttl <= timedelta(0):
+        raise SettingsError(f"{node.path}.request_ttl: must be longer than zero")
+    return ClusterPolicy(
+        cluster=cluster,
+        users=_roles(node.child("users"), _SLACK_USER, "a Slack user ID (U… or W…)"),
+        groups=_roles(node.child("groups"), _SLACK_GROUP, "a Slack user group ID (S…)"),
+        approval_required_for=frozenset(tags),
+        approvals_required=node.integer("approvals_required", 1, low=1, high=10),
+        allow_self_approval=node.boolean("allow_self_approval", False),
+        protected=protected,
+        protected_approvals=node.integer("protected_approvals", 2, low=1, high=10),
+        request_ttl=ttl,
+    )
+
+
+def _roles(node: _Node, pattern: re.Pattern[str], what: str) -> dict[str, Role]:
+    roles: dict[str, Role] = {}
+    labels = ", ".join(r.label for r in Role)
+    for key, child in node.items():
+        if not pattern.fullmatch(key):
+            raise SettingsError(f"{child.path}: '{key}' is not {what}; use IDs, never display names")
+        value = child.value
+        if not isinstance(value, str) or value.lower() not in {r.label for r in Role}:
+            raise SettingsError(f"{child.path}: unknown role '{value}' ({labels})")
+        roles[key] = Role[value.upper()]
+    return roles
+
+
+def _channels(doc: _Node, clusters: Mapping[str, ClusterSettings]) -> dict[str, str]:
+    mapping: dict[str, str] = {}
+    for cluster in clusters.values():
+        for channel in cluster.default_channels:
+            if channel in mapping and mapping[channel] != cluster.name:
+                raise SettingsError(
+                    f"clusters.{cluster.name}.default_channels: {channel} is already the default channel "
+                    f"of {mapping[channel]}; a channel has one default cluster"
+                )
+            mapping[channel] = cluster.name
+    for channel, child in doc.child("channels").items():
+        if not _SLACK_CHANNEL.fullmatch(channel):
+            raise SettingsError(f"{child.path}: '{channel}' is not a channel ID (C…)")
+        if child.value not in clusters:
+            known = ", ".join(sorted(clusters)) or "none configured"
+            raise SettingsError(f"{child.path}: unknown cluster '{child.value}' ({known})")
+        mapping[channel] = str(child.value)
+    return mapping
+
+
+class _Node:
+    """One place in the YAML document, so every error can name its key path."""
+
+    def __init__(self, value: Any, path: str) -> None:
+        self.value = value
+        self.path = path or "(top level)"
+        self._prefix = f"{path}." if path else ""
+
+    def _mapping(self) -> dict[str, Any]:
+        if self.value is None:
+            return {}
+        if not isinstance(self.value, dict):
+            raise SettingsError(f"{self.path}: expected a mapping of settings")
+        return self.value
+
+    def has(self, key: str) -> bool:
+        return key in self._mapping()
+
+    def only(self, *known: str) -> None:
+        for key in self._mapping():
+            if key not in known:
+                raise SettingsError(f"{self._prefix}{key}: unknown setting (known here: {', '.join(known)})")
+
+    def child(self, key: str) -> _Node:
+        return _Node(self._mapping().get(key), f"{self._prefix}{key}")
+
+    def items(self) -> list[tuple[str, _Node]]:
+        return [(str(k), _Node(v, f"{self._prefix}{k}")) for k, v in self._mapping().items()]
+
+    def _get(self, key: str) -> tuple[Any, str]:
+        return self._mapping().get(key), f"{self._prefix}{key}"
+
+    def string(self, key: str, default: str) -> str:
+        value, path = self._get(key)
+        if value is None:
+            return default
+        if not isinstance(value, str | int) or isinstance(value, bool):
+            raise SettingsError(f"{path}: expected text, got {type(value).__name__}")
+        return str(value)
+
+    def strings(self, key: str, default: tuple[str, ...] = ()) -> tuple[str, ...]:
+        value, path = self._get(key)
+        if value is None:
+            return default
+        if isinstance(value, str):
+            return (value,)
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise SettingsError(f"{path}: expected a list of text values")
+        return tuple(value)
+
+    def integer(self, key: str, default: int, *, low: int, high: int) -> int:
+        value, path = self._get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise SettingsError(f"{path}: expected a whole number from {low} to {high}, got {value!r}")
+        return value
+
+    def number(self, key: str, default: float, *, low: float, high: float) -> float:
+        value, path = self._get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+            raise SettingsError(f"{path}: expected a number from {low:g} to {high:g}, got {value!r}")
+        return float(value)
+
+    def boolean(self, key: str, default: bool) -> bool:
+        value, path = self._get(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise SettingsError(f"{path}: expected true or false, got {value!r}")
+        return value
+
+    def duration(self, key: str, default: timedelta) -> timedelta:
+        value, path = self._get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, str | int):
+            raise SettingsError(f"{path}: expected a duration such as 30m, got {value!r}")
+        try:
+            return parse_duration(str(value))
+        except (DurationError, OverflowError) as exc:
+            raise SettingsError(f"{path}: {exc}") from exc

@@ -1,0 +1,127 @@
+"""Shared pytest wiring: the local control plane for e2e tests, and the benchmark opt-in.
+
+Fixtures (all lazy: nothing starts unless a test asks for it):
+  control_plane        session-scoped ControlPlane (etcd, apiserver, controller manager, scheduler,
+                       kwok, scalebot's RBAC, Cluster API CRDs); built on first use, stopped at exit
+  admin_api            session-scoped kubernetes ApiClient as admin (system:masters)
+  scalebot_kubeconfig  Path of the kubeconfig holding scalebot's ServiceAccount token
+  scalebot_api         session-scoped kubernetes ApiClient as the scalebot ServiceAccount
+  namespace            a fresh namespace per test (default ServiceAccount present), deleted after
+  unique_name          a short unique DNS-1123 name per test, for node pools and other objects
+  node_pool            factory: node_pool(count, **create_node_pool kwargs) -> node names; the nodes
+                       are deleted after the test
+
+Benchmarks (marker `bench`) are deselected unless `--run-bench` is given. e2e tests (marker `e2e`)
+run in the default suite; a machine that cannot build the control plane fails them with the reason.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from localcluster.controlplane import ControlPlane
+
+_STARTUP_NOTES: list[str] = []
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--run-bench",
+        action="store_true",
+        default=False,
+        help="also run benchmarks (marker `bench`); they print figures and take minutes",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--run-bench"):
+        return
+    selected: list[pytest.Item] = []
+    deselected: list[pytest.Item] = []
+    for item in items:
+        (deselected if item.get_closest_marker("bench") else selected).append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = selected
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    for note in _STARTUP_NOTES:
+        terminalreporter.write_line(note)
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[ControlPlane]:
+    from localcluster.binaries import build_summary, ensure_binaries
+    from localcluster.controlplane import ControlPlane
+
+    # ControlPlaneUnavailable propagates: the test errors with what is missing (Go, the module
+    # proxy, ...); it is never skipped.
+    cache_dir = ensure_binaries()
+    _STARTUP_NOTES.append(build_summary(cache_dir))
+    cp = ControlPlane(cache_dir, install_capi_crds=True, echo=_STARTUP_NOTES.append)
+    with cp:
+        yield cp
+
+
+@pytest.fixture(scope="session")
+def admin_api(control_plane: ControlPlane) -> Iterator[Any]:
+    api = control_plane.admin_api_client(pool_size=32)
+    yield api
+    api.close()
+
+
+@pytest.fixture(scope="session")
+def scalebot_kubeconfig(control_plane: ControlPlane) -> Path:
+    return control_plane.scalebot_kubeconfig
+
+
+@pytest.fixture(scope="session")
+def scalebot_api(control_plane: ControlPlane) -> Iterator[Any]:
+    api = control_plane.scalebot_api_client(pool_size=32)
+    yield api
+    api.close()
+
+
+@pytest.fixture
+def unique_name(request: pytest.FixtureRequest) -> str:
+    """`<test name, shortened>-<random>`: a valid name for namespaces, nodes and pools."""
+    base = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower().removeprefix("test_")).strip("-")[:30]
+    return f"{base.strip('-') or 't'}-{secrets.token_hex(3)}"
+
+
+@pytest.fixture
+def namespace(admin_api: Any, unique_name: str) -> Iterator[str]:
+    from localcluster import builders
+
+    name = f"e2e-{unique_name}"
+    builders.create_namespace(admin_api, name)
+    yield name
+    # Let pods held by the test finalizer go, then delete without waiting (namespaces are unique).
+    builders.release_namespace(admin_api, name)
+    builders.delete_namespace(admin_api, name)
+
+
+@pytest.fixture
+def node_pool(admin_api: Any, unique_name: str) -> Iterator[Callable[..., list[str]]]:
+    from localcluster import builders
+
+    created: list[str] = []
+    counter = [0]
+
+    def make(count: int, **kwargs: Any) -> list[str]:
+        name = kwargs.pop("name", None) or f"{unique_name}-p{counter[0]}"
+        counter[0] += 1
+        names = builders.create_node_pool(admin_api, name, count, **kwargs)
+        created.extend(names)
+        return names
+
+    yield make
+    builders.delete_nodes(admin_api, created)

@@ -1,0 +1,104 @@
+"""Kubernetes Events (engine.kube.events) against the real API server, as scalebot's ServiceAccount.
+
+Covers: an event on a Node lands in "default" with the node's name as involvedObject UID and shows
+in `kubectl describe node`; a repeat is aggregated into the same Event (count 2, one object); an
+event on a Pod lands in the pod's namespace; an unreachable API server costs the caller nothing
+(`record` returns at once, never raises, `flush` completes); `MemoryRecorder` keeps what it was
+given.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+
+from engine.kube import events
+from localcluster import builders
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def recorder(scalebot_api: Any) -> Iterator[events.EventRecorder]:
+    rec = events.EventRecorder(scalebot_api, instance="scalebot-test-pod")
+    yield rec
+    rec.close()
+
+
+def events_about(api: Any, namespace: str, kind: str, name: str) -> list[dict[str, Any]]:
+    selector = f"involvedObject.kind={kind},involvedObject.name={name}"
+    return builders.list_items(api, f"/api/v1/namespaces/{namespace}/events", field_selector=selector)
+
+
+def test_node_events_are_aggregated_and_shown_by_kubectl_describe(
+    recorder: events.EventRecorder,
+    admin_api: Any,
+    control_plane: Any,
+    node_pool: Callable[..., list[str]],
+) -> None:
+    (node,) = node_pool(1)
+    ref = events.ObjectRef.node(node)
+    recorder.record(ref, reason=events.CORDONED, message="Cordoned by scalebot (operation op-1)")
+    recorder.record(ref, reason=events.DRAINING, message="Draining Node (operation op-1)")
+    recorder.record(ref, reason=events.CORDONED, message="Cordoned by scalebot (operation op-1)")
+    assert recorder.flush(10)
+
+    found = {e["reason"]: e for e in events_about(admin_api, "default", "Node", node)}
+    assert set(found) == {events.CORDONED, events.DRAINING}
+    cordoned = found[events.CORDONED]
+    assert cordoned["count"] == 2, "the repeat was a PATCH of the first event, not a second event"
+    assert cordoned["involvedObject"]["uid"] == node
+    assert cordoned["type"] == "Normal"
+    assert cordoned["source"] == {"component": "scalebot", "host": "scalebot-test-pod"}
+    assert cordoned["reportingComponent"] == "scalebot"
+    assert recorder.dropped == 0
+
+    described = control_plane.kubectl("describe", "node", node, check=True).stdout
+    assert "Cordoned by scalebot (operation op-1)" in described
+    assert "Draining Node (operation op-1)" in described
+
+
+def test_pod_events_land_in_the_pods_namespace(
+    recorder: events.EventRecorder, admin_api: Any, namespace: str
+) -> None:
+    ref = events.ObjectRef.pod(namespace, "web-1", uid="0b5f3b8e-0000-4000-8000-000000000001")
+    recorder.record(
+        ref, reason=events.FORCE_DELETED, message="Deleted with grace 0 in phase 2", type="Warning"
+    )
+    assert recorder.flush(10)
+    (event,) = events_about(admin_api, namespace, "Pod", "web-1")
+    assert event["type"] == "Warning" and event["reason"] == events.FORCE_DELETED
+    assert event["involvedObject"]["namespace"] == namespace
+
+
+def test_an_unreachable_api_server_costs_the_caller_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    configuration = k8s.Configuration()
+    configuration.host = "https://127.0.0.1:9"  # discard port: nothing listens
+    configuration.retries = False
+    api = k8s.ApiClient(configuration)
+    rec = events.EventRecorder(api, request_timeout_seconds=1.0)
+    try:
+        started = time.monotonic()
+        for i in range(20):
+            rec.record(events.ObjectRef.node(f"node-{i}"), reason=events.DRAINED, message="Drain completed")
+        assert time.monotonic() - started < 0.5, "record() only queues"
+        assert rec.flush(30), "every event was tried and dropped"
+    finally:
+        rec.close()
+        api.close()
+    assert "not recorded" in caplog.text
+
+
+def test_memory_recorder_keeps_events_in_order() -> None:
+    memory = events.MemoryRecorder()
+    memory.record(events.ObjectRef.node("n1"), reason=events.CORDONED, message="a")
+    memory.record(events.ObjectRef.node("n1"), reason=events.DRAIN_FAILED, message="b", type="Warning")
+    assert [(e.reason, e.type) for e in memory.events] == [
+        (events.CORDONED, "Normal"),
+        (events.DRAIN_FAILED, "Warning"),
+    ]
+    assert memory.flush(0) and events.NullRecorder().flush(0)

@@ -1,0 +1,300 @@
+"""manifests/ against the real API server, with the pinned kubectl.
+
+Covers: both overlays pass `kubectl apply --dry-run=server -k` (every object through validation
+and admission, the pod template through PodSecurity's `restricted` warning level) and render what
+each mode needs (a Service only in HTTP mode, the right required token); the example config in
+the ConfigMap is valid for scalebot's own settings loader; the identity the e2e tests run as is
+exactly the shipped RBAC and nothing else is bound to it; the RBAC is sufficient (every verb the
+code uses is allowed) and minimal (deleting a namespace, reading Secrets anywhere, creating pods,
+updating nodes, touching other Leases... are refused), asked as the ServiceAccount itself through
+SelfSubjectAccessReviews (what `kubectl auth can-i` sends; it also answers for KEDA's types, which
+this server does not serve), with `kubectl auth can-i` itself agreeing on the headline cases and
+the API server refusing a real out-of-policy request.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import yaml
+
+from bot import settings
+from localcluster import builders
+
+if TYPE_CHECKING:
+    from localcluster.controlplane import ControlPlane
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+BASE = REPO / "manifests" / "base"
+OVERLAYS = REPO / "manifests" / "overlays"
+SA = ("scalebot", "scalebot")  # namespace, name
+
+BASE_OBJECTS = {
+    "namespace/scalebot",
+    "serviceaccount/scalebot",
+    "role.rbac.authorization.k8s.io/scalebot-leader-election",
+    "clusterrole.rbac.authorization.k8s.io/scalebot",
+    "rolebinding.rbac.authorization.k8s.io/scalebot-leader-election",
+    "clusterrolebinding.rbac.authorization.k8s.io/scalebot",
+    "configmap/scalebot-config",
+    "persistentvolumeclaim/scalebot-data",
+    "deployment.apps/scalebot",
+}
+
+# (verb, resource, namespace or None for cluster-wide / all namespaces), and where the code uses it.
+USED: list[tuple[str, str, str | None]] = [
+    # engine.kube.client: plans, drain passes, cordon/uncordon (a patch), label pools remove nodes
+    ("list", "nodes", None),
+    ("watch", "nodes", None),
+    ("get", "nodes", None),
+    ("patch", "nodes", None),
+    ("delete", "nodes", None),
+    ("create", "nodes", None),  # engine.pools.labels: wake re-creates removed Node objects
+    ("list", "pods", None),
+    ("get", "pods", "default"),
+    ("delete", "pods", "default"),  # finished pods, force phase
+    ("create", "pods/eviction", "default"),
+    ("list", "poddisruptionbudgets.policy", None),
+    ("list", "daemonsets.apps", None),
+    ("list", "namespaces", None),
+    # engine.workloads
+    ("list", "deployments.apps", None),
+    ("patch", "deployments.apps", "default"),
+    ("patch", "deployments.apps/scale", "default"),
+    ("update", "statefulsets.apps/scale", "default"),
+    ("patch", "cronjobs.batch", "default"),
+    ("list", "horizontalpodautoscalers.autoscaling", None),
+    ("patch", "scaledobjects.keda.sh", "default"),
+    # engine.pools.capi
+    ("list", "machinedeployments.cluster.x-k8s.io", None),
+    ("patch", "machinedeployments.cluster.x-k8s.io", "default"),
+    ("patch", "machinedeployments.cluster.x-k8s.io/scale", "default"),
+    ("patch", "machinesets.cluster.x-k8s.io/scale", "default"),
+    ("patch", "machines.cluster.x-k8s.io", "default"),
+    # engine.kube.events: node events go to "default", pod events to the pod's namespace
+    ("create", "events", "default"),
+    ("patch", "events", "default"),
+    ("create", "events", "kube-system"),
+    # engine.kube.lease: leader election, only in scalebot's namespace
+    ("get", "leases.coordination.k8s.io", "scalebot"),
+    ("create", "leases.coordination.k8s.io", "scalebot"),
+    ("update", "leases.coordination.k8s.io", "scalebot"),
+    # engine.pools.labels: the scalebot-pool-<name> records
+    ("get", "configmaps", "scalebot"),
+    ("create", "configmaps", "scalebot"),
+    ("patch", "configmaps", "scalebot"),
+]
+
+REFUSED: list[tuple[str, str, str | None]] = [
+    ("delete", "namespaces", None),
+    ("create", "namespaces", None),
+    ("patch", "namespaces", None),
+    ("get", "secrets", "kube-system"),
+    ("get", "secrets", "default"),
+    ("list", "secrets", None),
+    ("get", "secrets", "scalebot"),  # the Slack tokens arrive as environment variables, not by API
+    ("create", "pods", "default"),
+    ("update", "pods", "default"),
+    ("create", "pods/exec", "default"),
+    ("update", "nodes", None),  # cordon is a patch; a full update could drop fields
+    ("create", "deployments.apps", "default"),
+    ("delete", "deployments.apps", "default"),
+    ("delete", "statefulsets.apps", "default"),
+    ("patch", "daemonsets.apps", "default"),
+    ("delete", "poddisruptionbudgets.policy", "default"),
+    ("delete", "machinedeployments.cluster.x-k8s.io", "default"),
+    ("delete", "machines.cluster.x-k8s.io", "default"),
+    ("delete", "events", "default"),
+    ("update", "leases.coordination.k8s.io", "kube-node-lease"),  # the nodes' heartbeats
+    ("create", "leases.coordination.k8s.io", "default"),
+    ("delete", "leases.coordination.k8s.io", "scalebot"),
+    ("list", "leases.coordination.k8s.io", "scalebot"),
+    ("get", "configmaps", "kube-system"),
+    ("create", "configmaps", "default"),
+    ("delete", "configmaps", "scalebot"),
+    ("create", "clusterrolebindings.rbac.authorization.k8s.io", None),
+    ("escalate", "clusterroles.rbac.authorization.k8s.io", None),
+    ("bind", "clusterroles.rbac.authorization.k8s.io", None),
+    ("impersonate", "serviceaccounts", "kube-system"),
+    ("create", "serviceaccounts/token", "kube-system"),
+    ("delete", "persistentvolumes", None),
+    ("create", "customresourcedefinitions.apiextensions.k8s.io", None),
+]
+
+
+def _can_i(cp: ControlPlane, verb: str, resource: str, namespace: str | None) -> str:
+    """`kubectl auth can-i` as the ServiceAccount itself: "yes" or "no"."""
+    resource, _, subresource = resource.partition("/")
+    args = ["auth", "can-i", verb, resource]
+    if subresource:
+        args.append(f"--subresource={subresource}")
+    args += ["-n", namespace] if namespace else ["--all-namespaces"]
+    result = cp.kubectl(*args, identity="scalebot", timeout=60)
+    # It prints yes/no and exits 0/1; anything else is an error of the check itself.
+    assert result.returncode in (0, 1), f"kubectl {' '.join(args)}: {result.stderr}"
+    return result.stdout.strip()
+
+
+def _review(api: Any, verb: str, resource: str, namespace: str | None) -> str:
+    """The SelfSubjectAccessReview that `kubectl auth can-i` sends, with the group spelled out.
+
+    kubectl resolves `scaledobjects.keda.sh` through discovery and answers "no" for a type the
+    server does not serve (no KEDA here); the authorizer itself needs no such type to decide.
+    """
+    resource, _, subresource = resource.partition("/")
+    plural, _, group = resource.partition(".")
+    attributes = {"verb": verb, "group": group, "resource": plural, "subresource": subresource}
+    if namespace:
+        attributes["namespace"] = namespace
+    body = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": attributes},
+    }
+    review = builders.create(api, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", body)
+    return "yes" if review["status"].get("allowed") else "no"
+
+
+def _answers(api: Any, checks: list[tuple[str, str, str | None]]) -> dict[tuple[str, str, str | None], str]:
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = list(pool.map(lambda c: _review(api, *c), checks))
+    return dict(zip(checks, answers, strict=True))
+
+
+@pytest.mark.parametrize("overlay", ["socket-mode", "http"])
+def test_overlay_passes_a_server_side_dry_run(
+    control_plane: ControlPlane, admin_api: Any, overlay: str
+) -> None:
+    # The control plane installed namespace.yaml when it minted scalebot's identity; a dry run of
+    # a Namespace creates nothing, so the namespaced objects need the real one to exist already.
+    assert builders.get_or_none(admin_api, "/api/v1/namespaces/scalebot") is not None
+    result = control_plane.kubectl("apply", "--dry-run=server", "-k", str(OVERLAYS / overlay), timeout=120)
+    assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+    applied = {line.split()[0] for line in result.stdout.splitlines() if "(server dry run)" in line}
+    expected = BASE_OBJECTS | ({"service/scalebot"} if overlay == "http" else set())
+    assert applied == expected
+    # The namespace warns at PodSecurity `restricted`: a pod template that breaks it is reported here.
+    assert "PodSecurity" not in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(("overlay", "required", "absent"), [
+    ("socket-mode", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET"),
+    ("http", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN"),
+])  # fmt: skip
+def test_each_overlay_requires_its_own_slack_secret(
+    control_plane: ControlPlane, overlay: str, required: str, absent: str
+) -> None:
+    result = control_plane.kubectl("kustomize", str(OVERLAYS / overlay), check=True)
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e for e in container["env"]}
+    ref = env[required]["valueFrom"]["secretKeyRef"]
+    assert (ref["name"], ref["key"], ref["optional"]) == ("scalebot-slack", required, False)
+    assert env["SLACK_BOT_TOKEN"]["valueFrom"]["secretKeyRef"]["optional"] is False
+    assert container["envFrom"] == [{"secretRef": {"name": "scalebot-slack", "optional": False}}]
+    if absent == "SLACK_APP_TOKEN":
+        assert env[absent] == {"name": absent, "value": ""}, "HTTP mode never falls into Socket Mode"
+    else:
+        assert absent not in env
+    services = [d for d in docs if d["kind"] == "Service"]
+    if overlay == "http":
+        (service,) = services
+        assert service["metadata"]["namespace"] == "scalebot"
+        assert service["spec"]["ports"] == [
+            {"name": "http", "port": 3000, "targetPort": "http", "protocol": "TCP"}
+        ]
+        assert {"name": "http", "containerPort": 3000, "protocol": "TCP"} in container["ports"]
+    else:
+        assert not services, "Socket Mode exposes nothing"
+
+
+def test_example_config_is_valid_for_the_settings_loader() -> None:
+    configmap = yaml.safe_load((BASE / "configmap.yaml").read_text())
+    deployment = yaml.safe_load((BASE / "deployment.yaml").read_text())
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["SCALEBOT_CONFIG"] == "/etc/scalebot/config.yaml" and env["SCALEBOT_DB"] == "/data/scalebot.db"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "config.yaml"
+        path.write_text(configmap["data"]["config.yaml"])
+        loaded = settings.load(path, {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"})
+    assert loaded.server.health_port == 8080 and loaded.server.http_port == 3000
+    assert loaded.clusters["management"].context == "", "in-cluster: no kubeconfig context"
+
+
+def test_the_e2e_identity_is_exactly_the_shipped_rbac(admin_api: Any) -> None:
+    shipped = {
+        (d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all((BASE / "rbac.yaml").read_text())
+    }
+    live_role = builders.get(admin_api, "/apis/rbac.authorization.k8s.io/v1/clusterroles/scalebot")
+    assert live_role["rules"] == shipped[("ClusterRole", "scalebot")]["rules"]
+    live = builders.get(
+        admin_api, "/apis/rbac.authorization.k8s.io/v1/namespaces/scalebot/roles/scalebot-leader-election"
+    )
+    assert live["rules"] == shipped[("Role", "scalebot-leader-election")]["rules"]
+    # Nothing else grants the ServiceAccount anything (besides what every authenticated user gets).
+    bound = []
+    for kind, path in (
+        ("ClusterRoleBinding", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings"),
+        ("RoleBinding", "/apis/rbac.authorization.k8s.io/v1/rolebindings"),
+    ):
+        for binding in builders.list_items(admin_api, path):
+            for subject in binding.get("subjects") or ():
+                is_sa = (
+                    subject.get("kind") == "ServiceAccount"
+                    and (subject.get("namespace"), subject["name"]) == SA
+                )
+                is_user = (
+                    subject.get("kind") == "User"
+                    and subject["name"] == "system:serviceaccount:scalebot:scalebot"
+                )
+                if is_sa or is_user:
+                    bound.append((kind, binding["metadata"]["name"], binding["roleRef"]["name"]))
+    assert sorted(bound) == [
+        ("ClusterRoleBinding", "scalebot", "scalebot"),
+        ("RoleBinding", "scalebot-leader-election", "scalebot-leader-election"),
+    ]
+
+
+def test_the_rbac_allows_every_verb_scalebot_uses(scalebot_api: Any) -> None:
+    denied = [check for check, answer in _answers(scalebot_api, USED).items() if answer != "yes"]
+    assert not denied, f"the shipped RBAC lacks: {denied}"
+
+
+def test_the_rbac_refuses_everything_else(scalebot_api: Any) -> None:
+    allowed = [check for check, answer in _answers(scalebot_api, REFUSED).items() if answer != "no"]
+    assert not allowed, f"the shipped RBAC allows more than scalebot needs: {allowed}"
+
+
+@pytest.mark.parametrize(("verb", "resource", "namespace", "answer"), [
+    ("create", "pods/eviction", "default", "yes"),
+    ("patch", "nodes", None, "yes"),
+    ("update", "leases", "scalebot", "yes"),
+    ("create", "events", "default", "yes"),
+    ("patch", "machinedeployments.cluster.x-k8s.io/scale", "default", "yes"),
+    ("delete", "namespaces", None, "no"),
+    ("get", "secrets", "kube-system", "no"),
+    ("list", "secrets", None, "no"),
+    ("create", "pods", "default", "no"),
+    ("update", "leases", "kube-node-lease", "no"),
+])  # fmt: skip
+def test_kubectl_auth_can_i_agrees(
+    control_plane: ControlPlane, verb: str, resource: str, namespace: str | None, answer: str
+) -> None:
+    assert _can_i(control_plane, verb, resource, namespace) == answer
+
+
+def test_a_refused_action_is_refused_by_the_api_server_too(control_plane: ControlPlane) -> None:
+    # can-i asks the authorizer; this is the real request, as scalebot would send it.
+    result = control_plane.kubectl(
+        "delete", "namespace", "kube-public", "--dry-run=server", identity="scalebot"
+    )
+    assert result.returncode != 0 and "forbidden" in result.stderr.lower()
+    result = control_plane.kubectl("get", "secrets", "-n", "kube-system", identity="scalebot")
+    assert result.returncode != 0 and "forbidden" in result.stderr.lower()

@@ -1,0 +1,526 @@
+"""A local Slack for tests: recording Web API, Socket Mode WebSocket server, request signer.
+
+- `SlackApiServer`: a ThreadingHTTPServer on 127.0.0.1:0 answering like Slack's Web API
+  (`/api/<method>`) and standing in for `response_url`s (`/response/<id>`). Every call is
+  recorded under a lock with a Condition; `wait_for(predicate)` waits on it with a deadline (no
+  sleeps). `fail(method, times=N, status=429|500, retry_after=…, delay=…)` scripts faults for the
+  next N calls of a method: the fault cases of issue 9 (429 with Retry-After, 500s, slow answers)
+  are one line each.
+- `SocketModeServer`: websockets' threaded server; sends `hello` on connect, pushes envelopes
+  (`slash_commands`, `interactive`) and records the `{"envelope_id": …}` acks; `disconnect()`
+  sends Slack's refresh frame so reconnects can be proven.
+- `Signer`: bodies and headers signed exactly as Slack signs them (v0 HMAC-SHA256 over the raw
+  bytes), with real payload shapes: slash-command form bodies with all 13 fields and
+  `payload=` block_actions bodies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import itertools
+import json
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from websockets.sync.server import ServerConnection, serve
+
+# -- the Web API ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Call:
+    method: str
+    """Web API method ("chat.update"), or "response_url" for /response/<id>."""
+    body: dict[str, Any]
+    headers: dict[str, str]
+    path: str
+    at: float
+    """time.monotonic() when the request arrived."""
+    status: int = 200
+    response: dict[str, Any] = field(default_factory=dict)
+    """What the server answered (e.g. the `ts` of a posted message)."""
+
+
+@dataclass
+class Fault:
+    status: int = 429
+    retry_after: float | None = 1
+    delay: float = 0.0
+    error: str | None = None
+
+
+class SlackApiServer:
+    BOT_USER_ID = "U0BOT"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._calls: list[Call] = []
+        self._faults: dict[str, deque[Fault]] = {}
+        self._ts = itertools.count(1)
+        self._closing = threading.Event()
+        self.ws_url = ""
+        self.usergroups: list[dict[str, Any]] = []
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
+        )
+
+    # lifecycle
+    def start(self) -> SlackApiServer:
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._closing.set()
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    @property
+    def url(self) -> str:
+        """The Web API base URL (what SLACK_API_URL would be); ends with '/'."""
+        return f"{self.base}/api/"
+
+    def response_url(self, name: str | None = None) -> str:
+        return f"{self.base}/response/{name or uuid.uuid4().hex[:8]}"
+
+    # scripting
+    def fail(
+        self,
+        method: str,
+        *,
+        times: int = 1,
+        status: int = 429,
+        retry_after: float | None = 1,
+        delay: float = 0.0,
+        error: str | None = None,
+    ) -> None:
+        """The next `times` calls of `method` answer `status` (429 with Retry-After, 500, …),
+        optionally after `delay` seconds; status 200 with `error` answers ok=false."""
+        with self._lock:
+            queue = self._faults.setdefault(method, deque())
+            queue.extend(Fault(status, retry_after, delay, error) for _ in range(times))
+
+    def clear_faults(self) -> None:
+        with self._lock:
+            self._faults.clear()
+
+    # observing
+    @property
+    def calls(self) -> list[Call]:
+        with self._lock:
+            return list(self._calls)
+
+    def calls_to(self, method: str, *, ok_only: bool = False) -> list[Call]:
+        return [c for c in self.calls if c.method == method and (not ok_only or c.status == 200)]
+
+    def wait_for(
+        self, predicate: Callable[[list[Call]], bool], timeout: float = 5.0, what: str = ""
+    ) -> list[Call]:
+        with self._cond:
+            if not self._cond.wait_for(lambda: predicate(self._calls), timeout=timeout):
+                seen = [(c.method, c.status) for c in self._calls]
+                raise AssertionError(f"not seen within {timeout}s: {what or predicate}; calls: {seen}")
+            return list(self._calls)
+
+    def wait_for_call(
+        self, method: str, where: Callable[[Call], bool] = lambda c: True, timeout: float = 5.0
+    ) -> Call:
+        calls = self.wait_for(lambda cs: any(c.method == method and where(c) for c in cs), timeout, method)
+        return next(c for c in calls if c.method == method and where(c))
+
+    # the HTTP side
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return None
+
+            def do_POST(self) -> None:
+                api._serve(self)
+
+            def do_GET(self) -> None:
+                api._serve(self)
+
+        return Handler
+
+    def _serve(self, request: BaseHTTPRequestHandler) -> None:
+        length = int(request.headers.get("Content-Length") or 0)
+        raw = request.rfile.read(length) if length else b""
+        path = urllib.parse.urlsplit(request.path).path
+        method = "response_url" if path.startswith("/response/") else path.removeprefix("/api/")
+        body = _decode_body(raw, request.headers.get("Content-Type", ""), request.path)
+        with self._lock:
+            queue = self._faults.get(method)
+            fault = queue.popleft() if queue else None
+        if fault is not None and fault.delay:
+            self._closing.wait(fault.delay)  # a slow Slack; returns early when the server closes
+        status, headers, answer = self._answer(method, body, fault)
+        headers_seen = {k.lower(): v for k, v in request.headers.items()}
+        call = Call(method, body, headers_seen, path, time.monotonic(), status, answer)
+        with self._cond:
+            self._calls.append(call)
+            self._cond.notify_all()
+        data = json.dumps(answer).encode()
+        request.send_response(status)
+        request.send_header("Content-Type", "application/json; charset=utf-8")
+        request.send_header("Content-Length", str(len(data)))
+        for name, value in headers.items():
+            request.send_header(name, value)
+        request.end_headers()
+        request.wfile.write(data)
+
+    def _answer(
+        self, method: str, body: dict[str, Any], fault: Fault | None
+    ) -> tuple[int, dict[str, str], Any]:
+        if fault is not None and fault.status == 429:
+            headers = {"Retry-After": str(int(fault.retry_after))} if fault.retry_after is not None else {}
+            return 429, headers, {"ok": False, "error": "ratelimited"}
+        if fault is not None and fault.status >= 500:
+            return fault.status, {}, {"ok": False, "error": "internal_error"}
+        if fault is not None and fault.error:
+            return 200, {}, {"ok": False, "error": fault.error}
+        return 200, {}, self._canned(method, body)
+
+    def _canned(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
+        if method == "auth.test":
+            return {
+                "ok": True,
+                "url": "https://scalebot-test.slack.com/",
+                "team": "Test",
+                "user": "scalebot",
+                "team_id": "T0TEST",
+                "user_id": self.BOT_USER_ID,
+                "bot_id": "B0BOT",
+                "is_enterprise_install": False,
+            }
+        if method == "chat.postMessage":
+            ts = f"1700000000.{next(self._ts):06d}"
+            return {
+                "ok": True,
+                "channel": body.get("channel"),
+                "ts": ts,
+                "message": {"text": body.get("text")},
+            }
+        if method == "chat.update":
+            return {
+                "ok": True,
+                "channel": body.get("channel"),
+                "ts": body.get("ts"),
+                "text": body.get("text"),
+            }
+        if method == "chat.postEphemeral":
+            return {"ok": True, "message_ts": f"1700000000.{next(self._ts):06d}"}
+        if method == "apps.connections.open":
+            return {"ok": True, "url": self.ws_url}
+        if method == "usergroups.list":
+            return {"ok": True, "usergroups": self.usergroups}
+        return {"ok": True}
+
+
+def _decode_body(raw: bytes, content_type: str, path: str) -> dict[str, Any]:
+    if not raw:
+        query = urllib.parse.urlsplit(path).query
+        return {k: v[0] for k, v in urllib.parse.parse_qs(query).items()}
+    text = raw.decode("utf-8")
+    if "json" in content_type or text.startswith("{"):
+        data = json.loads(text)
+        return data if isinstance(data, dict) else {"_": data}
+    return {k: v[0] for k, v in urllib.parse.parse_qs(text, keep_blank_values=True).items()}
+
+
+# -- blocks in recorded calls ----------------------------------------------------------------------
+
+
+def blocks_of(call: Call) -> list[dict[str, Any]]:
+    blocks = call.body.get("blocks") or []
+    return json.loads(blocks) if isinstance(blocks, str) else list(blocks)
+
+
+def all_text(call: Call) -> str:
+    """Every text of a recorded message (fallback and blocks), for substring assertions."""
+    parts = [str(call.body.get("text") or "")]
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if key == "text" and isinstance(item, str):
+                    parts.append(item)
+                else:
+                    walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(blocks_of(call))
+    return "\n".join(parts)
+
+
+def buttons_of(call: Call) -> list[dict[str, Any]]:
+    return [e for b in blocks_of(call) if b.get("type") == "actions" for e in b.get("elements", [])]
+
+
+# -- Socket Mode ----------------------------------------------------------------------------------
+
+
+class SocketModeServer:
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._connections: list[ServerConnection] = []
+        self.acks: list[dict[str, Any]] = []
+        self._server = serve(self._handle, "127.0.0.1", 0, compression=None, ping_interval=None)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def start(self) -> SocketModeServer:
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._thread.join(timeout=5)
+
+    @property
+    def url(self) -> str:
+        port = self._server.socket.getsockname()[1]
+        return f"ws://127.0.0.1:{port}/link/?ticket={uuid.uuid4().hex}&app_id=A0TEST"
+
+    @property
+    def connection_count(self) -> int:
+        with self._cond:
+            return len(self._connections)
+
+    def _handle(self, connection: ServerConnection) -> None:
+        with self._cond:
+            self._connections.append(connection)
+            self._cond.notify_all()
+        connection.send(
+            json.dumps(
+                {
+                    "type": "hello",
+                    "num_connections": 1,
+                    "debug_info": {
+                        "host": "applink-local",
+                        "build_number": 1,
+                        "approximate_connection_time": 18060,
+                    },
+                    "connection_info": {"app_id": "A0TEST"},
+                }
+            )
+        )
+        try:
+            for raw in connection:
+                message = json.loads(raw)
+                if isinstance(message, dict) and "envelope_id" in message:
+                    with self._cond:
+                        self.acks.append(message)
+                        self._cond.notify_all()
+        except Exception:  # the client went away; the test decides whether that was expected
+            return
+
+    def wait_connections(self, count: int, timeout: float = 10.0) -> None:
+        with self._cond:
+            if not self._cond.wait_for(lambda: len(self._connections) >= count, timeout=timeout):
+                raise AssertionError(
+                    f"expected {count} Socket Mode connections, saw {len(self._connections)}"
+                )
+
+    def push(
+        self, envelope_type: str, payload: dict[str, Any], *, accepts_response_payload: bool = True
+    ) -> str:
+        """Send an envelope on the newest connection; returns its envelope_id."""
+        envelope_id = str(uuid.uuid4())
+        envelope = {
+            "envelope_id": envelope_id,
+            "payload": payload,
+            "type": envelope_type,
+            "accepts_response_payload": accepts_response_payload,
+        }
+        with self._cond:
+            connection = self._connections[-1]
+        connection.send(json.dumps(envelope))
+        return envelope_id
+
+    def disconnect(self, reason: str = "refresh_requested") -> None:
+        with self._cond:
+            connection = self._connections[-1]
+        connection.send(
+            json.dumps({"type": "disconnect", "reason": reason, "debug_info": {"host": "applink-local"}})
+        )
+
+    def wait_for_ack(self, envelope_id: str, timeout: float = 5.0) -> dict[str, Any]:
+        with self._cond:
+            if not self._cond.wait_for(
+                lambda: any(a["envelope_id"] == envelope_id for a in self.acks), timeout
+            ):
+                raise AssertionError(f"envelope {envelope_id} not acknowledged within {timeout}s")
+            return next(a for a in self.acks if a["envelope_id"] == envelope_id)
+
+
+# -- signing and payloads -------------------------------------------------------------------------
+
+
+@dataclass
+class Signer:
+    secret: str
+    team_id: str = "T0TEST"
+    api_app_id: str = "A0TEST"
+    clock: Callable[[], float] = time.time
+    _counter: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    def headers(
+        self, body: bytes, *, timestamp: int | None = None, signature: str | None = None
+    ) -> dict[str, str]:
+        ts = str(int(self.clock()) if timestamp is None else timestamp)
+        base = b"v0:" + ts.encode() + b":" + body
+        digest = hmac.new(self.secret.encode(), base, hashlib.sha256).hexdigest()
+        return {
+            "Content-Type": "application/x-www-form-urlencoded",
+            "X-Slack-Request-Timestamp": ts,
+            "X-Slack-Signature": signature or f"v0={digest}",
+        }
+
+    def slash_command_fields(
+        self, text: str, *, user_id: str, channel_id: str, response_url: str, command: str = "/scale"
+    ) -> dict[str, str]:
+        """All 13 fields Slack sends for a slash command, in Slack's order."""
+        n = next(self._counter)
+        return {
+            "token": "gIkuvaNzQIHg97ATvDxqgjtO",  # the deprecated verification token: never used
+            "team_id": self.team_id,
+            "team_domain": "scalebot-test",
+            "channel_id": channel_id,
+            "channel_name": "platform",
+            "user_id": user_id,
+            "user_name": user_id.lower(),
+            "command": command,
+            "text": text,
+            "api_app_id": self.api_app_id,
+            "is_enterprise_install": "false",
+            "response_url": response_url,
+            "trigger_id": f"{n}.1234567890.abcdef{n:06d}",
+        }
+
+    def slash_command(self, text: str, **kwargs: Any) -> bytes:
+        return urllib.parse.urlencode(self.slash_command_fields(text, **kwargs)).encode()
+
+    def block_actions_payload(
+        self,
+        action_id: str,
+        value: str,
+        *,
+        user_id: str,
+        channel_id: str,
+        message_ts: str,
+        response_url: str,
+        block_id: str = "actions-1",
+    ) -> dict[str, Any]:
+        n = next(self._counter)
+        return {
+            "type": "block_actions",
+            "user": {
+                "id": user_id,
+                "username": user_id.lower(),
+                "name": user_id.lower(),
+                "team_id": self.team_id,
+            },
+            "api_app_id": self.api_app_id,
+            "token": "gIkuvaNzQIHg97ATvDxqgjtO",
+            "container": {
+                "type": "message",
+                "message_ts": message_ts,
+                "channel_id": channel_id,
+                "is_ephemeral": False,
+            },
+            "trigger_id": f"{n}.1234567890.fedcba{n:06d}",
+            "team": {"id": self.team_id, "domain": "scalebot-test"},
+            "enterprise": None,
+            "is_enterprise_install": False,
+            "channel": {"id": channel_id, "name": "platform"},
+            "message": {"type": "message", "ts": message_ts, "text": "card", "blocks": []},
+            "state": {"values": {}},
+            "response_url": response_url,
+            "actions": [
+                {
+                    "action_id": action_id,
+                    "block_id": block_id,
+                    "text": {"type": "plain_text", "text": "Approve", "emoji": True},
+                    "value": value,
+                    "style": "primary",
+                    "type": "button",
+                    "action_ts": f"{int(self.clock())}.{n:06d}",
+                }
+            ],
+        }
+
+    def block_actions(self, action_id: str, value: str, **kwargs: Any) -> bytes:
+        payload = self.block_actions_payload(action_id, value, **kwargs)
+        return ("payload=" + urllib.parse.quote(json.dumps(payload))).encode()
+
+
+@dataclass(frozen=True)
+class HttpResult:
+    status: int
+    body: str
+    elapsed: float
+
+    def json(self) -> Any:
+        return json.loads(self.body) if self.body else None
+
+
+def post(url: str, body: bytes, headers: dict[str, str], timeout: float = 10.0) -> HttpResult:
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    started = time.monotonic()
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            text = response.read().decode()
+            return HttpResult(response.status, text, time.monotonic() - started)
+    except urllib.error.HTTPError as error:
+        text = error.read().decode()
+        error.close()
+        return HttpResult(error.code, text, time.monotonic() - started)
+
+
+def get(url: str, timeout: float = 5.0) -> HttpResult:
+    started = time.monotonic()
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return HttpResult(response.status, response.read().decode(), time.monotonic() - started)
+    except urllib.error.HTTPError as error:
+        text = error.read().decode()
+        error.close()
+        return HttpResult(error.code, text, time.monotonic() - started)
+
+
+def wait_until(
+    predicate: Callable[[], bool], timeout: float = 5.0, what: str = "", poll: float = 0.01
+) -> None:
+    """Poll a predicate with a deadline, for state that has no Condition to wait on."""
+    deadline = time.monotonic() + timeout
+    event = threading.Event()
+    while not predicate():
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"not true within {timeout}s: {what or predicate}")
+        event.wait(poll)
+
+
+def methods(calls: Sequence[Call]) -> list[str]:
+    return [c.method for c in calls]

@@ -1,0 +1,75 @@
+"""The same app over Socket Mode, against a local WebSocket server speaking Slack's envelopes.
+
+Covers: envelopes are acked with their envelope_id (a usage error rides in the ack payload); a
+request over Socket Mode posts the card and an interactive envelope approves it; Slack's
+`disconnect` (refresh_requested) makes the client fetch a new URL (a second
+apps.connections.open) and keep working; auth.test happens once.
+"""
+
+from __future__ import annotations
+
+from bot import blocks
+from tests.slack.conftest import CHANNEL, RunningBot
+from tests.slack.fake_ops import APPROVER, OPERATOR
+from tests.slack.harness import SocketModeServer, all_text
+
+
+def _command(bot: RunningBot, socket: SocketModeServer, text: str, user: str = OPERATOR) -> tuple[str, str]:
+    response_url = bot.api.response_url()
+    fields = bot.signer.slash_command_fields(
+        text, user_id=user, channel_id=CHANNEL, response_url=response_url
+    )
+    return socket.push("slash_commands", fields), response_url
+
+
+def test_envelopes_are_acked_with_their_id_and_usage_errors_ride_the_ack(
+    socket_bot: RunningBot, socket_server: SocketModeServer
+) -> None:
+    socket_server.wait_connections(1)
+
+    envelope_id, _ = _command(socket_bot, socket_server, "wkae dev-eu")
+
+    ack = socket_server.wait_for_ack(envelope_id)
+    assert ack["payload"]["response_type"] == "ephemeral"
+    assert "Did you mean `wake`?" in str(ack["payload"])
+    socket_bot.settle()
+    assert socket_bot.ops.calls == []
+
+
+def test_request_and_approval_over_socket_mode(
+    socket_bot: RunningBot, socket_server: SocketModeServer
+) -> None:
+    socket_server.wait_connections(1)
+    envelope_id, _ = _command(socket_bot, socket_server, "zero dev-eu")
+    assert "payload" not in socket_server.wait_for_ack(envelope_id)  # empty ack
+    card = socket_bot.card()
+    op = socket_bot.ops.only_op()
+
+    payload = socket_bot.signer.block_actions_payload(
+        blocks.ACTION_APPROVE,
+        op.approval_id,
+        user_id=APPROVER,
+        channel_id=CHANNEL,
+        message_ts=card.response["ts"],
+        response_url=socket_bot.api.response_url(),
+    )
+    click = socket_server.push("interactive", payload)
+
+    socket_server.wait_for_ack(click)
+    update = socket_bot.api.wait_for_call("chat.update", lambda c: "Approved by <@U0APP>" in all_text(c))
+    assert update.body["ts"] == card.response["ts"]
+
+
+def test_disconnect_reconnects_and_keeps_working(
+    socket_bot: RunningBot, socket_server: SocketModeServer
+) -> None:
+    socket_server.wait_connections(1)
+
+    socket_server.disconnect("refresh_requested")
+
+    socket_bot.api.wait_for(lambda cs: sum(c.method == "apps.connections.open" for c in cs) == 2, timeout=10)
+    socket_server.wait_connections(2)
+    envelope_id, _ = _command(socket_bot, socket_server, "scale web 1")
+    socket_server.wait_for_ack(envelope_id, timeout=10)
+    socket_bot.card()
+    assert len(socket_bot.api.calls_to("auth.test")) == 1

@@ -1,0 +1,313 @@
+"""Block Kit renderers: shapes, limits and determinism.
+
+Covers: the approval card (buttons carry only the approval ID, Approve is primary with a confirm
+dialog on destructive kinds), the decided card (no buttons), the progress parent (Cancel while
+running), decision lines rebuilt from history; and limits with hostile sizes: 10,000 pods,
+1,000 nodes with 253-character names, 300 pools, 5,000 history rows. Every rendering passes
+slack_sdk validation (`to_dict()`), stays within 50 blocks, 3,000 characters per section and a
+cumulative text under 12,000, and long lists end in "... (N more)". Identical input renders
+identical blocks; a change renders new block IDs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from bot import blockkit, blocks
+from bot.blockkit import Message
+from engine.operation import Operation, OperationPlan, OpKind, OpState, PoolChange, Target
+from engine.policy import Role
+from engine.pools.base import Pool, RestoreRecord
+
+NOW = datetime(2026, 3, 2, 14, 2, tzinfo=UTC)
+LONG = "n" * 240 + "-{:05d}.x"  # 253 characters: the longest valid node name
+
+
+def assert_within_limits(message: Message) -> list[dict[str, Any]]:
+    dicts = message.block_dicts()  # slack_sdk validation: raises SlackObjectFormationError
+    assert 0 < len(dicts) <= blockkit.MAX_BLOCKS
+    assert blockkit.text_length(dicts) < 12_000
+    for block in dicts:
+        text = block.get("text")
+        if block["type"] == "section":
+            assert len(text["text"]) <= 3_000
+        if block["type"] == "header":
+            assert len(text["text"]) <= 150
+    assert len(message.text) <= blockkit.FALLBACK_CHARS
+    json.dumps(dicts)
+    return dicts
+
+
+def op(
+    *,
+    kind: OpKind = OpKind.ZERO,
+    state: OpState = OpState.AWAITING_APPROVAL,
+    plan: OperationPlan | None = None,
+    **changes: Any,
+) -> Operation:
+    plan = plan or OperationPlan(
+        kind=kind,
+        cluster="dev-eu",
+        pools=(
+            PoolChange("web", 3, 0, ("web-1", "web-2", "web-3")),
+            PoolChange("batch", 2, 0, ("b-1", "b-2")),
+        ),
+        force_phase=True,
+        blockers=(("shop/db-0", "PDB db allows 0 disruptions"), ("shop/cache-0", "do-not-disrupt")),
+    )
+    base = Operation(
+        id="op-1a2b3c4d",
+        kind=kind,
+        target=Target(cluster="dev-eu"),
+        state=state,
+        requested_by="U0OPS",
+        created_at=NOW,
+        updated_at=NOW,
+        plan=plan,
+        channel="C0DEV",
+        approval_id="Zm9vYmFyYmF6cXV4MTIzNA",
+        approvals_required=2,
+        expires_at=NOW + timedelta(minutes=30),
+    )
+    return replace(base, **changes)
+
+
+def buttons(dicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for b in dicts if b["type"] == "actions" for e in b["elements"]]
+
+
+@dataclass(frozen=True)
+class Entry:
+    at: datetime
+    actor: str
+    action: str
+    detail: str = ""
+
+
+# -- shapes --------------------------------------------------------------------------------------
+
+
+def test_approval_card_buttons_carry_only_the_approval_id() -> None:
+    dicts = assert_within_limits(blocks.approval_card(op()))
+
+    approve, reject = buttons(dicts)
+    assert approve == {
+        "type": "button",
+        "text": {"type": "plain_text", "text": "Approve"},
+        "action_id": blocks.ACTION_APPROVE,
+        "value": "Zm9vYmFyYmF6cXV4MTIzNA",
+        "style": "primary",
+        "confirm": {
+            "title": {"type": "plain_text", "text": "Approve this zero-scale?"},
+            "text": {
+                "type": "plain_text",
+                "text": "Zero-scale on dev-eu: 2 pools, 5 nodes → 0. This changes the cluster.",
+            },
+            "confirm": {"type": "plain_text", "text": "Approve"},
+            "deny": {"type": "plain_text", "text": "Back"},
+        },
+    }
+    assert reject == {
+        "type": "button",
+        "text": {"type": "plain_text", "text": "Reject"},
+        "action_id": blocks.ACTION_REJECT,
+        "value": "Zm9vYmFyYmF6cXV4MTIzNA",
+    }
+
+
+def test_approval_card_shows_the_plan() -> None:
+    text = json.dumps(assert_within_limits(blocks.approval_card(op())), ensure_ascii=False)
+
+    assert "<@U0OPS> asks to *zero* cluster *dev-eu*: 2 pools, 5 nodes → 0" in text
+    assert re.search(r"web +3 → +0", text)
+    assert "*Nodes to remove* (5): web-1, web-2, web-3, b-1, b-2" in text
+    assert "force-deleted" in text  # phase 2 warning
+    assert "* PDB db allows 0 disruptions: shop/db-0" in text
+    assert "Needs 2 approvals" in text and "expires <!date^" in text
+
+
+def test_wake_card_has_no_confirm_dialog() -> None:
+    plan = OperationPlan(kind=OpKind.WAKE, cluster="dev-eu", pools=(PoolChange("web", 0, 3),))
+    approve = buttons(assert_within_limits(blocks.approval_card(op(kind=OpKind.WAKE, plan=plan))))[0]
+    assert "confirm" not in approve
+
+
+def test_decided_card_has_no_buttons() -> None:
+    message = blocks.decided_card(op(state=OpState.REJECTED), decision="🚫 Rejected by <@U0APP> at 14:02")
+    dicts = assert_within_limits(message)
+    assert buttons(dicts) == []
+    assert "Rejected by <@U0APP> at 14:02" in json.dumps(dicts, ensure_ascii=False)
+
+
+def test_progress_parent_offers_cancel_only_while_running() -> None:
+    running = assert_within_limits(
+        blocks.progress_parent(op(state=OpState.RUNNING), status="Draining 5 nodes")
+    )
+    done = assert_within_limits(
+        blocks.progress_parent(op(state=OpState.SUCCEEDED), status="Completed in 4m05s")
+    )
+
+    cancel = buttons(running)
+    assert [(b["action_id"], b["value"], b["style"]) for b in cancel] == [
+        (blocks.ACTION_CANCEL, "op-1a2b3c4d", "danger")
+    ]
+    assert "🔄 Draining 5 nodes" in json.dumps(running, ensure_ascii=False)
+    assert buttons(done) == []
+    assert "✅ Completed in 4m05s" in json.dumps(done, ensure_ascii=False)
+
+
+def test_phase_reply_exact_shape() -> None:
+    dicts = blocks.phase_reply(op(), "Phase 2: force-deleting 3 Pods").block_dicts()
+    assert [{k: v for k, v in b.items() if k != "block_id"} for b in dicts] == [
+        {"type": "section", "text": {"type": "mrkdwn", "text": "🔹 Phase 2: force-deleting 3 Pods"}}
+    ]
+
+
+def test_rendering_is_deterministic_and_revisions_get_new_block_ids() -> None:
+    first = blocks.progress_parent(op(state=OpState.RUNNING), status="Draining: 3 Pods left").block_dicts()
+    again = blocks.progress_parent(op(state=OpState.RUNNING), status="Draining: 3 Pods left").block_dicts()
+    later = blocks.progress_parent(op(state=OpState.RUNNING), status="Draining: 2 Pods left").block_dicts()
+
+    assert first == again
+    assert {b["block_id"] for b in first}.isdisjoint({b["block_id"] for b in later})
+
+
+def test_decision_lines_come_from_history() -> None:
+    awaiting = op()
+    votes = [Entry(NOW, "U0OPS", "request"), Entry(NOW, "U0APP", "approve")]
+    assert blocks.decision_from_history(awaiting, votes) == "☑️ 1 of 2 approvals: <@U0APP>"
+
+    running = op(state=OpState.RUNNING)
+    both = [*votes, Entry(NOW + timedelta(minutes=1), "U0APP2", "approve")]
+    line = blocks.decision_from_history(running, both)
+    assert line is not None and line.startswith("✅ Approved by <@U0APP>, <@U0APP2> at <!date^")
+    assert line.endswith("|14:03 UTC>")
+
+    rejected = [*votes, Entry(NOW, "U0APP2", "rejected"), Entry(NOW, "scalebot", "expired")]
+    assert (blocks.decision_from_history(op(state=OpState.REJECTED), rejected) or "").startswith(
+        "🚫 Rejected by <@U0APP2>"
+    )
+    assert blocks.decision_from_history(running, [Entry(NOW, "U0OPS", "request")]) is None
+
+
+def test_user_text_is_escaped_but_mentions_survive() -> None:
+    assert blockkit.esc("a <b> & c") == "a &lt;b&gt; &amp; c"
+    assert blockkit.esc_keep_mentions("<@U1> said <script> & <!date^1^{time}|x>") == (
+        "<@U1> said &lt;script&gt; &amp; <!date^1^{time}|x>"
+    )
+
+
+def test_final_reply_reports_the_outcome() -> None:
+    done = op(
+        state=OpState.SUCCEEDED,
+        result={
+            "duration_seconds": 245,
+            "pods_evicted": 120,
+            "pods_force_deleted": 3,
+            "nodes_removed": 5,
+            "pools": {"web": [3, 0], "batch": [2, 0]},
+        },
+    )
+    text = json.dumps(
+        assert_within_limits(blocks.final_reply(done, "Completed in 4m05s")), ensure_ascii=False
+    )
+
+    for fragment in ("*Duration* 4m05s", "*Pods evicted* 120", "*Force-deleted* 3", "*Nodes removed* 5"):
+        assert fragment in text
+    assert re.search(r"batch +2 → +0", text) and re.search(r"web +3 → +0", text)
+
+
+# -- limits --------------------------------------------------------------------------------------
+
+
+def test_card_with_ten_thousand_blockers_and_a_thousand_long_nodes_stays_within_limits() -> None:
+    nodes = tuple(LONG.format(i) for i in range(1_000))
+    pools = tuple(PoolChange(f"pool-{i:03d}-" + "p" * 200, 10, 0, nodes[i::300]) for i in range(300))
+    blockers = tuple(
+        (f"namespace-{i % 50}/pod-{i:05d}-" + "x" * 200, f"reason {i % 7}") for i in range(10_000)
+    )
+    plan = OperationPlan(
+        kind=OpKind.ZERO,
+        cluster="dev-eu",
+        pools=pools,
+        force_phase=True,
+        blockers=blockers,
+        warnings=tuple("w" * 3000 for _ in range(20)),
+    )
+
+    dicts = assert_within_limits(blocks.approval_card(op(plan=plan)))
+
+    text = json.dumps(dicts)
+    assert "more)" in text
+    assert [b["action_id"] for b in buttons(dicts)] == [blocks.ACTION_APPROVE, blocks.ACTION_REJECT]
+
+
+@pytest.mark.parametrize("shape", ["one-line", "many-lines"])
+def test_blockers_reply_with_ten_thousand_pods_stays_within_limits(shape: str) -> None:
+    pods = [f"shop/{LONG.format(i)}" for i in range(10_000)]
+    if shape == "one-line":
+        condition = "Drain not completed yet:\n* Pods with eviction failed:\n  * PDB db: " + ", ".join(pods)
+    else:
+        condition = "Drain not completed yet:\n" + "\n".join(f"* {p}: eviction failed" for p in pods)
+
+    dicts = assert_within_limits(
+        blocks.blockers_reply(op(state=OpState.RUNNING), condition, summary="10000 left")
+    )
+
+    text = json.dumps(dicts)
+    assert "```" in text
+    assert "more)" in text or "more lines)" in text
+
+
+def test_views_with_huge_inputs_stay_within_limits() -> None:
+    @dataclass(frozen=True)
+    class Status:
+        cluster: str
+        pools: list[Pool]
+        running: list[Operation]
+        next_event: str | None
+
+    pools = [
+        Pool(
+            name=f"pool-{i}-" + "q" * 200,
+            provider="labels",
+            desired=0 if i % 2 else 5,
+            nodes=tuple(f"n{i}-{j}" for j in range(5)),
+            restore=RestoreRecord(5, 0, None, NOW, "op-1") if i % 2 else None,
+        )
+        for i in range(500)
+    ]
+    ops = [replace(op(state=OpState.RUNNING), id=f"op-{i:08d}") for i in range(100)]
+    history = [Entry(NOW, "U0OPS", "drain: evicted", "x" * 500) for _ in range(5_000)]
+
+    assert_within_limits(blocks.status_view(Status("dev-eu", pools, ops, "Fri 19:00")))
+    assert_within_limits(blocks.statuses_view([Status(f"c{i}", pools, ops, None) for i in range(20)]))
+    assert_within_limits(blocks.ops_list(ops))
+    assert_within_limits(blocks.ops_show(op(error="e" * 5000), history))
+    assert_within_limits(blocks.whoami_view("U1", {f"cluster-{i}": Role.APPROVER for i in range(300)}))
+    assert_within_limits(blocks.help_view())
+    assert_within_limits(blocks.usage_error("x" * 5000, "/scale help"))
+    assert_within_limits(blocks.text_message("y" * 20_000))
+    assert_within_limits(
+        blocks.final_reply(
+            op(
+                state=OpState.FAILED,
+                error="boom " * 2000,
+                result={"pools": {f"p{i}": [i, 0] for i in range(2000)}},
+            )
+        )
+    )
+
+
+def test_cut_list_line_counts_what_it_leaves_out() -> None:
+    line = ", ".join(f"pod-{i}" for i in range(100))
+    cut = blockkit.cut_list_line(line, 60)
+    assert len(cut) <= 60 and cut.startswith("pod-0, pod-1") and cut.endswith(" more)")
+    shown = cut.count("pod-")
+    assert cut.endswith(f"... ({100 - shown} more)")

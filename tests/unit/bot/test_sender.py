@@ -1,0 +1,292 @@
+"""The sender's queue discipline, against an in-memory Slack (the HTTP path is in tests/slack).
+
+Covers: post once then edit in place; skip unchanged; coalescing to the latest rendering under a
+per-message interval; final renderings jump the queue, are persisted first, never overwritten
+by a late non-final one, and survive a restart through the outbox; thread replies in order and
+only after their parent exists; a 429 blocks only its method for Retry-After; refused blocks
+fall back to text; permanent errors are dropped; metrics hooks see calls, 429s and errors.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web import SlackResponse
+
+from bot import blocks
+from bot.blockkit import Message
+from bot.outbox import MemoryOutbox
+from bot.sender import Sender, SenderMetrics
+from bot.settings import SenderSettings
+from bot.slackcall import TokenBucket
+
+FAST = SenderSettings(update_interval=0.05, updates_per_minute=6000, posts_per_second=1000)
+
+
+def msg(text: str) -> Message:
+    return blocks.text_message(text)
+
+
+@dataclass
+class FakeSlack:
+    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    errors: dict[str, list[tuple[int, str, dict[str, str]]]] = field(default_factory=dict)
+    gate: threading.Event = field(default_factory=threading.Event)
+    entered: threading.Event = field(default_factory=threading.Event)
+    cond: threading.Condition = field(default_factory=threading.Condition)
+    ts: int = 0
+
+    def __post_init__(self) -> None:
+        self.gate.set()
+
+    def fail(
+        self, method: str, status: int, error: str, headers: dict[str, str] | None = None, times: int = 1
+    ) -> None:
+        self.errors.setdefault(method, []).extend([(status, error, headers or {})] * times)
+
+    def api_call(self, api_method: str, *, json: dict[str, Any] | None = None) -> Any:
+        self.entered.set()
+        self.gate.wait(10)
+        with self.cond:
+            self.calls.append((api_method, dict(json or {})))
+            self.cond.notify_all()
+            queued = self.errors.get(api_method)
+            if queued:
+                status, error, headers = queued.pop(0)
+                response = SlackResponse(
+                    client=None,
+                    http_verb="POST",
+                    api_url=api_method,
+                    req_args={},
+                    data={"ok": False, "error": error},
+                    headers=headers,
+                    status_code=status,
+                )
+                raise SlackApiError("failed", response)
+            self.ts += 1
+            return {"ok": True, "ts": f"1.{self.ts:04d}", "channel": (json or {}).get("channel")}
+
+    def wait(self, predicate: Any, timeout: float = 5.0) -> list[tuple[str, dict[str, Any]]]:
+        with self.cond:
+            assert self.cond.wait_for(lambda: predicate(self.calls), timeout), self.calls
+            return list(self.calls)
+
+    def texts(self, method: str | None = None) -> list[str]:
+        return [body.get("text", "") for m, body in self.calls if method in (None, m)]
+
+
+@pytest.fixture
+def slack() -> FakeSlack:
+    return FakeSlack()
+
+
+@pytest.fixture
+def outbox() -> MemoryOutbox:
+    return MemoryOutbox()
+
+
+@pytest.fixture
+def sender(slack: FakeSlack, outbox: MemoryOutbox) -> Iterator[Sender]:
+    s = Sender(slack, outbox, settings=FAST)
+    s.start()
+    yield s
+    slack.gate.set()
+    s.stop(timeout=1)
+
+
+def test_first_rendering_is_posted_then_edited_in_place(slack: FakeSlack, sender: Sender) -> None:
+    sender.show("op:1", msg("one"), channel="C1")
+    assert sender.flush(5)
+    sender.show("op:1", msg("two"), channel="C1")
+    assert sender.flush(5)
+
+    assert [m for m, _ in slack.calls] == ["chat.postMessage", "chat.update"]
+    assert slack.calls[1][1]["ts"] == "1.0001" and slack.calls[1][1]["channel"] == "C1"
+    assert sender.message_ts("op:1") == "1.0001"
+
+
+def test_unchanged_rendering_is_not_sent(slack: FakeSlack, sender: Sender) -> None:
+    sender.show("op:1", msg("same"), channel="C1")
+    assert sender.flush(5)
+    for _ in range(10):
+        sender.show("op:1", msg("same"), channel="C1")
+    assert sender.flush(5)
+
+    assert len(slack.calls) == 1
+
+
+def test_rapid_renderings_coalesce_to_the_latest(slack: FakeSlack, outbox: MemoryOutbox) -> None:
+    coalesced: list[str] = []
+    s = Sender(
+        slack,
+        outbox,
+        settings=SenderSettings(update_interval=0.3, updates_per_minute=6000, posts_per_second=1000),
+        metrics=SenderMetrics(coalesced=coalesced.append),
+    )
+    s.start()
+    try:
+        s.show("op:1", msg("v0"), channel="C1")
+        slack.wait(lambda calls: len(calls) == 1)
+        for i in range(1, 31):
+            s.show("op:1", msg(f"v{i}"), channel="C1")
+        assert s.flush(5)
+    finally:
+        s.stop(1)
+
+    updates = slack.texts("chat.update")
+    assert updates[-1] == "v30" and len(updates) <= 2
+    assert len(coalesced) >= 28
+
+
+def test_finals_jump_the_queue(slack: FakeSlack, sender: Sender) -> None:
+    slack.gate.clear()  # the writer is stuck in its first call while the queue fills up
+    sender.show("op:a", msg("a"), channel="C1")
+    assert slack.entered.wait(5)
+    sender.reply("op:a", msg("a-reply"), channel="C1")
+    sender.show("op:b", msg("b"), channel="C1")
+    sender.show("op:c", msg("c-final"), channel="C1", final=True)
+    slack.gate.set()
+    assert sender.flush(5)
+
+    assert slack.texts() == ["a", "c-final", "b", "a-reply"]
+
+
+def test_a_late_non_final_rendering_never_replaces_a_final_one(slack: FakeSlack, sender: Sender) -> None:
+    sender.show("op:1", msg("running"), channel="C1")
+    assert sender.flush(5)
+    sender.show("op:1", msg("completed"), channel="C1", final=True)
+    sender.show("op:1", msg("still running"), channel="C1")
+    assert sender.flush(5)
+    sender.show("op:1", msg("running again"), channel="C1")
+    assert sender.flush(5)
+
+    assert slack.texts() == ["running", "completed"]
+
+
+def test_replies_wait_for_their_parent_and_keep_their_order(slack: FakeSlack, sender: Sender) -> None:
+    slack.fail("chat.postMessage", 500, "internal_error")  # the parent's first post fails
+    sender.show("op:1", msg("parent"), channel="C1", thread_ts="9.0001")
+    for i in range(5):
+        sender.reply("op:1", msg(f"reply {i}"), channel="C1")
+    assert sender.flush(10)
+
+    posts = [(body["text"], body.get("thread_ts")) for m, body in slack.calls if m == "chat.postMessage"]
+    assert posts[0] == ("parent", "9.0001") and posts[1] == ("parent", "9.0001")
+    assert posts[2:] == [(f"reply {i}", "9.0001") for i in range(5)]  # a thread inside a thread: same thread
+
+
+def test_replies_to_an_unknown_message_go_to_the_channel(slack: FakeSlack, sender: Sender) -> None:
+    sender.reply("op:gone", msg("orphan"), channel="C1")
+    assert sender.flush(5)
+    assert slack.calls == [
+        ("chat.postMessage", {"channel": "C1", "text": "orphan", "blocks": slack.calls[0][1]["blocks"]})
+    ]
+
+
+def test_429_blocks_only_that_method_for_retry_after(slack: FakeSlack, sender: Sender) -> None:
+    sender.show("op:1", msg("v1"), channel="C1")
+    assert sender.flush(5)
+    limited: list[tuple[str, float]] = []
+    sender._metrics = SenderMetrics(rate_limited=lambda m, s: limited.append((m, s)))
+    slack.fail("chat.update", 429, "ratelimited", {"Retry-After": "1"})
+
+    started = time.monotonic()
+    sender.show("op:1", msg("v2"), channel="C1")
+    slack.wait(lambda calls: sum(m == "chat.update" for m, _ in calls) == 1)
+    sender.show("op:2", msg("other message"), channel="C1")
+    slack.wait(lambda calls: calls[-1][1].get("text") == "other message")
+    posted_other = time.monotonic()
+    assert sender.flush(5)
+
+    assert posted_other - started < 1.0  # chat.postMessage was not held up
+    assert slack.texts("chat.update") == ["v2", "v2"]
+    assert time.monotonic() - started >= 1.0
+    assert limited == [("chat.update", 1.0)]
+
+
+def test_refused_blocks_fall_back_to_text(slack: FakeSlack, sender: Sender) -> None:
+    slack.fail("chat.postMessage", 200, "invalid_blocks")
+    sender.show("op:1", msg("hello"), channel="C1")
+    assert sender.flush(5)
+
+    first, second = slack.calls
+    assert "blocks" in first[1] and "blocks" not in second[1] and second[1]["text"] == "hello"
+
+
+def test_permanent_errors_are_dropped_and_counted(slack: FakeSlack, outbox: MemoryOutbox) -> None:
+    errors: list[tuple[str, str]] = []
+    calls: list[str] = []
+    s = Sender(
+        slack,
+        outbox,
+        settings=FAST,
+        metrics=SenderMetrics(call=calls.append, error=lambda m, e: errors.append((m, e))),
+    )
+    s.start()
+    try:
+        slack.fail("chat.postMessage", 200, "channel_not_found")
+        s.show("op:1", msg("final words"), channel="C404", final=True)
+        assert s.flush(5)
+    finally:
+        s.stop(1)
+
+    assert calls == ["chat.postMessage"] and errors == [("chat.postMessage", "channel_not_found")]
+    assert outbox.pending() == []
+
+
+def test_finals_are_persisted_before_delivery_and_survive_a_restart(
+    slack: FakeSlack, outbox: MemoryOutbox
+) -> None:
+    first = Sender(slack, outbox, settings=FAST)
+    posted: list[tuple[str, str, str]] = []
+    first.add_posted_hook(lambda *args: posted.append(args))
+    first.start()
+    first.show("op:1", msg("running"), channel="C1")
+    assert first.flush(5)
+    slack.fail("chat.update", 500, "internal_error", times=1000)
+    slack.fail("chat.postMessage", 503, "service_unavailable", times=1000)
+    first.show("op:1", msg("completed"), channel="C1", final=True)
+    first.reply("op:1", msg("summary"), channel="C1", final=True)
+    assert not first.stop(timeout=0.3)
+    assert [(i.kind, i.text) for i in outbox.pending()] == [("message", "completed"), ("reply", "summary")]
+    assert posted == [("op:1", "C1", "1.0001")] and outbox.lookup("op:1") == ("C1", "1.0001")
+
+    slack.errors.clear()
+    second = Sender(slack, outbox, settings=FAST)
+    second.start()
+    try:
+        assert second.flush(5)
+    finally:
+        second.stop(1)
+
+    delivered = [
+        (m, body["text"], body.get("ts") or body.get("thread_ts"))
+        for m, body in slack.calls
+        if m in ("chat.update", "chat.postMessage")
+    ][-2:]
+    assert sorted(delivered) == [
+        ("chat.postMessage", "summary", "1.0001"),
+        ("chat.update", "completed", "1.0001"),
+    ]
+    assert outbox.pending() == []
+
+
+def test_ephemerals_are_sent_to_their_user(slack: FakeSlack, sender: Sender) -> None:
+    sender.ephemeral("C1", "U1", msg("only you"))
+    assert sender.flush(5)
+    assert slack.calls[0][0] == "chat.postEphemeral" and slack.calls[0][1]["user"] == "U1"
+
+
+def test_token_bucket() -> None:
+    bucket = TokenBucket(rate=2.0, capacity=2.0, now=0.0)
+    assert bucket.wait_time(0.0) == 0.0
+    bucket.take(0.0)
+    bucket.take(0.0)
+    assert bucket.wait_time(0.0) == pytest.approx(0.5)
+    assert bucket.wait_time(0.5) == 0.0

@@ -1,0 +1,215 @@
+"""Settings: the config file and the environment, validated with errors that name the key.
+
+Covers: a full config; defaults; Socket Mode vs HTTP mode requirements; every class of bad
+input (unknown role, unknown key, wrong type, bad duration, bad IDs, YAML syntax, unreadable
+file, conflicting channel defaults, token prefixes, SLACK_API_URL without '/'); tokens never in
+a repr or str.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from bot.settings import Secret, SettingsError, load
+from engine.policy import Role
+
+ENV = {"SLACK_BOT_TOKEN": "xoxb-1-secret", "SLACK_SIGNING_SECRET": "s3cr3t-signing"}
+
+FULL = """
+server: {http_port: 3100, health_port: 8081}
+sender: {update_interval: 5s, updates_per_minute: 30}
+workers: 4
+channels: {C0STAGE: staging}
+clusters:
+  dev-eu:
+    context: kind-dev
+    kubeconfig: /etc/scalebot/kubeconfig
+    provider: labels
+    pool_label: example.com/pool
+    default_channel: C0DEV
+    policy:
+      users: {U0ADMIN: admin, U0OPS: operator}
+      groups: {S0SRE: approver}
+      approval_required_for: [zero, force]
+      approvals_required: 2
+      allow_self_approval: true
+      request_ttl: 45m
+  staging:
+    provider: capi
+    protected: true
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "scalebot.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def error(tmp_path: Path, text: str, env: dict[str, str] | None = None) -> str:
+    with pytest.raises(SettingsError) as info:
+        load(write(tmp_path, text), ENV if env is None else env)
+    return str(info.value)
+
+
+def test_full_config(tmp_path: Path) -> None:
+    settings = load(write(tmp_path, FULL), {**ENV, "SCALEBOT_DB": "/data/scalebot.db"})
+
+    dev = settings.clusters["dev-eu"]
+    assert (dev.context, dev.provider, dev.pool_label, str(dev.kubeconfig)) == (
+        "kind-dev",
+        "labels",
+        "example.com/pool",
+        "/etc/scalebot/kubeconfig",
+    )
+    assert dev.policy.users == {"U0ADMIN": Role.ADMIN, "U0OPS": Role.OPERATOR}
+    assert dev.policy.groups == {"S0SRE": Role.APPROVER}
+    assert dev.policy.approval_required_for == frozenset({"zero", "force"})
+    assert (dev.policy.approvals_required, dev.policy.allow_self_approval) == (2, True)
+    assert dev.policy.request_ttl == timedelta(minutes=45)
+    staging = settings.clusters["staging"]
+    assert staging.context == "staging" and staging.policy.protected and staging.protected
+    assert settings.channels == {"C0DEV": "dev-eu", "C0STAGE": "staging"}
+    assert settings.default_cluster("C0DEV") == "dev-eu" and settings.default_cluster("C0OTHER") is None
+    assert settings.channel_for("dev-eu") == "C0DEV"
+    assert (settings.server.http_port, settings.server.health_port, settings.workers) == (3100, 8081, 4)
+    assert (settings.sender.update_interval, settings.sender.updates_per_minute) == (5.0, 30.0)
+    assert str(settings.db_path) == "/data/scalebot.db"
+    assert not settings.slack.socket_mode
+
+
+def test_defaults_and_the_config_path_from_the_environment(tmp_path: Path) -> None:
+    path = write(tmp_path, "clusters: {dev-eu: {}}")
+    settings = load(None, {**ENV, "SCALEBOT_CONFIG": str(path)})
+
+    assert settings.config_path == path
+    assert settings.default_cluster("C0ANY") == "dev-eu"  # the only cluster
+    assert (settings.server.http_port, settings.server.health_port) == (3000, 8080)
+    assert str(settings.db_path) == "scalebot.db"
+    assert settings.clusters["dev-eu"].policy.request_ttl == timedelta(minutes=30)
+    assert settings.slack.api_url is None
+
+
+def test_socket_mode_needs_no_signing_secret(tmp_path: Path) -> None:
+    settings = load(
+        None,
+        {
+            "SLACK_BOT_TOKEN": "xoxb-1",
+            "SLACK_APP_TOKEN": "xapp-1",
+            "SLACK_API_URL": "http://127.0.0.1:9/api/",
+        },
+    )
+    assert settings.slack.socket_mode and settings.slack.signing_secret is None
+    assert settings.slack.api_url == "http://127.0.0.1:9/api/"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "clusters: {dev-eu: {policy: {users: {U1: boss}}}}",
+            "clusters.dev-eu.policy.users.U1: unknown role 'boss' (viewer, operator, approver, admin)",
+        ),
+        ("clusters: {dev-eu: {polcy: {}}}", "clusters.dev-eu.polcy: unknown setting (known here: context,"),
+        (
+            "clusters: {dev-eu: {provider: eks}}",
+            "clusters.dev-eu.provider: unknown provider 'eks' (labels, capi)",
+        ),
+        (
+            "clusters: {dev-eu: {policy: {users: {alice: admin}}}}",
+            "clusters.dev-eu.policy.users.alice: 'alice' is not a Slack user ID (U… or W…); use IDs",
+        ),
+        (
+            "clusters: {dev-eu: {policy: {groups: {U1: admin}}}}",
+            "clusters.dev-eu.policy.groups.U1: 'U1' is not",
+        ),
+        (
+            "clusters: {dev-eu: {policy: {request_ttl: soon}}}",
+            'clusters.dev-eu.policy.request_ttl: invalid duration "soon"',
+        ),
+        (
+            "clusters: {dev-eu: {policy: {approvals_required: 0}}}",
+            "clusters.dev-eu.policy.approvals_required: expected a whole number from 1 to 10, got 0",
+        ),
+        (
+            "clusters: {dev-eu: {policy: {approval_required_for: [zero, nap]}}}",
+            "clusters.dev-eu.policy.approval_required_for[1]: unknown kind 'nap'",
+        ),
+        (
+            "clusters: {dev-eu: {protected: maybe}}",
+            "clusters.dev-eu.protected: expected true or false, got 'maybe'",
+        ),
+        ("clusters: {dev-eu: {default_channel: general}}", "'general' is not a channel ID"),
+        ("clusters: {Dev_EU: {}}", "clusters.Dev_EU: cluster names are DNS-1123 labels"),
+        ("clusters: [dev-eu]", "clusters: expected a mapping of settings"),
+        (
+            "server: {http_port: 70000}",
+            "server.http_port: expected a whole number from 0 to 65535, got 70000",
+        ),
+        (
+            "sender: {updates_per_minute: 120}",
+            "sender.updates_per_minute: expected a number from 1 to 50, got 120",
+        ),
+        ("channels: {C0X: nowhere}", "channels.C0X: unknown cluster 'nowhere' (none configured)"),
+        (
+            "clusters: {a: {default_channel: C0X}, b: {default_channel: C0X}}",
+            "clusters.b.default_channels: C0X is already the default channel of a",
+        ),
+        ("colour: blue", "colour: unknown setting"),
+        ("clusters: {dev-eu: {context: [1]}}", "clusters.dev-eu.context: expected text, got list"),
+        ("just text", "the config file must be a mapping"),
+    ],
+)
+def test_bad_config_names_the_key(tmp_path: Path, text: str, message: str) -> None:
+    assert message in error(tmp_path, text)
+
+
+def test_yaml_syntax_errors_give_line_and_column(tmp_path: Path) -> None:
+    message = error(tmp_path, "clusters:\n  dev-eu: {policy: [\n")
+    assert "not valid YAML at line" in message and "scalebot.yaml" in message
+
+
+def test_unreadable_config_is_named(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match=r"missing\.yaml: cannot read the config file"):
+        load(tmp_path / "missing.yaml", ENV)
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({}, "SLACK_BOT_TOKEN: not set"),
+        ({"SLACK_BOT_TOKEN": "xoxp-user"}, "SLACK_BOT_TOKEN: expected a bot token starting with xoxb-"),
+        ({"SLACK_BOT_TOKEN": "xoxb-1"}, "SLACK_SIGNING_SECRET: not set"),
+        (
+            {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xoxb-2"},
+            "SLACK_APP_TOKEN: expected an app-level token",
+        ),
+        (
+            {**ENV, "SLACK_API_URL": "https://slack.example.com/api"},
+            "SLACK_API_URL: 'https://slack.example.com/api' must be an http(s) URL ending with '/'",
+        ),
+    ],
+)
+def test_environment_errors(env: dict[str, str], message: str) -> None:
+    with pytest.raises(SettingsError) as info:
+        load(None, env)
+    assert message in str(info.value)
+
+
+def test_console_mode_needs_no_tokens() -> None:
+    assert load(None, {}, require_slack=False).slack.bot_token.reveal() == ""
+
+
+def test_tokens_never_show_in_reprs(tmp_path: Path) -> None:
+    env = {**ENV, "SLACK_APP_TOKEN": "xapp-1-very-secret"}
+    settings = load(write(tmp_path, FULL), env)
+
+    for text in (repr(settings), str(settings), repr(settings.slack), f"{settings.slack.bot_token}"):
+        assert (
+            "xoxb-1-secret" not in text and "s3cr3t-signing" not in text and "xapp-1-very-secret" not in text
+        )
+    assert settings.slack.bot_token.reveal() == "xoxb-1-secret"
+    assert Secret("a") == Secret("a") and Secret("a") != Secret("b")
