@@ -307,6 +307,8 @@ class Bot:
     http: HttpServer | None = None
     health: HttpServer | None = None
     socket: SocketModeHandler | None = None
+    serve_health: bool = True
+    """False when the caller runs the health server itself (`scalebot run` serves /readyz, /metrics)."""
 
     def start(self) -> None:
         self.sender.start()
@@ -326,7 +328,7 @@ class Bot:
                 signing_secret=secret.reveal() if secret else None,
                 routes=self.routes,
             )
-        if self.settings.slack.socket_mode or server.health_port != server.http_port:
+        if self.serve_health and (self.settings.slack.socket_mode or server.health_port != server.http_port):
             self.health = serve_http(None, server.health_port, host=server.host, routes=self.routes)
 
     def stop(self, timeout: float = 10.0) -> None:

@@ -113,6 +113,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(handler=cmd_demo)
 
+    run = commands.add_parser("run", help="serve Slack (Socket Mode or HTTP), run operations and schedules")
+    run.add_argument("--config", help="config file (default $SCALEBOT_CONFIG); see the README's reference")
+    run.add_argument(
+        "--leader-election",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="hold a Lease so one instance acts (default: on inside Kubernetes)",
+    )
+    run.set_defaults(handler=cmd_run)
+
     sandbox = commands.add_parser("sandbox", help="a local control plane with kwok nodes to play with")
     sandbox.add_argument("action", choices=("up", "down"))
     sandbox.add_argument(
@@ -524,6 +534,19 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print("\nNow waking the cluster back to the recorded sizes:\n", flush=True)
     wake = OperationRequest(kind=OpKind.WAKE, target=Target(cluster=handle.name), requested_by=_user())
     return follow(ops, lambda: ops.request(wake))
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from bot import run, settings
+
+    try:
+        loaded = settings.load(args.config, os.environ)
+        service = run.build_service(loaded, leader_election=args.leader_election)
+    except (settings.SettingsError, run.RunError) as exc:
+        raise CliError(str(exc)) from exc
+    run.install_signal_handlers(service)
+    print(f"scalebot running: {', '.join(service.ops.clusters())}; database {loaded.db_path}", flush=True)
+    return service.serve()
 
 
 def cmd_sandbox(args: argparse.Namespace) -> int:

@@ -15,7 +15,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+if TYPE_CHECKING:
+    from engine.store import Store
 
 OutboxKind = Literal["message", "reply", "ephemeral"]
 
@@ -118,3 +121,25 @@ class MemoryOutbox:
     def lookup(self, key: str) -> tuple[str, str] | None:
         with self._lock:
             return self._messages.get(key)
+
+
+class StoreOutbox:
+    """The Outbox in scalebot's SQLite database, so owed finals survive a crash or a restart."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def add(self, item: OutboxItem) -> None:
+        self._store.outbox_add(item.id, item.to_json())
+
+    def pending(self) -> list[OutboxItem]:
+        return [OutboxItem.from_json(data) for data in self._store.outbox_pending()]
+
+    def mark_sent(self, item_id: str) -> None:
+        self._store.outbox_mark_sent(item_id)
+
+    def remember(self, key: str, channel: str, ts: str) -> None:
+        self._store.remember_message(key, channel, ts)
+
+    def lookup(self, key: str) -> tuple[str, str] | None:
+        return self._store.message(key)

@@ -21,6 +21,7 @@ from datetime import datetime
 from engine import plan as planning
 from engine import policy
 from engine.clock import Clock
+from engine.kube import events as kube_events
 from engine.operation import (
     Operation,
     OperationPlan,
@@ -66,6 +67,7 @@ class Operations:
         *,
         settings: RunnerSettings | None = None,
         next_event: Callable[[str], str | None] | None = None,
+        recorder: kube_events.Recorder | None = None,
     ) -> None:
         self.store = store
         self.handles = dict(clusters)
@@ -74,7 +76,9 @@ class Operations:
         self._listeners: list[Callable[[ProgressEvent], None]] = []
         self._listeners_lock = threading.Lock()
         self._next_event = next_event
-        self.runner = Runner(store, self.handles, clock, self._emit, settings or RunnerSettings())
+        self.runner = Runner(
+            store, self.handles, clock, self._emit, settings or RunnerSettings(), recorder=recorder
+        )
 
     # -- progress ---------------------------------------------------------------------------------
 

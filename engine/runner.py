@@ -31,6 +31,7 @@ from typing import Any
 from engine import drain, filters
 from engine.clock import Clock
 from engine.durations import format_duration
+from engine.kube import events as kube_events
 from engine.kube.api import KubeApi
 from engine.kube.errors import KubeError
 from engine.model import parse_time
@@ -91,8 +92,12 @@ class Runner:
         clock: Clock,
         emit: Callable[[ProgressEvent], None],
         settings: RunnerSettings = RunnerSettings(),
+        *,
+        recorder: kube_events.Recorder | None = None,
     ) -> None:
         self.store = store
+        self.recorder: kube_events.Recorder = recorder or kube_events.NullRecorder()
+        """Kubernetes Events on the objects we change, so `kubectl describe` shows what happened."""
         self.clusters = clusters
         self.clock = clock
         self.emit = emit
@@ -296,6 +301,12 @@ def step_cordon(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
             h.pools.prepare_removal(change.pool, change.nodes_to_remove)
     saved = op.step_data.get("drain")
     already = drain.cordon_nodes(h.api, op.plan.nodes, now=now)
+    for node in op.plan.nodes:
+        ref = kube_events.ObjectRef.node(node)
+        runner.recorder.record(
+            ref, reason=kube_events.CORDONED, message=f"Cordoned by scalebot (operation {op.id})"
+        )
+        runner.recorder.record(ref, reason=kube_events.DRAINING, message=f"Draining Node (operation {op.id})")
     state = (
         drain.DrainState.from_json(saved)
         if saved
@@ -335,6 +346,7 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     if result.report.completed and settled:
         done = "remove" if op.kind is not OpKind.DRAIN else None
         events.append(("phase", "Drain completed", ""))
+        _record_nodes(runner, op, kube_events.DRAINED, f"Drain completed (operation {op.id})")
         if done is None:
             return StepResult(
                 data=data,
@@ -357,6 +369,7 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     timeout = runner.settings.drain_timeout
     if not op.plan.force_phase and timeout is not None and now >= state.started_at + timeout:
         error = f"drain did not complete within {format_duration(timeout)}"
+        _record_nodes(runner, op, kube_events.DRAIN_FAILED, f"{error} (operation {op.id})", warning=True)
         return StepResult(
             data=data,
             state=OpState.FAILED,
@@ -398,6 +411,12 @@ def step_force(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
             op_id=op.id,
             cluster=h.name,
             detail=f"{pod.key} uid={pod.uid} grace=0 reason={reason}",
+        )
+        runner.recorder.record(
+            kube_events.ObjectRef.pod(pod.namespace, pod.name, pod.uid),
+            reason=kube_events.FORCE_DELETED,
+            message=f"Deleted with grace 0 in phase 2 of operation {op.id}: {reason}",
+            type="Warning",
         )
 
     forced = drain.force_delete_pods(h.api, remaining, executor=runner._evictions, on_deleted=record)
@@ -531,6 +550,16 @@ def step_finish(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     return StepResult(
         state=state, error=error, events=[_final(op, data, now)], result=_summary(op, data, now)
     )
+
+
+def _record_nodes(runner: Runner, op: Operation, reason: str, message: str, *, warning: bool = False) -> None:
+    for node in op.plan.nodes:
+        runner.recorder.record(
+            kube_events.ObjectRef.node(node),
+            reason=reason,
+            message=message,
+            type="Warning" if warning else "Normal",
+        )
 
 
 def _summary(op: Operation, data: Mapping[str, Any], now: datetime) -> dict[str, Any]:

@@ -250,6 +250,11 @@ class Store:
             pk=("cluster", "key"),
             if_not_exists=True,
         )
+        # Slack delivery: what the sender still owes (JSON items) and where each message lives.
+        db.table("outbox").create(
+            {"id": str, "seq": int, "item": str, "sent": int}, pk="id", if_not_exists=True
+        )
+        db.table("messages").create({"key": str, "channel": str, "ts": str}, pk="key", if_not_exists=True)
         self._migrate_schedules()
         for table in ("journal", "audit", "overrides"):
             for verb in ("UPDATE", "DELETE"):
@@ -489,6 +494,34 @@ class Store:
                 )
                 for r in self.db.table("restore").rows_where("cluster = ?", [cluster], order_by="pool")
             ]
+
+    # -- Slack delivery (the bot's outbox) ----------------------------------------------------------
+
+    def outbox_add(self, item_id: str, item: Mapping[str, Any]) -> None:
+        with self.transaction():
+            seq = self._conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM outbox").fetchone()[0]
+            self.db.table("outbox").upsert(
+                {"id": item_id, "seq": seq, "item": json.dumps(dict(item), sort_keys=True), "sent": 0},
+                pk="id",
+            )
+
+    def outbox_pending(self) -> list[dict[str, Any]]:
+        with self._lock:
+            rows = self.db.table("outbox").rows_where("sent = 0", order_by="seq")
+            return [json.loads(r["item"]) for r in rows]
+
+    def outbox_mark_sent(self, item_id: str) -> None:
+        with self.transaction():
+            self.db.table("outbox").delete_where("id = ?", [item_id])
+
+    def remember_message(self, key: str, channel: str, ts: str) -> None:
+        with self.transaction():
+            self.db.table("messages").upsert({"key": key, "channel": channel, "ts": ts}, pk="key")
+
+    def message(self, key: str) -> tuple[str, str] | None:
+        with self._lock:
+            rows = list(self.db.table("messages").rows_where("key = ?", [key]))
+        return (rows[0]["channel"], rows[0]["ts"]) if rows else None
 
     # -- workloads put to sleep ---------------------------------------------------------------------
 

@@ -1,0 +1,236 @@
+"""`scalebot run`: the composition root that wires every adapter and serves until SIGTERM.
+
+Order at start (architecture §5.4): settings → clusters (Kubernetes clients, pool providers,
+workloads) → SQLite → Operations (with metrics and Kubernetes Events) → health server → leader
+election → once leading: resume running operations, re-arm schedules, start the Slack bot.
+A standby serves /healthz and /readyz only; it takes over when the leader's Lease expires and
+resumes the operations from the database.
+
+SIGTERM: stop Slack intake, let the current steps persist, stop the timers, release the Lease
+(a standby takes over at once), exit 0. Running operations resume wherever scalebot runs next.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
+
+from bot import wiring
+from bot.app import Bot, build_bot
+from bot.health import HealthServer, database_writable, kubernetes_reachable, slack_connected
+from bot.metrics import DEFAULT as METRICS
+from bot.outbox import StoreOutbox
+from bot.scheduler import SchedulerRunner
+from bot.settings import Settings
+from engine.clock import SystemClock
+from engine.kube.events import EventRecorder
+from engine.operations import Operations
+from engine.runner import ClusterHandle
+from engine.schedules import Schedules
+from engine.store import Store
+
+log = logging.getLogger(__name__)
+
+EXPIRY_SWEEP_SECONDS = 30.0
+"""How often unanswered approval requests are checked for expiry (their cards then say so)."""
+
+
+class RunError(RuntimeError):
+    """scalebot cannot start; the message is one line naming the problem and the fix."""
+
+
+@dataclass
+class Service:
+    settings: Settings
+    store: Store
+    ops: Operations
+    schedules: Schedules
+    health: HealthServer
+    bot_factory: Callable[[], Bot]
+    scheduler_factory: Callable[[], SchedulerRunner]
+    leader_election: bool
+    lease_api: Any = None
+    stop_event: threading.Event = field(default_factory=threading.Event)
+    bot: Bot | None = None
+    scheduler: SchedulerRunner | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start_leading(self) -> None:
+        """Become the one active instance: resume, re-arm timers, take Slack traffic."""
+        with self._lock:
+            if self.bot is not None:
+                return
+            METRICS.set_leader(True)
+            resumed = self.ops.resume()
+            log.info("leading: resumed %d operation(s)", len(resumed))
+            self.scheduler = self.scheduler_factory()
+            self.scheduler.start()
+            self.bot = self.bot_factory()
+            self.bot.start()
+
+    def stop_leading(self) -> None:
+        """Lost the Lease: another instance may act now, so this one stops acting at once."""
+        log.error("lost leadership; stopping so that two instances never act at once")
+        METRICS.set_leader(False)
+        self.stop_event.set()
+
+    def serve(self) -> int:
+        self.health.start()
+        elector = None
+        if self.leader_election:
+            from engine.kube.lease import LeaseElector, default_identity
+
+            elector = LeaseElector(
+                self.lease_api,
+                namespace=os.environ.get("POD_NAMESPACE", "scalebot"),
+                identity=default_identity(),
+            )
+            thread = elector.start(self.start_leading, self.stop_leading, self.stop_event)
+        else:
+            self.start_leading()
+            thread = None
+        while not self.stop_event.wait(EXPIRY_SWEEP_SECONDS):
+            if self.bot is not None:
+                self.ops.expire_stale()
+        self.shutdown()
+        if thread is not None:
+            thread.join(timeout=5)
+        if elector is not None:
+            elector.release()
+        return 0
+
+    def shutdown(self) -> None:
+        if self.bot is not None:
+            self.bot.stop()
+        if self.scheduler is not None:
+            self.scheduler.stop()
+        self.ops.runner.stop(timeout=10)
+        self.health.close()
+
+
+def build_service(settings: Settings, *, leader_election: bool | None = None) -> Service:
+    handles = _connect(settings)
+    try:
+        store = Store(settings.db_path)
+    except Exception as exc:
+        raise RunError(
+            f"cannot use the database {settings.db_path}: {exc} (set SCALEBOT_DB to a writable path)"
+        ) from exc
+    first = next(iter(handles.values()))
+    api_client = getattr(first.api, "api_client", None)
+    recorder = EventRecorder(api_client) if api_client is not None else None
+    clock = SystemClock()
+    holder: dict[str, SchedulerRunner] = {}
+    ops = Operations(
+        store,
+        handles,
+        settings.policies(),
+        clock,
+        recorder=recorder,
+        next_event=lambda cluster: holder["s"].next_event(cluster) if "s" in holder else None,
+    )
+    ops.subscribe(METRICS.observe_event)
+    schedules = Schedules(store, ops, clock)
+    outbox = StoreOutbox(store)
+    ui_parts = _schedule_ui(schedules, ops, clock)
+
+    def make_bot() -> Bot:
+        bot = build_bot(
+            settings,
+            ops,
+            outbox=outbox,
+            metrics=METRICS.sender_hooks(),
+            subcommands=ui_parts.subcommands(holder),
+            clicks=ui_parts.clicks(holder),
+        )
+        bot.serve_health = False  # the service's HealthServer owns the health port
+        ui_parts.attach(bot)
+        return bot
+
+    def make_scheduler() -> SchedulerRunner:
+        holder["s"] = SchedulerRunner(schedules, clock, ui_parts.on_announce, ui_parts.on_fired)
+        return holder["s"]
+
+    checks = {"database": database_writable(store)}
+    if api_client is not None:
+        checks["kubernetes"] = kubernetes_reachable(api_client)
+    service = Service(
+        settings=settings,
+        store=store,
+        ops=ops,
+        schedules=schedules,
+        health=HealthServer(
+            settings.server.health_port, host=settings.server.host, checks=checks, registry=METRICS.registry
+        ),
+        bot_factory=make_bot,
+        scheduler_factory=make_scheduler,
+        leader_election=_in_cluster() if leader_election is None else leader_election,
+        lease_api=api_client,
+    )
+    service.health.checks["slack"] = slack_connected(lambda: service.bot is not None)
+    return service
+
+
+def _connect(settings: Settings) -> dict[str, ClusterHandle]:
+    if not settings.clusters:
+        # No config file: the current kubeconfig context is the one cluster (nobody has a role
+        # until a config grants one, so Slack requests are refused; the CLI still works).
+        try:
+            return {"default": wiring.connect_cluster("default")}
+        except wiring.WiringError as exc:
+            raise RunError(str(exc)) from exc
+    handles = {}
+    for name, c in settings.clusters.items():
+        try:
+            handles[name] = wiring.connect_cluster(
+                name,
+                kubeconfig=str(c.kubeconfig) if c.kubeconfig else None,
+                context=c.context or None,
+                provider=c.provider,
+                pool_label=c.pool_label,
+            )
+        except wiring.WiringError as exc:
+            raise RunError(f"clusters.{name}: {exc}") from exc
+    return handles
+
+
+def _in_cluster() -> bool:
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and bool(os.environ.get("POD_NAME"))
+
+
+class _NoScheduleUi:
+    """Until schedules have their Slack side: announcements are logged, fires only recorded."""
+
+    def subcommands(self, holder: dict[str, SchedulerRunner]) -> dict[str, Any]:
+        return {}
+
+    def clicks(self, holder: dict[str, SchedulerRunner]) -> dict[str, Any]:
+        return {}
+
+    def attach(self, bot: Bot) -> None:
+        return None
+
+    def on_announce(self, announcement: Any) -> None:
+        log.info("schedule announcement: %s", getattr(announcement, "text", announcement))
+
+    def on_fired(self, outcome: Any) -> None:
+        log.info("schedule fired: %s", getattr(outcome, "reply", outcome))
+
+
+def _schedule_ui(schedules: Schedules, ops: Operations, clock: SystemClock) -> _NoScheduleUi:
+    return _NoScheduleUi()
+
+
+def install_signal_handlers(service: Service) -> None:
+    def stop(signum: int, frame: FrameType | None) -> None:
+        log.info("signal %d: finishing the current steps and stopping", signum)
+        service.stop_event.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)

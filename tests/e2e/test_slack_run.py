@@ -1,0 +1,186 @@
+"""`scalebot run` end to end: a real process, the real control plane, Slack-signed HTTP requests.
+
+`/scale zero <pool>` by an operator → an approval card (chat.postMessage) → Approve by the
+requester is refused ephemerally → Approve by an approver → the card is edited in place →
+progress replies in its thread in the DrainingSucceeded format → the completion message; the
+pool is really at zero. The recorded Web API calls are asserted (methods, channel, thread_ts,
+content). Then SIGTERM: the process exits 0.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from bot.blocks import ACTION_APPROVE
+from localcluster import builders
+from tests.slack.harness import Signer, SlackApiServer, all_text, buttons_of, get, post
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+CHANNEL = "C0PLATFORM"
+OPERATOR, APPROVER = "U0OPERATOR", "U0APPROVER"
+SECRET = "e2e-signing-secret"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def slack() -> Iterator[SlackApiServer]:
+    server = SlackApiServer().start()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def running(
+    slack: SlackApiServer,
+    scalebot_kubeconfig: Path,
+    unique_name: str,
+    tmp_path: Path,
+    node_pool: Callable[..., list[str]],
+) -> Iterator[tuple[str, list[str], subprocess.Popen[str]]]:
+    pool = f"{unique_name}-web"
+    pool_key = f"{unique_name}.scalebot.test/pool"
+    nodes = node_pool(2, name=pool, labels={pool_key: pool})
+    http_port, health_port = free_port(), free_port()
+    config = {
+        "server": {"host": "127.0.0.1", "http_port": http_port, "health_port": health_port},
+        "channels": {CHANNEL: "dev"},
+        "clusters": {
+            "dev": {
+                "kubeconfig": str(scalebot_kubeconfig),
+                "context": "",
+                "provider": "labels",
+                "pool_label": pool_key,
+                "default_channels": [CHANNEL],
+                "policy": {
+                    "users": {OPERATOR: "operator", APPROVER: "approver"},
+                    "approval_required_for": ["zero"],
+                    "approvals_required": 1,
+                },
+            }
+        },
+    }
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "SLACK_BOT_TOKEN": "xoxb-e2e-token",
+        "SLACK_SIGNING_SECRET": SECRET,
+        "SLACK_API_URL": slack.url,
+        "SCALEBOT_DB": str(tmp_path / "db.sqlite"),
+    }
+    env.pop("SLACK_APP_TOKEN", None)
+    log = (tmp_path / "scalebot.log").open("w")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bot",
+            "run",
+            "--config",
+            str(tmp_path / "config.yaml"),
+            "--no-leader-election",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{http_port}"
+    try:
+        builders.wait_until(lambda: _ready(url, proc), 30, "scalebot run serving /healthz")
+        yield url, nodes, proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+        log.close()
+
+
+def _ready(url: str, proc: subprocess.Popen[str]) -> bool:
+    if proc.poll() is not None:
+        raise AssertionError(f"scalebot run exited with {proc.returncode}")
+    try:
+        return get(f"{url}/healthz").status == 200
+    except OSError:
+        return False
+
+
+def test_zero_request_approval_progress_and_completion(
+    running: tuple[str, list[str], subprocess.Popen[str]],
+    slack: SlackApiServer,
+    kube_admin: Any,
+    unique_name: str,
+) -> None:
+    url, nodes, proc = running
+    signer = Signer(SECRET)
+    pool = f"{unique_name}-web"
+    body = signer.slash_command(
+        f"zero {pool}", user_id=OPERATOR, channel_id=CHANNEL, response_url=slack.response_url("cmd")
+    )
+    answer = post(f"{url}/slack/events", body, signer.headers(body))
+    assert answer.status == 200
+
+    card = slack.wait_for_call("chat.postMessage", lambda c: ACTION_APPROVE in str(c.body), timeout=30)
+    assert card.body["channel"] == CHANNEL
+    assert pool in all_text(card)
+    [approve] = [b for b in buttons_of(card) if b["action_id"] == ACTION_APPROVE]
+    card_ts = card.response["ts"]
+
+    def click(user: str, name: str) -> None:
+        payload = signer.block_actions(
+            ACTION_APPROVE,
+            approve["value"],
+            user_id=user,
+            channel_id=CHANNEL,
+            message_ts=card_ts,
+            response_url=slack.response_url(name),
+        )
+        assert post(f"{url}/slack/events", payload, signer.headers(payload)).status == 200
+
+    click(OPERATOR, "self")
+    refusal = slack.wait_for_call("response_url", lambda c: "/response/self" in c.path, timeout=15)
+    assert "your own request" in all_text(refusal) and refusal.body.get("response_type") == "ephemeral"
+    assert not [c for c in slack.calls_to("chat.update") if c.body.get("ts") == card_ts]
+
+    click(APPROVER, "ok")
+    slack.wait_for_call(
+        "chat.update", lambda c: c.body.get("ts") == card_ts and "Approved by" in all_text(c), timeout=30
+    )
+    final = slack.wait_for_call(
+        "chat.postMessage",
+        lambda c: c.body.get("thread_ts") == card_ts and "Completed" in all_text(c),
+        timeout=120,
+    )
+    replies = [c for c in slack.calls_to("chat.postMessage") if c.body.get("thread_ts") == card_ts]
+    assert any("Cordoned 2 nodes" in all_text(c) for c in replies)
+    assert "pools" in all_text(final) and f"{pool} 2 → 0" in all_text(final)
+    assert not [
+        n for n in builders.list_items(kube_admin, builders.node_path()) if n["metadata"]["name"] in nodes
+    ]
+    assert len(slack.calls_to("auth.test")) == 1
+
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
+
+
+@pytest.fixture
+def kube_admin(admin_api: Any) -> Any:
+    return admin_api
