@@ -113,6 +113,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(handler=cmd_demo)
 
+    con = commands.add_parser(
+        "console", help="the /scale commands, approvals and live progress in a terminal"
+    )
+    _add_ops_args(con)
+    con.set_defaults(handler=cmd_console)
+
     run = commands.add_parser("run", help="serve Slack (Socket Mode or HTTP), run operations and schedules")
     run.add_argument("--config", help="config file (default $SCALEBOT_CONFIG); see the README's reference")
     run.add_argument(
@@ -534,6 +540,43 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print("\nNow waking the cluster back to the recorded sizes:\n", flush=True)
     wake = OperationRequest(kind=OpKind.WAKE, target=Target(cluster=handle.name), requested_by=_user())
     return follow(ops, lambda: ops.request(wake))
+
+
+def cmd_console(args: argparse.Namespace) -> int:
+    from bot import console
+
+    if args.simulated:
+        ops = console.simulated_operations()
+    else:
+        name = args.cluster or args.context or "default"
+        try:
+            handle = wiring.connect_cluster(
+                name,
+                kubeconfig=args.kubeconfig,
+                context=args.context,
+                provider=args.provider,
+                pool_label=args.pool_label,
+                namespace=args.namespace,
+            )
+            store = Store(args.db)
+        except (wiring.WiringError, StoreError) as exc:
+            raise CliError(str(exc)) from exc
+        settings = RunnerSettings(
+            graceful_window=_duration(args.graceful_window, "--graceful-window"),
+            drain_timeout=_duration(args.drain_timeout, "--drain-timeout") or None,
+        )
+        # The console's users (alice operator, bob approver, carol viewer) act on this cluster.
+        ops = Operations(
+            store, {name: handle}, {name: console.console_policy(name)}, SystemClock(), settings=settings
+        )
+    return console.run_console(
+        ops=ops,
+        default_cluster=ops.clusters()[0],
+        users=None,
+        stdin=sys.stdin,
+        stdout=sys.stdout,
+        simulated=args.simulated,
+    )
 
 
 def cmd_run(args: argparse.Namespace) -> int:
