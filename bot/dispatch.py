@@ -20,7 +20,7 @@ from bot import blocks, commands, messages
 from bot.blockkit import Message
 from bot.ports import OperationsPort, UserError
 from bot.progress import Progress
-from engine.operation import Operation, OpState, Outcome
+from engine.operation import Operation, OpState, Outcome, Target
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,17 @@ SubcommandHandler = Callable[[commands.SubcommandArgs, Invocation], None]
 """A handler for a generically parsed subcommand (`schedule …`), registered by its owner."""
 ClickHandler = Callable[[str, Invocation], None]
 """A handler for another button (value = its opaque ID), e.g. blocks.ACTION_POSTPONE_1H."""
+WAKE_FOR = "wake-for"
+"""`subcommands` key of the handler for `/scale wake CLUSTER for 3h`: a temporary wake belongs to the
+schedules (they say when the cluster sleeps again). It receives
+SubcommandArgs(WAKE_FOR, (cluster, *pools), (("seconds", "10800"),), flags). Without one, the
+request goes to the operations port like any wake."""
+
+
+def _wake_for_args(target: Target) -> commands.SubcommandArgs:
+    flags = frozenset({"workloads"} if target.workloads else ())
+    seconds = (("seconds", str(target.wake_for_seconds)),)
+    return commands.SubcommandArgs(WAKE_FOR, (target.cluster, *target.pools), seconds, flags)
 
 
 def new_incident() -> str:
@@ -152,6 +163,10 @@ class Dispatcher:
         answer(inv, blocks.whoami_view(user, {c: self.ops.role(c, user, groups) for c in clusters}))
 
     def _request(self, command: commands.Request, inv: Invocation) -> None:
+        temporary = command.target.wake_for_seconds is not None and not command.plan_only
+        if temporary and WAKE_FOR in self.subcommands:
+            self.subcommands[WAKE_FOR](_wake_for_args(command.target), inv)
+            return
         req = command.to_operation_request(user=inv.user, channel=inv.channel)
         if command.plan_only:
             answer(inv, blocks.plan_view(self.ops.plan(req)))

@@ -26,6 +26,7 @@ from bot.app import Bot, build_bot
 from bot.health import HealthServer, database_writable, kubernetes_reachable, slack_connected
 from bot.metrics import DEFAULT as METRICS
 from bot.outbox import StoreOutbox
+from bot.schedule_ui import ScheduleUi
 from bot.scheduler import SchedulerRunner
 from bot.settings import Settings
 from engine.clock import SystemClock
@@ -33,7 +34,7 @@ from engine.kube.events import EventRecorder
 from engine.operations import Operations
 from engine.runner import ClusterHandle
 from engine.schedules import Schedules
-from engine.store import Store
+from engine.store import Store, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -106,11 +107,13 @@ class Service:
         return 0
 
     def shutdown(self) -> None:
+        # The runner first: the steps under way finish and emit their events (an operation may end
+        # here) while the bot still renders and sends them; its stop then flushes them to Slack.
+        self.ops.runner.stop(timeout=10)
         if self.bot is not None:
             self.bot.stop()
         if self.scheduler is not None:
             self.scheduler.stop()
-        self.ops.runner.stop(timeout=10)
         self.health.close()
 
 
@@ -118,6 +121,8 @@ def build_service(settings: Settings, *, leader_election: bool | None = None) ->
     handles = _connect(settings)
     try:
         store = Store(settings.db_path)
+    except StoreError as exc:  # its message names the file and what to do (damaged, locked, full)
+        raise RunError(str(exc)) from exc
     except Exception as exc:
         raise RunError(
             f"cannot use the database {settings.db_path}: {exc} (set SCALEBOT_DB to a writable path)"
@@ -138,7 +143,8 @@ def build_service(settings: Settings, *, leader_election: bool | None = None) ->
     ops.subscribe(METRICS.observe_event)
     schedules = Schedules(store, ops, clock)
     outbox = StoreOutbox(store)
-    ui_parts = _schedule_ui(schedules, ops, clock)
+    # Announcements that fire before the bot is attached are held and posted at attach(sender=…).
+    ui = ScheduleUi(schedules, ops, None, None, clock=clock, default_cluster=settings.default_cluster)
 
     def make_bot() -> Bot:
         bot = build_bot(
@@ -146,15 +152,16 @@ def build_service(settings: Settings, *, leader_election: bool | None = None) ->
             ops,
             outbox=outbox,
             metrics=METRICS.sender_hooks(),
-            subcommands=ui_parts.subcommands(holder),
-            clicks=ui_parts.clicks(holder),
+            subcommands=ui.subcommands(),
+            clicks=ui.clicks(),
         )
         bot.serve_health = False  # the service's HealthServer owns the health port
-        ui_parts.attach(bot)
+        ui.attach(sender=bot.sender, app=bot.app)
         return bot
 
     def make_scheduler() -> SchedulerRunner:
-        holder["s"] = SchedulerRunner(schedules, clock, ui_parts.on_announce, ui_parts.on_fired)
+        holder["s"] = SchedulerRunner(schedules, clock, ui.on_announce, ui.on_fired)
+        ui.attach(runner=holder["s"])
         return holder["s"]
 
     checks = {"database": database_writable(store)}
@@ -202,29 +209,6 @@ def _connect(settings: Settings) -> dict[str, ClusterHandle]:
 
 def _in_cluster() -> bool:
     return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and bool(os.environ.get("POD_NAME"))
-
-
-class _NoScheduleUi:
-    """Until schedules have their Slack side: announcements are logged, fires only recorded."""
-
-    def subcommands(self, holder: dict[str, SchedulerRunner]) -> dict[str, Any]:
-        return {}
-
-    def clicks(self, holder: dict[str, SchedulerRunner]) -> dict[str, Any]:
-        return {}
-
-    def attach(self, bot: Bot) -> None:
-        return None
-
-    def on_announce(self, announcement: Any) -> None:
-        log.info("schedule announcement: %s", getattr(announcement, "text", announcement))
-
-    def on_fired(self, outcome: Any) -> None:
-        log.info("schedule fired: %s", getattr(outcome, "reply", outcome))
-
-
-def _schedule_ui(schedules: Schedules, ops: Operations, clock: SystemClock) -> _NoScheduleUi:
-    return _NoScheduleUi()
 
 
 def install_signal_handlers(service: Service) -> None:

@@ -1,0 +1,457 @@
+"""Block Kit and copy for schedules: announcement cards, `/scale schedule …` replies and two modals.
+
+Pure: built only with `slack_sdk.models.blocks` (and its `View`), no I/O, no clock: times come in
+as arguments. Messages go through `bot.blockkit.Builder`, so Slack's limits hold, long lists end in
+"... (N more)", and an unchanged rendering is byte-identical (the sender then skips the update).
+
+Announcement buttons carry the occurrence key ("nights:2026-03-02:sleep") and nothing else. The
+click listener only accepts values made of [A-Za-z0-9_-], so the key travels base64url-encoded
+(`button_value` / `key_of`); every check is redone against SQLite at click time.
+
+Sentences the engine wrote (announcement texts, refusals) are shown as they are; the sentences
+below are the bot's own, in the style of `bot.messages`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from slack_sdk.models.blocks import (
+    ButtonElement,
+    ConfirmObject,
+    ConversationSelectElement,
+    DatePickerElement,
+    InputBlock,
+    MarkdownTextObject,
+    Option,
+    PlainTextInputElement,
+    PlainTextObject,
+    SectionBlock,
+    StaticSelectElement,
+    TimePickerElement,
+)
+from slack_sdk.models.views import View
+
+from bot import messages
+from bot.blockkit import Builder, Message, esc, esc_keep_mentions
+from bot.blocks import (
+    ACTION_POSTPONE_1H,
+    ACTION_POSTPONE_UNTIL,
+    ACTION_RUN_NOW,
+    ACTION_SKIP,
+)
+from engine import schedule
+from engine.schedule import Occurrence
+from engine.schedules import Announcement, Schedule
+
+MESSAGE_PREFIX = "sched:"
+"""Sender key of an occurrence's announcement: `sched:<occurrence key>` (one message, edited)."""
+BACK_PREFIX = "sched-back:"
+"""Sender key of a wake's "dev-eu is back" report."""
+
+CALLBACK_POSTPONE = "scalebot.schedule.postpone_until"
+CALLBACK_ADD = "scalebot.schedule.add"
+POSTPONE_DATE, POSTPONE_TIME = "until_date", "until_time"
+ADD_FIELDS = (
+    "name",
+    "cluster",
+    "sleep_days",
+    "sleep_time",
+    "wake_days",
+    "wake_time",
+    "tz",
+    "lead",
+    "channel",
+    "approval",
+    "pools",
+    "except",
+)
+"""Block IDs of the add modal's inputs (each block's element uses the same action ID)."""
+
+_VALUE_PREFIX = "o"
+_MAX_EVENTS = 20
+
+USAGE: dict[str, str] = {
+    "add": (
+        "schedule add NAME sleep=DAYS HH:MM wake=DAYS HH:MM tz=ZONE [lead=60m,10m] [#channel] "
+        "[approval=pre|per-run] [pools=a,b [size=N]] [except=YYYY-MM-DD,…] [cluster=NAME]"
+    ),
+    "list": "schedule list [CLUSTER]",
+    "show": "schedule show NAME",
+    "pause": "schedule pause NAME",
+    "resume": "schedule resume NAME",
+    "delete": "schedule delete NAME",
+    "next": "schedule next [CLUSTER]",
+    "skip": "schedule skip NAME YYYY-MM-DD",
+}
+"""Usage per `schedule` verb, without the leading command."""
+
+_EXAMPLE = (
+    "e.g. `/scale schedule add nights sleep=Mon-Fri 20:00 wake=Mon-Fri 07:00 tz=Europe/Berlin "
+    "lead=60m,10m approval=per-run`"
+)
+
+
+# -- button values ---------------------------------------------------------------------------------
+
+
+def button_value(key: str) -> str:
+    """An occurrence key in the characters a button value may hold here ([A-Za-z0-9_-])."""
+    return _VALUE_PREFIX + base64.urlsafe_b64encode(key.encode()).decode().rstrip("=")
+
+
+def key_of(value: str) -> str | None:
+    """The occurrence key of a button value, or None for a value scalebot did not make."""
+    if not value.startswith(_VALUE_PREFIX):
+        return None
+    raw = value[len(_VALUE_PREFIX) :]
+    try:
+        key = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return None
+    return key if key.count(":") == 2 and key.isprintable() else None
+
+
+# -- copy ------------------------------------------------------------------------------------------
+
+
+def usage(verb: str | None = None) -> str:
+    if verb in USAGE:
+        return f"{messages.COMMAND} {USAGE[verb]}"
+    return f"{messages.COMMAND} schedule add|list|show|pause|resume|delete|next|skip …"
+
+
+def unknown_verb(word: str, suggestion: str | None) -> str:
+    hint = f" Did you mean `schedule {suggestion}`?" if suggestion else ""
+    return f"`schedule` has no subcommand `{word}`.{hint}"
+
+
+def missing_name(verb: str) -> str:
+    return f"Missing the schedule name: `{usage(verb)}`."
+
+
+def missing_option(key: str, example: str) -> str:
+    return f"Missing `{key}=`: {example}."
+
+
+def unknown_option(key: str, suggestion: str | None) -> str:
+    hint = f" Did you mean `{suggestion}=`?" if suggestion else ""
+    return f"`schedule add` has no option `{key}=`.{hint}"
+
+
+def unknown_flag(flag: str) -> str:
+    return f"`schedule` has no flag `--{flag}`; options are written `key=value`."
+
+
+def given_twice(key: str) -> str:
+    return f"`{key}=` is given twice; give it once."
+
+
+def bad_approval(value: str) -> str:
+    return (
+        f"`approval={value}` is not an approval mode: use `approval=pre` (you, an approver, approve every "
+        "run now) or `approval=per-run` (an approver approves each sleep when it starts)."
+    )
+
+
+def channel_by_name(value: str) -> str:
+    return (
+        f"`channel={value}` names the channel by text; I need the channel itself: type `#` and pick the "
+        "channel as its own word (Slack then sends a link), or leave it out to use this channel."
+    )
+
+
+def bad_size(value: str) -> str:
+    return f"`size={value}` is not a pool size: use a whole number from 0 to 10000, with exactly one pool."
+
+
+def size_needs_one_pool() -> str:
+    return "`size=` scales one pool: give exactly one pool, e.g. `pools=web size=1`."
+
+
+def no_schedules(cluster: str | None) -> str:
+    return f"No schedules{f' on {cluster}' if cluster else ''} yet; {_EXAMPLE}."
+
+
+def nothing_next(cluster: str | None) -> str:
+    return f"Nothing is scheduled{f' on {cluster}' if cluster else ''}."
+
+
+def unknown_announcement() -> str:
+    return "That button does not name a scheduled event scalebot knows; nothing changed."
+
+
+def modal_unavailable() -> str:
+    return (
+        "I could not open the dialog (Slack allows 3 seconds after a click). Try again, or use "
+        "*Postpone 1h*; nothing changed."
+    )
+
+
+def add_modal_unavailable() -> str:
+    return f"I could not open the dialog; nothing changed. Type the schedule instead: `{usage('add')}`."
+
+
+def wake_for_whole_cluster(cluster: str) -> str:
+    return (
+        f"A temporary wake wakes a whole cluster and puts it back to sleep: `{messages.COMMAND} wake "
+        f"{cluster} for 3h` (pools and --workloads do not combine with `for`). Nothing changed."
+    )
+
+
+def schedule_added(actor: str, reply: str) -> str:
+    return f"{messages.who(actor)} added a schedule. {reply}"
+
+
+def started(reply: str) -> str:
+    return f"🔄 {reply}"
+
+
+def failed_to_start(reply: str) -> str:
+    return f"❌ {reply}"
+
+
+def done_without_change(reply: str) -> str:
+    return f"✅ {reply}"
+
+
+# -- announcements ---------------------------------------------------------------------------------
+
+
+def announcement(note: Announcement, *, status: str = "", buttons: bool | None = None) -> Message:
+    """An occurrence's channel message: the engine's text (first line in bold), an optional status
+    line (what happened to it), and Postpone 1h / Postpone until… / Skip this time / Run now."""
+    show_buttons = note.buttons if buttons is None else buttons
+    lines = note.text.splitlines() or [note.text]
+    b = Builder()
+    head = f"{_emoji(note)} *{esc_keep_mentions(lines[0])}*"
+    b.section("\n".join([head, *(esc_keep_mentions(line) for line in lines[1:])]), reserve=800)
+    if status:
+        b.section(esc_keep_mentions(status), reserve=600)
+    footer = f"Schedule `{esc(note.schedule)}` · cluster {esc(note.cluster)}"
+    if show_buttons:
+        footer += " · Postpone and Skip change only this occurrence, never the schedule"
+    b.context(footer)
+    if show_buttons:
+        b.actions(*_buttons(note))
+    fallback = lines[0] + (f" · {status}" if status else "")
+    return b.build(f"sched-{note.key}", fallback)
+
+
+def occurrence_status(key: str, text: str) -> Message:
+    """What happened to an occurrence that was never announced (e.g. a sleep that could not start)."""
+    b = Builder()
+    b.section(esc_keep_mentions(text))
+    b.context(f"Schedule `{esc(key.rsplit(':', 2)[0])}`")
+    return b.build(f"sched-{key}", text)
+
+
+def _emoji(note: Announcement) -> str:
+    if note.kind == "back":
+        return "☀️" if " is back:" in note.text else "⚠️"
+    if note.kind == "decided":
+        if note.effective is None:
+            return "⏭️"
+        return "⏰" if note.buttons else "▶️"
+    return {"upcoming": "🌙", "late": "⏰", "missed": "⚠️"}.get(note.kind, "🗓️")
+
+
+def _buttons(note: Announcement) -> tuple[ButtonElement, ...]:
+    value = button_value(note.key)
+    run_now = ConfirmObject(
+        title=PlainTextObject(text="Run it now?"),
+        text=PlainTextObject(text=f"Start this event on {note.cluster} now instead of at its time."[:300]),
+        confirm=PlainTextObject(text="Run now"),
+        deny=PlainTextObject(text="Back"),
+    )
+    return (
+        ButtonElement(
+            text=PlainTextObject(text="Postpone 1h"),
+            action_id=ACTION_POSTPONE_1H,
+            value=value,
+            style="primary",
+        ),
+        ButtonElement(
+            text=PlainTextObject(text="Postpone until…"), action_id=ACTION_POSTPONE_UNTIL, value=value
+        ),
+        ButtonElement(text=PlainTextObject(text="Skip this time"), action_id=ACTION_SKIP, value=value),
+        ButtonElement(
+            text=PlainTextObject(text="Run now"),
+            action_id=ACTION_RUN_NOW,
+            value=value,
+            style="danger",
+            confirm=run_now,
+        ),
+    )
+
+
+# -- `/scale schedule` views (ephemeral) -----------------------------------------------------------
+
+
+def schedule_list(schedules: Sequence[Schedule], *, cluster: str | None = None) -> Message:
+    b = Builder()
+    if not schedules:
+        b.section(no_schedules(cluster))
+        return b.build("schedules", no_schedules(cluster))
+    b.section(f"*Schedules{f' on {esc(cluster)}' if cluster else ''}* ({len(schedules)})")
+    for sched in schedules[:40]:
+        emoji = "🗓️" if sched.enabled else "⏸️"
+        b.section(f"{emoji} {esc_keep_mentions(sched.summary())}", reserve=200)
+    return b.build("schedules", f"{len(schedules)} schedules")
+
+
+def schedule_detail(
+    sched: Schedule, events: Sequence[tuple[Occurrence, datetime]], *, now: datetime
+) -> Message:
+    b = Builder()
+    b.header(f"Schedule {sched.name}" + ("" if sched.enabled else " (paused)"))
+    b.section(esc_keep_mentions(sched.summary()))
+    tz = sched.spec.tz
+    lines = [_event_line(occ, at, tz, now) for occ, at in events[:_MAX_EVENTS]]
+    b.section("*Next events*\n" + ("\n".join(lines) if lines else "_none_"), reserve=300)
+    created = messages.slack_time(sched.created_at, "{date_short} {time}")
+    b.context(f"Created by {messages.who(sched.created_by)} {created}")
+    return b.build(f"schedule-{sched.name}", f"Schedule {sched.name}: {sched.summary()}")
+
+
+def next_events(
+    events: Sequence[tuple[Occurrence, datetime]],
+    clusters: Mapping[str, str],
+    *,
+    tz: str,
+    now: datetime,
+    cluster: str | None = None,
+) -> Message:
+    """The next sleeps and wakes across clusters in `tz` (the reader's Slack time zone)."""
+    b = Builder()
+    if not events:
+        b.section(nothing_next(cluster))
+        return b.build("schedule-next", nothing_next(cluster))
+    rows = [
+        _event_line(occ, at, tz, now) + f" · {esc(clusters.get(occ.schedule, '?'))}"
+        for occ, at in events[:_MAX_EVENTS]
+    ]
+    b.section(f"*Next scheduled events* (times in {esc(tz)})\n" + "\n".join(rows))
+    return b.build("schedule-next", f"Next scheduled events ({tz})")
+
+
+def _event_line(occ: Occurrence, at: datetime, tz: str, now: datetime) -> str:
+    verb = "😴 sleep" if occ.action == "sleep" else "☀️ wake"
+    moved = " (moved)" if at != occ.at else ""
+    when = schedule.describe(at, tz)
+    return f"• *{when}*{moved} · {verb} · `{esc(occ.schedule)}` · {schedule.in_words(at - now)}"
+
+
+# -- modals ----------------------------------------------------------------------------------------
+
+
+def postpone_modal(note: Announcement, *, tz: str, default: datetime) -> View:
+    """ "Postpone until…": a date and a time in the schedule's zone; `default` is preselected."""
+    local = default.astimezone(schedule.parse_zone(tz))
+    current = schedule.describe(note.effective, tz) if note.effective else "its time"
+    intro = (
+        f"Move *{esc(note.cluster)}*'s event of {esc(current)} to another time. Only this occurrence "
+        "moves; the schedule is unchanged. A time past the next opposite event skips it instead."
+    )
+    meta = json.dumps({"key": note.key, "channel": note.channel})
+    return View(
+        type="modal",
+        callback_id=CALLBACK_POSTPONE,
+        title=PlainTextObject(text="Postpone until…"),
+        submit=PlainTextObject(text="Postpone"),
+        close=PlainTextObject(text="Cancel"),
+        private_metadata=meta,
+        blocks=[
+            SectionBlock(text=MarkdownTextObject(text=intro)),
+            InputBlock(
+                block_id=POSTPONE_DATE,
+                label=PlainTextObject(text="Date"),
+                element=DatePickerElement(action_id=POSTPONE_DATE, initial_date=local.date().isoformat()),
+            ),
+            InputBlock(
+                block_id=POSTPONE_TIME,
+                label=PlainTextObject(text=f"Time ({tz})"[:2000]),
+                element=TimePickerElement(action_id=POSTPONE_TIME, initial_time=f"{local:%H:%M}"),
+            ),
+        ],
+    )
+
+
+def add_modal(clusters: Sequence[str], *, cluster: str | None, channel: str, tz: str) -> View:
+    """`/scale schedule add` without arguments: the same fields as the command, with time pickers."""
+    options = [Option(text=PlainTextObject(text=c[:75]), value=c[:150]) for c in clusters[:100]]
+    initial = next((o for o in options if o.value == cluster), None)
+    approval = [
+        Option(text=PlainTextObject(text="Approval at each run"), value="per_run"),
+        Option(text=PlainTextObject(text="Pre-approved by me (approvers only)"), value="pre_approved"),
+    ]
+    blocks = [
+        _text_input("name", "Name", placeholder="nights"),
+        InputBlock(
+            block_id="cluster",
+            label=PlainTextObject(text="Cluster"),
+            element=StaticSelectElement(action_id="cluster", options=options, initial_option=initial),
+        ),
+        _text_input("sleep_days", "Sleep on (days)", initial="Mon-Fri", hint="Mon-Fri, daily, Fri, Sat,Sun"),
+        _time_input("sleep_time", "Sleep at", "20:00"),
+        _text_input("wake_days", "Wake on (days)", initial="Mon-Fri", optional=True, hint="Empty: no wake"),
+        _time_input("wake_time", "Wake at", "07:00", optional=True),
+        _text_input("tz", "Time zone (IANA)", initial=tz, hint="e.g. Europe/Berlin, America/New_York, UTC"),
+        _text_input(
+            "lead", "Announce before", initial="60m,10m", optional=True, hint="Empty: no announcements"
+        ),
+        InputBlock(
+            block_id="channel",
+            label=PlainTextObject(text="Announce in"),
+            element=ConversationSelectElement(action_id="channel", initial_conversation=channel or None),
+        ),
+        InputBlock(
+            block_id="approval",
+            label=PlainTextObject(text="Approval"),
+            element=StaticSelectElement(action_id="approval", options=approval, initial_option=approval[0]),
+        ),
+        _text_input("pools", "Pools", optional=True, hint="Empty: every pool of the cluster; or web,batch"),
+        _text_input("except", "Except on", optional=True, hint="Holidays: 2026-12-24,2026-12-31"),
+    ]
+    return View(
+        type="modal",
+        callback_id=CALLBACK_ADD,
+        title=PlainTextObject(text="New schedule"),
+        submit=PlainTextObject(text="Save"),
+        close=PlainTextObject(text="Cancel"),
+        blocks=blocks,
+    )
+
+
+def _text_input(
+    block: str,
+    label: str,
+    *,
+    initial: str = "",
+    placeholder: str = "",
+    hint: str = "",
+    optional: bool = False,
+) -> InputBlock:
+    element = PlainTextInputElement(
+        action_id=block, initial_value=initial or None, placeholder=placeholder or None, max_length=200
+    )
+    return InputBlock(
+        block_id=block,
+        label=PlainTextObject(text=label),
+        element=element,
+        hint=PlainTextObject(text=hint) if hint else None,
+        optional=optional,
+    )
+
+
+def _time_input(block: str, label: str, initial: str, *, optional: bool = False) -> InputBlock:
+    return InputBlock(
+        block_id=block,
+        label=PlainTextObject(text=label),
+        element=TimePickerElement(action_id=block, initial_time=initial),
+        optional=optional,
+    )

@@ -1,0 +1,790 @@
+"""The Slack side of schedules: `/scale schedule …`, `/scale wake CLUSTER for 3h`, the announcement
+buttons (Postpone 1h, Postpone until…, Skip this time, Run now) and the timer's messages.
+
+Everything decides in `engine.schedules` (authorisation, audit, one transaction per decision); this
+module parses, renders (`bot.schedule_blocks`) and routes. Slack writes go through the `Sender`:
+- an occurrence has one channel message, key `sched:<occurrence key>`, posted at the first lead
+  time and edited in place by every later lead (plus a reminder in its thread), every decision and
+  the fire itself; the sender's posted hook hands its ts to `Schedules.set_announcement`, so the
+  operation the fire creates threads its card and progress under it (`OperationRequest.thread_ts`,
+  which `bot.progress` honours);
+- a wake's "dev-eu is back: 24/24 nodes Ready" goes into that thread (key `sched-back:<key>`).
+
+Commands and clicks run on the bot's executor (after the ack) through `bot.dispatch`; refusals are
+ephemeral with the service's reason. Two things cannot wait for the executor, because a
+`trigger_id` is valid for 3 s: the "Postpone until…" click and a bare `/scale schedule add` open a
+modal. A global Bolt middleware (`register`) acks those requests at once and calls `views.open`
+on Bolt's own listener threads, ahead of the catch-all button listener. Modal submissions are
+validated in their view listener and refused with `response_action="errors"` naming the field.
+After any change the timer is re-armed (`SchedulerRunner.sync`).
+
+Wiring (any order: announcements that arrive before a sender is attached are kept until then):
+    ui = ScheduleUi(schedules, ops, None, None, clock=clock, default_cluster=settings.default_cluster)
+    bot = build_bot(settings, ops, outbox=..., subcommands=ui.subcommands(), clicks=ui.clicks())
+    runner = SchedulerRunner(schedules, clock, ui.on_announce, ui.on_fired)
+    ui.attach(sender=bot.sender, app=bot.app, runner=runner)
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import logging
+import re
+import threading
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass, fields
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
+
+from slack_bolt import Ack, App, BoltResponse
+
+from bot import blocks, messages
+from bot import schedule_blocks as ui
+from bot.blocks import ACTION_POSTPONE_1H, ACTION_POSTPONE_UNTIL, ACTION_RUN_NOW, ACTION_SKIP
+from bot.commands import SubcommandArgs
+from bot.dispatch import (
+    WAKE_FOR,
+    ClickHandler,
+    GroupResolver,
+    Invocation,
+    SubcommandHandler,
+    answer,
+    no_groups,
+)
+from bot.ports import OperationsPort
+from bot.scheduler import SchedulerRunner
+from bot.sender import Sender
+from engine import schedule
+from engine.clock import Clock
+from engine.schedule import ScheduleError
+from engine.schedules import Announcement, ScheduleOutcome, Schedules, ScheduleTarget
+
+log = logging.getLogger(__name__)
+
+ZONE_TTL_SECONDS = 3600.0
+"""A person's Slack time zone (users.info) is read at most once an hour."""
+_MAX_REMEMBERED = 1000
+_TIME_TOKEN = re.compile(r"\d{1,2}:\d{2}")
+_CHANNEL_REF = re.compile(r"<#([CG][A-Z0-9]{2,30})(?:\|[^>]*)?>")
+_CHANNEL_ID = re.compile(r"[CG][A-Z0-9]{2,30}")
+_QUOTES = "\"'\u201c\u201d\u2018\u2019"
+"""Straight and typographic quotes (Slack clients turn " into “ ”), stripped from option values."""
+_ADD_KEYS = ("cluster", "sleep", "wake", "tz", "lead", "channel", "approval", "pools", "size", "except")
+_KEY_ALIASES = {
+    "timezone": "tz",
+    "zone": "tz",
+    "leads": "lead",
+    "lead_times": "lead",
+    "pool": "pools",
+    "exceptions": "except",
+    "holidays": "except",
+}
+_APPROVAL = {
+    "pre": "pre_approved",
+    "pre-approved": "pre_approved",
+    "pre_approved": "pre_approved",
+    "preapproved": "pre_approved",
+    "per-run": "per_run",
+    "per_run": "per_run",
+    "perrun": "per_run",
+    "each": "per_run",
+}
+_MAX_SIZE = 10_000
+
+
+class ScheduleUsage(ValueError):
+    """Bad `/scale schedule` text: `message` names the problem; `verb` picks the usage line."""
+
+    def __init__(self, message: str, verb: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.verb = verb
+
+
+@dataclass(frozen=True, slots=True)
+class AddArgs:
+    """`schedule add …` as the keyword arguments of `Schedules.add` (minus who asks)."""
+
+    name: str
+    cluster: str
+    target: ScheduleTarget
+    sleep: str
+    wake: str | None
+    tz: str
+    lead_times: str
+    channel: str
+    approval_mode: str
+    exceptions: str
+
+    def as_kwargs(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+class ScheduleUi:
+    def __init__(
+        self,
+        schedules: Schedules,
+        ops: OperationsPort,
+        sender: Sender | None = None,
+        runner: SchedulerRunner | None = None,
+        *,
+        clock: Clock,
+        groups: GroupResolver = no_groups,
+        default_cluster: Callable[[str], str | None] | None = None,
+    ) -> None:
+        self.schedules = schedules
+        self.ops = ops
+        self.clock = clock
+        self.runner = runner
+        self._groups = groups
+        self._default_cluster = default_cluster
+        self._sender: Sender | None = None
+        self._client: Any = None
+        self._listener_pool: Executor | None = None
+        self._lock = threading.Lock()
+        self._backlog: list[Announcement] = []
+        self._last: dict[str, Announcement] = {}
+        self._zones: dict[str, tuple[str, float]] = {}
+        if sender is not None:
+            self.attach(sender=sender)
+
+    # -- wiring -----------------------------------------------------------------------------------
+
+    def subcommands(self) -> dict[str, SubcommandHandler]:
+        return {"schedule": self.on_schedule, WAKE_FOR: self.on_wake_for}
+
+    def clicks(self) -> dict[str, ClickHandler]:
+        return {
+            ACTION_POSTPONE_1H: self._decision(
+                lambda key, by, g: self.schedules.postpone(key, by=by, groups=g)
+            ),
+            ACTION_POSTPONE_UNTIL: self._postpone_until_fallback,
+            ACTION_SKIP: self._decision(lambda key, by, g: self.schedules.skip(key, by=by, groups=g)),
+            ACTION_RUN_NOW: self._decision(lambda key, by, g: self.schedules.run_now(key, by=by, groups=g)),
+        }
+
+    def attach(
+        self, *, sender: Sender | None = None, app: App | None = None, runner: SchedulerRunner | None = None
+    ) -> None:
+        """Late parts: the bot's sender (then the kept announcements go out), its Bolt app (the modal
+        listeners, `register`) and the timer (re-armed after every change)."""
+        if runner is not None:
+            self.runner = runner
+        if app is not None:
+            self.register(app)
+        if sender is not None:
+            with self._lock:
+                self._sender, backlog, self._backlog = sender, self._backlog, []
+            sender.add_posted_hook(self._posted)
+            for note in backlog:
+                self.on_announce(note)
+
+    def register(self, app: App) -> None:
+        """The modal openers (a global middleware: it must see the click before the catch-all button
+        listener does) and the two view_submission listeners."""
+        if self._client is not None:
+            return  # registered already: a second middleware would open every modal twice
+        self._client = app.client
+        self._listener_pool = app.listener_runner.listener_executor
+        app.middleware(self._open_modals)
+        app.view(ui.CALLBACK_POSTPONE)(self._on_postpone_submitted)
+        app.view(ui.CALLBACK_ADD)(self._on_add_submitted)
+
+    # -- the timer's callbacks (APScheduler worker, runner workers): render and queue only ---------
+
+    def on_announce(self, note: Announcement) -> None:
+        """Post or edit an occurrence's message; a "back" report goes into the night's thread."""
+        with self._lock:
+            sender = self._sender
+            if sender is None:
+                self._backlog.append(note)
+                return
+        if note.kind == "back":
+            message = ui.announcement(note)
+            sender.show(
+                ui.BACK_PREFIX + note.key, message, channel=note.channel, thread_ts=note.thread_ts, final=True
+            )
+            return
+        key = ui.MESSAGE_PREFIX + note.key
+        if note.message_ts:
+            sender.adopt(key, note.channel, note.message_ts)
+        if note.kind == "upcoming" and sender.message_ts(key) is not None:
+            # A later lead edits the message (no notification), so say it in the thread too.
+            sender.reply(
+                key, blocks.text_message(note.text.splitlines()[0], emoji="⏰"), channel=note.channel
+            )
+        if note.effective is None or note.kind in ("late", "missed"):
+            with self._lock:  # nothing is shown on this message after it: forget it
+                self._last.pop(note.key, None)
+        else:
+            self._remember(note)
+        sender.show(
+            key, ui.announcement(note), channel=note.channel, thread_ts=note.thread_ts, final=not note.buttons
+        )
+
+    def on_fired(self, outcome: ScheduleOutcome) -> None:
+        """The timer ran (or closed) an occurrence: its message loses the buttons and says what happened.
+        Outcomes that came with an announcement (late, missed) were shown by `on_announce`."""
+        if not outcome.key or outcome.announcement is not None:
+            return
+        skipped = outcome.ok and outcome.operation is None and outcome.effective is None
+        if skipped or (outcome.ok and not outcome.changed):
+            return
+        self._show_result(outcome)
+
+    # -- `/scale schedule …` and `/scale wake CLUSTER for 3h` (bot executor) -----------------------
+
+    def on_schedule(self, args: SubcommandArgs, inv: Invocation) -> None:
+        verb = args.args[0].lower() if args.args else "help"
+        verbs: dict[str, Callable[[SubcommandArgs, Invocation], None]] = {
+            "help": self._help,
+            "add": self._add,
+            "list": self._list,
+            "show": self._show,
+            "pause": self._manage(self.schedules.pause, "pause"),
+            "resume": self._manage(self.schedules.resume, "resume"),
+            "delete": self._manage(self.schedules.delete, "delete"),
+            "next": self._next,
+            "skip": self._skip_date,
+        }
+        try:
+            if verb not in verbs:
+                close = difflib.get_close_matches(verb, list(verbs), n=1, cutoff=0.6)
+                raise ScheduleUsage(ui.unknown_verb(args.args[0][:80], close[0] if close else None))
+            verbs[verb](args, inv)
+        except ScheduleUsage as err:
+            answer(inv, blocks.usage_error(err.message, ui.usage(err.verb)))
+
+    def on_wake_for(self, args: SubcommandArgs, inv: Invocation) -> None:
+        cluster, *pools = args.args
+        if pools or args.flags:
+            answer(inv, blocks.text_message(ui.wake_for_whole_cluster(cluster), emoji="⚠️"))
+            return
+        duration = timedelta(seconds=int(args.option("seconds") or 0))
+        outcome = self.schedules.wake_for(
+            cluster, duration, by=inv.user, channel=inv.channel, groups=self._groups(inv.user)
+        )
+        self._tell(outcome, inv)
+
+    def _help(self, args: SubcommandArgs, inv: Invocation) -> None:
+        lines = [f"`{ui.usage(verb)}`" for verb in ui.USAGE]
+        answer(inv, blocks.text_message("\n".join(["*Schedules*: nightly and weekend shutdowns", *lines])))
+
+    def _add(self, args: SubcommandArgs, inv: Invocation) -> None:
+        if len(args.args) == 1 and not args.options:
+            raise ScheduleUsage(ui.missing_name("add"), "add")  # the modal (`register`) normally takes it
+        default = self._default_cluster(inv.channel) if self._default_cluster else None
+        parsed = parse_add(args, channel=inv.channel, default_cluster=default, clusters=self.ops.clusters())
+        outcome = self.schedules.add(**parsed.as_kwargs(), by=inv.user, groups=self._groups(inv.user))
+        if not outcome.ok:
+            raise ScheduleUsage(outcome.reply, "add")
+        self._sync()
+        answer(inv, blocks.text_message(ui.schedule_added(inv.user, outcome.reply)), visible=True)
+
+    def _list(self, args: SubcommandArgs, inv: Invocation) -> None:
+        cluster = _optional_word(args, "list")
+        answer(inv, ui.schedule_list(self.schedules.list(cluster=cluster), cluster=cluster))
+
+    def _show(self, args: SubcommandArgs, inv: Invocation) -> None:
+        name = _name(args, "show")
+        sched = self.schedules.show(name)
+        if sched is None:
+            answer(inv, blocks.text_message(self._unknown(name), emoji="⚠️"))
+            return
+        now = self.clock.now()
+        events = self.schedules.next_events(now, limit=50, cluster=sched.cluster)
+        mine = [(occ, at) for occ, at in events if occ.schedule == name]
+        answer(inv, ui.schedule_detail(sched, mine, now=now))
+
+    def _manage(
+        self, act: Callable[..., ScheduleOutcome], verb: str
+    ) -> Callable[[SubcommandArgs, Invocation], None]:
+        """pause / resume / delete NAME: one service call, told like every change."""
+
+        def run(args: SubcommandArgs, inv: Invocation) -> None:
+            self._tell(act(_name(args, verb), by=inv.user, groups=self._groups(inv.user)), inv)
+
+        return run
+
+    def _skip_date(self, args: SubcommandArgs, inv: Invocation) -> None:
+        if len(args.args) != 3 or args.options:
+            raise ScheduleUsage(messages.missing_argument("a schedule name and a date"), "skip")
+        _, name, day = args.args
+        self._tell(self.schedules.skip_date(name, day, by=inv.user, groups=self._groups(inv.user)), inv)
+
+    def _next(self, args: SubcommandArgs, inv: Invocation) -> None:
+        cluster = _optional_word(args, "next")
+        tz, now = self._zone(inv.user), self.clock.now()
+        events = self.schedules.next_events(now, limit=20, cluster=cluster)
+        clusters = {s.name: s.cluster for s in self.schedules.list()}
+        answer(inv, ui.next_events(events, clusters, tz=tz, now=now, cluster=cluster))
+
+    # -- announcement buttons (bot executor) --------------------------------------------------------
+
+    def _decision(self, decide: Callable[[str, str, Sequence[str]], ScheduleOutcome]) -> ClickHandler:
+        def on_click(value: str, inv: Invocation) -> None:
+            key = ui.key_of(value)
+            if key is None:
+                answer(inv, blocks.text_message(ui.unknown_announcement(), emoji="⚠️"))
+                return
+            self._decided(decide(key, inv.user, self._groups(inv.user)), inv)
+
+        return on_click
+
+    def _postpone_until_fallback(self, value: str, inv: Invocation) -> None:
+        """Reached only when `register` was not called: without it no modal can be opened in time."""
+        answer(inv, blocks.text_message(ui.modal_unavailable(), emoji="⚠️"))
+
+    def _decided(self, outcome: ScheduleOutcome, inv: Invocation | None) -> None:
+        """Every decision edits the announcement in place; a refusal is told to the clicker only."""
+        if outcome.announcement is not None:
+            self.on_announce(outcome.announcement)
+        if outcome.operation is not None or (not outcome.ok and outcome.announcement is not None):
+            self._show_result(outcome)  # Run now: started, or why it could not start
+        if not outcome.ok and inv is not None:
+            answer(inv, blocks.text_message(outcome.reply, emoji="⚠️"))
+        if outcome.changed:
+            self._sync()
+
+    # -- modals (Bolt listener threads) -------------------------------------------------------------
+
+    def _open_modals(self, body: dict[str, Any], next_: Callable[[], None]) -> BoltResponse | None:
+        """Global middleware: ack a modal-opening request at once, open the modal right behind the
+        ack on a Bolt listener thread (never queued behind slow work), and stop it here."""
+        opener = _modal_opener(body)
+        if opener is None or self._listener_pool is None:
+            next_()
+            return None
+        run = self._open_postpone if opener == "postpone" else self._open_add
+        self._listener_pool.submit(_guarded, run, body)
+        return BoltResponse(status=200, body="")
+
+    def _open_postpone(self, body: dict[str, Any]) -> None:
+        user, channel = _who(body)
+        key = ui.key_of(str(body["actions"][0].get("value") or ""))
+        sched = self.schedules.show(key.rsplit(":", 2)[0]) if key else None
+        if key is None or sched is None:
+            self._whisper(channel, user, ui.unknown_announcement())
+            return
+        note = self._note_for(key, sched.cluster, sched.channel)
+        now = self.clock.now()
+        default = max(note.effective or now, now) + timedelta(hours=1)
+        view = ui.postpone_modal(note, tz=sched.spec.tz, default=default)
+        self._views_open(body, view, channel, user, ui.modal_unavailable())
+
+    def _open_add(self, body: dict[str, Any]) -> None:
+        user, channel = _who(body)
+        default = self._default_cluster(channel) if self._default_cluster else None
+        view = ui.add_modal(self.ops.clusters(), cluster=default, channel=channel, tz=self._zone(user))
+        self._views_open(body, view, channel, user, ui.add_modal_unavailable())
+
+    def _on_postpone_submitted(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
+        key = str(_metadata(view).get("key") or "")
+        sched = self.schedules.show(key.rsplit(":", 2)[0]) if key.count(":") == 2 else None
+        until, errors = read_postpone_form(_state(view), sched.spec.tz) if sched else (None, {})
+        if until is None:
+            ack(response_action="errors", errors=errors or {ui.POSTPONE_DATE: ui.unknown_announcement()})
+            return
+        user = _who(body)[0]
+        # A short SQLite transaction, done before the ack so that a refusal can name the field.
+        outcome = self.schedules.postpone_until(key, by=user, until=until, groups=self._groups(user))
+        if not outcome.ok:
+            ack(response_action="errors", errors={ui.POSTPONE_TIME: outcome.reply[:300]})
+            return
+        ack()
+        self._decided(outcome, None)
+
+    def _on_add_submitted(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
+        form, errors = read_add_form(_state(view))
+        if form is None:
+            ack(response_action="errors", errors=errors)
+            return
+        user = _who(body)[0]
+        outcome = self.schedules.add(**form.as_kwargs(), by=user, groups=self._groups(user))
+        if not outcome.ok:
+            ack(response_action="errors", errors={add_field_of(outcome.reply): outcome.reply[:300]})
+            return
+        ack()
+        if self._sender is not None:  # the modal has no response_url: tell the channel through the sender
+            added = blocks.text_message(ui.schedule_added(user, outcome.reply))
+            self._sender.show(f"sched-added:{uuid.uuid4().hex}", added, channel=form.channel, final=True)
+        self._sync()
+
+    # -- helpers ------------------------------------------------------------------------------------
+
+    def _show_result(self, outcome: ScheduleOutcome) -> None:
+        """Edit an occurrence's message to its result; post one only when a failure has nowhere to go."""
+        sender = self._sender
+        if sender is None:
+            return
+        if outcome.operation is not None:
+            line = ui.started(outcome.reply)
+        elif not outcome.ok:
+            line = ui.failed_to_start(outcome.reply)
+        else:
+            line = ui.done_without_change(outcome.reply)
+        key = ui.MESSAGE_PREFIX + outcome.key
+        with self._lock:
+            last = self._last.pop(outcome.key, None)
+        where = self._announced_at(outcome.key)
+        if where is not None:
+            sender.adopt(key, *where)
+        if last is not None:
+            sender.show(
+                key, ui.announcement(last, status=line, buttons=False), channel=last.channel, final=True
+            )
+        elif where is not None or not outcome.ok:
+            channel = where[0] if where else self._channel_of(outcome.key)
+            if channel:
+                sender.show(key, ui.occurrence_status(outcome.key, line), channel=channel, final=True)
+
+    def _remember(self, note: Announcement) -> None:
+        with self._lock:
+            self._last.pop(note.key, None)
+            self._last[note.key] = note
+            while len(self._last) > _MAX_REMEMBERED:
+                self._last.pop(next(iter(self._last)))
+
+    def _note_for(self, key: str, cluster: str, channel: str) -> Announcement:
+        """What the modal says about the occurrence: the last announcement, else its effective time."""
+        with self._lock:
+            last = self._last.get(key)
+        if last is not None:
+            return last
+        events = self.schedules.next_events(self.clock.now(), limit=50, cluster=cluster)
+        effective = next((at for occ, at in events if occ.key == key), None)
+        name = key.rsplit(":", 2)[0]
+        return Announcement(key, name, cluster, channel, "", "upcoming", effective=effective)
+
+    def _announced_at(self, key: str) -> tuple[str, str] | None:
+        """(channel, ts) of an occurrence's message, as the service recorded it (survives restarts)."""
+        row = self.schedules.store.get_occurrence(key)
+        return (row.announce_channel, row.announce_ts) if row and row.announce_ts else None
+
+    def _channel_of(self, key: str) -> str:
+        sched = self.schedules.show(key.rsplit(":", 2)[0])
+        return sched.channel if sched else ""
+
+    def _posted(self, key: str, channel: str, ts: str) -> None:
+        """The sender's posted hook (sender thread): decisions and the run find the message by key."""
+        if key.startswith(ui.MESSAGE_PREFIX):
+            self.schedules.set_announcement(key[len(ui.MESSAGE_PREFIX) :], channel=channel, ts=ts)
+
+    def _tell(self, outcome: ScheduleOutcome, inv: Invocation) -> None:
+        if outcome.ok and outcome.changed:
+            self._sync()  # armed before the person reads "saved"
+            answer(inv, blocks.text_message(messages.nodes_changed(inv.user, outcome.reply)), visible=True)
+        else:
+            answer(inv, blocks.text_message(outcome.reply, emoji="" if outcome.ok else "⚠️"))
+
+    def _sync(self) -> None:
+        if self.runner is None:
+            return
+        try:
+            self.runner.sync()
+        except Exception:  # the change is saved; the timer's next tick or restart re-arms from SQLite
+            log.exception("could not re-arm the schedule timer")
+
+    def _unknown(self, name: str) -> str:
+        names = ", ".join(s.name for s in self.schedules.list()) or "none"
+        return f'No schedule "{name[:63]}"; schedules: {names}.'
+
+    def _zone(self, user: str) -> str:
+        """The person's Slack time zone (users.info `tz`), cached; UTC when Slack does not say."""
+        now = self.clock.monotonic()
+        with self._lock:
+            cached = self._zones.get(user)
+        if cached is not None and now - cached[1] < ZONE_TTL_SECONDS:
+            return cached[0]
+        zone = "UTC"
+        if self._client is not None:
+            try:
+                found = str(self._client.users_info(user=user)["user"]["tz"])
+                zone = schedule.parse_zone(found).key
+            except Exception as exc:  # no scope, unknown user, a zone zoneinfo lacks: UTC is safe
+                log.info("no time zone for %s (%s); using UTC", user, exc)
+        with self._lock:
+            self._zones[user] = (zone, now)
+        return zone
+
+    def _views_open(self, body: dict[str, Any], view: Any, channel: str, user: str, failure: str) -> None:
+        try:
+            self._client.views_open(trigger_id=str(body.get("trigger_id") or ""), view=view)
+        except Exception:
+            log.exception("views.open failed", extra={"user": user})
+            self._whisper(channel, user, failure)
+
+    def _whisper(self, channel: str, user: str, text: str) -> None:
+        if self._sender is not None and channel and user:
+            self._sender.ephemeral(channel, user, blocks.text_message(text, emoji="⚠️"))
+
+
+# -- pure parsing -----------------------------------------------------------------------------------
+
+
+def parse_add(
+    args: SubcommandArgs, *, channel: str, default_cluster: str | None, clusters: Sequence[str]
+) -> AddArgs:
+    """`schedule add NAME key=value …` → AddArgs. Slack splits on spaces and the parser drops quotes,
+    so `sleep=Mon-Fri 20:00` arrives as `sleep=Mon-Fri` plus a positional `20:00`: a sleep or wake
+    without a time takes the next time token, in the order the options were written."""
+    if args.flags:
+        raise ScheduleUsage(ui.unknown_flag(sorted(args.flags)[0]), "add")
+    options = _add_options(args.options)
+    words = list(args.args[1:])
+    mentions = [m.group(1) for w in words if (m := _CHANNEL_REF.fullmatch(w))]
+    words = [w for w in words if not _CHANNEL_REF.fullmatch(w)]
+    if not words:
+        raise ScheduleUsage(ui.missing_name("add"), "add")
+    name, rest = words[0], words[1:]
+    for key in [k for k, _ in args.options if _canonical(k) in ("sleep", "wake")]:
+        options[_canonical(key)] = _with_time(options[_canonical(key)], rest)
+    if rest:
+        raise ScheduleUsage(messages.unexpected_arguments(rest[:5]), "add")
+    if "sleep" not in options:
+        example = "when the cluster goes to sleep, e.g. `sleep=Mon-Fri 20:00`"
+        raise ScheduleUsage(ui.missing_option("sleep", example), "add")
+    if "tz" not in options:
+        raise ScheduleUsage(
+            ui.missing_option("tz", "the IANA zone of the times, e.g. `tz=Europe/Berlin`"), "add"
+        )
+    cluster = options.get("cluster") or default_cluster
+    if not cluster:
+        raise ScheduleUsage(messages.no_cluster(sorted(clusters)), "add")
+    return AddArgs(
+        name=name,
+        cluster=cluster,
+        target=_target(options),
+        sleep=options["sleep"],
+        wake=options.get("wake"),
+        tz=options["tz"],
+        lead_times=options.get("lead", ""),
+        channel=_channel(options.get("channel"), mentions, default=channel),
+        approval_mode=_approval(options.get("approval", "per-run")),
+        exceptions=options.get("except", ""),
+    )
+
+
+def _canonical(key: str) -> str:
+    return _KEY_ALIASES.get(key, key)
+
+
+def _add_options(pairs: Sequence[tuple[str, str]]) -> dict[str, str]:
+    options: dict[str, str] = {}
+    for raw, value in pairs:
+        key = _canonical(raw)
+        if key not in _ADD_KEYS:
+            close = difflib.get_close_matches(key, [*_ADD_KEYS, *_KEY_ALIASES], n=1, cutoff=0.6)
+            raise ScheduleUsage(ui.unknown_option(raw[:40], _canonical(close[0]) if close else None), "add")
+        if key in options:
+            raise ScheduleUsage(ui.given_twice(key), "add")
+        options[key] = value.strip(_QUOTES).replace("@", " ")
+    return options
+
+
+def _with_time(value: str, rest: list[str]) -> str:
+    if _TIME_TOKEN.search(value):
+        return value
+    for index, token in enumerate(rest):
+        if _TIME_TOKEN.fullmatch(token.strip(_QUOTES)):
+            del rest[index]
+            return f"{value} {token.strip(_QUOTES)}"
+    return value  # the engine's parser names what is missing ("missing time after …")
+
+
+def _target(options: Mapping[str, str]) -> ScheduleTarget:
+    pools = [p for p in re.split(r"[,\s]+", options.get("pools", "")) if p]
+    size = options.get("size")
+    if size is None:
+        return ScheduleTarget.zero_pools(*pools) if pools else ScheduleTarget.whole_cluster()
+    if not size.isdigit() or int(size) > _MAX_SIZE:
+        raise ScheduleUsage(ui.bad_size(size[:20]), "add")
+    if len(pools) != 1:
+        raise ScheduleUsage(ui.size_needs_one_pool(), "add")
+    return ScheduleTarget.scale_pool(pools[0], int(size))
+
+
+def _channel(value: str | None, mentions: Sequence[str], *, default: str) -> str:
+    if value is not None and mentions:
+        raise ScheduleUsage(ui.given_twice("channel"), "add")
+    if len(mentions) > 1:
+        raise ScheduleUsage(ui.given_twice("channel"), "add")
+    if value is None:
+        return mentions[0] if mentions else default
+    linked = _CHANNEL_REF.fullmatch(value)
+    if linked:
+        return linked.group(1)
+    if _CHANNEL_ID.fullmatch(value):
+        return value
+    raise ScheduleUsage(ui.channel_by_name(value[:80]), "add")
+
+
+def _approval(value: str) -> str:
+    mode = _APPROVAL.get(value.lower())
+    if mode is None:
+        raise ScheduleUsage(ui.bad_approval(value[:40]), "add")
+    return mode
+
+
+def _name(args: SubcommandArgs, verb: str) -> str:
+    if len(args.args) < 2:
+        raise ScheduleUsage(ui.missing_name(verb), verb)
+    if len(args.args) > 2 or args.options:
+        extra = list(args.args[2:]) + [f"{k}={v}" for k, v in args.options]
+        raise ScheduleUsage(messages.unexpected_arguments(extra[:5]), verb)
+    return args.args[1]
+
+
+def _optional_word(args: SubcommandArgs, verb: str) -> str | None:
+    """`list` / `next`: an optional cluster, as a word or `cluster=`."""
+    words = [*args.args[1:], *(v for k, v in args.options if k == "cluster")]
+    others = [f"{k}={v}" for k, v in args.options if k != "cluster"]
+    if len(words) > 1 or others:
+        raise ScheduleUsage(messages.unexpected_arguments([*words[1:], *others][:5]), verb)
+    return words[0] if words else None
+
+
+def read_postpone_form(values: Mapping[str, Any], tz: str) -> tuple[datetime | None, dict[str, str]]:
+    """The modal's date and time, read in the schedule's zone, or errors by block ID."""
+    day_text, time_text = _field(values, ui.POSTPONE_DATE), _field(values, ui.POSTPONE_TIME)
+    try:
+        day = date.fromisoformat(day_text)
+    except ValueError:
+        return None, {ui.POSTPONE_DATE: "Pick a date."}
+    match = _TIME_TOKEN.fullmatch(time_text)
+    if match is None or int(time_text[:-3]) > 23 or int(time_text[-2:]) > 59:
+        return None, {ui.POSTPONE_TIME: "Pick a time of day (HH:MM)."}
+    # A wall time in a DST gap reads as fold=0 and lands after the jump, as the engine's times do.
+    local = datetime.combine(day, time(int(time_text[:-3]), int(time_text[-2:])), schedule.parse_zone(tz))
+    return local.astimezone(UTC), {}
+
+
+def read_add_form(values: Mapping[str, Any]) -> tuple[AddArgs | None, dict[str, str]]:
+    """The add modal's fields, each checked with the engine's own parsers so the error sits on its
+    field; the service then checks the whole (cluster, pools, overlaps, leads against the gaps)."""
+    get = {block: _field(values, block) for block in ui.ADD_FIELDS}
+    errors: dict[str, str] = {}
+    target = ScheduleTarget.whole_cluster()
+    for block in ("name", "cluster", "sleep_days", "sleep_time", "tz", "channel"):
+        if not get[block]:
+            errors[block] = "Required."
+    wake: str | None = None
+    if get["wake_days"] or get["wake_time"]:
+        missing = "wake_time" if get["wake_days"] else "wake_days"
+        if not get[missing]:
+            errors[missing] = "Give both the days and the time of the wake, or neither."
+        wake = f"{get['wake_days']} {get['wake_time']}"
+    checks: list[tuple[str, Callable[[str], object], str]] = [
+        ("sleep_days", schedule.parse_weekly, f"{get['sleep_days']} {get['sleep_time']}"),
+        ("tz", schedule.parse_zone, get["tz"]),
+        ("lead", schedule.parse_lead_times, get["lead"]),
+        ("except", schedule.parse_dates, get["except"]),
+    ]
+    if wake is not None and "wake_days" not in errors and "wake_time" not in errors:
+        checks.append(("wake_days", schedule.parse_weekly, wake))
+    for block, parse, text in checks:
+        if block in errors or (block == "sleep_days" and "sleep_time" in errors):
+            continue
+        try:
+            parse(text)
+        except ScheduleError as exc:
+            errors[block] = str(exc)[:300]
+    try:
+        target = _target({"pools": get["pools"]})
+    except ScheduleUsage as exc:
+        errors["pools"] = exc.message
+    if errors:
+        return None, errors
+    form = AddArgs(
+        name=get["name"],
+        cluster=get["cluster"],
+        target=target,
+        sleep=f"{get['sleep_days']} {get['sleep_time']}",
+        wake=wake,
+        tz=get["tz"],
+        lead_times=get["lead"],
+        channel=get["channel"],
+        approval_mode=get["approval"] or "per_run",
+        exceptions=get["except"],
+    )
+    return form, {}
+
+
+def add_field_of(reply: str) -> str:
+    """The add modal field a service refusal is about (the engine names the part in its sentence)."""
+    lowered = reply.lower()
+    for needle, block in (
+        ("lead time", "lead"),
+        ("time zone", "tz"),
+        ("sleep time", "sleep_days"),
+        ("wake", "wake_days"),
+        ("date", "except"),
+        ("overlaps", "pools"),
+        ("pool", "pools"),
+        ("cluster", "cluster"),
+        ("channel", "channel"),
+        ("approv", "approval"),
+    ):
+        if needle in lowered:
+            return block
+    return "name"
+
+
+def _field(values: Mapping[str, Any], block: str) -> str:
+    element = (values.get(block) or {}).get(block) or {}
+    for key in ("value", "selected_date", "selected_time", "selected_conversation"):
+        if element.get(key):
+            return str(element[key]).strip()
+    option = element.get("selected_option") or {}
+    return str(option.get("value") or "").strip()
+
+
+def _state(view: Mapping[str, Any]) -> Mapping[str, Any]:
+    state = view.get("state") or {}
+    values = state.get("values") if isinstance(state, Mapping) else None
+    return values if isinstance(values, Mapping) else {}
+
+
+def _metadata(view: Mapping[str, Any]) -> dict[str, Any]:
+    try:
+        data = json.loads(str(view.get("private_metadata") or "{}"))
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _modal_opener(body: Mapping[str, Any]) -> str | None:
+    """Which modal a request opens: a "Postpone until…" click, or `/scale schedule add` alone."""
+    if not body.get("trigger_id"):
+        return None
+    actions = body.get("actions")
+    if body.get("type") == "block_actions" and isinstance(actions, list) and actions:
+        first = actions[0]
+        return (
+            "postpone"
+            if isinstance(first, dict) and first.get("action_id") == ACTION_POSTPONE_UNTIL
+            else None
+        )
+    text = str(body.get("text") or "").split()
+    bare_add = [word.lower() for word in text] == ["schedule", "add"]
+    has_who = bool(body.get("user_id")) and bool(body.get("channel_id"))
+    return "add" if body.get("command") == messages.COMMAND and bare_add and has_who else None
+
+
+def _who(body: Mapping[str, Any]) -> tuple[str, str]:
+    user = body.get("user")
+    channel = body.get("channel")
+    user_id = user.get("id") if isinstance(user, Mapping) else body.get("user_id")
+    channel_id = channel.get("id") if isinstance(channel, Mapping) else body.get("channel_id")
+    return str(user_id or ""), str(channel_id or "")
+
+
+def _guarded(run: Callable[[dict[str, Any]], None], body: dict[str, Any]) -> None:
+    """Work handed to a Bolt listener thread after the ack: nothing may escape unlogged."""
+    try:
+        run(body)
+    except Exception:
+        log.exception("opening a schedule dialog failed")

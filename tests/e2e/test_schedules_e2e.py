@@ -1,0 +1,161 @@
+"""A scheduled night on the real control plane, announced and reported in Slack.
+
+The cluster is this test's own label-defined pools (kwok nodes) with a Deployment on them; scalebot
+runs as its ServiceAccount through the real Operations (SystemClock, a short graceful window). The
+schedule service and the Slack side run on a FakeClock set to an instant of the schedule, and the
+timer is the real SchedulerRunner whose armed job the test runs at that instant (see
+tests/slack/test_schedules_slack.py): nothing waits for 20:00.
+
+Covers: `/scale schedule add` over the real HTTP Bolt app; the announcement at the lead time; the sleep
+fired through the same Operations path as a person's request (`requested_by="schedule:nights"`) zero-
+scaling every pool for real, with the operation's card, phases and final summary in the announcement's
+thread and the announcement edited to say it started; the wake restoring every node and the Deployment,
+threaded there too, and "dev-eu is back: 3/3 nodes Ready" posted when it is done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.app import serve_http
+from bot.schedule_ui import ScheduleUi
+from bot.scheduler import SchedulerRunner
+from engine.clock import FakeClock, SystemClock
+from engine.kube.client import KubeClient
+from engine.operation import OpKind, OpState
+from engine.operations import Operations
+from engine.pools.labels import LabelPoolProvider
+from engine.runner import ClusterHandle
+from engine.schedules import Schedules
+from engine.store import Store
+from localcluster import builders
+from tests.e2e.test_operations import FAST
+from tests.slack.conftest import CHANNEL, SECRET, assemble, make_settings
+from tests.slack.fake_ops import APPROVER, POLICIES
+from tests.slack.harness import SlackApiServer, all_text, buttons_of
+from tests.slack.test_schedules_slack import ManualScheduler, World
+
+pytestmark = pytest.mark.e2e
+
+MON_17_CET = datetime(2026, 3, 2, 16, 0, tzinfo=UTC)
+SLEEP_KEY = "nights:2026-03-02:sleep"
+
+
+def utc(day: int, hour: int, minute: int = 0) -> datetime:
+    return datetime(2026, 3, day, hour, minute, tzinfo=UTC)
+
+
+@pytest.fixture
+def pool_key(unique_name: str) -> str:
+    """A node label key of this test's own: its pools are the only pools of "the cluster"."""
+    return f"{unique_name}.scalebot.test/pool"
+
+
+@pytest.fixture
+def kube(scalebot_kubeconfig: Path) -> Iterator[KubeClient]:
+    client = KubeClient.from_config(kubeconfig=str(scalebot_kubeconfig))
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def world(kube: KubeClient, pool_key: str, tmp_path: Path) -> Iterator[World]:
+    provider = LabelPoolProvider(kube, kube.api_client, label=pool_key, namespace="scalebot")
+    ops = Operations(
+        Store(tmp_path / "scalebot.db"),
+        {"dev-eu": ClusterHandle("dev-eu", kube, provider)},
+        {"dev-eu": POLICIES["dev-eu"]},
+        SystemClock(),  # drains and node waits take real time on the real cluster
+        settings=FAST,
+    )
+    clock = FakeClock(MON_17_CET)
+    schedules = Schedules(ops.store, ops, clock)
+    api = SlackApiServer().start()
+    slack = make_settings(api)
+    ui = ScheduleUi(schedules, ops, clock=clock, default_cluster=slack.default_cluster)
+    bot = assemble(api, ops, slack, subcommands=ui.subcommands(), clicks=ui.clicks())  # type: ignore[arg-type]
+    bot.http = serve_http(bot.app, 0, host="127.0.0.1", signing_secret=SECRET)
+    scheduler = ManualScheduler(timezone=UTC)
+    runner = SchedulerRunner(schedules, clock, ui.on_announce, ui.on_fired, scheduler=scheduler)
+    ui.attach(sender=bot.sender, app=bot.app, runner=runner)
+    runner.start()
+    yield World(bot, clock, ops, schedules, runner, scheduler)
+    runner.stop()
+    bot.stop()
+    ops.runner.stop()
+    api.close()
+
+
+def test_a_scheduled_night_zero_scales_the_real_cluster_and_the_morning_restores_it(
+    admin_api: Any,
+    world: World,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    pool_key: str,
+    unique_name: str,
+) -> None:
+    group = {"scalebot.test/group": unique_name}
+    nodes = []
+    for name, count in (("a", 2), ("b", 1)):
+        full = f"{unique_name}-{name}"
+        nodes += node_pool(count, name=full, labels={pool_key: full, **group})
+    builders.create_deployment(admin_api, namespace, "web", 3, node_selector=group, grace=1)
+    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    kube = world.ops.handles["dev-eu"].api
+
+    result, url = world.bot.command(
+        "schedule add nights sleep=Mon-Fri 20:00 wake=Mon-Fri 07:00 tz=Europe/Berlin lead=60m,10m "
+        "approval=pre <#C0DEV|platform>",
+        user=APPROVER,
+    )
+    assert result.status == 200
+    assert "Schedule saved" in all_text(world.bot.wait_reply(url))
+
+    world.at(utc(2, 18))  # Monday 19:00 CET: 60 minutes before the sleep
+    world.tick()
+    card = world.announcement(SLEEP_KEY)
+    ts = card.response["ts"]
+    assert "starts Mon 20:00 CET (in 60 min): 2 pools, 3 nodes → 0" in all_text(card)
+
+    world.at(utc(2, 19))  # Monday 20:00 CET: the sleep
+    world.tick()
+    [sleep] = world.ops.list_operations()
+    assert (sleep.kind, sleep.requested_by, sleep.thread_ts, sleep.channel) == (
+        OpKind.ZERO,
+        "schedule:nights",
+        ts,
+        CHANNEL,
+    )
+    assert world.ops.runner.wait_idle(180), "the scheduled zero-scale did not finish"
+    slept = world.ops.get(sleep.id)
+    assert slept is not None and slept.state is OpState.SUCCEEDED, slept and slept.error
+    assert not [n for n in kube.list_nodes() if n.name in nodes], "every node of every pool is gone"
+    world.bot.settle()
+    started = world.bot.api.wait_for_call(
+        "chat.update", lambda c: c.body.get("ts") == ts and "🔄" in all_text(c)
+    )
+    assert sleep.id in all_text(started) and buttons_of(started) == []
+    threaded = [c for c in world.bot.api.calls_to("chat.postMessage") if c.body.get("thread_ts") == ts]
+    assert any(sleep.id in all_text(c) for c in threaded), "the operation's card is in the thread"
+    assert any("Completed" in all_text(c) for c in threaded), "and its final summary"
+
+    world.at(utc(3, 6))  # Tuesday 07:00 CET: the wake
+    world.tick()
+    wake = next(op for op in world.ops.list_operations() if op.kind is OpKind.WAKE)
+    assert (wake.requested_by, wake.thread_ts) == ("schedule:nights", ts)
+    assert world.ops.runner.wait_idle(180), "the scheduled wake did not finish"
+    woken = world.ops.get(wake.id)
+    assert woken is not None and woken.state is OpState.SUCCEEDED, woken and woken.error
+    assert sorted(n.name for n in kube.list_nodes() if n.name in nodes) == sorted(nodes)
+    back = world.bot.api.wait_for_call("chat.postMessage", lambda c: "is back:" in all_text(c), timeout=30)
+    assert "dev-eu is back: 3/3 nodes Ready" in all_text(back)
+    assert back.body.get("thread_ts") == ts
+    web = builders.wait_for_deployment_available(admin_api, namespace, "web", timeout=90)
+    assert web["status"]["availableReplicas"] == 3
+    states = {r.key: r.state for r in world.schedules.store.list_occurrences(schedule="nights")}
+    assert states[SLEEP_KEY] == "done" and states["nights:2026-03-03:wake"] == "done"

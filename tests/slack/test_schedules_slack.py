@@ -1,0 +1,569 @@
+"""Schedules in Slack over the real HTTP Bolt app: signed requests in, the local Slack Web API out.
+
+The engine is real (Operations, Schedules, SQLite) on the in-memory cluster; time is a FakeClock. The
+timer is the real `SchedulerRunner` with an APScheduler that never starts its thread: a test moves the
+clock to an instant and runs the job the runner armed, which is exactly what APScheduler would call.
+
+Covers: `/scale schedule add` bad input (precise ephemeral errors, nothing saved) and a good one
+(visible, re-armed); list / show / next in the reader's Slack time zone (users.info, cached);
+pause / resume / skip DATE / delete; the announcement posted at the lead time with four buttons and
+its reminder at the next lead; Postpone 1h by an operator moves that occurrence only and edits the
+message in place; Skip by a viewer or a stranger is refused ephemerally and changes nothing; Run now
+fires through Operations with the card and progress in the announcement's thread; Postpone until…
+opens a modal (views.open with the click's trigger_id) whose submission is validated with
+response_action="errors"; a bare `schedule add` opens the add modal; `/scale wake dev-eu for 3h`
+is a temporary wake with a return to sleep.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.parse
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from bot import blocks, schedule_blocks
+from bot.app import serve_http
+from bot.schedule_ui import ScheduleUi
+from bot.scheduler import SchedulerRunner
+from engine.clock import FakeClock
+from engine.kube.fake import FakeCluster
+from engine.operation import OperationRequest, OpKind, OpState, Target
+from engine.operations import Operations
+from engine.pools.simulated import SimulatedPoolProvider
+from engine.runner import ClusterHandle, RunnerSettings
+from engine.schedules import Schedules
+from engine.store import Store
+from tests.slack.conftest import CHANNEL, SECRET, RunningBot, assemble, make_settings
+from tests.slack.fake_ops import APPROVER, OPERATOR, POLICIES, VIEWER
+from tests.slack.harness import Call, HttpResult, SlackApiServer, all_text, buttons_of, post, wait_until
+
+MON_17_CET = datetime(2026, 3, 2, 16, 0, tzinfo=UTC)
+"""Monday 17:00 CET: "Mon-Fri 20:00" Europe/Berlin sleeps at 19:00Z, "Mon-Fri 07:00" wakes at 06:00Z."""
+KEY = "nights:2026-03-02:sleep"
+ADD = (
+    "schedule add nights sleep=Mon-Fri 20:00 wake=Mon-Fri 07:00 tz=Europe/Berlin lead=60m,10m "
+    "approval=pre <#C0DEV|platform>"
+)
+STRANGER = "U0NOBODY"
+
+
+def utc(day: int, hour: int, minute: int = 0) -> datetime:
+    return datetime(2026, 3, day, hour, minute, tzinfo=UTC)
+
+
+class ZonedSlackApi(SlackApiServer):
+    """The local Slack API, plus users.info with a time zone (what `schedule next` reads)."""
+
+    def _canned(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
+        if method == "users.info":
+            return {"ok": True, "user": {"id": body.get("user"), "tz": "America/New_York"}}
+        return super()._canned(method, body)
+
+
+class ManualScheduler(BackgroundScheduler):
+    """APScheduler without its thread: armed jobs stay pending until the test runs one."""
+
+    def start(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+@dataclass
+class World:
+    bot: RunningBot
+    clock: FakeClock
+    ops: Operations
+    schedules: Schedules
+    runner: SchedulerRunner
+    scheduler: ManualScheduler
+
+    def at(self, instant: datetime) -> None:
+        self.clock.advance((instant - self.clock.now()).total_seconds())
+
+    def tick(self) -> None:
+        """Run the timer's armed job, as APScheduler does at its instant."""
+        jobs = self.scheduler.get_jobs()
+        assert jobs, "the runner armed no job"
+        jobs[0].func()
+        self.bot.settle()
+
+    def announcement(self, key: str = KEY) -> Call:
+        """The occurrence's channel message, once Slack returned its ts and the service recorded it."""
+        call = self.bot.api.wait_for_call("chat.postMessage", lambda c: bool(buttons_of(c)))
+        wait_until(lambda: self.announce_ts(key) != "", what="the announcement's ts is recorded")
+        assert call.response["ts"] == self.announce_ts(key)
+        return call
+
+    def announce_ts(self, key: str = KEY) -> str:
+        row = self.schedules.store.get_occurrence(key)
+        return row.announce_ts if row else ""
+
+    def updates(self, ts: str) -> list[Call]:
+        return [c for c in self.bot.api.calls_to("chat.update") if c.body.get("ts") == ts]
+
+
+@pytest.fixture
+def slack_api() -> Iterator[SlackApiServer]:
+    api = ZonedSlackApi().start()
+    yield api
+    api.close()
+
+
+@pytest.fixture
+def world(slack_api: SlackApiServer, tmp_path: Path) -> Iterator[World]:
+    clock = FakeClock(MON_17_CET)
+    cluster = FakeCluster(now=clock.now)
+    for pool, count in (("web", 3), ("batch", 2)):
+        for i in range(count):
+            cluster.add_node(f"{pool}-{i}", labels={"scalebot.io/pool": pool})
+    ops = Operations(
+        Store(tmp_path / "scalebot.db"),
+        {"dev-eu": ClusterHandle("dev-eu", cluster, SimulatedPoolProvider(cluster))},
+        {"dev-eu": POLICIES["dev-eu"]},
+        clock,
+        settings=RunnerSettings(workers=2, parallel_evictions=4),
+    )
+    schedules = Schedules(ops.store, ops, clock)
+    settings = make_settings(slack_api)
+    ui = ScheduleUi(schedules, ops, clock=clock, default_cluster=settings.default_cluster)
+    bot = assemble(slack_api, ops, settings, subcommands=ui.subcommands(), clicks=ui.clicks())  # type: ignore[arg-type]
+    bot.http = serve_http(bot.app, 0, host="127.0.0.1", signing_secret=SECRET)
+    scheduler = ManualScheduler(timezone=UTC)
+    runner = SchedulerRunner(schedules, clock, ui.on_announce, ui.on_fired, scheduler=scheduler)
+    ui.attach(sender=bot.sender, app=bot.app, runner=runner)
+    runner.start()
+    yield World(bot, clock, ops, schedules, runner, scheduler)
+    runner.stop()
+    bot.stop()
+    ops.runner.stop()
+
+
+def command(world: World, text: str, *, user: str = APPROVER) -> tuple[HttpResult, Call]:
+    result, url = world.bot.command(text, user=user)
+    assert result.status == 200
+    return result, world.bot.wait_reply(url)
+
+
+def added(world: World) -> None:
+    _, reply = command(world, ADD)
+    assert "Schedule saved" in all_text(reply), all_text(reply)
+
+
+def announced(world: World) -> Call:
+    added(world)
+    world.at(utc(2, 18))  # 60 minutes before Monday's 20:00 CET
+    world.tick()
+    return world.announcement()
+
+
+def click(world: World, action: str, user: str, card: Call) -> tuple[HttpResult, str]:
+    [button] = [b for b in buttons_of(card) if b["action_id"] == action]
+    result, url = world.bot.click(action, button["value"], user=user, message_ts=card.response["ts"])
+    assert result.status == 200
+    return result, url
+
+
+def submit_view(world: World, view: dict[str, Any], values: dict[str, Any], *, user: str) -> HttpResult:
+    payload = {
+        "type": "view_submission",
+        "team": {"id": "T0TEST", "domain": "scalebot-test"},
+        "user": {"id": user, "username": user.lower(), "name": user.lower(), "team_id": "T0TEST"},
+        "api_app_id": "A0TEST",
+        "token": "gIkuvaNzQIHg97ATvDxqgjtO",
+        "trigger_id": "9.1234567890.view",
+        "view": {
+            "id": "V0TEST",
+            "team_id": "T0TEST",
+            "type": "modal",
+            "callback_id": view["callback_id"],
+            "private_metadata": view.get("private_metadata", ""),
+            "state": {"values": values},
+            "hash": "1700000000.abcdef",
+            "blocks": view["blocks"],
+        },
+        "response_urls": [],
+        "is_enterprise_install": False,
+    }
+    body = ("payload=" + urllib.parse.quote(json.dumps(payload))).encode()
+    return post(world.bot.events_url, body, world.bot.signer.headers(body))
+
+
+def picked(date: str, time: str) -> dict[str, Any]:
+    return {
+        schedule_blocks.POSTPONE_DATE: {
+            schedule_blocks.POSTPONE_DATE: {"type": "datepicker", "selected_date": date}
+        },
+        schedule_blocks.POSTPONE_TIME: {
+            schedule_blocks.POSTPONE_TIME: {"type": "timepicker", "selected_time": time}
+        },
+    }
+
+
+# --- /scale schedule add ---------------------------------------------------------------------------
+
+
+GOOD = "sleep=Mon-Fri 20:00 wake=Mon-Fri 07:00 tz=Europe/Berlin lead=60m,10m"
+
+
+@pytest.mark.parametrize(
+    ("text", "user", "fragment"),
+    [
+        (
+            f"n {GOOD.replace('20:00', '25:00')}",
+            APPROVER,
+            'sleep time: hour 25 in "25:00" is out of range 0-23',
+        ),
+        (f"n {GOOD.replace('Mon-Fri 07:00', 'Mon-Fry 07:00')}", APPROVER, 'wake time: unknown day "Fry"'),
+        (f"n {GOOD.replace('Europe/Berlin', 'CET')}", APPROVER, 'time zone "CET" is not an IANA zone name'),
+        (f"n {GOOD.replace('Europe/Berlin', 'Mars/Olympus')}", APPROVER, 'unknown time zone "Mars/Olympus"'),
+        ("n sleep=Mon-Fri 20:00 wake=Mon-Fri 07:00", APPROVER, "Missing `tz=`"),
+        ("n wake=Mon-Fri 07:00 tz=UTC", APPROVER, "Missing `sleep=`"),
+        (f"n {GOOD.replace('60m,10m', '60')}", APPROVER, 'a bare number has no unit: write "60m"'),
+        (
+            f"n {GOOD.replace('07:00', '20:30')}",
+            APPROVER,
+            "lead time 60m is longer than the shortest gap between two events (30 min",
+        ),
+        (f"n {GOOD} pools=web,nope", APPROVER, "unknown pool(s) nope in dev-eu; pools: batch, web"),
+        (f"n {GOOD} except=2026-02-30", APPROVER, 'invalid date "2026-02-30"'),
+        (f"n {GOOD} approval=sometimes", APPROVER, "`approval=sometimes` is not an approval mode"),
+        (f"n {GOOD} approval=pre", OPERATOR, "pre-approving a schedule needs the approver role on dev-eu"),
+        (f"n {GOOD}", VIEWER, "creating a schedule needs the operator role on dev-eu; you are viewer"),
+        (f"n {GOOD} colour=red", APPROVER, "`schedule add` has no option `colour=`"),
+        (f"n {GOOD} timezon=UTC", APPROVER, "Did you mean `tz=`?"),
+        (f"n {GOOD} channel=ops", APPROVER, "`channel=ops` names the channel by text"),
+        (f"n {GOOD} cluster=nope", APPROVER, 'unknown cluster "nope"; clusters: dev-eu'),
+        (f"n {GOOD} extra", APPROVER, "Unexpected argument: `extra`"),
+        (f"-bad {GOOD}", APPROVER, 'invalid schedule name "-bad"'),
+        (f"n {GOOD} sleep=daily 21:00", APPROVER, "`sleep=` is given twice"),
+    ],
+)
+def test_bad_schedule_add_is_refused_precisely_ephemerally_and_saves_nothing(
+    world: World, text: str, user: str, fragment: str
+) -> None:
+    result, reply = world.bot.command(f"schedule add {text}", user=user)
+    if result.json():  # refused by the command parser: the ephemeral ack itself
+        answer, kind = json.dumps(result.json()), result.json()["response_type"]
+    else:
+        call = world.bot.wait_reply(reply)
+        answer, kind = all_text(call), call.body["response_type"]
+    assert fragment in answer
+    assert kind == "ephemeral"
+    world.bot.settle()
+    assert world.schedules.list() == [] and world.schedules.store.list_schedules() == []
+    assert world.bot.api.calls_to("chat.postMessage") == []
+    assert world.runner.armed() == []
+
+
+def test_schedule_add_is_announced_in_channel_and_arms_the_timer(world: World) -> None:
+    _, reply = command(world, ADD)
+    text = all_text(reply)
+    assert reply.body["response_type"] == "in_channel"
+    assert f"<@{APPROVER}> added a schedule" in text
+    assert "sleep Mon-Fri 20:00 → wake Mon-Fri 07:00 (Europe/Berlin)" in text
+    assert "pre-approved by" in text and "Next: sleep Mon 20:00 CET (in 3 h)" in text
+    [saved] = world.schedules.list()
+    assert (saved.channel, saved.approval_mode, saved.target.kind) == (CHANNEL, "pre_approved", "cluster")
+    assert world.runner.armed()[:3] == [utc(2, 18), utc(2, 18, 50), utc(2, 19)]
+    assert [r.action for r in world.ops.store.audit_rows()] == ["schedule_add"]
+
+
+def test_list_show_and_next_in_the_readers_time_zone(world: World) -> None:
+    added(world)
+    _, listed = command(world, "schedule list", user=VIEWER)
+    assert listed.body["response_type"] == "ephemeral" and "nights: dev-eu, every pool to 0" in all_text(
+        listed
+    )
+    _, shown = command(world, "schedule show nights", user=VIEWER)
+    assert "*Mon 20:00 CET* · 😴 sleep · `nights` · in 3 h" in all_text(shown)
+    _, first = command(world, "schedule next", user=VIEWER)
+    _, second = command(world, "schedule next dev-eu", user=VIEWER)
+    for reply in (first, second):
+        text = all_text(reply)
+        assert "times in America/New_York" in text
+        assert "*Mon 14:00 EST* · 😴 sleep · `nights` · in 3 h · dev-eu" in text
+        assert "*Tue 01:00 EST* · ☀️ wake" in text
+    assert len(world.bot.api.calls_to("users.info")) == 1, "the zone is cached"
+    _, unknown = command(world, "schedule show nope", user=VIEWER)
+    assert 'No schedule "nope"; schedules: nights.' in all_text(unknown)
+    _, typo = command(world, "schedule lsit", user=VIEWER)
+    assert "Did you mean `schedule list`?" in all_text(typo)
+
+
+def test_pause_resume_skip_a_date_and_delete(world: World) -> None:
+    added(world)
+    _, refused = command(world, "schedule pause nights", user=VIEWER)
+    assert "pausing a schedule needs the operator role on dev-eu; you are viewer" in all_text(refused)
+    assert world.schedules.show("nights").enabled  # type: ignore[union-attr]
+    _, paused = command(world, "schedule pause nights", user=OPERATOR)
+    assert paused.body["response_type"] == "in_channel" and "Schedule nights paused." in all_text(paused)
+    assert world.runner.armed() == [], "a paused schedule is disarmed"
+    command(world, "schedule resume nights", user=OPERATOR)
+    assert world.runner.armed()[0] == utc(2, 18)
+    _, skipped = command(world, "schedule skip nights 2026-03-02", user=OPERATOR)
+    assert "Skipping the sleep of Mon 20:00 CET" in all_text(skipped)
+    assert utc(2, 19) not in world.runner.armed()
+    _, bad_date = command(world, "schedule skip nights 2026-13-01", user=OPERATOR)
+    assert 'invalid date "2026-13-01"' in all_text(bad_date)
+    _, deleted = command(world, "schedule delete nights", user=OPERATOR)
+    assert "Schedule nights deleted." in all_text(deleted)
+    assert world.schedules.list() == [] and world.runner.armed() == []
+
+
+# --- announcements and their buttons ----------------------------------------------------------------
+
+
+def test_announcement_is_posted_at_the_lead_time_with_four_buttons(world: World) -> None:
+    added(world)
+    world.at(utc(2, 17, 59))
+    assert world.schedules.due(world.clock.now()) == []
+    world.at(utc(2, 18))
+    world.tick()
+    card = world.announcement()
+    assert card.body["channel"] == CHANNEL and not card.body.get("thread_ts")
+    text = all_text(card)
+    assert "Scheduled shutdown of dev-eu starts Mon 20:00 CET (in 60 min): 2 pools, 5 nodes → 0" in text
+    assert "Back Tue 07:00 CET." in text and "pre-approved by" in text
+    assert [b["action_id"] for b in buttons_of(card)] == [
+        blocks.ACTION_POSTPONE_1H,
+        blocks.ACTION_POSTPONE_UNTIL,
+        blocks.ACTION_SKIP,
+        blocks.ACTION_RUN_NOW,
+    ]
+    assert {schedule_blocks.key_of(b["value"]) for b in buttons_of(card)} == {KEY}
+
+    world.at(utc(2, 18, 50))  # the 10-minute lead: the same message, edited, and a reminder in its thread
+    world.tick()
+    ts = card.response["ts"]
+    edit = world.bot.api.wait_for_call("chat.update", lambda c: c.body.get("ts") == ts)
+    assert "starts Mon 20:00 CET (in 10 min)" in all_text(edit)
+    reminder = world.bot.api.wait_for_call("chat.postMessage", lambda c: c.body.get("thread_ts") == ts)
+    assert "⏰" in all_text(reminder) and "(in 10 min)" in all_text(reminder)
+    assert len([c for c in world.bot.api.calls_to("chat.postMessage") if not c.body.get("thread_ts")]) == 1
+
+
+def test_postpone_1h_by_an_operator_moves_that_occurrence_only_and_edits_the_message(world: World) -> None:
+    card = announced(world)
+    ts = card.response["ts"]
+    _, url = click(world, blocks.ACTION_POSTPONE_1H, OPERATOR, card)
+    update = world.bot.api.wait_for_call("chat.update", lambda c: c.body.get("ts") == ts)
+    text = all_text(update)
+    assert update.body["channel"] == CHANNEL
+    assert "starts Mon 21:00 CET (in 2 h)" in text
+    assert "is postponed to Mon 21:00 CET (60 min later)" in text and f"<@{OPERATOR}>" in text
+    assert len(buttons_of(update)) == 4, "still upcoming: the buttons stay"
+    world.bot.settle()
+    assert world.bot.replies_to(url) == [], "the edited message is the answer"
+    events = [(occ.key, at) for occ, at in world.schedules.next_events(world.clock.now(), limit=3)]
+    assert events == [
+        (KEY, utc(2, 20)),
+        ("nights:2026-03-03:wake", utc(3, 6)),
+        ("nights:2026-03-03:sleep", utc(3, 19)),
+    ]
+    assert utc(2, 20) in world.runner.armed() and utc(2, 18, 50) not in world.runner.armed()
+    [audit] = [r for r in world.ops.store.audit_rows() if r.action == "schedule_postpone"]
+    assert audit.actor == OPERATOR and KEY in audit.detail
+
+
+@pytest.mark.parametrize(
+    ("user", "why"),
+    [
+        (VIEWER, "skipping needs the operator role on dev-eu; you are viewer"),
+        (STRANGER, "skipping needs the operator role on dev-eu; you have no role there"),
+    ],
+)
+def test_skip_by_an_unauthorised_user_is_refused_ephemerally_and_changes_nothing(
+    world: World, user: str, why: str
+) -> None:
+    card = announced(world)
+    before = world.schedules.next_events(world.clock.now(), limit=5)
+    _, url = click(world, blocks.ACTION_SKIP, user, card)
+    reply = world.bot.wait_reply(url)
+    assert why in all_text(reply)
+    assert reply.body["response_type"] == "ephemeral" and reply.body["replace_original"] is False
+    world.bot.settle()
+    assert world.updates(card.response["ts"]) == []
+    assert world.schedules.store.overrides() == []
+    assert world.schedules.next_events(world.clock.now(), limit=5) == before
+    assert [r.action for r in world.ops.store.audit_rows()][-1] == "refused_schedule_skip"
+
+
+def test_skip_by_an_operator_removes_the_buttons_and_nothing_fires(world: World) -> None:
+    card = announced(world)
+    click(world, blocks.ACTION_SKIP, OPERATOR, card)
+    update = world.bot.api.wait_for_call("chat.update", lambda c: c.body.get("ts") == card.response["ts"])
+    assert "is skipped; the schedule is unchanged" in all_text(update) and buttons_of(update) == []
+    world.at(utc(2, 19))
+    world.tick()
+    assert world.ops.list_operations() == []
+
+
+def test_run_now_fires_through_operations_with_progress_in_the_announcement_thread(world: World) -> None:
+    card = announced(world)
+    ts = card.response["ts"]
+    click(world, blocks.ACTION_RUN_NOW, OPERATOR, card)
+    update = world.bot.api.wait_for_call(
+        "chat.update", lambda c: c.body.get("ts") == ts and "🔄" in all_text(c), timeout=10
+    )
+    assert "was started early by" in all_text(update) and buttons_of(update) == []
+    [op] = world.ops.list_operations()
+    assert (op.kind, op.requested_by, op.thread_ts, op.channel) == (
+        OpKind.ZERO,
+        "schedule:nights",
+        ts,
+        CHANNEL,
+    )
+    assert op.id in all_text(update)
+    assert world.ops.runner.wait_idle(timeout=20)
+    assert world.ops.get(op.id).state is OpState.SUCCEEDED  # type: ignore[union-attr]
+    world.bot.settle()
+    threaded = [c for c in world.bot.api.calls_to("chat.postMessage") if c.body.get("thread_ts") == ts]
+    assert threaded and any(op.id in all_text(c) for c in threaded), "the operation's card is in the thread"
+    assert any("Completed" in all_text(c) for c in threaded), "and its final summary"
+    occurrence = world.schedules.store.get_occurrence
+    wait_until(lambda: occurrence(KEY).state == "done", what="the occurrence closed")  # type: ignore[union-attr]
+
+
+def test_postpone_until_opens_a_modal_and_validates_its_submission(world: World) -> None:
+    card = announced(world)
+    result, _ = click(world, blocks.ACTION_POSTPONE_UNTIL, OPERATOR, card)
+    assert result.body == ""
+    opened = world.bot.api.wait_for_call("views.open")
+    view = opened.body["view"]
+    assert re.fullmatch(r"\d+\.1234567890\.fedcba\d{6}", opened.body["trigger_id"]), "the click's trigger_id"
+    assert view["callback_id"] == schedule_blocks.CALLBACK_POSTPONE
+    assert json.loads(view["private_metadata"])["key"] == KEY
+    pickers = {b["block_id"]: b["element"] for b in view["blocks"] if b["type"] == "input"}
+    assert pickers[schedule_blocks.POSTPONE_DATE]["initial_date"] == "2026-03-02"
+    assert pickers[schedule_blocks.POSTPONE_TIME]["initial_time"] == "21:00"
+
+    early = submit_view(world, view, picked("2026-03-02", "19:30"), user=OPERATOR).json()
+    assert early["response_action"] == "errors"
+    assert "pick a time after Mon 20:00 CET" in early["errors"][schedule_blocks.POSTPONE_TIME]
+    missing = submit_view(world, view, picked("", "22:30"), user=OPERATOR).json()
+    assert missing == {"response_action": "errors", "errors": {schedule_blocks.POSTPONE_DATE: "Pick a date."}}
+    viewer = submit_view(world, view, picked("2026-03-02", "22:30"), user=VIEWER).json()
+    assert "postponing needs the operator role" in viewer["errors"][schedule_blocks.POSTPONE_TIME]
+    world.bot.settle()
+    assert world.updates(card.response["ts"]) == [] and world.schedules.store.overrides() == []
+
+    done = submit_view(world, view, picked("2026-03-02", "22:30"), user=OPERATOR)
+    assert done.status == 200 and done.body == ""
+    update = world.bot.api.wait_for_call("chat.update", lambda c: c.body.get("ts") == card.response["ts"])
+    assert "is postponed to Mon 22:30 CET" in all_text(update)
+    assert world.schedules.next_events(world.clock.now(), limit=1)[0][1] == utc(2, 21, 30)
+
+
+def test_a_bare_schedule_add_opens_the_add_modal(world: World) -> None:
+    result, _ = world.bot.command("schedule add", user=APPROVER)
+    assert result.status == 200 and result.body == ""
+    view = world.bot.api.wait_for_call("views.open").body["view"]
+    assert view["callback_id"] == schedule_blocks.CALLBACK_ADD
+    types = {b["block_id"]: b["element"]["type"] for b in view["blocks"]}
+    assert (types["sleep_time"], types["wake_time"], types["channel"]) == (
+        "timepicker",
+        "timepicker",
+        "conversations_select",
+    )
+
+    def form(**changes: str) -> dict[str, Any]:
+        fields = {
+            "name": "nights",
+            "cluster": "dev-eu",
+            "sleep_days": "Mon-Fri",
+            "sleep_time": "20:00",
+            "wake_days": "Mon-Fri",
+            "wake_time": "07:00",
+            "tz": "Europe/Berlin",
+            "lead": "60m,10m",
+            "channel": CHANNEL,
+            "approval": "per_run",
+            "pools": "",
+            "except": "",
+        } | changes
+        kinds = {
+            "sleep_time": "selected_time",
+            "wake_time": "selected_time",
+            "channel": "selected_conversation",
+        }
+        out: dict[str, Any] = {}
+        for block, value in fields.items():
+            if block in ("cluster", "approval"):
+                out[block] = {block: {"selected_option": {"value": value}}}
+            else:
+                out[block] = {block: {kinds.get(block, "value"): value or None}}
+        return out
+
+    bad = submit_view(world, view, form(tz="CET", lead="60"), user=APPROVER).json()
+    assert set(bad["errors"]) == {"tz", "lead"}
+    gap = submit_view(world, view, form(wake_time="20:30"), user=APPROVER).json()
+    assert "lead time 60m is longer than the shortest gap" in gap["errors"]["lead"]
+    assert world.schedules.list() == []
+    assert submit_view(world, view, form(), user=APPROVER).body == ""
+    [saved] = world.schedules.list()
+    assert (saved.name, saved.approval_mode, str(saved.spec.sleep)) == ("nights", "per_run", "Mon-Fri 20:00")
+    post_added = world.bot.api.wait_for_call("chat.postMessage", lambda c: "added a schedule" in all_text(c))
+    assert post_added.body["channel"] == CHANNEL
+    assert world.runner.armed()[0] == utc(2, 18)
+
+
+def test_wake_for_three_hours_is_a_temporary_wake_with_a_return_to_sleep(world: World) -> None:
+    added(world)
+    zero = world.ops.request(
+        OperationRequest(kind=OpKind.ZERO, target=Target(cluster="dev-eu"), requested_by="cli:test")
+    )
+    assert zero.ok and world.ops.runner.wait_idle(timeout=20)
+    world.at(utc(3, 0))  # 01:00 CET: asleep by the schedule, so the wake's expiry puts it back to sleep
+    _, refused = command(world, "wake web for 3h", user=OPERATOR)
+    assert "A temporary wake wakes a whole cluster" in all_text(refused)
+    now = world.clock.now()
+    _, reply = command(world, "wake dev-eu for 3h", user=OPERATOR)
+    text = all_text(reply)
+    assert reply.body["response_type"] == "in_channel" and "back to sleep" in text
+    wake = next(op for op in world.ops.list_operations() if op.kind is OpKind.WAKE)
+    assert (wake.requested_by, wake.target.wake_for_seconds) == (OPERATOR, 3 * 3600)
+    resleeps = [o for o in world.schedules.store.list_occurrences(schedule="nights") if o.kind == "resleep"]
+    assert [o.due_at for o in resleeps] == [now + timedelta(hours=3)]
+    assert now + timedelta(hours=3) in world.runner.armed()
+    assert any(r.action == "schedule_wake_for" for r in world.ops.store.audit_rows())
+
+
+# --- pure: button values and limits ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "key",
+    [KEY, "a.b_c-d:2026-12-24:wake", "x" * 63 + ":2026-03-29:resleep-0230", "nights:2026-03-02:sleep"],
+)
+def test_button_values_carry_the_key_in_the_characters_the_click_listener_accepts(key: str) -> None:
+    value = schedule_blocks.button_value(key)
+    assert re.fullmatch(r"[A-Za-z0-9_-]{1,200}", value)
+    assert schedule_blocks.key_of(value) == key
+
+
+@pytest.mark.parametrize("value", ["", "op-1a2b3c4d", "o", "o%%%", "oYWJj", "o" + "A" * 150])
+def test_values_scalebot_did_not_make_name_no_occurrence(value: str) -> None:
+    assert schedule_blocks.key_of(value) is None
+
+
+def test_an_oversize_announcement_still_renders_within_slack_limits() -> None:
+    from bot import blockkit
+    from engine.schedules import Announcement
+
+    text = "Scheduled shutdown of dev-eu starts Mon 20:00 CET (in 60 min): " + ", ".join(
+        f"pool-{i:04d}" for i in range(3000)
+    )
+    note = Announcement(KEY, "nights", "dev-eu", CHANNEL, text + "\n" + "x" * 5000, "upcoming", buttons=True)
+    message = schedule_blocks.announcement(note, status="🔄 " + "y" * 4000)
+    rendered = message.block_dicts()  # slack_sdk validation raises on a broken limit
+    assert blockkit.text_length(rendered) < 12_000 and len(rendered) <= blockkit.MAX_BLOCKS
+    assert rendered[-1]["type"] == "actions" and len(rendered[-1]["elements"]) == 4
+    assert len(message.text) <= blockkit.FALLBACK_CHARS
+    assert schedule_blocks.announcement(note, status="🔄 " + "y" * 4000) == message, "deterministic"
