@@ -1172,7 +1172,18 @@ def populate(
         statefulset_every=statefulset_every,
     )
     t_pods = time.monotonic()
+    # The node agent first, as in a real cluster: created together with the workloads, a DaemonSet pod
+    # can find its node already filled by the scheduler's uneven spread and stay Pending for good.
     create_daemonset(api, system_ns, f"{prefix}-agent", node_selector=label, labels=label, grace=grace)
+    ds_path = f"/apis/apps/v1/namespaces/{_q(system_ns)}/daemonsets/{_q(prefix)}-agent"
+    wait_until(
+        lambda: (get(api, ds_path).get("status") or {}).get("numberReady", 0) >= len(node_names),
+        timeout,
+        f"DaemonSet {prefix}-agent Ready on all {len(node_names)} nodes",
+        interval=0.5,
+        max_interval=2.0,
+    )
+    say(f"populate: DaemonSet Ready on {len(node_names)} nodes after {time.monotonic() - t_pods:.1f} s")
     run_parallel(
         lambda w: _post_workload(api, w, label, grace=grace, pdb_max_unavailable=pdb_max_unavailable),
         plan,
@@ -1192,7 +1203,17 @@ def populate(
             say(f"populate: {count}/{expected} pods Ready, {count / (now - t_pods):.0f} pods/s")
         return count >= expected
 
-    wait_until(all_ready, timeout, f"{expected} pods Ready", interval=1.0, max_interval=2.0)
+    try:
+        wait_until(all_ready, timeout, f"{expected} pods Ready", interval=1.0, max_interval=2.0)
+    except WaitTimeout as exc:
+        stuck = list_pods(
+            api, label_selector=f"scalebot.test/populate={prefix}", field_selector="status.phase!=Running"
+        )
+        sample = ", ".join(
+            f"{p['metadata']['namespace']}/{p['metadata']['name']} (node {p['spec'].get('nodeName')})"
+            for p in stuck[:10]
+        )
+        raise WaitTimeout(f"{exc}; {len(stuck)} pods not Running, e.g. {sample}") from exc
     pod_seconds = time.monotonic() - t_pods
     report = PopulateReport(
         nodes=len(node_names),

@@ -581,11 +581,15 @@ class ControlPlane:
                     "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
                     "kind": "KwokConfiguration",
                     "options": {
-                        "podPlayStageParallelism": 16,
-                        "nodePlayStageParallelism": 8,
                         # Lease renewals must keep up with 1,000 nodes while pods are created in bulk,
-                        # or the node lifecycle controller marks nodes (and their pods) NotReady.
+                        # or the node lifecycle controller marks nodes (and their pods) NotReady. The pod
+                        # and node stage workers stay at kwok's default of 4: more only adds replays of a
+                        # stage on a stale cache (each draws a new pod IP, and the patch is rejected).
+                        # They must be spelled out: with a KwokConfiguration document, kwok does not
+                        # default them and refuses to start ("playStageParallelism must be greater than 0").
                         "nodeLeaseParallelism": 32,
+                        "podPlayStageParallelism": 4,
+                        "nodePlayStageParallelism": 4,
                     },
                 }
             )

@@ -7,6 +7,7 @@ asserts on what it answers. Synchronisation is by deadline-bound polling only.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import select
@@ -338,6 +339,7 @@ def _pool_of(api: Any, node: str) -> str:
 
 
 @pytest.mark.bench
+@pytest.mark.timeout(3600)
 def test_bench_populate_1000_nodes_30000_pods() -> None:
     """Brings up a fresh control plane with 1,000 nodes / 30,000 pods; prints timings and RSS."""
     with ControlPlane() as cp:
@@ -507,3 +509,20 @@ from pathlib import Path
 from localcluster import sandbox
 print(json.dumps(sandbox.up(Path(sys.argv[1]))))
 """
+
+
+def test_missing_go_fails_with_the_reason_instead_of_skipping(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from localcluster.binaries import ControlPlaneUnavailable
+
+    # A PATH with just what the script needs before it looks for Go.
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for tool in ("bash", "flock", "dirname"):
+        found = shutil.which(tool)
+        assert found is not None
+        (tools / tool).symlink_to(found)
+    monkeypatch.setenv("PATH", str(tools))
+    with pytest.raises(ControlPlaneUnavailable, match=r"the Go toolchain is missing: install Go >= 1\.26"):
+        ensure_binaries(echo=io.StringIO())
