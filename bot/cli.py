@@ -58,6 +58,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except errors.TransportError as exc:
         print(f"error: cannot reach the Kubernetes API server: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except StoreError as exc:  # the database became locked or full after it was opened
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -68,12 +68,14 @@ class Service:
             if self.bot is not None:
                 return
             METRICS.set_leader(True)
+            # The bot first, so that it hears every event of the resumed operations (one may end
+            # within milliseconds, and its final message must still reach Slack).
+            self.bot = self.bot_factory()
+            self.bot.start()
             resumed = self.ops.resume()
             log.info("leading: resumed %d operation(s)", len(resumed))
             self.scheduler = self.scheduler_factory()
             self.scheduler.start()
-            self.bot = self.bot_factory()
-            self.bot.start()
 
     def stop_leading(self) -> None:
         """Lost the Lease: another instance may act now, so this one stops acting at once."""

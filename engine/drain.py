@@ -107,11 +107,13 @@ def cordon_nodes(api: KubeApi, nodes: Iterable[str], *, now: datetime) -> frozen
     already: set[str] = set()
     for name in nodes:
         log.info("Cordoning Node", extra={"Node": name})
-        if not api.set_unschedulable(name, True):
-            already.add(name)
-        api.set_taint(
+        # Taint first: a node that carries our taint was cordoned by us, so a repeat of this step
+        # after a crash half-way never mistakes our own cordon for a human's (kept on cancel).
+        ours = not api.set_taint(
             name, DRAINING_TAINT_KEY, value=str(int(now.timestamp())), effect="NoSchedule", present=True
         )
+        if not api.set_unschedulable(name, True) and not ours:
+            already.add(name)
     return frozenset(already)
 
 
@@ -156,10 +158,34 @@ def run_pass(
             lambda item: _act(
                 api, item[0], item[1], grace=1 if item[0].node_name in unreachable else evict_grace
             ),
-            plan.due,
+            interleave_by_controller(plan.due),
         )
     )
     return _fold(plan, outcomes, state=state, now=now, rng=rng, nodes=tuple(sorted(wanted)))
+
+
+def interleave_by_controller(
+    due: Sequence[tuple[PodInfo, filters.Action]],
+) -> list[tuple[PodInfo, filters.Action]]:
+    """Round-robin over controllers, so evictions in flight at once rarely share a PDB.
+
+    The API server serialises evictions under one PodDisruptionBudget (each updates its status,
+    and conflicting updates are retried server-side), so sending a workload's pods back to back
+    leaves most workers waiting on one budget. Order within a pass does not change what a pass
+    decides; it only spreads the load. Deterministic: same input, same order.
+    """
+    groups: dict[str, list[tuple[PodInfo, filters.Action]]] = {}
+    for item in due:
+        pod = item[0]
+        key = pod.controller.uid if pod.controller else f"bare:{pod.key}"
+        groups.setdefault(key, []).append(item)
+    lanes = list(groups.values())
+    return [
+        lane[i]
+        for i in range(max((len(lane) for lane in lanes), default=0))
+        for lane in lanes
+        if i < len(lane)
+    ]
 
 
 @dataclass(slots=True)
@@ -312,6 +338,13 @@ def _fold(
         deleted_total=state.deleted_total + len(deleted),
     )
     expected_gone = [p.deletion_timestamp for p in plan.terminating if p.deletion_timestamp]
+    # Pods evicted in this pass have no deletionTimestamp in our listing yet: expect them gone at
+    # the end of their grace period, so the next pass is not left to the 20 s interval.
+    expected_gone += [
+        now + timedelta(seconds=o.pod.termination_grace_seconds)
+        for o in outcomes
+        if o.error is None and not o.gone and o.action is filters.Action.EVICT
+    ]
     candidates = [f.retry_at for f in failures.values()] + expected_gone
     return PassResult(report=report, state=new_state, next_retry_at=min(candidates, default=None))
 

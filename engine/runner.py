@@ -21,6 +21,7 @@ The runner never calls Slack: it emits `ProgressEvent`s; the bot renders and sen
 from __future__ import annotations
 
 import logging
+import random
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -41,6 +42,9 @@ from engine.store import Store, StoredRestore
 from engine.workloads import WorkloadRecord, WorkloadScaler
 
 log = logging.getLogger(__name__)
+
+STEP_RETRY_SECONDS = 5.0
+STEP_RETRY_CAP_SECONDS = 15.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,12 +202,30 @@ class Runner:
         handle = self.clusters[op.target.cluster]
         step = op.step or _first_step(op)
         fn = _STEPS[step]
+        failures = int(op.step_data.get("step_failures") or 0)
         try:
-            return fn(self, replace(op, step=step), handle)
+            result = fn(self, replace(op, step=step), handle)
         except KubeError as exc:
-            # Transport errors and 5xx are retried; the step is idempotent.
-            log.warning("step %s failed, will retry: %s", step, exc, extra={"operation": op.id})
-            return StepResult(next_step=step, wait=5.0, data={"last_error": str(exc)})
+            # Transport errors and 5xx are retried; the step is idempotent. Exponential backoff with
+            # jitter (5 s, 10 s, then 15 s), so a recovering API server is not hit in step.
+            failures += 1
+            wait = min(STEP_RETRY_CAP_SECONDS, STEP_RETRY_SECONDS * 2 ** (failures - 1)) * random.uniform(
+                0.8, 1.2
+            )
+            log.warning(
+                "step %s failed (attempt %d), will retry in %.0fs: %s",
+                step,
+                failures,
+                wait,
+                exc,
+                extra={"operation": op.id},
+            )
+            return StepResult(
+                next_step=step, wait=wait, data={"last_error": str(exc), "step_failures": failures}
+            )
+        if failures:
+            result.data.setdefault("step_failures", 0)
+        return result
 
     def _persist(self, op: Operation, result: StepResult) -> Operation:
         now = self.clock.now()
@@ -387,7 +409,11 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
 
 
 def step_force(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
-    """Phase 2: delete what is left with grace 0 (PDBs cannot block a DELETE); record each pod."""
+    """Phase 2: delete what is left with grace 0 (PDBs cannot block a DELETE); record each pod.
+
+    The audit row of a pod is written before its DELETE is sent (write-ahead): a crash between the
+    DELETE and its answer loses neither the record nor the pod in the final report.
+    """
     now = runner.clock.now()
     state = drain.DrainState.from_json(op.step_data["drain"])
     failures = {uid: f.key for uid, f in state.failures.items()}
@@ -400,34 +426,44 @@ def step_force(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
         if v.action is not filters.Action.SKIP
     ]
 
-    def record(pod: Any) -> None:
-        reason = failures.get(pod.uid) or (
+    def why(pod: Any) -> str:
+        return failures.get(pod.uid) or (
             "still terminating" if pod.is_terminating else "not evicted in phase 1"
         )
-        runner.store.audit(
-            at=runner.clock.now(),
-            actor="scalebot",
-            action="force_delete_pod",
-            op_id=op.id,
-            cluster=h.name,
-            detail=f"{pod.key} uid={pod.uid} grace=0 reason={reason}",
-        )
+
+    audited = {
+        r.detail.split(" ", 1)[0]
+        for r in runner.store.audit_rows(op_id=op.id)
+        if r.action == "force_delete_pod"
+    }
+    for pod in remaining:
+        if pod.key not in audited:  # else written by an attempt that crashed before its DELETE
+            runner.store.audit(
+                at=runner.clock.now(),
+                actor="scalebot",
+                action="force_delete_pod",
+                op_id=op.id,
+                cluster=h.name,
+                detail=f"{pod.key} uid={pod.uid} grace=0 reason={why(pod)}",
+            )
+
+    def record(pod: Any) -> None:
         runner.recorder.record(
             kube_events.ObjectRef.pod(pod.namespace, pod.name, pod.uid),
             reason=kube_events.FORCE_DELETED,
-            message=f"Deleted with grace 0 in phase 2 of operation {op.id}: {reason}",
+            message=f"Deleted with grace 0 in phase 2 of operation {op.id}: {why(pod)}",
             type="Warning",
         )
 
     forced = drain.force_delete_pods(h.api, remaining, executor=runner._evictions, on_deleted=record)
-    keys = sorted(p.key for p in forced)
+    # Pods an interrupted attempt deleted (audited, and gone from the listing) count as force-deleted.
+    interrupted = audited - {p.key for p in remaining}
+    previous = list(op.step_data.get("force_deleted") or [])
+    keys = sorted({*previous, *interrupted, *(p.key for p in forced)})
     text = f"Phase 2: force-deleted {len(keys)} Pod{'s' if len(keys) != 1 else ''} with grace 0"
     if keys:
         text += ": " + ", ".join(keys[:10]) + (f", ... ({len(keys) - 10} more)" if len(keys) > 10 else "")
-    previous = list(op.step_data.get("force_deleted") or [])
-    return StepResult(
-        next_step="remove", data={"force_deleted": sorted({*previous, *keys})}, events=[("phase", text, "")]
-    )
+    return StepResult(next_step="remove", data={"force_deleted": keys}, events=[("phase", text, "")])
 
 
 def step_remove(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:

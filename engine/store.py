@@ -17,6 +17,8 @@ cannot be rebuilt from it at start-up. The only module that knows SQL.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -35,6 +37,21 @@ SCHEMA_VERSION = 2
 
 class StoreError(RuntimeError):
     """The database cannot be opened or written; the message says what to do."""
+
+
+_DAMAGED = (
+    "move it aside, keeping it for recovery (`sqlite3 FILE .recover`), and start again with a new "
+    "file; sizes to restore are also on the pool objects, so wake still works"
+)
+
+
+def _space_hint(path: str) -> str:
+    """ "; only N KiB free on its disk" when the disk holding `path` is (nearly) full."""
+    try:
+        free = shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free
+    except OSError:
+        return ""
+    return f"; only {free // 1024} KiB free on its disk" if free < 1024 * 1024 else ""
 
 
 class LockConflict(Exception):
@@ -144,12 +161,18 @@ class Store:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA foreign_keys=ON")
             conn.execute("PRAGMA busy_timeout=10000")
-            conn.execute("PRAGMA quick_check").fetchone()
-        except sqlite3.DatabaseError as exc:
+            problems = [str(row[0]) for row in conn.execute("PRAGMA quick_check(3)").fetchall()]
+        except sqlite3.OperationalError as exc:  # cannot open, I/O error, locked, disk full
             raise StoreError(
-                f"cannot open the database {self.path}: {exc} (check the path and permissions, "
-                "or move a corrupted file aside)"
+                f"cannot open the database {self.path}: {exc}{_space_hint(self.path)} "
+                "(check the path, its permissions and the free space on its disk)"
             ) from exc
+        except sqlite3.DatabaseError as exc:  # not a database, malformed
+            raise StoreError(f"the database {self.path} is damaged ({exc}): {_DAMAGED}") from exc
+        if problems != ["ok"]:
+            conn.close()
+            found = " ".join(" ".join(problems).split())[:200]
+            raise StoreError(f"the database {self.path} is damaged ({found}): {_DAMAGED}")
         self._conn = conn
         self.db = sqlite_utils.Database(conn)
         self._lock = threading.RLock()
@@ -169,17 +192,33 @@ class Store:
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as exc:
-                raise StoreError(f"the database {self.path} is locked or unwritable: {exc}") from exc
+                raise StoreError(
+                    f"the database {self.path} is locked by another process or unwritable ({exc})"
+                    f"{_space_hint(self.path)}: is another scalebot using this file?"
+                ) from exc
             try:
                 yield
+            except sqlite3.OperationalError as exc:  # e.g. disk full: SQLite has rolled back already
+                self._rollback()
+                raise StoreError(
+                    f"cannot write the database {self.path}: {exc}{_space_hint(self.path)}"
+                ) from exc
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                self._rollback()
                 raise
             try:
                 self._conn.execute("COMMIT")
             except sqlite3.OperationalError as exc:
-                self._conn.execute("ROLLBACK")
-                raise StoreError(f"cannot write the database {self.path}: {exc}") from exc
+                self._rollback()
+                raise StoreError(
+                    f"cannot write the database {self.path}: {exc}{_space_hint(self.path)}"
+                ) from exc
+
+    def _rollback(self) -> None:
+        # After SQLITE_FULL and some I/O errors SQLite has already rolled back; a second ROLLBACK
+        # would raise "no transaction is active" and hide the real error.
+        if self._conn.in_transaction:
+            self._conn.execute("ROLLBACK")
 
     def _migrate(self) -> None:
         db = self.db

@@ -18,7 +18,7 @@ import pytest
 from engine import drain, drainer, filters
 from engine.kube import errors
 from engine.kube.fake import FakeCluster
-from engine.model import DRAINING_TAINT_KEY
+from engine.model import DRAINING_TAINT_KEY, OwnerRef, PodInfo
 from engine.report import DrainReport
 
 START = datetime(2026, 3, 27, 19, 0, 5, tzinfo=UTC)
@@ -247,3 +247,28 @@ def test_cancel_stops_the_loop(cluster: FakeCluster) -> None:
     outcome, _ = drain_all(cluster, ["w-1"], options=filters.DrainOptions.kubectl(), cancel=cancel)
     assert outcome.cancelled
     assert cluster.get_node("w-1").unschedulable, "cancel leaves the cordon; uncordon is explicit"
+
+
+def test_evictions_are_interleaved_across_controllers_so_concurrent_ones_rarely_share_a_pdb() -> None:
+    def pod(name: str, owner: str) -> tuple[PodInfo, filters.Action]:
+        ref = OwnerRef(kind="ReplicaSet", name=owner, uid=f"uid-{owner}")
+        return PodInfo(namespace="shop", name=name, uid=name, controller=ref), filters.Action.EVICT
+
+    due = [
+        pod("a-0", "a"),
+        pod("a-1", "a"),
+        pod("a-2", "a"),
+        pod("b-0", "b"),
+        pod("c-0", "c"),
+        pod("c-1", "c"),
+    ]
+    order = [p.name for p, _ in drain.interleave_by_controller(due)]
+    assert order == ["a-0", "b-0", "c-0", "a-1", "c-1", "a-2"]
+    assert sorted(order) == sorted(p.name for p, _ in due), "nothing lost or duplicated"
+
+
+def test_next_pass_is_due_when_freshly_evicted_pods_should_be_gone(cluster: FakeCluster) -> None:
+    cluster.add_pod("shop", "web", node="w-1", controller_kind="ReplicaSet", controller_name="web", grace=3)
+    result = one_pass(cluster, ["w-1"])
+    assert result.report.evicted == ("shop/web",)
+    assert result.next_retry_at == cluster.clock.now() + timedelta(seconds=3)  # type: ignore[union-attr]

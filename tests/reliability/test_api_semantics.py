@@ -1,0 +1,176 @@
+"""API semantics under stress, on the real control plane as scalebot's ServiceAccount.
+
+Covers (beyond tests/e2e/test_operations.py, whose partial zero-scale sees its PDB relaxed and
+whose full zero-scale checks what phase 2 deleted):
+- a PodDisruptionBudget that never allows an eviction: a partial zero-scale (another pool stays
+  up) gives up at its drain timeout — FAILED with the server's reason — having sent no DELETE at
+  all, the pods still running and the nodes still there; then a full zero-scale of the same
+  cluster sends its first DELETE (grace 0) only after the phase-1 window, and only in phase 2;
+- two `scalebot zero` processes racing for one pool on one database: exactly one operation
+  exists and runs; the other process exits 2 with one line naming it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.clock import SystemClock
+from engine.kube.client import KubeClient
+from engine.operation import OperationRequest, OpKind, OpState, ProgressEvent, Target
+from engine.operations import Operations
+from engine.pools.labels import LabelPoolProvider
+from engine.runner import ClusterHandle, RunnerSettings
+from engine.store import Store
+from localcluster import builders
+from tests.reliability.support import Processes, journal, operations, poll
+
+pytestmark = pytest.mark.e2e
+
+WINDOW = timedelta(seconds=4)
+SETTINGS = RunnerSettings(
+    graceful_window=WINDOW,
+    pass_interval=timedelta(seconds=2),
+    settle=timedelta(seconds=1),
+    drain_timeout=timedelta(seconds=6),
+    workers=2,
+)
+
+
+@pytest.fixture
+def kube(scalebot_kubeconfig: Path) -> Iterator[KubeClient]:
+    client = KubeClient.from_config(kubeconfig=str(scalebot_kubeconfig))
+    yield client
+    client.close()
+
+
+def _request(*pools: str) -> OperationRequest:
+    return OperationRequest(
+        kind=OpKind.ZERO, target=Target(cluster="e2e", pools=pools), requested_by="cli:rel"
+    )
+
+
+def test_a_pdb_that_never_allows_eviction(
+    admin_api: Any,
+    kube: KubeClient,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    pool_key: str,
+    unique_name: str,
+    tmp_path: Path,
+) -> None:
+    group = {"scalebot.test/group": unique_name}
+    pool_a, pool_b = f"{unique_name}-a", f"{unique_name}-b"
+    nodes_a = node_pool(1, name=pool_a, labels={pool_key: pool_a, **group})
+    builders.create_deployment(admin_api, namespace, "web", 2, node_selector=group, grace=1)
+    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    nodes_b = node_pool(1, name=pool_b, labels={pool_key: pool_b, **group})
+    builders.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available="100%")
+    builders.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
+    web = sorted(p["metadata"]["name"] for p in builders.list_pods(admin_api, namespace))
+
+    provider = LabelPoolProvider(kube, kube.api_client, label=pool_key, namespace="scalebot")
+    ops = Operations(
+        Store(tmp_path / "db.sqlite"),
+        {"e2e": ClusterHandle("e2e", kube, provider)},
+        {},
+        SystemClock(),
+        settings=SETTINGS,
+    )
+    deletes_when_phase_1_ended: list[int] = []
+
+    def watch(event: ProgressEvent) -> None:
+        if event.text.startswith("Phase 1 ended"):  # emitted (and saved) before phase 2 starts
+            deletes_when_phase_1_ended.append(kube.request_counts[("delete", "pods")])
+
+    ops.subscribe(watch)
+    try:
+        # 1. Pool a alone: the standard drain applies; it times out and never forces anything.
+        partial = ops.request(_request(pool_a))
+        assert partial.ok and partial.operation is not None, partial.reply
+        assert not partial.operation.plan.force_phase
+        assert ops.runner.wait_idle(60)
+        failed = ops.get(partial.operation.id)
+        assert failed is not None and failed.state is OpState.FAILED
+        assert failed.error == "drain did not complete within 6s"
+        assert kube.request_counts[("delete", "pods")] == 0, "no DELETE, with or without grace"
+        assert "force" not in [r.step for r in ops.store.journal_rows(failed.id)]
+        assert sorted(p["metadata"]["name"] for p in builders.list_pods(admin_api, namespace)) == web
+        assert all(builders.pod_is_running(p) for p in builders.list_pods(admin_api, namespace))
+        names = {n["metadata"]["name"] for n in builders.list_items(admin_api, builders.node_path())}
+        assert set(nodes_a) <= names, "a failed partial zero-scale removes no node"
+
+        # 2. Every pool: phase 1 honours the PDB for the whole window, then phase 2 deletes.
+        full = ops.request(_request())
+        assert full.ok and full.operation is not None, full.reply
+        assert full.operation.plan.force_phase
+        assert ops.runner.wait_idle(90)
+        done = ops.get(full.operation.id)
+        assert done is not None and done.state is OpState.SUCCEEDED, done and done.error
+    finally:
+        ops.runner.stop()
+
+    assert deletes_when_phase_1_ended == [0], "nothing was deleted during phase 1"
+    assert kube.request_counts[("delete", "pods")] == len(web)
+    assert sorted(done.step_data["force_deleted"]) == [f"{namespace}/{name}" for name in web]
+    started = done.step_data["phase1_started_at"]
+    forced = [r for r in ops.store.audit_rows(op_id=done.id) if r.action == "force_delete_pod"]
+    assert len(forced) == len(web)
+    from engine.model import parse_time
+
+    phase1 = parse_time(started)
+    assert phase1 is not None and all(r.at >= phase1 + WINDOW for r in forced), "only after the window"
+    names = {n["metadata"]["name"] for n in builders.list_items(admin_api, builders.node_path())}
+    assert not names & {*nodes_a, *nodes_b}
+
+
+def test_two_processes_racing_for_one_pool(
+    admin_api: Any,
+    scalebot_kubeconfig: Path,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    pool_key: str,
+    unique_name: str,
+    procs: Processes,
+    tmp_path: Path,
+) -> None:
+    group = {"scalebot.test/group": unique_name}
+    pool = f"{unique_name}-a"
+    node_pool(1, name=pool, labels={pool_key: pool, **group})
+    node_pool(1, name=f"{unique_name}-b", labels={pool_key: f"{unique_name}-b", **group})
+    # A pod that cannot leave: whoever wins holds the pool for the whole (long) drain timeout.
+    builders.create_deployment(admin_api, namespace, "web", 1, node_selector={pool_key: pool}, grace=1)
+    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    builders.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=1)
+    builders.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
+    db = tmp_path / "scalebot.db"
+    args = [
+        "zero",
+        pool,
+        "--kubeconfig",
+        str(scalebot_kubeconfig),
+        "--db",
+        str(db),
+        "--pool-label",
+        pool_key,
+        "--cluster",
+        "e2e",
+        "--drain-timeout",
+        "2m",
+    ]
+    first = procs.scalebot(*args, name="zero-a")
+    second = procs.scalebot(*args, name="zero-b")
+
+    loser = poll(lambda: next((p for p in (first, second) if not p.alive()), None), 60, "one to be refused")
+    winner = second if loser is first else first
+    assert loser.wait(5) == 2, loser.output()
+    [op_id] = operations(db)
+    assert operations(db)[op_id][0] == "running"
+    assert winner.alive(), winner.output()
+    lines = [line for line in loser.output().splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and op_id in lines[0] and "is busy" in lines[0], loser.output()
+    assert {o for o, _, _, _ in journal(db)} == {op_id}

@@ -1,0 +1,298 @@
+"""Process faults: SIGKILL in the middle of each step that changes the cluster, and SIGTERM.
+
+Covers (tests/e2e/test_operations.py already kills during phase 1 and during wake):
+- one full zero-scale (every pool → 0, so phase 2 applies) through `scalebot zero`/`resume`,
+  killed three times — half-way through cordon (a node cordoned, the step not saved), in phase 2
+  after a grace-0 DELETE took effect but before its answer arrived, and during Node removal — and
+  resumed each time: every node gone, each blocked pod force-deleted and audited exactly once
+  and named in the report, scalebot's own cordons never mistaken for a human's, a continuous
+  journal (every step in order, a `resumed` row after each kill);
+- `scalebot run` with Slack: SIGKILL while a thread reply is in flight, SIGTERM while a drain pass
+  talks to the API server (exit 0, the pass finished and was saved), SIGKILL during the last
+  step and a restart that finishes the operation at once: one card, no thread reply twice, the
+  final reply exactly once, nothing left in the outbox.
+
+Requests go through the fault proxy with latency only, so that each step lasts long enough to be
+interrupted where the test wants. Every wait is a poll with a deadline; every process is killed
+at teardown if still alive.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from localcluster import builders
+from tests.reliability.faultproxy import FaultProxy
+from tests.reliability.support import (
+    CHANNEL,
+    OPERATOR,
+    SIGNING_SECRET,
+    Processes,
+    journal,
+    last_step,
+    operations,
+    poll,
+    proxied_kubeconfig,
+    run_setup,
+    slack_server,
+    start_run,
+    steps_in_order,
+    wait_healthy,
+)
+from tests.slack.harness import Signer, all_text, post
+
+pytestmark = pytest.mark.e2e
+
+
+def _cli(kubeconfig: Path, db: Path, pool_key: str) -> list[str]:
+    return [
+        "--kubeconfig",
+        str(kubeconfig),
+        "--db",
+        str(db),
+        "--pool-label",
+        pool_key,
+        "--cluster",
+        "e2e",
+        "--graceful-window",
+        "3s",
+    ]
+
+
+def _step_data(db: Path, op_id: str) -> dict[str, Any]:
+    import sqlite3
+
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        (raw,) = conn.execute("SELECT step_data FROM operations WHERE id = ?", (op_id,)).fetchone()
+    data: dict[str, Any] = json.loads(raw)
+    return data
+
+
+def test_sigkill_during_cordon_force_and_node_removal_then_resume(
+    admin_api: Any,
+    scalebot_kubeconfig: Path,
+    control_plane: Any,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    pool_key: str,
+    unique_name: str,
+    procs: Processes,
+    tmp_path: Path,
+) -> None:
+    pool = f"{unique_name}-a"
+    nodes = node_pool(2, name=pool, labels={pool_key: pool, "scalebot.test/group": unique_name})
+    group = {"scalebot.test/group": unique_name}
+    builders.create_deployment(admin_api, namespace, "web", 2, node_selector=group, grace=1)
+    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    builders.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=2)
+    builders.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
+    web_pods = {p["metadata"]["name"]: p["metadata"]["uid"] for p in builders.list_pods(admin_api, namespace)}
+    assert len(web_pods) == 2
+
+    db = tmp_path / "scalebot.db"
+
+    def cordoned() -> list[str]:
+        return [
+            n
+            for n in nodes
+            if (builders.get(admin_api, builders.node_path(n))["spec"] or {}).get("unschedulable")
+        ]
+
+    def pods_left() -> list[str]:
+        """The original web pods still there (their ReplicaSet recreates Pending copies at once)."""
+        return [
+            p["metadata"]["name"]
+            for p in builders.list_pods(admin_api, namespace)
+            if p["metadata"]["name"] in web_pods
+        ]
+
+    with FaultProxy(control_plane.api_port) as proxy:
+        # Latency only: every request and answer waits 0.15 s, so a step takes a second or more.
+        proxy.set(latency=0.15)
+        kubeconfig = proxied_kubeconfig(scalebot_kubeconfig, proxy.port, tmp_path / "proxied.kubeconfig")
+        args = _cli(kubeconfig, db, pool_key)
+
+        first = procs.scalebot("zero", *args, name="zero")
+        # During cordon: the first node is cordoned, the step's result is not persisted yet.
+        poll(lambda: last_step(db) == "cordon" and cordoned(), 60, "the cordon step to be half done")
+        first.kill9()
+        [(op_id, _, _, _)] = journal(db)[:1]
+        assert operations(db)[op_id] == ("running", "cordon"), "killed before cordon finished"
+
+        second = procs.scalebot("resume", *args, name="resume-1")
+        # During phase 2: a DELETE with grace 0 has taken effect, its answer is still on the way.
+        poll(lambda: last_step(db) == "force" and len(pods_left()) < 2, 90, "phase 2 to delete a pod")
+        second.kill9()
+        assert operations(db)[op_id] == ("running", "force")
+
+        third = procs.scalebot("resume", *args, name="resume-2")
+        poll(lambda: last_step(db) == "remove", 60, "node removal to start")
+        third.kill9()
+        assert operations(db)[op_id] == ("running", "remove")
+
+        last = procs.scalebot("resume", *args, name="resume-3")
+        assert last.wait(120) == 0, last.output()
+    out = last.output()
+    assert f"resumed: {op_id}" in out
+
+    assert operations(db)[op_id] == ("succeeded", "verify")
+    rows = journal(db, op_id)
+    assert steps_in_order(rows) == ["record", "cordon", "drain", "force", "remove", "verify"], rows
+    resumed_at = [step for _, step, event, _ in rows if event == "resumed"]
+    assert resumed_at == ["cordon", "force", "remove"], rows
+    assert rows[-1][2] == "succeeded"
+
+    # The end state: every node of the (only) pool is gone, each web pod was force-deleted once.
+    assert not [
+        n for n in builders.list_items(admin_api, builders.node_path()) if n["metadata"]["name"] in nodes
+    ]
+    data = _step_data(db, op_id)
+    assert sorted(data["force_deleted"]) == sorted(f"{namespace}/{name}" for name in web_pods), data
+    import sqlite3
+
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        audited = [
+            d
+            for (d,) in conn.execute(
+                "SELECT detail FROM audit WHERE action = 'force_delete_pod' AND op_id = ?", (op_id,)
+            )
+        ]
+    for name, uid in web_pods.items():
+        assert sum(f"uid={uid}" in d for d in audited) == 1, (name, audited)
+    assert data["drain"].get("already_cordoned", []) == [], "scalebot's own cordons are not a human's"
+
+
+def test_run_sigkill_while_a_slack_reply_is_in_flight_then_sigterm_mid_step(
+    admin_api: Any,
+    scalebot_kubeconfig: Path,
+    control_plane: Any,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    pool_key: str,
+    unique_name: str,
+    procs: Processes,
+    tmp_path: Path,
+) -> None:
+    """`scalebot run` with Slack: kill -9 while a thread reply is in flight; restart; SIGTERM while a
+    drain pass runs (exit 0, the pass is saved); restart; kill -9 in the last step; restart, and
+    the operation ends at once: one parent message, no reply twice, the final reply exactly once,
+    a continuous journal."""
+    group = {"scalebot.test/group": unique_name}
+    pool_a, pool_b = f"{unique_name}-a", f"{unique_name}-b"
+    nodes_a = node_pool(2, name=pool_a, labels={pool_key: pool_a, **group})
+    builders.create_deployment(admin_api, namespace, "web", 2, node_selector=group, grace=1)
+    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    nodes_b = node_pool(1, name=pool_b, labels={pool_key: pool_b, **group})  # after: web runs on pool a
+    builders.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=2)
+    builders.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
+    db = tmp_path / "scalebot.db"
+
+    with slack_server() as slack, FaultProxy(control_plane.api_port) as proxy:
+        proxy.set(latency=0.1)  # a drain pass lasts about a second: long enough to SIGTERM inside one
+        kubeconfig = proxied_kubeconfig(scalebot_kubeconfig, proxy.port, tmp_path / "proxied.kubeconfig")
+        setup = run_setup(
+            tmp_path, name="run", kubeconfig=kubeconfig, pool_key=pool_key, slack_url=slack.url, db=db
+        )
+        first = start_run(procs, setup, name="run-1")
+        wait_healthy(setup.url, first)
+        # The first thread reply of the operation is "processed" by Slack only 8 s after it arrives.
+        slack.hold(lambda method, body: method == "chat.postMessage" and bool(body.get("thread_ts")), 8)
+        signer = Signer(SIGNING_SECRET)
+        body = signer.slash_command(
+            f"zero {pool_a}", user_id=OPERATOR, channel_id=CHANNEL, response_url=slack.response_url("cmd")
+        )
+        assert post(f"{setup.url}/slack/events", body, signer.headers(body)).status == 200
+        slack.wait_held(60)
+        first.kill9()
+        [(op_id, _)] = [(i, s) for i, s in operations(db).items()]
+        assert operations(db)[op_id][0] == "running"
+        parent = slack.wait_for_call("chat.postMessage", lambda c: not c.body.get("thread_ts"), timeout=5)
+        parent_ts = str(parent.response["ts"])
+
+        second = start_run(procs, setup, name="run-2")
+        wait_healthy(setup.url, second)
+        poll(lambda: last_step(db) == "drain", 60, "the resumed operation to be draining")
+        # SIGTERM while a drain pass is talking to the API server (a request just went out).
+        sent = proxy.counts["chunks_up"]
+        poll(lambda: proxy.counts["chunks_up"] > sent, 30, "the next drain pass")
+        signalled_at = datetime.now(UTC)
+        second.popen.send_signal(signal.SIGTERM)
+        assert second.wait(30) == 0, second.output()[-3000:]
+        assert "finishing the current steps" in second.output()
+        assert operations(db)[op_id] == ("running", "drain")
+        assert _updated_at(db, op_id) >= signalled_at, "the pass under way finished and was saved"
+
+        third = start_run(procs, setup, name="run-3")
+        wait_healthy(setup.url, third)
+        poll(lambda: sum(e == "resumed" for _, _, e, _ in journal(db, op_id)) == 2, 60, "the second resume")
+        # Nothing blocks any more: the blocked pods go away (the next pass finds the nodes empty).
+        builders.delete(admin_api, f"/apis/apps/v1/namespaces/{namespace}/deployments/web", grace=0)
+        for pod in builders.list_pods(admin_api, namespace):
+            builders.delete(admin_api, builders.pod_path(namespace, pod["metadata"]["name"]), grace=0)
+        # SIGKILL during the last step, then a restart without latency: the resumed operation
+        # ends within milliseconds, while the new process is still starting its Slack side
+        # (auth.test answers slowly), and its final message must still reach the thread.
+        poll(lambda: last_step(db) == "verify", 60, "the verify step")
+        third.kill9()
+        assert operations(db)[op_id] == ("running", "verify")
+        proxy.set()
+        slack.hold(lambda method, _: method == "auth.test", 1.5)  # and Slack is slow at this start
+        fourth = start_run(procs, setup, name="run-4")
+        wait_healthy(setup.url, fourth)
+        slack.wait_for_call("chat.postMessage", lambda c: _is_final(c, parent_ts) and c.status == 200, 30)
+        assert operations(db)[op_id] == ("succeeded", "verify")
+        # The reply held when the first process died is "processed" by Slack too: wait for it.
+        held = slack.held_bodies[0]
+        slack.wait_for(lambda cs: any(c.body == held for c in cs), 15, "the held reply")
+        fourth.popen.send_signal(signal.SIGTERM)
+        assert fourth.wait(30) == 0, fourth.output()[-3000:]
+
+    rows = journal(db, op_id)
+    assert steps_in_order(rows) == ["record", "cordon", "drain", "remove", "verify"], rows
+    resumed = [s for _, s, e, _ in rows if e == "resumed"]
+    assert len(resumed) == 3 and resumed[1:] == ["drain", "verify"], rows
+    posts = [c for c in slack.calls_to("chat.postMessage") if c.status == 200]
+    assert [c for c in posts if not c.body.get("thread_ts")] == [parent], "one parent message"
+    replies = [all_text(c) for c in posts if c.body.get("thread_ts") == parent_ts]
+    assert len(replies) == len(set(replies)), f"duplicate thread replies: {replies}"
+    assert sum("Completed" in r for r in replies) == 1, replies
+    updates = [c for c in slack.calls_to("chat.update", ok_only=True) if c.body.get("ts") == parent_ts]
+    assert updates and "Completed" in all_text(updates[-1])
+    assert _count(db, "SELECT COUNT(*) FROM outbox") == 0, "nothing is still owed to Slack"
+    names = {n["metadata"]["name"] for n in builders.list_items(admin_api, builders.node_path())}
+    assert not names & set(nodes_a) and set(nodes_b) <= names
+    for proc in procs.started:
+        assert "Traceback" not in proc.output(), proc.output()[-3000:]
+
+
+def _is_final(call: Any, parent_ts: str) -> bool:
+    return call.body.get("thread_ts") == parent_ts and "Completed" in all_text(call)
+
+
+def _updated_at(db: Path, op_id: str) -> datetime:
+    import sqlite3
+
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        (value,) = conn.execute("SELECT updated_at FROM operations WHERE id = ?", (op_id,)).fetchone()
+    return datetime.fromisoformat(value)
+
+
+def _column(db: Path, sql: str, *args: str) -> list[str]:
+    import sqlite3
+
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        return [str(value) for (value,) in conn.execute(sql, args)]
+
+
+def _count(db: Path, sql: str) -> int:
+    import sqlite3
+
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        return int(conn.execute(sql).fetchone()[0])
