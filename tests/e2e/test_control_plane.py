@@ -398,8 +398,10 @@ def test_apiserver_restarts_on_the_same_port_with_the_same_data() -> None:
 
 
 _CHILD = """
-import json, sys
+import json, signal, sys
 from pathlib import Path
+# A shell that starts jobs in the background hands them SIGINT ignored; Ctrl-C must reach this owner.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from localcluster.controlplane import ControlPlane
 cp = ControlPlane(Path(sys.argv[1]), echo=lambda _m: None)
 cp.start()
