@@ -1,0 +1,551 @@
+"""The measured processes: run as `python -m tests.bench.child MODE --kubeconfig K --out FILE …`.
+
+Each mode runs in a fresh interpreter of its own, so that its peak RSS (VmHWM) and CPU time are
+its own and nothing the parent did (populating 30,000 pods) is counted. Results are written to
+`--out` as JSON.
+
+  zero   scalebot's zero-scale of every pool through the production path: `bot.wiring` builds the
+         KubeClient (QPS 50, burst 100) and LabelPoolProvider, `Operations.request` plans, locks
+         and starts the operation, the runner cordons, drains (phase 1), removes the nodes and
+         verifies. Optionally the Slack progress path (`bot.progress.Progress` + `bot.sender.Sender`)
+         is attached against a local Web API, and the run can be profiled with cProfile.
+  plan   `Operations.plan(zero)` (raw-JSON snapshot + `plan_operation`) against the same pod listing
+         deserialised into the generated `V1PodList` models; alternating rounds, medians.
+  evict  the bare eviction loop: one listing, then eviction POSTs for the same pods a drain
+         evicts, from a thread pool of the drain's size, with the same client and QPS settings and
+         no drain logic.
+
+Every Kubernetes request of the process is counted by verb and resource (and timed) at the client's
+REST layer, below both the KubeClient adapter and the pool provider's raw calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import os
+import pstats
+import resource
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+from kubernetes.client import rest as k8s_rest
+
+from engine.clock import SystemClock
+from engine.kube.client import KubeClient
+from engine.model import PodInfo
+from engine.operation import OperationRequest, OpKind, ProgressEvent, Target
+from engine.operations import Operations
+from engine.runner import RunnerSettings
+from engine.store import Store
+
+CLUSTER = "bench"
+REQUESTED_BY = "cli:bench"
+SLACK_CHANNEL = "CBENCH"
+PARALLEL_EVICTIONS = RunnerSettings().parallel_evictions
+"""The drain's eviction concurrency (the runner's default); the bare loop uses the same."""
+PHASE1_WINDOW = timedelta(hours=12)
+"""Phase 1 only: the window is far longer than any run, so phase 2 (force) never starts."""
+
+
+# -- request accounting -------------------------------------------------------------------------------
+
+
+@dataclass
+class RequestLog:
+    """Every request sent through kubernetes.client's REST layer: counts, evictions' timings."""
+
+    counts: Counter[tuple[str, str]] = field(default_factory=Counter)
+    statuses: Counter[tuple[str, str, int]] = field(default_factory=Counter)
+    eviction_spans: list[tuple[float, float, int, str]] = field(default_factory=list)
+    """(sent, answered, HTTP status, workload) of every eviction POST."""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record(self, verb: str, resource: str, started: float, ended: float, status: int, url: str) -> None:
+        with self.lock:
+            self.counts[(verb, resource)] += 1
+            self.statuses[(verb, resource, status)] += 1
+            if resource == "pods/eviction":
+                self.eviction_spans.append((started, ended, status, workload_of(url)))
+
+    def to_json(self, covered: frozenset[str] = frozenset()) -> dict[str, Any]:
+        spans = sorted(self.eviction_spans)
+        ok = [s for s in spans if 200 <= s[2] <= 299]
+        return {
+            "counts": [[verb, res, n] for (verb, res), n in sorted(self.counts.items())],
+            "statuses": [[verb, res, code, n] for (verb, res, code), n in sorted(self.statuses.items())],
+            "evictions": {
+                "posted": len(spans),
+                "accepted": len(ok),
+                "first_start": spans[0][0] if spans else None,
+                "last_end": max((s[1] for s in spans), default=None),
+                "last_accepted_end": max((s[1] for s in ok), default=None),
+                **_latencies("", spans),
+                **_latencies("pdb_", [s for s in spans if s[3] in covered]),
+                **_latencies("free_", [s for s in spans if s[3] not in covered]),
+            },
+        }
+
+
+def workload_of(url: str) -> str:
+    """The benchmark workload of an eviction URL: pods are named `<workload>-…` (w00042-7d9f-x2)."""
+    parts = urlsplit(url).path.split("/")
+    name = parts[-2] if len(parts) >= 2 else ""
+    return name.split("-", 1)[0]
+
+
+def _latencies(prefix: str, spans: list[tuple[float, float, int, str]]) -> dict[str, Any]:
+    values = sorted(end - start for start, end, *_ in spans)
+    return {
+        f"{prefix}count": len(values),
+        f"{prefix}latency_p50": _quantile(values, 0.5),
+        f"{prefix}latency_p99": _quantile(values, 0.99),
+        f"{prefix}latency_max": values[-1] if values else None,
+    }
+
+
+def _quantile(sorted_values: list[float], q: float) -> float | None:
+    if not sorted_values:
+        return None
+    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
+
+
+def classify(method: str, url: str) -> tuple[str, str]:
+    """(Kubernetes verb, resource[/subresource]) of a request, e.g. ("create", "pods/eviction")."""
+    parts = urlsplit(url)
+    segments = [s for s in parts.path.split("/") if s]
+    if segments[:1] == ["api"]:
+        rest = segments[2:]
+    elif segments[:1] == ["apis"]:
+        rest = segments[3:]
+    else:
+        return method.lower(), "/" + "/".join(segments)
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        rest = rest[2:]
+    resource = rest[0] if rest else ""
+    name = rest[1] if len(rest) > 1 else None
+    if len(rest) > 2:
+        resource = f"{resource}/{rest[2]}"
+    verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method.upper())
+    if verb is None:
+        verb = "watch" if "watch=true" in parts.query else ("get" if name else "list")
+    return verb, resource
+
+
+def install_request_log() -> RequestLog:
+    """Wrap RESTClientObject.request (every generated API call goes through it) to count and time."""
+    log = RequestLog()
+    original: Callable[..., Any] = k8s_rest.RESTClientObject.request
+
+    def request(self: Any, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        verb, resource_name = classify(method, url)
+        started = time.monotonic()
+        status = 0
+        try:
+            response = original(self, method, url, *args, **kwargs)
+            status = int(getattr(response, "status", 0) or 0)
+            return response
+        except Exception as exc:
+            status = int(getattr(exc, "status", 0) or 0)
+            raise
+        finally:
+            log.record(verb, resource_name, started, time.monotonic(), status, url)
+
+    k8s_rest.RESTClientObject.request = request  # type: ignore[method-assign]
+    return log
+
+
+# -- process figures ----------------------------------------------------------------------------------
+
+
+def proc_status_kib(field_name: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field_name + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+# -- profiling ----------------------------------------------------------------------------------------
+
+
+class ThreadProfiler:
+    """cProfile in every thread: the operation runs on the runner's and the evictions' workers.
+
+    cProfile profiles only the thread that enables it, so a `threading.setprofile` hook enables a
+    profiler of its own in each thread started afterwards; the results are merged at the end.
+    """
+
+    def __init__(self) -> None:
+        self._profilers: list[cProfile.Profile] = []
+        self._lock = threading.Lock()
+
+    def _hook(self, *_: Any) -> None:
+        profiler = cProfile.Profile()
+        with self._lock:
+            self._profilers.append(profiler)
+        profiler.enable()  # replaces this hook in the calling thread
+
+    def start(self) -> None:
+        threading.setprofile(self._hook)
+        self._hook()
+
+    def stop(self, path: Path, *, top: int = 30) -> dict[str, str]:
+        threading.setprofile(None)
+        with self._lock:
+            profilers = list(self._profilers)
+        for profiler in profilers:
+            profiler.disable()
+        stats: pstats.Stats | None = None
+        for profiler in profilers:
+            try:
+                if stats is None:
+                    stats = pstats.Stats(profiler)
+                else:
+                    stats.add(profiler)
+            except TypeError:  # a thread that never made a call: no stats
+                continue
+        if stats is None:
+            return {}
+        stats.dump_stats(str(path))
+        out: dict[str, str] = {"file": str(path), "threads": str(len(profilers))}
+        for key, label in (("cumulative", "by_cumulative"), ("tottime", "by_tottime")):
+            buffer = io.StringIO()
+            pstats.Stats(str(path), stream=buffer).strip_dirs().sort_stats(key).print_stats(top)
+            out[label] = buffer.getvalue()
+        out["cpu_view"], out["waits"] = cpu_view(stats, top=top)
+        return out
+
+
+BLOCKING = (
+    ("read' of '_ssl._SSLSocket", "waiting for the API server's answers (TLS socket reads)"),
+    ("get' of '_queue.SimpleQueue", "idle worker threads (waiting for work)"),
+    ("acquire' of '_thread.lock", "waiting on locks, events and futures (runner waits, results)"),
+    ("time.sleep", "sleeping (time.sleep: the client-side rate limiter, pacing)"),
+    ("poll' of 'select.poll", "waiting for sockets (connection checks)"),
+    ("do_handshake", "TLS handshakes"),
+)
+"""Built-ins where a thread waits rather than computes (cProfile measures wall time per thread)."""
+
+
+def cpu_view(stats: pstats.Stats, *, top: int) -> tuple[str, str]:
+    """(functions by own time without the blocking built-ins, the blocking built-ins' totals)."""
+    raw: dict[tuple[str, int, str], tuple[int, int, float, float, Any]] = stats.stats  # type: ignore[attr-defined]
+    waits: dict[str, float] = {}
+    busy: list[tuple[float, float, int, str]] = []
+    for (filename, line, name), (_, calls, own, cumulative, _) in raw.items():
+        label = next((what for key, what in BLOCKING if key in name), None)
+        if label is not None:
+            waits[label] = waits.get(label, 0.0) + own
+            continue
+        where = f"{Path(filename).name}:{line}({name})" if filename != "~" else name
+        busy.append((own, cumulative, calls, where))
+    busy.sort(reverse=True)
+    lines = [f"{'own s':>9} {'cum s':>9} {'calls':>9}  function"]
+    lines += [f"{own:9.2f} {cum:9.2f} {calls:9d}  {where}" for own, cum, calls, where in busy[:top]]
+    total = sum(own for own, *_ in busy)
+    lines.append(f"{total:9.2f} {'':>9} {'':>9}  all functions above and below the cut, without the waits")
+    wait_lines = [
+        f"{seconds:9.1f}  {label}" for label, seconds in sorted(waits.items(), key=lambda kv: -kv[1])
+    ]
+    return "\n".join(lines), "\n".join(wait_lines)
+
+
+# -- modes --------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def slack_path(ops: Operations, url: str | None) -> Iterator[dict[str, Any]]:
+    """Attach the production progress path (Progress + Sender) to a local Slack Web API."""
+    info: dict[str, Any] = {}
+    if not url:
+        yield info
+        return
+    from bot.app import web_client
+    from bot.outbox import MemoryOutbox
+    from bot.progress import Progress
+    from bot.sender import Sender
+    from bot.settings import Secret, SenderSettings, Settings, SlackSettings
+
+    settings = Settings(
+        slack=SlackSettings(bot_token=Secret("xoxb-bench"), signing_secret=Secret("bench"), api_url=url),
+        sender=SenderSettings(),
+    )
+    sender = Sender(web_client(settings, for_sender=True), MemoryOutbox(), settings=settings.sender)
+    progress = Progress(ops, sender)
+    sender.start()
+    progress.start()
+    try:
+        yield info
+    finally:
+        started = time.monotonic()
+        progress.flush(120.0)
+        info["delivered"] = sender.flush(300.0)
+        info["flush_seconds"] = time.monotonic() - started
+        progress.stop()
+        sender.stop()
+
+
+def mode_zero(args: argparse.Namespace) -> dict[str, Any]:
+    from bot import wiring
+
+    requests = install_request_log()
+    rss_start = proc_status_kib("VmRSS")
+    profiler = ThreadProfiler() if args.profile else None
+    if profiler is not None:
+        profiler.start()
+    handle = wiring.connect_cluster(CLUSTER, kubeconfig=args.kubeconfig)
+    settings = RunnerSettings(graceful_window=PHASE1_WINDOW)
+    with tempfile.TemporaryDirectory(prefix="scalebot-bench-") as tmp:
+        ops = Operations(
+            Store(Path(tmp) / "scalebot.db"), {CLUSTER: handle}, {}, SystemClock(), settings=settings
+        )
+        events: list[dict[str, Any]] = []
+
+        def listen(event: ProgressEvent) -> None:
+            events.append(
+                {
+                    "at": time.monotonic(),
+                    "kind": event.kind,
+                    "text": event.text,
+                    "step": event.operation.step,
+                    "state": event.operation.state.value,
+                    "condition": bool(event.condition),
+                }
+            )
+
+        ops.subscribe(listen)
+        cpu_start = cpu_seconds()
+        with slack_path(ops, args.slack_url) as slack:
+            started = time.monotonic()
+            outcome = ops.request(
+                OperationRequest(
+                    kind=OpKind.ZERO,
+                    target=Target(cluster=CLUSTER),
+                    requested_by=REQUESTED_BY,
+                    channel=SLACK_CHANNEL if args.slack_url else "",
+                )
+            )
+            requested = time.monotonic()
+            if not outcome.ok or outcome.operation is None:
+                raise SystemExit(f"zero-scale refused: {outcome.reply}")
+            finished = ops.runner.wait_idle(args.timeout)
+            ended = time.monotonic()
+        cpu_end = cpu_seconds()
+        op = ops.get(outcome.operation.id)
+        ops.runner.stop()
+        assert op is not None
+        profile = profiler.stop(Path(args.profile)) if profiler is not None else {}
+        plan = outcome.operation.plan
+        return {
+            "started": started,
+            "requested": requested,
+            "ended": ended,
+            "finished": finished,
+            "state": op.state.value,
+            "step": op.step,
+            "error": op.error,
+            "result": op.result,
+            "force_deleted": len(op.step_data.get("force_deleted") or ()),
+            "plan": {
+                "nodes": len(plan.nodes),
+                "pools": len(plan.pools),
+                "force_phase": plan.force_phase,
+                "blockers": len(plan.blockers),
+            },
+            "events": events,
+            "requests": requests.to_json(read_covered(args.covered)),
+            "kube_client_counts": [[v, r, n] for (v, r), n in sorted(handle_counts(handle).items())],
+            "rss_start_kib": rss_start,
+            "vmhwm_kib": proc_status_kib("VmHWM"),
+            "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+            "cpu_seconds": cpu_end - cpu_start,
+            "slack": slack,
+            "profile": profile,
+        }
+
+
+def handle_counts(handle: Any) -> Counter[tuple[str, str]]:
+    counts = getattr(handle.api, "request_counts", None)
+    return Counter(counts) if counts is not None else Counter()
+
+
+def mode_plan(args: argparse.Namespace) -> dict[str, Any]:
+    from kubernetes import client as k8s
+
+    from bot import wiring
+    from engine import plan as planning
+
+    handle = wiring.connect_cluster(CLUSTER, kubeconfig=args.kubeconfig)
+    with tempfile.TemporaryDirectory(prefix="scalebot-bench-") as tmp:
+        ops = Operations(Store(Path(tmp) / "scalebot.db"), {CLUSTER: handle}, {}, SystemClock())
+        request = OperationRequest(
+            kind=OpKind.ZERO, target=Target(cluster=CLUSTER), requested_by=REQUESTED_BY
+        )
+        core = k8s.CoreV1Api(handle.api.api_client)  # type: ignore[attr-defined]
+        plan_s: list[float] = []
+        snapshot_s: list[float] = []
+        plan_only_s: list[float] = []
+        models_s: list[float] = []
+        raw_list_s: list[float] = []
+        pods = 0
+        summary = ""
+        for _ in range(args.rounds):
+            t = time.monotonic()
+            result = ops.plan(request)
+            plan_s.append(time.monotonic() - t)
+            summary = result.summary()
+
+            t = time.monotonic()
+            snap = ops.snapshot(handle)
+            snapshot_s.append(time.monotonic() - t)
+            t = time.monotonic()
+            planning.plan_operation(request.kind, request.target, snap, now=SystemClock().now())
+            plan_only_s.append(time.monotonic() - t)
+            pods = len(snap.pods)
+            del snap
+
+            t = time.monotonic()
+            handle.api.list_pods()
+            raw_list_s.append(time.monotonic() - t)
+
+            t = time.monotonic()
+            listed = 0
+            token: str | None = None
+            while True:
+                kwargs: dict[str, Any] = {"limit": 500}
+                if token:
+                    kwargs["_continue"] = token
+                page = core.list_pod_for_all_namespaces(**kwargs)  # V1PodList of V1Pod models
+                listed += len(page.items)
+                token = page.metadata._continue if page.metadata is not None else None
+                if not token:
+                    break
+            models_s.append(time.monotonic() - t)
+            del page
+        return {
+            "rounds": args.rounds,
+            "pods": pods,
+            "models_pods": listed,
+            "summary": summary,
+            "plan_seconds": plan_s,
+            "snapshot_seconds": snapshot_s,
+            "plan_operation_seconds": plan_only_s,
+            "raw_list_seconds": raw_list_s,
+            "models_list_seconds": models_s,
+            "plan_median": statistics.median(plan_s),
+            "snapshot_median": statistics.median(snapshot_s),
+            "plan_operation_median": statistics.median(plan_only_s),
+            "raw_list_median": statistics.median(raw_list_s),
+            "models_median": statistics.median(models_s),
+        }
+
+
+def mode_evict(args: argparse.Namespace) -> dict[str, Any]:
+    requests = install_request_log()
+    client = KubeClient.from_config(kubeconfig=args.kubeconfig, qps=args.qps, burst=args.burst)
+    nodes = {n.name for n in client.list_nodes()}
+    targets: list[PodInfo] = sorted(
+        (
+            p
+            for p in client.list_pods(node_names=nodes)
+            if not p.is_terminating and not (p.controller is not None and p.controller.kind == "DaemonSet")
+        ),
+        key=lambda p: p.key,  # the drain's order (engine.filters.classify_pods sorts by namespace/name)
+    )
+    if args.order == "spread":
+        targets = spread(targets)
+    failures: Counter[str] = Counter()
+
+    def evict(pod: PodInfo) -> None:
+        try:
+            client.evict_pod(pod)
+        except Exception as exc:  # counted, never retried: this loop measures the server, not a drain
+            failures[type(exc).__name__] += 1
+
+    cpu_start = cpu_seconds()
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=args.workers, thread_name_prefix="evict") as pool:
+        list(pool.map(evict, targets))
+    ended = time.monotonic()
+    client.close()
+    return {
+        "targets": len(targets),
+        "started": started,
+        "ended": ended,
+        "failures": dict(failures),
+        "qps": args.qps,
+        "burst": args.burst,
+        "workers": args.workers,
+        "order": args.order,
+        "requests": requests.to_json(read_covered(args.covered)),
+        "cpu_seconds": cpu_seconds() - cpu_start,
+        "vmhwm_kib": proc_status_kib("VmHWM"),
+    }
+
+
+def spread(pods: list[PodInfo]) -> list[PodInfo]:
+    """Round-robin over workloads: consecutive evictions never share a workload (hence a PDB)."""
+    by_workload: dict[str, list[PodInfo]] = {}
+    for pod in pods:
+        by_workload.setdefault(pod.name.split("-", 1)[0], []).append(pod)
+    queues = list(by_workload.values())
+    out: list[PodInfo] = []
+    for i in range(max((len(q) for q in queues), default=0)):
+        out.extend(q[i] for q in queues if i < len(q))
+    return out
+
+
+def read_covered(path: str | None) -> frozenset[str]:
+    if not path:
+        return frozenset()
+    return frozenset(line.strip() for line in Path(path).read_text().splitlines() if line.strip())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.child")
+    parser.add_argument("mode", choices=("zero", "plan", "evict"))
+    parser.add_argument("--kubeconfig", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--timeout", type=float, default=7200.0)
+    parser.add_argument("--profile", help="zero: write merged cProfile stats of all threads here")
+    parser.add_argument("--slack-url", help="zero: attach Progress + Sender to this Web API base URL")
+    parser.add_argument("--rounds", type=int, default=3, help="plan: alternating rounds")
+    parser.add_argument("--qps", type=float, default=50.0, help="evict: client QPS (0: no client limit)")
+    parser.add_argument("--burst", type=int, default=100)
+    parser.add_argument("--workers", type=int, default=PARALLEL_EVICTIONS)
+    parser.add_argument(
+        "--order",
+        choices=("name", "spread"),
+        default="name",
+        help="evict: namespace/name order (the drain's) or round-robin over workloads",
+    )
+    parser.add_argument("--covered", help="file of workload names under a PDB (for latency splits)")
+    args = parser.parse_args(argv)
+    modes = {"zero": mode_zero, "plan": mode_plan, "evict": mode_evict}
+    result = modes[args.mode](args)
+    result["pid"] = os.getpid()
+    Path(args.out).write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

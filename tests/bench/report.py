@@ -1,0 +1,784 @@
+"""Figures out of run results: table rows, the printed table and docs/benchmarks.md.
+
+A result set (one size) is a JSON-able dict: {"size", "date", "machine", "versions", "command",
+"scenarios", "runs": {"scalebot", "kubectl", "raw", "raw_unlimited", "profile"}}. Rows are computed
+from it on every rendering, and each result set is embedded (compressed) at the end of
+docs/benchmarks.md, so writing the small size keeps the full size's section and vice versa.
+
+Targets are issue 8's; a verdict says met or missed and by how much. Nothing asserts them.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import re
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+SIZES_ORDER = ("small", "full", "smoke")
+TITLES = {
+    "zero-scale": "1. Zero-scale wall time (phase 1 only), scalebot vs kubectl drain",
+    "api-cost": "2. API cost of scalebot's zero-scale",
+    "raw-limit": "3. Eviction throughput vs the raw limit",
+    "planning": "4. Planning: `plan zero` vs a generated-model listing",
+    "memory": "5. Memory",
+    "slack": "6. Slack cost of the zero-scale's live progress",
+}
+SCENARIOS = tuple(TITLES)
+WRITE_VERBS = ("create", "update", "patch", "delete")
+MIB = 1024.0
+
+_BLOB = re.compile(r"<!-- bench-results:(\w+)\n(.*?)\n-->", re.S)
+_DISCUSSION = re.compile(r"<!-- discussion:begin -->\n(.*?)<!-- discussion:end -->", re.S)
+
+
+@dataclass(frozen=True)
+class Row:
+    scenario: str
+    figure: str
+    value: str
+    target: str = ""
+    verdict: str = ""
+
+
+# -- formatting ----------------------------------------------------------------------------------------
+
+
+def seconds(value: float | None) -> str:
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    if value < 1:
+        return f"{value * 1000:.0f} ms"
+    if value < 120:
+        return f"{value:.1f} s"
+    minutes, rest = divmod(value, 60)
+    if minutes < 120:
+        return f"{minutes:.0f} min {rest:02.0f} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours:.0f} h {minutes:02.0f} min"
+
+
+def ratio(value: float | None) -> str:
+    return "n/a" if value is None or not math.isfinite(value) else f"{value:.1f}x"
+
+
+def pct(value: float | None) -> str:
+    return "n/a" if value is None or not math.isfinite(value) else f"{value * 100:.0f} %"
+
+
+def num(value: float | None, digits: int = 2) -> str:
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    return f"{value:,.{digits}f}"
+
+
+def mib(kib: float | None) -> str:
+    return "n/a" if not kib else f"{kib / MIB:.0f} MiB"
+
+
+def _div(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def _at_least(value: float | None, target: float, what: str = "") -> str:
+    if value is None or not math.isfinite(value):
+        return "not measured"
+    if value >= target:
+        return f"met{what}"
+    return f"MISSED by {(1 - value / target) * 100:.0f} %{what}"
+
+
+def _at_most(value: float | None, target: float, what: str = "") -> str:
+    if value is None or not math.isfinite(value):
+        return "not measured"
+    if value <= target:
+        return f"met{what}"
+    return f"MISSED by {(value / target - 1) * 100:.0f} %{what}"
+
+
+# -- derived figures ------------------------------------------------------------------------------------
+
+
+def event_time(
+    zero: Mapping[str, Any], *, text: str | None = None, prefix: str | None = None
+) -> float | None:
+    for event in zero.get("events") or ():
+        if (text is not None and event["text"] == text) or (
+            prefix is not None and str(event["text"]).startswith(prefix)
+        ):
+            return float(event["at"])
+    return None
+
+
+def zero_timeline(zero: Mapping[str, Any]) -> dict[str, float | None]:
+    """Seconds of each part of scalebot's zero-scale, from its progress events and request log."""
+    start = float(zero["started"])
+    recorded = event_time(zero, prefix="Recorded sizes")
+    cordoned = event_time(zero, prefix="Cordoned ")
+    first_report = next((float(e["at"]) for e in zero.get("events") or () if e["kind"] == "report"), None)
+    completed = event_time(zero, text="Drain completed")
+    removed = event_time(zero, prefix="Removed ")
+    ev = zero["requests"]["evictions"]
+
+    def span(a: float | None, b: float | None) -> float | None:
+        return None if a is None or b is None else b - a
+
+    return {
+        "plan": span(start, zero["requested"]),
+        "record": span(zero["requested"], recorded),
+        "cordon": span(recorded, cordoned),
+        "first_pass": span(cordoned, first_report),
+        "evictions": span(ev["first_start"], ev["last_end"]),
+        "until_drained": span(first_report, completed),
+        "drained": span(start, completed),
+        "remove": span(completed, removed),
+        "verify": span(removed, zero["ended"]),
+        "total": span(start, zero["ended"]),
+    }
+
+
+def counts(entries: Iterable[Sequence[Any]]) -> dict[tuple[str, str], int]:
+    return {(str(v), str(r)): int(n) for v, r, n in entries}
+
+
+def evicted_pods(zero: Mapping[str, Any]) -> int:
+    return int((zero.get("result") or {}).get("pods_evicted") or zero["requests"]["evictions"]["accepted"])
+
+
+def eviction_rate(log: Mapping[str, Any]) -> float | None:
+    ev = log["evictions"]
+    end = ev.get("last_accepted_end") or ev.get("last_end")
+    return _div(ev["accepted"], None if end is None else end - ev["first_start"])
+
+
+def kubectl_seconds(kubectl: Mapping[str, Any]) -> tuple[float | None, bool]:
+    """kubectl's total, and whether it is extrapolated from the nodes drained within the budget."""
+    if kubectl.get("complete"):
+        return float(kubectl["seconds"]), False
+    extrapolated = kubectl.get("extrapolated_seconds")
+    return (float(extrapolated), True) if extrapolated else (None, False)
+
+
+# -- rows ------------------------------------------------------------------------------------------------
+
+
+def rows(results: Mapping[str, Any], other: Mapping[str, Any] | None = None) -> list[Row]:
+    """Every figure of one result set; `other` is the other size's set (for "more at 1,000")."""
+    runs = results.get("runs") or {}
+    wanted = set(results.get("scenarios") or SCENARIOS)
+    out: list[Row] = []
+    sb = runs.get("scalebot")
+    zero = sb.get("zero") if sb else None
+    full = results.get("size") == "full"
+    if "zero-scale" in wanted and zero:
+        out += _zero_rows(results, zero, runs.get("kubectl"), other)
+    if "api-cost" in wanted and zero:
+        out += _api_rows(zero, sb or {}, runs.get("kubectl"))
+    if "raw-limit" in wanted and zero:
+        out += _raw_rows(zero, runs)
+    if "planning" in wanted and sb and sb.get("plan"):
+        out += _plan_rows(sb["plan"], full=full)
+    if "memory" in wanted and zero:
+        out += _memory_rows(sb or {}, zero, runs.get("kubectl"), full=full)
+    if "slack" in wanted:
+        out += _slack_rows(sb or {}, nodes=int(zero["plan"]["nodes"]) if zero else 0)
+    return out
+
+
+def _zero_rows(
+    results: Mapping[str, Any],
+    zero: Mapping[str, Any],
+    kubectl: Mapping[str, Any] | None,
+    other: Mapping[str, Any] | None,
+) -> list[Row]:
+    s = "zero-scale"
+    t = zero_timeline(zero)
+    nodes = zero["plan"]["nodes"]
+    out = [
+        Row(
+            s,
+            f"scalebot: request → `Drain completed` ({nodes} nodes, {evicted_pods(zero):,} pods evicted)",
+            seconds(t["drained"]),
+        ),
+        Row(s, "scalebot: whole operation (plus node removal and verify)", seconds(t["total"])),
+        Row(
+            s,
+            "scalebot: operation state / phase 2 entered",
+            f"{zero['state']} / {'yes' if zero.get('force_deleted') else 'no'}",
+        ),
+    ]
+    if kubectl is None:
+        return out
+    k_seconds, extrapolated = kubectl_seconds(kubectl)
+    label = "kubectl drain of the same nodes (one command, node after node)"
+    if extrapolated:
+        value = (
+            f"{seconds(k_seconds)} (extrapolated: stopped after {seconds(kubectl['seconds'])} with "
+            f"{kubectl['nodes_drained']}/{nodes} nodes drained)"
+        )
+    elif k_seconds is None:
+        value = f"did not finish one node within {seconds(kubectl['seconds'])}"
+    else:
+        value = seconds(k_seconds)
+    out.append(Row(s, label, value))
+    speedup = _div(k_seconds, t["drained"])
+    target = "≥ 10x"
+    verdict = _at_least(speedup, 10.0)
+    if results.get("size") == "full":
+        small = _small_speedup(other)
+        target = "≥ 10x and more than at 100 nodes"
+        if small is not None and speedup is not None:
+            verdict = _at_least(speedup, max(10.0, small), f" (100 nodes: {ratio(small)})")
+    out.append(Row(s, "speed-up: kubectl time / scalebot time", ratio(speedup), target, verdict))
+    return out
+
+
+def _small_speedup(other: Mapping[str, Any] | None) -> float | None:
+    if not other:
+        return None
+    runs = other.get("runs") or {}
+    if not runs.get("scalebot") or not runs.get("kubectl"):
+        return None
+    k, _ = kubectl_seconds(runs["kubectl"])
+    return _div(k, zero_timeline(runs["scalebot"]["zero"])["drained"])
+
+
+def _api_rows(zero: Mapping[str, Any], sb: Mapping[str, Any], kubectl: Mapping[str, Any] | None) -> list[Row]:
+    s = "api-cost"
+    c = counts(zero["requests"]["counts"])
+    pods = evicted_pods(zero)
+    nodes = int(zero["plan"]["nodes"])
+    total = sum(c.values())
+    evictions = c.get(("create", "pods/eviction"), 0)
+    writes = sum(n for (v, _), n in c.items() if v in WRITE_VERBS)
+    other_writes = writes - evictions
+    pod_gets = c.get(("get", "pods"), 0)
+    out = [
+        Row(s, f"{verb} {res}", f"{n:,} ({num(_div(n, pods), 3)} per pod, {num(_div(n, nodes))} per node)")
+        for (verb, res), n in sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))
+    ]
+    out += [
+        Row(s, "all requests (client count)", f"{total:,} = {num(_div(total, pods), 3)} per evicted pod"),
+        Row(
+            s,
+            "API server's count for the identity (APF flow `service-accounts`)",
+            f"{sb.get('identity_requests', 0):,.0f}",
+        ),
+        Row(
+            s,
+            "evictions per evicted pod",
+            num(_div(evictions, pods), 3),
+            "≈ 1",
+            _at_most(_div(evictions, pods), 1.05),
+        ),
+        Row(
+            s,
+            "other writes per node (cordon, taint, node delete, ConfigMaps)",
+            num(_div(other_writes, nodes)),
+            "small constant",
+            "met" if other_writes <= 6 * nodes else "MISSED: more than 6 per node",
+        ),
+        Row(
+            s,
+            "reads per node (all GETs and LISTs)",
+            num(_div(sum(n for (v, _), n in c.items() if v in ("get", "list")), nodes)),
+        ),
+        Row(
+            s, "per-pod polling GETs (`get pods`)", f"{pod_gets:,}", "0", "met" if pod_gets == 0 else "MISSED"
+        ),
+    ]
+    if kubectl is not None:
+        kc = counts(kubectl["requests"])
+        k_total = sum(kc.values())
+        k_pods = int(kubectl.get("server_evictions", {}).get("201", 0)) or kubectl.get("evicted_lines", 0)
+        out += [
+            Row(
+                s,
+                "kubectl drain: all requests (from its -v=6 log)",
+                f"{k_total:,} = {num(_div(k_total, k_pods), 2)} per evicted pod"
+                + ("" if kubectl.get("complete") else " (until stopped)"),
+            ),
+            Row(s, "kubectl drain: per-pod polling GETs", f"{kc.get(('get', 'pods'), 0):,}"),
+            Row(
+                s,
+                "kubectl drain: requests delayed by its client-side limit (5 QPS)",
+                f"{kubectl.get('throttled_requests', 0):,} "
+                f"(waited {seconds(kubectl.get('throttled_seconds'))} in total)",
+            ),
+        ]
+    return out
+
+
+def _latency_text(ev: Mapping[str, Any], prefix: str) -> str:
+    count = ev.get(f"{prefix}count")
+    if not count:
+        return "none"
+    return (
+        f"{count:,}: p50 {seconds(ev.get(f'{prefix}latency_p50'))}, "
+        f"p99 {seconds(ev.get(f'{prefix}latency_p99'))}, "
+        f"max {seconds(ev.get(f'{prefix}latency_max'))}"
+    )
+
+
+def _raw_rows(zero: Mapping[str, Any], runs: Mapping[str, Any]) -> list[Row]:
+    s = "raw-limit"
+    mine = eviction_rate(zero["requests"])
+    ev = zero["requests"]["evictions"]
+    out = [
+        Row(s, "scalebot: evictions/s (first eviction sent → last answered)", num(mine, 1)),
+        Row(s, "  scalebot's eviction latency, pods under a PDB", _latency_text(ev, "pdb_")),
+        Row(s, "  scalebot's eviction latency, other pods", _latency_text(ev, "free_")),
+    ]
+    variants = (
+        (
+            "raw",
+            "bare loop, same client settings (QPS 50 / burst 100)",
+            "scalebot as a fraction of the bare loop",
+        ),
+        (
+            "raw_unlimited",
+            "bare loop, no client-side limit (the API server's own limit for this order)",
+            "scalebot as a fraction of the server's limit",
+        ),
+        (
+            "raw_spread",
+            "bare loop, no client-side limit, round-robin over workloads (no two concurrent "
+            "evictions share a PDB)",
+            "scalebot as a fraction of the spread loop",
+        ),
+    )
+    for key, label, fraction in variants:
+        raw = runs.get(key)
+        if raw is None:
+            continue
+        limit = eviction_rate(raw["requests"])
+        rev = raw["requests"]["evictions"]
+        out += [
+            Row(s, f"{label}, {raw['workers']} workers: evictions/s", num(limit, 1)),
+            Row(s, "  its eviction latency, pods under a PDB", _latency_text(rev, "pdb_")),
+            Row(s, "  its eviction latency, other pods", _latency_text(rev, "free_")),
+            Row(s, fraction, pct(_div(mine, limit)), "≥ 80 %", _at_least(_div(mine, limit), 0.8)),
+        ]
+    return out
+
+
+def _plan_rows(plan: Mapping[str, Any], *, full: bool) -> list[Row]:
+    s = "planning"
+    speedup = _div(plan["models_median"], plan["plan_median"])
+    scope = "" if full else " (targets are for 30,000 pods)"
+    return [
+        Row(
+            s,
+            f"`plan zero` (Operations.plan: snapshot + plan_operation), {plan['pods']:,} pods, median of "
+            f"{plan['rounds']}",
+            seconds(plan["plan_median"]),
+            "< 3 s" + scope,
+            _at_most(plan["plan_median"], 3.0),
+        ),
+        Row(
+            s,
+            "  of which the raw-JSON snapshot (nodes, pods, PDBs, DaemonSets, pools)",
+            seconds(plan["snapshot_median"]),
+        ),
+        Row(s, "  of which plan_operation (pure)", seconds(plan["plan_operation_median"])),
+        Row(s, "the same pods listed raw (KubeClient.list_pods)", seconds(plan["raw_list_median"])),
+        Row(s, "the same pods listed into V1PodList (generated models)", seconds(plan["models_median"])),
+        Row(
+            s,
+            "speed-up: generated-model listing / plan zero",
+            ratio(speedup),
+            "≥ 5x" + scope,
+            _at_least(speedup, 5.0),
+        ),
+    ]
+
+
+def _memory_rows(
+    sb: Mapping[str, Any], zero: Mapping[str, Any], kubectl: Mapping[str, Any] | None, *, full: bool
+) -> list[Row]:
+    s = "memory"
+    pods = evicted_pods(zero)
+    target = "< 400 MB" + ("" if full else " (at 30,000 pods)")
+    peak_mb = zero["vmhwm_kib"] * 1024 / 1e6
+    out = [
+        Row(
+            s,
+            f"scalebot process peak RSS (VmHWM) during the zero-scale of {pods:,} pods",
+            f"{mib(zero['vmhwm_kib'])} ({peak_mb:.0f} MB)",
+            target,
+            _at_most(peak_mb, 400.0),
+        ),
+        Row(s, "scalebot process RSS after imports, before connecting", mib(zero["rss_start_kib"])),
+        Row(
+            s,
+            "scalebot CPU time (user + system) for the operation",
+            f"{seconds(zero['cpu_seconds'])} in {seconds(zero_timeline(zero)['total'])} of wall time",
+        ),
+    ]
+    if kubectl is not None:
+        out.append(Row(s, "kubectl drain peak RSS", mib(kubectl.get("maxrss_kib"))))
+    return out
+
+
+def _slack_rows(sb: Mapping[str, Any], *, nodes: int) -> list[Row]:
+    s = "slack"
+    slack = sb.get("slack")
+    if not slack:
+        return [Row(s, "Slack progress path", "not measured in this run", "", "not measured")]
+    gap = slack["longest_gap_seconds"]
+    interval = slack["min_update_interval_seconds"]
+    return [
+        Row(s, f"chat.postMessage calls ({nodes:,}-node zero-scale)", f"{slack['post_message']}"),
+        Row(s, "chat.update calls", f"{slack['update']}"),
+        Row(s, "progress states (phase / report / final events)", f"{slack['state_changes']}"),
+        Row(
+            s,
+            "longest gap between a state change and Slack showing it",
+            seconds(gap),
+            "a few s",
+            _at_most(gap, 5.0) if gap is not None else "not measured",
+        ),
+        Row(
+            s,
+            "shortest interval between two updates of one message (final update excluded)",
+            seconds(interval),
+            "≥ 3 s",
+            "met" if interval is None or interval >= 2.9 else "MISSED",
+        ),
+        Row(
+            s,
+            "the final update after the one before it (finals are sent at once, by design)",
+            seconds(slack.get("final_after_previous_update_seconds")),
+        ),
+        Row(
+            s,
+            "most chat.update calls in any 60 s",
+            f"{slack['max_updates_per_minute']}",
+            "≤ 50 (Tier 3)",
+            _at_most(float(slack["max_updates_per_minute"]), 50.0),
+        ),
+        Row(
+            s,
+            "final state posted",
+            "yes" if slack["final_shown"] else "NO",
+            "always",
+            "met" if slack["final_shown"] else "MISSED",
+        ),
+    ]
+
+
+# -- printing -----------------------------------------------------------------------------------------
+
+
+def print_rows(rows_: Sequence[Row], echo: Any = print) -> None:
+    if not rows_:
+        return
+    width = max(len(r.figure) for r in rows_)
+    value_width = max(len(r.value) for r in rows_)
+    scenario = ""
+    for r in rows_:
+        if r.scenario != scenario:
+            scenario = r.scenario
+            echo(f"\n== {TITLES.get(scenario, scenario)}")
+        extra = f"  [target {r.target}: {r.verdict}]" if r.target else ""
+        echo(f"  {r.figure:<{width}}  {r.value:>{value_width}}{extra}")
+
+
+def issue3_summary(results: Mapping[str, Any]) -> list[str]:
+    """Issue 3's benchmark is scenarios 1, 2 and 5 at 100 nodes / 3,000 pods: say so, in one place."""
+    runs = results.get("runs") or {}
+    sb, kubectl = runs.get("scalebot"), runs.get("kubectl")
+    if not sb or not sb.get("zero"):
+        return []
+    zero = sb["zero"]
+    drained = zero_timeline(zero)["drained"]
+    c = counts(zero["requests"]["counts"])
+    pods = evicted_pods(zero)
+    line = [
+        f"Issue 3 drain benchmark ({zero['plan']['nodes']} nodes / {results['pods']:,} pods; "
+        "fresh cluster each):"
+    ]
+    if kubectl:
+        k, extrapolated = kubectl_seconds(kubectl)
+        line.append(
+            f"  scalebot {seconds(drained)} vs kubectl drain {seconds(k)}"
+            f"{' (extrapolated)' if extrapolated else ''}"
+            f" → {ratio(_div(k, drained))}"
+        )
+    else:
+        line.append(f"  scalebot {seconds(drained)} (kubectl baseline not run)")
+    line.append(
+        f"  API requests per evicted pod: {num(_div(sum(c.values()), pods), 3)} "
+        f"({c.get(('create', 'pods/eviction'), 0):,} evictions for {pods:,} pods)"
+    )
+    line.append(f"  peak memory (VmHWM) of the scalebot process: {mib(zero['vmhwm_kib'])}")
+    return line
+
+
+# -- docs/benchmarks.md ---------------------------------------------------------------------------------
+
+
+def load_embedded(path: Path) -> tuple[dict[str, dict[str, Any]], str | None]:
+    """Result sets embedded in an existing docs/benchmarks.md, and its hand-written discussion."""
+    if not path.exists():
+        return {}, None
+    text = path.read_text()
+    sets: dict[str, dict[str, Any]] = {}
+    for size, blob in _BLOB.findall(text):
+        try:
+            sets[size] = orjson.loads(zlib.decompress(base64.b64decode("".join(blob.split()))))
+        except (ValueError, zlib.error, orjson.JSONDecodeError):
+            continue
+    discussion = _DISCUSSION.search(text)
+    return sets, discussion.group(1) if discussion else None
+
+
+def _embed(size: str, results: Mapping[str, Any]) -> str:
+    blob = base64.b64encode(zlib.compress(orjson.dumps(results), 9)).decode()
+    lines = [blob[i : i + 120] for i in range(0, len(blob), 120)]
+    return f"<!-- bench-results:{size}\n" + "\n".join(lines) + "\n-->"
+
+
+def _md_table(rows_: Sequence[Row]) -> list[str]:
+    out = ["| figure | value | target | verdict |", "|---|---|---|---|"]
+    for r in rows_:
+        figure = r.figure.replace("|", "\\|")
+        out.append(f"| {figure} | {r.value.replace('|', '/')} | {r.target} | {r.verdict} |")
+    return out
+
+
+def size_section(results: Mapping[str, Any], other: Mapping[str, Any] | None) -> list[str]:
+    runs = results.get("runs") or {}
+    out = [f"## {results['size'].capitalize()} size: {results['describe']}", ""]
+    out.append(
+        f"Run on {results['date']} (`{results['command']}`), {seconds(results['wall_seconds'])} in all; "
+        f"load average {results['machine']['load']}."
+    )
+    out.append("")
+    out.append(
+        "| cluster (fresh control plane each) | population | pods Ready/s "
+        "| load during the run (1 min, start → end) |"
+    )
+    out.append("|---|---|---|---|")
+    for name, run in runs.items():
+        pop = run.get("populate") or {}
+        during = run.get("loadavg_during") or []
+        out.append(
+            f"| {name} | {pop.get('nodes', 0):,} nodes ({seconds(pop.get('node_seconds'))}), "
+            f"{pop.get('pods', 0):,} pods ({seconds(pop.get('pod_seconds'))}) | "
+            f"{num(pop.get('pods_per_second'), 0)} | "
+            f"{' → '.join(f'{x:.1f}' for x in during) or 'n/a'} |"
+        )
+    out.append("")
+    all_rows = rows(results, other)
+    for scenario in SCENARIOS:
+        group = [r for r in all_rows if r.scenario == scenario]
+        if not group:
+            continue
+        out += [f"### {TITLES[scenario]}", "", *_md_table(group), ""]
+        if scenario == "zero-scale" and runs.get("scalebot"):
+            out += _timeline_table(runs["scalebot"]["zero"])
+    summary = issue3_summary(results) if results["size"] == "small" else []
+    if summary:
+        out += [
+            "### Issue 3's drain benchmark",
+            "",
+            "Scenarios 1, 2 and 5 at this size are issue 3's benchmark:",
+            "",
+            "```",
+            *summary,
+            "```",
+            "",
+        ]
+    return out
+
+
+def _timeline_table(zero: Mapping[str, Any]) -> list[str]:
+    t = zero_timeline(zero)
+    parts = [
+        ("plan (snapshot + plan, in `Operations.request`)", "plan"),
+        ("record sizes and node templates (pool ConfigMaps)", "record"),
+        ("cordon + draining taint, node after node", "cordon"),
+        ("first drain pass (listing, classification, all evictions)", "first_pass"),
+        ("  of which the evictions (first sent → last answered)", "evictions"),
+        ("until a pass found the nodes empty (pass interval, grace period, settle)", "until_drained"),
+        ("node removal (templates, Node deletes)", "remove"),
+        ("verify", "verify"),
+    ]
+    lines = ["Where scalebot's time went:", "", "| part | time |", "|---|---|"]
+    lines += [f"| {label} | {seconds(t[key])} |" for label, key in parts]
+    return [*lines, ""]
+
+
+def analysis(sets: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Where the time goes, derived from the numbers (regenerated on every write)."""
+    out = ["## Where the time goes (generated from the figures above)", ""]
+    for size in SIZES_ORDER:
+        results = sets.get(size)
+        if not results:
+            continue
+        runs = results.get("runs") or {}
+        sb = runs.get("scalebot")
+        if not sb or not sb.get("zero"):
+            continue
+        zero = sb["zero"]
+        t = zero_timeline(zero)
+        drained = t["drained"] or float("nan")
+        evictions = t["evictions"] or 0.0
+        rate = eviction_rate(zero["requests"])
+        cpu = sb.get("component_cpu_seconds") or {}
+        total = t["total"] or float("nan")
+        out.append(f"**{size}** ({results['describe']}):")
+        out.append("")
+        out.append(
+            f"- Evictions took {seconds(evictions)} of the {seconds(drained)} to `Drain completed` "
+            f"({pct(evictions / drained)}), at {num(rate, 1)} evictions/s; scalebot's client is limited to "
+            f"50 requests/s (burst 100), so {evicted_pods(zero):,} evictions need at least "
+            f"{seconds(max(0.0, (evicted_pods(zero) - 100) / 50.0))}."
+        )
+        out.append(
+            f"- Before the evictions: plan {seconds(t['plan'])}, record {seconds(t['record'])}, "
+            f"cordon {seconds(t['cordon'])}; after them: termination and settle "
+            f"{seconds(t['until_drained'])}, "
+            f"node removal {seconds(t['remove'])}."
+        )
+        ev = zero["requests"]["evictions"]
+        grace = 2.0
+        if t["until_drained"] is not None and t["until_drained"] > grace + 6.0:
+            out.append(
+                "- After the first pass had evicted everything, "
+                f"{seconds(t['until_drained'])} passed before a pass found the nodes empty, although "
+                f"every pod was gone {grace:.0f} s (its grace period) after its eviction: no pod was "
+                "terminating when the first pass listed them, so the runner scheduled the next pass at "
+                "the pass interval (20 s) rather than at the pods' deadlines."
+            )
+        pdb_p99, free_p99 = ev.get("pdb_latency_p99") or 0.0, ev.get("free_latency_p99") or 0.0
+        if ev.get("pdb_count") and ev.get("free_count") and pdb_p99 > 3 * free_p99:
+            out.append(
+                f"- Evictions of pods under a PDB took p50 {seconds(ev.get('pdb_latency_p50'))} / p99 "
+                f"{seconds(ev.get('pdb_latency_p99'))}, other pods p50 {seconds(ev.get('free_latency_p50'))} "
+                f"/ p99 {seconds(ev.get('free_latency_p99'))}. The API server updates the PDB's status on "
+                "every covered eviction and retries a conflicting update after 500 ms (EvictionsRetry in "
+                "pkg/registry/core/pod/storage/eviction.go); evicting in namespace/name order puts the 30 "
+                "pods of one workload next to each other, so the 16 workers contend for one PDB at a time."
+            )
+        busy = ", ".join(f"{name} {seconds(v)}" for name, v in sorted(cpu.items(), key=lambda kv: -kv[1]))
+        out.append(
+            f"- CPU during the {seconds(total)} operation: scalebot {seconds(zero['cpu_seconds'])}; "
+            "control plane: "
+            f"{busy} (this machine has {results['machine']['cpu'].split(' ')[0]} cores)."
+        )
+        kubectl = runs.get("kubectl")
+        if kubectl and kubectl.get("nodes_drained"):
+            per_node = _div(
+                kubectl["last_drained_seconds"] - kubectl["cordon_seconds"], kubectl["nodes_drained"]
+            )
+            out.append(
+                f"- kubectl: {seconds(kubectl['cordon_seconds'])} to cordon "
+                "(a GET and a PATCH per node at 5 QPS), "
+                f"then {seconds(per_node)} per node; "
+                f"{kubectl.get('throttled_requests', 0):,} of its requests "
+                f"waited for its client-side limit ({seconds(kubectl.get('throttled_seconds'))} in total)."
+            )
+        prof_run = runs.get("profile") or {}
+        profile = (prof_run.get("zero") or {}).get("profile") or {}
+        if profile.get("cpu_view"):
+            pz = prof_run["zero"]
+            pt = zero_timeline(pz)
+            out += [
+                "",
+                "cProfile of scalebot's side, in a separate run on a fresh cluster "
+                f"(all {profile.get('threads')} threads merged; cProfile counts wall time per thread). "
+                "Under the profiler the drain took "
+                f"{seconds(pt['drained'])} and {seconds(pz['cpu_seconds'])} of CPU (unprofiled: "
+                f"{seconds(t['drained'])}, {seconds(zero['cpu_seconds'])}). Thread time spent waiting:",
+                "",
+                "```",
+                profile.get("waits", ""),
+                "```",
+                "",
+                "Functions by own time, the waits above left out:",
+                "",
+                "```",
+                *profile["cpu_view"].splitlines()[:26],
+                "```",
+            ]
+        out.append("")
+    return out
+
+
+def write_markdown(path: Path, new: Mapping[str, Any], *, reproduce: Sequence[str]) -> None:
+    sets, discussion = load_embedded(path)
+    sets[str(new["size"])] = dict(new)
+    latest = dict(new)
+    lines = [
+        "# Benchmarks",
+        "",
+        "Generated by `python -m tests.bench --write docs/benchmarks.md` from real runs on the local control",
+        "plane (etcd, kube-apiserver, controller manager, scheduler and kwok on loopback; see",
+        "`localcluster/`). Every scenario gets a fresh control plane populated with the same shape",
+        "(`localcluster.builders.populate`): Deployments of 30 replicas pinned to their pool, every 20th",
+        "workload a StatefulSet, 20 % of workloads under a PodDisruptionBudget, one DaemonSet on every",
+        "node, a 2 s termination grace period on every pod. scalebot runs in a process of its own as",
+        "the `scalebot` ServiceAccount bound by `manifests/base/rbac.yaml`, through the production wiring",
+        "(`bot.wiring.connect_cluster`: QPS 50, burst 100; `Operations` with the default runner settings",
+        "except a phase-1 window longer than the run, so phase 2 never starts), so API Priority and",
+        "Fairness treats it as in production (`workload-low`). Figures are printed, never asserted.",
+        "",
+        "Choices that shape the figures:",
+        "",
+        "- The PDBs have `maxUnavailable: 100%`. A zero-scale of every pool leaves an evicted pod's",
+        "  replacement nowhere to run, so with `maxUnavailable: 1` each covered workload would lose one",
+        "  pod and then refuse every other eviction for good: neither phase 1 nor kubectl could finish.",
+        '  "100%" keeps the PDB check (and its status update) in every covered eviction.',
+        "- kubectl runs as the same ServiceAccount plus one read it needs and scalebot does not have",
+        "  (`get daemonsets`), with its defaults (client-go's 5 QPS / burst 10), given every node in one",
+        "  command; it cordons them all, then drains one node at a time. When a budget stops it early,",
+        "  its total is extrapolated from the nodes it drained (marked as such).",
+        "- The bare eviction loop evicts the same pods (all but the DaemonSet's) with the same client",
+        "  code, identity and 16 workers, on a fresh cluster whose nodes are cordoned first, as in a drain.",
+        "- Planning is measured on scalebot's cluster before its zero-scale, in a separate process.",
+        "- The Slack progress path (`bot.progress.Progress` + `bot.sender.Sender`, default settings) is",
+        "  attached to the measured zero-scale, against the local Web API of `tests/slack/harness.py`.",
+        "",
+        "## How to reproduce",
+        "",
+        "```sh",
+        *reproduce,
+        "```",
+        "",
+        "## Machine and versions",
+        "",
+        f"- CPU: {latest['machine']['cpu']}",
+        f"- memory: {latest['machine']['memory']}",
+        f"- kernel: {latest['machine']['kernel']}",
+        *(f"- {k}: {v}" for k, v in latest["versions"].items()),
+        "- Other engineers' test suites were running on this machine at the same time; each run's",
+        "  load average is given with its figures.",
+        "",
+    ]
+    for size in SIZES_ORDER:
+        if size in sets:
+            other = sets.get("small" if size == "full" else "full")
+            lines += size_section(sets[size], other)
+    lines += analysis(sets)
+    lines += [
+        "## Discussion",
+        "",
+        "<!-- discussion:begin -->",
+        (discussion or "(not written yet)\n").rstrip("\n"),
+        "<!-- discussion:end -->",
+        "",
+    ]
+    for size in SIZES_ORDER:
+        if size in sets:
+            lines.append(_embed(size, sets[size]))
+    path.write_text("\n".join(lines) + "\n")

@@ -1,0 +1,230 @@
+"""`python -m tests.bench`: run the benchmark scenarios, print the figures, optionally write the docs.
+
+    python -m tests.bench [--size small|full|smoke] [--scenario NAME ...] [--write docs/benchmarks.md]
+                          [--profile] [--spread] [--no-unlimited] [--kubectl-budget SECONDS]
+                          [--kubectl-nodes N] [--json FILE] [--from-json FILE]
+
+Scenarios (default: all): zero-scale, api-cost, raw-limit, planning, memory, slack. They share runs:
+scalebot's zero-scale run (fresh cluster; planning is measured on it first) feeds zero-scale,
+api-cost, memory and slack; kubectl's drain (fresh cluster) is zero-scale's baseline; the bare
+eviction loop (fresh cluster; once with scalebot's client settings, once without a client-side
+limit) is raw-limit's; `--spread` adds one that round-robins over workloads. `--profile` adds a
+cProfile'd zero-scale on one more fresh cluster, so the profiler's overhead never touches the
+measured figures. `--from-json` re-renders a saved result set without running anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import os
+import platform
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from localcluster.binaries import REPO_ROOT, ensure_binaries
+from tests.bench import report, scenarios
+from tests.bench.cluster import SIZES, Size, machine_description
+
+DEFAULT_KUBECTL_BUDGET: dict[str, float | None] = {"smoke": 60.0, "small": None, "full": 2400.0}
+"""Seconds after which kubectl is stopped and its total extrapolated (None: let it finish). At the
+full size kubectl needs hours (5 QPS, node after node), so it is stopped after 40 minutes."""
+DEFAULT_KUBECTL_NODES: dict[str, int | None] = {"smoke": 1, "small": None, "full": None}
+"""Nodes after which kubectl is stopped and its total extrapolated (the smoke run's budget)."""
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--size", choices=sorted(SIZES), default="small")
+    parser.add_argument(
+        "--scenario", action="append", choices=report.SCENARIOS, help="repeatable; default: all"
+    )
+    parser.add_argument("--write", type=Path, help="rewrite this markdown file (docs/benchmarks.md)")
+    parser.add_argument("--json", type=Path, help="also write the raw result set here")
+    parser.add_argument("--profile", action="store_true", help="add a cProfile'd zero-scale run")
+    parser.add_argument(
+        "--kubectl-budget",
+        type=float,
+        help="stop kubectl after this many seconds and extrapolate "
+        "(default: smoke 60, small none, full 2400)",
+    )
+    parser.add_argument(
+        "--kubectl-nodes",
+        type=int,
+        help="stop kubectl after this many drained nodes and extrapolate (default: smoke 1, else none)",
+    )
+    parser.add_argument(
+        "--no-unlimited", action="store_true", help="skip the bare loop without a client-side limit"
+    )
+    parser.add_argument(
+        "--spread",
+        action="store_true",
+        help="add a bare loop without a client-side limit that round-robins over workloads",
+    )
+    parser.add_argument("--plan-rounds", type=int, default=3)
+    parser.add_argument(
+        "--from-json",
+        type=Path,
+        help="run nothing: print (and --write) a result set saved earlier with --json",
+    )
+    return parser.parse_args(argv)
+
+
+def versions(cache_dir: Path) -> dict[str, str]:
+    def first_line(*argv: str) -> str:
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+        except OSError as exc:
+            return f"unavailable ({exc})"
+        return (done.stdout or done.stderr).strip().splitlines()[0] if (done.stdout or done.stderr) else "?"
+
+    bin_dir = cache_dir / "bin"
+    commit = first_line("git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD")
+    return {
+        "scalebot": f"commit {commit} plus the working tree at the time of the run",
+        "kube-apiserver": first_line(str(bin_dir / "kube-apiserver"), "--version"),
+        "kubectl": first_line(str(bin_dir / "kubectl"), "version", "--client"),
+        "etcd": first_line(str(bin_dir / "etcd"), "--version"),
+        "kwok": first_line(str(bin_dir / "kwok"), "--version"),
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "kubernetes (Python client)": importlib.metadata.version("kubernetes"),
+        "orjson": importlib.metadata.version("orjson"),
+    }
+
+
+def reproduce_commands() -> list[str]:
+    return [
+        "scripts/build-control-plane.sh        # once; cached under .cache/control-plane/",
+        ".venv/bin/python -m tests.bench --size small --write docs/benchmarks.md",
+        ".venv/bin/python -m tests.bench --size full --profile --write docs/benchmarks.md",
+        ".venv/bin/pytest tests/e2e/test_bench_smoke.py   # what CI runs: 20 nodes / 400 pods",
+    ]
+
+
+def run_all(
+    size: Size,
+    wanted: Sequence[str],
+    *,
+    echo: Callable[[str], None],
+    kubectl_budget: float | None,
+    kubectl_nodes: int | None = None,
+    profile: bool = False,
+    unlimited: bool = True,
+    spread: bool = False,
+    plan_rounds: int = 3,
+) -> tuple[dict[str, Any], list[str]]:
+    """Every run the wanted scenarios need, each on a fresh cluster; (runs, errors)."""
+    runs: dict[str, Any] = {}
+    errors: list[str] = []
+
+    def attempt(name: str, fn: Callable[[], dict[str, Any]]) -> None:
+        started = time.monotonic()
+        try:
+            runs[name] = fn()
+        except Exception as exc:  # one failed run must not lose the others' figures
+            errors.append(f"{name}: {exc}")
+            echo(f"run {name} FAILED after {time.monotonic() - started:.0f} s:\n{traceback.format_exc()}")
+            return
+        echo(f"run {name} done in {time.monotonic() - started:.0f} s")
+
+    attempt(
+        "scalebot",
+        lambda: scenarios.run_scalebot(
+            size, echo=echo, planning="planning" in wanted, slack="slack" in wanted, plan_rounds=plan_rounds
+        ),
+    )
+    if "zero-scale" in wanted:
+        attempt(
+            "kubectl",
+            lambda: scenarios.run_kubectl(
+                size, echo=echo, budget=kubectl_budget, stop_after_nodes=kubectl_nodes
+            ),
+        )
+    if "raw-limit" in wanted:
+        attempt("raw", lambda: scenarios.run_raw(size, echo=echo, qps=50.0, burst=100))
+        if unlimited:
+            attempt("raw_unlimited", lambda: scenarios.run_raw(size, echo=echo, qps=0.0, burst=1))
+        if spread:
+            attempt(
+                "raw_spread", lambda: scenarios.run_raw(size, echo=echo, qps=0.0, burst=1, order="spread")
+            )
+    if profile:
+        attempt(
+            "profile",
+            lambda: scenarios.run_scalebot(size, echo=echo, planning=False, slack=False, profile=True),
+        )
+    return runs, errors
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    size = SIZES[args.size]
+    wanted = list(args.scenario or report.SCENARIOS)
+    budget = args.kubectl_budget if args.kubectl_budget is not None else DEFAULT_KUBECTL_BUDGET[size.name]
+    budget = budget if budget and budget > 0 else None
+
+    def echo(message: str) -> None:
+        print(message, flush=True)
+
+    if args.from_json is not None:
+        return render(orjson.loads(args.from_json.read_bytes()), args.write, echo)
+    cache_dir = ensure_binaries()
+    machine = machine_description()
+    echo(f"benchmark size {size.name}: {size.describe()}; scenarios: {', '.join(wanted)}")
+    echo(f"machine: {machine['cpu']}; {machine['memory']}; load {machine['load']}")
+    started, date = time.monotonic(), datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    runs, errors = run_all(
+        size,
+        wanted,
+        echo=echo,
+        kubectl_budget=budget,
+        kubectl_nodes=args.kubectl_nodes
+        if args.kubectl_nodes is not None
+        else DEFAULT_KUBECTL_NODES[size.name],
+        profile=args.profile,
+        unlimited=not args.no_unlimited,
+        spread=args.spread,
+        plan_rounds=args.plan_rounds,
+    )
+    results: dict[str, Any] = {
+        "size": size.name,
+        "describe": size.describe(),
+        "pods": size.pods,
+        "date": date,
+        "command": "python -m tests.bench " + " ".join(sys.argv[1:] if argv is None else argv),
+        "machine": machine,
+        "versions": versions(cache_dir),
+        "scenarios": wanted,
+        "runs": runs,
+        "errors": errors,
+        "wall_seconds": time.monotonic() - started,
+        "pid": os.getpid(),
+    }
+    if args.json is not None:
+        args.json.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+    return render(results, args.write, echo)
+
+
+def render(results: dict[str, Any], write: Path | None, echo: Callable[[str], None]) -> int:
+    """Print a result set's figures and, with `write`, merge it into the markdown file."""
+    other = None
+    if write is not None:
+        sets, _ = report.load_embedded(write)
+        other = sets.get("small" if results["size"] == "full" else "full")
+    report.print_rows(report.rows(results, other), echo)
+    for line in report.issue3_summary(results) if results["size"] == "small" else []:
+        echo(line)
+    if write is not None:
+        report.write_markdown(write, results, reproduce=reproduce_commands())
+        echo(f"wrote {write}")
+    for error in results.get("errors") or ():
+        echo(f"error: {error}")
+    return 1 if results.get("errors") else 0

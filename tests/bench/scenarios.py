@@ -1,0 +1,420 @@
+"""One function per measured run; each starts a fresh, populated cluster and returns plain JSON.
+
+  run_scalebot   scalebot's zero-scale of every pool (child process, production wiring), with
+                 planning measured first on the same cluster (read-only, a separate process) and
+                 the Slack progress path attached if asked; scenarios 1, 2, 4, 5 and 6
+  run_kubectl    the pinned `kubectl drain --ignore-daemonsets --delete-emptydir-data --force
+                 NODE…` of the same nodes, with the same identity; the baseline of scenario 1
+  run_raw        the bare eviction loop (scenario 3), with scalebot's client settings or none
+
+The results are dictionaries (they are embedded in docs/benchmarks.md and re-rendered from there),
+built from what the child processes report, the API server's /metrics before and after, and the
+control-plane processes' CPU time.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from localcluster import builders
+from localcluster.binaries import REPO_ROOT
+from tests.bench import child
+from tests.bench.cluster import (
+    Cluster,
+    Echo,
+    Size,
+    eviction_requests,
+    fresh_cluster,
+    identity_requests,
+)
+
+KUBECTL_DRAIN_FLAGS = ("--ignore-daemonsets", "--delete-emptydir-data", "--force")
+KUBECTL_RBAC_NAME = "bench-kubectl-drain"
+"""kubectl's DaemonSet filter GETs each DaemonSet (`get daemonsets`), a verb scalebot's ClusterRole
+does not grant (scalebot lists them). The kubectl cluster binds this one extra read to the same
+ServiceAccount, so kubectl runs with scalebot's identity and API Priority and Fairness level."""
+
+_RESPONSE = re.compile(r'"Response" verb="([A-Z]+)" url="([^"]+)" status="(\d+)')
+_THROTTLED = re.compile(r'"Waited before sending request" delay="([0-9.]+)(ms|s)"')
+
+
+class BenchError(RuntimeError):
+    """A measured process failed; the message carries its log tail."""
+
+
+# -- child processes ---------------------------------------------------------------------------------
+
+
+def run_child(
+    mode: str, kubeconfig: Path, args: Sequence[str], *, timeout: float, workdir: Path
+) -> tuple[dict[str, Any], int]:
+    """Run `tests.bench.child MODE`; return its JSON and its peak RSS (KiB, from wait4)."""
+    out = workdir / f"{mode}.json"
+    log = workdir / f"{mode}.log"
+    argv = [
+        sys.executable,
+        "-m",
+        "tests.bench.child",
+        mode,
+        "--kubeconfig",
+        str(kubeconfig),
+        "--out",
+        str(out),
+        *args,
+    ]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdout=sink, stderr=subprocess.STDOUT, env=env)
+    status, maxrss = _wait(proc, timeout)
+    if status != 0 or not out.exists():
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
+        raise BenchError(f"child {mode} exited with {status}:\n{tail}")
+    return orjson.loads(out.read_bytes()), maxrss
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout: float) -> tuple[int, int]:
+    """Wait for the process with a deadline; (exit status, ru_maxrss KiB). Kills it on timeout."""
+    box: dict[str, tuple[int, int, Any]] = {}
+    waiter = threading.Thread(target=lambda: box.update(r=os.wait4(proc.pid, 0)), daemon=True)
+    waiter.start()
+    try:
+        waiter.join(timeout)
+    finally:  # on timeout, and on Ctrl-C: never leave a measured process behind
+        if waiter.is_alive():
+            proc.kill()
+            waiter.join(30)
+    _, raw_status, usage = box["r"]
+    proc.returncode = os.waitstatus_to_exitcode(raw_status)  # reaped here, not by Popen
+    return proc.returncode, int(usage.ru_maxrss)
+
+
+# -- scalebot ----------------------------------------------------------------------------------------
+
+
+def populate_figures(cluster: Cluster) -> dict[str, Any]:
+    report = cluster.populate
+    return {
+        "nodes": report.nodes,
+        "pools": len(report.pools),
+        "pods": report.pods,
+        "deployments": report.deployments,
+        "statefulsets": report.statefulsets,
+        "pdbs": report.pdbs,
+        "node_seconds": report.node_seconds,
+        "pod_seconds": report.pod_seconds,
+        "total_seconds": report.total_seconds,
+        "pods_per_second": report.pods_per_second,
+        "startup_seconds": cluster.cp.startup_seconds,
+        "loadavg": list(cluster.loadavg_before),
+        "component_rss_mib": {k: list(v) for k, v in cluster.component_rss_mib().items()},
+    }
+
+
+def run_scalebot(
+    size: Size,
+    *,
+    echo: Echo,
+    planning: bool,
+    slack: bool,
+    profile: bool = False,
+    plan_rounds: int = 3,
+) -> dict[str, Any]:
+    """scalebot's zero-scale on a fresh cluster (after planning, if asked, on the same cluster)."""
+    with fresh_cluster(size, echo=echo) as cluster, tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        workdir = Path(tmp)
+        result: dict[str, Any] = {"size": size.name, "populate": populate_figures(cluster)}
+        kubeconfig = cluster.cp.scalebot_kubeconfig
+        if planning:
+            echo("planning: plan zero vs generated-model listing ...")
+            plan, _ = run_child(
+                "plan", kubeconfig, ["--rounds", str(plan_rounds)], timeout=3600, workdir=workdir
+            )
+            result["plan"] = plan
+        server = _slack_server() if slack else None
+        try:
+            args = ["--timeout", "7200", "--covered", str(cluster.write_covered(workdir / "covered.txt"))]
+            if server is not None:
+                args += ["--slack-url", server.url]
+            if profile:
+                args += ["--profile", str(workdir / "zero.prof")]
+            echo(f"scalebot: zero-scale of {size.nodes} nodes{' (profiled)' if profile else ''} ...")
+            before, cpu_before = cluster.metrics(), cluster.component_cpu_seconds()
+            load_before = os.getloadavg()
+            zero, maxrss = run_child("zero", kubeconfig, args, timeout=7500, workdir=workdir)
+            after, cpu_after = cluster.metrics(), cluster.component_cpu_seconds()
+            result["zero"] = zero
+            result["child_maxrss_kib"] = maxrss
+            result["loadavg_during"] = [load_before[0], os.getloadavg()[0]]
+            result["identity_requests"] = identity_requests(before, after)
+            result["server_evictions"] = eviction_requests(before, after)
+            result["component_cpu_seconds"] = _delta(cpu_before, cpu_after)
+            result["left_on_nodes"] = _pods_left(cluster)
+            if server is not None:
+                result["slack"] = slack_figures(server.calls, zero["events"], zero.get("slack") or {})
+        finally:
+            if server is not None:
+                server.close()
+        return result
+
+
+def _slack_server() -> Any:
+    from tests.slack.harness import SlackApiServer
+
+    return SlackApiServer().start()
+
+
+def _delta(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
+    return {k: after.get(k, 0.0) - v for k, v in before.items()}
+
+
+def _pods_left(cluster: Cluster) -> dict[str, int]:
+    """Nodes left, and non-DaemonSet pods still bound to one of the benchmark's nodes."""
+    nodes = set(cluster.nodes)
+    remaining_nodes = [
+        n for n in builders.list_items(cluster.admin, builders.node_path()) if n["metadata"]["name"] in nodes
+    ]
+    pods = [
+        p
+        for p in builders.list_pods(cluster.admin)
+        if (p.get("spec") or {}).get("nodeName") in nodes
+        and not any(o.get("kind") == "DaemonSet" for o in p["metadata"].get("ownerReferences") or ())
+    ]
+    return {"nodes": len(remaining_nodes), "pods": len(pods)}
+
+
+def slack_figures(
+    calls: Sequence[Any], events: Sequence[Mapping[str, Any]], info: Mapping[str, Any]
+) -> dict[str, Any]:
+    """chat.* calls of the run, and how long each progress state waited for Slack to show it.
+
+    A state change is a progress event that changes the status line (phase, report, final). It
+    counts as shown at the first chat.update or chat.postMessage, at or after the event, whose text
+    contains that event's text or a later event's (the sender coalesces, so a newer state may
+    replace an older one before it is sent).
+    """
+    from tests.slack.harness import all_text
+
+    writes = [c for c in calls if c.method in ("chat.update", "chat.postMessage") and c.status == 200]
+    texts = [(c.at, c.method, c.body.get("ts") or "", all_text(c)) for c in writes]
+    changes = [e for e in events if e["kind"] in ("phase", "report", "final") and e["text"]]
+    gaps: list[float] = []
+    unshown: list[str] = []
+    for i, event in enumerate(changes):
+        later = [e["text"] for e in changes[i:]]
+        shown = next(
+            (at for at, _, _, text in texts if at >= event["at"] and any(t in text for t in later)), None
+        )
+        if shown is None:
+            unshown.append(event["text"])
+        else:
+            gaps.append(shown - event["at"])
+    final_text = str(next((e["text"] for e in reversed(changes) if e["kind"] == "final"), ""))
+    updates = [(at, ts, text) for at, method, ts, text in texts if method == "chat.update"]
+    per_message: dict[str, list[tuple[float, bool]]] = {}
+    for at, ts, text in updates:
+        per_message.setdefault(str(ts), []).append((at, bool(final_text) and final_text in text))
+    pairs = [(b[0] - a[0], b[1]) for seq in per_message.values() for a, b in itertools.pairwise(seq)]
+    # The sender sends a final rendering at once (it jumps the per-message interval by design).
+    min_interval = min((gap for gap, to_final in pairs if not to_final), default=None)
+    to_final = min((gap for gap, final in pairs if final), default=None)
+    times = sorted(at for at, _, _ in updates)
+    per_minute = max((sum(1 for t in times if s <= t < s + 60) for s in times), default=0)
+    final_shown = bool(final_text) and any(final_text in text for *_, text in texts)
+    return {
+        "post_message": sum(1 for c in calls if c.method == "chat.postMessage"),
+        "update": sum(1 for c in calls if c.method == "chat.update"),
+        "other": dict(
+            Counter(c.method for c in calls if c.method not in ("chat.update", "chat.postMessage"))
+        ),
+        "state_changes": len(changes),
+        "longest_gap_seconds": max(gaps, default=None),
+        "unshown_states": unshown,
+        "min_update_interval_seconds": min_interval,
+        "final_after_previous_update_seconds": to_final,
+        "max_updates_per_minute": per_minute,
+        "final_shown": final_shown,
+        "delivered": info.get("delivered"),
+    }
+
+
+# -- kubectl -----------------------------------------------------------------------------------------
+
+
+def _grant_kubectl_drain(cluster: Cluster) -> None:
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    builders.create(
+        cluster.admin,
+        f"{rbac}/clusterroles",
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": KUBECTL_RBAC_NAME},
+            "rules": [{"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get"]}],
+        },
+    )
+    builders.create(
+        cluster.admin,
+        f"{rbac}/clusterrolebindings",
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": KUBECTL_RBAC_NAME},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": KUBECTL_RBAC_NAME,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "scalebot", "namespace": "scalebot"}],
+        },
+    )
+
+
+def run_kubectl(
+    size: Size, *, echo: Echo, budget: float | None, stop_after_nodes: int | None = None
+) -> dict[str, Any]:
+    """`kubectl drain FLAGS n1 n2 …` (every node in one command, as a person would) on a fresh cluster.
+
+    kubectl 1.36 cordons every named node first, then drains them one after the other: per node one
+    pod listing, one eviction per pod (each in its own goroutine), then a GET per pod every second
+    until it is gone; its client is limited to client-go's default 5 QPS / burst 10. With `budget`
+    (seconds) or `stop_after_nodes`, kubectl is stopped early and its total is extrapolated from
+    the nodes it finished (each node is drained alone, so the time per node is constant).
+    """
+    with fresh_cluster(size, echo=echo) as cluster, tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        _grant_kubectl_drain(cluster)
+        kubeconfig = cluster.cp.scalebot_kubeconfig
+        argv = [
+            str(cluster.kubectl_path),
+            f"--kubeconfig={kubeconfig}",
+            "drain",
+            *KUBECTL_DRAIN_FLAGS,
+            "-v=6",  # one log line per response: the requests by verb and resource
+            *cluster.nodes,
+        ]
+        stderr_path = Path(tmp) / "kubectl.log"
+        echo(
+            f"kubectl: drain of {len(cluster.nodes)} nodes{f' (budget {budget:.0f} s)' if budget else ''} ..."
+        )
+        before, cpu_before = cluster.metrics(), cluster.component_cpu_seconds()
+        load_before = os.getloadavg()
+        lines: list[tuple[float, str]] = []
+        enough, closed = threading.Event(), threading.Event()
+        env = {**os.environ, "KUBECONFIG": str(kubeconfig), "HOME": str(cluster.cp.run_dir)}
+        started = time.monotonic()
+        with stderr_path.open("wb") as err:
+            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, env=env)
+            assert proc.stdout is not None
+            stdout = proc.stdout
+
+            def read() -> None:
+                done = 0
+                for raw in stdout:
+                    line = raw.decode("utf-8", "replace").rstrip("\n")
+                    lines.append((time.monotonic(), line))
+                    done += line.endswith(" drained")
+                    if stop_after_nodes and done >= stop_after_nodes:
+                        enough.set()
+                closed.set()  # kubectl closed its output: it has exited
+                enough.set()
+
+            reader = threading.Thread(target=read, daemon=True)
+            reader.start()
+            enough.wait(budget if budget else 6 * 3600.0)
+            status, maxrss = _wait(proc, 30.0 if closed.is_set() else 0.0)  # else: stopped early
+            reader.join(10)
+            stdout.close()
+        ended = time.monotonic()
+        after, cpu_after = cluster.metrics(), cluster.component_cpu_seconds()
+        cordoned = [t for t, line in lines if line.endswith(" cordoned")]
+        drained = [t for t, line in lines if line.endswith(" drained")]
+        complete = len(drained) == len(cluster.nodes)
+        cordon_done = max(cordoned, default=started)
+        seconds = ended - started
+        extrapolated = None
+        if not complete and drained:
+            per_node = (drained[-1] - cordon_done) / len(drained)
+            extrapolated = (cordon_done - started) + per_node * len(cluster.nodes)
+        requests, throttled, throttle_seconds = _kubectl_requests(stderr_path.read_text(errors="replace"))
+        return {
+            "size": size.name,
+            "populate": populate_figures(cluster),
+            "argv": ["kubectl", "drain", *KUBECTL_DRAIN_FLAGS, f"<{len(cluster.nodes)} nodes>"],
+            "exit_status": status,
+            "complete": complete,
+            "budget_seconds": budget,
+            "stop_after_nodes": stop_after_nodes,
+            "seconds": seconds,
+            "cordon_seconds": cordon_done - started,
+            "nodes_drained": len(drained),
+            "first_node_seconds": (drained[0] - cordon_done) if drained else None,
+            "last_drained_seconds": (drained[-1] - started) if drained else None,
+            "extrapolated_seconds": extrapolated,
+            "evicted_lines": sum(1 for _, line in lines if line.endswith(" evicted")),
+            "maxrss_kib": maxrss,
+            "requests": [[v, r, n] for (v, r), n in sorted(requests.items())],
+            "throttled_requests": throttled,
+            "throttled_seconds": throttle_seconds,
+            "identity_requests": identity_requests(before, after),
+            "server_evictions": eviction_requests(before, after),
+            "component_cpu_seconds": _delta(cpu_before, cpu_after),
+            "loadavg_during": [load_before[0], os.getloadavg()[0]],
+            "left_on_nodes": _pods_left(cluster),
+        }
+
+
+def _kubectl_requests(log: str) -> tuple[Counter[tuple[str, str]], int, float]:
+    counts: Counter[tuple[str, str]] = Counter()
+    for verb, url, _ in _RESPONSE.findall(log):
+        counts[child.classify(verb, url)] += 1
+    waits = [float(v) / (1000.0 if unit == "ms" else 1.0) for v, unit in _THROTTLED.findall(log)]
+    return counts, len(waits), sum(waits)
+
+
+# -- the bare eviction loop --------------------------------------------------------------------------
+
+
+def run_raw(size: Size, *, echo: Echo, qps: float, burst: int, order: str = "name") -> dict[str, Any]:
+    """Eviction POSTs for every pod a drain would evict, no drain logic, nodes cordoned first.
+
+    `order` "name" is the drain's own order (namespace/name); "spread" round-robins over workloads,
+    so that concurrent evictions never contend for one PodDisruptionBudget.
+    """
+    with fresh_cluster(size, echo=echo) as cluster, tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        workdir = Path(tmp)
+        cluster.cordon_all()  # as in a drain: replacements stay Pending instead of being scheduled
+        limit = f"QPS {qps:g} / burst {burst}" if qps > 0 else "no client-side limit"
+        echo(f"raw: eviction loop over {size.evictable_pods} pods ({limit}, {order} order) ...")
+        before, cpu_before = cluster.metrics(), cluster.component_cpu_seconds()
+        load_before = os.getloadavg()
+        covered = cluster.write_covered(workdir / "covered.txt")
+        raw, maxrss = run_child(
+            "evict",
+            cluster.cp.scalebot_kubeconfig,
+            ["--qps", str(qps), "--burst", str(burst), "--order", order, "--covered", str(covered)],
+            timeout=7200,
+            workdir=workdir,
+        )
+        after, cpu_after = cluster.metrics(), cluster.component_cpu_seconds()
+        raw.update(
+            size=size.name,
+            populate=populate_figures(cluster),
+            identity_requests=identity_requests(before, after),
+            server_evictions=eviction_requests(before, after),
+            component_cpu_seconds=_delta(cpu_before, cpu_after),
+            child_maxrss_kib=maxrss,
+            loadavg_during=[load_before[0], os.getloadavg()[0]],
+        )
+        return raw

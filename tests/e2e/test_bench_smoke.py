@@ -1,0 +1,74 @@
+"""The benchmark suite at a size CI can afford: every run of `python -m tests.bench`, 20 nodes / 400 pods.
+
+Same code as the real benchmark (tests/bench): a fresh control plane per run, scalebot's
+zero-scale in a child process as the `scalebot` ServiceAccount with the Slack progress path
+attached, planning, kubectl drain (stopped after two nodes and extrapolated), and the bare eviction
+loop with scalebot's client settings. It prints the figures and asserts only that the machinery
+measured something sane: finite ratios, one eviction per pod, no per-pod polling. Speed targets
+are never asserted; docs/benchmarks.md has the real runs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tests.bench import report, runner
+from tests.bench.cluster import SIZES
+
+pytestmark = pytest.mark.e2e
+
+
+def test_benchmark_machinery_at_20_nodes() -> None:
+    size = SIZES["smoke"]
+    runs, errors = runner.run_all(
+        size,
+        report.SCENARIOS,
+        echo=print,
+        kubectl_budget=60.0,
+        kubectl_nodes=1,
+        unlimited=False,
+        plan_rounds=1,
+    )
+    assert not errors, errors
+    results = {
+        "size": size.name,
+        "describe": size.describe(),
+        "pods": size.pods,
+        "scenarios": list(report.SCENARIOS),
+        "runs": runs,
+    }
+    report.print_rows(report.rows(results), print)
+
+    zero = runs["scalebot"]["zero"]
+    assert zero["state"] == "succeeded", zero["error"]
+    # Phase 1 only: the window outlasts the run, so nothing was force-deleted.
+    assert zero["force_deleted"] == 0
+    assert not [e for e in zero["events"] if str(e["text"]).startswith("Phase 1 ended")]
+    assert runs["scalebot"]["left_on_nodes"] == {"nodes": 0, "pods": 0}
+
+    # One eviction per pod: every evictable pod was evicted once; retries would show as extra POSTs.
+    evictions = zero["requests"]["evictions"]
+    assert evictions["accepted"] == size.evictable_pods
+    assert evictions["posted"] <= 1.05 * size.evictable_pods
+    assert runs["scalebot"]["server_evictions"].get("201") == size.evictable_pods
+    # No per-pod polling: scalebot never GETs a single pod.
+    counts = report.counts(zero["requests"]["counts"])
+    assert counts.get(("get", "pods"), 0) == 0
+    # The client's count is the API server's count for the identity (APF's service-accounts flow).
+    assert runs["scalebot"]["identity_requests"] == pytest.approx(sum(counts.values()), abs=2)
+
+    drained = report.zero_timeline(zero)["drained"]
+    kubectl_seconds, _ = report.kubectl_seconds(runs["kubectl"])
+    plan = runs["scalebot"]["plan"]
+    ratios = {
+        "kubectl / scalebot": (kubectl_seconds or math.nan) / (drained or math.nan),
+        "scalebot / bare loop": (report.eviction_rate(zero["requests"]) or math.nan)
+        / (report.eviction_rate(runs["raw"]["requests"]) or math.nan),
+        "models / plan": plan["models_median"] / plan["plan_median"],
+    }
+    assert all(math.isfinite(v) and v > 0 for v in ratios.values()), ratios
+
+    slack = runs["scalebot"]["slack"]
+    assert slack["final_shown"] and slack["post_message"] >= 1
