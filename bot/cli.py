@@ -15,7 +15,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from types import FrameType
@@ -30,6 +30,7 @@ from engine.kube.api import KubeApi
 from engine.model import NodeInfo
 from engine.operation import OperationRequest, OpKind, OpState, Outcome, ProgressEvent, Target
 from engine.operations import Operations, UserError
+from engine.policy import ClusterPolicy
 from engine.pools.base import POOL_LABEL
 from engine.report import DrainReport
 from engine.runner import RunnerSettings
@@ -371,7 +372,14 @@ def _user() -> str:
     return f"cli:{getpass.getuser()}"
 
 
-def build_operations(args: argparse.Namespace) -> Operations:
+def build_operations(
+    args: argparse.Namespace, *, policies: Callable[[str], Mapping[str, ClusterPolicy]] | None = None
+) -> Operations:
+    """Operations on the cluster the arguments name (or the simulated one) and the SQLite file.
+
+    `policies(cluster name)`: who may do what there; none for the CLI itself, whose user holds the
+    kubeconfig and acts as admin.
+    """
     settings = RunnerSettings(
         graceful_window=_duration(args.graceful_window, "--graceful-window"),
         drain_timeout=_duration(args.drain_timeout, "--drain-timeout") or None,
@@ -379,21 +387,22 @@ def build_operations(args: argparse.Namespace) -> Operations:
     if args.simulated:
         handle, _ = wiring.simulated_cluster()
         print("SIMULATED cluster (in memory): nothing real is changed", file=sys.stderr)
-        return Operations(Store(":memory:"), {handle.name: handle}, {}, SystemClock(), settings=settings)
-    name = args.cluster or args.context or "default"
-    try:
-        handle = wiring.connect_cluster(
-            name,
-            kubeconfig=args.kubeconfig,
-            context=args.context,
-            provider=args.provider,
-            pool_label=args.pool_label,
-            namespace=args.namespace,
-        )
-        store = Store(args.db)
-    except (wiring.WiringError, StoreError) as exc:
-        raise CliError(str(exc)) from exc
-    return Operations(store, {name: handle}, {}, SystemClock(), settings=settings)
+        store = Store(":memory:")
+    else:
+        try:
+            handle = wiring.connect_cluster(
+                args.cluster or args.context or "default",
+                kubeconfig=args.kubeconfig,
+                context=args.context,
+                provider=args.provider,
+                pool_label=args.pool_label,
+                namespace=args.namespace,
+            )
+            store = Store(args.db)
+        except (wiring.WiringError, StoreError) as exc:
+            raise CliError(str(exc)) from exc
+    rules = policies(handle.name) if policies else {}
+    return Operations(store, {handle.name: handle}, rules, SystemClock(), settings=settings)
 
 
 def _request(args: argparse.Namespace, ops: Operations) -> OperationRequest:
@@ -551,27 +560,8 @@ def cmd_console(args: argparse.Namespace) -> int:
     if args.simulated:
         ops = console.simulated_operations()
     else:
-        name = args.cluster or args.context or "default"
-        try:
-            handle = wiring.connect_cluster(
-                name,
-                kubeconfig=args.kubeconfig,
-                context=args.context,
-                provider=args.provider,
-                pool_label=args.pool_label,
-                namespace=args.namespace,
-            )
-            store = Store(args.db)
-        except (wiring.WiringError, StoreError) as exc:
-            raise CliError(str(exc)) from exc
-        settings = RunnerSettings(
-            graceful_window=_duration(args.graceful_window, "--graceful-window"),
-            drain_timeout=_duration(args.drain_timeout, "--drain-timeout") or None,
-        )
         # The console's users (alice operator, bob approver, carol viewer) act on this cluster.
-        ops = Operations(
-            store, {name: handle}, {name: console.console_policy(name)}, SystemClock(), settings=settings
-        )
+        ops = build_operations(args, policies=lambda name: {name: console.console_policy(name)})
     return console.run_console(
         ops=ops,
         default_cluster=ops.clusters()[0],
