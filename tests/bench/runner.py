@@ -120,8 +120,13 @@ def run_all(
     unlimited: bool = True,
     spread: bool = False,
     plan_rounds: int = 3,
+    checkpoint: Path | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
-    """Every run the wanted scenarios need, each on a fresh cluster; (runs, errors)."""
+    """Every run the wanted scenarios need, each on a fresh cluster; (runs, errors).
+
+    With `checkpoint`, the runs finished so far are saved there after each run (hours at the
+    full size: a crash late on keeps the earlier runs' figures).
+    """
     runs: dict[str, Any] = {}
     errors: list[str] = []
 
@@ -134,6 +139,8 @@ def run_all(
             echo(f"run {name} FAILED after {time.monotonic() - started:.0f} s:\n{traceback.format_exc()}")
             return
         echo(f"run {name} done in {time.monotonic() - started:.0f} s")
+        if checkpoint is not None:
+            checkpoint.write_bytes(orjson.dumps({"runs": runs, "errors": errors}, option=orjson.OPT_INDENT_2))
 
     attempt(
         "scalebot",
@@ -193,6 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         unlimited=not args.no_unlimited,
         spread=args.spread,
         plan_rounds=args.plan_rounds,
+        checkpoint=args.json.with_suffix(".partial.json") if args.json is not None else None,
     )
     results: dict[str, Any] = {
         "size": size.name,
