@@ -98,14 +98,19 @@ class PassResult:
     """The earliest instant a refused pod may be retried, or a terminating pod should be gone."""
 
 
-def cordon_nodes(api: KubeApi, nodes: Iterable[str], *, now: datetime) -> frozenset[str]:
+def cordon_nodes(
+    api: KubeApi, nodes: Iterable[str], *, now: datetime, executor: Executor | None = None
+) -> frozenset[str]:
     """Cordon every node and add scalebot's draining taint; return those already cordoned.
 
     All nodes are cordoned before any is drained (as kubectl and cluster-autoscaler do), so a pod
-    evicted from one node is never rescheduled onto another node of the same operation.
+    evicted from one node is never rescheduled onto another node of the same operation. With an
+    `executor`, nodes are cordoned concurrently (each node costs two reads and two writes, so a
+    thousand nodes one after the other would hold the drain back for a minute); the client's rate
+    limiter still bounds the request rate.
     """
-    already: set[str] = set()
-    for name in nodes:
+
+    def cordon(name: str) -> str | None:
         log.info("Cordoning Node", extra={"Node": name})
         # Taint first: a node that carries our taint was cordoned by us, so a repeat of this step
         # after a crash half-way never mistakes our own cordon for a human's (kept on cancel).
@@ -113,16 +118,31 @@ def cordon_nodes(api: KubeApi, nodes: Iterable[str], *, now: datetime) -> frozen
             name, DRAINING_TAINT_KEY, value=str(int(now.timestamp())), effect="NoSchedule", present=True
         )
         if not api.set_unschedulable(name, True) and not ours:
-            already.add(name)
-    return frozenset(already)
+            return name
+        return None
+
+    names = list(nodes)
+    results = executor.map(cordon, names) if executor is not None else map(cordon, names)
+    return frozenset(name for name in results if name is not None)
 
 
-def uncordon_nodes(api: KubeApi, nodes: Iterable[str], *, keep_cordoned: frozenset[str]) -> None:
+def uncordon_nodes(
+    api: KubeApi,
+    nodes: Iterable[str],
+    *,
+    keep_cordoned: frozenset[str],
+    executor: Executor | None = None,
+) -> None:
     """Undo only what we did: nodes a human had cordoned before the drain stay cordoned."""
-    for name in nodes:
+
+    def uncordon(name: str) -> None:
         api.set_taint(name, DRAINING_TAINT_KEY, value="", effect="NoSchedule", present=False)
         if name not in keep_cordoned:
             api.set_unschedulable(name, False)
+
+    names = list(nodes)
+    # list(): consume the iterator so every node is done (and any error raised) before returning.
+    list(executor.map(uncordon, names) if executor is not None else map(uncordon, names))
 
 
 def run_pass(

@@ -61,11 +61,11 @@ def drain_nodes(
 ) -> DrainOutcome:
     """Cordon, then drain `nodes` in passes. Pass a saved `state` to resume an interrupted drain."""
     cancel = cancel or threading.Event()
-    already = drain.cordon_nodes(api, nodes, now=clock.now())
-    if state is None:
-        state = drain.DrainState(started_at=clock.now(), already_cordoned=already)
     last_message: str | None = None
     with ThreadPoolExecutor(max_workers=max(1, settings.parallel), thread_name_prefix="evict") as pool:
+        already = drain.cordon_nodes(api, nodes, now=clock.now(), executor=pool)
+        if state is None:
+            state = drain.DrainState(started_at=clock.now(), already_cordoned=already)
         while True:
             now = clock.now()
             result = drain.run_pass(api, nodes=nodes, state=state, options=options, now=now, executor=pool)

@@ -259,7 +259,12 @@ class Runner:
         data = op.step_data.get("drain")
         if data and op.step in ("cordon", "drain"):
             state = drain.DrainState.from_json(data)
-            drain.uncordon_nodes(handle.api, op.plan.nodes, keep_cordoned=state.already_cordoned)
+            drain.uncordon_nodes(
+                handle.api,
+                op.plan.nodes,
+                keep_cordoned=state.already_cordoned,
+                executor=self._evictions,
+            )
         self._persist(
             op,
             StepResult(
@@ -322,7 +327,7 @@ def step_cordon(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
         if change.nodes_to_remove:
             h.pools.prepare_removal(change.pool, change.nodes_to_remove)
     saved = op.step_data.get("drain")
-    already = drain.cordon_nodes(h.api, op.plan.nodes, now=now)
+    already = drain.cordon_nodes(h.api, op.plan.nodes, now=now, executor=runner._evictions)
     for node in op.plan.nodes:
         ref = kube_events.ObjectRef.node(node)
         runner.recorder.record(

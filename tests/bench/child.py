@@ -82,9 +82,15 @@ class RequestLog:
             if resource == "pods/eviction":
                 self.eviction_spans.append((started, ended, status, workload_of(url)))
 
-    def to_json(self, covered: frozenset[str] = frozenset()) -> dict[str, Any]:
+    def to_json(self, covered: frozenset[str] = frozenset(), *, sample: int | None = None) -> dict[str, Any]:
         spans = sorted(self.eviction_spans)
         ok = [s for s in spans if 200 <= s[2] <= 299]
+        ends = sorted(s[1] for s in ok)
+        first_n = (
+            {"sample": sample, "sample_seconds": ends[sample - 1] - spans[0][0]}
+            if sample and len(ends) >= sample
+            else {}
+        )
         return {
             "counts": [[verb, res, n] for (verb, res), n in sorted(self.counts.items())],
             "statuses": [[verb, res, code, n] for (verb, res, code), n in sorted(self.statuses.items())],
@@ -97,6 +103,7 @@ class RequestLog:
                 **_latencies("", spans),
                 **_latencies("pdb_", [s for s in spans if s[3] in covered]),
                 **_latencies("free_", [s for s in spans if s[3] not in covered]),
+                **first_n,
             },
         }
 
@@ -372,7 +379,7 @@ def mode_zero(args: argparse.Namespace) -> dict[str, Any]:
                 "blockers": len(plan.blockers),
             },
             "events": events,
-            "requests": requests.to_json(read_covered(args.covered)),
+            "requests": requests.to_json(read_covered(args.covered), sample=args.sample),
             "kube_client_counts": [[v, r, n] for (v, r), n in sorted(handle_counts(handle).items())],
             "rss_start_kib": rss_start,
             "vmhwm_kib": proc_status_kib("VmHWM"),
@@ -473,6 +480,8 @@ def mode_evict(args: argparse.Namespace) -> dict[str, Any]:
     )
     if args.order == "spread":
         targets = spread(targets)
+    if args.limit:
+        targets = targets[: args.limit]  # a sample: the rate over the first N, as scalebot's --sample
     failures: Counter[str] = Counter()
 
     def evict(pod: PodInfo) -> None:
@@ -496,6 +505,7 @@ def mode_evict(args: argparse.Namespace) -> dict[str, Any]:
         "burst": args.burst,
         "workers": args.workers,
         "order": args.order,
+        "limit": args.limit,
         "requests": requests.to_json(read_covered(args.covered)),
         "cpu_seconds": cpu_seconds() - cpu_start,
         "vmhwm_kib": proc_status_kib("VmHWM"),
@@ -538,6 +548,8 @@ def main(argv: list[str] | None = None) -> int:
         default="name",
         help="evict: namespace/name order (the drain's) or round-robin over workloads",
     )
+    parser.add_argument("--limit", type=int, help="evict: only the first N pods of the order")
+    parser.add_argument("--sample", type=int, help="zero: also record how long the first N evictions took")
     parser.add_argument("--covered", help="file of workload names under a PDB (for latency splits)")
     args = parser.parse_args(argv)
     modes = {"zero": mode_zero, "plan": mode_plan, "evict": mode_evict}

@@ -1,16 +1,16 @@
 """`python -m tests.bench`: run the benchmark scenarios, print the figures, optionally write the docs.
 
     python -m tests.bench [--size small|full|smoke] [--scenario NAME ...] [--write docs/benchmarks.md]
-                          [--profile] [--spread] [--no-unlimited] [--kubectl-budget SECONDS]
-                          [--kubectl-nodes N] [--json FILE] [--from-json FILE]
+                          [--profile] [--no-sample] [--raw NAME ...] [--raw-sample N]
+                          [--kubectl-budget SECONDS] [--kubectl-nodes N] [--json FILE] [--from-json FILE]
 
 Scenarios (default: all): zero-scale, api-cost, raw-limit, planning, memory, slack. They share runs:
 scalebot's zero-scale run (fresh cluster; planning is measured on it first) feeds zero-scale,
 api-cost, memory and slack; kubectl's drain (fresh cluster) is zero-scale's baseline; the bare
-eviction loop (fresh cluster; once with scalebot's client settings, once without a client-side
-limit) is raw-limit's; `--spread` adds one that round-robins over workloads. `--profile` adds a
-cProfile'd zero-scale on one more fresh cluster, so the profiler's overhead never touches the
-measured figures. `--from-json` re-renders a saved result set without running anything.
+eviction loops (a fresh cluster each; see RAW_VARIANTS) are raw-limit's. py-spy samples the
+measured zero-scale from outside (`tests.bench.sampling`; `--no-sample` turns it off); `--profile`
+adds a cProfile'd zero-scale on one more fresh cluster, as cProfile slows the process it measures.
+`--from-json` re-renders a saved result set without running anything.
 """
 
 from __future__ import annotations
@@ -39,6 +39,23 @@ DEFAULT_KUBECTL_BUDGET: dict[str, float | None] = {"smoke": 60.0, "small": None,
 full size kubectl needs hours (5 QPS, node after node), so it is stopped after 40 minutes."""
 DEFAULT_KUBECTL_NODES: dict[str, int | None] = {"smoke": 1, "small": None, "full": None}
 """Nodes after which kubectl is stopped and its total extrapolated (the smoke run's budget)."""
+RAW_VARIANTS: dict[str, tuple[float, int, str]] = {
+    "raw": (50.0, 100, "spread"),
+    "raw_unlimited": (0.0, 1, "spread"),
+    "raw_name": (0.0, 1, "name"),
+}
+"""The bare eviction loops, by run name: (client QPS, burst, order). "spread" is the drain's own
+order (round-robin over controllers); "raw" has scalebot's client settings, "raw_unlimited" none
+(what the API server itself accepts), "raw_name" evicts in namespace/name order, where concurrent
+evictions contend for one PDB."""
+DEFAULT_RAW: dict[str, tuple[str, ...]] = {
+    "smoke": ("raw",),
+    "small": ("raw", "raw_unlimited", "raw_name"),
+    "full": ("raw", "raw_unlimited"),
+}
+DEFAULT_RAW_SAMPLE: dict[str, int | None] = {"smoke": None, "small": None, "full": 5000}
+"""At the full size the bare loops evict the first N pods only, and scalebot's rate over its own
+first N evictions is reported beside its whole-run rate."""
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -62,12 +79,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="stop kubectl after this many drained nodes and extrapolate (default: smoke 1, else none)",
     )
     parser.add_argument(
-        "--no-unlimited", action="store_true", help="skip the bare loop without a client-side limit"
+        "--raw",
+        action="append",
+        choices=sorted(RAW_VARIANTS),
+        help="bare eviction loops to run (repeatable; default: small all three, full raw + raw_unlimited)",
     )
     parser.add_argument(
-        "--spread",
+        "--raw-sample", type=int, help="bare loops evict only the first N pods (default: full 5000)"
+    )
+    parser.add_argument(
+        "--no-sample",
         action="store_true",
-        help="add a bare loop without a client-side limit that round-robins over workloads",
+        help="do not attach py-spy to scalebot's measured zero-scale",
     )
     parser.add_argument("--plan-rounds", type=int, default=3)
     parser.add_argument(
@@ -117,8 +140,9 @@ def run_all(
     kubectl_budget: float | None,
     kubectl_nodes: int | None = None,
     profile: bool = False,
-    unlimited: bool = True,
-    spread: bool = False,
+    sample: bool = True,
+    raw: Sequence[str] | None = None,
+    raw_sample: int | None = None,
     plan_rounds: int = 3,
     checkpoint: Path | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
@@ -145,7 +169,13 @@ def run_all(
     attempt(
         "scalebot",
         lambda: scenarios.run_scalebot(
-            size, echo=echo, planning="planning" in wanted, slack="slack" in wanted, plan_rounds=plan_rounds
+            size,
+            echo=echo,
+            planning="planning" in wanted,
+            slack="slack" in wanted,
+            sample=sample,
+            plan_rounds=plan_rounds,
+            eviction_sample=raw_sample,
         ),
     )
     if "zero-scale" in wanted:
@@ -156,12 +186,13 @@ def run_all(
             ),
         )
     if "raw-limit" in wanted:
-        attempt("raw", lambda: scenarios.run_raw(size, echo=echo, qps=50.0, burst=100))
-        if unlimited:
-            attempt("raw_unlimited", lambda: scenarios.run_raw(size, echo=echo, qps=0.0, burst=1))
-        if spread:
+        for name in DEFAULT_RAW[size.name] if raw is None else raw:
+            qps, burst, order = RAW_VARIANTS[name]
             attempt(
-                "raw_spread", lambda: scenarios.run_raw(size, echo=echo, qps=0.0, burst=1, order="spread")
+                name,
+                lambda q=qps, b=burst, o=order: scenarios.run_raw(
+                    size, echo=echo, qps=q, burst=b, order=o, limit=raw_sample
+                ),
             )
     if profile:
         attempt(
@@ -197,8 +228,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.kubectl_nodes is not None
         else DEFAULT_KUBECTL_NODES[size.name],
         profile=args.profile,
-        unlimited=not args.no_unlimited,
-        spread=args.spread,
+        sample=not args.no_sample,
+        raw=args.raw,
+        raw_sample=args.raw_sample if args.raw_sample is not None else DEFAULT_RAW_SAMPLE[size.name],
         plan_rounds=args.plan_rounds,
         checkpoint=args.json.with_suffix(".partial.json") if args.json is not None else None,
     )

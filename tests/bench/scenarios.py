@@ -23,7 +23,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ import orjson
 
 from localcluster import builders
 from localcluster.binaries import REPO_ROOT
-from tests.bench import child
+from tests.bench import child, sampling
 from tests.bench.cluster import (
     Cluster,
     Echo,
@@ -59,9 +59,17 @@ class BenchError(RuntimeError):
 
 
 def run_child(
-    mode: str, kubeconfig: Path, args: Sequence[str], *, timeout: float, workdir: Path
+    mode: str,
+    kubeconfig: Path,
+    args: Sequence[str],
+    *,
+    timeout: float,
+    workdir: Path,
+    on_start: Callable[[int], object] | None = None,
 ) -> tuple[dict[str, Any], int]:
-    """Run `tests.bench.child MODE`; return its JSON and its peak RSS (KiB, from wait4)."""
+    """Run `tests.bench.child MODE`; return its JSON and its peak RSS (KiB, from wait4).
+
+    `on_start` gets the child's pid as soon as it runs (to attach a sampling profiler)."""
     out = workdir / f"{mode}.json"
     log = workdir / f"{mode}.log"
     argv = [
@@ -78,6 +86,8 @@ def run_child(
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     with log.open("wb") as sink:
         proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdout=sink, stderr=subprocess.STDOUT, env=env)
+    if on_start is not None:
+        on_start(proc.pid)
     status, maxrss = _wait(proc, timeout)
     if status != 0 or not out.exists():
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
@@ -130,9 +140,16 @@ def run_scalebot(
     planning: bool,
     slack: bool,
     profile: bool = False,
+    sample: bool = False,
     plan_rounds: int = 3,
+    eviction_sample: int | None = None,
 ) -> dict[str, Any]:
-    """scalebot's zero-scale on a fresh cluster (after planning, if asked, on the same cluster)."""
+    """scalebot's zero-scale on a fresh cluster (after planning, if asked, on the same cluster).
+
+    `sample` attaches py-spy to the measured process (`tests.bench.sampling`); `profile` runs it
+    under cProfile instead (slower: only for a run of its own). `eviction_sample` also records how
+    long the first N evictions took, to compare with a bare loop that evicts only N pods.
+    """
     with fresh_cluster(size, echo=echo) as cluster, tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         workdir = Path(tmp)
         result: dict[str, Any] = {"size": size.name, "populate": populate_figures(cluster)}
@@ -150,11 +167,33 @@ def run_scalebot(
                 args += ["--slack-url", server.url]
             if profile:
                 args += ["--profile", str(workdir / "zero.prof")]
-            echo(f"scalebot: zero-scale of {size.nodes} nodes{' (profiled)' if profile else ''} ...")
+            if eviction_sample:
+                args += ["--sample", str(eviction_sample)]
+            samplers: list[sampling.Sampler] = []
+
+            def attach(pid: int) -> None:
+                samplers.append(sampling.Sampler(pid, workdir / "zero.pyspy.txt"))
+
+            if sample and sampling.py_spy_path() is None:
+                echo("py-spy not found: no sampling profile (pip install '.[test]')")
+                sample = False
+            echo(
+                f"scalebot: zero-scale of {size.nodes} nodes"
+                f"{' (cProfile)' if profile else ' (py-spy attached)' if sample else ''} ..."
+            )
             before, cpu_before = cluster.metrics(), cluster.component_cpu_seconds()
             load_before = os.getloadavg()
-            zero, maxrss = run_child("zero", kubeconfig, args, timeout=7500, workdir=workdir)
+            zero, maxrss = run_child(
+                "zero",
+                kubeconfig,
+                args,
+                timeout=7500,
+                workdir=workdir,
+                on_start=attach if sample else None,
+            )
             after, cpu_after = cluster.metrics(), cluster.component_cpu_seconds()
+            if samplers:
+                result["sampled_profile"] = samplers[0].finish()
             result["zero"] = zero
             result["child_maxrss_kib"] = maxrss
             result["loadavg_during"] = [load_before[0], os.getloadavg()[0]]
@@ -386,24 +425,39 @@ def _kubectl_requests(log: str) -> tuple[Counter[tuple[str, str]], int, float]:
 # -- the bare eviction loop --------------------------------------------------------------------------
 
 
-def run_raw(size: Size, *, echo: Echo, qps: float, burst: int, order: str = "name") -> dict[str, Any]:
+def run_raw(
+    size: Size, *, echo: Echo, qps: float, burst: int, order: str = "name", limit: int | None = None
+) -> dict[str, Any]:
     """Eviction POSTs for every pod a drain would evict, no drain logic, nodes cordoned first.
 
-    `order` "name" is the drain's own order (namespace/name); "spread" round-robins over workloads,
-    so that concurrent evictions never contend for one PodDisruptionBudget.
+    `order` "name" is namespace/name order (what the drain did before it interleaved); "spread"
+    round-robins over workloads, so that concurrent evictions never contend for one
+    PodDisruptionBudget. `limit` evicts only the first N pods of that order (at the full size a
+    loop over every pod would take as long as the zero-scale itself).
     """
     with fresh_cluster(size, echo=echo) as cluster, tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         workdir = Path(tmp)
         cluster.cordon_all()  # as in a drain: replacements stay Pending instead of being scheduled
-        limit = f"QPS {qps:g} / burst {burst}" if qps > 0 else "no client-side limit"
-        echo(f"raw: eviction loop over {size.evictable_pods} pods ({limit}, {order} order) ...")
+        limit_text = f"QPS {qps:g} / burst {burst}" if qps > 0 else "no client-side limit"
+        count = min(limit, size.evictable_pods) if limit else size.evictable_pods
+        echo(f"raw: eviction loop over {count} pods ({limit_text}, {order} order) ...")
         before, cpu_before = cluster.metrics(), cluster.component_cpu_seconds()
         load_before = os.getloadavg()
         covered = cluster.write_covered(workdir / "covered.txt")
         raw, maxrss = run_child(
             "evict",
             cluster.cp.scalebot_kubeconfig,
-            ["--qps", str(qps), "--burst", str(burst), "--order", order, "--covered", str(covered)],
+            [
+                "--qps",
+                str(qps),
+                "--burst",
+                str(burst),
+                "--order",
+                order,
+                "--covered",
+                str(covered),
+                *(["--limit", str(limit)] if limit else []),
+            ],
             timeout=7200,
             workdir=workdir,
         )

@@ -28,7 +28,7 @@ def test_benchmark_machinery_at_20_nodes() -> None:
         echo=print,
         kubectl_budget=60.0,
         kubectl_nodes=1,
-        unlimited=False,
+        raw=("raw",),
         plan_rounds=1,
     )
     assert not errors, errors
@@ -69,6 +69,11 @@ def test_benchmark_machinery_at_20_nodes() -> None:
         "models / plan": plan["models_median"] / plan["plan_median"],
     }
     assert all(math.isfinite(v) and v > 0 for v in ratios.values()), ratios
+
+    # py-spy sampled the measured process from outside: every thread's time is accounted for.
+    sampled = runs["scalebot"]["sampled_profile"]
+    assert sampled.get("samples", 0) > 0, sampled
+    assert any(name.startswith("waiting for the API server") for name, *_ in sampled["by_category"])
 
     slack = runs["scalebot"]["slack"]
     assert slack["final_shown"] and slack["post_message"] >= 1
