@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from engine import filters
-from engine.model import NodeInfo, PdbInfo, PodInfo, pdbs_for_pod
+from engine.model import NodeInfo, PdbIndex, PdbInfo, PodInfo
 from engine.operation import OperationPlan, OpKind, PoolChange, Target
 from engine.pools import victims
 from engine.pools.base import Pool
@@ -99,6 +99,7 @@ def plan_drain(
     waiting_or_evicted = (filters.Action.EVICT, filters.Action.WAIT)
     min_order = min((v.order for _, v in classified if v.action in waiting_or_evicted), default=0)
     budget_left = {p.key: p.disruptions_allowed for p in pdbs}
+    index = PdbIndex(pdbs)
     entries: list[PodPlan] = []
     for pod, verdict in classified:
         action = verdict.action.value
@@ -113,7 +114,7 @@ def plan_drain(
         elif verdict.action is filters.Action.EVICT and verdict.order > min_order:
             action, reason = "later", "system-critical: evicted after the other pods"
         elif verdict.action is filters.Action.EVICT:
-            action, reason = _predict_eviction(pod, pdbs, budget_left)
+            action, reason = _predict_eviction(pod, index, budget_left)
         entries.append(PodPlan(pod=pod.key, node=pod.node_name, action=action, reason=reason))
     return DrainPlan(
         nodes=tuple(sorted(names)),
@@ -123,9 +124,9 @@ def plan_drain(
     )
 
 
-def _predict_eviction(pod: PodInfo, pdbs: Sequence[PdbInfo], budget_left: dict[str, int]) -> tuple[str, str]:
+def _predict_eviction(pod: PodInfo, index: PdbIndex, budget_left: dict[str, int]) -> tuple[str, str]:
     """What the eviction API will answer, from the budgets' current status (and what we used up)."""
-    matching = pdbs_for_pod(pod, pdbs)
+    matching = index.for_pod(pod)
     if len(matching) > 1:
         names = ", ".join(sorted(p.key for p in matching))
         return (

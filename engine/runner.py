@@ -358,8 +358,21 @@ def _options(op: Operation) -> filters.DrainOptions:
 def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     now = runner.clock.now()
     state = drain.DrainState.from_json(op.step_data["drain"])
+
+    def progress(answered: int, due: int) -> None:
+        # The status line only (a "report" without a condition): no thread reply, and the Slack
+        # sender coalesces these into its per-message update interval.
+        text = f"Evicting Pods: {answered:,} of {due:,} answered"
+        runner.emit(ProgressEvent(operation=op, kind="report", text=text, condition=""))
+
     result = drain.run_pass(
-        h.api, nodes=op.plan.nodes, state=state, options=_options(op), now=now, executor=runner._evictions
+        h.api,
+        nodes=op.plan.nodes,
+        state=state,
+        options=_options(op),
+        now=now,
+        executor=runner._evictions,
+        on_progress=progress,
     )
     message = result.report.condition_message()
     data: dict[str, Any] = {"drain": result.state.to_json(), "evicted": result.state.evicted_total}

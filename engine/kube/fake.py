@@ -34,6 +34,7 @@ from engine.kube import errors
 from engine.model import (
     DEFAULT_TERMINATION_GRACE_SECONDS,
     UNSCHEDULABLE_TAINT_KEY,
+    CordonResult,
     LabelSelector,
     LabelSelectorRequirement,
     NodeInfo,
@@ -356,6 +357,22 @@ class FakeCluster:
             self._request_locked("patch", "nodes")
             self._nodes[node] = dataclasses.replace(current, taints=taints)
             return True
+
+    def cordon(self, node: str, *, taint_key: str, taint_value: str, taint_effect: str) -> CordonResult:
+        with self._lock:
+            self._request_locked("get", "nodes")
+            current = self._node_locked(node)
+            had_taint = any(t.key == taint_key and t.effect == taint_effect for t in current.taints)
+            result = CordonResult(had_taint=had_taint, was_unschedulable=current.unschedulable)
+            if had_taint and current.unschedulable:
+                return result
+            self._request_locked("patch", "nodes")
+            cordoned = _with_unschedulable(current, True)
+            if not had_taint:
+                taint = Taint(key=taint_key, effect=taint_effect, value=taint_value)
+                cordoned = dataclasses.replace(cordoned, taints=(*cordoned.taints, taint))
+            self._nodes[node] = cordoned
+            return result
 
     def evict_pod(self, pod: PodInfo, *, grace_seconds: int | None = None) -> None:
         """The eviction subresource, checks in the server's order (eviction.go)."""

@@ -26,6 +26,7 @@ import cProfile
 import io
 import os
 import pstats
+import re
 import resource
 import statistics
 import sys
@@ -413,6 +414,7 @@ def mode_plan(args: argparse.Namespace) -> dict[str, Any]:
         plan_only_s: list[float] = []
         models_s: list[float] = []
         raw_list_s: list[float] = []
+        anatomy: list[dict[str, float]] = []
         pods = 0
         summary = ""
         for _ in range(args.rounds):
@@ -433,6 +435,8 @@ def mode_plan(args: argparse.Namespace) -> dict[str, Any]:
             t = time.monotonic()
             handle.api.list_pods()
             raw_list_s.append(time.monotonic() - t)
+
+            anatomy.append(listing_anatomy(core))
 
             t = time.monotonic()
             listed = 0
@@ -462,8 +466,55 @@ def mode_plan(args: argparse.Namespace) -> dict[str, Any]:
             "snapshot_median": statistics.median(snapshot_s),
             "plan_operation_median": statistics.median(plan_only_s),
             "raw_list_median": statistics.median(raw_list_s),
+            "anatomy": {k: statistics.median(a[k] for a in anatomy) for k in anatomy[0]} if anatomy else {},
             "models_median": statistics.median(models_s),
         }
+
+
+_CONTINUE = re.compile(rb'"continue":"([^"]*)"')
+
+
+def listing_anatomy(core: Any) -> dict[str, float]:
+    """Where a raw listing of every pod spends its time: the API server's answer (encoding and
+    transfer, pages of 500 as scalebot asks, and as one unpaginated answer), orjson's parse, and
+    building PodInfo. Pages are fetched as bytes; the continue token comes from the metadata at
+    the head of each page, so nothing is parsed while the server is being timed."""
+    pages: list[bytes] = []
+    token = ""
+    t = time.monotonic()
+    while True:
+        kwargs: dict[str, Any] = {"limit": 500, "_preload_content": False}
+        if token:
+            kwargs["_continue"] = token
+        response = core.list_pod_for_all_namespaces(**kwargs)
+        pages.append(bytes(response.data))
+        response.release_conn()
+        found = _CONTINUE.search(pages[-1][:4096])
+        token = found.group(1).decode() if found else ""
+        if not token:
+            break
+    fetch = time.monotonic() - t
+    t = time.monotonic()
+    response = core.list_pod_for_all_namespaces(_preload_content=False)
+    whole = len(response.data)
+    response.release_conn()
+    unpaginated = time.monotonic() - t
+    t = time.monotonic()
+    parsed = [orjson.loads(page) for page in pages]
+    parse = time.monotonic() - t
+    t = time.monotonic()
+    pods = [PodInfo.from_raw(raw) for page in parsed for raw in page.get("items") or ()]
+    build = time.monotonic() - t
+    return {
+        "pages": float(len(pages)),
+        "pods": float(len(pods)),
+        "megabytes": sum(len(p) for p in pages) / 1e6,
+        "unpaginated_megabytes": whole / 1e6,
+        "server_pages_seconds": fetch,
+        "server_unpaginated_seconds": unpaginated,
+        "orjson_seconds": parse,
+        "podinfo_seconds": build,
+    }
 
 
 def mode_evict(args: argparse.Namespace) -> dict[str, Any]:

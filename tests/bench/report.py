@@ -125,7 +125,15 @@ def zero_timeline(zero: Mapping[str, Any]) -> dict[str, float | None]:
     start = float(zero["started"])
     recorded = event_time(zero, prefix="Recorded sizes")
     cordoned = event_time(zero, prefix="Cordoned ")
-    first_report = next((float(e["at"]) for e in zero.get("events") or () if e["kind"] == "report"), None)
+    # The first pass's own report (it has a condition message); progress lines during it have none.
+    first_report = next(
+        (
+            float(e["at"])
+            for e in zero.get("events") or ()
+            if e["kind"] == "report" and e.get("condition", True)
+        ),
+        None,
+    )
     completed = event_time(zero, text="Drain completed")
     removed = event_time(zero, prefix="Removed ")
     ev = zero["requests"]["evictions"]
@@ -393,6 +401,31 @@ def _plan_rows(plan: Mapping[str, Any], *, full: bool) -> list[Row]:
     s = "planning"
     speedup = _div(plan["models_median"], plan["plan_median"])
     scope = "" if full else " (targets are for 30,000 pods)"
+    a = plan.get("anatomy") or {}
+    anatomy = (
+        [
+            Row(
+                s,
+                f"anatomy of one raw listing ({a['megabytes']:.0f} MB of JSON in {a['pages']:.0f} pages): "
+                "the API server's answer (encoding + transfer)",
+                seconds(a["server_pages_seconds"]),
+            ),
+            Row(
+                s,
+                "  the same pods in one unpaginated answer",
+                seconds(a["server_unpaginated_seconds"]),
+            ),
+            Row(s, "  orjson parse", seconds(a["orjson_seconds"])),
+            Row(s, "  PodInfo built from the parsed JSON", seconds(a["podinfo_seconds"])),
+            Row(
+                s,
+                "best ratio any client could reach against the models (their time / the server's answer)",
+                ratio(_div(plan["models_median"], a["server_pages_seconds"])),
+            ),
+        ]
+        if a
+        else []
+    )
     return [
         Row(
             s,
@@ -417,6 +450,7 @@ def _plan_rows(plan: Mapping[str, Any], *, full: bool) -> list[Row]:
             "≥ 5x" + scope,
             _at_least(speedup, 5.0),
         ),
+        *anatomy,
     ]
 
 
@@ -581,17 +615,27 @@ def size_section(results: Mapping[str, Any], other: Mapping[str, Any] | None) ->
         f"Run on {results['date']} (`{results['command']}`), {seconds(results['wall_seconds'])} in all; "
         f"load average {results['machine']['load']}."
     )
+    earlier = results.get("earlier")
+    if earlier:
+        out += [
+            "",
+            f"The runs {', '.join(earlier['runs'])} come from an earlier invocation on the same machine "
+            f"({earlier['date']}, `{earlier['command']}`, {seconds(earlier['wall_seconds'])}), merged with "
+            "`--merge`: they do not depend on the scalebot code that changed in between (the baseline "
+            "tools and the bare loop), and each run's commit is in the table below.",
+        ]
     out.append("")
     out.append(
-        "| cluster (fresh control plane each) | population | pods Ready/s "
+        "| cluster (fresh control plane each) | code | population | pods Ready/s "
         "| load during the run (1 min, start → end) |"
     )
-    out.append("|---|---|---|---|")
+    out.append("|---|---|---|---|---|")
     for name, run in runs.items():
         pop = run.get("populate") or {}
         during = run.get("loadavg_during") or []
         out.append(
-            f"| {name} | {pop.get('nodes', 0):,} nodes ({seconds(pop.get('node_seconds'))}), "
+            f"| {name} | {run.get('commit', '')} | {pop.get('nodes', 0):,} nodes "
+            f"({seconds(pop.get('node_seconds'))}), "
             f"{pop.get('pods', 0):,} pods ({seconds(pop.get('pod_seconds'))}) | "
             f"{num(pop.get('pods_per_second'), 0)} | "
             f"{' → '.join(f'{x:.1f}' for x in during) or 'n/a'} |"

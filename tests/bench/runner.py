@@ -94,6 +94,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--plan-rounds", type=int, default=3)
     parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        help="do only these runs (scalebot, kubectl, raw, raw_unlimited, raw_name, profile); repeatable",
+    )
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        help="a result set saved with --json: keep its runs, replacing those run now (with --only)",
+    )
+    parser.add_argument(
         "--from-json",
         type=Path,
         help="run nothing: print (and --write) a result set saved earlier with --json",
@@ -123,6 +134,24 @@ def versions(cache_dir: Path) -> dict[str, str]:
     }
 
 
+def commit() -> str:
+    """The commit the measured code came from, marked when the working tree differed."""
+    git = ["git", "-C", str(REPO_ROOT)]
+    head = subprocess.run(
+        [*git, "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    dirty = subprocess.run(
+        [*git, "status", "--porcelain", "--untracked-files=no"],
+        check=False,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return f"{head}{' (modified)' if dirty else ''}"
+
+
 def reproduce_commands() -> list[str]:
     return [
         "scripts/build-control-plane.sh        # once; cached under .cache/control-plane/",
@@ -145,19 +174,23 @@ def run_all(
     raw_sample: int | None = None,
     plan_rounds: int = 3,
     checkpoint: Path | None = None,
+    only: Sequence[str] = (),
 ) -> tuple[dict[str, Any], list[str]]:
     """Every run the wanted scenarios need, each on a fresh cluster; (runs, errors).
 
     With `checkpoint`, the runs finished so far are saved there after each run (hours at the
-    full size: a crash late on keeps the earlier runs' figures).
+    full size: a crash late on keeps the earlier runs' figures). `only` names the runs to do
+    (default: every run the scenarios need).
     """
     runs: dict[str, Any] = {}
     errors: list[str] = []
 
     def attempt(name: str, fn: Callable[[], dict[str, Any]]) -> None:
+        if only and name not in only:
+            return
         started = time.monotonic()
         try:
-            runs[name] = fn()
+            runs[name] = {**fn(), "commit": commit()}
         except Exception as exc:  # one failed run must not lose the others' figures
             errors.append(f"{name}: {exc}")
             echo(f"run {name} FAILED after {time.monotonic() - started:.0f} s:\n{traceback.format_exc()}")
@@ -176,6 +209,7 @@ def run_all(
             sample=sample,
             plan_rounds=plan_rounds,
             eviction_sample=raw_sample,
+            artifacts=checkpoint.parent if checkpoint is not None else None,
         ),
     )
     if "zero-scale" in wanted:
@@ -233,7 +267,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         raw_sample=args.raw_sample if args.raw_sample is not None else DEFAULT_RAW_SAMPLE[size.name],
         plan_rounds=args.plan_rounds,
         checkpoint=args.json.with_suffix(".partial.json") if args.json is not None else None,
+        only=args.only,
     )
+    earlier: dict[str, Any] | None = None
+    if args.merge is not None:
+        base = orjson.loads(args.merge.read_bytes())
+        code = str(base.get("versions", {}).get("scalebot", "")).removeprefix("commit ")
+        kept = {name: {"commit": code, **run} for name, run in (base.get("runs") or {}).items()}
+        runs = {**kept, **runs}
+        errors = [*(base.get("errors") or ()), *errors]
+        earlier = {k: base.get(k) for k in ("date", "command", "wall_seconds")} | {"runs": sorted(kept)}
     results: dict[str, Any] = {
         "size": size.name,
         "describe": size.describe(),
@@ -247,6 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "errors": errors,
         "wall_seconds": time.monotonic() - started,
         "pid": os.getpid(),
+        "earlier": earlier,
     }
     if args.json is not None:
         args.json.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))

@@ -34,7 +34,15 @@ WAITS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Slack progress path (sender, outbox)", ("bot/sender.py", "bot/progress.py", "bot/outbox.py")),
 )
 """Stacks that contain a marker are sorted into its category; the rest is Python running."""
-OWN_CODE = ("/engine/", "/bot/")
+IDLE_LEAVES = ("threading.py", "queue.py", "selectors.py")
+"""A stack that ends in one of these (a condition, event, queue or select wait) is a thread
+blocked on something not named above, not one using the CPU."""
+OTHER_WAITS = "other threads blocked (conditions, queues)"
+IDLE_CATEGORIES = frozenset({WAITS[0][0], WAITS[4][0], OTHER_WAITS})
+"""Left out of the own-function ranking: threads with nothing to do."""
+OWN_CODE = ("engine/", "bot/")
+"""scalebot's packages; py-spy prints paths as the interpreter imported them (relative to the
+repository when it runs from there, absolute from an installed copy)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,10 +63,18 @@ class Frame:
             if marker in path:
                 path = path.split(marker, 1)[1]
                 break
-        for own in OWN_CODE:
-            if own in self.path:
-                path = own.strip("/") + "/" + self.path.split(own, 1)[1]
-        return f"{self.function} ({path})"
+        own = _own_path(self.path)
+        return f"{self.function} ({own or path})"
+
+
+def _own_path(path: str) -> str | None:
+    """`engine/drain.py` for a frame in scalebot's own code, whatever prefix py-spy printed."""
+    for package in OWN_CODE:
+        if path.startswith(package):
+            return path
+        if f"/{package}" in path and "/site-packages/" not in path:
+            return package + path.split(f"/{package}", 1)[1]
+    return None
 
 
 def parse_raw(lines: Iterable[str]) -> list[tuple[tuple[str, ...], int]]:
@@ -77,6 +93,8 @@ def category(stack: Sequence[str]) -> str:
     for name, markers in WAITS:
         if any(m in joined for m in markers) and (name != WAITS[0][0] or _idle_worker(stack)):
             return name
+    if stack and any(f"/{leaf}:" in stack[-1] or f"({leaf}:" in stack[-1] for leaf in IDLE_LEAVES):
+        return OTHER_WAITS
     return "running Python (CPU: parsing, classification, bookkeeping)"
 
 
@@ -96,10 +114,10 @@ def summarize(
     for stack, n in stacks:
         name = category(stack)
         by_category[name] += n
-        if name.startswith("worker threads idle") or name.startswith("runner and main"):
+        if name in IDLE_CATEGORIES:
             continue
         frames = [Frame.parse(f) for f in stack]
-        innermost_own = next((f for f in reversed(frames) if any(o in f.path for o in OWN_CODE)), None)
+        innermost_own = next((f for f in reversed(frames) if _own_path(f.path)), None)
         if innermost_own is not None:
             own[innermost_own.short()] += n
         if name.startswith("running Python") and frames:

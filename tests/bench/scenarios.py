@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -143,12 +144,14 @@ def run_scalebot(
     sample: bool = False,
     plan_rounds: int = 3,
     eviction_sample: int | None = None,
+    artifacts: Path | None = None,
 ) -> dict[str, Any]:
     """scalebot's zero-scale on a fresh cluster (after planning, if asked, on the same cluster).
 
     `sample` attaches py-spy to the measured process (`tests.bench.sampling`); `profile` runs it
     under cProfile instead (slower: only for a run of its own). `eviction_sample` also records how
-    long the first N evictions took, to compare with a bare loop that evicts only N pods.
+    long the first N evictions took, to compare with a bare loop that evicts only N pods. Raw
+    files worth keeping (py-spy's stacks) are copied into `artifacts`.
     """
     with fresh_cluster(size, echo=echo) as cluster, tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         workdir = Path(tmp)
@@ -194,6 +197,9 @@ def run_scalebot(
             after, cpu_after = cluster.metrics(), cluster.component_cpu_seconds()
             if samplers:
                 result["sampled_profile"] = samplers[0].finish()
+                if artifacts is not None and samplers[0].out.exists():
+                    artifacts.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(samplers[0].out, artifacts / f"{size.name}-zero.pyspy.txt")
             result["zero"] = zero
             result["child_maxrss_kib"] = maxrss
             result["loadavg_during"] = [load_before[0], os.getloadavg()[0]]

@@ -10,13 +10,13 @@ WORKER = "_bootstrap (/usr/lib/python3.11/threading.py:1002);_worker (/x/concurr
 TASK = f"{WORKER};run (/x/concurrent/futures/thread.py:58)"
 RAW = [
     f"{WORKER};get (/x/queue.py:171) 40\n",  # an idle pool thread
-    f"{TASK};_act (/work/main/engine/drain.py:224);evict_pod (/work/main/engine/kube/client.py:211);"
+    f"{TASK};_act (engine/drain.py:224);evict_pod (engine/kube/client.py:211);"
     "getresponse (/x/http/client.py:1390);read (/x/ssl.py:1166) 30\n",
-    f"{TASK};_act (/work/main/engine/drain.py:224);_request (/work/main/engine/kube/client.py:235);"
-    "acquire (/work/main/engine/ratelimit.py:40) 20\n",
-    "_run (/work/main/engine/runner.py:170);run_pass (/work/main/engine/drain.py:150);"
-    "from_raw (/work/main/engine/model.py:90) 8\n",
-    "_run (/work/main/engine/runner.py:170);wait (/work/main/engine/clock.py:30) 2\n",
+    f"{TASK};_act (engine/drain.py:224);_request (engine/kube/client.py:235);"
+    "acquire (engine/ratelimit.py:40) 20\n",
+    "_run (/srv/scalebot/engine/runner.py:170);run_pass (engine/drain.py:150);"
+    "from_raw (engine/model.py:90) 8\n",
+    "_run (engine/runner.py:170);wait (engine/clock.py:30) 2\n",
     "garbage line without a count\n",
 ]
 

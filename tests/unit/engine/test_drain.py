@@ -272,3 +272,36 @@ def test_next_pass_is_due_when_freshly_evicted_pods_should_be_gone(cluster: Fake
     result = one_pass(cluster, ["w-1"])
     assert result.report.evicted == ("shop/web",)
     assert result.next_retry_at == cluster.clock.now() + timedelta(seconds=3)  # type: ignore[union-attr]
+
+
+def test_a_long_pass_reports_progress_every_n_answers_from_the_callers_thread(cluster: FakeCluster) -> None:
+    for i in range(7):
+        cluster.add_pod("shop", f"web-{i}", node="w-1", controller_kind="ReplicaSet", controller_name="web")
+    calls: list[tuple[int, int, str]] = []
+    with ThreadPoolExecutor(max_workers=4) as executor:
+        drain.run_pass(
+            cluster,
+            nodes=["w-1"],
+            state=drain.DrainState(started_at=START),
+            options=filters.DrainOptions.machine(),
+            now=START,
+            executor=executor,
+            on_progress=lambda done, due: calls.append((done, due, threading.current_thread().name)),
+            progress_every=3,
+        )
+    # Every third answer, never the last one (the pass's own report follows at once).
+    assert [(done, due) for done, due, _ in calls] == [(3, 7), (6, 7)]
+    assert {name for *_, name in calls} == {threading.current_thread().name}
+
+
+def test_cordon_of_many_nodes_runs_on_the_executor_with_one_write_a_node(
+    cluster: FakeCluster, pool: ThreadPoolExecutor
+) -> None:
+    cluster.set_unschedulable("spare", True)
+    before = cluster.request_counts[("patch", "nodes")]
+    already = drain.cordon_nodes(cluster, ["w-1", "w-2", "spare"], now=START, executor=pool)
+    assert already == frozenset({"spare"})
+    assert cluster.request_counts[("patch", "nodes")] - before == 3
+    assert all(
+        any(t.key == DRAINING_TAINT_KEY for t in cluster.get_node(n).taints) for n in ("w-1", "w-2", "spare")
+    )

@@ -298,6 +298,20 @@ def test_statefulset_replacement_reuses_the_name_after_the_old_pod_is_gone(clust
 # -- nodes -------------------------------------------------------------------------------------
 
 
+def test_cordon_with_taint_writes_once_and_reports_what_was_there(cluster: FakeCluster) -> None:
+    kwargs = {"taint_key": "scalebot.io/draining", "taint_value": "7", "taint_effect": "NoSchedule"}
+    first = cluster.cordon("n1", **kwargs)
+    assert (first.had_taint, first.was_unschedulable) == (False, False)
+    node = cluster.get_node("n1")
+    assert node.unschedulable
+    assert {t.key for t in node.taints} == {UNSCHEDULABLE_TAINT_KEY, "scalebot.io/draining"}
+    again = cluster.cordon("n1", **kwargs)
+    assert (again.had_taint, again.was_unschedulable, again.cordoned_by_someone_else) == (True, True, False)
+    assert cluster.request_counts[("patch", "nodes")] == 1
+    cluster.set_unschedulable("n2", True)  # a human's cordon
+    assert cluster.cordon("n2", **kwargs).cordoned_by_someone_else
+
+
 def test_cordon_is_idempotent_and_writes_only_when_needed(cluster: FakeCluster) -> None:
     assert cluster.set_unschedulable("n1", True) is True
     assert cluster.set_unschedulable("n1", True) is False

@@ -420,7 +420,8 @@ def test_one_node_uses_a_field_selector_and_many_nodes_one_listing(
     assert server.requests("GET")[0].query == {"limit": "500", "fieldSelector": "spec.nodeName=n1"}
     pods = client.list_pods(node_names={"n1", "n3"})
     assert [p.name for p in pods] == ["a", "c"]
-    assert server.requests("GET")[1].query == {"limit": "500"}
+    # Many nodes: one listing of the pods bound to any node (the unscheduled are never sent).
+    assert server.requests("GET")[1].query == {"limit": "500", "fieldSelector": "spec.nodeName!="}
     assert client.list_pods(node_names=[]) == []
     assert len(server.requests()) == 2
 
@@ -515,6 +516,41 @@ def test_taint_already_present_or_absent_writes_nothing(server: FakeApiServer, c
     assert not client.set_taint("n1", "scalebot.io/draining", value="2", effect="NoSchedule", present=True)
     assert not client.set_taint("n1", "other", value="", effect="NoSchedule", present=False)
     assert server.requests("PATCH") == []
+
+
+def test_cordon_with_taint_is_one_read_and_one_guarded_write(
+    server: FakeApiServer, client: KubeClient
+) -> None:
+    other = {"key": "team", "value": "x", "effect": "NoSchedule"}
+    draining = {"key": "scalebot.io/draining", "value": "1", "effect": "NoSchedule"}
+    server.on("GET", "/api/v1/nodes/n1", Answer(200, raw_node("n1", taints=[other])))
+    server.on("GET", "/api/v1/nodes/n2", Answer(200, raw_node("n2", unschedulable=True, taints=[draining])))
+    server.on("GET", "/api/v1/nodes/n3", Answer(200, raw_node("n3", unschedulable=True)))
+    conflict = status_body(409, "Conflict", "the object has been modified")
+    server.on("PATCH", "/api/v1/nodes/n1", Answer(409, conflict), Answer(200, raw_node("n1")))
+    server.on("PATCH", "/api/v1/nodes/n3", Answer(200, raw_node("n3")))
+    kwargs = {"taint_key": "scalebot.io/draining", "taint_value": "7", "taint_effect": "NoSchedule"}
+
+    fresh = client.cordon("n1", **kwargs)
+    assert (fresh.had_taint, fresh.was_unschedulable, fresh.cordoned_by_someone_else) == (False, False, False)
+    # A conflict re-reads and retries; the write carries both changes and the resourceVersion read.
+    patches = server.requests("PATCH")
+    assert len(patches) == 2 and patches[-1].content_type == "application/merge-patch+json"
+    assert patches[-1].body == {
+        "metadata": {"resourceVersion": "41"},
+        "spec": {
+            "taints": [other, {"key": "scalebot.io/draining", "effect": "NoSchedule", "value": "7"}],
+            "unschedulable": True,
+        },
+    }
+    # Ours already (a repeat after a crash): nothing to write, and not someone else's cordon.
+    ours = client.cordon("n2", **kwargs)
+    assert (ours.had_taint, ours.cordoned_by_someone_else) == (True, False)
+    assert len(server.requests("PATCH")) == 2
+    # A human's cordon: we add the taint and remember that the cordon was theirs.
+    theirs = client.cordon("n3", **kwargs)
+    assert theirs.cordoned_by_someone_else
+    assert server.requests("PATCH")[-1].body["spec"]["unschedulable"] is True
 
 
 def test_delete_pod_sends_uid_precondition_and_grace(server: FakeApiServer, client: KubeClient) -> None:
