@@ -762,7 +762,13 @@ def analysis(sets: Mapping[str, Mapping[str, Any]]) -> list[str]:
                 "",
                 "py-spy's sampling profile of the measured zero-scale process (taken from outside, "
                 "without pausing it; every thread, idle ones included, so a sample is a slice of one "
-                "thread's wall time):",
+                "thread's wall time"
+                + (
+                    f"; py-spy itself used {seconds(sampled['sampler_cpu_seconds'])} of CPU"
+                    if sampled.get("sampler_cpu_seconds") is not None
+                    else ""
+                )
+                + "):",
                 "",
                 "```",
                 *sampling.render(sampled),
