@@ -31,7 +31,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from engine import ratelimit
-from engine.kube import errors
+from engine.kube import errors, projection
 from engine.model import CordonResult, NodeInfo, PdbInfo, PodInfo, RawObject
 
 T = TypeVar("T")
@@ -139,14 +139,18 @@ class KubeClient:
 
     def list_pods(self, *, node_names: Collection[str] | None = None) -> list[PodInfo]:
         call = self._core.list_pod_for_all_namespaces
+        # Pods are the one big list: decoded into the fields PodInfo reads (engine.kube.projection).
+        decode = projection.decode_pod_list
         if node_names is None:
-            return self.list_raw("pods", call, PodInfo.from_raw)
+            return self.list_raw("pods", call, PodInfo.from_raw, decode=decode)
         wanted = frozenset(node_names)
         if not wanted:
             return []
         if len(wanted) == 1:
             (node,) = wanted
-            return self.list_raw("pods", call, PodInfo.from_raw, field_selector=f"spec.nodeName={node}")
+            return self.list_raw(
+                "pods", call, PodInfo.from_raw, decode=decode, field_selector=f"spec.nodeName={node}"
+            )
         # Many nodes: one cluster-wide listing indexed in memory costs one pass over the pods,
         # where a listing per node would cost the API server one full scan per node. Pods bound
         # to no node are left out by the server: during a zero-scale every evicted pod's
@@ -157,6 +161,7 @@ class KubeClient:
             call,
             PodInfo.from_raw,
             keep=lambda raw: (raw.get("spec") or {}).get("nodeName") in wanted,
+            decode=decode,
             field_selector="spec.nodeName!=",
         )
 
@@ -280,12 +285,19 @@ class KubeClient:
             raise errors.TransportError(message=f"{verb} {resource}: {_one_line(exc)}") from exc
 
     def read_json(
-        self, verb: str, resource: str, call: Callable[..., Any], *args: Any, **kwargs: Any
+        self,
+        verb: str,
+        resource: str,
+        call: Callable[..., Any],
+        *args: Any,
+        _decode: Callable[[bytes], Any] = orjson.loads,
+        **kwargs: Any,
     ) -> RawObject:
+        """One request's answer as a JSON object; `_decode` may project it (see list_pods)."""
         data = self._request(verb, resource, call, *args, **kwargs)
         try:
-            parsed = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
+            parsed = _decode(data)
+        except (orjson.JSONDecodeError, projection.ProjectionError) as exc:
             # A 2xx whose body is not JSON was garbled on the way (proxy, truncation): no answer.
             raise errors.TransportError(message=f"{verb} {resource}: unreadable response: {exc}") from exc
         if not isinstance(parsed, dict):
@@ -299,6 +311,7 @@ class KubeClient:
         parse: Callable[[RawObject], T],
         *,
         keep: Callable[[RawObject], bool] | None = None,
+        decode: Callable[[bytes], Any] = orjson.loads,
         **params: Any,
     ) -> list[T]:
         """Every item of a paginated list, parsed page by page so raw pages can be freed."""
@@ -309,14 +322,14 @@ class KubeClient:
             if token:
                 page_params["_continue"] = token
             try:
-                page = self.read_json("list", resource, call, **page_params)
+                page = self.read_json("list", resource, call, _decode=decode, **page_params)
             except errors.KubeError as exc:
                 if not token or exc.status != 410:
                     raise
                 # The continue token expired (etcd compacted past it). client-go's pager falls
                 # back to one unpaginated list; so do we, rather than fail the whole pass.
                 results = []
-                page = self.read_json("list", resource, call, **params)
+                page = self.read_json("list", resource, call, _decode=decode, **params)
                 token = None
             else:
                 token = (page.get("metadata") or {}).get("continue") or None

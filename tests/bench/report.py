@@ -194,8 +194,10 @@ def rows(results: Mapping[str, Any], other: Mapping[str, Any] | None = None) -> 
         out += _api_rows(zero, sb or {}, runs.get("kubectl"))
     if "raw-limit" in wanted and zero:
         out += _raw_rows(zero, runs)
-    if "planning" in wanted and sb and sb.get("plan"):
-        out += _plan_rows(sb["plan"], full=full)
+    # A planning run of its own (`--only planning`) replaces the one measured before the zero-scale.
+    plan = (runs.get("planning") or {}).get("plan") or (sb or {}).get("plan")
+    if "planning" in wanted and plan:
+        out += _plan_rows(plan, full=full)
     if "memory" in wanted and zero:
         out += _memory_rows(sb or {}, zero, runs.get("kubectl"), full=full)
     if "slack" in wanted:
@@ -415,7 +417,12 @@ def _plan_rows(plan: Mapping[str, Any], *, full: bool) -> list[Row]:
                 "  the same pods in one unpaginated answer",
                 seconds(a["server_unpaginated_seconds"]),
             ),
-            Row(s, "  orjson parse", seconds(a["orjson_seconds"])),
+            Row(s, "  a full parse into dicts (orjson)", seconds(a["orjson_seconds"])),
+            *(
+                [Row(s, "  the projected decode scalebot uses (msgspec)", seconds(a["projection_seconds"]))]
+                if "projection_seconds" in a
+                else []
+            ),
             Row(s, "  PodInfo built from the parsed JSON", seconds(a["podinfo_seconds"])),
             Row(
                 s,

@@ -215,6 +215,20 @@ def run_scalebot(
         return result
 
 
+def run_planning(size: Size, *, echo: Echo, plan_rounds: int = 3) -> dict[str, Any]:
+    """Planning alone on a fresh cluster (the same measurement run_scalebot makes first)."""
+    with fresh_cluster(size, echo=echo) as cluster, tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        echo("planning: plan zero vs generated-model listing ...")
+        plan, _ = run_child(
+            "plan",
+            cluster.cp.scalebot_kubeconfig,
+            ["--rounds", str(plan_rounds)],
+            timeout=3600,
+            workdir=Path(tmp),
+        )
+        return {"size": size.name, "populate": populate_figures(cluster), "plan": plan}
+
+
 def _slack_server() -> Any:
     from tests.slack.harness import SlackApiServer
 
