@@ -203,6 +203,8 @@ def _connect(settings: Settings) -> dict[str, ClusterHandle]:
                 context=c.context or None,
                 provider=c.provider,
                 pool_label=c.pool_label,
+                qps=c.api_qps,
+                burst=c.api_burst,
             )
         except wiring.WiringError as exc:
             raise RunError(f"clusters.{name}: {exc}") from exc

@@ -23,6 +23,7 @@ Config file (every key optional except what a cluster needs to be reached):
         kubeconfig: /etc/scalebot/kubeconfig        # default: $KUBECONFIG / ~/.kube/config / in-cluster
         provider: labels                            # labels | capi
         pool_label: scalebot.io/pool
+        api_qps: 50                                 # client-side requests/s to the API server; api_burst: 100
         default_channels: [C0123]                   # or default_channel: C0123
         protected: false
         policy:
@@ -132,6 +133,10 @@ class ClusterSettings:
     default_channels: tuple[str, ...] = ()
     protected: bool = False
     policy: ClusterPolicy = field(default_factory=lambda: ClusterPolicy(cluster=""))
+    api_qps: float = 50.0
+    """Client-side request rate to the API server; at 50 it, not the server, paces evictions on
+    a quiet control plane (docs/benchmarks.md). API Priority and Fairness still applies above it."""
+    api_burst: int = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +275,8 @@ def _cluster(name: str, node: _Node) -> ClusterSettings:
         "default_channels",
         "protected",
         "policy",
+        "api_qps",
+        "api_burst",
     )
     provider = node.string("provider", "labels")
     if provider not in PROVIDERS:
@@ -293,6 +300,8 @@ def _cluster(name: str, node: _Node) -> ClusterSettings:
         default_channels=tuple(dict.fromkeys(channels)),
         protected=protected,
         policy=_policy(name, node.child("policy"), protected=protected),
+        api_qps=node.number("api_qps", 50.0, low=1.0, high=1000.0),
+        api_burst=node.integer("api_burst", 100, low=1, high=2000),
     )
 
 

@@ -626,10 +626,9 @@ def size_section(results: Mapping[str, Any], other: Mapping[str, Any] | None) ->
     if earlier:
         out += [
             "",
-            f"The runs {', '.join(earlier['runs'])} come from an earlier invocation on the same machine "
-            f"({earlier['date']}, `{earlier['command']}`, {seconds(earlier['wall_seconds'])}), merged with "
-            "`--merge`: they do not depend on the scalebot code that changed in between (the baseline "
-            "tools and the bare loop), and each run's commit is in the table below.",
+            f"The runs {', '.join(earlier['runs'])} come from earlier invocations on the same machine "
+            f"({earlier['date']}; `{earlier['command']}`), merged with `--merge`; the code each run "
+            "measured is in the table below.",
         ]
     out.append("")
     out.append(
@@ -836,11 +835,19 @@ def write_markdown(path: Path, new: Mapping[str, Any], *, reproduce: Sequence[st
         "  (`get daemonsets`), with its defaults (client-go's 5 QPS / burst 10), given every node in one",
         "  command; it cordons them all, then drains one node at a time. When a budget stops it early,",
         "  its total is extrapolated from the nodes it drained (marked as such).",
-        "- The bare eviction loop evicts the same pods (all but the DaemonSet's) with the same client",
-        "  code, identity and 16 workers, on a fresh cluster whose nodes are cordoned first, as in a drain.",
-        "- Planning is measured on scalebot's cluster before its zero-scale, in a separate process.",
+        "- The bare eviction loops evict the same pods (all but the DaemonSet's) with the same client",
+        "  code, identity and 16 workers, on a fresh cluster whose nodes are cordoned first, as in a drain:",
+        "  in the drain's own order (round-robin over controllers) with scalebot's client limit and",
+        "  without one, and (small size) in namespace/name order. At the full size they evict the first",
+        "  5,000 pods only, compared with scalebot's rate over its own first 5,000 evictions.",
+        "- Planning is measured on scalebot's cluster before its zero-scale, in a separate process, or",
+        "  (`--only planning`) on a cluster of its own.",
         "- The Slack progress path (`bot.progress.Progress` + `bot.sender.Sender`, default settings) is",
         "  attached to the measured zero-scale, against the local Web API of `tests/slack/harness.py`.",
+        "- py-spy samples the measured scalebot process from outside (10 Hz per thread, never pausing",
+        "  it); its own CPU time is given with the profile.",
+        "- Everything (control plane, kwok, scalebot, kubectl) shares this machine's two cores: at the",
+        "  full size the control plane alone keeps them busy, which is what bounds every figure there.",
         "",
         "## How to reproduce",
         "",

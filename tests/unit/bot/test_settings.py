@@ -29,6 +29,8 @@ clusters:
     kubeconfig: /etc/scalebot/kubeconfig
     provider: labels
     pool_label: example.com/pool
+    api_qps: 150
+    api_burst: 300
     default_channel: C0DEV
     policy:
       users: {U0ADMIN: admin, U0OPS: operator}
@@ -65,6 +67,7 @@ def test_full_config(tmp_path: Path) -> None:
         "example.com/pool",
         "/etc/scalebot/kubeconfig",
     )
+    assert (dev.api_qps, dev.api_burst) == (150.0, 300)
     assert dev.policy.users == {"U0ADMIN": Role.ADMIN, "U0OPS": Role.OPERATOR}
     assert dev.policy.groups == {"S0SRE": Role.APPROVER}
     assert dev.policy.approval_required_for == frozenset({"zero", "force"})
@@ -90,6 +93,7 @@ def test_defaults_and_the_config_path_from_the_environment(tmp_path: Path) -> No
     assert (settings.server.http_port, settings.server.health_port) == (3000, 8080)
     assert str(settings.db_path) == "scalebot.db"
     assert settings.clusters["dev-eu"].policy.request_ttl == timedelta(minutes=30)
+    assert (settings.clusters["dev-eu"].api_qps, settings.clusters["dev-eu"].api_burst) == (50.0, 100)
     assert settings.slack.api_url is None
 
 
@@ -130,6 +134,7 @@ def test_socket_mode_needs_no_signing_secret(tmp_path: Path) -> None:
             "clusters: {dev-eu: {policy: {request_ttl: soon}}}",
             'clusters.dev-eu.policy.request_ttl: invalid duration "soon"',
         ),
+        ("clusters: {dev-eu: {api_qps: 0}}", "clusters.dev-eu.api_qps: expected a number from 1"),
         (
             "clusters: {dev-eu: {policy: {approvals_required: 0}}}",
             "clusters.dev-eu.policy.approvals_required: expected a whole number from 1 to 10, got 0",
