@@ -861,8 +861,8 @@ def write_markdown(path: Path, new: Mapping[str, Any], *, reproduce: Sequence[st
         f"- memory: {latest['machine']['memory']}",
         f"- kernel: {latest['machine']['kernel']}",
         *(f"- {k}: {v}" for k, v in latest["versions"].items()),
-        "- Other engineers' test suites were running on this machine at the same time; each run's",
-        "  load average is given with its figures.",
+        "- Each run's load average (start and end) is given with its figures: a run that shared the",
+        "  machine with other work shows it there.",
         "",
     ]
     for size in SIZES_ORDER:

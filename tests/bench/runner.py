@@ -132,6 +132,7 @@ def versions(cache_dir: Path) -> dict[str, str]:
         "python": f"{platform.python_implementation()} {platform.python_version()}",
         "kubernetes (Python client)": importlib.metadata.version("kubernetes"),
         "orjson": importlib.metadata.version("orjson"),
+        "msgspec": importlib.metadata.version("msgspec"),
     }
 
 
