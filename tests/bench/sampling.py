@@ -90,7 +90,14 @@ def parse_raw(lines: Iterable[str]) -> list[tuple[tuple[str, ...], int]]:
     return out
 
 
+def unqualified(frame: str) -> str:
+    """`run (path:1)` for `_WorkItem.run (path:1)`: py-spy 0.4.2+ prints qualified names."""
+    function, sep, rest = frame.partition(" (")
+    return function.rpartition(".")[2] + sep + rest
+
+
 def category(stack: Sequence[str]) -> str:
+    stack = [unqualified(frame) for frame in stack]
     joined = ";".join(stack)
     for name, markers in WAITS:
         if any(m in joined for m in markers) and (name != WAITS[0][0] or _idle_worker(stack)):

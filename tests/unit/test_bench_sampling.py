@@ -21,6 +21,21 @@ RAW = [
 ]
 
 
+def test_qualified_names_of_newer_py_spy_are_sorted_the_same() -> None:
+    # py-spy 0.4.2+ prints `Class.method`; the categories match on the method's own name.
+    qualified = [
+        "Thread._bootstrap (/x/threading.py:1002);_worker (/x/concurrent/futures/thread.py:83);"
+        "_WorkItem.run (/x/concurrent/futures/thread.py:58);HTTPConnection.getresponse "
+        "(/x/http/client.py:1390) 5\n",
+        "Thread._bootstrap (/x/threading.py:1002);_worker (/x/concurrent/futures/thread.py:83);"
+        "SimpleQueue.get (/x/queue.py:171) 7\n",
+    ]
+    busy, idle = (stack for stack, _ in sampling.parse_raw(qualified))
+    assert sampling.category(busy).startswith("waiting for the API server")
+    assert sampling.category(idle).startswith("worker threads idle")
+    assert sampling.unqualified("OperationPlan.summary.<locals>.<genexpr> (a.py:1)") == "<genexpr> (a.py:1)"
+
+
 def test_a_stack_line_is_split_into_frames_and_a_count() -> None:
     stacks = sampling.parse_raw(RAW)
     assert len(stacks) == 5
