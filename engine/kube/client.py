@@ -35,6 +35,7 @@ from engine.kube import errors, projection
 from engine.model import CordonResult, NodeInfo, PdbInfo, PodInfo, RawObject
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 PAGE_SIZE = 500
 """Items per list page: kubectl's default --chunk-size."""
@@ -198,17 +199,45 @@ class KubeClient:
         """Add (`present`) or remove one taint; an existing key+effect counts as present whatever its value.
 
         Keeping the old value matters for the draining taint, whose value records when the drain
-        first started. `spec.taints` is a list, so the patch replaces it whole, guarded by the
-        resourceVersion we read; a concurrent writer causes a 409 and we re-read and retry.
+        first started.
+        """
+
+        def change(spec: Mapping[str, Any]) -> tuple[bool, dict[str, Any] | None]:
+            taints: list[dict[str, Any]] = list(spec.get("taints") or ())
+            updated = _taints_with(taints, key, value, effect) if present else _taints_without(taints, key)
+            return updated is not None, None if updated is None else {"taints": updated}
+
+        return self._update_node_spec(node, change)
+
+    def cordon(self, node: str, *, taint_key: str, taint_value: str, taint_effect: str) -> CordonResult:
+        def change(spec: Mapping[str, Any]) -> tuple[CordonResult, dict[str, Any] | None]:
+            taints: list[dict[str, Any]] = list(spec.get("taints") or ())
+            updated = _taints_with(taints, taint_key, taint_value, taint_effect)
+            result = CordonResult(
+                had_taint=updated is None, was_unschedulable=bool(spec.get("unschedulable"))
+            )
+            if updated is None and result.was_unschedulable:
+                return result, None
+            return result, {"taints": taints if updated is None else updated, "unschedulable": True}
+
+        return self._update_node_spec(node, change)
+
+    def _update_node_spec(
+        self, node: str, change: Callable[[Mapping[str, Any]], tuple[R, dict[str, Any] | None]]
+    ) -> R:
+        """Read the node, let `change` decide (its answer, and the spec fields to write or None),
+        write them in one JSON merge patch guarded by the resourceVersion read, re-read on a 409.
+
+        `spec.taints` is a list, so a merge patch replaces it whole: the guard is what keeps a
+        concurrent writer's taint from being lost.
         """
         for attempt in range(1, TAINT_CONFLICT_ATTEMPTS + 1):
             raw = self.read_json("get", "nodes", self._core.read_node, node)
-            taints: list[dict[str, Any]] = list((raw.get("spec") or {}).get("taints") or ())
-            updated = _taints_with(taints, key, value, effect) if present else _taints_without(taints, key)
-            if updated is None:
-                return False
+            answer, fields = change(raw.get("spec") or {})
+            if fields is None:
+                return answer
             resource_version = (raw.get("metadata") or {}).get("resourceVersion")
-            patch = {"metadata": {"resourceVersion": resource_version}, "spec": {"taints": updated}}
+            patch = {"metadata": {"resourceVersion": resource_version}, "spec": fields}
             try:
                 self._request(
                     "patch", "nodes", self._core.patch_node, node, patch, _content_type=JSON_MERGE_PATCH
@@ -217,33 +246,7 @@ class KubeClient:
                 if attempt == TAINT_CONFLICT_ATTEMPTS:
                     raise
                 continue
-            return True
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def cordon(self, node: str, *, taint_key: str, taint_value: str, taint_effect: str) -> CordonResult:
-        for attempt in range(1, TAINT_CONFLICT_ATTEMPTS + 1):
-            raw = self.read_json("get", "nodes", self._core.read_node, node)
-            spec = raw.get("spec") or {}
-            taints: list[dict[str, Any]] = list(spec.get("taints") or ())
-            updated = _taints_with(taints, taint_key, taint_value, taint_effect)
-            unschedulable = bool(spec.get("unschedulable"))
-            result = CordonResult(had_taint=updated is None, was_unschedulable=unschedulable)
-            if updated is None and result.was_unschedulable:
-                return result
-            resource_version = (raw.get("metadata") or {}).get("resourceVersion")
-            patch = {
-                "metadata": {"resourceVersion": resource_version},
-                "spec": {"taints": taints if updated is None else updated, "unschedulable": True},
-            }
-            try:
-                self._request(
-                    "patch", "nodes", self._core.patch_node, node, patch, _content_type=JSON_MERGE_PATCH
-                )
-            except errors.Conflict:
-                if attempt == TAINT_CONFLICT_ATTEMPTS:
-                    raise
-                continue
-            return result
+            return answer
         raise AssertionError("unreachable")  # pragma: no cover
 
     def evict_pod(self, pod: PodInfo, *, grace_seconds: int | None = None) -> None:
