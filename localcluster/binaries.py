@@ -2,9 +2,9 @@
 
 This module owns the call to scripts/build-control-plane.sh: it runs the script, which returns at
 once when its cache is warm, and hands back the cache directory. Whatever prevents the build (no Go
-toolchain, Go too old, the module proxy unreachable) becomes a `ControlPlaneUnavailable` carrying the
-script's own explanation, so that tests fail with a message saying what is missing instead of
-skipping.
+toolchain, Go too old, the Go module proxy unreachable, a checksum that disagrees with the lock)
+becomes a `ControlPlaneUnavailable` carrying the script's own explanation, so that tests fail with a
+message saying what is missing instead of skipping.
 """
 
 from __future__ import annotations
@@ -23,19 +23,28 @@ BUILD_SCRIPT = REPO_ROOT / "scripts" / "build-control-plane.sh"
 
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok")
 
-# Fragments of `go` errors that mean the module proxy (or the checksum database) cannot be reached.
-_PROXY_FAILURES = (
-    "proxy.golang.org",
-    "sum.golang.org",
+# Shapes of `go` errors that mean a module could not be fetched or verified: the network, the module
+# proxy or the checksum database refused or did not answer. Matched on the error's shape, never on a
+# host name, so a mirror set in GOPROXY is recognised the same way.
+_FETCH_FAILURES = (
     "dial tcp",
     "no such host",
     "i/o timeout",
+    "timeout",
     "connection refused",
-    "TLS handshake timeout",
+    "connection reset",
+    "TLS handshake",
     "GOPROXY",
     "GOSUMDB",
     "network is unreachable",
+    "403 Forbidden",
+    "404 Not Found",
+    "410 Gone",
+    "reading https://",
 )
+
+# A checksum that disagrees with the committed go.sum: never a network problem, always a real one.
+_CHECKSUM_FAILURES = ("checksum mismatch", "SECURITY ERROR", "missing go.sum entry")
 
 
 class ControlPlaneUnavailable(RuntimeError):
@@ -49,12 +58,18 @@ def _explain(returncode: int, tail: list[str]) -> str:
     if own and "phase " not in own[-1]:
         # The script's own `die` message already names what is missing (Go, Go version, a file).
         headline = own[-1].removeprefix("build-control-plane:").strip()
-    elif any(fragment in text for fragment in _PROXY_FAILURES):
-        proxy = os.environ.get("GOPROXY") or "the default https://proxy.golang.org"
+    elif any(fragment in text for fragment in _CHECKSUM_FAILURES):
         headline = (
-            f"the Go module proxy ({proxy}) or checksum database is unreachable, so the pinned "
-            "Kubernetes/etcd/kwok modules cannot be downloaded; allow access to it (or set GOPROXY "
-            "to a reachable mirror) and re-run"
+            "a downloaded module does not match the committed lock (localcluster/go/*/go.sum); "
+            "if the lock was edited by hand, restore it (git checkout localcluster/go) or regenerate it "
+            "with scripts/bump-control-plane.sh"
+        )
+    elif any(fragment in text for fragment in _FETCH_FAILURES):
+        proxy = os.environ.get("GOPROXY") or "the default in `go env GOPROXY`"
+        headline = (
+            f"the pinned Kubernetes/etcd/kwok modules cannot be downloaded (GOPROXY: {proxy}); check "
+            "your Go module proxy setting (GOPROXY, GOSUMDB, GONOSUMDB, GOFLAGS) and that it is "
+            "reachable, then re-run"
         )
     else:
         headline = f"the build script failed (exit code {returncode})"

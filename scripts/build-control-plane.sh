@@ -7,16 +7,16 @@
 # A warm cache is reused only when STAMP exists and every binary reports its pinned version.
 set -euo pipefail
 
-K8S_VERSION=1.36.3
-ETCD_VERSION=3.6.16
-KWOK_VERSION=0.8.0
-CAPI_VERSION=1.14.2
-
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
+lock_dir="$repo/localcluster/go"
 cache_root=${SCALEBOT_CACHE_DIR:-$repo/.cache}/control-plane
+# shellcheck source=../localcluster/go/versions.env
+source "$lock_dir/versions.env"
 
-export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
+# -mod=readonly whatever the caller's GOFLAGS say: the committed go.sum files are the only source of
+# truth for what gets built.
+export GOTOOLCHAIN=local GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=0
 
 die() { echo "build-control-plane: $*" >&2; exit 1; }
 log() { echo "build-control-plane: $*" >&2; }
@@ -27,10 +27,23 @@ case "$go_version" in
   go1.2[6-9]*|go1.[3-9][0-9]*) ;;
   *) die "Go $go_version is too old: Kubernetes v$K8S_VERSION and kwok v$KWOK_VERSION need Go >= 1.26" ;;
 esac
-command -v openssl >/dev/null || log "note: openssl not found (not needed for the build)"
 
-script_hash=$(sha256sum "$0" | cut -c1-12)
-key="k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}_capi-${CAPI_VERSION}_${go_version}_${script_hash}"
+# The lock must say what the pins say: one clear line instead of a build of something else.
+check_lock() {  # check_lock WRAPPER MODULE VERSION
+  local want="$2 v$3"
+  [ -f "$lock_dir/$1/go.mod" ] && [ -f "$lock_dir/$1/go.sum" ] \
+    || die "localcluster/go/$1/go.mod or go.sum is missing: run scripts/bump-control-plane.sh"
+  grep -qE "^[[:space:]]*(require[[:space:]]+)?${2//./\\.} v${3//./\\.}( |$)" "$lock_dir/$1/go.mod" \
+    || die "localcluster/go/$1/go.mod does not require $want (versions.env pins it): run scripts/bump-control-plane.sh and commit localcluster/go/"
+}
+check_lock k8s k8s.io/kubernetes "$K8S_VERSION"
+check_lock etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
+check_lock kwok sigs.k8s.io/kwok "$KWOK_VERSION"
+check_lock capi sigs.k8s.io/cluster-api "$CAPI_VERSION"
+
+lock_hash=$(cat "$0" "$lock_dir"/versions.env "$lock_dir"/*/go.mod "$lock_dir"/*/go.sum "$here/kwok-pod-delete-stage.yaml" \
+            | sha256sum | cut -c1-12)
+key="k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}_capi-${CAPI_VERSION}_${go_version}_${lock_hash}"
 dest="$cache_root/$key"
 
 # reports PATTERN CMD...: CMD succeeds and a line of its output matches PATTERN (grep -x when
@@ -103,47 +116,20 @@ stamp_flags() {  # ldflags that make --version truthful (the keys hack/lib/versi
   printf '%s' "$out"
 }
 
-# --- Kubernetes: a throw-away wrapper module replacing every staging module with its published
-# v0.x.y, because k8s.io/kubernetes requires them at v0.0.0 (only its own replaces make that work).
-k8s_mod="$stage/k8s-module"
-mkdir -p "$k8s_mod"
-(
-  cd "$k8s_mod"
-  printf 'module scalebot.test/k8sbin\n\ngo 1.26.0\n' > go.mod
-  upstream=$(go mod download -json "k8s.io/kubernetes@v${K8S_VERSION}" \
-             | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
-  gd=$(grep -oE 'default=go[0-9.]+' "$upstream" | head -n1 || true)
-  [ -z "$gd" ] || go mod edit -godebug="$gd"
-  n=0
-  for m in $(sed -nE 's#^[[:space:]]*(k8s\.io/[A-Za-z0-9._-]+) => \./staging/.*#\1#p' "$upstream" | sort -u); do
-    go mod edit -replace="${m}=${m}@v0.${K8S_VERSION#1.}"; n=$((n + 1))
-  done
-  [ "$n" -ge 30 ] || die "only $n staging replaces found in $upstream"
-  go mod edit -require="k8s.io/kubernetes@v${K8S_VERSION}"
-)
-(cd "$k8s_mod" && timed k8s-modules go get -tool k8s.io/kubernetes/cmd/kube-apiserver \
-    k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler \
-    k8s.io/kubernetes/cmd/kubectl)
-# One go build for all four: shared packages compile once.
-(cd "$k8s_mod" && timed k8s-build go build -trimpath -ldflags "$(stamp_flags "$K8S_VERSION")" \
+# --- Kubernetes, etcd, kwok: built from the committed wrapper modules. -mod=readonly means every
+# module is verified against the committed go.sum and nothing is ever resolved: a module missing from
+# the lock or a changed checksum fails the build. The wrappers exist because k8s.io/kubernetes and
+# etcd's server replace their sibling modules with relative paths (see scripts/bump-control-plane.sh).
+(cd "$lock_dir/k8s" && timed k8s-build go build -trimpath -ldflags "$(stamp_flags "$K8S_VERSION")" \
     -o "$stage/bin/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl)
-
-# --- etcd: server/go.mod replaces its siblings with relative paths, so it needs a wrapper too.
-etcd_mod="$stage/etcd-module"
-mkdir -p "$etcd_mod"
-(
-  cd "$etcd_mod"
-  printf 'module scalebot.test/etcdbin\n\ngo 1.26.0\n' > go.mod
-  timed etcd-modules go get -tool "go.etcd.io/etcd/server/v3@v${ETCD_VERSION}"
-  timed etcd-build go build -trimpath -ldflags "-s -w" -o "$stage/bin/etcd" go.etcd.io/etcd/server/v3
-)
-
-# --- kwok has no replace directives: the documented install works as is.
-GOBIN="$stage/bin" timed kwok-build go install "sigs.k8s.io/kwok/cmd/kwok@v${KWOK_VERSION}"
+(cd "$lock_dir/etcd" && timed etcd-build go build -trimpath -ldflags "-s -w" -o "$stage/bin/etcd" \
+    go.etcd.io/etcd/server/v3)
+(cd "$lock_dir/kwok" && timed kwok-build go build -trimpath -ldflags "-s -w" \
+    -o "$stage/bin/kwok" sigs.k8s.io/kwok/cmd/kwok)
 
 # --- kwok stages, taken from the pinned module, plus our own pod-delete stage (see below).
-kwok_dir=$(go mod download -json "sigs.k8s.io/kwok@v${KWOK_VERSION}" \
+kwok_dir=$(cd "$lock_dir/kwok" && go mod download -json "sigs.k8s.io/kwok" \
            | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
 {
   for f in node/fast/node-initialize.yaml \
@@ -156,7 +142,7 @@ kwok_dir=$(go mod download -json "sigs.k8s.io/kwok@v${KWOK_VERSION}" \
 } > "$stage/kwok.yaml"
 
 # --- Cluster API CRDs for the Cluster API provider's e2e tests (read from the module, never committed).
-capi_dir=$(go mod download -json "sigs.k8s.io/cluster-api@v${CAPI_VERSION}" \
+capi_dir=$(cd "$lock_dir/capi" && go mod download -json "sigs.k8s.io/cluster-api" \
            | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
 mkdir -p "$stage/capi-crds"
 # Since v1.10 the core CRDs live under core/; older releases kept them at the module root.
@@ -169,7 +155,6 @@ for crd in clusters machines machinesets machinedeployments; do
 done
 chmod -R u+w "$stage/capi-crds"
 
-rm -rf "$k8s_mod" "$etcd_mod"
 total=$(( $(date +%s) - started ))
 {
   echo "total $total"

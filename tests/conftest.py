@@ -11,14 +11,22 @@ Fixtures (all lazy: nothing starts unless a test asks for it):
   node_pool            factory: node_pool(count, **create_node_pool kwargs) -> node names; the nodes
                        are deleted after the test
 
+Every `engine.runner.Runner` a test builds (directly or inside `Operations`) is stopped when the test
+ends, also when it failed, and the run fails loudly if a non-daemon thread outlives it (such a thread
+would keep pytest from exiting after its summary).
+
 Benchmarks (marker `bench`) are deselected unless `--run-bench` is given. e2e tests (marker `e2e`)
 run in the default suite; a machine that cannot build the control plane fails them with the reason.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
+import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,6 +63,73 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     for note in _STARTUP_NOTES:
         terminalreporter.write_line(note)
+
+
+@pytest.fixture(autouse=True)
+def _stop_every_runner(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Stop the operation runners a test made, whatever happened in it.
+
+    A runner left going after a failed assertion keeps retrying its step against objects the test's
+    teardown deletes, and its worker threads (non-daemon, as ThreadPoolExecutor makes them) keep the
+    interpreter from exiting. Tests still stop their runners themselves; this is the net under them.
+    """
+    from engine import runner as runner_module
+
+    made: list[runner_module.Runner] = []
+    original_init = runner_module.Runner.__init__
+
+    def recording_init(self: runner_module.Runner, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(runner_module.Runner, "__init__", recording_init)
+    yield
+    for runner in made:
+        runner.stop()
+
+
+_LEAK_GRACE_SECONDS = 15.0
+
+
+def _lingering_threads() -> list[threading.Thread]:
+    main = threading.main_thread()
+    return [t for t in threading.enumerate() if t is not main and not t.daemon and t.is_alive()]
+
+
+def _release_idle_executor_workers() -> None:
+    """Do now what the interpreter's exit hook for concurrent.futures does before it joins workers.
+
+    An idle ThreadPoolExecutor worker is non-daemon but harmless: at exit it receives a wake-up and
+    leaves. Sending that wake-up here (the module's own shutdown flag and sentinel) leaves only the
+    workers that are busy, which are the ones that would hang the exit.
+    """
+    from concurrent.futures import thread as executor_threads
+
+    with executor_threads._global_shutdown_lock:  # type: ignore[attr-defined]
+        executor_threads._shutdown = True  # type: ignore[attr-defined]
+    for work_queue in list(executor_threads._threads_queues.values()):  # type: ignore[attr-defined]
+        work_queue.put(None)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Fail the run, and still exit, if a non-daemon thread outlived the tests.
+
+    Such a thread makes the interpreter wait for it forever after pytest printed its summary, so CI
+    would run into its time limit instead of failing. Give stragglers a grace period to finish their
+    step, then name them and leave with a failing status.
+    """
+    _release_idle_executor_workers()
+    end = time.monotonic() + _LEAK_GRACE_SECONDS
+    for thread in _lingering_threads():
+        thread.join(max(0.0, end - time.monotonic()))
+    leaked = _lingering_threads()
+    if not leaked:
+        return
+    names = ", ".join(f"{t.name} ({getattr(t, '_target', None)})" for t in leaked)
+    sys.stderr.write(f"\nFAILED: {len(leaked)} non-daemon thread(s) still alive after the tests: {names}\n")
+    sys.stderr.flush()
+    sys.stdout.flush()
+    os._exit(3)
 
 
 @pytest.fixture(scope="session")

@@ -288,31 +288,52 @@ def test_wake_after_losing_the_database_restores_from_pool_records(
 
 
 def test_second_operation_on_a_busy_pool_is_refused_and_other_pools_run(
+    admin_api: Any,
     kube: KubeClient,
+    namespace: str,
     node_pool: Callable[..., list[str]],
     pool_key: str,
     unique_name: str,
     tmp_path: Path,
 ) -> None:
-    pools(node_pool, pool_key, unique_name, a=2, b=2, c=1)
+    made = pools(node_pool, pool_key, unique_name, a=2, b=2, c=1)
+    # A pod held by a finalizer on each node of pool a: whichever node the scale-down picks, its drain
+    # waits for that pod until the test lets it go, so the first operation is certainly still running
+    # when the second request arrives.
+    held = [f"held-{i}" for i in range(len(made["a"]))]
+    for pod, node in zip(held, made["a"], strict=True):
+        builders.create_pod_with_finalizer(admin_api, namespace, pod, node=node, grace=1)
     ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
-    first = ops.request(
-        request(OpKind.SCALE, f"{unique_name}-a").__class__(
-            kind=OpKind.SCALE,
-            target=Target(cluster="e2e", pools=(f"{unique_name}-a",), size=1),
-            requested_by="cli:a",
+    try:
+        first = ops.request(
+            OperationRequest(
+                kind=OpKind.SCALE,
+                target=Target(cluster="e2e", pools=(f"{unique_name}-a",), size=1),
+                requested_by="cli:a",
+            )
         )
-    )
-    assert first.ok and first.operation is not None
-    busy = ops.request(request(OpKind.ZERO, f"{unique_name}-a"))
-    assert not busy.ok and first.operation.id in busy.reply
-    other = ops.request(request(OpKind.ZERO, f"{unique_name}-b"))
-    assert other.ok, other.reply
-    assert ops.runner.wait_idle(60)
-    assert ops.get(first.operation.id).state is OpState.SUCCEEDED  # type: ignore[union-attr]
-    assert ops.get(other.operation.id).state is OpState.SUCCEEDED  # type: ignore[union-attr]
-    assert ops.status("e2e").pools[0].desired == 1
-    ops.runner.stop()
+        assert first.ok and first.operation is not None
+        first_id = first.operation.id
+
+        def draining() -> bool:
+            op = ops.get(first_id)
+            return op is not None and op.state is OpState.RUNNING and op.step == "drain"
+
+        builders.wait_until(draining, 60, "the first operation to be draining")
+        busy = ops.request(request(OpKind.ZERO, f"{unique_name}-a"))
+        assert not busy.ok and first_id in busy.reply
+        other = ops.request(request(OpKind.ZERO, f"{unique_name}-b"))
+        assert other.ok and other.operation is not None, other.reply
+        assert ops.get(first_id).state is OpState.RUNNING  # type: ignore[union-attr]
+        for pod in held:
+            builders.remove_finalizers(admin_api, namespace, pod)
+        assert ops.runner.wait_idle(90)
+        assert ops.get(first_id).state is OpState.SUCCEEDED  # type: ignore[union-attr]
+        assert ops.get(other.operation.id).state is OpState.SUCCEEDED  # type: ignore[union-attr]
+        sizes = {p.name: p.desired for p in ops.status("e2e").pools}
+        assert sizes == {f"{unique_name}-a": 1, f"{unique_name}-b": 0, f"{unique_name}-c": 1}
+    finally:
+        ops.runner.stop()
 
 
 def test_workloads_only_sleep_and_wake_through_operations(
