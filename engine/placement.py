@@ -135,10 +135,18 @@ class Placement:
 # -- the simulation ------------------------------------------------------------------------------
 
 
-def place(nodes: Sequence[SimNode], residents: Iterable[SimPod], incoming: Sequence[SimPod]) -> Placement:
+def place(
+    nodes: Sequence[SimNode],
+    residents: Iterable[SimPod],
+    incoming: Sequence[SimPod],
+    *,
+    all_or_nothing: bool = False,
+) -> Placement:
     """Place `incoming` pods onto `nodes`, which already run `residents` (pods that stay, DaemonSets).
 
-    Residents on nodes not in `nodes` are ignored (they leave with their node).
+    Residents on nodes not in `nodes` are ignored (they leave with their node). With
+    `all_or_nothing` the simulation stops at the first pod that fits nowhere (a consolidation
+    candidate needs every pod placed; the rest would be wasted work).
     """
     state = _State(nodes, residents)
     assignments: dict[str, str] = {}
@@ -160,6 +168,8 @@ def place(nodes: Sequence[SimNode], residents: Iterable[SimPod], incoming: Seque
                 best, best_free = node, free
         if best is None:
             unplaced[pod.key] = _unavailable(len(nodes), reasons)
+            if all_or_nothing:
+                break
         else:
             state.bind(pod, best)
             assignments[pod.key] = best.name
@@ -184,6 +194,8 @@ class _State:
         self.nodes = {n.name: n for n in nodes}
         self.used: dict[str, Counter[str]] = {n.name: Counter() for n in nodes}
         self.pods: dict[str, list[SimPod]] = {n.name: [] for n in nodes}
+        self.with_anti_affinity: list[tuple[str, SimPod]] = []
+        """(node, pod) for the few pods that carry anti-affinity terms: checked for every newcomer."""
         for pod in residents:
             if pod.node in self.nodes:
                 self.bind(pod, self.nodes[pod.node])
@@ -191,6 +203,8 @@ class _State:
     def bind(self, pod: SimPod, node: SimNode) -> None:
         self.used[node.name].update({**pod.requests, PODS: 1})
         self.pods[node.name].append(pod)
+        if pod.anti_affinity:
+            self.with_anti_affinity.append((node.name, pod))
 
     def free_fraction_after(self, pod: SimPod, node: SimNode) -> float:
         """Share of the node's cpu and memory left after placing `pod`: lower is a tighter pack."""
@@ -254,16 +268,15 @@ class _State:
             if any(_term_selects(term, other) for other in self._domain_pods(term.topology_key, node)):
                 return False
         # The residents' terms: none of them may select the incoming pod in its own domain.
-        for name, pods in self.pods.items():
-            for other in pods:
-                for term in other.anti_affinity:
-                    domain = node.labels.get(term.topology_key)
-                    if (
-                        domain is not None
-                        and self.nodes[name].labels.get(term.topology_key) == domain
-                        and _term_selects(term, pod)
-                    ):
-                        return False
+        for name, other in self.with_anti_affinity:
+            for term in other.anti_affinity:
+                domain = node.labels.get(term.topology_key)
+                if (
+                    domain is not None
+                    and self.nodes[name].labels.get(term.topology_key) == domain
+                    and _term_selects(term, pod)
+                ):
+                    return False
         return True
 
     def _spread_allows(self, pod: SimPod, node: SimNode) -> bool:

@@ -1,0 +1,231 @@
+"""PURE: which nodes could be removed because their pods fit on the rest (consolidation planning).
+
+The rules are cluster-autoscaler's scale-down eligibility and CAST AI's Evictor, decided for a
+person to approve rather than acted on behind their back:
+
+- a candidate node is Ready, not cordoned, older than a grace period (default 5 min), not annotated
+  `cluster-autoscaler.kubernetes.io/scale-down-disabled: "true"`, and its pool stays at or above
+  its minimum size;
+- its pods are classified like a `kubectl drain` that ignores DaemonSets and refuses what kubectl
+  refuses (bare pods, local storage, opted-out pods): any refusal keeps the node;
+- a pod whose PodDisruptionBudget allows no disruption now (or that two budgets cover) keeps it;
+- its movable pods must all fit on the nodes that stay (engine.placement, conservative), next to
+  what already runs there and to the pods moved off earlier candidates;
+- cheapest first: fewest pods to move, then the smallest requests, then the name.
+
+The plan lists the nodes to remove with where each pod would go, and every node kept with why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from engine import filters, placement
+from engine.model import NodeInfo, PdbIndex, PdbInfo, PodInfo
+
+SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """A node as both the drain rules (NodeInfo) and the scheduler model (SimNode) see it."""
+
+    info: NodeInfo
+    sim: placement.SimNode
+    pool: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PodView:
+    info: PodInfo
+    sim: placement.SimPod
+
+
+def node_view(raw: Mapping[str, Any], *, pool_label: str) -> NodeView:
+    info = NodeInfo.from_raw(raw)
+    return NodeView(info=info, sim=placement.node_from_raw(raw), pool=info.labels.get(pool_label))
+
+
+def pod_view(raw: Mapping[str, Any]) -> PodView:
+    return PodView(info=PodInfo.from_raw(raw), sim=placement.pod_from_raw(raw))
+
+
+@dataclass(frozen=True, slots=True)
+class ConsolidationSettings:
+    node_grace: timedelta = timedelta(minutes=5)
+    """Nodes younger than this are left alone (they may be there for pods still arriving)."""
+    max_nodes: int = 10
+    """Nodes one plan removes at most."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRemoval:
+    node: str
+    pool: str | None
+    moves: tuple[tuple[str, str], ...]
+    """(pod key, destination node) for every pod that has to move."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeKept:
+    node: str
+    pool: str | None
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsolidationPlan:
+    remove: tuple[NodeRemoval, ...]
+    keep: tuple[NodeKept, ...]
+    notes: tuple[str, ...] = field(default=())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "remove": [
+                {"node": r.node, "pool": r.pool, "moves": [{"pod": p, "to": n} for p, n in r.moves]}
+                for r in self.remove
+            ],
+            "keep": [{"node": k.node, "pool": k.pool, "reason": k.reason} for k in self.keep],
+            "notes": list(self.notes),
+        }
+
+    def to_text(self) -> str:
+        lines = [f"Plan: consolidate: {len(self.remove)} node(s) can be removed, {len(self.keep)} kept"]
+        for r in self.remove:
+            lines.append(
+                f"Remove {r.node}{f' (pool {r.pool})' if r.pool else ''}: {len(r.moves)} pod(s) move"
+            )
+            lines.extend(f"  {pod} → {dest}" for pod, dest in r.moves)
+        if self.keep:
+            lines.append("Kept:")
+            lines.extend(f"  {k.node}: {k.reason}" for k in self.keep)
+        lines.extend(f"Note: {n}" for n in self.notes)
+        lines.append("Nothing was changed (plan only).")
+        return "\n".join(lines)
+
+
+def plan_consolidation(
+    nodes: Sequence[NodeView],
+    pods: Sequence[PodView],
+    pdbs: Sequence[PdbInfo],
+    *,
+    pool_minimums: Mapping[str, int],
+    daemonset_keys: frozenset[str],
+    now: datetime,
+    settings: ConsolidationSettings = ConsolidationSettings(),
+) -> ConsolidationPlan:
+    """The nodes whose pods all fit elsewhere, cheapest first; and why every other node stays."""
+    ctx = filters.DrainContext(
+        options=filters.DrainOptions.kubectl(ignore_daemonsets=True),
+        now=now,
+        daemonset_keys=daemonset_keys,
+        unreachable_nodes=frozenset(n.info.name for n in nodes if n.info.is_unreachable),
+    )
+    index = PdbIndex(pdbs)
+    on_node: dict[str, list[PodView]] = {n.info.name: [] for n in nodes}
+    for pod in pods:
+        if pod.info.node_name in on_node and not pod.info.is_finished:
+            on_node[pod.info.node_name].append(pod)
+    pool_left = {
+        pool: sum(1 for n in nodes if n.pool == pool and not n.info.is_cordoned) for pool in pool_minimums
+    }
+
+    kept: list[NodeKept] = []
+    candidates: list[tuple[NodeView, list[PodView]]] = []
+    for node in nodes:
+        reason = _ineligible(node, now, settings)
+        movable: list[PodView] = []
+        if not reason:
+            reason, movable = _movable_pods(on_node[node.info.name], ctx, index)
+        if reason:
+            kept.append(NodeKept(node.info.name, node.pool, reason))
+        else:
+            candidates.append((node, movable))
+    candidates.sort(
+        key=lambda c: (len(c[1]), sum(p.sim.requests.get(placement.CPU, 0) for p in c[1]), c[0].info.name)
+    )
+
+    removed: set[str] = set()
+    # A node that takes pods moved off an earlier candidate stays: removing it too would evict those
+    # pods a second time (cluster-autoscaler keeps such destinations as well).
+    receives: dict[str, str] = {}
+    # Where every pod runs as the plan goes: moved pods take their new node.
+    where = {p.sim.key: p.sim for p in pods if not p.info.is_finished}
+    removals: list[NodeRemoval] = []
+    for node, movable in candidates:
+        name = node.info.name
+        minimum = pool_minimums.get(node.pool or "")
+        if name in receives:
+            kept.append(NodeKept(name, node.pool, f"takes pods moved off {receives[name]} in this plan"))
+            continue
+        if len(removals) >= settings.max_nodes:
+            kept.append(NodeKept(name, node.pool, f"this plan removes at most {settings.max_nodes} nodes"))
+            continue
+        if node.pool is not None and minimum is not None and pool_left[node.pool] - 1 < minimum:
+            kept.append(NodeKept(name, node.pool, f"pool {node.pool} is at its minimum size ({minimum})"))
+            continue
+        staying = [n.sim for n in nodes if n.info.name not in removed and n.info.name != name]
+        result = placement.place(staying, where.values(), [p.sim for p in movable], all_or_nothing=True)
+        if not result.fits:
+            stuck, why = next(iter(result.unplaced.items()))
+            kept.append(NodeKept(name, node.pool, f"{stuck} fits on no other node: {why}"))
+            continue
+        removed.add(name)
+        if node.pool in pool_left:
+            pool_left[node.pool] -= 1
+        for pod in on_node[name]:
+            where.pop(pod.sim.key, None)
+        for pod in movable:
+            destination = result.assignments[pod.sim.key]
+            where[pod.sim.key] = replace(pod.sim, node=destination)
+            receives.setdefault(destination, name)
+        removals.append(NodeRemoval(name, node.pool, tuple(sorted(result.assignments.items()))))
+    return ConsolidationPlan(remove=tuple(removals), keep=tuple(sorted(kept, key=lambda k: k.node)))
+
+
+def _ineligible(node: NodeView, now: datetime, settings: ConsolidationSettings) -> str:
+    info = node.info
+    if info.deletion_timestamp is not None:
+        return "already being deleted"
+    if info.is_cordoned:
+        return "cordoned (someone or something is already draining it)"
+    if info.ready != "True":
+        return f"not Ready ({info.ready_reason or info.ready})"
+    if info.annotations.get(SCALE_DOWN_DISABLED) == "true":
+        return f"annotated {SCALE_DOWN_DISABLED}=true"
+    if info.created_at is not None and now - info.created_at < settings.node_grace:
+        return f"younger than {_minutes(settings.node_grace)}"
+    return ""
+
+
+def _movable_pods(
+    pods: Sequence[PodView], ctx: filters.DrainContext, index: PdbIndex
+) -> tuple[str, list[PodView]]:
+    """The pods that would have to move, or why the node cannot be emptied now."""
+    movable: list[PodView] = []
+    for pod in pods:
+        verdict = filters.classify(pod.info, ctx)
+        if verdict.action is filters.Action.BLOCK:
+            return f"{pod.info.key}: {verdict.reason}", []
+        if verdict.action is filters.Action.WAIT:
+            return f"{pod.info.key}: {verdict.reason or 'would be waited for until it completes'}", []
+        if verdict.action is not filters.Action.EVICT or pod.info.is_terminating:
+            continue
+        budgets = index.for_pod(pod.info)
+        if len(budgets) > 1:
+            return (
+                f"{pod.info.key}: covered by {len(budgets)} PodDisruptionBudgets (evictions are refused)",
+                [],
+            )
+        if budgets and budgets[0].disruptions_allowed <= 0:
+            return f"{pod.info.key}: PodDisruptionBudget {budgets[0].key} allows 0 disruptions now", []
+        movable.append(pod)
+    return "", movable
+
+
+def _minutes(delta: timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    return f"{seconds // 60} min" if seconds % 60 == 0 else f"{seconds} s"

@@ -1,0 +1,143 @@
+"""Consolidation planning: which nodes can go because their pods fit on the rest, and why others stay."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from engine.consolidation import ConsolidationSettings, node_view, plan_consolidation, pod_view
+from engine.model import LabelSelector, PdbInfo
+
+NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+OLD = (NOW - timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+POOL = "scalebot.io/pool"
+
+
+def raw_node(
+    name: str, pool: str = "web", *, cpu: str = "4", created: str = OLD, **meta: Any
+) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "labels": {POOL: pool, **meta.pop("labels", {})},
+            "creationTimestamp": created,
+            **meta,
+        },
+        "spec": {},
+        "status": {
+            "allocatable": {"cpu": cpu, "memory": "16Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def raw_pod(
+    name: str, node: str, cpu: str = "1", *, owner: str = "ReplicaSet", owner_name: str = "rs", **extra: Any
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {"namespace": "shop", "name": name, "labels": {"app": name.rsplit("-", 1)[0]}}
+    if owner:
+        meta["ownerReferences"] = [
+            {"kind": owner, "name": owner_name, "uid": "u", "controller": True, "apiVersion": "apps/v1"}
+        ]
+    meta.update(extra.pop("meta", {}))
+    spec = {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}], **extra}
+    return {"metadata": meta, "spec": spec, "status": {"phase": "Running"}}
+
+
+def plan(
+    nodes: list[dict[str, Any]], pods: list[dict[str, Any]], pdbs: tuple[PdbInfo, ...] = (), **kw: Any
+) -> Any:
+    return plan_consolidation(
+        [node_view(n, pool_label=POOL) for n in nodes],
+        [pod_view(p) for p in pods],
+        pdbs,
+        pool_minimums=kw.pop("pool_minimums", {"web": 0}),
+        daemonset_keys=frozenset({"kube-system/node-exporter"}),
+        now=NOW,
+        **kw,
+    )
+
+
+def half_full_cluster() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    nodes = [raw_node(f"n{i}") for i in range(4)]
+    pods = [raw_pod(f"web-{i}0", f"n{i}", cpu="1") for i in range(4)]
+    pods += [raw_pod(f"api-{i}", f"n{i}", cpu="500m") for i in range(4)]
+    pods += [
+        raw_pod(
+            f"node-exporter-{i}",
+            f"n{i}",
+            cpu="100m",
+            owner="DaemonSet",
+            owner_name="node-exporter",
+            meta={"namespace": "kube-system"},
+        )
+        for i in range(4)
+    ]
+    return nodes, pods
+
+
+def test_four_half_empty_nodes_consolidate_to_two() -> None:
+    nodes, pods = half_full_cluster()
+    result = plan(nodes, pods)
+    assert [r.node for r in result.remove] == ["n0", "n2"]
+    # DaemonSet pods go with their node; the web and api pods move to nodes that stay.
+    moves = {pod: dest for r in result.remove for pod, dest in r.moves}
+    assert moves == {"shop/api-0": "n1", "shop/web-00": "n1", "shop/api-2": "n1", "shop/web-20": "n3"}
+    assert [(k.node, k.reason) for k in result.keep] == [
+        ("n1", "takes pods moved off n0 in this plan"),
+        ("n3", "takes pods moved off n2 in this plan"),
+    ]
+
+
+def test_a_pool_at_its_minimum_keeps_its_nodes() -> None:
+    nodes, pods = half_full_cluster()
+    result = plan(nodes, pods, pool_minimums={"web": 3})
+    assert [r.node for r in result.remove] == ["n0"]
+    assert "pool web is at its minimum size (3)" in {k.reason for k in result.keep}
+
+
+def test_blockers_keep_a_node_with_the_reason() -> None:
+    nodes = [
+        raw_node("bare"),
+        raw_node("pdb"),
+        raw_node("optout"),
+        raw_node("young", created=(NOW - timedelta(minutes=2)).strftime("%Y-%m-%dT%H:%M:%SZ")),
+        raw_node("disabled", annotations={"cluster-autoscaler.kubernetes.io/scale-down-disabled": "true"}),
+        raw_node("big", cpu="64"),
+    ]
+    pods = [
+        raw_pod("lonely-0", "bare", owner=""),
+        raw_pod("db-0", "pdb"),
+        raw_pod("batch-0", "optout", meta={"annotations": {"karpenter.sh/do-not-disrupt": "true"}}),
+        raw_pod("x-0", "young"),
+        raw_pod("y-0", "disabled"),
+    ]
+    pdb = PdbInfo(namespace="shop", name="db", selector=LabelSelector(match_labels={"app": "db"}))
+    reasons = {k.node: k.reason for k in plan(nodes, pods, (pdb,)).keep}
+    assert reasons["bare"].startswith("shop/lonely-0: Pods that declare no controller")
+    assert reasons["pdb"] == "shop/db-0: PodDisruptionBudget shop/db allows 0 disruptions now"
+    assert reasons["optout"].startswith("shop/batch-0:")
+    assert reasons["young"] == "younger than 5 min"
+    assert reasons["disabled"] == "annotated cluster-autoscaler.kubernetes.io/scale-down-disabled=true"
+    assert "big" not in reasons  # empty and old: removable
+
+
+def test_pods_that_fit_nowhere_keep_their_node_and_say_why() -> None:
+    nodes = [raw_node("a", cpu="2"), raw_node("b", cpu="2")]
+    pods = [raw_pod("web-0", "a", cpu="1500m"), raw_pod("web-1", "b", cpu="1500m")]
+    result = plan(nodes, pods)
+    assert result.remove == ()
+    assert {k.reason for k in result.keep} == {
+        "shop/web-1 fits on no other node: 0/1 nodes are available: 1 Insufficient cpu.",
+        "shop/web-0 fits on no other node: 0/1 nodes are available: 1 Insufficient cpu.",
+    }
+
+
+def test_the_plan_is_capped_and_renders() -> None:
+    nodes = [raw_node(f"e{i}") for i in range(5)]
+    result = plan(nodes, [], settings=ConsolidationSettings(max_nodes=2))
+    assert [r.node for r in result.remove] == ["e0", "e1"]
+    assert [k.reason for k in result.keep] == ["this plan removes at most 2 nodes"] * 3
+    text = result.to_text()
+    assert text.startswith("Plan: consolidate: 2 node(s) can be removed, 3 kept")
+    assert result.to_json()["remove"][0] == {"node": "e0", "pool": "web", "moves": []}
