@@ -16,13 +16,14 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from bot import logs, wiring
-from engine import drainer, filters, plan
+from engine import consolidation, drainer, filters, plan
 from engine.clock import SystemClock
 from engine.durations import DurationError, parse_duration
 from engine.kube import errors
@@ -175,6 +176,19 @@ def _add_pool_commands(commands: Any, plan_kinds: Any) -> None:
     resume = commands.add_parser("resume", help="continue operations interrupted by a stop or a crash")
     _add_ops_args(resume)
     resume.set_defaults(handler=cmd_resume)
+
+    consolidate = plan_kinds.add_parser(
+        "consolidate", help="which nodes could go because their pods fit on the others (changes nothing)"
+    )
+    _add_ops_args(consolidate)
+    consolidate.add_argument(
+        "--node-grace", default="5m", help="leave nodes younger than this alone (default 5m)"
+    )
+    consolidate.add_argument(
+        "--max-nodes", type=int, default=10, help="remove at most this many (default 10)"
+    )
+    consolidate.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    consolidate.set_defaults(handler=cmd_plan_consolidate)
 
     for kind in (OpKind.ZERO, OpKind.SCALE, OpKind.WAKE):
         sub = plan_kinds.add_parser(kind.value, help=f"pre-flight of `{kind.value}`")
@@ -423,6 +437,54 @@ def cmd_plan_op(args: argparse.Namespace) -> int:
         result = ops.plan(_request(args, ops))
     except UserError as exc:
         raise CliError(str(exc)) from exc
+    print(json.dumps(result.to_json(), indent=2) if args.output == "json" else result.to_text())
+    return EXIT_OK
+
+
+def cmd_plan_consolidate(args: argparse.Namespace) -> int:
+    from engine.kube.client import KubeClient
+
+    grace = _duration(args.node_grace, "--node-grace")
+    if args.max_nodes < 1:
+        raise CliError("--max-nodes must be at least 1")
+    if args.simulated:
+        raise CliError(
+            "plan consolidate reads a real cluster's scheduling rules: give a kubeconfig, not --simulated"
+        )
+    try:
+        handle = wiring.connect_cluster(
+            args.cluster or args.context or "default",
+            kubeconfig=args.kubeconfig,
+            context=args.context,
+            provider=args.provider,
+            pool_label=args.pool_label,
+            namespace=args.namespace,
+        )
+    except wiring.WiringError as exc:
+        raise CliError(str(exc)) from exc
+    if not isinstance(handle.api, KubeClient):
+        raise CliError("plan consolidate needs a Kubernetes API server")
+    # Pool membership comes from the pool provider (labels or Cluster API), not from one label.
+    pools = handle.pools.list_pools()
+    pool_of = {node: pool.name for pool in pools for node in pool.nodes}
+    nodes = [
+        replace(view, pool=pool_of.get(view.info.name))
+        for view in (
+            consolidation.node_view(raw, pool_label=args.pool_label) for raw in handle.api.list_nodes_json()
+        )
+    ]
+    pods = [consolidation.pod_view(raw) for raw in handle.api.list_bound_pods_json()]
+    result = consolidation.plan_consolidation(
+        nodes,
+        pods,
+        handle.api.list_pdbs(),
+        pool_minimums={pool.name: pool.min_size for pool in pools},
+        daemonset_keys=handle.api.list_daemonset_keys(),
+        now=SystemClock().now(),
+        settings=consolidation.ConsolidationSettings(
+            node_grace=grace or timedelta(0), max_nodes=args.max_nodes
+        ),
+    )
     print(json.dumps(result.to_json(), indent=2) if args.output == "json" else result.to_text())
     return EXIT_OK
 

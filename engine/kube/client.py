@@ -166,6 +166,16 @@ class KubeClient:
             field_selector="spec.nodeName!=",
         )
 
+    def list_nodes_json(self) -> list[RawObject]:
+        """Every node as the API returns it: the scheduling model reads fields NodeInfo leaves out."""
+        return self.list_raw("nodes", self._core.list_node, _as_is)
+
+    def list_bound_pods_json(self) -> list[RawObject]:
+        """Every pod bound to a node, whole (affinity, tolerations, ports: what the scheduler reads)."""
+        return self.list_raw(
+            "pods", self._core.list_pod_for_all_namespaces, _as_is, field_selector="spec.nodeName!="
+        )
+
     def list_pdbs(self) -> list[PdbInfo]:
         call = self._policy.list_pod_disruption_budget_for_all_namespaces
         return self.list_raw("poddisruptionbudgets", call, PdbInfo.from_raw)
@@ -479,3 +489,7 @@ def _object_key(raw: RawObject) -> str:
 
 def _one_line(value: object) -> str:
     return " ".join(str(value).split())
+
+
+def _as_is(raw: RawObject) -> RawObject:
+    return raw

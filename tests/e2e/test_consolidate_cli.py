@@ -1,0 +1,72 @@
+"""`scalebot plan consolidate` against the real control plane, as scalebot's ServiceAccount.
+
+It reads whole nodes and pods (the scheduling fields), PodDisruptionBudgets and DaemonSets, and
+changes nothing. The test's pods can only run on the test's own nodes (a node selector), so what the
+plan says about those nodes does not depend on the other tests' nodes in the shared control plane.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from localcluster import builders
+from tests.e2e.test_cli import scalebot
+
+pytestmark = pytest.mark.e2e
+
+
+def _pods(api: Any, node: str) -> list[tuple[str, str]]:
+    """(namespace/name, uid) of the pods on a node: a pod moved or replaced would change it."""
+    pods = builders.pods_on_node(api, node)
+    return sorted(
+        (f"{p['metadata']['namespace']}/{p['metadata']['name']}", p["metadata"]["uid"]) for p in pods
+    )
+
+
+def test_plan_consolidate_lists_removable_nodes_with_moves_and_keeps_blocked_ones(
+    admin_api: Any,
+    scalebot_kubeconfig: Path,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    unique_name: str,
+) -> None:
+    group = {"scalebot.test/group": unique_name}
+    nodes = node_pool(3, name=f"{unique_name}-c", labels=group, cpu="4")
+    builders.create_deployment(admin_api, namespace, "web", 2, node_selector=group, cpu="1", grace=1)
+    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    builders.create_bare_pod(admin_api, namespace, "lonely", node=nodes[0], grace=1)
+    before = {n: _pods(admin_api, n) for n in nodes}
+
+    result = scalebot(
+        "plan", "consolidate", "--node-grace", "0s", "--max-nodes", "1000", "-o", "json",
+        kubeconfig=scalebot_kubeconfig,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    removed = {r["node"]: r for r in plan["remove"] if r["node"] in nodes}
+    kept = {k["node"]: k["reason"] for k in plan["keep"] if k["node"] in nodes}
+    assert set(removed) | set(kept) == set(nodes)
+    assert kept[nodes[0]].startswith(f"{namespace}/lonely: Pods that declare no controller")
+    # Two 1-CPU pods on three 4-CPU nodes: at least one of the two unblocked nodes can go.
+    assert len(removed) >= 1
+    for removal in removed.values():
+        assert removal["pool"] == f"{unique_name}-c"
+        # Every pod of the test on a removed node moves (DaemonSet pods of other tests would stay).
+        ours = sorted(key for key, _ in before[removal["node"]] if key.startswith(f"{namespace}/"))
+        assert sorted(m["pod"] for m in removal["moves"]) == ours
+        # Moves go to the test's nodes that stay, never to one the same plan removes.
+        assert {m["to"] for m in removal["moves"]} <= set(nodes) - set(removed)
+    # A plan changes nothing.
+    assert {n: _pods(admin_api, n) for n in nodes} == before
+    assert not any(builders.get(admin_api, builders.node_path(n))["spec"].get("unschedulable") for n in nodes)
+
+
+def test_plan_consolidate_refuses_the_simulated_cluster() -> None:
+    result = scalebot("plan", "consolidate", "--simulated")
+    assert result.returncode == 2
+    assert "give a kubeconfig, not --simulated" in result.stderr
