@@ -16,14 +16,13 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot import logs, wiring
-from engine import consolidation, drainer, filters, plan
+from engine import advice, consolidation, drainer, filters, placement, plan
 from engine.clock import SystemClock
 from engine.durations import DurationError, parse_duration
 from engine.kube import errors
@@ -34,8 +33,11 @@ from engine.operations import Operations, UserError
 from engine.policy import ClusterPolicy
 from engine.pools.base import POOL_LABEL
 from engine.report import DrainReport
-from engine.runner import RunnerSettings
+from engine.runner import ClusterHandle, RunnerSettings
 from engine.store import Store, StoreError
+
+if TYPE_CHECKING:
+    from engine.kube.client import KubeClient
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -189,6 +191,13 @@ def _add_pool_commands(commands: Any, plan_kinds: Any) -> None:
     )
     consolidate.add_argument("-o", "--output", choices=("text", "json"), default="text")
     consolidate.set_defaults(handler=cmd_plan_consolidate)
+
+    advise = plan_kinds.add_parser(
+        "advise", help="which pool to grow for the unschedulable pods, by how many nodes (changes nothing)"
+    )
+    _add_ops_args(advise)
+    advise.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    advise.set_defaults(handler=cmd_plan_advise)
 
     for kind in (OpKind.ZERO, OpKind.SCALE, OpKind.WAKE):
         sub = plan_kinds.add_parser(kind.value, help=f"pre-flight of `{kind.value}`")
@@ -441,15 +450,13 @@ def cmd_plan_op(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_plan_consolidate(args: argparse.Namespace) -> int:
+def _real_cluster(args: argparse.Namespace, command: str) -> tuple[ClusterHandle, KubeClient]:
+    """The cluster a read-only planning command models: a real API server, never the simulated one."""
     from engine.kube.client import KubeClient
 
-    grace = _duration(args.node_grace, "--node-grace")
-    if args.max_nodes < 1:
-        raise CliError("--max-nodes must be at least 1")
     if args.simulated:
         raise CliError(
-            "plan consolidate reads a real cluster's scheduling rules: give a kubeconfig, not --simulated"
+            f"{command} reads a real cluster's scheduling rules: give a kubeconfig, not --simulated"
         )
     try:
         handle = wiring.connect_cluster(
@@ -463,28 +470,63 @@ def cmd_plan_consolidate(args: argparse.Namespace) -> int:
     except wiring.WiringError as exc:
         raise CliError(str(exc)) from exc
     if not isinstance(handle.api, KubeClient):
-        raise CliError("plan consolidate needs a Kubernetes API server")
+        raise CliError(f"{command} needs a Kubernetes API server")
+    return handle, handle.api
+
+
+def cmd_plan_consolidate(args: argparse.Namespace) -> int:
+    grace = _duration(args.node_grace, "--node-grace")
+    if args.max_nodes < 1:
+        raise CliError("--max-nodes must be at least 1")
+    handle, client = _real_cluster(args, "plan consolidate")
     # Pool membership comes from the pool provider (labels or Cluster API), not from one label.
     pools = handle.pools.list_pools()
     pool_of = {node: pool.name for pool in pools for node in pool.nodes}
     nodes = [
-        replace(view, pool=pool_of.get(view.info.name))
-        for view in (
-            consolidation.node_view(raw, pool_label=args.pool_label) for raw in handle.api.list_nodes_json()
-        )
+        consolidation.node_view(raw, pool=pool_of.get((raw.get("metadata") or {}).get("name", "")))
+        for raw in client.list_nodes_json()
     ]
-    pods = [consolidation.pod_view(raw) for raw in handle.api.list_bound_pods_json()]
     result = consolidation.plan_consolidation(
         nodes,
-        pods,
-        handle.api.list_pdbs(),
+        [consolidation.pod_view(raw) for raw in client.list_bound_pods_json()],
+        client.list_pdbs(),
         pool_minimums={pool.name: pool.min_size for pool in pools},
-        daemonset_keys=handle.api.list_daemonset_keys(),
+        daemonset_keys=client.list_daemonset_keys(),
         now=SystemClock().now(),
-        settings=consolidation.ConsolidationSettings(
-            node_grace=grace or timedelta(0), max_nodes=args.max_nodes
-        ),
+        settings=consolidation.ConsolidationSettings(node_grace=grace, max_nodes=args.max_nodes),
     )
+    print(json.dumps(result.to_json(), indent=2) if args.output == "json" else result.to_text())
+    return EXIT_OK
+
+
+def cmd_plan_advise(args: argparse.Namespace) -> int:
+    handle, client = _real_cluster(args, "plan advise")
+    nodes = {(raw.get("metadata") or {}).get("name", ""): raw for raw in client.list_nodes_json()}
+    daemonset_pods: dict[str, list[placement.SimPod]] = {}
+    for raw in client.list_bound_pods_json():
+        owners = (raw.get("metadata") or {}).get("ownerReferences") or ()
+        if any(o.get("kind") == "DaemonSet" and o.get("controller") for o in owners):
+            pod = placement.pod_from_raw(raw)
+            daemonset_pods.setdefault(pod.node, []).append(pod)
+    templates, notes = [], []
+    for pool in handle.pools.list_pools():
+        model = next((n for n in pool.nodes if n in nodes), None)
+        if model is None:
+            notes.append(f"pool {pool.name} has no node to model a new one on (it is at zero)")
+            continue
+        templates.append(
+            advice.template_from_raw(
+                pool.name,
+                nodes[model],
+                size=pool.desired,
+                max_size=pool.max_size,
+                daemonsets=daemonset_pods.get(model, ()),
+            )
+        )
+    pending = [
+        placement.pod_from_raw(raw) for raw in client.list_unbound_pods_json() if advice.is_unschedulable(raw)
+    ]
+    result = advice.advise_scale_up(pending, templates, notes=notes)
     print(json.dumps(result.to_json(), indent=2) if args.output == "json" else result.to_text())
     return EXIT_OK
 

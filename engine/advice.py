@@ -17,10 +17,12 @@ Each option renders cluster-autoscaler's own log line: "Expanding Node Group web
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from engine import placement
+from engine.model import DRAINING_TAINT_KEY
 
 CPU, MEMORY = placement.CPU, placement.MEMORY
 
@@ -67,12 +69,84 @@ class ScaleUpAdvice:
     unhelped: dict[str, str]
     """Pending pods no pool's new node would take, with why (the scheduler's wording for the best try)."""
 
+    notes: tuple[str, ...] = ()
+
     @property
     def best(self) -> ExpansionOption | None:
         return self.options[0] if self.options else None
 
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "best": self.best.pool if self.best else None,
+            "options": [
+                {
+                    "pool": o.pool,
+                    "nodes": o.nodes,
+                    "pods": list(o.pods),
+                    "wasted_cpu": round(o.wasted_cpu, 4),
+                    "wasted_memory": round(o.wasted_memory, 4),
+                    "limited_by_max": o.limited_by_max,
+                    "line": o.describe(),
+                }
+                for o in self.options
+            ],
+            "unhelped": dict(self.unhelped),
+            "notes": list(self.notes),
+        }
 
-def advise_scale_up(pending: Sequence[placement.SimPod], templates: Sequence[PoolTemplate]) -> ScaleUpAdvice:
+    def to_text(self) -> str:
+        if not self.options and not self.unhelped:
+            return "No unschedulable pods: nothing to advise."
+        lines = []
+        best = self.best
+        if best:
+            lines.append(f"Advice: grow pool {best.pool} by {best.nodes} node(s) for {len(best.pods)} pod(s)")
+        for o in self.options:
+            capped = " (pool maximum reached)" if o.limited_by_max else ""
+            lines.append(f"  {o.describe()} (+{o.nodes} node(s), {len(o.pods)} pod(s)){capped}")
+        lines.extend(f"Cannot help {pod}: {why}" for pod, why in sorted(self.unhelped.items()))
+        lines.extend(f"Note: {n}" for n in self.notes)
+        lines.append("Nothing was changed (advice only).")
+        return "\n".join(lines)
+
+
+def is_unschedulable(raw: Mapping[str, Any]) -> bool:
+    """A pending pod the scheduler gave up on for now (PodScheduled=False, reason Unschedulable)."""
+    if (raw.get("spec") or {}).get("nodeName"):
+        return False
+    return any(
+        c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
+        for c in (raw.get("status") or {}).get("conditions") or ()
+    )
+
+
+def template_from_raw(
+    pool: str,
+    node: Mapping[str, Any],
+    *,
+    size: int,
+    max_size: int | None,
+    daemonsets: Sequence[placement.SimPod] = (),
+) -> PoolTemplate:
+    """A pool's new node modelled on one of its nodes (capacity from status.capacity, else allocatable)."""
+    status = node.get("status") or {}
+    sim = placement.node_from_raw(node)
+    # Taints that describe this node's state, not the pool's: a new node would not have them.
+    sim = replace(sim, taints=tuple(t for t in sim.taints if not _state_taint(t.key)))
+    capacity = placement.node_from_raw({"status": {"allocatable": status.get("capacity") or {}}}).allocatable
+    return PoolTemplate(
+        pool=pool,
+        node=sim,
+        capacity={r: capacity.get(r) or sim.allocatable.get(r, 0) for r in (CPU, MEMORY)},
+        size=size,
+        max_size=max_size,
+        daemonsets=tuple(daemonsets),
+    )
+
+
+def advise_scale_up(
+    pending: Sequence[placement.SimPod], templates: Sequence[PoolTemplate], *, notes: Sequence[str] = ()
+) -> ScaleUpAdvice:
     options: list[ExpansionOption] = []
     why_not: dict[str, str] = {}
     for template in templates:
@@ -84,7 +158,7 @@ def advise_scale_up(pending: Sequence[placement.SimPod], templates: Sequence[Poo
     options.sort(key=lambda o: (-len(o.pods), o.score, o.nodes, o.pool))
     helped = {key for option in options for key in option.pods}
     unhelped = {p.key: why_not.get(p.key, "no pool to grow") for p in pending if p.key not in helped}
-    return ScaleUpAdvice(options=tuple(options), unhelped=unhelped)
+    return ScaleUpAdvice(options=tuple(options), unhelped=unhelped, notes=tuple(notes))
 
 
 def _estimate(
@@ -145,6 +219,23 @@ def _new_node(template: PoolTemplate, index: int) -> placement.SimNode:
 
 def _daemonsets_on(template: PoolTemplate, node: placement.SimNode) -> list[placement.SimPod]:
     return [replace(ds, name=f"{ds.name}-{node.name}", node=node.name) for ds in template.daemonsets]
+
+
+# cluster-autoscaler sanitises its node templates the same way (utils/taints): node conditions, cordons
+# and the marks of a drain or a deletion in progress.
+_STATE_TAINT_PREFIXES = ("node.kubernetes.io/", "node.cloudprovider.kubernetes.io/")
+_STATE_TAINTS = frozenset(
+    {
+        "ToBeDeletedByClusterAutoscaler",
+        "DeletionCandidateOfClusterAutoscaler",
+        "karpenter.sh/disrupted",
+        DRAINING_TAINT_KEY,
+    }
+)
+
+
+def _state_taint(key: str) -> bool:
+    return key in _STATE_TAINTS or key.startswith(_STATE_TAINT_PREFIXES)
 
 
 def _waste(capacity: int, requested: int) -> float:

@@ -44,9 +44,8 @@ class PodView:
     sim: placement.SimPod
 
 
-def node_view(raw: Mapping[str, Any], *, pool_label: str) -> NodeView:
-    info = NodeInfo.from_raw(raw)
-    return NodeView(info=info, sim=placement.node_from_raw(raw), pool=info.labels.get(pool_label))
+def node_view(raw: Mapping[str, Any], *, pool: str | None) -> NodeView:
+    return NodeView(info=NodeInfo.from_raw(raw), sim=placement.node_from_raw(raw), pool=pool)
 
 
 def pod_view(raw: Mapping[str, Any]) -> PodView:

@@ -176,6 +176,12 @@ class KubeClient:
             "pods", self._core.list_pod_for_all_namespaces, _as_is, field_selector="spec.nodeName!="
         )
 
+    def list_unbound_pods_json(self) -> list[RawObject]:
+        """Every pod bound to no node yet, whole: the pending pods scale-up advice is about."""
+        return self.list_raw(
+            "pods", self._core.list_pod_for_all_namespaces, _as_is, field_selector="spec.nodeName="
+        )
+
     def list_pdbs(self) -> list[PdbInfo]:
         call = self._policy.list_pod_disruption_budget_for_all_namespaces
         return self.list_raw("poddisruptionbudgets", call, PdbInfo.from_raw)

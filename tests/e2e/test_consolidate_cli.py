@@ -70,3 +70,42 @@ def test_plan_consolidate_refuses_the_simulated_cluster() -> None:
     result = scalebot("plan", "consolidate", "--simulated")
     assert result.returncode == 2
     assert "give a kubeconfig, not --simulated" in result.stderr
+
+
+def test_plan_advise_names_the_pool_that_wastes_least_for_an_unschedulable_pod(
+    admin_api: Any,
+    scalebot_kubeconfig: Path,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    unique_name: str,
+) -> None:
+    group = {"scalebot.test/group": unique_name}
+    small = node_pool(1, name=f"{unique_name}-small", labels=group, cpu="2", memory="4Gi")
+    big = node_pool(1, name=f"{unique_name}-big", labels=group, cpu="8", memory="32Gi")
+    for node in small + big:  # full, as far as the scheduler is concerned: only new nodes would help
+        builders.cordon(admin_api, node)
+    builders.create_deployment(admin_api, namespace, "web", 1, node_selector=group, cpu="1500m", memory="1Gi")
+
+    def unschedulable() -> bool:
+        pods = builders.list_pods(admin_api, namespace)
+        return bool(pods) and any(
+            c.get("reason") == "Unschedulable" for c in (pods[0].get("status") or {}).get("conditions") or ()
+        )
+
+    builders.wait_until(unschedulable, 30, "the pod to be marked Unschedulable")
+    [pod] = [f"{namespace}/{p['metadata']['name']}" for p in builders.list_pods(admin_api, namespace)]
+
+    result = scalebot("plan", "advise", "-o", "json", kubeconfig=scalebot_kubeconfig)
+    assert result.returncode == 0, result.stderr
+    advice = json.loads(result.stdout)
+    ours = [o for o in advice["options"] if pod in o["pods"]]
+    assert [o["pool"] for o in ours] == [f"{unique_name}-small", f"{unique_name}-big"]
+    assert [o["nodes"] for o in ours] == [1, 1]
+    # 1.5 of 2 CPUs and 1 of 4 GiB on a new small node; 1.5 of 8 and 1 of 32 on a big one.
+    assert ours[0]["line"] == (
+        f"Expanding Node Group {unique_name}-small would waste 25.00% CPU, 75.00% Memory, 50.00% Blended"
+    )
+    assert ours[1]["line"] == (
+        f"Expanding Node Group {unique_name}-big would waste 81.25% CPU, 96.88% Memory, 89.06% Blended"
+    )
+    assert pod not in advice["unhelped"]

@@ -48,7 +48,7 @@ def plan(
     nodes: list[dict[str, Any]], pods: list[dict[str, Any]], pdbs: tuple[PdbInfo, ...] = (), **kw: Any
 ) -> Any:
     return plan_consolidation(
-        [node_view(n, pool_label=POOL) for n in nodes],
+        [node_view(n, pool=n["metadata"]["labels"][POOL]) for n in nodes],
         [pod_view(p) for p in pods],
         pdbs,
         pool_minimums=kw.pop("pool_minimums", {"web": 0}),
