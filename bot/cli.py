@@ -494,6 +494,7 @@ def cmd_plan_consolidate(args: argparse.Namespace) -> int:
         daemonset_keys=client.list_daemonset_keys(),
         now=SystemClock().now(),
         settings=consolidation.ConsolidationSettings(node_grace=grace, max_nodes=args.max_nodes),
+        notes=consolidation.other_consolidators(client.list_deployment_names()),
     )
     print(json.dumps(result.to_json(), indent=2) if args.output == "json" else result.to_text())
     return EXIT_OK

@@ -44,6 +44,26 @@ class PodView:
     sim: placement.SimPod
 
 
+# Deployments whose name says another tool already consolidates this cluster. Matched on the names their
+# Helm charts and manifests give them ("cluster-autoscaler", "aws-cluster-autoscaler", "karpenter",
+# "castai-evictor"), which is what a person would recognise in the note as well.
+_CONSOLIDATORS = (
+    ("cluster-autoscaler", "cluster-autoscaler removes underused nodes by itself"),
+    ("karpenter", "Karpenter consolidates its NodePools by itself (spec.disruption)"),
+    ("castai-evictor", "CAST AI's Evictor bin-packs this cluster by itself"),
+)
+
+
+def other_consolidators(deployments: Sequence[tuple[str, str]]) -> tuple[str, ...]:
+    """Notes naming the autoscalers already running (namespace/name), so a plan does not fight them."""
+    notes = []
+    for fragment, what in _CONSOLIDATORS:
+        found = sorted(f"{ns}/{name}" for ns, name in deployments if fragment in name)
+        if found:
+            notes.append(f"{what} ({', '.join(found)}): scalebot's plan is advice, not a second autoscaler")
+    return tuple(notes)
+
+
 def node_view(raw: Mapping[str, Any], *, pool: str | None) -> NodeView:
     return NodeView(info=NodeInfo.from_raw(raw), sim=placement.node_from_raw(raw), pool=pool)
 
@@ -115,6 +135,7 @@ def plan_consolidation(
     daemonset_keys: frozenset[str],
     now: datetime,
     settings: ConsolidationSettings = ConsolidationSettings(),
+    notes: Sequence[str] = (),
 ) -> ConsolidationPlan:
     """The nodes whose pods all fit elsewhere, cheapest first; and why every other node stays."""
     ctx = filters.DrainContext(
@@ -182,7 +203,9 @@ def plan_consolidation(
             where[pod.sim.key] = replace(pod.sim, node=destination)
             receives.setdefault(destination, name)
         removals.append(NodeRemoval(name, node.pool, tuple(sorted(result.assignments.items()))))
-    return ConsolidationPlan(remove=tuple(removals), keep=tuple(sorted(kept, key=lambda k: k.node)))
+    return ConsolidationPlan(
+        remove=tuple(removals), keep=tuple(sorted(kept, key=lambda k: k.node)), notes=tuple(notes)
+    )
 
 
 def _ineligible(node: NodeView, now: datetime, settings: ConsolidationSettings) -> str:

@@ -182,6 +182,15 @@ class KubeClient:
             "pods", self._core.list_pod_for_all_namespaces, _as_is, field_selector="spec.nodeName="
         )
 
+    def list_deployment_names(self) -> list[tuple[str, str]]:
+        """(namespace, name) of every Deployment: enough to tell which autoscalers run here."""
+
+        def name_of(raw: RawObject) -> tuple[str, str]:
+            meta = raw.get("metadata") or {}
+            return meta.get("namespace", ""), meta.get("name", "")
+
+        return self.list_raw("deployments", self._apps.list_deployment_for_all_namespaces, name_of)
+
     def list_pdbs(self) -> list[PdbInfo]:
         call = self._policy.list_pod_disruption_budget_for_all_namespaces
         return self.list_raw("poddisruptionbudgets", call, PdbInfo.from_raw)

@@ -5,7 +5,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from engine.consolidation import ConsolidationSettings, node_view, plan_consolidation, pod_view
+from engine.consolidation import (
+    ConsolidationSettings,
+    node_view,
+    other_consolidators,
+    plan_consolidation,
+    pod_view,
+)
 from engine.model import LabelSelector, PdbInfo
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
@@ -141,3 +147,21 @@ def test_the_plan_is_capped_and_renders() -> None:
     text = result.to_text()
     assert text.startswith("Plan: consolidate: 2 node(s) can be removed, 3 kept")
     assert result.to_json()["remove"][0] == {"node": "e0", "pool": "web", "moves": []}
+
+
+def test_other_autoscalers_are_named_so_the_plan_does_not_fight_them() -> None:
+    notes = other_consolidators(
+        [
+            ("kube-system", "aws-cluster-autoscaler"),
+            ("karpenter", "karpenter"),
+            ("shop", "web"),
+            ("kube-system", "coredns"),
+        ]
+    )
+    assert notes == (
+        "cluster-autoscaler removes underused nodes by itself (kube-system/aws-cluster-autoscaler): "
+        "scalebot's plan is advice, not a second autoscaler",
+        "Karpenter consolidates its NodePools by itself (spec.disruption) (karpenter/karpenter): "
+        "scalebot's plan is advice, not a second autoscaler",
+    )
+    assert other_consolidators([("shop", "web")]) == ()
