@@ -243,7 +243,7 @@ def wake_report(op: Operation) -> str:
     ready, wanted = int(nodes[0]), int(nodes[1])
     parts = [f"{ready}/{wanted} nodes Ready"]
     complete = ready >= wanted
-    workloads = op.result.get("workloads_available")
+    workloads = op.result.get("workloads")  # [available, total], as the runner's summary writes it
     if workloads:
         parts.append(f"{workloads[0]}/{workloads[1]} workloads available")
         complete = complete and workloads[0] >= workloads[1]

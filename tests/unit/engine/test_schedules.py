@@ -36,6 +36,7 @@ from engine.operation import (
 from engine.operations import Operations
 from engine.pools.simulated import SimulatedPoolProvider
 from engine.runner import ClusterHandle, RunnerSettings
+from engine.runner import _summary as runner_summary
 from engine.schedules import Schedules, ScheduleTarget, wake_report
 from engine.store import Store
 
@@ -665,7 +666,10 @@ def _woken(state: OpState, result: dict[str, Any], step_data: dict[str, Any] | N
 
 
 def test_the_wake_report_says_what_is_back_and_what_is_not() -> None:
-    back = _woken(OpState.SUCCEEDED, {"nodes_ready": [24, 24], "workloads_available": [61, 61]})
+    # The result as the runner writes it at the end of a wake, not a hand-made dictionary.
+    woken = _woken(OpState.SUCCEEDED, {})
+    summary = runner_summary(woken, {"ready": 24, "wanted": 24, "workloads": [61, 61]}, MON)
+    back = replace(woken, result=summary)
     assert wake_report(back) == "dev-eu is back: 24/24 nodes Ready, 61/61 workloads available"
     assert wake_report(replace(back, result={"nodes_ready": [24, 24]})) == "dev-eu is back: 24/24 nodes Ready"
     partly = _woken(
