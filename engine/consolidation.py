@@ -19,7 +19,7 @@ The plan lists the nodes to remove with where each pod would go, and every node 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -168,12 +168,11 @@ def plan_consolidation(
         key=lambda c: (len(c[1]), sum(p.sim.requests.get(placement.CPU, 0) for p in c[1]), c[0].info.name)
     )
 
-    removed: set[str] = set()
     # A node that takes pods moved off an earlier candidate stays: removing it too would evict those
     # pods a second time (cluster-autoscaler keeps such destinations as well).
     receives: dict[str, str] = {}
-    # Where every pod runs as the plan goes: moved pods take their new node.
-    where = {p.sim.key: p.sim for p in pods if not p.info.is_finished}
+    # The cluster as the plan goes: removed nodes dropped, moved pods on their new node.
+    simulation = placement.Simulation([n.sim for n in nodes], (p.sim for p in pods if not p.info.is_finished))
     removals: list[NodeRemoval] = []
     for node, movable in candidates:
         name = node.info.name
@@ -187,20 +186,15 @@ def plan_consolidation(
         if node.pool is not None and minimum is not None and pool_left[node.pool] - 1 < minimum:
             kept.append(NodeKept(name, node.pool, f"pool {node.pool} is at its minimum size ({minimum})"))
             continue
-        staying = [n.sim for n in nodes if n.info.name not in removed and n.info.name != name]
-        result = placement.place(staying, where.values(), [p.sim for p in movable], all_or_nothing=True)
+        result = simulation.place([p.sim for p in movable], exclude=(name,), all_or_nothing=True)
         if not result.fits:
             stuck, why = next(iter(result.unplaced.items()))
             kept.append(NodeKept(name, node.pool, f"{stuck} fits on no other node: {why}"))
             continue
-        removed.add(name)
+        simulation.drop_node(name)
         if node.pool in pool_left:
             pool_left[node.pool] -= 1
-        for pod in on_node[name]:
-            where.pop(pod.sim.key, None)
-        for pod in movable:
-            destination = result.assignments[pod.sim.key]
-            where[pod.sim.key] = replace(pod.sim, node=destination)
+        for destination in result.assignments.values():
             receives.setdefault(destination, name)
         removals.append(NodeRemoval(name, node.pool, tuple(sorted(result.assignments.items()))))
     return ConsolidationPlan(

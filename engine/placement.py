@@ -27,8 +27,8 @@ ignored: they never stop the scheduler from binding a pod.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from engine.model import LabelSelector, Taint, parse_cpu_milli, parse_quantity
@@ -148,65 +148,139 @@ def place(
     `all_or_nothing` the simulation stops at the first pod that fits nowhere (a consolidation
     candidate needs every pod placed; the rest would be wasted work).
     """
-    state = _State(nodes, residents)
-    assignments: dict[str, str] = {}
-    unplaced: dict[str, str] = {}
-    for pod in sorted(incoming, key=_largest_first):
-        if pod.unsupported:
-            unplaced[pod.key] = "not modelled, so not assumed to fit: " + "; ".join(pod.unsupported)
-            continue
-        reasons: Counter[str] = Counter()
-        best: SimNode | None = None
-        best_free = 0.0
-        for node in nodes:
-            reason = state.rejects(pod, node)
-            if reason:
-                reasons[reason] += 1
-                continue
-            free = state.free_fraction_after(pod, node)
-            if best is None or free < best_free:
-                best, best_free = node, free
-        if best is None:
-            unplaced[pod.key] = _unavailable(len(nodes), reasons)
-            if all_or_nothing:
-                break
-        else:
-            state.bind(pod, best)
-            assignments[pod.key] = best.name
-    return Placement(assignments=assignments, unplaced=unplaced)
+    return Simulation(nodes, residents).place(incoming, all_or_nothing=all_or_nothing)
 
 
-def _largest_first(pod: SimPod) -> tuple[int, int, str]:
-    return (-pod.requests.get(CPU, 0), -pod.requests.get(MEMORY, 0), pod.key)
+class Simulation:
+    """Nodes and the pods on them, kept across many placements (one consolidation plan asks hundreds).
 
-
-def _unavailable(total: int, reasons: Counter[str]) -> str:
-    if not total:
-        return "0/0 nodes are available: no nodes."
-    parts = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
-    return f"0/{total} nodes are available: {parts}."
-
-
-class _State:
-    """What is on each node as the simulation goes: used resources and the pods (for affinity/spread)."""
+    `place` binds what fits; with `all_or_nothing` a placement that leaves a pod out is rolled back
+    whole. A pod already in the simulation moves: its old place is given up first (and restored on a
+    rollback). Excluded nodes count as gone: they take no pod, and their pods count for no rule.
+    """
 
     def __init__(self, nodes: Sequence[SimNode], residents: Iterable[SimPod]) -> None:
         self.nodes = {n.name: n for n in nodes}
         self.used: dict[str, Counter[str]] = {n.name: Counter() for n in nodes}
-        self.pods: dict[str, list[SimPod]] = {n.name: [] for n in nodes}
-        self.with_anti_affinity: list[tuple[str, SimPod]] = []
-        """(node, pod) for the few pods that carry anti-affinity terms: checked for every newcomer."""
+        self.on_node: dict[str, dict[str, SimPod]] = {n.name: {} for n in nodes}
+        self.where: dict[str, str] = {}
+        """pod key → node."""
+        self.by_namespace: dict[str, dict[str, SimPod]] = {}
+        self.by_label: dict[tuple[str, str, str], dict[str, SimPod]] = {}
+        """(namespace, label, value) → pods: selectors look up their rarest label instead of scanning."""
+        self.repellers: dict[tuple[str, str, str] | None, dict[str, SimPod]] = {}
+        """Pods with anti-affinity terms, by (namespace, label, value) of a term's first matchLabel
+        (None: terms without matchLabels, checked against every newcomer)."""
         for pod in residents:
             if pod.node in self.nodes:
-                self.bind(pod, self.nodes[pod.node])
+                self._bind(pod, pod.node)
 
-    def bind(self, pod: SimPod, node: SimNode) -> None:
-        self.used[node.name].update({**pod.requests, PODS: 1})
-        self.pods[node.name].append(pod)
-        if pod.anti_affinity:
-            self.with_anti_affinity.append((node.name, pod))
+    def place(
+        self, incoming: Sequence[SimPod], *, exclude: Collection[str] = (), all_or_nothing: bool = False
+    ) -> Placement:
+        excluded = frozenset(exclude)
+        candidates = [n for n in self.nodes.values() if n.name not in excluded]
+        assignments: dict[str, str] = {}
+        unplaced: dict[str, str] = {}
+        undo: list[tuple[SimPod, str | None]] = []
+        """(pod, where it was before this call) for every pod bound here, to roll back."""
+        for pod in sorted(incoming, key=_largest_first):
+            if pod.unsupported:
+                unplaced[pod.key] = "not modelled, so not assumed to fit: " + "; ".join(pod.unsupported)
+                if all_or_nothing:
+                    break
+                continue
+            before = self.where.get(pod.key)
+            if before is not None:
+                self._unbind(pod.key)
+            rules = _PodRules.of(pod, self, excluded)
+            reasons: Counter[str] = Counter()
+            best: SimNode | None = None
+            best_free = 0.0
+            for node in candidates:
+                reason = self._rejects(pod, node, rules)
+                if reason:
+                    reasons[reason] += 1
+                    continue
+                free = self._free_fraction_after(pod, node)
+                if best is None or free < best_free:
+                    best, best_free = node, free
+            if best is None:
+                if before is not None:
+                    self._bind(self._pod_at(pod, before), before)
+                unplaced[pod.key] = _unavailable(len(candidates), reasons)
+                if all_or_nothing:
+                    break
+                continue
+            self._bind(self._pod_at(pod, best.name), best.name)
+            undo.append((pod, before))
+            assignments[pod.key] = best.name
+        if unplaced and all_or_nothing:
+            for pod, before in reversed(undo):
+                self._unbind(pod.key)
+                if before is not None:
+                    self._bind(self._pod_at(pod, before), before)
+            return Placement(assignments={}, unplaced=unplaced)
+        return Placement(assignments=assignments, unplaced=unplaced)
 
-    def free_fraction_after(self, pod: SimPod, node: SimNode) -> float:
+    def drop_node(self, name: str) -> None:
+        """The node is gone, and so are the pods still on it."""
+        for key in list(self.on_node.get(name, {})):
+            self._unbind(key)
+        self.nodes.pop(name, None)
+        self.used.pop(name, None)
+        self.on_node.pop(name, None)
+
+    # -- bookkeeping --------------------------------------------------------------------------------
+
+    @staticmethod
+    def _pod_at(pod: SimPod, node: str) -> SimPod:
+        return pod if pod.node == node else replace(pod, node=node)
+
+    def _bind(self, pod: SimPod, node: str) -> None:
+        self.used[node].update({**pod.requests, PODS: 1})
+        self.on_node[node][pod.key] = pod
+        self.where[pod.key] = node
+        self.by_namespace.setdefault(pod.namespace, {})[pod.key] = pod
+        for label in pod.labels.items():
+            self.by_label.setdefault((pod.namespace, *label), {})[pod.key] = pod
+        for index in _repeller_keys(pod):
+            self.repellers.setdefault(index, {})[pod.key] = pod
+
+    def _unbind(self, key: str) -> None:
+        node = self.where.pop(key)
+        pod = self.on_node[node].pop(key)
+        self.used[node].subtract({**pod.requests, PODS: 1})
+        self.by_namespace[pod.namespace].pop(key, None)
+        for label in pod.labels.items():
+            self.by_label[(pod.namespace, *label)].pop(key, None)
+        for index in _repeller_keys(pod):
+            self.repellers[index].pop(key, None)
+
+    def selected(self, namespace: str, selector: LabelSelector) -> Iterable[SimPod]:
+        """The pods of `namespace` that `selector` matches."""
+        if selector.match_labels:
+            smallest = min(
+                (self.by_label.get((namespace, *label), {}) for label in selector.match_labels.items()),
+                key=len,
+            )
+            pods: Iterable[SimPod] = smallest.values()
+        else:
+            pods = self.by_namespace.get(namespace, {}).values()
+        return [p for p in pods if selector.matches(p.labels)]
+
+    def repelling(self, pod: SimPod) -> Iterable[SimPod]:
+        """Pods whose anti-affinity terms may select `pod` (checked exactly by the caller)."""
+        found = dict(self.repellers.get(None, {}))
+        for label in pod.labels.items():
+            for holder in self.repellers.get((pod.namespace, *label), {}).values():
+                found[holder.key] = holder
+        # Terms naming other namespaces list the pod's namespace in the index key of each of them.
+        return found.values()
+
+    # -- the filters ----------------------------------------------------------------------------------
+
+    def _free_fraction_after(self, pod: SimPod, node: SimNode) -> float:
         """Share of the node's cpu and memory left after placing `pod`: lower is a tighter pack."""
         shares = []
         for resource in (CPU, MEMORY):
@@ -216,7 +290,7 @@ class _State:
                 shares.append(left / capacity)
         return sum(shares) / len(shares) if shares else 0.0
 
-    def rejects(self, pod: SimPod, node: SimNode) -> str:
+    def _rejects(self, pod: SimPod, node: SimNode, rules: _PodRules) -> str:
         """Why `node` cannot take `pod` ("" when it can), in the order the scheduler's filters run."""
         if node.unschedulable and not _tolerated(pod, UNSCHEDULABLE_TAINT):
             return "node(s) were unschedulable"
@@ -225,14 +299,16 @@ class _State:
         untolerated = next((t for t in node.taints if _blocks(t) and not _tolerated(pod, t)), None)
         if untolerated is not None:
             return f"node(s) had untolerated taint {{{untolerated.key}: {untolerated.value}}}"
-        if self._port_conflict(pod, node):
+        if pod.host_ports and any(
+            port in other.host_ports for other in self.on_node[node.name].values() for port in pod.host_ports
+        ):
             return "node(s) didn't have free ports for the requested pod ports"
         short = self._insufficient(pod, node)
         if short:
             return short
-        if not self._anti_affinity_allows(pod, node):
+        if not rules.anti_affinity_allows(node):
             return "node(s) didn't match pod anti-affinity rules"
-        if not self._spread_allows(pod, node):
+        if not rules.spread_allows(node):
             return "node(s) didn't match pod topology spread constraints"
         return ""
 
@@ -245,61 +321,94 @@ class _State:
                 return f"Insufficient {resource}"
         return ""
 
-    def _port_conflict(self, pod: SimPod, node: SimNode) -> bool:
-        taken = {port for other in self.pods[node.name] for port in other.host_ports}
-        return any(port in taken for port in pod.host_ports)
 
-    def _domain_pods(self, topology_key: str, node: SimNode) -> list[SimPod]:
-        domain = node.labels.get(topology_key)
-        if domain is None:
-            return []
-        return [
-            p
-            for name, pods in self.pods.items()
-            if self.nodes[name].labels.get(topology_key) == domain
-            for p in pods
-        ]
+@dataclass(frozen=True, slots=True)
+class _PodRules:
+    """One pod's inter-pod rules, resolved once against the simulation before its nodes are tried."""
 
-    def _anti_affinity_allows(self, pod: SimPod, node: SimNode) -> bool:
-        # The incoming pod's terms: no matching pod in the candidate's domain.
+    blocked: tuple[tuple[str, frozenset[str]], ...]
+    """(topology key, domains holding a pod the pod's own anti-affinity terms select)."""
+    repelled: tuple[tuple[str, str], ...]
+    """(topology key, domain) where a resident's anti-affinity term selects this pod."""
+    spread: tuple[tuple[str, Mapping[str, int], int, int], ...]
+    """(topology key, matching pods per eligible domain, the global minimum, max skew - self match)."""
+
+    @classmethod
+    def of(cls, pod: SimPod, sim: Simulation, excluded: frozenset[str]) -> _PodRules:
+        def domain(node: str, key: str) -> str | None:
+            return None if node in excluded else sim.nodes[node].labels.get(key)
+
+        blocked = []
         for term in pod.anti_affinity:
-            if node.labels.get(term.topology_key) is None:
-                return False  # no domain: the model does not guess how the scheduler treats it
-            if any(_term_selects(term, other) for other in self._domain_pods(term.topology_key, node)):
-                return False
-        # The residents' terms: none of them may select the incoming pod in its own domain.
-        for name, other in self.with_anti_affinity:
+            domains = {
+                domain(sim.where[other.key], term.topology_key)
+                for ns in term.namespaces
+                for other in sim.selected(ns, term.selector)
+            }
+            blocked.append((term.topology_key, frozenset(d for d in domains if d is not None)))
+        repelled = []
+        for other in sim.repelling(pod):
             for term in other.anti_affinity:
-                domain = node.labels.get(term.topology_key)
-                if (
-                    domain is not None
-                    and self.nodes[name].labels.get(term.topology_key) == domain
-                    and _term_selects(term, pod)
-                ):
-                    return False
+                if _term_selects(term, pod):
+                    d = domain(sim.where[other.key], term.topology_key)
+                    if d is not None:
+                        repelled.append((term.topology_key, d))
+        spread = []
+        for constraint in pod.spread:
+            key = constraint.topology_key
+            # Domains come from the nodes the pod may go to by affinity (taints are ignored).
+            eligible = {
+                name: value
+                for name, node in sim.nodes.items()
+                if name not in excluded
+                and (value := node.labels.get(key)) is not None
+                and _matches_node(pod, node)
+            }
+            counts: Counter[str] = Counter(dict.fromkeys(eligible.values(), 0))
+            for other in sim.selected(pod.namespace, constraint.selector):
+                where = sim.where[other.key]
+                if where in eligible:
+                    counts[eligible[where]] += 1
+            minimum = min(counts.values()) if len(counts) >= constraint.min_domains and counts else 0
+            self_match = 1 if constraint.selector.matches(pod.labels) else 0
+            spread.append((key, counts, minimum, constraint.max_skew - self_match))
+        return cls(blocked=tuple(blocked), repelled=tuple(repelled), spread=tuple(spread))
+
+    def anti_affinity_allows(self, node: SimNode) -> bool:
+        for key, domains in self.blocked:
+            value = node.labels.get(key)
+            if value is None or value in domains:
+                return False  # no domain: the model does not guess how the scheduler treats it
+        return not any(node.labels.get(key) == value for key, value in self.repelled)
+
+    def spread_allows(self, node: SimNode) -> bool:
+        for key, counts, minimum, allowed in self.spread:
+            value = node.labels.get(key)
+            if value is None or counts.get(value, 0) - minimum > allowed:
+                return False
         return True
 
-    def _spread_allows(self, pod: SimPod, node: SimNode) -> bool:
-        for constraint in pod.spread:
-            domain = node.labels.get(constraint.topology_key)
-            if domain is None:
-                return False
-            counts: Counter[str] = Counter()
-            for candidate in self.nodes.values():
-                # Domains come from the nodes the pod may go to by affinity (taints are ignored).
-                value = candidate.labels.get(constraint.topology_key)
-                if value is None or not _matches_node(pod, candidate):
-                    continue
-                counts[value] += sum(
-                    1
-                    for other in self.pods[candidate.name]
-                    if other.namespace == pod.namespace and constraint.selector.matches(other.labels)
-                )
-            minimum = min(counts.values()) if len(counts) >= constraint.min_domains else 0
-            self_match = 1 if constraint.selector.matches(pod.labels) else 0
-            if counts[domain] + self_match - minimum > constraint.max_skew:
-                return False
-        return True
+
+def _repeller_keys(pod: SimPod) -> set[tuple[str, str, str] | None]:
+    keys: set[tuple[str, str, str] | None] = set()
+    for term in pod.anti_affinity:
+        if not term.selector.match_labels:
+            keys.add(None)
+            continue
+        label = next(iter(sorted(term.selector.match_labels.items())))
+        keys.update((ns, *label) for ns in term.namespaces)
+    return keys
+
+
+def _largest_first(pod: SimPod) -> tuple[int, int, str]:
+    return (-pod.requests.get(CPU, 0), -pod.requests.get(MEMORY, 0), pod.key)
+
+
+def _unavailable(total: int, reasons: Counter[str]) -> str:
+    if not total:
+        return "0/0 nodes are available: no nodes."
+    parts = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
+    return f"0/{total} nodes are available: {parts}."
 
 
 def _blocks(taint: Taint) -> bool:
