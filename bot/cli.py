@@ -22,7 +22,7 @@ from types import FrameType
 from typing import Any
 
 from bot import logs, wiring
-from engine import drainer, filters, plan
+from engine import drain, drainer, filters, plan
 from engine.clock import SystemClock
 from engine.durations import DurationError, parse_duration
 from engine.kube import errors
@@ -343,7 +343,10 @@ def cmd_drain(args: argparse.Namespace) -> int:
 def cmd_cordon(args: argparse.Namespace) -> int:
     api = connect(args)
     for node in resolve_nodes(api, args.nodes, args.selector):
-        changed = api.set_unschedulable(node.name, args.unschedulable)
+        if args.unschedulable:
+            changed = api.set_unschedulable(node.name, True)
+        else:
+            changed = drain.uncordon_node(api, node.name)
         verb = "cordoned" if args.unschedulable else "uncordoned"
         print(f"node/{node.name} {verb if changed else 'already ' + verb}")
     return EXIT_OK

@@ -146,6 +146,17 @@ def uncordon_nodes(
     list(executor.map(uncordon, names) if executor is not None else map(uncordon, names))
 
 
+def uncordon_node(api: KubeApi, name: str) -> bool:
+    """Undo a cordon and scalebot's draining taint; True if either was there.
+
+    `kubectl uncordon` resets only `spec.unschedulable`, so a node drained by scalebot would stay
+    unusable under its NoSchedule taint: every uncordon of ours (CLI, Slack) removes both.
+    """
+    had_taint = api.set_taint(name, DRAINING_TAINT_KEY, value="", effect="NoSchedule", present=False)
+    was_cordoned = api.set_unschedulable(name, False)
+    return had_taint or was_cordoned
+
+
 def run_pass(
     api: KubeApi,
     *,
