@@ -328,10 +328,22 @@ def cmd_drain(args: argparse.Namespace) -> int:
         on_report=show,
         cancel=cancel,
     )
-    if outcome.completed:
+    failed = outcome.failed_nodes
+    if outcome.completed or (failed and not outcome.timed_out and not outcome.cancelled):
         for node in nodes:
-            print(f"node/{node.name} drained")
-        return EXIT_OK
+            if node.name not in failed:
+                print(f"node/{node.name} drained")
+        if not failed:
+            return EXIT_OK
+        # kubectl's wording: each refused node named with its reason, then the pending list.
+        for name, reason in sorted(failed.items()):
+            print(
+                f'error: unable to drain node "{name}" due to error: {reason}, continuing command...',
+                file=sys.stderr,
+            )
+        pending = "".join(f"\n {name}" for name in sorted(failed))
+        print(f"There are pending nodes to be drained:{pending}", file=sys.stderr)
+        return EXIT_INCOMPLETE
     if outcome.cancelled:
         print("interrupted: the nodes stay cordoned; run `scalebot uncordon` to undo", file=sys.stderr)
         return EXIT_INTERRUPTED

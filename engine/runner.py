@@ -383,7 +383,19 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     settled = (
         result.state.last_eviction_at is None or now >= result.state.last_eviction_at + runner.settings.settle
     )
-    if result.report.completed and settled:
+    refused = result.state.failed_nodes
+    if refused and not op.plan.force_phase:
+        # No retry changes a refusal like this one: fail now with the reason (kubectl exits 1)
+        # rather than wait out the timeout. A full zero-scale leaves such nodes to phase 2.
+        error = "; ".join(f"node {node}: {reason}" for node, reason in sorted(refused.items()))
+        _record_nodes(runner, op, kube_events.DRAIN_FAILED, f"{error} (operation {op.id})", warning=True)
+        return StepResult(
+            data=data,
+            state=OpState.FAILED,
+            error=error,
+            events=[*events, ("final", f"Failed: {error}", message)],
+        )
+    if result.report.completed and settled and not refused:
         done = "remove" if op.kind is not OpKind.DRAIN else None
         events.append(("phase", "Drain completed", ""))
         _record_nodes(runner, op, kube_events.DRAINED, f"Drain completed (operation {op.id})")

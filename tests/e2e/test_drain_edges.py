@@ -8,6 +8,7 @@ the pod's own grace period.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -77,3 +78,80 @@ def test_operations_uncordon_removes_the_draining_taint(
     assert outcome.reply == f"uncordoned: {node}"
     assert draining_taints(admin_api, node) == []
     assert not node_spec(admin_api, node).get("unschedulable")
+
+
+def pods_by_name(admin_api: Any, node: str, namespace: str) -> dict[str, dict[str, Any]]:
+    return {p["metadata"]["name"]: p for p in builders.pods_on_node(admin_api, node, namespace=namespace)}
+
+
+def test_bare_pod_ends_that_nodes_drain_at_once_and_the_other_node_drains(
+    admin_api: Any,
+    scalebot_kubeconfig: Path,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    unique_name: str,
+) -> None:
+    refused_group = {"scalebot.test/group": f"{unique_name}-r"}
+    free_group = {"scalebot.test/group": f"{unique_name}-f"}
+    [refused] = node_pool(1, labels=refused_group)
+    [free] = node_pool(1, labels=free_group)
+    builders.create_deployment(admin_api, namespace, "kept", 1, node_selector=refused_group, grace=1)
+    builders.create_deployment(admin_api, namespace, "moved", 1, node_selector=free_group, grace=1)
+    builders.create_bare_pod(admin_api, namespace, "bare", node=refused)
+    builders.wait_for_pods_running(admin_api, namespace, count=3)
+    before = pods_by_name(admin_api, refused, namespace)
+    assert len(before) == 2
+
+    started = time.monotonic()
+    result = scalebot("drain", refused, free, "--interval", "1s", kubeconfig=scalebot_kubeconfig, timeout=60)
+    elapsed = time.monotonic() - started
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert elapsed < 30, elapsed
+    assert (
+        f'error: unable to drain node "{refused}" due to error: cannot delete Pods that declare no '
+        f"controller (use --force to override): {namespace}/bare, continuing command..."
+    ) in result.stderr.splitlines()
+    assert f"There are pending nodes to be drained:\n {refused}" in result.stderr
+    assert result.stdout.splitlines()[-1] == f"node/{free} drained"
+    assert f"node/{refused} drained" not in result.stdout
+    # All or nothing on the refused node: both pods still there, same UIDs, none terminating.
+    after = pods_by_name(admin_api, refused, namespace)
+    assert sorted(after) == sorted(before)
+    for name, pod in after.items():
+        assert pod["metadata"]["uid"] == before[name]["metadata"]["uid"]
+        assert "deletionTimestamp" not in pod["metadata"]
+    assert builders.pods_on_node(admin_api, free, namespace=namespace) == []
+
+
+def test_pod_under_two_budgets_ends_that_nodes_drain(
+    admin_api: Any,
+    scalebot_kubeconfig: Path,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    unique_name: str,
+) -> None:
+    """The API server answers 500 for a pod under two PDBs; no retry changes that (kubectl fails)."""
+    refused_group = {"scalebot.test/group": f"{unique_name}-r"}
+    free_group = {"scalebot.test/group": f"{unique_name}-f"}
+    [refused] = node_pool(1, labels=refused_group)
+    [free] = node_pool(1, labels=free_group)
+    builders.create_deployment(admin_api, namespace, "guarded", 1, node_selector=refused_group, grace=1)
+    builders.create_deployment(admin_api, namespace, "moved", 1, node_selector=free_group, grace=1)
+    for pdb in ("one", "two"):
+        builders.create_pdb(admin_api, namespace, pdb, match_labels={"app": "guarded"}, max_unavailable=1)
+        builders.wait_for_pdb_observed(admin_api, namespace, pdb, expected_pods=1)
+    builders.wait_for_pods_running(admin_api, namespace, count=2)
+
+    started = time.monotonic()
+    result = scalebot("drain", refused, free, "--interval", "1s", kubeconfig=scalebot_kubeconfig, timeout=60)
+    elapsed = time.monotonic() - started
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert elapsed < 30, elapsed
+    [line] = [line for line in result.stderr.splitlines() if line.startswith("error: unable to drain")]
+    assert line.startswith(f'error: unable to drain node "{refused}" due to error: ')
+    assert "more than one PodDisruptionBudget" in line
+    assert result.stdout.splitlines()[-1] == f"node/{free} drained"
+    [guarded] = builders.pods_on_node(admin_api, refused, namespace=namespace)
+    assert "deletionTimestamp" not in guarded["metadata"]
