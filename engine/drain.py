@@ -204,6 +204,10 @@ def run_pass(
     state = replace(state, failed_nodes={**state.failed_nodes, **refused_nodes(classified)})
 
     evict_grace = options.grace_period_seconds
+    if evict_grace is not None and evict_grace < 0:
+        # kubectl's -1: send no grace period, so the pod's own applies (the server would read a
+        # negative value as 1 s).
+        evict_grace = None
     due = interleave_by_controller(plan.due)
     outcomes: list[_Outcome] = []
     answers = executor.map(

@@ -155,3 +155,31 @@ def test_pod_under_two_budgets_ends_that_nodes_drain(
     assert result.stdout.splitlines()[-1] == f"node/{free} drained"
     [guarded] = builders.pods_on_node(admin_api, refused, namespace=namespace)
     assert "deletionTimestamp" not in guarded["metadata"]
+
+
+def test_grace_period_minus_one_uses_the_pods_own_grace_period(
+    admin_api: Any, scalebot_kubeconfig: Path, namespace: str, node_pool: Callable[..., list[str]]
+) -> None:
+    """kubectl: `--grace-period -1` sends no grace period, so the pod's own (here 30 s) applies."""
+    [node] = node_pool(1)
+    builders.create_pod_with_finalizer(admin_api, namespace, "held", node=node, grace=30)
+    builders.wait_for_pods_running(admin_api, namespace, count=1)
+    try:
+        result = scalebot(
+            "drain",
+            node,
+            "--force",
+            "--grace-period",
+            "-1",
+            "--timeout",
+            "3s",
+            "--interval",
+            "1s",
+            kubeconfig=scalebot_kubeconfig,
+        )
+        assert result.returncode == 1, result.stdout + result.stderr
+        pod = builders.get(admin_api, builders.pod_path(namespace, "held"))
+        assert "deletionTimestamp" in pod["metadata"]
+        assert pod["metadata"]["deletionGracePeriodSeconds"] == 30
+    finally:
+        builders.remove_finalizers(admin_api, namespace, "held")
