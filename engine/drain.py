@@ -268,9 +268,14 @@ def _split(
     plan = _PassPlan()
     refused_nodes = filters.blocked_nodes(classified)
     # Drain order counts pods that are already terminating, so a slow low-order pod holds back
-    # every higher group (Cluster API's minOrder rule).
-    orders = [v.order for _, v in classified if v.action in (filters.Action.EVICT, filters.Action.WAIT)]
-    min_order = min(orders, default=0)
+    # every higher group (Cluster API's minOrder rule). It is computed per node, as Cluster API
+    # drains one Machine at a time: a node held by a budget must not hold back the critical pods
+    # of every other node.
+    min_order: dict[str, int] = {}
+    for pod, verdict in classified:
+        if verdict.action in (filters.Action.EVICT, filters.Action.WAIT):
+            node_min = min_order.get(pod.node_name, verdict.order)
+            min_order[pod.node_name] = min(node_min, verdict.order)
     for pod, verdict in classified:
         action = verdict.action
         if action is filters.Action.SKIP:
@@ -284,7 +289,7 @@ def _split(
         elif pod.node_name in refused_nodes:
             # kubectl is all-or-nothing per node: a refused pod keeps every pod on its node.
             plan.skipped.append(pod.key)
-        elif action is filters.Action.EVICT and verdict.order > min_order:
+        elif action is filters.Action.EVICT and verdict.order > min_order.get(pod.node_name, 0):
             plan.later.append(pod.key)
         else:
             failure = state.failures.get(pod.uid)

@@ -95,9 +95,13 @@ def plan_drain(
     names = {n.name for n in nodes}
     classified = filters.classify_pods([p for p in pods if p.node_name in names], ctx, pod_filters)
     refused_nodes = filters.blocked_nodes(classified)
-    # Same rule as the drain pass: waiting pods count too, so a slow low-order group holds back the rest.
+    # Same rule as the drain pass, per node: waiting pods count too, so a slow low-order group holds
+    # back the rest of its node.
     waiting_or_evicted = (filters.Action.EVICT, filters.Action.WAIT)
-    min_order = min((v.order for _, v in classified if v.action in waiting_or_evicted), default=0)
+    min_order: dict[str, int] = {}
+    for pod, verdict in classified:
+        if verdict.action in waiting_or_evicted:
+            min_order[pod.node_name] = min(min_order.get(pod.node_name, verdict.order), verdict.order)
     budget_left = {p.key: p.disruptions_allowed for p in pdbs}
     index = PdbIndex(pdbs)
     entries: list[PodPlan] = []
@@ -111,7 +115,7 @@ def plan_drain(
                 "skip",
                 "another pod on this node is refused; kubectl drains a node all or nothing",
             )
-        elif verdict.action is filters.Action.EVICT and verdict.order > min_order:
+        elif verdict.action is filters.Action.EVICT and verdict.order > min_order.get(pod.node_name, 0):
             action, reason = "later", "system-critical: evicted after the other pods"
         elif verdict.action is filters.Action.EVICT:
             action, reason = _predict_eviction(pod, index, budget_left)

@@ -183,3 +183,60 @@ def test_grace_period_minus_one_uses_the_pods_own_grace_period(
         assert pod["metadata"]["deletionGracePeriodSeconds"] == 30
     finally:
         builders.remove_finalizers(admin_api, namespace, "held")
+
+
+def test_drain_order_is_per_node(
+    admin_api: Any,
+    scalebot_kubeconfig: Path,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    unique_name: str,
+) -> None:
+    """A node held by a budget does not hold back the critical pods of another node (Cluster API)."""
+    from datetime import timedelta
+
+    from engine import drainer, filters
+    from engine.clock import SystemClock
+    from engine.kube.client import KubeClient
+
+    held_group = {"scalebot.test/group": f"{unique_name}-h"}
+    free_group = {"scalebot.test/group": f"{unique_name}-f"}
+    [held] = node_pool(1, labels=held_group)
+    [free] = node_pool(1, labels=free_group)
+    builders.create_deployment(admin_api, namespace, "guarded", 1, node_selector=held_group, grace=1)
+    builders.create_pdb(admin_api, namespace, "guarded", match_labels={"app": "guarded"}, max_unavailable=0)
+    builders.wait_for_pdb_observed(admin_api, namespace, "guarded", expected_pods=1)
+    builders.create_deployment(
+        admin_api,
+        namespace,
+        "critical",
+        1,
+        node_selector=free_group,
+        grace=1,
+        priority_class="system-cluster-critical",
+    )
+    builders.wait_for_pods_running(admin_api, namespace, count=2)
+    [critical] = builders.pods_on_node(admin_api, free, namespace=namespace)
+
+    kube = KubeClient.from_config(kubeconfig=str(scalebot_kubeconfig))
+    try:
+        outcome = drainer.drain_nodes(
+            kube,
+            [held, free],
+            options=filters.DrainOptions.kubectl(),
+            clock=SystemClock(),
+            settings=drainer.DrainSettings(interval=timedelta(seconds=1), timeout=timedelta(seconds=6)),
+        )
+    finally:
+        kube.close()
+
+    assert outcome.timed_out
+    assert outcome.report.later == ()
+    [(_, pods)] = outcome.report.failed.items()
+    assert len(pods) == 1 and pods[0].startswith(f"{namespace}/guarded-")
+    left = [
+        p
+        for p in builders.pods_on_node(admin_api, free, namespace=namespace)
+        if p["metadata"]["uid"] == critical["metadata"]["uid"] and "deletionTimestamp" not in p["metadata"]
+    ]
+    assert left == [], "the critical pod on the free node was evicted"
