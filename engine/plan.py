@@ -242,9 +242,10 @@ def _plan_resize(
     after = {p.name: p.desired for p in snap.pools} | dict(sizes)
     force_phase = all(size == 0 for size in after.values())
     drained = tuple(sorted(n for c in changes for n in c.nodes_to_remove))
-    options = filters.DrainOptions.machine(opt_outs_wait=force_phase)
-    if force and not force_phase:
-        options = filters.DrainOptions(force=True)
+    # Opt-outs block a scale-down and a partial zero; only an explicit force evicts them.
+    options = filters.DrainOptions.machine(
+        opt_outs_wait=force_phase, evict_opt_outs=force and not force_phase
+    )
     blockers, warnings = _blockers(snap, drained, options, now=now)
     if force_phase and blockers:
         warnings = (

@@ -352,7 +352,9 @@ def _options(op: Operation) -> filters.DrainOptions:
         return filters.DrainOptions.kubectl(
             force=op.target.force, ignore_daemonsets=True, delete_emptydir_data=True
         )
-    return filters.DrainOptions.machine(opt_outs_wait=op.plan.force_phase)
+    return filters.DrainOptions.machine(
+        opt_outs_wait=op.plan.force_phase, evict_opt_outs=op.target.force and not op.plan.force_phase
+    )
 
 
 def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
@@ -448,7 +450,10 @@ def step_force(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     state = drain.DrainState.from_json(op.step_data["drain"])
     failures = {uid: f.key for uid, f in state.failures.items()}
     ctx = filters.DrainContext(
-        options=filters.DrainOptions.machine(), now=now, daemonset_keys=h.api.list_daemonset_keys()
+        # Phase 2 removes everything left, opt-outs included: that is what its approval was for.
+        options=filters.DrainOptions.machine(evict_opt_outs=True),
+        now=now,
+        daemonset_keys=h.api.list_daemonset_keys(),
     )
     remaining = [
         p
