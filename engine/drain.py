@@ -192,7 +192,7 @@ def run_pass(
     live_nodes = {n.name: n for n in api.list_nodes() if n.name in wanted}
     pods = api.list_pods(node_names=sorted(live_nodes))
     unreachable = frozenset(name for name, node in live_nodes.items() if node.is_unreachable)
-    needs_daemonsets = any(p.controller and p.controller.kind == "DaemonSet" for p in pods)
+    needs_daemonsets = any(p.controller and p.controller.is_daemonset for p in pods)
     ctx = filters.DrainContext(
         options=options,
         now=now,

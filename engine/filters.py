@@ -201,7 +201,7 @@ def daemonset_pods(pod: PodInfo, ctx: DrainContext) -> Verdict | None:
     An orphan (its DaemonSet is gone) would not come back: kubectl refuses it without --force, with
     the API's NotFound text; with force it is evicted like any other pod (warning added later).
     """
-    if pod.controller is None or pod.controller.kind != DAEMONSET_KIND or pod.is_finished:
+    if pod.controller is None or not pod.controller.is_daemonset or pod.is_finished:
         return None
     if _is_orphaned_daemonset_pod(pod, ctx):
         if ctx.options.force:
@@ -320,7 +320,7 @@ def blocked_nodes(classified: Iterable[tuple[PodInfo, Verdict]]) -> frozenset[st
 def _is_orphaned_daemonset_pod(pod: PodInfo, ctx: DrainContext) -> bool:
     """Controlled by a DaemonSet that no longer exists (deleted with `--cascade=orphan`)."""
     ref = pod.controller
-    if ref is None or ref.kind != DAEMONSET_KIND:
+    if ref is None or not ref.is_daemonset:
         return False
     return f"{pod.namespace}/{ref.name}" not in ctx.daemonset_keys
 

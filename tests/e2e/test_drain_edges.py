@@ -240,3 +240,27 @@ def test_drain_order_is_per_node(
         if p["metadata"]["uid"] == critical["metadata"]["uid"] and "deletionTimestamp" not in p["metadata"]
     ]
     assert left == [], "the critical pod on the free node was evicted"
+
+
+def test_a_kind_named_daemonset_in_another_group_is_an_ordinary_controller(
+    admin_api: Any, scalebot_kubeconfig: Path, namespace: str, node_pool: Callable[..., list[str]]
+) -> None:
+    """Only apps/v1 DaemonSet pods are skipped (or refused as orphans); others are evicted."""
+    [node] = node_pool(1)
+    owner = {
+        "apiVersion": "agents.example.com/v1",
+        "kind": "DaemonSet",
+        "name": "collector",
+        "uid": "00000000-0000-4000-8000-000000000001",
+        "controller": True,
+    }
+    builders.create_bare_pod(
+        admin_api, namespace, "collector-x1", node=node, grace=1, owner_references=[owner]
+    )
+    builders.wait_for_pods_running(admin_api, namespace, count=1)
+
+    result = scalebot("drain", node, "--interval", "1s", "--timeout", "30s", kubeconfig=scalebot_kubeconfig)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines()[-1] == f"node/{node} drained"
+    assert builders.pods_on_node(admin_api, node, namespace=namespace) == []
