@@ -128,9 +128,15 @@ def cordon_nodes(
         # Taint and cordon land in one write: a node that carries our taint was cordoned by us, so
         # a repeat of this step after a crash never mistakes our own cordon for a human's.
         started = str(int(now.timestamp()))
-        before = api.cordon(
-            name, taint_key=DRAINING_TAINT_KEY, taint_value=started, taint_effect="NoSchedule"
-        )
+        try:
+            before = api.cordon(
+                name, taint_key=DRAINING_TAINT_KEY, taint_value=started, taint_effect="NoSchedule"
+            )
+        except errors.NotFound:
+            # The Node is gone (removed by an earlier operation, a person, the provider): nothing
+            # to drain there (Cluster API skips the drain of a missing Node). Retrying would loop.
+            log.info("Node not found; skipping its drain", extra={"Node": name})
+            return None
         return name if before.cordoned_by_someone_else else None
 
     names = list(nodes)

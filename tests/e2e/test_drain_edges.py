@@ -264,3 +264,32 @@ def test_a_kind_named_daemonset_in_another_group_is_an_ordinary_controller(
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.splitlines()[-1] == f"node/{node} drained"
     assert builders.pods_on_node(admin_api, node, namespace=namespace) == []
+
+
+def test_a_node_that_vanished_is_done_not_retried(
+    admin_api: Any, scalebot_kubeconfig: Path, node_pool: Callable[..., list[str]]
+) -> None:
+    """Cluster API skips the drain of a missing Node; the other node drains and the drain ends."""
+    from datetime import timedelta
+
+    from engine import drainer, filters
+    from engine.clock import SystemClock
+    from engine.kube.client import KubeClient
+
+    gone, present = node_pool(2)
+    builders.delete_nodes(admin_api, [gone])
+    kube = KubeClient.from_config(kubeconfig=str(scalebot_kubeconfig))
+    try:
+        outcome = drainer.drain_nodes(
+            kube,
+            [gone, present],
+            options=filters.DrainOptions.machine(),
+            clock=SystemClock(),
+            settings=drainer.DrainSettings(interval=timedelta(seconds=1), timeout=timedelta(seconds=20)),
+        )
+    finally:
+        kube.close()
+
+    assert outcome.completed and not outcome.timed_out
+    assert outcome.report.failed == {}
+    assert node_spec(admin_api, present).get("unschedulable") is True
