@@ -81,7 +81,9 @@ def drain_nodes(
             if on_report is not None and message != last_message:
                 on_report(report)
             last_message = message
-            settled_at = state.last_eviction_at + settings.settle if state.last_eviction_at else now
+            # An empty node settles too: a pod bound to it by a scheduler race or `spec.nodeName`
+            # right after the cordon must still be found before the node counts as drained.
+            settled_at = max(state.started_at, state.last_eviction_at or state.started_at) + settings.settle
             newly_failed = len(state.failed_nodes) > failed_before
             failed_before = len(state.failed_nodes)
             if not result.draining_nodes:

@@ -382,9 +382,9 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     if message != op.step_data.get("last_message"):
         data["last_message"] = message
         events.append(("report", result.report.summary_line(), message))
-    settled = (
-        result.state.last_eviction_at is None or now >= result.state.last_eviction_at + runner.settings.settle
-    )
+    # An empty node settles like a drained one (from the drain's start when nothing was evicted).
+    settled_from = max(state.started_at, result.state.last_eviction_at or state.started_at)
+    settled = now >= settled_from + runner.settings.settle
     refused = result.state.failed_nodes
     if refused and not op.plan.force_phase:
         # No retry changes a refusal like this one: fail now with the reason (kubectl exits 1)
@@ -431,8 +431,8 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
             events=[*events, ("final", f"Failed: {error}\n{message}", message)],
         )
     wake = now + runner.settings.pass_interval
-    if result.report.completed and result.state.last_eviction_at:
-        wake = min(wake, result.state.last_eviction_at + runner.settings.settle)
+    if result.report.completed:
+        wake = min(wake, settled_from + runner.settings.settle)
     if result.next_retry_at is not None:
         wake = min(wake, result.next_retry_at)
     if op.plan.force_phase:

@@ -293,3 +293,43 @@ def test_a_node_that_vanished_is_done_not_retried(
     assert outcome.completed and not outcome.timed_out
     assert outcome.report.failed == {}
     assert node_spec(admin_api, present).get("unschedulable") is True
+
+
+def test_an_empty_node_is_settled_before_it_counts_as_drained(
+    admin_api: Any, scalebot_kubeconfig: Path, namespace: str, node_pool: Callable[..., list[str]]
+) -> None:
+    """A pod bound by `spec.nodeName` after the first (empty) pass is still found and evicted."""
+    from datetime import timedelta
+
+    from engine import drainer, filters
+    from engine.clock import SystemClock
+    from engine.kube.client import KubeClient
+    from engine.report import DrainReport
+
+    [node] = node_pool(1)
+    passes: list[DrainReport] = []
+
+    def bind_a_pod_after_the_first_pass(report: DrainReport) -> None:
+        passes.append(report)
+        if len(passes) == 1:
+            assert report.completed, "the first pass found the node empty"
+            builders.create_bare_pod(admin_api, namespace, "late", node=node, grace=1)
+
+    kube = KubeClient.from_config(kubeconfig=str(scalebot_kubeconfig))
+    try:
+        outcome = drainer.drain_nodes(
+            kube,
+            [node],
+            options=filters.DrainOptions.machine(),
+            clock=SystemClock(),
+            settings=drainer.DrainSettings(
+                interval=timedelta(seconds=1), settle=timedelta(seconds=3), timeout=timedelta(seconds=40)
+            ),
+            on_report=bind_a_pod_after_the_first_pass,
+        )
+    finally:
+        kube.close()
+
+    assert outcome.completed
+    assert outcome.state.evicted_total == 1
+    assert builders.pods_on_node(admin_api, node, namespace=namespace) == []
