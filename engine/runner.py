@@ -299,10 +299,19 @@ def _first_step(op: Operation) -> str:
 # -- steps -----------------------------------------------------------------------------------------
 
 
+def records_restore(op: Operation) -> bool:
+    """Only a zero-scale or a scheduled sleep records what wake comes back to.
+
+    A deliberate scale is the size the user chose: recording it (or keeping the day-time size
+    over it) would make a later zero-and-wake restore a size nobody asked for.
+    """
+    return op.kind is OpKind.ZERO or op.requested_by.startswith("schedule:")
+
+
 def step_record(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     now = runner.clock.now()
     for change in op.plan.pools:
-        if change.after >= change.before:
+        if change.after >= change.before or not records_restore(op):
             continue
         pool = h.pools.get_pool(change.pool)
         record = RestoreRecord(
@@ -316,9 +325,12 @@ def step_record(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
         runner.store.record_restore(
             StoredRestore(h.name, change.pool, pool.desired, pool.min_size, pool.max_size, now, op.id, {})
         )
-    return StepResult(
-        next_step="cordon", events=[("phase", f"Recorded sizes to restore: {op.plan.summary()}", "")]
+    text = (
+        f"Recorded sizes to restore: {op.plan.summary()}"
+        if records_restore(op)
+        else f"Scaling as chosen (wake restores what a zero-scale records): {op.plan.summary()}"
     )
+    return StepResult(next_step="cordon", events=[("phase", text, "")])
 
 
 def step_cordon(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:

@@ -1,7 +1,8 @@
 """Pool operations at the edges, on the real control plane as scalebot's ServiceAccount (issue 14).
 
 Covers: pods that opted out of disruption block a pool scale-down (listed as blockers on the plan,
-the operation fails with the reason, nothing evicted) instead of being evicted by the machine drain.
+the operation fails with the reason, nothing evicted) instead of being evicted by the machine drain;
+a deliberate scale changes what a later zero-and-wake restores.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 from engine.kube.client import KubeClient
 from engine.operation import OperationRequest, OpKind, OpState, Target
 from localcluster import builders
-from tests.e2e.test_operations import kube, make_ops, pool_key, pools
+from tests.e2e.test_operations import kube, make_ops, pool_key, pools, request, run
 
 __all__ = ["kube", "pool_key"]  # fixtures, used by name
 
@@ -69,3 +70,31 @@ def test_opted_out_pods_block_a_scale_down(
     assert sorted(
         n["metadata"]["name"] for n in nodes if n["metadata"].get("labels", {}).get(pool_key)
     ) == sorted(made["a"])
+
+
+def test_wake_restores_the_size_last_chosen_by_a_scale(
+    kube: KubeClient,
+    node_pool: Callable[..., list[str]],
+    pool_key: str,
+    unique_name: str,
+    tmp_path: Path,
+) -> None:
+    pools(node_pool, pool_key, unique_name, a=3)
+    pool = f"{unique_name}-a"
+    ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
+    try:
+        scaled = run(
+            ops,
+            OperationRequest(
+                kind=OpKind.SCALE, target=Target(cluster="e2e", pools=(pool,), size=2), requested_by="cli:e2e"
+            ),
+        )
+        assert scaled.state is OpState.SUCCEEDED, scaled.error
+        zeroed = run(ops, request(OpKind.ZERO, pool))
+        assert zeroed.state is OpState.SUCCEEDED, zeroed.error
+        woken = run(ops, request(OpKind.WAKE, pool))
+        assert woken.state is OpState.SUCCEEDED, woken.error
+        sizes = {p.name: p.desired for p in ops.status("e2e").pools}
+    finally:
+        ops.runner.stop()
+    assert sizes == {pool: 2}
