@@ -7,7 +7,8 @@ that the runner persists before anything else happens):
     scale up / wake:    resize → wait_ready → finish
     drain:              cordon → drain
 
-- `record` writes the sizes to restore to SQLite AND to the pool objects before the first change.
+- `record` writes the sizes to restore to SQLite AND to the pool objects before the first change
+  (a zero-scale or a scheduled sleep only: a deliberate scale is the size wake keeps).
 - `drain` runs ONE drain pass per invocation and asks to be called again after a wait; its
   `DrainState` and the phase-1 start live in `step_data`, so the 5-minute window and drain
   timeouts survive restarts (a restart at 4:00 into phase 1 reaches phase 2 one minute later).
