@@ -22,7 +22,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from bot import logs, wiring
-from engine import advice, consolidation, drainer, filters, placement, plan
+from engine import advice, consolidation, drain, drainer, filters, placement, plan
 from engine.clock import SystemClock
 from engine.durations import DurationError, parse_duration
 from engine.kube import errors
@@ -351,10 +351,22 @@ def cmd_drain(args: argparse.Namespace) -> int:
         on_report=show,
         cancel=cancel,
     )
-    if outcome.completed:
+    failed = outcome.failed_nodes
+    if outcome.completed or (failed and not outcome.timed_out and not outcome.cancelled):
         for node in nodes:
-            print(f"node/{node.name} drained")
-        return EXIT_OK
+            if node.name not in failed:
+                print(f"node/{node.name} drained")
+        if not failed:
+            return EXIT_OK
+        # kubectl's wording: each refused node named with its reason, then the pending list.
+        for name, reason in sorted(failed.items()):
+            print(
+                f'error: unable to drain node "{name}" due to error: {reason}, continuing command...',
+                file=sys.stderr,
+            )
+        pending = "".join(f"\n {name}" for name in sorted(failed))
+        print(f"There are pending nodes to be drained:{pending}", file=sys.stderr)
+        return EXIT_INCOMPLETE
     if outcome.cancelled:
         print("interrupted: the nodes stay cordoned; run `scalebot uncordon` to undo", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -366,7 +378,10 @@ def cmd_drain(args: argparse.Namespace) -> int:
 def cmd_cordon(args: argparse.Namespace) -> int:
     api = connect(args)
     for node in resolve_nodes(api, args.nodes, args.selector):
-        changed = api.set_unschedulable(node.name, args.unschedulable)
+        if args.unschedulable:
+            changed = api.set_unschedulable(node.name, True)
+        else:
+            changed = drain.uncordon_node(api, node.name)
         verb = "cordoned" if args.unschedulable else "uncordoned"
         print(f"node/{node.name} {verb if changed else 'already ' + verb}")
     return EXIT_OK

@@ -57,6 +57,10 @@ class DrainState:
     last_eviction_at: datetime | None = None
     evicted_total: int = 0
     deleted_total: int = 0
+    failed_nodes: Mapping[str, str] = field(default_factory=dict)
+    """Node → why its drain ended: a refusal that no retry can change (a filter refusal, a pod under
+    two budgets, a 403 or another non-retryable 4xx). kubectl stops draining such a node and
+    reports it; later passes leave it alone and drain the others."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -69,6 +73,7 @@ class DrainState:
             "last_eviction_at": self.last_eviction_at.isoformat() if self.last_eviction_at else None,
             "evicted_total": self.evicted_total,
             "deleted_total": self.deleted_total,
+            "failed_nodes": dict(sorted(self.failed_nodes.items())),
         }
 
     @classmethod
@@ -89,6 +94,7 @@ class DrainState:
             ),
             evicted_total=int(data.get("evicted_total") or 0),
             deleted_total=int(data.get("deleted_total") or 0),
+            failed_nodes={str(k): str(v) for k, v in (data.get("failed_nodes") or {}).items()},
         )
 
 
@@ -98,6 +104,11 @@ class PassResult:
     state: DrainState
     next_retry_at: datetime | None
     """The earliest instant a refused pod may be retried, or a terminating pod should be gone."""
+
+    @property
+    def draining_nodes(self) -> tuple[str, ...]:
+        """The nodes this pass drained: those whose drain has not ended with a refusal."""
+        return tuple(n for n in self.report.nodes if n not in self.state.failed_nodes)
 
 
 def cordon_nodes(
@@ -117,9 +128,15 @@ def cordon_nodes(
         # Taint and cordon land in one write: a node that carries our taint was cordoned by us, so
         # a repeat of this step after a crash never mistakes our own cordon for a human's.
         started = str(int(now.timestamp()))
-        before = api.cordon(
-            name, taint_key=DRAINING_TAINT_KEY, taint_value=started, taint_effect="NoSchedule"
-        )
+        try:
+            before = api.cordon(
+                name, taint_key=DRAINING_TAINT_KEY, taint_value=started, taint_effect="NoSchedule"
+            )
+        except errors.NotFound:
+            # The Node is gone (removed by an earlier operation, a person, the provider): nothing
+            # to drain there (Cluster API skips the drain of a missing Node). Retrying would loop.
+            log.info("Node not found; skipping its drain", extra={"Node": name})
+            return None
         return name if before.cordoned_by_someone_else else None
 
     names = list(nodes)
@@ -146,6 +163,17 @@ def uncordon_nodes(
     list(executor.map(uncordon, names) if executor is not None else map(uncordon, names))
 
 
+def uncordon_node(api: KubeApi, name: str) -> bool:
+    """Undo a cordon and scalebot's draining taint; True if either was there.
+
+    `kubectl uncordon` resets only `spec.unschedulable`, so a node drained by scalebot would stay
+    unusable under its NoSchedule taint: every uncordon of ours (CLI, Slack) removes both.
+    """
+    had_taint = api.set_taint(name, DRAINING_TAINT_KEY, value="", effect="NoSchedule", present=False)
+    was_cordoned = api.set_unschedulable(name, False)
+    return had_taint or was_cordoned
+
+
 def run_pass(
     api: KubeApi,
     *,
@@ -165,11 +193,12 @@ def run_pass(
     from the caller's thread every `progress_every` answers, so the people watching see it move.
     """
     rng = rng or random.Random()
-    wanted = set(nodes)
+    # A node whose drain ended with a refusal is left alone, as kubectl moves on to the next node.
+    wanted = set(nodes) - set(state.failed_nodes)
     live_nodes = {n.name: n for n in api.list_nodes() if n.name in wanted}
     pods = api.list_pods(node_names=sorted(live_nodes))
     unreachable = frozenset(name for name, node in live_nodes.items() if node.is_unreachable)
-    needs_daemonsets = any(p.controller and p.controller.kind == "DaemonSet" for p in pods)
+    needs_daemonsets = any(p.controller and p.controller.is_daemonset for p in pods)
     ctx = filters.DrainContext(
         options=options,
         now=now,
@@ -178,8 +207,13 @@ def run_pass(
     )
     classified = filters.classify_pods(pods, ctx, pod_filters)
     plan = _split(classified, state=state, now=now)
+    state = replace(state, failed_nodes={**state.failed_nodes, **refused_nodes(classified)})
 
     evict_grace = options.grace_period_seconds
+    if evict_grace is not None and evict_grace < 0:
+        # kubectl's -1: send no grace period, so the pod's own applies (the server would read a
+        # negative value as 1 s).
+        evict_grace = None
     due = interleave_by_controller(plan.due)
     outcomes: list[_Outcome] = []
     answers = executor.map(
@@ -240,9 +274,14 @@ def _split(
     plan = _PassPlan()
     refused_nodes = filters.blocked_nodes(classified)
     # Drain order counts pods that are already terminating, so a slow low-order pod holds back
-    # every higher group (Cluster API's minOrder rule).
-    orders = [v.order for _, v in classified if v.action in (filters.Action.EVICT, filters.Action.WAIT)]
-    min_order = min(orders, default=0)
+    # every higher group (Cluster API's minOrder rule). It is computed per node, as Cluster API
+    # drains one Machine at a time: a node held by a budget must not hold back the critical pods
+    # of every other node.
+    min_order: dict[str, int] = {}
+    for pod, verdict in classified:
+        if verdict.action in (filters.Action.EVICT, filters.Action.WAIT):
+            node_min = min_order.get(pod.node_name, verdict.order)
+            min_order[pod.node_name] = min(node_min, verdict.order)
     for pod, verdict in classified:
         action = verdict.action
         if action is filters.Action.SKIP:
@@ -256,7 +295,7 @@ def _split(
         elif pod.node_name in refused_nodes:
             # kubectl is all-or-nothing per node: a refused pod keeps every pod on its node.
             plan.skipped.append(pod.key)
-        elif action is filters.Action.EVICT and verdict.order > min_order:
+        elif action is filters.Action.EVICT and verdict.order > min_order.get(pod.node_name, 0):
             plan.later.append(pod.key)
         else:
             failure = state.failures.get(pod.uid)
@@ -300,6 +339,37 @@ def _act(api: KubeApi, pod: PodInfo, action: filters.Action, *, grace: int | Non
     return _Outcome(pod, action)
 
 
+def refused_nodes(classified: Sequence[tuple[PodInfo, filters.Verdict]]) -> dict[str, str]:
+    """Node → kubectl's error for the pods the filters refuse there ("cannot delete <reason>: pods").
+
+    No retry changes a filter's verdict, so kubectl ends that node's drain at once (evicting none
+    of its pods) and goes on with the others; so do we.
+    """
+    refused: dict[str, dict[str, list[str]]] = {}
+    for pod, verdict in classified:
+        if verdict.action is filters.Action.BLOCK:
+            refused.setdefault(pod.node_name, {}).setdefault(verdict.reason, []).append(pod.key)
+    return {
+        node: "cannot delete "
+        + "; ".join(f"{reason}: {', '.join(sorted(pods))}" for reason, pods in sorted(by_reason.items()))
+        for node, by_reason in refused.items()
+    }
+
+
+def is_final_eviction_error(exc: errors.KubeError) -> bool:
+    """An eviction answer no retry will change, which ends the drain of the pod's node (kubectl).
+
+    A pod under two budgets (500), a 403 other than "namespace terminating", and any other 4xx
+    but 404/409 (gone) and 429 (a budget or the server asks us to wait). Other 5xx and transport
+    errors may be transient and are retried with backoff.
+    """
+    if exc.is_multiple_pdbs:
+        return True
+    if exc.is_namespace_terminating:
+        return False
+    return 400 <= exc.status < 500 and exc.status not in (404, 409, 429)
+
+
 def retry_delay_seconds(exc: errors.KubeError, attempts: int, rng: random.Random) -> float:
     """How long to leave a refused pod alone, per the classification in engine-semantics §1."""
     if exc.retry_after_seconds is not None and exc.status == 429:
@@ -323,6 +393,7 @@ def _fold(
     nodes: tuple[str, ...],
 ) -> PassResult:
     failures: dict[str, PodFailure] = dict(plan.still_failing)
+    failed_nodes: dict[str, str] = dict(state.failed_nodes)
     terminating = [p.key for p in plan.terminating]
     evicted: list[str] = []
     deleted: list[str] = []
@@ -341,6 +412,13 @@ def _fold(
         delay = retry_delay_seconds(outcome.error, attempts, rng)
         failures[outcome.pod.uid] = PodFailure(failure_key, now + timedelta(seconds=delay), attempts)
         plan.failed.setdefault(failure_key, []).append(key)
+        if is_final_eviction_error(outcome.error):
+            failed_nodes.setdefault(
+                outcome.pod.node_name,
+                f"error when evicting pods/{outcome.pod.name!r} -n {outcome.pod.namespace!r}: "
+                f"{outcome.error}",
+            )
+            continue
         log.warning(
             "error when evicting pods/%r -n %r (will retry after %.0fs): %s",
             outcome.pod.name,
@@ -367,6 +445,7 @@ def _fold(
         last_eviction_at=now if evicted or deleted else state.last_eviction_at,
         evicted_total=state.evicted_total + len(evicted),
         deleted_total=state.deleted_total + len(deleted),
+        failed_nodes=failed_nodes,
     )
     expected_gone = [p.deletion_timestamp for p in plan.terminating if p.deletion_timestamp]
     # Pods evicted in this pass have no deletionTimestamp in our listing yet: expect them gone at

@@ -13,7 +13,7 @@ The timeout is measured from the persisted `DrainState.started_at`, so it surviv
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
@@ -44,8 +44,14 @@ class DrainOutcome:
     report: DrainReport
     state: drain.DrainState
     completed: bool
+    """Every node drained. False when a node's drain ended with a refusal (see `failed_nodes`)."""
     timed_out: bool = False
     cancelled: bool = False
+
+    @property
+    def failed_nodes(self) -> Mapping[str, str]:
+        """Node → the refusal that ended its drain (kubectl's "unable to drain node")."""
+        return self.state.failed_nodes
 
 
 def drain_nodes(
@@ -66,6 +72,7 @@ def drain_nodes(
         already = drain.cordon_nodes(api, nodes, now=clock.now(), executor=pool)
         if state is None:
             state = drain.DrainState(started_at=clock.now(), already_cordoned=already)
+        failed_before = len(state.failed_nodes)
         while True:
             now = clock.now()
             result = drain.run_pass(api, nodes=nodes, state=state, options=options, now=now, executor=pool)
@@ -74,15 +81,26 @@ def drain_nodes(
             if on_report is not None and message != last_message:
                 on_report(report)
             last_message = message
-            settled_at = state.last_eviction_at + settings.settle if state.last_eviction_at else now
+            # An empty node settles too: a pod bound to it by a scheduler race or `spec.nodeName`
+            # right after the cordon must still be found before the node counts as drained.
+            settled_at = max(state.started_at, state.last_eviction_at or state.started_at) + settings.settle
+            newly_failed = len(state.failed_nodes) > failed_before
+            failed_before = len(state.failed_nodes)
+            if not result.draining_nodes:
+                # Every node's drain ended with a refusal: nothing left to wait for.
+                return DrainOutcome(report=report, state=state, completed=False)
             if report.completed and now >= settled_at:
-                return DrainOutcome(report=report, state=state, completed=True)
+                return DrainOutcome(report=report, state=state, completed=not state.failed_nodes)
             deadline = state.started_at + settings.timeout if settings.timeout else None
             if deadline is not None and now >= deadline:
                 return DrainOutcome(report=report, state=state, completed=False, timed_out=True)
             wake = now + settings.interval
             if report.completed:
                 wake = min(wake, settled_at)
+            if newly_failed:
+                # This pass's report still holds the refused node's pods; the next pass goes on
+                # with the other nodes alone.
+                wake = now
             if result.next_retry_at is not None:
                 wake = min(wake, result.next_retry_at)
             if deadline is not None:

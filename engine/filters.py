@@ -111,6 +111,10 @@ class DrainOptions:
     """Evict pods with emptyDir volumes, losing their data (kubectl --delete-emptydir-data)."""
     opt_outs_wait: bool = False
     """Phase 1 of a zero-scale: wait for opted-out pods to finish instead of refusing or evicting them."""
+    evict_opt_outs: bool | None = None
+    """Evict pods whose owners opted out of disruption; None follows `force` (kubectl --force).
+    A machine drain forces bare pods but not opt-outs: only an explicit, approved force (or phase 2
+    of a full zero-scale) removes those."""
     grace_period_seconds: int | None = None
     """Sent with each eviction; None uses the pod's own. Passed through, not used by the filters."""
     skip_wait_for_delete_timeout_seconds: int = 0
@@ -137,13 +141,24 @@ class DrainOptions:
         )
 
     @classmethod
-    def machine(cls, *, opt_outs_wait: bool = False, grace_period_seconds: int | None = None) -> DrainOptions:
-        """Cluster API's machine drain: force, ignore DaemonSets and delete emptyDir data all on."""
+    def machine(
+        cls,
+        *,
+        opt_outs_wait: bool = False,
+        evict_opt_outs: bool = False,
+        grace_period_seconds: int | None = None,
+    ) -> DrainOptions:
+        """Cluster API's machine drain: force, ignore DaemonSets and delete emptyDir data all on.
+
+        Opted-out pods still block (as cluster-autoscaler and Karpenter honour them) unless
+        `evict_opt_outs` says an approved force applies.
+        """
         return cls(
             force=True,
             ignore_daemonsets=True,
             delete_emptydir_data=True,
             opt_outs_wait=opt_outs_wait,
+            evict_opt_outs=evict_opt_outs,
             grace_period_seconds=grace_period_seconds,
         )
 
@@ -186,7 +201,7 @@ def daemonset_pods(pod: PodInfo, ctx: DrainContext) -> Verdict | None:
     An orphan (its DaemonSet is gone) would not come back: kubectl refuses it without --force, with
     the API's NotFound text; with force it is evicted like any other pod (warning added later).
     """
-    if pod.controller is None or pod.controller.kind != DAEMONSET_KIND or pod.is_finished:
+    if pod.controller is None or not pod.controller.is_daemonset or pod.is_finished:
         return None
     if _is_orphaned_daemonset_pod(pod, ctx):
         if ctx.options.force:
@@ -251,7 +266,8 @@ def opt_out_pods(pod: PodInfo, ctx: DrainContext) -> Verdict | None:
         return None
     if ctx.options.opt_outs_wait:
         return Verdict(Action.WAIT, f"waiting for completion: Pod annotated {annotation}")
-    if not ctx.options.force:
+    evict = ctx.options.force if ctx.options.evict_opt_outs is None else ctx.options.evict_opt_outs
+    if not evict:
         return Verdict(Action.BLOCK, f"Pods annotated {annotation} (use --force to override)")
     return None
 
@@ -304,7 +320,7 @@ def blocked_nodes(classified: Iterable[tuple[PodInfo, Verdict]]) -> frozenset[st
 def _is_orphaned_daemonset_pod(pod: PodInfo, ctx: DrainContext) -> bool:
     """Controlled by a DaemonSet that no longer exists (deleted with `--cascade=orphan`)."""
     ref = pod.controller
-    if ref is None or ref.kind != DAEMONSET_KIND:
+    if ref is None or not ref.is_daemonset:
         return False
     return f"{pod.namespace}/{ref.name}" not in ctx.daemonset_keys
 

@@ -45,6 +45,11 @@ class OwnerRef:
     uid: str
     api_version: str = ""
 
+    @property
+    def is_daemonset(self) -> bool:
+        """An apps/v1 DaemonSet: another API group's kind named DaemonSet is an ordinary controller."""
+        return self.kind == "DaemonSet" and self.api_version == "apps/v1"
+
 
 @dataclass(frozen=True, slots=True)
 class PodInfo:
@@ -157,7 +162,8 @@ class NodeInfo:
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
     ready: str = "Unknown"
-    """Status of the Ready condition: "True", "False" or "Unknown" (unreachable)."""
+    """Status of the Ready condition: "True", "False", "Unknown" (unreachable), or "" when the node
+    has no Ready condition yet (never reported: not unreachable, as Cluster API reads it)."""
     ready_reason: str = ""
     cpu_allocatable_milli: int = 0
     memory_allocatable_bytes: int = 0
@@ -178,7 +184,7 @@ class NodeInfo:
         meta = raw.get("metadata") or {}
         spec = raw.get("spec") or {}
         status = raw.get("status") or {}
-        ready, reason = "Unknown", "NodeStatusNeverUpdated"
+        ready, reason = "", "NodeStatusNeverUpdated"
         for cond in status.get("conditions") or ():
             if cond.get("type") == "Ready":
                 ready, reason = cond.get("status", "Unknown"), cond.get("reason", "")

@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from engine import drain, policy
 from engine import plan as planning
-from engine import policy
 from engine.clock import Clock
 from engine.kube import events as kube_events
 from engine.operation import (
@@ -342,7 +342,11 @@ class Operations:
                 f"nodes: {', '.join(sorted(known)[:20])}",
             )
         verb = "cordon" if unschedulable else "uncordon"
-        changed = [n for n in nodes if handle.api.set_unschedulable(n, unschedulable)]
+        if unschedulable:
+            changed = [n for n in nodes if handle.api.set_unschedulable(n, True)]
+        else:
+            # Our draining taint goes too: a node left tainted would stay unusable after "uncordon".
+            changed = [n for n in nodes if drain.uncordon_node(handle.api, n)]
         self._audit(by, verb, cluster=cluster, detail=", ".join(nodes))
         return Outcome(
             True,

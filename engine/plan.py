@@ -95,9 +95,13 @@ def plan_drain(
     names = {n.name for n in nodes}
     classified = filters.classify_pods([p for p in pods if p.node_name in names], ctx, pod_filters)
     refused_nodes = filters.blocked_nodes(classified)
-    # Same rule as the drain pass: waiting pods count too, so a slow low-order group holds back the rest.
+    # Same rule as the drain pass, per node: waiting pods count too, so a slow low-order group holds
+    # back the rest of its node.
     waiting_or_evicted = (filters.Action.EVICT, filters.Action.WAIT)
-    min_order = min((v.order for _, v in classified if v.action in waiting_or_evicted), default=0)
+    min_order: dict[str, int] = {}
+    for pod, verdict in classified:
+        if verdict.action in waiting_or_evicted:
+            min_order[pod.node_name] = min(min_order.get(pod.node_name, verdict.order), verdict.order)
     budget_left = {p.key: p.disruptions_allowed for p in pdbs}
     index = PdbIndex(pdbs)
     entries: list[PodPlan] = []
@@ -111,7 +115,7 @@ def plan_drain(
                 "skip",
                 "another pod on this node is refused; kubectl drains a node all or nothing",
             )
-        elif verdict.action is filters.Action.EVICT and verdict.order > min_order:
+        elif verdict.action is filters.Action.EVICT and verdict.order > min_order.get(pod.node_name, 0):
             action, reason = "later", "system-critical: evicted after the other pods"
         elif verdict.action is filters.Action.EVICT:
             action, reason = _predict_eviction(pod, index, budget_left)
@@ -238,9 +242,10 @@ def _plan_resize(
     after = {p.name: p.desired for p in snap.pools} | dict(sizes)
     force_phase = all(size == 0 for size in after.values())
     drained = tuple(sorted(n for c in changes for n in c.nodes_to_remove))
-    options = filters.DrainOptions.machine(opt_outs_wait=force_phase)
-    if force and not force_phase:
-        options = filters.DrainOptions(force=True)
+    # Opt-outs block a scale-down and a partial zero; only an explicit force evicts them.
+    options = filters.DrainOptions.machine(
+        opt_outs_wait=force_phase, evict_opt_outs=force and not force_phase
+    )
     blockers, warnings = _blockers(snap, drained, options, now=now)
     if force_phase and blockers:
         warnings = (

@@ -7,7 +7,8 @@ that the runner persists before anything else happens):
     scale up / wake:    resize → wait_ready → finish
     drain:              cordon → drain
 
-- `record` writes the sizes to restore to SQLite AND to the pool objects before the first change.
+- `record` writes the sizes to restore to SQLite AND to the pool objects before the first change
+  (a zero-scale or a scheduled sleep only: a deliberate scale is the size wake keeps).
 - `drain` runs ONE drain pass per invocation and asks to be called again after a wait; its
   `DrainState` and the phase-1 start live in `step_data`, so the 5-minute window and drain
   timeouts survive restarts (a restart at 4:00 into phase 1 reaches phase 2 one minute later).
@@ -299,10 +300,19 @@ def _first_step(op: Operation) -> str:
 # -- steps -----------------------------------------------------------------------------------------
 
 
+def records_restore(op: Operation) -> bool:
+    """Only a zero-scale or a scheduled sleep records what wake comes back to.
+
+    A deliberate scale is the size the user chose: recording it (or keeping the day-time size
+    over it) would make a later zero-and-wake restore a size nobody asked for.
+    """
+    return op.kind is OpKind.ZERO or op.requested_by.startswith("schedule:")
+
+
 def step_record(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     now = runner.clock.now()
     for change in op.plan.pools:
-        if change.after >= change.before:
+        if change.after >= change.before or not records_restore(op):
             continue
         pool = h.pools.get_pool(change.pool)
         record = RestoreRecord(
@@ -316,9 +326,12 @@ def step_record(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
         runner.store.record_restore(
             StoredRestore(h.name, change.pool, pool.desired, pool.min_size, pool.max_size, now, op.id, {})
         )
-    return StepResult(
-        next_step="cordon", events=[("phase", f"Recorded sizes to restore: {op.plan.summary()}", "")]
+    text = (
+        f"Recorded sizes to restore: {op.plan.summary()}"
+        if records_restore(op)
+        else f"Scaling as chosen (wake restores what a zero-scale records): {op.plan.summary()}"
     )
+    return StepResult(next_step="cordon", events=[("phase", text, "")])
 
 
 def step_cordon(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
@@ -352,7 +365,9 @@ def _options(op: Operation) -> filters.DrainOptions:
         return filters.DrainOptions.kubectl(
             force=op.target.force, ignore_daemonsets=True, delete_emptydir_data=True
         )
-    return filters.DrainOptions.machine(opt_outs_wait=op.plan.force_phase)
+    return filters.DrainOptions.machine(
+        opt_outs_wait=op.plan.force_phase, evict_opt_outs=op.target.force and not op.plan.force_phase
+    )
 
 
 def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
@@ -380,10 +395,22 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     if message != op.step_data.get("last_message"):
         data["last_message"] = message
         events.append(("report", result.report.summary_line(), message))
-    settled = (
-        result.state.last_eviction_at is None or now >= result.state.last_eviction_at + runner.settings.settle
-    )
-    if result.report.completed and settled:
+    # An empty node settles like a drained one (from the drain's start when nothing was evicted).
+    settled_from = max(state.started_at, result.state.last_eviction_at or state.started_at)
+    settled = now >= settled_from + runner.settings.settle
+    refused = result.state.failed_nodes
+    if refused and not op.plan.force_phase:
+        # No retry changes a refusal like this one: fail now with the reason (kubectl exits 1)
+        # rather than wait out the timeout. A full zero-scale leaves such nodes to phase 2.
+        error = "; ".join(f"node {node}: {reason}" for node, reason in sorted(refused.items()))
+        _record_nodes(runner, op, kube_events.DRAIN_FAILED, f"{error} (operation {op.id})", warning=True)
+        return StepResult(
+            data=data,
+            state=OpState.FAILED,
+            error=error,
+            events=[*events, ("final", f"Failed: {error}", message)],
+        )
+    if result.report.completed and settled and not refused:
         done = "remove" if op.kind is not OpKind.DRAIN else None
         events.append(("phase", "Drain completed", ""))
         _record_nodes(runner, op, kube_events.DRAINED, f"Drain completed (operation {op.id})")
@@ -417,8 +444,8 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
             events=[*events, ("final", f"Failed: {error}\n{message}", message)],
         )
     wake = now + runner.settings.pass_interval
-    if result.report.completed and result.state.last_eviction_at:
-        wake = min(wake, result.state.last_eviction_at + runner.settings.settle)
+    if result.report.completed:
+        wake = min(wake, settled_from + runner.settings.settle)
     if result.next_retry_at is not None:
         wake = min(wake, result.next_retry_at)
     if op.plan.force_phase:
@@ -436,7 +463,10 @@ def step_force(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     state = drain.DrainState.from_json(op.step_data["drain"])
     failures = {uid: f.key for uid, f in state.failures.items()}
     ctx = filters.DrainContext(
-        options=filters.DrainOptions.machine(), now=now, daemonset_keys=h.api.list_daemonset_keys()
+        # Phase 2 removes everything left, opt-outs included: that is what its approval was for.
+        options=filters.DrainOptions.machine(evict_opt_outs=True),
+        now=now,
+        daemonset_keys=h.api.list_daemonset_keys(),
     )
     remaining = [
         p

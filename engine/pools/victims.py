@@ -126,7 +126,7 @@ def is_evictable(pod: PodInfo) -> bool:
     """A pod a drain would have to move: not a DaemonSet or mirror pod, not finished or leaving."""
     if pod.is_mirror or pod.is_finished or pod.is_terminating:
         return False
-    return pod.controller is None or pod.controller.kind != "DaemonSet"
+    return pod.controller is None or not pod.controller.is_daemonset
 
 
 def evictable_count(pods: Sequence[PodInfo]) -> int:

@@ -1,7 +1,8 @@
 """The `scalebot` command line against the real control plane.
 
 Covers: `drain` prints the kubectl-style lines and the changed condition messages and exits 0;
-`--timeout` exits 1 with the final message; `--dry-run` and `plan drain -o json` change nothing;
+`--timeout` exits 1 with the final message (a budget that allows nothing is retried until then);
+`--dry-run` and `plan drain -o json` change nothing;
 bad input (unknown node, invalid selector, missing context or kubeconfig, a forbidden call) is one
 line naming the problem, exit 2, and nothing changed in the cluster.
 """
@@ -72,13 +73,18 @@ def test_drain_timeout_exits_one_with_the_blocking_message(
     namespace: str,
     node_pool: Callable[..., list[str]],
 ) -> None:
-    [node] = node_pool(1)
-    builders.create_bare_pod(admin_api, namespace, "bare", node=node)
+    group = {"scalebot.test/group": namespace}
+    [node] = node_pool(1, labels=group)
+    # A budget that allows no disruption: refused with 429, retried until the timeout.
+    builders.create_deployment(admin_api, namespace, "guarded", 1, node_selector=group, grace=1)
+    builders.create_pdb(admin_api, namespace, "guarded", match_labels={"app": "guarded"}, max_unavailable=0)
+    builders.wait_for_pdb_observed(admin_api, namespace, "guarded", expected_pods=1)
     builders.wait_for_pods_running(admin_api, namespace, count=1)
     result = scalebot("drain", node, "--timeout", "3s", "--interval", "1s", kubeconfig=scalebot_kubeconfig)
     assert result.returncode == 1
     assert "error: drain did not complete within 3s:" in result.stderr
-    assert "cannot delete Pods that declare no controller (use --force to override)" in result.stderr
+    assert "* Pods with eviction failed:" in result.stderr
+    assert "guarded needs 1 healthy pods and has 1 currently" in result.stderr
 
 
 def test_dry_run_and_plan_change_nothing(

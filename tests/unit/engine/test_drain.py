@@ -241,7 +241,16 @@ def test_resumed_drain_keeps_its_start_and_already_cordoned_memory(cluster: Fake
 
 
 def test_cancel_stops_the_loop(cluster: FakeCluster) -> None:
-    cluster.add_pod("shop", "bare", node="w-1")
+    # A budget that allows nothing: the drain waits (a bare pod would end it at once).
+    cluster.add_pod(
+        "shop",
+        "web-1",
+        node="w-1",
+        controller_kind="ReplicaSet",
+        controller_name="web",
+        labels={"app": "web"},
+    )
+    cluster.add_pdb("shop", "web", match_labels={"app": "web"}, disruptions_allowed=0)
     cancel = threading.Event()
     cancel.set()
     outcome, _ = drain_all(cluster, ["w-1"], options=filters.DrainOptions.kubectl(), cancel=cancel)

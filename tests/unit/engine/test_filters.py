@@ -408,8 +408,16 @@ def test_opt_outs_wait_wins_over_the_refusal_without_force() -> None:
 
 @pytest.mark.parametrize(("key", "value"), OPT_OUTS)
 def test_opt_out_annotation_is_evicted_with_force_and_a_warning(key: str, value: str) -> None:
-    got = verdict(make_pod(annotations={key: value}))
+    got = verdict(make_pod(annotations={key: value}), DrainOptions.kubectl(force=True))
     assert got == Verdict(Action.EVICT, f"evicting Pod annotated {key}={value}", 0)
+    forced = verdict(make_pod(annotations={key: value}), DrainOptions.machine(evict_opt_outs=True))
+    assert forced == Verdict(Action.EVICT, f"evicting Pod annotated {key}={value}", 0)
+
+
+@pytest.mark.parametrize(("key", "value"), OPT_OUTS)
+def test_opt_out_annotation_blocks_a_machine_drain_without_an_explicit_force(key: str, value: str) -> None:
+    got = verdict(make_pod(annotations={key: value}))
+    assert got == Verdict(Action.BLOCK, f"Pods annotated {key}={value} (use --force to override)")
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,7 @@ from engine.pools.victims import (
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 GI = 1024**3
 RS = OwnerRef(kind="ReplicaSet", name="web-5d8f", uid="rs-uid")
-DS = OwnerRef(kind="DaemonSet", name="fluentd", uid="ds-uid")
+DS = OwnerRef(kind="DaemonSet", name="fluentd", uid="ds-uid", api_version="apps/v1")
 
 
 def node(name: str, age_days: float = 10, **kwargs: Any) -> Node:

@@ -1,0 +1,100 @@
+"""Pool operations at the edges, on the real control plane as scalebot's ServiceAccount (issue 14).
+
+Covers: pods that opted out of disruption block a pool scale-down (listed as blockers on the plan,
+the operation fails with the reason, nothing evicted) instead of being evicted by the machine drain;
+a deliberate scale changes what a later zero-and-wake restores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.kube.client import KubeClient
+from engine.operation import OperationRequest, OpKind, OpState, Target
+from localcluster import builders
+from tests.e2e.test_operations import kube, make_ops, pool_key, pools, request, run
+
+__all__ = ["kube", "pool_key"]  # fixtures, used by name
+
+pytestmark = pytest.mark.e2e
+
+OPT_OUT = {"karpenter.sh/do-not-disrupt": "true"}
+
+
+def test_opted_out_pods_block_a_scale_down(
+    admin_api: Any,
+    kube: KubeClient,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    pool_key: str,
+    unique_name: str,
+    tmp_path: Path,
+) -> None:
+    made = pools(node_pool, pool_key, unique_name, a=2)
+    # One opted-out pod on each node: whichever node the scale-down picks holds one.
+    names = [f"keep-{i}" for i in range(len(made["a"]))]
+    for pod, node in zip(names, made["a"], strict=True):
+        builders.create_bare_pod(admin_api, namespace, pod, node=node, grace=1, annotations=OPT_OUT)
+    builders.wait_for_pods_running(admin_api, namespace, count=2)
+    before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in builders.list_pods(admin_api, namespace)}
+    ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
+    try:
+        out = ops.request(
+            OperationRequest(
+                kind=OpKind.SCALE,
+                target=Target(cluster="e2e", pools=(f"{unique_name}-a",), size=1),
+                requested_by="cli:e2e",
+            )
+        )
+        assert out.ok and out.operation is not None, out.reply
+        plan = out.operation.plan
+        [victim] = plan.nodes
+        [(blocker, why)] = plan.blockers
+        assert blocker in {f"{namespace}/{n}" for n in names}
+        assert "karpenter.sh/do-not-disrupt=true" in why
+        assert ops.runner.wait_idle(90)
+        op = ops.get(out.operation.id)
+        assert op is not None
+        assert op.state is OpState.FAILED
+        assert op.error is not None and victim in op.error and "karpenter.sh/do-not-disrupt=true" in op.error
+    finally:
+        ops.runner.stop()
+    after = builders.list_pods(admin_api, namespace)
+    assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in after} == before
+    assert all("deletionTimestamp" not in p["metadata"] for p in after)
+    nodes = builders.get(admin_api, builders.node_path())["items"]
+    assert sorted(
+        n["metadata"]["name"] for n in nodes if n["metadata"].get("labels", {}).get(pool_key)
+    ) == sorted(made["a"])
+
+
+def test_wake_restores_the_size_last_chosen_by_a_scale(
+    kube: KubeClient,
+    node_pool: Callable[..., list[str]],
+    pool_key: str,
+    unique_name: str,
+    tmp_path: Path,
+) -> None:
+    pools(node_pool, pool_key, unique_name, a=3)
+    pool = f"{unique_name}-a"
+    ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
+    try:
+        scaled = run(
+            ops,
+            OperationRequest(
+                kind=OpKind.SCALE, target=Target(cluster="e2e", pools=(pool,), size=2), requested_by="cli:e2e"
+            ),
+        )
+        assert scaled.state is OpState.SUCCEEDED, scaled.error
+        zeroed = run(ops, request(OpKind.ZERO, pool))
+        assert zeroed.state is OpState.SUCCEEDED, zeroed.error
+        woken = run(ops, request(OpKind.WAKE, pool))
+        assert woken.state is OpState.SUCCEEDED, woken.error
+        sizes = {p.name: p.desired for p in ops.status("e2e").pools}
+    finally:
+        ops.runner.stop()
+    assert sizes == {pool: 2}
