@@ -399,7 +399,9 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     settled_from = max(state.started_at, result.state.last_eviction_at or state.started_at)
     settled = now >= settled_from + runner.settings.settle
     refused = result.state.failed_nodes
-    if refused and not op.plan.force_phase:
+    # Phase 2 is withdrawn when "every pool goes to zero" no longer holds as it would start.
+    forcing = op.plan.force_phase and not op.step_data.get("force_withdrawn")
+    if refused and not forcing:
         # No retry changes a refusal like this one: fail now with the reason (kubectl exits 1)
         # rather than wait out the timeout. A full zero-scale leaves such nodes to phase 2.
         error = "; ".join(f"node {node}: {reason}" for node, reason in sorted(refused.items()))
@@ -423,7 +425,14 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
             )
         return StepResult(next_step=done, data=data, events=events)
     started = parse_time(op.step_data.get("phase1_started_at")) or state.started_at
-    if op.plan.force_phase and now >= started + runner.settings.graceful_window:
+    if forcing and now >= started + runner.settings.graceful_window:
+        withdrawn = _why_not_force(op, h)
+        if withdrawn:
+            # Another pool woke or grew during phase 1: forcing now would kill pods the cluster
+            # still runs elsewhere for. Fall back to the standard drain (its timeout applies).
+            data["force_withdrawn"] = withdrawn
+            text = f"Phase 2 withdrawn: {withdrawn}; draining without force"
+            return StepResult(data=data, wait=0.5, events=[*events, ("phase", text, "")])
         events.append(
             (
                 "phase",
@@ -434,7 +443,7 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
         )
         return StepResult(next_step="force", data=data, events=events)
     timeout = runner.settings.drain_timeout
-    if not op.plan.force_phase and timeout is not None and now >= state.started_at + timeout:
+    if not forcing and timeout is not None and now >= state.started_at + timeout:
         error = f"drain did not complete within {format_duration(timeout)}"
         _record_nodes(runner, op, kube_events.DRAIN_FAILED, f"{error} (operation {op.id})", warning=True)
         return StepResult(
@@ -448,9 +457,20 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
         wake = min(wake, settled_from + runner.settings.settle)
     if result.next_retry_at is not None:
         wake = min(wake, result.next_retry_at)
-    if op.plan.force_phase:
+    if forcing:
         wake = min(wake, started + runner.settings.graceful_window)
     return StepResult(data=data, wait=max(0.5, (wake - now).total_seconds()), events=events)
+
+
+def _why_not_force(op: Operation, h: ClusterHandle) -> str:
+    """Re-check, as phase 2 would start, that every pool still goes to zero; "" when it does."""
+    planned = {c.pool for c in op.plan.pools}
+    awake = sorted(
+        f"{p.name} ({p.desired})" for p in h.pools.list_pools() if p.name not in planned and p.desired > 0
+    )
+    if awake:
+        return f"pool(s) not going to zero since the plan: {', '.join(awake)}"
+    return ""
 
 
 def step_force(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:

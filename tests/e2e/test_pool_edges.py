@@ -8,6 +8,7 @@ a deliberate scale changes what a later zero-and-wake restores.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -98,3 +99,51 @@ def test_wake_restores_the_size_last_chosen_by_a_scale(
     finally:
         ops.runner.stop()
     assert sizes == {pool: 2}
+
+
+def test_phase_two_is_withdrawn_when_another_pool_appears_during_phase_one(
+    admin_api: Any,
+    kube: KubeClient,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    pool_key: str,
+    unique_name: str,
+    tmp_path: Path,
+) -> None:
+    from dataclasses import replace
+
+    from tests.e2e.test_operations import FAST
+
+    made = pools(node_pool, pool_key, unique_name, a=1)
+    group = {"scalebot.test/group": unique_name}
+    builders.create_deployment(admin_api, namespace, "guarded", 1, node_selector=group, grace=1)
+    builders.create_pdb(admin_api, namespace, "guarded", match_labels={"app": "guarded"}, max_unavailable=0)
+    builders.wait_for_pdb_observed(admin_api, namespace, "guarded", expected_pods=1)
+    builders.wait_for_pods_running(admin_api, namespace, count=1)
+    [guarded] = builders.pods_on_node(admin_api, made["a"][0], namespace=namespace)
+    settings = replace(FAST, graceful_window=timedelta(seconds=6), drain_timeout=timedelta(seconds=15))
+    ops = make_ops(kube, pool_key, tmp_path / "db.sqlite", settings)
+    try:
+        out = ops.request(request(OpKind.ZERO))
+        assert out.ok and out.operation is not None, out.reply
+        assert out.operation.plan.force_phase
+        op_id = out.operation.id
+
+        def draining() -> bool:
+            op = ops.get(op_id)
+            return op is not None and op.state is OpState.RUNNING and op.step == "drain"
+
+        builders.wait_until(draining, 60, "phase 1 to be draining")
+        # Someone brings up another pool during phase 1: the cluster no longer all goes to zero.
+        pools(node_pool, pool_key, unique_name, b=1)
+        assert ops.runner.wait_idle(90)
+        op = ops.get(op_id)
+    finally:
+        ops.runner.stop()
+    assert op is not None
+    assert op.state is OpState.FAILED
+    assert f"{unique_name}-b (1)" in op.step_data["force_withdrawn"]
+    assert op.error == "drain did not complete within 15s"
+    pod = builders.get(admin_api, builders.pod_path(namespace, guarded["metadata"]["name"]))
+    assert pod["metadata"]["uid"] == guarded["metadata"]["uid"]
+    assert "deletionTimestamp" not in pod["metadata"], "never force-deleted"
