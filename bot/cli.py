@@ -427,20 +427,28 @@ def build_operations(
         print("SIMULATED cluster (in memory): nothing real is changed", file=sys.stderr)
         store = Store(":memory:")
     else:
+        handle = _connect_cluster(args)
         try:
-            handle = wiring.connect_cluster(
-                args.cluster or args.context or "default",
-                kubeconfig=args.kubeconfig,
-                context=args.context,
-                provider=args.provider,
-                pool_label=args.pool_label,
-                namespace=args.namespace,
-            )
             store = Store(args.db)
-        except (wiring.WiringError, StoreError) as exc:
+        except StoreError as exc:
             raise CliError(str(exc)) from exc
     rules = policies(handle.name) if policies else {}
     return Operations(store, {handle.name: handle}, rules, SystemClock(), settings=settings)
+
+
+def _connect_cluster(args: argparse.Namespace) -> ClusterHandle:
+    """The real cluster the arguments name: client, pool provider and workloads."""
+    try:
+        return wiring.connect_cluster(
+            args.cluster or args.context or "default",
+            kubeconfig=args.kubeconfig,
+            context=args.context,
+            provider=args.provider,
+            pool_label=args.pool_label,
+            namespace=args.namespace,
+        )
+    except wiring.WiringError as exc:
+        raise CliError(str(exc)) from exc
 
 
 def _request(args: argparse.Namespace, ops: Operations) -> OperationRequest:
@@ -473,17 +481,7 @@ def _real_cluster(args: argparse.Namespace, command: str) -> tuple[ClusterHandle
         raise CliError(
             f"{command} reads a real cluster's scheduling rules: give a kubeconfig, not --simulated"
         )
-    try:
-        handle = wiring.connect_cluster(
-            args.cluster or args.context or "default",
-            kubeconfig=args.kubeconfig,
-            context=args.context,
-            provider=args.provider,
-            pool_label=args.pool_label,
-            namespace=args.namespace,
-        )
-    except wiring.WiringError as exc:
-        raise CliError(str(exc)) from exc
+    handle = _connect_cluster(args)
     if not isinstance(handle.api, KubeClient):
         raise CliError(f"{command} needs a Kubernetes API server")
     return handle, handle.api
