@@ -21,7 +21,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from bot import logs, wiring
+from bot import logs, providers, wiring
 from engine import advice, consolidation, drain, drainer, filters, placement, plan
 from engine.clock import SystemClock
 from engine.durations import DurationError, parse_duration
@@ -31,7 +31,6 @@ from engine.model import NodeInfo
 from engine.operation import OperationRequest, OpKind, OpState, Outcome, ProgressEvent, Target
 from engine.operations import Operations, UserError
 from engine.policy import ClusterPolicy
-from engine.pools.base import POOL_LABEL
 from engine.report import DrainReport
 from engine.runner import ClusterHandle, RunnerSettings
 from engine.store import Store, StoreError
@@ -232,15 +231,19 @@ def _add_cluster_args(parser: argparse.ArgumentParser) -> None:
 def _add_ops_args(parser: argparse.ArgumentParser) -> None:
     _add_cluster_args(parser)
     parser.add_argument("--cluster", help="name recorded for this cluster (default: the context name)")
+    kinds = "; ".join(f"{p.name}: {p.summary}" for p in providers.PROVIDERS.values())
     parser.add_argument(
         "--provider",
-        choices=wiring.PROVIDERS,
-        default="labels",
-        help="what a pool is: nodes sharing a label, or Cluster API MachineDeployments",
+        choices=providers.names(),
+        default=providers.DEFAULT_PROVIDER,
+        help=f"what a pool is ({kinds})",
     )
-    parser.add_argument(
-        "--pool-label", default=POOL_LABEL, help=f"node label naming the pool (default {POOL_LABEL})"
-    )
+    for option in providers.all_options().values():
+        owners = ", ".join(p.name for p in providers.PROVIDERS.values() if option.key in p.option_keys())
+        default = f"; default {option.default}" if option.default else ""
+        parser.add_argument(
+            option.flag, dest=f"provider_{option.key}", help=f"{option.help} ({owners}{default})"
+        )
     parser.add_argument("--namespace", default="scalebot", help="scalebot's namespace (pool records)")
     parser.add_argument(
         "--db",
@@ -444,11 +447,25 @@ def _connect_cluster(args: argparse.Namespace) -> ClusterHandle:
             kubeconfig=args.kubeconfig,
             context=args.context,
             provider=args.provider,
-            pool_label=args.pool_label,
+            options=_provider_options(args),
             namespace=args.namespace,
         )
     except wiring.WiringError as exc:
         raise CliError(str(exc)) from exc
+
+
+def _provider_options(args: argparse.Namespace) -> dict[str, str]:
+    """The flags of the chosen provider's options that were given; another provider's flag is an error."""
+    spec = providers.spec(args.provider)
+    given: dict[str, str] = {}
+    for option in providers.all_options().values():
+        value = getattr(args, f"provider_{option.key}", None)
+        if value is None:
+            continue
+        if option.key not in spec.option_keys():
+            raise CliError(f"{option.flag} is not an option of --provider {spec.name}")
+        given[option.key] = value
+    return given
 
 
 def _request(args: argparse.Namespace, ops: Operations) -> OperationRequest:

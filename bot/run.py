@@ -202,7 +202,7 @@ def _connect(settings: Settings) -> dict[str, ClusterHandle]:
                 kubeconfig=str(c.kubeconfig) if c.kubeconfig else None,
                 context=c.context or None,
                 provider=c.provider,
-                pool_label=c.pool_label,
+                options=c.options,
                 qps=c.api_qps,
                 burst=c.api_burst,
             )

@@ -21,8 +21,8 @@ Config file (every key optional except what a cluster needs to be reached):
       dev-eu:
         context: dev-eu                             # kubeconfig context (default: the cluster name)
         kubeconfig: /etc/scalebot/kubeconfig        # default: $KUBECONFIG / ~/.kube/config / in-cluster
-        provider: labels                            # labels | capi
-        pool_label: scalebot.io/pool
+        provider: labels                            # a name from bot.providers.PROVIDERS
+        pool_label: scalebot.io/pool                # the provider's own options (bot.providers)
         api_qps: 50                                 # client-side requests/s to the API server; api_burst: 100
         default_channels: [C0123]                   # or default_channel: C0123
         protected: false
@@ -49,6 +49,7 @@ from typing import Any
 
 import yaml
 
+from bot import providers
 from engine.durations import DurationError, parse_duration
 from engine.policy import ClusterPolicy, Role
 
@@ -57,7 +58,6 @@ _SLACK_USER = re.compile(r"[UW][A-Z0-9]+")
 _SLACK_GROUP = re.compile(r"S[A-Z0-9]+")
 _SLACK_CHANNEL = re.compile(r"[CG][A-Z0-9]+")
 APPROVAL_TAGS = ("drain", "scale_down", "scale_up", "zero", "wake", "force")
-PROVIDERS = ("labels", "capi")
 
 
 class SettingsError(ValueError):
@@ -128,8 +128,9 @@ class ClusterSettings:
     name: str
     context: str
     kubeconfig: Path | None = None
-    provider: str = "labels"
-    pool_label: str = "scalebot.io/pool"
+    provider: str = providers.DEFAULT_PROVIDER
+    options: Mapping[str, str] = field(default_factory=dict)
+    """The provider's own settings (bot.providers), validated, defaults filled in."""
     default_channels: tuple[str, ...] = ()
     protected: bool = False
     policy: ClusterPolicy = field(default_factory=lambda: ClusterPolicy(cluster=""))
@@ -263,24 +264,41 @@ def _sender(node: _Node) -> SenderSettings:
     )
 
 
+_CLUSTER_KEYS = (
+    "context",
+    "kubeconfig",
+    "provider",
+    "default_channel",
+    "default_channels",
+    "protected",
+    "policy",
+    "api_qps",
+    "api_burst",
+)
+"""Keys every cluster entry may have; the provider adds its own (bot.providers)."""
+
+
 def _cluster(name: str, node: _Node) -> ClusterSettings:
     if not _NAME.fullmatch(name) or len(name) > 63:
         raise SettingsError(f"{node.path}: cluster names are DNS-1123 labels (lowercase, digits, '-', '.')")
-    node.only(
-        "context",
-        "kubeconfig",
-        "provider",
-        "pool_label",
-        "default_channel",
-        "default_channels",
-        "protected",
-        "policy",
-        "api_qps",
-        "api_burst",
-    )
-    provider = node.string("provider", "labels")
-    if provider not in PROVIDERS:
-        raise SettingsError(f"{node.path}.provider: unknown provider '{provider}' ({', '.join(PROVIDERS)})")
+    provider = node.string("provider", providers.DEFAULT_PROVIDER)
+    try:
+        spec = providers.spec(provider)
+    except providers.ProviderOptionError as exc:
+        raise SettingsError(f"{node.path}.provider: {exc}") from None
+    for key, child in node.items():
+        owners = [p.name for p in providers.PROVIDERS.values() if key in p.option_keys()]
+        if owners and provider not in owners:
+            raise SettingsError(
+                f"{child.path}: a setting of provider {' / '.join(owners)}, not of {provider} "
+                f"(set provider: {owners[0]}, or remove it)"
+            )
+    node.only(*_CLUSTER_KEYS, *spec.option_keys())
+    given = {key: node.string(key, "") for key in spec.option_keys() if node.has(key)}
+    try:
+        options = spec.resolve(given)
+    except providers.ProviderOptionError as exc:
+        raise SettingsError(f"{node.path}.{exc}") from None
     channels = list(node.strings("default_channels"))
     if node.has("default_channel"):
         channels.insert(0, node.string("default_channel", ""))
@@ -296,7 +314,7 @@ def _cluster(name: str, node: _Node) -> ClusterSettings:
         context=node.string("context", name),
         kubeconfig=Path(kubeconfig).expanduser() if kubeconfig else None,
         provider=provider,
-        pool_label=node.string("pool_label", "scalebot.io/pool"),
+        options=options,
         default_channels=tuple(dict.fromkeys(channels)),
         protected=protected,
         policy=_policy(name, node.child("policy"), protected=protected),

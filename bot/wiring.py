@@ -1,22 +1,22 @@
 """Builds cluster handles (Kubernetes client + pool provider + workloads) from CLI or config values.
 
-The only place (with `bot.app`) that knows the concrete adapters; everything else receives ports.
+The only place (with `bot.app` and the provider registry `bot.providers`) that knows the concrete
+adapters; everything else receives ports.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from bot import providers
 from engine.clock import Clock, SystemClock
 from engine.kube.fake import FakeCluster
-from engine.pools.base import POOL_LABEL
 from engine.pools.simulated import SimulatedPoolProvider
 from engine.runner import ClusterHandle
 
 if TYPE_CHECKING:
     from engine.workloads import WorkloadConfig
-
-PROVIDERS = ("labels", "capi")
 
 
 class WiringError(ValueError):
@@ -28,31 +28,40 @@ def connect_cluster(
     *,
     kubeconfig: str | None = None,
     context: str | None = None,
-    provider: str = "labels",
-    pool_label: str = POOL_LABEL,
+    provider: str = providers.DEFAULT_PROVIDER,
+    options: Mapping[str, str] | None = None,
     namespace: str = "scalebot",
     qps: float = 50.0,
     burst: int = 100,
     workloads: WorkloadConfig | None = None,
 ) -> ClusterHandle:
-    from engine.kube.client import KubeClient, KubeConfigError
+    """`provider` names an entry of `bot.providers.PROVIDERS`; `options` are its own settings
+    (validated here again, so the CLI and the config file fail the same way)."""
+    from engine.kube.client import KubeConfigError
     from engine.workloads import WorkloadConfig, WorkloadScaler
 
-    if provider not in PROVIDERS:
-        raise WiringError(f'unknown pool provider "{provider}"; choose one of: {", ".join(PROVIDERS)}')
     try:
-        api = KubeClient.from_config(kubeconfig=kubeconfig, context=context, qps=qps, burst=burst)
-    except KubeConfigError as exc:
+        spec = providers.spec(provider)
+        resolved = spec.resolve(options or {})
+    except providers.ProviderOptionError as exc:
+        raise WiringError(f"pool provider: {exc}") from exc
+    connection = providers.Connection(
+        cluster=name,
+        kubeconfig=kubeconfig,
+        context=context,
+        options=resolved,
+        namespace=namespace,
+        qps=qps,
+        burst=burst,
+    )
+    try:
+        connected = spec.connect(connection)
+    except (KubeConfigError, providers.ProviderOptionError) as exc:
         raise WiringError(str(exc)) from exc
-    scaler = WorkloadScaler.from_kube_client(api, workloads or WorkloadConfig(own_namespace=namespace))
-    if provider == "capi":
-        from engine.pools.capi import ClusterApiPoolProvider
-
-        return ClusterHandle(name, api, ClusterApiPoolProvider(api.api_client, node_api=api), scaler)
-    from engine.pools.labels import LabelPoolProvider
-
-    pools = LabelPoolProvider(api, api.api_client, label=pool_label, namespace=namespace)
-    return ClusterHandle(name, api, pools, scaler)
+    scaler = WorkloadScaler.from_kube_client(
+        connected.api, workloads or WorkloadConfig(own_namespace=namespace)
+    )
+    return ClusterHandle(name, connected.api, connected.pools, scaler)
 
 
 def simulated_cluster(

@@ -61,7 +61,7 @@ def test_full_config(tmp_path: Path) -> None:
     settings = load(write(tmp_path, FULL), {**ENV, "SCALEBOT_DB": "/data/scalebot.db"})
 
     dev = settings.clusters["dev-eu"]
-    assert (dev.context, dev.provider, dev.pool_label, str(dev.kubeconfig)) == (
+    assert (dev.context, dev.provider, dev.options["pool_label"], str(dev.kubeconfig)) == (
         "kind-dev",
         "labels",
         "example.com/pool",
@@ -119,8 +119,12 @@ def test_socket_mode_needs_no_signing_secret(tmp_path: Path) -> None:
         ),
         ("clusters: {dev-eu: {polcy: {}}}", "clusters.dev-eu.polcy: unknown setting (known here: context,"),
         (
-            "clusters: {dev-eu: {provider: eks}}",
-            "clusters.dev-eu.provider: unknown provider 'eks' (labels, capi)",
+            "clusters: {dev-eu: {provider: nimbus}}",
+            "clusters.dev-eu.provider: unknown provider 'nimbus' (labels, capi",
+        ),
+        (
+            "clusters: {dev-eu: {provider: capi, pool_label: example.com/pool}}",
+            "clusters.dev-eu.pool_label: a setting of provider labels, not of capi",
         ),
         (
             "clusters: {dev-eu: {policy: {users: {alice: admin}}}}",

@@ -1,0 +1,180 @@
+"""The pool provider registry: every kind of pool scalebot can drive, in one table.
+
+Settings (`clusters.<name>.provider` and the provider's own keys), the CLI (`--provider` and one
+flag per option) and wiring (building the ClusterHandle) all read `PROVIDERS`; nothing else names
+a provider.
+
+Adding a provider:
+1. write `engine/pools/<name>.py`, a `PoolProvider` (engine/pools/base.py);
+2. add one `ProviderSpec` to `PROVIDERS` below: its name, a one-line summary, its options (each is
+   a config key `clusters.<name>.<key>` and a CLI flag `--<key with dashes>`), and a `connect`
+   function that builds the provider from a `Connection`;
+3. a README section (RBAC it needs, what scale/zero/wake do, what it cannot do) and tests.
+
+Options are text values, validated here (choices or a `check` function) so a bad value fails at
+start with its key path; the provider's `connect` receives them with defaults filled in. Imports of
+the engine's adapters stay inside the `connect` functions so that reading settings or building the
+CLI parser loads no Kubernetes client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from engine.pools.base import POOL_LABEL
+
+if TYPE_CHECKING:
+    from engine.kube.client import KubeClient
+    from engine.pools.base import PoolProvider
+
+
+class ProviderOptionError(ValueError):
+    """An option value the provider refuses; the message says what is expected."""
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    key: str
+    """Config key under `clusters.<name>`; the CLI flag is `--` + key with '_' as '-'."""
+    help: str
+    default: str = ""
+    choices: tuple[str, ...] = ()
+    check: Callable[[str], None] | None = None
+    """Raises ProviderOptionError for a bad value (beyond `choices`)."""
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.key.replace("_", "-")
+
+    def validate(self, value: str) -> str:
+        if self.choices and value not in self.choices:
+            raise ProviderOptionError(f"'{value}' is not one of: {', '.join(self.choices)}")
+        if self.check is not None and value:
+            self.check(value)
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class Connection:
+    """What a provider's `connect` gets: the cluster entry, validated options, client settings."""
+
+    cluster: str
+    kubeconfig: str | None
+    context: str | None
+    options: Mapping[str, str]
+    """Every option of the provider, defaults filled in."""
+    namespace: str = "scalebot"
+    """scalebot's own namespace (where the labels provider keeps its pool records)."""
+    qps: float = 50.0
+    burst: int = 100
+
+    def kube(self, *, kubeconfig: str | None, context: str | None) -> KubeClient:
+        """A client for an API server, with this cluster's rate limits."""
+        from engine.kube.client import KubeClient
+
+        return KubeClient.from_config(kubeconfig=kubeconfig, context=context, qps=self.qps, burst=self.burst)
+
+    def workload(self) -> KubeClient:
+        """The cluster entry's own kubeconfig/context: where the Nodes and Pods are."""
+        return self.kube(kubeconfig=self.kubeconfig, context=self.context)
+
+
+@dataclass(frozen=True, slots=True)
+class Connected:
+    api: KubeClient
+    """The workload cluster: Nodes and Pods, drained here."""
+    pools: PoolProvider
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderSpec:
+    name: str
+    summary: str
+    connect: Callable[[Connection], Connected]
+    options: tuple[Option, ...] = field(default=())
+
+    def option_keys(self) -> tuple[str, ...]:
+        return tuple(o.key for o in self.options)
+
+    def resolve(self, given: Mapping[str, str]) -> dict[str, str]:
+        """The provider's options from `given` (validated), defaults for the rest.
+
+        Raises ProviderOptionError naming the key for an unknown key or a bad value.
+        """
+        known = {o.key: o for o in self.options}
+        for key in given:
+            if key not in known:
+                theirs = ", ".join(known) or "none"
+                raise ProviderOptionError(
+                    f"{key}: not an option of provider {self.name} (its options: {theirs})"
+                )
+        resolved: dict[str, str] = {}
+        for option in self.options:
+            value = given.get(option.key, option.default)
+            try:
+                resolved[option.key] = option.validate(value)
+            except ProviderOptionError as exc:
+                raise ProviderOptionError(f"{option.key}: {exc}") from None
+        return resolved
+
+
+def _connect_labels(connection: Connection) -> Connected:
+    from engine.pools.labels import LabelPoolProvider
+
+    api = connection.workload()
+    pools = LabelPoolProvider(
+        api, api.api_client, label=connection.options["pool_label"], namespace=connection.namespace
+    )
+    return Connected(api, pools)
+
+
+def _connect_capi(connection: Connection) -> Connected:
+    from engine.pools.capi import ClusterApiPoolProvider
+
+    api = connection.workload()
+    return Connected(api, ClusterApiPoolProvider(api.api_client, node_api=api))
+
+
+PROVIDERS: Mapping[str, ProviderSpec] = {
+    spec.name: spec
+    for spec in (
+        ProviderSpec(
+            name="labels",
+            summary="a pool is the set of nodes sharing a label's value",
+            connect=_connect_labels,
+            options=(Option("pool_label", "node label naming the pool", default=POOL_LABEL),),
+        ),
+        ProviderSpec(
+            name="capi",
+            summary="a pool is a Cluster API MachineDeployment",
+            connect=_connect_capi,
+        ),
+    )
+}
+"""Provider name -> spec. The first one is the default."""
+
+DEFAULT_PROVIDER = "labels"
+
+
+def names() -> tuple[str, ...]:
+    return tuple(PROVIDERS)
+
+
+def spec(name: str) -> ProviderSpec:
+    """Raises ProviderOptionError naming the known providers."""
+    try:
+        return PROVIDERS[name]
+    except KeyError:
+        raise ProviderOptionError(f"unknown provider '{name}' ({', '.join(PROVIDERS)})") from None
+
+
+def all_options() -> dict[str, Option]:
+    """Every option of every provider, by key (for the CLI's flags). Providers that share a key
+    share its meaning, so the first declaration's help text stands for all."""
+    options: dict[str, Option] = {}
+    for provider in PROVIDERS.values():
+        for option in provider.options:
+            options.setdefault(option.key, option)
+    return options
