@@ -150,17 +150,26 @@ def uncordon_nodes(
     *,
     keep_cordoned: frozenset[str],
     executor: Executor | None = None,
-) -> None:
-    """Undo only what we did: nodes a human had cordoned before the drain stay cordoned."""
+) -> tuple[str, ...]:
+    """Undo only what we did: nodes a human had cordoned before the drain stay cordoned.
 
-    def uncordon(name: str) -> None:
-        api.set_taint(name, DRAINING_TAINT_KEY, value="", effect="NoSchedule", present=False)
-        if name not in keep_cordoned:
+    Returns the nodes uncordoned (a Node that is gone is skipped: there is nothing to undo).
+    """
+
+    def uncordon(name: str) -> str | None:
+        try:
+            api.set_taint(name, DRAINING_TAINT_KEY, value="", effect="NoSchedule", present=False)
+            if name in keep_cordoned:
+                return None
             api.set_unschedulable(name, False)
+        except errors.NotFound:
+            return None
+        return name
 
     names = list(nodes)
     # list(): consume the iterator so every node is done (and any error raised) before returning.
-    list(executor.map(uncordon, names) if executor is not None else map(uncordon, names))
+    done = list(executor.map(uncordon, names) if executor is not None else map(uncordon, names))
+    return tuple(sorted(n for n in done if n is not None))
 
 
 def uncordon_node(api: KubeApi, name: str) -> bool:

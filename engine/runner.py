@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -175,6 +175,8 @@ class Runner:
                     self._cancel(op)
                     return
                 result = self._step(op)
+                if result.state is OpState.FAILED:
+                    result = self._give_back_nodes(op, result)
                 op = self._persist(op, result)
                 if op.state is not OpState.RUNNING:
                     self.store.release_locks(op.id)
@@ -185,14 +187,16 @@ class Runner:
             log.exception("operation failed unexpectedly", extra={"operation": op_id})
             op = self.store.get_operation(op_id)
             if op is not None and op.state is OpState.RUNNING:
-                self._persist(
-                    op,
-                    StepResult(
-                        state=OpState.FAILED,
-                        error="internal error (see scalebot's log)",
-                        events=[("final", "Failed: internal error (see scalebot's log)", "")],
-                    ),
+                failed = StepResult(
+                    state=OpState.FAILED,
+                    error="internal error (see scalebot's log)",
+                    events=[("final", "Failed: internal error (see scalebot's log)", "")],
                 )
+                try:
+                    failed = self._give_back_nodes(op, failed)
+                except Exception:  # the failure must still be recorded; the message says nothing was undone
+                    log.exception("could not uncordon after a failure", extra={"operation": op_id})
+                self._persist(op, failed)
                 self.store.release_locks(op_id)
         finally:
             with self._idle:
@@ -255,25 +259,53 @@ class Runner:
             )
         return new
 
-    def _cancel(self, op: Operation) -> None:
+    def _give_back_nodes(self, op: Operation, result: StepResult) -> StepResult:
+        """A drain that failed or was cancelled uncordons (and untaints) the nodes it cordoned, and says so.
+
+        cluster-autoscaler and Karpenter do the same when a scale-down fails: a node left cordoned
+        and tainted by nobody's decision is capacity lost until someone notices. Nodes that were
+        cordoned before the operation stay cordoned (only our taint goes), and the message names
+        them. After the drain (remove, verify) the nodes are being removed: nothing to give back.
+        """
+        data = {**op.step_data, **result.data}.get("drain")
+        if not data or op.step not in ("cordon", "drain"):
+            return result
+        state = drain.DrainState.from_json(data)
         handle = self.clusters[op.target.cluster]
-        data = op.step_data.get("drain")
-        if data and op.step in ("cordon", "drain"):
-            state = drain.DrainState.from_json(data)
-            drain.uncordon_nodes(
-                handle.api,
-                op.plan.nodes,
-                keep_cordoned=state.already_cordoned,
-                executor=self._evictions,
-            )
-        self._persist(
-            op,
-            StepResult(
-                state=OpState.CANCELLED,
-                events=[("final", "Cancelled: nodes scalebot cordoned are uncordoned", "")],
-            ),
+        uncordoned = drain.uncordon_nodes(
+            handle.api, op.plan.nodes, keep_cordoned=state.already_cordoned, executor=self._evictions
         )
+        kept = sorted(state.already_cordoned & set(op.plan.nodes))
+        note = release_note(uncordoned, kept)
+        events = list(result.events)
+        if events and events[-1][0] == "final":
+            kind, text, condition = events[-1]
+            events[-1] = (kind, f"{text}\n{note}", condition)
+        else:
+            events.append(("final", f"Failed: {result.error}\n{note}", ""))
+        released = {"uncordoned": list(uncordoned), "kept_cordoned": kept}
+        return replace(result, events=events, data={**result.data, "released": released})
+
+    def _cancel(self, op: Operation) -> None:
+        cancelled = self._give_back_nodes(
+            op, StepResult(state=OpState.CANCELLED, events=[("final", "Cancelled", "")])
+        )
+        self._persist(op, cancelled)
         self.store.release_locks(op.id)
+
+
+def release_note(uncordoned: Sequence[str], kept: Sequence[str]) -> str:
+    """What a failed or cancelled operation left of its cordons, and how to undo what stays."""
+    parts = []
+    if uncordoned:
+        parts.append(f"Uncordoned the nodes this operation cordoned: {', '.join(uncordoned)}.")
+    if kept:
+        names = " ".join(kept)
+        parts.append(
+            f"Still cordoned, as they were before this operation: {', '.join(kept)} "
+            f"(`scalebot uncordon {names}` or `kubectl uncordon {names}` undoes it)."
+        )
+    return " ".join(parts) or "No node was left cordoned."
 
 
 def _machine(op: Operation) -> str:

@@ -1,6 +1,7 @@
 """Pool operations at the edges, on the real control plane as scalebot's ServiceAccount (issue 14).
 
-Covers: pods that opted out of disruption block a pool scale-down (listed as blockers on the plan,
+Covers: a failed operation uncordons the nodes it cordoned and names those that stay cordoned;
+pods that opted out of disruption block a pool scale-down (listed as blockers on the plan,
 the operation fails with the reason, nothing evicted) instead of being evicted by the machine drain;
 a deliberate scale changes what a later zero-and-wake restores.
 """
@@ -15,7 +16,8 @@ from typing import Any
 import pytest
 
 from engine.kube.client import KubeClient
-from engine.operation import OperationRequest, OpKind, OpState, Target
+from engine.model import DRAINING_TAINT_KEY as DRAINING
+from engine.operation import OperationRequest, OpKind, OpState, ProgressEvent, Target
 from localcluster import builders
 from tests.e2e.test_operations import kube, make_ops, pool_key, pools, request, run
 
@@ -147,3 +149,52 @@ def test_phase_two_is_withdrawn_when_another_pool_appears_during_phase_one(
     pod = builders.get(admin_api, builders.pod_path(namespace, guarded["metadata"]["name"]))
     assert pod["metadata"]["uid"] == guarded["metadata"]["uid"]
     assert "deletionTimestamp" not in pod["metadata"], "never force-deleted"
+
+
+def _node(admin_api: Any, name: str) -> dict[str, Any]:
+    node: dict[str, Any] = builders.get(admin_api, builders.node_path(name))
+    return node
+
+
+def _draining_taints(admin_api: Any, name: str) -> list[str]:
+    return [t["key"] for t in _node(admin_api, name)["spec"].get("taints") or () if t["key"] == DRAINING]
+
+
+def test_a_failed_operation_uncordons_what_it_cordoned_and_names_what_stays(
+    admin_api: Any,
+    kube: KubeClient,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    pool_key: str,
+    unique_name: str,
+    tmp_path: Path,
+) -> None:
+    """cluster-autoscaler / Karpenter untaint the nodes of a failed scale-down; so does scalebot.
+
+    A partial zero-scale of pool a (pool b stays up) fails on an opted-out pod. The node it
+    cordoned is uncordoned and untainted; the node a person had cordoned before stays cordoned
+    (only scalebot's taint goes) and the final message names it with the command that undoes it.
+    """
+    made = pools(node_pool, pool_key, unique_name, a=2, b=1)
+    earlier, free = made["a"]
+    builders.cordon(admin_api, earlier)
+    builders.create_bare_pod(admin_api, namespace, "keep", node=free, grace=1, annotations=OPT_OUT)
+    builders.wait_for_pods_running(admin_api, namespace, count=1)
+    ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
+    events: list[ProgressEvent] = []
+    ops.subscribe(events.append)
+    try:
+        op = run(ops, request(OpKind.ZERO, f"{unique_name}-a"))
+    finally:
+        ops.runner.stop()
+    assert op.state is OpState.FAILED
+    assert "karpenter.sh/do-not-disrupt=true" in op.error
+    assert op.step_data["released"] == {"uncordoned": [free], "kept_cordoned": [earlier]}
+    assert not _node(admin_api, free)["spec"].get("unschedulable")
+    assert _draining_taints(admin_api, free) == []
+    assert _node(admin_api, earlier)["spec"].get("unschedulable") is True
+    assert _draining_taints(admin_api, earlier) == []
+    [final] = [e.text for e in events if e.final]
+    assert f"Uncordoned the nodes this operation cordoned: {free}." in final
+    assert f"Still cordoned, as they were before this operation: {earlier}" in final
+    assert f"`scalebot uncordon {earlier}`" in final
