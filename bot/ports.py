@@ -1,7 +1,7 @@
 """The one port the bot drives: the engine's operations service, as a Protocol.
 
 Listeners, the progress reporter and the tests see only `OperationsPort`; `bot.app` receives the
-real `engine.operations.Operations` and the Slack tests pass an in-memory fake. The value types
+real `engine.operations.Operations` (the Slack tests too, over an in-memory cluster). The value types
 come from the engine's pure modules; `UserError`, `HistoryEntry` and `ClusterStatus` are the
 engine service's own small values, re-exported here so bot modules import one place.
 """

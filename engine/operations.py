@@ -266,6 +266,10 @@ class Operations:
                 superseded = self._finish(
                     current, OpState.SUPERSEDED, by=by, error="the cluster changed since the plan was shown"
                 )
+            else:
+                # In the deciding vote's transaction: a second approver clicking at the same moment
+                # then finds the operation running and is told so, instead of deciding it again.
+                started = self._transition(current, OpState.RUNNING)
         if fresh is not None and fresh.plan_hash != current.plan.plan_hash:
             again = self.request(_request_of(current))
             text = "The cluster changed since this plan was shown; a new plan needs approval"
@@ -273,7 +277,6 @@ class Operations:
             return Outcome(
                 False, f"{text} ({again.operation.id if again.operation else again.reply})", superseded
             )
-        started = self._transition(current, OpState.RUNNING)
         self._emit_state(started, "Approved by " + ", ".join(f"<@{u}>" for u in votes))
         self.runner.start(started.id)
         return Outcome(True, f"Approved; operation {started.id} is running", started, changed=True)

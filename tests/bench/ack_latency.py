@@ -5,9 +5,10 @@ Not a test (pytest does not collect this file): it prints figures. Run from the 
     .venv/bin/python -m tests.bench.ack_latency [--requests 200] [--slow-ops]
 
 The bot is the production wiring (build_app + serve_http + Sender + Progress) against the local
-Slack Web API from tests/slack/harness.py and the in-memory operations fake. Latency is the time
+Slack Web API from tests/slack/harness.py and the real operations service (SQLite in a temporary
+directory, the in-memory clusters of tests/slack/conftest.py, runner held). Latency is the time
 from sending a signed request to receiving the HTTP response, i.e. what Slack's 3 s ack deadline
-measures. `--slow-ops` blocks every ops.request until all acks are in, which shows that planning
+measures. `--slow-ops` blocks every listing of the cluster until all acks are in, which shows that planning
 never sits between a person and their ack. A mix of valid requests and usage errors is sent.
 """
 
@@ -15,12 +16,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from bot.app import serve_http
-from tests.slack.conftest import CHANNEL, SECRET, assemble, make_settings
-from tests.slack.fake_ops import OPERATOR, FakeOps
+from tests.slack.conftest import CHANNEL, OPERATOR, SECRET, assemble, make_engine, make_settings
 from tests.slack.harness import HttpResult, Signer, SlackApiServer, post
 
 
@@ -33,8 +35,10 @@ def main() -> None:
     args = parser.parse_args()
 
     api = SlackApiServer().start()
-    ops = FakeOps()
-    bot = assemble(api, ops, make_settings(api))
+    tmp = tempfile.TemporaryDirectory()
+    engine = make_engine(Path(tmp.name) / "scalebot.db")
+    cluster = engine.clusters["dev-eu"]
+    bot = assemble(api, engine, make_settings(api))
     http = serve_http(bot.app, 0, host="127.0.0.1", signing_secret=SECRET)
     url = f"http://127.0.0.1:{http.port}/slack/events"
     signer = Signer(SECRET)
@@ -46,7 +50,7 @@ def main() -> None:
         for i in range(args.requests)
     ]
     if args.slow_ops:
-        ops.gate.clear()
+        cluster.gate.clear()
 
     def send(body: bytes) -> HttpResult:
         return post(url, body, signer.headers(body), timeout=30)
@@ -57,7 +61,7 @@ def main() -> None:
             results = list(pool.map(send, bodies))
         wall = time.monotonic() - started
     finally:
-        ops.gate.set()
+        cluster.gate.set()
     latencies = sorted(r.elapsed * 1000 for r in results)
     failures = sum(r.status != 200 for r in results)
     p99 = latencies[max(0, round(0.99 * len(latencies)) - 1)]
@@ -72,7 +76,9 @@ def main() -> None:
     bot.executor.shutdown(wait=True)
     bot.progress.stop(timeout=1)
     bot.sender.stop(timeout=0.5)  # 200 cards to one channel at ~1/s would take minutes; not measured here
+    engine.close()
     api.close()
+    tmp.cleanup()
 
 
 if __name__ == "__main__":

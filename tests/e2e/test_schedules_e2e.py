@@ -35,8 +35,7 @@ from engine.schedules import Schedules
 from engine.store import Store
 from localcluster import builders
 from tests.e2e.test_operations import FAST
-from tests.slack.conftest import CHANNEL, SECRET, assemble, make_settings
-from tests.slack.fake_ops import APPROVER, POLICIES
+from tests.slack.conftest import APPROVER, CHANNEL, POLICIES, SECRET, Engine, assemble, make_settings
 from tests.slack.harness import SlackApiServer, all_text, buttons_of
 from tests.slack.test_schedules_slack import ManualScheduler, World
 
@@ -78,7 +77,7 @@ def world(kube: KubeClient, pool_key: str, tmp_path: Path) -> Iterator[World]:
     api = SlackApiServer().start()
     slack = make_settings(api)
     ui = ScheduleUi(schedules, ops, clock=clock, default_cluster=slack.default_cluster)
-    bot = assemble(api, ops, slack, subcommands=ui.subcommands(), clicks=ui.clicks())  # type: ignore[arg-type]
+    bot = assemble(api, Engine(ops, {}), slack, subcommands=ui.subcommands(), clicks=ui.clicks())
     bot.http = serve_http(bot.app, 0, host="127.0.0.1", signing_secret=SECRET)
     scheduler = ManualScheduler(timezone=UTC)
     runner = SchedulerRunner(schedules, clock, ui.on_announce, ui.on_fired, scheduler=scheduler)

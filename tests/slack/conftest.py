@@ -1,4 +1,16 @@
-"""Fixtures: a local Slack (Web API + Socket Mode), the fake operations port, and the real bot.
+"""Fixtures: a local Slack (Web API + Socket Mode), the real engine, and the real bot.
+
+The engine is `engine.operations.Operations` over a SQLite file in tmp_path and an in-memory
+cluster (`engine.kube.fake.FakeCluster`, as `scalebot console` uses): two clusters, dev-eu (pools
+web and batch, a PodDisruptionBudget that allows no disruption of shop/db-0) and the protected
+prod. `ControlledCluster` adds test controls on the Kubernetes side only: `gate` (close it and
+every listing blocks until the test opens it), `delay` (every listing takes that long) and
+`fail_next` (the next listing raises).
+
+The runner is held by default (`make_bot(run=False)`): an operation moves to running in SQLite,
+its locks are taken, but no step executes; the test plays the runner's progress events with
+`running.play(...)`, exactly as the runner would emit them. `make_bot(run=True)` lets the real
+runner drain and scale the in-memory cluster.
 
 `bot` is the product's own wiring (build_app, serve_http on 127.0.0.1:0, Sender, Progress) with
 a WebClient pointed at the local Web API; `make_bot(sender=SenderSettings(...))` builds one with
@@ -12,7 +24,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,12 +38,132 @@ from bot.outbox import MemoryOutbox
 from bot.progress import Progress
 from bot.sender import Sender
 from bot.settings import ClusterSettings, Secret, SenderSettings, Settings, SlackSettings
-from tests.slack.fake_ops import OPERATOR, POLICIES, FakeOps
+from engine import policy
+from engine.clock import SystemClock
+from engine.kube.fake import FakeCluster
+from engine.model import NodeInfo
+from engine.operation import Operation, ProgressEvent, ProgressKind
+from engine.operations import Operations
+from engine.pools.base import POOL_LABEL
+from engine.pools.simulated import SimulatedPoolProvider
+from engine.runner import ClusterHandle, RunnerSettings
+from engine.store import Store
 from tests.slack.harness import Call, HttpResult, Signer, SlackApiServer, SocketModeServer, post
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 CHANNEL = "C0DEV"
 FAST_SENDER = SenderSettings(update_interval=0.2, updates_per_minute=6000, posts_per_second=100)
+
+OPERATOR, APPROVER, APPROVER_2, VIEWER, ADMIN = "U0OPS", "U0APP", "U0APP2", "U0VIEW", "U0ADMIN"
+
+POLICIES = {
+    "dev-eu": policy.ClusterPolicy(
+        cluster="dev-eu",
+        users={
+            OPERATOR: policy.Role.OPERATOR,
+            APPROVER: policy.Role.APPROVER,
+            APPROVER_2: policy.Role.APPROVER,
+            VIEWER: policy.Role.VIEWER,
+            ADMIN: policy.Role.ADMIN,
+        },
+    ),
+    "prod": policy.ClusterPolicy(
+        cluster="prod",
+        users={
+            OPERATOR: policy.Role.OPERATOR,
+            APPROVER: policy.Role.APPROVER,
+            APPROVER_2: policy.Role.APPROVER,
+        },
+        protected=True,
+    ),
+}
+POOLS = {"dev-eu": {"web": 3, "batch": 2}, "prod": {"api": 2}}
+"""Pool -> node count; nodes are named <pool>-1 … <pool>-N."""
+FAST_RUNNER = RunnerSettings(
+    graceful_window=timedelta(seconds=1),
+    drain_timeout=timedelta(seconds=30),
+    pass_interval=timedelta(seconds=0.2),
+    settle=timedelta(seconds=0),
+    workers=2,
+    parallel_evictions=4,
+)
+
+
+class ControlledCluster(FakeCluster):
+    """The in-memory cluster with a slow or stuck API server, for ack-first and failure tests."""
+
+    def __init__(self) -> None:
+        super().__init__(now=SystemClock().now)
+        self.gate = threading.Event()
+        self.gate.set()
+        self.entered = threading.Event()
+        """Set when a listing reached the gate (so a test knows the engine is inside it)."""
+        self.delay = 0.0
+        self.error: Exception | None = None
+
+    def list_nodes(self, *, label_selector: str | None = None) -> list[NodeInfo]:
+        self.entered.set()
+        if not self.gate.wait(timeout=30):
+            raise TimeoutError("the test never opened the cluster gate")
+        if self.delay:
+            threading.Event().wait(self.delay)  # the API server answering slowly
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+        return super().list_nodes(label_selector=label_selector)
+
+    def reads(self) -> int:
+        return sum(n for (verb, _), n in self.request_counts.items() if verb in ("list", "get"))
+
+    def writes(self) -> int:
+        return sum(n for (verb, _), n in self.request_counts.items() if verb not in ("list", "get"))
+
+
+def populate(cluster: FakeCluster, pools: dict[str, int]) -> None:
+    for pool, count in pools.items():
+        for i in range(1, count + 1):
+            cluster.add_node(f"{pool}-{i}", labels={POOL_LABEL: pool})
+    if "web" in pools:
+        # A database no eviction may disrupt: the zero-scale plan lists it as a blocker.
+        cluster.add_pod(
+            "shop",
+            "db-0",
+            node="web-1",
+            controller_kind="StatefulSet",
+            controller_name="db",
+            labels={"app": "db"},
+        )
+        cluster.add_pdb("shop", "db", match_labels={"app": "db"}, disruptions_allowed=0)
+
+
+@dataclass
+class Engine:
+    """The real operations service with its clusters, and whether its runner is held."""
+
+    ops: Operations
+    clusters: dict[str, ControlledCluster]
+    held: list[str] = field(default_factory=list)
+    """Operations the held runner was asked to start (none execute)."""
+
+    def close(self) -> None:
+        self.ops.runner.stop(timeout=5)
+
+
+def make_engine(db: Path, *, run: bool = False, settings: RunnerSettings = FAST_RUNNER) -> Engine:
+    clusters = {name: ControlledCluster() for name in POOLS}
+    for name, cluster in clusters.items():
+        populate(cluster, POOLS[name])
+    ops = Operations(
+        Store(db),
+        {name: ClusterHandle(name, c, SimulatedPoolProvider(c)) for name, c in clusters.items()},
+        POLICIES,
+        SystemClock(),
+        settings=settings,
+    )
+    engine = Engine(ops, clusters)
+    if not run:
+        ops.runner.start = engine.held.append  # type: ignore[method-assign]
+    return engine
 
 
 class TrackingExecutor(ThreadPoolExecutor):
@@ -83,7 +217,7 @@ def make_settings(
 @dataclass
 class RunningBot:
     api: SlackApiServer
-    ops: FakeOps
+    engine: Engine
     settings: Settings
     app: App
     sender: Sender
@@ -92,6 +226,45 @@ class RunningBot:
     outbox: MemoryOutbox
     signer: Signer = field(default_factory=lambda: Signer(SECRET))
     http: HttpServer | None = None
+
+    @property
+    def ops(self) -> Operations:
+        return self.engine.ops
+
+    @property
+    def cluster(self) -> ControlledCluster:
+        return self.engine.clusters["dev-eu"]
+
+    def only_op(self) -> Operation:
+        ops = self.ops.list_operations(limit=100)
+        assert len(ops) == 1, ops
+        return ops[0]
+
+    def audit_actions(self, op_id: str | None = None) -> list[str]:
+        return [r.action for r in self.ops.store.audit_rows(op_id=op_id)]
+
+    def assert_unchanged(self, *, no_reads: bool = False) -> None:
+        """Nothing was requested, decided or audited, nothing changed in the cluster; with
+        `no_reads`, the cluster was not even listed."""
+        assert self.ops.list_operations(limit=100) == []
+        assert self.audit_actions() == []
+        for cluster in self.engine.clusters.values():
+            assert cluster.writes() == 0
+            assert not no_reads or cluster.reads() == 0
+
+    def play(
+        self, op_id: str, kind: ProgressKind, text: str, *, condition: str = "", **changes: Any
+    ) -> Operation:
+        """What the runner does at a step: save the operation's new state, emit the event."""
+        current = self.ops.get(op_id)
+        assert current is not None
+        op = replace(current, **changes)
+        self.ops.store.save_operation(op)
+        final = kind == "final"
+        self.ops.runner.emit(
+            ProgressEvent(operation=op, kind=kind, text=text, condition=condition, final=final)
+        )
+        return op
 
     @property
     def events_url(self) -> str:
@@ -163,32 +336,43 @@ def socket_server(slack_api: SlackApiServer) -> Iterator[SocketModeServer]:
 
 
 @pytest.fixture
-def fake_ops() -> FakeOps:
-    return FakeOps()
+def engine(tmp_path: Path) -> Iterator[Engine]:
+    made = make_engine(tmp_path / "scalebot.db")
+    yield made
+    made.close()
 
 
 def assemble(
-    api: SlackApiServer, ops: FakeOps, settings: Settings, outbox: MemoryOutbox | None = None, **extra: Any
+    api: SlackApiServer, engine: Engine, settings: Settings, outbox: MemoryOutbox | None = None, **extra: Any
 ) -> RunningBot:
-    """The production wiring around the fake ops; `extra` goes to build_app (subcommands, clicks)."""
+    """The production wiring around the real engine; `extra` goes to build_app (subcommands, clicks)."""
     outbox = outbox or MemoryOutbox()
     sender = Sender(web_client(settings, for_sender=True), outbox, settings=settings.sender)
-    progress = Progress(ops, sender, blocker_interval=0.0)
+    progress = Progress(engine.ops, sender, blocker_interval=0.0)
     executor = TrackingExecutor()
-    app = build_app(settings, ops, sender=sender, progress=progress, executor=executor, **extra)
+    app = build_app(settings, engine.ops, sender=sender, progress=progress, executor=executor, **extra)
     sender.start()
     progress.start()
-    return RunningBot(api, ops, settings, app, sender, progress, executor, outbox)
+    return RunningBot(api, engine, settings, app, sender, progress, executor, outbox)
 
 
 @pytest.fixture
-def make_bot(slack_api: SlackApiServer, fake_ops: FakeOps) -> Iterator[Callable[..., RunningBot]]:
+def make_bot(slack_api: SlackApiServer, tmp_path: Path) -> Iterator[Callable[..., RunningBot]]:
     started: list[RunningBot] = []
+    engines: dict[bool, Engine] = {}
 
     def make(
-        *, sender: SenderSettings = FAST_SENDER, outbox: MemoryOutbox | None = None, **extra: Any
+        *,
+        sender: SenderSettings = FAST_SENDER,
+        outbox: MemoryOutbox | None = None,
+        run: bool = False,
+        **extra: Any,
     ) -> RunningBot:
-        running = assemble(slack_api, fake_ops, make_settings(slack_api, sender=sender), outbox, **extra)
+        """A bot; a second one with the same `run` shares the first's engine (a restart)."""
+        if run not in engines:
+            engines[run] = make_engine(tmp_path / f"scalebot-{'run' if run else 'held'}.db", run=run)
+        engine = engines[run]
+        running = assemble(slack_api, engine, make_settings(slack_api, sender=sender), outbox, **extra)
         running.http = serve_http(running.app, 0, host="127.0.0.1", signing_secret=SECRET)
         started.append(running)
         return running
@@ -196,6 +380,8 @@ def make_bot(slack_api: SlackApiServer, fake_ops: FakeOps) -> Iterator[Callable[
     yield make
     for running in started:
         running.stop()
+    for made in engines.values():
+        made.close()
 
 
 @pytest.fixture
@@ -205,9 +391,9 @@ def bot(make_bot: Callable[..., RunningBot]) -> RunningBot:
 
 @pytest.fixture
 def socket_bot(
-    slack_api: SlackApiServer, socket_server: SocketModeServer, fake_ops: FakeOps
+    slack_api: SlackApiServer, socket_server: SocketModeServer, engine: Engine
 ) -> Iterator[RunningBot]:
-    running = assemble(slack_api, fake_ops, make_settings(slack_api, app_token="xapp-test-token"))
+    running = assemble(slack_api, engine, make_settings(slack_api, app_token="xapp-test-token"))
     handler = start_socket_mode(running.app, "xapp-test-token")
     yield running
     # Close the server end first: the client's close() otherwise waits seconds on its read loop.

@@ -12,13 +12,12 @@ from bot.app import build_bot
 from bot.outbox import MemoryOutbox
 from bot.settings import ServerSettings
 from engine.operation import OperationRequest, OpKind, Target
-from tests.slack.conftest import CHANNEL, SECRET, make_settings
-from tests.slack.fake_ops import OPERATOR, FakeOps
+from tests.slack.conftest import CHANNEL, OPERATOR, SECRET, Engine, make_settings
 from tests.slack.harness import Signer, SlackApiServer, all_text, get, post
 
 
-def test_build_start_serve_and_stop(slack_api: SlackApiServer, fake_ops: FakeOps) -> None:
-    running = fake_ops.request(
+def test_build_start_serve_and_stop(slack_api: SlackApiServer, engine: Engine) -> None:
+    running = engine.ops.request(
         OperationRequest(
             kind=OpKind.DRAIN,
             target=Target(cluster="dev-eu", nodes=("web-1",)),
@@ -27,11 +26,11 @@ def test_build_start_serve_and_stop(slack_api: SlackApiServer, fake_ops: FakeOps
         )
     )
     assert running.operation is not None
-    fake_ops.set_message(running.operation.id, channel=CHANNEL, ts="1699999999.000001")
+    engine.ops.set_message(running.operation.id, channel=CHANNEL, ts="1699999999.000001")
     settings = replace(
         make_settings(slack_api), server=ServerSettings(host="127.0.0.1", http_port=0, health_port=0)
     )
-    bot = build_bot(settings, fake_ops, outbox=MemoryOutbox())
+    bot = build_bot(settings, engine.ops, outbox=MemoryOutbox())
     bot.start()
     try:
         assert bot.http is not None

@@ -23,8 +23,8 @@ from bot import blocks
 from bot.commands import SubcommandArgs
 from bot.dispatch import Invocation, answer
 from engine.operation import OpState
-from tests.slack.conftest import CHANNEL, RunningBot
-from tests.slack.fake_ops import APPROVER, APPROVER_2, OPERATOR, VIEWER
+from engine.pools.base import POOL_LABEL
+from tests.slack.conftest import APPROVER, APPROVER_2, CHANNEL, OPERATOR, VIEWER, RunningBot
 from tests.slack.harness import all_text, buttons_of, get, post
 
 SLACK_DEADLINE = 3.0
@@ -38,7 +38,7 @@ def test_usage_error_is_the_ephemeral_ack_and_nothing_changes(bot: RunningBot) -
     assert ack["response_type"] == "ephemeral"
     assert "Did you mean `status`?" in json.dumps(ack)
     bot.settle()
-    assert bot.ops.calls == []
+    bot.assert_unchanged(no_reads=True)
     assert [c.method for c in bot.api.calls if c.method != "auth.test"] == []
 
 
@@ -47,7 +47,7 @@ def test_injection_looking_names_are_refused_in_the_ack(bot: RunningBot) -> None
 
     assert "web-1;reboot" in json.dumps(result.json())
     bot.settle()
-    assert bot.ops.mutations() == []
+    bot.assert_unchanged()
 
 
 def test_help_is_answered_in_the_ack(bot: RunningBot) -> None:
@@ -62,14 +62,16 @@ def test_request_posts_an_approval_card_in_the_channel(bot: RunningBot) -> None:
 
     assert result.status == 200 and result.body == ""
     card = bot.card()
-    op = bot.ops.only_op()
+    op = bot.only_op()
     assert card.body["channel"] == CHANNEL
     assert op.state is OpState.AWAITING_APPROVAL
     approve = next(b for b in buttons_of(card) if b["action_id"] == blocks.ACTION_APPROVE)
     assert approve["value"] == op.approval_id and approve["style"] == "primary" and "confirm" in approve
     assert "Zero-scale" in all_text(card) and "<@U0OPS>" in all_text(card)
     bot.settle()
-    assert bot.ops.messages[op.id] == (CHANNEL, card.response["ts"])  # remembered for restarts
+    stored = bot.ops.get(op.id)
+    assert stored is not None and (stored.channel, stored.message_ts) == (CHANNEL, card.response["ts"])
+    # remembered for restarts
 
 
 def test_unknown_pool_is_answered_ephemerally_with_the_valid_names(bot: RunningBot) -> None:
@@ -95,7 +97,8 @@ def test_requester_cannot_approve_their_own_request(bot: RunningBot) -> None:
     assert "cannot approve your own request" in reply.body["text"]
     bot.settle()
     assert bot.api.calls_to("chat.update") == []
-    assert bot.ops.only_op().state is OpState.AWAITING_APPROVAL
+    assert bot.only_op().state is OpState.AWAITING_APPROVAL
+    assert bot.audit_actions() == ["request", "refused_approve"]
 
 
 def test_viewer_cannot_approve(bot: RunningBot) -> None:
@@ -118,7 +121,7 @@ def test_approver_click_updates_the_card_in_place(bot: RunningBot) -> None:
     bot.click(blocks.ACTION_APPROVE, approve["value"], user=APPROVER)
 
     update = bot.api.wait_for_call("chat.update", lambda c: "Approved by" in all_text(c))
-    posted_ts = bot.ops.messages[bot.ops.only_op().id][1]
+    posted_ts = bot.only_op().message_ts
     assert update.body["channel"] == CHANNEL and update.body["ts"] == posted_ts
     assert "Approved by <@U0APP> at <!date^" in all_text(update)
     assert blocks.ACTION_APPROVE not in json.dumps(update.body["blocks"])
@@ -141,7 +144,7 @@ def test_double_click_is_idempotent_and_answered(bot: RunningBot) -> None:
     assert "already running by <@U0APP>" in bot.wait_reply(response_url).body["text"]
     bot.settle()
     assert len(bot.api.calls_to("chat.update")) == updates
-    assert bot.ops.mutations().count("approve") == 2  # asked twice, decided once
+    assert bot.audit_actions().count("approve") == 1  # asked twice, decided once
 
 
 def test_reject_by_approver_is_final_and_removes_buttons(bot: RunningBot) -> None:
@@ -166,7 +169,7 @@ def test_forged_signature_is_401_and_nothing_happens(bot: RunningBot) -> None:
     tampered = bot.signer.headers(body)
     assert post(bot.events_url, body.replace(b"dev-eu", b"prod"), tampered).status == 401
     bot.settle()
-    assert bot.ops.calls == []
+    bot.assert_unchanged(no_reads=True)
     assert [c.method for c in bot.api.calls if c.method != "auth.test"] == []
 
 
@@ -180,14 +183,14 @@ def test_timestamp_older_than_five_minutes_is_401_and_nothing_happens(bot: Runni
     assert post(bot.events_url, body, stale).status == 401
     assert post(bot.events_url, body, junk).status == 401
     bot.settle()
-    assert bot.ops.calls == []
+    bot.assert_unchanged(no_reads=True)
 
 
 def test_malformed_bodies_are_400_and_change_nothing(bot: RunningBot) -> None:
     for body in (b"payload=%7Bnot-json", b"payload=%5B1%2C2%5D", b"\xff\xfe", b"[1, 2, 3]"):
         assert post(bot.events_url, body, bot.signer.headers(body)).status == 400, body
     bot.settle()
-    assert bot.ops.calls == []
+    bot.assert_unchanged(no_reads=True)
 
 
 def test_malformed_click_payload_is_answered_and_changes_nothing(bot: RunningBot) -> None:
@@ -206,7 +209,7 @@ def test_malformed_click_payload_is_answered_and_changes_nothing(bot: RunningBot
     assert post(bot.events_url, body, bot.signer.headers(body)).status == 200
     assert "nothing changed" in bot.wait_reply(response_url).body["text"]
     bot.settle()
-    assert bot.ops.mutations() == []
+    bot.assert_unchanged()
 
 
 def test_unknown_button_is_answered_and_changes_nothing(bot: RunningBot) -> None:
@@ -214,21 +217,27 @@ def test_unknown_button_is_answered_and_changes_nothing(bot: RunningBot) -> None
 
     assert "not one scalebot handles" in bot.wait_reply(response_url).body["text"]
     bot.settle()
-    assert bot.ops.mutations() == []
+    bot.assert_unchanged()
 
 
 def test_ack_arrives_within_the_deadline_while_operations_are_blocked(bot: RunningBot) -> None:
-    bot.ops.gate.clear()  # every ops.request now blocks until the test opens the gate
+    bot.cluster.gate.clear()  # every listing of the cluster now blocks until the test opens the gate
     try:
         with ThreadPoolExecutor(max_workers=12) as pool:
-            results = list(pool.map(lambda i: bot.command(f"scale web {i % 3}")[0], range(12)))
-        assert bot.ops.entered.is_set()
-        assert all(r.status == 200 for r in results)
-        assert max(r.elapsed for r in results) < SLACK_DEADLINE / 2
+            sent = list(pool.map(lambda i: bot.command(f"scale web {i % 3}"), range(12)))
+        assert bot.cluster.entered.is_set()
+        assert [r.status for r, _ in sent] == [200] * 12
+        assert max(r.elapsed for r, _ in sent) < SLACK_DEADLINE / 2
         assert bot.api.calls_to("chat.postMessage") == []
     finally:
-        bot.ops.gate.set()
-    bot.api.wait_for(lambda cs: sum(c.method == "chat.postMessage" for c in cs) == 12, timeout=10)
+        bot.cluster.gate.set()
+    # One request takes the pool's lock and gets a card; every other one is told it is busy.
+    bot.card(timeout=10)
+    bot.api.wait_for(lambda cs: sum(c.method == "response_url" for c in cs) >= 11, timeout=10)
+    bot.settle()
+    replies = [r for _, url in sent for r in bot.replies_to(url)]
+    assert len(bot.api.calls_to("chat.postMessage")) == 1
+    assert len(replies) == 11 and all("is busy" in r.body["text"] for r in replies)
 
 
 def test_rate_limited_update_is_retried_after_retry_after_and_final_state_delivered(bot: RunningBot) -> None:
@@ -238,8 +247,9 @@ def test_rate_limited_update_is_retried_after_retry_after_and_final_state_delive
     bot.api.fail("chat.update", times=1, status=429, retry_after=1)
 
     bot.click(blocks.ACTION_APPROVE, approve["value"], user=APPROVER)
-    op = bot.ops.only_op()
-    bot.ops.progress(
+    bot.api.wait_for(lambda cs: any(c.method == "chat.update" and c.status == 429 for c in cs), 10)
+    op = bot.only_op()
+    bot.play(
         op.id,
         "final",
         "Completed in 4m05s",
@@ -254,7 +264,12 @@ def test_rate_limited_update_is_retried_after_retry_after_and_final_state_delive
         },
     )
 
-    updates = bot.api.wait_for(lambda cs: any(c.method == "chat.update" and c.status == 200 for c in cs), 10)
+    updates = bot.api.wait_for(
+        lambda cs: any(
+            c.method == "chat.update" and c.status == 200 and "Completed" in all_text(c) for c in cs
+        ),
+        10,
+    )
     limited = next(c for c in updates if c.method == "chat.update" and c.status == 429)
     delivered = bot.api.calls_to("chat.update", ok_only=True)
     assert delivered[0].at - limited.at >= 1.0
@@ -266,7 +281,7 @@ def test_rate_limited_update_is_retried_after_retry_after_and_final_state_delive
 
 
 def test_a_failing_operation_call_gives_an_incident_not_a_trace(bot: RunningBot) -> None:
-    bot.ops.fail_next = RuntimeError("kaboom xoxb-test-token")
+    bot.cluster.error = RuntimeError("kaboom xoxb-test-token")
 
     _, response_url = bot.command("zero dev-eu")
 
@@ -290,7 +305,9 @@ def test_cordon_is_announced_in_channel(bot: RunningBot) -> None:
 
     reply = bot.wait_reply(response_url)
     assert reply.body["response_type"] == "in_channel" and "<@U0OPS>" in reply.body["text"]
-    assert bot.ops.calls[0] == ("cordon", ("dev-eu", ("web-1", "web-2"), True))
+    nodes = {n.name: n.unschedulable for n in bot.cluster.list_nodes()}
+    assert nodes == {"batch-1": False, "batch-2": False, "web-1": True, "web-2": True, "web-3": False}
+    assert bot.audit_actions() == ["cordon"]
 
 
 def test_auth_test_is_called_once(bot: RunningBot) -> None:
@@ -322,8 +339,8 @@ def test_two_approvers_clicking_at_once_decide_once(bot: RunningBot) -> None:
         urls = list(pool.map(click, (APPROVER, APPROVER_2)))
     bot.settle()
 
-    assert bot.ops.only_op().state is OpState.RUNNING
-    assert sum(1 for e in bot.ops.audit[bot.ops.only_op().id] if e.action == "approve") == 1
+    assert bot.only_op().state is OpState.RUNNING
+    assert bot.audit_actions(bot.only_op().id).count("approve") == 1
     answered = [u for u in urls if bot.replies_to(u)]
     assert len(answered) == 1 and "already" in bot.replies_to(answered[0])[0].body["text"]
 
@@ -335,7 +352,7 @@ def test_http_edges_change_nothing(bot: RunningBot) -> None:
     huge = b"text=" + b"a" * (4 * 1024 * 1024 + 1)
     assert post(bot.events_url, huge, bot.signer.headers(huge)).status == 413
     bot.settle()
-    assert bot.ops.calls == []
+    bot.assert_unchanged(no_reads=True)
 
 
 def test_plan_is_ephemeral_and_changes_nothing(bot: RunningBot) -> None:
@@ -345,13 +362,14 @@ def test_plan_is_ephemeral_and_changes_nothing(bot: RunningBot) -> None:
     assert reply.body["response_type"] == "ephemeral"
     assert "nothing was changed" in all_text(reply) and "shop/db-0" in all_text(reply)
     bot.settle()
-    assert bot.ops.mutations() == [] and bot.api.calls_to("chat.postMessage") == []
+    bot.assert_unchanged()
+    assert bot.api.calls_to("chat.postMessage") == []
 
 
 def test_ops_list_show_and_cancel(bot: RunningBot) -> None:
     bot.command("zero dev-eu")
     bot.card()
-    op = bot.ops.only_op()
+    op = bot.only_op()
 
     _, list_url = bot.command("ops")
     _, show_url = bot.command(f"ops show {op.id}")
@@ -384,7 +402,7 @@ def test_a_listener_crash_is_answered_by_the_error_boundary(
     assert "parser bug" not in ack["text"] and "xoxb" not in ack["text"]
     assert any(r.exc_info and "parser bug" in str(r.exc_info[1]) for r in caplog.records)
     bot.settle()
-    assert bot.ops.calls == []
+    bot.assert_unchanged(no_reads=True)
 
 
 def test_a_stale_plan_is_superseded_and_a_new_card_asks_again(bot: RunningBot) -> None:
@@ -392,7 +410,7 @@ def test_a_stale_plan_is_superseded_and_a_new_card_asks_again(bot: RunningBot) -
     old_card = bot.card()
     approve = bot.approve_button()
     bot.settle()
-    bot.ops.plan_changes_before_approval = True
+    bot.cluster.add_node("web-4", labels={POOL_LABEL: "web"})  # the cluster moved on since the card
 
     _, response_url = bot.click(blocks.ACTION_APPROVE, approve["value"], user=APPROVER)
 
@@ -402,7 +420,7 @@ def test_a_stale_plan_is_superseded_and_a_new_card_asks_again(bot: RunningBot) -
     new_card = bot.api.wait_for_call(
         "chat.postMessage", lambda c: c.response.get("ts") != old_card.response["ts"] and bool(buttons_of(c))
     )
-    new_op = next(o for o in bot.ops.ops.values() if o.state is OpState.AWAITING_APPROVAL)
+    [new_op] = bot.ops.list_operations(active_only=True)
     assert next(b for b in buttons_of(new_card) if b["action_id"] == blocks.ACTION_APPROVE)["value"] == (
         new_op.approval_id
     )

@@ -32,7 +32,7 @@ CONDITION = "\n".join(
 def _start_drain(bot: RunningBot) -> tuple[str, str]:
     bot.command("drain web-1")  # drains need no approval on dev-eu: the progress parent is posted at once
     parent = bot.card()
-    op = bot.ops.only_op()
+    op = bot.only_op()
     assert op.state is OpState.RUNNING
     return op.id, str(parent.response["ts"])
 
@@ -47,7 +47,7 @@ def test_fifty_rapid_events_cost_a_bounded_number_of_updates(make_bot: Callable[
     bot.settle()
 
     for left in range(50, 0, -1):
-        bot.ops.progress(op_id, "report", f"Draining web-1: {left} Pods left")
+        bot.play(op_id, "report", f"Draining web-1: {left} Pods left")
 
     bot.api.wait_for(
         lambda cs: any(c.method == "chat.update" and "1 Pods left" in all_text(c) for c in cs), timeout=5
@@ -61,13 +61,13 @@ def test_fifty_rapid_events_cost_a_bounded_number_of_updates(make_bot: Callable[
 
 def test_unchanged_renderings_send_nothing(bot: RunningBot) -> None:
     op_id, _ = _start_drain(bot)
-    bot.ops.progress(op_id, "report", "Draining web-1: 3 Pods left")
+    bot.play(op_id, "report", "Draining web-1: 3 Pods left")
     bot.api.wait_for(lambda cs: any("3 Pods left" in all_text(c) for c in cs if c.method == "chat.update"))
     bot.settle()
     before = len(bot.api.calls)
 
     for _ in range(20):
-        bot.ops.progress(op_id, "report", "Draining web-1: 3 Pods left")
+        bot.play(op_id, "report", "Draining web-1: 3 Pods left")
     bot.settle()
 
     assert len(bot.api.calls) == before
@@ -76,10 +76,10 @@ def test_unchanged_renderings_send_nothing(bot: RunningBot) -> None:
 def test_phases_blockers_and_final_summary_go_to_the_thread_in_order(bot: RunningBot) -> None:
     op_id, ts = _start_drain(bot)
 
-    bot.ops.progress(op_id, "phase", "Cordoned 1 node", step="cordon")
-    bot.ops.progress(op_id, "report", "Draining web-1: 3 Pods left", condition=CONDITION, step="drain")
-    bot.ops.progress(op_id, "phase", "Phase 2: force-deleting 1 Pod", step="force")
-    bot.ops.progress(
+    bot.play(op_id, "phase", "Cordoned 1 node", step="cordon")
+    bot.play(op_id, "report", "Draining web-1: 3 Pods left", condition=CONDITION, step="drain")
+    bot.play(op_id, "phase", "Phase 2: force-deleting 1 Pod", step="force")
+    bot.play(
         op_id,
         "final",
         "Completed in 4m05s",
@@ -109,14 +109,14 @@ def test_phases_blockers_and_final_summary_go_to_the_thread_in_order(bot: Runnin
 
 def test_a_late_progress_event_never_overwrites_the_final_state(bot: RunningBot) -> None:
     op_id, _ = _start_drain(bot)
-    bot.ops.progress(op_id, "final", "Completed in 12s", state=OpState.SUCCEEDED, step="finish")
+    bot.play(op_id, "final", "Completed in 12s", state=OpState.SUCCEEDED, step="finish")
     bot.api.wait_for(
         lambda cs: any("Completed in 12s" in all_text(c) for c in cs if c.method == "chat.update")
     )
     bot.settle()
     updates = len(bot.api.calls_to("chat.update"))
 
-    bot.ops.progress(op_id, "report", "Draining web-1: 1 Pods left", state=OpState.RUNNING)
+    bot.play(op_id, "report", "Draining web-1: 1 Pods left", state=OpState.RUNNING)
     bot.settle()
 
     assert len(bot.api.calls_to("chat.update")) == updates
@@ -132,7 +132,7 @@ def test_final_state_refused_by_slack_is_delivered_after_a_restart(
     first.api.fail("chat.update", times=1000, status=500)
     first.api.fail("chat.postMessage", times=1000, status=500)
 
-    first.ops.progress(
+    first.play(
         op_id,
         "final",
         "Completed in 1m02s",
@@ -167,8 +167,8 @@ def test_server_errors_are_retried_without_duplicate_replies(bot: RunningBot) ->
     bot.settle()
     bot.api.fail("chat.postMessage", times=2, status=500)
 
-    bot.ops.progress(op_id, "phase", "Cordoned 1 node", step="cordon")
-    bot.ops.progress(op_id, "phase", "Draining 1 node", step="drain")
+    bot.play(op_id, "phase", "Cordoned 1 node", step="cordon")
+    bot.play(op_id, "phase", "Draining 1 node", step="drain")
 
     bot.api.wait_for(
         lambda cs: len([c for c in cs if c.status == 200 and c.body.get("thread_ts") == ts]) == 2, 10
@@ -196,6 +196,6 @@ def test_an_operation_started_in_a_thread_keeps_its_message_there(bot: RunningBo
     parent = bot.api.wait_for_call("chat.postMessage", lambda c: c.status == 200)
     assert parent.body["thread_ts"] == "1699999999.000100"
     assert "schedule *nightly*" in all_text(parent)
-    bot.ops.progress(outcome.operation.id, "phase", "Cordoned 1 node")
+    bot.play(outcome.operation.id, "phase", "Cordoned 1 node")
     reply = bot.api.wait_for_call("chat.postMessage", lambda c: "Cordoned" in all_text(c))
     assert reply.body["thread_ts"] == "1699999999.000100"

@@ -41,8 +41,18 @@ from engine.pools.simulated import SimulatedPoolProvider
 from engine.runner import ClusterHandle, RunnerSettings
 from engine.schedules import Schedules
 from engine.store import Store
-from tests.slack.conftest import CHANNEL, SECRET, RunningBot, assemble, make_settings
-from tests.slack.fake_ops import APPROVER, OPERATOR, POLICIES, VIEWER
+from tests.slack.conftest import (
+    APPROVER,
+    CHANNEL,
+    OPERATOR,
+    POLICIES,
+    SECRET,
+    VIEWER,
+    Engine,
+    RunningBot,
+    assemble,
+    make_settings,
+)
 from tests.slack.harness import Call, HttpResult, SlackApiServer, all_text, buttons_of, post, wait_until
 
 MON_17_CET = datetime(2026, 3, 2, 16, 0, tzinfo=UTC)
@@ -133,7 +143,7 @@ def world(slack_api: SlackApiServer, tmp_path: Path) -> Iterator[World]:
     schedules = Schedules(ops.store, ops, clock)
     settings = make_settings(slack_api)
     ui = ScheduleUi(schedules, ops, clock=clock, default_cluster=settings.default_cluster)
-    bot = assemble(slack_api, ops, settings, subcommands=ui.subcommands(), clicks=ui.clicks())  # type: ignore[arg-type]
+    bot = assemble(slack_api, Engine(ops, {}), settings, subcommands=ui.subcommands(), clicks=ui.clicks())
     bot.http = serve_http(bot.app, 0, host="127.0.0.1", signing_secret=SECRET)
     scheduler = ManualScheduler(timezone=UTC)
     runner = SchedulerRunner(schedules, clock, ui.on_announce, ui.on_fired, scheduler=scheduler)

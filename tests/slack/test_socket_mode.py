@@ -9,8 +9,7 @@ apps.connections.open) and keep working; auth.test happens once.
 from __future__ import annotations
 
 from bot import blocks
-from tests.slack.conftest import CHANNEL, RunningBot
-from tests.slack.fake_ops import APPROVER, OPERATOR
+from tests.slack.conftest import APPROVER, CHANNEL, OPERATOR, RunningBot
 from tests.slack.harness import SocketModeServer, all_text
 
 
@@ -33,7 +32,7 @@ def test_envelopes_are_acked_with_their_id_and_usage_errors_ride_the_ack(
     assert ack["payload"]["response_type"] == "ephemeral"
     assert "Did you mean `wake`?" in str(ack["payload"])
     socket_bot.settle()
-    assert socket_bot.ops.calls == []
+    socket_bot.assert_unchanged(no_reads=True)
 
 
 def test_request_and_approval_over_socket_mode(
@@ -43,7 +42,7 @@ def test_request_and_approval_over_socket_mode(
     envelope_id, _ = _command(socket_bot, socket_server, "zero dev-eu")
     assert "payload" not in socket_server.wait_for_ack(envelope_id)  # empty ack
     card = socket_bot.card()
-    op = socket_bot.ops.only_op()
+    op = socket_bot.only_op()
 
     payload = socket_bot.signer.block_actions_payload(
         blocks.ACTION_APPROVE,
