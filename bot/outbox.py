@@ -38,6 +38,8 @@ class OutboxItem:
     user: str = ""
     """kind=ephemeral: the only person who sees it."""
     final: bool = False
+    broadcast: bool = False
+    """kind=reply: also show it in the channel (`reply_broadcast`), e.g. a failure."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -50,6 +52,7 @@ class OutboxItem:
             "thread_ts": self.thread_ts,
             "user": self.user,
             "final": self.final,
+            "broadcast": self.broadcast,
         }
 
     @classmethod
@@ -67,6 +70,7 @@ class OutboxItem:
             thread_ts=str(data.get("thread_ts") or ""),
             user=str(data.get("user") or ""),
             final=bool(data.get("final")),
+            broadcast=bool(data.get("broadcast")),
         )
 
 

@@ -7,11 +7,18 @@ engine emits events; listeners enqueue and return). What it does with the queue:
   and a rendering equal to what Slack already shows is not sent at all;
 - one message is updated at most every `update_interval` seconds, and all chat.update calls
   share a token bucket below Slack's Tier 3 (~50/min per workspace);
-- chat.postMessage is paced per channel (Slack: about one per second);
+- chat.postMessage (thread replies included) is paced per channel: one per second after a
+  burst of at most two (Slack: about one per second, short bursts only);
 - thread replies of a message go out in order, after the message itself exists;
 - final renderings jump the queue, are never coalesced into a non-final one, are persisted in
   the `Outbox` before being accepted and marked sent only after Slack said ok, so a restart
-  still delivers them;
+  still delivers them; a final waits at least `FINAL_EDIT_GAP` after the previous edit of its
+  message, so one arriving right after an update replaces the pending edit instead of
+  editing the message twice in a moment;
+- an edit always carries `blocks` (`[]` for a text-only rendering): without it Slack keeps the
+  old blocks, and a decided card would still show Approve / Reject;
+- once a message's final rendering and its replies are delivered, its state is dropped; only
+  its key is kept (bounded), so a late event can never edit a finished message again;
 - a 429 blocks that method for its Retry-After (the sender handles it itself, so it can keep
   coalescing and other methods keep flowing); 5xx and transport errors back off and retry.
 The WebClient given here should retry only connection errors (slack_sdk's default handler).
@@ -24,7 +31,7 @@ import logging
 import threading
 import time
 import uuid
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -40,6 +47,12 @@ log = logging.getLogger(__name__)
 
 _MAX_ATTEMPTS = 8
 """Non-final writes give up after this many failed attempts; finals never do."""
+FINAL_EDIT_GAP = 1.0
+"""Seconds between the last edit of a message and its final edit (at most `update_interval`)."""
+POST_BURST = 2.0
+"""chat.postMessage calls one channel may get at once before the per-second pace applies."""
+_FINISHED_KEYS = 10_000
+"""How many finished message keys are remembered, to refuse late renderings of them."""
 
 
 class SlackApi(Protocol):
@@ -144,6 +157,7 @@ class Sender:
         self._clock = clock
         self._cond = threading.Condition()
         self._messages: dict[str, _Msg] = {}
+        self._finished: OrderedDict[str, None] = OrderedDict()
         self._ephemerals = _Lane()
         self._seq = itertools.count()
         self._blocked_until: dict[str, float] = {}
@@ -184,9 +198,12 @@ class Sender:
         """Post message `key` the first time, edit it in place afterwards."""
         self._accept(self._item("message", key, channel, message, thread_ts=thread_ts, final=final))
 
-    def reply(self, key: str, message: Message, *, channel: str, final: bool = False) -> None:
-        """A reply in the thread of message `key`, after the replies queued before it."""
-        self._accept(self._item("reply", key, channel, message, final=final))
+    def reply(
+        self, key: str, message: Message, *, channel: str, final: bool = False, broadcast: bool = False
+    ) -> None:
+        """A reply in the thread of message `key`, after the replies queued before it;
+        `broadcast` also shows it in the channel."""
+        self._accept(self._item("reply", key, channel, message, final=final, broadcast=broadcast))
 
     def ephemeral(self, channel: str, user: str, message: Message) -> None:
         self._accept(self._item("ephemeral", "", channel, message, user=user))
@@ -207,6 +224,11 @@ class Sender:
             msg = self._messages.get(key)
             return msg.ts if msg else None
 
+    def tracked(self) -> int:
+        """Messages whose state the sender still holds (finished ones are pruned)."""
+        with self._cond:
+            return len(self._messages)
+
     def flush(self, timeout: float) -> bool:
         """Wait until nothing is queued or in flight; False if `timeout` passed first."""
         with self._cond:
@@ -224,6 +246,7 @@ class Sender:
         thread_ts: str = "",
         user: str = "",
         final: bool = False,
+        broadcast: bool = False,
     ) -> OutboxItem:
         return OutboxItem(
             id=uuid.uuid4().hex,
@@ -235,6 +258,7 @@ class Sender:
             thread_ts=thread_ts,
             user=user,
             final=final,
+            broadcast=broadcast,
         )
 
     def _accept(self, item: OutboxItem, *, persisted: bool = False) -> None:
@@ -250,6 +274,12 @@ class Sender:
             self._cond.notify_all()
 
     def _accept_rendering(self, item: OutboxItem, persisted: bool) -> None:
+        if item.key in self._finished:
+            # Its final state is in Slack and its state was pruned: nothing may edit it again.
+            self._metrics.coalesced(item.key)
+            if persisted:
+                self._drop(item)
+            return
         msg = self._message(item.key, item.channel, item.thread_ts)
         current = msg.pending
         if not item.final and (msg.final_done or (current is not None and current.final)):
@@ -362,11 +392,8 @@ class Sender:
                         final=msg.pending.final,
                     )
                 else:
-                    due = (
-                        msg.retry_at
-                        if msg.pending.final
-                        else max(msg.retry_at, msg.sent_at + self._interval())
-                    )
+                    gap = min(FINAL_EDIT_GAP, self._interval()) if msg.pending.final else self._interval()
+                    due = max(msg.retry_at, msg.sent_at + gap)
                     consider(
                         "update", msg.pending, msg, msg.pending_seq, ready_at=due, final=msg.pending.final
                     )
@@ -390,13 +417,13 @@ class Sender:
         bucket = self._posts.get(channel)
         if bucket is None:
             rate = self._settings.posts_per_second
-            bucket = self._posts[channel] = TokenBucket(rate, max(1.0, 3 * rate), now)
+            bucket = self._posts[channel] = TokenBucket(rate, max(POST_BURST, rate), now)
         return bucket
 
     def _payload(self, job: _Job) -> dict[str, Any]:
         item = job.item
         payload: dict[str, Any] = {"channel": item.channel, "text": item.text}
-        if item.blocks:
+        if item.blocks or job.kind == "update":
             payload["blocks"] = [dict(b) for b in item.blocks]
         msg = job.msg
         if job.kind == "post" and msg is not None and msg.thread_ts:
@@ -408,6 +435,8 @@ class Sender:
             thread = msg.thread_ts or msg.ts
             if thread:
                 payload["thread_ts"] = thread
+                if item.broadcast:
+                    payload["reply_broadcast"] = True
         elif job.kind == "ephemeral":
             payload["user"] = item.user
         return payload
@@ -456,6 +485,7 @@ class Sender:
         self._drop(item)
         if lane is not None:
             lane.pop()
+            self._prune(msg)
             return None
         assert msg is not None
         posted = None
@@ -469,7 +499,19 @@ class Sender:
             msg.reset()
         elif msg.pending is not None and msg.sent == (msg.pending.text, msg.pending.blocks):
             self._set_pending(msg, None)
+        if posted is None:
+            self._prune(msg)
         return posted
+
+    def _prune(self, msg: _Msg | None) -> None:
+        """Forget a message once its final state and every reply are in Slack."""
+        if msg is None or not msg.final_done or msg.pending is not None or msg.replies.items:
+            return
+        if self._messages.get(msg.key) is msg:
+            del self._messages[msg.key]
+            self._finished[msg.key] = None
+            while len(self._finished) > _FINISHED_KEYS:
+                self._finished.popitem(last=False)
 
     def _announce(self, key: str, channel: str, ts: str) -> None:
         """Record where a message now lives; outside the lock, since both hooks may write SQLite."""
@@ -524,4 +566,5 @@ def _text_only(item: OutboxItem) -> OutboxItem:
         thread_ts=item.thread_ts,
         user=item.user,
         final=item.final,
+        broadcast=item.broadcast,
     )

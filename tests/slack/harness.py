@@ -6,6 +6,11 @@
   sleeps). `fail(method, times=N, status=429|500, retry_after=…, delay=…)` scripts faults for the
   next N calls of a method: the fault cases of issue 9 (429 with Retry-After, 500s, slow answers)
   are one line each.
+  It also keeps what each channel shows (`shown(channel, ts)`): chat.update without `blocks`
+  keeps the old blocks, as Slack does. `enforce_limits()` makes it answer 429 as Slack would
+  for chat.postMessage faster than one per second per channel after a burst of two, and for a
+  message edited again within half a second. `members` lists the channels the bot is in: a
+  post elsewhere fails with `not_in_channel`, and conversations.info says `is_member`.
 - `SocketModeServer`: websockets' threaded server; sends `hello` on connect, pushes envelopes
   (`slash_commands`, `interactive`) and records the `{"envelope_id": …}` acks; `disconnect()`
   sends Slack's refresh frame so reconnects can be proven.
@@ -59,6 +64,13 @@ class Fault:
     error: str | None = None
 
 
+POST_RATE = 1.0
+POST_BURST = 2.0
+EDIT_GAP = 0.5
+_CLOCK_SLACK = 0.05
+"""Arrival times jitter by a few ms against the sender's clock; the limits allow for that."""
+
+
 class SlackApiServer:
     BOT_USER_ID = "U0BOT"
 
@@ -71,6 +83,14 @@ class SlackApiServer:
         self._closing = threading.Event()
         self.ws_url = ""
         self.usergroups: list[dict[str, Any]] = []
+        self.members: set[str] | None = None
+        """Channels the bot is a member of; None: every channel."""
+        self.limits = False
+        self._shown: dict[tuple[str, str], dict[str, Any]] = {}
+        self._post_tokens: dict[str, tuple[float, float]] = {}
+        self._edited_at: dict[tuple[str, str], float] = {}
+        self.violations: list[str] = []
+        """Every request the limits refused, e.g. "chat.postMessage C0DEV"."""
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(
@@ -116,6 +136,14 @@ class SlackApiServer:
         with self._lock:
             queue = self._faults.setdefault(method, deque())
             queue.extend(Fault(status, retry_after, delay, error) for _ in range(times))
+
+    def enforce_limits(self) -> None:
+        self.limits = True
+
+    def shown(self, channel: str, ts: str) -> dict[str, Any]:
+        """What Slack displays for message `ts` now: {"text", "blocks"}."""
+        with self._lock:
+            return dict(self._shown[(channel, ts)])
 
     def clear_faults(self) -> None:
         with self._lock:
@@ -172,6 +200,8 @@ class SlackApiServer:
         with self._lock:
             queue = self._faults.get(method)
             fault = queue.popleft() if queue else None
+            if fault is None and self.limits:
+                fault = self._over_limit(method, body, time.monotonic())
         if fault is not None and fault.delay:
             self._closing.wait(fault.delay)  # a slow Slack; returns early when the server closes
         status, headers, answer = self._answer(method, body, fault)
@@ -201,6 +231,26 @@ class SlackApiServer:
             return 200, {}, {"ok": False, "error": fault.error}
         return 200, {}, self._canned(method, body)
 
+    def _over_limit(self, method: str, body: dict[str, Any], now: float) -> Fault | None:
+        """Slack's pacing, as a 429 (called under the lock)."""
+        channel = str(body.get("channel") or "")
+        if method == "chat.postMessage":
+            tokens, at = self._post_tokens.get(channel, (POST_BURST, now))
+            tokens = min(POST_BURST, tokens + (now - at + _CLOCK_SLACK) * POST_RATE)
+            if tokens < 1.0:
+                self.violations.append(f"{method} {channel}")
+                self._post_tokens[channel] = (tokens, now)
+                return Fault(429, 1)
+            self._post_tokens[channel] = (tokens - 1.0, now)
+        elif method == "chat.update":
+            key = (channel, str(body.get("ts") or ""))
+            last = self._edited_at.get(key)
+            if last is not None and now - last < EDIT_GAP - _CLOCK_SLACK:
+                self.violations.append(f"{method} {key[1]} again after {now - last:.3f}s")
+                return Fault(429, 1)
+            self._edited_at[key] = now
+        return None
+
     def _canned(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
         if method == "auth.test":
             return {
@@ -213,8 +263,17 @@ class SlackApiServer:
                 "bot_id": "B0BOT",
                 "is_enterprise_install": False,
             }
+        channel = str(body.get("channel") or "")
+        posting = method in ("chat.postMessage", "chat.update")
+        if posting and self.members is not None and channel not in self.members:
+            return {"ok": False, "error": "not_in_channel"}
+        if method == "conversations.info":
+            member = self.members is None or channel in self.members
+            return {"ok": True, "channel": {"id": channel, "is_channel": True, "is_member": member}}
         if method == "chat.postMessage":
             ts = f"1700000000.{next(self._ts):06d}"
+            with self._lock:
+                self._shown[(channel, ts)] = {"text": body.get("text"), "blocks": _blocks(body)}
             return {
                 "ok": True,
                 "channel": body.get("channel"),
@@ -222,6 +281,11 @@ class SlackApiServer:
                 "message": {"text": body.get("text")},
             }
         if method == "chat.update":
+            with self._lock:
+                shown = self._shown.setdefault((channel, str(body.get("ts"))), {"text": "", "blocks": []})
+                shown["text"] = body.get("text")
+                if "blocks" in body:  # Slack keeps a message's blocks unless the edit replaces them
+                    shown["blocks"] = _blocks(body)
             return {
                 "ok": True,
                 "channel": body.get("channel"),
@@ -235,6 +299,11 @@ class SlackApiServer:
         if method == "usergroups.list":
             return {"ok": True, "usergroups": self.usergroups}
         return {"ok": True}
+
+
+def _blocks(body: dict[str, Any]) -> list[Any]:
+    blocks = body.get("blocks") or []
+    return json.loads(blocks) if isinstance(blocks, str) else list(blocks)
 
 
 def _decode_body(raw: bytes, content_type: str, path: str) -> dict[str, Any]:
