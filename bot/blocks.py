@@ -21,7 +21,7 @@ from slack_sdk.models.blocks import ButtonElement, ConfirmObject, PlainTextObjec
 from bot import messages
 from bot.blockkit import MESSAGE_BUDGET, Builder, Message, esc, esc_keep_mentions, join_limited
 from engine.durations import format_duration
-from engine.operation import Operation, OperationPlan, OpKind, OpState
+from engine.operation import Operation, OperationPlan, OpKind, OpState, emptied_not_removed
 from engine.policy import Role
 from engine.pools.base import Pool
 
@@ -126,10 +126,17 @@ def _plan_details(b: Builder, plan: OperationPlan, *, with_blockers: bool) -> No
         rows = [f"{'pool':<24} {'before':>6}   {'after':>5}"]
         rows += [f"{p.pool:<24} {p.before:>6} → {p.after:>5}" for p in plan.pools]
         b.preformatted(rows, max_chars=2_000, reserve=3_000)
-    removing = [n for p in plan.pools for n in p.nodes_to_remove] or list(plan.nodes)
+    removing = [n for p in plan.pools if not p.empties_only for n in p.nodes_to_remove]
+    if plan.kind is OpKind.DRAIN:
+        removing = list(plan.nodes)
     if removing:
         label = "Nodes to drain" if plan.kind is OpKind.DRAIN else "Nodes to remove"
         b.section(f"*{label}* ({len(removing)}): " + esc(join_limited(removing, 1_500)), reserve=2_500)
+    for change in plan.pools:
+        if change.empties_only:
+            nodes = esc(join_limited(list(change.nodes_to_remove), 800))
+            b.section(f"*Nodes to empty, not remove* ({len(change.nodes_to_remove)}): {nodes}", reserve=2_500)
+            b.context(esc(emptied_not_removed(change)), reserve=1_000)
     if plan.force_phase:
         b.section(messages.force_phase_warning(), reserve=2_000)
     if with_blockers and plan.blockers:
@@ -259,10 +266,13 @@ def _result_fields(op: Operation, result: Mapping[str, Any]) -> list[str]:
         ("pods_evicted", "Pods evicted"),
         ("pods_force_deleted", "Force-deleted"),
         ("nodes_removed", "Nodes removed"),
+        ("nodes_emptied", "Emptied, not removed"),
     ):
         value = result.get(key)
         if isinstance(value, list | tuple):
             value = len(value)
+        if key == "nodes_emptied" and not value:
+            continue  # only pools that cannot remove nodes say it
         if isinstance(value, int):
             fields.append(f"*{label}* {value}")
     ready = result.get("nodes_ready")
@@ -289,7 +299,12 @@ def status_view(status: ClusterView) -> Message:
         rows = [f"{'pool':<20} {'provider':<9} {'nodes':>7} {'desired':>7}  note"]
         for pool in sorted(status.pools, key=lambda p: p.name):
             nodes = f"{len(pool.ready_nodes)}/{pool.size}"
-            note = f"asleep, wakes to {pool.restore.desired}" if pool.restore and pool.desired == 0 else ""
+            notes = [pool.removal.zero_text() + (f" ({pool.removal_reason})" if pool.removal_reason else "")]
+            if pool.emptied:
+                notes.append(f"{len(pool.emptied)} emptied, not removed")
+            if pool.restore and pool.desired == 0:
+                notes.append(f"asleep, wakes to {pool.restore.desired}")
+            note = "; ".join(notes)
             rows.append(f"{pool.name:<20} {pool.provider:<9} {nodes:>7} {pool.desired:>7}  {note}".rstrip())
         b.preformatted(rows, max_chars=5_000, reserve=2_000)
     else:

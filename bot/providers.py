@@ -125,7 +125,11 @@ def _connect_labels(connection: Connection) -> Connected:
 
     api = connection.workload()
     pools = LabelPoolProvider(
-        api, api.api_client, label=connection.options["pool_label"], namespace=connection.namespace
+        api,
+        api.api_client,
+        label=connection.options["pool_label"],
+        namespace=connection.namespace,
+        node_removal=connection.options["node_removal"],
     )
     return Connected(api, pools)
 
@@ -144,7 +148,17 @@ PROVIDERS: Mapping[str, ProviderSpec] = {
             name="labels",
             summary="a pool is the set of nodes sharing a label's value",
             connect=_connect_labels,
-            options=(Option("pool_label", "node label naming the pool", default=POOL_LABEL),),
+            options=(
+                Option("pool_label", "node label naming the pool", default=POOL_LABEL),
+                Option(
+                    "node_removal",
+                    "what removing a node does: auto (delete the Node object only where Karpenter, "
+                    "Cluster API or kwok stops the machine behind it, else empty it), delete-node "
+                    "(something here does), empty (cordon and drain, never delete)",
+                    default="auto",
+                    choices=("auto", "delete-node", "empty"),
+                ),
+            ),
         ),
         ProviderSpec(
             name="capi",

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from engine.pools.base import NodeRemoval
+
 
 class OpKind(enum.StrEnum):
     DRAIN = "drain"
@@ -104,8 +106,26 @@ class PoolChange:
     before: int
     after: int
     nodes_to_remove: tuple[str, ...] = ()
+    """Nodes to drain and take out of the pool (what happens to them: `removal`)."""
     min_size: int = 0
     max_size: int | None = None
+    removal: NodeRemoval = NodeRemoval.MACHINE
+    removal_reason: str = ""
+
+    @property
+    def empties_only(self) -> bool:
+        """The nodes are cordoned and drained but stay: nothing behind them would stop the machine."""
+        return self.removal is NodeRemoval.EMPTY and bool(self.nodes_to_remove)
+
+
+def emptied_not_removed(change: PoolChange) -> str:
+    """The plan's and the operation's words for a pool whose nodes are emptied but kept."""
+    n = len(change.nodes_to_remove)
+    return (
+        f"pool {change.pool}: {n} node{'s' if n != 1 else ''} will be emptied (cordoned and drained), "
+        f"not removed: {change.removal_reason or 'nothing behind them stops the machines'}. "
+        "An autoscaler (or you) removes the empty nodes; their Node objects stay"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +157,8 @@ class OperationPlan:
                     "nodes_to_remove": list(p.nodes_to_remove),
                     "min_size": p.min_size,
                     "max_size": p.max_size,
+                    "removal": p.removal.value,
+                    "removal_reason": p.removal_reason,
                 }
                 for p in self.pools
             ],
@@ -160,6 +182,8 @@ class OperationPlan:
                     nodes_to_remove=tuple(p.get("nodes_to_remove") or ()),
                     min_size=p.get("min_size", 0),
                     max_size=p.get("max_size"),
+                    removal=NodeRemoval(p.get("removal") or NodeRemoval.MACHINE.value),
+                    removal_reason=str(p.get("removal_reason") or ""),
                 )
                 for p in data.get("pools") or ()
             ),
@@ -180,7 +204,9 @@ class OperationPlan:
         essence = {
             "kind": self.kind.value,
             "cluster": self.cluster,
-            "pools": sorted((p.pool, p.before, p.after, sorted(p.nodes_to_remove)) for p in self.pools),
+            "pools": sorted(
+                (p.pool, p.before, p.after, sorted(p.nodes_to_remove), p.removal.value) for p in self.pools
+            ),
             "nodes": sorted(self.nodes),
             "force_phase": self.force_phase,
         }
@@ -190,8 +216,11 @@ class OperationPlan:
         """The plan as a person reads it (CLI, console); Slack renders the same facts as blocks."""
         lines = [f"Plan: {self.kind.value} on {self.cluster}: {self.summary()}"]
         for p in self.pools:
-            removal = f" (remove {', '.join(p.nodes_to_remove)})" if p.nodes_to_remove else ""
+            verb = "empty" if p.empties_only else "remove"
+            removal = f" ({verb} {', '.join(p.nodes_to_remove)})" if p.nodes_to_remove else ""
             lines.append(f"  pool {p.pool}: {p.before} → {p.after}{removal}")
+            if p.empties_only:
+                lines.append(f"    {emptied_not_removed(p)}")
         if self.nodes and self.kind is OpKind.DRAIN:
             lines.append(f"  nodes: {', '.join(self.nodes)}")
         if self.force_phase:

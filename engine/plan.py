@@ -237,6 +237,8 @@ def _plan_resize(
                 nodes_to_remove=remove,
                 min_size=pool.min_size,
                 max_size=pool.max_size,
+                removal=pool.removal,
+                removal_reason=pool.removal_reason,
             )
         )
     after = {p.name: p.desired for p in snap.pools} | dict(sizes)

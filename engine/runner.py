@@ -37,7 +37,7 @@ from engine.kube import events as kube_events
 from engine.kube.api import KubeApi
 from engine.kube.errors import KubeError
 from engine.model import parse_time
-from engine.operation import Operation, OpKind, OpState, ProgressEvent, ProgressKind
+from engine.operation import Operation, OpKind, OpState, ProgressEvent, ProgressKind, emptied_not_removed
 from engine.pools.base import PoolProvider, RestoreRecord
 from engine.store import Store, StoredRestore
 from engine.workloads import WorkloadRecord, WorkloadScaler
@@ -567,15 +567,25 @@ def step_force(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
 
 
 def step_remove(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
-    removed = 0
+    removed = emptied = 0
+    events: list[tuple[ProgressKind, str, str]] = []
     for change in op.plan.pools:
         if change.nodes_to_remove:
+            # The provider keeps the nodes of a pool it can only empty (see PoolChange.removal);
+            # the plan said so, and the thread says it again.
             h.pools.remove_nodes(change.pool, change.nodes_to_remove)
-            removed += len(change.nodes_to_remove)
+            if change.empties_only:
+                emptied += len(change.nodes_to_remove)
+                events.append(("phase", emptied_not_removed(change).replace(" will be ", " were "), ""))
+            else:
+                removed += len(change.nodes_to_remove)
         elif change.after < change.before:
             h.pools.set_size(change.pool, change.after)
     text = f"Removed {removed} node{'s' if removed != 1 else ''}"
-    return StepResult(next_step="verify", data={"nodes_removed": removed}, events=[("phase", text, "")])
+    if emptied:
+        text += f"; emptied {emptied} node{'s' if emptied != 1 else ''} without removing them"
+    data = {"nodes_removed": removed, "nodes_emptied": emptied}
+    return StepResult(next_step="verify", data=data, events=[*events, ("phase", text, "")])
 
 
 def step_verify(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
@@ -704,6 +714,7 @@ def _summary(op: Operation, data: Mapping[str, Any], now: datetime) -> dict[str,
         "pods_evicted": int(data.get("evicted") or 0),
         "pods_force_deleted": len(data.get("force_deleted") or ()),
         "nodes_removed": int(data.get("nodes_removed") or 0),
+        "nodes_emptied": int(data.get("nodes_emptied") or 0),
         "pools": {c.pool: [c.before, c.after] for c in op.plan.pools},
         "workloads": data.get("workloads"),
         "nodes_ready": [data.get("ready"), data.get("wanted")] if "wanted" in data else None,
@@ -725,6 +736,8 @@ def _final(op: Operation, data: Mapping[str, Any], now: datetime) -> tuple[Progr
         parts.append(f"{s['pods_evicted']} Pods evicted")
         parts.append(f"{s['pods_force_deleted']} force-deleted")
         parts.append(f"{s['nodes_removed']} nodes removed")
+        if s["nodes_emptied"]:
+            parts.append(f"{s['nodes_emptied']} nodes emptied, not removed")
     if op.plan.pools:
         parts.append("pools " + ", ".join(f"{c.pool} {c.before} → {c.after}" for c in op.plan.pools))
     return ("final", "; ".join(parts), "")

@@ -7,18 +7,26 @@ Kubernetes does not have, the node templates kept in it, and the JSON form of th
 
 Sizes. desired = the number of Nodes with the label; min 0; max unknown (None).
 
-Shrinking. Removing a node means deleting its Node object; the caller has cordoned and drained it
-(this provider refuses to delete a node that is not cordoned). Where a cloud controller manager or
-an autoscaler runs, deleting the Node makes it remove the instance behind it, so a label pool can
-really be shrunk, to zero included.
+Shrinking. The caller has cordoned and drained the nodes (this provider refuses a node that is not
+cordoned). What happens next depends on what is behind the nodes, because deleting a Node object
+stops no VM by itself (a cloud controller manager deletes Nodes whose instance is gone, never the
+reverse):
+- NodeRemoval.NODE, the Node object is deleted, when something terminates the machine behind it:
+  a Karpenter termination finalizer (`karpenter.sh/termination`), a Cluster API Machine (the
+  Node's `cluster.x-k8s.io/machine` annotation), or kwok (the node is simulated: annotation
+  `kwok.x-k8s.io/node` or a `kwok://` providerID); or when the cluster's config says
+  `node_removal: delete-node`. Every node of the pool must qualify.
+- NodeRemoval.EMPTY otherwise (or with `node_removal: empty`): the node stays cordoned and drained,
+  marked `scalebot.io/emptied`, so an autoscaler (or a person) can remove it. It no longer counts
+  in the pool's nodes or desired size; the plan and the operation say "emptied, not removed".
 
-Growing. A label has no node-group API behind it: Kubernetes cannot create a machine. So
-`set_size` above the current count only re-creates the Node objects this provider removed, from
-templates recorded before their removal (same names, labels, annotations, taints, capacity). On
-the kwok test clusters and in the sandbox that is exactly a wake-up (kwok makes the re-created
-nodes Ready). In a real cloud it is not: growing a label pool there needs the cloud's node-group
-API (a provider module of its own), and a size beyond the recorded templates raises PoolSizeError
-saying so.
+Growing. A label has no node-group API behind it: Kubernetes cannot create a machine. `set_size`
+above the current count first returns emptied nodes to service (uncordon, scalebot's draining
+taint and the emptied mark removed), then re-creates Node objects this provider deleted, from
+templates recorded before their removal (same names, labels, annotations, taints, capacity), but
+only simulated (kwok) ones: on kwok clusters and the sandbox that is exactly a wake-up, while on a
+real cloud a Node object without a kubelet behind it would be a lie. A size beyond that raises
+PoolSizeError saying what would bring the machines back.
 
 Where the record lives. Each pool that was ever shrunk has a ConfigMap `scalebot-pool-<name>` in
 scalebot's namespace:
@@ -44,11 +52,21 @@ import orjson
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from engine.clock import Clock, SystemClock
+from engine.drain import uncordon_node
 from engine.kube import client as kube_client
 from engine.kube import errors
 from engine.kube.api import KubeApi
 from engine.model import NodeInfo, RawObject, format_time, parse_time
-from engine.pools.base import POOL_LABEL, RESTORE_ANNOTATION, Pool, PoolNotFound, PoolSizeError, RestoreRecord
+from engine.pools.base import (
+    POOL_LABEL,
+    RESTORE_ANNOTATION,
+    NodeRemoval,
+    Pool,
+    PoolNotFound,
+    PoolSizeError,
+    RestoreRecord,
+)
 from engine.pools.victims import is_emptying
 
 log = logging.getLogger(__name__)
@@ -64,6 +82,14 @@ POOL_NAME_LABEL = "scalebot.io/pool-name"
 POOL_LABEL_ANNOTATION = "scalebot.io/pool-label"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "scalebot"}
 MERGE_PATCH = "application/merge-patch+json"
+EMPTIED_ANNOTATION = "scalebot.io/emptied"
+"""On a node emptied and kept (NodeRemoval.EMPTY): when. Out of the pool's count until wake."""
+KARPENTER_FINALIZER = "karpenter.sh/termination"
+CAPI_MACHINE_ANNOTATION = "cluster.x-k8s.io/machine"
+KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+KWOK_PROVIDER_PREFIX = "kwok://"
+NODE_REMOVAL_MODES = ("auto", "delete-node", "empty")
+"""`node_removal` setting: detect what is behind the nodes, always delete the Node, never delete it."""
 CONFLICT_ATTEMPTS = 5
 DEFAULT_REQUEST_TIMEOUT_SECONDS = 60.0
 
@@ -93,6 +119,52 @@ NOISE_TAINT_PREFIX = "node.kubernetes.io/"
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 _MAX_NAME = 253
+
+
+def node_backing(raw: RawObject) -> str:
+    """What terminates the machine when this Node object is deleted; "" when nothing does."""
+    meta = raw.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    if KARPENTER_FINALIZER in (meta.get("finalizers") or ()):
+        return "Karpenter"
+    if annotations.get(CAPI_MACHINE_ANNOTATION):
+        return "Cluster API"
+    provider_id = str((raw.get("spec") or {}).get("providerID") or "")
+    if KWOK_ANNOTATION in annotations or provider_id.startswith(KWOK_PROVIDER_PREFIX):
+        return "kwok"
+    return ""
+
+
+def removal_for(raws: Sequence[RawObject], mode: str) -> tuple[NodeRemoval, str]:
+    """What removing this pool's nodes does, and why (see the module docstring)."""
+    if mode == "delete-node":
+        return NodeRemoval.NODE, "node_removal: delete-node"
+    if mode == "empty":
+        return NodeRemoval.EMPTY, "node_removal: empty"
+    backings = [node_backing(raw) for raw in raws]
+    unbacked = backings.count("")
+    if unbacked:
+        return NodeRemoval.EMPTY, (
+            f"nothing stops the machine behind {unbacked} of {len(raws)} node(s) when its Node object "
+            "is deleted (no Karpenter finalizer, Cluster API Machine or kwok); "
+            "set node_removal: delete-node if something does"
+        )
+    if not backings:
+        return NodeRemoval.NODE, ""
+    return NodeRemoval.NODE, "nodes managed by " + " and ".join(sorted(set(backings)))
+
+
+def _name(raw: RawObject) -> str:
+    return str((raw.get("metadata") or {}).get("name") or "")
+
+
+def _is_emptied(raw: RawObject) -> bool:
+    return EMPTIED_ANNOTATION in ((raw.get("metadata") or {}).get("annotations") or {})
+
+
+def is_simulated_template(template: Mapping[str, Any]) -> bool:
+    """A template of a kwok node: re-creating its Node object is what waking it means."""
+    return KWOK_ANNOTATION in (template.get("annotations") or {})
 
 
 class NodeRemovalError(ValueError):
@@ -264,10 +336,17 @@ class LabelPoolProvider:
         *,
         label: str = POOL_LABEL,
         namespace: str = DEFAULT_NAMESPACE,
+        node_removal: str = "auto",
+        clock: Clock | None = None,
         request_timeout_seconds: float = DEFAULT_REQUEST_TIMEOUT_SECONDS,
     ) -> None:
         """`api` reads and deletes nodes; `raw` is a `kubernetes.client.ApiClient` for node
-        templates, node creation and the ConfigMaps in `namespace`."""
+        templates, node creation and the ConfigMaps in `namespace`. `node_removal`: one of
+        NODE_REMOVAL_MODES (see the module docstring)."""
+        if node_removal not in NODE_REMOVAL_MODES:
+            raise ValueError(f"node_removal: '{node_removal}' is not one of {', '.join(NODE_REMOVAL_MODES)}")
+        self.node_removal = node_removal
+        self._clock: Clock = clock or SystemClock()
         self._api = api
         self._core = k8s.CoreV1Api(raw)
         self._call = RawCaller(request_timeout_seconds)
@@ -277,19 +356,19 @@ class LabelPoolProvider:
     # -- reads -------------------------------------------------------------------------------------
 
     def list_pools(self) -> list[Pool]:
-        nodes_by_pool: dict[str, list[NodeInfo]] = {}
-        for node in self._api.list_nodes(label_selector=self.label):
-            nodes_by_pool.setdefault(node.labels[self.label], []).append(node)
+        nodes_by_pool: dict[str, list[RawObject]] = {}
+        for raw in self._list_raw_nodes(self.label):
+            nodes_by_pool.setdefault(raw["metadata"]["labels"][self.label], []).append(raw)
         stores = self._list_stores()
         names = sorted(set(nodes_by_pool) | set(stores))
         return [self._pool(n, nodes_by_pool.get(n, []), stores.get(n, _Store(False))) for n in names]
 
     def get_pool(self, name: str) -> Pool:
-        nodes = self._pool_nodes(name)
+        raws = self._list_raw_nodes(f"{self.label}={name}")
         store = self._read_store(name)
-        if not nodes and not store.exists:
+        if not raws and not store.exists:
             raise PoolNotFound(name, [p.name for p in self.list_pools()])
-        return self._pool(name, nodes, store)
+        return self._pool(name, raws, store)
 
     def node_templates(self, pool: str) -> dict[str, dict[str, Any]]:
         """Recorded templates by node name (extra method: what `set_size` can re-create)."""
@@ -347,13 +426,23 @@ class LabelPoolProvider:
         self._record_templates(pool, self._capture(pool, nodes))
 
     def remove_nodes(self, pool: str, nodes: Sequence[str]) -> None:
-        """Delete these drained Node objects; nodes already gone are skipped (idempotent)."""
+        """Delete these drained Node objects, or mark them emptied where deleting would stop no
+        machine (NodeRemoval.EMPTY); nodes already gone or marked are skipped (idempotent)."""
         raws = self._capture_raw(pool, nodes)
         not_cordoned = sorted(n for n, raw in raws.items() if not is_emptying(NodeInfo.from_raw(raw)))
         if not_cordoned:
             raise NodeRemovalError(
                 f"refusing to delete nodes that are not cordoned; drain them first: {', '.join(not_cordoned)}"
             )
+        removal, reason = removal_for(self._list_raw_nodes(f"{self.label}={pool}"), self.node_removal)
+        if removal is NodeRemoval.EMPTY:
+            stamp = format_time(self._clock.now())
+            for name, raw in sorted(raws.items()):
+                if EMPTIED_ANNOTATION in ((raw.get("metadata") or {}).get("annotations") or {}):
+                    continue
+                self._patch_node(name, {"metadata": {"annotations": {EMPTIED_ANNOTATION: stamp}}})
+                log.info("Emptied Node %s of label pool %s and kept it: %s", name, pool, reason)
+            return
         self._record_templates(pool, [node_template(raw) for raw in raws.values()])
         for name in sorted(raws):
             try:
@@ -365,10 +454,13 @@ class LabelPoolProvider:
     # -- growing -----------------------------------------------------------------------------------
 
     def set_size(self, pool: str, size: int) -> None:
-        """Absolute size: equal is a no-op; above re-creates recorded nodes; below is refused."""
+        """Absolute size: equal is a no-op; above returns emptied nodes to service, then re-creates
+        recorded simulated (kwok) nodes; below is refused."""
         if size < 0:
             raise PoolSizeError(f"pool {pool}: size must be 0 or more, not {size}")
-        present = {n.name for n in self._pool_nodes(pool)}
+        raws = self._list_raw_nodes(f"{self.label}={pool}")
+        emptied = sorted(_name(r) for r in raws if _is_emptied(r))
+        present = {_name(r) for r in raws} - set(emptied)
         if size < len(present):
             raise PoolSizeError(
                 f"label pool {pool} has {len(present)} nodes; it shrinks only by draining chosen nodes "
@@ -378,22 +470,37 @@ class LabelPoolProvider:
         if missing == 0:
             return
         templates = self.node_templates(pool)
-        if not templates and not present and not self._read_store(pool).exists:
+        if not templates and not raws and not self._read_store(pool).exists:
             raise PoolNotFound(pool, [p.name for p in self.list_pools()])
-        available = [templates[k] for k in sorted(templates) if k not in present]
-        if len(available) < missing:
-            raise PoolSizeError(
-                f"label pool {pool} can grow from {len(present)} to at most {len(present) + len(available)} "
-                f"nodes: scalebot can only re-create the {len(available)} node(s) it removed. Adding new "
-                "machines needs the cloud's node group API (a node-group provider), not a node label"
+        gone = [templates[k] for k in sorted(templates) if k not in present and k not in emptied]
+        simulated = [t for t in gone if is_simulated_template(t)]
+        if len(emptied) + len(simulated) < missing:
+            real = [t["name"] for t in gone if not is_simulated_template(t)]
+            back = len(emptied) + len(simulated)
+            why = (
+                f"the Node objects of {', '.join(real)} were deleted and had real machines behind them "
+                "(scalebot re-creates only simulated kwok nodes; a Node without a kubelet would be a lie)"
+                if real
+                else f"scalebot can only bring back the {back} node(s) it emptied or removed"
             )
-        for template in available[:missing]:
+            raise PoolSizeError(
+                f"label pool {pool} can grow from {len(present)} to at most {len(present) + back} nodes: "
+                f"{why}. New machines come from the cluster's autoscaler or node group "
+                "(a node-group provider), not a node label"
+            )
+        for name in emptied[:missing]:
+            uncordon_node(self._api, name)
+            self._patch_node(name, {"metadata": {"annotations": {EMPTIED_ANNOTATION: None}}})
+            log.info("Returned emptied Node %s of label pool %s to service", name, pool)
+        for template in simulated[: max(0, missing - len(emptied))]:
             self._create_node(template)
 
     # -- plumbing ----------------------------------------------------------------------------------
 
-    def _pool(self, name: str, nodes: Sequence[NodeInfo], store: _Store) -> Pool:
-        names = tuple(sorted(n.name for n in nodes))
+    def _pool(self, name: str, raws: Sequence[RawObject], store: _Store) -> Pool:
+        serving = [NodeInfo.from_raw(r) for r in raws if not _is_emptied(r)]
+        names = tuple(sorted(n.name for n in serving))
+        removal, reason = removal_for(raws, self.node_removal)
         return Pool(
             name=name,
             provider=self.name,
@@ -401,8 +508,26 @@ class LabelPoolProvider:
             min_size=0,
             max_size=None,
             nodes=names,
-            ready_nodes=tuple(sorted(n.name for n in nodes if n.ready == "True")),
+            ready_nodes=tuple(sorted(n.name for n in serving if n.ready == "True")),
             restore=self._restore_of(name, store),
+            emptied=tuple(sorted(_name(r) for r in raws if _is_emptied(r))),
+            removal=removal,
+            removal_reason=reason,
+        )
+
+    def _list_raw_nodes(self, selector: str) -> list[RawObject]:
+        page = self._call("list", "nodes", self._core.list_node, label_selector=selector)
+        return list(page.get("items") or ())
+
+    def _patch_node(self, name: str, body: Mapping[str, Any]) -> None:
+        self._call(
+            "patch",
+            "nodes",
+            self._core.patch_node,
+            name,
+            dict(body),
+            field_manager=FIELD_MANAGER,
+            _content_type=MERGE_PATCH,
         )
 
     def _restore_of(self, pool: str, store: _Store) -> RestoreRecord | None:

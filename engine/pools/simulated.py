@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from engine.kube.fake import FakeCluster
 from engine.model import NodeInfo
-from engine.pools.base import POOL_LABEL, Pool, PoolNotFound, RestoreRecord
+from engine.pools.base import POOL_LABEL, NodeRemoval, Pool, PoolNotFound, RestoreRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,4 +98,6 @@ class SimulatedPoolProvider:
             nodes=tuple(sorted(n.name for n in nodes)),
             ready_nodes=tuple(sorted(n.name for n in nodes if n.ready == "True")),
             restore=self._records.get(name),
+            removal=NodeRemoval.NODE,
+            removal_reason="simulated nodes",
         )

@@ -23,7 +23,7 @@ from bot import blockkit, blocks
 from bot.blockkit import Message
 from engine.operation import Operation, OperationPlan, OpKind, OpState, PoolChange, Target
 from engine.policy import Role
-from engine.pools.base import Pool, RestoreRecord
+from engine.pools.base import NodeRemoval, Pool, RestoreRecord
 
 NOW = datetime(2026, 3, 2, 14, 2, tzinfo=UTC)
 LONG = "n" * 240 + "-{:05d}.x"  # 253 characters: the longest valid node name
@@ -311,3 +311,47 @@ def test_cut_list_line_counts_what_it_leaves_out() -> None:
     assert len(cut) <= 60 and cut.startswith("pod-0, pod-1") and cut.endswith(" more)")
     shown = cut.count("pod-")
     assert cut.endswith(f"... ({100 - shown} more)")
+
+
+def test_status_shows_each_pools_provider_and_what_zero_really_does() -> None:
+    @dataclass(frozen=True)
+    class Status:
+        cluster: str
+        pools: list[Pool]
+        running: list[Operation]
+        next_event: str | None
+
+    pools = [
+        Pool(
+            "cloud", "labels", 0, emptied=("n1", "n2"), removal=NodeRemoval.EMPTY, removal_reason="no backing"
+        ),
+        Pool(
+            "sim",
+            "labels",
+            2,
+            nodes=("s1", "s2"),
+            removal=NodeRemoval.NODE,
+            removal_reason="nodes managed by kwok",
+        ),
+        Pool("md", "capi", 3, nodes=("m1", "m2", "m3")),
+    ]
+    text = json.dumps([b.to_dict() for b in blocks.status_view(Status("dev", pools, [], None)).blocks])
+    assert "cloud                labels" in text
+    assert (
+        "zero empties the nodes (cordon + drain), removes none (no backing); 2 emptied, not removed" in text
+    )
+    assert "zero deletes the Node objects (nodes managed by kwok)" in text
+    assert "md                   capi" in text and "zero removes the machines" in text
+
+
+def test_plan_of_a_pool_that_can_only_be_emptied_says_so() -> None:
+    change = PoolChange(
+        "cloud", 2, 0, nodes_to_remove=("n1", "n2"), removal=NodeRemoval.EMPTY, removal_reason="no backing"
+    )
+    plan = OperationPlan(kind=OpKind.ZERO, cluster="dev", pools=(change,), nodes=("n1", "n2"))
+    text = json.dumps([b.to_dict() for b in blocks.plan_view(plan).blocks])
+    assert "Nodes to empty, not remove" in text and "Nodes to remove" not in text
+    assert "will be emptied (cordoned and drained), not removed: no backing" in text
+    assert OperationPlan.from_json(plan.to_json()) == plan
+    removed = replace(change, removal=NodeRemoval.MACHINE)
+    assert replace(plan, pools=(removed,)).plan_hash != plan.plan_hash, "consent binds to what removal does"
