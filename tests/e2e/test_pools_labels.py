@@ -217,7 +217,7 @@ def test_growth_beyond_recorded_nodes_and_shrink_by_set_size_are_refused(
     cordon_nodes(kube, nodes[:1], now=NOW)
     provider.remove_nodes(pool, nodes[:1])
 
-    with pytest.raises(PoolSizeError, match="come from the cluster.s autoscaler or node group"):
+    with pytest.raises(PoolSizeError, match=r"come from the cluster.s autoscaler or node group"):
         provider.set_size(pool, 3)
     with pytest.raises(PoolSizeError, match=r"shrinks only by draining chosen nodes and removing them"):
         provider.set_size(pool, 0)

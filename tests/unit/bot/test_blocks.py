@@ -265,14 +265,17 @@ def test_blockers_reply_with_ten_thousand_pods_stays_within_limits(shape: str) -
     assert "more)" in text or "more lines)" in text
 
 
-def test_views_with_huge_inputs_stay_within_limits() -> None:
-    @dataclass(frozen=True)
-    class Status:
-        cluster: str
-        pools: list[Pool]
-        running: list[Operation]
-        next_event: str | None
+@dataclass(frozen=True)
+class Status:
+    """What `/scale status` renders for one cluster (Operations.status's view)."""
 
+    cluster: str
+    pools: list[Pool]
+    running: list[Operation]
+    next_event: str | None
+
+
+def test_views_with_huge_inputs_stay_within_limits() -> None:
     pools = [
         Pool(
             name=f"pool-{i}-" + "q" * 200,
@@ -314,13 +317,6 @@ def test_cut_list_line_counts_what_it_leaves_out() -> None:
 
 
 def test_status_shows_each_pools_provider_and_what_zero_really_does() -> None:
-    @dataclass(frozen=True)
-    class Status:
-        cluster: str
-        pools: list[Pool]
-        running: list[Operation]
-        next_event: str | None
-
     pools = [
         Pool(
             "cloud", "labels", 0, emptied=("n1", "n2"), removal=NodeRemoval.EMPTY, removal_reason="no backing"
