@@ -22,7 +22,7 @@ from bot import messages
 from bot.blockkit import MESSAGE_BUDGET, Builder, Message, esc, esc_keep_mentions, join_limited
 from engine.durations import format_duration
 from engine.operation import Operation, OperationPlan, OpKind, OpState, emptied_not_removed
-from engine.policy import Role
+from engine.policy import Approvers, Role
 from engine.pools.base import Pool
 
 ACTION_APPROVE = "scalebot.approve"
@@ -66,11 +66,20 @@ class ClusterView(Protocol):
 # -- operations: card, decided card, progress parent ---------------------------------------------
 
 
-def approval_card(op: Operation, *, note: str | None = None, votes: str | None = None) -> Message:
+def approval_card(
+    op: Operation,
+    *,
+    note: str | None = None,
+    votes: str | None = None,
+    approvers: Approvers | None = None,
+) -> Message:
     """The request as a channel message with Approve / Reject (values: the opaque approval ID).
-    `votes` is the "1 of 2 approvals" line once somebody approved."""
+    `votes` is the "1 of 2 approvals" line once somebody approved; `approvers` are mentioned,
+    so the people who can decide are notified."""
     status = note or messages.default_status(op.state, op.approvals_required)
-    return _operation_message(op, status=status, decision=votes, buttons=_approval_buttons(op))
+    return _operation_message(
+        op, status=status, decision=votes, buttons=_approval_buttons(op), approvers=approvers
+    )
 
 
 def decided_card(op: Operation, *, decision: str) -> Message:
@@ -85,17 +94,28 @@ def progress_parent(op: Operation, *, status: str | None = None, decision: str |
     return _operation_message(op, status=status, decision=decision, buttons=buttons)
 
 
-def operation_message(op: Operation, *, status: str | None = None, decision: str | None = None) -> Message:
+def operation_message(
+    op: Operation,
+    *,
+    status: str | None = None,
+    decision: str | None = None,
+    approvers: Approvers | None = None,
+) -> Message:
     """The right rendering of an operation's message for its current state."""
     if op.state is OpState.AWAITING_APPROVAL:
-        return approval_card(op, note=status, votes=decision)
+        return approval_card(op, note=status, votes=decision, approvers=approvers)
     if decision is not None and op.state in (OpState.REJECTED, OpState.EXPIRED, OpState.SUPERSEDED):
         return decided_card(op, decision=decision)
     return progress_parent(op, status=status, decision=decision)
 
 
 def _operation_message(
-    op: Operation, *, status: str | None, decision: str | None, buttons: Sequence[ButtonElement]
+    op: Operation,
+    *,
+    status: str | None,
+    decision: str | None,
+    buttons: Sequence[ButtonElement],
+    approvers: Approvers | None = None,
 ) -> Message:
     b = Builder()
     title = f"{messages.STATE_EMOJI[op.state]} {messages.KIND_TITLE[op.kind]} · {op.target.cluster}"
@@ -111,6 +131,8 @@ def _operation_message(
         b.section(f"*Error:* {esc(op.error)}", reserve=400)
     footer = [f"`{op.id}`"]
     if op.state is OpState.AWAITING_APPROVAL:
+        if approvers is not None:
+            b.section(messages.approvers_line(approvers.users, approvers.groups), reserve=400)
         footer.insert(0, messages.needs_approvals(op.approvals_required))
         if op.expires_at is not None:
             footer.append(messages.expires(op.expires_at))
@@ -238,6 +260,8 @@ def final_reply(op: Operation, text: str = "") -> Message:
     result = op.result
     b = Builder()
     b.section(" · ".join([messages.final_heading(op.state), *_result_fields(op, result)]))
+    if not op.requested_by.startswith(("cli:", "schedule:")):
+        b.section(messages.finished_for(op.requested_by, op.state))
     pools = result.get("pools") or {p.pool: [p.before, p.after] for p in op.plan.pools}
     if isinstance(pools, Mapping) and pools:
         rows = [f"{'pool':<24} {'before':>6}   {'after':>5}"]

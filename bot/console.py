@@ -246,7 +246,14 @@ class ConsoleSender:
         """Nothing to adopt: a terminal has no earlier messages to edit."""
 
     def show(
-        self, key: str, message: Message, *, channel: str, thread_ts: str = "", final: bool = False
+        self,
+        key: str,
+        message: Message,
+        *,
+        channel: str,
+        thread_ts: str = "",
+        final: bool = False,
+        broadcast: bool = False,
     ) -> None:
         lines = self._terminal.render(message)
         with self._lock:
@@ -267,7 +274,9 @@ class ConsoleSender:
             if changed:
                 self._terminal.lines(changed, first=first, rest=" " * len(first))
 
-    def reply(self, key: str, message: Message, *, channel: str, final: bool = False) -> None:
+    def reply(
+        self, key: str, message: Message, *, channel: str, final: bool = False, broadcast: bool = False
+    ) -> None:
         label = _label(key)
         self._terminal.lines(self._terminal.render(message), first=f"  ↳ {label}: ", rest="      ")
 

@@ -203,10 +203,11 @@ def who(actor: str) -> str:
     return f"<@{actor}>"
 
 
-def slack_time(at: datetime, fmt: str = "{time}") -> str:
-    """A time Slack shows in each reader's own time zone; the fallback is UTC."""
-    fallback = at.strftime("%H:%M UTC") if fmt == "{time}" else at.strftime("%Y-%m-%d %H:%M UTC")
-    return f"<!date^{int(at.timestamp())}^{fmt}|{fallback}>"
+def slack_time(at: datetime, fmt: str = "{date_short_pretty} {time}") -> str:
+    """A time Slack shows in each reader's own time zone ("today 14:02", "Mar 2 14:02"); the
+    fallback (clients that cannot format it) is UTC. The date is always there, so the text stays
+    true in a message nobody edits any more."""
+    return f"<!date^{int(at.timestamp())}^{fmt}|{at.strftime('%Y-%m-%d %H:%M UTC')}>"
 
 
 def request_line(actor: str, kind: OpKind, cluster: str, summary: str) -> str:
@@ -214,6 +215,22 @@ def request_line(actor: str, kind: OpKind, cluster: str, summary: str) -> str:
         kind
     ]
     return f"{who(actor)} asks to *{verb}* cluster *{cluster}*: {summary}"
+
+
+def approvers_line(users: Sequence[str], groups: Sequence[str], limit: int = 12) -> str:
+    """Who is asked to approve, as mentions (a user group as `<!subteam^…>`), so they are notified."""
+    mentions = [f"<@{u}>" for u in users] + [f"<!subteam^{g}>" for g in groups]
+    if not mentions:
+        return "*Approvers:* nobody has the approver role on this cluster; ask an admin to grant it"
+    shown = ", ".join(mentions[:limit])
+    rest = len(mentions) - limit
+    return f"*Approvers:* {shown}" + (f" and {rest} more" if rest > 0 else "")
+
+
+def finished_for(requester: str, state: OpState) -> str:
+    """The line that tells the requester their operation ended (a mention notifies them)."""
+    verb = {OpState.SUCCEEDED: "finished", OpState.FAILED: "failed", OpState.CANCELLED: "was cancelled"}
+    return f"{who(requester)}: your operation {verb.get(state, state.value)}"
 
 
 def needs_approvals(count: int) -> str:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from engine.operation import Operation, OperationPlan, OperationRequest, Outcome, ProgressEvent
 from engine.operations import ClusterStatus, HistoryEntry, UserError
-from engine.policy import Role
+from engine.policy import Approvers, Role
 
 __all__ = ["ClusterStatus", "HistoryEntry", "OperationsPort", "UserError"]
 
@@ -49,6 +49,10 @@ class OperationsPort(Protocol):
     def clusters(self) -> list[str]: ...
 
     def role(self, cluster: str, user: str, groups: Sequence[str] = ()) -> Role | None: ...
+
+    def approvers(self, cluster: str, *, besides: str = "") -> Approvers:
+        """Users and user groups who may approve on `cluster`, for the card to mention."""
+        ...
 
     def cordon(
         self,

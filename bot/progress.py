@@ -150,7 +150,10 @@ class Progress:
         elif event.kind == "report" and event.condition:
             self._maybe_blockers(op, view, event, channel)
         elif event.kind == "final" and _ran(op):
-            self._sender.reply(key, blocks.final_reply(op, event.text), channel=channel, final=True)
+            # A failure is also shown in the channel: people watching it must not miss it.
+            failed = op.state is OpState.FAILED
+            reply = blocks.final_reply(op, event.text)
+            self._sender.reply(key, reply, channel=channel, final=True, broadcast=failed)
         if op.state.is_terminal:
             self._views.pop(op.id, None)
 
@@ -170,9 +173,20 @@ class Progress:
         if refresh_decision or not view.decision_loaded:
             view.decision = blocks.decision_from_history(op, self._ops.history(op.id))
             view.decision_loaded = True
-        message = blocks.operation_message(op, status=view.status, decision=view.decision)
+        asking = op.state is OpState.AWAITING_APPROVAL
+        approvers = self._ops.approvers(op.target.cluster, besides=op.requested_by) if asking else None
+        message = blocks.operation_message(
+            op, status=view.status, decision=view.decision, approvers=approvers
+        )
         self._sender.show(
-            message_key(op.id), message, channel=channel, thread_ts=op.thread_ts, final=op.state.is_terminal
+            message_key(op.id),
+            message,
+            channel=channel,
+            thread_ts=op.thread_ts,
+            final=op.state.is_terminal,
+            # An approval card inside a thread (a schedule's announcement) is also shown in the
+            # channel, so the approvers see it.
+            broadcast=asking and bool(op.thread_ts),
         )
         return channel
 

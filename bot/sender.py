@@ -193,10 +193,22 @@ class Sender:
         return flushed
 
     def show(
-        self, key: str, message: Message, *, channel: str, thread_ts: str = "", final: bool = False
+        self,
+        key: str,
+        message: Message,
+        *,
+        channel: str,
+        thread_ts: str = "",
+        final: bool = False,
+        broadcast: bool = False,
     ) -> None:
-        """Post message `key` the first time, edit it in place afterwards."""
-        self._accept(self._item("message", key, channel, message, thread_ts=thread_ts, final=final))
+        """Post message `key` the first time, edit it in place afterwards; a message posted in a
+        thread (`thread_ts`) is also shown in the channel when `broadcast`."""
+        self._accept(
+            self._item(
+                "message", key, channel, message, thread_ts=thread_ts, final=final, broadcast=broadcast
+            )
+        )
 
     def reply(
         self, key: str, message: Message, *, channel: str, final: bool = False, broadcast: bool = False
@@ -428,6 +440,8 @@ class Sender:
         msg = job.msg
         if job.kind == "post" and msg is not None and msg.thread_ts:
             payload["thread_ts"] = msg.thread_ts
+            if item.broadcast:
+                payload["reply_broadcast"] = True
         elif job.kind == "update" and msg is not None:
             payload["channel"], payload["ts"] = msg.channel, msg.ts
         elif job.kind == "reply" and msg is not None:

@@ -115,6 +115,11 @@ class Operations:
             return policy.Role.OPERATOR
         return policy.role_of(self.policies[cluster], user, groups) if cluster in self.policies else None
 
+    def approvers(self, cluster: str, *, besides: str = "") -> policy.Approvers:
+        """Who may approve on `cluster` (not `besides`, unless self-approval is allowed)."""
+        pol = self.policies.get(cluster)
+        return policy.approvers(pol, besides=besides) if pol is not None else policy.Approvers()
+
     def get(self, op_id: str) -> Operation | None:
         return self.store.get_operation(op_id)
 

@@ -114,3 +114,24 @@ def can_approve(
     if voter_role is None or voter_role < Role.APPROVER:
         return Decision(False, f"approving needs the approver role on {policy.cluster}")
     return Decision(True)
+
+
+@dataclass(frozen=True, slots=True)
+class Approvers:
+    """Who may approve on a cluster: user IDs and user group IDs with the approver role or above."""
+
+    users: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+
+
+def approvers(policy: ClusterPolicy, *, besides: str = "") -> Approvers:
+    """The people to ask for an approval (not `besides`, the requester, unless they may approve
+    their own requests); sorted, so a card renders the same every time."""
+
+    def approving(grants: Mapping[str, Role]) -> tuple[str, ...]:
+        return tuple(sorted(k for k, role in grants.items() if role >= Role.APPROVER))
+
+    users = approving(policy.users)
+    if besides and not policy.allow_self_approval:
+        users = tuple(u for u in users if u != besides)
+    return Approvers(users, approving(policy.groups))

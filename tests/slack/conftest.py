@@ -306,6 +306,11 @@ class RunningBot:
     def card(self, timeout: float = 5.0) -> Call:
         return self.api.wait_for_call("chat.postMessage", lambda c: not c.body.get("thread_ts"), timeout)
 
+    def card_in_thread(self, thread_ts: str, timeout: float = 5.0) -> Call:
+        return self.api.wait_for_call(
+            "chat.postMessage", lambda c: c.body.get("thread_ts") == thread_ts, timeout
+        )
+
     def approve_button(self, timeout: float = 5.0) -> dict[str, Any]:
         from tests.slack.harness import buttons_of
 

@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from bot import blockkit, blocks
+from bot import blockkit, blocks, messages
 from bot.blockkit import Message
 from engine.operation import Operation, OperationPlan, OpKind, OpState, PoolChange, Target
-from engine.policy import Role
+from engine.policy import ClusterPolicy, Role, approvers
 from engine.pools.base import NodeRemoval, Pool, RestoreRecord
 
 NOW = datetime(2026, 3, 2, 14, 2, tzinfo=UTC)
@@ -187,7 +187,7 @@ def test_decision_lines_come_from_history() -> None:
     both = [*votes, Entry(NOW + timedelta(minutes=1), "U0APP2", "approve")]
     line = blocks.decision_from_history(running, both)
     assert line is not None and line.startswith("✅ Approved by <@U0APP>, <@U0APP2> at <!date^")
-    assert line.endswith("|14:03 UTC>")
+    assert line.endswith("^{date_short_pretty} {time}|2026-03-02 14:03 UTC>")
 
     rejected = [*votes, Entry(NOW, "U0APP2", "rejected"), Entry(NOW, "scalebot", "expired")]
     assert (blocks.decision_from_history(op(state=OpState.REJECTED), rejected) or "").startswith(
@@ -351,3 +351,17 @@ def test_plan_of_a_pool_that_can_only_be_emptied_says_so() -> None:
     assert OperationPlan.from_json(plan.to_json()) == plan
     removed = replace(change, removal=NodeRemoval.MACHINE)
     assert replace(plan, pools=(removed,)).plan_hash != plan.plan_hash, "consent binds to what removal does"
+
+
+def test_the_card_asks_users_and_user_groups_with_the_approver_role() -> None:
+    pol = ClusterPolicy(
+        cluster="prod",
+        users={"U1": Role.APPROVER, "U2": Role.OPERATOR, "U3": Role.ADMIN, "U4": Role.VIEWER},
+        groups={"S0SRE": Role.APPROVER, "S0DEV": Role.OPERATOR},
+    )
+    asked = approvers(pol, besides="U3")
+
+    assert asked.users == ("U1",) and asked.groups == ("S0SRE",)
+    assert messages.approvers_line(asked.users, asked.groups) == "*Approvers:* <@U1>, <!subteam^S0SRE>"
+    assert "nobody has the approver role" in messages.approvers_line((), ())
+    assert approvers(replace(pol, allow_self_approval=True), besides="U3").users == ("U1", "U3")

@@ -68,7 +68,7 @@ def test_zero_scale_needs_another_users_approval_then_shows_progress_to_completi
     assert refused.startswith("(only you) ⚠️ you cannot approve your own request; another approver must\n")
     assert "You are now @bob (approver on simulated)." in refused
 
-    assert "✅ Approved by @bob at 14:00 UTC" in approved
+    assert "✅ Approved by @bob at 2026-03-02 14:00 UTC" in approved
     assert "Drain not completed yet (DrainingSucceeded)" in approved
     assert "          Drain not completed yet:\n" in approved  # the condition, preformatted
     assert "* Pods with eviction failed:" in approved

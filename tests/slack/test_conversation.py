@@ -1,0 +1,77 @@
+"""Who is asked and who is told, over signed HTTP with the real engine.
+
+Covers: the approval card mentions every user with the approver role on the cluster (not the
+requester, not viewers) and shows its expiry as a Slack date every reader sees in their own
+time zone; the requester is mentioned in the thread when the operation finishes; a failure is
+broadcast to the channel; a schedule's approval card inside its announcement's thread is
+broadcast so approvers see it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from bot import blocks
+from engine.operation import OperationRequest, OpKind, OpState, Target
+from tests.slack.conftest import ADMIN, APPROVER, APPROVER_2, CHANNEL, OPERATOR, VIEWER, RunningBot
+from tests.slack.harness import all_text
+
+SLACK_DATE = re.compile(r"<!date\^\d+\^\{date_short_pretty\} \{time\}\|\d{4}-\d\d-\d\d \d\d:\d\d UTC>")
+
+
+def test_the_card_mentions_who_can_approve_and_dates_its_expiry(bot: RunningBot) -> None:
+    bot.command("zero dev-eu")
+
+    text = all_text(bot.card())
+
+    [line] = [line for line in text.splitlines() if line.startswith("*Approvers:*")]
+    assert set(re.findall(r"<@(U\w+)>", line)) == {APPROVER, APPROVER_2, ADMIN}
+    assert f"<@{OPERATOR}>" not in line and f"<@{VIEWER}>" not in line
+    assert re.search(r"expires " + SLACK_DATE.pattern, text)
+
+
+def test_the_requester_is_told_when_the_operation_finishes(make_bot: Callable[..., RunningBot]) -> None:
+    bot = make_bot(run=True)
+    bot.command("zero dev-eu")
+    approve = bot.approve_button()
+
+    bot.click(blocks.ACTION_APPROVE, approve["value"], user=APPROVER)
+
+    assert bot.ops.runner.wait_idle(timeout=30)
+    final = bot.api.wait_for_call("chat.postMessage", lambda c: "Completed" in all_text(c), timeout=10)
+    assert final.body["thread_ts"] and f"<@{OPERATOR}>: your operation finished" in all_text(final)
+    assert "reply_broadcast" not in final.body, "a success stays in the thread"
+    decided = bot.api.calls_to("chat.update")[-1]
+    assert SLACK_DATE.search(all_text(decided)), "approved at … is a Slack date"
+
+
+def test_a_failure_is_broadcast_to_the_channel_and_names_the_requester(bot: RunningBot) -> None:
+    bot.command("drain web-2")
+    bot.card()
+    op = bot.only_op()
+
+    bot.play(op.id, "final", "Failed: the drain timed out", state=OpState.FAILED, error="drain timed out")
+
+    final = bot.api.wait_for_call("chat.postMessage", lambda c: "Failed" in all_text(c))
+    assert final.body["reply_broadcast"] is True and final.body["thread_ts"]
+    assert f"<@{OPERATOR}>: your operation failed" in all_text(final)
+
+
+def test_a_schedules_approval_card_in_a_thread_is_broadcast(bot: RunningBot) -> None:
+    outcome = bot.ops.request(
+        OperationRequest(
+            kind=OpKind.ZERO,
+            target=Target(cluster="dev-eu"),
+            requested_by="schedule:nights",
+            channel=CHANNEL,
+            thread_ts="1699999999.000100",
+        )
+    )
+    assert outcome.operation is not None and outcome.operation.state is OpState.AWAITING_APPROVAL
+
+    bot.progress.show(outcome.operation)
+
+    card = bot.card_in_thread("1699999999.000100")
+    assert card.body["reply_broadcast"] is True
+    assert f"<@{APPROVER}>" in all_text(card)
