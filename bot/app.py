@@ -9,6 +9,10 @@ HTTP mode serves Bolt through a real threaded WSGI server (wsgiref with Threadin
 `/slack/events`, plus `GET /healthz`. Before Bolt sees a request this layer refuses, changing
 nothing: bodies over 4 MiB (413), bad or stale signatures (401, checked on the raw bytes), and
 bodies that are not valid UTF-8 form or JSON payloads (400), which Bolt would answer with a 500.
+
+In both modes a Bolt middleware then refuses requests from another workspace, enterprise or app
+(`bot.origin`): a signed request from a Slack Connect channel may carry another organisation's
+user. The refusal is audited and logged; the person is told, nothing else happens.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from socketserver import ThreadingMixIn
 from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from slack_bolt import App, BoltRequest
+from slack_bolt import App, BoltContext, BoltRequest, BoltResponse
 from slack_bolt.adapter.socket_mode import SocketModeHandler
 from slack_sdk import WebClient
 from slack_sdk.http_retry.builtin_handlers import (
@@ -34,7 +38,7 @@ from slack_sdk.http_retry.builtin_handlers import (
     ServerErrorRetryHandler,
 )
 
-from bot import listeners
+from bot import listeners, origin
 from bot.dispatch import ClickHandler, GroupResolver, SubcommandHandler, no_groups
 from bot.groups import SlackGroups
 from bot.outbox import Outbox
@@ -107,6 +111,7 @@ def build_app(
         name="scalebot",
         logger=logging.getLogger("scalebot.bolt"),
     )
+    app.use(_origin_guard(settings, ops))
     if groups is None:
         uses_groups = any(c.policy.groups for c in settings.clusters.values())
         groups = SlackGroups(client) if uses_groups else no_groups
@@ -122,6 +127,41 @@ def build_app(
         clicks=clicks,
     )
     return app
+
+
+def _origin_guard(settings: Settings, ops: OperationsPort) -> Callable[..., BoltResponse]:
+    """Bolt middleware: refuse (ack, tell, audit) a request from a workspace, enterprise or app that is
+    not ours. Without configured teams, ours is the bot token's workspace: Bolt's own authorization
+    (its cached `auth.test`) has put it in the context before this runs; no extra call is made."""
+    slack = settings.slack
+
+    def guard(body: dict[str, Any], context: BoltContext, next: Callable[[], BoltResponse]) -> BoltResponse:
+        if not isinstance(body, dict) or "ssl_check" in body or body.get("type") == "url_verification":
+            return next()
+        home = context.authorize_result
+        teams = frozenset(slack.allowed_team_ids) or frozenset(
+            {home.team_id} if home is not None and home.team_id else ()
+        )
+        enterprises = frozenset(slack.allowed_enterprise_ids) or frozenset(
+            {home.enterprise_id} if home is not None and home.enterprise_id else ()
+        )
+        found = origin.origin_of(body)
+        reason = origin.refusal(
+            found, origin.AllowedOrigins(teams, enterprises, frozenset(slack.allowed_app_ids))
+        )
+        if not reason:
+            return next()
+        log.warning("Slack request refused: %s", reason, extra={"user": found.user, "channel": found.channel})
+        try:
+            ops.refuse(found.user or "unknown", "slack_request", "", f"{reason} (channel {found.channel})")
+        except Exception:  # an audit failure must not turn a refusal into a 500
+            log.exception("could not audit a refused Slack request")
+        text = f"⚠️ Refused: {reason}."
+        if "command" in body:
+            return BoltResponse(status=200, body={"response_type": "ephemeral", "text": text})
+        return BoltResponse(status=200, body="")
+
+    return guard
 
 
 # -- HTTP mode -----------------------------------------------------------------------------------

@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from engine.kube.client import KubeClient
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_AUDIT_BROKEN = 1
+"""`operations verify-audit`: the hash chain is broken (a row was edited, inserted or deleted)."""
 
 
 class CliError(Exception):
@@ -168,9 +170,15 @@ def _add_pool_commands(commands: Any, plan_kinds: Any) -> None:
     _add_workload_flags(wake)
     wake.set_defaults(handler=cmd_pool_op, kind=OpKind.WAKE)
 
-    opers = commands.add_parser("operations", aliases=["ops"], help="list, show or cancel operations")
+    opers = commands.add_parser(
+        "operations",
+        aliases=["ops"],
+        help="list, show or cancel operations; verify-audit checks the audit log",
+    )
     _add_ops_args(opers)
-    opers.add_argument("action", nargs="?", choices=("list", "show", "cancel"), default="list")
+    opers.add_argument(
+        "action", nargs="?", choices=("list", "show", "cancel", "verify-audit"), default="list"
+    )
     opers.add_argument("operation_id", nargs="?")
     opers.set_defaults(handler=cmd_operations)
 
@@ -640,7 +648,29 @@ class _EventPrinter:
             print(line, flush=True)
 
 
+def cmd_verify_audit(args: argparse.Namespace) -> int:
+    """Re-compute the audit log's hash chain: exit 0 when intact, 1 naming each break."""
+    try:
+        store = Store(args.db)
+    except StoreError as exc:
+        raise CliError(str(exc)) from exc
+    try:
+        checked, problems = store.verify_audit()
+    finally:
+        store.close()
+    for problem in problems:
+        print(f"audit row {problem.row_id}: {problem.reason}", file=sys.stderr)
+    if problems:
+        altered = f"the audit log of {args.db} was altered: {len(problems)} break(s) in {checked} rows"
+        print(altered, file=sys.stderr)
+        return EXIT_AUDIT_BROKEN
+    print(f"audit log intact: {checked} rows, hash chain verified")
+    return EXIT_OK
+
+
 def cmd_operations(args: argparse.Namespace) -> int:
+    if args.action == "verify-audit":
+        return cmd_verify_audit(args)
     ops = build_operations(args)
     if args.action == "list":
         for op in ops.list_operations(limit=50):

@@ -128,17 +128,22 @@ class Dispatcher:
                 self._request(command, inv)
             case commands.Cordon(cluster, nodes, unschedulable):
                 outcome = self.ops.cordon(
-                    cluster, nodes, by=inv.user, unschedulable=unschedulable, groups=self.groups(inv.user)
+                    cluster,
+                    nodes,
+                    by=inv.user,
+                    unschedulable=unschedulable,
+                    groups=self.groups(inv.user),
+                    channel=inv.channel,
                 )
                 self._reply_outcome(outcome, inv, visible=outcome.ok and outcome.changed)
             case commands.OpsList(cluster, active_only):
-                ops = self.ops.list_operations(cluster=cluster, active_only=active_only)
-                answer(inv, blocks.ops_list(ops, cluster=cluster))
+                self._ops_list(cluster, active_only, inv)
             case commands.OpsShow(op_id):
                 op = self.ops.get(op_id)
                 if op is None:
                     answer(inv, blocks.text_message(messages.no_operation(op_id), emoji="⚠️"))
                 else:
+                    self._readable(op.target.cluster, inv, "ops")
                     answer(inv, blocks.ops_show(op, self.ops.history(op_id)))
             case commands.OpsCancel(op_id):
                 self._after_click(
@@ -151,11 +156,32 @@ class Dispatcher:
                 else:
                     handler(command, inv)
 
+    def _readable(self, cluster: str, inv: Invocation, what: str) -> None:
+        """Reads need at least the viewer role on the cluster (raises UserError with the refusal)."""
+        refusal = self.ops.may_view(cluster, by=inv.user, groups=self.groups(inv.user), what=what)
+        if refusal:
+            raise UserError(refusal)
+
     def _status(self, cluster: str | None, inv: Invocation) -> None:
         if cluster is not None:
+            self._readable(cluster, inv, "status")
             answer(inv, blocks.status_view(self.ops.status(cluster)))
         else:
-            answer(inv, blocks.statuses_view([self.ops.status(c) for c in self.ops.clusters()]))
+            visible = self.ops.visible_clusters(inv.user, self.groups(inv.user))
+            answer(inv, blocks.statuses_view([self.ops.status(c) for c in visible]))
+
+    def _ops_list(self, cluster: str | None, active_only: bool, inv: Invocation) -> None:
+        if cluster is not None:
+            self._readable(cluster, inv, "ops")
+            ops = self.ops.list_operations(cluster=cluster, active_only=active_only)
+        else:
+            visible = set(self.ops.visible_clusters(inv.user, self.groups(inv.user)))
+            ops = [
+                op
+                for op in self.ops.list_operations(active_only=active_only, limit=100)
+                if op.target.cluster in visible
+            ][:20]
+        answer(inv, blocks.ops_list(ops, cluster=cluster))
 
     def _whoami(self, cluster: str | None, user: str, inv: Invocation) -> None:
         groups = self.groups(user)
@@ -169,7 +195,7 @@ class Dispatcher:
             return
         req = command.to_operation_request(user=inv.user, channel=inv.channel)
         if command.plan_only:
-            answer(inv, blocks.plan_view(self.ops.plan(req)))
+            answer(inv, blocks.plan_view(self.ops.preview(req, groups=self.groups(inv.user))))
             return
         outcome = self.ops.request(req, groups=self.groups(inv.user))
         if outcome.ok and outcome.operation is not None:

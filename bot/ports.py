@@ -28,6 +28,16 @@ class OperationsPort(Protocol):
         """Raises UserError naming the unknown cluster, pool or node and the valid names."""
         ...
 
+    def preview(self, req: OperationRequest, *, groups: Sequence[str] = ()) -> OperationPlan:
+        """`plan` asked by a person: viewer role and a per-user rate limit; raises UserError."""
+        ...
+
+    def may_view(self, cluster: str, *, by: str, groups: Sequence[str] = (), what: str = "status") -> str:
+        """ "" when `by` may read `cluster`; otherwise the refusal (audited)."""
+        ...
+
+    def visible_clusters(self, by: str, groups: Sequence[str] = ()) -> list[str]: ...
+
     def approve(self, approval_id: str, *, by: str, groups: Sequence[str] = ()) -> Outcome: ...
 
     def reject(
@@ -62,7 +72,12 @@ class OperationsPort(Protocol):
         by: str,
         unschedulable: bool,
         groups: Sequence[str] = (),
+        channel: str = "",
     ) -> Outcome: ...
+
+    def refuse(self, by: str, what: str, cluster: str, reason: str) -> Outcome:
+        """Audit a refusal decided outside the engine (a request from another workspace)."""
+        ...
 
     def set_message(self, op_id: str, *, channel: str, ts: str) -> None:
         """Remember where an operation's card / progress message lives (for restarts)."""

@@ -85,6 +85,7 @@ USAGE: dict[str, str] = {
     "pause": "schedule pause NAME",
     "resume": "schedule resume NAME",
     "delete": "schedule delete NAME",
+    "approve": "schedule approve NAME",
     "next": "schedule next [CLUSTER]",
     "skip": "schedule skip NAME YYYY-MM-DD",
 }
@@ -122,7 +123,7 @@ def key_of(value: str) -> str | None:
 def usage(verb: str | None = None) -> str:
     if verb in USAGE:
         return f"{messages.COMMAND} {USAGE[verb]}"
-    return f"{messages.COMMAND} schedule add|list|show|pause|resume|delete|next|skip …"
+    return f"{messages.COMMAND} schedule add|list|show|pause|resume|delete|approve|next|skip …"
 
 
 def unknown_verb(word: str, suggestion: str | None) -> str:

@@ -54,7 +54,7 @@ from bot.dispatch import (
     answer,
     no_groups,
 )
-from bot.ports import OperationsPort
+from bot.ports import OperationsPort, UserError
 from bot.scheduler import SchedulerRunner
 from bot.sender import Sender
 from engine import schedule
@@ -247,6 +247,7 @@ class ScheduleUi:
             "pause": self._manage(self.schedules.pause, "pause"),
             "resume": self._manage(self.schedules.resume, "resume"),
             "delete": self._manage(self.schedules.delete, "delete"),
+            "approve": self._manage(self.schedules.pre_approve, "approve"),
             "next": self._next,
             "skip": self._skip_date,
         }
@@ -286,7 +287,19 @@ class ScheduleUi:
 
     def _list(self, args: SubcommandArgs, inv: Invocation) -> None:
         cluster = _optional_word(args, "list")
-        answer(inv, ui.schedule_list(self.schedules.list(cluster=cluster), cluster=cluster))
+        visible = self._visible(cluster, inv, "schedule_list")
+        found = [s for s in self.schedules.list(cluster=cluster) if s.cluster in visible]
+        answer(inv, ui.schedule_list(found, cluster=cluster))
+
+    def _visible(self, cluster: str | None, inv: Invocation, what: str) -> set[str]:
+        """The clusters `inv.user` may read (viewer or more); asking for another one is refused."""
+        groups = self._groups(inv.user)
+        if cluster is not None:
+            refusal = self.ops.may_view(cluster, by=inv.user, groups=groups, what=what)
+            if refusal:
+                raise UserError(refusal)
+            return {cluster}
+        return set(self.ops.visible_clusters(inv.user, groups))
 
     def _show(self, args: SubcommandArgs, inv: Invocation) -> None:
         name = _name(args, "show")
@@ -294,6 +307,7 @@ class ScheduleUi:
         if sched is None:
             answer(inv, blocks.text_message(self._unknown(name), emoji="⚠️"))
             return
+        self._visible(sched.cluster, inv, "schedule_show")
         now = self.clock.now()
         events = self.schedules.next_events(now, limit=50, cluster=sched.cluster)
         mine = [(occ, at) for occ, at in events if occ.schedule == name]
@@ -317,8 +331,14 @@ class ScheduleUi:
 
     def _next(self, args: SubcommandArgs, inv: Invocation) -> None:
         cluster = _optional_word(args, "next")
+        visible = self._visible(cluster, inv, "schedule_next")
         tz, now = self._zone(inv.user), self.clock.now()
-        events = self.schedules.next_events(now, limit=20, cluster=cluster)
+        clusters_of = {s.name: s.cluster for s in self.schedules.list()}
+        events = [
+            (occ, at)
+            for occ, at in self.schedules.next_events(now, limit=100, cluster=cluster)
+            if clusters_of.get(occ.schedule) in visible
+        ][:20]
         clusters = {s.name: s.cluster for s in self.schedules.list()}
         answer(inv, ui.next_events(events, clusters, tz=tz, now=now, cluster=cluster))
 

@@ -17,6 +17,10 @@ Config file (every key optional except what a cluster needs to be reached):
     sender:   {update_interval: 3s, updates_per_minute: 40, posts_per_second: 1}
     workers:  8                                     # the bot's own executor for slow commands
     channels: {C0123: dev-eu}                       # channel ID -> default cluster
+    slack:                                          # who may use the bot (Slack Connect brings others)
+      allowed_team_ids: [T0123]                     # default: the bot token's own workspace
+      allowed_enterprise_ids: [E0123]               # default: not checked
+      allowed_app_ids: [A0123]                      # default: not checked
     clusters:
       dev-eu:
         context: dev-eu                             # kubeconfig context (default: the cluster name)
@@ -25,6 +29,8 @@ Config file (every key optional except what a cluster needs to be reached):
         pool_label: scalebot.io/pool                # the provider's own options (bot.providers)
         api_qps: 50                                 # client-side requests/s to the API server; api_burst: 100
         default_channels: [C0123]                   # or default_channel: C0123
+        allowed_channels: [C0123]                   # operate it only from these (default: any but DMs
+                                                    # when protected)
         protected: false
         policy:
           users: {U0ADMIN: admin, U0OPS: operator}
@@ -57,7 +63,7 @@ _NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9]
 _SLACK_USER = re.compile(r"[UW][A-Z0-9]+")
 _SLACK_GROUP = re.compile(r"S[A-Z0-9]+")
 _SLACK_CHANNEL = re.compile(r"[CG][A-Z0-9]+")
-APPROVAL_TAGS = ("drain", "scale_down", "scale_up", "zero", "wake", "force")
+APPROVAL_TAGS = ("drain", "scale_down", "scale_up", "zero", "wake", "force", "cordon", "uncordon")
 
 
 class SettingsError(ValueError):
@@ -98,6 +104,12 @@ class SlackSettings:
     """Set: Socket Mode (no inbound network). Unset: HTTP mode at /slack/events."""
     api_url: str | None = None
     """Web API base URL ending in '/'; None means slack_sdk's default (https://slack.com/api/)."""
+    allowed_team_ids: tuple[str, ...] = ()
+    """Workspaces (T…) whose people may use the bot; empty: the bot token's own workspace."""
+    allowed_enterprise_ids: tuple[str, ...] = ()
+    """Enterprise Grid organisations (E…); empty: not checked."""
+    allowed_app_ids: tuple[str, ...] = ()
+    """This Slack app's ID (A…); empty: not checked (the signature already binds the app's secret)."""
 
     @property
     def socket_mode(self) -> bool:
@@ -187,7 +199,7 @@ def load(
     clusters = {name: _cluster(name, node) for name, node in doc.child("clusters").items()}
     channels = _channels(doc, clusters)
     return Settings(
-        slack=_slack(env, require_slack),
+        slack=_slack(env, require_slack, doc.child("slack")),
         clusters=clusters,
         channels=channels,
         server=_server(doc.child("server")),
@@ -216,7 +228,18 @@ def _read(path: Path) -> Any:
     return data
 
 
-def _slack(env: Mapping[str, str], required: bool) -> SlackSettings:
+def _slack(env: Mapping[str, str], required: bool, node: _Node) -> SlackSettings:
+    node.only("allowed_team_ids", "allowed_enterprise_ids", "allowed_app_ids")
+    allowed: dict[str, tuple[str, ...]] = {}
+    for key, prefix, what in (
+        ("allowed_team_ids", "T", "a workspace ID (T…)"),
+        ("allowed_enterprise_ids", "E", "an enterprise ID (E…)"),
+        ("allowed_app_ids", "A", "an app ID (A…)"),
+    ):
+        allowed[key] = node.strings(key)
+        for index, value in enumerate(allowed[key]):
+            if not re.fullmatch(prefix + r"[A-Z0-9]+", value):
+                raise SettingsError(f"{node.path}.{key}[{index}]: '{value}' is not {what}")
     bot = env.get("SLACK_BOT_TOKEN", "").strip()
     secret = env.get("SLACK_SIGNING_SECRET", "").strip()
     app = env.get("SLACK_APP_TOKEN", "").strip()
@@ -241,6 +264,9 @@ def _slack(env: Mapping[str, str], required: bool) -> SlackSettings:
         signing_secret=Secret(secret) if secret else None,
         app_token=Secret(app) if app else None,
         api_url=api_url,
+        allowed_team_ids=allowed["allowed_team_ids"],
+        allowed_enterprise_ids=allowed["allowed_enterprise_ids"],
+        allowed_app_ids=allowed["allowed_app_ids"],
     )
 
 
@@ -270,6 +296,7 @@ _CLUSTER_KEYS = (
     "provider",
     "default_channel",
     "default_channels",
+    "allowed_channels",
     "protected",
     "policy",
     "api_qps",
@@ -307,6 +334,12 @@ def _cluster(name: str, node: _Node) -> ClusterSettings:
             raise SettingsError(
                 f"{node.path}.default_channels[{index}]: '{channel}' is not a channel ID (C…)"
             )
+    allowed = node.strings("allowed_channels")
+    for index, channel in enumerate(allowed):
+        if not _SLACK_CHANNEL.fullmatch(channel):
+            raise SettingsError(
+                f"{node.path}.allowed_channels[{index}]: '{channel}' is not a channel ID (C… or G…)"
+            )
     kubeconfig = node.string("kubeconfig", "")
     protected = node.boolean("protected", False)
     return ClusterSettings(
@@ -317,13 +350,15 @@ def _cluster(name: str, node: _Node) -> ClusterSettings:
         options=options,
         default_channels=tuple(dict.fromkeys(channels)),
         protected=protected,
-        policy=_policy(name, node.child("policy"), protected=protected),
+        policy=_policy(name, node.child("policy"), protected=protected, channels=frozenset(allowed)),
         api_qps=node.number("api_qps", 50.0, low=1.0, high=1000.0),
         api_burst=node.integer("api_burst", 100, low=1, high=2000),
     )
 
 
-def _policy(cluster: str, node: _Node, *, protected: bool) -> ClusterPolicy:
+def _policy(
+    cluster: str, node: _Node, *, protected: bool, channels: frozenset[str] = frozenset()
+) -> ClusterPolicy:
     node.only(
         "users",
         "groups",
@@ -351,6 +386,7 @@ def _policy(cluster: str, node: _Node, *, protected: bool) -> ClusterPolicy:
         protected=protected,
         protected_approvals=node.integer("protected_approvals", 2, low=1, high=10),
         request_ttl=ttl,
+        channels=channels,
     )
 
 

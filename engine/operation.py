@@ -96,8 +96,13 @@ class OperationRequest:
     thread_ts: str = ""
     """Post progress into this existing thread (a schedule's announcement), if set."""
     reason: str = ""
-    pre_approved: bool = False
-    """Set only by engine.schedules, for a schedule an approver pre-approved when creating it."""
+    pre_approvers: tuple[str, ...] = ()
+    """Set only by engine.schedules: the people who pre-approved the schedule's current definition.
+    `Operations.request` re-checks their roles now; they stand in for the quorum only if enough of
+    them still may approve."""
+    on_behalf_of: tuple[str, ...] = ()
+    """People behind a request made under another name (a schedule's creator, who clicked "Run
+    now"): like the requester, none of them may approve it unless self-approval is allowed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +149,8 @@ class OperationPlan:
     workloads: int = 0
     """Workloads that will be scaled (sleep) or restored (wake)."""
     warnings: tuple[str, ...] = ()
+    workload_keys: tuple[str, ...] = ()
+    """`Kind/namespace/name` of each workload a sleep will scale down: part of what is approved."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -167,6 +174,7 @@ class OperationPlan:
             "force_phase": self.force_phase,
             "workloads": self.workloads,
             "warnings": list(self.warnings),
+            "workload_keys": list(self.workload_keys),
         }
 
     @classmethod
@@ -192,11 +200,13 @@ class OperationPlan:
             force_phase=bool(data.get("force_phase")),
             workloads=int(data.get("workloads") or 0),
             warnings=tuple(data.get("warnings") or ()),
+            workload_keys=tuple(data.get("workload_keys") or ()),
         )
 
     @property
     def plan_hash(self) -> str:
-        """Stable over what matters for consent: pools, sizes, nodes and whether force applies.
+        """Stable over what matters for consent: pools, sizes, nodes, whether force applies, and the
+        workloads a sleep scales down (a Deployment created since the card was shown changes it).
 
         Blocker lists and warnings are left out on purpose: a pod that became Ready does not
         change what the approver agreed to.
@@ -209,6 +219,8 @@ class OperationPlan:
             ),
             "nodes": sorted(self.nodes),
             "force_phase": self.force_phase,
+            "workloads": self.workloads,
+            "workload_keys": sorted(self.workload_keys),
         }
         return hashlib.sha256(json.dumps(essence, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -274,6 +286,9 @@ class Operation:
     thread_ts: str = ""
     result: Mapping[str, Any] = field(default_factory=dict)
     error: str = ""
+    initiated_by: tuple[str, ...] = ()
+    """`requested_by` and everyone it acts on behalf of: none of them may approve it (unless the
+    policy allows self-approval)."""
 
     @property
     def pools_locked(self) -> tuple[str, ...]:

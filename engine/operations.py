@@ -16,7 +16,7 @@ import secrets
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from engine import drain, policy
 from engine import plan as planning
@@ -76,6 +76,10 @@ class Operations:
         self._listeners: list[Callable[[ProgressEvent], None]] = []
         self._listeners_lock = threading.Lock()
         self._next_event = next_event
+        self.plan_burst = 5
+        self.plan_window = timedelta(minutes=1)
+        self._plans: dict[str, list[datetime]] = {}
+        self._plans_lock = threading.Lock()
         self.runner = Runner(
             store, self.handles, clock, self._emit, settings or RunnerSettings(), recorder=recorder
         )
@@ -165,6 +169,7 @@ class Operations:
                 restore.setdefault(pool.name, pool.restore.desired)
         api = handle.api
         sleeping = len(self.store.workload_records(handle.name))
+        to_sleep = self._workloads_to_sleep(handle) if with_workloads else ()
         return planning.ClusterSnapshot(
             cluster=handle.name,
             pools=tuple(pools),
@@ -173,38 +178,52 @@ class Operations:
             pdbs=tuple(api.list_pdbs()),
             daemonset_keys=api.list_daemonset_keys(),
             restore_sizes=restore,
-            workloads_to_sleep=self._workloads_to_sleep(handle) if with_workloads else 0,
+            workloads_to_sleep=len(to_sleep),
             workloads_asleep=sleeping,
+            workload_keys=to_sleep,
         )
 
     @staticmethod
-    def _workloads_to_sleep(handle: ClusterHandle) -> int:
+    def _workloads_to_sleep(handle: ClusterHandle) -> tuple[str, ...]:
         if handle.workloads is None:
             raise UserError(f"cluster {handle.name} has no workloads provider configured")
-        return sum(1 for d in handle.workloads.plan_sleep().decisions if d.category == "change")
+        return tuple(sorted(d.key for d in handle.workloads.plan_sleep().decisions if d.category == "change"))
 
     # -- requests and decisions -------------------------------------------------------------------
 
-    def request(self, req: OperationRequest, *, groups: Sequence[str] = ()) -> Outcome:
+    def request(
+        self, req: OperationRequest, *, groups: Sequence[str] = (), planned: OperationPlan | None = None
+    ) -> Outcome:
+        """`planned`: a plan made just before for this very request (a schedule firing plans before
+        its transaction, so no cluster listing runs inside it)."""
         cluster = req.target.cluster
         if cluster not in self.handles:
             return Outcome(False, f'unknown cluster "{cluster}"; clusters: {", ".join(self.clusters())}')
         pol = self.policies[cluster]
         allowed = policy.can_request(pol, self.role(cluster, req.requested_by, groups), req.kind)
+        if allowed.allowed and _from_slack(req.requested_by):
+            allowed = policy.channel_allowed(pol, req.channel)
         if not allowed.allowed:
             self._audit(req.requested_by, "refused_request", cluster=cluster, detail=allowed.reason)
             return Outcome(False, allowed.reason)
         try:
-            op_plan = self.plan(req)
+            op_plan = planned if planned is not None else self.plan(req)
         except UserError as exc:
+            self._audit(req.requested_by, "refused_request", cluster=cluster, detail=str(exc))
             return Outcome(False, str(exc))
+        initiated_by = tuple(dict.fromkeys((req.requested_by, *req.on_behalf_of)))
         needed = (
             0
             if req.requested_by.startswith("cli:")
-            else policy.approvals_needed(
-                pol, op_plan, requested_by=req.requested_by, pre_approved=req.pre_approved
-            )
+            else policy.approvals_needed(pol, op_plan, requested_by=req.requested_by)
         )
+        standing: list[str] = []
+        if needed and req.pre_approvers:
+            # Pre-approvals count only as far as their authors may still approve today.
+            roles = {u: self.role(cluster, u) for u in req.pre_approvers}
+            standing = policy.standing_pre_approvers(pol, roles, initiated_by=initiated_by)
+            if policy.pre_approval_covers(pol, needed, standing):
+                needed = 0
         now = self.clock.now()
         op = Operation(
             id=f"op-{secrets.token_hex(4)}",
@@ -220,6 +239,7 @@ class Operations:
             approval_id=secrets.token_urlsafe(16) if needed else "",
             approvals_required=needed,
             expires_at=now + pol.request_ttl if needed else None,
+            initiated_by=initiated_by,
         )
         try:
             with self.store.transaction():
@@ -228,7 +248,16 @@ class Operations:
                 self._audit(
                     req.requested_by, "request", op=op, detail=f"{req.kind.value}: {op_plan.summary()}"
                 )
+                if req.pre_approvers:
+                    covered = "covers this run" if not needed else "does not cover this run"
+                    self._audit(
+                        req.requested_by,
+                        "pre_approval",
+                        op=op,
+                        detail=f"standing pre-approvers: {', '.join(standing) or 'none'}; {covered}",
+                    )
         except LockConflict as exc:
+            self._audit(req.requested_by, "refused_request", cluster=cluster, detail=self._busy_message(exc))
             return Outcome(False, self._busy_message(exc))
         # Every new operation is announced, so a card appears whoever asked (a person, the CLI, a schedule).
         self._emit_state(op, f"Requested by {req.requested_by}: {op_plan.summary()}")
@@ -249,42 +278,64 @@ class Operations:
         early = self._check_decidable(op, by=by, groups=groups, action="approve")
         if early is not None:
             return early
-        votes = [u for u, v, _ in self.store.votes(approval_id) if v == "approve"]
-        completes = len({*votes, by}) >= op.approvals_required
-        fresh = self.plan(_request_of(op)) if completes else None  # a snapshot: outside the transaction
         with self.store.transaction():
             current = self.store.get_operation(op.id)
             assert current is not None
             if current.state is not OpState.AWAITING_APPROVAL:
                 return self._already_decided(current)
-            if not self.store.add_vote(approval_id, by, "approve", at=self.clock.now()):
+            # A vote after the quorum is in adds nothing: the click joins the decision under way.
+            quorum_in = len(self._approvers(approval_id)) >= current.approvals_required
+            added = not quorum_in and self.store.add_vote(approval_id, by, "approve", at=self.clock.now())
+            if added:
+                self._audit(by, "approve", op=current)
+            votes = self._approvers(approval_id)
+        if len(votes) < current.approvals_required:
+            if not added:
                 return Outcome(True, "you have already approved this request", current)
-            self._audit(by, "approve", op=current)
-            votes = [u for u, v, _ in self.store.votes(approval_id) if v == "approve"]
-            if len(votes) < current.approvals_required:
-                text = f"{len(votes)} of {current.approvals_required} approvals: " + ", ".join(
-                    f"<@{u}>" for u in votes
-                )
-                self._emit_state(current, text)
-                return Outcome(True, text, current, changed=True)
-            if fresh is not None and fresh.plan_hash != current.plan.plan_hash:
-                superseded = self._finish(
+            text = f"{len(votes)} of {current.approvals_required} approvals: " + ", ".join(
+                f"<@{u}>" for u in votes
+            )
+            self._emit_state(current, text)
+            return Outcome(True, text, current, changed=True)
+        # With the quorum in, this click (or a repeated one, after a decision that could not plan)
+        # decides: whichever decision commits first stands, the other is told it is already taken.
+        return self._decide_approved(current, by=by)
+
+    def _decide_approved(self, op: Operation, *, by: str) -> Outcome:
+        """The quorum is in: plan again and start, or supersede. The new plan lists the cluster, so it
+        is taken outside any transaction; the comparison and the move out of awaiting_approval are
+        then one compare-and-set, so of two approvers completing the quorum together exactly one
+        decides, and always on the plan check."""
+        fresh = self.plan(_request_of(op))
+        changed = fresh.plan_hash != op.plan.plan_hash
+        with self.store.transaction():
+            current = self.store.get_operation(op.id)
+            assert current is not None
+            if current.state is not OpState.AWAITING_APPROVAL:
+                return self._already_decided(current)
+            votes = self._approvers(current.approval_id)
+            if changed:
+                decided = self._finish(
                     current, OpState.SUPERSEDED, by=by, error="the cluster changed since the plan was shown"
                 )
             else:
-                # In the deciding vote's transaction: a second approver clicking at the same moment
-                # then finds the operation running and is told so, instead of deciding it again.
-                started = self._transition(current, OpState.RUNNING)
-        if fresh is not None and fresh.plan_hash != current.plan.plan_hash:
+                decided = replace(current, state=OpState.RUNNING, updated_at=self.clock.now())
+                if self.store.transition(decided, expected=OpState.AWAITING_APPROVAL):
+                    self.store.journal(op.id, at=decided.updated_at, step=op.step, event=decided.state.value)
+            assert decided is not None  # the write transaction is ours: the compare-and-set holds
+        if changed:
             again = self.request(_request_of(current))
             text = "The cluster changed since this plan was shown; a new plan needs approval"
-            self._emit_state(superseded, text, final=True)
+            self._emit_state(decided, text, final=True)
             return Outcome(
-                False, f"{text} ({again.operation.id if again.operation else again.reply})", superseded
+                False, f"{text} ({again.operation.id if again.operation else again.reply})", decided
             )
-        self._emit_state(started, "Approved by " + ", ".join(f"<@{u}>" for u in votes))
-        self.runner.start(started.id)
-        return Outcome(True, f"Approved; operation {started.id} is running", started, changed=True)
+        self._emit_state(decided, "Approved by " + ", ".join(f"<@{u}>" for u in votes))
+        self.runner.start(decided.id)
+        return Outcome(True, f"Approved; operation {decided.id} is running", decided, changed=True)
+
+    def _approvers(self, approval_id: str) -> list[str]:
+        return [u for u, v, _ in self.store.votes(approval_id) if v == "approve"]
 
     def reject(self, approval_id: str, *, by: str, groups: Sequence[str] = (), reason: str = "") -> Outcome:
         op = self.store.operation_by_approval(approval_id)
@@ -300,6 +351,7 @@ class Operations:
                 return self._already_decided(current)
             self.store.add_vote(approval_id, by, "reject", at=self.clock.now())
             done = self._finish(current, OpState.REJECTED, by=by, error=reason)
+            assert done is not None  # we hold the write transaction
         self._emit_state(done, f"Rejected by <@{by}>" + (f": {reason}" if reason else ""), final=True)
         return Outcome(True, f"Rejected operation {done.id}", done, changed=True)
 
@@ -307,17 +359,29 @@ class Operations:
         op = self.store.get_operation(op_id)
         if op is None:
             return Outcome(False, f"no operation {op_id}; `ops list` shows the recent ones")
-        if op.state.is_terminal:
-            return Outcome(False, f"operation {op_id} already finished ({op.state.value}); nothing to cancel")
         role = self.role(op.target.cluster, by, groups)
-        if by != op.requested_by and (role is None or role < policy.Role.APPROVER):
+        if (
+            by not in op.initiated_by
+            and by != op.requested_by
+            and (role is None or role < policy.Role.APPROVER)
+        ):
             self._audit(by, "refused_cancel", op=op, detail="not the requester nor an approver")
             return Outcome(False, "only the requester or an approver can cancel this operation")
-        self._audit(by, "cancel", op=op)
+        if op.state.is_terminal:
+            self._audit(by, "refused_cancel", op=op, detail=f"already {op.state.value}")
+            return Outcome(False, f"operation {op_id} already finished ({op.state.value}); nothing to cancel")
         if op.state is OpState.AWAITING_APPROVAL or not self.runner.is_running(op.id):
             done = self._finish(op, OpState.CANCELLED, by=by)
+            if done is None:  # decided, finished or started by someone else in the meantime
+                current = self.store.get_operation(op_id)
+                assert current is not None
+                if current.state is OpState.RUNNING and self.runner.is_running(op_id):
+                    return self.cancel(op_id, by=by, groups=groups)
+                self._audit(by, "refused_cancel", op=current, detail=f"already {current.state.value}")
+                return self._already_decided(current)
             self._emit_state(done, f"Cancelled by <@{by}>", final=True)
             return Outcome(True, f"Cancelled operation {op_id}", done, changed=True)
+        self._audit(by, "cancel", op=op, detail="requested: the current step finishes first")
         self.runner.cancel(op.id)
         return Outcome(
             True, f"Cancelling operation {op_id}: the current step finishes first", op, changed=True
@@ -330,26 +394,59 @@ class Operations:
         for op in self.store.list_operations(states=[OpState.AWAITING_APPROVAL], limit=1000):
             if op.expires_at is not None and now >= op.expires_at:
                 done = self._finish(op, OpState.EXPIRED, by="scalebot")
+                if done is None:  # approved, rejected or cancelled just before: that decision stands
+                    continue
                 self._emit_state(done, "Expired: nobody approved in time", final=True)
                 expired.append(done)
         return expired
 
     def cordon(
-        self, cluster: str, nodes: Sequence[str], *, by: str, unschedulable: bool, groups: Sequence[str] = ()
+        self,
+        cluster: str,
+        nodes: Sequence[str],
+        *,
+        by: str,
+        unschedulable: bool,
+        groups: Sequence[str] = (),
+        channel: str = "",
     ) -> Outcome:
+        """Cordon or uncordon nodes by hand: operator role; refused on a protected cluster or where
+        the policy lists the verb among what needs approval (ask for a `drain` instead, which is
+        approved like any operation); refused while an operation holds the node or its pool."""
         handle = self._handle(cluster)
+        verb = "cordon" if unschedulable else "uncordon"
+        pol = self.policies[cluster]
         role = self.role(cluster, by, groups)
         if role is None or role < policy.Role.OPERATOR:
-            return Outcome(False, f"cordon needs the operator role on {cluster}")
+            return self.refuse(by, verb, cluster, f"{verb} needs the operator role on {cluster}")
+        where = policy.channel_allowed(pol, channel)
+        if _from_slack(by) and not where.allowed:
+            return self.refuse(by, verb, cluster, where.reason)
+        if not by.startswith("cli:") and (pol.protected or verb in pol.approval_required_for):
+            why = "a protected cluster" if pol.protected else f"its policy lists {verb} as needing approval"
+            return self.refuse(
+                by,
+                verb,
+                cluster,
+                f"{verb} on {cluster} needs approval ({why}); request `drain {cluster} NODE` instead",
+            )
         known = {n.name for n in handle.api.list_nodes()}
         missing = [n for n in nodes if n not in known]
         if missing or not nodes:
-            return Outcome(
-                False,
+            return self.refuse(
+                by,
+                verb,
+                cluster,
                 f"node(s) not found: {', '.join(missing) or '(none given)'}; "
                 f"nodes: {', '.join(sorted(known)[:20])}",
             )
-        verb = "cordon" if unschedulable else "uncordon"
+        pool_of = {n: p.name for p in handle.pools.list_pools() for n in p.nodes}
+        keys = [f"node:{cluster}/{n}" for n in nodes] + [
+            f"pool:{cluster}/{pool_of[n]}" for n in nodes if n in pool_of
+        ]
+        busy = self.store.lock_holder(keys)
+        if busy is not None:
+            return self.refuse(by, verb, cluster, self._busy_message(LockConflict(*busy)))
         if unschedulable:
             changed = [n for n in nodes if handle.api.set_unschedulable(n, True)]
         else:
@@ -361,6 +458,39 @@ class Operations:
             f"{verb}ed: {', '.join(changed) or 'nothing (already ' + verb + 'ed)'}",
             changed=bool(changed),
         )
+
+    def may_view(self, cluster: str, *, by: str, groups: Sequence[str] = (), what: str = "status") -> str:
+        """ "" when `by` may read `cluster` (any role there); otherwise the refusal, audited."""
+        if cluster not in self.handles:
+            return f'unknown cluster "{cluster}"; clusters: {", ".join(self.clusters())}'
+        if self.role(cluster, by, groups) is not None:
+            return ""
+        return self.refuse(by, what, cluster, f"{what} needs at least the viewer role on {cluster}").reply
+
+    def visible_clusters(self, by: str, groups: Sequence[str] = ()) -> list[str]:
+        return [c for c in self.clusters() if self.role(c, by, groups) is not None]
+
+    def preview(self, req: OperationRequest, *, groups: Sequence[str] = ()) -> OperationPlan:
+        """`plan`, asked by a person: viewer role, and at most `plan_burst` per `plan_window` each,
+        since every plan lists the whole cluster. Raises UserError with the refusal."""
+        cluster, by = req.target.cluster, req.requested_by
+        refusal = self.may_view(cluster, by=by, groups=groups, what="plan")
+        if refusal:
+            raise UserError(refusal)
+        now = self.clock.now()
+        with self._plans_lock:
+            recent = [t for t in self._plans.get(by, ()) if now - t < self.plan_window]
+            if len(recent) >= self.plan_burst:
+                wait = int((recent[0] + self.plan_window - now).total_seconds()) + 1
+                self._plans[by] = recent
+                limited = True
+            else:
+                self._plans[by] = [*recent, now]
+                limited = False
+        if limited:
+            reply = f"too many plans: at most {self.plan_burst} per {self.plan_window}; try again in {wait}s"
+            raise UserError(self.refuse(by, "plan", cluster, reply).reply)
+        return self.plan(req)
 
     def set_message(self, op_id: str, *, channel: str, ts: str) -> None:
         self.store.set_message(op_id, channel=channel, ts=ts)
@@ -385,6 +515,10 @@ class Operations:
         now = self.clock.now()
         if op.expires_at is not None and now >= op.expires_at:
             done = self._finish(op, OpState.EXPIRED, by="scalebot")
+            if done is None:
+                current = self.store.get_operation(op.id)
+                assert current is not None
+                return self._already_decided(current)
             self._emit_state(done, "Expired: nobody approved in time", final=True)
             self._audit(by, f"refused_{action}", op=op, detail="expired")
             return Outcome(False, "this request has expired; ask for a new one", done)
@@ -397,6 +531,7 @@ class Operations:
             requested_by=op.requested_by,
             expires_at=op.expires_at,
             now=now,
+            initiated_by=op.initiated_by,
         )
         if not decision.allowed:
             self._audit(by, f"refused_{action}", op=op, detail=decision.reason)
@@ -409,17 +544,14 @@ class Operations:
         by = f" by <@{who[-1].actor}> at {who[-1].at.strftime('%H:%M')} UTC" if who else ""
         return Outcome(True, f"operation {op.id} is already {op.state.value.replace('_', ' ')}{by}", op)
 
-    def _transition(self, op: Operation, state: OpState) -> Operation:
-        new = replace(op, state=state, updated_at=self.clock.now())
-        self.store.save_operation(new)
-        self.store.journal(op.id, at=new.updated_at, step=op.step, event=state.value)
-        return new
-
-    def _finish(self, op: Operation, state: OpState, *, by: str, error: str = "") -> Operation:
+    def _finish(self, op: Operation, state: OpState, *, by: str, error: str = "") -> Operation | None:
+        """Compare-and-set `op` (in the state it was read in) to a final state, releasing its locks in
+        the same transaction; None when another path moved it first (nothing is written)."""
+        new = replace(op, state=state, updated_at=self.clock.now(), error=error or op.error)
         with self.store.transaction():
-            new = replace(self._transition(op, state), error=error or op.error)
-            self.store.save_operation(new)
-            self.store.release_locks(op.id)
+            if not self.store.transition(new, expected=op.state):
+                return None
+            self.store.journal(op.id, at=new.updated_at, step=op.step, event=state.value)
             self._audit(by, state.value, op=new, detail=error)
         return new
 
@@ -435,6 +567,11 @@ class Operations:
             detail=detail,
         )
 
+    def refuse(self, by: str, what: str, cluster: str, reason: str) -> Outcome:
+        """A refusal is audited like an action: who tried what, where, and why it was refused."""
+        self._audit(by, f"refused_{what}", cluster=cluster, detail=reason)
+        return Outcome(False, reason)
+
     def _busy_message(self, exc: LockConflict) -> str:
         holder = self.store.get_operation(exc.op_id)
         what = exc.key.split("/", 1)[-1]
@@ -447,6 +584,11 @@ class Operations:
         )
 
 
+def _from_slack(actor: str) -> bool:
+    """A person in Slack (not the CLI, not a schedule, whose channel was checked when it was saved)."""
+    return not actor.startswith(("cli:", "schedule:"))
+
+
 def _lock_keys(op: Operation) -> list[str]:
     cluster = op.target.cluster
     # Nodes are locked too, so a manual drain of a node cannot race a zero-scale of its pool.
@@ -456,11 +598,12 @@ def _lock_keys(op: Operation) -> list[str]:
 
 
 def _request_of(op: Operation) -> OperationRequest:
-    # pre_approved is deliberately not carried over: a superseded plan asks for approval again.
+    # Pre-approvals are deliberately not carried over: a superseded plan asks for approval again.
     return OperationRequest(
         kind=op.kind,
         target=op.target,
         requested_by=op.requested_by,
         channel=op.channel,
         thread_ts=op.thread_ts,
+        on_behalf_of=tuple(u for u in op.initiated_by if u != op.requested_by),
     )

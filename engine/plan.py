@@ -189,6 +189,8 @@ class ClusterSnapshot:
     """Workloads a sleep would change (0 when the operation does not touch workloads)."""
     workloads_asleep: int = 0
     """Workloads with a recorded original, waiting for a wake."""
+    workload_keys: tuple[str, ...] = ()
+    """`Kind/namespace/name` of the workloads a sleep would change (the approved set)."""
 
     def pool(self, name: str) -> Pool:
         for pool in self.pools:
@@ -206,7 +208,12 @@ def plan_operation(kind: OpKind, target: Target, snap: ClusterSnapshot, *, now: 
     if target.workloads_only:
         if kind is not OpKind.ZERO:
             raise PlanError("workloads-only applies to `zero` and `wake`")
-        return OperationPlan(kind=kind, cluster=snap.cluster, workloads=snap.workloads_to_sleep)
+        return OperationPlan(
+            kind=kind,
+            cluster=snap.cluster,
+            workloads=snap.workloads_to_sleep,
+            workload_keys=snap.workload_keys,
+        )
     pools = [snap.pool(p) for p in target.pools] if target.pools else list(snap.pools)
     if not pools:
         raise PlanError(f"cluster {snap.cluster} has no node pools")
@@ -215,7 +222,9 @@ def plan_operation(kind: OpKind, target: Target, snap: ClusterSnapshot, *, now: 
             raise PlanError("scale needs exactly one pool and a size, e.g. `scale web 3`")
         return _plan_resize(kind, snap, {pools[0].name: target.size}, now=now, force=target.force)
     plan = _plan_resize(kind, snap, {p.name: 0 for p in pools}, now=now, force=target.force)
-    return replace(plan, workloads=snap.workloads_to_sleep) if target.workloads else plan
+    if not target.workloads:
+        return plan
+    return replace(plan, workloads=snap.workloads_to_sleep, workload_keys=snap.workload_keys)
 
 
 def _plan_resize(

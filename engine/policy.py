@@ -11,7 +11,12 @@ N-of-M, expiry):
 - approvals are needed for the kinds listed in `approval_required_for` (and always for a
   forced phase 2 or anything on a protected cluster), by `approvals_required` distinct
   approvers (`protected_approvals` on protected clusters);
-- the requester never approves their own request unless `allow_self_approval`.
+- a cluster may be limited to some channels, and a protected one is never operated from a DM;
+- the requester never approves their own request unless `allow_self_approval`; nor does anyone
+  the request is made on behalf of (a schedule's creator, whoever clicked its "Run now");
+- a schedule is pre-approved by the same quorum as each run would need (`approvals_required`
+  distinct approvers, not its creator unless `allow_self_approval`); the pre-approvers' roles
+  are checked again at every run, and a protected cluster always asks at every run.
 """
 
 from __future__ import annotations
@@ -47,6 +52,8 @@ class ClusterPolicy:
     protected: bool = False
     protected_approvals: int = 2
     request_ttl: timedelta = timedelta(minutes=30)
+    channels: frozenset[str] = frozenset()
+    """Slack channels the cluster may be operated from; empty: any (but a DM when protected)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +66,19 @@ def role_of(policy: ClusterPolicy, user: str, groups: Iterable[str] = ()) -> Rol
     grants = [policy.users[user]] if user in policy.users else []
     grants += [policy.groups[g] for g in groups if g in policy.groups]
     return max(grants, default=None)
+
+
+def channel_allowed(policy: ClusterPolicy, channel: str) -> Decision:
+    """Where a Slack request or click may act on the cluster. A protected cluster is never operated
+    from a direct message (D…): its changes happen where the team sees them."""
+    if policy.channels and channel not in policy.channels:
+        allowed = ", ".join(f"<#{c}>" for c in sorted(policy.channels))
+        return Decision(False, f"{policy.cluster} is operated only from {allowed}")
+    if policy.protected and channel.startswith("D"):
+        return Decision(
+            False, f"{policy.cluster} is protected: operate it from its channel, not a direct message"
+        )
+    return Decision(True)
 
 
 def can_request(policy: ClusterPolicy, role: Role | None, kind: OpKind) -> Decision:
@@ -82,13 +102,9 @@ def approval_tags(plan: OperationPlan) -> frozenset[str]:
     return frozenset(tags)
 
 
-def approvals_needed(
-    policy: ClusterPolicy, plan: OperationPlan, *, requested_by: str, pre_approved: bool = False
-) -> int:
+def approvals_needed(policy: ClusterPolicy, plan: OperationPlan, *, requested_by: str) -> int:
     """0 when the plan may run at once; otherwise the number of distinct approvers needed."""
     scheduled = requested_by.startswith("schedule:")
-    if scheduled and pre_approved and not policy.protected:
-        return 0  # an approver pre-approved every run when creating the schedule
     if policy.protected:
         return max(policy.protected_approvals, policy.approvals_required)
     if scheduled and plan.kind is not OpKind.WAKE:
@@ -96,6 +112,32 @@ def approvals_needed(
     if approval_tags(plan) & policy.approval_required_for:
         return max(1, policy.approvals_required)
     return 0
+
+
+def standing_pre_approvers(
+    policy: ClusterPolicy, roles: Mapping[str, Role | None], *, initiated_by: Iterable[str]
+) -> list[str]:
+    """The pre-approvers of a schedule who may still approve its runs today: approver role now, and
+    not among the people behind the request unless self-approval is allowed."""
+    barred = set() if policy.allow_self_approval else set(initiated_by)
+    return sorted(
+        u for u, role in roles.items() if role is not None and role >= Role.APPROVER and u not in barred
+    )
+
+
+def pre_approval_covers(policy: ClusterPolicy, needed: int, standing: Iterable[str]) -> bool:
+    """True when a schedule's standing pre-approvals replace the per-run approvals."""
+    return needed > 0 and not policy.protected and len(set(standing)) >= needed
+
+
+def can_pre_approve(
+    policy: ClusterPolicy, *, voter: str, voter_role: Role | None, created_by: str
+) -> Decision:
+    if voter == created_by and not policy.allow_self_approval:
+        return Decision(False, "you cannot pre-approve a schedule you created; another approver must")
+    if voter_role is None or voter_role < Role.APPROVER:
+        return Decision(False, f"pre-approving a schedule needs the approver role on {policy.cluster}")
+    return Decision(True)
 
 
 def can_approve(
@@ -106,11 +148,14 @@ def can_approve(
     requested_by: str,
     expires_at: datetime | None,
     now: datetime,
+    initiated_by: Iterable[str] = (),
 ) -> Decision:
     if expires_at is not None and now >= expires_at:
         return Decision(False, "this request has expired; ask for a new one")
     if voter == requested_by and not policy.allow_self_approval:
         return Decision(False, "you cannot approve your own request; another approver must")
+    if voter in set(initiated_by) and not policy.allow_self_approval:
+        return Decision(False, "you cannot approve a run you initiated; another approver must")
     if voter_role is None or voter_role < Role.APPROVER:
         return Decision(False, f"approving needs the approver role on {policy.cluster}")
     return Decision(True)

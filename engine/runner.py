@@ -244,7 +244,10 @@ class Runner:
             result={**op.result, **result.result},
             error=result.error or op.error,
         )
-        self.store.save_progress(new)
+        if not self.store.save_progress(new):
+            # Compare-and-set lost: a cancel or another runner ended the operation first. Its state
+            # stands; returning it (not running) ends this loop without emitting anything.
+            return self.store.get_operation(op.id) or op
         if step != op.step or result.state:
             self.store.journal(
                 op.id,

@@ -22,6 +22,13 @@ Rules on top of engine.schedule:
   (the cluster was woken by hand). Both are recorded as done, with the reason.
 - Events while a schedule is paused are never run late nor announced as missed.
 - A temporary wake needs a schedule on the cluster: the schedule says when to sleep again.
+- Pre-approval is given per approver (`pre_approve`), by the same quorum as each run would need, and
+  binds to the schedule's definition (its fingerprint): a changed definition is not pre-approved.
+  Each run hands the pre-approvers to `Operations.request`, which re-checks their roles then; a run
+  they do not cover (too few, roles gone, protected cluster) asks for approval like any request.
+  "Run now" is made on behalf of whoever clicked it too, so they cannot approve that run themselves.
+- Nothing here holds the write transaction across a cluster listing: a fire plans first, then
+  decides and creates the operation in one transaction.
 """
 
 from __future__ import annotations
@@ -34,11 +41,26 @@ from typing import Any, Literal, cast
 
 from engine import policy, schedule
 from engine.clock import Clock
-from engine.operation import Operation, OperationRequest, OpKind, OpState, ProgressEvent, Target
+from engine.operation import (
+    Operation,
+    OperationPlan,
+    OperationRequest,
+    OpKind,
+    OpState,
+    ProgressEvent,
+    Target,
+)
 from engine.operations import Operations, UserError
 from engine.pools.base import Pool
 from engine.schedule import MissedDecision, Occurrence, Override, ScheduleError, ScheduleSpec
-from engine.store import Store, StoredOccurrence, StoredOverride, StoredSchedule
+from engine.store import (
+    ScheduleApproval,
+    Store,
+    StoredOccurrence,
+    StoredOverride,
+    StoredSchedule,
+    schedule_fingerprint,
+)
 
 ApprovalMode = Literal["pre_approved", "per_run"]
 TargetKind = Literal["cluster", "pools", "scale", "workloads"]
@@ -127,12 +149,15 @@ class Schedule:
     target: ScheduleTarget
     channel: str
     approval_mode: ApprovalMode
-    approved_by: str
     enabled: bool
     created_by: str
     created_at: datetime
     active_since: datetime
     last_done_at: datetime | None = None
+    approvers: tuple[str, ...] = ()
+    """Who pre-approved this definition of the schedule (empty for per_run)."""
+    fingerprint: str = ""
+    """Hash of what the schedule does and when: a pre-approval binds to it."""
 
     @property
     def name(self) -> str:
@@ -153,11 +178,7 @@ class Schedule:
         wake = f" → wake {spec.wake}" if spec.wake else " (no wake)"
         leads = ", ".join(_lead_text(lead) for lead in spec.lead_times) or "none"
         holidays = ", ".join(d.isoformat() for d in sorted(spec.exceptions))
-        approval = (
-            f"pre-approved by <@{self.approved_by}>"
-            if self.approval_mode == "pre_approved"
-            else "approval at each run"
-        )
+        approval = _approval_text(self)
         return (
             f"{self.name}: {self.cluster}, {self.target.describe()}; sleep {spec.sleep}{wake} ({spec.tz}); "
             f"announced {leads} before in <#{self.channel}>; {approval}"
@@ -298,29 +319,84 @@ class Schedules:
                 exceptions=exceptions,
             )
         except ScheduleError as exc:
-            return _refused(str(exc))
+            return self._refused_add(by, cluster, name, str(exc))
+        problem = self._check_cluster(cluster)
+        if problem:
+            return self._refused_add(by, cluster, name, problem)
+        refusal = self._check_creator(cluster, by, groups, approval_mode)  # audited by the check
+        if refusal:
+            return _refused(refusal)
         problem = (
-            self._check_cluster(cluster)
-            or self._check_creator(cluster, by, groups, approval_mode)
-            or _check_channel(channel)
+            _check_channel(channel)
+            or policy.channel_allowed(self.ops.policies[cluster], channel.strip()).reason
             or self._check_target(cluster, target)
         )
         if problem:
-            return _refused(problem)
+            return self._refused_add(by, cluster, name, problem)
+        everything = {p.name for p in self._pools(cluster)}  # a cluster listing: before the transaction
         now = self.clock.now()
         mode: ApprovalMode = "pre_approved" if approval_mode == "pre_approved" else "per_run"
         stored = _to_stored(spec, target, channel=channel, mode=mode, by=by, now=now)
         with self.store.transaction():
-            conflict = self._check_overlap(spec.name, cluster, target)
+            conflict = self._check_overlap(spec.name, cluster, target, everything)
             if conflict:
-                return _refused(conflict)
+                return self._refused_add(by, cluster, name, conflict)
             if not self.store.insert_schedule(stored):
-                return _refused(f'a schedule named "{name}" exists: pick another name or delete it first')
+                return self._refused_add(
+                    by,
+                    cluster,
+                    name,
+                    f'a schedule named "{name}" exists: pick another name or delete it first',
+                )
             saved = _from_stored(stored)
-            self._audit(by, "schedule_add", cluster, saved.summary())
+            self._audit(by, "schedule_add", cluster, f"{saved.summary()} [{saved.fingerprint}]")
+            if mode == "pre_approved":
+                self._record_pre_approval(saved, by, groups, now)
+            saved = self._require(saved.name)
         return ScheduleOutcome(
             True, f"Schedule saved: {saved.summary()}. {self._next_text(saved, now)}", changed=True
         )
+
+    def pre_approve(self, name: str, *, by: str, groups: Sequence[str] = ()) -> ScheduleOutcome:
+        """One approver's pre-approval of the schedule as it is now defined; the runs go without a
+        further approval once as many distinct approvers as a run needs have given theirs."""
+        sched = self._load(name)
+        if sched is None:
+            return _refused(self._unknown_schedule(name))
+        if sched.approval_mode != "pre_approved":
+            self._audit(by, "refused_schedule_pre_approve", sched.cluster, f"{name}: per_run schedule")
+            return _refused(
+                f"schedule {name} asks for an approval at each run (per_run); create it with "
+                "approval=pre-approved to pre-approve it"
+            )
+        pol = self.ops.policies[sched.cluster]
+        decision = policy.can_pre_approve(
+            pol, voter=by, voter_role=self.ops.role(sched.cluster, by, groups), created_by=sched.created_by
+        )
+        if not decision.allowed:
+            self._audit(by, "refused_schedule_pre_approve", sched.cluster, f"{name}: {decision.reason}")
+            return _refused(decision.reason)
+        with self.store.transaction():
+            added = self._record_pre_approval(sched, by, groups, self.clock.now())
+            sched = self._require(name)
+        if not added:
+            return ScheduleOutcome(True, f"you have already pre-approved schedule {name}")
+        return ScheduleOutcome(True, f"Pre-approved schedule {name}: {_approval_text(sched)}.", changed=True)
+
+    def _record_pre_approval(self, sched: Schedule, by: str, groups: Sequence[str], now: datetime) -> bool:
+        """Record `by`'s pre-approval if the policy lets it count (the creator's only with self-approval)."""
+        pol = self.ops.policies[sched.cluster]
+        role = self.ops.role(sched.cluster, by, groups)
+        if not policy.can_pre_approve(pol, voter=by, voter_role=role, created_by=sched.created_by).allowed:
+            return False
+        added = self.store.add_schedule_approval(ScheduleApproval(sched.name, by, now, sched.fingerprint))
+        if added:
+            self._audit(by, "schedule_pre_approve", sched.cluster, f"{sched.name} [{sched.fingerprint}]")
+        return added
+
+    def _refused_add(self, by: str, cluster: str, name: str, reason: str) -> ScheduleOutcome:
+        self._audit(by, "refused_schedule_add", cluster, f"{name[:63]}: {reason}")
+        return _refused(reason)
 
     def show(self, name: str) -> Schedule | None:
         return self._load(name)
@@ -507,14 +583,20 @@ class Schedules:
         )
         if not decided.ok:
             return decided
-        fired = self.fire(key, self.clock.now())
+        fired = self.fire(key, self.clock.now(), by=by)
         return replace(fired, reply=f"{decided.reply} {fired.reply}", announcement=decided.announcement)
 
     # -- firing ----------------------------------------------------------------------------------
 
-    def fire(self, key: str, now: datetime) -> ScheduleOutcome:
+    def fire(self, key: str, now: datetime, *, by: str = "") -> ScheduleOutcome:
         """Run one occurrence now, once: a second fire of the same key is a no-op. The operation is
-        created inside the same write transaction that marks the key, so a crash leaves neither."""
+        created inside the same write transaction that marks the key, so a crash leaves neither.
+
+        The cluster is listed and the plan made before that transaction (a slow API server must not
+        hold the database); the transaction re-checks the key and starts what was planned. `by` is
+        whoever clicked "Run now": the run is made on their behalf too."""
+        found = self._resolve(key)
+        prepared = self._prepare(found[0], found[1], by) if not isinstance(found, str) else None
         with self.store.transaction():
             found = self._resolve(key)
             if isinstance(found, str):
@@ -531,11 +613,8 @@ class Schedules:
                 self._close_row(sched, occ, "skipped", now, note="skipped")
                 self._mark_done(sched, occ, now)
                 return ScheduleOutcome(True, f"{_cap(what)} is skipped; nothing runs", changed=True, key=key)
-            run = (
-                self._run_wake(sched, row, what)
-                if occ.action == "wake"
-                else self._run_sleep(sched, row, what)
-            )
+            assert prepared is not None
+            run = self._start(prepared, what, thread_ts=row.announce_ts)
             op_id = run.operation.id if run.operation else ""
             self._close_row(sched, occ, run.state, now, note=run.reply, op_id=op_id)
             self._mark_done(sched, occ, now)
@@ -610,7 +689,15 @@ class Schedules:
 
     def _load(self, name: str) -> Schedule | None:
         stored = self.store.get_schedule(name)
-        return _from_stored(stored) if stored else None
+        return self._with_approvers(_from_stored(stored)) if stored else None
+
+    def _with_approvers(self, sched: Schedule) -> Schedule:
+        if sched.approval_mode != "pre_approved":
+            return sched
+        current = [
+            a.user for a in self.store.schedule_approvals(sched.name) if a.fingerprint == sched.fingerprint
+        ]
+        return replace(sched, approvers=tuple(dict.fromkeys(current)))
 
     def _require(self, name: str) -> Schedule:
         sched = self._load(name)
@@ -620,7 +707,7 @@ class Schedules:
 
     def _schedules(self, *, cluster: str | None = None, enabled_only: bool = True) -> builtins.list[Schedule]:
         stored = self.store.list_schedules(cluster=cluster)
-        return [_from_stored(s) for s in stored if s.enabled or not enabled_only]
+        return [self._with_approvers(_from_stored(s)) for s in stored if s.enabled or not enabled_only]
 
     def _overrides(self, name: str) -> builtins.list[Override]:
         return [
@@ -777,28 +864,39 @@ class Schedules:
 
     # -- internals: running ----------------------------------------------------------------------
 
-    def _run_sleep(self, sched: Schedule, row: StoredOccurrence, what: str) -> _Run:
-        pools = self._pools(sched.cluster)
-        if _already_asleep(sched.target, pools):
-            return _Run(True, "done", f"{_cap(what)}: nothing to do, {sched.target.describe()} already")
-        request = _sleep_request(sched, thread_ts=row.announce_ts)
-        out = self.ops.request(request)
-        if not out.ok:
-            return _Run(False, "missed", f"{_cap(what)} could not start: {out.reply}")
-        return _Run(True, "running", f"{_cap(what)} ({sched.name}): {out.reply}", out.operation)
+    def _prepare(self, sched: Schedule, occ: Occurrence, by: str) -> _Prepared:
+        """What a fire will do, from a cluster listing and a plan: taken outside any transaction."""
+        what = f"the {_title(sched, occ).lower()} of {sched.cluster}"
+        on_behalf = (by,) if by else ()
+        if occ.action == "wake":
+            asleep = self._asleep_pools(sched.cluster)
+            wanted = asleep if sched.target.kind == "cluster" else asleep & set(sched.target.pools)
+            if not wanted:
+                return _Run(True, "done", f"{_cap(what)}: nothing to do, {sched.cluster} is already awake")
+            pools = () if sched.target.kind == "cluster" else tuple(sorted(wanted))
+            request = _request(
+                OpKind.WAKE, Target(cluster=sched.cluster, pools=pools), sched, "", on_behalf=on_behalf
+            )
+        else:
+            if _already_asleep(sched.target, self._pools(sched.cluster)):
+                return _Run(True, "done", f"{_cap(what)}: nothing to do, {sched.target.describe()} already")
+            request = _sleep_request(sched, on_behalf=on_behalf)
+        try:
+            return request, self.ops.plan(request)
+        except UserError as exc:
+            return _Run(False, "missed", f"{_cap(what)} could not start: {exc}")
 
-    def _run_wake(self, sched: Schedule, row: StoredOccurrence, what: str) -> _Run:
-        asleep = self._asleep_pools(sched.cluster)
-        wanted = asleep if sched.target.kind == "cluster" else asleep & set(sched.target.pools)
-        if not wanted:
-            return _Run(True, "done", f"{_cap(what)}: nothing to do, {sched.cluster} is already awake")
-        pools = () if sched.target.kind == "cluster" else tuple(sorted(wanted))
-        thread = row.announce_ts or self._last_sleep_thread(sched.name)
-        request = _request(OpKind.WAKE, Target(cluster=sched.cluster, pools=pools), sched, thread)
-        out = self.ops.request(request)
+    def _start(self, prepared: _Prepared, what: str, *, thread_ts: str) -> _Run:
+        if isinstance(prepared, _Run):
+            return prepared
+        request, planned = prepared
+        name = request.requested_by.removeprefix("schedule:")
+        if request.kind is OpKind.WAKE:
+            thread_ts = thread_ts or self._last_sleep_thread(name)
+        out = self.ops.request(replace(request, thread_ts=thread_ts), planned=planned)
         if not out.ok:
             return _Run(False, "missed", f"{_cap(what)} could not start: {out.reply}")
-        return _Run(True, "running", f"{_cap(what)} ({sched.name}): {out.reply}", out.operation)
+        return _Run(True, "running", f"{_cap(what)} ({name}): {out.reply}", out.operation)
 
     def _settle_running(self, now: datetime) -> None:
         """Occurrences whose operation ended while scalebot was down are done."""
@@ -902,8 +1000,8 @@ class Schedules:
             f"{_title(sched, occ)} of {sched.cluster} starts {schedule.describe(effective, tz)} "
             f"({schedule.in_words(effective - now)}): {summary}",
             _wake_line(sched, occ, effective),
-            f"Runs without a further approval (pre-approved by <@{sched.approved_by}>)."
-            if sched.approval_mode == "pre_approved"
+            f"Runs without a further approval ({_approval_text(sched)})."
+            if self._pre_approval_complete(sched)
             else "Needs an approval when it starts.",
         ]
         return "\n".join(line for line in lines if line)
@@ -933,6 +1031,15 @@ class Schedules:
             message_ts=row.announce_ts,
             buttons=effective is not None and effective > now,
         )
+
+    def _pre_approval_complete(self, sched: Schedule) -> bool:
+        """What an announcement may promise; each run re-checks it against the roles of the day."""
+        if sched.approval_mode != "pre_approved":
+            return False
+        pol = self.ops.policies[sched.cluster]
+        roles = {u: self.ops.role(sched.cluster, u) for u in sched.approvers}
+        standing = policy.standing_pre_approvers(pol, roles, initiated_by=(sched.requester, sched.created_by))
+        return policy.pre_approval_covers(pol, max(1, pol.approvals_required), standing)
 
     def _late_announcement(self, item: Due) -> Announcement | None:
         sched = self._load(item.occurrence.schedule)
@@ -1012,8 +1119,7 @@ class Schedules:
         pools = {p.name: p for p in self._pools(cluster)}
         return _target_problem(cluster, target, pools)
 
-    def _check_overlap(self, name: str, cluster: str, target: ScheduleTarget) -> str:
-        everything = {p.name for p in self._pools(cluster)}
+    def _check_overlap(self, name: str, cluster: str, target: ScheduleTarget, everything: set[str]) -> str:
         mine = _pool_set(target, everything)
         for other in self._schedules(cluster=cluster, enabled_only=False):
             shared = mine & _pool_set(other.target, everything)
@@ -1150,7 +1256,13 @@ def _already_asleep(target: ScheduleTarget, pools: Sequence[Pool]) -> bool:
     return bool(acted) and all(p.desired <= size for p in acted)
 
 
-def _sleep_request(sched: Schedule, *, thread_ts: str = "") -> OperationRequest:
+_Prepared = _Run | tuple[OperationRequest, OperationPlan]
+"""What a fire will start (a request and its plan), or why it starts nothing."""
+
+
+def _sleep_request(
+    sched: Schedule, *, thread_ts: str = "", on_behalf: tuple[str, ...] = ()
+) -> OperationRequest:
     target = sched.target
     if target.kind == "scale":
         return _request(
@@ -1158,11 +1270,16 @@ def _sleep_request(sched: Schedule, *, thread_ts: str = "") -> OperationRequest:
             Target(cluster=sched.cluster, pools=target.pools, size=target.size),
             sched,
             thread_ts,
+            on_behalf=on_behalf,
         )
-    return _request(OpKind.ZERO, Target(cluster=sched.cluster, pools=target.pools), sched, thread_ts)
+    return _request(
+        OpKind.ZERO, Target(cluster=sched.cluster, pools=target.pools), sched, thread_ts, on_behalf=on_behalf
+    )
 
 
-def _request(kind: OpKind, target: Target, sched: Schedule, thread_ts: str) -> OperationRequest:
+def _request(
+    kind: OpKind, target: Target, sched: Schedule, thread_ts: str, *, on_behalf: tuple[str, ...] = ()
+) -> OperationRequest:
     return OperationRequest(
         kind=kind,
         target=target,
@@ -1170,8 +1287,18 @@ def _request(kind: OpKind, target: Target, sched: Schedule, thread_ts: str) -> O
         channel=sched.channel,
         thread_ts=thread_ts,
         reason=f"schedule {sched.name}",
-        pre_approved=sched.approval_mode == "pre_approved",
+        pre_approvers=sched.approvers if sched.approval_mode == "pre_approved" else (),
+        # Its creator stands behind every run, whoever clicked "Run now" behind that one.
+        on_behalf_of=tuple(dict.fromkeys(u for u in (sched.created_by, *on_behalf) if u)),
     )
+
+
+def _approval_text(sched: Schedule) -> str:
+    if sched.approval_mode != "pre_approved":
+        return "approval at each run"
+    if not sched.approvers:
+        return "pre-approval asked, none given yet (`/scale schedule approve " + sched.name + "`)"
+    return "pre-approved by " + ", ".join(f"<@{u}>" for u in sched.approvers)
 
 
 def _reached_lead(leads: Sequence[timedelta], at: datetime, now: datetime) -> timedelta | None:
@@ -1252,7 +1379,7 @@ def _to_stored(
         lead_times=tuple(int(lead.total_seconds()) for lead in spec.lead_times),
         channel=channel.strip(),
         approval_mode=mode,
-        approved_by=by if mode == "pre_approved" else "",
+        approved_by="",
         enabled=True,
         exceptions=tuple(sorted(d.isoformat() for d in spec.exceptions)),
         created_by=by,
@@ -1277,10 +1404,10 @@ def _from_stored(s: StoredSchedule) -> Schedule:
         target=ScheduleTarget.from_json(s.target),
         channel=s.channel,
         approval_mode=mode,
-        approved_by=s.approved_by,
         enabled=s.enabled,
         created_by=s.created_by,
         created_at=s.created_at,
         active_since=s.active_since,
         last_done_at=s.last_done_at,
+        fingerprint=schedule_fingerprint(s),
     )

@@ -9,13 +9,20 @@ cannot be rebuilt from it at start-up. The only module that knows SQL.
 - `transaction()` is `BEGIN IMMEDIATE … COMMIT`: a decision two threads could race on (the
   second approval vote, a pool lock) is taken inside one write transaction.
 - The journal, the audit table and the schedule overrides are append-only: triggers abort any
-  UPDATE or DELETE, so no code path (and no bug) can rewrite history.
+  UPDATE or DELETE, so no code path (and no bug) can rewrite history. Each audit row also carries
+  the SHA-256 of the previous row (`prev_hash`) and its own (`hash`): someone with write access to
+  the file who drops the triggers and edits, inserts or deletes a row breaks the chain, which
+  `verify_audit` (`scalebot operations verify-audit`) reports.
+- Operation state changes are compare-and-set (`transition`, `save_progress`): the write names the
+  state it expects and does nothing when another thread or process moved the operation first. A
+  finished operation's locks are released in the same transaction as its final state.
 - Schedules are stored as the text people typed (canonical form), occurrences by their
   idempotency key (`engine.schedule.Occurrence.key`); `engine.schedules` owns their meaning.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -32,7 +39,9 @@ import sqlite_utils
 
 from engine.operation import Operation, OperationPlan, OpKind, OpState, Target
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+GENESIS_HASH = "0" * 64
+"""`prev_hash` of the first audit row."""
 
 
 class StoreError(RuntimeError):
@@ -81,6 +90,24 @@ class AuditRow:
 
 
 @dataclass(frozen=True, slots=True)
+class AuditProblem:
+    """A break in the audit hash chain: the first row whose hashes do not match what precedes it."""
+
+    row_id: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleApproval:
+    """One approver's pre-approval of one definition of a schedule (`fingerprint`)."""
+
+    schedule: str
+    user: str
+    at: datetime
+    fingerprint: str
+
+
+@dataclass(frozen=True, slots=True)
 class StoredRestore:
     cluster: str
     pool: str
@@ -105,8 +132,10 @@ class StoredSchedule:
     """Seconds, longest first."""
     channel: str
     approval_mode: str
-    """Either `pre_approved` (approved_by is the approver who created it) or `per_run`."""
+    """Either `pre_approved` (runs go without approval once enough approvers pre-approved this
+    definition: `schedule_approvals`) or `per_run`."""
     approved_by: str
+    """Schema 2 only (the approver who created it); schema 3 moved it into `schedule_approvals`."""
     enabled: bool
     exceptions: tuple[str, ...]
     """ISO local dates."""
@@ -250,6 +279,7 @@ class Store:
             pk="id",
             if_not_exists=True,
         )
+        self._add_columns("operations", {"initiated_by": str})
         db.table("operations").create_index(["approval_id"], if_not_exists=True)
         db.table("operations").create_index(["state"], if_not_exists=True)
         db.table("journal").create(
@@ -264,6 +294,7 @@ class Store:
             if_not_exists=True,
         )
         db.table("audit").create_index(["op_id"], if_not_exists=True)
+        self._migrate_audit_chain()
         db.table("votes").create(
             {"approval_id": str, "user": str, "vote": str, "at": str},
             pk=("approval_id", "user"),
@@ -302,6 +333,29 @@ class Store:
                     f"BEGIN SELECT RAISE(ABORT, '{table} is append-only'); END"
                 )
         db.table("meta").upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
+
+    def _add_columns(self, table: str, columns: Mapping[str, type]) -> None:
+        existing = self.db.table(table).columns_dict
+        for name, kind in columns.items():
+            if name not in existing:
+                self.db.table(table).add_column(name, kind)
+
+    def _migrate_audit_chain(self) -> None:
+        """Schema 3: hash-chain the audit rows written before the chain existed, once."""
+        if "hash" in self.db.table("audit").columns_dict:
+            return
+        self._add_columns("audit", {"prev_hash": str, "hash": str})
+        # The append-only trigger forbids the one-time backfill; it is re-created right after.
+        self._conn.execute("DROP TRIGGER IF EXISTS audit_no_update")
+        prev = GENESIS_HASH
+        for row in self._conn.execute(
+            "SELECT id, at, actor, action, op_id, cluster, detail FROM audit ORDER BY id"
+        ).fetchall():
+            digest = _audit_hash(prev, row)
+            self._conn.execute(
+                "UPDATE audit SET prev_hash = ?, hash = ? WHERE id = ?", (prev, digest, row[0])
+            )
+            prev = digest
 
     def _migrate_schedules(self) -> None:
         db = self.db
@@ -365,6 +419,25 @@ class Store:
             if_not_exists=True,
         )
         db.table("overrides").create_index(["schedule"], if_not_exists=True)
+        if "schedule_approvals" not in db.table_names():
+            db.table("schedule_approvals").create(
+                {"schedule": str, "user": str, "at": str, "fingerprint": str},
+                pk=("schedule", "user", "fingerprint"),
+            )
+            # Schema 2 recorded one pre-approver per schedule; it counts as one of the quorum now,
+            # and not at all where it is the creator (unless the policy allows self-approval).
+            for row in db.table("schedules").rows_where(
+                "approval_mode = 'pre_approved' AND approved_by != ''"
+            ):
+                stored = _row_to_schedule(row)
+                db.table("schedule_approvals").insert(
+                    {
+                        "schedule": stored.name,
+                        "user": stored.approved_by,
+                        "at": stored.created_at.isoformat(),
+                        "fingerprint": schedule_fingerprint(stored),
+                    }
+                )
 
     # -- operations ------------------------------------------------------------------------------
 
@@ -376,12 +449,38 @@ class Store:
         with self.transaction():
             self.db.table("operations").upsert(_op_to_row(op), pk="id")
 
-    def save_progress(self, op: Operation) -> None:
-        """Write only what the runner owns, so a concurrent `set_message` is never overwritten."""
+    def save_progress(self, op: Operation) -> bool:
+        """Write only what the runner owns, so a concurrent `set_message` is never overwritten.
+
+        Compare-and-set: written only while the stored operation is still running (a cancel or a
+        second runner may have finished it); False when nothing was written. A final state
+        releases the operation's locks in the same transaction."""
         row = _op_to_row(op)
         runner_owned = ("state", "updated_at", "step", "step_data", "result", "error")
         with self.transaction():
-            self.db.table("operations").update(op.id, {k: row[k] for k in runner_owned})
+            changed = self._update_if(op.id, OpState.RUNNING, {k: row[k] for k in runner_owned})
+            if changed and op.state.is_terminal:
+                self.release_locks(op.id)
+            return changed
+
+    def transition(self, op: Operation, *, expected: OpState) -> bool:
+        """Compare-and-set the whole operation row (but where its message lives): written only if
+        the stored state is still `expected`. A final state releases the locks in the same write."""
+        row = _op_to_row(op)
+        values = {k: v for k, v in row.items() if k not in ("id", "channel", "message_ts")}
+        with self.transaction():
+            changed = self._update_if(op.id, expected, values)
+            if changed and op.state.is_terminal:
+                self.release_locks(op.id)
+            return changed
+
+    def _update_if(self, op_id: str, expected: OpState, values: Mapping[str, Any]) -> bool:
+        assignments = ", ".join(f"[{k}] = ?" for k in values)
+        cursor = self._conn.execute(
+            f"UPDATE operations SET {assignments} WHERE id = ? AND state = ?",
+            [*values.values(), op_id, expected.value],
+        )
+        return cursor.rowcount == 1
 
     def set_message(self, op_id: str, *, channel: str, ts: str) -> None:
         with self.transaction():
@@ -432,16 +531,32 @@ class Store:
         self, *, at: datetime, actor: str, action: str, op_id: str = "", cluster: str = "", detail: str = ""
     ) -> None:
         with self.transaction():
-            self.db.table("audit").insert(
-                {
-                    "at": at.isoformat(),
-                    "actor": actor,
-                    "action": action,
-                    "op_id": op_id,
-                    "cluster": cluster,
-                    "detail": detail,
-                }
+            last = self._conn.execute("SELECT id, hash FROM audit ORDER BY id DESC LIMIT 1").fetchone()
+            row_id = (last[0] + 1) if last else 1
+            prev = last[1] if last else GENESIS_HASH
+            values = (row_id, at.isoformat(), actor, action, op_id, cluster, detail)
+            self._conn.execute(
+                "INSERT INTO audit (id, at, actor, action, op_id, cluster, detail, prev_hash, hash) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*values, prev, _audit_hash(prev, values)),
             )
+
+    def verify_audit(self) -> tuple[int, list[AuditProblem]]:
+        """Re-compute the audit hash chain: (rows checked, the breaks found). An edited row breaks its
+        own hash; an inserted or deleted row breaks the link of the row after it."""
+        problems: list[AuditProblem] = []
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT id, at, actor, action, op_id, cluster, detail, prev_hash, hash FROM audit ORDER BY id"
+            ).fetchall()
+        prev = GENESIS_HASH
+        for row in rows:
+            if row[7] != prev:
+                problems.append(AuditProblem(row[0], "links to a previous row that is not the one before it"))
+            if row[8] != _audit_hash(row[7] or "", row[:7]):
+                problems.append(AuditProblem(row[0], "its content does not match its hash"))
+            prev = row[8]
+        return len(rows), problems
 
     def audit_rows(self, *, op_id: str | None = None) -> list[AuditRow]:
         with self._lock:
@@ -490,6 +605,15 @@ class Store:
                     raise LockConflict(key, held[0]["op_id"])
             for key in keys:
                 self.db.table("locks").upsert({"key": key, "op_id": op_id, "at": at.isoformat()}, pk="key")
+
+    def lock_holder(self, keys: Sequence[str]) -> tuple[str, str] | None:
+        """(key, operation) of the first of `keys` an operation holds, if any."""
+        with self._lock:
+            for key in keys:
+                held = list(self.db.table("locks").rows_where("key = ?", [key]))
+                if held:
+                    return key, held[0]["op_id"]
+        return None
 
     def release_locks(self, op_id: str) -> None:
         with self.transaction():
@@ -638,6 +762,7 @@ class Store:
             if not list(self.db.table("schedules").rows_where("name = ?", [name])):
                 return False
             self.db.table("schedules").delete(name)
+            self.db.table("schedule_approvals").delete_where("schedule = ?", [name])
             self.db.table("occurrences").delete_where(
                 "schedule = ? AND state IN ('pending', 'announced')", [name]
             )
@@ -673,6 +798,33 @@ class Store:
             )
             return [_row_to_occurrence(r) for r in rows]
 
+    # -- pre-approvals of schedules --------------------------------------------------------------
+
+    def add_schedule_approval(self, approval: ScheduleApproval) -> bool:
+        """False when this approver already pre-approved this definition (nothing is written)."""
+        with self.transaction():
+            key = [approval.schedule, approval.user, approval.fingerprint]
+            where = "schedule = ? AND user = ? AND fingerprint = ?"
+            if list(self.db.table("schedule_approvals").rows_where(where, key)):
+                return False
+            self.db.table("schedule_approvals").insert(
+                {
+                    "schedule": approval.schedule,
+                    "user": approval.user,
+                    "at": approval.at.isoformat(),
+                    "fingerprint": approval.fingerprint,
+                }
+            )
+            return True
+
+    def schedule_approvals(self, schedule: str) -> list[ScheduleApproval]:
+        with self._lock:
+            rows = self.db.table("schedule_approvals").rows_where("schedule = ?", [schedule], order_by="at")
+            return [
+                ScheduleApproval(r["schedule"], r["user"], datetime.fromisoformat(r["at"]), r["fingerprint"])
+                for r in rows
+            ]
+
     # -- overrides (append-only) ------------------------------------------------------------------
 
     def add_override(self, override: StoredOverride) -> None:
@@ -707,6 +859,28 @@ class Store:
                 )
                 for r in rows
             ]
+
+
+def schedule_fingerprint(stored: StoredSchedule) -> str:
+    """What a pre-approval consents to: what the schedule does, when, where it is announced."""
+    essence = {
+        "cluster": stored.cluster,
+        "target": dict(stored.target),
+        "sleep": stored.sleep,
+        "wake": stored.wake,
+        "tz": stored.tz,
+        "lead_times": list(stored.lead_times),
+        "channel": stored.channel,
+        "exceptions": list(stored.exceptions),
+        "approval_mode": stored.approval_mode,
+    }
+    return hashlib.sha256(json.dumps(essence, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _audit_hash(prev: str, values: Sequence[Any]) -> str:
+    """SHA-256 over the previous row's hash and this row's fields (id included, so rows cannot move)."""
+    payload = json.dumps([prev, *values], ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(payload.encode()).hexdigest()
 
 
 def _time_or_none(text: str | None) -> datetime | None:
@@ -817,6 +991,7 @@ def _op_to_row(op: Operation) -> dict[str, Any]:
         "thread_ts": op.thread_ts,
         "result": json.dumps(dict(op.result), sort_keys=True),
         "error": op.error,
+        "initiated_by": json.dumps(list(op.initiated_by)),
     }
 
 
@@ -840,4 +1015,5 @@ def _row_to_op(row: Mapping[str, Any]) -> Operation:
         thread_ts=row["thread_ts"] or "",
         result=json.loads(row["result"] or "{}"),
         error=row["error"] or "",
+        initiated_by=tuple(json.loads(row.get("initiated_by") or "[]")),
     )

@@ -35,7 +35,16 @@ from engine.schedules import Schedules
 from engine.store import Store
 from localcluster import builders
 from tests.e2e.test_operations import FAST
-from tests.slack.conftest import APPROVER, CHANNEL, POLICIES, SECRET, Engine, assemble, make_settings
+from tests.slack.conftest import (
+    APPROVER,
+    APPROVER_2,
+    CHANNEL,
+    POLICIES,
+    SECRET,
+    Engine,
+    assemble,
+    make_settings,
+)
 from tests.slack.harness import SlackApiServer, all_text, buttons_of
 from tests.slack.test_schedules_slack import ManualScheduler, World
 
@@ -114,6 +123,9 @@ def test_a_scheduled_night_zero_scales_the_real_cluster_and_the_morning_restores
     )
     assert result.status == 200
     assert "Schedule saved" in all_text(world.bot.wait_reply(url))
+    # The creator's own pre-approval does not count: a second approver gives it.
+    result, url = world.bot.command("schedule approve nights", user=APPROVER_2)
+    assert "Pre-approved schedule nights" in all_text(world.bot.wait_reply(url))
 
     world.at(utc(2, 18))  # Monday 19:00 CET: 60 minutes before the sleep
     world.tick()

@@ -43,6 +43,7 @@ from engine.schedules import Schedules
 from engine.store import Store
 from tests.slack.conftest import (
     APPROVER,
+    APPROVER_2,
     CHANNEL,
     OPERATOR,
     POLICIES,
@@ -164,6 +165,9 @@ def command(world: World, text: str, *, user: str = APPROVER) -> tuple[HttpResul
 def added(world: World) -> None:
     _, reply = command(world, ADD)
     assert "Schedule saved" in all_text(reply), all_text(reply)
+    # Its creator's pre-approval does not count: a second approver gives it.
+    _, approved = command(world, "schedule approve nights", user=APPROVER_2)
+    assert "Pre-approved schedule nights" in all_text(approved), all_text(approved)
 
 
 def announced(world: World) -> Call:
@@ -278,7 +282,7 @@ def test_schedule_add_is_announced_in_channel_and_arms_the_timer(world: World) -
     assert reply.body["response_type"] == "in_channel"
     assert f"<@{APPROVER}> added a schedule" in text
     assert "sleep Mon-Fri 20:00 → wake Mon-Fri 07:00 (Europe/Berlin)" in text
-    assert "pre-approved by" in text and "Next: sleep Mon 20:00 CET (in 3 h)" in text
+    assert "pre-approval asked, none given yet" in text and "Next: sleep Mon 20:00 CET (in 3 h)" in text
     [saved] = world.schedules.list()
     assert (saved.channel, saved.approval_mode, saved.target.kind) == (CHANNEL, "pre_approved", "cluster")
     assert world.runner.armed()[:3] == [utc(2, 18), utc(2, 18, 50), utc(2, 19)]

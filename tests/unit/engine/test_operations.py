@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -259,7 +260,10 @@ def test_scheduled_sleep_needs_approval_unless_the_schedule_was_pre_approved(ops
         kind=OpKind.ZERO,
         target=Target(cluster="dev", pools=("web",)),
         requested_by="schedule:nightly",
-        pre_approved=True,
+        pre_approvers=("U0GONE",),  # no role today: a pre-approval counts only while its author may approve
     )
-    running = ops.request(approved).operation
+    stale = ops.request(approved).operation
+    assert stale is not None and stale.state is OpState.AWAITING_APPROVAL
+    ops.reject(stale.approval_id, by=APPROVER)
+    running = ops.request(replace(approved, pre_approvers=(APPROVER,))).operation
     assert running is not None and running.state is OpState.RUNNING

@@ -41,7 +41,7 @@ from engine.schedules import Schedules, ScheduleTarget, wake_report
 from engine.store import Store
 
 CLUSTER = "dev-eu"
-OPERATOR, APPROVER, VIEWER = "U0OPER", "U0APPR", "U0VIEW"
+OPERATOR, APPROVER, APPROVER2, VIEWER = "U0OPER", "U0APPR", "U0APPR2", "U0VIEW"
 BERLIN = "Europe/Berlin"
 MON = datetime(2026, 3, 2, 16, 0, tzinfo=UTC)
 """Monday 2026-03-02 17:00 CET; "Mon-Fri 20:00" Berlin is 19:00Z, "Mon-Fri 07:00" 06:00Z."""
@@ -69,6 +69,7 @@ class World:
             users={
                 OPERATOR: policy.Role.OPERATOR,
                 APPROVER: policy.Role.APPROVER,
+                APPROVER2: policy.Role.APPROVER,
                 VIEWER: policy.Role.VIEWER,
             },
             **pol,
@@ -151,7 +152,12 @@ def add(s: Schedules, **changes: Any) -> Any:
         "approval_mode": "pre_approved",
         "by": APPROVER,
     }
-    return s.add(**(args | changes))
+    args |= changes
+    out = s.add(**args)
+    if out.ok and args["approval_mode"] == "pre_approved" and args["by"] != APPROVER2:
+        # The creator's own pre-approval does not count: a second approver gives it.
+        assert s.pre_approve(args["name"], by=APPROVER2).ok
+    return out
 
 
 def at(clock: FakeClock, instant: datetime) -> datetime:
@@ -171,9 +177,9 @@ def test_a_valid_schedule_is_saved_audited_and_armed(world: World) -> None:
     assert out.ok, out.reply
     assert "Next: sleep Mon 20:00 CET (in 3 h)" in out.reply
     [saved] = world.schedules.list()
-    assert saved.approved_by == APPROVER and saved.approval_mode == "pre_approved" and saved.enabled
+    assert saved.approvers == (APPROVER2,) and saved.approval_mode == "pre_approved" and saved.enabled
     assert str(saved.spec.sleep) == "Mon-Fri 20:00"
-    assert [r.action for r in world.ops.store.audit_rows()] == ["schedule_add"]
+    assert [r.action for r in world.ops.store.audit_rows()] == ["schedule_add", "schedule_pre_approve"]
     assert world.schedules.next_wakeups(MON)[:3] == [utc(2, 18), utc(2, 18, 50), utc(2, 19)]
 
 
@@ -244,7 +250,7 @@ def test_creating_needs_an_operator_and_pre_approval_an_approver(world: World) -
     per_run = add(world.schedules, by=OPERATOR, approval_mode="per_run")
     assert per_run.ok, per_run.reply
     [saved] = world.schedules.list()
-    assert saved.approval_mode == "per_run" and saved.approved_by == ""
+    assert saved.approval_mode == "per_run" and saved.approvers == ()
     actions = [r.action for r in world.ops.store.audit_rows()]
     assert actions == ["refused_schedule_add", "refused_schedule_pre_approve", "schedule_add"]
 
@@ -579,7 +585,7 @@ def test_a_paused_schedule_does_nothing_and_events_while_paused_are_not_run_late
     assert world.schedules.startup(at(clock, utc(2, 19, 30))) == [], "the 20:00 sleep happened while paused"
     assert world.schedules.next_event(CLUSTER, clock.now()) == "wake (nights) Tue 07:00 CET, in 10 h 30 min"
     actions = [r.action for r in world.ops.store.audit_rows()]
-    assert actions == ["schedule_add", "schedule_pause", "schedule_resume"]
+    assert actions == ["schedule_add", "schedule_pre_approve", "schedule_pause", "schedule_resume"]
 
 
 def test_pause_resume_delete_need_an_operator_and_name_the_schedules(world: World) -> None:
