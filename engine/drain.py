@@ -235,7 +235,8 @@ def run_pass(
         outcomes.append(outcome)
         if on_progress is not None and answered % progress_every == 0 and answered < len(due):
             on_progress(answered, len(due))
-    return _fold(plan, outcomes, state=state, now=now, rng=rng, nodes=tuple(sorted(wanted)))
+    # A Node that vanished is done (Cluster API): the report names only the nodes still there.
+    return _fold(plan, outcomes, state=state, now=now, rng=rng, nodes=tuple(sorted(live_nodes)))
 
 
 def interleave_by_controller(

@@ -86,7 +86,7 @@ def drain_nodes(
             settled_at = max(state.started_at, state.last_eviction_at or state.started_at) + settings.settle
             newly_failed = len(state.failed_nodes) > failed_before
             failed_before = len(state.failed_nodes)
-            if not result.draining_nodes:
+            if not result.draining_nodes and state.failed_nodes:
                 # Every node's drain ended with a refusal: nothing left to wait for.
                 return DrainOutcome(report=report, state=state, completed=False)
             if report.completed and now >= settled_at:

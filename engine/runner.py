@@ -37,8 +37,16 @@ from engine.kube import events as kube_events
 from engine.kube.api import KubeApi
 from engine.kube.errors import KubeError
 from engine.model import parse_time
-from engine.operation import Operation, OpKind, OpState, ProgressEvent, ProgressKind, emptied_not_removed
-from engine.pools.base import PoolProvider, RestoreRecord
+from engine.operation import (
+    Operation,
+    OpKind,
+    OpState,
+    PoolChange,
+    ProgressEvent,
+    ProgressKind,
+    emptied_not_removed,
+)
+from engine.pools.base import PoolProvider, PoolSizeError, RestoreRecord
 from engine.store import Store, StoredRestore
 from engine.workloads import WorkloadRecord, WorkloadScaler
 
@@ -54,6 +62,8 @@ class RunnerSettings:
     """Phase 1 of a zero-scale: evictions that honour PDBs, before phase 2 force-deletes."""
     drain_timeout: timedelta | None = timedelta(hours=1)
     """A drain that is not a full shutdown gives up (and fails) after this long."""
+    verify_timeout: timedelta = timedelta(minutes=10)
+    """How long after the removal the pools may take to report their target size."""
     ready_timeout: timedelta = timedelta(minutes=15)
     """How long wake waits for nodes to become Ready before reporting what is not."""
     pass_interval: timedelta = timedelta(seconds=20)
@@ -276,9 +286,9 @@ class Runner:
         state = drain.DrainState.from_json(data)
         handle = self.clusters[op.target.cluster]
         uncordoned = drain.uncordon_nodes(
-            handle.api, op.plan.nodes, keep_cordoned=state.already_cordoned, executor=self._evictions
+            handle.api, drained_nodes(op), keep_cordoned=state.already_cordoned, executor=self._evictions
         )
-        kept = sorted(state.already_cordoned & set(op.plan.nodes))
+        kept = sorted(state.already_cordoned & set(drained_nodes(op)))
         note = release_note(uncordoned, kept)
         events = list(result.events)
         if events and events[-1][0] == "final":
@@ -309,6 +319,13 @@ def release_note(uncordoned: Sequence[str], kept: Sequence[str]) -> str:
             f"(`scalebot uncordon {names}` or `kubectl uncordon {names}` undoes it)."
         )
     return " ".join(parts) or "No node was left cordoned."
+
+
+def drained_nodes(op: Operation) -> tuple[str, ...]:
+    """The nodes the operation cordons and drains: the plan's, and those that joined a pool
+    going to zero while it ran (a zero-scale drains them too rather than leave them running)."""
+    joined = op.step_data.get("joined") or {}
+    return tuple(sorted({*op.plan.nodes, *(n for names in joined.values() for n in names)}))
 
 
 def _machine(op: Operation) -> str:
@@ -344,6 +361,22 @@ def records_restore(op: Operation) -> bool:
     return op.kind is OpKind.ZERO or op.requested_by.startswith("schedule:")
 
 
+def ends_sleep(op: Operation) -> bool:
+    """A deliberate scale (up or down) ends the pool's sleep: wake then keeps the size chosen.
+
+    After `zero`, `scale web 2` is a person waking web by hand at the size they chose; a later
+    `wake` restoring the night's record would undo that choice (the rule of `records_restore`,
+    seen from the other side). A later zero-scale records afresh.
+    """
+    return op.kind is OpKind.SCALE and not records_restore(op)
+
+
+def _clear_restore(runner: Runner, op: Operation, h: ClusterHandle) -> None:
+    for change in op.plan.pools:
+        h.pools.clear_restore(change.pool)
+        runner.store.clear_restore(h.name, change.pool)
+
+
 def step_record(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     now = runner.clock.now()
     for change in op.plan.pools:
@@ -374,20 +407,23 @@ def step_cordon(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     for change in op.plan.pools:
         if change.nodes_to_remove:
             h.pools.prepare_removal(change.pool, change.nodes_to_remove)
+    nodes = drained_nodes(op)
     saved = op.step_data.get("drain")
-    already = drain.cordon_nodes(h.api, op.plan.nodes, now=now, executor=runner._evictions)
-    for node in op.plan.nodes:
+    already = drain.cordon_nodes(h.api, nodes, now=now, executor=runner._evictions)
+    for node in nodes:
         ref = kube_events.ObjectRef.node(node)
         runner.recorder.record(
             ref, reason=kube_events.CORDONED, message=f"Cordoned by scalebot (operation {op.id})"
         )
         runner.recorder.record(ref, reason=kube_events.DRAINING, message=f"Draining Node (operation {op.id})")
-    state = (
-        drain.DrainState.from_json(saved)
-        if saved
-        else drain.DrainState(started_at=now, already_cordoned=already)
-    )
-    n = len(op.plan.nodes)
+    if saved:
+        # A repeat (after a crash, or for nodes that joined a pool going to zero): keep the drain's
+        # history; a node cordoned by someone else before we reached it stays theirs.
+        previous = drain.DrainState.from_json(saved)
+        state = replace(previous, already_cordoned=previous.already_cordoned | already)
+    else:
+        state = drain.DrainState(started_at=now, already_cordoned=already)
+    n = len(nodes)
     return StepResult(
         next_step="drain",
         data={"drain": state.to_json(), "phase1_started_at": now.isoformat()},
@@ -417,7 +453,7 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
 
     result = drain.run_pass(
         h.api,
-        nodes=op.plan.nodes,
+        nodes=drained_nodes(op),
         state=state,
         options=_options(op),
         now=now,
@@ -431,7 +467,9 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
         data["last_message"] = message
         events.append(("report", result.report.summary_line(), message))
     # An empty node settles like a drained one (from the drain's start when nothing was evicted).
-    settled_from = max(state.started_at, result.state.last_eviction_at or state.started_at)
+    # (From the latest cordon, too: nodes that joined a pool going to zero settle like the others.)
+    started = parse_time(op.step_data.get("phase1_started_at")) or state.started_at
+    settled_from = max(state.started_at, started, result.state.last_eviction_at or state.started_at)
     settled = now >= settled_from + runner.settings.settle
     refused = result.state.failed_nodes
     # Phase 2 is withdrawn when "every pool goes to zero" no longer holds as it would start.
@@ -459,7 +497,6 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
                 result=_summary(op, data, now),
             )
         return StepResult(next_step=done, data=data, events=events)
-    started = parse_time(op.step_data.get("phase1_started_at")) or state.started_at
     if forcing and now >= started + runner.settings.graceful_window:
         withdrawn = _why_not_force(op, h)
         if withdrawn:
@@ -525,7 +562,7 @@ def step_force(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     )
     remaining = [
         p
-        for p, v in filters.classify_pods(h.api.list_pods(node_names=op.plan.nodes), ctx)
+        for p, v in filters.classify_pods(h.api.list_pods(node_names=list(drained_nodes(op))), ctx)
         if v.action is not filters.Action.SKIP
     ]
 
@@ -569,39 +606,139 @@ def step_force(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     return StepResult(next_step="remove", data={"force_deleted": keys}, events=[("phase", text, "")])
 
 
+MAX_JOIN_ROUNDS = 3
+"""A pool going to zero that gains nodes again after this many rounds of draining the newcomers
+has someone (an autoscaler) growing it: the operation fails rather than chase it for ever."""
+
+
 def step_remove(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
+    """Remove the drained nodes and set each pool to its target; report pools that changed meanwhile.
+
+    - A planned node that is already gone counts as removed (nothing to retry).
+    - A pool going to zero that gained nodes during the operation: they are drained too (back to
+      `cordon` with the newcomers), at most MAX_JOIN_ROUNDS times.
+    - A pool whose size changed otherwise (an autoscaler, a person): the removal still sets the
+      target size (Cluster API then deletes, and drains, the extra Machines itself); a provider
+      that cannot shrink by a size (a label pool) makes the operation fail with the reason.
+    """
+    joined: dict[str, list[str]] = {k: list(v) for k, v in (op.step_data.get("joined") or {}).items()}
+    shrinking = [c for c in op.plan.pools if c.nodes_to_remove or c.after < c.before]
+    again = _drain_newcomers(op, h, shrinking, joined)
+    if again is not None:
+        return again
     removed = emptied = 0
+    notes: list[str] = []
+    refused: dict[str, str] = {}
     events: list[tuple[ProgressKind, str, str]] = []
-    for change in op.plan.pools:
-        if change.nodes_to_remove:
+    for change in shrinking:
+        nodes = sorted({*change.nodes_to_remove, *joined.get(change.pool, ())})
+        if nodes:
             # The provider keeps the nodes of a pool it can only empty (see PoolChange.removal);
             # the plan said so, and the thread says it again.
-            h.pools.remove_nodes(change.pool, change.nodes_to_remove)
+            h.pools.remove_nodes(change.pool, nodes)
             if change.empties_only:
-                emptied += len(change.nodes_to_remove)
+                emptied += len(nodes)
                 events.append(("phase", emptied_not_removed(change).replace(" will be ", " were "), ""))
             else:
-                removed += len(change.nodes_to_remove)
-        elif change.after < change.before:
+                removed += len(nodes)  # a node already gone counts as removed: nothing to retry
+        pool = h.pools.get_pool(change.pool)
+        if pool.desired == change.after:
+            continue
+        if nodes:
+            notes.append(
+                f"pool {change.pool} changed during the operation: planned {change.before} → "
+                f"{change.after}, at {pool.desired} after removing the drained nodes"
+            )
+        if pool.desired < change.after:
+            refused[change.pool] = "nodes left the pool during the operation; a scale-down adds none back"
+            continue
+        try:
             h.pools.set_size(change.pool, change.after)
+        except PoolSizeError as exc:
+            refused[change.pool] = str(exc)
     text = f"Removed {removed} node{'s' if removed != 1 else ''}"
     if emptied:
         text += f"; emptied {emptied} node{'s' if emptied != 1 else ''} without removing them"
-    data = {"nodes_removed": removed, "nodes_emptied": emptied}
+    if notes:
+        text += "; " + "; ".join(notes) + "; target size set"
+    data: dict[str, Any] = {
+        "nodes_removed": removed,
+        "nodes_emptied": emptied,
+        "removed_at": runner.clock.now().isoformat(),
+    }
+    if notes:
+        data["pool_changes"] = _changes(op, notes)
+    if refused:
+        data["target_refused"] = refused
     return StepResult(next_step="verify", data=data, events=[*events, ("phase", text, "")])
 
 
+def _drain_newcomers(
+    op: Operation, h: ClusterHandle, shrinking: Sequence[PoolChange], joined: dict[str, list[str]]
+) -> StepResult | None:
+    """Nodes that joined a pool going to zero: back to `cordon` with them, or fail after
+    MAX_JOIN_ROUNDS; None when no pool going to zero gained a node."""
+    newcomers: dict[str, list[str]] = {}
+    for change in shrinking:
+        if change.after == 0 and change.nodes_to_remove:
+            pool = h.pools.get_pool(change.pool)
+            planned = {*change.nodes_to_remove, *joined.get(change.pool, ())}
+            new = sorted(set(pool.nodes) - planned)
+            if new:
+                newcomers[change.pool] = new
+    if not newcomers:
+        return None
+    rounds = int(op.step_data.get("join_rounds") or 0) + 1
+    what = "; ".join(f"{p}: {', '.join(n)}" for p, n in sorted(newcomers.items()))
+    if rounds > MAX_JOIN_ROUNDS:
+        error = f"pools kept gaining nodes while going to zero ({what}); is an autoscaler growing them?"
+        return StepResult(state=OpState.FAILED, error=error, events=[("final", f"Failed: {error}", "")])
+    for pool_name, names in newcomers.items():
+        joined[pool_name] = sorted({*joined.get(pool_name, ()), *names})
+    text = f"Nodes joined pools going to zero during the operation ({what}): draining them too"
+    return StepResult(
+        next_step="cordon",
+        data={"joined": joined, "join_rounds": rounds, "pool_changes": _changes(op, [text])},
+        events=[("phase", text, "")],
+    )
+
+
+def _changes(op: Operation, notes: Sequence[str]) -> list[str]:
+    return [*(op.step_data.get("pool_changes") or ()), *notes]
+
+
 def step_verify(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
+    """Every pool at its target, within `verify_timeout` of the removal; else fail with the reason."""
     now = runner.clock.now()
     wrong = []
+    refused = op.step_data.get("target_refused") or {}
     for change in op.plan.pools:
         pool = h.pools.get_pool(change.pool)
         if pool.desired != change.after:
-            wrong.append(f"{change.pool} is at {pool.desired}, expected {change.after}")
-    if wrong:
-        return StepResult(wait=5.0, data={"verify": wrong})
-    data = dict(op.step_data)
-    return StepResult(state=OpState.SUCCEEDED, events=[_final(op, data, now)], result=_summary(op, data, now))
+            why = f": {refused[change.pool]}" if change.pool in refused else ""
+            wrong.append(f"pool {change.pool} is at {pool.desired}, expected {change.after}{why}")
+    if not wrong:
+        if ends_sleep(op):
+            _clear_restore(runner, op, h)
+        data = dict(op.step_data)
+        return StepResult(
+            state=OpState.SUCCEEDED, events=[_final(op, data, now)], result=_summary(op, data, now)
+        )
+    started = parse_time(op.step_data.get("removed_at")) or now
+    timeout = runner.settings.verify_timeout
+    if any(c.pool in refused for c in op.plan.pools) or now >= started + timeout:
+        # No wait changes a size the provider refused to set; others had their verify_timeout.
+        error = "; ".join(wrong)
+        if not refused:
+            error += f" (after {format_duration(timeout)})"
+        return StepResult(
+            state=OpState.FAILED,
+            data={"verify": wrong},
+            error=error,
+            events=[("final", f"Failed: {error}", "")],
+            result=_summary(op, dict(op.step_data), now),
+        )
+    return StepResult(wait=5.0, data={"verify": wrong, "removed_at": started.isoformat()})
 
 
 def step_resize(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
@@ -688,12 +825,10 @@ def step_workloads_wake(runner: Runner, op: Operation, h: ClusterHandle) -> Step
 
 def step_finish(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     now = runner.clock.now()
-    if op.kind is OpKind.WAKE:
-        for change in op.plan.pools:
-            h.pools.clear_restore(change.pool)
-            runner.store.clear_restore(h.name, change.pool)
     data = dict(op.step_data)
     ok = data.get("ready", 0) >= data.get("wanted", 0)
+    if op.kind is OpKind.WAKE or (ok and ends_sleep(op)):
+        _clear_restore(runner, op, h)
     state = OpState.SUCCEEDED if ok else OpState.FAILED
     error = "" if ok else f"only {data.get('ready')}/{data.get('wanted')} nodes Ready"
     return StepResult(
@@ -702,7 +837,7 @@ def step_finish(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
 
 
 def _record_nodes(runner: Runner, op: Operation, reason: str, message: str, *, warning: bool = False) -> None:
-    for node in op.plan.nodes:
+    for node in drained_nodes(op):
         runner.recorder.record(
             kube_events.ObjectRef.node(node),
             reason=reason,
@@ -743,6 +878,7 @@ def _final(op: Operation, data: Mapping[str, Any], now: datetime) -> tuple[Progr
             parts.append(f"{s['nodes_emptied']} nodes emptied, not removed")
     if op.plan.pools:
         parts.append("pools " + ", ".join(f"{c.pool} {c.before} → {c.after}" for c in op.plan.pools))
+    parts.extend(data.get("pool_changes") or ())
     return ("final", "; ".join(parts), "")
 
 

@@ -292,6 +292,7 @@ def test_a_node_that_vanished_is_done_not_retried(
 
     assert outcome.completed and not outcome.timed_out
     assert outcome.report.failed == {}
+    assert outcome.report.nodes == (present,), "the vanished node is not reported as drained"
     assert node_spec(admin_api, present).get("unschedulable") is True
 
 

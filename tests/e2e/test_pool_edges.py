@@ -1,6 +1,8 @@
 """Pool operations at the edges, on the real control plane as scalebot's ServiceAccount (issue 14).
 
 Covers: a failed operation uncordons the nodes it cordoned and names those that stay cordoned;
+a node that joins a pool going to zero is drained and removed too; a scale-down whose pool grew
+meanwhile reports it and ends (never RUNNING for ever); a scale after a zero is what wake keeps;
 pods that opted out of disruption block a pool scale-down (listed as blockers on the plan,
 the operation fails with the reason, nothing evicted) instead of being evicted by the machine drain;
 a deliberate scale changes what a later zero-and-wake restores.
@@ -198,3 +200,144 @@ def test_a_failed_operation_uncordons_what_it_cordoned_and_names_what_stays(
     assert f"Uncordoned the nodes this operation cordoned: {free}." in final
     assert f"Still cordoned, as they were before this operation: {earlier}" in final
     assert f"`scalebot uncordon {earlier}`" in final
+
+
+def _wait_for_step(ops: Any, op_id: str, step: str) -> None:
+    def there() -> bool:
+        op = ops.get(op_id)
+        return op is not None and op.state is OpState.RUNNING and op.step == step
+
+    builders.wait_until(there, 60, f"the operation to reach {step}")
+
+
+def test_a_node_that_joins_a_pool_going_to_zero_is_drained_too(
+    admin_api: Any,
+    kube: KubeClient,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    pool_key: str,
+    unique_name: str,
+    tmp_path: Path,
+) -> None:
+    """A node that joins during phase 1 is cordoned, drained and removed; the change is reported.
+
+    On the previous code the operation stayed RUNNING for ever in verify (the pool at 1, not 0).
+    """
+    from dataclasses import replace
+
+    from tests.e2e.test_operations import FAST
+
+    [first] = pools(node_pool, pool_key, unique_name, a=1)["a"]
+    pool = f"{unique_name}-a"
+    group = {"scalebot.test/group": unique_name}
+    builders.create_deployment(admin_api, namespace, "guarded", 1, node_selector=group, grace=1)
+    builders.create_pdb(admin_api, namespace, "guarded", match_labels={"app": "guarded"}, max_unavailable=0)
+    builders.wait_for_pdb_observed(admin_api, namespace, "guarded", expected_pods=1)
+    builders.wait_for_pods_running(admin_api, namespace, count=1)
+    settings = replace(FAST, graceful_window=timedelta(seconds=5))
+    ops = make_ops(kube, pool_key, tmp_path / "db.sqlite", settings)
+    try:
+        out = ops.request(request(OpKind.ZERO))
+        assert out.ok and out.operation is not None, out.reply
+        _wait_for_step(ops, out.operation.id, "drain")
+        # A node joins the pool during phase 1; the Deployment's replacement pod can land on it.
+        [late] = node_pool(1, name=f"{unique_name}-late", labels={pool_key: pool, **group})
+        assert ops.runner.wait_idle(120), "the operation never ended"
+        op = ops.get(out.operation.id)
+    finally:
+        ops.runner.stop()
+    assert op is not None
+    assert op.state is OpState.SUCCEEDED, op.error
+    assert op.step_data["joined"] == {pool: [late]}
+    [change] = op.step_data["pool_changes"]
+    assert f"{pool}: {late}" in change and "draining them too" in change
+    assert op.result["nodes_removed"] == 2
+    names = {n.name for n in kube.list_nodes()}
+    assert first not in names and late not in names
+
+
+def test_a_scale_down_whose_pool_grew_meanwhile_ends_with_the_reason(
+    admin_api: Any,
+    kube: KubeClient,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    pool_key: str,
+    unique_name: str,
+    tmp_path: Path,
+) -> None:
+    """A label pool cannot shrink by a size: the operation reports the change and fails at once.
+
+    On the previous code the operation stayed RUNNING for ever in verify, holding its lock.
+    """
+    made = pools(node_pool, pool_key, unique_name, a=2)
+    pool = f"{unique_name}-a"
+    for i, node in enumerate(made["a"]):
+        builders.create_bare_pod(
+            admin_api, namespace, f"held-{i}", node=node, grace=1, labels={"app": "held"}
+        )
+    builders.create_pdb(admin_api, namespace, "held", match_labels={"app": "held"}, min_available=2)
+    builders.wait_for_pdb_observed(admin_api, namespace, "held", expected_pods=2)
+    ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
+    try:
+        out = ops.request(
+            OperationRequest(
+                kind=OpKind.SCALE,
+                target=Target(cluster="e2e", pools=(pool,), size=1, force=True),
+                requested_by="cli:e2e",
+            )
+        )
+        assert out.ok and out.operation is not None, out.reply
+        _wait_for_step(ops, out.operation.id, "drain")
+        [late] = node_pool(1, name=f"{unique_name}-late", labels={pool_key: pool})
+        builders.delete(admin_api, f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/held")
+        assert ops.runner.wait_idle(60), "the operation never ended"
+        op = ops.get(out.operation.id)
+        relocked = ops.request(request(OpKind.ZERO, pool))
+    finally:
+        ops.runner.stop()
+    assert op is not None
+    assert op.state is OpState.FAILED
+    assert op.error.startswith(f"pool {pool} is at 2, expected 1: label pool {pool} has 2 nodes")
+    [change] = op.step_data["pool_changes"]
+    assert change == (
+        f"pool {pool} changed during the operation: planned 2 → 1, at 2 after removing the drained nodes"
+    )
+    assert op.result["nodes_removed"] == 1
+    assert late in {n.name for n in kube.list_nodes()}
+    assert relocked.ok, "the failed operation released its lock"
+
+
+def test_a_scale_after_a_zero_is_what_wake_keeps(
+    kube: KubeClient,
+    node_pool: Callable[..., list[str]],
+    pool_key: str,
+    unique_name: str,
+    tmp_path: Path,
+) -> None:
+    """zero (from 3), then `scale a 2` by hand: a is awake at the size chosen; wake leaves it at 2.
+
+    On the previous code wake brought the pool back to 3 (the zero's record outlived the scale).
+    """
+    pools(node_pool, pool_key, unique_name, a=3)
+    pool = f"{unique_name}-a"
+    ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
+    try:
+        zeroed = run(ops, request(OpKind.ZERO, pool))
+        assert zeroed.state is OpState.SUCCEEDED, zeroed.error
+        scaled = run(
+            ops,
+            OperationRequest(
+                kind=OpKind.SCALE, target=Target(cluster="e2e", pools=(pool,), size=2), requested_by="cli:e2e"
+            ),
+        )
+        assert scaled.state is OpState.SUCCEEDED, scaled.error
+        woken = ops.request(request(OpKind.WAKE, pool))
+        assert ops.runner.wait_idle(60)
+        sizes = {p.name: p.desired for p in ops.status("e2e").pools}
+        restore = [r for r in ops.store.restore_records("e2e") if r.pool == pool]
+    finally:
+        ops.runner.stop()
+    assert not woken.ok
+    assert woken.reply == f"{pool} is not asleep: no sizes were recorded by a scale-down"
+    assert sizes == {pool: 2}
+    assert restore == []
