@@ -39,6 +39,7 @@ from slack_sdk.http_retry.builtin_handlers import (
 )
 
 from bot import listeners, origin
+from bot.channels import SlackChannels
 from bot.dispatch import ClickHandler, GroupResolver, SubcommandHandler, no_groups
 from bot.groups import SlackGroups
 from bot.outbox import Outbox
@@ -125,6 +126,7 @@ def build_app(
         groups=groups,
         subcommands=subcommands,
         clicks=clicks,
+        can_post=SlackChannels(client).can_post,
     )
     return app
 

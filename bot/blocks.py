@@ -12,11 +12,21 @@ limit) and ends long lists in "... (N more)". Button values are opaque IDs only.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from slack_sdk.models.blocks import ButtonElement, ConfirmObject, PlainTextObject
+from slack_sdk.models.blocks import (
+    ButtonElement,
+    ConfirmObject,
+    InputBlock,
+    MarkdownTextObject,
+    PlainTextInputElement,
+    PlainTextObject,
+    SectionBlock,
+)
+from slack_sdk.models.views import View
 
 from bot import messages
 from bot.blockkit import MESSAGE_BUDGET, Builder, Message, esc, esc_keep_mentions, join_limited
@@ -33,6 +43,9 @@ ACTION_POSTPONE_1H = "scalebot.postpone_1h"
 ACTION_POSTPONE_UNTIL = "scalebot.postpone_until"
 ACTION_SKIP = "scalebot.skip"
 ACTION_RUN_NOW = "scalebot.run_now"
+CALLBACK_REJECT = "scalebot.reject_reason"
+REJECT_REASON = "reason"
+REJECT_REASON_CHARS = 500
 
 _DESTRUCTIVE = {OpKind.DRAIN, OpKind.ZERO, OpKind.SCALE}
 
@@ -227,7 +240,10 @@ def decision_from_history(op: Operation, history: Sequence[HistoryRow]) -> str |
         decided = [e for a in actions for e in by_action.get(a, []) if e.actor != "scalebot"]
         if decided:
             last = max(decided, key=lambda e: e.at)
-            return f"{emoji} {messages.decision(verb, [last.actor], last.at)}"
+            reason = next((e.detail for e in decided if e.detail), "") if verb == "Rejected" else ""
+            return f"{emoji} {messages.decision(verb, [last.actor], last.at)}" + (
+                f": {esc(reason)}" if reason else ""
+            )
     approvals = by_action.get("approve", [])
     if not approvals:
         return None
@@ -236,6 +252,29 @@ def decision_from_history(op: Operation, history: Sequence[HistoryRow]) -> str |
         people = ", ".join(messages.who(v) for v in voters)
         return f"☑️ {len(voters)} of {op.approvals_required} approvals: {people}"
     return f"✅ {messages.decision('Approved', voters, approvals[-1].at)}"
+
+
+def reject_modal(*, approval_id: str, channel: str) -> View:
+    """Reject asks why (optional): the reason goes on the card and into the audit."""
+    return View(
+        type="modal",
+        callback_id=CALLBACK_REJECT,
+        title=PlainTextObject(text="Reject request"),
+        submit=PlainTextObject(text="Reject"),
+        close=PlainTextObject(text="Back"),
+        private_metadata=json.dumps({"approval_id": approval_id, "channel": channel}),
+        blocks=[
+            SectionBlock(text=MarkdownTextObject(text=messages.reject_intro())),
+            InputBlock(
+                block_id=REJECT_REASON,
+                label=PlainTextObject(text=messages.reject_reason_label()),
+                optional=True,
+                element=PlainTextInputElement(
+                    action_id=REJECT_REASON, multiline=True, max_length=REJECT_REASON_CHARS
+                ),
+            ),
+        ],
+    )
 
 
 # -- thread replies ------------------------------------------------------------------------------

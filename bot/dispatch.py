@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 
 GroupResolver = Callable[[str], Sequence[str]]
 """Slack user ID -> the user group IDs (S…) the policy may grant roles to."""
+ChannelCheck = Callable[[str], bool]
+"""Channel ID -> whether scalebot can post there (bot.channels.SlackChannels.can_post)."""
 
 
 def no_groups(user: str) -> Sequence[str]:
@@ -81,10 +83,12 @@ class Dispatcher:
         groups: GroupResolver = no_groups,
         subcommands: Mapping[str, SubcommandHandler] | None = None,
         clicks: Mapping[str, ClickHandler] | None = None,
+        can_post: ChannelCheck | None = None,
     ) -> None:
         self.ops = ops
         self.progress = progress
         self.groups = groups
+        self.can_post = can_post
         self.subcommands = dict(subcommands or {})
         self.clicks = dict(clicks or {})
 
@@ -92,6 +96,15 @@ class Dispatcher:
 
     def run(self, command: commands.Command, inv: Invocation) -> None:
         self._guarded(inv, None, lambda: self._run(command, inv))
+
+    def reject(self, approval_id: str, reason: str, inv: Invocation) -> None:
+        """Reject with the reason given in the Reject dialog (shown on the card and audited)."""
+
+        def work() -> None:
+            outcome = self.ops.reject(approval_id, by=inv.user, groups=self.groups(inv.user), reason=reason)
+            self._after_click(outcome, inv)
+
+        self._guarded(inv, None, work)
 
     def click(self, action_id: str, value: str, inv: Invocation) -> None:
         op_hint = value if action_id == blocks.ACTION_CANCEL else None
@@ -196,6 +209,10 @@ class Dispatcher:
         req = command.to_operation_request(user=inv.user, channel=inv.channel)
         if command.plan_only:
             answer(inv, blocks.plan_view(self.ops.preview(req, groups=self.groups(inv.user))))
+            return
+        if self.can_post is not None and not self.can_post(inv.channel):
+            # The card could not be posted: accept nothing, hold no lock, say what to do.
+            answer(inv, blocks.text_message(messages.not_in_channel(), emoji="⚠️"))
             return
         outcome = self.ops.request(req, groups=self.groups(inv.user))
         if outcome.ok and outcome.operation is not None:

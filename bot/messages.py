@@ -181,6 +181,27 @@ def no_operations(cluster: str | None) -> str:
     return f"No operations{f' on {cluster}' if cluster else ''} yet."
 
 
+def not_in_channel() -> str:
+    return (
+        "I'm not in this channel, so I could not post the request's card here. Add me with "
+        "`/invite @scalebot` and ask again; nothing was requested."
+    )
+
+
+def planning(kind: OpKind, cluster: str, *, plan_only: bool) -> str:
+    what = {OpKind.DRAIN: "a drain", OpKind.SCALE: "a scale", OpKind.ZERO: "zero", OpKind.WAKE: "a wake-up"}
+    tail = " (nothing changes)" if plan_only else "; the card follows in the channel"
+    return f"Planning {what[kind]} of {cluster}…{tail}"
+
+
+def reject_intro() -> str:
+    return "Reject this request? Nothing changes in the cluster; the requester sees who rejected it and why."
+
+
+def reject_reason_label() -> str:
+    return "Why? (optional; shown on the card and kept in the audit)"
+
+
 def no_channel() -> str:
     return "I can only post operation cards in a channel; run the command in a channel."
 

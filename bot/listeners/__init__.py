@@ -17,7 +17,15 @@ from typing import Any
 from slack_bolt import App, BoltResponse
 
 from bot import blocks, messages
-from bot.dispatch import ClickHandler, Dispatcher, GroupResolver, SubcommandHandler, new_incident, no_groups
+from bot.dispatch import (
+    ChannelCheck,
+    ClickHandler,
+    Dispatcher,
+    GroupResolver,
+    SubcommandHandler,
+    new_incident,
+    no_groups,
+)
 from bot.listeners import actions, commands
 from bot.ports import OperationsPort
 from bot.progress import Progress
@@ -38,13 +46,16 @@ def register(
     groups: GroupResolver = no_groups,
     subcommands: Mapping[str, SubcommandHandler] | None = None,
     clicks: Mapping[str, ClickHandler] | None = None,
+    can_post: ChannelCheck | None = None,
 ) -> Dispatcher:
     """Register /scale, the buttons and the error boundary. Other subcommands (`schedule`) and
     buttons (Postpone, Skip, Run now) plug in through `subcommands` / `clicks`: they then get the
     same ack-first handling, executor and error boundary. A catch-all answers unknown buttons."""
-    dispatcher = Dispatcher(ops, progress, groups=groups, subcommands=subcommands, clicks=clicks)
+    dispatcher = Dispatcher(
+        ops, progress, groups=groups, subcommands=subcommands, clicks=clicks, can_post=can_post
+    )
     commands.register(app, dispatcher, settings, executor)
-    actions.register(app, dispatcher, executor)
+    actions.register(app, dispatcher, executor, sender)
     app.error(_error_handler(sender))
     return dispatcher
 

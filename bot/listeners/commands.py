@@ -1,8 +1,10 @@
 """The `/scale` listener: ack within Slack's 3 s with nothing slow in between.
 
 Parsing is pure and fast, so a usage error (or `help`) is the ephemeral ack body itself and bad
-input never reaches the engine. Everything else is acked empty and handed to the bot's executor:
-planning takes a cluster snapshot, and Bolt's listener pool (5 threads) must stay free for acks.
+input never reaches the engine. Everything else is handed to the bot's executor: planning takes a
+cluster snapshot, and Bolt's listener pool (5 threads) must stay free for acks. A request's ack
+says privately that planning has started ("Planning zero of prod…"), since on a large cluster
+the card takes seconds; other acks are empty.
 """
 
 from __future__ import annotations
@@ -33,7 +35,14 @@ def register(app: App, dispatcher: Dispatcher, settings: Settings, executor: Exe
             return ack_with(ack, blocks.usage_error(err.message, err.hint))
         if isinstance(parsed, commands.Help):
             return ack_with(ack, blocks.help_view(parsed.topic))
-        ack()
+        # A temporary wake (`wake dev-eu for 3h`) belongs to the schedules, which answer it themselves.
+        if isinstance(parsed, commands.Request) and (
+            parsed.plan_only or parsed.target.wake_for_seconds is None
+        ):
+            planning = messages.planning(parsed.kind, parsed.target.cluster, plan_only=parsed.plan_only)
+            ack_with(ack, blocks.text_message(planning))
+        else:
+            ack()
         executor.submit(dispatcher.run, parsed, Invocation(user=user, channel=channel, respond=respond))
 
 

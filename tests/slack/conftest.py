@@ -21,6 +21,7 @@ sleeping.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -289,6 +290,21 @@ class RunningBot:
             response_url=response_url,
         )
         return post(self.events_url, body, self.signer.headers(body)), response_url
+
+    def submit_view(self, view: dict[str, Any], values: dict[str, Any], *, user: str) -> HttpResult:
+        body = self.signer.view_submission(view, values, user_id=user)
+        return post(self.events_url, body, self.signer.headers(body))
+
+    def reject(self, approval_id: str, *, user: str, reason: str = "") -> HttpResult:
+        """Click Reject, then submit the dialog it opened (with `reason`, or empty)."""
+        opened = len(self.api.calls_to("views.open"))
+        self.click(blocks.ACTION_REJECT, approval_id, user=user)
+        self.api.wait_for(lambda cs: sum(c.method == "views.open" for c in cs) > opened, what="Reject dialog")
+        dialog = self.api.calls_to("views.open")[opened]
+        view = dialog.body["view"]
+        view = json.loads(view) if isinstance(view, str) else view
+        field = {"type": "plain_text_input", "value": reason or None}
+        return self.submit_view(view, {blocks.REJECT_REASON: {blocks.REJECT_REASON: field}}, user=user)
 
     def settle(self, timeout: float = 5.0) -> None:
         self.executor.wait_idle(timeout)

@@ -85,6 +85,8 @@ class SlackApiServer:
         self.usergroups: list[dict[str, Any]] = []
         self.members: set[str] | None = None
         """Channels the bot is a member of; None: every channel."""
+        self.scopes = "commands,chat:write"
+        """The token's scopes, sent as `x-oauth-scopes` as Slack does."""
         self.limits = False
         self._shown: dict[tuple[str, str], dict[str, Any]] = {}
         self._post_tokens: dict[str, tuple[float, float]] = {}
@@ -222,6 +224,11 @@ class SlackApiServer:
     def _answer(
         self, method: str, body: dict[str, Any], fault: Fault | None
     ) -> tuple[int, dict[str, str], Any]:
+        if fault is None or fault.status == 200:
+            scopes = {"x-oauth-scopes": self.scopes}
+            if fault is not None and fault.error:
+                return 200, scopes, {"ok": False, "error": fault.error}
+            return 200, scopes, self._canned(method, body)
         if fault is not None and fault.status == 429:
             headers = {"Retry-After": str(int(fault.retry_after))} if fault.retry_after is not None else {}
             return 429, headers, {"ok": False, "error": "ratelimited"}
@@ -265,11 +272,13 @@ class SlackApiServer:
             }
         channel = str(body.get("channel") or "")
         posting = method in ("chat.postMessage", "chat.update")
-        if posting and self.members is not None and channel not in self.members:
+        public_ok = "chat:write.public" in self.scopes.split(",")  # every test channel is public
+        if posting and self.members is not None and channel not in self.members and not public_ok:
             return {"ok": False, "error": "not_in_channel"}
         if method == "conversations.info":
             member = self.members is None or channel in self.members
-            return {"ok": True, "channel": {"id": channel, "is_channel": True, "is_member": member}}
+            info = {"id": channel, "is_channel": True, "is_private": False, "is_member": member}
+            return {"ok": True, "channel": info}
         if method == "chat.postMessage":
             ts = f"1700000000.{next(self._ts):06d}"
             with self._lock:
@@ -296,6 +305,13 @@ class SlackApiServer:
             return {"ok": True, "message_ts": f"1700000000.{next(self._ts):06d}"}
         if method == "apps.connections.open":
             return {"ok": True, "url": self.ws_url}
+        if method in ("views.open", "views.update", "views.publish"):
+            view = body.get("view")
+            view = json.loads(view) if isinstance(view, str) else dict(view or {})
+            return {
+                "ok": True,
+                "view": {**view, "id": body.get("view_id") or "V0TEST", "hash": "1700000000.abcdef"},
+            }
         if method == "usergroups.list":
             return {"ok": True, "usergroups": self.usergroups}
         return {"ok": True}
@@ -542,6 +558,40 @@ class Signer:
 
     def block_actions(self, action_id: str, value: str, **kwargs: Any) -> bytes:
         payload = self.block_actions_payload(action_id, value, **kwargs)
+        return ("payload=" + urllib.parse.quote(json.dumps(payload))).encode()
+
+    def view_submission_payload(
+        self, view: dict[str, Any], values: dict[str, Any], *, user_id: str
+    ) -> dict[str, Any]:
+        """A modal's submission as Slack sends it: the view that was opened, with `state.values`."""
+        return {
+            "type": "view_submission",
+            "team": {"id": self.team_id, "domain": "scalebot-test"},
+            "user": {
+                "id": user_id,
+                "username": user_id.lower(),
+                "name": user_id.lower(),
+                "team_id": self.team_id,
+            },
+            "api_app_id": self.api_app_id,
+            "token": "gIkuvaNzQIHg97ATvDxqgjtO",
+            "trigger_id": f"{next(self._counter)}.1234567890.view",
+            "view": {
+                "id": "V0TEST",
+                "team_id": self.team_id,
+                "type": "modal",
+                "callback_id": view["callback_id"],
+                "private_metadata": view.get("private_metadata", ""),
+                "state": {"values": values},
+                "hash": "1700000000.abcdef",
+                "blocks": view["blocks"],
+            },
+            "response_urls": [],
+            "is_enterprise_install": False,
+        }
+
+    def view_submission(self, view: dict[str, Any], values: dict[str, Any], *, user_id: str) -> bytes:
+        payload = self.view_submission_payload(view, values, user_id=user_id)
         return ("payload=" + urllib.parse.quote(json.dumps(payload))).encode()
 
 

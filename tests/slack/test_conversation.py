@@ -75,3 +75,76 @@ def test_a_schedules_approval_card_in_a_thread_is_broadcast(bot: RunningBot) -> 
     card = bot.card_in_thread("1699999999.000100")
     assert card.body["reply_broadcast"] is True
     assert f"<@{APPROVER}>" in all_text(card)
+
+
+def test_a_request_in_a_channel_without_the_bot_is_explained_privately_and_creates_nothing(
+    bot: RunningBot,
+) -> None:
+    bot.api.members = {"C0ELSEWHERE"}
+
+    result, response_url = bot.command("zero dev-eu")
+
+    assert result.status == 200
+    reply = bot.wait_reply(response_url)
+    assert reply.body["response_type"] == "ephemeral"
+    assert "/invite @scalebot" in reply.body["text"] and "nothing was requested" in reply.body["text"]
+    bot.settle()
+    bot.assert_unchanged(no_reads=True)
+    assert bot.ops.store.db["locks"].count == 0
+    assert bot.api.calls_to("chat.postMessage") == []
+
+    bot.api.members.add(CHANNEL)  # /invite @scalebot: the next request goes through at once
+    bot.command("zero dev-eu")
+    assert bot.card().body["channel"] == CHANNEL
+
+
+def test_a_public_channel_is_fine_with_the_opt_in_chat_write_public_scope(bot: RunningBot) -> None:
+    bot.api.members = set()
+    bot.api.scopes = "commands,chat:write,chat:write.public"
+
+    bot.command("zero dev-eu")
+
+    assert bot.card().status == 200 and bot.only_op().state is OpState.AWAITING_APPROVAL
+
+
+def test_a_request_is_answered_at_once_while_it_plans(bot: RunningBot) -> None:
+    bot.cluster.gate.clear()  # planning cannot finish
+    try:
+        result, _ = bot.command("zero dev-eu")
+        assert result.json()["response_type"] == "ephemeral"
+        assert "Planning zero of dev-eu" in result.json()["text"]
+        assert bot.api.calls_to("chat.postMessage") == []
+    finally:
+        bot.cluster.gate.set()
+    bot.card()
+
+
+def test_reject_asks_why_and_the_reason_is_on_the_card_and_in_the_audit(bot: RunningBot) -> None:
+    bot.command("zero dev-eu")
+    approve = bot.approve_button()
+    bot.settle()
+
+    result = bot.reject(approve["value"], user=APPROVER, reason="the  release\nfreeze ends Friday")
+
+    assert result.status == 200 and result.body == ""  # the dialog closes
+    dialog = bot.api.calls_to("views.open")[0]
+    assert dialog.body["trigger_id"]
+    update = bot.api.wait_for_call("chat.update", lambda c: "Rejected by" in all_text(c))
+    assert f"Rejected by <@{APPROVER}>" in all_text(update)
+    assert "the release freeze ends Friday" in all_text(update)
+    bot.settle()
+    [rejected] = [r for r in bot.ops.store.audit_rows() if r.action == "rejected"]
+    assert rejected.actor == APPROVER and rejected.detail == "the release freeze ends Friday"
+
+
+def test_a_refused_reject_from_the_dialog_is_told_privately(bot: RunningBot) -> None:
+    bot.command("zero dev-eu")
+    approve = bot.approve_button()
+    bot.settle()
+
+    bot.reject(approve["value"], user=VIEWER, reason="no")
+
+    told = bot.api.wait_for_call("chat.postEphemeral")
+    assert told.body["user"] == VIEWER and "approver role" in told.body["text"]
+    bot.settle()
+    assert bot.only_op().state is OpState.AWAITING_APPROVAL

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import re
-import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -54,7 +53,7 @@ from tests.slack.conftest import (
     assemble,
     make_settings,
 )
-from tests.slack.harness import Call, HttpResult, SlackApiServer, all_text, buttons_of, post, wait_until
+from tests.slack.harness import Call, HttpResult, SlackApiServer, all_text, buttons_of, wait_until
 
 MON_17_CET = datetime(2026, 3, 2, 16, 0, tzinfo=UTC)
 """Monday 17:00 CET: "Mon-Fri 20:00" Europe/Berlin sleeps at 19:00Z, "Mon-Fri 07:00" wakes at 06:00Z."""
@@ -185,28 +184,7 @@ def click(world: World, action: str, user: str, card: Call) -> tuple[HttpResult,
 
 
 def submit_view(world: World, view: dict[str, Any], values: dict[str, Any], *, user: str) -> HttpResult:
-    payload = {
-        "type": "view_submission",
-        "team": {"id": "T0TEST", "domain": "scalebot-test"},
-        "user": {"id": user, "username": user.lower(), "name": user.lower(), "team_id": "T0TEST"},
-        "api_app_id": "A0TEST",
-        "token": "gIkuvaNzQIHg97ATvDxqgjtO",
-        "trigger_id": "9.1234567890.view",
-        "view": {
-            "id": "V0TEST",
-            "team_id": "T0TEST",
-            "type": "modal",
-            "callback_id": view["callback_id"],
-            "private_metadata": view.get("private_metadata", ""),
-            "state": {"values": values},
-            "hash": "1700000000.abcdef",
-            "blocks": view["blocks"],
-        },
-        "response_urls": [],
-        "is_enterprise_install": False,
-    }
-    body = ("payload=" + urllib.parse.quote(json.dumps(payload))).encode()
-    return post(world.bot.events_url, body, world.bot.signer.headers(body))
+    return world.bot.submit_view(view, values, user=user)
 
 
 def picked(date: str, time: str) -> dict[str, Any]:

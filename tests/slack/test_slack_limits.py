@@ -71,7 +71,7 @@ def test_an_edit_that_falls_back_to_text_clears_the_buttons(bot: RunningBot) -> 
     bot.settle()
     bot.api.fail("chat.update", times=1, status=200, error="invalid_blocks")
 
-    bot.click(blocks.ACTION_REJECT, approve["value"], user=APPROVER)
+    bot.reject(approve["value"], user=APPROVER)
 
     text_only = bot.api.wait_for_call("chat.update", lambda c: c.response.get("ok") is True)
     assert text_only.body["blocks"] == [] and "Rejected" in text_only.body["text"]

@@ -40,7 +40,8 @@ def test_request_and_approval_over_socket_mode(
 ) -> None:
     socket_server.wait_connections(1)
     envelope_id, _ = _command(socket_bot, socket_server, "zero dev-eu")
-    assert "payload" not in socket_server.wait_for_ack(envelope_id)  # empty ack
+    ack = socket_server.wait_for_ack(envelope_id)  # "planning…" rides in the ack
+    assert "Planning zero of dev-eu" in ack["payload"]["text"]
     card = socket_bot.card()
     op = socket_bot.only_op()
 

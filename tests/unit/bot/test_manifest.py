@@ -1,7 +1,9 @@
 """The Slack app manifest ships what the bot needs and nothing more.
 
-Covers: /scale with a usage hint and should_escape; interactivity on; Socket Mode on; exactly
-the minimal bot scopes (commands, chat:write); Slack's length limits on names and hints.
+Covers: /scale with a usage hint naming every subcommand and should_escape; interactivity on;
+Socket Mode on; exactly the minimal bot scopes (commands, chat:write, channels:read and
+groups:read to tell whether scalebot is in a channel), chat:write.public documented as the
+opt-in; Slack's length limits on names and hints.
 """
 
 from __future__ import annotations
@@ -36,8 +38,18 @@ def test_manifest_has_the_command_interactivity_and_socket_mode() -> None:
 
 
 def test_manifest_asks_for_the_minimal_scopes() -> None:
-    assert sorted(load()["oauth_config"]["scopes"]["bot"]) == ["chat:write", "commands"]
-    assert "usergroups:read" in MANIFEST.read_text(encoding="utf-8")  # documented as the optional one
+    scopes = sorted(load()["oauth_config"]["scopes"]["bot"])
+    assert scopes == ["channels:read", "chat:write", "commands", "groups:read"]
+    text = MANIFEST.read_text(encoding="utf-8")
+    assert "usergroups:read" in text and "chat:write.public" in text  # documented as the optional ones
+
+
+def test_usage_hint_lists_every_subcommand() -> None:
+    from bot import messages
+
+    hint = load()["features"]["slash_commands"][0]["usage_hint"]
+    words = {part.split()[0] for part in hint.split(" | ")}
+    assert words == set(messages.USAGE)
 
 
 def test_command_matches_the_bot() -> None:
