@@ -38,6 +38,7 @@ def test_the_requester_is_told_when_the_operation_finishes(make_bot: Callable[..
 
     bot.click(blocks.ACTION_APPROVE, approve["value"], user=APPROVER)
 
+    bot.executor.wait_idle()  # the approval is in and the runner started
     assert bot.ops.runner.wait_idle(timeout=30)
     final = bot.api.wait_for_call("chat.postMessage", lambda c: "Completed" in all_text(c), timeout=10)
     assert final.body["thread_ts"] and f"<@{OPERATOR}>: your operation finished" in all_text(final)
