@@ -31,7 +31,7 @@ from slack_sdk.models.views import View
 from bot import messages
 from bot.blockkit import MESSAGE_BUDGET, Builder, Message, esc, esc_keep_mentions, join_limited
 from engine.durations import format_duration
-from engine.operation import Operation, OperationPlan, OpKind, OpState, emptied_not_removed
+from engine.operation import Operation, OperationPlan, OpKind, OpState, drain_rules, emptied_not_removed
 from engine.policy import Approvers, Role
 from engine.pools.base import Pool
 
@@ -168,6 +168,8 @@ def _plan_details(b: Builder, plan: OperationPlan, *, with_blockers: bool) -> No
         label = "Nodes to drain" if plan.kind is OpKind.DRAIN else "Nodes to remove"
         b.section(f"*{label}* ({len(removing)}): " + esc(join_limited(removing, 1_500)), reserve=2_500)
     for change in plan.pools:
+        for line in drain_rules(change):
+            b.context(esc(f"pool {change.pool}: {line}"), reserve=600)
         if change.empties_only:
             nodes = esc(join_limited(list(change.nodes_to_remove), 800))
             b.section(f"*Nodes to empty, not remove* ({len(change.nodes_to_remove)}): {nodes}", reserve=2_500)

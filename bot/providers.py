@@ -134,11 +134,39 @@ def _connect_labels(connection: Connection) -> Connected:
     return Connected(api, pools)
 
 
-def _connect_capi(connection: Connection) -> Connected:
-    from engine.pools.capi import ClusterApiPoolProvider
+def _namespaced_name(value: str) -> None:
+    namespace, _, name = value.partition("/")
+    if not namespace or not name or "/" in name:
+        raise ProviderOptionError(f"'{value}' is not namespace/name (e.g. clusters/dev-eu)")
 
-    api = connection.workload()
-    return Connected(api, ClusterApiPoolProvider(api.api_client, node_api=api))
+
+def _connect_capi(connection: Connection) -> Connected:
+    """The entry's kubeconfig/context reach the management cluster (the Machines); with a
+    `capi_cluster`, the workload cluster comes from the options or the Cluster's kubeconfig Secret."""
+    from engine.kube.client import KubeClient
+    from engine.pools.capi import ClusterApiPoolProvider, WorkloadKubeconfigError, workload_kubeconfig
+
+    management = connection.workload()
+    if not connection.options["capi_cluster"]:
+        # Self-hosted (management = workload) and every MachineDeployment it holds.
+        return Connected(management, ClusterApiPoolProvider(management.api_client, node_api=management))
+    namespace, _, name = connection.options["capi_cluster"].partition("/")
+    kubeconfig, context = connection.options["workload_kubeconfig"], connection.options["workload_context"]
+    if kubeconfig or context:
+        workload = connection.kube(kubeconfig=kubeconfig or None, context=context or None)
+    else:
+        try:
+            text = workload_kubeconfig(management.api_client, namespace, name)
+        except WorkloadKubeconfigError as exc:
+            raise ProviderOptionError(f"cluster {namespace}/{name}: {exc}") from exc
+        where = f"Secret {namespace}/{name}-kubeconfig"
+        workload = KubeClient.from_kubeconfig_text(
+            text, where=where, qps=connection.qps, burst=connection.burst
+        )
+    pools = ClusterApiPoolProvider(
+        management.api_client, namespace=namespace, cluster=name, node_api=workload
+    )
+    return Connected(workload, pools)
 
 
 PROVIDERS: Mapping[str, ProviderSpec] = {
@@ -164,6 +192,19 @@ PROVIDERS: Mapping[str, ProviderSpec] = {
             name="capi",
             summary="a pool is a Cluster API MachineDeployment",
             connect=_connect_capi,
+            options=(
+                Option(
+                    "capi_cluster",
+                    "the Cluster API Cluster (namespace/name) in the management cluster that kubeconfig "
+                    "and context reach; unset: a self-hosted cluster, every MachineDeployment",
+                    check=_namespaced_name,
+                ),
+                Option(
+                    "workload_kubeconfig",
+                    "the workload cluster's kubeconfig (default: the Cluster's <name>-kubeconfig Secret)",
+                ),
+                Option("workload_context", "context in workload_kubeconfig (default: its current one)"),
+            ),
         ),
     )
 }

@@ -116,6 +116,10 @@ class PoolChange:
     max_size: int | None = None
     removal: NodeRemoval = NodeRemoval.MACHINE
     removal_reason: str = ""
+    not_drained: tuple[str, ...] = ()
+    """Of nodes_to_remove, those removed without a drain (their Machine excludes draining)."""
+    drain_timeout_seconds: int | None = None
+    """The pool's nodeDrainTimeout: past it, its nodes stop draining and removal goes on."""
 
     @property
     def empties_only(self) -> bool:
@@ -131,6 +135,27 @@ def emptied_not_removed(change: PoolChange) -> str:
         f"not removed: {change.removal_reason or 'nothing behind them stops the machines'}. "
         "An autoscaler (or you) removes the empty nodes; their Node objects stay"
     )
+
+
+def drain_rules(change: PoolChange) -> list[str]:
+    """The pool's own drain rules (Cluster API's Machine deletion rules), as the plan states them."""
+    lines = []
+    if change.not_drained:
+        lines.append(
+            f"not drained: {', '.join(change.not_drained)} (their Machines have "
+            "machine.cluster.x-k8s.io/exclude-node-draining; removed with their Pods, as Cluster API does)"
+        )
+    if change.drain_timeout_seconds and change.nodes_to_remove:
+        lines.append(
+            f"nodeDrainTimeout {format_seconds(change.drain_timeout_seconds)}: after it the drain of these "
+            "nodes stops and their Machines are removed anyway, as Cluster API does"
+        )
+    return lines
+
+
+def format_seconds(seconds: int) -> str:
+    minutes, rest = divmod(seconds, 60)
+    return f"{minutes}m{rest}s" if minutes and rest else f"{minutes}m" if minutes else f"{rest}s"
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +191,8 @@ class OperationPlan:
                     "max_size": p.max_size,
                     "removal": p.removal.value,
                     "removal_reason": p.removal_reason,
+                    "not_drained": list(p.not_drained),
+                    "drain_timeout_seconds": p.drain_timeout_seconds,
                 }
                 for p in self.pools
             ],
@@ -192,6 +219,8 @@ class OperationPlan:
                     max_size=p.get("max_size"),
                     removal=NodeRemoval(p.get("removal") or NodeRemoval.MACHINE.value),
                     removal_reason=str(p.get("removal_reason") or ""),
+                    not_drained=tuple(p.get("not_drained") or ()),
+                    drain_timeout_seconds=p.get("drain_timeout_seconds"),
                 )
                 for p in data.get("pools") or ()
             ),
@@ -233,6 +262,7 @@ class OperationPlan:
             lines.append(f"  pool {p.pool}: {p.before} → {p.after}{removal}")
             if p.empties_only:
                 lines.append(f"    {emptied_not_removed(p)}")
+            lines.extend(f"    {line}" for line in drain_rules(p))
         if self.nodes and self.kind is OpKind.DRAIN:
             lines.append(f"  nodes: {', '.join(self.nodes)}")
         if self.force_phase:

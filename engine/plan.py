@@ -237,7 +237,16 @@ def _plan_resize(
         remove: tuple[str, ...] = ()
         if size < pool.size:
             pool_nodes = [n for n in snap.nodes if n.name in pool.nodes]
-            remove = tuple(sorted(victims.choose_victims(pool_nodes, snap.pods, pool.size - size)))
+            chosen = victims.choose_victims(
+                pool_nodes,
+                snap.pods,
+                pool.size - size,
+                policy=pool.deletion_order,
+                marked=pool.victim_hints.marked,
+                deleting=pool.victim_hints.deleting,
+                unhealthy=pool.victim_hints.unhealthy,
+            )
+            remove = tuple(sorted(chosen))
         changes.append(
             PoolChange(
                 pool=name,
@@ -248,11 +257,13 @@ def _plan_resize(
                 max_size=pool.max_size,
                 removal=pool.removal,
                 removal_reason=pool.removal_reason,
+                not_drained=tuple(n for n in remove if n in pool.drain_excluded),
+                drain_timeout_seconds=pool.drain_timeout_seconds,
             )
         )
     after = {p.name: p.desired for p in snap.pools} | dict(sizes)
     force_phase = all(size == 0 for size in after.values())
-    drained = tuple(sorted(n for c in changes for n in c.nodes_to_remove))
+    drained = tuple(sorted(n for c in changes for n in c.nodes_to_remove if n not in c.not_drained))
     # Opt-outs block a scale-down and a partial zero; only an explicit force evicts them.
     options = filters.DrainOptions.machine(
         opt_outs_wait=force_phase, evict_opt_outs=force and not force_phase

@@ -45,6 +45,7 @@ from engine.operation import (
     ProgressEvent,
     ProgressKind,
     emptied_not_removed,
+    format_seconds,
 )
 from engine.pools.base import PoolProvider, PoolSizeError, RestoreRecord
 from engine.store import Store, StoredRestore
@@ -451,9 +452,12 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
         text = f"Evicting Pods: {answered:,} of {due:,} answered"
         runner.emit(ProgressEvent(operation=op, kind="report", text=text, condition=""))
 
+    # Cluster API's nodeDrainTimeout: past a pool's timeout its nodes stop draining and their
+    # Machines are removed with what is left on them; the thread says so once per pool.
+    stopped, reported, timeout_events = _drain_timeouts(op, state.started_at, now)
     result = drain.run_pass(
         h.api,
-        nodes=drained_nodes(op),
+        nodes=[n for n in drained_nodes(op) if n not in stopped],
         state=state,
         options=_options(op),
         now=now,
@@ -462,7 +466,9 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     )
     message = result.report.condition_message()
     data: dict[str, Any] = {"drain": result.state.to_json(), "evicted": result.state.evicted_total}
-    events: list[tuple[ProgressKind, str, str]] = []
+    if reported:
+        data["drain_timeouts"] = reported
+    events: list[tuple[ProgressKind, str, str]] = list(timeout_events)
     if message != op.step_data.get("last_message"):
         data["last_message"] = message
         events.append(("report", result.report.summary_line(), message))
@@ -532,6 +538,29 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     if forcing:
         wake = min(wake, started + runner.settings.graceful_window)
     return StepResult(data=data, wait=max(0.5, (wake - now).total_seconds()), events=events)
+
+
+def _drain_timeouts(
+    op: Operation, started: datetime, now: datetime
+) -> tuple[set[str], list[str], list[tuple[ProgressKind, str, str]]]:
+    """Nodes whose pool's nodeDrainTimeout expired, the pools reported so far, and new events."""
+    expired: list[PoolChange] = [
+        c
+        for c in op.plan.pools
+        if c.drain_timeout_seconds and now >= started + timedelta(seconds=c.drain_timeout_seconds)
+    ]
+    reported = list(op.step_data.get("drain_timeouts") or [])
+    events: list[tuple[ProgressKind, str, str]] = []
+    for change in expired:
+        if change.pool not in reported:
+            reported.append(change.pool)
+            seconds = format_seconds(change.drain_timeout_seconds or 0)
+            text = (
+                f"pool {change.pool}: nodeDrainTimeout {seconds} expired; continuing as Cluster API "
+                "does: its nodes are removed with the Pods still on them"
+            )
+            events.append(("phase", text, ""))
+    return {n for change in expired for n in change.nodes_to_remove}, reported, events
 
 
 def _why_not_force(op: Operation, h: ClusterHandle) -> str:

@@ -109,6 +109,54 @@ class KubeClient:
     ) -> KubeClient:
         """Connect as kubectl would: `kubeconfig`, else $KUBECONFIG, else ~/.kube/config, else in-cluster."""
         configuration = load_configuration(kubeconfig=kubeconfig, context=context)
+        return cls._from_configuration(
+            configuration,
+            connection_pool_maxsize=connection_pool_maxsize,
+            qps=qps,
+            burst=burst,
+            request_timeout_seconds=request_timeout_seconds,
+        )
+
+    @classmethod
+    def from_kubeconfig_text(
+        cls,
+        text: str,
+        *,
+        where: str,
+        qps: float = DEFAULT_QPS,
+        burst: int = DEFAULT_BURST,
+        request_timeout_seconds: float = DEFAULT_REQUEST_TIMEOUT_SECONDS,
+    ) -> KubeClient:
+        """Connect with a kubeconfig held in memory (a Cluster API `<cluster>-kubeconfig` Secret),
+        its current context; `where` names its origin in errors. Nothing is written to disk."""
+        configuration = k8s.Configuration()
+        try:
+            document = yaml.safe_load(text)
+            if not isinstance(document, dict):
+                raise ValueError("not a kubeconfig document")
+            k8s_config.load_kube_config_from_dict(  # type: ignore[no-untyped-call]
+                config_dict=document, client_configuration=configuration, persist_config=False
+            )
+        except (ConfigException, yaml.YAMLError, KeyError, ValueError, TypeError) as exc:
+            raise KubeConfigError(f"cannot use the kubeconfig in {where}: {_one_line(exc)}") from exc
+        return cls._from_configuration(
+            configuration,
+            connection_pool_maxsize=DEFAULT_POOL_MAXSIZE,
+            qps=qps,
+            burst=burst,
+            request_timeout_seconds=request_timeout_seconds,
+        )
+
+    @classmethod
+    def _from_configuration(
+        cls,
+        configuration: Any,
+        *,
+        connection_pool_maxsize: int,
+        qps: float,
+        burst: int,
+        request_timeout_seconds: float,
+    ) -> KubeClient:
         configuration.connection_pool_maxsize = connection_pool_maxsize
         # One retry policy, the runner's: urllib3 would otherwise sleep on Retry-After and retry
         # 429/503 itself, invisibly to our counters and backoff. Connection failures are retried

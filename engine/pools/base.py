@@ -21,6 +21,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
+from engine.pools.victims import NO_HINTS, DeletionPolicy, VictimHints
+
 RESTORE_ANNOTATION = "scalebot.io/restore"
 """JSON on the pool object: the sizes to restore at wake (survives a lost database)."""
 POOL_LABEL = "scalebot.io/pool"
@@ -87,6 +89,14 @@ class Pool:
     """Nodes scalebot emptied and kept (NodeRemoval.EMPTY): not in `nodes`, uncordoned on wake."""
     removal: NodeRemoval = NodeRemoval.MACHINE
     """What removing a node does here (the plan and `/scale status` say it)."""
+    deletion_order: DeletionPolicy = "Oldest"
+    """The pool's own order among equally good victims (a MachineDeployment's deletion order)."""
+    victim_hints: VictimHints = NO_HINTS
+    """Nodes whose machine is marked for deletion, deleting or unhealthy: chosen first."""
+    drain_excluded: frozenset[str] = frozenset()
+    """Nodes removed without a drain (Cluster API `machine.cluster.x-k8s.io/exclude-node-draining`)."""
+    drain_timeout_seconds: int | None = None
+    """After this long a drain stops and removal goes on (Cluster API nodeDrainTimeout); None: never."""
     removal_reason: str = ""
     """Why, in one phrase (e.g. "nodes managed by kwok")."""
 

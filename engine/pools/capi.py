@@ -5,6 +5,12 @@ API server serves: v1beta2 in current releases, 1.14 here; else v1beta1), maps t
 marks the Machines chosen for removal, and keeps cluster-autoscaler's node-group annotations
 consistent across a zero-scale.
 
+- Where it runs. The MachineDeployments, MachineSets and Machines live in a *management* cluster
+  (`api_client`), the Nodes and Pods in the *workload* cluster (`node_api`); a self-hosted cluster
+  is both. Bound to a `Cluster` (`namespace` + `cluster`), every list and read is scoped to objects
+  labelled `cluster.x-k8s.io/cluster-name=<cluster>` in that namespace, so the other clusters a
+  management cluster holds are never touched. `workload_kubeconfig` reads the workload cluster's
+  kubeconfig as clusterctl does (Secret `<cluster>-kubeconfig`, key `value`).
 - A pool is a MachineDeployment; its name is the object's name when the provider is bound to a
   namespace, `namespace/name` otherwise. desired = spec.replicas (the scale subresource's
   specReplicasPath); min/max = the autoscaler annotations
@@ -29,6 +35,7 @@ consistent across a zero-scale.
 
 from __future__ import annotations
 
+import base64
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -38,6 +45,7 @@ import orjson
 from kubernetes import client as k8s
 
 from engine.clock import Clock, SystemClock
+from engine.durations import DurationError, parse_duration
 from engine.kube import errors
 from engine.kube.api import KubeApi
 from engine.model import RawObject, format_time
@@ -61,6 +69,10 @@ PREFERRED_VERSIONS = ("v1beta2", "v1beta1")
 MACHINE_DEPLOYMENTS = "machinedeployments"
 MACHINES = "machines"
 DEPLOYMENT_NAME_LABEL = "cluster.x-k8s.io/deployment-name"
+CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"
+EXCLUDE_NODE_DRAINING = "machine.cluster.x-k8s.io/exclude-node-draining"
+KUBECONFIG_SECRET_SUFFIX = "-kubeconfig"
+KUBECONFIG_SECRET_KEY = "value"
 MIN_SIZE_ANNOTATION = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size"
 MAX_SIZE_ANNOTATION = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size"
 REMOVED_MACHINES_ANNOTATION = "scalebot.io/removed-machines"
@@ -77,6 +89,40 @@ class ClusterApiUnavailable(LookupError):
     """The API server serves no cluster.x-k8s.io version scalebot understands."""
 
 
+class WorkloadKubeconfigError(LookupError):
+    """The Cluster's kubeconfig Secret is missing, unreadable or has no `value` key."""
+
+
+def workload_kubeconfig(
+    api_client: Any, namespace: str, cluster: str, *, timeout: float = DEFAULT_REQUEST_TIMEOUT_SECONDS
+) -> str:
+    """The workload cluster's kubeconfig from the management cluster, as clusterctl reads it:
+    Secret `<cluster>-kubeconfig` in the Cluster's namespace, data key `value`."""
+    name = cluster + KUBECONFIG_SECRET_SUFFIX
+    call = RawCaller(timeout)
+    try:
+        raw = call("get", "secrets", k8s.CoreV1Api(api_client).read_namespaced_secret, name, namespace)
+    except errors.NotFound:
+        raise WorkloadKubeconfigError(
+            f"Secret {namespace}/{name} not found in the management cluster: is {namespace}/{cluster} a "
+            "Cluster API Cluster? (or give the workload cluster's kubeconfig explicitly)"
+        ) from None
+    except errors.Forbidden as exc:
+        raise WorkloadKubeconfigError(
+            f"reading Secret {namespace}/{name} was refused ({exc}); grant scalebot `get` on it "
+            "(a Role in that namespace with resourceNames) or give the workload kubeconfig explicitly"
+        ) from None
+    encoded = (raw.get("data") or {}).get(KUBECONFIG_SECRET_KEY)
+    if not encoded:
+        raise WorkloadKubeconfigError(f"Secret {namespace}/{name} has no data key '{KUBECONFIG_SECRET_KEY}'")
+    try:
+        return base64.b64decode(encoded).decode()
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise WorkloadKubeconfigError(
+            f"Secret {namespace}/{name}: '{KUBECONFIG_SECRET_KEY}' is not text"
+        ) from exc
+
+
 @dataclass(frozen=True, slots=True)
 class MachineInfo:
     """The fields of one Machine the provider decides on."""
@@ -91,6 +137,8 @@ class MachineInfo:
     """Carries the `cluster.x-k8s.io/delete-machine` annotation."""
     unhealthy: bool = False
     node_ready: bool = False
+    exclude_drain: bool = False
+    """Carries `machine.cluster.x-k8s.io/exclude-node-draining`: Cluster API removes it undrained."""
 
     @classmethod
     def from_raw(cls, raw: RawObject, pool: str) -> MachineInfo:
@@ -107,6 +155,7 @@ class MachineInfo:
             marked=DELETE_MACHINE_ANNOTATION in (meta.get("annotations") or {}),
             unhealthy=not node or any(conditions.get(t) == "False" for t in UNHEALTHY_CONDITIONS),
             node_ready=any(conditions.get(t) == "True" for t in NODE_READY_CONDITIONS),
+            exclude_drain=EXCLUDE_NODE_DRAINING in (meta.get("annotations") or {}),
         )
 
 
@@ -130,6 +179,7 @@ class _Deployment:
     replicas: int
     annotations: Mapping[str, str]
     deletion_order: DeletionPolicy
+    drain_timeout_seconds: int | None = None
 
     @classmethod
     def from_raw(cls, raw: RawObject) -> _Deployment:
@@ -145,6 +195,7 @@ class _Deployment:
             replicas=int(replicas),
             annotations=meta.get("annotations") or {},
             deletion_order=_deletion_order(spec),
+            drain_timeout_seconds=_drain_timeout(spec),
         )
 
     @property
@@ -176,6 +227,7 @@ class ClusterApiPoolProvider:
         api_client: Any,
         *,
         namespace: str | None = None,
+        cluster: str | None = None,
         node_api: KubeApi | None = None,
         version: str | None = None,
         clock: Clock | None = None,
@@ -185,7 +237,11 @@ class ClusterApiPoolProvider:
 
         `node_api` (optional) reads the workload cluster's Nodes for `ready_nodes`; without it,
         readiness comes from the Machines' NodeReady condition. `version` skips discovery.
+        `cluster` (with `namespace`): the Cluster whose MachineDeployments are the pools.
         """
+        if cluster and not namespace:
+            raise ValueError("a Cluster is named by namespace and name")
+        self.cluster = cluster
         self._custom = k8s.CustomObjectsApi(api_client)
         self._apis = k8s.ApisApi(api_client)
         self._call = RawCaller(request_timeout_seconds)
@@ -237,13 +293,9 @@ class ClusterApiPoolProvider:
         return sorted((MachineInfo.from_raw(r, pool) for r in raws), key=lambda m: m.name)
 
     def victim_hints(self, pool: str) -> VictimHints:
-        """Machine state by node name, for `choose_victims(..., marked=, deleting=, unhealthy=)`."""
-        machines = [m for m in self.machines(pool) if m.node]
-        return VictimHints(
-            marked=frozenset(m.node for m in machines if m.marked),
-            deleting=frozenset(m.node for m in machines if m.deleting),
-            unhealthy=frozenset(m.node for m in machines if m.unhealthy),
-        )
+        """Machine state by node name, for `choose_victims(..., marked=, deleting=, unhealthy=)`
+        (also on every Pool this provider returns, where planning reads it)."""
+        return _hints([m for m in self.machines(pool) if m.node])
 
     def deletion_order(self, pool: str) -> DeletionPolicy:
         """The MachineDeployment's own deletion order (Random when unset), for choose_victims."""
@@ -372,6 +424,10 @@ class ClusterApiPoolProvider:
             nodes=nodes,
             ready_nodes=ready_nodes,
             restore=None if text is None else decode_restore(text, where=self._where(deployment)),
+            deletion_order=deployment.deletion_order,
+            victim_hints=_hints(with_nodes),
+            drain_excluded=frozenset(m.node for m in with_nodes if m.exclude_drain),
+            drain_timeout_seconds=deployment.drain_timeout_seconds,
         )
 
     def _pool_name(self, deployment: _Deployment) -> str:
@@ -397,6 +453,10 @@ class ClusterApiPoolProvider:
             )
         except errors.NotFound:
             raise PoolNotFound(pool, [p.name for p in self.list_pools()]) from None
+        labels = (raw.get("metadata") or {}).get("labels") or {}
+        if self.cluster and labels.get(CLUSTER_NAME_LABEL) != self.cluster:
+            # Another Cluster's MachineDeployment in the same namespace: not a pool of this one.
+            raise PoolNotFound(pool, [p.name for p in self.list_pools()])
         return _Deployment.from_raw(raw)
 
     def _machines_by_pool(self, raws: Sequence[RawObject]) -> dict[str, list[MachineInfo]]:
@@ -524,7 +584,8 @@ class ClusterApiPoolProvider:
         self, plural: str, label_selector: str | None, *, namespace: str | None = None
     ) -> list[RawObject]:
         namespace = namespace or self.namespace
-        params = {"label_selector": label_selector} if label_selector else {}
+        selectors = [s for s in (label_selector, self._cluster_selector()) if s]
+        params = {"label_selector": ",".join(selectors)} if selectors else {}
         if namespace:
             in_namespace = self._custom.list_namespaced_custom_object
             page = self._call("list", plural, in_namespace, GROUP, self.version, namespace, plural, **params)
@@ -533,9 +594,34 @@ class ClusterApiPoolProvider:
             page = self._call("list", plural, everywhere, GROUP, self.version, plural, **params)
         return list(page.get("items") or ())
 
+    def _cluster_selector(self) -> str:
+        return f"{CLUSTER_NAME_LABEL}={self.cluster}" if self.cluster else ""
+
     @staticmethod
     def _where(deployment: _Deployment) -> str:
         return f"MachineDeployment {deployment.namespace}/{deployment.name}"
+
+
+def _hints(machines: Sequence[MachineInfo]) -> VictimHints:
+    return VictimHints(
+        marked=frozenset(m.node for m in machines if m.marked),
+        deleting=frozenset(m.node for m in machines if m.deleting),
+        unhealthy=frozenset(m.node for m in machines if m.unhealthy),
+    )
+
+
+def _drain_timeout(spec: Mapping[str, Any]) -> int | None:
+    """The Machines' drain timeout from the template: v1beta2 `deletion.nodeDrainTimeoutSeconds`,
+    v1beta1 `nodeDrainTimeout` (a duration); 0 or unset means none, as in Cluster API."""
+    machine = (spec.get("template") or {}).get("spec") or {}
+    seconds = (machine.get("deletion") or {}).get("nodeDrainTimeoutSeconds")
+    if seconds is None and machine.get("nodeDrainTimeout"):
+        try:
+            seconds = int(parse_duration(str(machine["nodeDrainTimeout"])).total_seconds())
+        except DurationError:
+            log.warning("Ignoring nodeDrainTimeout %r: not a duration", machine["nodeDrainTimeout"])
+            return None
+    return int(seconds) if seconds else None
 
 
 def _deletion_order(spec: Mapping[str, Any]) -> DeletionPolicy:

@@ -13,11 +13,16 @@ reconcile on demand, doing the part of Cluster API that scalebot relies on:
   Machine's status.nodeRef set.
 
 Reconciling on demand (not in a thread) lets the tests observe the state between scalebot's
-writes and the controller's reaction, which is where idempotency matters.
+writes and the controller's reaction, which is where idempotency matters; `Reconciler` runs the
+same reconcile in a loop for tests that drive whole operations.
+
+`api` is the management cluster (Cluster API objects), `node_api` the workload cluster (Nodes);
+they are the same API server unless a test runs two control planes.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +62,12 @@ class StandIn:
     cluster: str
     deployment: str
     node_labels: dict[str, str]
+    node_api: Any = None
+    """The workload cluster's API (default: `api`, a self-hosted cluster)."""
+
+    @property
+    def nodes(self) -> Any:
+        return self.node_api if self.node_api is not None else self.api
 
     @property
     def machineset(self) -> str:
@@ -120,7 +131,7 @@ class StandIn:
         }
         b.create(self.api, path(self.namespace, "machinesets"), ms)
         created_nodes = self.reconcile()
-        b.wait_for_nodes_ready(self.api, created_nodes)
+        b.wait_for_nodes_ready(self.nodes, created_nodes)
         return created_nodes
 
     # -- the controller -----------------------------------------------------------------------------
@@ -154,7 +165,7 @@ class StandIn:
             b.delete(self.api, path(self.namespace, "machines", name))
             node = ((machine.get("status") or {}).get("nodeRef") or {}).get("name")
             if node:
-                b.delete(self.api, b.node_path(node))
+                b.delete(self.nodes, b.node_path(node))
 
     def _free_names(self, count: int) -> list[str]:
         taken = {m["metadata"]["name"] for m in self.machines()}
@@ -177,13 +188,40 @@ class StandIn:
         }
         b.create(self.api, path(self.namespace, "machines"), machine)
         node = b.node_body(name, self.deployment, labels=self.node_labels)
-        b.create(self.api, b.node_path(), node)
+        b.create(self.nodes, b.node_path(), node)
         b.patch(
             self.api,
             path(self.namespace, "machines", name, sub="status"),
             {"status": {"nodeRef": {"name": name}}},
         )
         return name
+
+
+class Reconciler:
+    """Reconciles stand-ins every `interval` seconds in a thread until stopped (a fixture stops it)."""
+
+    def __init__(self, standins: list[StandIn], interval: float = 0.5) -> None:
+        self.standins = standins
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="capi-standin", daemon=True)
+        self.errors: list[BaseException] = []
+
+    def start(self) -> Reconciler:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            for standin in self.standins:
+                try:
+                    standin.reconcile()
+                except Exception as exc:  # kept for the test to report; the loop goes on
+                    self.errors.append(exc)
 
 
 def _deletion_priority(machine: Json) -> tuple[bool, bool, bool, str]:

@@ -1,0 +1,293 @@
+"""Cluster API as it is deployed: Machines in a management cluster, Nodes in a workload cluster.
+
+Two real control planes: the session's (the workload cluster: kwok Nodes, Pods, the drain) and a
+second one started here (the management cluster: Cluster API CRDs holding two Clusters, `alpha`
+and `beta`, in one namespace). Cluster API's controllers are replaced by the test-only stand-in
+(`capi_standin.py`), reconciling in a thread: it creates and deletes alpha's and beta's Machines in
+the management cluster and their Nodes in the workload cluster. scalebot connects as its own
+ServiceAccount on both planes, through `bot.wiring` with the `capi` provider's options, and reads
+the workload kubeconfig from the Secret `alpha-kubeconfig` (key `value`) as clusterctl does.
+
+Proves: pools are only alpha's MachineDeployments; a zero-scale drains alpha's nodes in the
+workload cluster, takes alpha to 0 and wake brings it back, while beta (same namespace, same
+management cluster) keeps its replicas, Machines and annotations.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot import wiring
+from engine.clock import SystemClock
+from engine.operation import OperationRequest, OpKind, OpState, Target
+from engine.operations import Operations
+from engine.pools.base import RESTORE_ANNOTATION
+from engine.runner import ClusterHandle, RunnerSettings
+from engine.store import Store
+from localcluster import builders as b
+from localcluster.controlplane import ControlPlane
+from tests.e2e.capi_standin import Reconciler, StandIn, path
+
+pytestmark = pytest.mark.e2e
+
+FAST = RunnerSettings(
+    graceful_window=timedelta(seconds=5),
+    pass_interval=timedelta(seconds=1),
+    settle=timedelta(seconds=1),
+    drain_timeout=timedelta(seconds=60),
+    workers=2,
+)
+
+
+@pytest.fixture(scope="module")
+def management(control_plane: ControlPlane) -> Iterator[ControlPlane]:
+    """A second control plane holding only Cluster API objects (about 6 s to start)."""
+    plane = ControlPlane(control_plane.cache_dir, install_capi_crds=True, echo=lambda _: None)
+    with plane:
+        yield plane
+
+
+@pytest.fixture(scope="module")
+def management_admin(management: ControlPlane) -> Iterator[Any]:
+    api = management.admin_api_client(pool_size=8)
+    from kubernetes.client.exceptions import ApiException
+
+    for plural in ("clusters", "machinedeployments", "machinesets", "machines"):
+        b.wait_until(
+            lambda plural=plural: b.get(api, f"/apis/cluster.x-k8s.io/v1beta2/{plural}"),
+            60,
+            f"{plural} served",
+            ignore=(ApiException,),
+        )
+    yield api
+    api.close()
+
+
+@pytest.fixture
+def capi_namespace(management_admin: Any, unique_name: str) -> Iterator[str]:
+    b.create(management_admin, "/api/v1/namespaces", {"metadata": {"name": unique_name}})
+    yield unique_name
+    b.delete(management_admin, f"/api/v1/namespaces/{unique_name}", propagation="Background")
+
+
+def _secret_for_scalebot(api: Any, namespace: str, cluster: str, kubeconfig: Path) -> None:
+    """The kubeconfig Secret Cluster API writes, and the Role a deployment grants scalebot on it."""
+    name = f"{cluster}-kubeconfig"
+    secret = {
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"cluster.x-k8s.io/cluster-name": cluster},
+        },
+        "type": "cluster.x-k8s.io/secret",
+        "data": {"value": base64.b64encode(kubeconfig.read_bytes()).decode()},
+    }
+    b.create(api, f"/api/v1/namespaces/{namespace}/secrets", secret)
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    rule = {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": [name]}
+    b.create(api, f"{rbac}/namespaces/{namespace}/roles", {"metadata": {"name": name}, "rules": [rule]})
+    binding = {
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": "scalebot", "namespace": "scalebot"}],
+    }
+    b.create(api, f"{rbac}/namespaces/{namespace}/rolebindings", binding)
+
+
+@dataclass(frozen=True)
+class Site:
+    """Both planes of one test: the management cluster with alpha and beta, the workload cluster."""
+
+    management: ControlPlane
+    management_admin: Any
+    workload: ControlPlane
+    workload_admin: Any
+    namespace: str
+    """The workload cluster's namespace for this test's Pods."""
+    capi_namespace: str
+    alpha: StandIn
+    beta: StandIn
+    db: Path
+
+    def connect(self) -> ClusterHandle:
+        """alpha, as scalebot connects it from a config entry (kubeconfig of the management cluster)."""
+        return wiring.connect_cluster(
+            "alpha",
+            kubeconfig=str(self.management.scalebot_kubeconfig),
+            provider="capi",
+            options={"capi_cluster": f"{self.capi_namespace}/alpha"},
+        )
+
+    def operations(self, handle: ClusterHandle) -> Operations:
+        return Operations(Store(self.db), {"alpha": handle}, {}, SystemClock(), settings=FAST)
+
+    def grant_kubeconfig_secret(self) -> None:
+        _secret_for_scalebot(
+            self.management_admin, self.capi_namespace, "alpha", self.workload.scalebot_kubeconfig
+        )
+
+
+@pytest.fixture
+def site(
+    management: ControlPlane,
+    management_admin: Any,
+    control_plane: ControlPlane,
+    admin_api: Any,
+    namespace: str,
+    capi_namespace: str,
+    unique_name: str,
+    tmp_path: Path,
+) -> Iterator[Site]:
+    labels = {"capi-mgmt-test": unique_name}
+    alpha, beta = (
+        StandIn(management_admin, capi_namespace, name, f"{name}-md", node_labels=labels, node_api=admin_api)
+        for name in ("alpha", "beta")
+    )
+    yield Site(
+        management,
+        management_admin,
+        control_plane,
+        admin_api,
+        namespace,
+        capi_namespace,
+        alpha,
+        beta,
+        tmp_path / "db.sqlite",
+    )
+    for standin in (alpha, beta):
+        standin.cleanup()
+
+
+def _request(kind: OpKind) -> OperationRequest:
+    return OperationRequest(kind=kind, target=Target(cluster="alpha"), requested_by="cli:e2e")
+
+
+def _run(ops: Operations, kind: OpKind) -> Any:
+    out = ops.request(_request(kind))
+    assert out.ok, out.reply
+    assert ops.runner.wait_idle(120), "operation did not finish in time"
+    op = ops.get(out.operation.id)
+    assert op is not None
+    return op
+
+
+def _run_with_standin(site: Site, ops: Operations, kind: OpKind, *standins: StandIn) -> Any:
+    """Run one operation while the stand-in controller reconciles; wait for its Machines to follow."""
+    reconciler = Reconciler(list(standins)).start()
+    try:
+        op = _run(ops, kind)
+        b.wait_until(lambda: all(len(s.machines()) == s.replicas() for s in standins), 30, "Machines follow")
+    finally:
+        reconciler.stop()
+    assert not reconciler.errors, reconciler.errors
+    return op
+
+
+def test_zero_and_wake_of_one_cluster_leave_the_other_untouched(site: Site) -> None:
+    alpha, beta, workload = site.alpha, site.beta, site.workload_admin
+    alpha_nodes = alpha.create(2)
+    beta.create(2)
+    beta_before = {m["metadata"]["name"]: m["metadata"]["uid"] for m in beta.machines()}
+    site.grant_kubeconfig_secret()
+    on_alpha = {"scalebot.io/pool": "alpha-md"}
+    b.create_deployment(workload, site.namespace, "web", 2, node_selector=on_alpha, grace=1)
+    b.wait_for_deployment_available(workload, site.namespace, "web")
+
+    handle = site.connect()
+    assert [p.name for p in handle.pools.list_pools()] == ["alpha-md"]
+    assert set(handle.pools.get_pool("alpha-md").nodes) == set(alpha_nodes)
+    assert {n.name for n in handle.api.list_nodes()} >= set(alpha_nodes), "the workload cluster's Nodes"
+
+    ops = site.operations(handle)
+    try:
+        zero = _run_with_standin(site, ops, OpKind.ZERO, alpha, beta)
+        assert zero.state is OpState.SUCCEEDED, zero.error
+        assert zero.result["pods_evicted"] == 2, "the drain ran in the workload cluster"
+        assert alpha.replicas() == 0 and not alpha.machines()
+        pods = b.list_items(workload, f"/api/v1/namespaces/{site.namespace}/pods")
+        assert not {p["spec"].get("nodeName") for p in pods} & set(alpha_nodes)
+
+        wake = _run_with_standin(site, ops, OpKind.WAKE, alpha, beta)
+        assert wake.state is OpState.SUCCEEDED, wake.error
+        assert wake.result["nodes_ready"] == [2, 2]
+        assert alpha.replicas() == 2
+    finally:
+        ops.runner.stop()
+
+    assert beta.replicas() == 2
+    assert {m["metadata"]["name"]: m["metadata"]["uid"] for m in beta.machines()} == beta_before
+    beta_md = b.get(site.management_admin, path(site.capi_namespace, "machinedeployments", "beta-md"))
+    assert RESTORE_ANNOTATION not in (beta_md["metadata"].get("annotations") or {})
+    for machine in beta.machines():
+        assert "cluster.x-k8s.io/delete-machine" not in (machine["metadata"].get("annotations") or {})
+
+
+def test_an_unreadable_kubeconfig_secret_is_a_clear_error(site: Site) -> None:
+    refused = (
+        rf"reading Secret {site.capi_namespace}/alpha-kubeconfig was refused .*grant scalebot `get` on it"
+    )
+    with pytest.raises(wiring.WiringError, match=refused):
+        site.connect()
+
+
+def _alpha_with_blocked_pods(site: Site) -> tuple[list[str], ClusterHandle]:
+    """alpha with 2 nodes running pods that a PodDisruptionBudget allows no eviction of."""
+    nodes = site.alpha.create(2)
+    site.grant_kubeconfig_secret()
+    workload, namespace = site.workload_admin, site.namespace
+    b.create_deployment(workload, namespace, "db", 2, node_selector={"scalebot.io/pool": "alpha-md"}, grace=1)
+    b.wait_for_deployment_available(workload, namespace, "db")
+    b.create_pdb(workload, namespace, "db-pdb", match_labels={"app": "db"}, min_available=2)
+    b.wait_for_pdb_observed(workload, namespace, "db-pdb")
+    return nodes, site.connect()
+
+
+def test_exclude_node_draining_removes_the_machine_without_a_drain(site: Site) -> None:
+    nodes, handle = _alpha_with_blocked_pods(site)
+    for machine in site.alpha.machines():
+        b.patch(
+            site.management_admin,
+            path(site.capi_namespace, "machines", machine["metadata"]["name"]),
+            {"metadata": {"annotations": {"machine.cluster.x-k8s.io/exclude-node-draining": ""}}},
+        )
+    ops = site.operations(handle)
+    plan = ops.plan(_request(OpKind.ZERO))
+    assert plan.nodes == () and sorted(plan.pools[0].not_drained) == sorted(nodes)
+    assert "machine.cluster.x-k8s.io/exclude-node-draining" in plan.to_text()
+    try:
+        zero = _run_with_standin(site, ops, OpKind.ZERO, site.alpha)
+    finally:
+        ops.runner.stop()
+    assert zero.state is OpState.SUCCEEDED, zero.error
+    assert (zero.result["pods_evicted"], zero.result["pods_force_deleted"]) == (0, 0)
+    assert site.alpha.replicas() == 0 and not site.alpha.machines()
+
+
+def test_node_drain_timeout_stops_the_drain_and_removal_goes_on(site: Site) -> None:
+    """A full zero-scale would force-delete the blocked pods after the 5 s phase 1; the pool's
+    3 s nodeDrainTimeout ends the drain first, and the Machines go as Cluster API lets them."""
+    _, handle = _alpha_with_blocked_pods(site)
+    b.patch(
+        site.management_admin,
+        path(site.capi_namespace, "machinedeployments", "alpha-md"),
+        {"spec": {"template": {"spec": {"deletion": {"nodeDrainTimeoutSeconds": 3}}}}},
+    )
+    ops = site.operations(handle)
+    events: list[str] = []
+    ops.subscribe(lambda event: events.append(event.text))
+    assert ops.plan(_request(OpKind.ZERO)).pools[0].drain_timeout_seconds == 3
+    try:
+        zero = _run_with_standin(site, ops, OpKind.ZERO, site.alpha)
+    finally:
+        ops.runner.stop()
+    assert zero.state is OpState.SUCCEEDED, zero.error
+    assert "pool alpha-md: nodeDrainTimeout 3s expired; continuing as Cluster API does" in "\n".join(events)
+    assert zero.result["pods_force_deleted"] == 0, "the timeout, not phase 2, ended the drain"
+    assert site.alpha.replicas() == 0
