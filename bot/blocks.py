@@ -47,7 +47,7 @@ CALLBACK_REJECT = "scalebot.reject_reason"
 REJECT_REASON = "reason"
 REJECT_REASON_CHARS = 500
 
-_DESTRUCTIVE = {OpKind.DRAIN, OpKind.ZERO, OpKind.SCALE}
+_DESTRUCTIVE = {OpKind.DRAIN, OpKind.ZERO, OpKind.SCALE, OpKind.CONSOLIDATE}
 
 
 class HistoryRow(Protocol):
@@ -176,11 +176,24 @@ def _plan_details(b: Builder, plan: OperationPlan, *, with_blockers: bool) -> No
             b.context(esc(emptied_not_removed(change)), reserve=1_000)
     if plan.force_phase:
         b.section(messages.force_phase_warning(), reserve=2_000)
-    if with_blockers and plan.blockers:
+    if plan.kind is OpKind.CONSOLIDATE:
+        _consolidation_details(b, plan, with_kept=with_blockers)
+    elif with_blockers and plan.blockers:
         b.section(messages.blockers_heading(len(plan.blockers)), reserve=2_000)
         b.preformatted(_blocker_lines(plan.blockers), max_chars=4_000, reserve=1_500, spread=6)
     if plan.warnings:
         b.context(*(esc(w) for w in plan.warnings[:5]), reserve=1_000)
+
+
+def _consolidation_details(b: Builder, plan: OperationPlan, *, with_kept: bool) -> None:
+    if plan.moves:
+        b.section(messages.moves_heading(len(plan.moves)), reserve=2_000)
+        lines = [f"{node}: {pod} → {destination}" for node, pod, destination in plan.moves]
+        b.preformatted(lines, max_chars=3_000, reserve=1_500, spread=6)
+    if with_kept and plan.blockers:
+        b.section(messages.kept_heading(len(plan.blockers)), reserve=1_200)
+        lines = [f"{node.removeprefix('node ')}: {why}" for node, why in plan.blockers]
+        b.preformatted(lines, max_chars=2_000, reserve=1_000, spread=6)
 
 
 def _blocker_lines(blockers: Sequence[tuple[str, str]]) -> list[str]:

@@ -170,6 +170,15 @@ def _add_pool_commands(commands: Any, plan_kinds: Any) -> None:
     _add_workload_flags(wake)
     wake.set_defaults(handler=cmd_pool_op, kind=OpKind.WAKE)
 
+    consolidate_op = commands.add_parser(
+        "consolidate",
+        help="remove nodes whose pods fit on the others, one by one (fit re-checked before each)",
+    )
+    _add_ops_args(consolidate_op)
+    consolidate_op.add_argument("pools", nargs="*", metavar="POOL", help="only nodes of these pools go")
+    _add_consolidation_flags(consolidate_op)
+    consolidate_op.set_defaults(handler=cmd_consolidate, kind=OpKind.CONSOLIDATE)
+
     opers = commands.add_parser(
         "operations",
         aliases=["ops"],
@@ -214,6 +223,16 @@ def _add_pool_commands(commands: Any, plan_kinds: Any) -> None:
             sub.add_argument("--size", type=int, required=True)
         sub.add_argument("-o", "--output", choices=("text", "json"), default="text")
         sub.set_defaults(handler=cmd_plan_op, kind=kind)
+
+
+def _add_consolidation_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--node-grace", default="5m", help="leave nodes younger than this alone (default 5m)")
+    parser.add_argument("--max-nodes", type=int, default=10, help="remove at most this many (default 10)")
+    parser.add_argument(
+        "--allow-alongside-autoscaler",
+        action="store_true",
+        help="consolidate although cluster-autoscaler, Karpenter or CAST AI run on the cluster",
+    )
 
 
 def _add_workload_flags(parser: argparse.ArgumentParser) -> None:
@@ -572,6 +591,20 @@ def cmd_plan_advise(args: argparse.Namespace) -> int:
 
 def cmd_pool_op(args: argparse.Namespace) -> int:
     ops = build_operations(args)
+    return follow(ops, lambda: ops.request(_request(args, ops)))
+
+
+def cmd_consolidate(args: argparse.Namespace) -> int:
+    if args.max_nodes < 1:
+        raise CliError("--max-nodes must be at least 1")
+    rules = consolidation.ConsolidationPolicy(
+        node_grace=_duration(args.node_grace, "--node-grace"),
+        max_nodes=args.max_nodes,
+        allow_alongside_autoscaler=args.allow_alongside_autoscaler,
+    )
+    ops = build_operations(
+        args, policies=lambda name: {name: ClusterPolicy(cluster=name, consolidation=rules)}
+    )
     return follow(ops, lambda: ops.request(_request(args, ops)))
 
 

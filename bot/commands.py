@@ -10,6 +10,7 @@ are the same option):
     plan zero|wake|scale|drain …
     drain NODE… [--force]      cordon NODE…              uncordon NODE…
     scale POOL [to] N          zero [CLUSTER | POOL…] [--workloads] [--force]
+    consolidate [CLUSTER] [POOL…]
     wake [CLUSTER | POOL…] [for 3h] [--workloads]
     ops [list [CLUSTER] [--active] | show ID | cancel ID]
     schedule …                 (kept generic for the scheduling work: `SubcommandArgs`)
@@ -176,6 +177,7 @@ _VALUE_OPTIONS: dict[str, frozenset[str]] = {
     "zero": frozenset({"cluster"}),
     "wake": frozenset({"cluster", "for"}),
     "ops": frozenset({"cluster"}),
+    "consolidate": frozenset({"cluster"}),
     "help": frozenset(),
 }
 _FLAGS: dict[str, frozenset[str]] = {
@@ -302,6 +304,8 @@ def _build(tokens: _Tokens, *, default_cluster: str | None, clusters: Sequence[s
         return _scale(tokens, default_cluster, clusters)
     if sub in ("zero", "wake"):
         return _zero_or_wake(tokens, default_cluster, clusters)
+    if sub == "consolidate":
+        return _consolidate(tokens, default_cluster, clusters)
     return _ops(tokens, clusters)
 
 
@@ -398,6 +402,18 @@ def _zero_or_wake(tokens: _Tokens, default: str | None, clusters: Sequence[str])
     return Request(kind=OpKind.ZERO if tokens.sub == "zero" else OpKind.WAKE, target=target)
 
 
+def _consolidate(tokens: _Tokens, default: str | None, clusters: Sequence[str]) -> Request:
+    words = list(tokens.positional)
+    cluster = _cluster(tokens, clusters)
+    if cluster is None and words and _is_cluster_word(words[0], clusters, default, len(words)):
+        cluster = _cluster(tokens, clusters, words.pop(0))
+    cluster = cluster or default
+    if cluster is None:
+        raise UsageError(messages.no_cluster(sorted(clusters)), messages.usage("consolidate"))
+    pools = tuple(dict.fromkeys(_name(w, "pool", "consolidate") for w in words))
+    return Request(kind=OpKind.CONSOLIDATE, target=Target(cluster=cluster, pools=pools))
+
+
 def _is_cluster_word(word: str, clusters: Sequence[str], default: str | None, count: int) -> bool:
     if clusters:
         return word in clusters
@@ -442,12 +458,13 @@ def _plan(words: Sequence[str], *, default_cluster: str | None, clusters: Collec
     if not words:
         raise UsageError(messages.plan_needs_kind(), messages.usage("plan"))
     kind = words[0].lower()
-    if kind not in ("zero", "wake", "scale", "drain"):
-        close = difflib.get_close_matches(kind, ("zero", "wake", "scale", "drain"), n=1, cutoff=0.6)
+    kinds = ("zero", "wake", "scale", "drain", "consolidate")
+    if kind not in kinds:
+        close = difflib.get_close_matches(kind, kinds, n=1, cutoff=0.6)
         hint = messages.unknown_subcommand(f"plan {words[0][:80]}", f"plan {close[0]}" if close else None)
         raise UsageError(f"{messages.plan_needs_kind()} {hint}", messages.usage("plan"))
     command = _build(_split(kind, words[1:]), default_cluster=default_cluster, clusters=tuple(clusters))
-    assert isinstance(command, Request)  # zero/wake/scale/drain always build a Request
+    assert isinstance(command, Request)  # zero/wake/scale/drain/consolidate always build a Request
     return replace(command, plan_only=True)
 
 

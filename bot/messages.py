@@ -17,13 +17,14 @@ COMMAND = "/scale"
 USAGE: dict[str, str] = {
     "help": "help [SUBCOMMAND]",
     "status": "status [CLUSTER]",
-    "plan": "plan zero|wake|scale|drain … (same arguments as the command; changes nothing)",
+    "plan": "plan zero|wake|scale|drain|consolidate … (same arguments as the command; changes nothing)",
     "drain": "drain NODE… [cluster=NAME] [--force]",
     "cordon": "cordon NODE… [cluster=NAME]",
     "uncordon": "uncordon NODE… [cluster=NAME]",
     "scale": "scale POOL N [cluster=NAME]",
     "zero": "zero [CLUSTER | POOL…] [--workloads] [--force]",
     "wake": "wake [CLUSTER | POOL…] [for 3h] [--workloads]",
+    "consolidate": "consolidate [CLUSTER] [POOL…]",
     "ops": "ops [list [CLUSTER] [--active] | show ID | cancel ID]",
     "schedule": "schedule add|list|show|pause|resume|delete|next|skip …",
     "whoami": "whoami [CLUSTER] [@user]",
@@ -40,6 +41,7 @@ SUMMARY: dict[str, str] = {
     "scale": "resize one pool",
     "zero": "scale a whole cluster or some pools to zero nodes",
     "wake": "restore pools to the sizes they had before `zero`",
+    "consolidate": "remove nodes whose pods fit on the others (plan, approval, node by node)",
     "ops": "recent operations, their history, cancel one",
     "schedule": "nightly and weekend shutdowns",
     "whoami": "your roles per cluster",
@@ -50,6 +52,7 @@ KIND_TITLE: dict[OpKind, str] = {
     OpKind.SCALE: "Scale",
     OpKind.ZERO: "Zero-scale",
     OpKind.WAKE: "Wake-up",
+    OpKind.CONSOLIDATE: "Consolidation",
 }
 
 STATE_EMOJI: dict[OpState, str] = {
@@ -232,9 +235,13 @@ def slack_time(at: datetime, fmt: str = "{date_short_pretty} {time}") -> str:
 
 
 def request_line(actor: str, kind: OpKind, cluster: str, summary: str) -> str:
-    verb = {OpKind.DRAIN: "drain nodes on", OpKind.SCALE: "scale", OpKind.ZERO: "zero", OpKind.WAKE: "wake"}[
-        kind
-    ]
+    verb = {
+        OpKind.DRAIN: "drain nodes on",
+        OpKind.SCALE: "scale",
+        OpKind.ZERO: "zero",
+        OpKind.WAKE: "wake",
+        OpKind.CONSOLIDATE: "consolidate",
+    }[kind]
     return f"{who(actor)} asks to *{verb}* cluster *{cluster}*: {summary}"
 
 
@@ -305,6 +312,14 @@ def default_status(state: OpState, approvals_required: int) -> str:
 
 def blockers_heading(count: int) -> str:
     return f"*Pods that will block the drain* ({count})"
+
+
+def moves_heading(count: int) -> str:
+    return f"*Where their pods go* ({count}; the scheduler decides, the fit is re-checked before each node)"
+
+
+def kept_heading(count: int) -> str:
+    return f"*Nodes that stay, and why* ({count})"
 
 
 def progress_blockers_heading() -> str:

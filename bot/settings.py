@@ -40,6 +40,10 @@ Config file (every key optional except what a cluster needs to be reached):
           protected_approvals: 2
           allow_self_approval: false
           request_ttl: 30m
+        consolidation:                              # /scale consolidate, scalebot consolidate
+          node_grace: 5m                            # nodes younger than this stay
+          max_nodes: 10                             # nodes one plan removes at most
+          allow_alongside_autoscaler: false         # refuse while cluster-autoscaler/Karpenter/CAST AI run
 Tokens are `Secret`s: their repr and str are masked, so a logged Settings shows no secret.
 """
 
@@ -48,7 +52,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -56,6 +60,7 @@ from typing import Any
 import yaml
 
 from bot import providers
+from engine.consolidation import ConsolidationPolicy
 from engine.durations import DurationError, parse_duration
 from engine.policy import ClusterPolicy, Role
 
@@ -63,7 +68,17 @@ _NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9]
 _SLACK_USER = re.compile(r"[UW][A-Z0-9]+")
 _SLACK_GROUP = re.compile(r"S[A-Z0-9]+")
 _SLACK_CHANNEL = re.compile(r"[CG][A-Z0-9]+")
-APPROVAL_TAGS = ("drain", "scale_down", "scale_up", "zero", "wake", "force", "cordon", "uncordon")
+APPROVAL_TAGS = (
+    "drain",
+    "scale_down",
+    "scale_up",
+    "zero",
+    "wake",
+    "force",
+    "cordon",
+    "uncordon",
+    "consolidate",
+)
 
 
 class SettingsError(ValueError):
@@ -301,6 +316,7 @@ _CLUSTER_KEYS = (
     "policy",
     "api_qps",
     "api_burst",
+    "consolidation",
 )
 """Keys every cluster entry may have; the provider adds its own (bot.providers)."""
 
@@ -350,7 +366,10 @@ def _cluster(name: str, node: _Node) -> ClusterSettings:
         options=options,
         default_channels=tuple(dict.fromkeys(channels)),
         protected=protected,
-        policy=_policy(name, node.child("policy"), protected=protected, channels=frozenset(allowed)),
+        policy=replace(
+            _policy(name, node.child("policy"), protected=protected, channels=frozenset(allowed)),
+            consolidation=_consolidation(node.child("consolidation")),
+        ),
         api_qps=node.number("api_qps", 50.0, low=1.0, high=1000.0),
         api_burst=node.integer("api_burst", 100, low=1, high=2000),
     )
@@ -387,6 +406,18 @@ def _policy(
         protected_approvals=node.integer("protected_approvals", 2, low=1, high=10),
         request_ttl=ttl,
         channels=channels,
+    )
+
+
+def _consolidation(node: _Node) -> ConsolidationPolicy:
+    node.only("node_grace", "max_nodes", "allow_alongside_autoscaler")
+    grace = node.duration("node_grace", timedelta(minutes=5))
+    if grace < timedelta(0):
+        raise SettingsError(f"{node.path}.node_grace: must not be negative")
+    return ConsolidationPolicy(
+        node_grace=grace,
+        max_nodes=node.integer("max_nodes", 10, low=1, high=1000),
+        allow_alongside_autoscaler=node.boolean("allow_alongside_autoscaler", False),
     )
 
 

@@ -25,6 +25,8 @@ from typing import Any
 
 from engine import filters, placement
 from engine.model import NodeInfo, PdbIndex, PdbInfo, PodInfo
+from engine.operation import OperationPlan, OpKind, PoolChange
+from engine.pools.base import Pool
 
 SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 
@@ -78,6 +80,30 @@ class ConsolidationSettings:
     """Nodes younger than this are left alone (they may be there for pods still arriving)."""
     max_nodes: int = 10
     """Nodes one plan removes at most."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConsolidationPolicy:
+    """Per cluster (settings `consolidation:`): how consolidation plans, and what runs unattended."""
+
+    node_grace: timedelta = timedelta(minutes=5)
+    max_nodes: int = 10
+    allow_alongside_autoscaler: bool = False
+    """Plan and run consolidations although cluster-autoscaler, Karpenter or CAST AI run here too."""
+
+    @property
+    def planning(self) -> ConsolidationSettings:
+        return ConsolidationSettings(node_grace=self.node_grace, max_nodes=self.max_nodes)
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulingSnapshot:
+    """The cluster as the scheduler model sees it, taken once: nodes (with their pool) and bound pods."""
+
+    nodes: tuple[NodeView, ...]
+    pods: tuple[PodView, ...]
+    autoscalers: tuple[str, ...] = ()
+    """Notes naming the other consolidators that run here (`other_consolidators`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,8 +162,13 @@ def plan_consolidation(
     now: datetime,
     settings: ConsolidationSettings = ConsolidationSettings(),
     notes: Sequence[str] = (),
+    removable_pools: frozenset[str] | None = None,
 ) -> ConsolidationPlan:
-    """The nodes whose pods all fit elsewhere, cheapest first; and why every other node stays."""
+    """The nodes whose pods all fit elsewhere, cheapest first; and why every other node stays.
+
+    `removable_pools`: only nodes of these pools are candidates (an operation removes nodes through
+    the pool provider, so a node in no pool stays); every node still takes moved pods. None: any node.
+    """
     ctx = filters.DrainContext(
         options=filters.DrainOptions.kubectl(ignore_daemonsets=True),
         now=now,
@@ -156,7 +187,7 @@ def plan_consolidation(
     kept: list[NodeKept] = []
     candidates: list[tuple[NodeView, list[PodView]]] = []
     for node in nodes:
-        reason = _ineligible(node, now, settings)
+        reason = _outside(node, removable_pools) or _ineligible(node, now, settings)
         movable: list[PodView] = []
         if not reason:
             reason, movable = _movable_pods(on_node[node.info.name], ctx, index)
@@ -202,6 +233,14 @@ def plan_consolidation(
     )
 
 
+def _outside(node: NodeView, removable_pools: frozenset[str] | None) -> str:
+    if removable_pools is None or node.pool in removable_pools:
+        return ""
+    if node.pool is None:
+        return "in no node pool scalebot manages (it can only remove nodes through a pool)"
+    return f"pool {node.pool} is not part of this request"
+
+
 def _ineligible(node: NodeView, now: datetime, settings: ConsolidationSettings) -> str:
     info = node.info
     if info.deletion_timestamp is not None:
@@ -245,3 +284,77 @@ def _movable_pods(
 def _minutes(delta: timedelta) -> str:
     seconds = int(delta.total_seconds())
     return f"{seconds // 60} min" if seconds % 60 == 0 else f"{seconds} s"
+
+
+def operation_plan(
+    cluster: str, plan: ConsolidationPlan, pools: Sequence[Pool], *, warnings: Sequence[str] = ()
+) -> OperationPlan:
+    """The operation an approver sees: each pool shrinks by the nodes it loses, with the moves."""
+    by_pool: dict[str, list[str]] = {}
+    for removal in plan.remove:
+        by_pool.setdefault(removal.pool or "", []).append(removal.node)
+    changes = tuple(
+        PoolChange(
+            pool=p.name,
+            before=p.desired,
+            after=p.desired - len(by_pool[p.name]),
+            nodes_to_remove=tuple(sorted(by_pool[p.name])),
+            min_size=p.min_size,
+            max_size=p.max_size,
+        )
+        for p in sorted(pools, key=lambda p: p.name)
+        if p.name in by_pool
+    )
+    return OperationPlan(
+        kind=OpKind.CONSOLIDATE,
+        cluster=cluster,
+        pools=changes,
+        nodes=tuple(r.node for r in plan.remove),
+        blockers=tuple((f"node {k.node}", k.reason) for k in plan.keep),
+        warnings=(*plan.notes, *warnings),
+        moves=tuple((r.node, pod, dest) for r in plan.remove for pod, dest in r.moves),
+    )
+
+
+def recheck(
+    node: str,
+    snap: SchedulingSnapshot,
+    pdbs: Sequence[PdbInfo],
+    *,
+    not_destinations: frozenset[str],
+    daemonset_keys: frozenset[str],
+    now: datetime,
+) -> tuple[tuple[tuple[str, str], ...], str]:
+    """Just before a node is cordoned: do its pods still fit on the nodes that stay?
+
+    Returns the moves, or "" moves and why not. `not_destinations`: nodes this operation removes
+    later (a pod placed there would be evicted twice) or already removed. The node's own cordon
+    is not required: a node this operation cordoned earlier and gave back is judged as it is now.
+    """
+    views = {n.info.name: n for n in snap.nodes}
+    view = views.get(node)
+    if view is None:
+        return (), "the node is gone"
+    if view.info.deletion_timestamp is not None:
+        return (), "the node is already being deleted"
+    if view.info.is_cordoned:
+        return (), "cordoned since the plan (someone or something else is draining it)"
+    ctx = filters.DrainContext(
+        options=filters.DrainOptions.kubectl(ignore_daemonsets=True),
+        now=now,
+        daemonset_keys=daemonset_keys,
+        unreachable_nodes=frozenset(n.info.name for n in snap.nodes if n.info.is_unreachable),
+    )
+    live = [p for p in snap.pods if p.info.node_name == node and not p.info.is_finished]
+    reason, movable = _movable_pods(live, ctx, PdbIndex(pdbs))
+    if reason:
+        return (), reason
+    simulation = placement.Simulation(
+        [n.sim for n in snap.nodes], (p.sim for p in snap.pods if not p.info.is_finished)
+    )
+    excluded = tuple(sorted({node, *not_destinations} & set(views)))
+    result = simulation.place([p.sim for p in movable], exclude=excluded, all_or_nothing=True)
+    if not result.fits:
+        stuck, why = next(iter(result.unplaced.items()))
+        return (), f"{stuck} no longer fits on the nodes that stay: {why}"
+    return tuple(sorted(result.assignments.items())), ""

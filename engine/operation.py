@@ -25,6 +25,7 @@ class OpKind(enum.StrEnum):
     SCALE = "scale"
     ZERO = "zero"
     WAKE = "wake"
+    CONSOLIDATE = "consolidate"
 
 
 class OpState(enum.StrEnum):
@@ -176,6 +177,8 @@ class OperationPlan:
     warnings: tuple[str, ...] = ()
     workload_keys: tuple[str, ...] = ()
     """`Kind/namespace/name` of each workload a sleep will scale down: part of what is approved."""
+    moves: tuple[tuple[str, str, str], ...] = ()
+    """Consolidation: (node removed, pod, node it is expected to land on), as the approver saw them."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -202,6 +205,7 @@ class OperationPlan:
             "workloads": self.workloads,
             "warnings": list(self.warnings),
             "workload_keys": list(self.workload_keys),
+            "moves": [list(m) for m in self.moves],
         }
 
     @classmethod
@@ -230,6 +234,7 @@ class OperationPlan:
             workloads=int(data.get("workloads") or 0),
             warnings=tuple(data.get("warnings") or ()),
             workload_keys=tuple(data.get("workload_keys") or ()),
+            moves=tuple((m[0], m[1], m[2]) for m in data.get("moves") or ()),
         )
 
     @property
@@ -240,7 +245,7 @@ class OperationPlan:
         Blocker lists and warnings are left out on purpose: a pod that became Ready does not
         change what the approver agreed to.
         """
-        essence = {
+        essence: dict[str, Any] = {
             "kind": self.kind.value,
             "cluster": self.cluster,
             "pools": sorted(
@@ -251,6 +256,9 @@ class OperationPlan:
             "workloads": self.workloads,
             "workload_keys": sorted(self.workload_keys),
         }
+        if self.kind is OpKind.CONSOLIDATE:
+            # The approver agreed to these pods landing there: a different packing is a new plan.
+            essence["moves"] = sorted(self.moves)
         return hashlib.sha256(json.dumps(essence, sort_keys=True).encode()).hexdigest()[:16]
 
     def to_text(self) -> str:
@@ -265,6 +273,8 @@ class OperationPlan:
             lines.extend(f"    {line}" for line in drain_rules(p))
         if self.nodes and self.kind is OpKind.DRAIN:
             lines.append(f"  nodes: {', '.join(self.nodes)}")
+        for node, pod, destination in self.moves:
+            lines.append(f"  {pod}: {node} → {destination}")
         if self.force_phase:
             lines.append(
                 "  every pool goes to 0: phase 1 evicts gracefully (PDBs respected), then phase 2 "
@@ -286,6 +296,12 @@ class OperationPlan:
             return (
                 f"drain {len(self.nodes)} node{'s' if len(self.nodes) != 1 else ''}: {', '.join(self.nodes)}"
             )
+        if self.kind is OpKind.CONSOLIDATE:
+            n = len(self.nodes)
+            if not n:
+                return "no node can be removed now"
+            nodes = ", ".join(self.nodes)
+            return f"remove {n} node{'s' if n != 1 else ''} ({nodes}), {len(self.moves)} pod(s) move"
         before = sum(p.before for p in self.pools)
         after = sum(p.after for p in self.pools)
         if len(self.pools) == 1:

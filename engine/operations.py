@@ -18,14 +18,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from engine import drain, policy
+from engine import consolidation, drain, policy
 from engine import plan as planning
 from engine.clock import Clock
 from engine.kube import events as kube_events
+from engine.kube.api import SchedulingApi
 from engine.operation import (
     Operation,
     OperationPlan,
     OperationRequest,
+    OpKind,
     OpState,
     Outcome,
     ProgressEvent,
@@ -154,6 +156,8 @@ class Operations:
 
     def plan(self, req: OperationRequest) -> OperationPlan:
         handle = self._handle(req.target.cluster)
+        if req.kind is OpKind.CONSOLIDATE:
+            return self._plan_consolidation(handle, req)
         try:
             snap = self.snapshot(handle, with_workloads=req.target.workloads or req.target.workloads_only)
             return planning.plan_operation(req.kind, req.target, snap, now=self.clock.now())
@@ -182,6 +186,40 @@ class Operations:
             workloads_asleep=sleeping,
             workload_keys=to_sleep,
         )
+
+    def _plan_consolidation(self, handle: ClusterHandle, req: OperationRequest) -> OperationPlan:
+        pol = self.policies[handle.name].consolidation
+        snap = scheduling_snapshot(handle)
+        if snap.autoscalers and not pol.allow_alongside_autoscaler:
+            raise UserError(
+                f"cluster {handle.name} already has an autoscaler that removes nodes: "
+                + "; ".join(snap.autoscalers)
+                + ". scalebot will not fight it; set clusters."
+                + f"{handle.name}.consolidation.allow_alongside_autoscaler: true to consolidate anyway"
+            )
+        pools = handle.pools.list_pools()
+        known = {p.name for p in pools}
+        unknown = [p for p in req.target.pools if p not in known]
+        if unknown:
+            raise UserError(
+                f"pool(s) not found in {handle.name}: {', '.join(unknown)}; pools: {', '.join(sorted(known))}"
+            )
+        plan = consolidation.plan_consolidation(
+            snap.nodes,
+            snap.pods,
+            handle.api.list_pdbs(),
+            pool_minimums={p.name: p.min_size for p in pools},
+            daemonset_keys=handle.api.list_daemonset_keys(),
+            now=self.clock.now(),
+            settings=pol.planning,
+            notes=snap.autoscalers,
+            removable_pools=frozenset(req.target.pools or known),
+        )
+        if not plan.remove:
+            kept = "; ".join(f"{k.node}: {k.reason}" for k in plan.keep[:5])
+            more = f" ... ({len(plan.keep) - 5} more)" if len(plan.keep) > 5 else ""
+            raise UserError(f"nothing to consolidate on {handle.name}: every node stays ({kept}{more})")
+        return consolidation.operation_plan(handle.name, plan, pools)
 
     @staticmethod
     def _workloads_to_sleep(handle: ClusterHandle) -> tuple[str, ...]:
@@ -587,6 +625,24 @@ class Operations:
 def _from_slack(actor: str) -> bool:
     """A person in Slack (not the CLI, not a schedule, whose channel was checked when it was saved)."""
     return not actor.startswith(("cli:", "schedule:"))
+
+
+def scheduling_snapshot(handle: ClusterHandle) -> consolidation.SchedulingSnapshot:
+    """Nodes (with their pool, from the pool provider) and bound pods, whole, as the scheduler sees them."""
+    api = handle.api
+    if not isinstance(api, SchedulingApi):
+        raise UserError(
+            f"consolidation models the scheduler from whole Node and Pod objects: cluster {handle.name} "
+            "is not a Kubernetes API server (the simulated cluster cannot be consolidated)"
+        )
+    pool_of = {node: pool.name for pool in handle.pools.list_pools() for node in pool.nodes}
+    nodes = tuple(
+        consolidation.node_view(raw, pool=pool_of.get((raw.get("metadata") or {}).get("name", "")))
+        for raw in api.list_nodes_json()
+    )
+    pods = tuple(consolidation.pod_view(raw) for raw in api.list_bound_pods_json())
+    notes = consolidation.other_consolidators(api.list_deployment_names())
+    return consolidation.SchedulingSnapshot(nodes=nodes, pods=pods, autoscalers=notes)
 
 
 def _lock_keys(op: Operation) -> list[str]:

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from engine.consolidation import ConsolidationPolicy
 from engine.operation import OperationPlan, OpKind
 
 
@@ -46,7 +47,8 @@ class ClusterPolicy:
     users: Mapping[str, Role] = field(default_factory=dict)
     groups: Mapping[str, Role] = field(default_factory=dict)
     approval_required_for: frozenset[str] = frozenset({"zero", "scale_down", "force"})
-    """Kinds that need approval: drain, scale_down, scale_up, zero, wake, force."""
+    """Kinds that need approval: drain, scale_down, scale_up, zero, wake, force, consolidate
+    (a consolidation is a scale-down too)."""
     approvals_required: int = 1
     allow_self_approval: bool = False
     protected: bool = False
@@ -54,6 +56,7 @@ class ClusterPolicy:
     request_ttl: timedelta = timedelta(minutes=30)
     channels: frozenset[str] = frozenset()
     """Slack channels the cluster may be operated from; empty: any (but a DM when protected)."""
+    consolidation: ConsolidationPolicy = field(default_factory=ConsolidationPolicy)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +98,7 @@ def approval_tags(plan: OperationPlan) -> frozenset[str]:
     if plan.kind is OpKind.SCALE:
         down = any(p.after < p.before for p in plan.pools)
         tags.add("scale_down" if down else "scale_up")
-    if plan.kind is OpKind.ZERO:
+    if plan.kind in (OpKind.ZERO, OpKind.CONSOLIDATE):
         tags.add("scale_down")
     if plan.force_phase:
         tags.add("force")

@@ -6,6 +6,7 @@ that the runner persists before anything else happens):
     zero / scale down:  record → cordon → drain → [force] → remove → verify
     scale up / wake:    resize → wait_ready → finish
     drain:              cordon → drain
+    consolidate:        (fit → cordon → drain → remove_node)* → consolidated
 
 - `record` writes the sizes to restore to SQLite AND to the pool objects before the first change
   (a zero-scale or a scheduled sleep only: a deliberate scale is the size wake keeps).
@@ -14,6 +15,9 @@ that the runner persists before anything else happens):
   timeouts survive restarts (a restart at 4:00 into phase 1 reaches phase 2 one minute later).
 - `force` (only when every pool of the cluster goes to 0): DELETE with grace 0 whatever is
   left, recording each pod and why.
+- `fit` (consolidate) re-checks, against a fresh listing, that the next node's pods still fit on
+  the nodes that stay (engine.consolidation.recheck); a node whose pods no longer fit is skipped
+  and reported, never cordoned. Nodes go one at a time, each drained and removed before the next.
 - On start-up `resume_all()` continues every running operation from its current step.
 
 The runner never calls Slack: it emits `ProgressEvent`s; the bot renders and sends them.
@@ -30,11 +34,11 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from engine import drain, filters
+from engine import consolidation, drain, filters
 from engine.clock import Clock
 from engine.durations import format_duration
 from engine.kube import events as kube_events
-from engine.kube.api import KubeApi
+from engine.kube.api import KubeApi, SchedulingApi
 from engine.kube.errors import KubeError
 from engine.model import parse_time
 from engine.operation import (
@@ -324,12 +328,18 @@ def release_note(uncordoned: Sequence[str], kept: Sequence[str]) -> str:
 
 def drained_nodes(op: Operation) -> tuple[str, ...]:
     """The nodes the operation cordons and drains: the plan's, and those that joined a pool
-    going to zero while it ran (a zero-scale drains them too rather than leave them running)."""
+    going to zero while it ran (a zero-scale drains them too rather than leave them running).
+    A consolidation drains one node at a time: the one its last fit check chose."""
+    if op.kind is OpKind.CONSOLIDATE:
+        current = op.step_data.get("current")
+        return (str(current),) if current else ()
     joined = op.step_data.get("joined") or {}
     return tuple(sorted({*op.plan.nodes, *(n for names in joined.values() for n in names)}))
 
 
 def _machine(op: Operation) -> str:
+    if op.kind is OpKind.CONSOLIDATE:
+        return "consolidate"
     if op.kind is OpKind.DRAIN:
         return "drain"
     if op.kind is OpKind.WAKE or all(p.after >= p.before for p in op.plan.pools):
@@ -339,6 +349,8 @@ def _machine(op: Operation) -> str:
 
 def _first_step(op: Operation) -> str:
     machine = _machine(op)
+    if machine == "consolidate":
+        return "fit"
     if machine == "drain":
         return "cordon"
     if op.target.workloads_only:
@@ -405,10 +417,11 @@ def step_record(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
 
 def step_cordon(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     now = runner.clock.now()
-    for change in op.plan.pools:
-        if change.nodes_to_remove:
-            h.pools.prepare_removal(change.pool, change.nodes_to_remove)
     nodes = drained_nodes(op)
+    for change in op.plan.pools:
+        chosen = [n for n in change.nodes_to_remove if n in nodes]
+        if chosen:
+            h.pools.prepare_removal(change.pool, chosen)
     saved = op.step_data.get("drain")
     already = drain.cordon_nodes(h.api, nodes, now=now, executor=runner._evictions)
     for node in nodes:
@@ -492,7 +505,7 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
             events=[*events, ("final", f"Failed: {error}", message)],
         )
     if result.report.completed and settled and not refused:
-        done = "remove" if op.kind is not OpKind.DRAIN else None
+        done = {OpKind.DRAIN: None, OpKind.CONSOLIDATE: "remove_node"}.get(op.kind, "remove")
         events.append(("phase", "Drain completed", ""))
         _record_nodes(runner, op, kube_events.DRAINED, f"Drain completed (operation {op.id})")
         if done is None:
@@ -911,7 +924,115 @@ def _final(op: Operation, data: Mapping[str, Any], now: datetime) -> tuple[Progr
     return ("final", "; ".join(parts), "")
 
 
+# -- consolidation -----------------------------------------------------------------------------------
+
+
+def _consolidation_progress(op: Operation) -> tuple[list[str], dict[str, str]]:
+    removed = [str(n) for n in op.step_data.get("removed") or ()]
+    skipped = {str(k): str(v) for k, v in (op.step_data.get("skipped") or {}).items()}
+    return removed, skipped
+
+
+def _pool_of(op: Operation, node: str) -> str:
+    return next(c.pool for c in op.plan.pools if node in c.nodes_to_remove)
+
+
+def step_fit(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
+    """Pick the next node and re-check, on a fresh listing, that its pods still fit elsewhere."""
+    removed, skipped = _consolidation_progress(op)
+    todo = [n for n in op.plan.nodes if n not in removed and n not in skipped]
+    if not todo:
+        return StepResult(next_step="consolidated", data={"current": ""})
+    node = todo[0]
+    reason = ""
+    pool = h.pools.get_pool(_pool_of(op, node))
+    if pool.desired - 1 < pool.min_size:
+        reason = f"pool {pool.name} is at its minimum size ({pool.min_size})"
+    moves: tuple[tuple[str, str], ...] = ()
+    if not reason:
+        if not isinstance(h.api, SchedulingApi):
+            return StepResult(state=OpState.FAILED, error=f"cluster {h.name} is not a Kubernetes API server")
+        snap = consolidation.SchedulingSnapshot(
+            nodes=tuple(consolidation.node_view(raw, pool=None) for raw in h.api.list_nodes_json()),
+            pods=tuple(consolidation.pod_view(raw) for raw in h.api.list_bound_pods_json()),
+        )
+        moves, reason = consolidation.recheck(
+            node,
+            snap,
+            h.api.list_pdbs(),
+            # Nodes this operation removes later would take pods only to have them evicted again.
+            not_destinations=frozenset(todo[1:]) | frozenset(removed),
+            daemonset_keys=h.api.list_daemonset_keys(),
+            now=runner.clock.now(),
+        )
+    if reason:
+        text = f"Skipped {node}: {reason} (not cordoned, not drained)"
+        return StepResult(
+            next_step="fit", data={"skipped": {**skipped, node: reason}}, events=[("phase", text, "")]
+        )
+    where = sorted({dest for _, dest in moves})
+    text = (
+        f"{node}: its {len(moves)} Pod{'s' if len(moves) != 1 else ''} still fit on "
+        f"{', '.join(where) or 'the nodes that stay'}; cordoning and draining it"
+    )
+    return StepResult(
+        next_step="cordon",
+        data={"current": node, "drain": None, "last_message": ""},
+        events=[("phase", text, "")],
+    )
+
+
+def step_remove_node(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
+    node = str(op.step_data["current"])
+    pool = _pool_of(op, node)
+    h.pools.remove_nodes(pool, (node,))
+    removed, _ = _consolidation_progress(op)
+    evicted = int(op.step_data.get("evicted_before") or 0) + int(op.step_data.get("evicted") or 0)
+    return StepResult(
+        next_step="fit",
+        data={
+            "removed": [*removed, node],
+            "current": "",
+            "drain": None,
+            "evicted_before": evicted,
+            "evicted": 0,
+            "nodes_removed": len(removed) + 1,
+        },
+        events=[("phase", f"Removed {node} (pool {pool})", "")],
+    )
+
+
+def step_consolidated(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
+    now = runner.clock.now()
+    removed, skipped = _consolidation_progress(op)
+    evicted = int(op.step_data.get("evicted_before") or 0)
+    parts = [
+        f"Completed in {format_duration(now - op.created_at)}",
+        f"{len(removed)} of {len(op.plan.nodes)} nodes removed"
+        + (f": {', '.join(removed)}" if removed else ""),
+        f"{evicted} Pods evicted",
+    ]
+    if skipped:
+        parts.append("skipped: " + "; ".join(f"{n} ({why})" for n, why in skipped.items()))
+    result = {
+        "duration_seconds": round((now - op.created_at).total_seconds()),
+        "pods_evicted": evicted,
+        "pods_force_deleted": 0,
+        "nodes_removed": len(removed),
+        "removed": removed,
+        "skipped": skipped,
+        "pools": {
+            c.pool: [c.before, c.before - sum(1 for n in removed if n in c.nodes_to_remove)]
+            for c in op.plan.pools
+        },
+    }
+    return StepResult(state=OpState.SUCCEEDED, events=[("final", "; ".join(parts), "")], result=result)
+
+
 _STEPS: dict[str, Step] = {
+    "fit": step_fit,
+    "remove_node": step_remove_node,
+    "consolidated": step_consolidated,
     "record": step_record,
     "cordon": step_cordon,
     "drain": step_drain,

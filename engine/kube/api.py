@@ -14,9 +14,9 @@ Design rules the adapters follow:
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
-from engine.model import CordonResult, NodeInfo, PdbInfo, PodInfo
+from engine.model import CordonResult, NodeInfo, PdbInfo, PodInfo, RawObject
 
 
 class KubeApi(Protocol):
@@ -66,3 +66,20 @@ class KubeApi(Protocol):
         ...
 
     def delete_node(self, name: str) -> None: ...
+
+
+@runtime_checkable
+class SchedulingApi(Protocol):
+    """Whole objects as the API server returns them, for the scheduler model (engine.placement).
+
+    Only the real client implements it: the in-memory cluster keeps no scheduling fields, so
+    consolidation and scale-up advice refuse it rather than plan on a partial picture.
+    """
+
+    def list_nodes_json(self) -> list[RawObject]: ...
+
+    def list_bound_pods_json(self) -> list[RawObject]: ...
+
+    def list_unbound_pods_json(self) -> list[RawObject]: ...
+
+    def list_deployment_names(self) -> list[tuple[str, str]]: ...

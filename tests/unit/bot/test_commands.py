@@ -77,6 +77,13 @@ def err(text: str, default: str | None = "dev-eu") -> UsageError:
             "plan drain web-1",
             Request(OpKind.DRAIN, Target(cluster="dev-eu", nodes=("web-1",)), plan_only=True),
         ),
+        ("consolidate", Request(OpKind.CONSOLIDATE, Target(cluster="dev-eu"))),
+        ("consolidate prod", Request(OpKind.CONSOLIDATE, Target(cluster="prod"))),
+        (
+            "consolidate web batch",
+            Request(OpKind.CONSOLIDATE, Target(cluster="dev-eu", pools=("web", "batch"))),
+        ),
+        ("plan consolidate prod", Request(OpKind.CONSOLIDATE, Target(cluster="prod"), plan_only=True)),
         ("ops", OpsList()),
         ("ops list prod --active", OpsList(cluster="prod", active_only=True)),
         ("operations show op-1a2b3c4d", OpsShow("op-1a2b3c4d")),

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from engine.consolidation import (
     ConsolidationSettings,
+    SchedulingSnapshot,
     node_view,
+    operation_plan,
     other_consolidators,
     plan_consolidation,
     pod_view,
+    recheck,
 )
 from engine.model import LabelSelector, PdbInfo
+from engine.operation import OpKind
+from engine.pools.base import Pool
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 OLD = (NOW - timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -165,3 +171,65 @@ def test_other_autoscalers_are_named_so_the_plan_does_not_fight_them() -> None:
         "scalebot's plan is advice, not a second autoscaler",
     )
     assert other_consolidators([("shop", "web")]) == ()
+
+
+def snapshot(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> SchedulingSnapshot:
+    return SchedulingSnapshot(
+        nodes=tuple(node_view(n, pool=n["metadata"]["labels"][POOL]) for n in nodes),
+        pods=tuple(pod_view(p) for p in pods),
+    )
+
+
+def test_recheck_finds_the_moves_when_the_pods_still_fit() -> None:
+    snap = snapshot(
+        [raw_node("a"), raw_node("b"), raw_node("c")],
+        [raw_pod("web-1", "a"), raw_pod("web-2", "b", cpu="2")],
+    )
+    moves, reason = recheck(
+        "a", snap, (), not_destinations=frozenset({"c"}), daemonset_keys=frozenset(), now=NOW
+    )
+    assert (moves, reason) == ((("shop/web-1", "b"),), "")
+
+
+def test_recheck_skips_a_node_whose_pods_no_longer_fit_outside_the_nodes_still_to_go() -> None:
+    # Since the plan, b filled up; c is removed later in the same operation, so it takes nothing.
+    snap = snapshot(
+        [raw_node("a"), raw_node("b"), raw_node("c")],
+        [raw_pod("web-1", "a"), raw_pod("big-1", "b", cpu="3500m")],
+    )
+    moves, reason = recheck(
+        "a", snap, (), not_destinations=frozenset({"c"}), daemonset_keys=frozenset(), now=NOW
+    )
+    assert moves == ()
+    assert (
+        reason
+        == "shop/web-1 no longer fits on the nodes that stay: 0/1 nodes are available: 1 Insufficient cpu."
+    )
+
+
+def test_recheck_skips_a_node_cordoned_or_blocked_since_the_plan() -> None:
+    cordoned = raw_node("a")
+    cordoned["spec"]["unschedulable"] = True
+    snap = snapshot([cordoned, raw_node("b")], [raw_pod("web-1", "a")])
+    _, reason = recheck("a", snap, (), not_destinations=frozenset(), daemonset_keys=frozenset(), now=NOW)
+    assert reason.startswith("cordoned since the plan")
+    snap = snapshot([raw_node("a"), raw_node("b")], [raw_pod("lonely", "a", owner="")])
+    _, reason = recheck("a", snap, (), not_destinations=frozenset(), daemonset_keys=frozenset(), now=NOW)
+    assert reason.startswith("shop/lonely: Pods that declare no controller")
+    _, reason = recheck("gone", snap, (), not_destinations=frozenset(), daemonset_keys=frozenset(), now=NOW)
+    assert reason == "the node is gone"
+
+
+def test_operation_plan_shrinks_each_pool_by_its_removed_nodes_and_hashes_the_moves() -> None:
+    nodes = [raw_node("a"), raw_node("b"), raw_node("c")]
+    result = plan(nodes, [raw_pod("web-1", "a"), raw_pod("web-2", "b")])
+    pools = [Pool(name="web", provider="labels", nodes=("a", "b", "c"), desired=3, min_size=1)]
+    op_plan = operation_plan("dev", result, pools)
+    assert op_plan.kind is OpKind.CONSOLIDATE
+    [change] = op_plan.pools
+    assert (change.before, change.after) == (3, 3 - len(result.remove))
+    assert op_plan.nodes == tuple(r.node for r in result.remove)
+    assert {m[1] for m in op_plan.moves} == {p for r in result.remove for p, _ in r.moves}
+    moved = replace(op_plan, moves=tuple((n, p, "elsewhere") for n, p, _ in op_plan.moves))
+    assert moved.plan_hash != op_plan.plan_hash
+    assert replace(op_plan, blockers=(("node x", "why"),)).plan_hash == op_plan.plan_hash

@@ -1,0 +1,110 @@
+"""Consolidation as an operation, against the real control plane, as scalebot's ServiceAccount.
+
+Four 4-CPU nodes each run two 900m pods of one Deployment (half empty); a PodDisruptionBudget
+(minAvailable 7 of 8) lets one pod go at a time. Consolidation removes two nodes, one after the
+other, through the label pool provider: every pod is Running afterwards on the two that stay, and
+every eviction went through the eviction API (PDB respected: the budget is healthy at the end and
+no pod was deleted by force).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from localcluster import builders
+from tests.e2e.test_cli import scalebot
+
+pytestmark = pytest.mark.e2e
+
+NODES = 4
+REPLICAS = 8
+
+
+def half_empty_pool(
+    admin_api: Any, namespace: str, node_pool: Callable[..., list[str]], pool: str, pool_key: str
+) -> list[str]:
+    """4 nodes, 8 pods of 900m (2 per node), a PDB that lets one pod go at a time.
+
+    The scheduler packs (two nodes would take all eight pods), so the pods are placed two at a time
+    with every other node cordoned: the half-empty layout a scale-down is for.
+    """
+    nodes = node_pool(NODES, name=pool, labels={pool_key: pool}, cpu="4")
+    for node in nodes[1:]:
+        builders.cordon(admin_api, node)
+    builders.create_deployment(
+        admin_api, namespace, "web", 2, node_selector={pool_key: pool}, cpu="900m", grace=1
+    )
+    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    for previous, node in itertools.pairwise(nodes):
+        builders.cordon(admin_api, previous)
+        builders.uncordon(admin_api, node)
+        replicas = 2 * (nodes.index(node) + 1)
+        builders.patch(
+            admin_api,
+            f"/apis/apps/v1/namespaces/{namespace}/deployments/web",
+            {"spec": {"replicas": replicas}},
+        )
+        builders.wait_for_deployment_available(admin_api, namespace, "web")
+    for node in nodes:
+        builders.uncordon(admin_api, node)
+    builders.create_pdb(admin_api, namespace, "web", match_labels={"app": "web"}, min_available=REPLICAS - 1)
+    builders.wait_for_pdb_observed(admin_api, namespace, "web", expected_pods=REPLICAS)
+    assert sorted(pods_per_node(admin_api, namespace).values()) == [2] * NODES
+    return nodes
+
+
+def pods_per_node(admin_api: Any, namespace: str) -> Counter[str]:
+    pods = builders.list_pods(admin_api, namespace)
+    return Counter(
+        p["spec"].get("nodeName", "") for p in pods if p["metadata"].get("deletionTimestamp") is None
+    )
+
+
+def assert_consolidated(admin_api: Any, namespace: str, nodes: list[str]) -> list[str]:
+    """Two nodes left, every pod Running on them, the PDB healthy; returns the removed nodes."""
+    remaining = [n for n in nodes if builders.get_or_none(admin_api, builders.node_path(n)) is not None]
+    assert len(remaining) == NODES - 2, remaining
+    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    pods = [
+        p for p in builders.list_pods(admin_api, namespace) if p["metadata"].get("deletionTimestamp") is None
+    ]
+    assert len(pods) == REPLICAS
+    assert all(builders.pod_is_running(p) for p in pods), [p["status"].get("phase") for p in pods]
+    assert {p["spec"]["nodeName"] for p in pods} <= set(remaining)
+    pdb = builders.get(admin_api, f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/web")
+    assert pdb["status"]["currentHealthy"] >= pdb["status"]["desiredHealthy"] == REPLICAS - 1
+    return sorted(set(nodes) - set(remaining))
+
+
+def test_cli_consolidate_removes_two_of_four_half_empty_nodes(
+    admin_api: Any,
+    scalebot_kubeconfig: Path,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    unique_name: str,
+    tmp_path: Path,
+) -> None:
+    pool, pool_key = f"{unique_name}-c", f"{unique_name}.scalebot.test/pool"
+    nodes = half_empty_pool(admin_api, namespace, node_pool, pool, pool_key)
+
+    result = scalebot(
+        "consolidate", pool, "--provider", "labels", "--pool-label", pool_key, "--node-grace", "0s",
+        "--db", str(tmp_path / "db.sqlite"),
+        kubeconfig=scalebot_kubeconfig, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    removed = assert_consolidated(admin_api, namespace, nodes)
+    assert f"2 of 2 nodes removed: {', '.join(removed)}" in result.stdout
+    assert "force-deleted" not in result.stdout
+
+
+def test_cli_consolidate_refuses_the_simulated_cluster_and_changes_nothing(tmp_path: Path) -> None:
+    result = scalebot("consolidate", "--simulated", "--node-grace", "0s")
+    assert result.returncode != 0
+    assert "the simulated cluster cannot be consolidated" in result.stderr
