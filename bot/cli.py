@@ -68,8 +68,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
 
 
+def _installed_version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("scalebot")
+    except metadata.PackageNotFoundError:  # a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="scalebot", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"scalebot {_installed_version()}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log every step to stderr")
     parser.add_argument("--log-format", choices=("text", "json"), default="text", help="log line format")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -1,25 +1,37 @@
-"""The Dockerfile, read as text (no Docker on this machine): what a reviewer would check by eye.
+"""The Dockerfile, scripts/build-image.sh and manifests/ describe one image; read as text, they agree.
 
-Covers: every FROM is the pinned Python patch release on slim-bookworm (after ARG substitution),
-never `latest`; the build is multi-stage and the final stage copies the environment from the build
-stage and installs no build tools; the final USER is a numeric non-root uid, the same one the
-Deployment in manifests/ runs as; ENTRYPOINT/CMD are `scalebot run` in exec form, and `scalebot` is
-the project's console script; the .dockerignore is an allow-list that keeps secrets and caches out.
+(tests/e2e/test_image.py builds the image with scripts/build-image.sh and runs it; no Docker engine
+runs here, so the Dockerfile itself is only read.)
+
+Covers: every FROM is Debian bookworm slim, never `latest`; the Dockerfile and the script install
+the same things (image/packages.txt, requirements/image.txt with hashes, image/setup.sh); the final
+stage installs no build tools and builds nothing; the final USER is numeric and non-root and is the
+Deployment's runAsUser/runAsGroup; EXPOSE is every port the manifests use and nothing else; the
+environment's database, config, HOME and working directory are on the mounts the Deployment makes
+(writable ones exactly where the image writes, readOnlyRootFilesystem on); the kustomization's image
+tag is the project's version; ENTRYPOINT/CMD are `scalebot run` in exec form; the .dockerignore is an
+allow-list; the image's Python lock is pyproject.toml's runtime dependencies (no test tools), every
+pin hashed and at the version requirements/test.txt tests.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 REPO = Path(__file__).resolve().parents[2]
-PINNED_BASE = re.compile(r"python:3\.11\.\d+-slim-bookworm(@sha256:[0-9a-f]{64})?")
-BUILD_TOOLS = ("gcc", "g++", "build-essential", "make ", "apt-get install", "apk add", "cargo", "rustc")
+DEBIAN_BASE = re.compile(r"debian:bookworm(-\d{8})?-slim(@sha256:[0-9a-f]{64})?")
+BUILD_TOOLS = ("gcc", "g++", "build-essential", "make ", "apk add", "cargo", "rustc", "python3-pip", "-dev ")
+TEST_TOOLS = {"pytest", "pytest-timeout", "hypothesis", "ruff", "mypy", "import-linter", "py-spy"}
 
 
 @dataclass
@@ -27,6 +39,17 @@ class Stage:
     base: str
     name: str = ""
     instructions: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ImageConfig:
+    user: str
+    workdir: str
+    env: dict[str, str]
+    ports: list[int]
+    entrypoint: list[str]
+    cmd: list[str]
+    labels: dict[str, str]
 
 
 def instructions(text: str) -> list[tuple[str, str]]:
@@ -70,13 +93,46 @@ def dockerfile() -> str:
     return (REPO / "Dockerfile").read_text()
 
 
-def test_every_stage_uses_the_pinned_python_base() -> None:
+def final_stage_config() -> ImageConfig:
+    """The image configuration the Dockerfile's final stage declares (what scripts/build-image.sh
+    copies into the OCI config)."""
+    final = stages(dockerfile())[-1].instructions
+    env: dict[str, str] = {}
+    labels: dict[str, str] = {}
+    for keyword, rest in final:
+        if keyword in ("ENV", "LABEL"):
+            for pair in shlex.split(rest):
+                key, _, value = pair.partition("=")
+                (env if keyword == "ENV" else labels)[key] = value
+    last = dict(final)
+    return ImageConfig(
+        user=last["USER"],
+        workdir=last["WORKDIR"],
+        env=env,
+        ports=[int(p.split("/")[0]) for keyword, rest in final if keyword == "EXPOSE" for p in rest.split()],
+        entrypoint=json.loads(last["ENTRYPOINT"]),
+        cmd=json.loads(last["CMD"]),
+        labels=labels,
+    )
+
+
+def manifest(*parts: str) -> Any:
+    return yaml.safe_load((REPO / "manifests").joinpath(*parts).read_text())
+
+
+def deployment_container() -> dict[str, Any]:
+    [container] = manifest("base", "deployment.yaml")["spec"]["template"]["spec"]["containers"]
+    return dict(container)
+
+
+def test_every_stage_is_debian_bookworm_slim() -> None:
     found = stages(dockerfile())
     assert found, "no FROM in the Dockerfile"
     for stage in found:
-        assert PINNED_BASE.fullmatch(stage.base), f"{stage.base!r} is not python:3.11.<patch>-slim-bookworm"
+        assert DEBIAN_BASE.fullmatch(stage.base), f"{stage.base!r} is not debian:bookworm[-<date>]-slim"
     requires = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["requires-python"]
-    assert ">=3.11" in requires and "<3.12" in requires, "the image's Python must be the project's"
+    packages = (REPO / "image" / "packages.txt").read_text()
+    assert ">=3.11" in requires and "<3.12" in requires and "\npython3.11=" in packages
 
 
 def test_nothing_is_latest() -> None:
@@ -86,34 +142,107 @@ def test_nothing_is_latest() -> None:
         assert ":" in stage.base.split("/")[-1], f"{stage.base} has no tag, i.e. latest"
 
 
-def test_multi_stage_final_stage_has_no_build_tools() -> None:
+def test_packages_are_pinned_and_locked() -> None:
+    wanted = [
+        line
+        for line in (REPO / "image" / "packages.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    lock = {
+        line.split()[0]: line.split()[1]
+        for line in (REPO / "image" / "debian.lock").read_text().splitlines()
+        if line and not line.startswith("#")
+    }
+    assert wanted
+    for pin in wanted:
+        name, _, version = pin.partition("=")
+        assert version, f"{pin}: every package is pinned to a version (scripts/build-image.sh --lock)"
+        assert lock.get(name) == version, f"{pin}: image/debian.lock has {lock.get(name)}"
+    assert re.search(r"^# source-date-epoch: \d+$", (REPO / "image" / "debian.lock").read_text(), re.M)
+
+
+def test_dockerfile_and_build_script_install_the_same_things() -> None:
     build, final = stages(dockerfile())[0], stages(dockerfile())[-1]
-    assert build.name, "the build stage is named, so the final stage can copy from it"
-    copies = [rest for keyword, rest in final.instructions if keyword == "COPY"]
-    assert any(rest.startswith(f"--from={build.name} ") for rest in copies), "final stage copies the venv"
-    for keyword, rest in final.instructions:
-        if keyword == "RUN":
-            assert not any(tool in rest for tool in BUILD_TOOLS), f"build tooling in the final stage: {rest}"
-            assert "pip install" not in rest, "the final stage installs nothing"
+    build_runs = " ".join(rest for keyword, rest in build.instructions if keyword == "RUN")
+    build_copies = " ".join(rest for keyword, rest in build.instructions if keyword == "COPY")
+    assert "requirements/image.txt" in build_copies and "image/setup.sh" in build_copies
+    assert "--require-hashes" in build_runs and "-r /wheels/image.txt" in build_runs
+
+    final_runs = [rest for keyword, rest in final.instructions if keyword == "RUN"]
+    final_copies = [rest for keyword, rest in final.instructions if keyword == "COPY"]
+    assert final_copies == ["image/packages.txt /tmp/packages.txt"]
+    [install] = [run for run in final_runs if "apt-get install" in run]
+    assert "--no-install-recommends $(grep -v '^#' /tmp/packages.txt)" in install
+    [setup] = [run for run in final_runs if "setup.sh" in run]
+    assert setup == f"--mount=type=bind,from={build.name},source=/wheels,target=/wheels sh /wheels/setup.sh"
+    for run in final_runs:
+        assert not any(tool in run for tool in BUILD_TOOLS), f"build tooling in the final stage: {run}"
+        assert "pip " not in run, "the final stage installs Python packages only through setup.sh"
+
+    script = (REPO / "scripts" / "build-image.sh").read_text()
+    for shared in ("image/packages.txt", "image/setup.sh", "requirements/image.txt", "$repo/Dockerfile"):
+        assert shared in script, f"scripts/build-image.sh does not use {shared}"
 
 
 def test_final_user_is_numeric_non_root_and_matches_the_deployment() -> None:
-    final = stages(dockerfile())[-1]
-    users = [rest for keyword, rest in final.instructions if keyword == "USER"]
-    assert users, "the final stage sets USER"
-    uid, _, gid = users[-1].partition(":")
+    uid, _, gid = final_stage_config().user.partition(":")
     assert uid.isdigit() and int(uid) >= 10000, "numeric, so runAsNonRoot can verify it; above host uids"
-    assert not gid or (gid.isdigit() and int(gid) != 0)
-    deployment = yaml.safe_load((REPO / "manifests" / "base" / "deployment.yaml").read_text())
-    pod = deployment["spec"]["template"]["spec"]
-    assert pod["securityContext"]["runAsUser"] == int(uid)
-    assert pod["containers"][0]["securityContext"]["runAsUser"] == int(uid)
+    assert gid.isdigit() and int(gid) != 0
+    pod = manifest("base", "deployment.yaml")["spec"]["template"]["spec"]
+    for context in (pod["securityContext"], deployment_container()["securityContext"]):
+        assert context["runAsNonRoot"] is True
+        assert context["runAsUser"] == int(uid) and context["runAsGroup"] == int(gid)
+    assert pod["securityContext"]["fsGroup"] == int(gid), "the data volume is group-writable for the user"
+    setup = (REPO / "image" / "setup.sh").read_text()
+    assert f"scalebot:x:{uid}:{gid}:" in setup and f"scalebot:x:{gid}:" in setup
+
+
+def test_exposed_ports_are_the_manifests_ports() -> None:
+    exposed = set(final_stage_config().ports)
+    base_ports = {p["containerPort"] for p in deployment_container()["ports"]}
+    http_patch = yaml.safe_load(manifest("overlays", "http", "kustomization.yaml")["patches"][0]["patch"])
+    overlay_ports = {op["value"]["containerPort"] for op in http_patch if op["path"].endswith("/ports/-")}
+    assert base_ports | overlay_ports == exposed
+    server = yaml.safe_load(manifest("base", "configmap.yaml")["data"]["config.yaml"])["server"]
+    assert {server["http_port"], server["health_port"]} == exposed
+    assert manifest("overlays", "http", "service.yaml")["spec"]["ports"][0]["port"] in overlay_ports
+
+
+def test_image_writes_only_where_the_deployment_mounts_writable_volumes() -> None:
+    config = final_stage_config()
+    container = deployment_container()
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    writable = {path for path, m in mounts.items() if not m.get("readOnly")}
+    assert writable == {"/data", "/tmp"}
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["SCALEBOT_DB"] == config.env["SCALEBOT_DB"]
+    assert env["SCALEBOT_CONFIG"] == config.env["SCALEBOT_CONFIG"]
+    assert str(Path(config.env["SCALEBOT_DB"]).parent) in writable
+    assert config.workdir in writable and config.env["HOME"] in writable
+    config_mount = mounts[str(Path(config.env["SCALEBOT_CONFIG"]).parent)]
+    assert config_mount["readOnly"] is True
+    # Nothing writes bytecode next to the read-only sources.
+    assert config.env["PYTHONDONTWRITEBYTECODE"] == "1"
+    setup = (REPO / "image" / "setup.sh").read_text()
+    for path in sorted(writable):
+        created = re.search(rf"^install -d .*{re.escape(path)}$", setup, re.M)
+        assert created, f"setup.sh does not create {path}"
+
+
+def test_kustomization_tags_the_projects_version() -> None:
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    [entry] = [i for i in manifest("base", "kustomization.yaml")["images"] if i["name"] == "scalebot"]
+    assert entry["newTag"] == version
+    assert deployment_container()["image"] == "scalebot"
 
 
 def test_entrypoint_is_the_console_script_in_exec_form() -> None:
-    final = dict(stages(dockerfile())[-1].instructions)
-    assert json.loads(final["ENTRYPOINT"]) == ["scalebot"]
-    assert json.loads(final["CMD"]) == ["run"]
+    config = final_stage_config()
+    assert config.entrypoint == ["scalebot"]
+    assert config.cmd == ["run"]
+    assert deployment_container()["args"] == config.cmd
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     assert "scalebot" in scripts
 
@@ -126,11 +255,61 @@ def test_dockerignore_is_an_allow_list() -> None:
     ]
     assert lines[0] == "*", "start by excluding everything"
     allowed = {line[1:].rstrip("/") for line in lines if line.startswith("!")}
-    assert allowed == {"pyproject.toml", "README.md", "engine", "bot", "localcluster"}
+    assert allowed == {
+        "pyproject.toml",
+        "README.md",
+        "engine",
+        "bot",
+        "localcluster",
+        "image",
+        "requirements/image.txt",
+    }
     copied = {
         source.rstrip("/")
-        for keyword, rest in stages(dockerfile())[0].instructions
+        for stage in stages(dockerfile())
+        for keyword, rest in stage.instructions
         if keyword == "COPY" and not rest.startswith("--from")
         for source in rest.split()[:-1]
     }
-    assert copied <= allowed, f"the build copies files the context does not contain: {copied - allowed}"
+    covered = {source for source in copied if any(source == a or source.startswith(a + "/") for a in allowed)}
+    assert covered == copied, f"the build copies files the context does not contain: {copied - covered}"
+
+
+def locked(path: Path) -> dict[str, tuple[str, str]]:
+    """name -> (version, its block of lines) for every `name==version` pin in a uv lock; each has hashes."""
+    pins: dict[str, tuple[str, str]] = {}
+    for block in re.split(r"\n(?=[A-Za-z0-9])", path.read_text()):
+        match = re.match(r"([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)", block)
+        if match:
+            assert "--hash=sha256:" in block, f"{path.name}: {match.group(0)} has no hash"
+            pins[canonicalize_name(match.group(1))] = (match.group(2), block)
+    return pins
+
+
+def test_image_lock_is_pyprojects_runtime_dependencies_at_the_tested_versions() -> None:
+    """requirements/image.txt comes from scripts/lock-python.sh; run it again after changing
+    pyproject.toml's dependencies (never merge hashes by hand)."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    image = locked(REPO / "requirements" / "image.txt")
+    tested = locked(REPO / "requirements" / "test.txt")
+    runtime = [Requirement(spec) for spec in project["dependencies"]]
+    for requirement in runtime:
+        name = canonicalize_name(requirement.name)
+        assert name in image, f"{name} is missing from requirements/image.txt: run scripts/lock-python.sh"
+        assert requirement.specifier.contains(image[name][0]), (
+            f"requirements/image.txt pins {name}=={image[name][0]} outside {requirement}: "
+            "run scripts/lock-python.sh"
+        )
+    # uv notes "via scalebot (../pyproject.toml)" on what the project itself asks for: a dependency
+    # dropped from pyproject.toml leaves no such pin behind.
+    asked = {name for name, (_, block) in image.items() if "scalebot (../pyproject.toml)" in block}
+    assert asked == {canonicalize_name(r.name) for r in runtime}, (
+        "requirements/image.txt was locked from other dependencies than pyproject.toml's: "
+        "run scripts/lock-python.sh"
+    )
+    assert not set(image) & {canonicalize_name(t) for t in TEST_TOOLS}, "test tools do not ship in the image"
+    for name, (version, _) in image.items():
+        assert tested.get(name, ("",))[0] == version, (
+            f"the image ships {name}=={version}, the tests run {tested.get(name, ('nothing',))[0]}: "
+            "run scripts/lock-python.sh"
+        )

@@ -1,0 +1,350 @@
+"""The container image, built here and run: scripts/build-image.sh, unpacked with umoci, started in a
+chroot as its configured user with a read-only root filesystem and the manifests' writable mounts.
+
+No container engine runs on these machines, so the image is executed the way a runtime would: the
+OCI config's user, working directory, environment, entrypoint and command, over the unpacked layer,
+with /proc and /dev mounted, /tmp an emptyDir-like tmpfs, /data the volume and /etc/scalebot the
+read-only config mount. Network is the host's, so `scalebot run` inside reaches the local control
+plane and the local Slack Web API recorder.
+
+Covers: the image is built once per input hash (a second run of the script reuses it); `scalebot
+--version` prints the project's version; `scalebot demo` completes; `scalebot run` with a config
+for the local control plane serves /healthz and /readyz, verifies a Slack-signed slash command,
+posts the approval card it asks for, writes its database on the volume, and exits 0 on SIGTERM; the
+image configuration is the Dockerfile's and the manifests' (user, ports, working directory,
+environment, image name and tag); the only paths the image's user could write are the mounts that
+manifests/ makes writable; the Debian packages are exactly image/debian.lock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import tarfile
+import tomllib
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from bot.blocks import ACTION_APPROVE
+from localcluster import builders
+from localcluster.controlplane import free_port
+from tests.slack.harness import Signer, SlackApiServer, all_text, get, post
+from tests.unit.test_dockerfile import final_stage_config
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+CHANNEL = "C0IMAGE"
+OPERATOR = "U0OPERATOR"
+SECRET = "image-signing-secret"
+
+
+@dataclass(frozen=True)
+class Built:
+    directory: Path
+    build_log: str
+
+    @property
+    def oci(self) -> Path:
+        return self.directory / "oci"
+
+    def blob(self, digest: str) -> Any:
+        algorithm, _, value = digest.partition(":")
+        return json.loads((self.oci / "blobs" / algorithm / value).read_text())
+
+    def config(self) -> dict[str, Any]:
+        [manifest_ref] = json.loads((self.oci / "index.json").read_text())["manifests"]
+        assert manifest_ref["annotations"]["org.opencontainers.image.ref.name"] == VERSION
+        manifest = self.blob(manifest_ref["digest"])
+        return dict(self.blob(manifest["config"]["digest"]))
+
+
+def build_image() -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHON": sys.executable}
+    return subprocess.run(
+        [str(REPO / "scripts" / "build-image.sh")],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+@pytest.fixture(scope="module")
+def image() -> Built:
+    if os.geteuid() != 0:
+        pytest.fail("building and running the image needs root (mmdebstrap, chroot, mounts)")
+    result = build_image()
+    assert result.returncode == 0, f"scripts/build-image.sh failed:\n{result.stderr[-4000:]}"
+    return Built(Path(result.stdout.strip().splitlines()[-1]), result.stderr)
+
+
+@pytest.fixture(scope="module")
+def rootfs(image: Built, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    bundle = tmp_path_factory.mktemp("bundle") / "scalebot"
+    subprocess.run(
+        ["umoci", "unpack", "--image", f"{image.oci}:{VERSION}", str(bundle)],
+        check=True,
+        capture_output=True,
+    )
+    return bundle / "rootfs"
+
+
+class Container:
+    """One run of the image: mounts made on entry, every process stopped and every mount removed on
+    exit (in reverse order, also when the test failed)."""
+
+    def __init__(self, rootfs: Path, config: dict[str, Any], work: Path) -> None:
+        self.rootfs = rootfs
+        self.config = config["config"]
+        self.work = work
+        self.data = work / "data"
+        self.etc = work / "etc-scalebot"
+        self._stack = ExitStack()
+        self._procs: list[subprocess.Popen[str]] = []
+
+    def _mount(self, *args: str, target: Path) -> None:
+        subprocess.run(["mount", *args, str(target)], check=True, capture_output=True)
+        self._stack.callback(subprocess.run, ["umount", str(target)], check=True, capture_output=True)
+
+    def _read_only(self, target: Path) -> None:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(target)], check=True, capture_output=True)
+
+    def __enter__(self) -> Container:
+        uid, _, gid = self.config["User"].partition(":")
+        self.data.mkdir()
+        os.chown(self.data, int(uid), int(gid or uid))
+        self.etc.mkdir(mode=0o755)
+        try:
+            # The root filesystem read-only, as readOnlyRootFilesystem makes it; then the mounts
+            # manifests/base/deployment.yaml puts on it.
+            self._mount("--bind", str(self.rootfs), target=self.rootfs)
+            self._read_only(self.rootfs)
+            self._mount("-t", "proc", "proc", target=self.rootfs / "proc")
+            self._mount("--bind", "/dev", target=self.rootfs / "dev")
+            self._mount("-t", "tmpfs", "-o", "size=64m,mode=1777", "tmpfs", target=self.rootfs / "tmp")
+            self._mount("--bind", str(self.data), target=self.rootfs / "data")
+            self._mount("--bind", str(self.etc), target=self.rootfs / "etc" / "scalebot")
+            self._read_only(self.rootfs / "etc" / "scalebot")
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            for proc in self._procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait(30)
+        finally:
+            self._stack.close()
+
+    def command(self, args: list[str] | None = None, env: dict[str, str] | None = None) -> list[str]:
+        """The image's process as chroot runs it: its user, working directory and environment only
+        (env -i), the entrypoint followed by `args` or by the image's default command."""
+        environment = [*self.config["Env"], *(f"{k}={v}" for k, v in (env or {}).items())]
+        argv = [*self.config["Entrypoint"], *(self.config["Cmd"] if args is None else args)]
+        return [
+            "chroot",
+            f"--userspec={self.config['User']}",
+            str(self.rootfs),
+            "/usr/bin/env",
+            "-i",
+            f"--chdir={self.config['WorkingDir']}",
+            *environment,
+            *argv,
+        ]
+
+    def run(self, args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+        command = self.command(args)
+        return subprocess.run(command, check=False, capture_output=True, text=True, timeout=timeout)
+
+    def start(self, env: dict[str, str], log: Path) -> subprocess.Popen[str]:
+        with log.open("w") as out:
+            proc = subprocess.Popen(self.command(None, env), stdout=out, stderr=subprocess.STDOUT, text=True)
+        self._procs.append(proc)
+        return proc
+
+
+@pytest.fixture
+def container(image: Built, rootfs: Path, tmp_path: Path) -> Iterator[Container]:
+    with Container(rootfs, image.config(), tmp_path) as running:
+        yield running
+
+
+def test_build_is_cached_by_input_hash(image: Built) -> None:
+    again = build_image()
+    assert again.returncode == 0, again.stderr[-4000:]
+    assert Path(again.stdout.strip().splitlines()[-1]) == image.directory
+    assert "cached" in again.stderr
+    digest = (image.directory / "DIGEST").read_text().strip()
+    assert digest.startswith("sha256:") and digest in again.stderr
+
+
+def test_image_config_is_the_dockerfiles_and_the_manifests(image: Built) -> None:
+    config = image.config()
+    dockerfile = final_stage_config()
+    assert config["architecture"] == "amd64" and config["os"] == "linux"
+    assert config["config"]["User"] == dockerfile.user
+    assert config["config"]["WorkingDir"] == dockerfile.workdir
+    assert config["config"]["Env"] == [f"{k}={v}" for k, v in dockerfile.env.items()]
+    assert config["config"]["Entrypoint"] == dockerfile.entrypoint == ["scalebot"]
+    assert config["config"]["Cmd"] == dockerfile.cmd == ["run"]
+    assert set(config["config"]["ExposedPorts"]) == {f"{p}/tcp" for p in dockerfile.ports}
+    assert config["config"]["Labels"] == {**dockerfile.labels, "org.opencontainers.image.version": VERSION}
+
+    # What kind/k3d load from the docker-archive is what the Deployment names (`scalebot` with the
+    # kustomization's tag; the runtime normalises both to docker.io/library/scalebot:<tag>).
+    kustomization = yaml.safe_load((REPO / "manifests" / "base" / "kustomization.yaml").read_text())
+    [entry] = [i for i in kustomization["images"] if i["name"] == "scalebot"]
+    assert entry["newTag"] == VERSION
+    with tarfile.open(image.directory / f"scalebot-{VERSION}.tar") as archive:
+        member = archive.extractfile("manifest.json")
+        assert member is not None
+        [archived] = json.load(member)
+    assert archived["RepoTags"] == [f"docker.io/library/scalebot:{VERSION}"]
+
+
+def test_debian_packages_are_exactly_the_lock(rootfs: Path) -> None:
+    status = (rootfs / "var" / "lib" / "dpkg" / "status").read_text()
+    installed = set()
+    for paragraph in status.strip().split("\n\n"):
+        fields = dict(
+            line.split(": ", 1) for line in paragraph.splitlines() if ": " in line and not line[0].isspace()
+        )
+        if fields.get("Status") == "install ok installed":
+            installed.add(f"{fields['Package']} {fields['Version']} {fields['Architecture']}")
+    lock = {
+        line
+        for line in (REPO / "image" / "debian.lock").read_text().splitlines()
+        if line and not line.startswith("#")
+    }
+    assert installed == lock
+    assert not {line.split()[0] for line in lock} & {"apt", "perl", "gcc", "make", "passwd"}
+
+
+def test_only_the_mounted_paths_are_writable_by_the_image_user(image: Built, rootfs: Path) -> None:
+    uid, _, gid = image.config()["config"]["User"].partition(":")
+    writable: set[str] = set()
+    for directory, dirnames, filenames in os.walk(rootfs):
+        for name in [*dirnames, *filenames]:
+            path = Path(directory) / name
+            info = path.lstat()
+            if stat.S_ISLNK(info.st_mode):
+                continue
+            mine = info.st_uid == int(uid) and info.st_mode & stat.S_IWUSR
+            ours = info.st_gid == int(gid) and info.st_mode & stat.S_IWGRP
+            if mine or ours or info.st_mode & stat.S_IWOTH:
+                writable.add("/" + str(path.relative_to(rootfs)))
+    # Device nodes and /proc are the runtime's; the image ships none.
+    assert writable == {"/data", "/tmp"}
+    deployment = yaml.safe_load((REPO / "manifests" / "base" / "deployment.yaml").read_text())
+    pod = deployment["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert {path for path, m in mounts.items() if not m.get("readOnly")} == writable
+
+
+def test_version(container: Container) -> None:
+    result = container.run(["--version"], timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["scalebot", VERSION]
+
+
+def test_demo_completes(container: Container) -> None:
+    result = container.run(["demo"], timeout=240)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "SIMULATED" in result.stdout
+    assert "Now waking the cluster back" in result.stdout
+
+
+@pytest.fixture
+def slack() -> Iterator[SlackApiServer]:
+    server = SlackApiServer().start()
+    yield server
+    server.close()
+
+
+def test_run_serves_health_and_answers_a_signed_slash_command(
+    container: Container,
+    slack: SlackApiServer,
+    scalebot_kubeconfig: Path,
+    node_pool: Callable[..., list[str]],
+    unique_name: str,
+) -> None:
+    pool = f"{unique_name}-web"
+    pool_key = f"{unique_name}.scalebot.test/pool"
+    node_pool(2, name=pool, labels={pool_key: pool})
+    http_port, health_port = free_port(), free_port()
+    # The config and kubeconfig where manifests/ mounts them (SCALEBOT_CONFIG's directory).
+    (container.etc / "kubeconfig").write_text(scalebot_kubeconfig.read_text())
+    config = {
+        "server": {"host": "127.0.0.1", "http_port": http_port, "health_port": health_port},
+        "channels": {CHANNEL: "dev"},
+        "clusters": {
+            "dev": {
+                "kubeconfig": "/etc/scalebot/kubeconfig",
+                "context": "",
+                "provider": "labels",
+                "pool_label": pool_key,
+                "default_channels": [CHANNEL],
+                "policy": {"users": {OPERATOR: "operator"}, "approval_required_for": ["zero"]},
+            }
+        },
+    }
+    (container.etc / "config.yaml").write_text(yaml.safe_dump(config))
+    for path in container.etc.iterdir():
+        path.chmod(0o644)
+    log = container.work / "scalebot.log"
+    proc = container.start(
+        {
+            "SLACK_BOT_TOKEN": "xoxb-image-token",
+            "SLACK_SIGNING_SECRET": SECRET,
+            "SLACK_API_URL": slack.url,
+        },
+        log,
+    )
+
+    def serving() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError(f"scalebot run exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            return get(f"http://127.0.0.1:{health_port}/readyz").status == 200
+        except OSError:
+            return False
+
+    builders.wait_until(serving, 60, "scalebot run in the image ready on /readyz")
+    assert get(f"http://127.0.0.1:{health_port}/healthz").status == 200
+    readyz = get(f"http://127.0.0.1:{health_port}/readyz")
+    assert "database ok" in readyz.body and "kubernetes ok" in readyz.body, readyz.body
+
+    signer = Signer(SECRET)
+    body = signer.slash_command(
+        f"zero {pool}", user_id=OPERATOR, channel_id=CHANNEL, response_url=slack.response_url("cmd")
+    )
+    forged = signer.headers(body, signature="v0=" + "0" * 64)
+    assert post(f"http://127.0.0.1:{http_port}/slack/events", body, forged).status == 401
+    answer = post(f"http://127.0.0.1:{http_port}/slack/events", body, signer.headers(body))
+    assert answer.status == 200
+    card = slack.wait_for_call("chat.postMessage", lambda c: ACTION_APPROVE in str(c.body), timeout=30)
+    assert card.body["channel"] == CHANNEL and pool in all_text(card)
+    # The request is in the database on the volume, written as the image's user.
+    database = container.data / "scalebot.db"
+    assert database.stat().st_uid == int(container.config["User"].split(":")[0])
+
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0, log.read_text()[-3000:]
