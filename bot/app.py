@@ -5,10 +5,11 @@ Start order (`Bot.start`): sender (delivers what the outbox still owes Slack), p
 (subscribes to the engine, adopts the messages of active operations), then intake (HTTP server
 or Socket Mode). Stop order is the reverse, so no accepted request loses its answer.
 
-HTTP mode serves Bolt through a real threaded WSGI server (wsgiref with ThreadingMixIn) at
-`/slack/events`, plus `GET /healthz`. Before Bolt sees a request this layer refuses, changing
-nothing: bodies over 4 MiB (413), bad or stale signatures (401, checked on the raw bytes), and
-bodies that are not valid UTF-8 form or JSON payloads (400), which Bolt would answer with a 500.
+HTTP mode serves Bolt's own WSGI adapter (`slack_bolt.adapter.wsgi`, which verifies Slack's
+signature and replay window: 401) under waitress, a production WSGI server: a bounded pool of
+worker threads, idle or stuck connections closed after `IDLE_TIMEOUT_SECONDS`, bodies over 4 MiB
+refused (413) before they reach Python. `GET /healthz` sits beside `/slack/events`; bodies that
+are not valid UTF-8 form or JSON payloads get a 400 (Bolt would raise on them: a 500).
 
 In both modes a Bolt middleware then refuses requests from another workspace, enterprise or app
 (`bot.origin`): a signed request from a Slack Connect channel may carry another organisation's
@@ -17,26 +18,25 @@ user. The refusal is audited and logged; the person is told, nothing else happen
 
 from __future__ import annotations
 
-import hashlib
-import hmac
+import io
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from socketserver import ThreadingMixIn
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from slack_bolt import App, BoltContext, BoltRequest, BoltResponse
 from slack_bolt.adapter.socket_mode import SocketModeHandler
+from slack_bolt.adapter.wsgi import SlackRequestHandler
 from slack_sdk import WebClient
 from slack_sdk.http_retry.builtin_handlers import (
     ConnectionErrorRetryHandler,
     RateLimitErrorRetryHandler,
     ServerErrorRetryHandler,
 )
+from waitress.server import create_server
 
 from bot import listeners, origin
 from bot.channels import SlackChannels
@@ -49,13 +49,12 @@ from bot.sender import Sender, SenderMetrics
 from bot.settings import Settings
 
 if TYPE_CHECKING:
-    from wsgiref.types import StartResponse, WSGIEnvironment
+    from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
 log = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
 MAX_BODY_BYTES = 4 * 1024 * 1024
-REPLAY_WINDOW_SECONDS = 300
 _KNOWN_KEYS = frozenset({"command", "type", "ssl_check"})
 Route = Callable[[], tuple[int, str]]
 """A GET endpoint: returns (HTTP status, plain-text body)."""
@@ -168,130 +167,82 @@ def _origin_guard(settings: Settings, ops: OperationsPort) -> Callable[..., Bolt
 
 # -- HTTP mode -----------------------------------------------------------------------------------
 
-
-class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-    # 200 people clicking at once must not meet a 5-connection listen backlog (SYN retries cost 1 s).
-    request_queue_size = 256
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("http %s", format % args)
+HTTP_THREADS = 16
+"""waitress worker threads: requests being answered at once (idle connections cost none)."""
+CONNECTION_LIMIT = 1000
+"""Open connections before waitress stops accepting more (slow clients cannot exhaust it early)."""
+IDLE_TIMEOUT_SECONDS = 30
+"""A connection with no complete request for this long is closed (a slow or stuck client)."""
+_CLEANUP_INTERVAL_SECONDS = 5
 
 
-class SlackWsgi:
-    """WSGI application: Bolt at /slack/events, plain GET routes (/healthz) beside it."""
+def slack_wsgi(app: App | None, routes: Mapping[str, Route]) -> WSGIApplication:
+    """Bolt's own WSGI adapter at /slack/events (it verifies Slack's signature and dispatches),
+    plain GET routes beside it, and 400 for a body Bolt cannot even parse (it would raise: a 500)."""
+    bolt = SlackRequestHandler(app, path=EVENTS_PATH) if app is not None else None
 
-    def __init__(self, app: App | None, *, signing_secret: str | None, routes: Mapping[str, Route]) -> None:
-        self.app = app
-        self.secret = signing_secret.encode() if signing_secret else None
-        self.routes = dict(routes)
-
-    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        status, headers, body = self._handle(environ)
-        start_response(f"{status} {_REASONS.get(status, 'Error')}", headers)
-        return [body]
-
-    def _handle(self, environ: WSGIEnvironment) -> tuple[int, list[tuple[str, str]], bytes]:
+    def application(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         method, path = environ.get("REQUEST_METHOD", "GET"), environ.get("PATH_INFO", "")
-        if method == "GET" and path in self.routes:
-            status, text = self.routes[path]()
-            return _plain(status, text)
-        if path != EVENTS_PATH or self.app is None:
-            return _plain(404, "not found\n")
+        if method == "GET" and path in routes:
+            return _plain(start_response, *routes[path]())
+        if bolt is None or path != EVENTS_PATH:
+            return _plain(start_response, 404, "not found\n")
         if method != "POST":
-            return _plain(405, "POST only\n")
-        try:
-            length = int(environ.get("CONTENT_LENGTH") or 0)
-        except ValueError:
-            return _plain(400, "bad Content-Length\n")
-        if length > MAX_BODY_BYTES or length < 0:
-            _discard(environ["wsgi.input"], length)
-            return _plain(413, "body too large\n")
-        raw: bytes = environ["wsgi.input"].read(length)
-        headers = _headers(environ)
-        if self.secret is not None and not is_signed(self.secret, raw, headers, now=time.time()):
-            return _plain(401, "invalid request signature\n")
-        request = _bolt_request(raw, headers, environ.get("QUERY_STRING", ""))
-        if request is None:
-            return _plain(400, "malformed body\n")
-        response = self.app.dispatch(request)
-        out = [(name, value) for name, values in response.headers.items() for value in values]
-        return response.status, out, (response.body or "").encode("utf-8")
+            return _plain(start_response, 405, "POST only\n")
+        if not str(environ.get("HTTP_X_SLACK_REQUEST_TIMESTAMP", "")).isdigit():
+            # Bolt's verifier raises on a timestamp that is not a number (its error path would
+            # answer 200); such a request cannot be signed, so it is refused like a bad signature.
+            return _plain(start_response, 401, "invalid request signature\n")
+        raw: bytes = environ["wsgi.input"].read()  # waitress has buffered it, within the size limit
+        if not _well_formed(raw):
+            log.info("malformed Slack request body refused (%d bytes)", len(raw))
+            return _plain(start_response, 400, "malformed body\n")
+        environ["wsgi.input"] = io.BytesIO(raw)
+        answered: Iterable[bytes] = bolt(environ, start_response)
+        return answered
+
+    return application
 
 
-def is_signed(secret: bytes, raw: bytes, headers: Mapping[str, str], *, now: float) -> bool:
-    """Slack's v0 signature over the raw bytes as received, within the 5-minute replay window.
-    Checked here so that bodies Bolt cannot even parse are still told apart: 401 vs 400."""
-    timestamp = headers.get("x-slack-request-timestamp", "")
-    signature = headers.get("x-slack-signature", "")
-    if not timestamp.isdigit() or abs(now - int(timestamp)) > REPLAY_WINDOW_SECONDS:
-        return False
-    digest = hmac.new(secret, b"v0:" + timestamp.encode() + b":" + raw, hashlib.sha256).hexdigest()
-    return hmac.compare_digest(f"v0={digest}", signature)
-
-
-def _bolt_request(raw: bytes, headers: Mapping[str, str], query: str) -> BoltRequest | None:
+def _well_formed(raw: bytes) -> bool:
+    """Slack only sends slash commands, typed payloads (interactivity, events) and ssl_check."""
     try:
-        request = BoltRequest(body=raw.decode("utf-8"), query=query, headers=dict(headers))
+        body = BoltRequest(body=raw.decode("utf-8")).body
     except Exception:  # Bolt parses as it constructs; any failure means the body is malformed
-        log.info("malformed Slack request body refused (%d bytes)", len(raw))
-        return None
-    body = request.body
-    # Slack only sends slash commands, typed payloads (interactivity, events) and ssl_check.
-    return request if isinstance(body, dict) and _KNOWN_KEYS.intersection(body) else None
+        return False
+    return isinstance(body, dict) and bool(_KNOWN_KEYS.intersection(body))
 
 
-def _discard(stream: Any, length: int) -> None:
-    """Read (and drop) a refused body, so the client sees the 413 instead of a broken pipe."""
-    remaining = min(length, 4 * MAX_BODY_BYTES)
-    while remaining > 0:
-        chunk = stream.read(min(remaining, 65536))
-        if not chunk:
-            return
-        remaining -= len(chunk)
-
-
-def _headers(environ: WSGIEnvironment) -> dict[str, str]:
-    headers = {
-        key[5:].lower().replace("_", "-"): str(value)
-        for key, value in environ.items()
-        if key.startswith("HTTP_")
-    }
-    if environ.get("CONTENT_TYPE"):
-        headers["content-type"] = str(environ["CONTENT_TYPE"])
-    return headers
-
-
-def _plain(status: int, text: str) -> tuple[int, list[tuple[str, str]], bytes]:
-    return status, [("Content-Type", "text/plain; charset=utf-8")], text.encode("utf-8")
-
-
-_REASONS = {
-    200: "OK",
-    400: "Bad Request",
-    401: "Unauthorized",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    413: "Payload Too Large",
-    500: "Internal Server Error",
-}
+def _plain(start_response: StartResponse, status: int, text: str) -> list[bytes]:
+    body = text.encode("utf-8")
+    headers = [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))]
+    start_response(f"{status} {HTTPStatus(status).phrase}", headers)
+    return [body]
 
 
 @dataclass
 class HttpServer:
-    server: WSGIServer
+    """waitress serving one WSGI application on a background thread."""
+
+    server: Any
     thread: threading.Thread
 
     @property
     def port(self) -> int:
-        return int(self.server.server_address[1])
+        return int(self.server.effective_port)
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        """Stop listening, close every connection (in the server's own loop thread, which then
+        ends), and let the worker threads finish what they answer."""
+        server = self.server
+
+        def close_all() -> None:
+            for dispatcher in list(server._map.values()):
+                dispatcher.close()
+
+        server.trigger.pull_trigger(close_all)
         self.thread.join(timeout=5)
+        server.task_dispatcher.shutdown(timeout=5)
 
 
 def serve_http(
@@ -299,16 +250,29 @@ def serve_http(
     port: int,
     *,
     host: str = "0.0.0.0",
-    signing_secret: str | None = None,
     routes: Mapping[str, Route] | None = None,
+    threads: int = HTTP_THREADS,
+    idle_timeout: float = IDLE_TIMEOUT_SECONDS,
 ) -> HttpServer:
-    """Serve `app` at /slack/events (plus GET routes, /healthz by default) on a background thread.
-    `signing_secret` is checked before Bolt sees a body; Bolt checks it again. Port 0 picks one."""
-    wsgi = SlackWsgi(app, signing_secret=signing_secret, routes={"/healthz": healthz, **(routes or {})})
-    server = make_server(host, port, wsgi, server_class=_ThreadingWSGIServer, handler_class=_QuietHandler)
-    thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True, name=f"scalebot-http-{port}"
+    """Serve `app` at /slack/events (plus GET routes, /healthz by default) with waitress on a
+    background thread: bounded worker threads, idle connections closed after `idle_timeout`,
+    bodies over MAX_BODY_BYTES refused (413). Port 0 picks one."""
+    application = slack_wsgi(app, {"/healthz": healthz, **(routes or {})})
+    server = create_server(
+        application,
+        host=host,
+        port=port,
+        threads=threads,
+        connection_limit=CONNECTION_LIMIT,
+        channel_timeout=idle_timeout,
+        cleanup_interval=min(_CLEANUP_INTERVAL_SECONDS, idle_timeout),
+        max_request_body_size=MAX_BODY_BYTES,
+        backlog=1024,
+        ident="scalebot",
+        expose_tracebacks=False,
+        clear_untrusted_proxy_headers=True,
     )
+    thread = threading.Thread(target=server.run, daemon=True, name=f"scalebot-http-{port}")
     thread.start()
     return HttpServer(server, thread)
 
@@ -357,19 +321,12 @@ class Bot:
         self.progress.start()
         self.progress.resume(self.ops.list_operations(active_only=True, limit=1000))
         server = self.settings.server
-        secret = self.settings.slack.signing_secret
         if self.settings.slack.socket_mode:
             app_token = self.settings.slack.app_token
             assert app_token is not None
             self.socket = start_socket_mode(self.app, app_token.reveal())
         else:
-            self.http = serve_http(
-                self.app,
-                server.http_port,
-                host=server.host,
-                signing_secret=secret.reveal() if secret else None,
-                routes=self.routes,
-            )
+            self.http = serve_http(self.app, server.http_port, host=server.host, routes=self.routes)
         if self.serve_health and (self.settings.slack.socket_mode or server.health_port != server.http_port):
             self.health = serve_http(None, server.health_port, host=server.host, routes=self.routes)
 

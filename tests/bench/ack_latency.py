@@ -39,7 +39,7 @@ def main() -> None:
     engine = make_engine(Path(tmp.name) / "scalebot.db")
     cluster = engine.clusters["dev-eu"]
     bot = assemble(api, engine, make_settings(api))
-    http = serve_http(bot.app, 0, host="127.0.0.1", signing_secret=SECRET)
+    http = serve_http(bot.app, 0, host="127.0.0.1")
     url = f"http://127.0.0.1:{http.port}/slack/events"
     signer = Signer(SECRET)
     texts = ["scale web 1", "status", "zero dev-eu", "stauts", "drain web-1;rm"]

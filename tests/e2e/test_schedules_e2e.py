@@ -40,7 +40,6 @@ from tests.slack.conftest import (
     APPROVER_2,
     CHANNEL,
     POLICIES,
-    SECRET,
     Engine,
     assemble,
     make_settings,
@@ -87,7 +86,7 @@ def world(kube: KubeClient, pool_key: str, tmp_path: Path) -> Iterator[World]:
     slack = make_settings(api)
     ui = ScheduleUi(schedules, ops, clock=clock, default_cluster=slack.default_cluster)
     bot = assemble(api, Engine(ops, {}), slack, subcommands=ui.subcommands(), clicks=ui.clicks())
-    bot.http = serve_http(bot.app, 0, host="127.0.0.1", signing_secret=SECRET)
+    bot.http = serve_http(bot.app, 0, host="127.0.0.1")
     scheduler = ManualScheduler(timezone=UTC)
     runner = SchedulerRunner(schedules, clock, ui.on_announce, ui.on_fired, scheduler=scheduler)
     ui.attach(sender=bot.sender, app=bot.app, runner=runner)

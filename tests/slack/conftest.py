@@ -394,7 +394,7 @@ def make_bot(slack_api: SlackApiServer, tmp_path: Path) -> Iterator[Callable[...
             engines[run] = make_engine(tmp_path / f"scalebot-{'run' if run else 'held'}.db", run=run)
         engine = engines[run]
         running = assemble(slack_api, engine, make_settings(slack_api, sender=sender), outbox, **extra)
-        running.http = serve_http(running.app, 0, host="127.0.0.1", signing_secret=SECRET)
+        running.http = serve_http(running.app, 0, host="127.0.0.1")
         started.append(running)
         return running
 

@@ -46,7 +46,6 @@ from tests.slack.conftest import (
     CHANNEL,
     OPERATOR,
     POLICIES,
-    SECRET,
     VIEWER,
     Engine,
     RunningBot,
@@ -144,7 +143,7 @@ def world(slack_api: SlackApiServer, tmp_path: Path) -> Iterator[World]:
     settings = make_settings(slack_api)
     ui = ScheduleUi(schedules, ops, clock=clock, default_cluster=settings.default_cluster)
     bot = assemble(slack_api, Engine(ops, {}), settings, subcommands=ui.subcommands(), clicks=ui.clicks())
-    bot.http = serve_http(bot.app, 0, host="127.0.0.1", signing_secret=SECRET)
+    bot.http = serve_http(bot.app, 0, host="127.0.0.1")
     scheduler = ManualScheduler(timezone=UTC)
     runner = SchedulerRunner(schedules, clock, ui.on_announce, ui.on_fired, scheduler=scheduler)
     ui.attach(sender=bot.sender, app=bot.app, runner=runner)
