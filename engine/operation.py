@@ -121,6 +121,13 @@ class PoolChange:
     """Of nodes_to_remove, those removed without a drain (their Machine excludes draining)."""
     drain_timeout_seconds: int | None = None
     """The pool's nodeDrainTimeout: past it, its nodes stop draining and removal goes on."""
+    hooked: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Of nodes_to_remove, (node, pre-drain hooks) left to Cluster API: it runs the hooks, then
+    drains; scalebot removes the Machine and waits for it to go."""
+
+    @property
+    def hooked_nodes(self) -> tuple[str, ...]:
+        return tuple(node for node, _ in self.hooked)
 
     @property
     def empties_only(self) -> bool:
@@ -145,6 +152,11 @@ def drain_rules(change: PoolChange) -> list[str]:
         lines.append(
             f"not drained: {', '.join(change.not_drained)} (their Machines have "
             "machine.cluster.x-k8s.io/exclude-node-draining; removed with their Pods, as Cluster API does)"
+        )
+    for node, hooks in change.hooked:
+        lines.append(
+            f"{node}: its Machine has pre-drain hook(s) {', '.join(hooks)}; Cluster API runs them, then "
+            "drains the node: scalebot removes the Machine and waits for it, reporting the hooks"
         )
     if change.drain_timeout_seconds and change.nodes_to_remove:
         lines.append(
@@ -196,6 +208,7 @@ class OperationPlan:
                     "removal_reason": p.removal_reason,
                     "not_drained": list(p.not_drained),
                     "drain_timeout_seconds": p.drain_timeout_seconds,
+                    "hooked": {node: list(hooks) for node, hooks in p.hooked},
                 }
                 for p in self.pools
             ],
@@ -225,6 +238,7 @@ class OperationPlan:
                     removal_reason=str(p.get("removal_reason") or ""),
                     not_drained=tuple(p.get("not_drained") or ()),
                     drain_timeout_seconds=p.get("drain_timeout_seconds"),
+                    hooked=tuple((n, tuple(h)) for n, h in sorted((p.get("hooked") or {}).items())),
                 )
                 for p in data.get("pools") or ()
             ),

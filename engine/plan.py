@@ -259,11 +259,19 @@ def _plan_resize(
                 removal_reason=pool.removal_reason,
                 not_drained=tuple(n for n in remove if n in pool.drain_excluded),
                 drain_timeout_seconds=pool.drain_timeout_seconds,
+                hooked=tuple((n, hooks) for n, hooks in pool.pre_drain_hooks if n in remove),
             )
         )
     after = {p.name: p.desired for p in snap.pools} | dict(sizes)
     force_phase = all(size == 0 for size in after.values())
-    drained = tuple(sorted(n for c in changes for n in c.nodes_to_remove if n not in c.not_drained))
+    drained = tuple(
+        sorted(
+            n
+            for c in changes
+            for n in c.nodes_to_remove
+            if n not in c.not_drained and n not in c.hooked_nodes
+        )
+    )
     # Opt-outs block a scale-down and a partial zero; only an explicit force evicts them.
     options = filters.DrainOptions.machine(
         opt_outs_wait=force_phase, evict_opt_outs=force and not force_phase

@@ -51,7 +51,7 @@ from engine.operation import (
     emptied_not_removed,
     format_seconds,
 )
-from engine.pools.base import PoolProvider, PoolSizeError, RestoreRecord
+from engine.pools.base import Pool, PoolProvider, PoolSizeError, RestoreRecord
 from engine.store import Store, StoredRestore
 from engine.workloads import WorkloadRecord, WorkloadScaler
 
@@ -754,11 +754,20 @@ def step_verify(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     now = runner.clock.now()
     wrong = []
     refused = op.step_data.get("target_refused") or {}
+    waiting: list[str] = []
     for change in op.plan.pools:
         pool = h.pools.get_pool(change.pool)
         if pool.desired != change.after:
             why = f": {refused[change.pool]}" if change.pool in refused else ""
             wrong.append(f"pool {change.pool} is at {pool.desired}, expected {change.after}{why}")
+        waiting.extend(_left_to_controller(change, pool))
+    events: list[tuple[ProgressKind, str, str]] = []
+    if waiting:
+        # Machines with pre-drain hooks: Cluster API runs the hooks, drains and deletes them.
+        wrong.extend(waiting)
+        text = "Waiting for Cluster API: " + "; ".join(waiting)
+        if text != op.step_data.get("hooks_reported"):
+            events.append(("phase", text, ""))
     if not wrong:
         if ends_sleep(op):
             _clear_restore(runner, op, h)
@@ -780,7 +789,24 @@ def step_verify(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
             events=[("final", f"Failed: {error}", "")],
             result=_summary(op, dict(op.step_data), now),
         )
-    return StepResult(wait=5.0, data={"verify": wrong, "removed_at": started.isoformat()})
+    data = {"verify": wrong, "removed_at": started.isoformat()}
+    if events:
+        data["hooks_reported"] = events[-1][1]
+    return StepResult(wait=5.0, data=data, events=events)
+
+
+def _left_to_controller(change: PoolChange, pool: Pool) -> list[str]:
+    """What the hooked Machines of `change` still wait for, one phrase per node still there."""
+    hooks = dict(pool.pre_drain_hooks)
+    phrases = []
+    for node in change.hooked_nodes:
+        if node not in pool.nodes:
+            continue
+        if hooks.get(node):
+            phrases.append(f"node {node}: Machine waits for pre-drain hook(s) {', '.join(hooks[node])}")
+        else:
+            phrases.append(f"node {node}: Machine is being drained and deleted by Cluster API")
+    return phrases
 
 
 def step_resize(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:

@@ -97,6 +97,9 @@ class Pool:
     """Nodes removed without a drain (Cluster API `machine.cluster.x-k8s.io/exclude-node-draining`)."""
     drain_timeout_seconds: int | None = None
     """After this long a drain stops and removal goes on (Cluster API nodeDrainTimeout); None: never."""
+    pre_drain_hooks: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """(node, hook annotations) for nodes whose Machine carries Cluster API pre-drain hooks: its
+    controller runs them, then drains; scalebot leaves those nodes to it and waits."""
     removal_reason: str = ""
     """Why, in one phrase (e.g. "nodes managed by kwok")."""
 

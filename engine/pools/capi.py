@@ -71,6 +71,7 @@ MACHINES = "machines"
 DEPLOYMENT_NAME_LABEL = "cluster.x-k8s.io/deployment-name"
 CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"
 EXCLUDE_NODE_DRAINING = "machine.cluster.x-k8s.io/exclude-node-draining"
+PRE_DRAIN_HOOK_PREFIX = "pre-drain.delete.hook.machine.cluster.x-k8s.io"
 KUBECONFIG_SECRET_SUFFIX = "-kubeconfig"
 KUBECONFIG_SECRET_KEY = "value"
 MIN_SIZE_ANNOTATION = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size"
@@ -139,6 +140,8 @@ class MachineInfo:
     node_ready: bool = False
     exclude_drain: bool = False
     """Carries `machine.cluster.x-k8s.io/exclude-node-draining`: Cluster API removes it undrained."""
+    pre_drain_hooks: tuple[str, ...] = ()
+    """Its `pre-drain.delete.hook.machine.cluster.x-k8s.io[/name]` annotations."""
 
     @classmethod
     def from_raw(cls, raw: RawObject, pool: str) -> MachineInfo:
@@ -156,6 +159,9 @@ class MachineInfo:
             unhealthy=not node or any(conditions.get(t) == "False" for t in UNHEALTHY_CONDITIONS),
             node_ready=any(conditions.get(t) == "True" for t in NODE_READY_CONDITIONS),
             exclude_drain=EXCLUDE_NODE_DRAINING in (meta.get("annotations") or {}),
+            pre_drain_hooks=tuple(
+                sorted(k for k in meta.get("annotations") or {} if k.startswith(PRE_DRAIN_HOOK_PREFIX))
+            ),
         )
 
 
@@ -428,6 +434,9 @@ class ClusterApiPoolProvider:
             victim_hints=_hints(with_nodes),
             drain_excluded=frozenset(m.node for m in with_nodes if m.exclude_drain),
             drain_timeout_seconds=deployment.drain_timeout_seconds,
+            pre_drain_hooks=tuple(
+                sorted((m.node, m.pre_drain_hooks) for m in with_nodes if m.pre_drain_hooks)
+            ),
         )
 
     def _pool_name(self, deployment: _Deployment) -> str:

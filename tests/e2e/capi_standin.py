@@ -10,7 +10,11 @@ reconcile on demand, doing the part of Cluster API that scalebot relies on:
   "Random" 20 for all, ties by Machine name) together with their Nodes, as the Machine
   controller does after its drain;
 - more replicas than Machines: a Machine and a kwok Node of the same name are created and the
-  Machine's status.nodeRef set.
+  Machine's status.nodeRef set;
+- a deleted Machine (it carries Cluster API's finalizer) waits while it has
+  `pre-drain.delete.hook.machine.cluster.x-k8s.io/*` annotations, as the Machine controller does;
+  once none is left its Node is deleted and the finalizer removed. The stand-in does not drain
+  (scalebot's own drain is what the tests observe).
 
 Reconciling on demand (not in a thread) lets the tests observe the state between scalebot's
 writes and the controller's reaction, which is where idempotency matters; `Reconciler` runs the
@@ -26,6 +30,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
+
 from localcluster import builders as b
 
 GROUP = "cluster.x-k8s.io"
@@ -34,6 +40,8 @@ DEPLOYMENT_LABEL = "cluster.x-k8s.io/deployment-name"
 SET_LABEL = "cluster.x-k8s.io/set-name"
 CLUSTER_LABEL = "cluster.x-k8s.io/cluster-name"
 DELETE_MACHINE = "cluster.x-k8s.io/delete-machine"
+MACHINE_FINALIZER = "machine.cluster.x-k8s.io"
+PRE_DRAIN_HOOK_PREFIX = "pre-drain.delete.hook.machine.cluster.x-k8s.io"
 Json = dict[str, Any]
 
 
@@ -148,6 +156,9 @@ class StandIn:
     def reconcile(self) -> list[str]:
         """One reconcile; returns the names of the Nodes it created."""
         want = self.replicas()
+        for machine in self.machines():
+            if machine["metadata"].get("deletionTimestamp"):
+                self._finish(machine)
         b.patch(self.api, path(self.namespace, "machinesets", self.machineset), {"spec": {"replicas": want}})
         live = [m for m in self.machines() if not m["metadata"].get("deletionTimestamp")]
         if len(live) > want:
@@ -157,15 +168,35 @@ class StandIn:
 
     def cleanup(self) -> None:
         """Delete the Nodes behind the Machines (Nodes are cluster-scoped; the namespace goes anyway)."""
-        self._delete(self.machines())
+        for machine in self.machines():
+            self._finish(machine, force=True)
 
     def _delete(self, machines: list[Json]) -> None:
         for machine in machines:
             name = machine["metadata"]["name"]
             b.delete(self.api, path(self.namespace, "machines", name))
-            node = ((machine.get("status") or {}).get("nodeRef") or {}).get("name")
-            if node:
-                b.delete(self.nodes, b.node_path(node))
+            self._finish(machine)
+
+    def _finish(self, machine: Json, *, force: bool = False) -> None:
+        """The Machine controller's deletion: wait for pre-drain hooks, then Node and finalizer go."""
+        name = machine["metadata"]["name"]
+        current = b.get_or_none(self.api, path(self.namespace, "machines", name))
+        if current is None:
+            return
+        hooks = [
+            k for k in current["metadata"].get("annotations") or {} if k.startswith(PRE_DRAIN_HOOK_PREFIX)
+        ]
+        if hooks and not force:
+            return
+        node = ((current.get("status") or {}).get("nodeRef") or {}).get("name")
+        if node:
+            b.delete(self.nodes, b.node_path(node))
+        try:
+            b.patch(self.api, path(self.namespace, "machines", name), {"metadata": {"finalizers": None}})
+        except ApiException as exc:
+            if exc.status != 404:  # finished meanwhile by the other reconcile
+                raise
+        b.delete(self.api, path(self.namespace, "machines", name))
 
     def _free_names(self, count: int) -> list[str]:
         taken = {m["metadata"]["name"] for m in self.machines()}
@@ -183,7 +214,12 @@ class StandIn:
         machine = {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": "Machine",
-            "metadata": {"name": name, "namespace": self.namespace, "labels": labels},
+            "metadata": {
+                "name": name,
+                "namespace": self.namespace,
+                "labels": labels,
+                "finalizers": [MACHINE_FINALIZER],
+            },
             "spec": _machine_spec(self.cluster, name),
         }
         b.create(self.api, path(self.namespace, "machines"), machine)

@@ -291,3 +291,36 @@ def test_node_drain_timeout_stops_the_drain_and_removal_goes_on(site: Site) -> N
     assert "pool alpha-md: nodeDrainTimeout 3s expired; continuing as Cluster API does" in "\n".join(events)
     assert zero.result["pods_force_deleted"] == 0, "the timeout, not phase 2, ended the drain"
     assert site.alpha.replicas() == 0
+
+
+def test_a_pre_drain_hook_is_waited_for_and_reported(site: Site) -> None:
+    """The hooked Machine is left to Cluster API (hooks, then its drain); the operation waits,
+    says which hook holds it, and ends once the hook's owner removed it."""
+    nodes = site.alpha.create(2)
+    site.grant_kubeconfig_secret()
+    hooked_machine = next(m for m in site.alpha.machines() if m["status"]["nodeRef"]["name"] == nodes[0])
+    hook = "pre-drain.delete.hook.machine.cluster.x-k8s.io/etcd-member"
+    machine_path = path(site.capi_namespace, "machines", hooked_machine["metadata"]["name"])
+    b.patch(site.management_admin, machine_path, {"metadata": {"annotations": {hook: "kcp"}}})
+    ops = site.operations(site.connect())
+    plan = ops.plan(_request(OpKind.ZERO))
+    assert plan.nodes == (nodes[1],), "scalebot drains only the node without a hook"
+    assert f"{nodes[0]}: its Machine has pre-drain hook(s) {hook}" in plan.to_text()
+    texts: list[str] = []
+    ops.subscribe(lambda event: texts.append(event.text))
+    reconciler = Reconciler([site.alpha]).start()
+    try:
+        out = ops.request(_request(OpKind.ZERO))
+        assert out.ok, out.reply
+        waiting = f"Waiting for Cluster API: node {nodes[0]}: Machine waits for pre-drain hook(s) {hook}"
+        b.wait_until(lambda: waiting in texts, 60, "the hook reported in the thread")
+        deleting = b.get(site.management_admin, machine_path)
+        assert deleting["metadata"].get("deletionTimestamp"), "removed by scalebot, held by the hook"
+        b.patch(site.management_admin, machine_path, {"metadata": {"annotations": {hook: None}}})
+        assert ops.runner.wait_idle(60), "operation did not finish once the hook was removed"
+    finally:
+        ops.runner.stop()
+        reconciler.stop()
+    op = ops.get(out.operation.id)
+    assert op is not None and op.state is OpState.SUCCEEDED, op and op.error
+    assert site.alpha.replicas() == 0 and not site.alpha.machines()
