@@ -293,6 +293,11 @@ def test_node_drain_timeout_stops_the_drain_and_removal_goes_on(site: Site) -> N
     assert site.alpha.replicas() == 0
 
 
+def op_state(ops: Operations, op_id: str) -> OpState | None:
+    op = ops.get(op_id)
+    return op.state if op else None
+
+
 def test_a_pre_drain_hook_is_waited_for_and_reported(site: Site) -> None:
     """The hooked Machine is left to Cluster API (hooks, then its drain); the operation waits,
     says which hook holds it, and ends once the hook's owner removed it."""
@@ -314,8 +319,12 @@ def test_a_pre_drain_hook_is_waited_for_and_reported(site: Site) -> None:
         assert out.ok, out.reply
         waiting = f"Waiting for Cluster API: node {nodes[0]}: Machine waits for pre-drain hook(s) {hook}"
         b.wait_until(lambda: waiting in texts, 60, "the hook reported in the thread")
-        deleting = b.get(site.management_admin, machine_path)
-        assert deleting["metadata"].get("deletionTimestamp"), "removed by scalebot, held by the hook"
+        b.wait_until(
+            lambda: b.get(site.management_admin, machine_path)["metadata"].get("deletionTimestamp"),
+            30,
+            "the Machine deleted (scalebot lowered the replicas) and held by its hook",
+        )
+        assert op_state(ops, out.operation.id) is OpState.RUNNING, "the operation waits for the hook"
         b.patch(site.management_admin, machine_path, {"metadata": {"annotations": {hook: None}}})
         assert ops.runner.wait_idle(60), "operation did not finish once the hook was removed"
     finally:
