@@ -378,7 +378,7 @@ def cmd_drain(args: argparse.Namespace) -> int:
     _on_interrupt(cancel)
 
     def show(report: DrainReport) -> None:
-        print(report.condition_message(args.style) or "Drain completed", flush=True)
+        print(report.condition_message(args.style) or report.summary_line(), flush=True)
 
     for node in nodes:
         print(f"node/{node.name} {'already cordoned' if node.unschedulable else 'cordoned'}", flush=True)

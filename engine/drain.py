@@ -215,7 +215,7 @@ def run_pass(
         unreachable_nodes=unreachable,
     )
     classified = filters.classify_pods(pods, ctx, pod_filters)
-    plan = _split(classified, state=state, now=now)
+    plan = _split(classified, state=state, now=now, unreachable=unreachable)
     state = replace(state, failed_nodes={**state.failed_nodes, **refused_nodes(classified)})
 
     evict_grace = options.grace_period_seconds
@@ -271,6 +271,7 @@ class _PassPlan:
     waiting: list[str] = field(default_factory=list)
     later: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    left_unreachable: list[str] = field(default_factory=list)
     still_failing: dict[str, PodFailure] = field(default_factory=dict)
 
 
@@ -279,6 +280,7 @@ def _split(
     *,
     state: DrainState,
     now: datetime,
+    unreachable: frozenset[str] = frozenset(),
 ) -> _PassPlan:
     """Decide, per pod, what this pass does with it (pure)."""
     plan = _PassPlan()
@@ -296,6 +298,9 @@ def _split(
         action = verdict.action
         if action is filters.Action.SKIP:
             plan.skipped.append(pod.key)
+            if pod.is_terminating and pod.node_name in unreachable:
+                # Skipped by the unreachable-node rule: the drain ends without it, the report names it.
+                plan.left_unreachable.append(pod.key)
         elif action is filters.Action.BLOCK:
             plan.failed.setdefault(f"cannot delete {verdict.reason}", []).append(pod.key)
         elif action is filters.Action.WAIT:
@@ -445,6 +450,7 @@ def _fold(
         waiting=tuple(plan.waiting),
         later=tuple(plan.later),
         skipped=tuple(plan.skipped),
+        left_unreachable=tuple(plan.left_unreachable),
         evicted=tuple(evicted),
         deleted=tuple(deleted),
         force_deleted=(),

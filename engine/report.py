@@ -48,6 +48,7 @@ _POD_LISTS = (
     "evicted",
     "deleted",
     "force_deleted",
+    "left_unreachable",
 )
 
 
@@ -92,6 +93,9 @@ class DrainReport:
     force_deleted: tuple[str, ...] = ()
     waiting_later: tuple[str, ...] = ()
     """WaitCompleted pods in a higher drain-order group (Cluster API's PodsToWaitCompletedLater)."""
+    left_unreachable: tuple[str, ...] = ()
+    """Pods deleted more than 1 s ago on an unreachable node: no longer waited for (Cluster API's
+    rule; the kubelet that would finish them is gone), but named, since they may still run there."""
 
     def __post_init__(self) -> None:
         # Normalise here rather than only in `build`, so every construction path yields the same
@@ -121,6 +125,7 @@ class DrainReport:
         deleted: Iterable[str] = (),
         force_deleted: Iterable[str] = (),
         waiting_later: Iterable[str] = (),
+        left_unreachable: Iterable[str] = (),
     ) -> DrainReport:
         """Build from any iterables (lists, sets, generators); sorted and de-duplicated."""
         return cls(
@@ -135,6 +140,7 @@ class DrainReport:
             deleted=tuple(deleted),
             force_deleted=tuple(force_deleted),
             waiting_later=tuple(waiting_later),
+            left_unreachable=tuple(left_unreachable),
         )
 
     @property
@@ -155,9 +161,15 @@ class DrainReport:
     def summary_line(self) -> str:
         """`Drain completed`, or how many pods are left, for a status line."""
         if self.completed:
-            return COMPLETED
+            return COMPLETED + self._unreachable_note()
         count = self.blocking_pods
-        return f"{HEADER}: {count} {_plural(count, 'Pod')} remaining"
+        return f"{HEADER}: {count} {_plural(count, 'Pod')} remaining{self._unreachable_note()}"
+
+    def _unreachable_note(self) -> str:
+        if not self.left_unreachable:
+            return ""
+        pods = self.left_unreachable
+        return f" ({self._pods(pods)} left terminating on an unreachable node, not waited for)"
 
     def condition_message(self, style: Style = "legacy") -> str:
         """Cluster API's condition message for this report; "" once the drain is complete."""
@@ -241,6 +253,7 @@ class DrainReport:
                 "evicted": len(self.evicted),
                 "deleted": len(self.deleted),
                 "force_deleted": len(self.force_deleted),
+                "left_unreachable": len(self.left_unreachable),
             },
             "failed": {key: list(pods) for key, pods in self.failed.items()},
             **{name: list(getattr(self, name)) for name in _POD_LISTS},

@@ -506,7 +506,7 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
         )
     if result.report.completed and settled and not refused:
         done = {OpKind.DRAIN: None, OpKind.CONSOLIDATE: "remove_node"}.get(op.kind, "remove")
-        events.append(("phase", "Drain completed", ""))
+        events.append(("phase", result.report.summary_line(), ""))
         _record_nodes(runner, op, kube_events.DRAINED, f"Drain completed (operation {op.id})")
         if done is None:
             return StepResult(

@@ -432,6 +432,7 @@ def test_to_json_has_stable_keys_counts_and_message() -> None:
         "evicted",
         "deleted",
         "force_deleted",
+        "left_unreachable",
     ]
     assert data["completed"] is False
     assert data["started_at"] == "2026-03-27T19:00:05Z"
@@ -448,6 +449,7 @@ def test_to_json_has_stable_keys_counts_and_message() -> None:
         "evicted": 0,
         "deleted": 0,
         "force_deleted": 0,
+        "left_unreachable": 0,
     }
     assert list(data["failed"]) == [PDB_KEY, NS_KEY, MULTI_PDB_KEY]
     assert data["nodes"] == ["w-1"]
