@@ -192,7 +192,13 @@ def not_in_channel() -> str:
 
 
 def planning(kind: OpKind, cluster: str, *, plan_only: bool) -> str:
-    what = {OpKind.DRAIN: "a drain", OpKind.SCALE: "a scale", OpKind.ZERO: "zero", OpKind.WAKE: "a wake-up"}
+    what = {
+        OpKind.DRAIN: "a drain",
+        OpKind.SCALE: "a scale",
+        OpKind.ZERO: "zero",
+        OpKind.WAKE: "a wake-up",
+        OpKind.CONSOLIDATE: "a consolidation",
+    }
     tail = " (nothing changes)" if plan_only else "; the card follows in the channel"
     return f"Planning {what[kind]} of {cluster}…{tail}"
 

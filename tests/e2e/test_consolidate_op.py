@@ -11,19 +11,29 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bot.blocks import ACTION_APPROVE
 from localcluster import builders
 from tests.e2e.test_cli import scalebot
+from tests.e2e.test_slack_run import APPROVER, CHANNEL, OPERATOR, SECRET, scalebot_run
+from tests.slack.harness import Signer, SlackApiServer, all_text, buttons_of, post
 
 pytestmark = pytest.mark.e2e
 
 NODES = 4
 REPLICAS = 8
+
+
+@pytest.fixture
+def slack() -> Iterator[SlackApiServer]:
+    server = SlackApiServer().start()
+    yield server
+    server.close()
 
 
 def half_empty_pool(
@@ -108,3 +118,62 @@ def test_cli_consolidate_refuses_the_simulated_cluster_and_changes_nothing(tmp_p
     result = scalebot("consolidate", "--simulated", "--node-grace", "0s")
     assert result.returncode != 0
     assert "the simulated cluster cannot be consolidated" in result.stderr
+
+
+def test_slack_consolidate_card_approval_and_progress_remove_two_of_four_nodes(
+    admin_api: Any,
+    scalebot_kubeconfig: Path,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    unique_name: str,
+    tmp_path: Path,
+    slack: SlackApiServer,
+) -> None:
+    pool, pool_key = f"{unique_name}-c", f"{unique_name}.scalebot.test/pool"
+    nodes = half_empty_pool(admin_api, namespace, node_pool, pool, pool_key)
+    cluster = {
+        "kubeconfig": str(scalebot_kubeconfig),
+        "context": "",
+        "provider": "labels",
+        "pool_label": pool_key,
+        "default_channels": [CHANNEL],
+        "policy": {"users": {OPERATOR: "operator", APPROVER: "approver"}},
+        "consolidation": {"node_grace": "0s"},
+    }
+    signer = Signer(SECRET)
+    with scalebot_run(slack, tmp_path, {"dev": cluster}) as (url, _):
+        body = signer.slash_command(
+            "consolidate", user_id=OPERATOR, channel_id=CHANNEL, response_url=slack.response_url("cmd")
+        )
+        assert post(f"{url}/slack/events", body, signer.headers(body)).status == 200
+        # The default policy asks approval for a scale-down, which a consolidation is.
+        card = slack.wait_for_call("chat.postMessage", lambda c: ACTION_APPROVE in str(c.body), timeout=60)
+        text = all_text(card)
+        assert "Consolidation" in text and "Where their pods go" in text
+        planned = [n for n in nodes if f"{n}: {namespace}/web-" in text]
+        assert len(planned) == 2, text
+        assert "Nodes that stay, and why" in text
+        [approve] = [b for b in buttons_of(card) if b["action_id"] == ACTION_APPROVE]
+        card_ts = card.response["ts"]
+        click = signer.block_actions(
+            ACTION_APPROVE,
+            approve["value"],
+            user_id=APPROVER,
+            channel_id=CHANNEL,
+            message_ts=card_ts,
+            response_url=slack.response_url("ok"),
+        )
+        assert post(f"{url}/slack/events", click, signer.headers(click)).status == 200
+        final = slack.wait_for_call(
+            "chat.postMessage",
+            lambda c: c.body.get("thread_ts") == card_ts and "Completed" in all_text(c),
+            timeout=240,
+        )
+    removed = assert_consolidated(admin_api, namespace, nodes)
+    assert removed == sorted(planned)
+    assert f"2 of 2 nodes removed: {', '.join(planned)}" in all_text(final)
+    thread = " ".join(
+        all_text(c) for c in slack.calls_to("chat.postMessage") if c.body.get("thread_ts") == card_ts
+    )
+    for node in planned:
+        assert f"Removed {node} (pool {pool})" in thread

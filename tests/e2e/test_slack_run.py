@@ -9,6 +9,7 @@ content). Then SIGTERM: the process exits 0.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -57,11 +58,10 @@ def running(
     pool = f"{unique_name}-web"
     pool_key = f"{unique_name}.scalebot.test/pool"
     nodes = node_pool(2, name=pool, labels={pool_key: pool})
-    http_port, health_port = free_port(), free_port()
-    config = {
-        "server": {"host": "127.0.0.1", "http_port": http_port, "health_port": health_port},
-        "channels": {CHANNEL: "dev"},
-        "clusters": {
+    with scalebot_run(
+        slack,
+        tmp_path,
+        {
             "dev": {
                 "kubeconfig": str(scalebot_kubeconfig),
                 "context": "",
@@ -75,6 +75,20 @@ def running(
                 },
             }
         },
+    ) as (url, proc):
+        yield url, nodes, proc
+
+
+@contextlib.contextmanager
+def scalebot_run(
+    slack: SlackApiServer, tmp_path: Path, clusters: dict[str, Any]
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """`scalebot run` in HTTP mode on free ports, its Web API calls going to `slack`; stopped after."""
+    http_port, health_port = free_port(), free_port()
+    config = {
+        "server": {"host": "127.0.0.1", "http_port": http_port, "health_port": health_port},
+        "channels": {CHANNEL: next(iter(clusters))},
+        "clusters": clusters,
     }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     env = {
@@ -106,7 +120,7 @@ def running(
     url = f"http://127.0.0.1:{http_port}"
     try:
         builders.wait_until(lambda: _ready(url, proc), 30, "scalebot run serving /healthz")
-        yield url, nodes, proc
+        yield url, proc
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)

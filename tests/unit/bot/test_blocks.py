@@ -365,3 +365,11 @@ def test_the_card_asks_users_and_user_groups_with_the_approver_role() -> None:
     assert messages.approvers_line(asked.users, asked.groups) == "*Approvers:* <@U1>, <!subteam^S0SRE>"
     assert "nobody has the approver role" in messages.approvers_line((), ())
     assert approvers(replace(pol, allow_self_approval=True), besides="U3").users == ("U1", "U3")
+
+
+@pytest.mark.parametrize("kind", list(OpKind))
+def test_every_operation_kind_has_its_words(kind: OpKind) -> None:
+    assert messages.KIND_TITLE[kind]
+    assert messages.planning(kind, "dev", plan_only=False).startswith("Planning ")
+    assert "dev" in messages.request_line("U1", kind, "dev", "summary")
+    assert messages.confirm_text(kind, "dev", "summary")
