@@ -169,6 +169,13 @@ def _connect_capi(connection: Connection) -> Connected:
     return Connected(workload, pools)
 
 
+def _connect_karpenter(connection: Connection) -> Connected:
+    from engine.pools.karpenter import KarpenterPoolProvider
+
+    api = connection.workload()
+    return Connected(api, KarpenterPoolProvider(api.api_client, node_api=api))
+
+
 PROVIDERS: Mapping[str, ProviderSpec] = {
     spec.name: spec
     for spec in (
@@ -205,6 +212,11 @@ PROVIDERS: Mapping[str, ProviderSpec] = {
                 ),
                 Option("workload_context", "context in workload_kubeconfig (default: its current one)"),
             ),
+        ),
+        ProviderSpec(
+            name="karpenter",
+            summary="a pool is a Karpenter NodePool (karpenter.sh/v1): sleeps and wakes, sized by demand",
+            connect=_connect_karpenter,
         ),
     )
 }

@@ -296,6 +296,12 @@ def _plan_resize(
 def _check_limits(pool: Pool, size: int, *, to_zero: bool) -> None:
     if size < 0:
         raise PlanError(f"a pool size cannot be negative ({size})")
+    if pool.sizes_from_demand and size != 0:
+        raise PlanError(
+            f"pool {pool.name} ({pool.provider}) sizes itself from demand: its nodes come from pending pods, "
+            f"so it cannot be scaled to {size}. `scale {pool.name} 0` or `zero` stops it provisioning "
+            "and removes its nodes; `wake` lets it provision again"
+        )
     if pool.max_size is not None and size > pool.max_size:
         raise PlanError(f"pool {pool.name}: {size} is above its max size {pool.max_size}")
     if size < pool.min_size and not (to_zero and size == 0):

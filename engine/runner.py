@@ -821,23 +821,46 @@ def step_resize(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
 
 
 def step_wait_ready(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
+    """Wait for the asked-for nodes to be Ready.
+
+    A demand-sized pool (Karpenter) has no node count to wait for: its capacity is back once no pod
+    is left pending and every node it provisioned is Ready; those nodes count as wanted.
+    """
     now = runner.clock.now()
-    wanted = sum(c.after for c in op.plan.pools)
-    ready, not_ready = 0, []
+    wanted, ready, not_ready = 0, 0, []
+    provisioned: int | None = None
+    pending = 0
     nodes = {n.name: n for n in h.api.list_nodes()}
     for change in op.plan.pools:
         pool = h.pools.get_pool(change.pool)
-        ready += min(len(pool.ready_nodes), change.after)
         for name in pool.nodes:
             if name not in pool.ready_nodes and name in nodes:
                 not_ready.append(f"{name}: {nodes[name].ready_reason or 'not Ready'}")
+        if pool.sizes_from_demand:
+            provisioned = (provisioned or 0) + len(pool.nodes)
+            wanted += pool.desired
+            ready += len(pool.ready_nodes)
+            pending = max(pending, pool.pending_pods)
+            launching = pool.desired - len(pool.nodes)
+            if launching > 0:
+                not_ready.append(f"{change.pool}: {launching} node(s) launching")
+            continue
+        wanted += change.after
+        ready += min(len(pool.ready_nodes), change.after)
         missing = change.after - len(pool.nodes)
         if missing > 0:
             not_ready.append(f"{change.pool}: {missing} node(s) not registered yet")
+    if pending:
+        not_ready.append(f"{pending} pod(s) pending")
     line = f"{ready}/{wanted} nodes Ready"
+    if provisioned is not None:
+        line += f", {provisioned} provisioned from demand"
+        line += f", {pending} pod(s) pending" if pending else ""
     after = "workloads_wake" if op.plan.workloads else "finish"
     data: dict[str, Any] = {"ready": ready, "wanted": wanted}
-    if ready >= wanted:
+    if provisioned is not None:
+        data["provisioned"] = provisioned
+    if ready >= wanted and not pending:
         return StepResult(next_step=after, data=data, events=[("phase", line, "")])
     started = parse_time(op.step_data.get("resized_at")) or now
     if now >= started + runner.settings.ready_timeout:
@@ -848,7 +871,7 @@ def step_wait_ready(runner: Runner, op: Operation, h: ClusterHandle) -> StepResu
             events=[("phase", f"{line} after {format_duration(now - started)}: {detail}", "")],
         )
     events: list[tuple[ProgressKind, str, str]] = []
-    if op.step_data.get("ready") != ready:
+    if (op.step_data.get("ready"), op.step_data.get("wanted")) != (ready, wanted):
         events.append(("report", line, ""))
     return StepResult(data=data, wait=2.0, events=events)
 
@@ -924,6 +947,7 @@ def _summary(op: Operation, data: Mapping[str, Any], now: datetime) -> dict[str,
         "pools": {c.pool: [c.before, c.after] for c in op.plan.pools},
         "workloads": data.get("workloads"),
         "nodes_ready": [data.get("ready"), data.get("wanted")] if "wanted" in data else None,
+        "nodes_provisioned": data.get("provisioned"),
     }
 
 
@@ -938,6 +962,9 @@ def _final(op: Operation, data: Mapping[str, Any], now: datetime) -> tuple[Progr
         parts.append(f"{data['workloads'][0]}/{data['workloads'][1]} workloads available")
     elif "workloads_report" in data:
         parts.append(str(data["workloads_report"].get("headline", "")))
+    if "provisioned" in data:
+        n = int(data["provisioned"])
+        parts.append(f"{n} node{'s' if n != 1 else ''} provisioned")
     if op.kind is not OpKind.WAKE and op.plan.pools:
         parts.append(f"{s['pods_evicted']} Pods evicted")
         parts.append(f"{s['pods_force_deleted']} force-deleted")

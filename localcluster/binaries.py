@@ -88,10 +88,10 @@ def _pump(stream: IO[str], sink: deque[str], echo: IO[str] | None) -> None:
 def ensure_binaries(*, echo: IO[str] | None = None, timeout: float = 3 * 3600) -> Path:
     """Build the control-plane binaries if needed and return the cache directory.
 
-    The directory holds bin/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler,kubectl,kwok},
-    kwok.yaml, capi-crds/, build-times.txt and STAMP. `SCALEBOT_CACHE_DIR` (read by the script) moves
-    the cache. The script's progress goes to `echo` (default: stderr) as it happens, because a cold
-    build takes many minutes.
+    The directory holds bin/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler,kubectl,kwok,
+    karpenter-kwok}, kwok.yaml, capi-crds/, karpenter-crds/, build-times.txt and STAMP.
+    `SCALEBOT_CACHE_DIR` (read by the script) moves the cache. The script's progress goes to `echo`
+    (default: stderr) as it happens, because a cold build takes many minutes.
     """
     if not BUILD_SCRIPT.is_file():
         raise ControlPlaneUnavailable(f"control plane unavailable: build script {BUILD_SCRIPT} is missing")

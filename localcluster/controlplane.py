@@ -61,7 +61,8 @@ MANIFEST_DIR = REPO_ROOT / "manifests" / "base"
 POD_CIDR = "10.128.0.1/12"  # about a million pod IPs for kwok; kwok's default /24 holds 254
 SERVICE_CIDR = "10.96.0.0/16"  # outside the pod range
 LOG_TAIL_LINES = 50
-ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "karpenter")
+"""Start order; `karpenter` (Karpenter's kwok cloud provider) runs only once `start_karpenter()` asks."""
 PROBE = "localcluster-probe"
 
 # A kubelet re-reports Ready for its running pods when its node comes back; kwok's pod-ready stage
@@ -599,7 +600,8 @@ class ControlPlane:
             self._ports[key] = free_port(used)
             used.add(self._ports[key])
         for name in ORDER:
-            self._components[name] = _Component(name=name, log_path=run / "logs" / f"{name}.log")
+            if name != "karpenter":  # added by start_karpenter()
+                self._components[name] = _Component(name=name, log_path=run / "logs" / f"{name}.log")
         self._write_admin_files()
 
     def _write_admin_files(self) -> None:
@@ -705,6 +707,9 @@ class ControlPlane:
                 f"--secure-port={p['scheduler']}",
                 "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
             ]
+        if name == "karpenter":
+            # Configured through its environment (_env): it has no --kubeconfig flag.
+            return [str(b / "karpenter-kwok")]
         if name == "kwok":
             return [
                 str(b / "kwok"),
@@ -719,12 +724,28 @@ class ControlPlane:
             ]
         raise KeyError(name)
 
+    def _env(self, name: str) -> dict[str, str]:
+        if name != "karpenter":
+            return {}
+        return {
+            # controller-runtime reads KUBECONFIG; Karpenter's own flag set has no --kubeconfig.
+            "KUBECONFIG": str(self.run_dir / "admin.kubeconfig"),
+            # Leader election is on by default and, outside a cluster, finds no namespace to lease in.
+            "DISABLE_LEADER_ELECTION": "true",
+            "METRICS_PORT": str(self._ports["karpenter-metrics"]),
+            "HEALTH_PROBE_PORT": str(self._ports["karpenter-health"]),
+            "LOG_LEVEL": "info",
+            # Karpenter's defaults: provision one batch 1 s after the last pending pod, at most 10 s.
+            "BATCH_IDLE_DURATION": "1s",
+            "BATCH_MAX_DURATION": "10s",
+        }
+
     # process handling ----------------------------------------------------------------------------
 
     def _spawn(self, name: str) -> None:
         comp = self._components[name]
         comp.argv = self._argv(name)
-        env = dict(os.environ)
+        env = {**os.environ, **self._env(name)}
         # kwok also loads ~/.kwok/kwok.yaml if it exists; a private HOME keeps a user's file out.
         env["HOME"] = str(self.run_dir)
         # PDEATHSIG fires when the *thread* that forked exits, so only the main thread uses it.
@@ -871,16 +892,53 @@ class ControlPlane:
         )
         return str(result["status"]["token"])
 
-    def _install_capi_crds(self) -> None:
-        crd_dir = self.cache_dir / "capi-crds"
+    def start_karpenter(self) -> None:
+        """Install Karpenter's CRDs (from the pinned module) and run its kwok cloud provider.
+
+        Opt-in: only the tests of the Karpenter provider need it, and it watches every pod. It runs
+        the real provisioning, disruption and termination controllers; its "cloud" creates Node
+        objects, which the kwok simulator makes Ready when the NodePool's template carries the
+        label `type=kwok`. Idempotent; `stop()` stops it with the rest.
+        """
+        with self._lock:
+            if not self._started:
+                raise ControlPlaneError("control plane not started")
+            if self._alive_if_known("karpenter"):
+                return
+            crd_dir = self.cache_dir / "karpenter-crds"
+            if not (crd_dir / "karpenter.sh_nodepools.yaml").is_file():
+                raise ControlPlaneError(
+                    f"{crd_dir} has no Karpenter CRDs: rebuild with scripts/build-control-plane.sh"
+                )
+            self._apply_crds(crd_dir, "Karpenter")
+            used = set(self._ports.values())
+            for key in ("karpenter-metrics", "karpenter-health"):
+                self._ports[key] = free_port(used)
+                used.add(self._ports[key])
+            self._components["karpenter"] = _Component(
+                name="karpenter", log_path=self.run_dir / "logs" / "karpenter.log"
+            )
+
+            def healthy() -> bool:
+                return _http_get(f"http://127.0.0.1:{self._ports['karpenter-health']}/readyz")[0] == 200
+
+            self._start_with_port_retry("karpenter", ("karpenter-metrics", "karpenter-health"), healthy)
+
+    def _alive_if_known(self, name: str) -> bool:
+        return name in self._components and self._alive(name)
+
+    def _apply_crds(self, crd_dir: Path, what: str) -> None:
         result = self.kubectl("apply", "--server-side", "-f", str(crd_dir), timeout=120)
         if result.returncode != 0:
-            raise ControlPlaneError(f"installing Cluster API CRDs failed:\n{result.stderr}")
+            raise ControlPlaneError(f"installing {what} CRDs failed:\n{result.stderr}")
         result = self.kubectl(
             "wait", "--for=condition=Established", "--timeout=60s", "-f", str(crd_dir), timeout=90
         )
         if result.returncode != 0:
-            raise ControlPlaneError(f"Cluster API CRDs not Established:\n{result.stderr}")
+            raise ControlPlaneError(f"{what} CRDs not Established:\n{result.stderr}")
+
+    def _install_capi_crds(self) -> None:
+        self._apply_crds(self.cache_dir / "capi-crds", "Cluster API")
 
     # readiness ladder (reference §7) ---------------------------------------------------------------
 

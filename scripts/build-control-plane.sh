@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the test control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-# kubectl, kwok) from Go modules at pinned versions and caches the binaries under
+# kubectl, kwok, Karpenter's kwok cloud provider) from Go modules at pinned versions and caches the binaries under
 # $SCALEBOT_CACHE_DIR/control-plane/<key>/ (default: .cache/ in the repository).
 #
 # Prints the path of the cache directory on its last line of stdout.
@@ -40,10 +40,11 @@ check_lock k8s k8s.io/kubernetes "$K8S_VERSION"
 check_lock etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
 check_lock kwok sigs.k8s.io/kwok "$KWOK_VERSION"
 check_lock capi sigs.k8s.io/cluster-api "$CAPI_VERSION"
+check_lock karpenter sigs.k8s.io/karpenter "$KARPENTER_VERSION"
 
 lock_hash=$(cat "$0" "$lock_dir"/versions.env "$lock_dir"/*/go.mod "$lock_dir"/*/go.sum "$here/kwok-pod-delete-stage.yaml" \
             | sha256sum | cut -c1-12)
-key="k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}_capi-${CAPI_VERSION}_${go_version}_${lock_hash}"
+key="k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}_capi-${CAPI_VERSION}_karpenter-${KARPENTER_VERSION}_${go_version}_${lock_hash}"
 dest="$cache_root/$key"
 
 # reports PATTERN CMD...: CMD succeeds and a line of its output matches PATTERN (grep -x when
@@ -68,7 +69,9 @@ verify() {  # verify DIR: every binary present and reporting its pinned version
   reports "Client Version: v${K8S_VERSION}" "$d/bin/kubectl" version --client || return 1
   reports "etcd Version: ${ETCD_VERSION}" "$d/bin/etcd" --version || return 1
   reports "kwok version v${KWOK_VERSION} " "$d/bin/kwok" --version || return 1
-  [ -s "$d/kwok.yaml" ] && [ -d "$d/capi-crds" ] || return 1
+  # Karpenter's binary has no --version flag; its embedded build information names the module.
+  reports "sigs.k8s.io/karpenter"$'\t'"v${KARPENTER_VERSION}" go version -m "$d/bin/karpenter-kwok" || return 1
+  [ -s "$d/kwok.yaml" ] && [ -d "$d/capi-crds" ] && [ -s "$d/karpenter-crds/karpenter.sh_nodepools.yaml" ] || return 1
 }
 
 if verify "$dest"; then
@@ -128,6 +131,11 @@ stamp_flags() {  # ldflags that make --version truthful (the keys hack/lib/versi
 (cd "$lock_dir/kwok" && timed kwok-build go build -trimpath -ldflags "-s -w" \
     -o "$stage/bin/kwok" sigs.k8s.io/kwok/cmd/kwok)
 
+# Karpenter's kwok cloud provider runs the real provisioning, disruption and termination controllers;
+# its "cloud" creates Node objects. Its main package is also called kwok: the binary gets its own name.
+(cd "$lock_dir/karpenter" && timed karpenter-build go build -trimpath -ldflags "-s -w" \
+    -o "$stage/bin/karpenter-kwok" sigs.k8s.io/karpenter/kwok)
+
 # --- kwok stages, taken from the pinned module, plus our own pod-delete stage (see below).
 kwok_dir=$(cd "$lock_dir/kwok" && go mod download -json "sigs.k8s.io/kwok" \
            | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
@@ -154,6 +162,20 @@ for crd in clusters machines machinesets machinedeployments; do
   cp "$src" "$stage/capi-crds/"
 done
 chmod -R u+w "$stage/capi-crds"
+
+# --- Karpenter CRDs for the Karpenter provider's e2e tests (read from the module, never committed):
+# NodePool, NodeClaim and the others the controller watches, plus the kwok provider's KWOKNodeClass.
+# That one lives under kwok/apis/crds/: the chart directory only links to it, and module zips drop
+# links (without it every NodePool stays NodeClassReady=Unknown and nothing is provisioned).
+karpenter_dir=$(cd "$lock_dir/karpenter" && go mod download -json "sigs.k8s.io/karpenter" \
+                | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+mkdir -p "$stage/karpenter-crds"
+for src in "$karpenter_dir"/kwok/charts/crds/*.yaml "$karpenter_dir"/kwok/apis/crds/karpenter.kwok.sh_kwoknodeclasses.yaml; do
+  [ -f "$src" ] || die "Karpenter CRD $src is missing"
+  cp "$src" "$stage/karpenter-crds/"
+done
+[ -f "$stage/karpenter-crds/karpenter.sh_nodepools.yaml" ] || die "the NodePool CRD is missing from $karpenter_dir/kwok/charts/crds"
+chmod -R u+w "$stage/karpenter-crds"
 
 total=$(( $(date +%s) - started ))
 {

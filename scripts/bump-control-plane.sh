@@ -2,7 +2,7 @@
 # Regenerates the locked Go modules of the test control plane (localcluster/go/*/go.mod, go.sum and
 # upstream.mod) from the pins in localcluster/go/versions.env. Run it only to change a pin:
 #
-#   scripts/bump-control-plane.sh [--k8s 1.36.4] [--etcd 3.6.17] [--kwok 0.8.1] [--capi 1.14.3]
+#   scripts/bump-control-plane.sh [--k8s 1.36.4] [--etcd 3.6.17] [--kwok 0.8.1] [--capi 1.14.3] [--karpenter 1.15.0]
 #
 # then commit localcluster/go/. The everyday build (scripts/build-control-plane.sh) never resolves
 # anything: it builds these modules with -mod=readonly, so every module is verified against the
@@ -26,7 +26,8 @@ while [ $# -gt 0 ]; do
     --etcd) set_pin ETCD_VERSION "${2:?}"; shift 2 ;;
     --kwok) set_pin KWOK_VERSION "${2:?}"; shift 2 ;;
     --capi) set_pin CAPI_VERSION "${2:?}"; shift 2 ;;
-    *) die "unknown argument $1 (expected --k8s/--etcd/--kwok/--capi VERSION)" ;;
+    --karpenter) set_pin KARPENTER_VERSION "${2:?}"; shift 2 ;;
+    *) die "unknown argument $1 (expected --k8s/--etcd/--kwok/--capi/--karpenter VERSION)" ;;
   esac
 done
 # shellcheck source=../localcluster/go/versions.env
@@ -102,5 +103,16 @@ new_module "$capi" scalebot.test/capicrds
     "$CAPI_VERSION" "$zip_sum" "$CAPI_VERSION" "$mod_sum" > go.sum
 )
 
-log "locked modules regenerated in $lock_dir for k8s $K8S_VERSION, etcd $ETCD_VERSION, kwok $KWOK_VERSION, capi $CAPI_VERSION"
+# --- Karpenter: the kwok cloud provider (the real Karpenter controllers, whose "cloud" creates Node
+# objects), and the module's CRDs (read by the build). Its go.mod has no replace directives; the
+# go directive of the pinned release must not exceed the local toolchain (GOTOOLCHAIN=local).
+karpenter="$lock_dir/karpenter"
+new_module "$karpenter" scalebot.test/karpenterbin
+(
+  cd "$karpenter"
+  keep_upstream "$karpenter" "sigs.k8s.io/karpenter@v${KARPENTER_VERSION}"
+  go get -tool "sigs.k8s.io/karpenter/kwok@v${KARPENTER_VERSION}"
+)
+
+log "locked modules regenerated in $lock_dir for k8s $K8S_VERSION, etcd $ETCD_VERSION, kwok $KWOK_VERSION, capi $CAPI_VERSION, karpenter $KARPENTER_VERSION"
 log "next: scripts/build-control-plane.sh (checks the lock and builds), then commit localcluster/go/"

@@ -149,6 +149,17 @@ def control_plane() -> Iterator[ControlPlane]:
 
 
 @pytest.fixture(scope="session")
+def karpenter(control_plane: ControlPlane) -> ControlPlane:
+    """The session's control plane with Karpenter's CRDs and its kwok cloud provider running.
+
+    Opt-in: started by the first test that asks, stopped with the control plane. Nodes it creates
+    carry `type=kwok` (from their NodePool's template) so the kwok simulator makes them Ready.
+    """
+    control_plane.start_karpenter()
+    return control_plane
+
+
+@pytest.fixture(scope="session")
 def admin_api(control_plane: ControlPlane) -> Iterator[Any]:
     api = control_plane.admin_api_client(pool_size=32)
     yield api

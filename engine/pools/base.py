@@ -102,6 +102,12 @@ class Pool:
     controller runs them, then drains; scalebot leaves those nodes to it and waits."""
     removal_reason: str = ""
     """Why, in one phrase (e.g. "nodes managed by kwok")."""
+    sizes_from_demand: bool = False
+    """The pool has no size to ask for: its nodes come from pending pods (a Karpenter NodePool).
+    It can go to 0 and come back, never to a number; `desired` is then the nodes it holds now."""
+    pending_pods: int = 0
+    """Demand-sized pools only: pods in the cluster waiting for a node, which may still make the
+    pool grow (capacity is back once none is left and the pool's nodes are Ready)."""
 
     @property
     def size(self) -> int:
@@ -133,5 +139,8 @@ class PoolProvider(Protocol):
         ...
 
     def set_size(self, pool: str, size: int) -> None:
-        """Ask for `size` nodes (wake / scale up). Absolute and idempotent."""
+        """Ask for `size` nodes (wake / scale up). Absolute and idempotent.
+
+        A demand-sized pool takes 0 (stop provisioning) or more (provision again from demand).
+        """
         ...

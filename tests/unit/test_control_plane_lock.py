@@ -96,6 +96,7 @@ def wrappers() -> dict[str, tuple[str, str]]:
         "etcd": ("go.etcd.io/etcd/server/v3", "v" + p["ETCD_VERSION"]),
         "kwok": ("sigs.k8s.io/kwok", "v" + p["KWOK_VERSION"]),
         "capi": ("sigs.k8s.io/cluster-api", "v" + p["CAPI_VERSION"]),
+        "karpenter": ("sigs.k8s.io/karpenter", "v" + p["KARPENTER_VERSION"]),
     }
 
 
@@ -104,7 +105,7 @@ WRAPPERS = sorted(wrappers())
 
 def test_the_pins_are_release_versions() -> None:
     p = pins()
-    assert set(p) == {"K8S_VERSION", "ETCD_VERSION", "KWOK_VERSION", "CAPI_VERSION"}
+    assert set(p) == {"K8S_VERSION", "ETCD_VERSION", "KWOK_VERSION", "CAPI_VERSION", "KARPENTER_VERSION"}
     for name, value in p.items():
         assert re.fullmatch(r"\d+\.\d+\.\d+", value), f"{name}={value} is not a release version"
 

@@ -1,0 +1,212 @@
+"""The Karpenter PoolProvider against the REAL Karpenter controller (its kwok cloud provider).
+
+The `karpenter` fixture runs Karpenter v1.14.1's kwok cloud provider beside the session's control
+plane, built from the pinned module with its CRDs: the real provisioning, disruption and
+termination controllers, whose "cloud" creates Node objects that the kwok simulator makes Ready.
+scalebot runs as its own ServiceAccount (the shipped RBAC), through the `scalebot` CLI.
+
+Proves: pending pods make Karpenter provision nodes; `scalebot zero` caps the NodePool, drains in
+two phases (a do-not-disrupt pod holds phase 1 and is listed, then is force-deleted), deletes the
+NodeClaims, and Karpenter terminates every node; while asleep Karpenter refuses to provision for
+the pods left pending (its own FailedScheduling event says the NodePool's limits are exhausted);
+`scalebot wake` restores limits and disruption exactly, Karpenter provisions again, and the wake
+report counts the nodes; `scalebot scale POOL N` is refused for N > 0 and changes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from engine.pools.base import RESTORE_ANNOTATION
+from engine.pools.karpenter import NODEPOOL_LABEL, SAVED_ANNOTATION
+from localcluster import builders as b
+from localcluster.controlplane import ControlPlane
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+NODEPOOLS = "/apis/karpenter.sh/v1/nodepools"
+NODECLAIMS = "/apis/karpenter.sh/v1/nodeclaims"
+NODECLASSES = "/apis/karpenter.kwok.sh/v1alpha1/kwoknodeclasses"
+LIMITS = {"cpu": "40", "memory": "160Gi"}
+DISRUPTION = {
+    "consolidationPolicy": "WhenEmpty",
+    "consolidateAfter": "10m",
+    "budgets": [{"nodes": "20%"}, {"nodes": "0", "schedule": "0 9 * * mon-fri", "duration": "8h"}],
+}
+
+
+@pytest.fixture
+def nodepool(karpenter: ControlPlane, admin_api: Any, namespace: str, unique_name: str) -> Iterator[str]:
+    """A NodePool of one-pod nodes (c-2x: 1900m allocatable, the pods ask for 1 CPU)."""
+    name = f"np-{unique_name}"[:63]
+    b.create(
+        admin_api,
+        NODECLASSES,
+        {
+            "apiVersion": "karpenter.kwok.sh/v1alpha1",
+            "kind": "KWOKNodeClass",
+            "metadata": {"name": name},
+            "spec": {},
+        },
+    )
+    body = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": name},
+        "spec": {
+            "limits": LIMITS,
+            "disruption": DISRUPTION,
+            "template": {
+                # type=kwok: the kwok simulator manages nodes with this label (makes them Ready).
+                "metadata": {"labels": {"type": "kwok"}},
+                "spec": {
+                    "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": name},
+                    "requirements": [
+                        {
+                            "key": "node.kubernetes.io/instance-type",
+                            "operator": "In",
+                            "values": ["c-2x-amd64-linux"],
+                        },
+                        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                    ],
+                    "expireAfter": "Never",
+                },
+            },
+        },
+    }
+    b.create(admin_api, NODEPOOLS, body)
+    yield name
+    # The workloads go first: Karpenter's termination drain never evicts a do-not-disrupt pod.
+    b.delete(admin_api, f"/apis/apps/v1/namespaces/{namespace}/deployments")
+    b.wait_until(lambda: not b.list_pods(admin_api, namespace), 60, f"pods of {namespace} gone")
+    # Deleting the NodePool makes Karpenter terminate its nodes (owner references).
+    b.delete(admin_api, f"{NODEPOOLS}/{name}")
+    b.wait_until(lambda: not _claims(admin_api, name), 120, f"NodeClaims of {name} gone")
+    b.delete(admin_api, f"{NODECLASSES}/{name}")
+
+
+def _claims(admin_api: Any, pool: str) -> list[dict[str, Any]]:
+    return b.list_items(admin_api, NODECLAIMS, label_selector=f"{NODEPOOL_LABEL}={pool}")
+
+
+def _pool_nodes(admin_api: Any, pool: str) -> list[str]:
+    return sorted(
+        n["metadata"]["name"]
+        for n in b.list_items(admin_api, b.node_path(), label_selector=f"{NODEPOOL_LABEL}={pool}")
+    )
+
+
+def _scalebot(
+    control_plane: ControlPlane, db: Path, *args: str, timeout: float = 240
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bot",
+            *args,
+            "--provider",
+            "karpenter",
+            "--cluster",
+            "e2e",
+            "--kubeconfig",
+            str(control_plane.scalebot_kubeconfig),
+            "--db",
+            str(db),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=REPO,
+        check=False,
+    )
+
+
+def test_zero_and_wake_through_the_real_karpenter_controller(
+    karpenter: ControlPlane, admin_api: Any, namespace: str, nodepool: str, tmp_path: Path
+) -> None:
+    selector = {NODEPOOL_LABEL: nodepool}
+    b.create_deployment(admin_api, namespace, "web", 3, node_selector=selector, grace=2, cpu="1")
+    b.create_deployment(
+        admin_api,
+        namespace,
+        "notebook",
+        1,
+        node_selector=selector,
+        grace=2,
+        cpu="1",
+        pod_annotations={"karpenter.sh/do-not-disrupt": "true"},
+    )
+    # Pending pods -> Karpenter launches NodeClaims -> kwok nodes -> the pods run.
+    b.wait_for_deployment_available(admin_api, namespace, "web", timeout=120)
+    b.wait_for_deployment_available(admin_api, namespace, "notebook", timeout=120)
+    claims = _claims(admin_api, nodepool)
+    nodes = _pool_nodes(admin_api, nodepool)
+    assert len(claims) == 4 and len(nodes) == 4
+    db = tmp_path / "db.sqlite"
+
+    # scale N > 0 is refused, with the reason, and changes nothing.
+    # (Karpenter keeps updating the NodePool's status: compare what scalebot could write.)
+    def written() -> tuple[Any, ...]:
+        meta = b.get(admin_api, f"{NODEPOOLS}/{nodepool}")["metadata"]
+        return meta["generation"], meta.get("annotations")
+
+    before = written()
+    refused = _scalebot(karpenter, db, "scale", nodepool, "2")
+    assert refused.returncode != 0
+    assert f"pool {nodepool} (karpenter) sizes itself from demand" in refused.stderr
+    assert written() == before
+
+    # Zero: every pool goes to 0, so two phases; the do-not-disrupt pod holds phase 1.
+    zero = _scalebot(karpenter, db, "zero", "--graceful-window", "8s")
+    assert zero.returncode == 0, zero.stdout + zero.stderr
+    out = zero.stdout
+    assert "every pool goes to 0" in out
+    assert "Pods waiting for completion:" in out and f"{namespace}/notebook-" in out
+    assert f"{namespace}/notebook-" in out.split("Phase 2: force-deleted", 1)[1]
+    assert "4 nodes removed" in out
+    assert _claims(admin_api, nodepool) == []
+    assert _pool_nodes(admin_api, nodepool) == []
+    asleep = b.get(admin_api, f"{NODEPOOLS}/{nodepool}")
+    assert asleep["spec"]["limits"] == {"cpu": "0", "memory": "160Gi", "nodes": "0"}
+    assert asleep["spec"]["disruption"]["budgets"] == [{"nodes": "0"}]
+    saved = orjson.loads(asleep["metadata"]["annotations"][SAVED_ANNOTATION])
+    assert saved == {"limits": LIMITS, "disruption": DISRUPTION}
+    assert orjson.loads(asleep["metadata"]["annotations"][RESTORE_ANNOTATION])["desired"] == 4
+
+    # Asleep: the Deployments' pods are pending again, and Karpenter refuses them for the limits.
+    def refused_for_limits() -> bool:
+        events = b.list_items(admin_api, f"/api/v1/namespaces/{namespace}/events")
+        return any(
+            e.get("reason") == "FailedScheduling"
+            and "node limits have been exhausted for nodepool" in (e.get("message") or "")
+            for e in events
+        )
+
+    b.wait_until(refused_for_limits, 60, "Karpenter refusing the pending pods for the NodePool's limits")
+    assert _claims(admin_api, nodepool) == [], "Karpenter provisioned while asleep"
+    assert _pool_nodes(admin_api, nodepool) == []
+
+    # Wake: limits and disruption exactly as they were; Karpenter provisions for the pending pods.
+    wake = _scalebot(karpenter, db, "wake")
+    assert wake.returncode == 0, wake.stdout + wake.stderr
+    awake = b.get(admin_api, f"{NODEPOOLS}/{nodepool}")
+    assert awake["spec"]["limits"] == LIMITS
+    assert awake["spec"]["disruption"] == DISRUPTION
+    annotations = awake["metadata"].get("annotations") or {}
+    assert SAVED_ANNOTATION not in annotations and RESTORE_ANNOTATION not in annotations
+    provisioned = _pool_nodes(admin_api, nodepool)
+    assert len(provisioned) == 4 and not set(provisioned) & set(nodes)
+    assert "4/4 nodes Ready" in wake.stdout and "4 nodes provisioned" in wake.stdout
+    assert b.wait_for_deployment_available(admin_api, namespace, "web")["status"]["availableReplicas"] == 3
