@@ -43,6 +43,7 @@ from engine.kube.errors import KubeError
 from engine.model import parse_time
 from engine.operation import (
     Operation,
+    OperationPlan,
     OpKind,
     OpState,
     PoolChange,
@@ -53,7 +54,8 @@ from engine.operation import (
 )
 from engine.pools.base import Pool, PoolProvider, PoolSizeError, RestoreRecord
 from engine.store import Store, StoredRestore
-from engine.workloads import WorkloadRecord, WorkloadScaler
+from engine.workloads import Decision, WorkloadPlan, WorkloadRecord, WorkloadScaler
+from engine.workloads import Outcome as WorkloadOutcome
 
 log = logging.getLogger(__name__)
 
@@ -886,14 +888,37 @@ def step_workloads_sleep(runner: Runner, op: Operation, h: ClusterHandle) -> Ste
     def record(rec: WorkloadRecord) -> None:
         runner.store.record_workload(h.name, rec.key, rec.to_dict(), op_id=op.id, at=runner.clock.now())
 
-    report = h.workloads.sleep(record=record)
+    plan, unapproved = _approved_only(h.workloads.plan_sleep(), op.plan)
+    report = h.workloads.sleep(plan, record=record)
     shrinking = any(c.after < c.before for c in op.plan.pools)
     text = f"Workloads: {report.headline}\n{report.render(max_items=10)}".strip()
+    if unapproved:
+        text += f"\nNot in the approved plan, left as they are: {', '.join(unapproved)}"
     return StepResult(
         next_step="record" if shrinking else "verify",
         data={"workloads_report": report.to_dict()},
         events=[("phase", text, "")],
     )
+
+
+def _approved_only(plan: WorkloadPlan, approved: OperationPlan) -> tuple[WorkloadPlan, list[str]]:
+    """The sleep acts on what was approved: a workload that would now be scaled down but was not in
+    the approved plan (created or changed since) is left as it is. Plans saved before they listed
+    their workloads (a count without keys) are applied as they are."""
+    if approved.workloads and not approved.workload_keys:
+        return plan, []
+    keys = set(approved.workload_keys)
+    extra = [d.key for d in plan.decisions if d.category == "change" and d.key not in keys]
+    kept = tuple(
+        d
+        if d.category != "change" or d.key in keys
+        else Decision("skipped", WorkloadOutcome(d.key, _NOT_APPROVED))
+        for d in plan.decisions
+    )
+    return replace(plan, decisions=kept), extra
+
+
+_NOT_APPROVED = "not in the approved plan (appeared after the approval); left as it is"
 
 
 def step_workloads_wake(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:

@@ -391,3 +391,44 @@ def test_workloads_only_sleep_and_wake_through_operations(
     assert builders.get(admin_api, f"{apps}/deployments/idle")["spec"]["replicas"] == 0
     assert ops.store.workload_records("e2e") == []
     ops.runner.stop()
+
+
+def test_a_sleep_scales_only_the_workloads_it_was_approved_for(
+    admin_api: Any,
+    kube: KubeClient,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    """A Deployment created between the approval and the workloads step is left as it is."""
+    from engine.workloads import WorkloadConfig, WorkloadScaler
+
+    builders.create_deployment(admin_api, namespace, "web", 1, grace=1)
+    scaler = WorkloadScaler.from_kube_client(kube, WorkloadConfig(namespaces=(namespace,)))
+    provider = LabelPoolProvider(kube, kube.api_client, label="scalebot.test/none", namespace="scalebot")
+    ops = Operations(
+        Store(tmp_path / "db.sqlite"),
+        {"e2e": ClusterHandle("e2e", kube, provider, scaler)},
+        {},
+        SystemClock(),
+        settings=FAST,
+    )
+    start = ops.runner.start
+    ops.runner.start = lambda op_id: None  # type: ignore[method-assign]
+    try:
+        sleep = OperationRequest(
+            kind=OpKind.ZERO, target=Target(cluster="e2e", workloads_only=True), requested_by="cli:e2e"
+        )
+        out = ops.request(sleep)
+        assert out.ok and out.operation is not None, out.reply
+        assert out.operation.plan.workload_keys == (f"Deployment/{namespace}/web",)
+        builders.create_deployment(admin_api, namespace, "late", 2, grace=1)  # after the approval
+        start(out.operation.id)
+        assert ops.runner.wait_idle(60), "the sleep did not finish"
+        slept = ops.get(out.operation.id)
+        assert slept is not None and slept.state is OpState.SUCCEEDED, slept and slept.error
+        apps = f"/apis/apps/v1/namespaces/{namespace}"
+        assert builders.get(admin_api, f"{apps}/deployments/web")["spec"]["replicas"] == 0
+        assert builders.get(admin_api, f"{apps}/deployments/late")["spec"]["replicas"] == 2
+        assert [r["name"] for r in ops.store.workload_records("e2e")] == ["web"]
+    finally:
+        ops.runner.stop()
