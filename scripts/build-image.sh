@@ -75,6 +75,7 @@ report() {
 
 if ! $relock && verify "$dest"; then
   log "cached ($dest)"
+  touch "$dest"  # in use: see the pruning at the end
   report "$dest"; exit 0
 fi
 
@@ -178,7 +179,8 @@ timed debian mmdebstrap --quiet --mode=root --variant=essential --architectures=
   --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*' \
   --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
   --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/lintian/*' \
-  bookworm "$stage/rootfs" "${debian_sources[@]}" >&2
+  bookworm "$stage/rootfs" "${debian_sources[@]}" >&2 \
+  || die "mmdebstrap failed (above). If apt found no such version of a package in image/packages.txt, the archive moved on: run scripts/build-image.sh --lock, review and commit image/, or build from a snapshot archive (SCALEBOT_DEBIAN_SOURCES)"
 
 installed=$(dpkg-query --admindir="$stage/rootfs/var/lib/dpkg" -W -f='${Package} ${Version} ${Architecture}\n' \
             | LC_ALL=C sort)
@@ -200,7 +202,7 @@ if $relock; then
 else
   expected=$(grep -v '^#' "$lock" | LC_ALL=C sort)
   if [ "$installed" != "$expected" ]; then
-    diff <(echo "$expected") <(echo "$installed") | sed 's/^</  locked:/; s/^>/  built: /' | grep -v '^[0-9]' >&2 || true
+    diff <(echo "$expected") <(echo "$installed") | sed 's/^</  locked:/; s/^>/  built: /' | grep -v '^[0-9]\|^---' >&2 || true
     die "the Debian packages differ from image/debian.lock (the archive moved on): run scripts/build-image.sh --lock, review and commit image/, or build from a snapshot archive (SCALEBOT_DEBIAN_SOURCES)"
   fi
 fi
@@ -299,7 +301,9 @@ echo "$key" > "$stage/STAMP"
 trap - EXIT
 rm -rf "$dest"
 mv "$stage" "$dest"
-# Older keys (edited sources, another lock) are dead weight of about a hundred MB each.
-find "$cache_root" -mindepth 1 -maxdepth 1 -type d -name 'scalebot-*' ! -name "$key" -exec rm -rf {} +
+# Images of other inputs (about 400 MB each) go once nothing has used them for a day; not at once,
+# since other checkouts sharing this cache may be testing theirs right now.
+find "$cache_root" -mindepth 1 -maxdepth 1 -type d -name 'scalebot-*' ! -name "$key" \
+  ! -newermt '-1 day' -exec rm -rf {} +
 log "built in $(( $(date +%s) - started )) s (phases in $dest/build-times.txt)"
 report "$dest"
