@@ -240,7 +240,10 @@ class HttpServer:
             for dispatcher in list(server._map.values()):
                 dispatcher.close()
 
-        server.trigger.pull_trigger(close_all)
+        try:
+            server.trigger.pull_trigger(close_all)
+        except OSError:  # its wake-up pipe is already gone: the loop ends within its 1 s poll
+            close_all()
         self.thread.join(timeout=5)
         server.task_dispatcher.shutdown(timeout=5)
 
