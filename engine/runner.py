@@ -393,28 +393,31 @@ def _clear_restore(runner: Runner, op: Operation, h: ClusterHandle) -> None:
 
 
 def step_record(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
-    now = runner.clock.now()
     for change in op.plan.pools:
         if change.after >= change.before or not records_restore(op):
             continue
-        pool = h.pools.get_pool(change.pool)
-        record = RestoreRecord(
-            desired=pool.desired,
-            min_size=pool.min_size,
-            max_size=pool.max_size,
-            recorded_at=now,
-            operation_id=op.id,
-        )
-        h.pools.record_restore(change.pool, record)
-        runner.store.record_restore(
-            StoredRestore(h.name, change.pool, pool.desired, pool.min_size, pool.max_size, now, op.id, {})
-        )
+        _record_restore(runner, op, h, h.pools.get_pool(change.pool))
     text = (
         f"Recorded sizes to restore: {op.plan.summary()}"
         if records_restore(op)
         else f"Scaling as chosen (wake restores what a zero-scale records): {op.plan.summary()}"
     )
     return StepResult(next_step="cordon", events=[("phase", text, "")])
+
+
+def _record_restore(runner: Runner, op: Operation, h: ClusterHandle, pool: Pool) -> None:
+    now = runner.clock.now()
+    record = RestoreRecord(
+        desired=pool.desired,
+        min_size=pool.min_size,
+        max_size=pool.max_size,
+        recorded_at=now,
+        operation_id=op.id,
+    )
+    h.pools.record_restore(pool.name, record)
+    runner.store.record_restore(
+        StoredRestore(h.name, pool.name, pool.desired, pool.min_size, pool.max_size, now, op.id, {})
+    )
 
 
 def step_cordon(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
@@ -813,7 +816,17 @@ def _left_to_controller(change: PoolChange, pool: Pool) -> list[str]:
 
 def step_resize(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     for change in op.plan.pools:
-        h.pools.set_size(change.pool, change.after)
+        size = change.after
+        if size == 0 and (op.kind is OpKind.WAKE or records_restore(op)):
+            pool = h.pools.get_pool(change.pool)
+            if pool.sizes_from_demand and op.kind is OpKind.WAKE:
+                # A demand-sized pool asleep with no nodes: any size above 0 means "provision
+                # again" (PoolProvider.set_size); 0 would keep it capped.
+                size = 1
+            elif pool.sizes_from_demand:
+                # Going to sleep with no nodes still caps it: record first, so wake finds it asleep.
+                _record_restore(runner, op, h, pool)
+        h.pools.set_size(change.pool, size)
     now = runner.clock.now()
     return StepResult(
         next_step="wait_ready",
@@ -842,7 +855,8 @@ def step_wait_ready(runner: Runner, op: Operation, h: ClusterHandle) -> StepResu
             provisioned = (provisioned or 0) + len(pool.nodes)
             wanted += pool.desired
             ready += len(pool.ready_nodes)
-            pending = max(pending, pool.pending_pods)
+            if op.kind is OpKind.WAKE:  # a sleeping pool is not waiting for anything
+                pending = max(pending, pool.pending_pods)
             launching = pool.desired - len(pool.nodes)
             if launching > 0:
                 not_ready.append(f"{change.pool}: {launching} node(s) launching")

@@ -210,3 +210,24 @@ def test_zero_and_wake_through_the_real_karpenter_controller(
     assert len(provisioned) == 4 and not set(provisioned) & set(nodes)
     assert "4/4 nodes Ready" in wake.stdout and "4 nodes provisioned" in wake.stdout
     assert b.wait_for_deployment_available(admin_api, namespace, "web")["status"]["availableReplicas"] == 3
+
+
+def test_an_idle_nodepool_is_capped_by_zero_and_restored_by_wake(
+    karpenter: ControlPlane, admin_api: Any, nodepool: str, tmp_path: Path
+) -> None:
+    """A NodePool with no nodes at night still goes to sleep (pods arriving later must not
+    provision), and wake finds it asleep and restores it."""
+    db = tmp_path / "db.sqlite"
+    zero = _scalebot(karpenter, db, "zero")
+    assert zero.returncode == 0, zero.stdout + zero.stderr
+    asleep = b.get(admin_api, f"{NODEPOOLS}/{nodepool}")
+    assert asleep["spec"]["limits"] == {"cpu": "0", "memory": "160Gi", "nodes": "0"}
+    assert asleep["spec"]["disruption"]["budgets"] == [{"nodes": "0"}]
+    assert orjson.loads(asleep["metadata"]["annotations"][RESTORE_ANNOTATION])["desired"] == 0
+
+    wake = _scalebot(karpenter, db, "wake")
+    assert wake.returncode == 0, wake.stdout + wake.stderr
+    awake = b.get(admin_api, f"{NODEPOOLS}/{nodepool}")
+    assert awake["spec"]["limits"] == LIMITS
+    assert awake["spec"]["disruption"] == DISRUPTION
+    assert "0 nodes provisioned" in wake.stdout
