@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from engine import consolidation, drain, filters
+from engine import consolidation, drain, filters, placement
 from engine.clock import Clock
 from engine.durations import format_duration
 from engine.kube import events as kube_events
@@ -522,7 +522,7 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
             )
         return StepResult(next_step=done, data=data, events=events)
     if forcing and now >= started + runner.settings.graceful_window:
-        withdrawn = _why_not_force(op, h)
+        withdrawn = _why_not_force(op, h, now)
         if withdrawn:
             # Another pool woke or grew during phase 1: forcing now would kill pods the cluster
             # still runs elsewhere for. Fall back to the standard drain (its timeout applies).
@@ -581,7 +581,7 @@ def _drain_timeouts(
     return {n for change in expired for n in change.nodes_to_remove}, reported, events
 
 
-def _why_not_force(op: Operation, h: ClusterHandle) -> str:
+def _why_not_force(op: Operation, h: ClusterHandle, now: datetime) -> str:
     """Re-check, as phase 2 would start, that every pool still goes to zero; "" when it does."""
     planned = {c.pool for c in op.plan.pools}
     awake = sorted(
@@ -589,7 +589,63 @@ def _why_not_force(op: Operation, h: ClusterHandle) -> str:
     )
     if awake:
         return f"pool(s) not going to zero since the plan: {', '.join(awake)}"
-    return ""
+    return _pool_less_refuge(op, h, now)
+
+
+CONTROL_PLANE_KEYS = frozenset({"node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master"})
+
+
+def _pool_less_refuge(op: Operation, h: ClusterHandle, now: datetime) -> str:
+    """Nodes in no pool where a pod phase 2 would delete could still run; "" when there are none.
+
+    Phase 2 forces because the whole cluster goes away and no pod can go anywhere. A node that
+    belongs to no pool stays; if a remaining pod could run there, the standard drain can move it.
+    Counted: Ready, schedulable nodes that are not control-plane nodes (workloads are not moved
+    there, whatever they tolerate), where the scheduler model (engine.placement) places the pod.
+    Nodes no remaining pod fits on (another team's, by their selectors) do not stop phase 2.
+    """
+    if not isinstance(h.api, SchedulingApi):
+        return ""  # the in-memory cluster has no scheduling fields: nothing to model
+    in_pools = {n for p in h.pools.list_pools() for n in (*p.nodes, *p.emptied)}
+    leaving = set(drained_nodes(op)) | in_pools
+    refuges = [raw for raw in h.api.list_nodes_json() if _is_refuge(raw, leaving)]
+    if not refuges:
+        return ""
+    ctx = filters.DrainContext(
+        options=filters.DrainOptions.machine(evict_opt_outs=True),
+        now=now,
+        daemonset_keys=h.api.list_daemonset_keys(),
+    )
+    remaining = {
+        p.key
+        for p, v in filters.classify_pods(h.api.list_pods(node_names=sorted(drained_nodes(op))), ctx)
+        if v.action is not filters.Action.SKIP and not p.is_terminating
+    }
+    if not remaining:
+        return ""
+    bound = [placement.pod_from_raw(raw) for raw in h.api.list_bound_pods_json()]
+    fits = placement.place(
+        [placement.node_from_raw(raw) for raw in refuges],
+        [p for p in bound if p.key not in remaining],
+        [p for p in bound if p.key in remaining],
+    ).assignments
+    if not fits:
+        return ""
+    where = ", ".join(f"{pod} → {node}" for pod, node in sorted(fits.items())[:5])
+    more = f" and {len(fits) - 5} more" if len(fits) > 5 else ""
+    return f"nodes in no pool could still run {len(fits)} of the remaining Pods ({where}{more})"
+
+
+def _is_refuge(raw: Mapping[str, Any], leaving: set[str]) -> bool:
+    meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
+    if meta.get("name") in leaving or spec.get("unschedulable") or meta.get("deletionTimestamp"):
+        return False
+    if CONTROL_PLANE_KEYS & set(meta.get("labels") or {}):
+        return False
+    if any(t.get("key") in CONTROL_PLANE_KEYS for t in spec.get("taints") or ()):
+        return False
+    ready = [c for c in status.get("conditions") or () if c.get("type") == "Ready"]
+    return bool(ready) and ready[0].get("status") == "True"
 
 
 def step_force(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:

@@ -341,3 +341,49 @@ def test_a_scale_after_a_zero_is_what_wake_keeps(
     assert woken.reply == f"{pool} is not asleep: no sizes were recorded by a scale-down"
     assert sizes == {pool: 2}
     assert restore == []
+
+
+def test_phase_two_is_withdrawn_when_a_node_in_no_pool_could_run_the_pods(
+    admin_api: Any,
+    kube: KubeClient,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    pool_key: str,
+    unique_name: str,
+    tmp_path: Path,
+) -> None:
+    """A Ready, schedulable node in no pool where the blocked pod could run: no forcing.
+
+    The pod's nodeSelector confines it to this test's nodes, so other tests' nodes (in no pool
+    either, from this test's pool label) can never run it: only the node made here counts. On the
+    previous code the pod was force-deleted in phase 2.
+    """
+    from dataclasses import replace
+
+    from tests.e2e.test_operations import FAST
+
+    made = pools(node_pool, pool_key, unique_name, a=1)
+    group = {"scalebot.test/group": unique_name}
+    builders.create_deployment(admin_api, namespace, "guarded", 1, node_selector=group, grace=1)
+    builders.create_pdb(admin_api, namespace, "guarded", match_labels={"app": "guarded"}, max_unavailable=0)
+    builders.wait_for_pdb_observed(admin_api, namespace, "guarded", expected_pods=1)
+    builders.wait_for_pods_running(admin_api, namespace, count=1)
+    [guarded] = builders.pods_on_node(admin_api, made["a"][0], namespace=namespace)
+    # Made after the pod is bound, so the pod is on the pool's node; it carries no pool label.
+    [spare] = node_pool(1, labels=group)
+    settings = replace(FAST, graceful_window=timedelta(seconds=5), drain_timeout=timedelta(seconds=12))
+    ops = make_ops(kube, pool_key, tmp_path / "db.sqlite", settings)
+    try:
+        op = run(ops, request(OpKind.ZERO))
+    finally:
+        ops.runner.stop()
+    assert op.plan.force_phase
+    assert op.state is OpState.FAILED
+    assert op.step_data["force_withdrawn"] == (
+        f"nodes in no pool could still run 1 of the remaining Pods "
+        f"({namespace}/{guarded['metadata']['name']} → {spare})"
+    )
+    assert op.error == "drain did not complete within 12s"
+    pod = builders.get(admin_api, builders.pod_path(namespace, guarded["metadata"]["name"]))
+    assert pod["metadata"]["uid"] == guarded["metadata"]["uid"]
+    assert "deletionTimestamp" not in pod["metadata"], "never force-deleted"
