@@ -16,13 +16,16 @@
 ARG DEBIAN_IMAGE=debian:bookworm-slim
 
 # Build stage: the scalebot wheel and the locked wheels (sha256-checked). Every dependency has a
-# binary wheel for CPython 3.11 on Linux, so no compiler is needed.
+# binary wheel for CPython 3.11 on Linux, so no compiler is needed; the build backend comes from
+# requirements/build.txt (hashed), not from whatever the index offers that day.
 FROM ${DEBIAN_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3.11 python3.11-venv \
  && python3.11 -m venv /tools
+COPY requirements/build.txt /tools/build.txt
+RUN /tools/bin/pip install --require-hashes --no-deps -r /tools/build.txt
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY engine ./engine
@@ -30,7 +33,7 @@ COPY bot ./bot
 COPY localcluster ./localcluster
 COPY requirements/image.txt image/setup.sh /wheels/
 RUN /tools/bin/pip download --require-hashes --no-deps --only-binary=:all: -r /wheels/image.txt -d /wheels \
- && /tools/bin/pip wheel --no-deps --wheel-dir /wheels .
+ && /tools/bin/pip wheel --no-deps --no-build-isolation --wheel-dir /wheels .
 
 # Final stage: Debian's Python and the pinned packages, then image/setup.sh installs the wheels into
 # /opt/scalebot (no pip of its own, no compiler, no source tree) and creates the user and directories.

@@ -4,6 +4,7 @@
 #   requirements/test.txt   scalebot, its test tools, the build backend and pip (.venv, CI)
 #   requirements/image.txt  scalebot's runtime dependencies only, for the container image (Linux
 #                           x86_64), at the versions test.txt pins: the image ships what was tested
+#   requirements/build.txt  the build backend and pip alone, for the Dockerfile's build stage
 # Needs uv (pip install uv).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,4 +15,6 @@ command -v "$uv" >/dev/null || { echo "lock-python: uv is missing: pip install u
   --universal --no-header -o test.txt >/dev/null
 "$uv" pip compile ../pyproject.toml --constraint test.txt --generate-hashes --python-version 3.11 \
   --python-platform x86_64-manylinux_2_36 --no-header -o image.txt >/dev/null
-echo "lock-python: requirements/test.txt and requirements/image.txt regenerated; commit them" >&2
+"$uv" pip compile build.in --constraint test.txt --generate-hashes --python-version 3.11 \
+  --universal --no-header -o build.txt >/dev/null
+echo "lock-python: requirements/test.txt, image.txt and build.txt regenerated; commit them" >&2

@@ -167,6 +167,12 @@ def test_dockerfile_and_build_script_install_the_same_things() -> None:
     build_copies = " ".join(rest for keyword, rest in build.instructions if keyword == "COPY")
     assert "requirements/image.txt" in build_copies and "image/setup.sh" in build_copies
     assert "--require-hashes" in build_runs and "-r /wheels/image.txt" in build_runs
+    # The build backend is the locked one (requirements/build.txt, hashed), never resolved anew.
+    assert (
+        "requirements/build.txt" in build_copies
+        and "--require-hashes --no-deps -r /tools/build.txt" in build_runs
+    )
+    assert "--no-build-isolation" in build_runs
 
     final_runs = [rest for keyword, rest in final.instructions if keyword == "RUN"]
     final_copies = [rest for keyword, rest in final.instructions if keyword == "COPY"]
@@ -263,6 +269,7 @@ def test_dockerignore_is_an_allow_list() -> None:
         "localcluster",
         "image",
         "requirements/image.txt",
+        "requirements/build.txt",
     }
     copied = {
         source.rstrip("/")
@@ -287,8 +294,8 @@ def locked(path: Path) -> dict[str, tuple[str, str]]:
 
 
 def test_image_lock_is_pyprojects_runtime_dependencies_at_the_tested_versions() -> None:
-    """requirements/image.txt comes from scripts/lock-python.sh; run it again after changing
-    pyproject.toml's dependencies (never merge hashes by hand)."""
+    """requirements/image.txt and build.txt come from scripts/lock-python.sh; run it again after
+    changing pyproject.toml's dependencies (never merge hashes by hand)."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     image = locked(REPO / "requirements" / "image.txt")
     tested = locked(REPO / "requirements" / "test.txt")
@@ -308,7 +315,9 @@ def test_image_lock_is_pyprojects_runtime_dependencies_at_the_tested_versions() 
         "run scripts/lock-python.sh"
     )
     assert not set(image) & {canonicalize_name(t) for t in TEST_TOOLS}, "test tools do not ship in the image"
-    for name, (version, _) in image.items():
+    build = locked(REPO / "requirements" / "build.txt")
+    assert set(build) == {"pip", "setuptools"}
+    for name, (version, _) in [*image.items(), *build.items()]:
         assert tested.get(name, ("",))[0] == version, (
             f"the image ships {name}=={version}, the tests run {tested.get(name, ('nothing',))[0]}: "
             "run scripts/lock-python.sh"
