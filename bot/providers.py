@@ -176,6 +176,26 @@ def _connect_karpenter(connection: Connection) -> Connected:
     return Connected(api, KarpenterPoolProvider(api.api_client, node_api=api))
 
 
+def _connect_gardener(connection: Connection) -> Connected:
+    """The entry's kubeconfig/context reach the garden cluster (the Shoot); the shoot cluster's own
+    kubeconfig is given (its admin kubeconfig from `shoots/adminkubeconfig` is short-lived)."""
+    from engine.pools.gardener import GardenerPoolProvider
+
+    if not connection.options["shoot"]:
+        raise ProviderOptionError("shoot: required for provider gardener (garden-<project>/<shoot>)")
+    if not (connection.options["shoot_kubeconfig"] or connection.options["shoot_context"]):
+        raise ProviderOptionError("shoot_kubeconfig or shoot_context: required (the shoot cluster's Nodes)")
+    garden = connection.workload()
+    shoot = connection.kube(
+        kubeconfig=connection.options["shoot_kubeconfig"] or None,
+        context=connection.options["shoot_context"] or None,
+    )
+    namespace, _, name = connection.options["shoot"].partition("/")
+    return Connected(
+        shoot, GardenerPoolProvider(garden.api_client, namespace=namespace, shoot=name, node_api=shoot)
+    )
+
+
 PROVIDERS: Mapping[str, ProviderSpec] = {
     spec.name: spec
     for spec in (
@@ -217,6 +237,21 @@ PROVIDERS: Mapping[str, ProviderSpec] = {
             name="karpenter",
             summary="a pool is a Karpenter NodePool (karpenter.sh/v1): sleeps and wakes, sized by demand",
             connect=_connect_karpenter,
+        ),
+        ProviderSpec(
+            name="gardener",
+            summary="a pool is a worker of a Gardener Shoot",
+            connect=_connect_gardener,
+            options=(
+                Option(
+                    "shoot",
+                    "the Shoot (project namespace/name, e.g. garden-dev/eu1) in the garden cluster that "
+                    "kubeconfig and context reach",
+                    check=_namespaced_name,
+                ),
+                Option("shoot_kubeconfig", "the shoot cluster's kubeconfig (its Nodes and Pods)"),
+                Option("shoot_context", "context in shoot_kubeconfig (default: its current one)"),
+            ),
         ),
     )
 }

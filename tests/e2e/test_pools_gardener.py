@@ -1,0 +1,117 @@
+"""Gardener Shoots: a pool is a worker, zero of every worker is hibernation, wake ends it.
+
+Gardener itself cannot run here: the Shoot API is the CRD of `gardener_standin.py`, and its small
+stand-in controller (reconciling in a thread) turns each worker's minimum, or hibernation, into kwok
+Nodes and plays status.lastOperation. The garden and the shoot cluster are the same local API
+server; scalebot connects to both as its own ServiceAccount through `bot.wiring` with the
+`gardener` provider, granted only `get`/`list`/`patch` on shoots in the project namespace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot import wiring
+from engine.clock import SystemClock
+from engine.operation import OperationRequest, OpKind, OpState, Target
+from engine.operations import Operations
+from engine.runner import RunnerSettings
+from engine.store import Store
+from localcluster import builders as b
+from tests.e2e.gardener_standin import ShootStandIn, StandInLoop, install_crd, worker
+
+pytestmark = pytest.mark.e2e
+
+FAST = RunnerSettings(
+    graceful_window=timedelta(seconds=5),
+    pass_interval=timedelta(seconds=1),
+    settle=timedelta(seconds=1),
+    drain_timeout=timedelta(seconds=60),
+    workers=2,
+)
+SCHEDULE = {"start": "00 19 * * 1-5", "end": "00 07 * * 1-5", "location": "Europe/Berlin"}
+
+
+@pytest.fixture
+def shoot(admin_api: Any, namespace: str) -> Iterator[ShootStandIn]:
+    install_crd(admin_api)
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    rule = {"apiGroups": ["core.gardener.cloud"], "resources": ["shoots"], "verbs": ["get", "list", "patch"]}
+    b.create(
+        admin_api, f"{rbac}/namespaces/{namespace}/roles", {"metadata": {"name": "scalebot"}, "rules": [rule]}
+    )
+    binding = {
+        "metadata": {"name": "scalebot"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "scalebot"},
+        "subjects": [{"kind": "ServiceAccount", "name": "scalebot", "namespace": "scalebot"}],
+    }
+    b.create(admin_api, f"{rbac}/namespaces/{namespace}/rolebindings", binding)
+    standin = ShootStandIn(admin_api, admin_api, namespace, f"s{namespace[-6:]}")
+    yield standin
+    standin.cleanup()
+
+
+def _run(ops: Operations, kind: OpKind, *pools: str, size: int | None = None) -> Any:
+    target = Target(cluster="shoot", pools=pools, size=size)
+    out = ops.request(OperationRequest(kind=kind, target=target, requested_by="cli:e2e"))
+    assert out.ok, out.reply
+    assert ops.runner.wait_idle(120), "operation did not finish in time"
+    op = ops.get(out.operation.id)
+    assert op is not None
+    return op
+
+
+def _workers(standin: ShootStandIn) -> dict[str, tuple[int, int]]:
+    spec = standin.shoot()["spec"]
+    return {w["name"]: (w["minimum"], w["maximum"]) for w in spec["provider"]["workers"]}
+
+
+def test_scale_a_worker_then_hibernate_and_wake(
+    shoot: ShootStandIn, scalebot_kubeconfig: Path, namespace: str, tmp_path: Path
+) -> None:
+    shoot.create([worker("system", 1, 3), worker("batch", 3, 5)], schedules=[SCHEDULE])
+    handle = wiring.connect_cluster(
+        "shoot",
+        kubeconfig=str(scalebot_kubeconfig),
+        provider="gardener",
+        options={"shoot": f"{namespace}/{shoot.name}", "shoot_kubeconfig": str(scalebot_kubeconfig)},
+    )
+    pools = {p.name: p for p in handle.pools.list_pools()}
+    assert {n: (p.desired, p.max_size, len(p.nodes)) for n, p in pools.items()} == {
+        "batch": (3, 5, 3),
+        "system": (1, 3, 1),
+    }
+    assert (
+        "hibernate: start 00 19 * * 1-5, end 00 07 * * 1-5 (Europe/Berlin)" in pools["batch"].removal_reason
+    )
+
+    loop = StandInLoop(shoot).start()
+    ops = Operations(Store(tmp_path / "db.sqlite"), {"shoot": handle}, {}, SystemClock(), settings=FAST)
+    try:
+        scaled = _run(ops, OpKind.SCALE, "batch", size=1)
+        assert scaled.state is OpState.SUCCEEDED, scaled.error
+        assert _workers(shoot)["batch"] == (1, 5), "minimum edited, maximum kept"
+        b.wait_until(lambda: len(shoot.node_names("batch")) == 1, 30, "batch down to one node")
+
+        zero = _run(ops, OpKind.ZERO)
+        assert zero.state is OpState.SUCCEEDED, zero.error
+        spec = shoot.shoot()["spec"]
+        assert spec["hibernation"]["enabled"] is True, "the last active worker hibernates the Shoot"
+        assert _workers(shoot) == {"batch": (0, 0), "system": (1, 3)}
+        b.wait_until(lambda: shoot.shoot().get("status", {}).get("hibernated"), 30, "Shoot hibernated")
+        assert not shoot.node_names()
+
+        woken = _run(ops, OpKind.WAKE)
+        assert woken.state is OpState.SUCCEEDED, woken.error
+        assert shoot.shoot()["spec"]["hibernation"]["enabled"] is False
+        assert _workers(shoot) == {"batch": (1, 5), "system": (1, 3)}
+        assert woken.result["nodes_ready"] == [2, 2]
+    finally:
+        ops.runner.stop()
+        loop.stop()
+    assert not shoot.errors, shoot.errors
