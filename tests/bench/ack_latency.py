@@ -1,82 +1,130 @@
-"""Ack latency of /scale under load: 200 concurrent slash commands against the real HTTP server.
+"""Ack latency of /scale under load: concurrent signed slash commands against `scalebot run` in HTTP mode.
 
 Not a test (pytest does not collect this file): it prints figures. Run from the repository root:
 
-    .venv/bin/python -m tests.bench.ack_latency [--requests 200] [--slow-ops]
+    .venv/bin/python -m tests.bench.ack_latency [--requests 200] [--slow-cluster]
 
-The bot is the production wiring (build_app + serve_http + Sender + Progress) against the local
-Slack Web API from tests/slack/harness.py and the real operations service (SQLite in a temporary
-directory, the in-memory clusters of tests/slack/conftest.py, runner held). Latency is the time
-from sending a signed request to receiving the HTTP response, i.e. what Slack's 3 s ack deadline
-measures. `--slow-ops` blocks every listing of the cluster until all acks are in, which shows that planning
-never sits between a person and their ack. A mix of valid requests and usage errors is sent.
+What runs is `bot.run.build_service(...).serve()`, the service `scalebot run` starts: the real
+`Operations` and `Schedules` on a SQLite file in a temporary directory, the SQLite outbox, the
+health server, and the bot in HTTP mode (Bolt's WSGI adapter under waitress) on a loopback port.
+The one stand-in is the cluster connection: the built-in simulated cluster (bot.wiring), since a
+benchmark of acks must not depend on an API server. Slack is the local Web API of
+tests/slack/harness.py. Latency is the time from sending a signed request to receiving the HTTP
+response, what Slack's 3 s deadline measures. A mix of requests (scale, zero, status), usage
+errors and refused names is sent. `--slow-cluster` makes every listing of the cluster take 2 s,
+which shows that planning never sits between a person and their ack.
 """
 
 from __future__ import annotations
 
 import argparse
+import socket
 import statistics
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from bot.app import serve_http
-from tests.slack.conftest import CHANNEL, OPERATOR, SECRET, assemble, make_engine, make_settings
-from tests.slack.harness import HttpResult, Signer, SlackApiServer, post
+from bot import run, wiring
+from bot.console import console_policy
+from bot.settings import ClusterSettings, Secret, ServerSettings, Settings, SlackSettings
+from engine.kube.fake import FakeCluster
+from engine.model import NodeInfo
+from tests.slack.harness import HttpResult, Signer, SlackApiServer, get, post
+
+SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
+CHANNEL = "C0BENCH"
+OPERATOR = "U0ALICE"
+
+
+class _SlowListing(FakeCluster):
+    delay = 0.0
+
+    def list_nodes(self, *, label_selector: str | None = None) -> list[NodeInfo]:
+        threading.Event().wait(self.delay)
+        return super().list_nodes(label_selector=label_selector)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _serving(url: str) -> bool:
+    try:
+        return get(url).status == 200
+    except OSError:
+        return False
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=200)
-    parser.add_argument(
-        "--slow-ops", action="store_true", help="block the operations service during the burst"
-    )
+    parser.add_argument("--slow-cluster", action="store_true", help="every cluster listing takes 2 s")
     args = parser.parse_args()
 
     api = SlackApiServer().start()
     tmp = tempfile.TemporaryDirectory()
-    engine = make_engine(Path(tmp.name) / "scalebot.db")
-    cluster = engine.clusters["dev-eu"]
-    bot = assemble(api, engine, make_settings(api))
-    http = serve_http(bot.app, 0, host="127.0.0.1")
-    url = f"http://127.0.0.1:{http.port}/slack/events"
+    handle, fake = wiring.simulated_cluster("simulated")
+    fake.__class__ = _SlowListing  # the same in-memory cluster, with slow listings on demand
+    _SlowListing.delay = 2.0 if args.slow_cluster else 0.0
+    http_port, health_port = _free_port(), _free_port()
+    settings = Settings(
+        slack=SlackSettings(bot_token=Secret("xoxb-bench"), signing_secret=Secret(SECRET), api_url=api.url),
+        clusters={
+            "simulated": ClusterSettings(
+                name="simulated", context="", default_channels=(CHANNEL,), policy=console_policy("simulated")
+            )
+        },
+        channels={CHANNEL: "simulated"},
+        server=ServerSettings(host="127.0.0.1", http_port=http_port, health_port=health_port),
+        db_path=Path(tmp.name) / "scalebot.db",
+    )
+    original = run._connect
+    run._connect = lambda _settings: {"simulated": handle}  # the simulated cluster stands in
+    try:
+        service = run.build_service(settings, leader_election=False)
+    finally:
+        run._connect = original
+    serving = threading.Thread(target=service.serve, name="scalebot-run")
+    serving.start()
+    base = f"http://127.0.0.1:{http_port}"
+    deadline = time.monotonic() + 30
+    while not _serving(f"{base}/healthz"):
+        assert time.monotonic() < deadline, "scalebot run did not start serving"
+        time.sleep(0.05)
+
     signer = Signer(SECRET)
-    texts = ["scale web 1", "status", "zero dev-eu", "stauts", "drain web-1;rm"]
+    texts = ["scale web 1", "status", "zero", "stauts", "drain web-1;rm", "scale batch 2", "zero web"]
     bodies = [
         signer.slash_command(
             texts[i % len(texts)], user_id=OPERATOR, channel_id=CHANNEL, response_url=api.response_url()
         )
         for i in range(args.requests)
     ]
-    if args.slow_ops:
-        cluster.gate.clear()
+    barrier = threading.Barrier(args.requests)
 
     def send(body: bytes) -> HttpResult:
-        return post(url, body, signer.headers(body), timeout=30)
+        barrier.wait()  # all at once
+        return post(f"{base}/slack/events", body, signer.headers(body), timeout=30)
 
     started = time.monotonic()
-    try:
-        with ThreadPoolExecutor(max_workers=args.requests) as pool:
-            results = list(pool.map(send, bodies))
-        wall = time.monotonic() - started
-    finally:
-        cluster.gate.set()
+    with ThreadPoolExecutor(max_workers=args.requests) as pool:
+        results = list(pool.map(send, bodies))
+    wall = time.monotonic() - started
     latencies = sorted(r.elapsed * 1000 for r in results)
     failures = sum(r.status != 200 for r in results)
     p99 = latencies[max(0, round(0.99 * len(latencies)) - 1)]
-    print(f"requests        {len(results)} concurrent ({'slow ops' if args.slow_ops else 'fast ops'})")
+    print(f"requests        {len(results)} concurrent ({'slow' if args.slow_cluster else 'fast'} cluster)")
     print(f"non-200         {failures}")
     print(f"ack p50         {statistics.median(latencies):.1f} ms")
     print(f"ack p99         {p99:.1f} ms")
     print(f"ack max         {latencies[-1]:.1f} ms   (Slack's deadline: 3000 ms)")
     print(f"burst wall time {wall * 1000:.0f} ms")
-    bot.executor.wait_idle(60)
-    http.close()
-    bot.executor.shutdown(wait=True)
-    bot.progress.stop(timeout=1)
-    bot.sender.stop(timeout=0.5)  # 200 cards to one channel at ~1/s would take minutes; not measured here
-    engine.close()
+    service.stop_event.set()
+    serving.join(timeout=300)  # accepted requests finish planning and answering first
     api.close()
     tmp.cleanup()
 
