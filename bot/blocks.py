@@ -12,6 +12,8 @@ limit) and ends long lists in "... (N more)". Button values are opaque IDs only.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
@@ -30,6 +32,8 @@ from slack_sdk.models.views import View
 
 from bot import messages
 from bot.blockkit import MESSAGE_BUDGET, Builder, Message, esc, esc_keep_mentions, join_limited
+from engine.advice import ScaleUpAdvice
+from engine.consolidation import Underused
 from engine.durations import format_duration
 from engine.operation import Operation, OperationPlan, OpKind, OpState, drain_rules, emptied_not_removed
 from engine.policy import Approvers, Role
@@ -38,6 +42,8 @@ from engine.pools.base import Pool
 ACTION_APPROVE = "scalebot.approve"
 ACTION_REJECT = "scalebot.reject"
 ACTION_CANCEL = "scalebot.cancel"
+ACTION_ADVISED_SCALE = "scalebot.advised_scale"
+"""The advice's button: requests the scale-up it names (an ordinary `scale` request)."""
 # Reserved for announcement cards of schedules (the scheduling work registers their listeners).
 ACTION_POSTPONE_1H = "scalebot.postpone_1h"
 ACTION_POSTPONE_UNTIL = "scalebot.postpone_until"
@@ -368,6 +374,84 @@ def plan_view(plan: OperationPlan) -> Message:
     b.section(f"{esc(plan.summary())} _(nothing was changed)_")
     _plan_details(b, plan, with_blockers=True)
     return b.build(f"plan-{plan.cluster}", f"Plan for {plan.cluster}: {plan.summary()}")
+
+
+def advised_scale_value(cluster: str, pool: str, size: int) -> str | None:
+    """The advice button's value: cluster, pool and size, url-safe (button values allow no separators).
+    None when the names are too long for a value; the advice then says which command to type."""
+    raw = json.dumps([cluster, pool, size], separators=(",", ":")).encode()
+    value = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return value if len(value) <= 200 else None
+
+
+def parse_advised_scale(value: str) -> tuple[str, str, int] | None:
+    try:
+        data = json.loads(base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)))
+    except (binascii.Error, ValueError):
+        return None
+    if (
+        not isinstance(data, list)
+        or len(data) != 3
+        or not all(isinstance(x, str) for x in data[:2])
+        or not isinstance(data[2], int)
+    ):
+        return None
+    return data[0], data[1], data[2]
+
+
+def advice_view(cluster: str, scale_up: ScaleUpAdvice, underused: Sequence[Underused]) -> Message:
+    """`/scale advise`: the pool that wastes least for the pending pods, one click to request it."""
+    b = Builder()
+    b.header(f"Advice · {cluster}")
+    best = scale_up.best
+    if best is None and not scale_up.unhelped:
+        b.section(messages.no_pending_pods())
+    if best is not None:
+        target = best.size + best.nodes
+        b.section(messages.advice_headline(best.pool, best.nodes, len(best.pods), best.size, target))
+        b.preformatted(
+            [
+                f"{o.describe()} (+{o.nodes} node(s), {len(o.pods)} pod(s))"
+                + (" (pool maximum reached)" if o.limited_by_max else "")
+                for o in scale_up.options
+            ],
+            max_chars=3_000,
+            reserve=2_500,
+        )
+        value = advised_scale_value(cluster, best.pool, target)
+        if value is None:
+            b.context(esc(f"Request it with `/scale scale {best.pool} {target} cluster={cluster}`"))
+        else:
+            b.actions(
+                ButtonElement(
+                    text=PlainTextObject(text=f"Request: {best.pool} → {target} nodes"[:75]),
+                    action_id=ACTION_ADVISED_SCALE,
+                    value=value,
+                    style="primary",
+                )
+            )
+    if scale_up.unhelped:
+        b.section(messages.unhelped_heading(len(scale_up.unhelped)), reserve=1_500)
+        b.preformatted(
+            [f"{pod}: {why}" for pod, why in sorted(scale_up.unhelped.items())],
+            max_chars=2_000,
+            reserve=1_200,
+        )
+    b.section(messages.underused_heading(len(underused)), reserve=1_000)
+    if underused:
+        b.preformatted(
+            [
+                f"{u.node} ({u.pool or 'no pool'}): cpu {u.cpu:.0%}, memory {u.memory:.0%}; "
+                + ("its pods could move" if not u.movable else f"stays: {u.movable}")
+                for u in underused
+            ],
+            max_chars=2_500,
+            reserve=600,
+        )
+    if scale_up.notes:
+        b.context(*(esc(n) for n in scale_up.notes[:5]))
+    b.context(messages.advice_only())
+    return b.build(f"advice-{cluster}", f"Advice for {cluster}")
 
 
 def status_view(status: ClusterView) -> Message:

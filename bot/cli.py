@@ -22,7 +22,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from bot import logs, providers, wiring
-from engine import advice, consolidation, drain, drainer, filters, placement, plan
+from engine import advice, consolidation, drain, drainer, filters, plan
 from engine.clock import SystemClock
 from engine.durations import DurationError, parse_duration
 from engine.kube import errors
@@ -548,14 +548,10 @@ def cmd_plan_consolidate(args: argparse.Namespace) -> int:
     handle, client = _real_cluster(args, "plan consolidate")
     # Pool membership comes from the pool provider (labels or Cluster API), not from one label.
     pools = handle.pools.list_pools()
-    pool_of = {node: pool.name for pool in pools for node in pool.nodes}
-    nodes = [
-        consolidation.node_view(raw, pool=pool_of.get((raw.get("metadata") or {}).get("name", "")))
-        for raw in client.list_nodes_json()
-    ]
+    snap = consolidation.snapshot_from_raw(pools, client.list_nodes_json(), client.list_bound_pods_json())
     result = consolidation.plan_consolidation(
-        nodes,
-        [consolidation.pod_view(raw) for raw in client.list_bound_pods_json()],
+        snap.nodes,
+        snap.pods,
         client.list_pdbs(),
         pool_minimums={pool.name: pool.min_size for pool in pools},
         daemonset_keys=client.list_daemonset_keys(),
@@ -569,32 +565,12 @@ def cmd_plan_consolidate(args: argparse.Namespace) -> int:
 
 def cmd_plan_advise(args: argparse.Namespace) -> int:
     handle, client = _real_cluster(args, "plan advise")
-    nodes = {(raw.get("metadata") or {}).get("name", ""): raw for raw in client.list_nodes_json()}
-    daemonset_pods: dict[str, list[placement.SimPod]] = {}
-    for raw in client.list_bound_pods_json():
-        owners = (raw.get("metadata") or {}).get("ownerReferences") or ()
-        if any(o.get("kind") == "DaemonSet" and o.get("controller") for o in owners):
-            pod = placement.pod_from_raw(raw)
-            daemonset_pods.setdefault(pod.node, []).append(pod)
-    templates, notes = [], []
-    for pool in handle.pools.list_pools():
-        model = next((n for n in pool.nodes if n in nodes), None)
-        if model is None:
-            notes.append(f"pool {pool.name} has no node to model a new one on (it is at zero)")
-            continue
-        templates.append(
-            advice.template_from_raw(
-                pool.name,
-                nodes[model],
-                size=pool.desired,
-                max_size=pool.max_size,
-                daemonsets=daemonset_pods.get(model, ()),
-            )
-        )
-    pending = [
-        placement.pod_from_raw(raw) for raw in client.list_unbound_pods_json() if advice.is_unschedulable(raw)
-    ]
-    result = advice.advise_scale_up(pending, templates, notes=notes)
+    result = advice.advise_from_raw(
+        handle.pools.list_pools(),
+        client.list_nodes_json(),
+        client.list_bound_pods_json(),
+        client.list_unbound_pods_json(),
+    )
     print(json.dumps(result.to_json(), indent=2) if args.output == "json" else result.to_text())
     return EXIT_OK
 

@@ -10,7 +10,7 @@ are the same option):
     plan zero|wake|scale|drain …
     drain NODE… [--force]      cordon NODE…              uncordon NODE…
     scale POOL [to] N          zero [CLUSTER | POOL…] [--workloads] [--force]
-    consolidate [CLUSTER] [POOL…]
+    consolidate [CLUSTER] [POOL…]  advise [CLUSTER]
     wake [CLUSTER | POOL…] [for 3h] [--workloads]
     ops [list [CLUSTER] [--active] | show ID | cancel ID]
     schedule …                 (kept generic for the scheduling work: `SubcommandArgs`)
@@ -152,7 +152,12 @@ class SubcommandArgs:
         return dict(self.options).get(key, default)
 
 
-Command = Help | Status | Whoami | Request | Cordon | OpsList | OpsShow | OpsCancel | SubcommandArgs
+@dataclass(frozen=True, slots=True)
+class Advise:
+    cluster: str
+
+
+Command = Help | Status | Whoami | Request | Cordon | OpsList | OpsShow | OpsCancel | Advise | SubcommandArgs
 
 
 # -- tokens --------------------------------------------------------------------------------------
@@ -178,6 +183,7 @@ _VALUE_OPTIONS: dict[str, frozenset[str]] = {
     "wake": frozenset({"cluster", "for"}),
     "ops": frozenset({"cluster"}),
     "consolidate": frozenset({"cluster"}),
+    "advise": frozenset({"cluster"}),
     "help": frozenset(),
 }
 _FLAGS: dict[str, frozenset[str]] = {
@@ -306,6 +312,15 @@ def _build(tokens: _Tokens, *, default_cluster: str | None, clusters: Sequence[s
         return _zero_or_wake(tokens, default_cluster, clusters)
     if sub == "consolidate":
         return _consolidate(tokens, default_cluster, clusters)
+    if sub == "advise":
+        if len(tokens.positional) > 1:
+            raise UsageError(messages.unexpected_arguments(tokens.positional[1:]), messages.usage("advise"))
+        cluster = (
+            _cluster(tokens, clusters, tokens.positional[0] if tokens.positional else None) or default_cluster
+        )
+        if cluster is None:
+            raise UsageError(messages.no_cluster(sorted(clusters)), messages.usage("advise"))
+        return Advise(cluster)
     return _ops(tokens, clusters)
 
 

@@ -20,7 +20,7 @@ from bot import blocks, commands, messages
 from bot.blockkit import Message
 from bot.ports import OperationsPort, UserError
 from bot.progress import Progress
-from engine.operation import Operation, OpState, Outcome, Target
+from engine.operation import Operation, OpKind, OpState, Outcome, Target
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +149,9 @@ class Dispatcher:
                     channel=inv.channel,
                 )
                 self._reply_outcome(outcome, inv, visible=outcome.ok and outcome.changed)
+            case commands.Advise(cluster):
+                found = self.ops.advise(cluster, by=inv.user, groups=self.groups(inv.user))
+                answer(inv, blocks.advice_view(cluster, found.scale_up, found.underused))
             case commands.OpsList(cluster, active_only):
                 self._ops_list(cluster, active_only, inv)
             case commands.OpsShow(op_id):
@@ -230,6 +233,14 @@ class Dispatcher:
             self._after_click(self.ops.reject(value, by=inv.user, groups=groups), inv)
         elif action_id == blocks.ACTION_CANCEL:
             self._after_click(self.ops.cancel(value, by=inv.user, groups=groups), inv, tell=True)
+        elif action_id == blocks.ACTION_ADVISED_SCALE:
+            advised = blocks.parse_advised_scale(value)
+            if advised is None:
+                answer(inv, blocks.text_message(messages.unknown_button()))
+                return
+            cluster, pool, size = advised
+            # An ordinary scale request by the clicker: their role, the policy's approval, the card.
+            self._request(commands.Request(OpKind.SCALE, Target(cluster, pools=(pool,), size=size)), inv)
         elif action_id in self.clicks:
             self.clicks[action_id](value, inv)
         else:

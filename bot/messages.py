@@ -25,6 +25,7 @@ USAGE: dict[str, str] = {
     "zero": "zero [CLUSTER | POOL…] [--workloads] [--force]",
     "wake": "wake [CLUSTER | POOL…] [for 3h] [--workloads]",
     "consolidate": "consolidate [CLUSTER] [POOL…]",
+    "advise": "advise [CLUSTER]",
     "ops": "ops [list [CLUSTER] [--active] | show ID | cancel ID]",
     "schedule": "schedule add|list|show|pause|resume|delete|next|skip …",
     "whoami": "whoami [CLUSTER] [@user]",
@@ -42,6 +43,7 @@ SUMMARY: dict[str, str] = {
     "zero": "scale a whole cluster or some pools to zero nodes",
     "wake": "restore pools to the sizes they had before `zero`",
     "consolidate": "remove nodes whose pods fit on the others (plan, approval, node by node)",
+    "advise": "which pool to grow for pending pods (least waste), and the underused nodes",
     "ops": "recent operations, their history, cancel one",
     "schedule": "nightly and weekend shutdowns",
     "whoami": "your roles per cluster",
@@ -326,6 +328,30 @@ def moves_heading(count: int) -> str:
 
 def kept_heading(count: int) -> str:
     return f"*Nodes that stay, and why* ({count})"
+
+
+def no_pending_pods() -> str:
+    return "No pod is Unschedulable: nothing to grow."
+
+
+def advice_headline(pool: str, nodes: int, pods: int, size: int, target: int) -> str:
+    return (
+        f"*Grow pool {pool} by {nodes} node{'s' if nodes != 1 else ''}* ({size} → {target}) "
+        f"for {pods} pending pod{'s' if pods != 1 else ''}: it wastes least (cluster-autoscaler's "
+        "least-waste expander; every pool that helps, best first):"
+    )
+
+
+def unhelped_heading(count: int) -> str:
+    return f"*Pending pods no pool's new node would take* ({count})"
+
+
+def underused_heading(count: int) -> str:
+    return f"*Nodes under 50% of allocatable requested* ({count})" + ("" if count else ": none")
+
+
+def advice_only() -> str:
+    return "Advice only: nothing was changed. The button requests the scale-up like `/scale scale` does."
 
 
 def progress_blockers_heading() -> str:

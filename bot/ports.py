@@ -12,10 +12,10 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from engine.operation import Operation, OperationPlan, OperationRequest, Outcome, ProgressEvent
-from engine.operations import ClusterStatus, HistoryEntry, UserError
+from engine.operations import Advice, ClusterStatus, HistoryEntry, UserError
 from engine.policy import Approvers, Role
 
-__all__ = ["ClusterStatus", "HistoryEntry", "OperationsPort", "UserError"]
+__all__ = ["Advice", "ClusterStatus", "HistoryEntry", "OperationsPort", "UserError"]
 
 
 class OperationsPort(Protocol):
@@ -37,6 +37,10 @@ class OperationsPort(Protocol):
         ...
 
     def visible_clusters(self, by: str, groups: Sequence[str] = ()) -> list[str]: ...
+
+    def advise(self, cluster: str, *, by: str, groups: Sequence[str] = ()) -> Advice:
+        """Scale-up advice and underused nodes (viewer role, rate-limited like `preview`)."""
+        ...
 
     def approve(self, approval_id: str, *, by: str, groups: Sequence[str] = ()) -> Outcome: ...
 

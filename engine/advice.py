@@ -22,7 +22,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from engine import placement
-from engine.model import DRAINING_TAINT_KEY
+from engine.model import DRAINING_TAINT_KEY, RawObject
+from engine.pools.base import Pool
 
 CPU, MEMORY = placement.CPU, placement.MEMORY
 
@@ -50,6 +51,8 @@ class ExpansionOption:
     wasted_memory: float
     limited_by_max: bool = False
     """The pool's maximum stopped the estimate before every pod it could take was placed."""
+    size: int = 0
+    """The pool's size now: growing it means asking for `size + nodes`."""
 
     @property
     def score(self) -> float:
@@ -86,6 +89,7 @@ class ScaleUpAdvice:
                     "wasted_cpu": round(o.wasted_cpu, 4),
                     "wasted_memory": round(o.wasted_memory, 4),
                     "limited_by_max": o.limited_by_max,
+                    "size": o.size,
                     "line": o.describe(),
                 }
                 for o in self.options
@@ -142,6 +146,40 @@ def template_from_raw(
         max_size=max_size,
         daemonsets=tuple(daemonsets),
     )
+
+
+def advise_from_raw(
+    pools: Sequence[Pool],
+    nodes: Sequence[RawObject],
+    bound_pods: Sequence[RawObject],
+    unbound_pods: Sequence[RawObject],
+) -> ScaleUpAdvice:
+    """Advice from one listing: each pool's template modelled on one of its nodes (and the DaemonSet
+    pods that node runs), for the pods the scheduler reported Unschedulable."""
+    by_name = {(raw.get("metadata") or {}).get("name", ""): raw for raw in nodes}
+    daemonset_pods: dict[str, list[placement.SimPod]] = {}
+    for raw in bound_pods:
+        owners = (raw.get("metadata") or {}).get("ownerReferences") or ()
+        if any(o.get("kind") == "DaemonSet" and o.get("controller") for o in owners):
+            pod = placement.pod_from_raw(raw)
+            daemonset_pods.setdefault(pod.node, []).append(pod)
+    templates, notes = [], []
+    for pool in pools:
+        model = next((n for n in pool.nodes if n in by_name), None)
+        if model is None:
+            notes.append(f"pool {pool.name} has no node to model a new one on (it is at zero)")
+            continue
+        templates.append(
+            template_from_raw(
+                pool.name,
+                by_name[model],
+                size=pool.desired,
+                max_size=pool.max_size,
+                daemonsets=daemonset_pods.get(model, ()),
+            )
+        )
+    pending = [placement.pod_from_raw(raw) for raw in unbound_pods if is_unschedulable(raw)]
+    return advise_scale_up(pending, templates, notes=notes)
 
 
 def advise_scale_up(
@@ -206,6 +244,7 @@ def _estimate(
                 template.capacity.get(MEMORY, 0) * n, sum(p.requests.get(MEMORY, 0) for p in placed)
             ),
             limited_by_max=limited,
+            size=template.size,
         ),
         rejected,
     )

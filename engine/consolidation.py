@@ -66,6 +66,19 @@ def other_consolidators(deployments: Sequence[tuple[str, str]]) -> tuple[str, ..
     return tuple(notes)
 
 
+def snapshot_from_raw(
+    pools: Sequence[Pool], nodes: Sequence[Mapping[str, Any]], bound_pods: Sequence[Mapping[str, Any]]
+) -> SchedulingSnapshot:
+    """Nodes with their pool (membership from the pool provider, not one label) and bound pods."""
+    pool_of = {node: pool.name for pool in pools for node in pool.nodes}
+    return SchedulingSnapshot(
+        nodes=tuple(
+            node_view(raw, pool=pool_of.get((raw.get("metadata") or {}).get("name", ""))) for raw in nodes
+        ),
+        pods=tuple(pod_view(raw) for raw in bound_pods),
+    )
+
+
 def node_view(raw: Mapping[str, Any], *, pool: str | None) -> NodeView:
     return NodeView(info=NodeInfo.from_raw(raw), sim=placement.node_from_raw(raw), pool=pool)
 
@@ -358,3 +371,51 @@ def recheck(
         stuck, why = next(iter(result.unplaced.items()))
         return (), f"{stuck} no longer fits on the nodes that stay: {why}"
     return tuple(sorted(result.assignments.items())), ""
+
+
+UNDERUSED_THRESHOLD = 0.5
+"""cluster-autoscaler's --scale-down-utilization-threshold default: requests under half of allocatable."""
+
+
+@dataclass(frozen=True, slots=True)
+class Underused:
+    node: str
+    pool: str | None
+    cpu: float
+    """Requested / allocatable CPU."""
+    memory: float
+    movable: str
+    """"" when the node's pods could all move elsewhere (the consolidation plan removes it); else why not."""
+
+    @property
+    def utilisation(self) -> float:
+        """cluster-autoscaler's figure: the higher of the two fractions."""
+        return max(self.cpu, self.memory)
+
+
+def underused(
+    snap: SchedulingSnapshot, plan: ConsolidationPlan, *, threshold: float = UNDERUSED_THRESHOLD
+) -> tuple[Underused, ...]:
+    """Nodes whose requests are under `threshold` of allocatable, emptiest first, with whether the
+    plan (which already holds every removal rule) could move their pods."""
+    requested: dict[str, dict[str, int]] = {n.info.name: {} for n in snap.nodes}
+    for pod in snap.pods:
+        used = requested.get(pod.info.node_name)
+        if used is None or pod.info.is_finished:
+            continue
+        for resource in (placement.CPU, placement.MEMORY):
+            used[resource] = used.get(resource, 0) + pod.sim.requests.get(resource, 0)
+    removable = {r.node for r in plan.remove}
+    kept = {k.node: k.reason for k in plan.keep}
+    rows = []
+    for node in snap.nodes:
+        name = node.info.name
+        fractions = [
+            requested[name].get(r, 0) / node.sim.allocatable[r] if node.sim.allocatable.get(r) else 0.0
+            for r in (placement.CPU, placement.MEMORY)
+        ]
+        if max(fractions) >= threshold:
+            continue
+        why = "" if name in removable else kept.get(name, "not considered")
+        rows.append(Underused(name, node.pool, fractions[0], fractions[1], why))
+    return tuple(sorted(rows, key=lambda r: (r.utilisation, r.node)))

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from engine import consolidation, drain, policy
+from engine import advice, consolidation, drain, policy
 from engine import plan as planning
 from engine.clock import Clock
 from engine.kube import events as kube_events
@@ -49,6 +49,15 @@ class HistoryEntry:
     actor: str
     action: str
     detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class Advice:
+    """`/scale advise`: which pool to grow for the pending pods, and the nodes under the threshold."""
+
+    cluster: str
+    scale_up: advice.ScaleUpAdvice
+    underused: tuple[consolidation.Underused, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -515,6 +524,41 @@ class Operations:
         refusal = self.may_view(cluster, by=by, groups=groups, what="plan")
         if refusal:
             raise UserError(refusal)
+        self._limit_plans(by, cluster)
+        return self.plan(req)
+
+    def advise(self, cluster: str, *, by: str, groups: Sequence[str] = ()) -> Advice:
+        """Scale-up advice for the pending pods and the underused nodes: a read, limited like `plan`."""
+        refusal = self.may_view(cluster, by=by, groups=groups, what="advise")
+        if refusal:
+            raise UserError(refusal)
+        self._limit_plans(by, cluster)
+        handle = self._handle(cluster)
+        api = _scheduling_api(handle, "scale-up advice")
+        pools = handle.pools.list_pools()
+        nodes, bound = api.list_nodes_json(), api.list_bound_pods_json()
+        snap = consolidation.snapshot_from_raw(pools, nodes, bound)
+        pol = self.policies[cluster].consolidation
+        plan = consolidation.plan_consolidation(
+            snap.nodes,
+            snap.pods,
+            handle.api.list_pdbs(),
+            pool_minimums={p.name: p.min_size for p in pools},
+            daemonset_keys=handle.api.list_daemonset_keys(),
+            now=self.clock.now(),
+            settings=consolidation.ConsolidationSettings(
+                node_grace=pol.node_grace, max_nodes=len(nodes) or 1
+            ),
+            removable_pools=frozenset(p.name for p in pools),
+        )
+        return Advice(
+            cluster=cluster,
+            scale_up=advice.advise_from_raw(pools, nodes, bound, api.list_unbound_pods_json()),
+            underused=consolidation.underused(snap, plan),
+        )
+
+    def _limit_plans(self, by: str, cluster: str) -> None:
+        """At most `plan_burst` plans per person per `plan_window` (each lists the whole cluster)."""
         now = self.clock.now()
         with self._plans_lock:
             recent = [t for t in self._plans.get(by, ()) if now - t < self.plan_window]
@@ -528,7 +572,6 @@ class Operations:
         if limited:
             reply = f"too many plans: at most {self.plan_burst} per {self.plan_window}; try again in {wait}s"
             raise UserError(self.refuse(by, "plan", cluster, reply).reply)
-        return self.plan(req)
 
     def set_message(self, op_id: str, *, channel: str, ts: str) -> None:
         self.store.set_message(op_id, channel=channel, ts=ts)
@@ -627,22 +670,22 @@ def _from_slack(actor: str) -> bool:
     return not actor.startswith(("cli:", "schedule:"))
 
 
+def _scheduling_api(handle: ClusterHandle, what: str) -> SchedulingApi:
+    if not isinstance(handle.api, SchedulingApi):
+        raise UserError(
+            f"{what} models the scheduler from whole Node and Pod objects: cluster {handle.name} "
+            "is not a Kubernetes API server (the simulated cluster cannot be consolidated or advised on)"
+        )
+    return handle.api
+
+
 def scheduling_snapshot(handle: ClusterHandle) -> consolidation.SchedulingSnapshot:
     """Nodes (with their pool, from the pool provider) and bound pods, whole, as the scheduler sees them."""
-    api = handle.api
-    if not isinstance(api, SchedulingApi):
-        raise UserError(
-            f"consolidation models the scheduler from whole Node and Pod objects: cluster {handle.name} "
-            "is not a Kubernetes API server (the simulated cluster cannot be consolidated)"
-        )
-    pool_of = {node: pool.name for pool in handle.pools.list_pools() for node in pool.nodes}
-    nodes = tuple(
-        consolidation.node_view(raw, pool=pool_of.get((raw.get("metadata") or {}).get("name", "")))
-        for raw in api.list_nodes_json()
+    api = _scheduling_api(handle, "consolidation")
+    snap = consolidation.snapshot_from_raw(
+        handle.pools.list_pools(), api.list_nodes_json(), api.list_bound_pods_json()
     )
-    pods = tuple(consolidation.pod_view(raw) for raw in api.list_bound_pods_json())
-    notes = consolidation.other_consolidators(api.list_deployment_names())
-    return consolidation.SchedulingSnapshot(nodes=nodes, pods=pods, autoscalers=notes)
+    return replace(snap, autoscalers=consolidation.other_consolidators(api.list_deployment_names()))
 
 
 def _lock_keys(op: Operation) -> list[str]:

@@ -28,7 +28,7 @@ from bot.sender import Sender
 
 log = logging.getLogger(__name__)
 
-HANDLED = (blocks.ACTION_APPROVE, blocks.ACTION_REJECT, blocks.ACTION_CANCEL)
+HANDLED = (blocks.ACTION_APPROVE, blocks.ACTION_REJECT, blocks.ACTION_CANCEL, blocks.ACTION_ADVISED_SCALE)
 _VALUE = re.compile(r"[A-Za-z0-9_-]{1,200}")
 
 

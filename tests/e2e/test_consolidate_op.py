@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from bot.blocks import ACTION_APPROVE
+from bot.blocks import ACTION_ADVISED_SCALE, ACTION_APPROVE
 from localcluster import builders
 from tests.e2e.test_cli import scalebot
 from tests.e2e.test_slack_run import APPROVER, CHANNEL, OPERATOR, SECRET, scalebot_run
@@ -177,3 +177,70 @@ def test_slack_consolidate_card_approval_and_progress_remove_two_of_four_nodes(
     )
     for node in planned:
         assert f"Removed {node} (pool {pool})" in thread
+
+
+def test_slack_advise_names_the_least_waste_pool_and_its_click_requests_that_scale_up(
+    admin_api: Any,
+    scalebot_kubeconfig: Path,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    unique_name: str,
+    tmp_path: Path,
+    slack: SlackApiServer,
+) -> None:
+    pool_key = f"{unique_name}.scalebot.test/pool"
+    small, big = f"{unique_name}-small", f"{unique_name}-big"
+    group = {"scalebot.test/group": unique_name}
+    nodes = node_pool(1, name=small, labels={**group, pool_key: small}, cpu="2", memory="4Gi")
+    nodes += node_pool(1, name=big, labels={**group, pool_key: big}, cpu="8", memory="32Gi")
+    for node in nodes:  # full, as far as the scheduler is concerned: only a new node would help
+        builders.cordon(admin_api, node)
+    builders.create_deployment(admin_api, namespace, "web", 1, node_selector=group, cpu="1500m", memory="1Gi")
+
+    def unschedulable() -> bool:
+        pods = builders.list_pods(admin_api, namespace)
+        return bool(pods) and any(
+            c.get("reason") == "Unschedulable" for c in (pods[0].get("status") or {}).get("conditions") or ()
+        )
+
+    builders.wait_until(unschedulable, 30, "the pod to be marked Unschedulable")
+    cluster = {
+        "kubeconfig": str(scalebot_kubeconfig),
+        "context": "",
+        "provider": "labels",
+        "pool_label": pool_key,
+        "default_channels": [CHANNEL],
+        "policy": {
+            "users": {OPERATOR: "operator", APPROVER: "approver"},
+            "approval_required_for": ["scale_up"],
+        },
+    }
+    signer = Signer(SECRET)
+    with scalebot_run(slack, tmp_path, {"dev": cluster}) as (url, _):
+        body = signer.slash_command(
+            "advise", user_id=OPERATOR, channel_id=CHANNEL, response_url=slack.response_url("advise")
+        )
+        assert post(f"{url}/slack/events", body, signer.headers(body)).status == 200
+        shown = slack.wait_for_call("response_url", lambda c: "/response/advise" in c.path, timeout=60)
+        text = all_text(shown)
+        assert shown.body.get("response_type", "ephemeral") == "ephemeral"
+        assert f"Grow pool {small} by 1 node" in text
+        # cluster-autoscaler's own lines, least waste first.
+        assert text.index(f"Expanding Node Group {small} would waste 25.00% CPU, 75.00% Memory") < text.index(
+            f"Expanding Node Group {big} would waste 81.25% CPU"
+        )
+        assert "Nodes under 50% of allocatable requested" in text
+        [button] = [b for b in buttons_of(shown) if b["action_id"] == ACTION_ADVISED_SCALE]
+        click = signer.block_actions(
+            ACTION_ADVISED_SCALE,
+            button["value"],
+            user_id=OPERATOR,
+            channel_id=CHANNEL,
+            message_ts="",
+            response_url=slack.response_url("click"),
+        )
+        assert post(f"{url}/slack/events", click, signer.headers(click)).status == 200
+        # An ordinary scale request by the clicker: the policy wants approval for a scale-up.
+        card = slack.wait_for_call("chat.postMessage", lambda c: ACTION_APPROVE in str(c.body), timeout=60)
+    assert f"pool {small} 1 → 2" in all_text(card)
+    assert card.body["channel"] == CHANNEL

@@ -373,3 +373,12 @@ def test_every_operation_kind_has_its_words(kind: OpKind) -> None:
     assert messages.planning(kind, "dev", plan_only=False).startswith("Planning ")
     assert "dev" in messages.request_line("U1", kind, "dev", "summary")
     assert messages.confirm_text(kind, "dev", "summary")
+
+
+def test_the_advice_button_value_round_trips_and_refuses_anything_else() -> None:
+    value = blocks.advised_scale_value("dev.eu-1", "web-a", 12)
+    assert value is not None and re.fullmatch(r"[A-Za-z0-9_-]{1,200}", value)
+    assert blocks.parse_advised_scale(value) == ("dev.eu-1", "web-a", 12)
+    assert blocks.parse_advised_scale("op-1234") is None
+    assert blocks.parse_advised_scale("WyJhIiwiYiIsImMiXQ") is None  # ["a","b","c"]: no size
+    assert blocks.advised_scale_value("c", "p" * 200, 1) is None

@@ -83,6 +83,8 @@ def err(text: str, default: str | None = "dev-eu") -> UsageError:
             "consolidate web batch",
             Request(OpKind.CONSOLIDATE, Target(cluster="dev-eu", pools=("web", "batch"))),
         ),
+        ("advise", commands.Advise("dev-eu")),
+        ("advise prod", commands.Advise("prod")),
         ("plan consolidate prod", Request(OpKind.CONSOLIDATE, Target(cluster="prod"), plan_only=True)),
         ("ops", OpsList()),
         ("ops list prod --active", OpsList(cluster="prod", active_only=True)),
