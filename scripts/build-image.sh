@@ -110,10 +110,18 @@ command -v "$python" >/dev/null || python=python3
 
 stage=$(mktemp -d "$cache_root/.build-XXXXXX")
 chmod 755 "$stage"
+mounts_under() {  # mount points below $1, deepest first
+  awk -v s="$1/" 'index($2, s) == 1 {print $2}' /proc/self/mounts | sort -r
+}
 cleanup() {
-  # mmdebstrap and the chroot below mount nothing that outlives them; unmount defensively anyway
-  # before deleting, so a failed build never removes files through a bind mount.
-  for m in proc dev wheels; do mountpoint -q "$stage/rootfs/$m" 2>/dev/null && umount -l "$stage/rootfs/$m"; done
+  # Whatever is still mounted in the stage (ours below, or mmdebstrap's after an interruption) is
+  # detached first, so deleting the stage never reaches through a mount into the host.
+  local m
+  while read -r m; do [ -z "$m" ] || umount -l "$m" || true; done <<<"$(mounts_under "$stage")"
+  if [ -n "$(mounts_under "$stage")" ]; then
+    log "mounts remain under $stage; leaving it in place"
+    return
+  fi
   rm -rf "$stage"
 }
 trap cleanup EXIT

@@ -3,7 +3,7 @@ chroot as its configured user with a read-only root filesystem and the manifests
 
 No container engine runs on these machines, so the image is executed the way a runtime would: the
 OCI config's user, working directory, environment, entrypoint and command, over the unpacked layer,
-with /proc and /dev mounted, /tmp an emptyDir-like tmpfs, /data the volume and /etc/scalebot the
+with /proc and a /dev of its own mounted, /tmp an emptyDir-like tmpfs, /data the volume and /etc/scalebot the
 read-only config mount. Network is the host's, so `scalebot run` inside reaches the local control
 plane and the local Slack Web API recorder.
 
@@ -48,6 +48,9 @@ VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["versi
 CHANNEL = "C0IMAGE"
 OPERATOR = "U0OPERATOR"
 SECRET = "image-signing-secret"
+
+
+DEVICES = {"null": (1, 3), "zero": (1, 5), "full": (1, 7), "random": (1, 8), "urandom": (1, 9), "tty": (5, 0)}
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,17 @@ class Container:
     def _read_only(self, target: Path) -> None:
         subprocess.run(["mount", "-o", "remount,bind,ro", str(target)], check=True, capture_output=True)
 
+    def _devices(self, dev: Path) -> None:
+        """A /dev of its own, as runc makes one: a tmpfs with the usual character devices. Never a
+        bind of the host's /dev, which a cleanup that missed the unmount would empty."""
+        self._mount("-t", "tmpfs", "-o", "size=64k,mode=755", "tmpfs", target=dev)
+        for name, (major, minor) in DEVICES.items():
+            os.mknod(dev / name, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+            (dev / name).chmod(0o666)
+        links = {"fd": "", "stdin": "/0", "stdout": "/1", "stderr": "/2"}
+        for name, fd in links.items():
+            (dev / name).symlink_to(f"/proc/self/fd{fd}")
+
     def __enter__(self) -> Container:
         uid, _, gid = self.config["User"].partition(":")
         self.data.mkdir()
@@ -133,7 +147,7 @@ class Container:
             self._mount("--bind", str(self.rootfs), target=self.rootfs)
             self._read_only(self.rootfs)
             self._mount("-t", "proc", "proc", target=self.rootfs / "proc")
-            self._mount("--bind", "/dev", target=self.rootfs / "dev")
+            self._devices(self.rootfs / "dev")
             self._mount("-t", "tmpfs", "-o", "size=64m,mode=1777", "tmpfs", target=self.rootfs / "tmp")
             self._mount("--bind", str(self.data), target=self.rootfs / "data")
             self._mount("--bind", str(self.etc), target=self.rootfs / "etc" / "scalebot")
