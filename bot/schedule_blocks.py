@@ -204,6 +204,13 @@ def wake_for_whole_cluster(cluster: str) -> str:
     )
 
 
+def schedule_not_added(reply: str) -> str:
+    return (
+        f"The schedule was not saved: {reply.rstrip('.')}. Nothing changed; "
+        f"`{messages.COMMAND} schedule add` opens the form again."
+    )
+
+
 def schedule_added(actor: str, reply: str) -> str:
     return f"{messages.who(actor)} added a schedule. {reply}"
 

@@ -396,10 +396,25 @@ class ScheduleUi:
         self._views_open(body, view, channel, user, ui.modal_unavailable())
 
     def _open_add(self, body: dict[str, Any]) -> None:
+        """Open the form at once (a trigger_id lives 3 s); the person's time zone (users.info, which
+        may take seconds) is filled in afterwards with views.update when it was not known yet."""
         user, channel = _who(body)
         default = self._default_cluster(channel) if self._default_cluster else None
-        view = ui.add_modal(self.ops.clusters(), cluster=default, channel=channel, tz=self._zone(user))
-        self._views_open(body, view, channel, user, ui.add_modal_unavailable())
+        known = self._cached_zone(user)
+
+        def form(tz: str) -> Any:
+            return ui.add_modal(self.ops.clusters(), cluster=default, channel=channel, tz=tz)
+
+        opened = self._views_open(body, form(known or "UTC"), channel, user, ui.add_modal_unavailable())
+        if known is not None or opened is None:
+            return
+        zone = self._zone(user)
+        if zone == "UTC":
+            return
+        try:
+            self._client.views_update(view_id=opened["id"], hash=opened.get("hash"), view=form(zone))
+        except Exception:  # the form works in UTC too; the person can still type their zone
+            log.warning("could not put %s's time zone into the schedule form", user, exc_info=True)
 
     def _on_postpone_submitted(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
         key = str(_metadata(view).get("key") or "")
@@ -418,16 +433,30 @@ class ScheduleUi:
         self._decided(outcome, None)
 
     def _on_add_submitted(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
+        """What is cheap is checked before the ack, so the form can show the error at its field:
+        the fields, and the schedule as a whole (days, times, zone, lead times; pure). The checks
+        that list the cluster's pools can take seconds: they run after the ack, and a refusal
+        then reaches the person privately in the announcement channel."""
         form, errors = read_add_form(_state(view))
         if form is None:
             ack(response_action="errors", errors=errors)
             return
-        user = _who(body)[0]
-        outcome = self.schedules.add(**form.as_kwargs(), by=user, groups=self._groups(user))
-        if not outcome.ok:
-            ack(response_action="errors", errors={add_field_of(outcome.reply): outcome.reply[:300]})
+        problem = spec_problem(form)
+        if problem:
+            ack(response_action="errors", errors={add_field_of(problem): problem[:300]})
             return
         ack()
+        user = _who(body)[0]
+        if self._listener_pool is None:
+            self._save_added(form, user)
+        else:
+            self._listener_pool.submit(_guarded, lambda _: self._save_added(form, user), body)
+
+    def _save_added(self, form: AddArgs, user: str) -> None:
+        outcome = self.schedules.add(**form.as_kwargs(), by=user, groups=self._groups(user))
+        if not outcome.ok:
+            self._whisper(form.channel, user, ui.schedule_not_added(outcome.reply))
+            return
         if self._sender is not None:  # the modal has no response_url: tell the channel through the sender
             added = blocks.text_message(ui.schedule_added(user, outcome.reply))
             self._sender.show(f"sched-added:{uuid.uuid4().hex}", added, channel=form.channel, final=True)
@@ -512,6 +541,13 @@ class ScheduleUi:
         names = ", ".join(s.name for s in self.schedules.list()) or "none"
         return f'No schedule "{name[:63]}"; schedules: {names}.'
 
+    def _cached_zone(self, user: str) -> str | None:
+        with self._lock:
+            cached = self._zones.get(user)
+        if cached is not None and self.clock.monotonic() - cached[1] < ZONE_TTL_SECONDS:
+            return cached[0]
+        return None
+
     def _zone(self, user: str) -> str:
         """The person's Slack time zone (users.info `tz`), cached; UTC when Slack does not say."""
         now = self.clock.monotonic()
@@ -530,12 +566,18 @@ class ScheduleUi:
             self._zones[user] = (zone, now)
         return zone
 
-    def _views_open(self, body: dict[str, Any], view: Any, channel: str, user: str, failure: str) -> None:
+    def _views_open(
+        self, body: dict[str, Any], view: Any, channel: str, user: str, failure: str
+    ) -> dict[str, Any] | None:
+        """The opened view (its id and hash, for views.update), or None when it could not open."""
         try:
-            self._client.views_open(trigger_id=str(body.get("trigger_id") or ""), view=view)
+            response = self._client.views_open(trigger_id=str(body.get("trigger_id") or ""), view=view)
         except Exception:
             log.exception("views.open failed", extra={"user": user})
             self._whisper(channel, user, failure)
+            return None
+        opened = response.get("view") if response is not None else None
+        return opened if isinstance(opened, dict) and opened.get("id") else None
 
     def _whisper(self, channel: str, user: str, text: str) -> None:
         if self._sender is not None and channel and user:
@@ -731,6 +773,23 @@ def read_add_form(values: Mapping[str, Any]) -> tuple[AddArgs | None, dict[str, 
         exceptions=get["except"],
     )
     return form, {}
+
+
+def spec_problem(form: AddArgs) -> str:
+    """What is wrong with the schedule itself (pure: no cluster, no database), or ""."""
+    try:
+        schedule.parse_spec(
+            name=form.name,
+            cluster=form.cluster,
+            sleep=form.sleep,
+            wake=form.wake,
+            tz=form.tz,
+            lead_times=form.lead_times,
+            exceptions=form.exceptions,
+        )
+    except ScheduleError as exc:
+        return str(exc)
+    return ""
 
 
 def add_field_of(reply: str) -> str:

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -93,8 +93,8 @@ FAST_RUNNER = RunnerSettings(
 class ControlledCluster(FakeCluster):
     """The in-memory cluster with a slow or stuck API server, for ack-first and failure tests."""
 
-    def __init__(self) -> None:
-        super().__init__(now=SystemClock().now)
+    def __init__(self, *, now: Callable[[], datetime] | None = None) -> None:
+        super().__init__(now=now or SystemClock().now)
         self.gate = threading.Event()
         self.gate.set()
         self.entered = threading.Event()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -33,7 +34,6 @@ from bot.app import serve_http
 from bot.schedule_ui import ScheduleUi
 from bot.scheduler import SchedulerRunner
 from engine.clock import FakeClock
-from engine.kube.fake import FakeCluster
 from engine.operation import OperationRequest, OpKind, OpState, Target
 from engine.operations import Operations
 from engine.pools.simulated import SimulatedPoolProvider
@@ -47,6 +47,7 @@ from tests.slack.conftest import (
     OPERATOR,
     POLICIES,
     VIEWER,
+    ControlledCluster,
     Engine,
     RunningBot,
     assemble,
@@ -92,6 +93,7 @@ class World:
     schedules: Schedules
     runner: SchedulerRunner
     scheduler: ManualScheduler
+    cluster: ControlledCluster
 
     def at(self, instant: datetime) -> None:
         self.clock.advance((instant - self.clock.now()).total_seconds())
@@ -128,7 +130,7 @@ def slack_api() -> Iterator[SlackApiServer]:
 @pytest.fixture
 def world(slack_api: SlackApiServer, tmp_path: Path) -> Iterator[World]:
     clock = FakeClock(MON_17_CET)
-    cluster = FakeCluster(now=clock.now)
+    cluster = ControlledCluster(now=clock.now)
     for pool, count in (("web", 3), ("batch", 2)):
         for i in range(count):
             cluster.add_node(f"{pool}-{i}", labels={"scalebot.io/pool": pool})
@@ -148,7 +150,7 @@ def world(slack_api: SlackApiServer, tmp_path: Path) -> Iterator[World]:
     runner = SchedulerRunner(schedules, clock, ui.on_announce, ui.on_fired, scheduler=scheduler)
     ui.attach(sender=bot.sender, app=bot.app, runner=runner)
     runner.start()
-    yield World(bot, clock, ops, schedules, runner, scheduler)
+    yield World(bot, clock, ops, schedules, runner, scheduler, cluster)
     runner.stop()
     bot.stop()
     ops.runner.stop()
@@ -452,6 +454,36 @@ def test_postpone_until_opens_a_modal_and_validates_its_submission(world: World)
     assert world.schedules.next_events(world.clock.now(), limit=1)[0][1] == utc(2, 21, 30)
 
 
+def add_form(**changes: str) -> dict[str, Any]:
+    """The add modal's state.values as Slack sends them, for a valid schedule unless changed."""
+    fields = {
+        "name": "nights",
+        "cluster": "dev-eu",
+        "sleep_days": "Mon-Fri",
+        "sleep_time": "20:00",
+        "wake_days": "Mon-Fri",
+        "wake_time": "07:00",
+        "tz": "Europe/Berlin",
+        "lead": "60m,10m",
+        "channel": CHANNEL,
+        "approval": "per_run",
+        "pools": "",
+        "except": "",
+    } | changes
+    kinds = {
+        "sleep_time": "selected_time",
+        "wake_time": "selected_time",
+        "channel": "selected_conversation",
+    }
+    out: dict[str, Any] = {}
+    for block, value in fields.items():
+        if block in ("cluster", "approval"):
+            out[block] = {block: {"selected_option": {"value": value}}}
+        else:
+            out[block] = {block: {kinds.get(block, "value"): value or None}}
+    return out
+
+
 def test_a_bare_schedule_add_opens_the_add_modal(world: World) -> None:
     result, _ = world.bot.command("schedule add", user=APPROVER)
     assert result.status == 200 and result.body == ""
@@ -464,45 +496,61 @@ def test_a_bare_schedule_add_opens_the_add_modal(world: World) -> None:
         "conversations_select",
     )
 
-    def form(**changes: str) -> dict[str, Any]:
-        fields = {
-            "name": "nights",
-            "cluster": "dev-eu",
-            "sleep_days": "Mon-Fri",
-            "sleep_time": "20:00",
-            "wake_days": "Mon-Fri",
-            "wake_time": "07:00",
-            "tz": "Europe/Berlin",
-            "lead": "60m,10m",
-            "channel": CHANNEL,
-            "approval": "per_run",
-            "pools": "",
-            "except": "",
-        } | changes
-        kinds = {
-            "sleep_time": "selected_time",
-            "wake_time": "selected_time",
-            "channel": "selected_conversation",
-        }
-        out: dict[str, Any] = {}
-        for block, value in fields.items():
-            if block in ("cluster", "approval"):
-                out[block] = {block: {"selected_option": {"value": value}}}
-            else:
-                out[block] = {block: {kinds.get(block, "value"): value or None}}
-        return out
-
-    bad = submit_view(world, view, form(tz="CET", lead="60"), user=APPROVER).json()
+    bad = submit_view(world, view, add_form(tz="CET", lead="60"), user=APPROVER).json()
     assert set(bad["errors"]) == {"tz", "lead"}
-    gap = submit_view(world, view, form(wake_time="20:30"), user=APPROVER).json()
+    gap = submit_view(world, view, add_form(wake_time="20:30"), user=APPROVER).json()
     assert "lead time 60m is longer than the shortest gap" in gap["errors"]["lead"]
     assert world.schedules.list() == []
-    assert submit_view(world, view, form(), user=APPROVER).body == ""
-    [saved] = world.schedules.list()
-    assert (saved.name, saved.approval_mode, str(saved.spec.sleep)) == ("nights", "per_run", "Mon-Fri 20:00")
+    assert submit_view(world, view, add_form(), user=APPROVER).body == ""
     post_added = world.bot.api.wait_for_call("chat.postMessage", lambda c: "added a schedule" in all_text(c))
     assert post_added.body["channel"] == CHANNEL
+    [saved] = world.schedules.list()
+    assert (saved.name, saved.approval_mode, str(saved.spec.sleep)) == ("nights", "per_run", "Mon-Fri 20:00")
     assert world.runner.armed()[0] == utc(2, 18)
+
+
+def test_the_add_form_is_acked_at_once_while_the_cluster_api_is_slow(world: World) -> None:
+    world.bot.command("schedule add", user=APPROVER)
+    view = world.bot.api.wait_for_call("views.open").body["view"]
+    world.cluster.delay = 3.0  # every listing of the cluster now takes 3 s
+
+    submitted = submit_view(world, view, add_form(), user=APPROVER)
+
+    assert submitted.status == 200 and submitted.body == "" and submitted.elapsed < 1.0
+    added = world.bot.api.wait_for_call("chat.postMessage", lambda c: "added a schedule" in all_text(c), 20)
+    assert added.body["channel"] == CHANNEL and [s.name for s in world.schedules.list()] == ["nights"]
+
+
+def test_a_refusal_found_after_the_ack_is_told_privately(world: World) -> None:
+    world.bot.command("schedule add", user=APPROVER)
+    view = world.bot.api.wait_for_call("views.open").body["view"]
+
+    submitted = submit_view(world, view, add_form(pools="nosuchpool"), user=APPROVER)
+
+    assert submitted.body == ""
+    told = world.bot.api.wait_for_call("chat.postEphemeral")
+    assert (
+        told.body["user"] == APPROVER
+        and "not saved" in told.body["text"]
+        and "nosuchpool" in told.body["text"]
+    )
+    assert world.schedules.list() == []
+
+
+def test_the_add_form_opens_before_the_slow_time_zone_lookup(world: World) -> None:
+    world.bot.api.fail("users.info", times=1, status=200, retry_after=None, delay=2.5)
+    sent = time.monotonic()
+
+    world.bot.command("schedule add", user=OPERATOR)
+
+    opened = world.bot.api.wait_for_call("views.open")
+    assert opened.at - sent < 1.0, "views.open must not wait for users.info (the trigger_id lives 3 s)"
+    tz = {b["block_id"]: b["element"] for b in opened.body["view"]["blocks"]}["tz"]
+    assert tz["initial_value"] == "UTC"
+    updated = world.bot.api.wait_for_call("views.update", timeout=10)
+    assert updated.body["view_id"] == "V0TEST"
+    zone = {b["block_id"]: b["element"] for b in updated.body["view"]["blocks"]}["tz"]
+    assert zone["initial_value"] == "America/New_York"
 
 
 def test_wake_for_three_hours_is_a_temporary_wake_with_a_return_to_sleep(world: World) -> None:
