@@ -3,17 +3,18 @@ chroot as its configured user with a read-only root filesystem and the manifests
 
 No container engine runs on these machines, so the image is executed the way a runtime would: the
 OCI config's user, working directory, environment, entrypoint and command, over the unpacked layer,
-with /proc and a /dev of its own mounted, /tmp an emptyDir-like tmpfs, /data the volume and /etc/scalebot the
-read-only config mount. Network is the host's, so `scalebot run` inside reaches the local control
-plane and the local Slack Web API recorder.
+with /proc and a /dev of its own mounted, /tmp an emptyDir-like tmpfs, /data the volume and
+/etc/scalebot the read-only config mount. Network is the host's, so `scalebot run` inside reaches
+the local control plane and the local Slack Web API recorder.
 
 Covers: the image is built once per input hash (a second run of the script reuses it); `scalebot
---version` prints the project's version; `scalebot demo` completes; `scalebot run` with a config
-for the local control plane serves /healthz and /readyz, verifies a Slack-signed slash command,
-posts the approval card it asks for, writes its database on the volume, and exits 0 on SIGTERM; the
-image configuration is the Dockerfile's and the manifests' (user, ports, working directory,
-environment, image name and tag); the only paths the image's user could write are the mounts that
-manifests/ makes writable; the Debian packages are exactly image/debian.lock.
+--version` prints the project's version; Python finds Debian's CA bundle and time zones; `scalebot
+demo` completes; `scalebot run` with a config for the local control plane serves /healthz and
+/readyz, verifies a Slack-signed slash command, posts the approval card it asks for, writes its
+database on the volume, and exits 0 on SIGTERM; the image configuration is the Dockerfile's and the
+manifests' (user, ports, working directory, environment, image name and tag); the only paths the
+image's user could write are the mounts that manifests/ makes writable; the Debian packages are
+exactly image/debian.lock.
 """
 
 from __future__ import annotations
@@ -166,11 +167,20 @@ class Container:
         finally:
             self._stack.close()
 
-    def command(self, args: list[str] | None = None, env: dict[str, str] | None = None) -> list[str]:
+    def command(
+        self,
+        args: list[str] | None = None,
+        env: dict[str, str] | None = None,
+        entrypoint: list[str] | None = None,
+    ) -> list[str]:
         """The image's process as chroot runs it: its user, working directory and environment only
-        (env -i), the entrypoint followed by `args` or by the image's default command."""
+        (env -i), the entrypoint (or `entrypoint`, as `kubectl debug` or `command:` would override
+        it) followed by `args` or by the image's default command."""
         environment = [*self.config["Env"], *(f"{k}={v}" for k, v in (env or {}).items())]
-        argv = [*self.config["Entrypoint"], *(self.config["Cmd"] if args is None else args)]
+        argv = [
+            *(self.config["Entrypoint"] if entrypoint is None else entrypoint),
+            *(self.config["Cmd"] if args is None else args),
+        ]
         return [
             "chroot",
             f"--userspec={self.config['User']}",
@@ -182,8 +192,10 @@ class Container:
             *argv,
         ]
 
-    def run(self, args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
-        command = self.command(args)
+    def run(
+        self, args: list[str], timeout: float, entrypoint: list[str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        command = self.command(args, entrypoint=entrypoint)
         return subprocess.run(command, check=False, capture_output=True, text=True, timeout=timeout)
 
     def start(self, env: dict[str, str], log: Path) -> subprocess.Popen[str]:
@@ -277,6 +289,24 @@ def test_version(container: Container) -> None:
     result = container.run(["--version"], timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["scalebot", VERSION]
+
+
+def test_tls_trust_and_time_zones_come_from_the_image(container: Container) -> None:
+    """Slack's Web API is public TLS: Python's default context must find Debian's CA bundle. Schedules
+    name IANA zones: the system database must be there, not only the tzdata wheel."""
+    probe = (
+        "import pathlib, ssl, sys, zoneinfo\n"
+        "cafile = ssl.get_default_verify_paths().cafile\n"
+        "count = pathlib.Path(cafile).read_text().count('BEGIN CERTIFICATE') if cafile else 0\n"
+        "zone = zoneinfo.ZoneInfo('Europe/Berlin')\n"
+        "print(count, sys.version.split()[0], zoneinfo.TZPATH[0])\n"
+    )
+    result = container.run(["-c", probe], timeout=60, entrypoint=["python"])
+    assert result.returncode == 0, result.stderr
+    certificates, python, tzpath = result.stdout.split()
+    assert int(certificates) > 100
+    assert python.startswith("3.11.")
+    assert (container.rootfs / tzpath.lstrip("/") / "Europe" / "Berlin").is_file()
 
 
 def test_demo_completes(container: Container) -> None:
