@@ -159,17 +159,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_pace_flag(parser: Any) -> None:
+    parser.add_argument(
+        "--one-at-a-time",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="drain non-empty nodes one at a time, empty ones together, as cluster-autoscaler does "
+        "(default: the cluster's policy drain_one_at_a_time, else all at once)",
+    )
+
+
 def _add_pool_commands(commands: Any, plan_kinds: Any) -> None:
     scale = commands.add_parser("scale", help="scale one node pool to N nodes (drains what it removes)")
     _add_ops_args(scale)
     scale.add_argument("pool")
     scale.add_argument("size", type=int)
+    _add_pace_flag(scale)
     scale.set_defaults(handler=cmd_pool_op, kind=OpKind.SCALE)
 
     zero = commands.add_parser("zero", help="scale pools (default: every pool) to 0; two phases when all go")
     _add_ops_args(zero)
     zero.add_argument("pools", nargs="*", metavar="POOL")
     _add_workload_flags(zero)
+    _add_pace_flag(zero)
     zero.set_defaults(handler=cmd_pool_op, kind=OpKind.ZERO)
 
     wake = commands.add_parser(
@@ -513,6 +525,7 @@ def _request(args: argparse.Namespace, ops: Operations) -> OperationRequest:
         size=getattr(args, "size", None),
         workloads=getattr(args, "workloads", False),
         workloads_only=getattr(args, "workloads_only", False),
+        one_at_a_time=getattr(args, "one_at_a_time", None),
     )
     return OperationRequest(kind=args.kind, target=target, requested_by=_user())
 

@@ -40,6 +40,7 @@ Config file (every key optional except what a cluster needs to be reached):
           protected_approvals: 2
           allow_self_approval: false
           request_ttl: 30m
+          drain_one_at_a_time: false                # scale-down / zero: non-empty nodes one at a time
         consolidation:                              # /scale consolidate, scalebot consolidate
           node_grace: 5m                            # nodes younger than this stay
           max_nodes: 10                             # nodes one plan removes at most
@@ -386,6 +387,7 @@ def _policy(
         "protected_approvals",
         "allow_self_approval",
         "request_ttl",
+        "drain_one_at_a_time",
     )
     tags = node.strings("approval_required_for", ("zero", "scale_down", "force"))
     for index, tag in enumerate(tags):
@@ -406,6 +408,7 @@ def _policy(
         protected_approvals=node.integer("protected_approvals", 2, low=1, high=10),
         request_ttl=ttl,
         channels=channels,
+        drain_one_at_a_time=node.boolean("drain_one_at_a_time", False),
     )
 
 

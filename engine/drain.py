@@ -195,11 +195,18 @@ def run_pass(
     rng: random.Random | None = None,
     on_progress: Callable[[int, int], None] | None = None,
     progress_every: int = PROGRESS_EVERY,
+    one_at_a_time: bool = False,
 ) -> PassResult:
     """List, classify, evict what is due, and report. Never sleeps; safe to repeat.
 
     A pass that evicts thousands of pods runs for minutes; `on_progress(answered, due)` is called
     from the caller's thread every `progress_every` answers, so the people watching see it move.
+
+    `one_at_a_time`: only one node with pods to move is drained at a time (the first by name that
+    is neither refused nor done); the pods of the others wait their turn (`DrainReport.queued`).
+    Empty nodes, and nodes with only finished or DaemonSet pods, are done together. This is
+    cluster-autoscaler's caution (--max-drain-parallelism 1; empty nodes in bulk): each node's
+    pods have found their new places before the next node's pods move.
     """
     rng = rng or random.Random()
     # A node whose drain ended with a refusal is left alone, as kubectl moves on to the next node.
@@ -215,7 +222,7 @@ def run_pass(
         unreachable_nodes=unreachable,
     )
     classified = filters.classify_pods(pods, ctx, pod_filters)
-    plan = _split(classified, state=state, now=now, unreachable=unreachable)
+    plan = _split(classified, state=state, now=now, unreachable=unreachable, one_at_a_time=one_at_a_time)
     state = replace(state, failed_nodes={**state.failed_nodes, **refused_nodes(classified)})
 
     evict_grace = options.grace_period_seconds
@@ -272,6 +279,7 @@ class _PassPlan:
     later: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     left_unreachable: list[str] = field(default_factory=list)
+    queued: list[str] = field(default_factory=list)
     still_failing: dict[str, PodFailure] = field(default_factory=dict)
 
 
@@ -281,10 +289,15 @@ def _split(
     state: DrainState,
     now: datetime,
     unreachable: frozenset[str] = frozenset(),
+    one_at_a_time: bool = False,
 ) -> _PassPlan:
     """Decide, per pod, what this pass does with it (pure)."""
     plan = _PassPlan()
     refused_nodes = filters.blocked_nodes(classified)
+    moving = (filters.Action.EVICT, filters.Action.WAIT)
+    busy = sorted({p.node_name for p, v in classified if v.action in moving} - set(refused_nodes))
+    # One at a time: the first busy node drains; the others' pods wait their turn.
+    waiting_turn = frozenset(busy[1:]) if one_at_a_time else frozenset()
     # Drain order counts pods that are already terminating, so a slow low-order pod holds back
     # every higher group (Cluster API's minOrder rule). It is computed per node, as Cluster API
     # drains one Machine at a time: a node held by a budget must not hold back the critical pods
@@ -303,6 +316,8 @@ def _split(
                 plan.left_unreachable.append(pod.key)
         elif action is filters.Action.BLOCK:
             plan.failed.setdefault(f"cannot delete {verdict.reason}", []).append(pod.key)
+        elif pod.node_name in waiting_turn:
+            plan.queued.append(pod.key)
         elif action is filters.Action.WAIT:
             plan.waiting.append(pod.key)
         elif pod.is_terminating:
@@ -451,6 +466,7 @@ def _fold(
         later=tuple(plan.later),
         skipped=tuple(plan.skipped),
         left_unreachable=tuple(plan.left_unreachable),
+        queued=tuple(plan.queued),
         evicted=tuple(evicted),
         deleted=tuple(deleted),
         force_deleted=(),

@@ -59,6 +59,8 @@ class Target:
     """Only workloads: no node pool changes (clusters whose autoscaler empties the nodes itself)."""
     wake_for_seconds: int | None = None
     """Temporary wake: put back to sleep after this long."""
+    one_at_a_time: bool | None = None
+    """Drain non-empty nodes one at a time (empty ones together); None: the cluster's policy."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -70,6 +72,7 @@ class Target:
             "workloads": self.workloads,
             "workloads_only": self.workloads_only,
             "wake_for_seconds": self.wake_for_seconds,
+            "one_at_a_time": self.one_at_a_time,
         }
 
     @classmethod
@@ -83,6 +86,7 @@ class Target:
             workloads=bool(data.get("workloads")),
             workloads_only=bool(data.get("workloads_only")),
             wake_for_seconds=data.get("wake_for_seconds"),
+            one_at_a_time=data.get("one_at_a_time"),
         )
 
 
@@ -191,6 +195,8 @@ class OperationPlan:
     """`Kind/namespace/name` of each workload a sleep will scale down: part of what is approved."""
     moves: tuple[tuple[str, str, str], ...] = ()
     """Consolidation: (node removed, pod, node it is expected to land on), as the approver saw them."""
+    one_at_a_time: bool = False
+    """Non-empty nodes are drained one at a time, empty ones together (cluster-autoscaler's caution)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -219,6 +225,7 @@ class OperationPlan:
             "warnings": list(self.warnings),
             "workload_keys": list(self.workload_keys),
             "moves": [list(m) for m in self.moves],
+            "one_at_a_time": self.one_at_a_time,
         }
 
     @classmethod
@@ -249,6 +256,7 @@ class OperationPlan:
             warnings=tuple(data.get("warnings") or ()),
             workload_keys=tuple(data.get("workload_keys") or ()),
             moves=tuple((m[0], m[1], m[2]) for m in data.get("moves") or ()),
+            one_at_a_time=bool(data.get("one_at_a_time")),
         )
 
     @property
@@ -270,6 +278,8 @@ class OperationPlan:
             "workloads": self.workloads,
             "workload_keys": sorted(self.workload_keys),
         }
+        if self.one_at_a_time:  # (absent when off, so plans approved before it keep their hash)
+            essence["one_at_a_time"] = True
         if self.kind is OpKind.CONSOLIDATE:
             # The approver agreed to these pods landing there: a different packing is a new plan.
             essence["moves"] = sorted(self.moves)
@@ -289,6 +299,8 @@ class OperationPlan:
             lines.append(f"  nodes: {', '.join(self.nodes)}")
         for node, pod, destination in self.moves:
             lines.append(f"  {pod}: {node} → {destination}")
+        if self.one_at_a_time and self.nodes:
+            lines.append("  non-empty nodes are drained one at a time; empty nodes together")
         if self.force_phase:
             lines.append(
                 "  every pool goes to 0: phase 1 evicts gracefully (PDBs respected), then phase 2 "

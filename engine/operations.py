@@ -169,7 +169,10 @@ class Operations:
             return self._plan_consolidation(handle, req)
         try:
             snap = self.snapshot(handle, with_workloads=req.target.workloads or req.target.workloads_only)
-            return planning.plan_operation(req.kind, req.target, snap, now=self.clock.now())
+            target = req.target
+            if target.one_at_a_time is None:  # the request did not say: the cluster's policy decides
+                target = replace(target, one_at_a_time=self.policies[handle.name].drain_one_at_a_time)
+            return planning.plan_operation(req.kind, target, snap, now=self.clock.now())
         except (planning.PlanError, PoolNotFound) as exc:
             raise UserError(str(exc)) from exc
 

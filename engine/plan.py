@@ -220,8 +220,10 @@ def plan_operation(kind: OpKind, target: Target, snap: ClusterSnapshot, *, now: 
     if kind is OpKind.SCALE:
         if len(pools) != 1 or target.size is None:
             raise PlanError("scale needs exactly one pool and a size, e.g. `scale web 3`")
-        return _plan_resize(kind, snap, {pools[0].name: target.size}, now=now, force=target.force)
+        plan = _plan_resize(kind, snap, {pools[0].name: target.size}, now=now, force=target.force)
+        return replace(plan, one_at_a_time=bool(target.one_at_a_time and plan.nodes))
     plan = _plan_resize(kind, snap, {p.name: 0 for p in pools}, now=now, force=target.force)
+    plan = replace(plan, one_at_a_time=bool(target.one_at_a_time and plan.nodes))
     if not target.workloads:
         return plan
     return replace(plan, workloads=snap.workloads_to_sleep, workload_keys=snap.workload_keys)

@@ -57,6 +57,9 @@ class ClusterPolicy:
     channels: frozenset[str] = frozenset()
     """Slack channels the cluster may be operated from; empty: any (but a DM when protected)."""
     consolidation: ConsolidationPolicy = field(default_factory=ConsolidationPolicy)
+    drain_one_at_a_time: bool = False
+    """Default for scale-downs and zero-scales: drain non-empty nodes one at a time (empty ones
+    together), as cluster-autoscaler does; a request's --one-at-a-time / --all-at-once wins."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,9 @@ WAIT_LATER_TEXT = (
     "waiting for the following Pods to complete without eviction"
 )
 
+QUEUED_TEXT = "Nodes drained one at a time; Pods waiting for their node's turn"
+"""Not upstream: cluster-autoscaler drains one non-empty node at a time but reports no such list."""
+
 # Every tuple field, in the order `to_json` writes them.
 _POD_LISTS = (
     "nodes",
@@ -49,6 +52,7 @@ _POD_LISTS = (
     "deleted",
     "force_deleted",
     "left_unreachable",
+    "queued",
 )
 
 
@@ -96,6 +100,8 @@ class DrainReport:
     left_unreachable: tuple[str, ...] = ()
     """Pods deleted more than 1 s ago on an unreachable node: no longer waited for (Cluster API's
     rule; the kubelet that would finish them is gone), but named, since they may still run there."""
+    queued: tuple[str, ...] = ()
+    """Pods of nodes waiting their turn when non-empty nodes are drained one at a time."""
 
     def __post_init__(self) -> None:
         # Normalise here rather than only in `build`, so every construction path yields the same
@@ -126,6 +132,7 @@ class DrainReport:
         force_deleted: Iterable[str] = (),
         waiting_later: Iterable[str] = (),
         left_unreachable: Iterable[str] = (),
+        queued: Iterable[str] = (),
     ) -> DrainReport:
         """Build from any iterables (lists, sets, generators); sorted and de-duplicated."""
         return cls(
@@ -141,12 +148,15 @@ class DrainReport:
             force_deleted=tuple(force_deleted),
             waiting_later=tuple(waiting_later),
             left_unreachable=tuple(left_unreachable),
+            queued=tuple(queued),
         )
 
     @property
     def completed(self) -> bool:
         """Nothing left to wait for: Cluster API's `DrainCompleted`. Skipped pods never count."""
-        return not (self.terminating or self.failed or self.waiting or self.waiting_later or self.later)
+        return not (
+            self.terminating or self.failed or self.waiting or self.waiting_later or self.later or self.queued
+        )
 
     @property
     def failed_pods(self) -> tuple[str, ...]:
@@ -155,7 +165,14 @@ class DrainReport:
     @property
     def blocking_pods(self) -> int:
         """How many distinct pods still hold the drain back."""
-        lists = (self.terminating, self.failed_pods, self.waiting, self.waiting_later, self.later)
+        lists = (
+            self.terminating,
+            self.failed_pods,
+            self.waiting,
+            self.waiting_later,
+            self.later,
+            self.queued,
+        )
         return len({pod for pods in lists for pod in pods})
 
     def summary_line(self) -> str:
@@ -201,6 +218,8 @@ class DrainReport:
         waiting = _normalised((*self.waiting, *self.waiting_later))
         if waiting:
             lines.append(f"* Pods waiting for completion: {truncated_list(waiting, LIST_PODS)}")
+        if self.queued:
+            lines.append(f"* {QUEUED_TEXT}: {truncated_list(self.queued, LIST_PODS)}")
         return lines
 
     def _current_lines(self) -> list[str]:
@@ -223,6 +242,8 @@ class DrainReport:
             lines.append(f"{EVICT_LATER_TEXT}: {truncated_list(self.later, LIST_PODS)}")
         if self.waiting_later:
             lines.append(f"{WAIT_LATER_TEXT}: {truncated_list(self.waiting_later, LIST_PODS)}")
+        if self.queued:
+            lines.append(f"{QUEUED_TEXT}: {truncated_list(self.queued, LIST_PODS)}")
         return lines
 
     @staticmethod
@@ -254,6 +275,7 @@ class DrainReport:
                 "deleted": len(self.deleted),
                 "force_deleted": len(self.force_deleted),
                 "left_unreachable": len(self.left_unreachable),
+                "queued": len(self.queued),
             },
             "failed": {key: list(pods) for key, pods in self.failed.items()},
             **{name: list(getattr(self, name)) for name in _POD_LISTS},

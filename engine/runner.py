@@ -481,6 +481,7 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
         now=now,
         executor=runner._evictions,
         on_progress=progress,
+        one_at_a_time=op.plan.one_at_a_time,
     )
     message = result.report.condition_message()
     data: dict[str, Any] = {"drain": result.state.to_json(), "evicted": result.state.evicted_total}

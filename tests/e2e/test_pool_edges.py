@@ -387,3 +387,43 @@ def test_phase_two_is_withdrawn_when_a_node_in_no_pool_could_run_the_pods(
     pod = builders.get(admin_api, builders.pod_path(namespace, guarded["metadata"]["name"]))
     assert pod["metadata"]["uid"] == guarded["metadata"]["uid"]
     assert "deletionTimestamp" not in pod["metadata"], "never force-deleted"
+
+
+def test_one_at_a_time_drains_non_empty_nodes_in_turn(
+    admin_api: Any,
+    kube: KubeClient,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    pool_key: str,
+    unique_name: str,
+    tmp_path: Path,
+) -> None:
+    """The cluster's policy `drain_one_at_a_time`: a-00's pod moves while a-01's waits its turn.
+
+    cluster-autoscaler drains one non-empty node at a time and deletes empty ones in bulk; the
+    empty a-02 is done at once. The first report lists a-01's pod as waiting for its node's turn.
+    """
+    from engine.policy import ClusterPolicy
+    from engine.report import QUEUED_TEXT
+
+    made = pools(node_pool, pool_key, unique_name, a=3, b=1)
+    first, second, _empty = made["a"]
+    builders.create_bare_pod(admin_api, namespace, "one", node=first, grace=1)
+    builders.create_bare_pod(admin_api, namespace, "two", node=second, grace=1)
+    builders.wait_for_pods_running(admin_api, namespace, count=2)
+    ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
+    ops.policies["e2e"] = ClusterPolicy(cluster="e2e", drain_one_at_a_time=True)
+    events: list[ProgressEvent] = []
+    ops.subscribe(events.append)
+    try:
+        op = run(ops, request(OpKind.ZERO, f"{unique_name}-a"))
+    finally:
+        ops.runner.stop()
+    assert op.plan.one_at_a_time
+    assert "non-empty nodes are drained one at a time; empty nodes together" in op.plan.to_text()
+    assert op.state is OpState.SUCCEEDED, op.error
+    assert op.result["pods_evicted"] == 2
+    assert op.result["nodes_removed"] == 3
+    [first_report, *_] = [e.condition for e in events if e.condition]
+    assert f"* {QUEUED_TEXT}: {namespace}/two" in first_report.splitlines()
+    assert f"{namespace}/one" not in first_report.split(QUEUED_TEXT)[1]

@@ -433,6 +433,7 @@ def test_to_json_has_stable_keys_counts_and_message() -> None:
         "deleted",
         "force_deleted",
         "left_unreachable",
+        "queued",
     ]
     assert data["completed"] is False
     assert data["started_at"] == "2026-03-27T19:00:05Z"
@@ -450,6 +451,7 @@ def test_to_json_has_stable_keys_counts_and_message() -> None:
         "deleted": 0,
         "force_deleted": 0,
         "left_unreachable": 0,
+        "queued": 0,
     }
     assert list(data["failed"]) == [PDB_KEY, NS_KEY, MULTI_PDB_KEY]
     assert data["nodes"] == ["w-1"]
