@@ -18,10 +18,11 @@ import signal
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from types import FrameType
 from typing import Any
 
-from bot import wiring
+from bot import blocks, wiring
 from bot.app import Bot, build_bot
 from bot.health import HealthServer, database_writable, kubernetes_reachable, slack_connected
 from bot.metrics import DEFAULT as METRICS
@@ -29,6 +30,7 @@ from bot.outbox import StoreOutbox
 from bot.schedule_ui import ScheduleUi
 from bot.scheduler import SchedulerRunner
 from bot.settings import Settings
+from engine.cleanup import CleanupReport, EmptyNodeCleaner, PolicyLoop
 from engine.clock import SystemClock
 from engine.kube.events import EventRecorder
 from engine.operations import Operations
@@ -57,6 +59,9 @@ class Service:
     scheduler_factory: Callable[[], SchedulerRunner]
     leader_election: bool
     lease_api: Any = None
+    policies_factory: Callable[[], PolicyLoop] | None = None
+    """The unattended policies (empty-node clean-up), started only while leading."""
+    policies: PolicyLoop | None = None
     stop_event: threading.Event = field(default_factory=threading.Event)
     bot: Bot | None = None
     scheduler: SchedulerRunner | None = None
@@ -76,6 +81,9 @@ class Service:
             log.info("leading: resumed %d operation(s)", len(resumed))
             self.scheduler = self.scheduler_factory()
             self.scheduler.start()
+            if self.policies_factory is not None:
+                self.policies = self.policies_factory()
+                self.policies.start()
 
     def stop_leading(self) -> None:
         """Lost the Lease: another instance may act now, so this one stops acting at once."""
@@ -111,6 +119,8 @@ class Service:
     def shutdown(self) -> None:
         # The runner first: the steps under way finish and emit their events (an operation may end
         # here) while the bot still renders and sends them; its stop then flushes them to Slack.
+        if self.policies is not None:
+            self.policies.stop()
         self.ops.runner.stop(timeout=10)
         if self.bot is not None:
             self.bot.stop()
@@ -166,6 +176,25 @@ def build_service(settings: Settings, *, leader_election: bool | None = None) ->
         ui.attach(runner=holder["s"])
         return holder["s"]
 
+    def make_policies() -> PolicyLoop:
+        def report(result: CleanupReport) -> None:
+            channel = settings.channel_for(result.cluster)
+            if service.bot is None or channel is None:
+                log.info("%s", result.text(policies[result.cluster].consolidation))
+                return
+            text = result.text(policies[result.cluster].consolidation)
+            key = f"empty-nodes-{result.cluster}-{clock.now().isoformat()}"
+            service.bot.sender.show(key, blocks.text_message(text, emoji="🧹"), channel=channel, final=True)
+
+        policies = settings.policies()
+        cleaners = [
+            EmptyNodeCleaner(handles[name], pol.consolidation, store, clock, report)
+            for name, pol in policies.items()
+            if pol.consolidation.empty_nodes and name in handles
+        ]
+        interval = min((c.policy.interval for c in cleaners), default=timedelta(seconds=60))
+        return PolicyLoop(cleaners, clock, interval.total_seconds())
+
     checks = {"database": database_writable(store)}
     if api_client is not None:
         checks["kubernetes"] = kubernetes_reachable(api_client)
@@ -179,6 +208,7 @@ def build_service(settings: Settings, *, leader_election: bool | None = None) ->
         ),
         bot_factory=make_bot,
         scheduler_factory=make_scheduler,
+        policies_factory=make_policies,
         leader_election=_in_cluster() if leader_election is None else leader_election,
         lease_api=api_client,
     )

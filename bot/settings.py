@@ -45,6 +45,9 @@ Config file (every key optional except what a cluster needs to be reached):
           node_grace: 5m                            # nodes younger than this stay
           max_nodes: 10                             # nodes one plan removes at most
           allow_alongside_autoscaler: false         # refuse while cluster-autoscaler/Karpenter/CAST AI run
+          empty_nodes: false                        # remove nodes with only DaemonSet/mirror pods ...
+          empty_node_ttl: 5m                        # ... for this long, up to empty_node_batch: 10 at once
+          interval: 60s                             # how often the policy looks
 Tokens are `Secret`s: their repr and str are masked, so a logged Settings shows no secret.
 """
 
@@ -413,14 +416,32 @@ def _policy(
 
 
 def _consolidation(node: _Node) -> ConsolidationPolicy:
-    node.only("node_grace", "max_nodes", "allow_alongside_autoscaler")
+    node.only(
+        "node_grace",
+        "max_nodes",
+        "allow_alongside_autoscaler",
+        "empty_nodes",
+        "empty_node_ttl",
+        "empty_node_batch",
+        "interval",
+    )
     grace = node.duration("node_grace", timedelta(minutes=5))
     if grace < timedelta(0):
         raise SettingsError(f"{node.path}.node_grace: must not be negative")
+    ttl = node.duration("empty_node_ttl", timedelta(minutes=5))
+    if ttl < timedelta(0):
+        raise SettingsError(f"{node.path}.empty_node_ttl: must not be negative")
+    interval = node.duration("interval", timedelta(seconds=60))
+    if interval < timedelta(seconds=10):
+        raise SettingsError(f"{node.path}.interval: at least 10s (each cycle lists the whole cluster)")
     return ConsolidationPolicy(
         node_grace=grace,
         max_nodes=node.integer("max_nodes", 10, low=1, high=1000),
         allow_alongside_autoscaler=node.boolean("allow_alongside_autoscaler", False),
+        empty_nodes=node.boolean("empty_nodes", False),
+        empty_node_ttl=ttl,
+        empty_node_batch=node.integer("empty_node_batch", 10, low=1, high=1000),
+        interval=interval,
     )
 
 

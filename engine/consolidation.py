@@ -103,6 +103,13 @@ class ConsolidationPolicy:
     max_nodes: int = 10
     allow_alongside_autoscaler: bool = False
     """Plan and run consolidations although cluster-autoscaler, Karpenter or CAST AI run here too."""
+    empty_nodes: bool = False
+    """Remove nodes that ran only DaemonSet/mirror pods for `empty_node_ttl`, without asking."""
+    empty_node_ttl: timedelta = timedelta(minutes=5)
+    empty_node_batch: int = 10
+    """Empty nodes removed at once at most (cluster-autoscaler's --max-empty-bulk-delete default)."""
+    interval: timedelta = timedelta(seconds=60)
+    """How often the unattended policies look at the cluster."""
 
     @property
     def planning(self) -> ConsolidationSettings:
@@ -265,7 +272,7 @@ def _ineligible(node: NodeView, now: datetime, settings: ConsolidationSettings) 
     if info.annotations.get(SCALE_DOWN_DISABLED) == "true":
         return f"annotated {SCALE_DOWN_DISABLED}=true"
     if info.created_at is not None and now - info.created_at < settings.node_grace:
-        return f"younger than {_minutes(settings.node_grace)}"
+        return f"younger than {minutes(settings.node_grace)}"
     return ""
 
 
@@ -294,7 +301,7 @@ def _movable_pods(
     return "", movable
 
 
-def _minutes(delta: timedelta) -> str:
+def minutes(delta: timedelta) -> str:
     seconds = int(delta.total_seconds())
     return f"{seconds // 60} min" if seconds % 60 == 0 else f"{seconds} s"
 
@@ -419,3 +426,56 @@ def underused(
         why = "" if name in removable else kept.get(name, "not considered")
         rows.append(Underused(name, node.pool, fractions[0], fractions[1], why))
     return tuple(sorted(rows, key=lambda r: (r.utilisation, r.node)))
+
+
+def is_empty_node_pod(pod: PodInfo) -> bool:
+    """What an "empty" node may still run: DaemonSet and mirror (static) pods, and finished pods."""
+    return pod.is_finished or pod.is_mirror or (pod.controller is not None and pod.controller.is_daemonset)
+
+
+def empty_nodes(
+    snap: SchedulingSnapshot,
+    *,
+    pools: Sequence[Pool],
+    now: datetime,
+    settings: ConsolidationSettings = ConsolidationSettings(),
+) -> tuple[str, ...]:
+    """Nodes of a pool that run nothing but DaemonSet/mirror pods and pass the removal rules
+    (Ready, not cordoned, not annotated scale-down-disabled, older than the grace period)."""
+    busy = {p.info.node_name for p in snap.pods if not is_empty_node_pod(p.info)}
+    names = frozenset(p.name for p in pools)
+    return tuple(
+        sorted(
+            n.info.name
+            for n in snap.nodes
+            if n.info.name not in busy and not _outside(n, names) and not _ineligible(n, now, settings)
+        )
+    )
+
+
+def track_empty(
+    since: Mapping[str, datetime], empty_now: Sequence[str], now: datetime
+) -> dict[str, datetime]:
+    """When each node was first seen empty: kept while it stays empty, forgotten once it is not."""
+    return {node: since.get(node, now) for node in empty_now}
+
+
+def due_empty(
+    since: Mapping[str, datetime],
+    *,
+    pools: Sequence[Pool],
+    ttl: timedelta,
+    batch: int,
+    now: datetime,
+) -> tuple[str, ...]:
+    """Nodes empty for at least `ttl`, longest-empty first, at most `batch`, no pool below its minimum."""
+    pool_of = {node: pool for pool in pools for node in pool.nodes}
+    room = {pool.name: pool.desired - pool.min_size for pool in pools}
+    due: list[str] = []
+    for node, first in sorted(since.items(), key=lambda item: (item[1], item[0])):
+        pool = pool_of.get(node)
+        if pool is None or now - first < ttl or room[pool.name] <= 0 or len(due) >= batch:
+            continue
+        room[pool.name] -= 1
+        due.append(node)
+    return tuple(due)

@@ -170,6 +170,11 @@ def test_socket_mode_needs_no_signing_secret(tmp_path: Path) -> None:
         ("colour: blue", "colour: unknown setting"),
         ("clusters: {dev-eu: {context: [1]}}", "clusters.dev-eu.context: expected text, got list"),
         ("just text", "the config file must be a mapping"),
+        (
+            "clusters: {dev-eu: {consolidation: {interval: 1s}}}",
+            "clusters.dev-eu.consolidation.interval: at least 10s",
+        ),
+        ("clusters: {dev-eu: {consolidation: {evict: true}}}", "clusters.dev-eu.consolidation.evict"),
     ],
 )
 def test_bad_config_names_the_key(tmp_path: Path, text: str, message: str) -> None:
@@ -222,3 +227,29 @@ def test_tokens_never_show_in_reprs(tmp_path: Path) -> None:
         )
     assert settings.slack.bot_token.reveal() == "xoxb-1-secret"
     assert Secret("a") == Secret("a") and Secret("a") != Secret("b")
+
+
+def test_consolidation_settings_default_off_and_read_when_given(tmp_path: Path) -> None:
+    default = load(write(tmp_path, "clusters: {dev-eu: {}}"), ENV).clusters["dev-eu"].policy.consolidation
+    assert (default.empty_nodes, default.allow_alongside_autoscaler) == (False, False)
+    assert (default.empty_node_ttl, default.empty_node_batch, default.interval) == (
+        timedelta(minutes=5),
+        10,
+        timedelta(seconds=60),
+    )
+    text = (
+        "clusters: {dev-eu: {consolidation: {empty_nodes: true, empty_node_ttl: 10m, empty_node_batch: 3, "
+        "interval: 30s, node_grace: 2m, max_nodes: 4, allow_alongside_autoscaler: true}}}"
+    )
+    given = load(write(tmp_path, text), ENV).clusters["dev-eu"].policy.consolidation
+    assert (given.empty_nodes, given.empty_node_ttl, given.empty_node_batch, given.interval) == (
+        True,
+        timedelta(minutes=10),
+        3,
+        timedelta(seconds=30),
+    )
+    assert (given.node_grace, given.max_nodes, given.allow_alongside_autoscaler) == (
+        timedelta(minutes=2),
+        4,
+        True,
+    )

@@ -9,12 +9,15 @@ from typing import Any
 from engine.consolidation import (
     ConsolidationSettings,
     SchedulingSnapshot,
+    due_empty,
+    empty_nodes,
     node_view,
     operation_plan,
     other_consolidators,
     plan_consolidation,
     pod_view,
     recheck,
+    track_empty,
 )
 from engine.model import LabelSelector, PdbInfo
 from engine.operation import OpKind
@@ -233,3 +236,36 @@ def test_operation_plan_shrinks_each_pool_by_its_removed_nodes_and_hashes_the_mo
     moved = replace(op_plan, moves=tuple((n, p, "elsewhere") for n, p, _ in op_plan.moves))
     assert moved.plan_hash != op_plan.plan_hash
     assert replace(op_plan, blockers=(("node x", "why"),)).plan_hash == op_plan.plan_hash
+
+
+def test_empty_nodes_are_due_after_the_ttl_longest_first_within_the_batch_and_pool_minimums() -> None:
+    t0 = NOW - timedelta(minutes=10)
+    since = track_empty({"a": t0, "gone": t0}, ["a", "b", "c", "d"], NOW - timedelta(minutes=6))
+    assert since == {
+        "a": t0,
+        "b": NOW - timedelta(minutes=6),
+        "c": NOW - timedelta(minutes=6),
+        "d": since["d"],
+    }
+    pools = [
+        Pool(name="web", provider="labels", nodes=("a", "b", "x"), desired=3, min_size=1),
+        Pool(name="db", provider="labels", nodes=("c", "d"), desired=2, min_size=2),
+    ]
+    ttl = timedelta(minutes=5)
+    # web may lose two nodes (3 → 1), db none (at its minimum); the batch caps the rest.
+    assert due_empty(since, pools=pools, ttl=ttl, batch=10, now=NOW) == ("a", "b")
+    assert due_empty(since, pools=pools, ttl=ttl, batch=1, now=NOW) == ("a",)
+    assert due_empty(since, pools=pools, ttl=ttl, batch=10, now=NOW - timedelta(minutes=2)) == ("a",)
+
+
+def test_a_node_with_only_daemonset_mirror_or_finished_pods_is_empty() -> None:
+    nodes = [raw_node("a"), raw_node("b"), raw_node("c")]
+    ds = raw_pod("agent-1", "a", owner="DaemonSet", owner_name="agent")
+    mirror = raw_pod("etcd-a", "a", owner="", meta={"annotations": {"kubernetes.io/config.mirror": "x"}})
+    done = raw_pod("job-1", "b", owner="Job")
+    done["status"]["phase"] = "Succeeded"
+    busy = raw_pod("web-1", "c")
+    snap = snapshot(nodes, [ds, mirror, done, busy])
+    pools = [Pool(name="web", provider="labels", nodes=("a", "b", "c"), desired=3)]
+    assert empty_nodes(snap, pools=pools, now=NOW) == ("a", "b")
+    assert empty_nodes(snap, pools=[], now=NOW) == ()  # a node in no pool cannot be removed

@@ -1,0 +1,177 @@
+"""The empty-node policy: nodes that ran only DaemonSet/mirror pods for a TTL are removed in bulk.
+
+cluster-autoscaler's empty-node scale-down, unattended because the cluster's config says so (off by
+default): every cycle lists the cluster once, remembers since when each node has been empty
+(`engine.consolidation.track_empty`), and removes the nodes empty for the TTL, up to a batch (10,
+cluster-autoscaler's default), no pool below its minimum:
+
+1. lock the nodes and their pools like an operation would (a running operation wins: skip a cycle);
+2. cordon and taint them (so nothing new lands), then list their pods again: a node that got a
+   real pod between the listing and the cordon is given back (uncordoned) and forgotten;
+3. remove the rest through the pool provider, one audit row per node, and one report per batch.
+
+The "empty since" times live in memory: after a restart the TTL starts again, so a node is never
+removed sooner than the TTL says, only later. A crash between the cordon and the removal leaves the
+nodes cordoned with scalebot's taint; the next cycle's listing does not count them as candidates
+(cordoned), and the report of the failed batch names them.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from engine import consolidation, drain
+from engine.clock import Clock
+from engine.kube.api import SchedulingApi
+from engine.runner import ClusterHandle
+from engine.store import LockConflict, Store
+
+log = logging.getLogger(__name__)
+
+ACTOR = "policy:empty-nodes"
+
+
+@dataclass(frozen=True, slots=True)
+class CleanupReport:
+    cluster: str
+    removed: tuple[tuple[str, str], ...]
+    """(node, pool) removed in this batch."""
+    given_back: tuple[str, ...] = ()
+    """Nodes that got a pod between the listing and the cordon: uncordoned, kept."""
+
+    def text(self, policy: consolidation.ConsolidationPolicy) -> str:
+        ttl = consolidation.minutes(policy.empty_node_ttl)
+        parts = []
+        if self.removed:
+            names = ", ".join(f"{node} (pool {pool})" for node, pool in self.removed)
+            parts.append(
+                f"Removed {len(self.removed)} empty node{'s' if len(self.removed) != 1 else ''} on "
+                f"{self.cluster} (only DaemonSet or mirror pods for {ttl} or more): {names}"
+            )
+        if self.given_back:
+            parts.append(f"Kept, a pod landed on them meanwhile: {', '.join(self.given_back)}")
+        return ". ".join(parts)
+
+
+class EmptyNodeCleaner:
+    """One cluster's empty-node policy; `cycle()` is called every `policy.interval` by the bot."""
+
+    def __init__(
+        self,
+        handle: ClusterHandle,
+        policy: consolidation.ConsolidationPolicy,
+        store: Store,
+        clock: Clock,
+        report: Callable[[CleanupReport], None],
+    ) -> None:
+        self.handle = handle
+        self.policy = policy
+        self.store = store
+        self.clock = clock
+        self.report = report
+        self.since: dict[str, datetime] = {}
+
+    def cycle(self) -> CleanupReport | None:
+        api = self.handle.api
+        if not isinstance(api, SchedulingApi):
+            log.warning("empty-node policy needs a Kubernetes API server; %s is not one", self.handle.name)
+            return None
+        now = self.clock.now()
+        pools = self.handle.pools.list_pools()
+        snap = consolidation.snapshot_from_raw(pools, api.list_nodes_json(), api.list_bound_pods_json())
+        empty = consolidation.empty_nodes(snap, pools=pools, now=now, settings=self.policy.planning)
+        self.since = consolidation.track_empty(self.since, empty, now)
+        due = consolidation.due_empty(
+            self.since,
+            pools=pools,
+            ttl=self.policy.empty_node_ttl,
+            batch=self.policy.empty_node_batch,
+            now=now,
+        )
+        if not due:
+            return None
+        pool_of = {node: pool.name for pool in pools for node in pool.nodes}
+        owner = f"cleanup-{secrets.token_hex(4)}"
+        keys = sorted(
+            {f"pool:{self.handle.name}/{pool_of[n]}" for n in due}
+            | {f"node:{self.handle.name}/{n}" for n in due}
+        )
+        try:
+            self.store.acquire_locks(keys, owner, at=now)
+        except LockConflict as exc:
+            log.info("empty-node policy waits: %s is held by operation %s", exc.key, exc.op_id)
+            return None
+        try:
+            result = self._remove(due, pool_of, now)
+        finally:
+            self.store.release_locks(owner)
+        for node, _ in result.removed:
+            self.since.pop(node, None)
+        for node in result.given_back:
+            self.since.pop(node, None)
+        self.report(result)
+        return result
+
+    def _remove(self, due: Sequence[str], pool_of: dict[str, str], now: datetime) -> CleanupReport:
+        api = self.handle.api
+        already = drain.cordon_nodes(api, due, now=now)
+        # Between the listing and the cordon the scheduler may have bound a pod: look again.
+        busy = sorted(
+            {p.node_name for p in api.list_pods(node_names=due) if not consolidation.is_empty_node_pod(p)}
+        )
+        if busy:
+            drain.uncordon_nodes(api, busy, keep_cordoned=already)
+        removed: list[tuple[str, str]] = []
+        by_pool: dict[str, list[str]] = {}
+        for node in due:
+            if node not in busy:
+                by_pool.setdefault(pool_of[node], []).append(node)
+        for pool, nodes in sorted(by_pool.items()):
+            self.handle.pools.remove_nodes(pool, nodes)
+            for node in nodes:
+                self.store.audit(
+                    at=self.clock.now(),
+                    actor=ACTOR,
+                    action="remove_empty_node",
+                    cluster=self.handle.name,
+                    detail=f"{node} (pool {pool}) empty since {self.since[node].isoformat()}",
+                )
+                removed.append((node, pool))
+        return CleanupReport(cluster=self.handle.name, removed=tuple(removed), given_back=tuple(busy))
+
+
+class PolicyLoop:
+    """Runs each cleaner's `cycle()` every `interval` on one thread, on the injected clock.
+
+    One cluster's failure (an API error) is logged and retried next cycle; it never stops the others.
+    """
+
+    def __init__(self, cleaners: Sequence[EmptyNodeCleaner], clock: Clock, interval: float) -> None:
+        self.cleaners = list(cleaners)
+        self.clock = clock
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self.cleaners and self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="empty-nodes", daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        while not self.clock.wait(self._stop, self.interval):
+            for cleaner in self.cleaners:
+                try:
+                    cleaner.cycle()
+                except Exception:  # the loop's one catch-all: a cluster that fails now is retried later
+                    log.exception("empty-node policy cycle failed on %s", cleaner.handle.name)

@@ -1,0 +1,96 @@
+"""The empty-node policy against the real control plane, as scalebot's ServiceAccount.
+
+Time is a FakeClock the test moves: each `cycle()` lists the real cluster, so "empty for 5 minutes"
+is decided on real Nodes and Pods without sleeping. A node that runs only a mirror pod counts as
+empty; a node with a real pod does not, and its TTL starts only once that pod is gone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot import wiring
+from engine.cleanup import CleanupReport, EmptyNodeCleaner
+from engine.clock import FakeClock
+from engine.consolidation import ConsolidationPolicy
+from engine.kube.client import KubeClient
+from engine.runner import ClusterHandle
+from engine.store import Store
+from localcluster import builders
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def handle(scalebot_kubeconfig: Path, unique_name: str) -> Iterator[ClusterHandle]:
+    handle = wiring.connect_cluster(
+        "dev",
+        kubeconfig=str(scalebot_kubeconfig),
+        context="",
+        provider="labels",
+        options={"pool_label": f"{unique_name}.scalebot.test/pool"},
+    )
+    yield handle
+    if isinstance(handle.api, KubeClient):
+        handle.api.close()
+
+
+def exists(admin_api: Any, node: str) -> bool:
+    return builders.get_or_none(admin_api, builders.node_path(node)) is not None
+
+
+def test_a_node_empty_past_its_ttl_is_removed_and_one_empty_for_less_is_not(
+    admin_api: Any,
+    handle: ClusterHandle,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    unique_name: str,
+    tmp_path: Path,
+) -> None:
+    pool = f"{unique_name}-e"
+    busy, mirror_only, later = node_pool(3, name=pool, labels={f"{unique_name}.scalebot.test/pool": pool})
+    builders.create_bare_pod(admin_api, namespace, "keeps-busy", node=busy, grace=0)
+    builders.create_bare_pod(admin_api, namespace, "leaves", node=later, grace=0)
+    builders.create_mirror_like_pod(admin_api, namespace, "static", node=mirror_only, grace=0)
+    clock = FakeClock(datetime.now(UTC))
+    reports: list[CleanupReport] = []
+    policy = ConsolidationPolicy(
+        empty_nodes=True, node_grace=timedelta(0), empty_node_ttl=timedelta(minutes=5)
+    )
+    cleaner = EmptyNodeCleaner(handle, policy, Store(str(tmp_path / "db.sqlite")), clock, reports.append)
+
+    assert cleaner.cycle() is None  # t=0: mirror_only is empty from now on
+    assert set(cleaner.since) == {mirror_only}
+    builders.delete(admin_api, builders.pod_path(namespace, "leaves"), grace=0)
+    builders.wait_for_pod_gone(admin_api, namespace, "leaves")
+
+    clock.advance(180)
+    assert cleaner.cycle() is None  # t=3 min: `later` is empty from now on; nothing has had 5 min
+    assert set(cleaner.since) == {mirror_only, later}
+
+    clock.advance(120)
+    first = cleaner.cycle()  # t=5 min: mirror_only has been empty for 5 min, `later` for 2
+    assert first is not None and first.removed == ((mirror_only, pool),)
+    assert not exists(admin_api, mirror_only)
+    assert exists(admin_api, later) and exists(admin_api, busy)
+    assert not builders.get(admin_api, builders.node_path(later))["spec"].get("unschedulable")
+
+    clock.advance(120)
+    assert cleaner.cycle() is None  # t=7 min: `later` at 4 min
+    assert exists(admin_api, later)
+
+    clock.advance(60)
+    second = cleaner.cycle()  # t=8 min: `later` at 5 min
+    assert second is not None and second.removed == ((later, pool),)
+    assert not exists(admin_api, later) and exists(admin_api, busy)
+    # One report per batch, naming the nodes and the rule.
+    assert reports == [first, second]
+    assert first.text(policy) == (
+        "Removed 1 empty node on dev (only DaemonSet or mirror pods for 5 min or more): "
+        f"{mirror_only} (pool {pool})"
+    )
