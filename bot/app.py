@@ -333,6 +333,13 @@ class Bot:
         if self.serve_health and (self.settings.slack.socket_mode or server.health_port != server.http_port):
             self.health = serve_http(None, server.health_port, host=server.host, routes=self.routes)
 
+    def connected(self) -> bool:
+        """Readiness: in Socket Mode, whether the WebSocket to Slack is open right now (it drops
+        and reconnects); in HTTP mode, whether the server is serving (auth.test passed at build)."""
+        if self.settings.slack.socket_mode:
+            return self.socket is not None and bool(self.socket.client.is_connected())
+        return self.http is not None
+
     def stop(self, timeout: float = 10.0) -> None:
         """Stop intake, let accepted work finish, deliver what Slack is still owed."""
         if self.socket is not None:

@@ -199,7 +199,7 @@ def kubernetes_reachable(api_client: Any, *, timeout_seconds: float = KUBERNETES
 
 
 def slack_connected(is_connected: Callable[[], bool]) -> Check:
-    """Socket Mode: the handler's client `is_connected()`; HTTP mode: whether auth.test passed."""
+    """Socket Mode: the WebSocket is open now (`Bot.connected`); HTTP mode: the bot is serving."""
 
     def check() -> None:
         if not is_connected():

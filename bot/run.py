@@ -212,7 +212,9 @@ def build_service(settings: Settings, *, leader_election: bool | None = None) ->
         leader_election=_in_cluster() if leader_election is None else leader_election,
         lease_api=api_client,
     )
-    service.health.checks["slack"] = slack_connected(lambda: service.bot is not None)
+    service.health.checks["slack"] = slack_connected(
+        lambda: service.bot is not None and service.bot.connected()
+    )
     return service
 
 

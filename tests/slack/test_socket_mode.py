@@ -3,14 +3,17 @@
 Covers: envelopes are acked with their envelope_id (a usage error rides in the ack payload); a
 request over Socket Mode posts the card and an interactive envelope approves it; Slack's
 `disconnect` (refresh_requested) makes the client fetch a new URL (a second
-apps.connections.open) and keep working; auth.test happens once.
+apps.connections.open) and keep working; auth.test happens once; readiness (`Bot.connected`)
+follows the WebSocket: true once connected, false when Slack goes away.
 """
 
 from __future__ import annotations
 
 from bot import blocks
-from tests.slack.conftest import APPROVER, CHANNEL, OPERATOR, RunningBot
-from tests.slack.harness import SocketModeServer, all_text
+from bot.app import build_bot
+from bot.outbox import MemoryOutbox
+from tests.slack.conftest import APPROVER, CHANNEL, OPERATOR, Engine, RunningBot, make_settings
+from tests.slack.harness import SlackApiServer, SocketModeServer, all_text, wait_until
 
 
 def _command(bot: RunningBot, socket: SocketModeServer, text: str, user: str = OPERATOR) -> tuple[str, str]:
@@ -73,3 +76,23 @@ def test_disconnect_reconnects_and_keeps_working(
     socket_server.wait_for_ack(envelope_id, timeout=10)
     socket_bot.card()
     assert len(socket_bot.api.calls_to("auth.test")) == 1
+
+
+def test_readiness_follows_the_socket_mode_connection(
+    slack_api: SlackApiServer, socket_server: SocketModeServer, engine: Engine
+) -> None:
+    settings = make_settings(slack_api, app_token="xapp-test-token")
+    bot = build_bot(settings, engine.ops, outbox=MemoryOutbox())
+    bot.serve_health = False
+    bot.start()
+    try:
+        socket_server.wait_connections(1)
+        wait_until(bot.connected, what="the bot reports the open connection")
+        assert bot.socket is not None
+        bot.socket.client.auto_reconnect_enabled = False
+
+        socket_server.close()  # Slack goes away
+
+        wait_until(lambda: not bot.connected(), what="readiness notices the dropped connection")
+    finally:
+        bot.stop(timeout=2)
