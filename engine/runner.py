@@ -653,7 +653,11 @@ def step_force(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     """Phase 2: delete what is left with grace 0 (PDBs cannot block a DELETE); record each pod.
 
     The audit row of a pod is written before its DELETE is sent (write-ahead): a crash between the
-    DELETE and its answer loses neither the record nor the pod in the final report.
+    DELETE and its answer loses neither the record nor the pod in the final report. Only pods
+    scalebot deleted count as force-deleted: those whose DELETE the server accepted (a second audit
+    row), and, after a restart, those gone unconfirmed that nothing else was deleting (no
+    deletionTimestamp when the intent was written). A pod that was already terminating may have
+    finished by itself: it is named, not counted.
     """
     now = runner.clock.now()
     state = drain.DrainState.from_json(op.step_data["drain"])
@@ -675,11 +679,12 @@ def step_force(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
             "still terminating" if pod.is_terminating else "not evicted in phase 1"
         )
 
-    audited = {
-        r.detail.split(" ", 1)[0]
-        for r in runner.store.audit_rows(op_id=op.id)
-        if r.action == "force_delete_pod"
-    }
+    rows = runner.store.audit_rows(op_id=op.id)
+    intents = [r.detail for r in rows if r.action == "force_delete_pod"]
+    audited = {d.split(" ", 1)[0] for d in intents}
+    # Intents of pods already terminating (something else was deleting them), by key.
+    self_going = {d.split(" ", 1)[0] for d in intents if " terminating=true " in d}
+    confirmed = {r.detail.split(" ", 1)[0] for r in rows if r.action == FORCE_DELETED_ACTION}
     for pod in remaining:
         if pod.key not in audited:  # else written by an attempt that crashed before its DELETE
             runner.store.audit(
@@ -688,10 +693,20 @@ def step_force(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
                 action="force_delete_pod",
                 op_id=op.id,
                 cluster=h.name,
-                detail=f"{pod.key} uid={pod.uid} grace=0 reason={why(pod)}",
+                detail=f"{pod.key} uid={pod.uid} grace=0 terminating={str(pod.is_terminating).lower()} "
+                f"reason={why(pod)}",
             )
 
     def record(pod: Any) -> None:
+        # The server accepted this DELETE: only such pods count as force-deleted.
+        runner.store.audit(
+            at=runner.clock.now(),
+            actor="scalebot",
+            action=FORCE_DELETED_ACTION,
+            op_id=op.id,
+            cluster=h.name,
+            detail=f"{pod.key} uid={pod.uid}",
+        )
         runner.recorder.record(
             kube_events.ObjectRef.pod(pod.namespace, pod.name, pod.uid),
             reason=kube_events.FORCE_DELETED,
@@ -700,15 +715,29 @@ def step_force(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
         )
 
     forced = drain.force_delete_pods(h.api, remaining, executor=runner._evictions, on_deleted=record)
-    # Pods an interrupted attempt deleted (audited, and gone from the listing) count as force-deleted.
-    interrupted = audited - {p.key for p in remaining}
+    # Force-deleted: the pods whose DELETE the server accepted, in this attempt or an earlier one,
+    # and those an interrupted attempt meant to delete, gone unconfirmed, that nothing else was
+    # deleting. One that was already terminating may have finished by itself: named, not counted.
     previous = list(op.step_data.get("force_deleted") or [])
-    keys = sorted({*previous, *interrupted, *(p.key for p in forced)})
+    gone = audited - confirmed - {p.key for p in remaining}
+    keys = sorted({*previous, *confirmed, *(p.key for p in forced), *(gone - self_going)})
+    unconfirmed = sorted(gone - set(keys))
     text = f"Phase 2: force-deleted {len(keys)} Pod{'s' if len(keys) != 1 else ''} with grace 0"
     if keys:
         text += ": " + ", ".join(keys[:10]) + (f", ... ({len(keys) - 10} more)" if len(keys) > 10 else "")
-    return StepResult(next_step="remove", data={"force_deleted": keys}, events=[("phase", text, "")])
+    data: dict[str, Any] = {"force_deleted": keys}
+    if unconfirmed:
+        data["force_unconfirmed"] = unconfirmed
+        text += (
+            "; not counted (already terminating, gone before a restart could confirm scalebot's "
+            f"DELETE): {', '.join(unconfirmed[:10])}"
+        )
+    return StepResult(next_step="remove", data=data, events=[("phase", text, "")])
 
+
+FORCE_DELETED_ACTION = "force_deleted_pod"
+"""Audit action written once the server accepted a phase-2 DELETE (after the write-ahead
+"force_delete_pod" intent): what the force-deleted count is made of."""
 
 MAX_JOIN_ROUNDS = 3
 """A pool going to zero that gains nodes again after this many rounds of draining the newcomers

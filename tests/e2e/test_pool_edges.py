@@ -427,3 +427,82 @@ def test_one_at_a_time_drains_non_empty_nodes_in_turn(
     [first_report, *_] = [e.condition for e in events if e.condition]
     assert f"* {QUEUED_TEXT}: {namespace}/two" in first_report.splitlines()
     assert f"{namespace}/one" not in first_report.split(QUEUED_TEXT)[1]
+
+
+def test_phase_two_counts_only_the_pods_scalebot_deleted(
+    admin_api: Any,
+    kube: KubeClient,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    pool_key: str,
+    unique_name: str,
+    tmp_path: Path,
+) -> None:
+    """Phase 2 resumed after a restart: a pod that was terminating and vanished is not counted.
+
+    The interrupted attempt wrote its intents (write-ahead) for "self" (already terminating,
+    evicted in phase 1) and "ours" (not terminating); both are gone at the restart. "ours" counts
+    (nothing else was deleting it), "self" is named but not counted, "left" is force-deleted now.
+    On the previous code "self" was counted as force-deleted.
+    """
+    from engine import drain
+    from engine.clock import SystemClock
+    from engine.operation import Operation, OperationPlan, PoolChange
+    from engine.pools.labels import LabelPoolProvider
+    from engine.runner import ClusterHandle, Runner, step_force
+    from engine.store import Store
+
+    [node] = pools(node_pool, pool_key, unique_name, a=1)["a"]
+    for name in ("self", "ours", "left"):
+        builders.create_bare_pod(admin_api, namespace, name, node=node, grace=1)
+    builders.wait_for_pods_running(admin_api, namespace, count=3)
+    uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in builders.list_pods(admin_api, namespace)}
+    store = Store(tmp_path / "db.sqlite")
+    op_id = "op-restarted"
+    now = SystemClock().now()
+    for name, terminating in (("self", "true"), ("ours", "false")):
+        store.audit(
+            at=now,
+            actor="scalebot",
+            action="force_delete_pod",
+            op_id=op_id,
+            cluster="e2e",
+            detail=f"{namespace}/{name} uid={uids[name]} grace=0 terminating={terminating} reason=x",
+        )
+    for name in ("self", "ours"):
+        builders.delete(admin_api, builders.pod_path(namespace, name), grace=0)
+        builders.wait_for_pod_gone(admin_api, namespace, name)
+    pool = f"{unique_name}-a"
+    plan = OperationPlan(
+        kind=OpKind.ZERO,
+        cluster="e2e",
+        pools=(PoolChange(pool=pool, before=1, after=0, nodes_to_remove=(node,)),),
+        nodes=(node,),
+        force_phase=True,
+    )
+    op = Operation(
+        id=op_id,
+        kind=OpKind.ZERO,
+        target=Target(cluster="e2e"),
+        state=OpState.RUNNING,
+        requested_by="cli:e2e",
+        created_at=now,
+        updated_at=now,
+        plan=plan,
+        step="force",
+        step_data={"drain": drain.DrainState(started_at=now).to_json()},
+    )
+    provider = LabelPoolProvider(kube, kube.api_client, label=pool_key, namespace="scalebot")
+    handle = ClusterHandle("e2e", kube, provider)
+    runner = Runner(store, {"e2e": handle}, SystemClock(), lambda event: None)
+    try:
+        result = step_force(runner, op, handle)
+    finally:
+        runner.stop()
+    assert result.data["force_deleted"] == [f"{namespace}/left", f"{namespace}/ours"]
+    assert result.data["force_unconfirmed"] == [f"{namespace}/self"]
+    [text] = [t for _, t, _ in result.events]
+    assert text.startswith(f"Phase 2: force-deleted 2 Pods with grace 0: {namespace}/left, {namespace}/ours;")
+    assert "not counted (already terminating" in text and f"{namespace}/self" in text
+    confirmed = [r.detail for r in store.audit_rows(op_id=op_id) if r.action == "force_deleted_pod"]
+    assert confirmed == [f"{namespace}/left uid={uids['left']}"]
