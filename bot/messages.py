@@ -232,6 +232,8 @@ def who(actor: str) -> str:
         return f"schedule *{actor[9:]}*"
     if actor == "scalebot":
         return "scalebot"
+    if actor.startswith("policy:"):
+        return f"the *{actor[7:]}* policy"
     return f"<@{actor}>"
 
 

@@ -30,7 +30,7 @@ from bot.outbox import StoreOutbox
 from bot.schedule_ui import ScheduleUi
 from bot.scheduler import SchedulerRunner
 from bot.settings import Settings
-from engine.cleanup import CleanupReport, EmptyNodeCleaner, PolicyLoop
+from engine.cleanup import CleanupReport, Cycling, EmptyNodeCleaner, Evictor, PolicyLoop
 from engine.clock import SystemClock
 from engine.kube.events import EventRecorder
 from engine.operations import Operations
@@ -177,23 +177,34 @@ def build_service(settings: Settings, *, leader_election: bool | None = None) ->
         return holder["s"]
 
     def make_policies() -> PolicyLoop:
-        def report(result: CleanupReport) -> None:
-            channel = settings.channel_for(result.cluster)
+        def say(cluster: str, text: str) -> None:
+            channel = settings.channel_for(cluster)
             if service.bot is None or channel is None:
-                log.info("%s", result.text(policies[result.cluster].consolidation))
+                log.info("%s", text)
                 return
-            text = result.text(policies[result.cluster].consolidation)
-            key = f"empty-nodes-{result.cluster}-{clock.now().isoformat()}"
+            key = f"policy-{cluster}-{clock.now().isoformat()}"
             service.bot.sender.show(key, blocks.text_message(text, emoji="🧹"), channel=channel, final=True)
 
-        policies = settings.policies()
-        cleaners = [
+        def report(result: CleanupReport) -> None:
+            say(result.cluster, result.text(policies[result.cluster].consolidation))
+
+        policies = {name: pol for name, pol in settings.policies().items() if name in handles}
+        cycling: list[Cycling] = [
             EmptyNodeCleaner(handles[name], pol.consolidation, store, clock, report)
             for name, pol in policies.items()
-            if pol.consolidation.empty_nodes and name in handles
+            if pol.consolidation.empty_nodes
         ]
-        interval = min((c.policy.interval for c in cleaners), default=timedelta(seconds=60))
-        return PolicyLoop(cleaners, clock, interval.total_seconds())
+        cycling += [
+            Evictor(ops, name, settings.channel_for(name) or "", say)
+            for name, pol in policies.items()
+            if pol.consolidation.evictor
+        ]
+        enabled = [
+            p.consolidation.interval
+            for p in policies.values()
+            if p.consolidation.empty_nodes or p.consolidation.evictor
+        ]
+        return PolicyLoop(cycling, clock, min(enabled, default=timedelta(seconds=60)).total_seconds())
 
     checks = {"database": database_writable(store)}
     if api_client is not None:

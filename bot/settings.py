@@ -47,7 +47,9 @@ Config file (every key optional except what a cluster needs to be reached):
           allow_alongside_autoscaler: false         # refuse while cluster-autoscaler/Karpenter/CAST AI run
           empty_nodes: false                        # remove nodes with only DaemonSet/mirror pods ...
           empty_node_ttl: 5m                        # ... for this long, up to empty_node_batch: 10 at once
-          interval: 60s                             # how often the policy looks
+          interval: 60s                             # how often the policies look
+          evictor: false                            # Evictor mode: propose the plan when it changes
+          evictor_auto_approve: false               # ... and run it without an approval
 Tokens are `Secret`s: their repr and str are masked, so a logged Settings shows no secret.
 """
 
@@ -424,6 +426,8 @@ def _consolidation(node: _Node) -> ConsolidationPolicy:
         "empty_node_ttl",
         "empty_node_batch",
         "interval",
+        "evictor",
+        "evictor_auto_approve",
     )
     grace = node.duration("node_grace", timedelta(minutes=5))
     if grace < timedelta(0):
@@ -442,6 +446,8 @@ def _consolidation(node: _Node) -> ConsolidationPolicy:
         empty_node_ttl=ttl,
         empty_node_batch=node.integer("empty_node_batch", 10, low=1, high=1000),
         interval=interval,
+        evictor=node.boolean("evictor", False),
+        evictor_auto_approve=node.boolean("evictor_auto_approve", False),
     )
 
 

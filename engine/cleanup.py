@@ -1,4 +1,6 @@
-"""The empty-node policy: nodes that ran only DaemonSet/mirror pods for a TTL are removed in bulk.
+"""The unattended policies: Evictor mode's proposals, and the empty-node clean-up.
+
+The empty-node policy: nodes that ran only DaemonSet/mirror pods for a TTL are removed in bulk.
 
 cluster-autoscaler's empty-node scale-down, unattended because the cluster's config says so (off by
 default): every cycle lists the cluster once, remembers since when each node has been empty
@@ -24,10 +26,14 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from engine import consolidation, drain
 from engine.clock import Clock
 from engine.kube.api import SchedulingApi
+from engine.operation import OperationRequest, OpKind, Outcome, Target
+from engine.operations import Operations, UserError
+from engine.policy import EVICTOR
 from engine.runner import ClusterHandle
 from engine.store import LockConflict, Store
 
@@ -58,6 +64,13 @@ class CleanupReport:
         return ". ".join(parts)
 
 
+class Cycling(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def cycle(self) -> object: ...
+
+
 class EmptyNodeCleaner:
     """One cluster's empty-node policy; `cycle()` is called every `policy.interval` by the bot."""
 
@@ -75,6 +88,10 @@ class EmptyNodeCleaner:
         self.clock = clock
         self.report = report
         self.since: dict[str, datetime] = {}
+
+    @property
+    def name(self) -> str:
+        return self.handle.name
 
     def cycle(self) -> CleanupReport | None:
         api = self.handle.api
@@ -145,13 +162,68 @@ class EmptyNodeCleaner:
         return CleanupReport(cluster=self.handle.name, removed=tuple(removed), given_back=tuple(busy))
 
 
+class Evictor:
+    """Evictor mode for one cluster: every cycle, the consolidation plan; a new proposal only when it
+    changed since the last one, and none while a proposal of ours is awaiting approval or running.
+
+    Its proposals are ordinary `consolidate` requests by `policy:evictor` (approval as the policy
+    says: `evictor_auto_approve`), so they run node by node with the fit re-checked like any other.
+    A refusal (another autoscaler runs here) is reported once, not every cycle.
+    """
+
+    def __init__(
+        self, ops: Operations, cluster: str, channel: str, report: Callable[[str, str], None]
+    ) -> None:
+        self.ops = ops
+        self.cluster = cluster
+        self.channel = channel
+        self.report = report
+        self.last_hash: str | None = None
+        self.last_refusal = ""
+
+    @property
+    def name(self) -> str:
+        return self.cluster
+
+    def cycle(self) -> Outcome | None:
+        ours = [
+            op
+            for op in self.ops.list_operations(cluster=self.cluster, active_only=True)
+            if op.requested_by == EVICTOR
+        ]
+        if ours:
+            return None
+        req = OperationRequest(
+            kind=OpKind.CONSOLIDATE,
+            target=Target(cluster=self.cluster),
+            requested_by=EVICTOR,
+            channel=self.channel,
+            reason="Evictor mode",
+        )
+        try:
+            plan = self.ops.plan(req)
+        except UserError as exc:
+            message = str(exc)
+            if message.startswith("nothing to consolidate"):
+                self.last_hash = None  # the next opportunity is news again
+            elif message != self.last_refusal:
+                self.last_refusal = message
+                self.report(self.cluster, f"Evictor mode proposes nothing: {message}")
+            return None
+        self.last_refusal = ""
+        if plan.plan_hash == self.last_hash:
+            return None  # proposed already (and rejected or expired): the same card again is noise
+        self.last_hash = plan.plan_hash
+        return self.ops.request(req)
+
+
 class PolicyLoop:
     """Runs each cleaner's `cycle()` every `interval` on one thread, on the injected clock.
 
     One cluster's failure (an API error) is logged and retried next cycle; it never stops the others.
     """
 
-    def __init__(self, cleaners: Sequence[EmptyNodeCleaner], clock: Clock, interval: float) -> None:
+    def __init__(self, cleaners: Sequence[Cycling], clock: Clock, interval: float) -> None:
         self.cleaners = list(cleaners)
         self.clock = clock
         self.interval = interval
@@ -160,7 +232,7 @@ class PolicyLoop:
 
     def start(self) -> None:
         if self.cleaners and self._thread is None:
-            self._thread = threading.Thread(target=self._loop, name="empty-nodes", daemon=True)
+            self._thread = threading.Thread(target=self._loop, name="policies", daemon=True)
             self._thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -174,4 +246,4 @@ class PolicyLoop:
                 try:
                     cleaner.cycle()
                 except Exception:  # the loop's one catch-all: a cluster that fails now is retried later
-                    log.exception("empty-node policy cycle failed on %s", cleaner.handle.name)
+                    log.exception("policy cycle failed on %s", cleaner.name)

@@ -110,6 +110,10 @@ class ConsolidationPolicy:
     """Empty nodes removed at once at most (cluster-autoscaler's --max-empty-bulk-delete default)."""
     interval: timedelta = timedelta(seconds=60)
     """How often the unattended policies look at the cluster."""
+    evictor: bool = False
+    """Evictor mode: every cycle, propose the consolidation plan when it changed (one card)."""
+    evictor_auto_approve: bool = False
+    """Evictor mode's proposals run without an approval (never on a protected cluster)."""
 
     @property
     def planning(self) -> ConsolidationSettings:

@@ -126,7 +126,7 @@ class Operations:
     def role(self, cluster: str, user: str, groups: Sequence[str] = ()) -> policy.Role | None:
         if user.startswith("cli:"):
             return policy.Role.ADMIN
-        if user.startswith("schedule:"):
+        if user.startswith(("schedule:", "policy:")):
             return policy.Role.OPERATOR
         return policy.role_of(self.policies[cluster], user, groups) if cluster in self.policies else None
 
@@ -670,7 +670,7 @@ class Operations:
 
 def _from_slack(actor: str) -> bool:
     """A person in Slack (not the CLI, not a schedule, whose channel was checked when it was saved)."""
-    return not actor.startswith(("cli:", "schedule:"))
+    return not actor.startswith(("cli:", "schedule:", "policy:"))
 
 
 def _scheduling_api(handle: ClusterHandle, what: str) -> SchedulingApi:

@@ -29,6 +29,9 @@ from datetime import datetime, timedelta
 from engine.consolidation import ConsolidationPolicy
 from engine.operation import OperationPlan, OpKind
 
+EVICTOR = "policy:evictor"
+"""Who requests Evictor mode's consolidations (engine.cleanup.Evictor)."""
+
 
 class Role(enum.IntEnum):
     VIEWER = 1
@@ -113,6 +116,9 @@ def approvals_needed(policy: ClusterPolicy, plan: OperationPlan, *, requested_by
     scheduled = requested_by.startswith("schedule:")
     if policy.protected:
         return max(policy.protected_approvals, policy.approvals_required)
+    if requested_by == EVICTOR and plan.kind is OpKind.CONSOLIDATE:
+        # Evictor mode proposes; it runs unasked only where the cluster's config says so.
+        return 0 if policy.consolidation.evictor_auto_approve else max(1, policy.approvals_required)
     if scheduled and plan.kind is not OpKind.WAKE:
         return max(1, policy.approvals_required)  # a per-run schedule asks at every sleep
     if approval_tags(plan) & policy.approval_required_for:

@@ -1,4 +1,5 @@
-"""The empty-node policy against the real control plane, as scalebot's ServiceAccount.
+"""The unattended policies (empty-node clean-up, Evictor mode) against the real control plane,
+as scalebot's ServiceAccount.
 
 Time is a FakeClock the test moves: each `cycle()` lists the real cluster, so "empty for 5 minutes"
 is decided on real Nodes and Pods without sleeping. A node that runs only a mirror pod counts as
@@ -15,10 +16,13 @@ from typing import Any
 import pytest
 
 from bot import wiring
-from engine.cleanup import CleanupReport, EmptyNodeCleaner
-from engine.clock import FakeClock
+from engine.cleanup import CleanupReport, EmptyNodeCleaner, Evictor
+from engine.clock import FakeClock, SystemClock
 from engine.consolidation import ConsolidationPolicy
 from engine.kube.client import KubeClient
+from engine.operation import OpKind, OpState
+from engine.operations import Operations
+from engine.policy import ClusterPolicy, Role
 from engine.runner import ClusterHandle
 from engine.store import Store
 from localcluster import builders
@@ -94,3 +98,50 @@ def test_a_node_empty_past_its_ttl_is_removed_and_one_empty_for_less_is_not(
         "Removed 1 empty node on dev (only DaemonSet or mirror pods for 5 min or more): "
         f"{mirror_only} (pool {pool})"
     )
+
+
+def test_evictor_mode_proposes_once_per_change_and_refuses_beside_another_autoscaler(
+    admin_api: Any,
+    handle: ClusterHandle,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    unique_name: str,
+    tmp_path: Path,
+) -> None:
+    pool_key = f"{unique_name}.scalebot.test/pool"
+    pool = f"{unique_name}-v"
+    node_pool(3, name=pool, labels={pool_key: pool})
+    builders.create_deployment(
+        admin_api, namespace, "web", 2, node_selector={pool_key: pool}, cpu="1", grace=1
+    )
+    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    rules = ClusterPolicy(
+        cluster="dev",
+        users={"U0APPROVER": Role.APPROVER},
+        consolidation=ConsolidationPolicy(evictor=True, node_grace=timedelta(0)),
+    )
+    ops = Operations(Store(str(tmp_path / "db.sqlite")), {"dev": handle}, {"dev": rules}, SystemClock())
+    said: list[str] = []
+    evictor = Evictor(ops, "dev", "C0PLATFORM", lambda cluster, text: said.append(text))
+    try:
+        first = evictor.cycle()
+        assert first is not None and first.ok and first.operation is not None
+        proposal = first.operation
+        # A proposal, not an action: the default policy asks an approver for a scale-down.
+        assert proposal.state is OpState.AWAITING_APPROVAL and proposal.requested_by == "policy:evictor"
+        assert proposal.kind is OpKind.CONSOLIDATE and proposal.plan.nodes
+        assert evictor.cycle() is None  # one card at a time
+        assert ops.reject(proposal.approval_id, by="U0APPROVER").ok
+        assert evictor.cycle() is None  # rejected, and nothing changed: no second card
+        node_pool(1, name=f"{pool}-new", labels={pool_key: pool})
+        second = evictor.cycle()  # the cluster changed: a new proposal
+        assert second is not None and second.operation is not None and second.operation.id != proposal.id
+        assert ops.reject(second.operation.approval_id, by="U0APPROVER").ok
+        builders.create_deployment(admin_api, namespace, "cluster-autoscaler", 0)
+        assert evictor.cycle() is None and evictor.cycle() is None
+        assert len(said) == 1  # the refusal is said once, not every cycle
+        assert "cluster-autoscaler removes underused nodes by itself" in said[0]
+        assert f"{namespace}/cluster-autoscaler" in said[0] and "allow_alongside_autoscaler" in said[0]
+        assert [op.id for op in ops.list_operations(cluster="dev")] == [second.operation.id, proposal.id]
+    finally:
+        ops.runner.stop(timeout=10)
