@@ -464,6 +464,8 @@ def status_view(status: ClusterView) -> Message:
             notes = [pool.removal.zero_text() + (f" ({pool.removal_reason})" if pool.removal_reason else "")]
             if pool.emptied:
                 notes.append(f"{len(pool.emptied)} emptied, not removed")
+            if pool.progress:
+                notes.append(pool.progress)
             if pool.restore and pool.desired == 0:
                 notes.append(f"asleep, wakes to {pool.restore.desired}")
             note = "; ".join(notes)

@@ -846,13 +846,16 @@ def step_verify(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     wrong = []
     refused = op.step_data.get("target_refused") or {}
     waiting: list[str] = []
-    for change in op.plan.pools:
-        pool = h.pools.get_pool(change.pool)
+    pools = [h.pools.get_pool(change.pool) for change in op.plan.pools]
+    followed, progress = _provider_progress(op, pools)
+    for change, pool in zip(op.plan.pools, pools, strict=True):
         if pool.desired != change.after:
             why = f": {refused[change.pool]}" if change.pool in refused else ""
             wrong.append(f"pool {change.pool} is at {pool.desired}, expected {change.after}{why}")
         waiting.extend(_left_to_controller(change, pool))
-    events: list[tuple[ProgressKind, str, str]] = []
+        if pool.settling:
+            wrong.append(f"pool {change.pool}: {pool.progress or 'its provider is still at work'}")
+    events: list[tuple[ProgressKind, str, str]] = list(progress)
     if waiting:
         # Machines with pre-drain hooks: Cluster API runs the hooks, drains and deletes them.
         wrong.extend(waiting)
@@ -864,7 +867,9 @@ def step_verify(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
             _clear_restore(runner, op, h)
         data = dict(op.step_data)
         return StepResult(
-            state=OpState.SUCCEEDED, events=[_final(op, data, now)], result=_summary(op, data, now)
+            state=OpState.SUCCEEDED,
+            events=[*progress, _final(op, data, now)],
+            result=_summary(op, data, now),
         )
     started = parse_time(op.step_data.get("removed_at")) or now
     timeout = runner.settings.verify_timeout
@@ -880,9 +885,9 @@ def step_verify(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
             events=[("final", f"Failed: {error}", "")],
             result=_summary(op, dict(op.step_data), now),
         )
-    data = {"verify": wrong, "removed_at": started.isoformat()}
-    if events:
-        data["hooks_reported"] = events[-1][1]
+    data = {"verify": wrong, "removed_at": started.isoformat(), "provider_progress": followed}
+    if waiting:
+        data["hooks_reported"] = "Waiting for Cluster API: " + "; ".join(waiting)
     return StepResult(wait=5.0, data=data, events=events)
 
 
@@ -932,8 +937,9 @@ def step_wait_ready(runner: Runner, op: Operation, h: ClusterHandle) -> StepResu
     provisioned: int | None = None
     pending = 0
     nodes = {n.name: n for n in h.api.list_nodes()}
-    for change in op.plan.pools:
-        pool = h.pools.get_pool(change.pool)
+    pools = [h.pools.get_pool(change.pool) for change in op.plan.pools]
+    followed, progress = _provider_progress(op, pools)
+    for change, pool in zip(op.plan.pools, pools, strict=True):
         for name in pool.nodes:
             if name not in pool.ready_nodes and name in nodes:
                 not_ready.append(f"{name}: {nodes[name].ready_reason or 'not Ready'}")
@@ -959,11 +965,11 @@ def step_wait_ready(runner: Runner, op: Operation, h: ClusterHandle) -> StepResu
         line += f", {provisioned} provisioned from demand"
         line += f", {pending} pod(s) pending" if pending else ""
     after = "workloads_wake" if op.plan.workloads else "finish"
-    data: dict[str, Any] = {"ready": ready, "wanted": wanted}
+    data: dict[str, Any] = {"ready": ready, "wanted": wanted, "provider_progress": followed}
     if provisioned is not None:
         data["provisioned"] = provisioned
     if ready >= wanted and not pending:
-        return StepResult(next_step=after, data=data, events=[("phase", line, "")])
+        return StepResult(next_step=after, data=data, events=[*progress, ("phase", line, "")])
     started = parse_time(op.step_data.get("resized_at")) or now
     if now >= started + runner.settings.ready_timeout:
         detail = "; ".join(sorted(not_ready)[:10])
@@ -972,10 +978,24 @@ def step_wait_ready(runner: Runner, op: Operation, h: ClusterHandle) -> StepResu
             data={**data, "not_ready": sorted(not_ready)},
             events=[("phase", f"{line} after {format_duration(now - started)}: {detail}", "")],
         )
-    events: list[tuple[ProgressKind, str, str]] = []
+    events: list[tuple[ProgressKind, str, str]] = list(progress)
     if (op.step_data.get("ready"), op.step_data.get("wanted")) != (ready, wanted):
         events.append(("report", line, ""))
     return StepResult(data=data, wait=2.0, events=events)
+
+
+def _provider_progress(
+    op: Operation, pools: Sequence[Pool]
+) -> tuple[dict[str, str], list[tuple[ProgressKind, str, str]]]:
+    """Each pool's provider progress, and a thread line for each one that changed since the last look."""
+    before = op.step_data.get("provider_progress") or {}
+    now = {p.name: p.progress for p in pools if p.progress}
+    events: list[tuple[ProgressKind, str, str]] = [
+        ("phase", f"pool {name}: {text}", "")
+        for name, text in sorted(now.items())
+        if before.get(name) != text
+    ]
+    return now, events
 
 
 def step_workloads_sleep(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:

@@ -97,6 +97,12 @@ class Pool:
     """Nodes removed without a drain (Cluster API `machine.cluster.x-k8s.io/exclude-node-draining`)."""
     drain_timeout_seconds: int | None = None
     """After this long a drain stops and removal goes on (Cluster API nodeDrainTimeout); None: never."""
+    progress: str = ""
+    """The provider's own account of work under way on the pool (a Gardener Shoot's last operation,
+    Cluster API's drain of a deleting Machine); the runner follows its changes into the thread."""
+    settling: bool = False
+    """The provider has not finished the last change (a Shoot whose operation is still running);
+    an operation's verify waits for it."""
     pre_drain_hooks: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """(node, hook annotations) for nodes whose Machine carries Cluster API pre-drain hooks: its
     controller runs them, then drains; scalebot leaves those nodes to it and waits."""

@@ -142,6 +142,8 @@ class MachineInfo:
     """Carries `machine.cluster.x-k8s.io/exclude-node-draining`: Cluster API removes it undrained."""
     pre_drain_hooks: tuple[str, ...] = ()
     """Its `pre-drain.delete.hook.machine.cluster.x-k8s.io[/name]` annotations."""
+    deletion_condition: str = ""
+    """While deleting: Cluster API's own account (v1beta2 `Deleting`, v1beta1 `DrainingSucceeded`)."""
 
     @classmethod
     def from_raw(cls, raw: RawObject, pool: str) -> MachineInfo:
@@ -162,6 +164,7 @@ class MachineInfo:
             pre_drain_hooks=tuple(
                 sorted(k for k in meta.get("annotations") or {} if k.startswith(PRE_DRAIN_HOOK_PREFIX))
             ),
+            deletion_condition=_deletion_condition(status) if meta.get("deletionTimestamp") else "",
         )
 
 
@@ -437,6 +440,9 @@ class ClusterApiPoolProvider:
             pre_drain_hooks=tuple(
                 sorted((m.node, m.pre_drain_hooks) for m in with_nodes if m.pre_drain_hooks)
             ),
+            progress="; ".join(
+                f"Machine {m.name}: {m.deletion_condition}" for m in with_nodes if m.deletion_condition
+            ),
         )
 
     def _pool_name(self, deployment: _Deployment) -> str:
@@ -617,6 +623,19 @@ def _hints(machines: Sequence[MachineInfo]) -> VictimHints:
         deleting=frozenset(m.node for m in machines if m.deleting),
         unhealthy=frozenset(m.node for m in machines if m.unhealthy),
     )
+
+
+def _deletion_condition(status: Mapping[str, Any]) -> str:
+    """The Machine controller's words on its deletion: v1beta2 `Deleting` (reason and message),
+    else v1beta1's `DrainingSucceeded` (also kept under `status.deprecated.v1beta1`)."""
+    legacy = ((status.get("deprecated") or {}).get("v1beta1") or {}).get("conditions") or ()
+    for wanted in ("Deleting", "DrainingSucceeded"):
+        for condition in (*(status.get("conditions") or ()), *legacy):
+            if condition.get("type") == wanted:
+                text = f"{wanted} {condition.get('status', '')}"
+                why = ": ".join(str(condition[k]) for k in ("reason", "message") if condition.get(k))
+                return f"{text} ({why})" if why else text
+    return ""
 
 
 def _drain_timeout(spec: Mapping[str, Any]) -> int | None:

@@ -72,6 +72,10 @@ class ShootView:
     schedules: tuple[str, ...]
     last_operation: str
     """"Reconcile Processing 40%: Waiting for workers" (empty before the first operation)."""
+    settled: bool = True
+    """The last operation succeeded for the current generation (Gardener's own "done")."""
+    unhealthy: tuple[str, ...] = ()
+    """Conditions not True, as "EveryNodeReady False: message"."""
 
     @classmethod
     def from_raw(cls, raw: RawObject) -> ShootView:
@@ -85,6 +89,14 @@ class ShootView:
             operation = f"{last.get('type', '')} {last.get('state', '')} {last.get('progress', 0)}%"
             if last.get("description"):
                 operation += f": {last['description']}"
+        unhealthy = tuple(
+            f"{c.get('type')} {c.get('status')}" + (f": {c['message']}" if c.get("message") else "")
+            for c in status.get("conditions") or ()
+            if c.get("status") != "True"
+        )
+        settled = last.get("state", "Succeeded") == "Succeeded" and status.get(
+            "observedGeneration"
+        ) == meta.get("generation")
         return cls(
             namespace=str(meta.get("namespace") or ""),
             name=str(meta.get("name") or ""),
@@ -95,6 +107,8 @@ class ShootView:
             hibernated=bool(status.get("hibernated")),
             schedules=tuple(_schedule_text(s) for s in hibernation.get("schedules") or ()),
             last_operation=operation,
+            settled=settled,
+            unhealthy=unhealthy,
         )
 
     def worker(self, name: str) -> Mapping[str, Any]:
@@ -158,9 +172,10 @@ class GardenerPoolProvider:
         notes = [f"Shoot {shoot.namespace}/{shoot.name}"]
         if shoot.hibernation_enabled or shoot.hibernated:
             notes.append("hibernated" if shoot.hibernated else "hibernating")
-        if shoot.last_operation:
-            notes.append(shoot.last_operation)
         notes.extend(shoot.schedules)
+        progress = "; ".join(
+            [f"Shoot {shoot.last_operation}" if shoot.last_operation else "", *shoot.unhealthy]
+        ).strip("; ")
         return Pool(
             name=name,
             provider=self.name,
@@ -172,6 +187,8 @@ class GardenerPoolProvider:
             restore=None if text is None else decode_restore(text, where=self._where()),
             removal=NodeRemoval.MACHINE,
             removal_reason="; ".join(notes),
+            progress=progress,
+            settling=not shoot.settled,
         )
 
     # -- restore record ----------------------------------------------------------------------------

@@ -187,6 +187,22 @@ class StandIn:
             k for k in current["metadata"].get("annotations") or {} if k.startswith(PRE_DRAIN_HOOK_PREFIX)
         ]
         if hooks and not force:
+            # Cluster API v1beta2 says so on the Machine's Deleting condition.
+            deleting = {
+                "type": "Deleting",
+                "status": "True",
+                "reason": "WaitingForPreDrainHook",
+                "message": f"Waiting for pre-drain hooks to succeed (hooks: {', '.join(sorted(hooks))})",
+                "lastTransitionTime": "2026-03-27T19:00:00Z",
+            }
+            present = list((current.get("status") or {}).get("conditions") or ())
+            conditions = [c for c in present if c["type"] != "Deleting"]
+            if deleting not in present:
+                b.patch(
+                    self.api,
+                    path(self.namespace, "machines", name, sub="status"),
+                    {"status": {"conditions": [*conditions, deleting]}},
+                )
             return
         node = ((current.get("status") or {}).get("nodeRef") or {}).get("name")
         if node:

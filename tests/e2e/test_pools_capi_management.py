@@ -325,6 +325,12 @@ def test_a_pre_drain_hook_is_waited_for_and_reported(site: Site) -> None:
             "the Machine deleted (scalebot lowered the replicas) and held by its hook",
         )
         assert op_state(ops, out.operation.id) is OpState.RUNNING, "the operation waits for the hook"
+        condition = (
+            f"Deleting True (WaitingForPreDrainHook: Waiting for pre-drain hooks to succeed (hooks: {hook}))"
+        )
+        b.wait_until(
+            lambda: any(condition in t for t in texts), 30, "the Machine's own condition in the thread"
+        )
         b.patch(site.management_admin, machine_path, {"metadata": {"annotations": {hook: None}}})
         assert ops.runner.wait_idle(60), "operation did not finish once the hook was removed"
     finally:

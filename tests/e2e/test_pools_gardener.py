@@ -92,6 +92,8 @@ def test_scale_a_worker_then_hibernate_and_wake(
 
     loop = StandInLoop(shoot).start()
     ops = Operations(Store(tmp_path / "db.sqlite"), {"shoot": handle}, {}, SystemClock(), settings=FAST)
+    texts: list[str] = []
+    ops.subscribe(lambda event: texts.append(event.text))
     try:
         scaled = _run(ops, OpKind.SCALE, "batch", size=1)
         assert scaled.state is OpState.SUCCEEDED, scaled.error
@@ -103,8 +105,12 @@ def test_scale_a_worker_then_hibernate_and_wake(
         spec = shoot.shoot()["spec"]
         assert spec["hibernation"]["enabled"] is True, "the last active worker hibernates the Shoot"
         assert _workers(shoot) == {"batch": (0, 0), "system": (1, 3)}
-        b.wait_until(lambda: shoot.shoot().get("status", {}).get("hibernated"), 30, "Shoot hibernated")
+        # The operation ends when Gardener's does: status.lastOperation Succeeded for this generation.
+        status = shoot.shoot()["status"]
+        assert status["lastOperation"]["state"] == "Succeeded" and status["hibernated"] is True
+        assert status["observedGeneration"] == shoot.shoot()["metadata"]["generation"]
         assert not shoot.node_names()
+        assert any(t.startswith("pool system: Shoot Reconcile ") for t in texts), texts
 
         woken = _run(ops, OpKind.WAKE)
         assert woken.state is OpState.SUCCEEDED, woken.error
