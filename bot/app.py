@@ -88,6 +88,12 @@ def web_client(settings: Settings, *, for_sender: bool = False, timeout: int = 1
     return WebClient(**kwargs)
 
 
+def group_resolver(settings: Settings) -> GroupResolver:
+    """Slack user groups when a policy grants roles to groups (cached, failing closed), else none."""
+    uses_groups = any(c.policy.groups for c in settings.clusters.values())
+    return SlackGroups(web_client(settings)) if uses_groups else no_groups
+
+
 def build_app(
     settings: Settings,
     ops: OperationsPort,
@@ -362,8 +368,11 @@ def build_bot(
     routes: Mapping[str, Route] | None = None,
     subcommands: Mapping[str, SubcommandHandler] | None = None,
     clicks: Mapping[str, ClickHandler] | None = None,
+    groups: GroupResolver | None = None,
 ) -> Bot:
-    """Everything wired and nothing started; `bot.start()` then serves until `bot.stop()`."""
+    """Everything wired and nothing started; `bot.start()` then serves until `bot.stop()`.
+    `groups`: the user-group resolver shared with the engine and the schedules (default: one of
+    its own when a policy names groups)."""
     sender = Sender(web_client(settings, for_sender=True), outbox, settings=settings.sender, metrics=metrics)
     progress = Progress(ops, sender, channel_for=lambda op: settings.channel_for(op.target.cluster))
     executor = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="scalebot-work")
@@ -375,5 +384,6 @@ def build_bot(
         executor=executor,
         subcommands=subcommands,
         clicks=clicks,
+        groups=groups,
     )
     return Bot(settings, ops, app, sender, progress, executor, routes=dict(routes or {}))

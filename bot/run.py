@@ -23,7 +23,7 @@ from types import FrameType
 from typing import Any
 
 from bot import blocks, wiring
-from bot.app import Bot, build_bot
+from bot.app import Bot, build_bot, group_resolver
 from bot.health import HealthServer, database_writable, kubernetes_reachable, slack_connected
 from bot.metrics import DEFAULT as METRICS
 from bot.outbox import StoreOutbox
@@ -144,6 +144,8 @@ def build_service(settings: Settings, *, leader_election: bool | None = None) ->
     recorder = EventRecorder(api_client) if api_client is not None else None
     clock = SystemClock()
     holder: dict[str, SchedulerRunner] = {}
+    # One user-group resolver for the clicks, the schedule commands and the pre-approvers' re-check.
+    groups = group_resolver(settings)
     ops = Operations(
         store,
         handles,
@@ -151,12 +153,15 @@ def build_service(settings: Settings, *, leader_election: bool | None = None) ->
         clock,
         recorder=recorder,
         next_event=lambda cluster: holder["s"].next_event(cluster) if "s" in holder else None,
+        groups_of=groups,
     )
     ops.subscribe(METRICS.observe_event)
     schedules = Schedules(store, ops, clock)
     outbox = StoreOutbox(store)
     # Announcements that fire before the bot is attached are held and posted at attach(sender=…).
-    ui = ScheduleUi(schedules, ops, None, None, clock=clock, default_cluster=settings.default_cluster)
+    ui = ScheduleUi(
+        schedules, ops, None, None, clock=clock, groups=groups, default_cluster=settings.default_cluster
+    )
 
     def make_bot() -> Bot:
         bot = build_bot(
@@ -166,6 +171,7 @@ def build_service(settings: Settings, *, leader_election: bool | None = None) ->
             metrics=METRICS.sender_hooks(),
             subcommands=ui.subcommands(),
             clicks=ui.clicks(),
+            groups=groups,
         )
         bot.serve_health = False  # the service's HealthServer owns the health port
         ui.attach(sender=bot.sender, app=bot.app)

@@ -79,7 +79,10 @@ class Operations:
         settings: RunnerSettings | None = None,
         next_event: Callable[[str], str | None] | None = None,
         recorder: kube_events.Recorder | None = None,
+        groups_of: Callable[[str], Sequence[str]] | None = None,
     ) -> None:
+        """`groups_of`: a person's user groups (Slack's), for roles checked without a click from
+        them: a schedule's pre-approvers at each run. May call Slack: never inside a transaction."""
         self.store = store
         self.handles = dict(clusters)
         self.policies = {name: policies.get(name, policy.ClusterPolicy(cluster=name)) for name in clusters}
@@ -87,6 +90,7 @@ class Operations:
         self._listeners: list[Callable[[ProgressEvent], None]] = []
         self._listeners_lock = threading.Lock()
         self._next_event = next_event
+        self.groups_of: Callable[[str], Sequence[str]] = groups_of or (lambda user: ())
         self.plan_burst = 5
         self.plan_window = timedelta(minutes=1)
         self._plans: dict[str, list[datetime]] = {}
@@ -242,10 +246,16 @@ class Operations:
     # -- requests and decisions -------------------------------------------------------------------
 
     def request(
-        self, req: OperationRequest, *, groups: Sequence[str] = (), planned: OperationPlan | None = None
+        self,
+        req: OperationRequest,
+        *,
+        groups: Sequence[str] = (),
+        planned: OperationPlan | None = None,
+        pre_approver_groups: Mapping[str, Sequence[str]] | None = None,
     ) -> Outcome:
-        """`planned`: a plan made just before for this very request (a schedule firing plans before
-        its transaction, so no cluster listing runs inside it)."""
+        """`planned`: a plan made just before for this very request, and `pre_approver_groups` the
+        pre-approvers' user groups looked up just before (a schedule firing does both before its
+        transaction, so no cluster listing and no Slack call run inside it)."""
         cluster = req.target.cluster
         if cluster not in self.handles:
             return Outcome(False, f'unknown cluster "{cluster}"; clusters: {", ".join(self.clusters())}')
@@ -270,7 +280,10 @@ class Operations:
         standing: list[str] = []
         if needed and req.pre_approvers:
             # Pre-approvals count only as far as their authors may still approve today.
-            roles = {u: self.role(cluster, u) for u in req.pre_approvers}
+            looked_up = (
+                pre_approver_groups if pre_approver_groups is not None else self.pre_approver_groups(req)
+            )
+            roles = {u: self.role(cluster, u, looked_up.get(u, ())) for u in req.pre_approvers}
             standing = policy.standing_pre_approvers(pol, roles, initiated_by=initiated_by)
             if policy.pre_approval_covers(pol, needed, standing):
                 needed = 0
@@ -383,6 +396,10 @@ class Operations:
         self._emit_state(decided, "Approved by " + ", ".join(f"<@{u}>" for u in votes))
         self.runner.start(decided.id)
         return Outcome(True, f"Approved; operation {decided.id} is running", decided, changed=True)
+
+    def pre_approver_groups(self, req: OperationRequest) -> dict[str, tuple[str, ...]]:
+        """The user groups of a request's pre-approvers, now (Slack; a failed lookup grants none)."""
+        return {u: tuple(self.groups_of(u)) for u in req.pre_approvers}
 
     def _approvers(self, approval_id: str) -> list[str]:
         return [u for u, v, _ in self.store.votes(approval_id) if v == "approve"]

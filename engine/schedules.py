@@ -882,18 +882,20 @@ class Schedules:
                 return _Run(True, "done", f"{_cap(what)}: nothing to do, {sched.target.describe()} already")
             request = _sleep_request(sched, on_behalf=on_behalf)
         try:
-            return request, self.ops.plan(request)
+            return request, self.ops.plan(request), self.ops.pre_approver_groups(request)
         except UserError as exc:
             return _Run(False, "missed", f"{_cap(what)} could not start: {exc}")
 
     def _start(self, prepared: _Prepared, what: str, *, thread_ts: str) -> _Run:
         if isinstance(prepared, _Run):
             return prepared
-        request, planned = prepared
+        request, planned, groups = prepared
         name = request.requested_by.removeprefix("schedule:")
         if request.kind is OpKind.WAKE:
             thread_ts = thread_ts or self._last_sleep_thread(name)
-        out = self.ops.request(replace(request, thread_ts=thread_ts), planned=planned)
+        out = self.ops.request(
+            replace(request, thread_ts=thread_ts), planned=planned, pre_approver_groups=groups
+        )
         if not out.ok:
             return _Run(False, "missed", f"{_cap(what)} could not start: {out.reply}")
         return _Run(True, "running", f"{_cap(what)} ({name}): {out.reply}", out.operation)
@@ -1037,7 +1039,7 @@ class Schedules:
         if sched.approval_mode != "pre_approved":
             return False
         pol = self.ops.policies[sched.cluster]
-        roles = {u: self.ops.role(sched.cluster, u) for u in sched.approvers}
+        roles = {u: self.ops.role(sched.cluster, u, self.ops.groups_of(u)) for u in sched.approvers}
         standing = policy.standing_pre_approvers(pol, roles, initiated_by=(sched.requester, sched.created_by))
         return policy.pre_approval_covers(pol, max(1, pol.approvals_required), standing)
 
@@ -1256,8 +1258,8 @@ def _already_asleep(target: ScheduleTarget, pools: Sequence[Pool]) -> bool:
     return bool(acted) and all(p.desired <= size for p in acted)
 
 
-_Prepared = _Run | tuple[OperationRequest, OperationPlan]
-"""What a fire will start (a request and its plan), or why it starts nothing."""
+_Prepared = _Run | tuple[OperationRequest, OperationPlan, Mapping[str, Sequence[str]]]
+"""What a fire will start (a request, its plan, its pre-approvers' user groups), or why it starts nothing."""
 
 
 def _sleep_request(

@@ -238,6 +238,30 @@ def test_a_protected_cluster_asks_at_every_run_whatever_the_pre_approvals(
     assert op is not None and op.state is OpState.AWAITING_APPROVAL and op.approvals_required == 2
 
 
+def test_pre_approvers_by_user_group_count_while_the_group_lookup_says_so(
+    make: Callable[..., World], clock: FakeClock
+) -> None:
+    """The group lookup (Slack) runs before the fire's transaction; when it fails it grants nothing."""
+    w = make(groups={"S0SRE": policy.Role.APPROVER})
+    add_schedule(w, by=APPROVER, mode="pre_approved")
+    members: dict[str, tuple[str, ...]] = {"U0GROUPIE": ("S0SRE",)}
+    in_transaction: list[bool] = []
+
+    def groups_of(user: str) -> tuple[str, ...]:
+        in_transaction.append(w.store._conn.in_transaction)
+        return members.get(user, ())
+
+    w.ops.groups_of = groups_of
+    assert w.schedules.pre_approve("nights", by="U0GROUPIE", groups=("S0SRE",)).ok
+    covered = w.schedules.fire("nights:2026-03-02:sleep", clock.now()).operation
+    assert running(covered), covered
+    assert in_transaction and not any(in_transaction), "Slack was asked inside a write transaction"
+    members.clear()  # the lookup now fails (or the person left the group): the pre-approval is void
+    w.ops.cancel(covered.id, by="cli:alice")  # type: ignore[union-attr]
+    again = w.schedules.fire("nights:2026-03-03:sleep", clock.now()).operation
+    assert again is not None and again.state is OpState.AWAITING_APPROVAL
+
+
 def test_firing_a_schedule_holds_no_database_transaction_while_listing_the_cluster(
     make: Callable[..., World], clock: FakeClock, cluster: FakeCluster
 ) -> None:
