@@ -42,6 +42,7 @@ from bot import listeners, origin
 from bot.channels import SlackChannels
 from bot.dispatch import ClickHandler, GroupResolver, SubcommandHandler, no_groups
 from bot.groups import SlackGroups
+from bot.home import HomeTab
 from bot.outbox import Outbox
 from bot.ports import OperationsPort
 from bot.progress import Progress
@@ -133,6 +134,9 @@ def build_app(
         clicks=clicks,
         can_post=SlackChannels(client).can_post,
     )
+    home = HomeTab(ops, client, executor, groups=groups)
+    ops.subscribe(home.on_event)
+    listeners.register_home(app, home)
     return app
 
 

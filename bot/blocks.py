@@ -483,6 +483,36 @@ def status_view(status: ClusterView) -> Message:
     return b.build(f"status-{status.cluster}", f"Status of {status.cluster}")
 
 
+def home_view(user: str, clusters: Sequence[tuple[ClusterView, Role]], links: Mapping[str, str]) -> Message:
+    """The App Home tab of `user`: per cluster they have a role on, their role, pools and sizes,
+    running and pending operations (linked to their threads: `links` maps operation ID -> URL)
+    and the next scheduled event."""
+    b = Builder()
+    b.header("scalebot")
+    if not clusters:
+        b.section(messages.home_no_role(user))
+        return b.build(f"home-{user}", "scalebot")
+    for status, role in clusters[:10]:
+        b.section(f"*{esc(status.cluster)}* · you are {role.label}", reserve=800)
+        pools = [
+            f"{p.name:<20} {len(p.ready_nodes):>4}/{p.size:<4} desired {p.desired}"
+            for p in sorted(status.pools, key=lambda p: p.name)
+        ]
+        if pools:
+            b.preformatted(pools, max_chars=1_500, reserve=800)
+        active = [_op_line(op) + _thread_link(op.id, links) for op in status.running[:8]]
+        b.section("\n".join(active) if active else "_No running or pending operations._", reserve=600)
+        b.context(
+            f"Next scheduled event: {esc(status.next_event)}" if status.next_event else "No scheduled events."
+        )
+    return b.build(f"home-{user}", "scalebot")
+
+
+def _thread_link(op_id: str, links: Mapping[str, str]) -> str:
+    url = links.get(op_id)
+    return f" · <{url}|thread>" if url else ""
+
+
 def statuses_view(statuses: Sequence[ClusterView]) -> Message:
     """Status of several clusters in one reply (a channel without a default cluster)."""
     b = Builder()

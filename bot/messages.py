@@ -213,6 +213,13 @@ def reject_reason_label() -> str:
     return "Why? (optional; shown on the card and kept in the audit)"
 
 
+def home_no_role(user: str) -> str:
+    return (
+        f"{who(user)}, you have no role on any cluster scalebot operates. An admin grants roles in "
+        f"scalebot's config; `{COMMAND} help` lists the commands."
+    )
+
+
 def no_channel() -> str:
     return "I can only post operation cards in a channel; run the command in a channel."
 

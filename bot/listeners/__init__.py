@@ -26,6 +26,7 @@ from bot.dispatch import (
     new_incident,
     no_groups,
 )
+from bot.home import HomeTab
 from bot.listeners import actions, commands
 from bot.ports import OperationsPort
 from bot.progress import Progress
@@ -58,6 +59,16 @@ def register(
     actions.register(app, dispatcher, executor, sender)
     app.error(_error_handler(sender))
     return dispatcher
+
+
+def register_home(app: App, home: HomeTab) -> None:
+    """`app_home_opened`: publish that person's Home tab (built on the executor; Bolt acks events)."""
+
+    @app.event("app_home_opened")
+    def on_home_opened(event: dict[str, Any]) -> None:
+        user = event.get("user")
+        if isinstance(user, str) and user and event.get("tab", "home") == "home":
+            home.opened(user)
 
 
 def _error_handler(sender: Sender) -> Any:

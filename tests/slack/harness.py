@@ -312,6 +312,9 @@ class SlackApiServer:
                 "ok": True,
                 "view": {**view, "id": body.get("view_id") or "V0TEST", "hash": "1700000000.abcdef"},
             }
+        if method == "chat.getPermalink":
+            ts = str(body.get("message_ts") or "").replace(".", "")
+            return {"ok": True, "permalink": f"https://scalebot-test.slack.com/archives/{channel}/p{ts}"}
         if method == "usergroups.list":
             return {"ok": True, "usergroups": self.usergroups}
         return {"ok": True}
@@ -589,6 +592,22 @@ class Signer:
             "response_urls": [],
             "is_enterprise_install": False,
         }
+
+    def event(self, event: dict[str, Any]) -> bytes:
+        """An Events API callback as Slack posts it over HTTP (JSON)."""
+        n = next(self._counter)
+        envelope = {
+            "token": "gIkuvaNzQIHg97ATvDxqgjtO",
+            "team_id": self.team_id,
+            "api_app_id": self.api_app_id,
+            "event": {**event, "event_ts": f"{int(self.clock())}.{n:06d}"},
+            "type": "event_callback",
+            "event_id": f"Ev{n:08d}",
+            "event_time": int(self.clock()),
+            "authorizations": [{"team_id": self.team_id, "user_id": "U0BOT", "is_bot": True}],
+            "is_ext_shared_channel": False,
+        }
+        return json.dumps(envelope).encode()
 
     def view_submission(self, view: dict[str, Any], values: dict[str, Any], *, user_id: str) -> bytes:
         payload = self.view_submission_payload(view, values, user_id=user_id)

@@ -9,13 +9,18 @@ broadcast so approvers see it.
 
 from __future__ import annotations
 
+import itertools
+import json
 import re
 from collections.abc import Callable
+from dataclasses import replace
 
 from bot import blocks
+from bot.dispatch import no_groups
+from bot.home import HomeTab
 from engine.operation import OperationRequest, OpKind, OpState, Target
 from tests.slack.conftest import ADMIN, APPROVER, APPROVER_2, CHANNEL, OPERATOR, VIEWER, RunningBot
-from tests.slack.harness import all_text
+from tests.slack.harness import Call, all_text, post
 
 SLACK_DATE = re.compile(r"<!date\^\d+\^\{date_short_pretty\} \{time\}\|\d{4}-\d\d-\d\d \d\d:\d\d UTC>")
 
@@ -149,3 +154,62 @@ def test_a_refused_reject_from_the_dialog_is_told_privately(bot: RunningBot) -> 
     assert told.body["user"] == VIEWER and "approver role" in told.body["text"]
     bot.settle()
     assert bot.only_op().state is OpState.AWAITING_APPROVAL
+
+
+def home_text(published: Call) -> str:
+    view = published.body["view"]
+    view = json.loads(view) if isinstance(view, str) else view
+    return all_text(replace(published, body={"blocks": view["blocks"]}))
+
+
+def test_the_home_tab_shows_the_users_clusters_role_and_running_operation(bot: RunningBot) -> None:
+    bot.command("zero dev-eu")
+    approve = bot.approve_button()
+    bot.click(blocks.ACTION_APPROVE, approve["value"], user=APPROVER)
+    bot.settle()
+    op = bot.only_op()
+    assert op.state is OpState.RUNNING
+
+    body = bot.signer.event({"type": "app_home_opened", "user": APPROVER, "channel": "D0APP", "tab": "home"})
+    headers = {**bot.signer.headers(body), "Content-Type": "application/json"}
+    assert post(bot.events_url, body, headers).status == 200
+
+    published = bot.api.wait_for_call("views.publish", timeout=10)
+    assert published.body["user_id"] == APPROVER and published.body["view"]["type"] == "home"
+    text = home_text(published)
+    assert "*dev-eu* · you are approver" in text and "*prod* · you are approver" in text
+    assert "web" in text and "batch" in text and "api" in text, "the pools of both clusters"
+    [line] = [line for line in text.splitlines() if op.id in line]
+    assert "🔄" in line and f"/archives/{CHANNEL}/p{op.message_ts.replace('.', '')}|thread>" in line
+
+
+def test_the_home_tab_of_someone_without_a_role_says_so(bot: RunningBot) -> None:
+    body = bot.signer.event({"type": "app_home_opened", "user": "U0NOBODY", "channel": "D0X", "tab": "home"})
+    post(bot.events_url, body, {**bot.signer.headers(body), "Content-Type": "application/json"})
+
+    published = bot.api.wait_for_call("views.publish", timeout=10)
+    assert "no role on any cluster" in home_text(published)
+    bot.settle()
+    assert bot.engine.clusters["dev-eu"].reads() == 0, "nothing of a cluster is shown to them"
+
+
+def test_homes_follow_operation_changes_at_most_once_per_interval(bot: RunningBot) -> None:
+    home = HomeTab(bot.ops, bot.app.client, bot.executor, groups=no_groups, min_interval=0.5)
+    bot.ops.subscribe(home.on_event)
+    home.opened(APPROVER)
+    bot.api.wait_for_call("views.publish")
+
+    bot.command("zero dev-eu")  # a new operation: a state event
+    approve = bot.approve_button()
+    bot.click(blocks.ACTION_APPROVE, approve["value"], user=APPROVER)  # another one, right after
+
+    op = bot.only_op()
+    bot.api.wait_for(
+        lambda cs: any(
+            c.method == "views.publish" and op.id in home_text(c) and "🔄" in home_text(c) for c in cs
+        ),
+        timeout=10,
+    )
+    times = [c.at for c in bot.api.calls_to("views.publish") if c.body["user_id"] == APPROVER]
+    assert all(b - a >= 0.45 for a, b in itertools.pairwise(times)), times
+    assert len(times) <= 4, "changes in between are folded into one publish"
