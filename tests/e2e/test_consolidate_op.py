@@ -12,12 +12,23 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bot import wiring
 from bot.blocks import ACTION_ADVISED_SCALE, ACTION_APPROVE
+from engine import runner
+from engine.clock import SystemClock
+from engine.consolidation import ConsolidationPolicy
+from engine.kube.client import KubeClient
+from engine.operation import OperationRequest, OpKind, OpState, Target
+from engine.operations import Operations
+from engine.policy import ClusterPolicy, Role
+from engine.store import Store
 from localcluster import builders
 from tests.e2e.test_cli import scalebot
 from tests.e2e.test_slack_run import APPROVER, CHANNEL, OPERATOR, SECRET, scalebot_run
@@ -244,3 +255,67 @@ def test_slack_advise_names_the_least_waste_pool_and_its_click_requests_that_sca
         card = slack.wait_for_call("chat.postMessage", lambda c: ACTION_APPROVE in str(c.body), timeout=60)
     assert f"pool {small} 1 → 2" in all_text(card)
     assert card.body["channel"] == CHANNEL
+
+
+def test_a_node_whose_pods_no_longer_fit_when_its_turn_comes_is_skipped_not_cordoned(
+    admin_api: Any,
+    scalebot_kubeconfig: Path,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    unique_name: str,
+    tmp_path: Path,
+) -> None:
+    pool, pool_key = f"{unique_name}-c", f"{unique_name}.scalebot.test/pool"
+    nodes = half_empty_pool(admin_api, namespace, node_pool, pool, pool_key)
+    handle = wiring.connect_cluster(
+        "dev",
+        kubeconfig=str(scalebot_kubeconfig),
+        context="",
+        provider="labels",
+        options={"pool_label": pool_key},
+    )
+    rules = ClusterPolicy(
+        cluster="dev",
+        users={"U0OPS": Role.OPERATOR},
+        consolidation=ConsolidationPolicy(node_grace=timedelta(0)),
+    )
+    ops = Operations(Store(str(tmp_path / "db.sqlite")), {"dev": handle}, {"dev": rules}, SystemClock())
+    try:
+        outcome = ops.request(
+            OperationRequest(kind=OpKind.CONSOLIDATE, target=Target(cluster="dev"), requested_by="U0OPS")
+        )
+        assert outcome.ok and outcome.operation is not None
+        op = outcome.operation
+        assert len(op.plan.nodes) == 2
+        # After the plan (and its approval), the nodes that stay fill up: the moves no longer fit.
+        for index, node in enumerate(sorted(set(nodes) - set(op.plan.nodes))):
+            filler = {
+                "metadata": {"name": f"filler-{index}"},
+                "spec": builders.pod_spec(node=node, cpu="2", grace=0),
+            }
+            builders.create(admin_api, builders.pod_path(namespace), filler)
+        running = replace(op, state=OpState.RUNNING, step="fit")
+        first = runner.step_fit(ops.runner, running, handle)
+        node = op.plan.nodes[0]
+        assert first.next_step == "fit" and list(first.data["skipped"]) == [node]
+        assert "no longer fits on the nodes that stay" in first.data["skipped"][node]
+        assert first.events[0][1].startswith(f"Skipped {node}: ")
+        # The skipped node stays, so it is room again: the second node's pods fit there now.
+        second = runner.step_fit(ops.runner, replace(running, step_data=first.data), handle)
+        assert second.next_step == "cordon" and second.data["current"] == op.plan.nodes[1]
+        assert f"still fit on {node}" in second.events[0][1]
+        final = runner.step_consolidated(ops.runner, replace(running, step_data=first.data), handle)
+        assert final.state is OpState.SUCCEEDED
+        assert f"0 of 2 nodes removed; 0 Pods evicted; skipped: {node} (" in final.events[-1][1]
+        # Nothing was cordoned, drained or removed.
+        assert all(exists_uncordoned(admin_api, n) for n in nodes)
+        assert sorted(pods_per_node(admin_api, namespace).values()) == [2, 2, 3, 3]
+    finally:
+        ops.runner.stop(timeout=10)
+        if isinstance(handle.api, KubeClient):
+            handle.api.close()
+
+
+def exists_uncordoned(admin_api: Any, node: str) -> bool:
+    found = builders.get_or_none(admin_api, builders.node_path(node))
+    return found is not None and not found["spec"].get("unschedulable")
