@@ -9,7 +9,8 @@ are the same option):
     help [SUBCOMMAND]          status [CLUSTER]          whoami [CLUSTER] [@user]
     plan zero|wake|scale|drain …
     drain NODE… [--force]      cordon NODE…              uncordon NODE…
-    scale POOL [to] N          zero [CLUSTER | POOL…] [--workloads] [--force]
+    scale POOL [to] N [--one-at-a-time]
+    zero [CLUSTER | POOL…] [--workloads] [--force] [--one-at-a-time]
     consolidate [CLUSTER] [POOL…]  advise [CLUSTER]
     wake [CLUSTER | POOL…] [for 3h] [--workloads]
     ops [list [CLUSTER] [--active] | show ID | cancel ID]
@@ -188,7 +189,8 @@ _VALUE_OPTIONS: dict[str, frozenset[str]] = {
 }
 _FLAGS: dict[str, frozenset[str]] = {
     "drain": frozenset({"force"}),
-    "zero": frozenset({"force", "workloads"}),
+    "zero": frozenset({"force", "workloads", "one-at-a-time"}),
+    "scale": frozenset({"one-at-a-time"}),
     "wake": frozenset({"workloads"}),
     "ops": frozenset({"active"}),
 }
@@ -384,7 +386,13 @@ def _scale(tokens: _Tokens, default: str | None, clusters: Sequence[str]) -> Req
     if not _SIZE.fullmatch(words[1]) or int(words[1]) > MAX_POOL_SIZE:
         raise UsageError(messages.bad_size(words[1][:40]), messages.usage("scale"))
     cluster = _required_cluster(tokens, default, clusters)
-    return Request(kind=OpKind.SCALE, target=Target(cluster=cluster, pools=(pool,), size=int(words[1])))
+    target = Target(cluster=cluster, pools=(pool,), size=int(words[1]), one_at_a_time=_one_at_a_time(tokens))
+    return Request(kind=OpKind.SCALE, target=target)
+
+
+def _one_at_a_time(tokens: _Tokens) -> bool | None:
+    """`--one-at-a-time` asks for it; without it the cluster's policy decides (None)."""
+    return True if "one-at-a-time" in tokens.flags else None
 
 
 def _zero_or_wake(tokens: _Tokens, default: str | None, clusters: Sequence[str]) -> Request:
@@ -412,6 +420,7 @@ def _zero_or_wake(tokens: _Tokens, default: str | None, clusters: Sequence[str])
         pools=pools,
         force="force" in tokens.flags,
         workloads="workloads" in tokens.flags,
+        one_at_a_time=_one_at_a_time(tokens) if tokens.sub == "zero" else None,
         wake_for_seconds=_wake_for(wake_for) if wake_for is not None else None,
     )
     return Request(kind=OpKind.ZERO if tokens.sub == "zero" else OpKind.WAKE, target=target)

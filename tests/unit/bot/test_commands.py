@@ -165,7 +165,20 @@ def test_selectors_and_shell_syntax_are_refused_naming_the_token(text: str, toke
 def test_errors_carry_the_usage_of_the_subcommand() -> None:
     error = err("scale web")
     assert "pool and a size" in error.message
-    assert error.hint == "/scale scale POOL N [cluster=NAME]"
+    assert error.hint == "/scale scale POOL N [cluster=NAME] [--one-at-a-time]"
+
+
+def test_one_at_a_time_is_asked_for_or_left_to_the_policy() -> None:
+    def pace(text: str) -> bool | None:
+        command = p(text)
+        assert isinstance(command, Request)
+        return command.target.one_at_a_time
+
+    assert pace("scale web 2 --one-at-a-time") is True
+    assert pace("zero web --one-at-a-time") is True
+    assert pace("zero web") is None
+    assert pace("wake web") is None
+    assert "one-at-a-time" in err("wake web --one-at-a-time").message
 
 
 @pytest.mark.parametrize(

@@ -103,7 +103,7 @@ def test_help_lists_the_slash_commands_and_the_console_ones(ops: Operations) -> 
     out = console(ops, "help\n")
 
     assert "(only you) scalebot drains nodes and scales node pools, with approvals." in out
-    assert "`/scale zero [CLUSTER | POOL…] [--workloads] [--force]`" in out
+    assert "`/scale zero [CLUSTER | POOL…] [--workloads] [--force] [--one-at-a-time]`" in out
     assert "as USER        switch user (alice (operator), bob (approver), carol (viewer))" in out
     assert "approve [OP]" in out and "wait" in out
 

@@ -93,8 +93,16 @@ def test_defaults_and_the_config_path_from_the_environment(tmp_path: Path) -> No
     assert (settings.server.http_port, settings.server.health_port) == (3000, 8080)
     assert str(settings.db_path) == "scalebot.db"
     assert settings.clusters["dev-eu"].policy.request_ttl == timedelta(minutes=30)
+    assert settings.clusters["dev-eu"].policy.drain_one_at_a_time is False
     assert (settings.clusters["dev-eu"].api_qps, settings.clusters["dev-eu"].api_burst) == (50.0, 100)
     assert settings.slack.api_url is None
+
+
+def test_drain_one_at_a_time_is_a_cluster_policy(tmp_path: Path) -> None:
+    path = write(tmp_path, "clusters: {dev-eu: {policy: {drain_one_at_a_time: true}}}")
+    settings = load(None, {**ENV, "SCALEBOT_CONFIG": str(path)})
+
+    assert settings.clusters["dev-eu"].policy.drain_one_at_a_time is True
 
 
 def test_socket_mode_needs_no_signing_secret(tmp_path: Path) -> None:
