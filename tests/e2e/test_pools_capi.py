@@ -266,3 +266,67 @@ def test_machine_state_from_v1beta2_and_v1beta1_conditions() -> None:
         ready, annotations={DELETE_MACHINE_ANNOTATION: ""}, deletionTimestamp="2026-03-27T19:00:00Z"
     )
     assert marked.marked and marked.deleting
+
+
+@pytest.mark.e2e
+def test_removal_sets_the_target_size_when_the_pool_grew_meanwhile(
+    provider: ClusterApiPoolProvider,
+    admin_api: Any,
+    kube: KubeClient,
+    namespace: str,
+    standins: list[StandIn],
+    tmp_path: Path,
+) -> None:
+    """Planned 3 → 1; the MachineDeployment grew to 4 (an autoscaler) before the removal step.
+
+    Removal sets replicas to 1 (not 4 - 2 = 2) and reports the change; the controller deletes the
+    two drained (marked) Machines first, then one more, which Cluster API drains itself. On the
+    previous code replicas went to 2 and verify waited for 1 for ever.
+    """
+    from engine import drain
+    from engine.clock import SystemClock
+    from engine.operation import Operation, OperationPlan, OpKind, OpState, PoolChange, Target
+    from engine.runner import ClusterHandle, Runner, step_remove
+    from engine.store import Store
+
+    md = _standin(admin_api, namespace, standins, f"md-{namespace[-6:]}")
+    nodes = md.create(3)
+    pool = md.deployment
+    victims = [nodes[1], nodes[2]]
+    provider.prepare_removal(pool, victims)
+    b.patch(admin_api, path(namespace, "machinedeployments", pool), {"spec": {"replicas": 4}})
+    md.reconcile()
+    assert len(md.machines()) == 4
+    now = SystemClock().now()
+    plan = OperationPlan(
+        kind=OpKind.SCALE,
+        cluster="e2e",
+        pools=(PoolChange(pool=pool, before=3, after=1, nodes_to_remove=tuple(victims)),),
+        nodes=tuple(victims),
+    )
+    op = Operation(
+        id="op-grown",
+        kind=OpKind.SCALE,
+        target=Target(cluster="e2e", pools=(pool,), size=1),
+        state=OpState.RUNNING,
+        requested_by="cli:e2e",
+        created_at=now,
+        updated_at=now,
+        plan=plan,
+        step="remove",
+        step_data={"drain": drain.DrainState(started_at=now).to_json()},
+    )
+    handle = ClusterHandle("e2e", kube, provider)
+    runner = Runner(Store(tmp_path / "db.sqlite"), {"e2e": handle}, SystemClock(), lambda event: None)
+    try:
+        result = step_remove(runner, op, handle)
+    finally:
+        runner.stop()
+    assert md.replicas() == 1
+    assert result.data["pool_changes"] == [
+        f"pool {pool} changed during the operation: planned 3 → 1, at 2 after removing the drained nodes"
+    ]
+    assert "target_refused" not in result.data
+    md.reconcile()
+    left = _machine_names(md)
+    assert len(left) == 1 and not set(left) & set(victims), "the drained Machines went first"
