@@ -33,7 +33,7 @@ from engine.operations import Operations, UserError
 from engine.policy import ClusterPolicy
 from engine.report import DrainReport
 from engine.runner import ClusterHandle, RunnerSettings
-from engine.store import Store, StoreError
+from engine.store import ClaimHeld, Store, StoreError
 
 if TYPE_CHECKING:
     from engine.kube.client import KubeClient
@@ -636,7 +636,10 @@ def _follow(
             print(outcome.operation.plan.to_text(), flush=True)
         ids = [outcome.operation.id] if outcome.operation else []
     else:
-        ids = ops.resume()
+        try:
+            ids = ops.resume()
+        except ClaimHeld as exc:
+            raise CliError(str(exc)) from exc
         print(f"resumed: {', '.join(ids) or 'nothing to resume'}", flush=True)
     printer.go_live()
     while not ops.runner.wait_idle(timeout=0.5):
@@ -647,6 +650,8 @@ def _follow(
                 file=sys.stderr,
             )
             return EXIT_INTERRUPTED
+    for why in {**ops.runner.faults, **ops.runner.handed_over}.values():
+        print(f"error: {why}", file=sys.stderr, flush=True)
     finished = [ops.get(i) for i in ids]
     return (
         EXIT_OK

@@ -1,6 +1,9 @@
 """The health port: `/healthz`, `/readyz` and `/metrics` on a small stdlib HTTP server.
 
-- `/healthz`: the process is alive and serving (the liveness probe); always 200 "ok".
+- `/healthz`: the process is alive and can do its work (the liveness probe): 200 "ok", or 503
+  with the failing liveness checks in the same `[-]name failed: why` format. These are in-memory
+  checks that only a restart can clear, such as `runner_healthy`: an operation stopped because
+  the database could not be written (disk full); a restart resumes it once there is space.
 - `/readyz`: every readiness check passes (the readiness probe); 200, or 503 with the failing
   checks listed, in the API server's own `[+]name ok` / `[-]name failed: why` format.
 - `/metrics`: the Prometheus exposition of one `CollectorRegistry` (bot.metrics), in the format
@@ -66,10 +69,15 @@ class HealthServer:
         checks: Mapping[str, Check] | None = None,
         registry: CollectorRegistry | None = None,
         check_timeout: float = CHECK_TIMEOUT_SECONDS,
+        liveness: Mapping[str, Check] | None = None,
     ) -> None:
-        """`port` 0 picks a free one (read it from `.port` after `start()`)."""
+        """`port` 0 picks a free one (read it from `.port` after `start()`).
+
+        `liveness` checks must answer at once (they read memory): /healthz calls them inline.
+        """
         self._address = (host, port)
         self.checks = dict(checks or {})
+        self.liveness = dict(liveness or {})
         self.registry = registry if registry is not None else CollectorRegistry()
         self.check_timeout = check_timeout
         self._executor = ThreadPoolExecutor(max_workers=max(1, len(self.checks)), thread_name_prefix="readyz")
@@ -124,6 +132,18 @@ class HealthServer:
                 )
         return results
 
+    def live(self) -> list[CheckResult]:
+        """The liveness checks, inline; results sorted by name."""
+        results = []
+        for name, check in sorted(self.liveness.items()):
+            try:
+                ok = check() is not False
+            except Exception as exc:  # a check reports its failure by raising
+                results.append(CheckResult(name, False, _one_line(exc)))
+            else:
+                results.append(CheckResult(name, ok, "" if ok else "not live"))
+        return results
+
     def _submit(self, name: str, check: Check) -> Future[object] | None:
         with self._running_lock:
             previous = self._running.get(name)
@@ -141,7 +161,11 @@ def _handler_for(health: HealthServer) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             if path == "/healthz":
-                self._reply(200, b"ok\n")
+                failed = [r.line() for r in health.live() if not r.ok]
+                if failed:
+                    self._reply(503, ("\n".join([*failed, "healthz check failed"]) + "\n").encode())
+                else:
+                    self._reply(200, b"ok\n")
             elif path == "/readyz":
                 results = health.readiness()
                 ok = all(r.ok for r in results)
@@ -194,6 +218,17 @@ def kubernetes_reachable(api_client: Any, *, timeout_seconds: float = KUBERNETES
 
     def check() -> None:
         lease.probe_api_server(api_client, timeout_seconds=timeout_seconds)
+
+    return check
+
+
+def runner_healthy(faults: Callable[[], Mapping[str, str]]) -> Check:
+    """Fails while an operation's runner has stopped on a database it could not write (disk full)."""
+
+    def check() -> None:
+        problems = faults()
+        if problems:
+            raise RuntimeError("; ".join(problems[k] for k in sorted(problems)))
 
     return check
 

@@ -24,7 +24,13 @@ from typing import Any
 
 from bot import blocks, wiring
 from bot.app import Bot, build_bot, group_resolver
-from bot.health import HealthServer, database_writable, kubernetes_reachable, slack_connected
+from bot.health import (
+    HealthServer,
+    database_writable,
+    kubernetes_reachable,
+    runner_healthy,
+    slack_connected,
+)
 from bot.metrics import DEFAULT as METRICS
 from bot.outbox import StoreOutbox
 from bot.schedule_ui import ScheduleUi
@@ -77,7 +83,8 @@ class Service:
             # within milliseconds, and its final message must still reach Slack).
             self.bot = self.bot_factory()
             self.bot.start()
-            resumed = self.ops.resume()
+            # A new leader waits for the claims of the instance it replaces to lapse.
+            resumed = self.ops.resume(wait_for_claims=True)
             log.info("leading: resumed %d operation(s)", len(resumed))
             self.scheduler = self.scheduler_factory()
             self.scheduler.start()
@@ -102,6 +109,9 @@ class Service:
                 namespace=os.environ.get("POD_NAMESPACE", "scalebot"),
                 identity=default_identity(),
             )
+            # Fencing: a runner stops at its next step boundary once the Lease is no longer ours
+            # (and stops renewing its claims, so the new leader's runner can take them).
+            self.ops.runner.may_act = lambda: elector.is_leader
             thread = elector.start(self.start_leading, self.stop_leading, self.stop_event)
         else:
             self.start_leading()
@@ -221,7 +231,11 @@ def build_service(settings: Settings, *, leader_election: bool | None = None) ->
         ops=ops,
         schedules=schedules,
         health=HealthServer(
-            settings.server.health_port, host=settings.server.host, checks=checks, registry=METRICS.registry
+            settings.server.health_port,
+            host=settings.server.host,
+            checks=checks,
+            registry=METRICS.registry,
+            liveness={"runner": runner_healthy(lambda: dict(ops.runner.faults))},
         ),
         bot_factory=make_bot,
         scheduler_factory=make_scheduler,

@@ -596,10 +596,14 @@ class Operations:
     def set_message(self, op_id: str, *, channel: str, ts: str) -> None:
         self.store.set_message(op_id, channel=channel, ts=ts)
 
-    def resume(self) -> list[str]:
-        """At start-up: expire stale approvals and continue every running operation."""
+    def resume(self, *, wait_for_claims: bool = False) -> list[str]:
+        """At start-up: expire stale approvals and continue every running operation.
+
+        Raises `engine.store.ClaimHeld` (nothing started) when another live runner holds one of
+        them; `wait_for_claims` (a new leader) waits for such claims to lapse instead.
+        """
         self.expire_stale()
-        return self.runner.resume_all()
+        return self.runner.resume_all(wait_for_claims=wait_for_claims)
 
     # -- helpers ----------------------------------------------------------------------------------
 

@@ -20,14 +20,32 @@ that the runner persists before anything else happens):
   and reported, never cordoned. Nodes go one at a time, each drained and removed before the next.
 - On start-up `resume_all()` continues every running operation from its current step.
 
+One runner per operation (across processes sharing the database): a runner first claims the
+operation in SQLite (`Store.claim_operation`), which bumps the operation's fencing token, and
+heartbeats its claims every `CLAIM_TTL_SECONDS / 3`. A second runner (`scalebot resume` beside
+`scalebot run`, a standby) is refused while the holder is alive: heard from within the TTL and,
+on the same host, its pid still running. Every progress write (state, journal, locks) is a
+`Store.fenced` transaction, so a runner whose claim was taken over writes nothing more and stops.
+With leader election, `may_act` is the Lease's `is_leader`: a runner that lost the Lease stops
+heartbeating (its claims lapse) and stops at its next step boundary; the bound is the Lease's
+renew deadline plus the step under way.
+
+A database that cannot be written (disk full) stops the operation's runner without a further
+write: the operation stays RUNNING at its last persisted step (progress and its journal row are
+one transaction, so nothing is half-written), `faults` names it for /healthz, and it resumes from
+that step at the next start once the disk has space.
+
 The runner never calls Slack: it emits `ProgressEvent`s; the bot renders and sends them.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import random
+import socket
 import threading
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -53,7 +71,7 @@ from engine.operation import (
     format_seconds,
 )
 from engine.pools.base import Pool, PoolProvider, PoolSizeError, RestoreRecord
-from engine.store import Store, StoredRestore
+from engine.store import ClaimHeld, Fenced, RunnerClaim, RunnerId, Store, StoredRestore, StoreError
 from engine.workloads import Decision, WorkloadPlan, WorkloadRecord, WorkloadScaler
 from engine.workloads import Outcome as WorkloadOutcome
 
@@ -61,6 +79,28 @@ log = logging.getLogger(__name__)
 
 STEP_RETRY_SECONDS = 5.0
 STEP_RETRY_CAP_SECONDS = 15.0
+CLAIM_TTL_SECONDS = 15.0
+"""A runner not heard from for this long has lost its operations; it heartbeats every third of it."""
+CLAIM_POLL_SECONDS = 1.0
+"""How often a standby that took over checks whether the previous runner's claim has lapsed."""
+
+
+def runner_identity() -> RunnerId:
+    """This process as a runner: `$POD_NAME` (or the host name), the host, the pid, a fresh nonce."""
+    host = socket.gethostname()
+    return RunnerId(
+        owner=os.environ.get("POD_NAME") or host, host=host, pid=os.getpid(), nonce=uuid.uuid4().hex
+    )
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,8 +156,17 @@ class Runner:
         settings: RunnerSettings = RunnerSettings(),
         *,
         recorder: kube_events.Recorder | None = None,
+        may_act: Callable[[], bool] | None = None,
+        identity: RunnerId | None = None,
     ) -> None:
         self.store = store
+        self.may_act: Callable[[], bool] = may_act or (lambda: True)
+        """False once this instance may no longer act (it lost the Lease): stop at the next step."""
+        self.identity = identity or runner_identity()
+        self.faults: dict[str, str] = {}
+        """Operations whose runner stopped because the database could not be written, and why."""
+        self.handed_over: dict[str, str] = {}
+        """Operations another runner claimed while this one ran them (it stopped, writing nothing)."""
         self.recorder: kube_events.Recorder = recorder or kube_events.NullRecorder()
         """Kubernetes Events on the objects we change, so `kubectl describe` shows what happened."""
         self.clusters = clusters
@@ -132,24 +181,60 @@ class Runner:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._idle = threading.Condition(self._lock)
+        self._tokens: dict[str, int] = {}
+        self._lost: set[str] = set()
+        self._heartbeat: threading.Thread | None = None
+        self._beat = threading.Event()
 
     # -- control ---------------------------------------------------------------------------------
 
-    def start(self, op_id: str) -> None:
+    def start(self, op_id: str, *, wait_for_claim: bool = False, resumed: bool = False) -> None:
+        """Run the operation on a worker, once this runner holds its claim.
+
+        Without `wait_for_claim` the claim is taken here and ClaimHeld raised if another live
+        runner holds it; with it (a standby taking over) the worker waits for that claim to lapse.
+        """
         with self._lock:
             if op_id in self._active or self._stopping.is_set():
                 return
             self._active[op_id] = threading.Event()
-        self._pool.submit(self._run, op_id)
+        if not wait_for_claim and op_id not in self._tokens:
+            try:
+                self._claim(op_id)
+            except ClaimHeld:
+                self._forget(op_id)
+                raise
+            except StoreError as exc:
+                self._fault(op_id, exc)
+                self._forget(op_id)
+                return
+        self._pool.submit(self._run, op_id, resumed)
 
-    def resume_all(self) -> list[str]:
+    def resume_all(self, *, wait_for_claims: bool = False) -> list[str]:
+        """Continue every running operation; ClaimHeld (nothing started) if another runner has one.
+
+        `wait_for_claims`: a new leader waits for the claims of the instance it replaces to lapse.
+        """
         ops = self.store.list_operations(states=[OpState.RUNNING], limit=1000)
+        if not wait_for_claims:
+            self._claim_all([op.id for op in ops])
         for op in ops:
-            self.store.journal(
-                op.id, at=self.clock.now(), step=op.step, event="resumed", detail="resumed after a restart"
-            )
-            self.start(op.id)
+            self.start(op.id, wait_for_claim=wait_for_claims, resumed=True)
         return [op.id for op in ops]
+
+    def _claim_all(self, op_ids: list[str]) -> None:
+        """All or nothing: claims every operation, or releases those taken and raises ClaimHeld."""
+        taken: list[str] = []
+        try:
+            for op_id in op_ids:
+                self._claim(op_id)
+                taken.append(op_id)
+        except BaseException:
+            for op_id in taken:
+                with self._lock:
+                    token = self._tokens.pop(op_id)
+                self.store.release_claim(op_id, token)
+            raise
 
     def cancel(self, op_id: str) -> None:
         with self._lock:
@@ -176,34 +261,26 @@ class Runner:
 
     # -- the loop --------------------------------------------------------------------------------
 
-    def _run(self, op_id: str) -> None:
+    def _run(self, op_id: str, resumed: bool) -> None:
+        token: int | None = None
         try:
-            first = self.store.get_operation(op_id)
-            if first is not None and first.state is OpState.RUNNING and not first.step:
-                self.store.journal(op_id, at=self.clock.now(), step=_first_step(first), event="started")
-            while True:
-                op = self.store.get_operation(op_id)
-                if op is None or op.state is not OpState.RUNNING:
-                    return
-                cancel = self._active[op_id]
-                if cancel.is_set():
-                    if self._stopping.is_set():
-                        return  # shutting down: the operation resumes from this step on restart
-                    self._cancel(op)
-                    return
-                result = self._step(op)
-                if result.state is OpState.FAILED:
-                    result = self._give_back_nodes(op, result)
-                op = self._persist(op, result)
-                if op.state is not OpState.RUNNING:
-                    self.store.release_locks(op.id)
-                    return
-                if result.wait > 0:
-                    self.clock.wait(cancel, result.wait)
+            token = self._tokens.get(op_id) or self._wait_for_claim(op_id)
+            if token is None:
+                return  # stopped or cancelled while another runner still held it
+            self._journal_start(op_id, token, resumed=resumed)
+            self._loop(op_id, token)
+        except Fenced as exc:
+            token = None  # no longer ours: nothing to release
+            why = f"{exc}: this runner stopped without writing anything more"
+            log.error("%s", why, extra={"operation": op_id})
+            with self._lock:
+                self.handed_over[op_id] = why
+        except StoreError as exc:
+            self._fault(op_id, exc)
         except Exception:  # the runner's one catch-all: log, fail visibly, never lose the row
             log.exception("operation failed unexpectedly", extra={"operation": op_id})
-            op = self.store.get_operation(op_id)
-            if op is not None and op.state is OpState.RUNNING:
+            op = self._safe_get(op_id)
+            if op is not None and op.state is OpState.RUNNING and token is not None:
                 failed = StepResult(
                     state=OpState.FAILED,
                     error="internal error (see scalebot's log)",
@@ -213,12 +290,144 @@ class Runner:
                     failed = self._give_back_nodes(op, failed)
                 except Exception:  # the failure must still be recorded; the message says nothing was undone
                     log.exception("could not uncordon after a failure", extra={"operation": op_id})
-                self._persist(op, failed)
-                self.store.release_locks(op_id)
+                try:
+                    self._persist(op, failed)
+                except Fenced:
+                    token = None
+                except StoreError as exc:
+                    self._fault(op_id, exc)
         finally:
-            with self._idle:
-                self._active.pop(op_id, None)
-                self._idle.notify_all()
+            if token is not None:
+                try:
+                    self.store.release_claim(op_id, token)
+                except StoreError as exc:  # it lapses on its own after CLAIM_TTL_SECONDS
+                    log.warning("could not release the claim: %s", exc, extra={"operation": op_id})
+            self._forget(op_id)
+
+    def _journal_start(self, op_id: str, token: int, *, resumed: bool) -> None:
+        first = self.store.get_operation(op_id)
+        if first is not None and first.state is OpState.RUNNING and (resumed or not first.step):
+            event, detail = ("resumed", "resumed after a restart") if resumed else ("started", "")
+            with self.store.fenced(op_id, token):
+                self.store.journal(
+                    op_id,
+                    at=self.clock.now(),
+                    step=first.step or _first_step(first),
+                    event=event,
+                    detail=detail,
+                    runner=self.identity.owner,
+                )
+
+    def _loop(self, op_id: str, token: int) -> None:
+        while True:
+            # The claim first: a runner that lost it must not even read the operation as its own.
+            claim = self.store.runner_claim(op_id)
+            if op_id in self._lost or claim is None or claim.token != token:
+                raise Fenced(f"operation {op_id} was claimed by another runner")
+            op = self.store.get_operation(op_id)
+            if op is None or op.state is not OpState.RUNNING:
+                return
+            cancel = self._active[op_id]
+            if not self.may_act():
+                log.error(
+                    "no longer the active instance: operation stopped before step %s; "
+                    "the instance that leads now resumes it",
+                    op.step or _first_step(op),
+                    extra={"operation": op_id},
+                )
+                return
+            if cancel.is_set():
+                if self._stopping.is_set():
+                    return  # shutting down: the operation resumes from this step on restart
+                self._cancel(op)
+                return
+            result = self._step(op)
+            if result.state is OpState.FAILED:
+                result = self._give_back_nodes(op, result)
+            op = self._persist(op, result)
+            if op.state is not OpState.RUNNING:
+                return
+            if result.wait > 0:
+                self.clock.wait(cancel, result.wait)
+
+    # -- claims ----------------------------------------------------------------------------------
+
+    def _claim(self, op_id: str) -> int:
+        me = self.identity
+
+        def gone(claim: RunnerClaim) -> bool:
+            # Same host: a pid that no longer runs (or is ours, reused after a restart) is dead.
+            return claim.host == me.host and (claim.pid == me.pid or not _pid_alive(claim.pid))
+
+        token = self.store.claim_operation(
+            op_id, me, now=self.clock.now(), ttl_seconds=CLAIM_TTL_SECONDS, gone=gone
+        )
+        with self._lock:
+            self._tokens[op_id] = token
+            self._lost.discard(op_id)
+            if self._heartbeat is None:
+                self._beat.clear()
+                self._heartbeat = threading.Thread(target=self._heartbeats, name="op-claims", daemon=True)
+                self._heartbeat.start()
+        return token
+
+    def _wait_for_claim(self, op_id: str) -> int | None:
+        cancel = self._active[op_id]
+        warned = False
+        while not cancel.is_set():
+            try:
+                return self._claim(op_id)
+            except ClaimHeld as exc:
+                if not warned:
+                    log.warning("%s; waiting for it", exc, extra={"operation": op_id})
+                    warned = True
+            self.clock.wait(cancel, CLAIM_POLL_SECONDS)
+        return None
+
+    def _heartbeats(self) -> None:
+        """Renew this runner's claims while it may act; note those another runner took over."""
+        while True:
+            with self._lock:
+                tokens = dict(self._tokens)
+                if not tokens:
+                    self._heartbeat = None
+                    return
+                self._beat.clear()
+            if self.may_act():
+                try:
+                    lost = self.store.renew_claims(tokens, now=self.clock.now())
+                except StoreError as exc:  # the operation's own next write reports it
+                    log.warning("could not renew operation claims: %s", exc)
+                    lost = set()
+                with self._lock:
+                    for op_id in lost:
+                        self._lost.add(op_id)
+                        if op_id in self._active:
+                            self._active[op_id].set()
+            # Real time, not the runner's clock: a virtual clock must not race ahead here.
+            self._beat.wait(CLAIM_TTL_SECONDS / 3)
+
+    def _forget(self, op_id: str) -> None:
+        with self._idle:
+            self._active.pop(op_id, None)
+            self._tokens.pop(op_id, None)
+            self._lost.discard(op_id)
+            if not self._tokens:
+                self._beat.set()  # the heartbeat thread ends now rather than at its next beat
+            self._idle.notify_all()
+
+    def _fault(self, op_id: str, exc: StoreError) -> None:
+        step = (op.step if (op := self._safe_get(op_id)) is not None else "") or "its first step"
+        why = f"operation {op_id} stopped at {step}: {exc}; it resumes from there at the next start"
+        log.error("%s", why, extra={"operation": op_id})
+        with self._lock:
+            self.faults[op_id] = why
+
+    def _safe_get(self, op_id: str) -> Operation | None:
+        try:
+            return self.store.get_operation(op_id)
+        except StoreError:
+            return None
 
     def _step(self, op: Operation) -> StepResult:
         handle = self.clusters[op.target.cluster]
@@ -250,6 +459,8 @@ class Runner:
         return result
 
     def _persist(self, op: Operation, result: StepResult) -> Operation:
+        """Save the step's result, its journal row and (when it ended) the released locks in one
+        transaction fenced by this runner's claim; then emit its events."""
         now = self.clock.now()
         step = result.next_step or op.step or _first_step(op)
         new = replace(
@@ -261,18 +472,20 @@ class Runner:
             result={**op.result, **result.result},
             error=result.error or op.error,
         )
-        if not self.store.save_progress(new):
-            # Compare-and-set lost: a cancel or another runner ended the operation first. Its state
-            # stands; returning it (not running) ends this loop without emitting anything.
-            return self.store.get_operation(op.id) or op
-        if step != op.step or result.state:
-            self.store.journal(
-                op.id,
-                at=now,
-                step=step,
-                event=(result.state or OpState.RUNNING).value,
-                detail=result.events[-1][1] if result.events else "",
-            )
+        with self.store.fenced(op.id, self._tokens[op.id]):
+            if not self.store.save_progress(new):  # also releases the locks of a final state
+                # Compare-and-set lost: a cancel ended the operation first. Its state stands;
+                # returning it (not running) ends this loop without emitting anything.
+                return self.store.get_operation(op.id) or op
+            if step != op.step or result.state:
+                self.store.journal(
+                    op.id,
+                    at=now,
+                    step=step,
+                    event=(result.state or OpState.RUNNING).value,
+                    detail=result.events[-1][1] if result.events else "",
+                    runner=self.identity.owner,
+                )
         for kind, text, condition in result.events:
             self.emit(
                 ProgressEvent(operation=new, kind=kind, text=text, condition=condition, final=kind == "final")
@@ -311,7 +524,6 @@ class Runner:
             op, StepResult(state=OpState.CANCELLED, events=[("final", "Cancelled", "")])
         )
         self._persist(op, cancelled)
-        self.store.release_locks(op.id)
 
 
 def release_note(uncordoned: Sequence[str], kept: Sequence[str]) -> str:

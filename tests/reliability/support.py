@@ -132,6 +132,11 @@ def journal(db: Path, op_id: str | None = None) -> list[tuple[str, str, str, str
     return [(str(a), str(b), str(c), str(d)) for a, b, c, d in rows]
 
 
+def runners(db: Path, op_id: str) -> list[str]:
+    """The runner that wrote each journal row of the operation, in order."""
+    return [str(r) for (r,) in _read(db, "SELECT runner FROM journal WHERE op_id = ? ORDER BY id", [op_id])]
+
+
 def last_step(db: Path) -> str | None:
     rows = journal(db)
     return rows[-1][1] if rows else None
@@ -149,6 +154,30 @@ def steps_in_order(rows: Sequence[tuple[str, str, str, str]]) -> list[str]:
         if not out or out[-1] != step:
             out.append(step)
     return out
+
+
+# -- scenarios -----------------------------------------------------------------------------------------
+
+
+def pool_held_by_a_pdb(
+    admin_api: Any, namespace: str, node_pool: Callable[..., list[str]], pool_key: str, unique_name: str
+) -> tuple[str, list[str]]:
+    """Pool `<name>-a` (one node) running one `web` pod that a PDB (minAvailable 1) keeps in place,
+    and pool `<name>-b` for its replacement: a zero-scale of `-a` drains as long as the test wants
+    (until it deletes the PDB). Returns pool `-a` and its nodes."""
+    pool = f"{unique_name}-a"
+    nodes = node_pool(1, name=pool, labels={pool_key: pool})
+    node_pool(1, name=f"{unique_name}-b", labels={pool_key: f"{unique_name}-b"})
+    builders.create_deployment(admin_api, namespace, "web", 1, node_selector={pool_key: pool}, grace=1)
+    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    builders.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=1)
+    builders.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
+    return pool, nodes
+
+
+def release_pdb(admin_api: Any, namespace: str) -> None:
+    """Delete the PDB of `pool_held_by_a_pdb`: the drain completes."""
+    builders.delete(admin_api, f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/web-pdb")
 
 
 # -- kubeconfigs ---------------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Covers (tests/e2e/test_operations.py already kills during phase 1 and during wake):
 - one full zero-scale (every pool → 0, so phase 2 applies) through `scalebot zero`/`resume`,
-  killed three times — half-way through cordon (a node cordoned, the step not saved), in phase 2
+  killed three times — half-way through cordon (exactly one of two nodes cordoned, the other's
+  write refused by an admission policy of the test, the step not saved), in phase 2
   after a grace-0 DELETE took effect but before its answer arrived, and during Node removal — and
   resumed each time: every node gone, each blocked pod force-deleted and audited exactly once
   and named in the report, scalebot's own cordons never mistaken for a human's, a continuous
@@ -19,9 +20,10 @@ at teardown if still alive.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -64,6 +66,91 @@ def _cli(kubeconfig: Path, db: Path, pool_key: str) -> list[str]:
         "--graceful-window",
         "3s",
     ]
+
+
+SCALEBOT_USER = "system:serviceaccount:scalebot:scalebot"
+
+
+@contextlib.contextmanager
+def _writes_refused(admin_api: Any, control_plane: Any, node: str, name: str) -> Iterator[None]:
+    """A ValidatingAdmissionPolicy (the test's, not scalebot's) refuses scalebot's writes to `node`.
+
+    Yields once scalebot's own dry-run patch of the node is refused, and returns once it is allowed
+    again, so the policy is in force exactly inside the block.
+    """
+    policy = f"/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/hold-{name}"
+    binding = f"/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/hold-{name}"
+    builders.create(
+        admin_api,
+        policy.rsplit("/", 1)[0],
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": f"hold-{name}"},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["UPDATE"],
+                            "resources": ["nodes"],
+                        }
+                    ]
+                },
+                "validations": [
+                    {
+                        "expression": (
+                            f"object.metadata.name != '{node}' "
+                            f"|| request.userInfo.username != '{SCALEBOT_USER}'"
+                        ),
+                        "message": "held by the test",
+                        "reason": "Forbidden",
+                    }
+                ],
+            },
+        },
+    )
+    builders.create(
+        admin_api,
+        binding.rsplit("/", 1)[0],
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": f"hold-{name}"},
+            "spec": {"policyName": f"hold-{name}", "validationActions": ["Deny"]},
+        },
+    )
+    scalebot = control_plane.scalebot_api_client()
+
+    def refused() -> bool:
+        answer = builders.send_request(
+            scalebot,
+            "PATCH",
+            builders.node_path(node),
+            body={"metadata": {"labels": {"scalebot.test/probe": "1"}}},
+            query={"dryRun": "All"},
+            content_type="application/merge-patch+json",
+        )
+        return int(answer.status) == 403
+
+    try:
+        builders.wait_until(refused, 30, "the admission policy to be in force")
+        yield
+    finally:
+        builders.delete(admin_api, binding)
+        builders.delete(admin_api, policy)
+        builders.wait_until(lambda: not refused(), 30, "the admission policy to be gone")
+        scalebot.close()
+
+
+def _step_failures(db: Path) -> int:
+    import sqlite3
+
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        rows = conn.execute("SELECT step_data FROM operations").fetchall()
+    return sum(int(json.loads(raw or "{}").get("step_failures") or 0) for (raw,) in rows)
 
 
 def _step_data(db: Path, op_id: str) -> dict[str, Any]:
@@ -119,10 +206,17 @@ def test_sigkill_during_cordon_force_and_node_removal_then_resume(
         kubeconfig = proxied_kubeconfig(scalebot_kubeconfig, proxy.port, tmp_path / "proxied.kubeconfig")
         args = _cli(kubeconfig, db, pool_key)
 
-        first = procs.scalebot("zero", *args, name="zero")
-        # During cordon: the first node is cordoned, the step's result is not persisted yet.
-        poll(lambda: last_step(db) == "cordon" and cordoned(), 60, "the cordon step to be half done")
-        first.kill9()
+        # During cordon: the first node is cordoned, the second refused (an admission policy of
+        # the test holds scalebot's writes to it), so the step's result is not persisted.
+        with _writes_refused(admin_api, control_plane, nodes[1], unique_name):
+            first = procs.scalebot("zero", *args, name="zero")
+            poll(
+                lambda: last_step(db) == "cordon" and _step_failures(db) >= 1,
+                60,
+                "the cordon step to be half done",
+            )
+            first.kill9()
+        assert cordoned() == [nodes[0]], "exactly one of the two nodes was cordoned"
         [(op_id, _, _, _)] = journal(db)[:1]
         assert operations(db)[op_id] == ("running", "cordon"), "killed before cordon finished"
 

@@ -4,10 +4,12 @@ One real process, the real control plane, a local Slack (Web API + Socket Mode s
 - tokens never leak: the process runs with recognisable test secrets (a bot token `xoxb-…`, an
   app-level token `xapp-…`, a signing secret) and the scalebot ServiceAccount's bearer token in its
   kubeconfig; after a whole flow (request, two approvals, an operation, its progress thread), none
-  of them appears in the process's log (at -v), in any recorded Slack request body or Socket Mode
-  ack, in /metrics, or anywhere in the SQLite file (every row of every table, and the raw bytes of
-  the database and its WAL). The Authorization headers sent to Slack carry the bot and app tokens,
-  as they must; nothing else does;
+  of them appears in the process's raw output stream (at -v; and no token reached a log call at
+  all: the formatter's mask `xoxb-***` appears nowhere), in any recorded Slack request body or
+  Socket Mode ack, in /metrics, in the cluster's Kubernetes Events, or anywhere in the SQLite
+  file (every row of every table, and the raw bytes of the database and its WAL). The
+  Authorization headers sent to Slack carry the bot and app tokens, as they must; nothing else
+  does;
 - a protected cluster needs its configured number of approvers (2 here): after the first
   approval the card says "1 of 2" and nothing runs; the second starts the operation;
 - Slack faults during the flow (429 with Retry-After on chat.postMessage, 500s on chat.update
@@ -195,19 +197,28 @@ def test_full_flow_under_slack_faults_protected_approvals_and_no_secret_anywhere
     names = {n["metadata"]["name"] for n in builders.list_items(admin_api, builders.node_path())}
     assert not names & set(nodes_a)
 
-    # No secret anywhere it could leak to.
+    # No secret anywhere it could leak to. The log is the process's raw output stream; its
+    # formatter masks Slack-token shapes (`xoxb-***`), so a mask in it would mean a token reached a
+    # log call: none may appear. Kubernetes Events (what `kubectl describe` shows) are read back.
+    events = builders.list_items(admin_api, "/api/v1/events") + builders.list_items(
+        admin_api, "/apis/events.k8s.io/v1/events"
+    )
     places = {
         "log": proc.output(),
         "Slack request bodies": "\n".join(json.dumps(c.body) for c in slack.calls),
         "Socket Mode acks": json.dumps(socket_server.acks),
         "/metrics": metrics,
         "database": _database_text(db),
+        "Kubernetes Events": json.dumps(events),
     }
     assert "scalebot_operations" in metrics and len(places["log"]) > 1000
+    assert any(nodes_a[0] in json.dumps(e) and "scalebot" in json.dumps(e) for e in events), "Events read"
     leaks = [
         (what, where) for what, value in secrets.items() for where, text in places.items() if value in text
     ]
     assert leaks == [], f"secrets found: {leaks}"
+    masked = [m for m in ("xoxb-***", "xoxa-***", "xoxp-***", "xoxr-***", "xapp-***") if m in places["log"]]
+    assert masked == [], f"a token reached a log call (masked only by the formatter): {masked}"
     # Only where they belong: the bot token authenticates Web API calls, the app token opens the socket.
     auth = {c.headers.get("authorization", "") for c in slack.calls}
     assert f"Bearer {BOT_TOKEN}" in auth and f"Bearer {APP_TOKEN}" in auth

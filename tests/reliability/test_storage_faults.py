@@ -21,6 +21,7 @@ import contextlib
 import hashlib
 import os
 import random
+import signal
 import sqlite3
 import subprocess
 from collections.abc import Callable, Iterator
@@ -32,7 +33,23 @@ import yaml
 
 from engine.store import Store
 from localcluster import builders
-from tests.reliability.support import PYTHON, Proc, Processes, free_port, operations
+from tests.reliability.support import (
+    PYTHON,
+    Proc,
+    Processes,
+    free_port,
+    journal,
+    last_step,
+    operations,
+    poll,
+    pool_held_by_a_pdb,
+    release_pdb,
+    run_setup,
+    slack_server,
+    start_run,
+    steps_in_order,
+)
+from tests.slack.harness import get
 
 
 def _offline_kubeconfig(path: Path) -> Path:
@@ -130,11 +147,13 @@ def test_database_locked_by_another_process(
 
 
 @contextlib.contextmanager
-def _small_disk(directory: Path) -> Iterator[bool]:
+def _small_disk(directory: Path, size: str = "1m") -> Iterator[bool]:
     """A 1 MiB tmpfs at `directory` (True), or a plain directory when mounting is refused (False)."""
     directory.mkdir()
     mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(directory)], capture_output=True, check=False
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(directory)],
+        capture_output=True,
+        check=False,
     )
     try:
         yield mounted.returncode == 0
@@ -205,6 +224,75 @@ if limit:
 from bot.cli import main
 sys.exit(main(sys.argv[1:]))
 """
+
+
+@pytest.mark.e2e
+def test_disk_full_while_an_operation_runs(
+    admin_api: Any,
+    scalebot_kubeconfig: Path,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    pool_key: str,
+    unique_name: str,
+    procs: Processes,
+    tmp_path: Path,
+) -> None:
+    """The disk fills while `scalebot run` drains: the operation stops at its last saved step, in
+    one piece; /healthz says so (503, naming it); after a restart with space it finishes."""
+    pool, nodes = pool_held_by_a_pdb(admin_api, namespace, node_pool, pool_key, unique_name)
+    # 2 MiB: the WAL never reaches SQLite's auto-checkpoint (1000 pages), so it only grows and the
+    # next commit after the disk is full must fail (a reset WAL would be overwritten in place).
+    with _small_disk(tmp_path / "small", size="2m") as mounted, slack_server() as slack:
+        if not mounted:
+            pytest.skip("mounting a tmpfs was refused: a full disk cannot be made here")
+        db = tmp_path / "small" / "scalebot.db"
+        argv = [*_zero_args(scalebot_kubeconfig, db, pool_key, pool)[:-1], "dev"]
+        zero = procs.scalebot(*argv, name="zero")
+        poll(lambda: last_step(db) == "drain", 60, "the operation to be draining (its PDB blocks it)")
+        zero.kill9()
+        [op_id] = operations(db)
+        setup = run_setup(
+            tmp_path,
+            name="run",
+            kubeconfig=scalebot_kubeconfig,
+            pool_key=pool_key,
+            slack_url=slack.url,
+            db=db,
+        )
+        run = start_run(procs, setup, name="run")
+        poll(lambda: any(e == "resumed" for _, _, e, _ in journal(db, op_id)), 60, "the operation to resume")
+        assert get(f"{setup.health_url}/healthz").status == 200
+
+        _fill(tmp_path / "small" / "filler")
+        assert os.statvfs(db.parent).f_bavail == 0
+
+        def unhealthy() -> str:
+            answer = get(f"{setup.health_url}/healthz")
+            return answer.body if answer.status == 503 else ""
+
+        body = poll(unhealthy, 90, "/healthz to report the stopped operation", interval=0.5)
+        assert f"[-]runner failed: operation {op_id} stopped at drain: cannot write the database {db}" in body
+        assert "full" in body and "KiB free on its disk" in body, body
+        assert run.alive() and "Traceback" not in run.output(), run.output()[-3000:]
+        assert operations(db)[op_id] == ("running", "drain"), "its last saved step, still resumable"
+
+        (tmp_path / "small" / "filler").unlink()
+        run.popen.send_signal(signal.SIGTERM)
+        assert run.wait(60) == 0, run.output()[-3000:]
+        with sqlite3.connect(db) as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        # The same operation resumes after the restart and, once the PDB allows it, finishes.
+        again = start_run(procs, setup, name="run-again")
+        poll(lambda: [e for _, _, e, _ in journal(db, op_id)].count("resumed") == 2, 60, "a second resume")
+        assert get(f"{setup.health_url}/healthz").status == 200
+        release_pdb(admin_api, namespace)
+        poll(lambda: operations(db)[op_id][0] == "succeeded", 120, "the operation to finish", interval=0.5)
+        again.popen.send_signal(signal.SIGTERM)
+        assert again.wait(60) == 0, again.output()[-3000:]
+        rows = journal(db, op_id)  # before the tmpfs (and the database on it) goes away
+    assert steps_in_order(rows) == ["record", "cordon", "drain", "remove", "verify"], rows
+    names = {n["metadata"]["name"] for n in builders.list_items(admin_api, builders.node_path())}
+    assert not names & set(nodes)
 
 
 def _sha(path: Path) -> str:

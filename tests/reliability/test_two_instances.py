@@ -6,7 +6,9 @@ same SQLite file and the same local Slack. Each has its own bot token, so every 
 says which instance made it.
 
 Proves: only the Lease holder acts — it alone serves Slack, runs the operation and posts; the
-standby makes no Slack call and no journal row while the leader lives; SIGKILL of the leader in the
+standby makes no Slack call and no journal row while the leader lives (each row names the runner
+that wrote it); `scalebot resume` beside the leader (as `kubectl exec` would run it) is refused and
+writes nothing; SIGKILL of the leader in the
 middle of an operation → the standby takes the Lease within the lease duration (15 s, the default,
 not shortened) plus one retry period, resumes the operation from the database (one `resumed` row)
 and finishes it in the same Slack thread; a SIGTERM of the new leader during the operation's
@@ -41,6 +43,7 @@ from tests.reliability.support import (
     poll,
     proxied_kubeconfig,
     run_setup,
+    runners,
     slack_server,
     start_run,
     steps_in_order,
@@ -129,6 +132,26 @@ def test_only_the_leader_acts_and_the_standby_takes_over_after_a_kill(
         parent_ts = str(parent.response["ts"])
         assert {_by(c) for c in slack.calls} == {leader}, "only the leader talks to Slack"
         assert "leading:" not in running[standby].output()
+        # The standby wrote nothing: every journal row so far is the leader's runner's.
+        writers = runners(db, op_id)
+        assert writers and set(writers) == {leader}, writers
+        # `kubectl exec … scalebot resume` beside the leader: refused, nothing started or written.
+        resume = procs.scalebot(
+            "resume",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--db",
+            str(db),
+            "--pool-label",
+            pool_key,
+            "--cluster",
+            "dev",
+            name="resume-beside-run",
+            env={"POD_NAME": leader},
+        )
+        assert resume.wait(60) == 2, resume.output()
+        assert f"operation {op_id} is being run by {leader}" in resume.output(), resume.output()
+        assert runners(db, op_id) == writers
 
         running[leader].kill9()
         killed_at = time.monotonic()
@@ -160,6 +183,9 @@ def test_only_the_leader_acts_and_the_standby_takes_over_after_a_kill(
     rows = journal(db, op_id)
     assert steps_in_order(rows) == ["record", "cordon", "drain", "remove", "verify"], rows
     assert [e for _, _, e, _ in rows].count("resumed") == 1
+    writers = runners(db, op_id)
+    taken = writers.index(standby)
+    assert set(writers[:taken]) == {leader} and set(writers[taken:]) == {standby}, writers
     assert _by(final) == standby
     assert {_by(c) for c in slack.calls if c.at > killed_at} == {standby}, "one instance at a time"
     replies = [all_text(c) for c in slack.calls_to("chat.postMessage", ok_only=True)]
