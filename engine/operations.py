@@ -437,6 +437,15 @@ class Operations:
         if op.state.is_terminal:
             self._audit(by, "refused_cancel", op=op, detail=f"already {op.state.value}")
             return Outcome(False, f"operation {op_id} already finished ({op.state.value}); nothing to cancel")
+        elsewhere = None if self.runner.is_running(op.id) else self.runner.held_elsewhere(op.id)
+        if op.state is OpState.RUNNING and elsewhere is not None:
+            # Finishing it here would race the runner that holds it (it would write over "cancelled").
+            self._audit(by, "refused_cancel", op=op, detail=f"being run by {elsewhere.owner}")
+            return Outcome(
+                False,
+                f"operation {op_id} is being run by {elsewhere.owner} (pid {elsewhere.pid} on "
+                f"{elsewhere.host}): cancel it there (Slack, or the terminal that runs it)",
+            )
         if op.state is OpState.AWAITING_APPROVAL or not self.runner.is_running(op.id):
             done = self._finish(op, OpState.CANCELLED, by=by)
             if done is None:  # decided, finished or started by someone else in the meantime

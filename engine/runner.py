@@ -352,15 +352,22 @@ class Runner:
 
     # -- claims ----------------------------------------------------------------------------------
 
-    def _claim(self, op_id: str) -> int:
+    def held_elsewhere(self, op_id: str) -> RunnerClaim | None:
+        """The live claim of another runner (another process) on the operation, if any."""
+        claim = self.store.runner_claim(op_id)
+        if claim is None or not claim.nonce or claim.nonce == self.identity.nonce:
+            return None
+        fresh = (self.clock.now() - claim.heartbeat_at).total_seconds() < CLAIM_TTL_SECONDS
+        return claim if fresh and not self._gone(claim) else None
+
+    def _gone(self, claim: RunnerClaim) -> bool:
+        # Same host: a pid that no longer runs (or is ours, reused after a restart) is dead.
         me = self.identity
+        return claim.host == me.host and (claim.pid == me.pid or not _pid_alive(claim.pid))
 
-        def gone(claim: RunnerClaim) -> bool:
-            # Same host: a pid that no longer runs (or is ours, reused after a restart) is dead.
-            return claim.host == me.host and (claim.pid == me.pid or not _pid_alive(claim.pid))
-
+    def _claim(self, op_id: str) -> int:
         token = self.store.claim_operation(
-            op_id, me, now=self.clock.now(), ttl_seconds=CLAIM_TTL_SECONDS, gone=gone
+            op_id, self.identity, now=self.clock.now(), ttl_seconds=CLAIM_TTL_SECONDS, gone=self._gone
         )
         with self._lock:
             self._tokens[op_id] = token

@@ -159,3 +159,22 @@ def test_a_database_that_fails_mid_operation_stops_it_in_a_known_state(
         OperationRequest(kind=OpKind.ZERO, target=Target(cluster="dev", pools=("web",)), requested_by="cli:y")
     )
     assert not again.ok and op_id in again.reply
+
+
+def test_a_cancel_from_another_process_is_refused_while_a_runner_holds_the_operation(
+    cluster: FakeCluster, tmp_path: Path, running: tuple[Operations, str, threading.Event]
+) -> None:
+    a, op_id, release = running
+    b = _ops(cluster, tmp_path / "scalebot.db", B)
+    try:
+        outcome = b.cancel(op_id, by="cli:x")
+        assert not outcome.ok and "is being run by scalebot-a (pid 101 on host-a)" in outcome.reply
+        op = b.get(op_id)
+        assert op is not None and op.state is OpState.RUNNING, "nothing written over the running one"
+        release.set()
+        assert a.runner.wait_idle(10)
+    finally:
+        b.runner.stop()
+    op = a.get(op_id)
+    assert op is not None and op.state is OpState.SUCCEEDED
+    assert [r.action for r in a.store.audit_rows(op_id=op_id)].count("refused_cancel") == 1
