@@ -2,9 +2,10 @@
 
 This module owns the processes: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
 kwok (simulating the nodes), their flags, keys, certificates and kubeconfigs, the readiness ladder,
-and teardown. It also installs scalebot's own RBAC from manifests/base and mints a TokenRequest token
-for the `scalebot` ServiceAccount, so the product is tested with exactly the rights (and the API
-Priority and Fairness level, workload-low) it has in production.
+and teardown. It also installs scalebot's own RBAC from manifests/base (plus the simulated-nodes
+component: kwok's nodes are simulated) and mints a TokenRequest token for the `scalebot`
+ServiceAccount, so the product is tested with exactly the rights (and the API Priority and
+Fairness level, workload-low) it has in production.
 
 Every child runs in its own process group (start_new_session) and is stopped by group, in reverse
 start order, on `stop()`, on leaving the `with` block, on interpreter exit (atexit), on SIGTERM/SIGHUP
@@ -54,9 +55,15 @@ from localcluster.binaries import REPO_ROOT, ensure_binaries
 ADMIN_USER = "admin"
 SCALEBOT_NAMESPACE = "scalebot"
 SCALEBOT_SERVICEACCOUNT = "scalebot"
-# The three manifests that define scalebot's identity; applied as admin, in this order.
-SCALEBOT_MANIFESTS = ("namespace.yaml", "serviceaccount.yaml", "rbac.yaml")
-MANIFEST_DIR = REPO_ROOT / "manifests" / "base"
+# The manifests that define scalebot's identity; applied as admin, in this order. The nodes here
+# are kwok's, i.e. simulated, so the simulated-nodes component (create Nodes on wake) applies too.
+SCALEBOT_MANIFESTS = (
+    "base/namespace.yaml",
+    "base/serviceaccount.yaml",
+    "base/rbac.yaml",
+    "components/simulated-nodes/rbac.yaml",
+)
+MANIFEST_DIR = REPO_ROOT / "manifests"
 
 POD_CIDR = "10.128.0.1/12"  # about a million pod IPs for kwok; kwok's default /24 holds 254
 SERVICE_CIDR = "10.96.0.0/16"  # outside the pod range

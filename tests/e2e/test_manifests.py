@@ -15,6 +15,7 @@ the API server refusing a real out-of-policy request.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,7 @@ pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
 BASE = REPO / "manifests" / "base"
 OVERLAYS = REPO / "manifests" / "overlays"
+SIMULATED_NODES = REPO / "manifests" / "components" / "simulated-nodes" / "rbac.yaml"
 SA = ("scalebot", "scalebot")  # namespace, name
 
 BASE_OBJECTS = {
@@ -49,13 +51,13 @@ BASE_OBJECTS = {
 
 # (verb, resource, namespace or None for cluster-wide / all namespaces), and where the code uses it.
 USED: list[tuple[str, str, str | None]] = [
-    # engine.kube.client: plans, drain passes, cordon/uncordon (a patch), label pools remove nodes
+    # engine.kube.client: plans, drain passes, cordon/uncordon (a patch); label pools remove nodes
+    # whose machine something stops (engine.pools.labels)
     ("list", "nodes", None),
-    ("watch", "nodes", None),
     ("get", "nodes", None),
     ("patch", "nodes", None),
     ("delete", "nodes", None),
-    ("create", "nodes", None),  # engine.pools.labels: wake re-creates removed Node objects
+    ("create", "nodes", None),  # the simulated-nodes component (kwok): wake re-creates Node objects
     ("list", "pods", None),
     ("get", "pods", "default"),
     ("delete", "pods", "default"),  # finished pods, force phase
@@ -66,8 +68,6 @@ USED: list[tuple[str, str, str | None]] = [
     # engine.workloads
     ("list", "deployments.apps", None),
     ("patch", "deployments.apps", "default"),
-    ("patch", "deployments.apps/scale", "default"),
-    ("update", "statefulsets.apps/scale", "default"),
     ("patch", "cronjobs.batch", "default"),
     ("list", "horizontalpodautoscalers.autoscaling", None),
     ("patch", "scaledobjects.keda.sh", "default"),
@@ -75,8 +75,13 @@ USED: list[tuple[str, str, str | None]] = [
     ("list", "machinedeployments.cluster.x-k8s.io", None),
     ("patch", "machinedeployments.cluster.x-k8s.io", "default"),
     ("patch", "machinedeployments.cluster.x-k8s.io/scale", "default"),
-    ("patch", "machinesets.cluster.x-k8s.io/scale", "default"),
+    ("list", "machines.cluster.x-k8s.io", None),
     ("patch", "machines.cluster.x-k8s.io", "default"),
+    # engine.pools.karpenter
+    ("list", "nodepools.karpenter.sh", None),
+    ("patch", "nodepools.karpenter.sh", None),
+    ("list", "nodeclaims.karpenter.sh", None),
+    ("delete", "nodeclaims.karpenter.sh", None),
     # engine.kube.events: node events go to "default", pod events to the pod's namespace
     ("create", "events", "default"),
     ("patch", "events", "default"),
@@ -92,6 +97,32 @@ USED: list[tuple[str, str, str | None]] = [
 ]
 
 REFUSED: list[tuple[str, str, str | None]] = [
+    # Nothing watches (each drain pass lists, leader election polls): no watch on anything.
+    ("watch", "nodes", None),
+    ("watch", "pods", None),
+    ("watch", "poddisruptionbudgets.policy", None),
+    ("watch", "daemonsets.apps", None),
+    ("watch", "namespaces", None),
+    ("watch", "deployments.apps", None),
+    ("watch", "cronjobs.batch", None),
+    ("watch", "scaledobjects.keda.sh", None),
+    ("watch", "horizontalpodautoscalers.autoscaling", None),
+    ("watch", "machinedeployments.cluster.x-k8s.io", None),
+    ("watch", "machines.cluster.x-k8s.io", None),
+    ("watch", "nodepools.karpenter.sh", None),
+    ("watch", "nodeclaims.karpenter.sh", None),
+    # Scale subresources: patched where used (MachineDeployments), never replaced; none elsewhere.
+    ("update", "machinedeployments.cluster.x-k8s.io/scale", "default"),
+    ("patch", "deployments.apps/scale", "default"),
+    ("update", "deployments.apps/scale", "default"),
+    ("update", "statefulsets.apps/scale", "default"),
+    # MachineSets: scalebot works through MachineDeployments only.
+    ("patch", "machinesets.cluster.x-k8s.io", "default"),
+    ("patch", "machinesets.cluster.x-k8s.io/scale", "default"),
+    ("list", "machinesets.cluster.x-k8s.io", None),
+    ("update", "machines.cluster.x-k8s.io", "default"),
+    ("update", "machinedeployments.cluster.x-k8s.io", "default"),
+    ("update", "cronjobs.batch", "default"),
     ("delete", "namespaces", None),
     ("create", "namespaces", None),
     ("patch", "namespaces", None),
@@ -230,10 +261,13 @@ def test_example_config_is_valid_for_the_settings_loader() -> None:
 
 def test_the_e2e_identity_is_exactly_the_shipped_rbac(admin_api: Any) -> None:
     shipped = {
-        (d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all((BASE / "rbac.yaml").read_text())
+        (d["kind"], d["metadata"]["name"]): d
+        for path in (BASE / "rbac.yaml", SIMULATED_NODES)
+        for d in yaml.safe_load_all(path.read_text())
     }
-    live_role = builders.get(admin_api, "/apis/rbac.authorization.k8s.io/v1/clusterroles/scalebot")
-    assert live_role["rules"] == shipped[("ClusterRole", "scalebot")]["rules"]
+    for name in ("scalebot", "scalebot-simulated-nodes"):
+        live_role = builders.get(admin_api, f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{name}")
+        assert live_role["rules"] == shipped[("ClusterRole", name)]["rules"]
     live = builders.get(
         admin_api, "/apis/rbac.authorization.k8s.io/v1/namespaces/scalebot/roles/scalebot-leader-election"
     )
@@ -258,6 +292,7 @@ def test_the_e2e_identity_is_exactly_the_shipped_rbac(admin_api: Any) -> None:
                     bound.append((kind, binding["metadata"]["name"], binding["roleRef"]["name"]))
     assert sorted(bound) == [
         ("ClusterRoleBinding", "scalebot", "scalebot"),
+        ("ClusterRoleBinding", "scalebot-simulated-nodes", "scalebot-simulated-nodes"),
         ("RoleBinding", "scalebot-leader-election", "scalebot-leader-election"),
     ]
 
@@ -272,6 +307,61 @@ def test_the_rbac_refuses_everything_else(scalebot_api: Any) -> None:
     assert not allowed, f"the shipped RBAC allows more than scalebot needs: {allowed}"
 
 
+BASE_ONLY_REFUSED: list[tuple[str, str, str | None]] = [
+    ("create", "nodes", None),  # only the simulated-nodes component grants it
+    ("update", "nodes", None),
+    ("watch", "nodes", None),
+]
+BASE_ONLY_USED: list[tuple[str, str, str | None]] = [
+    ("patch", "nodes", None),
+    ("delete", "nodes", None),
+    ("patch", "machinedeployments.cluster.x-k8s.io/scale", "default"),
+]
+
+
+@pytest.fixture
+def base_only_api(control_plane: ControlPlane, admin_api: Any) -> Iterator[Any]:
+    """A second ServiceAccount bound exactly like scalebot's base (its ClusterRole and Role), without
+    the simulated-nodes component, asking as itself: what a real cluster's scalebot may do."""
+    ns, name = "scalebot", "scalebot-base-only"
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    subject = [{"kind": "ServiceAccount", "name": name, "namespace": ns}]
+    builders.create(admin_api, f"/api/v1/namespaces/{ns}/serviceaccounts", {"metadata": {"name": name}})
+    builders.create(
+        admin_api,
+        f"{rbac}/clusterrolebindings",
+        {
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "scalebot"},
+            "subjects": subject,
+        },
+    )
+    token = builders.create(
+        admin_api,
+        f"/api/v1/namespaces/{ns}/serviceaccounts/{name}/token",
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+    )["status"]["token"]
+    config = yaml.safe_load(control_plane.scalebot_kubeconfig.read_text())
+    for user in config["users"]:
+        user["user"] = {"token": token}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "base-only.kubeconfig"
+        path.write_text(yaml.safe_dump(config))
+        api = builders.api_client_from_kubeconfig(path, pool_size=8)
+    try:
+        yield api
+    finally:
+        api.close()
+        builders.delete(admin_api, f"{rbac}/clusterrolebindings/{name}")
+        builders.delete(admin_api, f"/api/v1/namespaces/{ns}/serviceaccounts/{name}")
+
+
+def test_the_base_rbac_alone_cannot_create_nodes(base_only_api: Any) -> None:
+    answers = _answers(base_only_api, BASE_ONLY_REFUSED + BASE_ONLY_USED)
+    assert [c for c in BASE_ONLY_REFUSED if answers[c] != "no"] == [], answers
+    assert [c for c in BASE_ONLY_USED if answers[c] != "yes"] == [], answers
+
+
 @pytest.mark.parametrize(("verb", "resource", "namespace", "answer"), [
     ("create", "pods/eviction", "default", "yes"),
     ("patch", "nodes", None, "yes"),
@@ -279,6 +369,8 @@ def test_the_rbac_refuses_everything_else(scalebot_api: Any) -> None:
     ("create", "events", "default", "yes"),
     ("patch", "machinedeployments.cluster.x-k8s.io/scale", "default", "yes"),
     ("delete", "namespaces", None, "no"),
+    ("watch", "nodes", None, "no"),
+    ("update", "machinedeployments.cluster.x-k8s.io/scale", "default", "no"),
     ("get", "secrets", "kube-system", "no"),
     ("list", "secrets", None, "no"),
     ("create", "pods", "default", "no"),
