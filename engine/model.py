@@ -169,6 +169,8 @@ class NodeInfo:
     memory_allocatable_bytes: int = 0
     created_at: datetime | None = None
     deletion_timestamp: datetime | None = None
+    volumes_attached: int = 0
+    """Entries of status.volumesAttached: volumes still attached to the node's machine."""
 
     @property
     def is_unreachable(self) -> bool:
@@ -205,6 +207,7 @@ class NodeInfo:
             memory_allocatable_bytes=parse_quantity(allocatable.get("memory")),
             created_at=parse_time(meta.get("creationTimestamp")),
             deletion_timestamp=parse_time(meta.get("deletionTimestamp")),
+            volumes_attached=len(status.get("volumesAttached") or ()),
         )
 
 

@@ -125,6 +125,9 @@ class PoolChange:
     """Of nodes_to_remove, those removed without a drain (their Machine excludes draining)."""
     drain_timeout_seconds: int | None = None
     """The pool's nodeDrainTimeout: past it, its nodes stop draining and removal goes on."""
+    detach_wait: tuple[str, ...] = ()
+    """Of the drained nodes, those whose volumes must detach before removal."""
+    detach_timeout_seconds: int | None = None
     hooked: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """Of nodes_to_remove, (node, pre-drain hooks) left to Cluster API: it runs the hooks, then
     drains; scalebot removes the Machine and waits for it to go."""
@@ -215,6 +218,8 @@ class OperationPlan:
                     "not_drained": list(p.not_drained),
                     "drain_timeout_seconds": p.drain_timeout_seconds,
                     "hooked": {node: list(hooks) for node, hooks in p.hooked},
+                    "detach_wait": list(p.detach_wait),
+                    "detach_timeout_seconds": p.detach_timeout_seconds,
                 }
                 for p in self.pools
             ],
@@ -246,6 +251,8 @@ class OperationPlan:
                     not_drained=tuple(p.get("not_drained") or ()),
                     drain_timeout_seconds=p.get("drain_timeout_seconds"),
                     hooked=tuple((n, tuple(h)) for n, h in sorted((p.get("hooked") or {}).items())),
+                    detach_wait=tuple(p.get("detach_wait") or ()),
+                    detach_timeout_seconds=p.get("detach_timeout_seconds"),
                 )
                 for p in data.get("pools") or ()
             ),

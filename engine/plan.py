@@ -262,6 +262,14 @@ def _plan_resize(
                 not_drained=tuple(n for n in remove if n in pool.drain_excluded),
                 drain_timeout_seconds=pool.drain_timeout_seconds,
                 hooked=tuple((n, hooks) for n, hooks in pool.pre_drain_hooks if n in remove),
+                detach_wait=tuple(
+                    n
+                    for n in remove
+                    if n in pool.detach_wait
+                    and n not in pool.drain_excluded
+                    and n not in dict(pool.pre_drain_hooks)
+                ),
+                detach_timeout_seconds=pool.detach_timeout_seconds,
             )
         )
     after = {p.name: p.desired for p in snap.pools} | dict(sizes)

@@ -978,6 +978,9 @@ def step_remove(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     again = _drain_newcomers(op, h, shrinking, joined)
     if again is not None:
         return again
+    detaching = _wait_for_volume_detach(runner, op, h, shrinking)
+    if detaching is not None:
+        return detaching
     removed = emptied = 0
     notes: list[str] = []
     refused: dict[str, str] = {}
@@ -1108,6 +1111,48 @@ def step_verify(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     if waiting:
         data["hooks_reported"] = "Waiting for Cluster API: " + "; ".join(waiting)
     return StepResult(wait=5.0, data=data, events=events)
+
+
+def _wait_for_volume_detach(
+    runner: Runner, op: Operation, h: ClusterHandle, shrinking: Sequence[PoolChange]
+) -> StepResult | None:
+    """Cluster API waits for a drained node's volumes to detach (status.volumesAttached empty)
+    before it deletes the machine, up to nodeVolumeDetachTimeout; so does the removal. None: go on."""
+    wanted = {n: c for c in shrinking for n in c.detach_wait}
+    if not wanted:
+        return None
+    now = runner.clock.now()
+    started = parse_time(op.step_data.get("detach_started_at")) or now
+    attached = {
+        n.name: n.volumes_attached for n in h.api.list_nodes() if n.name in wanted and n.volumes_attached
+    }
+    waiting, expired = [], []
+    for node, count in sorted(attached.items()):
+        timeout = wanted[node].detach_timeout_seconds
+        if timeout and now >= started + timedelta(seconds=timeout):
+            expired.append(f"{node} ({count} attached)")
+        else:
+            waiting.append(f"{node} ({count} attached)")
+    events: list[tuple[ProgressKind, str, str]] = []
+    if expired and op.step_data.get("detach_expired") != expired:
+        text = "nodeVolumeDetachTimeout expired; removing as Cluster API does with volumes still attached: "
+        events.append(("phase", text + ", ".join(expired), ""))
+    if not waiting:
+        return None if not events else _remove_after(events, op, expired)
+    text = "Waiting for volumes to detach before removal, as Cluster API does: " + ", ".join(waiting)
+    if op.step_data.get("detach_reported") != text:
+        events.append(("phase", text, ""))
+    data = {"detach_started_at": started.isoformat(), "detach_reported": text, "detach_expired": expired}
+    return StepResult(wait=2.0, data=data, events=events)
+
+
+def _remove_after(
+    events: list[tuple[ProgressKind, str, str]], op: Operation, expired: list[str]
+) -> StepResult | None:
+    """Report an expired detach timeout once, then come back to the removal."""
+    if op.step_data.get("detach_expired") == expired:
+        return None
+    return StepResult(wait=0.1, data={"detach_expired": expired}, events=events)
 
 
 def _left_to_controller(change: PoolChange, pool: Pool) -> list[str]:

@@ -100,6 +100,11 @@ class Pool:
     progress: str = ""
     """The provider's own account of work under way on the pool (a Gardener Shoot's last operation,
     Cluster API's drain of a deleting Machine); the runner follows its changes into the thread."""
+    detach_wait: frozenset[str] = frozenset()
+    """Drained nodes whose volumes must detach before removal (Cluster API waits for it, unless
+    `machine.cluster.x-k8s.io/exclude-wait-for-node-volume-detach`)."""
+    detach_timeout_seconds: int | None = None
+    """nodeVolumeDetachTimeout: past it, removal goes on with volumes attached; None: never."""
     settling: bool = False
     """The provider has not finished the last change (a Shoot whose operation is still running);
     an operation's verify waits for it."""

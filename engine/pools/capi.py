@@ -72,6 +72,7 @@ DEPLOYMENT_NAME_LABEL = "cluster.x-k8s.io/deployment-name"
 CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"
 EXCLUDE_NODE_DRAINING = "machine.cluster.x-k8s.io/exclude-node-draining"
 PRE_DRAIN_HOOK_PREFIX = "pre-drain.delete.hook.machine.cluster.x-k8s.io"
+EXCLUDE_VOLUME_DETACH = "machine.cluster.x-k8s.io/exclude-wait-for-node-volume-detach"
 KUBECONFIG_SECRET_SUFFIX = "-kubeconfig"
 KUBECONFIG_SECRET_KEY = "value"
 MIN_SIZE_ANNOTATION = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size"
@@ -142,6 +143,7 @@ class MachineInfo:
     """Carries `machine.cluster.x-k8s.io/exclude-node-draining`: Cluster API removes it undrained."""
     pre_drain_hooks: tuple[str, ...] = ()
     """Its `pre-drain.delete.hook.machine.cluster.x-k8s.io[/name]` annotations."""
+    exclude_detach_wait: bool = False
     deletion_condition: str = ""
     """While deleting: Cluster API's own account (v1beta2 `Deleting`, v1beta1 `DrainingSucceeded`)."""
 
@@ -165,6 +167,7 @@ class MachineInfo:
                 sorted(k for k in meta.get("annotations") or {} if k.startswith(PRE_DRAIN_HOOK_PREFIX))
             ),
             deletion_condition=_deletion_condition(status) if meta.get("deletionTimestamp") else "",
+            exclude_detach_wait=EXCLUDE_VOLUME_DETACH in (meta.get("annotations") or {}),
         )
 
 
@@ -189,6 +192,7 @@ class _Deployment:
     annotations: Mapping[str, str]
     deletion_order: DeletionPolicy
     drain_timeout_seconds: int | None = None
+    detach_timeout_seconds: int | None = None
 
     @classmethod
     def from_raw(cls, raw: RawObject) -> _Deployment:
@@ -205,6 +209,7 @@ class _Deployment:
             annotations=meta.get("annotations") or {},
             deletion_order=_deletion_order(spec),
             drain_timeout_seconds=_drain_timeout(spec),
+            detach_timeout_seconds=_drain_timeout(spec, "nodeVolumeDetachTimeout"),
         )
 
     @property
@@ -440,6 +445,8 @@ class ClusterApiPoolProvider:
             pre_drain_hooks=tuple(
                 sorted((m.node, m.pre_drain_hooks) for m in with_nodes if m.pre_drain_hooks)
             ),
+            detach_wait=frozenset(m.node for m in with_nodes if not m.exclude_detach_wait),
+            detach_timeout_seconds=deployment.detach_timeout_seconds,
             progress="; ".join(
                 f"Machine {m.name}: {m.deletion_condition}" for m in with_nodes if m.deletion_condition
             ),
@@ -638,16 +645,16 @@ def _deletion_condition(status: Mapping[str, Any]) -> str:
     return ""
 
 
-def _drain_timeout(spec: Mapping[str, Any]) -> int | None:
-    """The Machines' drain timeout from the template: v1beta2 `deletion.nodeDrainTimeoutSeconds`,
-    v1beta1 `nodeDrainTimeout` (a duration); 0 or unset means none, as in Cluster API."""
+def _drain_timeout(spec: Mapping[str, Any], field: str = "nodeDrainTimeout") -> int | None:
+    """A Machine deletion timeout from the template: v1beta2 `deletion.<field>Seconds`, v1beta1
+    `<field>` (a duration); 0 or unset means none, as in Cluster API."""
     machine = (spec.get("template") or {}).get("spec") or {}
-    seconds = (machine.get("deletion") or {}).get("nodeDrainTimeoutSeconds")
-    if seconds is None and machine.get("nodeDrainTimeout"):
+    seconds = (machine.get("deletion") or {}).get(f"{field}Seconds")
+    if seconds is None and machine.get(field):
         try:
-            seconds = int(parse_duration(str(machine["nodeDrainTimeout"])).total_seconds())
+            seconds = int(parse_duration(str(machine[field])).total_seconds())
         except DurationError:
-            log.warning("Ignoring nodeDrainTimeout %r: not a duration", machine["nodeDrainTimeout"])
+            log.warning("Ignoring %s %r: not a duration", field, machine[field])
             return None
     return int(seconds) if seconds else None
 

@@ -339,3 +339,37 @@ def test_a_pre_drain_hook_is_waited_for_and_reported(site: Site) -> None:
     op = ops.get(out.operation.id)
     assert op is not None and op.state is OpState.SUCCEEDED, op and op.error
     assert site.alpha.replicas() == 0 and not site.alpha.machines()
+
+
+def test_removal_waits_for_volumes_to_detach(site: Site) -> None:
+    """Cluster API deletes a drained Machine only once its Node's status.volumesAttached is empty
+    (the attach/detach controller clears it); so does scalebot's removal."""
+    nodes = site.alpha.create(2)
+    site.grant_kubeconfig_secret()
+    attached = {
+        "status": {
+            "volumesAttached": [{"name": "kubernetes.io/csi/ebs.csi.aws.com^vol-0a1", "devicePath": ""}]
+        }
+    }
+    b.patch(site.workload_admin, b.node_path(nodes[0]) + "/status", attached)
+    ops = site.operations(site.connect())
+    assert ops.plan(_request(OpKind.ZERO)).pools[0].detach_wait == tuple(sorted(nodes))
+    texts: list[str] = []
+    ops.subscribe(lambda event: texts.append(event.text))
+    reconciler = Reconciler([site.alpha]).start()
+    try:
+        out = ops.request(_request(OpKind.ZERO))
+        assert out.ok, out.reply
+        waiting = (
+            f"Waiting for volumes to detach before removal, as Cluster API does: {nodes[0]} (1 attached)"
+        )
+        b.wait_until(lambda: waiting in texts, 60, "the wait for the volume reported in the thread")
+        assert site.alpha.replicas() == 2, "nothing removed while a volume is attached"
+        b.patch(site.workload_admin, b.node_path(nodes[0]) + "/status", {"status": {"volumesAttached": None}})
+        assert ops.runner.wait_idle(60), "operation did not finish once the volume detached"
+    finally:
+        ops.runner.stop()
+        reconciler.stop()
+    op = ops.get(out.operation.id)
+    assert op is not None and op.state is OpState.SUCCEEDED, op and op.error
+    assert site.alpha.replicas() == 0
