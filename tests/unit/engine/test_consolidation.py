@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from engine.consolidation import (
+    ConsolidationPolicy,
     ConsolidationSettings,
     SchedulingSnapshot,
     due_empty,
@@ -21,6 +22,7 @@ from engine.consolidation import (
 )
 from engine.model import LabelSelector, PdbInfo
 from engine.operation import OpKind
+from engine.policy import EVICTOR, ClusterPolicy, approvals_needed
 from engine.pools.base import Pool
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
@@ -269,3 +271,19 @@ def test_a_node_with_only_daemonset_mirror_or_finished_pods_is_empty() -> None:
     pools = [Pool(name="web", provider="labels", nodes=("a", "b", "c"), desired=3)]
     assert empty_nodes(snap, pools=pools, now=NOW) == ("a", "b")
     assert empty_nodes(snap, pools=[], now=NOW) == ()  # a node in no pool cannot be removed
+
+
+def test_evictor_proposals_need_approval_unless_auto_approved_and_always_on_a_protected_cluster() -> None:
+    nodes = [raw_node("a"), raw_node("b")]
+    op_plan = operation_plan(
+        "dev",
+        plan(nodes, [raw_pod("web-1", "a")]),
+        [Pool(name="web", provider="labels", nodes=("a", "b"), desired=2)],
+    )
+    asks = ClusterPolicy(cluster="dev", approval_required_for=frozenset())
+    auto = replace(asks, consolidation=ConsolidationPolicy(evictor=True, evictor_auto_approve=True))
+    assert approvals_needed(asks, op_plan, requested_by=EVICTOR) == 1  # even where nothing else asks
+    assert approvals_needed(auto, op_plan, requested_by=EVICTOR) == 0
+    assert approvals_needed(replace(auto, protected=True), op_plan, requested_by=EVICTOR) == 2
+    # A person's consolidation is a scale-down for the policy.
+    assert approvals_needed(ClusterPolicy(cluster="dev"), op_plan, requested_by="U1") == 1
