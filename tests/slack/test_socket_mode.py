@@ -4,7 +4,8 @@ Covers: envelopes are acked with their envelope_id (a usage error rides in the a
 request over Socket Mode posts the card and an interactive envelope approves it; Slack's
 `disconnect` (refresh_requested) makes the client fetch a new URL (a second
 apps.connections.open) and keep working; auth.test happens once; readiness (`Bot.connected`)
-follows the WebSocket: true once connected, false when Slack goes away.
+follows the WebSocket: true once connected, false when Slack goes away; the Reject dialog
+(views.open, then a view_submission envelope) works over Socket Mode too.
 """
 
 from __future__ import annotations
@@ -96,3 +97,31 @@ def test_readiness_follows_the_socket_mode_connection(
         wait_until(lambda: not bot.connected(), what="readiness notices the dropped connection")
     finally:
         bot.stop(timeout=2)
+
+
+def test_reject_dialog_over_socket_mode(socket_bot: RunningBot, socket_server: SocketModeServer) -> None:
+    socket_server.wait_connections(1)
+    _command(socket_bot, socket_server, "zero dev-eu")
+    card = socket_bot.card()
+    op = socket_bot.only_op()
+    click = socket_bot.signer.block_actions_payload(
+        blocks.ACTION_REJECT,
+        op.approval_id,
+        user_id=APPROVER,
+        channel_id=CHANNEL,
+        message_ts=card.response["ts"],
+        response_url=socket_bot.api.response_url(),
+    )
+    socket_server.wait_for_ack(socket_server.push("interactive", click))
+    view = socket_bot.api.wait_for_call("views.open").body["view"]
+
+    reason = {
+        blocks.REJECT_REASON: {blocks.REJECT_REASON: {"type": "plain_text_input", "value": "not today"}}
+    }
+    submitted = socket_server.push(
+        "interactive", socket_bot.signer.view_submission_payload(view, reason, user_id=APPROVER)
+    )
+
+    assert "payload" not in socket_server.wait_for_ack(submitted)  # the dialog closes
+    update = socket_bot.api.wait_for_call("chat.update", lambda c: "Rejected by <@U0APP>" in all_text(c))
+    assert update.body["ts"] == card.response["ts"] and "not today" in all_text(update)
