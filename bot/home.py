@@ -52,6 +52,9 @@ class HomeTab:
         """User -> when they last opened the tab."""
         self._published: dict[str, float] = {}
         self._scheduled: set[str] = set()
+        """Users whose publish is queued or in flight."""
+        self._dirty: set[str] = set()
+        """Users whose Home changed while their publish was in flight."""
         self._links: dict[str, str] = {}
 
     def opened(self, user: str) -> None:
@@ -72,7 +75,8 @@ class HomeTab:
     def _schedule(self, user: str) -> None:
         with self._lock:
             if user in self._scheduled:
-                return  # a publish is on its way and will show this change too
+                self._dirty.add(user)  # queued or in flight: publish again after it, if in flight
+                return
             self._scheduled.add(user)
             wait = max(0.0, self._published.get(user, float("-inf")) + self._min_interval - self._clock())
         if wait:
@@ -90,12 +94,19 @@ class HomeTab:
 
     def _publish(self, user: str) -> None:
         with self._lock:
-            self._scheduled.discard(user)
-            self._published[user] = self._clock()
+            self._dirty.discard(user)  # changes from now on are either in this view or redone
         try:
             self._client.views_publish(user_id=user, view=self.view(user))
         except Exception:
             log.exception("could not publish the Home tab", extra={"user": user})
+        finally:
+            # The interval counts from the end of this call, so two publishes are never closer.
+            with self._lock:
+                self._published[user] = self._clock()
+                self._scheduled.discard(user)
+                again = user in self._dirty
+            if again:
+                self._schedule(user)
 
     def view(self, user: str) -> dict[str, Any]:
         groups = self._groups(user)
