@@ -93,7 +93,8 @@ class World:
     schedules: Schedules
     runner: SchedulerRunner
     scheduler: ManualScheduler
-    cluster: ControlledCluster
+    cluster: ControlledCluster | None = None
+    """The in-memory cluster with its test controls (None on a real control plane)."""
 
     def at(self, instant: datetime) -> None:
         self.clock.advance((instant - self.clock.now()).total_seconds())
@@ -512,6 +513,7 @@ def test_a_bare_schedule_add_opens_the_add_modal(world: World) -> None:
 def test_the_add_form_is_acked_at_once_while_the_cluster_api_is_slow(world: World) -> None:
     world.bot.command("schedule add", user=APPROVER)
     view = world.bot.api.wait_for_call("views.open").body["view"]
+    assert world.cluster is not None
     world.cluster.delay = 3.0  # every listing of the cluster now takes 3 s
 
     submitted = submit_view(world, view, add_form(), user=APPROVER)
