@@ -9,18 +9,27 @@
 #   scripts/build-image.sh          build (or reuse) the image; the last line of stdout is its directory
 #   scripts/build-image.sh --lock   resolve image/packages.txt anew from the current Debian archive,
 #                                   rewrite its versions and image/debian.lock, then build
+#   scripts/build-image.sh --allow-debian-drift
+#                                   for the test suite only: where the archive no longer has a locked
+#                                   version, install its current version of that same package, say
+#                                   which moved, and keep the image apart from the locked one (below)
 #
 # Output, cached by a hash of every input under $SCALEBOT_CACHE_DIR/image/<key>/ (default .cache/):
 #   oci/                     OCI image layout, reference name <version> (e.g. oci/:0.1.0)
 #   scalebot-<version>.tar   docker-archive tagged scalebot:<version> (docker load, kind load image-archive)
 #   DIGEST                   the manifest digest; IMAGE-SIZE the compressed and unpacked sizes
+#   debian.lock              the Debian packages actually installed (the lock's format)
+#   DEBIAN-DRIFT             "name: locked -> used" per package that is not at its locked version
+#                            (only with --allow-debian-drift; such a build goes to <key>_drift-<hash
+#                            of what it installed>/, which a strict build never reuses)
 #
 # What is pinned: every Debian package by name, version and architecture (image/debian.lock; a
 # Debian version never changes content, and apt checks each file against the archive's signed
 # index); every Python distribution by version and sha256 (requirements/image.txt); file times by
 # SOURCE_DATE_EPOCH (from the lock). What is not: the archive itself. A Debian mirror keeps only the
 # newest version of each package, so after a bookworm point release or security update the locked
-# versions disappear from it and this script stops with the list of differences; then either
+# versions disappear from it and this script stops, listing them (scripts/debian_lock.py pins every
+# locked version with apt preferences, after checking the archive still has it); then either
 # re-lock (--lock, review, commit) or build the locked versions from Debian's snapshot archive by
 # pointing SCALEBOT_DEBIAN_SOURCES at a sources file for the lock's snapshot timestamp.
 #
@@ -39,10 +48,12 @@ die() { echo "build-image: $*" >&2; exit 1; }
 log() { echo "build-image: $*" >&2; }
 
 relock=false
+drift=false
 case "${1:-}" in
   --lock) relock=true ;;
+  --allow-debian-drift) drift=true ;;
   "") ;;
-  *) die "unknown argument $1 (usage: scripts/build-image.sh [--lock])" ;;
+  *) die "unknown argument $1 (usage: scripts/build-image.sh [--lock | --allow-debian-drift])" ;;
 esac
 
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$repo/pyproject.toml" | head -n1)
@@ -53,7 +64,8 @@ version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$repo/pyproject.toml" | head -n1
 image_key() {
   local files
   files=$(cd "$repo" && {
-    printf '%s\n' scripts/build-image.sh Dockerfile pyproject.toml README.md requirements/image.txt
+    printf '%s\n' scripts/build-image.sh scripts/debian_lock.py scripts/debian-pin-hook.sh \
+      Dockerfile pyproject.toml README.md requirements/image.txt
     find image -type f
     find engine bot localcluster -type f \( -name '*.py' -o -name '*.yaml' -o -name '*.typed' \)
   } | LC_ALL=C sort)
@@ -69,11 +81,25 @@ verify() {  # verify DIR: a complete build
 }
 
 report() {
+  if [ -s "$1/DEBIAN-DRIFT" ]; then
+    log "Debian packages not at their image/debian.lock version (the archive moved on; re-lock:" \
+        "sudo scripts/build-image.sh --lock, review and commit image/):"
+    sed 's/^/  /' "$1/DEBIAN-DRIFT" >&2
+  fi
   echo "scalebot:$version $(cat "$1/DIGEST") ($(cat "$1/IMAGE-SIZE"))" >&2
   echo "$1"
 }
+cached() {  # the build of these inputs this mode may reuse (a drifted one only with --allow-debian-drift)
+  local d
+  if verify "$dest"; then echo "$dest"; return; fi
+  $drift || return 0
+  for d in $(ls -dt "$dest"_drift-* 2>/dev/null); do
+    if verify "$d"; then echo "$d"; return; fi
+  done
+}
 
-if ! $relock && verify "$dest"; then
+if ! $relock && [ -n "$(cached)" ]; then
+  dest=$(cached)
   log "cached ($dest)"
   touch "$dest"  # in use: see the pruning at the end
   report "$dest"; exit 0
@@ -86,7 +112,8 @@ mkdir -p "$cache_root"
 exec 9>"$cache_root/.lock"
 log "waiting for the build lock ($cache_root/.lock)"
 flock 9
-if ! $relock && verify "$dest"; then
+if ! $relock && [ -n "$(cached)" ]; then
+  dest=$(cached)
   log "cached ($dest)"
   report "$dest"; exit 0
 fi
@@ -126,10 +153,11 @@ cleanup() {
 }
 trap cleanup EXIT
 started=$(date +%s)
-timed() {  # timed PHASE CMD...
-  local phase=$1 t0; t0=$(date +%s); shift
-  "$@"
+timed() {  # timed PHASE CMD...: CMD's status (set -e does not apply where timed is followed by ||)
+  local phase=$1 t0 status=0; t0=$(date +%s); shift
+  "$@" || status=$?
   echo "$phase $(( $(date +%s) - t0 ))" >> "$stage/build-times.txt"
+  return "$status"
 }
 
 # --- SOURCE_DATE_EPOCH: fixed by the lock, so file times and the image's creation date are the
@@ -176,19 +204,26 @@ if [ -n "${SCALEBOT_DEBIAN_SOURCES:-}" ]; then
 elif [ -f /etc/apt/sources.list.d/debian.sources ] && grep -qw bookworm /etc/apt/sources.list.d/debian.sources; then
   debian_sources=(/etc/apt/sources.list.d/debian.sources)  # this machine's own bookworm mirror
 fi                                                           # else mmdebstrap's defaults for bookworm
-wanted=$(grep -v '^[[:space:]]*\(#\|$\)' "$packages")
-$relock && wanted=$(sed 's/=.*//' <<<"$wanted")
+# The names only: the versions are the lock's, every one of the image's packages (Essential's too)
+# held by apt preferences that the setup hook writes after checking the archive still has them.
+wanted=$(grep -v '^[[:space:]]*\(#\|$\)' "$packages" | sed 's/=.*//')
 include=$(paste -sd, <<<"$wanted")
+pin_hook=()
+: > "$stage/unpinned.txt"
+if ! $relock; then
+  pin_hook=(--setup-hook="sh '$here/debian-pin-hook.sh' \"\$1\" '$python' '$lock' '$stage' $($drift && echo --allow-drift || true)")
+fi
 # Debian's own "slim" trims: no manual pages, documentation (copyright files stay) or translations.
 # The merged-usr hook lays out /usr as debootstrap and Debian's images do; without it apt satisfies
 # init-system-helpers with the usrmerge package, which drags Perl into the image.
 timed debian mmdebstrap --quiet --mode=root --variant=essential --architectures=amd64 --include="$include" \
+  "${pin_hook[@]}" \
   --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
   --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*' \
   --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
   --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/lintian/*' \
   bookworm "$stage/rootfs" "${debian_sources[@]}" >&2 \
-  || die "mmdebstrap failed (above). If apt found no such version of a package in image/packages.txt, the archive moved on: run scripts/build-image.sh --lock, review and commit image/, or build from a snapshot archive (SCALEBOT_DEBIAN_SOURCES)"
+  || die "mmdebstrap failed (above)"
 
 installed=$(dpkg-query --admindir="$stage/rootfs/var/lib/dpkg" -W -f='${Package} ${Version} ${Architecture}\n' \
             | LC_ALL=C sort)
@@ -208,12 +243,21 @@ if $relock; then
   key=$(image_key)  # the lock is an input
   dest="$cache_root/$key"
 else
-  expected=$(grep -v '^#' "$lock" | LC_ALL=C sort)
-  if [ "$installed" != "$expected" ]; then
-    diff <(echo "$expected") <(echo "$installed") | sed 's/^</  locked:/; s/^>/  built: /' | grep -v '^[0-9]\|^---' >&2 || true
-    die "the Debian packages differ from image/debian.lock (the archive moved on): run scripts/build-image.sh --lock, review and commit image/, or build from a snapshot archive (SCALEBOT_DEBIAN_SOURCES)"
+  # The same packages (name and architecture) always; other versions only where the archive no
+  # longer had the locked one and --allow-debian-drift let it move.
+  echo "$installed" > "$stage/installed.txt"
+  "$python" "$here/debian_lock.py" check "$lock" "$stage/installed.txt" "$stage/unpinned.txt" "$stage/DEBIAN-DRIFT" \
+    || die "the Debian packages differ from image/debian.lock (above)"
+  if [ -s "$stage/DEBIAN-DRIFT" ]; then
+    dest="$cache_root/${key}_drift-$(sha256sum <<<"$installed" | cut -c1-12)"
+  else
+    rm "$stage/DEBIAN-DRIFT"
   fi
 fi
+{
+  grep '^#' "$lock" 2>/dev/null || true
+  echo "$installed"
+} > "$stage/debian.lock"
 
 # --- scalebot: image/setup.sh in the new root filesystem, the wheels bind-mounted at /wheels.
 rootfs="$stage/rootfs"
@@ -303,7 +347,7 @@ echo "$digest" > "$stage/DIGEST"
 compressed=$(du -sb "$oci/blobs" | cut -f1)
 unpacked=$(du -sb --apparent-size "$rootfs" | cut -f1)
 echo "$(( compressed / 1048576 )) MiB compressed, $(( unpacked / 1048576 )) MiB unpacked" > "$stage/IMAGE-SIZE"
-rm -rf "$rootfs" "$stage/src" "$wheels"
+rm -rf "$rootfs" "$stage/src" "$wheels" "$stage/available.txt" "$stage/installed.txt" "$stage/unpinned.txt"
 echo "total $(( $(date +%s) - started ))" >> "$stage/build-times.txt"
 echo "$key" > "$stage/STAMP"
 trap - EXIT
@@ -311,7 +355,7 @@ rm -rf "$dest"
 mv "$stage" "$dest"
 # Images of other inputs (about 400 MB each) go once nothing has used them for a day; not at once,
 # since other checkouts sharing this cache may be testing theirs right now.
-find "$cache_root" -mindepth 1 -maxdepth 1 -type d -name 'scalebot-*' ! -name "$key" \
+find "$cache_root" -mindepth 1 -maxdepth 1 -type d -name 'scalebot-*' ! -name "$(basename "$dest")" \
   ! -newermt '-1 day' -exec rm -rf {} +
 log "built in $(( $(date +%s) - started )) s (phases in $dest/build-times.txt)"
 report "$dest"

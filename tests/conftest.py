@@ -60,6 +60,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = selected
 
 
+def note_in_summary(line: str) -> None:
+    """A line for the end of the run, after the results: what passed but deserves a look."""
+    _STARTUP_NOTES.append(line)
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     for note in _STARTUP_NOTES:
         terminalreporter.write_line(note)
