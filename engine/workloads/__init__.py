@@ -1,16 +1,16 @@
 """Workloads provider: put Deployments, StatefulSets, CronJobs and KEDA ScaledObjects to sleep and back.
 
 Public surface (issue 4, "Workloads"). Modules:
-  model       PURE  kinds, WorkloadInfo/NamespaceInfo/HpaInfo from raw JSON, WorkloadRecord (+ annotation)
+  model       PURE  kinds, WorkloadInfo/NamespaceInfo/HpaInfo from raw JSON, WorkloadRecord, StoredOriginals
   selectors   PURE  label selector text → LabelSelector
   config      PURE  WorkloadConfig: namespace selection, exclusion defaults, kinds
   exclusions  PURE  exclusion verdicts: annotations (scalebot.io/*, downscaler/*), expiry, precedence
   plan        PURE  plan_sleep / plan_wake → WorkloadPlan of Decisions with their merge patches
-  patches     PURE  the JSON merge patches (one field per kind + scalebot's annotations, resourceVersion)
+  patches     PURE  the JSON merge patches (one field per kind, resourceVersion; replicas via /scale)
   report      PURE  WorkloadReport ("61/61 workloads restored"), Availability ("61/61 workloads available")
   api               WorkloadApi port
   kube              its adapter over engine.kube.client.KubeClient (the only module importing kubernetes)
-  scaler            WorkloadScaler: snapshot → plan → patches (409-safe) → report
+  scaler            WorkloadScaler: snapshot (+ originals ConfigMap) → plan → patches (409-safe) → report
 
 Importing this package does not import `kubernetes`; `WorkloadScaler.from_kube_client` loads the adapter.
 """

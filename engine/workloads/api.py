@@ -30,6 +30,17 @@ class WorkloadApi(Protocol):
         """Raises NotFound when the object is gone."""
         ...
 
-    def patch_workload(self, kind: Kind, namespace: str, name: str, patch: Mapping[str, Any]) -> WorkloadInfo:
-        """Send a JSON merge patch as field manager "scalebot"; Conflict when its resourceVersion is stale."""
+    def patch_workload(self, kind: Kind, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        """Send a JSON merge patch as field manager "scalebot"; Conflict when its resourceVersion is stale.
+
+        Deployments and StatefulSets: to their `scale` subresource (the patch holds only replicas).
+        """
+        ...
+
+    def read_originals(self, namespace: str) -> Mapping[str, str]:
+        """The data of scalebot's ConfigMap `scalebot-workloads` in `namespace`; empty when absent."""
+        ...
+
+    def write_originals(self, namespace: str, changes: Mapping[str, str | None]) -> None:
+        """Set (or, for None, remove) these keys of that ConfigMap, creating it if needed."""
         ...

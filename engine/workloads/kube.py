@@ -4,7 +4,9 @@ Owns the per-kind endpoints of the official client and nothing else. Every reque
 the engine's `KubeClient` plumbing (`read_json`, `list_raw`), so answers are parsed from raw JSON
 (`_preload_content=False` + orjson, never the generated models), lists are paginated, the client
 rate limit and request counts apply, and every failure is already an `engine.kube.errors` type.
-Writes are JSON merge patches under field manager "scalebot".
+Writes are JSON merge patches under field manager "scalebot": replicas through the `scale`
+subresource (scalebot has no patch on Deployments and StatefulSets themselves), and the originals
+to scalebot's own ConfigMap `scalebot-workloads`.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from engine.workloads.model import (
     FIELD_MANAGER,
     KEDA_GROUP,
     KEDA_VERSION,
+    ORIGINALS_CONFIGMAP,
     HpaInfo,
     Kind,
     NamespaceInfo,
@@ -37,6 +40,7 @@ class _Endpoint:
     list_all: Callable[..., Any]
     read: Callable[..., Any]
     patch: Callable[..., Any]
+    """Deployments and StatefulSets: the `scale` subresource's patch."""
 
 
 class KubeWorkloadApi:
@@ -54,13 +58,13 @@ class KubeWorkloadApi:
                 "deployments",
                 apps.list_deployment_for_all_namespaces,
                 apps.read_namespaced_deployment,
-                apps.patch_namespaced_deployment,
+                apps.patch_namespaced_deployment_scale,
             ),
             Kind.STATEFULSET: _Endpoint(
                 "statefulsets",
                 apps.list_stateful_set_for_all_namespaces,
                 apps.read_namespaced_stateful_set,
-                apps.patch_namespaced_stateful_set,
+                apps.patch_namespaced_stateful_set_scale,
             ),
             Kind.CRONJOB: _Endpoint(
                 "cronjobs",
@@ -116,11 +120,14 @@ class KubeWorkloadApi:
         raw = self._kube.read_json("get", endpoint.resource, endpoint.read, name=name, namespace=namespace)
         return WorkloadInfo.from_raw(kind, raw)
 
-    def patch_workload(self, kind: Kind, namespace: str, name: str, patch: Mapping[str, Any]) -> WorkloadInfo:
+    def patch_workload(self, kind: Kind, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
         endpoint = self._endpoints[kind]
-        raw = self._kube.read_json(
+        resource = (
+            f"{endpoint.resource}/scale" if kind in (Kind.DEPLOYMENT, Kind.STATEFULSET) else endpoint.resource
+        )
+        self._kube.read_json(
             "patch",
-            endpoint.resource,
+            resource,
             endpoint.patch,
             name=name,
             namespace=namespace,
@@ -128,4 +135,52 @@ class KubeWorkloadApi:
             field_manager=FIELD_MANAGER,
             _content_type=JSON_MERGE_PATCH,
         )
-        return WorkloadInfo.from_raw(kind, raw)
+
+    def read_originals(self, namespace: str) -> Mapping[str, str]:
+        try:
+            raw = self._kube.read_json(
+                "get",
+                "configmaps",
+                self._core.read_namespaced_config_map,
+                name=ORIGINALS_CONFIGMAP,
+                namespace=namespace,
+            )
+        except errors.NotFound:
+            return {}
+        return dict(raw.get("data") or {})
+
+    def write_originals(self, namespace: str, changes: Mapping[str, str | None]) -> None:
+        # A merge patch of `data` touches only these keys, so concurrent writers of other keys are
+        # safe without a resourceVersion guard. Absent: create it; a lost create race patches.
+        created = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": ORIGINALS_CONFIGMAP, "labels": {"app.kubernetes.io/managed-by": "scalebot"}},
+            "data": {k: v for k, v in changes.items() if v is not None},
+        }
+        for _ in range(2):
+            try:
+                self._write_configmap(
+                    "patch",
+                    self._core.patch_namespaced_config_map,
+                    namespace,
+                    name=ORIGINALS_CONFIGMAP,
+                    body={"data": dict(changes)},
+                    _content_type=JSON_MERGE_PATCH,
+                )
+                return
+            except errors.NotFound:
+                pass
+            try:
+                self._write_configmap(
+                    "create", self._core.create_namespaced_config_map, namespace, body=created
+                )
+                return
+            except errors.Conflict:
+                continue  # created by another writer meanwhile: patch it
+        raise errors.Conflict(status=409, message=f"ConfigMap {ORIGINALS_CONFIGMAP} kept changing; try again")
+
+    def _write_configmap(self, verb: str, call: Callable[..., Any], namespace: str, **kwargs: Any) -> None:
+        self._kube.read_json(
+            verb, "configmaps", call, namespace=namespace, field_manager=FIELD_MANAGER, **kwargs
+        )

@@ -4,8 +4,10 @@ Pure: no I/O, no clock. Owns:
 - the four kinds scalebot puts to sleep and, per kind, the one field it changes and the value it
   sets at night (`KINDS`);
 - `WorkloadInfo`, `NamespaceInfo`, `HpaInfo`, built from the API server's raw JSON (`from_raw`);
-- `WorkloadRecord`, the value to restore at wake, and its two serialised forms: the on-object
-  annotation `scalebot.io/original` (survives a lost database) and a plain dict for SQLite.
+- `WorkloadRecord`, the value to restore at wake, and its serialised forms: a plain dict for
+  SQLite, the same as JSON in scalebot's ConfigMap `scalebot-workloads` (survives a lost database;
+  `StoredOriginals`), and the on-object annotation `scalebot.io/original` that earlier versions
+  wrote (read only, so a cluster they put to sleep wakes).
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ FieldValue = int | bool | str | None
 """replicas (int), suspend (bool) or KEDA's paused-replicas annotation (str, None when absent)."""
 
 ORIGINAL_ANNOTATION = "scalebot.io/original"
+"""Written on each object by earlier versions; now only read (a cluster they put to sleep wakes)."""
+ORIGINALS_CONFIGMAP = "scalebot-workloads"
+"""The ConfigMap in scalebot's own namespace holding the originals (they survive a lost database)."""
 KEDA_PAUSED_ANNOTATION = "autoscaling.keda.sh/paused-replicas"
 KEDA_GROUP = "keda.sh"
 KEDA_VERSION = "v1alpha1"
@@ -261,6 +266,13 @@ class WorkloadRecord:
             raise ValueError(f'{ORIGINAL_ANNOTATION} has an unreadable "at": {text!r}') from exc
         return cls(workload.kind, workload.namespace, workload.name, original, target, at, workload.uid)
 
+    @property
+    def data_key(self) -> str:
+        return originals_key(self.kind, self.namespace, self.name)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), separators=(",", ":"))
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict for the caller's database row."""
         return {
@@ -288,3 +300,47 @@ class WorkloadRecord:
             recorded_at=parse_time(row.get("recorded_at")),
             uid=row.get("uid") or "",
         )
+
+
+def originals_key(kind: Kind, namespace: str, name: str) -> str:
+    """The ConfigMap data key of one object: `deployment.<namespace>.<name>`.
+
+    ConfigMap keys allow only `[-._a-zA-Z0-9]`; kind and namespace hold no dot, so it is unique.
+    """
+    return f"{kind.lower()}.{namespace}.{name}"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredOriginals:
+    """The originals ConfigMap as read: records by object key, and legacy annotations already used.
+
+    `legacy_used` maps an object key to the `scalebot.io/original` text a wake already restored
+    from: scalebot may no longer patch Deployments and StatefulSets, so the annotation stays on
+    them, and this is how a later sleep or wake knows it is stale.
+    """
+
+    records: Mapping[str, WorkloadRecord] = field(default_factory=dict)
+    legacy_used: Mapping[str, str] = field(default_factory=dict)
+    unreadable: tuple[str, ...] = ()
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, str]) -> StoredOriginals:
+        records: dict[str, WorkloadRecord] = {}
+        used: dict[str, str] = {}
+        unreadable: list[str] = []
+        for data_key, text in sorted(data.items()):
+            try:
+                body = json.loads(text)
+                if isinstance(body, dict) and isinstance(body.get("legacy_used"), dict):
+                    marker = body["legacy_used"]
+                    used[str(marker["key"])] = str(marker["annotation"])
+                else:
+                    record = WorkloadRecord.from_dict(body)
+                    records[record.key] = record
+            except (ValueError, KeyError, TypeError):
+                unreadable.append(data_key)
+        return cls(records, used, tuple(unreadable))
+
+
+def legacy_used_value(key: str, annotation: str) -> str:
+    return json.dumps({"legacy_used": {"key": key, "annotation": annotation}}, separators=(",", ":"))

@@ -1,8 +1,11 @@
 """The JSON merge patches scalebot sends: one field per kind plus its own annotations.
 
-Pure. A patch names only the fields scalebot owns (never the whole annotation map, so other
-writers' annotations survive, engine-semantics §7 GitOps) and carries the `resourceVersion` the
-decision was made on, so it applies only to the object as it was read (409 otherwise).
+Deployments and StatefulSets: the patch goes to their `scale` subresource, so it carries
+`spec.replicas` and the `resourceVersion` only (the Scale object's version is its parent's, so the
+guard holds there too); scalebot writes nothing else on them. Pure. A patch names only the
+fields scalebot owns (never the whole annotation map, so other writers' annotations survive,
+engine-semantics §7 GitOps) and carries the `resourceVersion` the decision was made on, so it
+applies only to the object as it was read (409 otherwise).
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ def merge_patch(workload: WorkloadInfo, value: FieldValue, annotations: Mapping[
     metadata: dict[str, Any] = {"annotations": dict(annotations)}
     body: dict[str, Any] = {}
     if workload.kind in _REPLICA_KINDS:
+        # The scale subresource holds no annotations: a caller asking for them here is a bug.
+        assert not annotations, f"annotations cannot go through {workload.key}'s scale subresource"
         body["spec"] = {"replicas": value}
     elif workload.kind is Kind.CRONJOB:
         body["spec"] = {"suspend": value}

@@ -8,18 +8,23 @@ Rules (engine-semantics §7), sleep:
 - excluded objects (see `exclusions`) are listed with the reason and never written;
 - an object already at its night value with no record of ours (replicas 0, a suspended CronJob, a
   ScaledObject paused at "0") was put there by its owner: left alone, so wake leaves it alone too;
-- otherwise the original is written to `scalebot.io/original` in the same patch as the change, and
-  an existing `scalebot.io/original` is never replaced (a second sleep in one night keeps the
-  day-time value; it only re-applies the night value if someone undid it);
+- otherwise the original is recorded (the caller's database, and scalebot's own ConfigMap
+  `scalebot-workloads` before the patch is sent), and an existing record is never replaced (a second
+  sleep in one night keeps the day-time value; it only re-applies the night value if someone undid
+  it). A `scalebot.io/original` annotation written by an earlier version counts as such a record
+  until a wake has used it (`StoredOriginals.legacy_used`);
 - objects with a controller owner (an operator would scale them back) are skipped and reported;
   a workload a KEDA ScaledObject scales is left to KEDA (unchanged): the ScaledObject is paused.
 Every patch carries the `resourceVersion` the decision was made on: if the object changed since,
 the API server answers 409 and the caller re-reads and decides again, so a recorded original is
 always the value the object had when we changed it.
 
-Wake: the night value still in place → restore the original and drop the annotation; a different
-live value → "modified while asleep", not clobbered (unless forced), the annotation dropped so a
-later sleep records the new day-time value; an original equal to the night value stays.
+Wake: the night value still in place → restore the original; a different live value → "modified
+while asleep", not clobbered (unless forced), the record dropped so a later sleep records the new
+day-time value; an original equal to the night value stays. A legacy annotation is removed where
+scalebot may still patch the object (CronJobs, ScaledObjects); on Deployments and StatefulSets,
+which it now changes only through `scale`, it is left in place, marked used in the ConfigMap and
+reported once (`kubectl annotate ... scalebot.io/original-` removes it).
 """
 
 from __future__ import annotations
@@ -36,8 +41,10 @@ from engine.workloads.model import (
     HpaInfo,
     Kind,
     NamespaceInfo,
+    StoredOriginals,
     WorkloadInfo,
     WorkloadRecord,
+    legacy_used_value,
     object_key,
     same_value,
 )
@@ -56,6 +63,8 @@ class WorkloadSnapshot:
     keda_available: bool = False
     warnings: tuple[Outcome, ...] = ()
     """Listings that failed without failing the whole snapshot (e.g. KEDA discovery)."""
+    stored: StoredOriginals = field(default_factory=StoredOriginals)
+    """scalebot's originals ConfigMap: the records of objects it put to sleep."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +141,7 @@ def plan_sleep(snapshot: WorkloadSnapshot, *, now: datetime, config: WorkloadCon
             continue
         verdict = decide(workload, namespace, ns_verdicts[namespace.name], config, now=now)
         expired.extend(Outcome(workload.key, note) for note in verdict.expired)
-        decisions.append(_sleep_decision(workload, verdict, keda_targets, now))
+        decisions.append(_sleep_decision(workload, verdict, keda_targets, now, snapshot.stored))
     return WorkloadPlan(
         action="sleep",
         decisions=tuple(decisions),
@@ -144,7 +153,11 @@ def plan_sleep(snapshot: WorkloadSnapshot, *, now: datetime, config: WorkloadCon
 
 
 def _sleep_decision(
-    workload: WorkloadInfo, verdict: Verdict, keda_targets: Mapping[str, str], now: datetime
+    workload: WorkloadInfo,
+    verdict: Verdict,
+    keda_targets: Mapping[str, str],
+    now: datetime,
+    stored: StoredOriginals,
 ) -> Decision:
     key, spec = workload.key, workload.spec
     if verdict.excluded:
@@ -157,26 +170,44 @@ def _sleep_decision(
         # Not a problem to report: the ScaledObject's pause is what puts this workload to sleep.
         reason = f"scaled by KEDA {keda_targets[key]}; paused through the ScaledObject instead"
         return Decision("unchanged", Outcome(key, reason))
-    text = workload.annotations.get(ORIGINAL_ANNOTATION)
+    kept = _stored_record(workload, stored)
+    if kept is not None:
+        return _sleep_again(workload, kept)
+    text = live_legacy_annotation(workload, stored)
     if text is not None:
-        return _sleep_again(workload, text)
+        try:
+            return _sleep_again(workload, WorkloadRecord.from_annotation(workload, text))
+        except ValueError as exc:
+            return Decision("skipped", Outcome(key, f"{exc}; not changed (fix or remove the annotation)"))
     if same_value(workload.value, spec.target):
         return Decision("unchanged", Outcome(key, _at_rest_reason(workload)))
     record = WorkloadRecord(
         workload.kind, workload.namespace, workload.name, workload.value, spec.target, now, workload.uid
     )
-    patch = merge_patch(workload, spec.target, {ORIGINAL_ANNOTATION: record.annotation_value()})
+    patch = merge_patch(workload, spec.target, {})
     reason = f"{spec.describe(workload.value)} → {spec.describe(spec.target)}"
     return Decision("change", Outcome(key, reason), patch, record)
 
 
-def _sleep_again(workload: WorkloadInfo, text: str) -> Decision:
+def _stored_record(workload: WorkloadInfo, stored: StoredOriginals) -> WorkloadRecord | None:
+    """The ConfigMap's record of this object, unless it names an earlier object of the same name."""
+    record = stored.records.get(workload.key)
+    if record is None or (record.uid and workload.uid and record.uid != workload.uid):
+        return None
+    return record
+
+
+def live_legacy_annotation(workload: WorkloadInfo, stored: StoredOriginals) -> str | None:
+    """`scalebot.io/original` from an earlier version, unless a wake already restored from it."""
+    text = workload.annotations.get(ORIGINAL_ANNOTATION)
+    if text is None or stored.legacy_used.get(workload.key) == text:
+        return None
+    return text
+
+
+def _sleep_again(workload: WorkloadInfo, record: WorkloadRecord) -> Decision:
     """A second sleep: the recorded day-time value stays; only the night value is re-applied."""
     key, spec = workload.key, workload.spec
-    try:
-        record = WorkloadRecord.from_annotation(workload, text)
-    except ValueError as exc:
-        return Decision("skipped", Outcome(key, f"{exc}; not changed (fix or remove the annotation)"))
     kept = f"{spec.describe(record.original)} to restore"
     if same_value(workload.value, record.target):
         return Decision("unchanged", Outcome(key, f"already asleep ({kept})"), record=record)
@@ -231,17 +262,18 @@ def plan_wake(
     config: WorkloadConfig,
     force_restore: bool = False,
 ) -> WorkloadPlan:
-    """Decide what to restore: from `records` (the database), or, when None, from the annotations.
+    """Decide what to restore: from `records` (the database), or, when None, from the ConfigMap.
 
-    Without records every object of a configured kind in the selected namespaces that carries
-    `scalebot.io/original` is restored; exclusions do not apply (an object excluded after it was put
+    Without records every object of a configured kind in the selected namespaces that has a record
+    in scalebot's ConfigMap, or an unused `scalebot.io/original` from an earlier version, is
+    restored; exclusions do not apply (an object excluded after it was put
     to sleep is still ours to restore). With records, exactly those objects, whatever the selection;
     when an object has several records, the earliest is the day-time value.
     """
     live = {w.key: w for w in snapshot.workloads}
     decisions: list[Decision] = []
     if records is None:
-        chosen, unreadable = _records_from_annotations(snapshot, config)
+        chosen, unreadable = _stored_records(snapshot, config)
         decisions.extend(unreadable)
     else:
         chosen = _earliest(records)
@@ -250,9 +282,52 @@ def plan_wake(
     return WorkloadPlan(
         action="wake",
         decisions=tuple(sorted(decisions, key=lambda d: d.key)),
-        warnings=snapshot.warnings,
+        warnings=(*snapshot.warnings, *_legacy_notes(decisions, snapshot)),
         snapshot=snapshot,
     )
+
+
+def _legacy_notes(decisions: Sequence[Decision], snapshot: WorkloadSnapshot) -> tuple[Outcome, ...]:
+    """Once per annotation: a legacy `scalebot.io/original` this wake uses but cannot remove."""
+    live = {w.key: w for w in snapshot.workloads}
+    notes = []
+    for d in decisions:
+        workload = live.get(d.key)
+        if workload is None or workload.kind not in _REPLICA_KINDS or d.category == "error":
+            continue
+        if live_legacy_annotation(workload, snapshot.stored) is not None:
+            reason = (
+                f"carries {ORIGINAL_ANNOTATION} from an earlier scalebot version; left in place "
+                "(scalebot changes replicas only through the scale subresource) and ignored from now "
+                f"on; remove it with kubectl annotate -n {workload.namespace} "
+                f"{workload.kind.lower()}/{workload.name} {ORIGINAL_ANNOTATION}-"
+            )
+            notes.append(Outcome(d.key, reason))
+    return tuple(notes)
+
+
+def originals_after_wake(done: Sequence[Decision], snapshot: WorkloadSnapshot) -> dict[str, str | None]:
+    """The ConfigMap changes once a wake has dealt with `done`: its records go (None removes).
+
+    A record that failed (category "error") stays for the next wake. An object still carrying a
+    legacy annotation scalebot cannot remove gets a marker instead, so the stale annotation is
+    never restored from again.
+    """
+    live = {w.key: w for w in snapshot.workloads}
+    stored = snapshot.stored
+    changes: dict[str, str | None] = {}
+    for d in done:
+        record = d.record
+        if record is None or d.category == "error":
+            continue
+        workload = live.get(d.key)
+        text = workload.annotations.get(ORIGINAL_ANNOTATION) if workload is not None else None
+        if text is not None and record.kind in _REPLICA_KINDS:
+            if stored.legacy_used.get(d.key) != text or d.key in stored.records:
+                changes[record.data_key] = legacy_used_value(d.key, text)
+        elif d.key in stored.records or d.key in stored.legacy_used:
+            changes[record.data_key] = None
+    return changes
 
 
 def decide_wake(
@@ -265,7 +340,10 @@ def decide_wake(
     if record.uid and live.uid and record.uid != live.uid:
         reason = "deleted and recreated while asleep (new UID); left as it is"
         return Decision("skipped", Outcome(key, reason), record=record)
-    cleanup = {ORIGINAL_ANNOTATION: None} if ORIGINAL_ANNOTATION in live.annotations else {}
+    # The legacy annotation is removed where scalebot may still patch the object; Deployments and
+    # StatefulSets are changed only through `scale`, so theirs stays (see originals_after_wake).
+    removable = live.kind not in _REPLICA_KINDS and ORIGINAL_ANNOTATION in live.annotations
+    cleanup: dict[str, None] = {ORIGINAL_ANNOTATION: None} if removable else {}
     original, now_value = spec.describe(record.original), spec.describe(live.value)
     if same_value(record.original, record.target):
         reason = f"had {original} before sleep; stays so"
@@ -286,15 +364,22 @@ def decide_wake(
     return Decision("skipped", Outcome(key, reason), cleanup_patch(live, cleanup), record)
 
 
-def _records_from_annotations(
+def _stored_records(
     snapshot: WorkloadSnapshot, config: WorkloadConfig
 ) -> tuple[list[WorkloadRecord], list[Decision]]:
+    """The ConfigMap's records in scope, then legacy annotations of objects it has no record of."""
     in_scope = {ns.name for ns in snapshot.namespaces if config.selects(ns)}
-    records: list[WorkloadRecord] = []
+    stored = snapshot.stored
+    records = [r for r in stored.records.values() if r.namespace in in_scope and r.kind in config.kinds]
     unreadable: list[Decision] = []
     for workload in snapshot.workloads:
-        text = workload.annotations.get(ORIGINAL_ANNOTATION)
-        if text is None or workload.namespace not in in_scope or workload.kind not in config.kinds:
+        text = live_legacy_annotation(workload, stored)
+        if (
+            text is None
+            or workload.key in stored.records
+            or workload.namespace not in in_scope
+            or workload.kind not in config.kinds
+        ):
             continue
         try:
             records.append(WorkloadRecord.from_annotation(workload, text))

@@ -5,9 +5,11 @@ one merge patch per object to change (each guarded by the resourceVersion it was
 a 409 a fresh read of that one object and a new decision, so a concurrent writer is never
 overwritten and a recorded original is always the value the object had when scalebot changed it.
 
-Persistence is the caller's: `sleep(record=...)` hands each record over *before* its patch is sent,
-so the database holds the original before the object changes (engine-semantics §7, "record before
-acting"); the on-object annotation is written in the patch itself.
+Persistence: `sleep(record=...)` hands each record to the caller's database, and the scaler writes it
+to scalebot's own ConfigMap `scalebot-workloads`, both *before* its patch is sent, so the original
+is kept before the object changes (engine-semantics §7, "record before acting") and survives a lost
+database. Nothing is written on the workloads but the field scalebot changes (replicas go through
+the `scale` subresource).
 """
 
 from __future__ import annotations
@@ -20,13 +22,22 @@ from engine.clock import Clock, SystemClock
 from engine.kube import errors
 from engine.workloads.api import WorkloadApi
 from engine.workloads.config import WorkloadConfig
-from engine.workloads.model import HpaInfo, Kind, WorkloadInfo, WorkloadRecord
+from engine.workloads.model import (
+    ORIGINALS_CONFIGMAP,
+    HpaInfo,
+    Kind,
+    StoredOriginals,
+    WorkloadInfo,
+    WorkloadRecord,
+    object_key,
+)
 from engine.workloads.plan import (
     Decision,
     WorkloadPlan,
     WorkloadSnapshot,
     decide_wake,
     notes_for_hpas,
+    originals_after_wake,
     plan_sleep,
     plan_wake,
     with_workload,
@@ -90,13 +101,25 @@ class WorkloadScaler:
             )
         no_hpas: list[HpaInfo] = []
         hpas = self._advisory(warnings, "HorizontalPodAutoscalers", self._api.list_hpas, default=no_hpas)
+        # Not advisory: without the ConfigMap a second sleep could not tell a day-time value from
+        # the night value it set, and a wake without records would find nothing to restore.
+        stored = StoredOriginals.from_data(self._api.read_originals(self.config.own_namespace))
+        warnings += [
+            Outcome(self._configmap_key, f"key {k} is unreadable; ignored (fix or remove it)")
+            for k in stored.unreadable
+        ]
         return WorkloadSnapshot(
             namespaces=tuple(self._api.list_namespaces()),
             workloads=tuple(workloads),
             hpas=tuple(hpas),
             keda_available=keda,
             warnings=tuple(warnings),
+            stored=stored,
         )
+
+    @property
+    def _configmap_key(self) -> str:
+        return object_key("ConfigMap", self.config.own_namespace, ORIGINALS_CONFIGMAP)
 
     def _list_scaledobjects(self) -> list[WorkloadInfo]:
         return self._api.list_workloads(Kind.SCALEDOBJECT)
@@ -149,6 +172,7 @@ class WorkloadScaler:
             if record is not None and decision.record is not None:
                 record(decision.record)
             try:
+                self._keep_original(decision, snapshot.stored)
                 self._patch(decision)
                 return decision
             except errors.Conflict:
@@ -183,7 +207,16 @@ class WorkloadScaler:
         force = self.config.force_restore if force_restore is None else force_restore
         plan = self.plan_wake(records, force_restore=force)
         done = [self._apply_wake(d, force) for d in plan.decisions]
-        return _report(plan, done, ())
+        report = _report(plan, done, ())
+        changes = originals_after_wake(done, plan.snapshot or WorkloadSnapshot())
+        if changes:
+            try:
+                self._api.write_originals(self.config.own_namespace, changes)
+            except errors.KubeError as exc:
+                # The objects are restored; their records stay, and a later wake finds them restored.
+                note = Outcome(self._configmap_key, f"could not drop the restored records ({exc})")
+                report = replace(report, notes=(*report.notes, note))
+        return report
 
     def _apply_wake(self, decision: Decision, force: bool) -> Decision:
         record = decision.record
@@ -208,6 +241,13 @@ class WorkloadScaler:
 
     def _backoff(self, attempt: int) -> None:
         self._clock.sleep(min(CONFLICT_BACKOFF_SECONDS * 2**attempt, CONFLICT_BACKOFF_CAP_SECONDS))
+
+    def _keep_original(self, decision: Decision, stored: StoredOriginals) -> None:
+        """Write a change's record to the ConfigMap before the change (unless it is there already)."""
+        r = decision.record
+        if decision.category != "change" or r is None or stored.records.get(r.key) == r:
+            return
+        self._api.write_originals(self.config.own_namespace, {r.data_key: r.to_json()})
 
     def _patch(self, decision: Decision) -> None:
         assert decision.patch is not None and decision.record is not None

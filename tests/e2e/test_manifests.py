@@ -67,7 +67,9 @@ USED: list[tuple[str, str, str | None]] = [
     ("list", "namespaces", None),
     # engine.workloads
     ("list", "deployments.apps", None),
-    ("patch", "deployments.apps", "default"),
+    ("get", "statefulsets.apps", "default"),
+    ("patch", "deployments.apps/scale", "default"),  # replicas, through the scale subresource
+    ("patch", "statefulsets.apps/scale", "default"),
     ("patch", "cronjobs.batch", "default"),
     ("list", "horizontalpodautoscalers.autoscaling", None),
     ("patch", "scaledobjects.keda.sh", "default"),
@@ -90,7 +92,7 @@ USED: list[tuple[str, str, str | None]] = [
     ("get", "leases.coordination.k8s.io", "scalebot"),
     ("create", "leases.coordination.k8s.io", "scalebot"),
     ("update", "leases.coordination.k8s.io", "scalebot"),
-    # engine.pools.labels: the scalebot-pool-<name> records
+    # engine.pools.labels: the scalebot-pool-<name> records; engine.workloads: scalebot-workloads
     ("get", "configmaps", "scalebot"),
     ("create", "configmaps", "scalebot"),
     ("patch", "configmaps", "scalebot"),
@@ -111,11 +113,17 @@ REFUSED: list[tuple[str, str, str | None]] = [
     ("watch", "machines.cluster.x-k8s.io", None),
     ("watch", "nodepools.karpenter.sh", None),
     ("watch", "nodeclaims.karpenter.sh", None),
-    # Scale subresources: patched where used (MachineDeployments), never replaced; none elsewhere.
+    # Scale subresources: patched where used (MachineDeployments, Deployments, StatefulSets), never
+    # replaced.
     ("update", "machinedeployments.cluster.x-k8s.io/scale", "default"),
-    ("patch", "deployments.apps/scale", "default"),
     ("update", "deployments.apps/scale", "default"),
     ("update", "statefulsets.apps/scale", "default"),
+    # Deployments and StatefulSets themselves: replicas go through `scale`, originals to scalebot's
+    # ConfigMap, so nothing may rewrite their pod templates.
+    ("patch", "deployments.apps", "default"),
+    ("patch", "statefulsets.apps", "default"),
+    ("update", "deployments.apps", "default"),
+    ("update", "statefulsets.apps", "default"),
     # MachineSets: scalebot works through MachineDeployments only.
     ("patch", "machinesets.cluster.x-k8s.io", "default"),
     ("patch", "machinesets.cluster.x-k8s.io/scale", "default"),

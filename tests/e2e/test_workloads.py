@@ -30,7 +30,9 @@ from engine.workloads import (
     WorkloadRecord,
     WorkloadScaler,
 )
+from engine.workloads.config import DEFAULT_OWN_NAMESPACE
 from engine.workloads.kube import KubeWorkloadApi
+from engine.workloads.model import ORIGINALS_CONFIGMAP as CONFIGMAP
 from localcluster import builders as b
 
 pytestmark = pytest.mark.e2e
@@ -121,6 +123,12 @@ class Cluster:
     def get(self, kind: str, name: str, ns: str = "") -> Json:
         return b.get(self.admin, _path(kind, ns or self.main, name))
 
+    def stored(self, kind: str, name: str) -> dict[str, Any] | None:
+        """scalebot's record of one object in its ConfigMap `scalebot-workloads` (None: no record)."""
+        cm = b.get_or_none(self.admin, f"/api/v1/namespaces/{DEFAULT_OWN_NAMESPACE}/configmaps/{CONFIGMAP}")
+        text = ((cm or {}).get("data") or {}).get(f"{kind.lower()}.{self.main}.{name}")
+        return None if text is None else dict(json.loads(text))
+
     def set_replicas(self, name: str, replicas: int) -> None:
         """Another writer (a person, GitOps) changes a sleeping workload."""
         b.patch(self.admin, _path("Deployment", self.main, name), {"spec": {"replicas": replicas}})
@@ -158,8 +166,9 @@ def _original(obj: Json) -> dict[str, Any] | None:
     return None if text is None else dict(json.loads(text))
 
 
-def _without_at(original: dict[str, Any] | None) -> dict[str, Any] | None:
-    return None if original is None else {k: v for k, v in original.items() if k != "at"}
+def _stored_values(record: dict[str, Any] | None) -> tuple[Any, Any] | None:
+    """(original, target) of a ConfigMap record."""
+    return None if record is None else (record["original"], record["target"])
 
 
 def _keys(outcomes: tuple[Outcome, ...]) -> list[str]:
@@ -264,15 +273,20 @@ def test_sleep_and_wake_round_trip_with_exclusions(cluster: Cluster, kube: KubeC
         == sorted(_keys(report.changed))
     )
 
+    # Replicas changed through the scale subresource (this ServiceAccount may not patch the
+    # Deployment itself, test_manifests); the originals are in scalebot's ConfigMap, nothing is
+    # written on the objects themselves.
     web = cluster.get("Deployment", "web")
     assert web["spec"]["replicas"] == 0
-    assert _without_at(_original(web)) == {"replicas": 3, "set": 0}
-    assert "scalebot" in {m["manager"] for m in web["metadata"]["managedFields"]}
-    assert _without_at(_original(cluster.get("StatefulSet", "db"))) == {"replicas": 2, "set": 0}
+    assert _original(web) is None
+    assert _stored_values(cluster.stored("Deployment", "web")) == (3, 0)
+    db = cluster.get("StatefulSet", "db")
+    assert (_original(db), _stored_values(cluster.stored("StatefulSet", "db"))) == (None, (2, 0))
     assert cluster.get("Deployment", "stale")["spec"]["replicas"] == 0
     nightly = cluster.get("CronJob", "nightly")
     assert nightly["spec"]["suspend"] is True
-    assert _without_at(_original(nightly)) == {"suspend": False, "set": True}
+    assert _original(nightly) is None
+    assert _stored_values(cluster.stored("CronJob", "nightly")) == (False, True)
     for kind, name, ns, replicas_or_suspend in [
         ("CronJob", "paused", main, True),
         ("Deployment", "idle", main, 0),
@@ -298,7 +312,7 @@ def test_sleep_and_wake_round_trip_with_exclusions(cluster: Cluster, kube: KubeC
     assert again.headline == "0/0 workloads put to sleep"
     assert _reasons(again.unchanged)[f"Deployment/{main}/web"] == "already asleep (3 replicas to restore)"
     assert _patches(kube) == before
-    assert _original(cluster.get("Deployment", "web")) == _original(web)
+    assert _stored_values(cluster.stored("Deployment", "web")) == (3, 0)
 
     woken = scaler.wake(recorded)
 
@@ -319,6 +333,7 @@ def test_sleep_and_wake_round_trip_with_exclusions(cluster: Cluster, kube: KubeC
     ]:
         obj = cluster.get(kind, name)
         assert (obj["spec"][field], _original(obj)) == (value, None), f"{kind}/{name}"
+        assert cluster.stored(kind, name) is None, f"{kind}/{name}: its record is dropped on wake"
 
     _wait_available(scaler, 6, 6)
     assert scaler.availability() == (6, 6, [])
@@ -392,7 +407,7 @@ def test_modified_while_asleep_is_skipped_and_reported_unless_forced(
     assert cluster.get("Deployment", "api")["spec"]["replicas"] == 2
 
 
-def test_wake_without_database_restores_from_annotations(
+def test_wake_without_database_restores_from_the_configmap(
     cluster: Cluster, kube: KubeClient, scalebot_kubeconfig: Path
 ) -> None:
     main = cluster.main
@@ -403,6 +418,8 @@ def test_wake_without_database_restores_from_annotations(
     cluster.cronjob("paused", suspend=True)
     slept = WorkloadScaler.from_kube_client(kube, cluster.config()).sleep()  # its records are lost
     assert slept.headline == "3/3 workloads put to sleep", slept.render()
+    assert _original(cluster.get("Deployment", "web")) is None  # only the ConfigMap has it
+    assert _stored_values(cluster.stored("Deployment", "web")) == (3, 0)
 
     with KubeClient.from_config(kubeconfig=str(scalebot_kubeconfig)) as fresh:
         woken = WorkloadScaler.from_kube_client(fresh, cluster.config()).wake(None)
@@ -422,6 +439,48 @@ def test_wake_without_database_restores_from_annotations(
     ]:
         obj = cluster.get(kind, name)
         assert (obj["spec"][field], _original(obj)) == (value, None), f"{kind}/{name}"
+        assert cluster.stored(kind, name) is None, f"{kind}/{name}"
+
+
+def test_a_workload_put_to_sleep_by_the_previous_version_wakes(cluster: Cluster, kube: KubeClient) -> None:
+    """Earlier versions kept the original in `scalebot.io/original` on the object itself."""
+    main = cluster.main
+    legacy = '{"replicas":3,"set":0,"at":"2026-05-04T18:00:00Z"}'
+    cluster.deployment("web", 0, **{ORIGINAL_ANNOTATION: legacy})
+    cluster.statefulset("db", 0)
+    b.patch(
+        cluster.admin,
+        _path("StatefulSet", main, "db"),
+        {"metadata": {"annotations": {ORIGINAL_ANNOTATION: '{"replicas":2,"set":0}'}}},
+    )
+    scaler = WorkloadScaler.from_kube_client(kube, cluster.config())
+
+    woken = scaler.wake(None)
+
+    assert woken.headline == "2/2 workloads restored", woken.render()
+    assert cluster.get("Deployment", "web")["spec"]["replicas"] == 3
+    assert cluster.get("StatefulSet", "db")["spec"]["replicas"] == 2
+    # scalebot may not patch the objects any more: the annotation stays, reported once with the
+    # command that removes it, and marked used in the ConfigMap so it is never restored again.
+    assert _original(cluster.get("Deployment", "web")) is not None
+    notes = _reasons(woken.notes)
+    assert notes[f"Deployment/{main}/web"].endswith(
+        f"remove it with kubectl annotate -n {main} deployment/web {ORIGINAL_ANNOTATION}-"
+    )
+    assert f"StatefulSet/{main}/db" in notes
+    cluster.set_replicas("web", 0)  # its owner now wants it at 0
+
+    again = scaler.wake(None)
+
+    assert again.headline == "0/0 workloads restored", again.render()
+    assert again.notes == ()
+    assert cluster.get("Deployment", "web")["spec"]["replicas"] == 0
+    # The next sleep records the live day-time value, not the stale annotation's.
+    slept = scaler.sleep()
+    assert _reasons(slept.changed) == {f"StatefulSet/{main}/db": "2 replicas → 0 replicas"}
+    assert _reasons(slept.unchanged)[f"Deployment/{main}/web"] == (
+        "already at 0 replicas before sleep; stays at 0 after wake"
+    )
 
 
 def test_second_sleep_keeps_the_day_time_original(cluster: Cluster, kube: KubeClient) -> None:
@@ -430,7 +489,7 @@ def test_second_sleep_keeps_the_day_time_original(cluster: Cluster, kube: KubeCl
     scaler = WorkloadScaler.from_kube_client(kube, cluster.config())
     slept = scaler.sleep()
     assert slept.headline == "1/1 workloads put to sleep", slept.render()
-    first = _original(cluster.get("Deployment", "web"))
+    first = cluster.stored("Deployment", "web")
     cluster.set_replicas("web", 4)  # GitOps brought it back during the night
 
     again = scaler.sleep()
@@ -440,7 +499,7 @@ def test_second_sleep_keeps_the_day_time_original(cluster: Cluster, kube: KubeCl
     }
     web = cluster.get("Deployment", "web")
     assert web["spec"]["replicas"] == 0
-    assert _original(web) == first and first is not None and first["replicas"] == 3
+    assert cluster.stored("Deployment", "web") == first and _stored_values(first) == (3, 0)
     assert scaler.wake(None).headline == "1/1 workloads restored"
     assert cluster.get("Deployment", "web")["spec"]["replicas"] == 3
 
@@ -541,9 +600,9 @@ def test_keda_paused_replicas_round_trip(
     }
     queue, events = cluster.get("ScaledObject", "queue"), cluster.get("ScaledObject", "events")
     assert _annotations(queue)[KEDA_PAUSED_ANNOTATION] == "0"
-    assert _without_at(_original(queue)) == {"pausedReplicas": None, "set": "0"}
+    assert (_original(queue), _stored_values(cluster.stored("ScaledObject", "queue"))) == (None, (None, "0"))
     assert _annotations(events)[KEDA_PAUSED_ANNOTATION] == "0"
-    assert _without_at(_original(events)) == {"pausedReplicas": "2", "set": "0"}
+    assert (_original(events), _stored_values(cluster.stored("ScaledObject", "events"))) == (None, ("2", "0"))
     # KEDA owns its targets' replicas: scalebot left them alone.
     assert cluster.get("Deployment", "worker")["spec"]["replicas"] == 2
     assert cluster.get("Deployment", "consumer")["spec"]["replicas"] == 1

@@ -36,8 +36,8 @@ from engine.workloads import (
     plan_wake,
 )
 from engine.workloads.exclusions import annotation_verdict
-from engine.workloads.model import Condition
-from engine.workloads.plan import Decision, WorkloadPlan
+from engine.workloads.model import Condition, StoredOriginals
+from engine.workloads.plan import Decision, WorkloadPlan, originals_after_wake
 
 NOW = datetime(2026, 5, 4, 18, 0, tzinfo=UTC)
 AT = "2026-05-04T18:00:00Z"
@@ -246,7 +246,7 @@ def test_annotation_verdict(
 # -- sleep: what changes and the exact patches ---------------------------------------------------
 
 
-def test_sleep_changes_each_kind_with_original_in_the_same_patch() -> None:
+def test_sleep_changes_each_kind_and_writes_no_original_on_the_object() -> None:
     plan = plan_sleep(
         snap(
             deploy("shop", "web", 3, rv="101"),
@@ -266,38 +266,25 @@ def test_sleep_changes_each_kind_with_original_in_the_same_patch() -> None:
         ("StatefulSet/shop/db", "change", "2 replicas → 0 replicas"),
     ]
     d = by_key(plan)
+    # Replicas go to the scale subresource: the patch holds replicas and the guard only. The
+    # originals are the records (the caller's database and scalebot's ConfigMap), never annotations.
     assert d["Deployment/shop/web"].patch == {
-        "metadata": {"annotations": {ORIGINAL_ANNOTATION: original(3, 0)}, "resourceVersion": "101"},
+        "metadata": {"resourceVersion": "101"},
         "spec": {"replicas": 0},
     }
     assert d["StatefulSet/shop/db"].patch == {
-        "metadata": {"annotations": {ORIGINAL_ANNOTATION: original(2, 0)}, "resourceVersion": "102"},
+        "metadata": {"resourceVersion": "102"},
         "spec": {"replicas": 0},
     }
     assert d["CronJob/shop/report"].patch == {
-        "metadata": {
-            "annotations": {ORIGINAL_ANNOTATION: original(False, True, "suspend")},
-            "resourceVersion": "103",
-        },
+        "metadata": {"resourceVersion": "103"},
         "spec": {"suspend": True},
     }
     assert d["ScaledObject/shop/queue"].patch == {
-        "metadata": {
-            "annotations": {
-                ORIGINAL_ANNOTATION: '{"pausedReplicas":"2","set":"0","at":"2026-05-04T18:00:00Z"}',
-                KEDA_PAUSED_ANNOTATION: "0",
-            },
-            "resourceVersion": "104",
-        }
+        "metadata": {"annotations": {KEDA_PAUSED_ANNOTATION: "0"}, "resourceVersion": "104"}
     }
     assert d["ScaledObject/shop/events"].patch == {
-        "metadata": {
-            "annotations": {
-                ORIGINAL_ANNOTATION: '{"pausedReplicas":null,"set":"0","at":"2026-05-04T18:00:00Z"}',
-                KEDA_PAUSED_ANNOTATION: "0",
-            },
-            "resourceVersion": "105",
-        }
+        "metadata": {"annotations": {KEDA_PAUSED_ANNOTATION: "0"}, "resourceVersion": "105"}
     }
     assert d["Deployment/shop/web"].record == WorkloadRecord(
         Kind.DEPLOYMENT, "shop", "web", 3, 0, NOW, "uid-web"
@@ -654,14 +641,13 @@ def rec(
 ASLEEP = {ORIGINAL_ANNOTATION: original(3, 0)}
 
 
-def test_wake_restores_exact_value_and_drops_the_annotation_in_one_patch() -> None:
+def test_wake_restores_exact_value_through_scale_and_leaves_a_legacy_annotation() -> None:
+    # A Deployment put to sleep by an earlier version carries scalebot.io/original; scalebot may
+    # patch only its scale subresource now, so the annotation stays (the ConfigMap marks it used).
     live = deploy("shop", "web", 0, annotations=ASLEEP, rv="50")
     decision = decide_wake(rec("web", 3), live)
     assert (decision.category, decision.outcome.reason) == ("change", "0 replicas → 3 replicas")
-    assert decision.patch == {
-        "metadata": {"annotations": {ORIGINAL_ANNOTATION: None}, "resourceVersion": "50"},
-        "spec": {"replicas": 3},
-    }
+    assert decision.patch == {"metadata": {"resourceVersion": "50"}, "spec": {"replicas": 3}}
 
 
 def test_modified_while_asleep_is_skipped_not_clobbered() -> None:
@@ -672,26 +658,22 @@ def test_modified_while_asleep_is_skipped_not_clobbered() -> None:
         "modified while asleep: now 5 replicas, scalebot had set 0 replicas; "
         "left as it is (original: 3 replicas; force restore applies it)"
     )
-    # Only our annotation goes, so the next sleep records the new day-time value.
-    assert decision.patch == {
-        "metadata": {"annotations": {ORIGINAL_ANNOTATION: None}, "resourceVersion": "51"}
-    }
+    # Nothing is written on the object: the record is dropped, so the next sleep records the new
+    # day-time value.
+    assert decision.patch is None
 
     forced = decide_wake(rec("web", 3), live, force_restore=True)
     assert (forced.category, forced.outcome.reason) == (
         "change",
         "5 replicas → 3 replicas (forced: modified while asleep)",
     )
-    assert forced.patch == {
-        "metadata": {"annotations": {ORIGINAL_ANNOTATION: None}, "resourceVersion": "51"},
-        "spec": {"replicas": 3},
-    }
+    assert forced.patch == {"metadata": {"resourceVersion": "51"}, "spec": {"replicas": 3}}
 
 
 def test_wake_edge_cases() -> None:
     back = decide_wake(rec("web", 3), deploy("shop", "web", 3, annotations=ASLEEP, rv="9"))
     assert (back.category, back.outcome.reason) == ("change", "already back at 3 replicas")
-    assert back.patch == {"metadata": {"annotations": {ORIGINAL_ANNOTATION: None}, "resourceVersion": "9"}}
+    assert back.patch is None
 
     # Restored by a previous wake: nothing left to write.
     done = decide_wake(rec("web", 3), deploy("shop", "web", 3))
@@ -867,3 +849,52 @@ def test_availability_counts_only_workloads_asked_to_run() -> None:
     available, total, not_ready = result
     assert (available, total, len(not_ready)) == (1, 4, 3)
     assert result.headline == "1/4 workloads available"
+
+
+def test_a_second_sleep_keeps_the_configmap_record_and_wake_drops_it() -> None:
+    stored = StoredOriginals.from_data({"deployment.shop.web": rec("web", 3).to_json()})
+    again = plan_sleep(
+        snap(deploy("shop", "web", 4, rv="7"), stored=stored), now=NOW, config=WorkloadConfig()
+    )
+    (decision,) = again.decisions
+    assert decision.outcome.reason == "4 replicas → 0 replicas again (3 replicas to restore, recorded before)"
+    assert decision.record == rec("web", 3)
+
+    asleep = snap(deploy("shop", "web", 0), stored=stored)
+    woken = plan_wake(asleep, None, config=WorkloadConfig())
+    assert summary(woken) == [("Deployment/shop/web", "change", "0 replicas → 3 replicas")]
+    assert originals_after_wake(woken.decisions, asleep) == {"deployment.shop.web": None}
+
+
+def test_a_configmap_record_of_an_earlier_object_of_the_same_name_is_not_used_by_sleep() -> None:
+    stored = StoredOriginals.from_data({"deployment.shop.web": rec("web", 3, uid="old").to_json()})
+    plan = plan_sleep(snap(deploy("shop", "web", 2), stored=stored), now=NOW, config=WorkloadConfig())
+    assert summary(plan) == [("Deployment/shop/web", "change", "2 replicas → 0 replicas")]
+
+
+def test_a_legacy_annotation_wakes_once_is_reported_once_and_is_never_used_again() -> None:
+    live = deploy("shop", "web", 0, annotations=ASLEEP)
+    first = snap(live)
+    woken = plan_wake(first, None, config=WorkloadConfig())
+    assert summary(woken) == [("Deployment/shop/web", "change", "0 replicas → 3 replicas")]
+    (note,) = woken.warnings
+    assert note.key == "Deployment/shop/web"
+    assert note.reason.endswith("kubectl annotate -n shop deployment/web scalebot.io/original-")
+    marker = originals_after_wake(woken.decisions, first)
+    assert list(marker) == ["deployment.shop.web"] and marker["deployment.shop.web"] is not None
+
+    used = StoredOriginals.from_data({k: v for k, v in marker.items() if v is not None})
+    assert used.legacy_used == {"Deployment/shop/web": ASLEEP[ORIGINAL_ANNOTATION]}
+    # Its owner scaled it to 0 later: neither a wake nor a sleep restores the stale annotation.
+    later = snap(deploy("shop", "web", 0, annotations=ASLEEP), stored=used)
+    again = plan_wake(later, None, config=WorkloadConfig())
+    assert (again.decisions, again.warnings) == ((), ())
+    sleep = plan_sleep(later, now=NOW, config=WorkloadConfig())
+    assert summary(sleep) == [
+        ("Deployment/shop/web", "unchanged", "already at 0 replicas before sleep; stays at 0 after wake")
+    ]
+
+
+def test_unreadable_configmap_keys_are_set_aside() -> None:
+    stored = StoredOriginals.from_data({"deployment.shop.web": "{", "deployment.shop.db": '{"kind":"X"}'})
+    assert (stored.records, stored.unreadable) == ({}, ("deployment.shop.db", "deployment.shop.web"))
