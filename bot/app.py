@@ -22,7 +22,7 @@ import io
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
@@ -106,8 +106,13 @@ def build_app(
     groups: GroupResolver | None = None,
     subcommands: Mapping[str, SubcommandHandler] | None = None,
     clicks: Mapping[str, ClickHandler] | None = None,
+    listener_executor: Executor | None = None,
 ) -> App:
-    """The Bolt App with every listener. Calls `auth.test` once, here (token verification)."""
+    """The Bolt App with every listener. Calls `auth.test` once, here (token verification).
+
+    `listener_executor` runs Bolt's listeners (Bolt's own pool when None). Slack's request is
+    answered at the listener's ack, before the listener hands its work to `executor`: whoever
+    must know that hand-off happened (a test settling the bot) waits on this executor first."""
     client = client or web_client(settings)
     secret = settings.slack.signing_secret
     app = App(
@@ -117,6 +122,7 @@ def build_app(
         token_verification_enabled=True,
         name="scalebot",
         logger=logging.getLogger("scalebot.bolt"),
+        listener_executor=listener_executor,
     )
     app.use(_origin_guard(settings, ops))
     if groups is None:

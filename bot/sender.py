@@ -362,11 +362,14 @@ class Sender:
                 self._busy = True
             result, detail = self._call(job)  # never raises
             with self._cond:
-                self._busy = False
                 posted = self._apply(job, result, detail)
-                self._cond.notify_all()
             if posted is not None:
                 self._announce(*posted)
+            # Idle only once the new message's ts is recorded: flush() (and stop()) promise that
+            # nothing is in flight, and whoever flushed reads that ts next.
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
 
     def _next_job(self, now: float) -> tuple[_Job | None, float | None]:
         best: tuple[tuple[int, int], _Job] | None = None

@@ -16,7 +16,10 @@ runner drain and scale the in-memory cluster.
 a WebClient pointed at the local Web API; `make_bot(sender=SenderSettings(...))` builds one with
 other sender limits. `running.settle()` waits, with deadlines, until the bot's executor, the
 progress worker and the sender are idle, so "nothing else happened" can be asserted without
-sleeping.
+sleeping. Slack's request is answered at Bolt's ack, before the listener hands its work to the
+executor, so `settle()` first waits for Bolt's listeners (run on a second tracking executor).
+`running.wait_finished()` waits for the only operation to reach a final state and its runner to
+let go of it.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ from engine.pools.base import POOL_LABEL
 from engine.pools.simulated import SimulatedPoolProvider
 from engine.runner import ClusterHandle, RunnerSettings
 from engine.store import Store
-from tests.slack.harness import Call, HttpResult, Signer, SlackApiServer, SocketModeServer, post
+from tests.slack.harness import Call, HttpResult, Signer, SlackApiServer, SocketModeServer, post, wait_until
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 CHANNEL = "C0DEV"
@@ -225,6 +228,8 @@ class RunningBot:
     progress: Progress
     executor: TrackingExecutor
     outbox: MemoryOutbox
+    listeners: TrackingExecutor
+    """Bolt's listener threads: a click's HTTP answer comes back before its listener returns."""
     signer: Signer = field(default_factory=lambda: Signer(SECRET))
     http: HttpServer | None = None
 
@@ -272,10 +277,12 @@ class RunningBot:
         assert self.http is not None
         return f"http://127.0.0.1:{self.http.port}/slack/events"
 
-    def command(self, text: str, *, user: str = OPERATOR, channel: str = CHANNEL) -> tuple[HttpResult, str]:
+    def command(
+        self, text: str, *, user: str = OPERATOR, channel: str = CHANNEL, timeout: float = 10.0
+    ) -> tuple[HttpResult, str]:
         response_url = self.api.response_url()
         body = self.signer.slash_command(text, user_id=user, channel_id=channel, response_url=response_url)
-        return post(self.events_url, body, self.signer.headers(body)), response_url
+        return post(self.events_url, body, self.signer.headers(body), timeout=timeout), response_url
 
     def click(
         self, action_id: str, value: str, *, user: str, message_ts: str = "1700000000.000001"
@@ -307,9 +314,18 @@ class RunningBot:
         return self.submit_view(view, {blocks.REJECT_REASON: {blocks.REJECT_REASON: field}}, user=user)
 
     def settle(self, timeout: float = 5.0) -> None:
+        self.listeners.wait_idle(timeout)  # every request's work is now on the executor
         self.executor.wait_idle(timeout)
         assert self.progress.flush(timeout), "progress worker still busy"
         assert self.sender.flush(timeout), "sender still has work queued"
+
+    def wait_finished(self, timeout: float = 30.0) -> Operation:
+        """Wait until the only operation is in a final state and the runner has let go of it (its
+        final event emitted). Neither an idle executor nor an idle runner says so on its own: right
+        after a click both may still be idle because the approval has not reached them yet."""
+        wait_until(lambda: self.only_op().state.is_terminal, timeout, "the operation to reach a final state")
+        assert self.ops.runner.wait_idle(timeout), "the runner did not let go of the finished operation"
+        return self.only_op()
 
     def replies_to(self, response_url: str) -> list[Call]:
         path = response_url.split("127.0.0.1", 1)[1].split("/", 1)[1]
@@ -336,6 +352,7 @@ class RunningBot:
     def stop(self) -> None:
         if self.http is not None:
             self.http.close()
+        self.listeners.shutdown(wait=True)
         self.executor.shutdown(wait=True)
         self.progress.stop(timeout=2)
         self.sender.stop(timeout=2)
@@ -370,11 +387,19 @@ def assemble(
     outbox = outbox or MemoryOutbox()
     sender = Sender(web_client(settings, for_sender=True), outbox, settings=settings.sender)
     progress = Progress(engine.ops, sender, blocker_interval=0.0)
-    executor = TrackingExecutor()
-    app = build_app(settings, engine.ops, sender=sender, progress=progress, executor=executor, **extra)
+    executor, listeners = TrackingExecutor(), TrackingExecutor()
+    app = build_app(
+        settings,
+        engine.ops,
+        sender=sender,
+        progress=progress,
+        executor=executor,
+        listener_executor=listeners,
+        **extra,
+    )
     sender.start()
     progress.start()
-    return RunningBot(api, engine, settings, app, sender, progress, executor, outbox)
+    return RunningBot(api, engine, settings, app, sender, progress, executor, outbox, listeners)
 
 
 @pytest.fixture

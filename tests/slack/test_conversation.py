@@ -43,8 +43,7 @@ def test_the_requester_is_told_when_the_operation_finishes(make_bot: Callable[..
 
     bot.click(blocks.ACTION_APPROVE, approve["value"], user=APPROVER)
 
-    bot.executor.wait_idle()  # the approval is in and the runner started
-    assert bot.ops.runner.wait_idle(timeout=30)
+    assert bot.wait_finished().state is OpState.SUCCEEDED
     final = bot.api.wait_for_call("chat.postMessage", lambda c: "Completed" in all_text(c), timeout=10)
     assert final.body["thread_ts"] and f"<@{OPERATOR}>: your operation finished" in all_text(final)
     assert "reply_broadcast" not in final.body, "a success stays in the thread"

@@ -1,9 +1,9 @@
 """The production HTTP server (waitress under Bolt's WSGI adapter) against slow and idle clients.
 
 Covers: 100 connections that opened and sent half a request (or nothing) do not stop a signed
-slash command from being acked at once; a connection that stays idle is closed by the server
-after the idle timeout; the worker pool is bounded (the server's thread count does not grow
-with connections).
+slash command from being answered while they stay open; a connection that stays idle is closed
+by the server after the idle timeout; the worker pool is bounded (the server's thread count does
+not grow with connections).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot.app import HTTP_THREADS, serve_http
+from bot.app import HTTP_THREADS, IDLE_TIMEOUT_SECONDS, serve_http
 from tests.slack.conftest import RunningBot
 from tests.slack.harness import get
 
@@ -40,9 +40,11 @@ def slow_clients(bot: RunningBot) -> Iterator[list[socket.socket]]:
 def test_idle_slow_clients_do_not_stop_other_requests(
     bot: RunningBot, slow_clients: list[socket.socket]
 ) -> None:
-    result, _ = bot.command("status")
+    result, _ = bot.command("status", timeout=IDLE_TIMEOUT_SECONDS / 3)
 
-    assert result.status == 200 and result.elapsed < 1.0
+    # Served while all the stalled connections stay open: a server that gave each connection a
+    # worker would answer only once they are closed at the idle timeout, after this deadline.
+    assert result.status == 200 and result.elapsed < IDLE_TIMEOUT_SECONDS / 3
     assert bot.http is not None
     assert get(f"http://127.0.0.1:{bot.http.port}/healthz").status == 200
     workers = [t for t in threading.enumerate() if t.name.startswith("waitress")]

@@ -399,6 +399,12 @@ def test_skip_by_an_operator_removes_the_buttons_and_nothing_fires(world: World)
     assert world.ops.list_operations() == []
 
 
+def _finished(world: World, op_id: str) -> bool:
+    """The runner idling says nothing before it has the operation: wait for a final state."""
+    op = world.ops.get(op_id)
+    return op is not None and op.state.is_terminal
+
+
 def test_run_now_fires_through_operations_with_progress_in_the_announcement_thread(world: World) -> None:
     card = announced(world)
     ts = card.response["ts"]
@@ -415,6 +421,7 @@ def test_run_now_fires_through_operations_with_progress_in_the_announcement_thre
         CHANNEL,
     )
     assert op.id in all_text(update)
+    wait_until(lambda: _finished(world, op.id), 20, "the early zero-scale to finish")
     assert world.ops.runner.wait_idle(timeout=20)
     assert world.ops.get(op.id).state is OpState.SUCCEEDED  # type: ignore[union-attr]
     world.bot.settle()

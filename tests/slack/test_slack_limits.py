@@ -29,9 +29,7 @@ def test_an_approval_flow_stays_within_slacks_limits(make_bot: Callable[..., Run
 
     bot.click(blocks.ACTION_APPROVE, approve["value"], user=APPROVER)
 
-    bot.executor.wait_idle()  # the approval is in and the runner started
-    assert bot.ops.runner.wait_idle(timeout=30), "the zero-scale did not finish"
-    assert bot.only_op().state is OpState.SUCCEEDED
+    assert bot.wait_finished().state is OpState.SUCCEEDED
     bot.settle(timeout=30)
     assert bot.api.violations == []
     posts = bot.api.calls_to("chat.postMessage")

@@ -111,6 +111,25 @@ def test_first_rendering_is_posted_then_edited_in_place(slack: FakeSlack, sender
     assert sender.message_ts("op:1") == "1.0001"
 
 
+def test_flush_waits_until_a_posted_message_is_recorded(slack: FakeSlack, sender: Sender) -> None:
+    recording, release = threading.Event(), threading.Event()
+    recorded: list[tuple[str, str, str]] = []
+
+    def slow_hook(key: str, channel: str, ts: str) -> None:  # the SQLite write of the card's ts
+        recording.set()
+        release.wait(10)
+        recorded.append((key, channel, ts))
+
+    sender.add_posted_hook(slow_hook)
+    sender.show("op:1", msg("one"), channel="C1")
+    assert recording.wait(5), "the posted hook never ran"
+
+    assert not sender.flush(0.2), "flush returned while the posted message's ts was still being recorded"
+    release.set()
+    assert sender.flush(5)
+    assert recorded == [("op:1", "C1", "1.0001")]
+
+
 def test_unchanged_rendering_is_not_sent(slack: FakeSlack, sender: Sender) -> None:
     sender.show("op:1", msg("same"), channel="C1")
     assert sender.flush(5)
