@@ -49,6 +49,13 @@ log = logging.getLogger(__name__)
 EXPIRY_SWEEP_SECONDS = 30.0
 """How often unanswered approval requests are checked for expiry (their cards then say so)."""
 
+# Shutdown fits in the Deployment's terminationGracePeriodSeconds (30 s) with room to spare: the
+# runner finishes its step, then the bot renders the events and delivers what Slack is owed. Posts
+# are paced to one per second per channel, so the final summary of an operation that ended during
+# the shutdown may queue behind several thread replies: the sender gets 8 s (half of the bot's).
+RUNNER_STOP_SECONDS = 10.0
+BOT_STOP_SECONDS = 16.0
+
 
 class RunError(RuntimeError):
     """scalebot cannot start; the message is one line naming the problem and the fix."""
@@ -131,9 +138,9 @@ class Service:
         # here) while the bot still renders and sends them; its stop then flushes them to Slack.
         if self.policies is not None:
             self.policies.stop()
-        self.ops.runner.stop(timeout=10)
+        self.ops.runner.stop(timeout=RUNNER_STOP_SECONDS)
         if self.bot is not None:
-            self.bot.stop()
+            self.bot.stop(timeout=BOT_STOP_SECONDS)
         if self.scheduler is not None:
             self.scheduler.stop()
         self.health.close()
