@@ -21,10 +21,8 @@ from datetime import timedelta
 from engine import drain, filters
 from engine.clock import Clock
 from engine.kube.api import KubeApi
+from engine.pacing import PassFacts, PassPacing, next_pass
 from engine.report import DrainReport
-
-MIN_WAIT_SECONDS = 0.5
-"""Never spin: even when a retry is due now, leave the API server half a second."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +35,10 @@ class DrainSettings:
     """Give up after this long (from the persisted start); None waits for ever, like kubectl."""
     parallel: int = 16
     """Evictions in flight at once; the client's rate limiter still applies."""
+
+    @property
+    def pacing(self) -> PassPacing:
+        return PassPacing(interval=self.interval, settle=self.settle)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,28 +85,27 @@ def drain_nodes(
             last_message = message
             # An empty node settles too: a pod bound to it by a scheduler race or `spec.nodeName`
             # right after the cordon must still be found before the node counts as drained.
-            settled_at = max(state.started_at, state.last_eviction_at or state.started_at) + settings.settle
             newly_failed = len(state.failed_nodes) > failed_before
             failed_before = len(state.failed_nodes)
             if not result.draining_nodes and state.failed_nodes:
                 # Every node's drain ended with a refusal: nothing left to wait for.
                 return DrainOutcome(report=report, state=state, completed=False)
-            if report.completed and now >= settled_at:
+            decision = next_pass(
+                settings.pacing,
+                PassFacts(
+                    now=now,
+                    completed=report.completed,
+                    settled_from=max(state.started_at, state.last_eviction_at or state.started_at),
+                    next_retry_at=result.next_retry_at,
+                    deadline=state.started_at + settings.timeout if settings.timeout else None,
+                    # This pass's report still holds a newly refused node's pods; the next pass
+                    # goes on with the other nodes alone.
+                    again_at_once=newly_failed,
+                ),
+            )
+            if decision.done:
                 return DrainOutcome(report=report, state=state, completed=not state.failed_nodes)
-            deadline = state.started_at + settings.timeout if settings.timeout else None
-            if deadline is not None and now >= deadline:
+            if decision.deadline_reached:
                 return DrainOutcome(report=report, state=state, completed=False, timed_out=True)
-            wake = now + settings.interval
-            if report.completed:
-                wake = min(wake, settled_at)
-            if newly_failed:
-                # This pass's report still holds the refused node's pods; the next pass goes on
-                # with the other nodes alone.
-                wake = now
-            if result.next_retry_at is not None:
-                wake = min(wake, result.next_retry_at)
-            if deadline is not None:
-                wake = min(wake, deadline)
-            wait_seconds = max(MIN_WAIT_SECONDS, (wake - clock.now()).total_seconds())
-            if clock.wait(cancel, wait_seconds):
+            if clock.wait(cancel, decision.wait_seconds(clock.now())):
                 return DrainOutcome(report=report, state=state, completed=False, cancelled=True)

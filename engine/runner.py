@@ -70,6 +70,7 @@ from engine.operation import (
     emptied_not_removed,
     format_seconds,
 )
+from engine.pacing import PassFacts, PassPacing, next_pass
 from engine.pools.base import Pool, PoolProvider, PoolSizeError, RestoreRecord
 from engine.store import ClaimHeld, Fenced, RunnerClaim, RunnerId, Store, StoredRestore, StoreError
 from engine.workloads import Decision, WorkloadPlan, WorkloadRecord, WorkloadScaler
@@ -118,6 +119,10 @@ class RunnerSettings:
     parallel_evictions: int = 16
     workers: int = 4
     """Operations run at once (each on its own pools, guaranteed by the locks)."""
+
+    @property
+    def pacing(self) -> PassPacing:
+        return PassPacing(interval=self.pass_interval, settle=self.settle)
 
 
 @dataclass(frozen=True, slots=True)
@@ -713,11 +718,25 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     # An empty node settles like a drained one (from the drain's start when nothing was evicted).
     # (From the latest cordon, too: nodes that joined a pool going to zero settle like the others.)
     started = parse_time(op.step_data.get("phase1_started_at")) or state.started_at
-    settled_from = max(state.started_at, started, result.state.last_eviction_at or state.started_at)
-    settled = now >= settled_from + runner.settings.settle
-    refused = result.state.failed_nodes
     # Phase 2 is withdrawn when "every pool goes to zero" no longer holds as it would start.
     forcing = op.plan.force_phase and not op.step_data.get("force_withdrawn")
+    timeout = runner.settings.drain_timeout
+    deadline: datetime | None = None
+    if forcing:
+        deadline = started + runner.settings.graceful_window
+    elif timeout is not None:
+        deadline = state.started_at + timeout
+    decision = next_pass(
+        runner.settings.pacing,
+        PassFacts(
+            now=now,
+            completed=result.report.completed,
+            settled_from=max(state.started_at, started, result.state.last_eviction_at or state.started_at),
+            next_retry_at=result.next_retry_at,
+            deadline=deadline,
+        ),
+    )
+    refused = result.state.failed_nodes
     if refused and not forcing:
         # No retry changes a refusal like this one: fail now with the reason (kubectl exits 1)
         # rather than wait out the timeout. A full zero-scale leaves such nodes to phase 2.
@@ -729,7 +748,7 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
             error=error,
             events=[*events, ("final", f"Failed: {error}", message)],
         )
-    if result.report.completed and settled and not refused:
+    if decision.done and not refused:
         done = {OpKind.DRAIN: None, OpKind.CONSOLIDATE: "remove_node"}.get(op.kind, "remove")
         events.append(("phase", result.report.summary_line(), ""))
         _record_nodes(runner, op, kube_events.DRAINED, f"Drain completed (operation {op.id})")
@@ -741,7 +760,7 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
                 result=_summary(op, data, now),
             )
         return StepResult(next_step=done, data=data, events=events)
-    if forcing and now >= started + runner.settings.graceful_window:
+    if forcing and decision.deadline_reached:
         withdrawn = _why_not_force(op, h, now)
         if withdrawn:
             # Another pool woke or grew during phase 1: forcing now would kill pods the cluster
@@ -758,8 +777,7 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
             )
         )
         return StepResult(next_step="force", data=data, events=events)
-    timeout = runner.settings.drain_timeout
-    if not forcing and timeout is not None and now >= state.started_at + timeout:
+    if not forcing and timeout is not None and decision.deadline_reached:
         error = f"drain did not complete within {format_duration(timeout)}"
         _record_nodes(runner, op, kube_events.DRAIN_FAILED, f"{error} (operation {op.id})", warning=True)
         return StepResult(
@@ -768,14 +786,8 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
             error=error,
             events=[*events, ("final", f"Failed: {error}\n{message}", message)],
         )
-    wake = now + runner.settings.pass_interval
-    if result.report.completed:
-        wake = min(wake, settled_from + runner.settings.settle)
-    if result.next_retry_at is not None:
-        wake = min(wake, result.next_retry_at)
-    if forcing:
-        wake = min(wake, started + runner.settings.graceful_window)
-    return StepResult(data=data, wait=max(0.5, (wake - now).total_seconds()), events=events)
+    # From the clock after the pass: a pass that evicted for minutes has used up part of the wait.
+    return StepResult(data=data, wait=decision.wait_seconds(runner.clock.now()), events=events)
 
 
 def _drain_timeouts(
