@@ -8,8 +8,10 @@ Slack mrkdwn: callers escape text that did not come from us (`blockkit.esc`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from engine import schedule
+from engine.announcement import ApprovalPromise, DecisionNote, EventKind, Upcoming
 from engine.operation import OpKind, OpState
 
 COMMAND = "/scale"
@@ -244,11 +246,12 @@ def who(actor: str) -> str:
     return f"<@{actor}>"
 
 
-def slack_time(at: datetime, fmt: str = "{date_short_pretty} {time}") -> str:
+def slack_time(at: datetime, fmt: str = "{date_short_pretty} {time}", *, fallback: str = "") -> str:
     """A time Slack shows in each reader's own time zone ("today 14:02", "Mar 2 14:02"); the
-    fallback (clients that cannot format it) is UTC. The date is always there, so the text stays
-    true in a message nobody edits any more."""
-    return f"<!date^{int(at.timestamp())}^{fmt}|{at.strftime('%Y-%m-%d %H:%M UTC')}>"
+    fallback (clients that cannot format it) is UTC unless given. The date is always there, so the
+    text stays true in a message nobody edits any more."""
+    shown = fallback or at.strftime("%Y-%m-%d %H:%M UTC")
+    return f"<!date^{int(at.timestamp())}^{fmt}|{shown}>"
 
 
 def request_line(actor: str, kind: OpKind, cluster: str, summary: str) -> str:
@@ -381,3 +384,61 @@ def final_heading(state: OpState) -> str:
         OpState.FAILED: "❌ *Failed*",
         OpState.CANCELLED: "🛑 *Cancelled*",
     }.get(state, f"{STATE_EMOJI[state]} *{state.value}*")
+
+
+# -- scheduled events ----------------------------------------------------------------------------
+
+EVENT_TITLE: dict[EventKind, str] = {
+    "shutdown": "Scheduled shutdown",
+    "weekend_shutdown": "Weekend shutdown",
+    "scale_down": "Scheduled scale-down",
+    "wake_up": "Wake-up",
+    "return_to_sleep": "Return to sleep",
+}
+
+
+def event_time(at: datetime, tz: str) -> str:
+    """A scheduled instant in each reader's zone; the fallback is the schedule's own ("Mon 20:00 CET")."""
+    return slack_time(at, fallback=schedule.describe(at, tz))
+
+
+def upcoming_lines(cluster: str, name: str, event: Upcoming) -> list[str]:
+    """An announced sleep: when it starts and what it does, when the cluster is back, its approval.
+    Absolute times only: the message stays true after its last edit."""
+    head = f"{EVENT_TITLE[event.event]} of {cluster} starts {event_time(event.at, event.tz)}: {event.summary}"
+    if event.wake_at is None:
+        back = f"No wake is scheduled: `{COMMAND} wake {cluster}` brings it back."
+    else:
+        back = f"Back {event_time(event.wake_at, event.tz)}."
+        if event.no_wake_on:
+            back += f" No wake on {', '.join(d.isoformat() for d in event.no_wake_on)} (exception dates)."
+    if event.approval.complete:
+        approval = f"Runs without a further approval ({schedule_approval(name, event.approval)})."
+    else:
+        approval = "Needs an approval when it starts."
+    return [head, back, approval]
+
+
+def reminder(cluster: str, event: Upcoming, lead: timedelta | None) -> str:
+    """The thread reply of a later lead (the message itself is edited, which notifies nobody)."""
+    before = f" ({lead_text(lead)} before)" if lead is not None else ""
+    title = EVENT_TITLE[event.event].lower()
+    return f"Reminder{before}: {title} of {cluster} starts {event_time(event.at, event.tz)}"
+
+
+def lead_text(lead: timedelta) -> str:
+    minutes = int(lead.total_seconds() // 60)
+    return f"{minutes} min" if minutes < 120 or minutes % 60 else f"{minutes // 60} h"
+
+
+def decided_line(decision: DecisionNote) -> str:
+    return f"{decision.note} ({who(decision.by)})"
+
+
+def schedule_approval(name: str, approval: ApprovalPromise) -> str:
+    """How a schedule's runs are approved, with its pre-approvers as mentions."""
+    if approval.mode != "pre_approved":
+        return "approval at each run"
+    if not approval.pre_approvers:
+        return f"pre-approval asked, none given yet (`{COMMAND} schedule approve {name}`)"
+    return "pre-approved by " + ", ".join(who(u) for u in approval.pre_approvers)

@@ -43,10 +43,12 @@ from bot.blocks import (
     ACTION_POSTPONE_UNTIL,
     ACTION_RUN_NOW,
     ACTION_SKIP,
+    text_message,
 )
 from engine import schedule
+from engine.announcement import Announcement
 from engine.schedule import Occurrence
-from engine.schedules import Announcement, Schedule
+from engine.schedules import Schedule
 
 MESSAGE_PREFIX = "sched:"
 """Sender key of an occurrence's announcement: `sched:<occurrence key>` (one message, edited)."""
@@ -234,7 +236,7 @@ def announcement(note: Announcement, *, status: str = "", buttons: bool | None =
     """An occurrence's channel message: the engine's text (first line in bold), an optional status
     line (what happened to it), and Postpone 1h / Postpone until… / Skip this time / Run now."""
     show_buttons = note.buttons if buttons is None else buttons
-    lines = note.text.splitlines() or [note.text]
+    lines = announcement_lines(note)
     b = Builder()
     head = f"{_emoji(note)} *{esc_keep_mentions(lines[0])}*"
     b.section("\n".join([head, *(esc_keep_mentions(line) for line in lines[1:])]), reserve=800)
@@ -248,6 +250,26 @@ def announcement(note: Announcement, *, status: str = "", buttons: bool | None =
         b.actions(*_buttons(note))
     fallback = lines[0] + (f" · {status}" if status else "")
     return b.build(f"sched-{note.key}", fallback)
+
+
+def announcement_lines(note: Announcement) -> list[str]:
+    """An upcoming sleep from its data (times in each reader's zone), a decision's line after it;
+    the engine's plain account for the other kinds."""
+    if note.upcoming is not None:
+        lines = messages.upcoming_lines(note.cluster, note.schedule, note.upcoming)
+        if note.decision is not None:
+            lines.append(messages.decided_line(note.decision))
+        return lines
+    if note.decision is not None:
+        return [messages.decided_line(note.decision)]
+    return note.text.splitlines() or [note.text]
+
+
+def reminder(note: Announcement) -> Message | None:
+    """The thread reply of a later lead, from the occurrence's data; None when it has none."""
+    if note.upcoming is None:
+        return None
+    return text_message(messages.reminder(note.cluster, note.upcoming, note.lead), emoji="⏰")
 
 
 def occurrence_status(key: str, text: str) -> Message:

@@ -58,9 +58,10 @@ from bot.ports import OperationsPort, UserError
 from bot.scheduler import SchedulerRunner
 from bot.sender import Sender
 from engine import schedule
+from engine.announcement import Announcement
 from engine.clock import Clock
 from engine.schedule import ScheduleError
-from engine.schedules import Announcement, ScheduleOutcome, Schedules, ScheduleTarget
+from engine.schedules import ScheduleOutcome, Schedules, ScheduleTarget
 
 log = logging.getLogger(__name__)
 
@@ -211,11 +212,10 @@ class ScheduleUi:
         key = ui.MESSAGE_PREFIX + note.key
         if note.message_ts:
             sender.adopt(key, note.channel, note.message_ts)
-        if note.kind == "upcoming" and sender.message_ts(key) is not None:
+        reminder = ui.reminder(note) if note.kind == "upcoming" and note.reminder else None
+        if reminder is not None:
             # A later lead edits the message (no notification), so say it in the thread too.
-            sender.reply(
-                key, blocks.text_message(note.text.splitlines()[0], emoji="⏰"), channel=note.channel
-            )
+            sender.reply(key, reminder, channel=note.channel)
         if note.effective is None or note.kind in ("late", "missed"):
             with self._lock:  # nothing is shown on this message after it: forget it
                 self._last.pop(note.key, None)
@@ -469,12 +469,15 @@ class ScheduleUi:
         sender = self._sender
         if sender is None:
             return
+        reply = outcome.reply
+        if outcome.decided_by:
+            reply = f"{reply} ({messages.who(outcome.decided_by)})"
         if outcome.operation is not None:
-            line = ui.started(outcome.reply)
+            line = ui.started(reply)
         elif not outcome.ok:
-            line = ui.failed_to_start(outcome.reply)
+            line = ui.failed_to_start(reply)
         else:
-            line = ui.done_without_change(outcome.reply)
+            line = ui.done_without_change(reply)
         key = ui.MESSAGE_PREFIX + outcome.key
         with self._lock:
             last = self._last.pop(outcome.key, None)

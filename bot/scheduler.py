@@ -37,9 +37,10 @@ from apscheduler.schedulers.base import BaseScheduler
 from apscheduler.triggers.date import DateTrigger
 
 from engine import schedule
+from engine.announcement import Announcement
 from engine.clock import Clock
 from engine.operation import ProgressEvent
-from engine.schedules import Announcement, ScheduleOutcome, Schedules
+from engine.schedules import ScheduleOutcome, Schedules
 
 log = logging.getLogger(__name__)
 

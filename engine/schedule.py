@@ -599,7 +599,7 @@ def skip(occurrence: Occurrence, *, by: str, spec: ScheduleSpec) -> Override:
 
 def run_now(occurrence: Occurrence, *, by: str, now: datetime, spec: ScheduleSpec) -> Override:
     """Run this occurrence at `now` instead of its scheduled instant."""
-    note = f"The {occurrence.action} of {describe(occurrence, spec.tz)} was started early by {by}."
+    note = f"The {occurrence.action} of {describe(occurrence, spec.tz)} was started early."
     return Override(occurrence.key, "run_now", _utc(now, "now"), by, note)
 
 

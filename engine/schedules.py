@@ -40,6 +40,15 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any, Literal, cast
 
 from engine import policy, schedule
+from engine.announcement import (
+    Announcement,
+    AnnouncementKind,
+    ApprovalMode,
+    ApprovalPromise,
+    DecisionNote,
+    EventKind,
+    Upcoming,
+)
 from engine.clock import Clock
 from engine.operation import (
     Operation,
@@ -62,10 +71,8 @@ from engine.store import (
     schedule_fingerprint,
 )
 
-ApprovalMode = Literal["pre_approved", "per_run"]
 TargetKind = Literal["cluster", "pools", "scale", "workloads"]
 DueWhat = Literal["announce", "fire", "missed", "noop"]
-AnnouncementKind = Literal["upcoming", "late", "missed", "decided", "back"]
 
 APPROVAL_MODES: tuple[ApprovalMode, ...] = ("pre_approved", "per_run")
 TARGET_KINDS: tuple[TargetKind, ...] = ("cluster", "pools", "scale", "workloads")
@@ -210,25 +217,6 @@ class Due:
 
 
 @dataclass(frozen=True, slots=True)
-class Announcement:
-    """A channel message about one occurrence. `key` is what its buttons carry; `message_ts` is the
-    message to update in place ("" posts a new one); `thread_ts` threads it under another."""
-
-    key: str
-    schedule: str
-    cluster: str
-    channel: str
-    text: str
-    kind: AnnouncementKind
-    effective: datetime | None = None
-    lead: timedelta | None = None
-    message_ts: str = ""
-    thread_ts: str = ""
-    buttons: bool = False
-    """Postpone 1h / Postpone until… / Skip this time / Run now are offered."""
-
-
-@dataclass(frozen=True, slots=True)
 class ScheduleOutcome:
     """The answer to a command, a click or a timer event: what to tell people and what changed.
 
@@ -244,6 +232,8 @@ class ScheduleOutcome:
     operation: Operation | None = None
     announcement: Announcement | None = None
     decision: MissedDecision | None = None
+    decided_by: str = ""
+    """Who took a decision on an occurrence (postpone, skip, run now)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -511,6 +501,12 @@ class Schedules:
         summary = self._plan_summary(sched)  # a cluster listing: outside the write transaction
         with self.store.transaction():
             row = self._row(occurrence)
+            # Decided from what SQLite says was shown before, so it also holds after a restart.
+            reminder = bool(row.announce_ts) or (
+                row.announced_for == effective
+                and row.announced_lead is not None
+                and row.announced_lead > lead.total_seconds()
+            )
             self.store.save_occurrence(
                 replace(
                     row,
@@ -526,11 +522,14 @@ class Schedules:
             schedule=sched.name,
             cluster=sched.cluster,
             channel=sched.channel,
-            text=self._announcement_text(sched, occurrence, effective, now, summary),
+            text="",
             kind="upcoming",
             effective=effective,
             lead=lead,
+            message_ts=row.announce_ts,
             buttons=True,
+            upcoming=self._upcoming_sleep(sched, occurrence, effective, summary),
+            reminder=reminder,
         )
 
     def set_announcement(self, key: str, *, channel: str, ts: str) -> None:
@@ -584,7 +583,9 @@ class Schedules:
         if not decided.ok:
             return decided
         fired = self.fire(key, self.clock.now(), by=by)
-        return replace(fired, reply=f"{decided.reply} {fired.reply}", announcement=decided.announcement)
+        return replace(
+            fired, reply=f"{decided.reply} {fired.reply}", announcement=decided.announcement, decided_by=by
+        )
 
     # -- firing ----------------------------------------------------------------------------------
 
@@ -959,9 +960,11 @@ class Schedules:
             self._save_override(sched, override, now)
             effective = schedule.effective_time(occ, [*overrides, override])
             row = self._after_decision(sched, row, effective, now, override)
-        reply = f"{override.note} (<@{by}>)"
-        note = self._decided_announcement(sched, occ, row, effective=effective, now=now, reply=reply)
-        return ScheduleOutcome(True, reply, changed=True, key=key, effective=effective, announcement=note)
+        decided = DecisionNote(by, override.note)
+        note = self._decided_announcement(sched, occ, row, effective=effective, now=now, decision=decided)
+        return ScheduleOutcome(
+            True, override.note, changed=True, key=key, effective=effective, announcement=note, decided_by=by
+        )
 
     def _after_decision(
         self,
@@ -994,19 +997,27 @@ class Schedules:
 
     # -- internals: texts ------------------------------------------------------------------------
 
-    def _announcement_text(
-        self, sched: Schedule, occ: Occurrence, effective: datetime, now: datetime, summary: str
-    ) -> str:
-        tz = sched.spec.tz
-        lines = [
-            f"{_title(sched, occ)} of {sched.cluster} starts {schedule.describe(effective, tz)} "
-            f"({schedule.in_words(effective - now)}): {summary}",
-            _wake_line(sched, occ, effective),
-            f"Runs without a further approval ({_approval_text(sched)})."
-            if self._pre_approval_complete(sched)
-            else "Needs an approval when it starts.",
-        ]
-        return "\n".join(line for line in lines if line)
+    def _upcoming_sleep(
+        self, sched: Schedule, occ: Occurrence, effective: datetime, summary: str
+    ) -> Upcoming:
+        """An upcoming sleep as data: when, what, the wake that follows, what approval it needs."""
+        following = schedule.next_occurrence(sched.spec, "wake", after=effective)
+        holidays = (
+            schedule.skipped_wakes(sched.spec, occ)
+            if following is not None and not isinstance(occ, Resleep)
+            else ()
+        )
+        return Upcoming(
+            event=_event(sched, occ),
+            at=effective,
+            summary=summary,
+            tz=sched.spec.tz,
+            wake_at=following.at if following is not None else None,
+            no_wake_on=tuple(holidays),
+            approval=ApprovalPromise(
+                sched.approval_mode, sched.approvers, complete=self._pre_approval_complete(sched)
+            ),
+        )
 
     def _decided_announcement(
         self,
@@ -1016,22 +1027,24 @@ class Schedules:
         *,
         effective: datetime | None,
         now: datetime,
-        reply: str,
+        decision: DecisionNote,
     ) -> Announcement:
-        text = reply
+        upcoming = None
         if effective is not None and occ.action == "sleep":
             summary = row.summary or "see the plan when it starts"
-            text = f"{self._announcement_text(sched, occ, effective, now, summary)}\n{reply}"
+            upcoming = self._upcoming_sleep(sched, occ, effective, summary)
         return Announcement(
             key=occ.key,
             schedule=sched.name,
             cluster=sched.cluster,
             channel=row.announce_channel or sched.channel,
-            text=text,
+            text=decision.note,
             kind="decided",
             effective=effective,
             message_ts=row.announce_ts,
             buttons=effective is not None and effective > now,
+            upcoming=upcoming,
+            decision=decision,
         )
 
     def _pre_approval_complete(self, sched: Schedule) -> bool:
@@ -1341,31 +1354,32 @@ def _resleep_decision(
     return MissedDecision(occ, "announce_missed", late, f"{what} was missed by {span}, beyond the grace")
 
 
+_EVENT_TITLE: dict[EventKind, str] = {
+    "shutdown": "Scheduled shutdown",
+    "weekend_shutdown": "Weekend shutdown",
+    "scale_down": "Scheduled scale-down",
+    "wake_up": "Wake-up",
+    "return_to_sleep": "Return to sleep",
+}
+
+
 def _title(sched: Schedule, occ: Occurrence) -> str:
+    return _EVENT_TITLE[_event(sched, occ)]
+
+
+def _event(sched: Schedule, occ: Occurrence) -> EventKind:
     if occ.action == "wake":
-        return "Wake-up"
+        return "wake_up"
     if isinstance(occ, Resleep):
-        return "Return to sleep"
+        return "return_to_sleep"
     if sched.target.kind == "scale":
-        return "Scheduled scale-down"
+        return "scale_down"
     following = schedule.next_occurrence(sched.spec, "wake", after=occ.at)
     if following is None:
-        return "Scheduled shutdown"
+        return "shutdown"
     days = (following.local_date - occ.local_date).days
     weekend = any((occ.local_date + timedelta(days=i)).weekday() >= 5 for i in range(days + 1))
-    return "Weekend shutdown" if weekend and following.at - occ.at >= WEEKEND_SPAN else "Scheduled shutdown"
-
-
-def _wake_line(sched: Schedule, occ: Occurrence, effective: datetime) -> str:
-    tz = sched.spec.tz
-    following = schedule.next_occurrence(sched.spec, "wake", after=effective)
-    if following is None:
-        return f"No wake is scheduled: `wake {sched.cluster}` brings it back."
-    holidays = schedule.skipped_wakes(sched.spec, occ) if not isinstance(occ, Resleep) else ()
-    line = f"Back {schedule.describe(following, tz)}."
-    if holidays:
-        line += f" No wake on {', '.join(d.isoformat() for d in holidays)} (exception dates)."
-    return line
+    return "weekend_shutdown" if weekend and following.at - occ.at >= WEEKEND_SPAN else "shutdown"
 
 
 def _to_stored(

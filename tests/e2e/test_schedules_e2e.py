@@ -130,7 +130,7 @@ def test_a_scheduled_night_zero_scales_the_real_cluster_and_the_morning_restores
     world.tick()
     card = world.announcement(SLEEP_KEY)
     ts = card.response["ts"]
-    assert "starts Mon 20:00 CET (in 60 min): 2 pools, 3 nodes → 0" in all_text(card)
+    assert "|Mon 20:00 CET>: 2 pools, 3 nodes → 0" in all_text(card)
 
     world.at(utc(2, 19))  # Monday 20:00 CET: the sleep
     world.tick()

@@ -323,8 +323,12 @@ def test_announcement_is_posted_at_the_lead_time_with_four_buttons(world: World)
     card = world.announcement()
     assert card.body["channel"] == CHANNEL and not card.body.get("thread_ts")
     text = all_text(card)
-    assert "Scheduled shutdown of dev-eu starts Mon 20:00 CET (in 60 min): 2 pools, 5 nodes → 0" in text
-    assert "Back Tue 07:00 CET." in text and "pre-approved by" in text
+    sleep_at, wake_at = int(utc(2, 19).timestamp()), int(utc(3, 6).timestamp())
+    # Absolute times each reader sees in their own zone (the schedule's zone as the fallback).
+    starts = f"starts <!date^{sleep_at}^{{date_short_pretty}} {{time}}|Mon 20:00 CET>"
+    assert f"Scheduled shutdown of dev-eu {starts}: 2 pools, 5 nodes → 0" in text
+    assert f"Back <!date^{wake_at}^{{date_short_pretty}} {{time}}|Tue 07:00 CET>." in text
+    assert "pre-approved by" in text and "(in " not in text, "no relative phrase left to go stale"
     assert [b["action_id"] for b in buttons_of(card)] == [
         blocks.ACTION_POSTPONE_1H,
         blocks.ACTION_POSTPONE_UNTIL,
@@ -336,10 +340,12 @@ def test_announcement_is_posted_at_the_lead_time_with_four_buttons(world: World)
     world.at(utc(2, 18, 50))  # the 10-minute lead: the same message, edited, and a reminder in its thread
     world.tick()
     ts = card.response["ts"]
-    edit = world.bot.api.wait_for_call("chat.update", lambda c: c.body.get("ts") == ts)
-    assert "starts Mon 20:00 CET (in 10 min)" in all_text(edit)
     reminder = world.bot.api.wait_for_call("chat.postMessage", lambda c: c.body.get("thread_ts") == ts)
-    assert "⏰" in all_text(reminder) and "(in 10 min)" in all_text(reminder)
+    assert "⏰" in all_text(reminder)
+    assert f"Reminder (10 min before): scheduled shutdown of dev-eu {starts}" in all_text(reminder)
+    assert "(in " not in all_text(reminder)
+    # The edit for the new lead renders the same instant: identical, so the sender sends nothing.
+    assert world.updates(ts) == [] or f"<!date^{sleep_at}^" in all_text(world.updates(ts)[-1])
     assert len([c for c in world.bot.api.calls_to("chat.postMessage") if not c.body.get("thread_ts")]) == 1
 
 
@@ -350,7 +356,9 @@ def test_postpone_1h_by_an_operator_moves_that_occurrence_only_and_edits_the_mes
     update = world.bot.api.wait_for_call("chat.update", lambda c: c.body.get("ts") == ts)
     text = all_text(update)
     assert update.body["channel"] == CHANNEL
-    assert "starts Mon 21:00 CET (in 2 h)" in text
+    at = int(utc(2, 20).timestamp())
+    assert f"starts <!date^{at}^{{date_short_pretty}} {{time}}|Mon 21:00 CET>" in text
+    assert "(in " not in text
     assert "is postponed to Mon 21:00 CET (60 min later)" in text and f"<@{OPERATOR}>" in text
     assert len(buttons_of(update)) == 4, "still upcoming: the buttons stay"
     world.bot.settle()
@@ -412,7 +420,8 @@ def test_run_now_fires_through_operations_with_progress_in_the_announcement_thre
     update = world.bot.api.wait_for_call(
         "chat.update", lambda c: c.body.get("ts") == ts and "🔄" in all_text(c), timeout=10
     )
-    assert "was started early by" in all_text(update) and buttons_of(update) == []
+    assert "was started early" in all_text(update) and buttons_of(update) == []
+    assert f"(<@{OPERATOR}>)" in all_text(update), "who ran it is mentioned"
     [op] = world.ops.list_operations()
     assert (op.kind, op.requested_by, op.thread_ts, op.channel) == (
         OpKind.ZERO,
@@ -603,7 +612,7 @@ def test_values_scalebot_did_not_make_name_no_occurrence(value: str) -> None:
 
 def test_an_oversize_announcement_still_renders_within_slack_limits() -> None:
     from bot import blockkit
-    from engine.schedules import Announcement
+    from engine.announcement import Announcement
 
     text = "Scheduled shutdown of dev-eu starts Mon 20:00 CET (in 60 min): " + ", ".join(
         f"pool-{i:04d}" for i in range(3000)

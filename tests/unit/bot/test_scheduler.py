@@ -25,12 +25,13 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from bot.scheduler import MISFIRE_GRACE_SECONDS, SchedulerRunner
 from engine import policy
+from engine.announcement import Announcement
 from engine.clock import FakeClock
 from engine.kube.fake import FakeCluster
 from engine.operations import Operations
 from engine.pools.simulated import SimulatedPoolProvider
 from engine.runner import ClusterHandle
-from engine.schedules import Announcement, ScheduleOutcome, Schedules, ScheduleTarget
+from engine.schedules import ScheduleOutcome, Schedules, ScheduleTarget
 from engine.store import Store
 
 CLUSTER = "dev-eu"

@@ -263,11 +263,10 @@ def test_the_weekend_announcement_has_the_plan_numbers(world: World, clock: Fake
     now = at(clock, utc(6, 17))  # Friday 18:00 CET
     [result] = world.schedules.run_due(now)
     note = result.announcement
-    assert note is not None and note.kind == "upcoming" and note.buttons
-    assert note.text.splitlines()[0] == (
-        "Weekend shutdown of dev-eu starts Fri 19:00 CET (in 60 min): 2 pools, 5 nodes → 0"
-    )
-    assert "Back Mon 07:00 CET." in note.text
+    assert note is not None and note.kind == "upcoming" and note.buttons and note.upcoming is not None
+    assert (note.upcoming.event, note.upcoming.at) == ("weekend_shutdown", utc(6, 18))
+    assert note.upcoming.summary == "2 pools, 5 nodes → 0" and note.upcoming.tz == "Europe/Berlin"
+    assert note.upcoming.wake_at == utc(9, 6) and not note.reminder
     assert note.key == "weekend:2026-03-06:sleep" and note.channel == "C0DEV"
     assert world.schedules.run_due(now) == [], "announced once per lead"
 
@@ -279,10 +278,12 @@ def test_announcements_go_out_at_each_lead_time_and_a_late_timer_posts_only_the_
     assert world.schedules.due(at(clock, utc(2, 17, 59))) == []
     [first] = world.schedules.run_due(at(clock, utc(2, 18)))
     assert first.announcement is not None and first.announcement.lead == timedelta(minutes=60)
-    assert "(in 60 min)" in first.announcement.text
+    assert first.announcement.upcoming is not None and first.announcement.upcoming.at == utc(2, 19)
+    assert not first.announcement.reminder and first.announcement.message_ts == ""
     [second] = world.schedules.run_due(at(clock, utc(2, 18, 52)))
     assert second.announcement is not None and second.announcement.lead == timedelta(minutes=10)
-    assert "(in 8 min)" in second.announcement.text
+    assert second.announcement.upcoming == first.announcement.upcoming, "the same instant, no countdown"
+    assert second.announcement.reminder, "the 60m message exists: the 10m lead edits it and reminds"
     # Tuesday: the timer wakes at 19:55 CET having missed the 60m instant: only the 10m one is posted.
     tuesday = world.schedules.due(at(clock, utc(3, 18, 55)))
     assert [(d.what, d.lead) for d in tuesday if d.occurrence.key == "nights:2026-03-03:sleep"] == [
@@ -297,9 +298,12 @@ def test_postpone_moves_only_that_occurrence(world: World, clock: FakeClock) -> 
     world.schedules.set_announcement(key, channel="C0DEV", ts="1700.01")
     out = world.schedules.postpone(key, by=OPERATOR)
     assert out.ok and out.effective == utc(2, 20)
-    assert "postponed to Mon 21:00 CET (60 min later)" in out.reply and f"<@{OPERATOR}>" in out.reply
+    assert "postponed to Mon 21:00 CET (60 min later)" in out.reply and out.decided_by == OPERATOR
+    assert "<@" not in out.reply, "the bot renders who decided"
     assert out.announcement is not None and out.announcement.message_ts == "1700.01"
-    assert out.announcement.buttons and "starts Mon 21:00 CET (in 2 h)" in out.announcement.text
+    assert out.announcement.decision is not None and out.announcement.decision.by == OPERATOR
+    assert out.announcement.buttons and out.announcement.upcoming is not None
+    assert out.announcement.upcoming.at == utc(2, 20)
     events = world.schedules.next_events(clock.now(), limit=3)
     assert [(o.key, eff) for o, eff in events] == [
         ("nights:2026-03-02:sleep", utc(2, 20)),
@@ -308,10 +312,9 @@ def test_postpone_moves_only_that_occurrence(world: World, clock: FakeClock) -> 
     ]
     [reannounced] = world.schedules.run_due(at(clock, utc(2, 19)))
     assert reannounced.operation is None, "nothing fires at the old time"
-    assert (
-        reannounced.announcement is not None
-        and "starts Mon 21:00 CET (in 60 min)" in reannounced.announcement.text
-    )
+    assert reannounced.announcement is not None and reannounced.announcement.upcoming is not None
+    assert reannounced.announcement.upcoming.at == utc(2, 20)
+    assert reannounced.announcement.reminder and reannounced.announcement.message_ts == "1700.01"
     fired = world.schedules.run_due(at(clock, utc(2, 20)))
     assert [r.operation is not None for r in fired] == [True]
     assert any(r.action == "schedule_postpone" for r in world.ops.store.audit_rows())
@@ -360,7 +363,7 @@ def test_run_now_starts_the_sleep_at_once_and_the_timer_then_has_nothing_to_do(
     out = world.schedules.run_now("nights:2026-03-02:sleep", by=OPERATOR)
     assert out.ok and out.operation is not None, out.reply
     assert out.operation.requested_by == "schedule:nights" and out.operation.kind is OpKind.ZERO
-    assert "started early by U0OPER" in out.reply
+    assert "was started early" in out.reply and out.decided_by == OPERATOR
     world.settle()
     assert world.schedules.run_due(at(clock, utc(2, 19))) == []
     assert len(ops_by(world)) == 1
@@ -564,7 +567,9 @@ def test_a_temporary_wake_holds_the_sleep_inside_it_and_re_sleeps_at_expiry(
     assert world.schedules.run_due(at(clock, utc(7, 19))) == [], "the held sleep does not run"
     [note] = world.schedules.run_due(at(clock, utc(7, 20, 30)))
     assert note.announcement is not None
-    assert note.announcement.text.startswith("Return to sleep of dev-eu starts Sat 22:00 CET (in 30 min)")
+    assert note.announcement.upcoming is not None
+    upcoming = note.announcement.upcoming
+    assert (upcoming.event, upcoming.at) == ("return_to_sleep", utc(7, 21))
     [resleep] = world.schedules.run_due(at(clock, utc(7, 21)))
     assert resleep.operation is not None and resleep.operation.requested_by == "schedule:nights"
     world.settle()
@@ -631,7 +636,9 @@ def test_exception_dates_are_announced_at_the_shutdown_before_them(world: World,
     assert add(world.schedules, exceptions="2026-03-03", lead_times="60m").ok
     [note] = world.schedules.run_due(at(clock, utc(2, 18)))
     assert note.announcement is not None
-    assert "Back Wed 07:00 CET. No wake on 2026-03-03 (exception dates)." in note.announcement.text
+    assert note.announcement.upcoming is not None
+    assert note.announcement.upcoming.wake_at == utc(4, 6)
+    assert note.announcement.upcoming.no_wake_on == (date(2026, 3, 3),)
 
 
 def test_unknown_keys_are_refused(world: World, clock: FakeClock) -> None:
