@@ -6,11 +6,14 @@ an approval card would never appear while its request held its locks. `conversat
 (read from the `x-oauth-scopes` header Slack sends with every Web API response). A channel the
 bot is in is remembered for a while (Tier 3 allows ~50 calls a minute); a "no" is never cached,
 so `/invite @scalebot` works at once. When Slack cannot say (the token lacks `channels:read` /
-`groups:read`), the request goes ahead: the answer is "yes, as far as we know", never a refusal.
+`groups:read`, Slack is unreachable), the answer is `Access.UNKNOWN`, never a refusal: the request
+goes ahead, an operation that needs no approval waits for its card to be posted, and a refused
+first post cancels the request (bot.progress).
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import threading
 import time
@@ -23,6 +26,13 @@ log = logging.getLogger(__name__)
 
 MEMBER_TTL_SECONDS = 300.0
 _UNKNOWN_CHANNEL = frozenset({"channel_not_found"})
+
+
+class Access(enum.Enum):
+    YES = "yes"
+    NO = "no"
+    UNKNOWN = "unknown"
+    """Slack could not say (missing scope, unreachable): find out when the card is posted."""
 
 
 class ConversationsApi(Protocol):
@@ -43,35 +53,35 @@ class SlackChannels:
         self._lock = threading.Lock()
         self._members: dict[str, float] = {}
 
-    def can_post(self, channel: str) -> bool:
+    def can_post(self, channel: str) -> Access:
         now = self._clock()
         with self._lock:
             known = self._members.get(channel)
         if known is not None and now - known < self._ttl:
-            return True
+            return Access.YES
         try:
             response = self._client.conversations_info(channel=channel)
         except SlackApiError as exc:
             error = str(exc.response.get("error", "")) if exc.response is not None else ""
             if error in _UNKNOWN_CHANNEL:
-                return False  # a private channel the bot is not in looks exactly like this
-            log.warning("cannot tell whether scalebot is in %s (%s); going ahead", channel, error)
-            return True
+                return Access.NO  # a private channel the bot is not in looks exactly like this
+            log.warning("cannot tell whether scalebot is in %s (%s); the card will say", channel, error)
+            return Access.UNKNOWN
         except Exception:  # Slack unreachable: the post itself will retry and say
-            log.warning("cannot tell whether scalebot is in %s; going ahead", channel, exc_info=True)
-            return True
+            log.warning("cannot tell whether scalebot is in %s; the card will say", channel, exc_info=True)
+            return Access.UNKNOWN
         info = response.get("channel") or {}
         public = bool(info.get("is_channel")) and not info.get("is_private")
         if info.get("is_member") or (public and "chat:write.public" in _scopes(response)):
             with self._lock:
                 self._members[channel] = now
-            return True
-        return False
+            return Access.YES
+        return Access.NO
 
 
-def everywhere(channel: str) -> bool:
+def everywhere(channel: str) -> Access:
     """For wiring without Slack (the console): every channel can be posted to."""
-    return True
+    return Access.YES
 
 
 def _scopes(response: Any) -> set[str]:

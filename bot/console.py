@@ -242,6 +242,9 @@ class ConsoleSender:
     def add_posted_hook(self, hook: Callable[[str, str, str], None]) -> None:
         self._hooks.append(hook)
 
+    def add_unposted_hook(self, hook: Callable[[str, str, str], None]) -> None:
+        """Never called: a terminal shows every message."""
+
     def adopt(self, key: str, channel: str, ts: str) -> None:
         """Nothing to adopt: a terminal has no earlier messages to edit."""
 
@@ -282,6 +285,9 @@ class ConsoleSender:
 
     def ephemeral(self, channel: str, user: str, message: Message) -> None:
         self._terminal.lines(self._terminal.render(message), first=_ONLY_YOU)
+
+    def tell(self, channel: str, user: str, message: Message) -> None:
+        self.ephemeral(channel, user, message)
 
     def _announce(self, key: str, channel: str) -> None:
         # Progress records where a card lives (ops.set_message); the dispatcher relies on it.

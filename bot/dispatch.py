@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from bot import blocks, commands, messages
 from bot.blockkit import Message
+from bot.channels import Access
 from bot.ports import OperationsPort, UserError
 from bot.progress import Progress
 from engine.operation import Operation, OpKind, OpState, Outcome, Target
@@ -26,7 +27,7 @@ log = logging.getLogger(__name__)
 
 GroupResolver = Callable[[str], Sequence[str]]
 """Slack user ID -> the user group IDs (S…) the policy may grant roles to."""
-ChannelCheck = Callable[[str], bool]
+ChannelCheck = Callable[[str], Access]
 """Channel ID -> whether scalebot can post there (bot.channels.SlackChannels.can_post)."""
 
 
@@ -213,13 +214,17 @@ class Dispatcher:
         if command.plan_only:
             answer(inv, blocks.plan_view(self.ops.preview(req, groups=self.groups(inv.user))))
             return
-        if self.can_post is not None and not self.can_post(inv.channel):
+        access = self.can_post(inv.channel) if self.can_post is not None else Access.YES
+        if access is Access.NO:
             # The card could not be posted: accept nothing, hold no lock, say what to do.
             answer(inv, blocks.text_message(messages.not_in_channel(), emoji="⚠️"))
             return
-        outcome = self.ops.request(req, groups=self.groups(inv.user))
+        # Unknown: nothing runs before its card is in the channel; a refused card cancels it.
+        unknown = access is Access.UNKNOWN
+        outcome = self.ops.request(req, groups=self.groups(inv.user), start_when_shown=unknown)
         if outcome.ok and outcome.operation is not None:
-            self.progress.show(outcome.operation)  # the card (or progress parent) in the channel
+            # The card (or progress parent) in the channel.
+            self.progress.show(outcome.operation, start_when_posted=unknown)
         else:
             self._reply_outcome(outcome, inv)
 

@@ -195,6 +195,21 @@ def not_in_channel() -> str:
     )
 
 
+def card_not_posted(kind: OpKind, cluster: str, channel: str, error: str) -> str:
+    """Why a request was cancelled by scalebot itself: Slack refused to post its card."""
+    what = f"{KIND_TITLE[kind].lower()} of {cluster}"
+    if error == "is_archived":
+        where = f"<#{channel}> is archived. Ask again in another channel"
+    elif error.startswith("gave_up:"):
+        where = f"Slack did not accept it in <#{channel}> after several tries ({error[8:]}). Ask again later"
+    else:
+        where = f"I'm not in <#{channel}>. Add me with `/invite @scalebot` and ask again"
+    return (
+        f"I could not post the card of your request ({what}), so I cancelled it; nothing was started. "
+        f"{where}."
+    )
+
+
 def planning(kind: OpKind, cluster: str, *, plan_only: bool) -> str:
     what = {
         OpKind.DRAIN: "a drain",

@@ -12,17 +12,19 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from engine.operation import Operation, OperationPlan, OperationRequest, Outcome, ProgressEvent
-from engine.operations import Advice, ClusterStatus, HistoryEntry, UserError
+from engine.operations import Advice, ClusterStatus, HistoryEntry, Unshown, UserError
 from engine.policy import Approvers, Role
 
-__all__ = ["Advice", "ClusterStatus", "HistoryEntry", "OperationsPort", "UserError"]
+__all__ = ["Advice", "ClusterStatus", "HistoryEntry", "OperationsPort", "Unshown", "UserError"]
 
 
 class OperationsPort(Protocol):
     """What the bot may ask of the engine. Every call is short except `request`, `plan` and
     `status`, which take a cluster snapshot and therefore run off Bolt's listener threads."""
 
-    def request(self, req: OperationRequest, *, groups: Sequence[str] = ()) -> Outcome: ...
+    def request(
+        self, req: OperationRequest, *, groups: Sequence[str] = (), start_when_shown: bool = False
+    ) -> Outcome: ...
 
     def plan(self, req: OperationRequest) -> OperationPlan:
         """Raises UserError naming the unknown cluster, pool or node and the valid names."""
@@ -81,6 +83,14 @@ class OperationsPort(Protocol):
 
     def refuse(self, by: str, what: str, cluster: str, reason: str) -> Outcome:
         """Audit a refusal decided outside the engine (a request from another workspace)."""
+        ...
+
+    def start_shown(self, op_id: str) -> bool:
+        """Start an operation held until its card is in the channel."""
+        ...
+
+    def cancel_unshown(self, op_id: str, reason: Unshown) -> Outcome:
+        """The system cancels a request whose card Slack refused to post (nothing started)."""
         ...
 
     def set_message(self, op_id: str, *, channel: str, ts: str) -> None:

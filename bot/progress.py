@@ -11,6 +11,12 @@ Per operation (message key `op:<id>`):
   place; terminal states are final renderings, which the sender never drops;
 - thread replies: each phase change, the DrainingSucceeded condition when it changed (at most
   once per `blocker_interval`, because drains report every pass), and the final summary.
+
+A card Slack refuses to post (the bot is not in the channel, which `conversations.info` could not
+tell beforehand; the channel is gone or archived) must not leave a request nobody sees holding its
+locks: the request is cancelled by the system (`Operations.cancel_unshown`) and the requester is
+told privately what to do. An operation that needs no approval and was requested while the channel
+could not be checked is held (`show(op, start_when_posted=True)`) and starts once its card is in.
 """
 
 from __future__ import annotations
@@ -22,14 +28,16 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from bot import blocks
-from bot.ports import OperationsPort
+from bot import blocks, messages
+from bot.ports import OperationsPort, Unshown
 from bot.sender import Sender
 from engine.operation import Operation, OpState, ProgressEvent
 
 log = logging.getLogger(__name__)
 
 KEY_PREFIX = "op:"
+CARD_REFUSED = frozenset({"not_in_channel", "channel_not_found", "is_archived"})
+"""Slack's answers to a card's first post that no retry can change: its request is cancelled."""
 _SUMMARISED = (OpState.SUCCEEDED, OpState.FAILED, OpState.EXPIRED, OpState.SUPERSEDED)
 
 
@@ -65,6 +73,8 @@ class Progress:
         self._queue: queue.Queue[ProgressEvent | Operation | None] = queue.Queue()
         self._views: dict[str, _View] = {}
         self._outstanding = 0
+        self._held: set[str] = set()
+        self._unshown: set[str] = set()
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
 
@@ -72,6 +82,7 @@ class Progress:
 
     def start(self) -> None:
         self._sender.add_posted_hook(self._remember_message)
+        self._sender.add_unposted_hook(self._card_refused)
         self._ops.subscribe(self.on_event)
         self._thread = threading.Thread(target=self._run, name="scalebot-progress", daemon=True)
         self._thread.start()
@@ -86,8 +97,12 @@ class Progress:
         """The engine's progress listener: never blocks, never raises."""
         self._put(event)
 
-    def show(self, op: Operation) -> None:
-        """(Re)render an operation's message, e.g. right after a request or a click."""
+    def show(self, op: Operation, *, start_when_posted: bool = False) -> None:
+        """(Re)render an operation's message, e.g. right after a request or a click.
+        `start_when_posted`: the operation was held until its card is in the channel."""
+        if start_when_posted:
+            with self._cond:
+                self._held.add(op.id)
         self._put(op)
 
     def resume(self, operations: Iterable[Operation]) -> None:
@@ -108,8 +123,45 @@ class Progress:
         self._queue.put(item)
 
     def _remember_message(self, key: str, channel: str, ts: str) -> None:
-        if key.startswith(KEY_PREFIX):
-            self._ops.set_message(key[len(KEY_PREFIX) :], channel=channel, ts=ts)
+        if not key.startswith(KEY_PREFIX):
+            return
+        op_id = key[len(KEY_PREFIX) :]
+        self._ops.set_message(op_id, channel=channel, ts=ts)
+        with self._cond:
+            held = op_id in self._held
+            self._held.discard(op_id)
+        if held:
+            self._ops.start_shown(op_id)
+
+    def _card_refused(self, key: str, channel: str, error: str) -> None:
+        """The sender's unposted hook: a card Slack would not post ends its request (nothing started)."""
+        if not key.startswith(KEY_PREFIX):
+            return
+        op_id = key[len(KEY_PREFIX) :]
+        with self._cond:
+            held = op_id in self._held
+            self._held.discard(op_id)
+            if op_id in self._unshown:
+                return  # its cancellation's own rendering failed the same way
+            if error not in CARD_REFUSED and not held:
+                # Slack unreachable, not a refusal: a later rendering posts the card again, and a
+                # request nobody approves expires as usual.
+                return
+            self._unshown.add(op_id)  # before the cancel: its final event must not render
+        outcome = self._ops.cancel_unshown(op_id, Unshown(channel, error))
+        op = outcome.operation
+        log.warning("card of operation %s not posted in %s (%s): %s", op_id, channel, error, outcome.reply)
+        if not outcome.ok:
+            with self._cond:
+                self._unshown.discard(op_id)
+        if outcome.ok and op is not None and _is_person(op.requested_by):
+            self._sender.tell(
+                channel,
+                op.requested_by,
+                blocks.text_message(
+                    messages.card_not_posted(op.kind, op.target.cluster, channel, error), emoji="⚠️"
+                ),
+            )
 
     # -- the worker -------------------------------------------------------------------------------
 
@@ -166,6 +218,9 @@ class Progress:
         self._sender.reply(message_key(op.id), reply, channel=channel)
 
     def _render(self, op: Operation, view: _View, *, refresh_decision: bool) -> str | None:
+        with self._cond:
+            if op.id in self._unshown:
+                return None  # Slack refused its card: nothing of it can be shown there
         channel = op.channel or (self._channel_for(op) if self._channel_for else None)
         if not channel:
             log.debug("operation %s has no channel; nothing to show in Slack", op.id)
@@ -196,3 +251,7 @@ def _ran(op: Operation) -> bool:
     return op.state in (OpState.SUCCEEDED, OpState.FAILED) or (
         op.state is OpState.CANCELLED and bool(op.step)
     )
+
+
+def _is_person(actor: str) -> bool:
+    return not actor.startswith(("cli:", "schedule:", "policy:", "scalebot"))

@@ -53,6 +53,8 @@ POST_BURST = 2.0
 """chat.postMessage calls one channel may get at once before the per-second pace applies."""
 _FINISHED_KEYS = 10_000
 """How many finished message keys are remembered, to refuse late renderings of them."""
+_DM_FALLBACK = "dm-fallback"
+"""Key of an ephemeral that becomes a direct message when Slack refuses it (`tell`)."""
 
 
 class SlackApi(Protocol):
@@ -154,6 +156,8 @@ class Sender:
         self._settings = settings or SenderSettings()
         self._metrics = metrics or SenderMetrics()
         self._posted_hooks: list[Callable[[str, str, str], None]] = []
+        self._unposted_hooks: list[Callable[[str, str, str], None]] = []
+        self._unposted: list[tuple[str, str, str]] = []
         self._clock = clock
         self._cond = threading.Condition()
         self._messages: dict[str, _Msg] = {}
@@ -220,9 +224,20 @@ class Sender:
     def ephemeral(self, channel: str, user: str, message: Message) -> None:
         self._accept(self._item("ephemeral", "", channel, message, user=user))
 
+    def tell(self, channel: str, user: str, message: Message) -> None:
+        """Privately: an ephemeral in `channel`, or a direct message when Slack refuses that (an
+        ephemeral needs the bot in the channel too)."""
+        self._accept(self._item("ephemeral", _DM_FALLBACK, channel, message, user=user))
+
     def add_posted_hook(self, hook: Callable[[str, str, str], None]) -> None:
         """Call `hook(key, channel, ts)` (on the sender thread) whenever a message is first posted."""
         self._posted_hooks.append(hook)
+
+    def add_unposted_hook(self, hook: Callable[[str, str, str], None]) -> None:
+        """Call `hook(key, channel, error)` (on the sender thread) when the first post of a message
+        failed for good: refused (`not_in_channel`, `channel_not_found`, `is_archived`, …) or given
+        up after retries (`gave_up:<last error>`). Later renderings of it are dropped the same way."""
+        self._unposted_hooks.append(hook)
 
     def adopt(self, key: str, channel: str, ts: str) -> None:
         """Message `key` already exists (posted before a restart): future renderings edit it."""
@@ -365,6 +380,7 @@ class Sender:
                 posted = self._apply(job, result, detail)
             if posted is not None:
                 self._announce(*posted)
+            self._report_unposted()
             # Idle only once the new message's ts is recorded: flush() (and stop()) promise that
             # nothing is in flight, and whoever flushed reads that ts next.
             with self._cond:
@@ -494,7 +510,9 @@ class Sender:
             log.error(
                 "Slack refused %s for %s: %s; dropped", method, job.item.key or job.item.channel, detail
             )
-            self._give_up(job)
+            self._give_up(job, str(detail))
+            if job.kind == "ephemeral" and job.item.key == _DM_FALLBACK:
+                self._accept(_direct_message(job.item))
         return None
 
     def _delivered(self, job: _Job, ts: str | None, now: float) -> tuple[str, str, str] | None:
@@ -554,9 +572,9 @@ class Sender:
         log.warning("Slack %s failed (%s), attempt %d; retrying", _METHOD[job.kind], error, attempts)
         if attempts >= _MAX_ATTEMPTS and not job.item.final:
             log.error("giving up on %s for %s after %d attempts", _METHOD[job.kind], job.item.key, attempts)
-            self._give_up(job)
+            self._give_up(job, f"gave_up:{error}")
 
-    def _give_up(self, job: _Job) -> None:
+    def _give_up(self, job: _Job, error: str) -> None:
         self._drop(job.item)
         lane, msg = self._lane(job), job.msg
         if lane is not None:
@@ -564,6 +582,20 @@ class Sender:
         elif msg is not None and msg.pending is job.item:
             msg.pending = None
             msg.reset()
+        if job.kind == "post" and msg is not None:
+            self._unposted.append((msg.key, msg.channel, error))
+
+    def _report_unposted(self) -> None:
+        """Tell the hooks about first posts that failed for good; outside the lock (they may write
+        SQLite and queue messages)."""
+        with self._cond:
+            failed, self._unposted = self._unposted, []
+        for key, channel, error in failed:
+            for hook in list(self._unposted_hooks):
+                try:
+                    hook(key, channel, error)
+                except Exception:
+                    log.exception("unposted hook failed for %s", key)
 
     def _replace(self, job: _Job, item: OutboxItem) -> None:
         lane, msg = self._lane(job), job.msg
@@ -584,4 +616,17 @@ def _text_only(item: OutboxItem) -> OutboxItem:
         user=item.user,
         final=item.final,
         broadcast=item.broadcast,
+    )
+
+
+def _direct_message(item: OutboxItem) -> OutboxItem:
+    """An ephemeral Slack refused, as a direct message to its user (posted in the app's DM)."""
+    return OutboxItem(
+        id=uuid.uuid4().hex,
+        kind="message",
+        key=f"dm:{item.id}",
+        channel=item.user,
+        text=item.text,
+        blocks=item.blocks,
+        final=True,
     )

@@ -34,13 +34,25 @@ from engine.operation import (
 )
 from engine.pools.base import Pool, PoolNotFound
 from engine.runner import ClusterHandle, Runner, RunnerSettings
-from engine.store import LockConflict, Store
+from engine.store import ClaimHeld, LockConflict, Store
 
 log = logging.getLogger(__name__)
 
 
 class UserError(ValueError):
     """Bad input from a person: the message names the problem and the valid choices."""
+
+
+@dataclass(frozen=True, slots=True)
+class Unshown:
+    """Why a request's card is not in its channel: Slack's error for the first post
+    (`not_in_channel`, `channel_not_found`, `is_archived`, or the post given up after retries)."""
+
+    channel: str
+    error: str
+
+    def describe(self) -> str:
+        return f"its card could not be posted in channel {self.channel} (Slack: {self.error})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,10 +264,15 @@ class Operations:
         groups: Sequence[str] = (),
         planned: OperationPlan | None = None,
         pre_approver_groups: Mapping[str, Sequence[str]] | None = None,
+        start_when_shown: bool = False,
     ) -> Outcome:
         """`planned`: a plan made just before for this very request, and `pre_approver_groups` the
         pre-approvers' user groups looked up just before (a schedule firing does both before its
-        transaction, so no cluster listing and no Slack call run inside it)."""
+        transaction, so no cluster listing and no Slack call run inside it).
+
+        `start_when_shown`: an operation that needs no approval is not started here but by
+        `start_shown`, once its card is in the channel (the bot could not tell whether it may post
+        there); if the card cannot be posted, `cancel_unshown` ends it with nothing started."""
         cluster = req.target.cluster
         if cluster not in self.handles:
             return Outcome(False, f'unknown cluster "{cluster}"; clusters: {", ".join(self.clusters())}')
@@ -324,6 +341,13 @@ class Operations:
             return Outcome(False, self._busy_message(exc))
         # Every new operation is announced, so a card appears whoever asked (a person, the CLI, a schedule).
         self._emit_state(op, f"Requested by {req.requested_by}: {op_plan.summary()}")
+        if op.state is OpState.RUNNING and start_when_shown:
+            return Outcome(
+                True,
+                f"Operation {op.id} starts once its card is shown: {op_plan.summary()}",
+                op,
+                changed=True,
+            )
         if op.state is OpState.RUNNING:
             self.runner.start(op.id)
             return Outcome(True, f"Operation {op.id} started: {op_plan.summary()}", op, changed=True)
@@ -462,6 +486,40 @@ class Operations:
         return Outcome(
             True, f"Cancelling operation {op_id}: the current step finishes first", op, changed=True
         )
+
+    def start_shown(self, op_id: str) -> bool:
+        """Start an operation held by `request(start_when_shown=True)` now that its card is in the
+        channel. False when there is nothing to start (decided, cancelled, started already)."""
+        op = self.store.get_operation(op_id)
+        if op is None or op.state is not OpState.RUNNING or op.step or self.runner.is_running(op_id):
+            return False
+        try:
+            self.runner.start(op_id)
+        except ClaimHeld:  # another live runner took it (a restart resumed it): it runs there
+            return False
+        return True
+
+    def cancel_unshown(self, op_id: str, reason: Unshown) -> Outcome:
+        """The system cancels a request whose card Slack refused to post (the bot is not in the
+        channel, the channel is gone or archived): nobody could approve it or watch it run. Only
+        what has not started is cancelled: a request awaiting approval, or an operation held until
+        its card is shown. The final state, its audit row and the release of its locks are one
+        write; the bot tells the requester privately."""
+        op = self.store.get_operation(op_id)
+        if op is None or op.state.is_terminal:
+            return Outcome(False, f"operation {op_id} is already over", op)
+        started = op.state is OpState.RUNNING and (bool(op.step) or self.runner.is_running(op_id))
+        if started:
+            self._audit(
+                "scalebot", "refused_cancel", op=op, detail=f"card not shown ({reason.error}): started"
+            )
+            return Outcome(False, f"operation {op_id} has started; it is not cancelled", op)
+        done = self._finish(op, OpState.CANCELLED, by="scalebot", error=reason.describe())
+        if done is None:  # decided or cancelled in the meantime: that stands
+            current = self.store.get_operation(op_id)
+            return Outcome(False, f"operation {op_id} was decided meanwhile", current)
+        self._emit_state(done, f"Cancelled by scalebot: {reason.describe()}", final=True)
+        return Outcome(True, f"Cancelled operation {op_id}: {reason.describe()}", done, changed=True)
 
     def expire_stale(self) -> list[Operation]:
         """Mark approvals past their deadline as expired (their cards are updated)."""

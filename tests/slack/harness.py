@@ -10,7 +10,9 @@
   keeps the old blocks, as Slack does. `enforce_limits()` makes it answer 429 as Slack would
   for chat.postMessage faster than one per second per channel after a burst of two, and for a
   message edited again within half a second. `members` lists the channels the bot is in: a
-  post elsewhere fails with `not_in_channel`, and conversations.info says `is_member`.
+  post or an ephemeral elsewhere fails with `not_in_channel` (an ephemeral needs the bot in the
+  channel too), a direct message (channel = a user ID) always goes, and conversations.info says
+  `is_member`.
 - `SocketModeServer`: websockets' threaded server; sends `hello` on connect, pushes envelopes
   (`slash_commands`, `interactive`) and records the `{"envelope_id": …}` acks; `disconnect()`
   sends Slack's refresh frame so reconnects can be proven.
@@ -271,9 +273,17 @@ class SlackApiServer:
                 "is_enterprise_install": False,
             }
         channel = str(body.get("channel") or "")
-        posting = method in ("chat.postMessage", "chat.update")
+        posting = method in ("chat.postMessage", "chat.update", "chat.postEphemeral")
         public_ok = "chat:write.public" in self.scopes.split(",")  # every test channel is public
-        if posting and self.members is not None and channel not in self.members and not public_ok:
+        # A user ID as the channel is the app's direct message with that person: always allowed.
+        direct = method == "chat.postMessage" and channel[:1] in ("U", "W")
+        if (
+            posting
+            and self.members is not None
+            and channel not in self.members
+            and not public_ok
+            and not direct
+        ):
             return {"ok": False, "error": "not_in_channel"}
         if method == "conversations.info":
             member = self.members is None or channel in self.members

@@ -4,7 +4,10 @@ Covers: the approval card mentions every user with the approver role on the clus
 requester, not viewers) and shows its expiry as a Slack date every reader sees in their own
 time zone; the requester is mentioned in the thread when the operation finishes; a failure is
 broadcast to the channel; a schedule's approval card inside its announcement's thread is
-broadcast so approvers see it.
+broadcast so approvers see it. A request in a channel the bot is not in is refused privately
+before anything is created; when Slack cannot say (no channels:read), a card Slack refuses
+cancels the request by the system (locks released, nothing started) and the requester is told
+in a direct message, and an operation without approval starts only once its card is posted.
 """
 
 from __future__ import annotations
@@ -101,6 +104,73 @@ def test_a_request_in_a_channel_without_the_bot_is_explained_privately_and_creat
     bot.api.members.add(CHANNEL)  # /invite @scalebot: the next request goes through at once
     bot.command("zero dev-eu")
     assert bot.card().body["channel"] == CHANNEL
+
+
+def _cannot_tell(bot: RunningBot, *, member: bool) -> None:
+    """The token lacks channels:read: conversations.info cannot say whether the bot is in CHANNEL."""
+    bot.api.members = {CHANNEL} if member else {"C0ELSEWHERE"}
+    bot.api.fail("conversations.info", times=5, status=200, error="missing_scope")
+
+
+def _told_privately(bot: RunningBot, user: str) -> Call:
+    """The ephemeral is tried first and refused (it needs the bot in the channel): a DM follows."""
+    dm = bot.api.wait_for_call("chat.postMessage", lambda c: c.body.get("channel") == user)
+    [ephemeral] = bot.api.calls_to("chat.postEphemeral")
+    assert (ephemeral.body["channel"], ephemeral.body["user"]) == (CHANNEL, user)
+    assert ephemeral.response == {"ok": False, "error": "not_in_channel"}
+    return dm
+
+
+def test_a_refused_card_cancels_the_request_by_the_system_and_tells_the_requester(bot: RunningBot) -> None:
+    _cannot_tell(bot, member=False)
+
+    result, _ = bot.command("zero dev-eu")
+
+    assert result.status == 200
+    text = all_text(_told_privately(bot, OPERATOR))
+    assert "/invite @scalebot" in text and "nothing was started" in text and "zero-scale of dev-eu" in text
+    bot.settle()
+    op = bot.only_op()
+    assert op.state is OpState.CANCELLED and "not_in_channel" in op.error
+    assert bot.ops.store.db["locks"].count == 0, "its locks went with the final state"
+    assert bot.engine.held == [] and bot.cluster.writes() == 0, "nothing was started"
+    rows = [(r.actor, r.action) for r in bot.ops.store.audit_rows(op_id=op.id)]
+    assert rows == [(OPERATOR, "request"), ("scalebot", "cancelled")]
+    assert bot.ops.approve(op.approval_id, by=APPROVER).reply.startswith(
+        f"operation {op.id} is already cancelled"
+    )
+
+
+def test_an_operation_without_approval_does_not_run_when_its_card_is_refused(bot: RunningBot) -> None:
+    _cannot_tell(bot, member=False)
+
+    bot.command("drain web-1")  # drains need no approval on dev-eu
+
+    _told_privately(bot, OPERATOR)
+    bot.settle()
+    op = bot.only_op()
+    assert op.state is OpState.CANCELLED and op.step == ""
+    assert bot.engine.held == [], "never handed to the runner"
+    assert bot.cluster.writes() == 0 and bot.ops.store.db["locks"].count == 0
+
+
+def test_an_operation_without_approval_starts_once_its_card_is_in_the_channel(bot: RunningBot) -> None:
+    _cannot_tell(bot, member=True)
+    seen: list[str] = []
+
+    def start(op_id: str) -> None:
+        current = bot.ops.get(op_id)
+        seen.append(current.message_ts if current else "")
+
+    bot.ops.runner.start = start  # type: ignore[method-assign]
+
+    bot.command("drain web-1")
+
+    card = bot.card()
+    bot.settle()
+    assert seen == [card.response["ts"]], "started once, after its card was posted"
+    assert bot.only_op().state is OpState.RUNNING
+    assert bot.api.calls_to("chat.postEphemeral") == []
 
 
 def test_a_public_channel_is_fine_with_the_opt_in_chat_write_public_scope(bot: RunningBot) -> None:

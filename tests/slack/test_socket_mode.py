@@ -5,7 +5,8 @@ request over Socket Mode posts the card and an interactive envelope approves it;
 `disconnect` (refresh_requested) makes the client fetch a new URL (a second
 apps.connections.open) and keep working; auth.test happens once; readiness (`Bot.connected`)
 follows the WebSocket: true once connected, false when Slack goes away; the Reject dialog
-(views.open, then a view_submission envelope) works over Socket Mode too.
+(views.open, then a view_submission envelope) works over Socket Mode too; a request in a channel
+the bot is not in is refused privately (response_url) and creates nothing.
 """
 
 from __future__ import annotations
@@ -125,3 +126,20 @@ def test_reject_dialog_over_socket_mode(socket_bot: RunningBot, socket_server: S
     assert "payload" not in socket_server.wait_for_ack(submitted)  # the dialog closes
     update = socket_bot.api.wait_for_call("chat.update", lambda c: "Rejected by <@U0APP>" in all_text(c))
     assert update.body["ts"] == card.response["ts"] and "not today" in all_text(update)
+
+
+def test_a_request_in_a_channel_without_the_bot_is_refused_privately_over_socket_mode(
+    socket_bot: RunningBot, socket_server: SocketModeServer
+) -> None:
+    socket_server.wait_connections(1)
+    socket_bot.api.members = {"C0ELSEWHERE"}
+
+    envelope_id, response_url = _command(socket_bot, socket_server, "zero dev-eu")
+
+    socket_server.wait_for_ack(envelope_id)
+    reply = socket_bot.wait_reply(response_url)
+    assert reply.body["response_type"] == "ephemeral"
+    assert "/invite @scalebot" in reply.body["text"] and "nothing was requested" in reply.body["text"]
+    socket_bot.settle()
+    socket_bot.assert_unchanged(no_reads=True)
+    assert socket_bot.api.calls_to("chat.postMessage") == []

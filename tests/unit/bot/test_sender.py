@@ -4,7 +4,8 @@ Covers: post once then edit in place; skip unchanged; coalescing to the latest r
 per-message interval; final renderings jump the queue, are persisted first, never overwritten
 by a late non-final one, and survive a restart through the outbox; thread replies in order and
 only after their parent exists; a 429 blocks only its method for Retry-After; refused blocks
-fall back to text; permanent errors are dropped; metrics hooks see calls, 429s and errors.
+fall back to text; permanent errors are dropped; metrics hooks see calls, 429s and errors; a refused
+first post reaches the unposted hooks; `tell` becomes a direct message when the ephemeral is refused.
 """
 
 from __future__ import annotations
@@ -300,6 +301,36 @@ def test_ephemerals_are_sent_to_their_user(slack: FakeSlack, sender: Sender) -> 
     sender.ephemeral("C1", "U1", msg("only you"))
     assert sender.flush(5)
     assert slack.calls[0][0] == "chat.postEphemeral" and slack.calls[0][1]["user"] == "U1"
+
+
+def test_a_refused_first_post_is_reported_to_the_unposted_hooks(slack: FakeSlack, sender: Sender) -> None:
+    unposted: list[tuple[str, str, str]] = []
+    sender.add_unposted_hook(lambda *args: unposted.append(args))
+    slack.fail("chat.postMessage", 200, "not_in_channel")
+    sender.show("op:1", msg("card"), channel="C9")
+    assert sender.flush(5)
+    assert unposted == [("op:1", "C9", "not_in_channel")]
+    sender.show("op:2", msg("card"), channel="C1")
+    assert sender.flush(5)
+    slack.fail("chat.update", 200, "message_not_found")
+    sender.show("op:2", msg("edited"), channel="C1")
+    assert sender.flush(5)
+    assert [m for m, _ in slack.calls][-1] == "chat.update"
+    assert unposted == [("op:1", "C9", "not_in_channel")], "only a first post counts"
+
+
+def test_tell_falls_back_to_a_direct_message_when_the_ephemeral_is_refused(
+    slack: FakeSlack, sender: Sender
+) -> None:
+    sender.tell("C1", "U1", msg("shown to you"))
+    assert sender.flush(5)
+    assert [m for m, _ in slack.calls] == ["chat.postEphemeral"], "the ephemeral went: no DM"
+    slack.fail("chat.postEphemeral", 200, "not_in_channel")
+    sender.tell("C9", "U2", msg("told privately"))
+    assert sender.flush(5)
+    method, body = slack.calls[-1]
+    assert (method, body["channel"], body["text"]) == ("chat.postMessage", "U2", "told privately")
+    assert [m for m, _ in slack.calls].count("chat.postMessage") == 1
 
 
 def test_token_bucket() -> None:
