@@ -19,9 +19,11 @@ CLI parser loads no Kubernetes client.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from engine.pools.base import POOL_LABEL
 
@@ -43,12 +45,16 @@ class Option:
     choices: tuple[str, ...] = ()
     check: Callable[[str], None] | None = None
     """Raises ProviderOptionError for a bad value (beyond `choices`)."""
+    required: bool = False
+    """The provider cannot work without a value (no default makes sense)."""
 
     @property
     def flag(self) -> str:
         return "--" + self.key.replace("_", "-")
 
     def validate(self, value: str) -> str:
+        if self.required and not value:
+            raise ProviderOptionError(f"required ({self.help})")
         if self.choices and value not in self.choices:
             raise ProviderOptionError(f"'{value}' is not one of: {', '.join(self.choices)}")
         if self.check is not None and value:
@@ -196,6 +202,61 @@ def _connect_gardener(connection: Connection) -> Connected:
     )
 
 
+_EKS_NAME = re.compile(r"[0-9A-Za-z][A-Za-z0-9_-]*")
+
+
+def _eks_name(what: str, limit: int) -> Callable[[str], None]:
+    def check(value: str) -> None:
+        if not _EKS_NAME.fullmatch(value) or len(value) > limit:
+            raise ProviderOptionError(
+                f"'{value}' is not an EKS {what} name (letters, digits, '-' and '_', "
+                f"starting with a letter or digit, at most {limit} characters)"
+            )
+
+    return check
+
+
+def _node_group_names(value: str) -> None:
+    names = [n.strip() for n in value.split(",")]
+    if any(not n for n in names):
+        raise ProviderOptionError(f"'{value}' has an empty name (node group names separated by commas)")
+    for name in names:
+        _eks_name("node group", 63)(name)
+
+
+def _aws_region(value: str) -> None:
+    if not re.fullmatch(r"[a-z]{2}(-[a-z]+)+-\d+", value):
+        raise ProviderOptionError(f"'{value}' is not an AWS region (e.g. eu-west-1)")
+
+
+def _endpoint_url(value: str) -> None:
+    parsed = urlsplit(value)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ProviderOptionError(f"'{value}' is not an http(s) URL")
+
+
+def _connect_eks(connection: Connection) -> Connected:
+    """The entry's kubeconfig/context reach the EKS cluster's API server (Nodes, Pods, scalebot's
+    ConfigMaps); the node groups are reached through AWS with the standard credential chain."""
+    from engine.pools.eks import EksPoolProvider, KubeClusterSide
+    from engine.pools.eks_aws import AwsCallError, Boto3Nodegroups
+
+    options = connection.options
+    try:
+        aws = Boto3Nodegroups(
+            options["eks_cluster"],
+            region=options["aws_region"] or None,
+            endpoint_url=options["aws_endpoint_url"] or None,
+        )
+    except AwsCallError as exc:
+        raise ProviderOptionError(str(exc)) from exc
+    api = connection.workload()
+    groups = tuple(n.strip() for n in options["node_groups"].split(",") if n.strip())
+    kube = KubeClusterSide(api.api_client, namespace=connection.namespace, eks_cluster=aws.cluster)
+    pools = EksPoolProvider(aws, kube, nodegroups=groups)
+    return Connected(api, pools)
+
+
 PROVIDERS: Mapping[str, ProviderSpec] = {
     spec.name: spec
     for spec in (
@@ -251,6 +312,34 @@ PROVIDERS: Mapping[str, ProviderSpec] = {
                 ),
                 Option("shoot_kubeconfig", "the shoot cluster's kubeconfig (its Nodes and Pods)"),
                 Option("shoot_context", "context in shoot_kubeconfig (default: its current one)"),
+            ),
+        ),
+        ProviderSpec(
+            name="eks",
+            summary="a pool is an EKS managed node group; drained nodes' instances are terminated",
+            connect=_connect_eks,
+            options=(
+                Option(
+                    "eks_cluster",
+                    "the EKS cluster whose managed node groups are pools (kubeconfig and context reach "
+                    "its API server)",
+                    check=_eks_name("cluster", 100),
+                    required=True,
+                ),
+                Option(
+                    "node_groups",
+                    "the node groups that are pools, separated by commas (default: every managed node "
+                    "group of the cluster)",
+                    check=_node_group_names,
+                ),
+                Option(
+                    "aws_region", "AWS region of the cluster (default: the AWS chain's)", check=_aws_region
+                ),
+                Option(
+                    "aws_endpoint_url",
+                    "for tests only: send EKS and Auto Scaling calls to this endpoint (a local AWS stand-in)",
+                    check=_endpoint_url,
+                ),
             ),
         ),
     )

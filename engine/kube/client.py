@@ -134,7 +134,7 @@ class KubeClient:
             document = yaml.safe_load(text)
             if not isinstance(document, dict):
                 raise ValueError("not a kubeconfig document")
-            k8s_config.load_kube_config_from_dict(  # type: ignore[no-untyped-call]
+            k8s_config.load_kube_config_from_dict(
                 config_dict=document, client_configuration=configuration, persist_config=False
             )
         except (ConfigException, yaml.YAMLError, KeyError, ValueError, TypeError) as exc:
@@ -426,7 +426,7 @@ def load_configuration(*, kubeconfig: str | None = None, context: str | None = N
             )
         if os.environ.get(IN_CLUSTER_HOST_ENV):
             try:
-                k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+                k8s_config.load_incluster_config(client_configuration=configuration)
             except ConfigException as exc:
                 raise KubeConfigError(f"in-cluster configuration failed: {_one_line(exc)}") from exc
             return configuration
@@ -437,7 +437,7 @@ def load_configuration(*, kubeconfig: str | None = None, context: str | None = N
     chosen = _check_context(path, context)
     try:
         # persist_config=False: never rewrite the user's kubeconfig (token refresh writes back).
-        k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+        k8s_config.load_kube_config(
             config_file=path, context=chosen, client_configuration=configuration, persist_config=False
         )
     except (ConfigException, OSError, yaml.YAMLError, KeyError, ValueError) as exc:

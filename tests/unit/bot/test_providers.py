@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bot import cli, providers, settings, wiring
@@ -63,3 +65,64 @@ def test_cli_refuses_another_providers_flag() -> None:
         cli._provider_options(args)
     args = cli.build_parser().parse_args(["zero", "--pool-label", "x/y"])
     assert cli._provider_options(args) == {"pool_label": "x/y"}
+
+
+EKS_ENV = {"SLACK_BOT_TOKEN": "xoxb-1-secret", "SLACK_SIGNING_SECRET": "s3cr3t-signing"}
+
+
+def _eks_settings(tmp_path: Path, entry: str) -> settings.Settings:
+    path = tmp_path / "scalebot.yaml"
+    path.write_text(f"clusters:\n  prod:\n    provider: eks\n{entry}", encoding="utf-8")
+    return settings.load(path, EKS_ENV)
+
+
+def test_eks_settings_are_read_with_their_defaults(tmp_path: Path) -> None:
+    loaded = _eks_settings(tmp_path, "    eks_cluster: prod-eu\n    node_groups: web, batch_2\n")
+    assert loaded.clusters["prod"].options == {
+        "eks_cluster": "prod-eu",
+        "node_groups": "web, batch_2",
+        "aws_region": "",
+        "aws_endpoint_url": "",
+    }
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ("    node_groups: web\n", "clusters.prod.eks_cluster: required (the EKS cluster"),
+        ("    eks_cluster: prod/eu\n", "clusters.prod.eks_cluster: 'prod/eu' is not an EKS cluster name"),
+        (
+            "    eks_cluster: prod\n    node_groups: web,,batch\n",
+            "clusters.prod.node_groups: 'web,,batch' has an empty name",
+        ),
+        (
+            "    eks_cluster: prod\n    node_groups: web, -x\n",
+            "clusters.prod.node_groups: '-x' is not an EKS node group name",
+        ),
+        (
+            "    eks_cluster: prod\n    aws_region: Europe\n",
+            "clusters.prod.aws_region: 'Europe' is not an AWS",
+        ),
+        (
+            "    eks_cluster: prod\n    aws_endpoint_url: localhost:5000\n",
+            "clusters.prod.aws_endpoint_url: 'localhost:5000' is not an http(s) URL",
+        ),
+        (
+            "    eks_cluster: prod\n    pool_label: x/y\n",
+            "clusters.prod.pool_label: a setting of provider labels",
+        ),
+    ],
+)
+def test_bad_eks_settings_name_the_key(tmp_path: Path, entry: str, message: str) -> None:
+    with pytest.raises(settings.SettingsError) as info:
+        _eks_settings(tmp_path, entry)
+    assert message in str(info.value)
+
+
+def test_eks_cli_flags_and_a_missing_cluster_in_wiring() -> None:
+    args = cli.build_parser().parse_args(
+        ["zero", "--provider", "eks", "--eks-cluster", "prod", "--node-groups", "web"]
+    )
+    assert cli._provider_options(args) == {"eks_cluster": "prod", "node_groups": "web"}
+    with pytest.raises(wiring.WiringError, match="eks_cluster: required"):
+        wiring.connect_cluster("x", provider="eks", options={"node_groups": "web"})

@@ -384,7 +384,8 @@ def no_models(monkeypatch: pytest.MonkeyPatch) -> None:
         raise AssertionError("a V1 model was deserialised")
 
     monkeypatch.setattr(kubernetes.client.ApiClient, "deserialize", refuse)
-    monkeypatch.setattr(kubernetes.client.ApiClient, "response_deserialize", refuse)
+    # kubernetes 37's generator adds response_deserialize; older clients only have deserialize.
+    monkeypatch.setattr(kubernetes.client.ApiClient, "response_deserialize", refuse, raising=False)
 
 
 def test_list_pods_paginates_with_continue_as_raw_json(
