@@ -11,8 +11,9 @@ EC2 instance behind it. desired/min/max are the node group's `scalingConfig`.
   `autoscaling:TerminateInstanceInAutoScalingGroup` and `ShouldDecrementDesiredCapacity=true`:
   exactly those instances go and the group's desired capacity drops by one each. If that would go
   below the node group's `minSize` (the Auto Scaling group refuses it), `minSize` is lowered first
-  with `eks:UpdateNodegroupConfig`. Afterwards the node group's `scalingConfig` is set to the new
-  desired size (EKS may show a stale desiredSize for a while after the group changed under it).
+  with `eks:UpdateNodegroupConfig`, and the terminations wait until the group's MinSize shows it.
+  Afterwards the node group's `scalingConfig` is set to the new desired size (EKS may show a stale
+  desiredSize for a while after the group changed under it).
 - `set_size(N)`: `eks:UpdateNodegroupConfig` with desired N; while a restore record exists (the
   pool is asleep) its recorded `minSize`/`maxSize` come back with it, so a wake restores
   min/max/desired exactly. To 0: minSize 0 and desiredSize 0; maxSize stays (EKS requires >= 1).
@@ -516,6 +517,7 @@ class EksPoolProvider:
             log.info("EKS node group %s: already gone: %s", pool, ", ".join(removal.already_gone))
         if removal.lower_min_first is not None:
             self._apply(pool, removal.lower_min_first, "minSize lowered so its instances can be terminated")
+            self._wait_for_group_minimum(pool, nodegroup.autoscaling_groups, removal.lower_min_first.min_size)
         for instance in removal.terminate:
             self._aws.terminate_instance(instance)
             log.info(
@@ -568,6 +570,23 @@ class EksPoolProvider:
                 raise NodegroupUpdateError(
                     f"node group {pool}: update {update_id} ({want}) not finished after "
                     f"{self._update_timeout:.0f} s"
+                )
+            self._clock.sleep(UPDATE_POLL_SECONDS)
+
+    def _wait_for_group_minimum(self, pool: str, names: Sequence[str], minimum: int) -> None:
+        """Until every Auto Scaling group of the node group has MinSize <= `minimum`: it refuses a
+        termination with decrement below its MinSize, and EKS applies a node group's minSize to it."""
+        deadline = self._clock.monotonic() + self._update_timeout
+        while True:
+            high = [
+                f"{g.name} ({g.min_size})" for g in self._aws.describe_groups(names) if g.min_size > minimum
+            ]
+            if not high:
+                return
+            if self._clock.monotonic() >= deadline:
+                raise NodegroupUpdateError(
+                    f"node group {pool}: the Auto Scaling group's MinSize is still above {minimum} after "
+                    f"{self._update_timeout:.0f} s: {', '.join(high)}"
                 )
             self._clock.sleep(UPDATE_POLL_SECONDS)
 

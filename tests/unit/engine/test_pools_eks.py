@@ -183,9 +183,12 @@ class FakeAws:
     groups: dict[str, AutoScalingGroup]
     cluster: str = "prod"
     serves_describe_update: bool = True
+    group_lag: int = 0
+    """Reads of the Auto Scaling groups before an update reaches them (EKS applies it later)."""
     update_status: str = "Successful"
     calls: list[tuple[str, object]] = field(default_factory=list)
     updates: int = 0
+    pending: Scaling = DAY
 
     def list_nodegroups(self) -> list[str]:
         return list(self.nodegroups)
@@ -199,13 +202,20 @@ class FakeAws:
     def update_scaling(self, name: str, scaling: Scaling) -> str:
         self.calls.append(("UpdateNodegroupConfig", scaling))
         self.nodegroups[name] = replace(self.nodegroups[name], scaling=scaling)
+        self.pending = scaling
+        if self.group_lag:
+            self.updates += 1
+            return f"u-{self.updates}"
+        self._to_groups(name, scaling)
+        self.updates += 1
+        return f"u-{self.updates}"
+
+    def _to_groups(self, name: str, scaling: Scaling) -> None:
         for group_name in self.nodegroups[name].autoscaling_groups:
             group = self.groups[group_name]
             self.groups[group_name] = replace(
                 group, min_size=scaling.min_size, max_size=scaling.max_size, desired=scaling.desired
             )
-        self.updates += 1
-        return f"u-{self.updates}"
 
     def describe_update(self, name: str, update_id: str) -> UpdateStatus | None:
         self.calls.append(("DescribeUpdate", update_id))
@@ -214,6 +224,11 @@ class FakeAws:
         return UpdateStatus(update_id, self.update_status, ("NodeCreationFailure: no capacity",))
 
     def describe_groups(self, names: Sequence[str]) -> list[AutoScalingGroup]:
+        self.calls.append(("DescribeAutoScalingGroups", tuple(names)))
+        if self.group_lag:
+            self.group_lag -= 1
+            if not self.group_lag:
+                self._to_groups("web", self.pending)
         return [self.groups[n] for n in names]
 
     def terminate_instance(self, instance_id: str) -> None:
@@ -253,6 +268,14 @@ class FakeKube:
         self.stored.pop(pool, None)
 
 
+READS = ("DescribeNodegroup", "DescribeAutoScalingGroups")
+
+
+def _changes(aws: FakeAws) -> list[tuple[str, object]]:
+    """The calls that change something, and DescribeUpdate (which follows a change)."""
+    return [c for c in aws.calls if c[0] not in READS]
+
+
 def _world(scaling: Scaling = DAY) -> tuple[FakeAws, FakeKube, EksPoolProvider]:
     ids = [f"i-0{k}" for k in range(scaling.desired)]
     group = _group("eks-web", scaling.desired, *ids)
@@ -284,7 +307,7 @@ def test_a_pool_is_a_node_group_with_its_nodes_and_sizes() -> None:
 def test_remove_nodes_terminates_the_drained_instances_then_sets_the_config() -> None:
     aws, _, provider = _world()
     provider.remove_nodes("web", ["n2", "n1"])
-    calls = [c for c in aws.calls if c[0] != "DescribeNodegroup"]
+    calls = _changes(aws)
     assert calls == [
         ("TerminateInstanceInAutoScalingGroup", "i-01"),
         ("TerminateInstanceInAutoScalingGroup", "i-02"),
@@ -295,16 +318,30 @@ def test_remove_nodes_terminates_the_drained_instances_then_sets_the_config() ->
     # Repeating it (a retried step) changes nothing.
     aws.calls.clear()
     provider.remove_nodes("web", ["n2", "n1"])
-    assert [c for c in aws.calls if c[0] != "DescribeNodegroup"] == []
+    assert _changes(aws) == []
 
 
 def test_to_zero_the_minimum_is_lowered_and_followed_before_any_termination() -> None:
     aws, _, provider = _world()
     provider.remove_nodes("web", ["n0", "n1", "n2"])
-    calls = [c for c in aws.calls if c[0] != "DescribeNodegroup"]
+    calls = _changes(aws)
     assert calls[:2] == [("UpdateNodegroupConfig", Scaling(0, 5, 3)), ("DescribeUpdate", "u-1")]
     assert [c[1] for c in calls[2:5]] == ["i-00", "i-01", "i-02"]
     assert aws.nodegroups["web"].scaling == Scaling(0, 5, 0)
+
+
+def test_terminations_wait_until_the_group_minimum_allows_them() -> None:
+    aws, _, provider = _world()
+    aws.group_lag = 3  # the group sees the lowered minSize at the third read after the update
+    provider.remove_nodes("web", ["n0", "n1", "n2"])
+    names = [c[0] for c in aws.calls if c[0] not in ("DescribeNodegroup", "DescribeUpdate")]
+    first = names.index("TerminateInstanceInAutoScalingGroup")
+    assert names[:first] == [
+        "DescribeAutoScalingGroups",
+        "UpdateNodegroupConfig",
+        *["DescribeAutoScalingGroups"] * 2,
+    ]
+    assert aws.groups["eks-web"].desired == 0 and aws.nodegroups["web"].scaling == Scaling(0, 5, 0)
 
 
 def test_wake_restores_min_max_and_desired_exactly() -> None:
@@ -366,4 +403,4 @@ def test_prepare_removal_refuses_nodes_of_another_node_group() -> None:
     kube.node_list.append(_node("x", nodegroup="batch", instance="i-0f"))
     with pytest.raises(NodeRemovalError, match="nodes not in node group web: x"):
         provider.prepare_removal("web", ["n0", "x"])
-    assert not [c for c in aws.calls if c[0] != "DescribeNodegroup"]
+    assert not _changes(aws)
