@@ -1,0 +1,194 @@
+"""Test-only stand-in for what EKS and EC2 do around a managed node group, over moto in server mode.
+
+moto answers the EKS and Auto Scaling APIs scalebot calls, but it does not connect them: the Auto
+Scaling group a node group names (`resources.autoScalingGroups`) does not exist in moto's Auto
+Scaling backend, a changed `scalingConfig` reaches no group, and no instance ever becomes a Node.
+`EksStandIn` plays those parts, nothing more:
+- `create_nodegroup` creates the node group in moto and its Auto Scaling group (same name, same
+  min/max/desired) in moto's Auto Scaling backend, which launches the instances (EC2 in moto);
+- `reconcile()` (EKS's part) pushes a changed node group `scalingConfig` to the group's
+  MinSize/MaxSize/DesiredCapacity, as EKS does after UpdateNodegroupConfig. Only a change of the
+  node group is pushed: real EKS also copies the group's desired capacity back into
+  `desiredSize` after a TerminateInstanceInAutoScalingGroup with decrement, which this stand-in
+  does not (scalebot sets `desiredSize` itself after its terminations);
+- `reconcile()` (the kubelet's and cloud node controller's part) makes each InService instance a
+  kwok Node `<node group>-<instance id>` labelled `eks.amazonaws.com/nodegroup=<node group>` with
+  `spec.providerID: aws:///<zone>/<instance id>`, and deletes the Node of an instance that left the
+  group. kwok makes the Nodes Ready.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+
+from engine.pools.eks import NODEGROUP_LABEL
+from localcluster import builders as b
+from tests.aws_endpoint import REGION
+
+STANDIN_LABEL = "scalebot.test/eks-standin"
+ROLE = "arn:aws:iam::123456789012:role/eks-standin"
+IMAGE = "ami-12c6146b"
+"""An image moto knows (its default AMIs), for the launch configuration."""
+ZONE = f"{REGION}a"
+
+
+@dataclass
+class EksStandIn:
+    kube: Any
+    """An admin ApiClient: the stand-in creates and deletes Nodes."""
+    endpoint: str
+    cluster: str
+    errors: list[Exception] = field(default_factory=list)
+    _pushed: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        def client(service: str) -> Any:
+            return boto3.client(service, endpoint_url=self.endpoint, region_name=REGION)
+
+        self.eks = client("eks")
+        self.autoscaling = client("autoscaling")
+        self.eks.create_cluster(
+            name=self.cluster, roleArn=ROLE, resourcesVpcConfig={"subnetIds": ["subnet-1"]}
+        )
+
+    def create_nodegroup(self, name: str, min_size: int, max_size: int, desired: int) -> None:
+        scaling = {"minSize": min_size, "maxSize": max_size, "desiredSize": desired}
+        created = self.eks.create_nodegroup(
+            clusterName=self.cluster,
+            nodegroupName=name,
+            nodeRole=ROLE,
+            subnets=["subnet-1"],
+            scalingConfig=scaling,
+            labels={"team": "web"},
+        )["nodegroup"]
+        group = created["resources"]["autoScalingGroups"][0]["name"]
+        self.autoscaling.create_launch_configuration(
+            LaunchConfigurationName=f"lc-{name}", ImageId=IMAGE, InstanceType="m5.large"
+        )
+        self.autoscaling.create_auto_scaling_group(
+            AutoScalingGroupName=group,
+            LaunchConfigurationName=f"lc-{name}",
+            MinSize=min_size,
+            MaxSize=max_size,
+            DesiredCapacity=desired,
+            AvailabilityZones=[ZONE],
+        )
+        with self._lock:
+            self._pushed[name] = (min_size, max_size, desired)
+        self.reconcile()
+        b.wait_for_nodes_ready(self.kube, self.node_names(name))
+
+    # -- what tests read ---------------------------------------------------------------------------
+
+    def scaling(self, name: str) -> tuple[int, int, int]:
+        """The node group's (minSize, maxSize, desiredSize)."""
+        raw = self.eks.describe_nodegroup(clusterName=self.cluster, nodegroupName=name)["nodegroup"]
+        config = raw["scalingConfig"]
+        return config["minSize"], config["maxSize"], config["desiredSize"]
+
+    def group(self, name: str) -> dict[str, Any]:
+        """The node group's Auto Scaling group as DescribeAutoScalingGroups shows it."""
+        raw = self.eks.describe_nodegroup(clusterName=self.cluster, nodegroupName=name)["nodegroup"]
+        group_name = raw["resources"]["autoScalingGroups"][0]["name"]
+        answer = self.autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[group_name])
+        found: dict[str, Any] = answer["AutoScalingGroups"][0]
+        return found
+
+    def instances(self, name: str) -> list[str]:
+        """Instance ids of the node group's group, in launch order."""
+        return [i["InstanceId"] for i in self.group(name)["Instances"]]
+
+    def node_names(self, name: str | None = None) -> list[str]:
+        selector = f"{STANDIN_LABEL}={self.cluster}" + (f",{NODEGROUP_LABEL}={name}" if name else "")
+        return sorted(
+            n["metadata"]["name"] for n in b.list_items(self.kube, b.node_path(), label_selector=selector)
+        )
+
+    @staticmethod
+    def node_name(nodegroup: str, instance: str) -> str:
+        return f"{nodegroup}-{instance}"
+
+    # -- the stand-in's work -----------------------------------------------------------------------
+
+    def reconcile(self) -> None:
+        with self._lock:
+            for name in self.eks.list_nodegroups(clusterName=self.cluster)["nodegroups"]:
+                self._push_scaling(name)
+                self._converge_nodes(name)
+
+    def _push_scaling(self, name: str) -> None:
+        scaling = self.scaling(name)
+        if self._pushed.get(name) == scaling:
+            return
+        group = self.group(name)["AutoScalingGroupName"]
+        min_size, max_size, desired = scaling
+        self.autoscaling.update_auto_scaling_group(
+            AutoScalingGroupName=group, MinSize=min_size, MaxSize=max_size, DesiredCapacity=desired
+        )
+        self._pushed[name] = scaling
+
+    def _converge_nodes(self, name: str) -> None:
+        serving = {
+            i["InstanceId"]: i["AvailabilityZone"]
+            for i in self.group(name)["Instances"]
+            if i["LifecycleState"] == "InService"
+        }
+        present = {
+            n["metadata"]["name"]: n
+            for n in b.list_items(
+                self.kube,
+                b.node_path(),
+                label_selector=f"{STANDIN_LABEL}={self.cluster},{NODEGROUP_LABEL}={name}",
+            )
+        }
+        for instance, zone in sorted(serving.items()):
+            node = self.node_name(name, instance)
+            if node in present:
+                continue
+            labels = {
+                STANDIN_LABEL: self.cluster,
+                NODEGROUP_LABEL: name,
+                "topology.kubernetes.io/zone": zone,
+                "team": "web",
+            }
+            body = b.node_body(node, name, labels=labels, cpu="2", memory="8Gi")
+            body["spec"]["providerID"] = f"aws:///{zone}/{instance}"
+            b.create(self.kube, b.node_path(), body)
+        wanted = {self.node_name(name, i) for i in serving}
+        gone = [n for n in present if n not in wanted]
+        if gone:
+            # The cloud node lifecycle controller deletes the Node of an instance that is gone.
+            b.delete_nodes(self.kube, gone)
+
+    def cleanup(self) -> None:
+        b.delete_nodes(self.kube, self.node_names())
+
+
+class StandInLoop:
+    """Reconciles an EksStandIn every `interval` seconds in a thread until stopped."""
+
+    def __init__(self, standin: EksStandIn, interval: float = 0.3) -> None:
+        self.standin = standin
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="eks-standin", daemon=True)
+
+    def start(self) -> StandInLoop:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.standin.reconcile()
+            except Exception as exc:  # kept for the test to report; the loop goes on
+                self.standin.errors.append(exc)
