@@ -48,7 +48,7 @@ from bot.blocks import (
 from engine import schedule
 from engine.announcement import Announcement
 from engine.schedule import Occurrence
-from engine.schedules import Schedule
+from engine.schedules import Schedule, ScheduleOutcome
 
 MESSAGE_PREFIX = "sched:"
 """Sender key of an occurrence's announcement: `sched:<occurrence key>` (one message, edited)."""
@@ -213,8 +213,43 @@ def schedule_not_added(reply: str) -> str:
     )
 
 
-def schedule_added(actor: str, reply: str) -> str:
-    return f"{messages.who(actor)} added a schedule. {reply}"
+def schedule_added(actor: str, outcome: ScheduleOutcome) -> str:
+    """Told in the channel: the saved schedule and its next event, each time in the reader's zone."""
+    sched = outcome.schedule
+    if sched is None:
+        return f"{messages.who(actor)} added a schedule. {outcome.reply}"
+    if outcome.next_event is None:
+        following = "Nothing is scheduled in the next ten years."
+    else:
+        occ, at = outcome.next_event
+        following = f"Next: {occ.action} {messages.event_time(at, sched.spec.tz)}."
+    return f"{messages.who(actor)} added a schedule. Schedule saved: {summary(sched)}. {following}"
+
+
+def changed(actor: str, outcome: ScheduleOutcome) -> str:
+    """A change told in the channel; a pre-approval names the pre-approvers as mentions."""
+    sched = outcome.schedule
+    if sched is not None and outcome.ok and sched.approval_mode == "pre_approved":
+        text = (
+            f"Pre-approved schedule {sched.name}: {messages.schedule_approval(sched.name, sched.approval)}."
+        )
+        return messages.nodes_changed(actor, text)
+    return messages.nodes_changed(actor, outcome.reply)
+
+
+def summary(sched: Schedule) -> str:
+    """One line for `/scale schedule list|show`: its channel and pre-approvers as Slack links."""
+    spec = sched.spec
+    wake = f" → wake {spec.wake}" if spec.wake else " (no wake)"
+    leads = ", ".join(messages.lead_text(lead) for lead in spec.lead_times) or "none"
+    holidays = ", ".join(d.isoformat() for d in sorted(spec.exceptions))
+    return (
+        f"{esc(sched.name)}: {esc(sched.cluster)}, {sched.target.describe()}; sleep {spec.sleep}{wake} "
+        f"({spec.tz}); announced {leads} before in <#{sched.channel}>; "
+        f"{messages.schedule_approval(sched.name, sched.approval)}"
+        + (f"; not on {holidays}" if holidays else "")
+        + ("" if sched.enabled else "; paused")
+    )
 
 
 def started(reply: str) -> str:
@@ -330,7 +365,7 @@ def schedule_list(schedules: Sequence[Schedule], *, cluster: str | None = None) 
     b.section(f"*Schedules{f' on {esc(cluster)}' if cluster else ''}* ({len(schedules)})")
     for sched in schedules[:40]:
         emoji = "🗓️" if sched.enabled else "⏸️"
-        b.section(f"{emoji} {esc_keep_mentions(sched.summary())}", reserve=200)
+        b.section(f"{emoji} {summary(sched)}", reserve=200)
     return b.build("schedules", f"{len(schedules)} schedules")
 
 
@@ -339,13 +374,13 @@ def schedule_detail(
 ) -> Message:
     b = Builder()
     b.header(f"Schedule {sched.name}" + ("" if sched.enabled else " (paused)"))
-    b.section(esc_keep_mentions(sched.summary()))
+    b.section(summary(sched))
     tz = sched.spec.tz
     lines = [_event_line(occ, at, tz, now) for occ, at in events[:_MAX_EVENTS]]
     b.section("*Next events*\n" + ("\n".join(lines) if lines else "_none_"), reserve=300)
     created = messages.slack_time(sched.created_at, "{date_short} {time}")
     b.context(f"Created by {messages.who(sched.created_by)} {created}")
-    return b.build(f"schedule-{sched.name}", f"Schedule {sched.name}: {sched.summary()}")
+    return b.build(f"schedule-{sched.name}", f"Schedule {sched.name}: {summary(sched)}")
 
 
 def next_events(

@@ -60,7 +60,7 @@ from bot.sender import Sender
 from engine import schedule
 from engine.announcement import Announcement
 from engine.clock import Clock
-from engine.schedule import ScheduleError
+from engine.schedule import ScheduleError, SpecField
 from engine.schedules import ScheduleOutcome, Schedules, ScheduleTarget
 
 log = logging.getLogger(__name__)
@@ -283,7 +283,7 @@ class ScheduleUi:
         if not outcome.ok:
             raise ScheduleUsage(outcome.reply, "add")
         self._sync()
-        answer(inv, blocks.text_message(ui.schedule_added(inv.user, outcome.reply)), visible=True)
+        answer(inv, blocks.text_message(ui.schedule_added(inv.user, outcome)), visible=True)
 
     def _list(self, args: SubcommandArgs, inv: Invocation) -> None:
         cluster = _optional_word(args, "list")
@@ -442,8 +442,9 @@ class ScheduleUi:
             ack(response_action="errors", errors=errors)
             return
         problem = spec_problem(form)
-        if problem:
-            ack(response_action="errors", errors={add_field_of(problem): problem[:300]})
+        if problem is not None:
+            block = FIELD_BLOCK[problem.field] if problem.field else ui.ADD_FIELDS[0]
+            ack(response_action="errors", errors={block: str(problem)[:300]})
             return
         ack()
         user = _who(body)[0]
@@ -458,7 +459,7 @@ class ScheduleUi:
             self._whisper(form.channel, user, ui.schedule_not_added(outcome.reply))
             return
         if self._sender is not None:  # the modal has no response_url: tell the channel through the sender
-            added = blocks.text_message(ui.schedule_added(user, outcome.reply))
+            added = blocks.text_message(ui.schedule_added(user, outcome))
             self._sender.show(f"sched-added:{uuid.uuid4().hex}", added, channel=form.channel, final=True)
         self._sync()
 
@@ -528,7 +529,7 @@ class ScheduleUi:
     def _tell(self, outcome: ScheduleOutcome, inv: Invocation) -> None:
         if outcome.ok and outcome.changed:
             self._sync()  # armed before the person reads "saved"
-            answer(inv, blocks.text_message(messages.nodes_changed(inv.user, outcome.reply)), visible=True)
+            answer(inv, blocks.text_message(ui.changed(inv.user, outcome)), visible=True)
         else:
             answer(inv, blocks.text_message(outcome.reply, emoji="" if outcome.ok else "⚠️"))
 
@@ -778,8 +779,8 @@ def read_add_form(values: Mapping[str, Any]) -> tuple[AddArgs | None, dict[str, 
     return form, {}
 
 
-def spec_problem(form: AddArgs) -> str:
-    """What is wrong with the schedule itself (pure: no cluster, no database), or ""."""
+def spec_problem(form: AddArgs) -> ScheduleError | None:
+    """What is wrong with the schedule itself (pure: no cluster, no database), or None."""
     try:
         schedule.parse_spec(
             name=form.name,
@@ -791,28 +792,23 @@ def spec_problem(form: AddArgs) -> str:
             exceptions=form.exceptions,
         )
     except ScheduleError as exc:
-        return str(exc)
-    return ""
+        return exc
+    return None
 
 
-def add_field_of(reply: str) -> str:
-    """The add modal field a service refusal is about (the engine names the part in its sentence)."""
-    lowered = reply.lower()
-    for needle, block in (
-        ("lead time", "lead"),
-        ("time zone", "tz"),
-        ("sleep time", "sleep_days"),
-        ("wake", "wake_days"),
-        ("date", "except"),
-        ("overlaps", "pools"),
-        ("pool", "pools"),
-        ("cluster", "cluster"),
-        ("channel", "channel"),
-        ("approv", "approval"),
-    ):
-        if needle in lowered:
-            return block
-    return "name"
+FIELD_BLOCK: dict[SpecField, str] = {
+    "name": "name",
+    "cluster": "cluster",
+    "sleep": "sleep_days",
+    "wake": "wake_days",
+    "tz": "tz",
+    "lead": "lead",
+    "except": "except",
+    "channel": "channel",
+    "target": "pools",
+    "approval": "approval",
+}
+"""The add modal's block for each part of a schedule a refusal can be about."""
 
 
 def _field(values: Mapping[str, Any], block: str) -> str:

@@ -48,6 +48,7 @@ import difflib
 import functools
 import re
 from collections.abc import Callable, Iterator, Sequence, Set
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from typing import Literal, TypeVar
@@ -121,8 +122,29 @@ _ABBREVIATIONS = {
 _UTC_SPELLINGS = frozenset({"utc", "z", "zulu", "universal", "uct", "gmt0", "gmt+0", "gmt-0", "etc/utc"})
 
 
+SpecField = Literal[
+    "name", "cluster", "sleep", "wake", "tz", "lead", "except", "channel", "target", "approval"
+]
+"""The part of a schedule a refusal is about (a form shows the error at that field)."""
+
+
 class ScheduleError(ValueError):
-    """Bad schedule input or request; the message names the bad part and shows an accepted example."""
+    """Bad schedule input or request; the message names the bad part and shows an accepted example,
+    and `field` says which part of the schedule it is about (None: the request, not a field)."""
+
+    def __init__(self, message: str, field: SpecField | None = None) -> None:
+        super().__init__(message)
+        self.field: SpecField | None = field
+
+
+@contextmanager
+def _about(field: SpecField) -> Iterator[None]:
+    """Errors raised inside are about `field` (unless they already name another)."""
+    try:
+        yield
+    except ScheduleError as exc:
+        exc.field = exc.field or field
+        raise
 
 
 # --- values -------------------------------------------------------------------------------------------
@@ -301,10 +323,14 @@ def parse_dates(text: str) -> frozenset[date]:
 
 def parse_window(*, sleep: str, wake: str | None, tz: str) -> Window:
     """Sleep and wake expressions in one zone; a blank or missing wake means "sleep only"."""
-    sleep_time = _labelled("sleep time", parse_weekly, sleep)
-    wake_time = None if wake is None or not wake.strip() else _labelled("wake time", parse_weekly, wake)
-    zone = _labelled("time zone", parse_zone, tz)
-    _check_wake(sleep_time, wake_time)
+    with _about("sleep"):
+        sleep_time = _labelled("sleep time", parse_weekly, sleep)
+    with _about("wake"):
+        wake_time = None if wake is None or not wake.strip() else _labelled("wake time", parse_weekly, wake)
+    with _about("tz"):
+        zone = _labelled("time zone", parse_zone, tz)
+    with _about("wake"):
+        _check_wake(sleep_time, wake_time)
     return Window(sleep_time, wake_time, zone.key)
 
 
@@ -320,14 +346,18 @@ def parse_spec(
 ) -> ScheduleSpec:
     """Parse every field of a schedule and validate the whole; raises ScheduleError on the first problem."""
     window = parse_window(sleep=sleep, wake=wake, tz=tz)
+    with _about("lead"):
+        leads = _labelled("lead times", parse_lead_times, lead_times)
+    with _about("except"):
+        dates = _labelled("exception dates", parse_dates, exceptions)
     spec = ScheduleSpec(
         name=name,
         cluster=cluster,
         sleep=window.sleep,
         wake=window.wake,
         tz=window.tz,
-        lead_times=_labelled("lead times", parse_lead_times, lead_times),
-        exceptions=_labelled("exception dates", parse_dates, exceptions),
+        lead_times=leads,
+        exceptions=dates,
     )
     validate_spec(spec)
     return spec
@@ -347,14 +377,21 @@ def validate_spec(spec: ScheduleSpec) -> None:
     A wake earlier than the sleep on the same days is accepted: it is an overnight window
     ("Mon-Fri 20:00" → "Mon-Fri 07:00") or a week-long one ("Wed 18:00" → "Wed 09:00").
     """
-    _check_name("schedule name", spec.name)
-    _check_name("cluster", spec.cluster)
-    _check_weekly("sleep time", spec.sleep)
-    if spec.wake is not None:
-        _check_weekly("wake time", spec.wake)
-    _labelled("time zone", parse_zone, spec.tz)
-    _check_wake(spec.sleep, spec.wake)
-    _check_lead_times(spec)
+    with _about("name"):
+        _check_name("schedule name", spec.name)
+    with _about("cluster"):
+        _check_name("cluster", spec.cluster)
+    with _about("sleep"):
+        _check_weekly("sleep time", spec.sleep)
+    with _about("wake"):
+        if spec.wake is not None:
+            _check_weekly("wake time", spec.wake)
+    with _about("tz"):
+        _labelled("time zone", parse_zone, spec.tz)
+    with _about("wake"):
+        _check_wake(spec.sleep, spec.wake)
+    with _about("lead"):
+        _check_lead_times(spec)
 
 
 def _check_name(label: str, value: str) -> None:
@@ -919,7 +956,7 @@ def _labelled(label: str, parse: Callable[[str], _T], text: str) -> _T:
     try:
         return parse(text)
     except ScheduleError as exc:
-        raise ScheduleError(f"{label}: {exc}") from None
+        raise ScheduleError(f"{label}: {exc}", exc.field) from None
 
 
 def _shown(text: str) -> str:

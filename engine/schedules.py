@@ -61,7 +61,7 @@ from engine.operation import (
 )
 from engine.operations import Operations, UserError
 from engine.pools.base import Pool
-from engine.schedule import MissedDecision, Occurrence, Override, ScheduleError, ScheduleSpec
+from engine.schedule import MissedDecision, Occurrence, Override, ScheduleError, ScheduleSpec, SpecField
 from engine.store import (
     ScheduleApproval,
     Store,
@@ -179,8 +179,13 @@ class Schedule:
         """Who its operations are requested by: the same path as a person, under the schedule's name."""
         return f"schedule:{self.name}"
 
+    @property
+    def approval(self) -> ApprovalPromise:
+        """How its runs are approved, as far as the definition says (each run re-checks roles)."""
+        return ApprovalPromise(self.approval_mode, self.approvers)
+
     def summary(self) -> str:
-        """One line for `/scale schedule list|show`."""
+        """One plain line (the audit, the CLI); the bot renders its own from the same fields."""
         spec = self.spec
         wake = f" → wake {spec.wake}" if spec.wake else " (no wake)"
         leads = ", ".join(_lead_text(lead) for lead in spec.lead_times) or "none"
@@ -188,7 +193,7 @@ class Schedule:
         approval = _approval_text(self)
         return (
             f"{self.name}: {self.cluster}, {self.target.describe()}; sleep {spec.sleep}{wake} ({spec.tz}); "
-            f"announced {leads} before in <#{self.channel}>; {approval}"
+            f"announced {leads} before in channel {self.channel}; {approval}"
             + (f"; not on {holidays}" if holidays else "")
             + ("" if self.enabled else "; paused")
         )
@@ -234,6 +239,12 @@ class ScheduleOutcome:
     decision: MissedDecision | None = None
     decided_by: str = ""
     """Who took a decision on an occurrence (postpone, skip, run now)."""
+    field: SpecField | None = None
+    """The part of the schedule a refusal of `add` is about."""
+    schedule: Schedule | None = None
+    """The schedule as saved or pre-approved (the bot renders it)."""
+    next_event: tuple[Occurrence, datetime] | None = None
+    """A saved schedule's next sleep or wake, at its effective time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,20 +320,22 @@ class Schedules:
                 exceptions=exceptions,
             )
         except ScheduleError as exc:
-            return self._refused_add(by, cluster, name, str(exc))
+            return self._refused_add(by, cluster, name, str(exc), exc.field)
         problem = self._check_cluster(cluster)
         if problem:
-            return self._refused_add(by, cluster, name, problem)
+            return self._refused_add(by, cluster, name, problem, "cluster")
         refusal = self._check_creator(cluster, by, groups, approval_mode)  # audited by the check
         if refusal:
-            return _refused(refusal)
+            return replace(_refused(refusal), field="approval")
         problem = (
             _check_channel(channel)
             or policy.channel_allowed(self.ops.policies[cluster], channel.strip()).reason
-            or self._check_target(cluster, target)
         )
         if problem:
-            return self._refused_add(by, cluster, name, problem)
+            return self._refused_add(by, cluster, name, problem, "channel")
+        problem = self._check_target(cluster, target)
+        if problem:
+            return self._refused_add(by, cluster, name, problem, "target")
         everything = {p.name for p in self._pools(cluster)}  # a cluster listing: before the transaction
         now = self.clock.now()
         mode: ApprovalMode = "pre_approved" if approval_mode == "pre_approved" else "per_run"
@@ -330,21 +343,27 @@ class Schedules:
         with self.store.transaction():
             conflict = self._check_overlap(spec.name, cluster, target, everything)
             if conflict:
-                return self._refused_add(by, cluster, name, conflict)
+                return self._refused_add(by, cluster, name, conflict, "target")
             if not self.store.insert_schedule(stored):
                 return self._refused_add(
                     by,
                     cluster,
                     name,
                     f'a schedule named "{name}" exists: pick another name or delete it first',
+                    "name",
                 )
             saved = _from_stored(stored)
             self._audit(by, "schedule_add", cluster, f"{saved.summary()} [{saved.fingerprint}]")
             if mode == "pre_approved":
                 self._record_pre_approval(saved, by, groups, now)
             saved = self._require(saved.name)
+        upcoming = self._upcoming(saved, now, limit=1)
         return ScheduleOutcome(
-            True, f"Schedule saved: {saved.summary()}. {self._next_text(saved, now)}", changed=True
+            True,
+            f"Schedule saved: {saved.summary()}. {self._next_text(saved, now)}",
+            changed=True,
+            schedule=saved,
+            next_event=upcoming[0] if upcoming else None,
         )
 
     def pre_approve(self, name: str, *, by: str, groups: Sequence[str] = ()) -> ScheduleOutcome:
@@ -371,7 +390,9 @@ class Schedules:
             sched = self._require(name)
         if not added:
             return ScheduleOutcome(True, f"you have already pre-approved schedule {name}")
-        return ScheduleOutcome(True, f"Pre-approved schedule {name}: {_approval_text(sched)}.", changed=True)
+        return ScheduleOutcome(
+            True, f"Pre-approved schedule {name}: {_approval_text(sched)}.", changed=True, schedule=sched
+        )
 
     def _record_pre_approval(self, sched: Schedule, by: str, groups: Sequence[str], now: datetime) -> bool:
         """Record `by`'s pre-approval if the policy lets it count (the creator's only with self-approval)."""
@@ -384,9 +405,11 @@ class Schedules:
             self._audit(by, "schedule_pre_approve", sched.cluster, f"{sched.name} [{sched.fingerprint}]")
         return added
 
-    def _refused_add(self, by: str, cluster: str, name: str, reason: str) -> ScheduleOutcome:
+    def _refused_add(
+        self, by: str, cluster: str, name: str, reason: str, field: SpecField | None
+    ) -> ScheduleOutcome:
         self._audit(by, "refused_schedule_add", cluster, f"{name[:63]}: {reason}")
-        return _refused(reason)
+        return replace(_refused(reason), field=field)
 
     def show(self, name: str) -> Schedule | None:
         return self._load(name)
@@ -1312,8 +1335,8 @@ def _approval_text(sched: Schedule) -> str:
     if sched.approval_mode != "pre_approved":
         return "approval at each run"
     if not sched.approvers:
-        return "pre-approval asked, none given yet (`/scale schedule approve " + sched.name + "`)"
-    return "pre-approved by " + ", ".join(f"<@{u}>" for u in sched.approvers)
+        return "pre-approval asked, none given yet"
+    return "pre-approved by " + ", ".join(sched.approvers)
 
 
 def _reached_lead(leads: Sequence[timedelta], at: datetime, now: datetime) -> timedelta | None:

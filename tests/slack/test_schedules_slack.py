@@ -262,7 +262,13 @@ def test_schedule_add_is_announced_in_channel_and_arms_the_timer(world: World) -
     assert reply.body["response_type"] == "in_channel"
     assert f"<@{APPROVER}> added a schedule" in text
     assert "sleep Mon-Fri 20:00 → wake Mon-Fri 07:00 (Europe/Berlin)" in text
-    assert "pre-approval asked, none given yet" in text and "Next: sleep Mon 20:00 CET (in 3 h)" in text
+    assert "pre-approval asked, none given yet (`/scale schedule approve nights`)" in text
+    assert f"announced 60 min, 10 min before in <#{CHANNEL}>" in text
+    assert (
+        f"Next: sleep <!date^{int(utc(2, 19).timestamp())}^{{date_short_pretty}} {{time}}|Mon 20:00 CET>."
+        in text
+    )
+    assert "(in " not in text, "a message in the channel: no relative phrase to go stale"
     [saved] = world.schedules.list()
     assert (saved.channel, saved.approval_mode, saved.target.kind) == (CHANNEL, "pre_approved", "cluster")
     assert world.runner.armed()[:3] == [utc(2, 18), utc(2, 18, 50), utc(2, 19)]
@@ -524,6 +530,26 @@ def test_a_bare_schedule_add_opens_the_add_modal(world: World) -> None:
     [saved] = world.schedules.list()
     assert (saved.name, saved.approval_mode, str(saved.spec.sleep)) == ("nights", "per_run", "Mon-Fri 20:00")
     assert world.runner.armed()[0] == utc(2, 18)
+
+
+@pytest.mark.parametrize(
+    ("changes", "block"),
+    [
+        ({"name": "wake.me.at.7!"}, "name"),  # the sentence quotes "wake…": still the name's error
+        ({"except": "2026-13-01"}, "except"),
+        ({"sleep_days": "Mon-Sun", "wake_days": "Mon-Sun", "wake_time": "20:00"}, "wake_days"),
+    ],
+)
+def test_the_add_form_shows_a_refusal_at_the_field_the_engine_says_it_is_about(
+    world: World, changes: dict[str, str], block: str
+) -> None:
+    world.bot.command("schedule add", user=APPROVER)
+    view = world.bot.api.wait_for_call("views.open").body["view"]
+
+    refused = submit_view(world, view, add_form(**changes), user=APPROVER).json()
+
+    assert refused["response_action"] == "errors" and list(refused["errors"]) == [block], refused
+    assert world.schedules.list() == []
 
 
 def test_the_add_form_is_acked_at_once_while_the_cluster_api_is_slow(world: World) -> None:

@@ -695,3 +695,29 @@ def test_the_wake_report_says_what_is_back_and_what_is_not() -> None:
     )
     failed = replace(_woken(OpState.FAILED, {}), error="internal error (see scalebot's log)")
     assert wake_report(failed) == "dev-eu did not come back: internal error (see scalebot's log)"
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"tz": "Mars/Olympus"}, "tz"),
+        ({"lead_times": "60"}, "lead"),
+        ({"exceptions": "2026-02-30"}, "except"),
+        ({"cluster": "nowhere"}, "cluster"),
+        ({"channel": " "}, "channel"),
+        ({"target": ScheduleTarget.zero_pools("nosuchpool")}, "target"),
+        ({"approval_mode": "sometimes"}, "approval"),
+    ],
+)
+def test_a_refused_schedule_names_the_field_it_is_about(
+    world: World, changes: dict[str, Any], field: str
+) -> None:
+    out = add(world.schedules, **changes)
+    assert not out.ok and out.field == field, out
+    assert world.schedules.list() == []
+
+
+def test_a_second_schedule_of_the_same_name_is_refused_at_the_name(world: World) -> None:
+    assert add(world.schedules).ok
+    again = add(world.schedules, target=ScheduleTarget.scale_pool("web", 1))
+    assert not again.ok and again.field == "name" and "exists" in again.reply, again
