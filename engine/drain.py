@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -102,8 +102,24 @@ class DrainState:
 class PassResult:
     report: DrainReport
     state: DrainState
-    next_retry_at: datetime | None
-    """The earliest instant a refused pod may be retried, or a terminating pod should be gone."""
+    retry_at: datetime | None
+    """The earliest instant a refused pod may be retried."""
+    expected_gone_at: datetime | None = None
+    """The earliest instant a terminating pod should be gone (the end of its grace period). A
+    driver fed by a pod watch needs no such guess: the watch says when the pods are gone."""
+    awaiting: frozenset[str] = frozenset()
+    """UIDs of the pods this drain waits to see gone: terminating, or evicted or deleted now."""
+
+    @property
+    def next_retry_at(self) -> datetime | None:
+        """The earliest instant a refused pod may be retried, or a terminating pod should be gone."""
+        times = [t for t in (self.retry_at, self.expected_gone_at) if t is not None]
+        return min(times, default=None)
+
+    def wake_at(self, *, watched: bool) -> datetime | None:
+        """When the next pass is due for this pass's own reasons: with a live pod watch, retries
+        only (the watch reports the pods gone); without one, the expected ends too."""
+        return self.retry_at if watched else self.next_retry_at
 
     @property
     def draining_nodes(self) -> tuple[str, ...]:
@@ -196,8 +212,15 @@ def run_pass(
     on_progress: Callable[[int, int], None] | None = None,
     progress_every: int = PROGRESS_EVERY,
     one_at_a_time: bool = False,
+    pods_of: Callable[[Collection[str]], list[PodInfo]] | None = None,
+    clock: Callable[[], datetime] | None = None,
 ) -> PassResult:
     """List, classify, evict what is due, and report. Never sleeps; safe to repeat.
+
+    `pods_of(nodes)` gives the pods bound to the nodes (an `engine.podfeed.PodFeed` that a watch
+    keeps current); without it the pass lists them. `clock` times each answer: a retry, the
+    expected end of an evicted pod and the settle time count from the pod's own eviction, not
+    from the start of a pass that may evict for minutes; without it every answer counts as `now`.
 
     A pass that evicts thousands of pods runs for minutes; `on_progress(answered, due)` is called
     from the caller's thread every `progress_every` answers, so the people watching see it move.
@@ -212,7 +235,9 @@ def run_pass(
     # A node whose drain ended with a refusal is left alone, as kubectl moves on to the next node.
     wanted = set(nodes) - set(state.failed_nodes)
     live_nodes = {n.name: n for n in api.list_nodes() if n.name in wanted}
-    pods = api.list_pods(node_names=sorted(live_nodes))
+    pods = (
+        pods_of(sorted(live_nodes)) if pods_of is not None else api.list_pods(node_names=sorted(live_nodes))
+    )
     unreachable = frozenset(name for name, node in live_nodes.items() if node.is_unreachable)
     needs_daemonsets = any(p.controller and p.controller.is_daemonset for p in pods)
     ctx = filters.DrainContext(
@@ -232,12 +257,14 @@ def run_pass(
         evict_grace = None
     due = interleave_by_controller(plan.due)
     outcomes: list[_Outcome] = []
-    answers = executor.map(
-        lambda item: _act(
-            api, item[0], item[1], grace=1 if item[0].node_name in unreachable else evict_grace
-        ),
-        due,
-    )
+    answered_at = clock or (lambda: now)
+
+    def act(item: tuple[PodInfo, filters.Action]) -> _Outcome:
+        pod, action = item
+        grace = 1 if pod.node_name in unreachable else evict_grace
+        return _act(api, pod, action, grace=grace, clock=answered_at)
+
+    answers = executor.map(act, due)
     for answered, outcome in enumerate(answers, start=1):
         outcomes.append(outcome)
         if on_progress is not None and answered % progress_every == 0 and answered < len(due):
@@ -341,11 +368,20 @@ def _split(
 class _Outcome:
     pod: PodInfo
     action: filters.Action
+    at: datetime
+    """When the answer came."""
     error: errors.KubeError | None = None
     gone: bool = False
 
 
-def _act(api: KubeApi, pod: PodInfo, action: filters.Action, *, grace: int | None) -> _Outcome:
+def _act(
+    api: KubeApi,
+    pod: PodInfo,
+    action: filters.Action,
+    *,
+    grace: int | None,
+    clock: Callable[[], datetime],
+) -> _Outcome:
     try:
         if action is filters.Action.DELETE:
             api.delete_pod(pod, grace_seconds=grace)
@@ -353,20 +389,21 @@ def _act(api: KubeApi, pod: PodInfo, action: filters.Action, *, grace: int | Non
             api.evict_pod(pod, grace_seconds=grace)
     except (errors.NotFound, errors.Conflict):
         # 404, or the name now belongs to a new pod (UID precondition failed): this one is gone.
-        return _Outcome(pod, action, gone=True)
+        return _Outcome(pod, action, clock(), gone=True)
     except errors.Forbidden as exc:
         if exc.is_namespace_terminating and pod.is_terminating:
-            return _Outcome(pod, action)
-        return _Outcome(pod, action, error=exc)
+            return _Outcome(pod, action, clock())
+        return _Outcome(pod, action, clock(), error=exc)
     except errors.KubeError as exc:
-        return _Outcome(pod, action, error=exc)
+        return _Outcome(pod, action, clock(), error=exc)
+    at = clock()
     log.info(
         "pod/%s %s",
         pod.name,
         "deleted" if action is filters.Action.DELETE else "evicted",
         extra={"Pod": pod.key, "Node": pod.node_name},
     )
-    return _Outcome(pod, action)
+    return _Outcome(pod, action, at)
 
 
 def refused_nodes(classified: Sequence[tuple[PodInfo, filters.Verdict]]) -> dict[str, str]:
@@ -425,14 +462,18 @@ def _fold(
     failures: dict[str, PodFailure] = dict(plan.still_failing)
     failed_nodes: dict[str, str] = dict(state.failed_nodes)
     terminating = [p.key for p in plan.terminating]
+    awaiting = {p.uid for p in plan.terminating}
     evicted: list[str] = []
     deleted: list[str] = []
+    last_eviction_at = state.last_eviction_at
     for outcome in outcomes:
         key = outcome.pod.key
         if outcome.gone:
             continue
         if outcome.error is None:
             (deleted if outcome.action is filters.Action.DELETE else evicted).append(key)
+            awaiting.add(outcome.pod.uid)
+            last_eviction_at = max(last_eviction_at or outcome.at, outcome.at)
             if outcome.action is filters.Action.EVICT:
                 terminating.append(key)
             continue
@@ -440,7 +481,7 @@ def _fold(
         attempts = previous.attempts + 1 if previous else 1
         failure_key = outcome.error.eviction_key
         delay = retry_delay_seconds(outcome.error, attempts, rng)
-        failures[outcome.pod.uid] = PodFailure(failure_key, now + timedelta(seconds=delay), attempts)
+        failures[outcome.pod.uid] = PodFailure(failure_key, outcome.at + timedelta(seconds=delay), attempts)
         plan.failed.setdefault(failure_key, []).append(key)
         if is_final_eviction_error(outcome.error):
             failed_nodes.setdefault(
@@ -474,21 +515,27 @@ def _fold(
     new_state = replace(
         state,
         failures=failures,
-        last_eviction_at=now if evicted or deleted else state.last_eviction_at,
+        last_eviction_at=last_eviction_at,
         evicted_total=state.evicted_total + len(evicted),
         deleted_total=state.deleted_total + len(deleted),
         failed_nodes=failed_nodes,
     )
     expected_gone = [p.deletion_timestamp for p in plan.terminating if p.deletion_timestamp]
     # Pods evicted in this pass have no deletionTimestamp in our listing yet: expect them gone at
-    # the end of their grace period, so the next pass is not left to the 20 s interval.
+    # the end of their grace period counted from their own eviction, so the next pass is not left
+    # to the 20 s interval.
     expected_gone += [
-        now + timedelta(seconds=o.pod.termination_grace_seconds)
+        o.at + timedelta(seconds=o.pod.termination_grace_seconds)
         for o in outcomes
         if o.error is None and not o.gone and o.action is filters.Action.EVICT
     ]
-    candidates = [f.retry_at for f in failures.values()] + expected_gone
-    return PassResult(report=report, state=new_state, next_retry_at=min(candidates, default=None))
+    return PassResult(
+        report=report,
+        state=new_state,
+        retry_at=min((f.retry_at for f in failures.values()), default=None),
+        expected_gone_at=min(expected_gone, default=None),
+        awaiting=frozenset(awaiting),
+    )
 
 
 def force_delete_pods(

@@ -12,6 +12,7 @@ The timeout is measured from the persisted `DrainState.started_at`, so it surviv
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -22,7 +23,11 @@ from engine import drain, filters
 from engine.clock import Clock
 from engine.kube.api import KubeApi
 from engine.pacing import PassFacts, PassPacing, next_pass
+from engine.podfeed import PodFeed
 from engine.report import DrainReport
+
+CANCEL_CHECK_SECONDS = 1.0
+"""How often a wait for the next pass looks at the cancel event (it sleeps on the feed's cue)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,17 +72,37 @@ def drain_nodes(
     on_report: Callable[[DrainReport], None] | None = None,
     cancel: threading.Event | None = None,
 ) -> DrainOutcome:
-    """Cordon, then drain `nodes` in passes. Pass a saved `state` to resume an interrupted drain."""
+    """Cordon, then drain `nodes` in passes. Pass a saved `state` to resume an interrupted drain.
+
+    The pods come from a `PodFeed` (one listing, then a pod watch where the API offers one), which
+    also wakes the loop as soon as the pods a pass left terminating are gone.
+    """
     cancel = cancel or threading.Event()
     last_message: str | None = None
-    with ThreadPoolExecutor(max_workers=max(1, settings.parallel), thread_name_prefix="evict") as pool:
+    wake = threading.Event()
+    feed = PodFeed(api, nodes, on_change=wake.set, name="drain-pod-watch")
+    with (
+        ThreadPoolExecutor(max_workers=max(1, settings.parallel), thread_name_prefix="evict") as pool,
+        contextlib.closing(feed),
+    ):
         already = drain.cordon_nodes(api, nodes, now=clock.now(), executor=pool)
         if state is None:
             state = drain.DrainState(started_at=clock.now(), already_cordoned=already)
         failed_before = len(state.failed_nodes)
         while True:
             now = clock.now()
-            result = drain.run_pass(api, nodes=nodes, state=state, options=options, now=now, executor=pool)
+            wake.clear()
+            result = drain.run_pass(
+                api,
+                nodes=nodes,
+                state=state,
+                options=options,
+                now=now,
+                executor=pool,
+                pods_of=feed.pods,
+                clock=clock.now,
+            )
+            feed.await_gone(result.awaiting)
             state, report = result.state, result.report
             message = report.condition_message()
             if on_report is not None and message != last_message:
@@ -96,7 +121,7 @@ def drain_nodes(
                     now=now,
                     completed=report.completed,
                     settled_from=max(state.started_at, state.last_eviction_at or state.started_at),
-                    next_retry_at=result.next_retry_at,
+                    next_retry_at=result.wake_at(watched=feed.live),
                     deadline=state.started_at + settings.timeout if settings.timeout else None,
                     # This pass's report still holds a newly refused node's pods; the next pass
                     # goes on with the other nodes alone.
@@ -107,5 +132,18 @@ def drain_nodes(
                 return DrainOutcome(report=report, state=state, completed=not state.failed_nodes)
             if decision.deadline_reached:
                 return DrainOutcome(report=report, state=state, completed=False, timed_out=True)
-            if clock.wait(cancel, decision.wait_seconds(clock.now())):
+            if _wait_for_pass(clock, cancel, wake, decision.wait_seconds(clock.now())):
                 return DrainOutcome(report=report, state=state, completed=False, cancelled=True)
+
+
+def _wait_for_pass(clock: Clock, cancel: threading.Event, wake: threading.Event, seconds: float) -> bool:
+    """Sleep until the next pass is due or the feed calls for one; True when cancelled."""
+    remaining = seconds
+    while remaining > 0:
+        if cancel.is_set():
+            return True
+        step = min(CANCEL_CHECK_SECONDS, remaining)
+        if clock.wait(wake, step):
+            break
+        remaining -= step
+    return cancel.is_set()

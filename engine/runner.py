@@ -46,7 +46,7 @@ import random
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -71,6 +71,7 @@ from engine.operation import (
     format_seconds,
 )
 from engine.pacing import PassFacts, PassPacing, next_pass
+from engine.podfeed import PodFeed
 from engine.pools.base import Pool, PoolProvider, PoolSizeError, RestoreRecord
 from engine.store import ClaimHeld, Fenced, RunnerClaim, RunnerId, Store, StoredRestore, StoreError
 from engine.workloads import Decision, WorkloadPlan, WorkloadRecord, WorkloadScaler
@@ -183,6 +184,10 @@ class Runner:
             max_workers=settings.parallel_evictions, thread_name_prefix="evict"
         )
         self._active: dict[str, threading.Event] = {}
+        self._wakes: dict[str, threading.Event] = {}
+        """Per operation: set to end its wait between steps early (a cancel, or its pod feed)."""
+        self._feeds: dict[str, PodFeed] = {}
+        """Per draining operation: the pods of its nodes, kept current by a watch."""
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._idle = threading.Condition(self._lock)
@@ -203,6 +208,7 @@ class Runner:
             if op_id in self._active or self._stopping.is_set():
                 return
             self._active[op_id] = threading.Event()
+            self._wakes[op_id] = threading.Event()
         if not wait_for_claim and op_id not in self._tokens:
             try:
                 self._claim(op_id)
@@ -244,8 +250,11 @@ class Runner:
     def cancel(self, op_id: str) -> None:
         with self._lock:
             event = self._active.get(op_id)
+            wake = self._wakes.get(op_id)
         if event is not None:
             event.set()
+        if wake is not None:
+            wake.set()
 
     def stop(self, *, timeout: float | None = None) -> None:
         """SIGTERM: finish the current step, persist, and stop (running ops resume on restart)."""
@@ -253,6 +262,8 @@ class Runner:
         with self._lock:
             for event in self._active.values():
                 event.set()
+            for wake in self._wakes.values():
+                wake.set()
         self._pool.shutdown(wait=timeout is None or timeout > 0)
         self._evictions.shutdown(wait=False)
 
@@ -333,6 +344,9 @@ class Runner:
             if op is None or op.state is not OpState.RUNNING:
                 return
             cancel = self._active[op_id]
+            wake = self._wakes[op_id]
+            # Cleared before cancel is read: `cancel()` sets cancel first, then the wake.
+            wake.clear()
             if not self.may_act():
                 log.error(
                     "no longer the active instance: operation stopped before step %s; "
@@ -350,10 +364,12 @@ class Runner:
             if result.state is OpState.FAILED:
                 result = self._give_back_nodes(op, result)
             op = self._persist(op, result)
+            if op.step != "drain" or op.state is not OpState.RUNNING:
+                self._close_feed(op_id)
             if op.state is not OpState.RUNNING:
                 return
-            if result.wait > 0:
-                self.clock.wait(cancel, result.wait)
+            if result.wait > 0 and not cancel.is_set():
+                self.clock.wait(wake, result.wait)
 
     # -- claims ----------------------------------------------------------------------------------
 
@@ -419,8 +435,28 @@ class Runner:
             # Real time, not the runner's clock: a virtual clock must not race ahead here.
             self._beat.wait(CLAIM_TTL_SECONDS / 3)
 
+    def pod_feed(self, op_id: str, api: KubeApi, nodes: Collection[str]) -> PodFeed:
+        """The operation's pod feed for these nodes (a new one when the nodes changed)."""
+        with self._lock:
+            feed = self._feeds.get(op_id)
+            if feed is not None and feed.nodes == frozenset(nodes):
+                return feed
+            wake = self._wakes.get(op_id) or threading.Event()
+            self._feeds[op_id] = PodFeed(api, nodes, on_change=wake.set, name=f"pod-watch-{op_id}")
+        if feed is not None:
+            feed.close()
+        return self._feeds[op_id]
+
+    def _close_feed(self, op_id: str) -> None:
+        with self._lock:
+            feed = self._feeds.pop(op_id, None)
+        if feed is not None:
+            feed.close()
+
     def _forget(self, op_id: str) -> None:
+        self._close_feed(op_id)
         with self._idle:
+            self._wakes.pop(op_id, None)
             self._active.pop(op_id, None)
             self._tokens.pop(op_id, None)
             self._lost.discard(op_id)
@@ -697,16 +733,22 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     # Cluster API's nodeDrainTimeout: past a pool's timeout its nodes stop draining and their
     # Machines are removed with what is left on them; the thread says so once per pool.
     stopped, reported, timeout_events = _drain_timeouts(op, state.started_at, now)
+    nodes = drained_nodes(op)
+    feed = runner.pod_feed(op.id, h.api, nodes)
     result = drain.run_pass(
         h.api,
-        nodes=[n for n in drained_nodes(op) if n not in stopped],
+        nodes=[n for n in nodes if n not in stopped],
         state=state,
         options=_options(op),
         now=now,
         executor=runner._evictions,
         on_progress=progress,
         one_at_a_time=op.plan.one_at_a_time,
+        pods_of=feed.pods,
+        clock=runner.clock.now,
     )
+    # The feed wakes the runner once the pods left terminating are gone (the tail of a drain).
+    feed.await_gone(result.awaiting)
     message = result.report.condition_message()
     data: dict[str, Any] = {"drain": result.state.to_json(), "evicted": result.state.evicted_total}
     if reported:
@@ -732,7 +774,7 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
             now=now,
             completed=result.report.completed,
             settled_from=max(state.started_at, started, result.state.last_eviction_at or state.started_at),
-            next_retry_at=result.next_retry_at,
+            next_retry_at=result.wake_at(watched=feed.live),
             deadline=deadline,
         ),
     )

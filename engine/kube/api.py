@@ -13,8 +13,9 @@ Design rules the adapters follow:
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from typing import Protocol, runtime_checkable
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
 
 from engine.model import CordonResult, NodeInfo, PdbInfo, PodInfo, RawObject
 
@@ -83,3 +84,51 @@ class SchedulingApi(Protocol):
     def list_unbound_pods_json(self) -> list[RawObject]: ...
 
     def list_deployment_names(self) -> list[tuple[str, str]]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PodListing:
+    """Pods bound to some nodes, and the resourceVersion a watch resumes from to follow them."""
+
+    pods: list[PodInfo]
+    resource_version: str
+
+
+PodEventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]
+
+
+@dataclass(frozen=True, slots=True)
+class PodEvent:
+    type: PodEventType
+    pod: PodInfo | None
+    """None for a BOOKMARK (it only moves the resourceVersion on)."""
+    resource_version: str
+
+
+class PodEventStream(Protocol):
+    """The events of one watch request, in order, until the server ends it (its timeout).
+
+    Iterating raises `errors.KubeError` with status 410 when the resourceVersion is too old
+    (compacted), and `errors.TransportError` when the connection breaks. `close()` may be called
+    from another thread: it ends the iteration.
+    """
+
+    def __iter__(self) -> Iterator[PodEvent]: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class PodWatchApi(Protocol):
+    """A pod listing with its resourceVersion, and a watch that resumes from it.
+
+    Only the real client implements it; the drain lists on every pass with any other adapter.
+    """
+
+    def list_pods_at(self, *, node_names: Collection[str]) -> PodListing:
+        """Like `KubeApi.list_pods(node_names=...)`, with the listing's resourceVersion."""
+        ...
+
+    def watch_pods(self, *, node_names: Collection[str], resource_version: str) -> PodEventStream:
+        """Start watching the pods bound to `node_names` (others may be filtered out late)."""
+        ...

@@ -16,10 +16,11 @@ Owns four things and nothing else:
 from __future__ import annotations
 
 import collections
+import contextlib
 import http.client
 import os
 import threading
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any, TypeVar
 
 import orjson
@@ -32,6 +33,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from engine import ratelimit
 from engine.kube import errors, projection
+from engine.kube.api import PodEvent, PodEventType, PodListing
 from engine.model import CordonResult, NodeInfo, PdbInfo, PodInfo, RawObject
 
 T = TypeVar("T")
@@ -47,6 +49,14 @@ DEFAULT_POOL_MAXSIZE = 32
 DEFAULT_REQUEST_TIMEOUT_SECONDS = 60.0
 TAINT_CONFLICT_ATTEMPTS = 5
 USER_AGENT = "scalebot"
+WATCH_SECONDS = 240
+"""How long the server keeps one watch request open (client-go's reflectors ask for 5-10 min);
+the drain's pod feed resumes from the last resourceVersion when it ends."""
+WATCH_READ_TIMEOUT_SECONDS = WATCH_SECONDS + 30.0
+"""A watch that stays silent past its own end has lost its connection."""
+WATCH_CHUNK_BYTES = 64 * 1024
+MAX_WATCH_EVENT_BYTES = 8 * 1024 * 1024
+"""One event is one object: a line longer than this is not a pod, and memory stays bounded."""
 
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 JSON_MERGE_PATCH = "application/merge-patch+json"
@@ -187,32 +197,45 @@ class KubeClient:
         return NodeInfo.from_raw(self.read_json("get", "nodes", self._core.read_node, name))
 
     def list_pods(self, *, node_names: Collection[str] | None = None) -> list[PodInfo]:
-        call = self._core.list_pod_for_all_namespaces
-        # Pods are the one big list: decoded into the fields PodInfo reads (engine.kube.projection).
-        decode = projection.decode_pod_list
         if node_names is None:
-            return self.list_raw("pods", call, PodInfo.from_raw, decode=decode)
-        wanted = frozenset(node_names)
-        if not wanted:
+            call = self._core.list_pod_for_all_namespaces
+            # Pods are the one big list: decoded into the fields PodInfo reads (engine.kube.projection).
+            return self.list_raw("pods", call, PodInfo.from_raw, decode=projection.decode_pod_list)
+        if not node_names:
             return []
-        if len(wanted) == 1:
-            (node,) = wanted
-            return self.list_raw(
-                "pods", call, PodInfo.from_raw, decode=decode, field_selector=f"spec.nodeName={node}"
-            )
-        # Many nodes: one cluster-wide listing indexed in memory costs one pass over the pods,
-        # where a listing per node would cost the API server one full scan per node. Pods bound
-        # to no node are left out by the server: during a zero-scale every evicted pod's
-        # replacement waits unscheduled, and encoding tens of thousands of those on every pass
-        # is the largest share of a listing's cost.
-        return self.list_raw(
+        return self.list_pods_at(node_names=node_names).pods
+
+    def list_pods_at(self, *, node_names: Collection[str]) -> PodListing:
+        selector, keep = _bound_to(node_names)
+        pods, resource_version = self._list_pages(
             "pods",
-            call,
+            self._core.list_pod_for_all_namespaces,
             PodInfo.from_raw,
-            keep=lambda raw: (raw.get("spec") or {}).get("nodeName") in wanted,
-            decode=decode,
-            field_selector="spec.nodeName!=",
+            keep=keep,
+            decode=projection.decode_pod_list,
+            field_selector=selector,
         )
+        return PodListing(pods=pods, resource_version=resource_version)
+
+    def watch_pods(self, *, node_names: Collection[str], resource_version: str) -> PodWatch:
+        """One watch request on the pods bound to `node_names`, from `resource_version` on.
+
+        The same selector as the listing (see `_bound_to`), so one request follows every node of
+        a drain; bookmarks keep the resourceVersion fresh while nothing on those nodes changes.
+        """
+        selector, keep = _bound_to(node_names)
+        response = self._open(
+            "watch",
+            "pods",
+            self._core.list_pod_for_all_namespaces,
+            field_selector=selector,
+            watch=True,
+            resource_version=resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=WATCH_SECONDS,
+            _request_timeout=(self._timeout, WATCH_READ_TIMEOUT_SECONDS),
+        )
+        return PodWatch(response, keep)
 
     def list_nodes_json(self) -> list[RawObject]:
         """Every node as the API returns it: the scheduling model reads fields NodeInfo leaves out."""
@@ -345,16 +368,23 @@ class KubeClient:
         self, verb: str, resource: str, call: Callable[..., Any], *args: Any, **kwargs: Any
     ) -> bytes:
         """One HTTP request: rate limit, count, send, read the raw body, translate any failure."""
+        response = self._open(verb, resource, call, *args, _request_timeout=self._timeout, **kwargs)
+        try:
+            return bytes(response.data)
+        except TRANSPORT_ERRORS as exc:
+            raise errors.TransportError(message=f"{verb} {resource}: {_one_line(exc)}") from exc
+        finally:
+            response.release_conn()
+
+    def _open(self, verb: str, resource: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Send one request and return the answer unread (urllib3's response): rate limit, count,
+        translate a failure to send or a non-2xx answer."""
         if self._limiter is not None:
             self._limiter.acquire()
         with self._counts_lock:
             self.request_counts[(verb, resource)] += 1
         try:
-            response = call(*args, _preload_content=False, _request_timeout=self._timeout, **kwargs)
-            try:
-                return bytes(response.data)
-            finally:
-                response.release_conn()
+            return call(*args, _preload_content=False, **kwargs)
         except ApiException as exc:
             raise error_from_api_exception(exc, verb, resource) from exc
         except TRANSPORT_ERRORS as exc:
@@ -391,8 +421,22 @@ class KubeClient:
         **params: Any,
     ) -> list[T]:
         """Every item of a paginated list, parsed page by page so raw pages can be freed."""
+        return self._list_pages(resource, call, parse, keep=keep, decode=decode, **params)[0]
+
+    def _list_pages(
+        self,
+        resource: str,
+        call: Callable[..., Any],
+        parse: Callable[[RawObject], T],
+        *,
+        keep: Callable[[RawObject], bool] | None = None,
+        decode: Callable[[bytes], Any] = orjson.loads,
+        **params: Any,
+    ) -> tuple[list[T], str]:
+        """`list_raw`, with the list's resourceVersion (every page of one list carries the same)."""
         results: list[T] = []
         token: str | None = None
+        resource_version = ""
         while True:
             page_params = {**params, "limit": self._page_size}
             if token:
@@ -409,9 +453,87 @@ class KubeClient:
                 token = None
             else:
                 token = (page.get("metadata") or {}).get("continue") or None
+            resource_version = str((page.get("metadata") or {}).get("resourceVersion") or "")
             results.extend(parse(raw) for raw in page.get("items") or () if keep is None or keep(raw))
             if not token:
-                return results
+                return results, resource_version
+
+
+class PodWatch:
+    """The events of one pod watch, read as raw JSON lines from the open answer, one at a time.
+
+    Memory stays bounded by one event (plus one read chunk): a line longer than
+    MAX_WATCH_EVENT_BYTES ends the watch as a transport error. Pods the selector lets through but
+    that are bound elsewhere (see `_bound_to`) come out as bookmarks: they only move the
+    resourceVersion on.
+    """
+
+    def __init__(self, response: Any, keep: Callable[[RawObject], bool] | None) -> None:
+        self._response = response
+        self._keep = keep
+        self._closed = threading.Event()
+
+    def close(self) -> None:
+        """Ends the iteration, also from another thread (it shuts the socket a read blocks on)."""
+        self._closed.set()
+        with contextlib.suppress(*TRANSPORT_ERRORS):
+            self._response.shutdown()
+        self._response.release_conn()
+
+    def __iter__(self) -> Iterator[PodEvent]:
+        pending = bytearray()
+        try:
+            for chunk in self._response.stream(WATCH_CHUNK_BYTES, decode_content=True):
+                pending += chunk
+                while (end := pending.find(b"\n")) >= 0:
+                    line = bytes(pending[:end])
+                    del pending[: end + 1]
+                    if line.strip():
+                        yield self._event(line)
+                if len(pending) > MAX_WATCH_EVENT_BYTES:
+                    raise errors.TransportError(message="watch pods: an event longer than the limit")
+        except TRANSPORT_ERRORS as exc:
+            if self._closed.is_set():
+                return
+            raise errors.TransportError(message=f"watch pods: {_one_line(exc)}") from exc
+        finally:
+            self._response.release_conn()
+        if pending.strip() and not self._closed.is_set():
+            raise errors.TransportError(message="watch pods: the stream ended inside an event")
+
+    def _event(self, line: bytes) -> PodEvent:
+        try:
+            kind, raw = projection.decode_watch_event(line)
+        except projection.ProjectionError as exc:
+            raise errors.TransportError(message=f"watch pods: unreadable event: {exc}") from exc
+        if kind == "ERROR":
+            # 410 Gone: the resourceVersion was compacted away; the caller lists afresh.
+            raise errors.error_from_status(int(raw.get("code") or 500), raw)
+        version = str((raw.get("metadata") or {}).get("resourceVersion") or "")
+        event_type = _POD_EVENT_TYPES.get(kind)
+        if event_type is None or (self._keep is not None and not self._keep(raw)):
+            return PodEvent(type="BOOKMARK", pod=None, resource_version=version)
+        return PodEvent(type=event_type, pod=PodInfo.from_raw(raw), resource_version=version)
+
+
+_POD_EVENT_TYPES: dict[str, PodEventType] = {"ADDED": "ADDED", "MODIFIED": "MODIFIED", "DELETED": "DELETED"}
+
+
+def _bound_to(node_names: Collection[str]) -> tuple[str, Callable[[RawObject], bool] | None]:
+    """The field selector for the pods bound to `node_names`, and the filter the server cannot do.
+
+    Pod field selectors take only `=`, `==` and `!=` (no set of values): one node is selected by
+    the server. Many nodes: one cluster-wide request filtered in memory costs one pass over the
+    pods, where a request per node would cost the API server one full scan per node. Pods bound
+    to no node are left out by the server: during a zero-scale every evicted pod's replacement
+    waits unscheduled, and encoding tens of thousands of those is the largest share of a
+    listing's cost.
+    """
+    wanted = frozenset(node_names)
+    if len(wanted) == 1:
+        (node,) = wanted
+        return f"spec.nodeName={node}", None
+    return "spec.nodeName!=", lambda raw: (raw.get("spec") or {}).get("nodeName") in wanted
 
 
 def load_configuration(*, kubeconfig: str | None = None, context: str | None = None) -> Any:

@@ -46,6 +46,7 @@ class _ObjectMeta(_Base):
     deletionTimestamp: Any = None
     creationTimestamp: Any = None
     finalizers: Any = None
+    resourceVersion: Any = None
 
 
 class _Requests(_Base):
@@ -86,6 +87,7 @@ class _Pod(_Base):
 
 class _ListMeta(_Base):
     continue_: Any = msgspec.field(default=None, name="continue")
+    resourceVersion: Any = None
 
 
 class _PodList(_Base):
@@ -93,7 +95,14 @@ class _PodList(_Base):
     items: list[_Pod] | None = None
 
 
+class _WatchEvent(_Base):
+    type: str = ""
+    object: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"null"))
+
+
 _DECODER = msgspec.json.Decoder(_PodList)
+_EVENT_DECODER = msgspec.json.Decoder(_WatchEvent)
+_POD_DECODER = msgspec.json.Decoder(_Pod)
 
 
 class ProjectionError(ValueError):
@@ -108,3 +117,17 @@ def decode_pod_list(data: bytes) -> RawObject:
         raise ProjectionError(str(exc)) from exc
     built: RawObject = msgspec.to_builtins(page)
     return built
+
+
+def decode_watch_event(line: bytes) -> tuple[str, RawObject]:
+    """One line of a pod watch: its type and its object (a pod projected as above, or for an
+    ERROR event the Status, whole)."""
+    try:
+        event = _EVENT_DECODER.decode(line)
+        if event.type == "ERROR":
+            status = msgspec.json.decode(event.object)
+            return event.type, status if isinstance(status, dict) else {}
+        built: RawObject = msgspec.to_builtins(_POD_DECODER.decode(event.object))
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise ProjectionError(str(exc)) from exc
+    return event.type, built

@@ -59,6 +59,7 @@ USED: list[tuple[str, str, str | None]] = [
     ("delete", "nodes", None),
     ("create", "nodes", None),  # the simulated-nodes component (kwok): wake re-creates Node objects
     ("list", "pods", None),
+    ("watch", "pods", None),  # engine.podfeed: the drain learns from a watch which pods are gone
     ("get", "pods", "default"),
     ("delete", "pods", "default"),  # finished pods, force phase
     ("create", "pods/eviction", "default"),
@@ -99,9 +100,8 @@ USED: list[tuple[str, str, str | None]] = [
 ]
 
 REFUSED: list[tuple[str, str, str | None]] = [
-    # Nothing watches (each drain pass lists, leader election polls): no watch on anything.
+    # Only pods are watched (the drain's pod watch); leader election polls: no watch on the rest.
     ("watch", "nodes", None),
-    ("watch", "pods", None),
     ("watch", "poddisruptionbudgets.policy", None),
     ("watch", "daemonsets.apps", None),
     ("watch", "namespaces", None),

@@ -13,7 +13,9 @@ seeded `random.Random` so a run can be repeated:
   any answer comes back: the request took effect, the client cannot know — the case that must
   never be read as "the pod is gone" (or as "it failed, so nothing happened");
 - `every=N`: in addition, every N-th chunk towards the server gets the next of these three faults
-  in turn, so a short test is sure to meet each of them.
+  in turn, so a short test is sure to meet each of them;
+- `reset_open_connections()`: at once, every open connection is reset, also an idle one such as
+  a watch waiting for its next event.
 
 `close()` stops accepting, closes every connection and joins every thread with a deadline; the
 proxy also closes itself after `lifetime` seconds, so a failed test cannot leave it running.
@@ -79,6 +81,17 @@ class FaultProxy:
         """Replace the fault settings (unnamed ones go back to 0)."""
         with self._lock:
             self.faults = Faults(latency, drop, reset, drop_after_forward, every)
+
+    def reset_open_connections(self) -> int:
+        """Reset (RST) every connection open now, idle or not, such as a long-lived watch: the
+        connection breaks between two chunks, where the per-chunk faults cannot reach it.
+        Returns how many connections were cut."""
+        with self._lock:
+            sockets = list(self._sockets)
+            self.counts["cut"] += len(sockets) // 2
+        for sock in sockets:
+            _reset(sock)
+        return len(sockets) // 2
 
     def close(self) -> None:
         self._closed.set()

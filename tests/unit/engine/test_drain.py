@@ -314,3 +314,39 @@ def test_cordon_of_many_nodes_runs_on_the_executor_with_one_write_a_node(
     assert all(
         any(t.key == DRAINING_TAINT_KEY for t in cluster.get_node(n).taints) for n in ("w-1", "w-2", "spare")
     )
+
+
+class SlowEvictions(FakeCluster):
+    """Each eviction answer takes one virtual second, as a long pass spreads them over minutes."""
+
+    def evict_pod(self, pod: PodInfo, *, grace_seconds: int | None = None) -> None:
+        super().evict_pod(pod, grace_seconds=grace_seconds)
+        assert self.clock is not None
+        self.clock.advance(1)
+
+
+def test_retries_and_expected_ends_count_from_each_pods_own_answer_not_the_pass_start() -> None:
+    cluster = SlowEvictions()
+    cluster.add_node("w-1")
+    for i in range(3):
+        cluster.add_pod(
+            "shop", f"web-{i}", node="w-1", controller_kind="ReplicaSet", controller_name="web", grace=30
+        )
+    assert cluster.clock is not None
+    start = cluster.clock.now()
+    with ThreadPoolExecutor(max_workers=1) as executor:
+        result = drain.run_pass(
+            cluster,
+            nodes=["w-1"],
+            state=drain.DrainState(started_at=start),
+            options=filters.DrainOptions.machine(),
+            now=start,
+            executor=executor,
+            clock=cluster.clock.now,
+        )
+    assert len(result.report.evicted) == 3
+    # The first pod was answered after one second: its grace period ends 31 s after the pass start.
+    assert result.next_retry_at == start + timedelta(seconds=31)
+    # Settling counts from the last answer, three seconds in.
+    assert result.state.last_eviction_at == start + timedelta(seconds=3)
+    assert result.awaiting == {p.uid for p in cluster.list_pods(node_names=["w-1"])}

@@ -74,7 +74,8 @@ def test_projected_and_full_decoding_give_the_same_pod_info(pod: dict[str, Any])
 
 def test_the_rest_of_the_pod_is_dropped_and_the_continue_token_kept() -> None:
     projected = projection.decode_pod_list(page(FULL_POD, token="tok-2"))
-    assert projected["metadata"] == {"continue": "tok-2"}
+    # The resourceVersion is kept too: the drain's pod watch resumes from it.
+    assert projected["metadata"] == {"continue": "tok-2", "resourceVersion": "9"}
     (item,) = projected["items"]
     assert "managedFields" not in item["metadata"] and "tolerations" not in item["spec"]
     assert item["spec"]["volumes"] == [{}, {"emptyDir": {}}]
@@ -85,3 +86,23 @@ def test_the_rest_of_the_pod_is_dropped_and_the_continue_token_kept() -> None:
 def test_garbled_answers_raise_a_projection_error(data: bytes) -> None:
     with pytest.raises(projection.ProjectionError):
         projection.decode_pod_list(data)
+
+
+def test_a_watch_event_carries_its_type_and_the_projected_pod() -> None:
+    line = orjson.dumps({"type": "MODIFIED", "object": FULL_POD})
+    kind, raw = projection.decode_watch_event(line)
+    assert kind == "MODIFIED"
+    assert PodInfo.from_raw(raw) == PodInfo.from_raw(FULL_POD)
+    assert "managedFields" not in raw["metadata"]
+
+
+def test_a_watch_error_event_is_the_status_whole() -> None:
+    status = {"kind": "Status", "status": "Failure", "code": 410, "reason": "Expired", "message": "too old"}
+    kind, raw = projection.decode_watch_event(orjson.dumps({"type": "ERROR", "object": status}))
+    assert (kind, raw) == ("ERROR", status)
+
+
+@pytest.mark.parametrize("line", [b"", b"{", b'{"type": "ADDED", "object": {"spec": []}}'])
+def test_a_garbled_watch_line_raises_a_projection_error(line: bytes) -> None:
+    with pytest.raises(projection.ProjectionError):
+        projection.decode_watch_event(line)

@@ -1,0 +1,109 @@
+"""The watch-fed drain against the real API server, as scalebot's ServiceAccount (shipped RBAC).
+
+Covers: the pods of the nodes being drained are listed once and then followed by one pod watch
+(the ClusterRole's `watch` on pods), however many passes the drain takes, so pod reads per node
+are O(1); a pod held by a finalizer keeps the drain waiting (passes go on: node listings, no pod
+listing), and the drain ends once the watch reports that last pod gone. The fallback to listing
+when the watch breaks is proven through the TCP fault proxy in
+tests/reliability/test_drain_watch_faults.py; the feed's resume/410 logic in
+tests/unit/engine/test_podfeed.py.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine import drainer, filters
+from engine.clock import SystemClock
+from engine.kube.client import KubeClient
+from localcluster import builders
+
+pytestmark = pytest.mark.e2e
+
+NODES = 8
+PASSES_WHILE_HELD = 4
+SETTINGS = drainer.DrainSettings(
+    interval=timedelta(seconds=1), settle=timedelta(seconds=1), timeout=timedelta(seconds=120)
+)
+
+
+@pytest.fixture
+def kube(scalebot_kubeconfig: Path) -> Iterator[KubeClient]:
+    client = KubeClient.from_config(kubeconfig=str(scalebot_kubeconfig))
+    yield client
+    client.close()
+
+
+def reads(kube: KubeClient) -> dict[tuple[str, str], int]:
+    return {k: v for k, v in kube.request_counts.items() if k[0] in ("get", "list", "watch")}
+
+
+def test_pods_are_listed_once_and_watched_however_many_passes_the_drain_takes(
+    admin_api: Any,
+    kube: KubeClient,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    unique_name: str,
+) -> None:
+    group = {"scalebot.test/group": unique_name}
+    nodes = node_pool(NODES, labels=group)
+    builders.create_deployment(admin_api, namespace, "web", 2 * NODES, node_selector=group, grace=1)
+    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    # Held by a finalizer after its eviction: the drain's tail, for as long as the test says.
+    builders.create_pod_with_finalizer(
+        admin_api, namespace, "held", node=nodes[0], grace=1, owner_references=()
+    )
+    builders.wait_for_pods_running(admin_api, namespace, count=2 * NODES + 1)
+
+    released_at: list[float] = []
+    failure: list[BaseException] = []
+
+    def release_after_some_passes() -> None:
+        try:
+            held = builders.pod_path(namespace, "held")
+            builders.wait_until(
+                lambda: builders.get(admin_api, held)["metadata"].get("deletionTimestamp"), 60, "held evicted"
+            )
+            # Each pass lists the nodes once: let the drain run several passes on the held pod.
+            first = kube.request_counts[("list", "nodes")]
+            builders.wait_until(
+                lambda: kube.request_counts[("list", "nodes")] >= first + PASSES_WHILE_HELD, 60, "passes"
+            )
+            released_at.append(time.monotonic())
+            builders.remove_finalizers(admin_api, namespace, "held")
+        except BaseException as exc:  # reported by the test, never lost in the thread
+            failure.append(exc)
+
+    helper = threading.Thread(target=release_after_some_passes, name="release-held", daemon=True)
+    helper.start()
+    try:
+        outcome = drainer.drain_nodes(
+            kube, nodes, options=filters.DrainOptions.machine(), clock=SystemClock(), settings=SETTINGS
+        )
+        ended_at = time.monotonic()
+    finally:
+        helper.join(timeout=90)
+    assert not failure, failure
+    assert outcome.completed, outcome.report.condition_message()
+    assert not [p for n in nodes for p in builders.pods_on_node(admin_api, n)], "the nodes are empty"
+
+    counts = reads(kube)
+    passes = counts[("list", "nodes")]
+    pod_reads = counts[("list", "pods")] + counts.get(("watch", "pods"), 0)
+    all_reads = sum(counts.values())
+    print(f"\n{NODES} nodes, {passes} passes, reads: {sorted(counts.items())}")
+    print(f"pod reads per node {pod_reads / NODES:.2f}, all reads per node {all_reads / NODES:.2f}")
+    assert passes >= PASSES_WHILE_HELD + 1
+    # Once listed (one page), then followed: no pod listing per pass.
+    assert counts[("list", "pods")] == 1, counts
+    assert 1 <= counts.get(("watch", "pods"), 0) <= 2, counts
+    assert pod_reads / NODES <= 0.5
+    # The tail ends with the held pod: the watch's cue, then the settle time.
+    assert released_at and ended_at - released_at[0] < SETTINGS.settle.total_seconds() + 5
