@@ -3,7 +3,7 @@
 Listeners, the progress reporter and the tests see only `OperationsPort`; `bot.app` receives the
 real `engine.operations.Operations` (the Slack tests too, over an in-memory cluster). The value types
 come from the engine's pure modules; `UserError`, `HistoryEntry` and `ClusterStatus` are the
-engine service's own small values, re-exported here so bot modules import one place.
+engine service's own small values (and `ProviderSchedules`), re-exported here so bot modules import one place.
 """
 
 from __future__ import annotations
@@ -12,10 +12,18 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from engine.operation import Operation, OperationPlan, OperationRequest, Outcome, ProgressEvent
-from engine.operations import Advice, ClusterStatus, HistoryEntry, Unshown, UserError
+from engine.operations import Advice, ClusterStatus, HistoryEntry, ProviderSchedules, Unshown, UserError
 from engine.policy import Approvers, Role
 
-__all__ = ["Advice", "ClusterStatus", "HistoryEntry", "OperationsPort", "Unshown", "UserError"]
+__all__ = [
+    "Advice",
+    "ClusterStatus",
+    "HistoryEntry",
+    "OperationsPort",
+    "ProviderSchedules",
+    "Unshown",
+    "UserError",
+]
 
 
 class OperationsPort(Protocol):
@@ -61,6 +69,11 @@ class OperationsPort(Protocol):
     def history(self, op_id: str) -> list[HistoryEntry]: ...
 
     def status(self, cluster: str) -> ClusterStatus: ...
+
+    def provider_schedules(self, cluster: str) -> ProviderSchedules | None:
+        """The schedules `cluster`'s pool system keeps itself (a Gardener Shoot's hibernation);
+        None when it keeps none. Reads the cluster: off Bolt's listener threads."""
+        ...
 
     def clusters(self) -> list[str]: ...
 

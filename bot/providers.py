@@ -167,7 +167,12 @@ def _connect_capi(connection: Connection) -> Connected:
             raise ProviderOptionError(f"cluster {namespace}/{name}: {exc}") from exc
         where = f"Secret {namespace}/{name}-kubeconfig"
         workload = KubeClient.from_kubeconfig_text(
-            text, where=where, qps=connection.qps, burst=connection.burst
+            text,
+            where=where,
+            qps=connection.qps,
+            burst=connection.burst,
+            # Rotated or expired credentials (a 401): read the Secret again, as clusterctl would.
+            reread=lambda: workload_kubeconfig(management.api_client, namespace, name),
         )
     pools = ClusterApiPoolProvider(
         management.api_client, namespace=namespace, cluster=name, node_api=workload

@@ -19,6 +19,7 @@ import binascii
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from slack_sdk.models.blocks import (
     ButtonElement,
@@ -49,6 +50,9 @@ from engine import schedule
 from engine.announcement import Announcement
 from engine.schedule import Occurrence
 from engine.schedules import Schedule, ScheduleOutcome
+
+if TYPE_CHECKING:
+    from bot.ports import ProviderSchedules
 
 MESSAGE_PREFIX = "sched:"
 """Sender key of an occurrence's announcement: `sched:<occurrence key>` (one message, edited)."""
@@ -357,16 +361,44 @@ def _buttons(note: Announcement) -> tuple[ButtonElement, ...]:
 # -- `/scale schedule` views (ephemeral) -----------------------------------------------------------
 
 
-def schedule_list(schedules: Sequence[Schedule], *, cluster: str | None = None) -> Message:
+def schedule_list(
+    schedules: Sequence[Schedule],
+    *,
+    cluster: str | None = None,
+    provider: Sequence[ProviderSchedules] = (),
+) -> Message:
+    """scalebot's schedules, then those the clusters' own systems keep (`provider`), read-only."""
     b = Builder()
+    theirs = [p for p in provider if p.schedules or p.unreadable]
     if not schedules:
         b.section(no_schedules(cluster))
-        return b.build("schedules", no_schedules(cluster))
-    b.section(f"*Schedules{f' on {esc(cluster)}' if cluster else ''}* ({len(schedules)})")
-    for sched in schedules[:40]:
-        emoji = "🗓️" if sched.enabled else "⏸️"
-        b.section(f"{emoji} {summary(sched)}", reserve=200)
-    return b.build("schedules", f"{len(schedules)} schedules")
+    else:
+        b.section(f"*Schedules{f' on {esc(cluster)}' if cluster else ''}* ({len(schedules)})")
+        for sched in schedules[:40]:
+            emoji = "🗓️" if sched.enabled else "⏸️"
+            b.section(f"{emoji} {summary(sched)}", reserve=200)
+    for kept in theirs[:10]:
+        b.section(_provider_schedules(kept), reserve=300)
+    count = len(schedules) + sum(len(p.schedules) for p in theirs)
+    return b.build("schedules", f"{count} schedules" if count else no_schedules(cluster))
+
+
+def _provider_schedules(kept: ProviderSchedules) -> str:
+    """One cluster's schedules kept by its own system, labelled as theirs: scalebot never runs or
+    changes them, and they may wake what scalebot put to sleep (or the reverse)."""
+    if kept.unreadable:
+        return f"*{esc(kept.cluster)}*: its own schedules could not be read: {esc(kept.unreadable[:300])}"
+    first = kept.schedules[0]
+    lines = [
+        f"*{esc(first.system)}'s own schedules on {esc(kept.cluster)}* ({esc(first.owner)}; read-only: "
+        f"{esc(first.system)} runs them, change them there)"
+    ]
+    for sched in kept.schedules[:20]:
+        events = (("hibernate", sched.start), ("wake", sched.end))
+        parts = [f"{verb} `{esc(cron)}`" for verb, cron in events if cron]
+        zone = sched.location or "UTC, not set"
+        lines.append(f"🌙 {', '.join(parts)} ({esc(zone)})")
+    return "\n".join(lines)
 
 
 def schedule_detail(

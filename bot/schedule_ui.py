@@ -289,7 +289,9 @@ class ScheduleUi:
         cluster = _optional_word(args, "list")
         visible = self._visible(cluster, inv, "schedule_list")
         found = [s for s in self.schedules.list(cluster=cluster) if s.cluster in visible]
-        answer(inv, ui.schedule_list(found, cluster=cluster))
+        # The pool systems' own schedules (a Gardener Shoot's hibernation) run beside scalebot's.
+        theirs = [p for c in sorted(visible) if (p := self.ops.provider_schedules(c)) is not None]
+        answer(inv, ui.schedule_list(found, cluster=cluster, provider=theirs))
 
     def _visible(self, cluster: str | None, inv: Invocation, what: str) -> set[str]:
         """The clusters `inv.user` may read (viewer or more); asking for another one is refused."""

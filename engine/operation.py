@@ -131,6 +131,8 @@ class PoolChange:
     hooked: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """Of nodes_to_remove, (node, pre-drain hooks) left to Cluster API: it runs the hooks, then
     drains; scalebot removes the Machine and waits for it to go."""
+    machines_picked_by: str = ""
+    """Who picks the machines that go when the pool shrinks, if not scalebot (see Pool)."""
 
     @property
     def hooked_nodes(self) -> tuple[str, ...]:
@@ -153,7 +155,8 @@ def emptied_not_removed(change: PoolChange) -> str:
 
 
 def drain_rules(change: PoolChange) -> list[str]:
-    """The pool's own drain rules (Cluster API's Machine deletion rules), as the plan states them."""
+    """The pool's own drain rules (Cluster API's Machine deletion rules) and who picks the machines
+    that go, as the plan states them."""
     lines = []
     if change.not_drained:
         lines.append(
@@ -164,6 +167,13 @@ def drain_rules(change: PoolChange) -> list[str]:
         lines.append(
             f"{node}: its Machine has pre-drain hook(s) {', '.join(hooks)}; Cluster API runs them, then "
             "drains the node: scalebot removes the Machine and waits for it, reporting the hooks"
+        )
+    if change.machines_picked_by and 0 < change.after < change.before:
+        who = change.machines_picked_by
+        lines.append(
+            f"{who} picks the machines to remove when the worker's minimum/maximum is lowered; scalebot "
+            f"cannot choose them: it drains {', '.join(change.nodes_to_remove) or 'no node'} first, and "
+            f"a machine {who} removes instead is drained by {who}"
         )
     if change.drain_timeout_seconds and change.nodes_to_remove:
         lines.append(
@@ -220,6 +230,7 @@ class OperationPlan:
                     "hooked": {node: list(hooks) for node, hooks in p.hooked},
                     "detach_wait": list(p.detach_wait),
                     "detach_timeout_seconds": p.detach_timeout_seconds,
+                    "machines_picked_by": p.machines_picked_by,
                 }
                 for p in self.pools
             ],
@@ -253,6 +264,7 @@ class OperationPlan:
                     hooked=tuple((n, tuple(h)) for n, h in sorted((p.get("hooked") or {}).items())),
                     detach_wait=tuple(p.get("detach_wait") or ()),
                     detach_timeout_seconds=p.get("detach_timeout_seconds"),
+                    machines_picked_by=str(p.get("machines_picked_by") or ""),
                 )
                 for p in data.get("pools") or ()
             ),

@@ -23,6 +23,7 @@ from engine import plan as planning
 from engine.clock import Clock
 from engine.kube import events as kube_events
 from engine.kube.api import SchedulingApi
+from engine.kube.errors import KubeError
 from engine.operation import (
     Operation,
     OperationPlan,
@@ -32,7 +33,7 @@ from engine.operation import (
     Outcome,
     ProgressEvent,
 )
-from engine.pools.base import Pool, PoolNotFound
+from engine.pools.base import KeepsSchedules, Pool, PoolNotFound, ProviderSchedule
 from engine.runner import ClusterHandle, Runner, RunnerSettings
 from engine.store import ClaimHeld, LockConflict, Store
 
@@ -78,6 +79,16 @@ class ClusterStatus:
     pools: list[Pool]
     running: list[Operation]
     next_event: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderSchedules:
+    """The schedules a cluster's own system keeps (a Gardener Shoot's hibernation schedules)."""
+
+    cluster: str
+    schedules: tuple[ProviderSchedule, ...] = ()
+    unreadable: str = ""
+    """Why they could not be read (the API server's answer); empty when read."""
 
 
 class Operations:
@@ -178,6 +189,18 @@ class Operations:
             running=self.list_operations(cluster=cluster, active_only=True),
             next_event=self._next_event(cluster) if self._next_event else None,
         )
+
+    def provider_schedules(self, cluster: str) -> ProviderSchedules | None:
+        """The schedules `cluster`'s pool system keeps itself; None when it keeps none."""
+        pools = self._handle(cluster).pools
+        if not isinstance(pools, KeepsSchedules):
+            return None
+        try:
+            return ProviderSchedules(cluster, pools.provider_schedules())
+        except (KubeError, PoolNotFound) as exc:
+            # One unreachable Shoot must not hide scalebot's own schedules.
+            log.warning("could not read %s's own schedules: %s", cluster, exc)
+            return ProviderSchedules(cluster, unreadable=str(exc))
 
     def plan(self, req: OperationRequest) -> OperationPlan:
         handle = self._handle(req.target.cluster)

@@ -270,6 +270,7 @@ def _plan_resize(
                     and n not in dict(pool.pre_drain_hooks)
                 ),
                 detach_timeout_seconds=pool.detach_timeout_seconds,
+                machines_picked_by=pool.machines_picked_by,
             )
         )
     after = {p.name: p.desired for p in snap.pools} | dict(sizes)

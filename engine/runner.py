@@ -1284,6 +1284,9 @@ def step_wait_ready(runner: Runner, op: Operation, h: ClusterHandle) -> StepResu
         line += f", {pending} pod(s) pending" if pending else ""
     after = "workloads_wake" if op.plan.workloads else "finish"
     data: dict[str, Any] = {"ready": ready, "wanted": wanted, "provider_progress": followed}
+    kept = sorted(n for pool in pools for n in pool.kept_cordoned)
+    if kept:  # back in the pool, but someone else had cordoned them before scalebot emptied them
+        data["kept_cordoned"] = kept
     if provisioned is not None:
         data["provisioned"] = provisioned
     if ready >= wanted and not pending:
@@ -1437,6 +1440,12 @@ def _final(op: Operation, data: Mapping[str, Any], now: datetime) -> tuple[Progr
     if op.plan.pools:
         parts.append("pools " + ", ".join(f"{c.pool} {c.before} → {c.after}" for c in op.plan.pools))
     parts.extend(data.get("pool_changes") or ())
+    if data.get("kept_cordoned"):
+        names = [str(n) for n in data["kept_cordoned"]]
+        parts.append(
+            f"still cordoned, as they were before scalebot emptied them: {', '.join(names)} "
+            f"(`scalebot uncordon {' '.join(names)}` undoes it)"
+        )
     return ("final", "; ".join(parts), "")
 
 

@@ -28,6 +28,7 @@ import urllib3
 import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
+from kubernetes.client import rest as k8s_rest
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
@@ -87,9 +88,17 @@ class KubeClient:
         rate_limiter: ratelimit.TokenBucket | None = None,
         request_timeout_seconds: float = DEFAULT_REQUEST_TIMEOUT_SECONDS,
         page_size: int = PAGE_SIZE,
+        reload_credentials: Callable[[], Any] | None = None,
     ) -> None:
-        """`api_client` is a `kubernetes.client.ApiClient`; `qps <= 0` turns the rate limit off."""
+        """`api_client` is a `kubernetes.client.ApiClient`; `qps <= 0` turns the rate limit off.
+
+        `reload_credentials`: returns a fresh `Configuration` when the server answers 401 (the
+        credentials were rotated or expired, e.g. a Cluster API kubeconfig Secret); the request is
+        then sent once more with them. Without it a 401 is an error like any other."""
         self._api_client = api_client
+        self._reload_credentials = reload_credentials
+        self._reload_lock = threading.Lock()
+        self._credentials_generation = 0
         self._core = k8s.CoreV1Api(api_client)
         self._apps = k8s.AppsV1Api(api_client)
         self._policy = k8s.PolicyV1Api(api_client)
@@ -136,25 +145,25 @@ class KubeClient:
         qps: float = DEFAULT_QPS,
         burst: int = DEFAULT_BURST,
         request_timeout_seconds: float = DEFAULT_REQUEST_TIMEOUT_SECONDS,
+        reread: Callable[[], str] | None = None,
     ) -> KubeClient:
         """Connect with a kubeconfig held in memory (a Cluster API `<cluster>-kubeconfig` Secret),
-        its current context; `where` names its origin in errors. Nothing is written to disk."""
-        configuration = k8s.Configuration()
-        try:
-            document = yaml.safe_load(text)
-            if not isinstance(document, dict):
-                raise ValueError("not a kubeconfig document")
-            k8s_config.load_kube_config_from_dict(
-                config_dict=document, client_configuration=configuration, persist_config=False
-            )
-        except (ConfigException, yaml.YAMLError, KeyError, ValueError, TypeError) as exc:
-            raise KubeConfigError(f"cannot use the kubeconfig in {where}: {_one_line(exc)}") from exc
+        its current context; `where` names its origin in errors. Nothing is written to disk.
+
+        `reread`: the kubeconfig's text read again from its origin, called on a 401 (rotated or
+        expired credentials): the client switches to it and retries once."""
+
+        def reload() -> Any:
+            assert reread is not None
+            return _tuned(configuration_from_text(reread(), where=where), DEFAULT_POOL_MAXSIZE)
+
         return cls._from_configuration(
-            configuration,
+            configuration_from_text(text, where=where),
             connection_pool_maxsize=DEFAULT_POOL_MAXSIZE,
             qps=qps,
             burst=burst,
             request_timeout_seconds=request_timeout_seconds,
+            reload_credentials=reload if reread is not None else None,
         )
 
     @classmethod
@@ -166,18 +175,17 @@ class KubeClient:
         qps: float,
         burst: int,
         request_timeout_seconds: float,
+        reload_credentials: Callable[[], Any] | None = None,
     ) -> KubeClient:
-        configuration.connection_pool_maxsize = connection_pool_maxsize
-        # One retry policy, the runner's: urllib3 would otherwise sleep on Retry-After and retry
-        # 429/503 itself, invisibly to our counters and backoff. Connection failures are retried
-        # (nothing was sent); a read failure only for idempotent methods (urllib3's rule).
-        configuration.retries = urllib3.Retry(
-            total=2, connect=2, read=1, status=0, other=0, redirect=0, respect_retry_after_header=False
-        )
-        configuration.client_go_retries = False
-        api_client = k8s.ApiClient(configuration)
+        api_client = k8s.ApiClient(_tuned(configuration, connection_pool_maxsize))
         api_client.user_agent = USER_AGENT
-        return cls(api_client, qps=qps, burst=burst, request_timeout_seconds=request_timeout_seconds)
+        return cls(
+            api_client,
+            qps=qps,
+            burst=burst,
+            request_timeout_seconds=request_timeout_seconds,
+            reload_credentials=reload_credentials,
+        )
 
     def close(self) -> None:
         self._api_client.close()
@@ -367,6 +375,38 @@ class KubeClient:
     def _request(
         self, verb: str, resource: str, call: Callable[..., Any], *args: Any, **kwargs: Any
     ) -> bytes:
+        """One HTTP request; on a 401 with a way to reload the credentials, reload and send once more."""
+        generation = self._credentials_generation
+        try:
+            return self._send(verb, resource, call, *args, **kwargs)
+        except errors.KubeError as exc:
+            if exc.status != 401 or self._reload_credentials is None:
+                raise
+            try:
+                self._switch_credentials(generation)
+            except (KubeConfigError, ValueError, errors.KubeError) as failed:
+                message = f"{verb} {resource}: {exc}; reloading the credentials failed: {failed}"
+                raise errors.InvalidRequest(status=401, message=message) from failed
+        # Sent once more only: a 401 with the fresh credentials too is the caller's error.
+        return self._send(verb, resource, call, *args, **kwargs)
+
+    def _switch_credentials(self, seen: int) -> None:
+        """Load fresh credentials into the shared ApiClient, once for all the requests that got a
+        401 with the generation `seen` (evictions run in parallel: one re-read, not sixteen)."""
+        assert self._reload_credentials is not None
+        with self._reload_lock:
+            if self._credentials_generation != seen:
+                return  # another request already switched
+            fresh = self._reload_credentials()
+            old = self._api_client.rest_client
+            # Every generated API object of this client (and the pool providers' over the same
+            # ApiClient) sends through these two attributes: tokens and client certificates alike.
+            self._api_client.configuration = fresh
+            self._api_client.rest_client = k8s_rest.RESTClientObject(fresh)
+            self._credentials_generation += 1
+            old.pool_manager.clear()
+
+    def _send(self, verb: str, resource: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> bytes:
         """One HTTP request: rate limit, count, send, read the raw body, translate any failure."""
         response = self._open(verb, resource, call, *args, _request_timeout=self._timeout, **kwargs)
         try:
@@ -534,6 +574,33 @@ def _bound_to(node_names: Collection[str]) -> tuple[str, Callable[[RawObject], b
         (node,) = wanted
         return f"spec.nodeName={node}", None
     return "spec.nodeName!=", lambda raw: (raw.get("spec") or {}).get("nodeName") in wanted
+
+
+def configuration_from_text(text: str, *, where: str) -> Any:
+    """A `Configuration` from kubeconfig text (its current context); raises KubeConfigError."""
+    configuration = k8s.Configuration()
+    try:
+        document = yaml.safe_load(text)
+        if not isinstance(document, dict):
+            raise ValueError("not a kubeconfig document")
+        k8s_config.load_kube_config_from_dict(
+            config_dict=document, client_configuration=configuration, persist_config=False
+        )
+    except (ConfigException, yaml.YAMLError, KeyError, ValueError, TypeError) as exc:
+        raise KubeConfigError(f"cannot use the kubeconfig in {where}: {_one_line(exc)}") from exc
+    return configuration
+
+
+def _tuned(configuration: Any, connection_pool_maxsize: int) -> Any:
+    configuration.connection_pool_maxsize = connection_pool_maxsize
+    # One retry policy, the runner's: urllib3 would otherwise sleep on Retry-After and retry
+    # 429/503 itself, invisibly to our counters and backoff. Connection failures are retried
+    # (nothing was sent); a read failure only for idempotent methods (urllib3's rule).
+    configuration.retries = urllib3.Retry(
+        total=2, connect=2, read=1, status=0, other=0, redirect=0, respect_retry_after_header=False
+    )
+    configuration.client_go_retries = False
+    return configuration
 
 
 def load_configuration(*, kubeconfig: str | None = None, context: str | None = None) -> Any:

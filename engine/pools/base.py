@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from engine.pools.victims import NO_HINTS, DeletionPolicy, VictimHints
 
@@ -86,7 +86,11 @@ class Pool:
     ready_nodes: tuple[str, ...] = ()
     restore: RestoreRecord | None = None
     emptied: tuple[str, ...] = ()
-    """Nodes scalebot emptied and kept (NodeRemoval.EMPTY): not in `nodes`, uncordoned on wake."""
+    """Nodes scalebot emptied and kept (NodeRemoval.EMPTY): not in `nodes`, uncordoned on wake
+    unless someone else had cordoned them before (`kept_cordoned`)."""
+    kept_cordoned: tuple[str, ...] = ()
+    """Nodes of `nodes` someone else had cordoned before scalebot emptied them: wake returned them
+    to the pool still cordoned (their cordon is not scalebot's to undo)."""
     removal: NodeRemoval = NodeRemoval.MACHINE
     """What removing a node does here (the plan and `/scale status` say it)."""
     deletion_order: DeletionPolicy = "Oldest"
@@ -113,6 +117,10 @@ class Pool:
     controller runs them, then drains; scalebot leaves those nodes to it and waits."""
     removal_reason: str = ""
     """Why, in one phrase (e.g. "nodes managed by kwok")."""
+    machines_picked_by: str = ""
+    """Who picks the machines that go when the pool shrinks, if not scalebot (a Gardener worker:
+    "Gardener's machine controller"): scalebot drains the nodes it chose, but cannot promise those
+    are the ones removed. Empty: exactly the drained nodes go."""
     sizes_from_demand: bool = False
     """The pool has no size to ask for: its nodes come from pending pods (a Karpenter NodePool).
     It can go to 0 and come back, never to a number; `desired` is then the nodes it holds now."""
@@ -123,6 +131,31 @@ class Pool:
     @property
     def size(self) -> int:
         return len(self.nodes)
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderSchedule:
+    """A sleep/wake schedule the pools' own system keeps and runs (a Gardener Shoot's
+    `spec.hibernation.schedules[]`). scalebot shows it beside its own schedules, read-only: it
+    neither runs nor changes it, and one of the two may undo what the other did."""
+
+    system: str
+    """Who runs it: "Gardener"."""
+    owner: str
+    """The object it is kept on: "Shoot garden-dev/eu1"."""
+    start: str = ""
+    """Cron spec at which the cluster is put to sleep (hibernated); empty: never."""
+    end: str = ""
+    """Cron spec at which it is woken; empty: never."""
+    location: str = ""
+    """IANA time zone the cron specs are evaluated in, as written on the object (empty: not set)."""
+
+
+@runtime_checkable
+class KeepsSchedules(Protocol):
+    """A PoolProvider whose system has schedules of its own (optional: most have none)."""
+
+    def provider_schedules(self) -> tuple[ProviderSchedule, ...]: ...
 
 
 class PoolProvider(Protocol):

@@ -35,7 +35,14 @@ from kubernetes import client as k8s
 from engine.kube import errors
 from engine.kube.api import KubeApi
 from engine.model import RawObject
-from engine.pools.base import NodeRemoval, Pool, PoolNotFound, PoolSizeError, RestoreRecord
+from engine.pools.base import (
+    NodeRemoval,
+    Pool,
+    PoolNotFound,
+    PoolSizeError,
+    ProviderSchedule,
+    RestoreRecord,
+)
 from engine.pools.labels import (
     DEFAULT_REQUEST_TIMEOUT_SECONDS,
     FIELD_MANAGER,
@@ -56,6 +63,8 @@ RESTORE_PREFIX = "scalebot.io/restore."
 EXTRA_MINIMUM = "minimum"
 EXTRA_MAXIMUM = "maximum"
 CONFLICT_ATTEMPTS = 5
+MACHINE_CONTROLLER = "Gardener's machine controller"
+"""Picks the machines that go when a worker's minimum/maximum is lowered (scalebot cannot)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +78,7 @@ class ShootView:
     annotations: Mapping[str, str]
     hibernation_enabled: bool
     hibernated: bool
-    schedules: tuple[str, ...]
+    schedules: tuple[ProviderSchedule, ...]
     last_operation: str
     """"Reconcile Processing 40%: Waiting for workers" (empty before the first operation)."""
     settled: bool = True
@@ -105,7 +114,16 @@ class ShootView:
             annotations=meta.get("annotations") or {},
             hibernation_enabled=bool(hibernation.get("enabled")),
             hibernated=bool(status.get("hibernated")),
-            schedules=tuple(_schedule_text(s) for s in hibernation.get("schedules") or ()),
+            schedules=tuple(
+                ProviderSchedule(
+                    system="Gardener",
+                    owner=f"Shoot {meta.get('namespace')}/{meta.get('name')}",
+                    start=str(s.get("start") or ""),
+                    end=str(s.get("end") or ""),
+                    location=str(s.get("location") or ""),
+                )
+                for s in hibernation.get("schedules") or ()
+            ),
             last_operation=operation,
             settled=settled,
             unhealthy=unhealthy,
@@ -118,9 +136,9 @@ class ShootView:
         raise PoolNotFound(name, [str(w.get("name")) for w in self.workers])
 
 
-def _schedule_text(schedule: Mapping[str, Any]) -> str:
-    parts = [f"{k} {schedule[k]}" for k in ("start", "end") if schedule.get(k)]
-    where = f" ({schedule['location']})" if schedule.get("location") else ""
+def _schedule_text(schedule: ProviderSchedule) -> str:
+    parts = [f"{k} {v}" for k, v in (("start", schedule.start), ("end", schedule.end)) if v]
+    where = f" ({schedule.location})" if schedule.location else ""
     return "hibernate: " + ", ".join(parts) + where
 
 
@@ -155,6 +173,10 @@ class GardenerPoolProvider:
             raise PoolNotFound(f"{self.namespace}/{self.shoot}", []) from None
         return ShootView.from_raw(raw)
 
+    def provider_schedules(self) -> tuple[ProviderSchedule, ...]:
+        """The Shoot's own hibernation schedules, which Gardener runs (scalebot only shows them)."""
+        return self.read_shoot().schedules
+
     def list_pools(self) -> list[Pool]:
         shoot = self.read_shoot()
         nodes = self._nodes.list_nodes(label_selector=POOL_NODE_LABEL)
@@ -172,7 +194,7 @@ class GardenerPoolProvider:
         notes = [f"Shoot {shoot.namespace}/{shoot.name}"]
         if shoot.hibernation_enabled or shoot.hibernated:
             notes.append("hibernated" if shoot.hibernated else "hibernating")
-        notes.extend(shoot.schedules)
+        notes.extend(_schedule_text(s) for s in shoot.schedules)
         progress = "; ".join(
             [f"Shoot {shoot.last_operation}" if shoot.last_operation else "", *shoot.unhealthy]
         ).strip("; ")
@@ -187,6 +209,7 @@ class GardenerPoolProvider:
             restore=None if text is None else decode_restore(text, where=self._where()),
             removal=NodeRemoval.MACHINE,
             removal_reason="; ".join(notes),
+            machines_picked_by=MACHINE_CONTROLLER,
             progress=progress,
             settling=not shoot.settled,
         )

@@ -57,7 +57,7 @@ from engine.drain import uncordon_node
 from engine.kube import client as kube_client
 from engine.kube import errors
 from engine.kube.api import KubeApi
-from engine.model import NodeInfo, RawObject, format_time, parse_time
+from engine.model import DRAINING_TAINT_KEY, NodeInfo, RawObject, format_time, parse_time
 from engine.pools.base import (
     POOL_LABEL,
     RESTORE_ANNOTATION,
@@ -84,6 +84,9 @@ MANAGED_BY = {"app.kubernetes.io/managed-by": "scalebot"}
 MERGE_PATCH = "application/merge-patch+json"
 EMPTIED_ANNOTATION = "scalebot.io/emptied"
 """On a node emptied and kept (NodeRemoval.EMPTY): when. Out of the pool's count until wake."""
+CORDONED_BEFORE_ANNOTATION = "scalebot.io/cordoned-before"
+"""On a node chosen for removal that someone else had cordoned (when scalebot found it so): if it is
+emptied, wake returns it to the pool but leaves that cordon, and the operation names it."""
 KARPENTER_FINALIZER = "karpenter.sh/termination"
 CAPI_MACHINE_ANNOTATION = "cluster.x-k8s.io/machine"
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
@@ -159,7 +162,11 @@ def _name(raw: RawObject) -> str:
 
 
 def _is_emptied(raw: RawObject) -> bool:
-    return EMPTIED_ANNOTATION in ((raw.get("metadata") or {}).get("annotations") or {})
+    return EMPTIED_ANNOTATION in _annotations(raw)
+
+
+def _annotations(raw: RawObject) -> Mapping[str, str]:
+    return (raw.get("metadata") or {}).get("annotations") or {}
 
 
 def is_simulated_template(template: Mapping[str, Any]) -> bool:
@@ -394,8 +401,13 @@ class LabelPoolProvider:
         )
 
     def clear_restore(self, pool: str) -> None:
-        """Drop the record, and the templates of nodes that exist again (absent ones stay)."""
-        present = {n.name for n in self._pool_nodes(pool)}
+        """Drop the record, the templates of nodes that exist again (absent ones stay), and the
+        cordoned-before marks of nodes back in service (wake has named them by then)."""
+        nodes = self._pool_nodes(pool)
+        present = {n.name for n in nodes}
+        for node in nodes:
+            if CORDONED_BEFORE_ANNOTATION in node.annotations and EMPTIED_ANNOTATION not in node.annotations:
+                self._patch_node(node.name, {"metadata": {"annotations": {CORDONED_BEFORE_ANNOTATION: None}}})
         for _ in range(CONFLICT_ATTEMPTS):
             store = self._read_store(pool)
             if not store.exists:
@@ -422,8 +434,22 @@ class LabelPoolProvider:
     # -- shrinking ---------------------------------------------------------------------------------
 
     def prepare_removal(self, pool: str, nodes: Sequence[str]) -> None:
-        """Record the chosen nodes' templates before the drain changes them (cordon, taints)."""
-        self._record_templates(pool, self._capture(pool, nodes))
+        """Record the chosen nodes' templates before the drain changes them (cordon, taints), and
+        mark those someone else cordoned: scalebot's cordon is not there yet (or carries its taint,
+        on a repeat), so an emptied node's wake knows which cordons are not scalebot's to undo."""
+        raws = self._capture_raw(pool, nodes)
+        self._record_templates(pool, [node_template(raw) for raw in raws.values()])
+        stamp = format_time(self._clock.now())
+        for name, raw in sorted(raws.items()):
+            node = NodeInfo.from_raw(raw)
+            marked = CORDONED_BEFORE_ANNOTATION in ((raw.get("metadata") or {}).get("annotations") or {})
+            ours = any(t.key == DRAINING_TAINT_KEY for t in node.taints)
+            theirs = node.is_cordoned and not ours
+            if theirs and not marked:
+                self._patch_node(name, {"metadata": {"annotations": {CORDONED_BEFORE_ANNOTATION: stamp}}})
+                log.info("Node %s of label pool %s was cordoned before scalebot chose it", name, pool)
+            elif marked and not node.is_cordoned:  # uncordoned since an earlier operation marked it
+                self._patch_node(name, {"metadata": {"annotations": {CORDONED_BEFORE_ANNOTATION: None}}})
 
     def remove_nodes(self, pool: str, nodes: Sequence[str]) -> None:
         """Delete these drained Node objects, or mark them emptied where deleting would stop no
@@ -488,8 +514,13 @@ class LabelPoolProvider:
                 f"{why}. New machines come from the cluster's autoscaler or node group "
                 "(a node-group provider), not a node label"
             )
+        marked = {_name(r) for r in raws if CORDONED_BEFORE_ANNOTATION in _annotations(r)}
         for name in emptied[:missing]:
-            uncordon_node(self._api, name)
+            if name in marked:
+                # Someone else's cordon from before the zero-scale stays; only scalebot's taint goes.
+                self._api.set_taint(name, DRAINING_TAINT_KEY, value="", effect="NoSchedule", present=False)
+            else:
+                uncordon_node(self._api, name)
             self._patch_node(name, {"metadata": {"annotations": {EMPTIED_ANNOTATION: None}}})
             log.info("Returned emptied Node %s of label pool %s to service", name, pool)
         for template in simulated[: max(0, missing - len(emptied))]:
@@ -511,6 +542,11 @@ class LabelPoolProvider:
             ready_nodes=tuple(sorted(n.name for n in serving if n.ready == "True")),
             restore=self._restore_of(name, store),
             emptied=tuple(sorted(_name(r) for r in raws if _is_emptied(r))),
+            kept_cordoned=tuple(
+                sorted(
+                    n.name for n in serving if n.is_cordoned and CORDONED_BEFORE_ANNOTATION in n.annotations
+                )
+            ),
             removal=removal,
             removal_reason=reason,
         )

@@ -25,6 +25,7 @@ import yaml
 
 from bot import settings
 from localcluster import builders
+from tests.e2e import grants
 
 if TYPE_CHECKING:
     from localcluster.controlplane import ControlPlane
@@ -180,7 +181,7 @@ def _can_i(cp: ControlPlane, verb: str, resource: str, namespace: str | None) ->
     return result.stdout.strip()
 
 
-def _review(api: Any, verb: str, resource: str, namespace: str | None) -> str:
+def _review(api: Any, verb: str, resource: str, namespace: str | None, name: str = "") -> str:
     """The SelfSubjectAccessReview that `kubectl auth can-i` sends, with the group spelled out.
 
     kubectl resolves `scaledobjects.keda.sh` through discovery and answers "no" for a type the
@@ -191,6 +192,8 @@ def _review(api: Any, verb: str, resource: str, namespace: str | None) -> str:
     attributes = {"verb": verb, "group": group, "resource": plural, "subresource": subresource}
     if namespace:
         attributes["namespace"] = namespace
+    if name:
+        attributes["name"] = name
     body = {
         "apiVersion": "authorization.k8s.io/v1",
         "kind": "SelfSubjectAccessReview",
@@ -398,3 +401,63 @@ def test_a_refused_action_is_refused_by_the_api_server_too(control_plane: Contro
     assert result.returncode != 0 and "forbidden" in result.stderr.lower()
     result = control_plane.kubectl("get", "secrets", "-n", "kube-system", identity="scalebot")
     assert result.returncode != 0 and "forbidden" in result.stderr.lower()
+
+
+# -- opt-in grants (manifests/grants): applied to the cluster that holds the object ----------------
+
+GRANT_RULES = {
+    grants.CAPI_KUBECONFIG: [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}],
+    grants.GARDENER_SHOOTS: [
+        {"apiGroups": ["core.gardener.cloud"], "resources": ["shoots"], "verbs": ["get", "patch"]}
+    ],
+}
+
+
+@pytest.mark.parametrize("grant", sorted(GRANT_RULES))
+def test_each_grant_is_a_namespaced_role_on_named_objects_and_says_why(
+    control_plane: ControlPlane, grant: str
+) -> None:
+    """As shipped: a Role and its RoleBinding (no cluster-wide grant), every rule on named objects
+    only (resourceNames) with the verbs scalebot uses, and a comment above each rule."""
+    result = control_plane.kubectl("kustomize", str(grants.GRANTS / grant), check=True)
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    kinds = sorted(d["kind"] for d in docs)
+    assert not [k for k in kinds if k.startswith("Cluster")], kinds
+    (role,) = [d for d in docs if d["kind"] == "Role"]
+    (binding,) = [d for d in docs if d["kind"] == "RoleBinding"]
+    assert (binding["roleRef"]["kind"], binding["roleRef"]["name"]) == ("Role", role["metadata"]["name"])
+    assert binding["metadata"]["namespace"] == role["metadata"]["namespace"] != "scalebot"
+    assert [{k: v for k, v in r.items() if k != "resourceNames"} for r in role["rules"]] == GRANT_RULES[grant]
+    assert all(r.get("resourceNames") for r in role["rules"]), "every rule names its objects"
+    lines = (grants.GRANTS / grant / "rbac.yaml").read_text().splitlines()
+    rules_at = [i for i, line in enumerate(lines) if line.strip().startswith("- apiGroups:")]
+    assert rules_at and all(lines[i - 1].strip().startswith("#") for i in rules_at), "a comment says why"
+
+
+def test_the_grants_allow_exactly_the_named_objects(
+    control_plane: ControlPlane, scalebot_api: Any, namespace: str
+) -> None:
+    """Applied as a person would (an overlay setting the namespace and the names), asked as the
+    ServiceAccount: the Cluster's kubeconfig Secret and the Shoot, and nothing next to them."""
+    grants.apply_grant(control_plane, grants.CAPI_KUBECONFIG, namespace, ["alpha-kubeconfig"])
+    grants.apply_grant(control_plane, grants.GARDENER_SHOOTS, namespace, ["eu1"], subject=grants.SCALEBOT_SA)
+    expected = {
+        ("get", "secrets", namespace, "alpha-kubeconfig"): "yes",
+        ("get", "secrets", namespace, "alpha-ca"): "no",  # Cluster API's CA next to it
+        ("get", "secrets", namespace, "beta-kubeconfig"): "no",  # another Cluster's
+        ("list", "secrets", namespace, ""): "no",
+        ("watch", "secrets", namespace, ""): "no",
+        ("update", "secrets", namespace, "alpha-kubeconfig"): "no",
+        ("get", "secrets", "default", "alpha-kubeconfig"): "no",  # another namespace
+        ("get", "shoots.core.gardener.cloud", namespace, "eu1"): "yes",
+        ("patch", "shoots.core.gardener.cloud", namespace, "eu1"): "yes",
+        ("patch", "shoots.core.gardener.cloud", namespace, "eu2"): "no",
+        ("list", "shoots.core.gardener.cloud", namespace, ""): "no",
+        ("update", "shoots.core.gardener.cloud", namespace, "eu1"): "no",
+        ("delete", "shoots.core.gardener.cloud", namespace, "eu1"): "no",
+        ("create", "shoots.core.gardener.cloud/adminkubeconfig", namespace, "eu1"): "no",
+        ("get", "shoots.core.gardener.cloud", "default", "eu1"): "no",
+    }
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = dict(zip(expected, pool.map(lambda c: _review(scalebot_api, *c), expected), strict=True))
+    assert answers == expected

@@ -23,9 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from bot import wiring
 from engine.clock import SystemClock
+from engine.kube import errors
+from engine.kube.client import KubeClient
 from engine.operation import OperationRequest, OpKind, OpState, Target
 from engine.operations import Operations
 from engine.pools.base import RESTORE_ANNOTATION
@@ -33,6 +36,7 @@ from engine.runner import ClusterHandle, RunnerSettings
 from engine.store import Store
 from localcluster import builders as b
 from localcluster.controlplane import ControlPlane
+from tests.e2e import grants
 from tests.e2e.capi_standin import Reconciler, StandIn, path
 
 pytestmark = pytest.mark.e2e
@@ -77,8 +81,10 @@ def capi_namespace(management_admin: Any, unique_name: str) -> Iterator[str]:
     b.delete(management_admin, f"/api/v1/namespaces/{unique_name}", propagation="Background")
 
 
-def _secret_for_scalebot(api: Any, namespace: str, cluster: str, kubeconfig: Path) -> None:
-    """The kubeconfig Secret Cluster API writes, and the Role a deployment grants scalebot on it."""
+def _secret_for_scalebot(
+    plane: ControlPlane, api: Any, namespace: str, cluster: str, kubeconfig: Path | str
+) -> None:
+    """The kubeconfig Secret Cluster API writes, and the shipped grant on it (manifests/grants)."""
     name = f"{cluster}-kubeconfig"
     secret = {
         "metadata": {
@@ -87,18 +93,14 @@ def _secret_for_scalebot(api: Any, namespace: str, cluster: str, kubeconfig: Pat
             "labels": {"cluster.x-k8s.io/cluster-name": cluster},
         },
         "type": "cluster.x-k8s.io/secret",
-        "data": {"value": base64.b64encode(kubeconfig.read_bytes()).decode()},
+        "data": {"value": _encoded(kubeconfig.read_text() if isinstance(kubeconfig, Path) else kubeconfig)},
     }
     b.create(api, f"/api/v1/namespaces/{namespace}/secrets", secret)
-    rbac = "/apis/rbac.authorization.k8s.io/v1"
-    rule = {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": [name]}
-    b.create(api, f"{rbac}/namespaces/{namespace}/roles", {"metadata": {"name": name}, "rules": [rule]})
-    binding = {
-        "metadata": {"name": name},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-        "subjects": [{"kind": "ServiceAccount", "name": "scalebot", "namespace": "scalebot"}],
-    }
-    b.create(api, f"{rbac}/namespaces/{namespace}/rolebindings", binding)
+    grants.apply_grant(plane, grants.CAPI_KUBECONFIG, namespace, [name])
+
+
+def _encoded(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
 
 
 @dataclass(frozen=True)
@@ -130,7 +132,11 @@ class Site:
 
     def grant_kubeconfig_secret(self) -> None:
         _secret_for_scalebot(
-            self.management_admin, self.capi_namespace, "alpha", self.workload.scalebot_kubeconfig
+            self.management,
+            self.management_admin,
+            self.capi_namespace,
+            "alpha",
+            self.workload.scalebot_kubeconfig,
         )
 
 
@@ -373,3 +379,65 @@ def test_removal_waits_for_volumes_to_detach(site: Site) -> None:
     op = ops.get(out.operation.id)
     assert op is not None and op.state is OpState.SUCCEEDED, op and op.error
     assert site.alpha.replicas() == 0
+
+
+def _bound_token(admin: Any, holder: str) -> str:
+    """A token for scalebot's ServiceAccount that the API server rejects once the Secret `holder`
+    (in scalebot's namespace) is deleted: credentials that can be revoked, as a rotation does."""
+    secret = b.create(admin, "/api/v1/namespaces/scalebot/secrets", {"metadata": {"name": holder}})
+    ref = {"kind": "Secret", "apiVersion": "v1", "name": holder, "uid": secret["metadata"]["uid"]}
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest"}
+    path = "/api/v1/namespaces/scalebot/serviceaccounts/scalebot/token"
+    issued = b.create(admin, path, {**request, "spec": {"boundObjectRef": ref}})
+    return str(issued["status"]["token"])
+
+
+def _kubeconfig_with(plane: ControlPlane, token: str) -> str:
+    config = yaml.safe_load(plane.scalebot_kubeconfig.read_text())
+    for user in config["users"]:
+        user["user"] = {"token": token}
+    return yaml.safe_dump(config)
+
+
+def _revoke(site: Site, holder: str, kubeconfig: str) -> None:
+    """Delete the token's holder and wait until the API server answers its token with 401."""
+    b.delete(site.workload_admin, f"/api/v1/namespaces/scalebot/secrets/{holder}")
+    revoked = KubeClient.from_kubeconfig_text(kubeconfig, where="the revoked token")
+
+    def rejected() -> bool:
+        try:
+            revoked.list_nodes(label_selector="scalebot.test/none")
+        except errors.KubeError as exc:
+            return exc.status == 401
+        return False
+
+    try:
+        b.wait_until(rejected, 30, f"the token bound to {holder} is rejected")
+    finally:
+        revoked.close()
+
+
+def test_rotated_workload_credentials_are_read_again_from_the_secret_after_a_401(site: Site) -> None:
+    """Cluster API rotates the workload kubeconfig in `<cluster>-kubeconfig`; the credentials scalebot
+    connected with stop working (401). The workload client reads the Secret again once and goes on;
+    when the Secret's credentials are dead too, the 401 is an error after that one re-read."""
+    nodes = site.alpha.create(1)
+    holders = [f"{site.capi_namespace}-first", f"{site.capi_namespace}-second"]
+    first, second = (_kubeconfig_with(site.workload, _bound_token(site.workload_admin, h)) for h in holders)
+    _secret_for_scalebot(site.management, site.management_admin, site.capi_namespace, "alpha", first)
+    handle = site.connect()
+    try:
+        assert handle.api.list_nodes(), "connected with the first credentials"
+        secret = f"/api/v1/namespaces/{site.capi_namespace}/secrets/alpha-kubeconfig"
+        b.patch(site.management_admin, secret, {"data": {"value": _encoded(second)}})  # the rotation
+        _revoke(site, holders[0], first)
+
+        listed = {n.name for n in handle.api.list_nodes()}
+        assert listed >= set(nodes), "the Secret was read again after the 401"
+
+        _revoke(site, holders[1], second)  # dead credentials in the Secret as well
+        with pytest.raises(errors.KubeError) as refused:
+            handle.api.list_nodes()
+        assert refused.value.status == 401
+    finally:
+        handle.api.close()

@@ -4,7 +4,9 @@ Gardener itself cannot run here: the Shoot API is the CRD of `gardener_standin.p
 stand-in controller (reconciling in a thread) turns each worker's minimum, or hibernation, into kwok
 Nodes and plays status.lastOperation. The garden and the shoot cluster are the same local API
 server; scalebot connects to both as its own ServiceAccount through `bot.wiring` with the
-`gardener` provider, granted only `get`/`list`/`patch` on shoots in the project namespace.
+`gardener` provider, granted only the shipped manifests/grants/gardener-shoots (`get`/`patch` on
+this test's Shoot in its namespace). Also: `/scale schedule list` shows the Shoot's own hibernation
+schedules beside scalebot's, and the plan says Gardener's machine controller picks the machines.
 """
 
 from __future__ import annotations
@@ -23,7 +25,12 @@ from engine.operations import Operations
 from engine.runner import RunnerSettings
 from engine.store import Store
 from localcluster import builders as b
+from localcluster.controlplane import ControlPlane
+from tests.e2e import grants
 from tests.e2e.gardener_standin import ShootStandIn, StandInLoop, install_crd, worker
+from tests.e2e.test_schedules_e2e import slack_world
+from tests.slack.conftest import APPROVER, VIEWER
+from tests.slack.harness import all_text
 
 pytestmark = pytest.mark.e2e
 
@@ -38,20 +45,14 @@ SCHEDULE = {"start": "00 19 * * 1-5", "end": "00 07 * * 1-5", "location": "Europ
 
 
 @pytest.fixture
-def shoot(admin_api: Any, namespace: str) -> Iterator[ShootStandIn]:
+def shoot(control_plane: ControlPlane, admin_api: Any, namespace: str) -> Iterator[ShootStandIn]:
     install_crd(admin_api)
-    rbac = "/apis/rbac.authorization.k8s.io/v1"
-    rule = {"apiGroups": ["core.gardener.cloud"], "resources": ["shoots"], "verbs": ["get", "list", "patch"]}
-    b.create(
-        admin_api, f"{rbac}/namespaces/{namespace}/roles", {"metadata": {"name": "scalebot"}, "rules": [rule]}
-    )
-    binding = {
-        "metadata": {"name": "scalebot"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "scalebot"},
-        "subjects": [{"kind": "ServiceAccount", "name": "scalebot", "namespace": "scalebot"}],
-    }
-    b.create(admin_api, f"{rbac}/namespaces/{namespace}/rolebindings", binding)
     standin = ShootStandIn(admin_api, admin_api, namespace, f"s{namespace[-6:]}")
+    # The shipped grant (manifests/grants/gardener-shoots), on this test's namespace and Shoot; the
+    # garden is this control plane, reached as scalebot's own ServiceAccount.
+    grants.apply_grant(
+        control_plane, grants.GARDENER_SHOOTS, namespace, [standin.name], subject=grants.SCALEBOT_SA
+    )
     yield standin
     standin.cleanup()
 
@@ -95,6 +96,12 @@ def test_scale_a_worker_then_hibernate_and_wake(
     texts: list[str] = []
     ops.subscribe(lambda event: texts.append(event.text))
     try:
+        target = Target(cluster="shoot", pools=("batch",), size=1)
+        plan = ops.plan(OperationRequest(kind=OpKind.SCALE, target=target, requested_by="cli:e2e"))
+        assert (
+            "Gardener's machine controller picks the machines to remove when the worker's minimum/maximum "
+            "is lowered; scalebot cannot choose them" in plan.to_text()
+        ), plan.to_text()
         scaled = _run(ops, OpKind.SCALE, "batch", size=1)
         assert scaled.state is OpState.SUCCEEDED, scaled.error
         assert _workers(shoot)["batch"] == (1, 5), "minimum edited, maximum kept"
@@ -121,3 +128,40 @@ def test_scale_a_worker_then_hibernate_and_wake(
         ops.runner.stop()
         loop.stop()
     assert not shoot.errors, shoot.errors
+
+
+def test_schedule_list_shows_the_shoots_own_hibernation_schedules_beside_scalebots(
+    shoot: ShootStandIn, scalebot_kubeconfig: Path, namespace: str, tmp_path: Path
+) -> None:
+    """`/scale schedule list` over the real HTTP Bolt app: scalebot's schedule, then the Shoot's
+    `spec.hibernation.schedules` read as the ServiceAccount, labelled as Gardener's and read-only."""
+    shoot.create(
+        [worker("system", 1, 2)],
+        schedules=[SCHEDULE, {"start": "00 22 * * 5"}],  # the second: no location (Gardener: UTC)
+    )
+    handle = wiring.connect_cluster(
+        "dev-eu",
+        kubeconfig=str(scalebot_kubeconfig),
+        provider="gardener",
+        options={"shoot": f"{namespace}/{shoot.name}", "shoot_kubeconfig": str(scalebot_kubeconfig)},
+    )
+    version = shoot.shoot()["metadata"]["resourceVersion"]
+    with slack_world(handle, tmp_path / "scalebot.db") as world:
+        result, url = world.bot.command(
+            "schedule add nights sleep=Mon-Fri 20:00 wake=Mon-Fri 07:00 tz=Europe/Berlin lead=60m "
+            "<#C0DEV|platform>",
+            user=APPROVER,
+        )
+        assert result.status == 200 and "Schedule saved" in all_text(world.bot.wait_reply(url))
+        result, url = world.bot.command("schedule list", user=VIEWER)
+        listed = world.bot.wait_reply(url)
+    text = all_text(listed)
+    assert listed.body["response_type"] == "ephemeral"
+    assert "nights: dev-eu, every pool to 0" in text, text
+    assert (
+        f"Gardener's own schedules on dev-eu* (Shoot {namespace}/{shoot.name}; read-only: "
+        "Gardener runs them, change them there)" in text
+    ), text
+    assert "🌙 hibernate `00 19 * * 1-5`, wake `00 07 * * 1-5` (Europe/Berlin)" in text, text
+    assert "🌙 hibernate `00 22 * * 5` (UTC, not set)" in text, text
+    assert shoot.shoot()["metadata"]["resourceVersion"] == version, "listing changed the Shoot"

@@ -137,6 +137,45 @@ def test_unbacked_nodes_are_emptied_not_removed_and_wake_returns_them(
     builders.wait_for_deployment_available(admin_api, namespace, "web", timeout=90)
 
 
+def test_wake_leaves_a_node_cordoned_by_someone_else_before_the_zero_cordoned_and_names_it(
+    admin_api: Any,
+    kube: KubeClient,
+    scalebot_kubeconfig: Path,
+    node_pool: Callable[..., list[str]],
+    pool_key: str,
+    unique_name: str,
+    tmp_path: Path,
+) -> None:
+    """An emptied pool's wake undoes only scalebot's own cordons: a node a person had cordoned
+    before the zero-scale comes back to the pool still cordoned (scalebot's taint and marks go),
+    and the wake's final line names it with the command that uncordons it."""
+    pool = f"{unique_name}-vm"
+    names = cloud_nodes(admin_api, node_pool, pool, pool_key, 3)
+    theirs = names[1]
+    builders.cordon(admin_api, theirs)  # a person's cordon, before scalebot comes
+    db = tmp_path / "scalebot.db"
+
+    zero = cli("zero", kubeconfig=scalebot_kubeconfig, db=db, pool_key=pool_key)
+    assert zero.returncode == 0, zero.stdout + zero.stderr
+    assert "emptied 3 nodes without removing them" in zero.stdout, zero.stdout
+
+    wake = cli("wake", kubeconfig=scalebot_kubeconfig, db=db, pool_key=pool_key)
+    assert wake.returncode == 0, wake.stdout + wake.stderr
+    assert "3/3 nodes Ready" in wake.stdout, wake.stdout
+    assert (
+        f"still cordoned, as they were before scalebot emptied them: {theirs} (`scalebot uncordon {theirs}`"
+        in wake.stdout
+    ), wake.stdout
+    for name in names:
+        node = builders.get(admin_api, builders.node_path(name))
+        annotations = node["metadata"].get("annotations") or {}
+        assert bool(node["spec"].get("unschedulable")) is (name == theirs), name
+        assert not [t for t in node["spec"].get("taints") or () if t["key"].startswith("scalebot.io/")], name
+        assert not [k for k in annotations if k.startswith("scalebot.io/")], (name, annotations)
+    provider = LabelPoolProvider(kube, kube.api_client, label=pool_key, namespace="scalebot")
+    assert provider.get_pool(pool).nodes == tuple(sorted(names)), "all three are back in the pool"
+
+
 def test_opted_in_node_deletion_deletes_but_never_fakes_a_real_node_back(
     admin_api: Any,
     kube: KubeClient,

@@ -16,6 +16,7 @@ threaded there too, and "dev-eu is back: 3/3 nodes Ready" posted when it is done
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -73,9 +74,17 @@ def kube(scalebot_kubeconfig: Path) -> Iterator[KubeClient]:
 @pytest.fixture
 def world(kube: KubeClient, pool_key: str, tmp_path: Path) -> Iterator[World]:
     provider = LabelPoolProvider(kube, kube.api_client, label=pool_key, namespace="scalebot")
+    with slack_world(ClusterHandle("dev-eu", kube, provider), tmp_path / "scalebot.db") as world:
+        yield world
+
+
+@contextmanager
+def slack_world(handle: ClusterHandle, db: Path) -> Iterator[World]:
+    """The real Operations over `handle` (cluster "dev-eu"), with schedules in Slack over HTTP Bolt;
+    everything it starts is stopped on the way out, also when the test fails."""
     ops = Operations(
-        Store(tmp_path / "scalebot.db"),
-        {"dev-eu": ClusterHandle("dev-eu", kube, provider)},
+        Store(db),
+        {"dev-eu": handle},
         {"dev-eu": POLICIES["dev-eu"]},
         SystemClock(),  # drains and node waits take real time on the real cluster
         settings=FAST,
@@ -90,12 +99,14 @@ def world(kube: KubeClient, pool_key: str, tmp_path: Path) -> Iterator[World]:
     scheduler = ManualScheduler(timezone=UTC)
     runner = SchedulerRunner(schedules, clock, ui.on_announce, ui.on_fired, scheduler=scheduler)
     ui.attach(sender=bot.sender, app=bot.app, runner=runner)
-    runner.start()
-    yield World(bot, clock, ops, schedules, runner, scheduler)
-    runner.stop()
-    bot.stop()
-    ops.runner.stop()
-    api.close()
+    try:
+        runner.start()
+        yield World(bot, clock, ops, schedules, runner, scheduler)
+    finally:
+        runner.stop()
+        bot.stop()
+        ops.runner.stop()
+        api.close()
 
 
 def test_a_scheduled_night_zero_scales_the_real_cluster_and_the_morning_restores_it(

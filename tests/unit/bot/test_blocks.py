@@ -382,3 +382,48 @@ def test_the_advice_button_value_round_trips_and_refuses_anything_else() -> None
     assert blocks.parse_advised_scale("op-1234") is None
     assert blocks.parse_advised_scale("WyJhIiwiYiIsImMiXQ") is None  # ["a","b","c"]: no size
     assert blocks.advised_scale_value("c", "p" * 200, 1) is None
+
+
+def test_schedule_list_shows_a_pool_systems_own_schedules_as_theirs_and_an_unreadable_one() -> None:
+    from bot import schedule_blocks
+    from engine.operations import ProviderSchedules
+    from engine.pools.base import ProviderSchedule
+
+    kept = ProviderSchedules(
+        "dev-eu",
+        (
+            ProviderSchedule(
+                "Gardener", "Shoot garden-dev/eu1", "00 19 * * 1-5", "00 07 * * 1-5", "Europe/Berlin"
+            ),
+            ProviderSchedule("Gardener", "Shoot garden-dev/eu1", end="00 06 * * 1"),
+        ),
+    )
+    broken = ProviderSchedules("prod", unreadable="Forbidden: shoots.core.gardener.cloud is forbidden")
+    message = schedule_blocks.schedule_list([], provider=[kept, broken, ProviderSchedules("empty")])
+    text = "\n".join(b["text"]["text"] for b in assert_within_limits(message) if b.get("text"))
+    assert "No schedules yet" in text  # scalebot's own: none
+    assert "*Gardener's own schedules on dev-eu* (Shoot garden-dev/eu1; read-only" in text
+    assert "🌙 hibernate `00 19 * * 1-5`, wake `00 07 * * 1-5` (Europe/Berlin)" in text
+    assert "🌙 wake `00 06 * * 1` (UTC, not set)" in text
+    assert "*prod*: its own schedules could not be read: Forbidden" in text
+    assert "empty" not in text, "a cluster whose system keeps no schedule adds nothing"
+    assert message.text == "2 schedules"
+
+
+def test_a_gardener_workers_card_and_plan_say_gardener_picks_the_machines() -> None:
+    picker = "Gardener's machine controller"
+    lowered = PoolChange("batch", 3, 1, ("batch-1", "batch-2"), machines_picked_by=picker)
+    plan = OperationPlan(kind=OpKind.SCALE, cluster="dev-eu", pools=(lowered,))
+    stored = OperationPlan.from_json(json.loads(json.dumps(plan.to_json())))  # as the card re-renders it
+    card = json.dumps(
+        assert_within_limits(blocks.approval_card(op(kind=OpKind.SCALE, plan=stored))), ensure_ascii=False
+    )
+    line = (
+        "Gardener's machine controller picks the machines to remove when the worker's minimum/maximum is "
+        "lowered; scalebot cannot choose them: it drains batch-1, batch-2 first"
+    )
+    assert line in card, card
+    assert line in plan.to_text()
+    # To 0 every machine goes: nothing to pick, nothing said.
+    zero = replace(lowered, after=0, nodes_to_remove=("batch-1", "batch-2", "batch-3"))
+    assert "picks the machines" not in replace(plan, pools=(zero,)).to_text()

@@ -1,0 +1,75 @@
+"""Applies the opt-in grants of manifests/grants/ to a test's control plane, as a deployment would.
+
+A grant names example objects (a Cluster's kubeconfig Secret, Shoots) in an example namespace; the
+README tells people to point it at theirs with an overlay of their own (`namespace:` and a patch of
+the Role's resourceNames). `apply_grant` writes exactly such an overlay around the shipped
+directory and runs `kubectl apply -k` on it as admin, so the rules the tests run under are the
+shipped ones, only placed in the test's namespace and named after the test's objects.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+if TYPE_CHECKING:
+    from localcluster.controlplane import ControlPlane
+
+GRANTS = Path(__file__).resolve().parents[2] / "manifests" / "grants"
+CAPI_KUBECONFIG = "capi-workload-kubeconfig"
+GARDENER_SHOOTS = "gardener-shoots"
+ROLES = {CAPI_KUBECONFIG: "scalebot-workload-kubeconfig", GARDENER_SHOOTS: "scalebot-shoots"}
+SCALEBOT_SA: dict[str, Any] = {"kind": "ServiceAccount", "name": "scalebot", "namespace": "scalebot"}
+
+
+def overlay(
+    grant: str, namespace: str, names: Sequence[str], *, at: Path, subject: dict[str, Any] | None = None
+) -> str:
+    """The kustomization a person writes for `grant` (see its kustomization.yaml), in directory `at`."""
+    patches: list[dict[str, Any]] = [
+        {
+            "target": {"kind": "Role", "name": ROLES[grant]},
+            "patch": json.dumps([{"op": "replace", "path": "/rules/0/resourceNames", "value": list(names)}]),
+        }
+    ]
+    if subject is not None:
+        patches.append(
+            {
+                "target": {"kind": "RoleBinding", "name": ROLES[grant]},
+                "patch": json.dumps([{"op": "replace", "path": "/subjects", "value": [subject]}]),
+            }
+        )
+    return yaml.safe_dump(
+        {
+            "apiVersion": "kustomize.config.k8s.io/v1beta1",
+            "kind": "Kustomization",
+            # Kustomize loads a base outside the overlay's root by relative path.
+            "resources": [os.path.relpath(GRANTS / grant, at)],
+            "namespace": namespace,
+            "patches": patches,
+        }
+    )
+
+
+def render(plane: ControlPlane, grant: str, namespace: str, names: Sequence[str], **kw: Any) -> list[Any]:
+    """What `kubectl kustomize` makes of the overlay: the objects that would be applied."""
+    with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp, "kustomization.yaml").write_text(overlay(grant, namespace, names, at=Path(tmp), **kw))
+        result = plane.kubectl("kustomize", tmp, check=True)
+    return [d for d in yaml.safe_load_all(result.stdout) if d]
+
+
+def apply_grant(
+    plane: ControlPlane, grant: str, namespace: str, names: Sequence[str], **kw: Any
+) -> list[Any]:
+    """Render and apply the overlay as admin; returns the objects applied."""
+    docs = render(plane, grant, namespace, names, **kw)
+    result = plane.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs), timeout=60)
+    assert result.returncode == 0, result.stderr
+    return docs
