@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from engine import filters
+from engine.concurrency import AdaptiveGate
 from engine.kube import errors
 from engine.kube.api import KubeApi
 from engine.model import DRAINING_TAINT_KEY, PodInfo, format_time, parse_time
@@ -214,6 +215,7 @@ def run_pass(
     one_at_a_time: bool = False,
     pods_of: Callable[[Collection[str]], list[PodInfo]] | None = None,
     clock: Callable[[], datetime] | None = None,
+    gate: AdaptiveGate | None = None,
 ) -> PassResult:
     """List, classify, evict what is due, and report. Never sleeps; safe to repeat.
 
@@ -221,6 +223,8 @@ def run_pass(
     keeps current); without it the pass lists them. `clock` times each answer: a retry, the
     expected end of an evicted pod and the settle time count from the pod's own eviction, not
     from the start of a pass that may evict for minutes; without it every answer counts as `now`.
+    `gate` adapts how many evictions are in flight (`engine.concurrency`: AIMD on the answers'
+    latency and the server's 429/5xx); without it the executor's size is the concurrency.
 
     A pass that evicts thousands of pods runs for minutes; `on_progress(answered, due)` is called
     from the caller's thread every `progress_every` answers, so the people watching see it move.
@@ -262,7 +266,9 @@ def run_pass(
     def act(item: tuple[PodInfo, filters.Action]) -> _Outcome:
         pod, action = item
         grace = 1 if pod.node_name in unreachable else evict_grace
-        return _act(api, pod, action, grace=grace, clock=answered_at)
+        if gate is None:
+            return _act(api, pod, action, grace=grace, clock=answered_at)
+        return gate.run(lambda: _act(api, pod, action, grace=grace, clock=answered_at), _overloaded)
 
     answers = executor.map(act, due)
     for answered, outcome in enumerate(answers, start=1):
@@ -362,6 +368,10 @@ def _split(
             else:
                 plan.due.append((pod, action))
     return plan
+
+
+def _overloaded(outcome: _Outcome) -> bool:
+    return outcome.error is not None and outcome.error.is_server_overload
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,9 +54,10 @@ from typing import Any
 
 from engine import consolidation, drain, filters, placement
 from engine.clock import Clock
+from engine.concurrency import AdaptiveGate, AimdController, AimdSettings
 from engine.durations import format_duration
 from engine.kube import events as kube_events
-from engine.kube.api import KubeApi, SchedulingApi
+from engine.kube.api import KubeApi, RateLimitedApi, SchedulingApi
 from engine.kube.errors import KubeError
 from engine.model import parse_time
 from engine.operation import (
@@ -118,6 +119,13 @@ class RunnerSettings:
     pass_interval: timedelta = timedelta(seconds=20)
     settle: timedelta = timedelta(seconds=5)
     parallel_evictions: int = 16
+    """Evictions in flight at once; with `adaptive_evictions`, where the adaptive limit starts.
+    Also how many nodes are cordoned, uncordoned or force-deleted from at once."""
+    adaptive_evictions: bool = True
+    """Grow the evictions in flight while their latency stays flat, halve them on a 429/5xx from
+    the server or a latency rise (AIMD, engine.concurrency), between 2 and `max_parallel_evictions`
+    and never above the client's burst."""
+    max_parallel_evictions: int = 64
     workers: int = 4
     """Operations run at once (each on its own pools, guaranteed by the locks)."""
 
@@ -183,6 +191,16 @@ class Runner:
         self._evictions = ThreadPoolExecutor(
             max_workers=settings.parallel_evictions, thread_name_prefix="evict"
         )
+        self._adaptive_pool = (
+            ThreadPoolExecutor(
+                max_workers=max(settings.parallel_evictions, settings.max_parallel_evictions),
+                thread_name_prefix="evict-adaptive",
+            )
+            if settings.adaptive_evictions
+            else None
+        )
+        self._gates: dict[str, AdaptiveGate] = {}
+        """Per cluster: the adaptive eviction limit, learned across passes and operations."""
         self._active: dict[str, threading.Event] = {}
         self._wakes: dict[str, threading.Event] = {}
         """Per operation: set to end its wait between steps early (a cancel, or its pod feed)."""
@@ -266,6 +284,8 @@ class Runner:
                 wake.set()
         self._pool.shutdown(wait=timeout is None or timeout > 0)
         self._evictions.shutdown(wait=False)
+        if self._adaptive_pool is not None:
+            self._adaptive_pool.shutdown(wait=False)
 
     def wait_idle(self, timeout: float) -> bool:
         with self._idle:
@@ -446,6 +466,25 @@ class Runner:
         if feed is not None:
             feed.close()
         return self._feeds[op_id]
+
+    def eviction_gate(self, h: ClusterHandle) -> AdaptiveGate | None:
+        """The cluster's adaptive eviction limit (None when the settings turn it off)."""
+        if not self.settings.adaptive_evictions:
+            return None
+        with self._lock:
+            gate = self._gates.get(h.name)
+            if gate is None:
+                initial = max(2, self.settings.parallel_evictions)
+                settings = AimdSettings(
+                    initial=min(initial, self.settings.max_parallel_evictions),
+                    maximum=max(initial, self.settings.max_parallel_evictions),
+                )
+                burst = h.api.burst if isinstance(h.api, RateLimitedApi) else None
+                if burst is not None:
+                    settings = settings.bounded(burst)
+                gate = AdaptiveGate(AimdController(settings), self.clock.monotonic)
+                self._gates[h.name] = gate
+            return gate
 
     def _close_feed(self, op_id: str) -> None:
         with self._lock:
@@ -741,7 +780,8 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
         state=state,
         options=_options(op),
         now=now,
-        executor=runner._evictions,
+        executor=runner._adaptive_pool or runner._evictions,
+        gate=runner.eviction_gate(h),
         on_progress=progress,
         one_at_a_time=op.plan.one_at_a_time,
         pods_of=feed.pods,

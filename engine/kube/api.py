@@ -70,6 +70,16 @@ class KubeApi(Protocol):
 
 
 @runtime_checkable
+class RateLimitedApi(Protocol):
+    """An adapter with a client-side rate limit: how many requests it lets go at once."""
+
+    @property
+    def burst(self) -> int | None:
+        """The token bucket's size, or None when the client sends without a limit."""
+        ...
+
+
+@runtime_checkable
 class SchedulingApi(Protocol):
     """Whole objects as the API server returns them, for the scheduler model (engine.placement).
 

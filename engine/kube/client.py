@@ -111,6 +111,11 @@ class KubeClient:
         self.request_counts: collections.Counter[tuple[str, str]] = collections.Counter()
 
     @property
+    def burst(self) -> int | None:
+        """The rate limiter's burst (None without a limit): adaptive concurrency stays below it."""
+        return self._limiter.burst if self._limiter is not None else None
+
+    @property
     def api_client(self) -> Any:
         """The underlying `kubernetes.client.ApiClient`, for pool providers that need other APIs."""
         return self._api_client

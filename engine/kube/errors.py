@@ -93,6 +93,14 @@ class KubeError(Exception):
     def is_multiple_pdbs(self) -> bool:
         return self.status == 500 and self.message.startswith(MULTIPLE_PDBS_MESSAGE)
 
+    @property
+    def is_server_overload(self) -> bool:
+        """The server (not a budget) says it has too much to do: a 429 of API Priority and Fairness
+        or any 5xx but the two-budgets refusal. What adaptive concurrency backs off on."""
+        if self.status == 429:
+            return not any(c.type == DISRUPTION_BUDGET_CAUSE for c in self.causes)
+        return self.status >= 500 and not self.is_multiple_pdbs
+
 
 class NotFound(KubeError):
     pass
