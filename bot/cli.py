@@ -21,7 +21,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from bot import logs, providers, wiring
+from bot import logs, messages, providers, wiring
 from engine import advice, consolidation, drain, drainer, filters, plan
 from engine.clock import SystemClock
 from engine.durations import DurationError, parse_duration
@@ -630,8 +630,8 @@ def _follow(
     if start is not None:
         outcome = start()
         if not outcome.ok:
-            raise CliError(outcome.reply)
-        print(outcome.reply, flush=True)
+            raise CliError(messages.outcome_text(outcome, slack=False))
+        print(messages.outcome_text(outcome, slack=False), flush=True)
         if outcome.operation is not None:
             print(outcome.operation.plan.to_text(), flush=True)
         ids = [outcome.operation.id] if outcome.operation else []
@@ -721,8 +721,8 @@ def cmd_operations(args: argparse.Namespace) -> int:
     if args.action == "cancel":
         outcome = ops.cancel(args.operation_id, by=_user())
         if not outcome.ok:
-            raise CliError(outcome.reply)
-        print(outcome.reply)
+            raise CliError(messages.outcome_text(outcome, slack=False))
+        print(messages.outcome_text(outcome, slack=False))
         return EXIT_OK
     found = ops.get(args.operation_id)
     if found is None:

@@ -278,5 +278,6 @@ class Dispatcher:
         if not outcome.reply:
             return
         emoji = "" if outcome.ok else "⚠️"
-        text = messages.nodes_changed(inv.user, outcome.reply) if visible else outcome.reply
+        said = messages.outcome_text(outcome)
+        text = messages.nodes_changed(inv.user, said) if visible else said
         answer(inv, blocks.text_message(text, emoji=emoji), visible=visible)

@@ -1,7 +1,9 @@
 """Every sentence a Slack user reads that the bot itself writes, in one place.
 
-Pure: string formatting only, no I/O and no clock (times come in as arguments). Sentences that
-come from the engine (`Outcome.reply`, progress texts, condition messages) are shown as they are.
+Pure: string formatting only, no I/O and no clock (times come in as arguments). What names people,
+channels, times or commands comes from the engine as data (`Outcome.reason`, schedule announcements)
+and is rendered here, for Slack and (`slack=False`) for the CLI; the engine's other plain sentences
+(`Outcome.reply`, progress texts, condition messages) are shown as they are.
 Slack mrkdwn: callers escape text that did not come from us (`blockkit.esc`).
 """
 
@@ -9,12 +11,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from engine import schedule
 from engine.announcement import ApprovalPromise, DecisionNote, EventKind, Upcoming
 from engine.operation import OpKind, OpState
+from engine.reasons import (
+    AlreadyDecided,
+    Busy,
+    ChannelNotAllowed,
+    NeedsApprovalInstead,
+    NoScheduleToResleep,
+    Reason,
+    UnknownOperation,
+)
 
 COMMAND = "/scale"
+CLI = "scalebot"
 
 USAGE: dict[str, str] = {
     "help": "help [SUBCOMMAND]",
@@ -457,3 +470,56 @@ def schedule_approval(name: str, approval: ApprovalPromise) -> str:
     if not approval.pre_approvers:
         return f"pre-approval asked, none given yet (`{COMMAND} schedule approve {name}`)"
     return "pre-approved by " + ", ".join(who(u) for u in approval.pre_approvers)
+
+
+# -- the engine's reasons ------------------------------------------------------------------------
+
+
+class Answered(Protocol):
+    """An engine answer: `Outcome` or `ScheduleOutcome`."""
+
+    @property
+    def reply(self) -> str: ...
+
+    @property
+    def reason(self) -> Reason | None: ...
+
+
+def outcome_text(outcome: Answered, *, slack: bool = True) -> str:
+    """What to tell the person: the engine's reason rendered here when it has one, else its reply."""
+    return reason(outcome.reason, slack=slack) if outcome.reason is not None else outcome.reply
+
+
+def reason(why: Reason, *, slack: bool = True) -> str:
+    """A reason for Slack (mentions, channel links, `/scale …`) or for a terminal (plain, `scalebot …`)."""
+    command = COMMAND if slack else CLI
+    ops = f"{COMMAND} ops" if slack else f"{CLI} operations"
+    person = who if slack else _plain_who
+    match why:
+        case ChannelNotAllowed(cluster, channels):
+            where = ", ".join(f"<#{c}>" if slack else c for c in channels)
+            return f"{cluster} is operated only from {where}"
+        case AlreadyDecided(op_id, state, by, at):
+            when = "" if at is None else f" at {slack_time(at) if slack else at.strftime('%H:%M UTC')}"
+            return f"operation {op_id} is already {state}" + (f" by {person(by)}{when}" if by else "")
+        case Busy(what, op_id, kind, requested_by, state):
+            if not state:
+                return f"{what} is busy with operation {op_id}"
+            return (
+                f"{what} is busy: operation {op_id} ({kind}, requested by {person(requested_by)}, {state}) "
+                f"is using it; wait for it or cancel it with `{ops} cancel {op_id}`"
+            )
+        case UnknownOperation(op_id):
+            return f"no operation {op_id}; `{ops} list` shows the recent ones"
+        case NeedsApprovalInstead(verb, cluster, why_text):
+            drain = f"{command} drain NODE cluster={cluster}"
+            return f"{verb} on {cluster} needs approval ({why_text}); request `{drain}` instead"
+        case NoScheduleToResleep(cluster):
+            return (
+                f"{cluster} has no active schedule to say when it sleeps again: wake it with "
+                f"`{command} wake {cluster}` and put it to sleep with `{command} zero {cluster}`"
+            )
+
+
+def _plain_who(actor: str) -> str:
+    return actor.removeprefix("cli:")

@@ -238,7 +238,7 @@ def changed(actor: str, outcome: ScheduleOutcome) -> str:
             f"Pre-approved schedule {sched.name}: {messages.schedule_approval(sched.name, sched.approval)}."
         )
         return messages.nodes_changed(actor, text)
-    return messages.nodes_changed(actor, outcome.reply)
+    return messages.nodes_changed(actor, messages.outcome_text(outcome))
 
 
 def summary(sched: Schedule) -> str:

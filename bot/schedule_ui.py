@@ -281,7 +281,7 @@ class ScheduleUi:
         parsed = parse_add(args, channel=inv.channel, default_cluster=default, clusters=self.ops.clusters())
         outcome = self.schedules.add(**parsed.as_kwargs(), by=inv.user, groups=self._groups(inv.user))
         if not outcome.ok:
-            raise ScheduleUsage(outcome.reply, "add")
+            raise ScheduleUsage(messages.outcome_text(outcome), "add")
         self._sync()
         answer(inv, blocks.text_message(ui.schedule_added(inv.user, outcome)), visible=True)
 
@@ -367,7 +367,7 @@ class ScheduleUi:
         if outcome.operation is not None or (not outcome.ok and outcome.announcement is not None):
             self._show_result(outcome)  # Run now: started, or why it could not start
         if not outcome.ok and inv is not None:
-            answer(inv, blocks.text_message(outcome.reply, emoji="⚠️"))
+            answer(inv, blocks.text_message(messages.outcome_text(outcome), emoji="⚠️"))
         if outcome.changed:
             self._sync()
 
@@ -429,7 +429,7 @@ class ScheduleUi:
         # A short SQLite transaction, done before the ack so that a refusal can name the field.
         outcome = self.schedules.postpone_until(key, by=user, until=until, groups=self._groups(user))
         if not outcome.ok:
-            ack(response_action="errors", errors={ui.POSTPONE_TIME: outcome.reply[:300]})
+            ack(response_action="errors", errors={ui.POSTPONE_TIME: messages.outcome_text(outcome)[:300]})
             return
         ack()
         self._decided(outcome, None)
@@ -458,7 +458,7 @@ class ScheduleUi:
     def _save_added(self, form: AddArgs, user: str) -> None:
         outcome = self.schedules.add(**form.as_kwargs(), by=user, groups=self._groups(user))
         if not outcome.ok:
-            self._whisper(form.channel, user, ui.schedule_not_added(outcome.reply))
+            self._whisper(form.channel, user, ui.schedule_not_added(messages.outcome_text(outcome)))
             return
         if self._sender is not None:  # the modal has no response_url: tell the channel through the sender
             added = blocks.text_message(ui.schedule_added(user, outcome))
@@ -533,7 +533,7 @@ class ScheduleUi:
             self._sync()  # armed before the person reads "saved"
             answer(inv, blocks.text_message(ui.changed(inv.user, outcome)), visible=True)
         else:
-            answer(inv, blocks.text_message(outcome.reply, emoji="" if outcome.ok else "⚠️"))
+            answer(inv, blocks.text_message(messages.outcome_text(outcome), emoji="" if outcome.ok else "⚠️"))
 
     def _sync(self) -> None:
         if self.runner is None:

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from engine.pools.base import NodeRemoval
+from engine.reasons import Reason
 
 
 class OpKind(enum.StrEnum):
@@ -410,3 +411,6 @@ class Outcome:
     reply: str
     operation: Operation | None = None
     changed: bool = False
+    reason: Reason | None = None
+    """What `reply` says, as data, for the bot and the CLI to render (when it names people,
+    channels or commands)."""

@@ -34,6 +34,7 @@ from engine.operation import (
     ProgressEvent,
 )
 from engine.pools.base import KeepsSchedules, Pool, PoolNotFound, ProviderSchedule
+from engine.reasons import AlreadyDecided, Busy, NeedsApprovalInstead, Reason, UnknownOperation
 from engine.runner import ClusterHandle, Runner, RunnerSettings
 from engine.store import ClaimHeld, LockConflict, Store
 
@@ -305,7 +306,7 @@ class Operations:
             allowed = policy.channel_allowed(pol, req.channel)
         if not allowed.allowed:
             self._audit(req.requested_by, "refused_request", cluster=cluster, detail=allowed.reason)
-            return Outcome(False, allowed.reason)
+            return Outcome(False, allowed.reason, reason=allowed.detail)
         try:
             op_plan = planned if planned is not None else self.plan(req)
         except UserError as exc:
@@ -360,8 +361,9 @@ class Operations:
                         detail=f"standing pre-approvers: {', '.join(standing) or 'none'}; {covered}",
                     )
         except LockConflict as exc:
-            self._audit(req.requested_by, "refused_request", cluster=cluster, detail=self._busy_message(exc))
-            return Outcome(False, self._busy_message(exc))
+            busy = self._busy(exc)
+            self._audit(req.requested_by, "refused_request", cluster=cluster, detail=_busy_text(busy))
+            return Outcome(False, _busy_text(busy), reason=busy)
         # Every new operation is announced, so a card appears whoever asked (a person, the CLI, a schedule).
         self._emit_state(op, f"Requested by {req.requested_by}: {op_plan.summary()}")
         if op.state is OpState.RUNNING and start_when_shown:
@@ -402,9 +404,7 @@ class Operations:
         if len(votes) < current.approvals_required:
             if not added:
                 return Outcome(True, "you have already approved this request", current)
-            text = f"{len(votes)} of {current.approvals_required} approvals: " + ", ".join(
-                f"<@{u}>" for u in votes
-            )
+            text = f"{len(votes)} of {current.approvals_required} approvals: " + ", ".join(votes)
             self._emit_state(current, text)
             return Outcome(True, text, current, changed=True)
         # With the quorum in, this click (or a repeated one, after a decision that could not plan)
@@ -440,7 +440,7 @@ class Operations:
             return Outcome(
                 False, f"{text} ({again.operation.id if again.operation else again.reply})", decided
             )
-        self._emit_state(decided, "Approved by " + ", ".join(f"<@{u}>" for u in votes))
+        self._emit_state(decided, "Approved by " + ", ".join(votes))
         self.runner.start(decided.id)
         return Outcome(True, f"Approved; operation {decided.id} is running", decided, changed=True)
 
@@ -466,13 +466,17 @@ class Operations:
             self.store.add_vote(approval_id, by, "reject", at=self.clock.now())
             done = self._finish(current, OpState.REJECTED, by=by, error=reason)
             assert done is not None  # we hold the write transaction
-        self._emit_state(done, f"Rejected by <@{by}>" + (f": {reason}" if reason else ""), final=True)
+        self._emit_state(done, f"Rejected by {by}" + (f": {reason}" if reason else ""), final=True)
         return Outcome(True, f"Rejected operation {done.id}", done, changed=True)
 
     def cancel(self, op_id: str, *, by: str, groups: Sequence[str] = ()) -> Outcome:
         op = self.store.get_operation(op_id)
         if op is None:
-            return Outcome(False, f"no operation {op_id}; `ops list` shows the recent ones")
+            return Outcome(
+                False,
+                f"no operation {op_id}; the list of operations shows the recent ones",
+                reason=UnknownOperation(op_id),
+            )
         role = self.role(op.target.cluster, by, groups)
         if (
             by not in op.initiated_by
@@ -502,7 +506,7 @@ class Operations:
                     return self.cancel(op_id, by=by, groups=groups)
                 self._audit(by, "refused_cancel", op=current, detail=f"already {current.state.value}")
                 return self._already_decided(current)
-            self._emit_state(done, f"Cancelled by <@{by}>", final=True)
+            self._emit_state(done, f"Cancelled by {by}", final=True)
             return Outcome(True, f"Cancelled operation {op_id}", done, changed=True)
         self._audit(by, "cancel", op=op, detail="requested: the current step finishes first")
         self.runner.cancel(op.id)
@@ -578,14 +582,16 @@ class Operations:
             return self.refuse(by, verb, cluster, f"{verb} needs the operator role on {cluster}")
         where = policy.channel_allowed(pol, channel)
         if _from_slack(by) and not where.allowed:
-            return self.refuse(by, verb, cluster, where.reason)
+            return self.refuse(by, verb, cluster, where.reason, where.detail)
         if not by.startswith("cli:") and (pol.protected or verb in pol.approval_required_for):
             why = "a protected cluster" if pol.protected else f"its policy lists {verb} as needing approval"
+            instead = NeedsApprovalInstead(verb, cluster, why)
             return self.refuse(
                 by,
                 verb,
                 cluster,
-                f"{verb} on {cluster} needs approval ({why}); request `drain {cluster} NODE` instead",
+                f"{verb} on {cluster} needs approval ({why}); request a drain instead",
+                instead,
             )
         known = {n.name for n in handle.api.list_nodes()}
         missing = [n for n in nodes if n not in known]
@@ -601,9 +607,10 @@ class Operations:
         keys = [f"node:{cluster}/{n}" for n in nodes] + [
             f"pool:{cluster}/{pool_of[n]}" for n in nodes if n in pool_of
         ]
-        busy = self.store.lock_holder(keys)
-        if busy is not None:
-            return self.refuse(by, verb, cluster, self._busy_message(LockConflict(*busy)))
+        holder = self.store.lock_holder(keys)
+        if holder is not None:
+            busy = self._busy(LockConflict(*holder))
+            return self.refuse(by, verb, cluster, _busy_text(busy), busy)
         if unschedulable:
             changed = [n for n in nodes if handle.api.set_unschedulable(n, True)]
         else:
@@ -736,8 +743,12 @@ class Operations:
     def _already_decided(self, op: Operation) -> Outcome:
         deciding = ("approve", "rejected", "cancel", "cancelled", "expired")
         who = [r for r in self.store.audit_rows(op_id=op.id) if r.action in deciding]
-        by = f" by <@{who[-1].actor}> at {who[-1].at.strftime('%H:%M')} UTC" if who else ""
-        return Outcome(True, f"operation {op.id} is already {op.state.value.replace('_', ' ')}{by}", op)
+        state = op.state.value.replace("_", " ")
+        decided = (
+            AlreadyDecided(op.id, state, who[-1].actor, who[-1].at) if who else AlreadyDecided(op.id, state)
+        )
+        by = f" by {decided.by} at {decided.at:%H:%M} UTC" if decided.at is not None else ""
+        return Outcome(True, f"operation {op.id} is already {state}{by}", op, reason=decided)
 
     def _finish(self, op: Operation, state: OpState, *, by: str, error: str = "") -> Operation | None:
         """Compare-and-set `op` (in the state it was read in) to a final state, releasing its locks in
@@ -762,21 +773,28 @@ class Operations:
             detail=detail,
         )
 
-    def refuse(self, by: str, what: str, cluster: str, reason: str) -> Outcome:
+    def refuse(self, by: str, what: str, cluster: str, reason: str, detail: Reason | None = None) -> Outcome:
         """A refusal is audited like an action: who tried what, where, and why it was refused."""
         self._audit(by, f"refused_{what}", cluster=cluster, detail=reason)
-        return Outcome(False, reason)
+        return Outcome(False, reason, reason=detail)
 
-    def _busy_message(self, exc: LockConflict) -> str:
+    def _busy(self, exc: LockConflict) -> Busy:
         holder = self.store.get_operation(exc.op_id)
         what = exc.key.split("/", 1)[-1]
         if holder is None:
-            return f"{what} is busy with operation {exc.op_id}"
-        return (
-            f"{what} is busy: operation {holder.id} ({holder.kind.value}, requested by "
-            f"{holder.requested_by}, {holder.state.value.replace('_', ' ')}) is using it; "
-            f"wait for it or cancel it with `ops cancel {holder.id}`"
+            return Busy(what, exc.op_id)
+        return Busy(
+            what, holder.id, holder.kind.value, holder.requested_by, holder.state.value.replace("_", " ")
         )
+
+
+def _busy_text(busy: Busy) -> str:
+    if not busy.state:
+        return f"{busy.what} is busy with operation {busy.op_id}"
+    return (
+        f"{busy.what} is busy: operation {busy.op_id} ({busy.kind}, requested by {busy.requested_by}, "
+        f"{busy.state}) is using it; wait for it or cancel it"
+    )
 
 
 def _from_slack(actor: str) -> bool:

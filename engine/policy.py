@@ -28,6 +28,7 @@ from datetime import datetime, timedelta
 
 from engine.consolidation import ConsolidationPolicy
 from engine.operation import OperationPlan, OpKind
+from engine.reasons import ChannelNotAllowed, Reason
 
 EVICTOR = "policy:evictor"
 """Who requests Evictor mode's consolidations (engine.cleanup.Evictor)."""
@@ -69,6 +70,8 @@ class ClusterPolicy:
 class Decision:
     allowed: bool
     reason: str = ""
+    detail: Reason | None = None
+    """The reason as data, when it names channels or people (the bot renders them)."""
 
 
 def role_of(policy: ClusterPolicy, user: str, groups: Iterable[str] = ()) -> Role | None:
@@ -81,8 +84,12 @@ def channel_allowed(policy: ClusterPolicy, channel: str) -> Decision:
     """Where a Slack request or click may act on the cluster. A protected cluster is never operated
     from a direct message (D…): its changes happen where the team sees them."""
     if policy.channels and channel not in policy.channels:
-        allowed = ", ".join(f"<#{c}>" for c in sorted(policy.channels))
-        return Decision(False, f"{policy.cluster} is operated only from {allowed}")
+        allowed = tuple(sorted(policy.channels))
+        return Decision(
+            False,
+            f"{policy.cluster} is operated only from channel(s) {', '.join(allowed)}",
+            ChannelNotAllowed(policy.cluster, allowed),
+        )
     if policy.protected and channel.startswith("D"):
         return Decision(
             False, f"{policy.cluster} is protected: operate it from its channel, not a direct message"

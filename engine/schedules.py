@@ -61,6 +61,7 @@ from engine.operation import (
 )
 from engine.operations import Operations, UserError
 from engine.pools.base import Pool
+from engine.reasons import NoScheduleToResleep, Reason
 from engine.schedule import MissedDecision, Occurrence, Override, ScheduleError, ScheduleSpec, SpecField
 from engine.store import (
     ScheduleApproval,
@@ -243,6 +244,8 @@ class ScheduleOutcome:
     """The part of the schedule a refusal of `add` is about."""
     schedule: Schedule | None = None
     """The schedule as saved or pre-approved (the bot renders it)."""
+    reason: Reason | None = None
+    """A refusal's reason as data, when it names channels, people or commands."""
     next_event: tuple[Occurrence, datetime] | None = None
     """A saved schedule's next sleep or wake, at its effective time."""
 
@@ -327,12 +330,11 @@ class Schedules:
         refusal = self._check_creator(cluster, by, groups, approval_mode)  # audited by the check
         if refusal:
             return replace(_refused(refusal), field="approval")
-        problem = (
-            _check_channel(channel)
-            or policy.channel_allowed(self.ops.policies[cluster], channel.strip()).reason
-        )
+        where = policy.channel_allowed(self.ops.policies[cluster], channel.strip())
+        problem = _check_channel(channel) or where.reason
         if problem:
-            return self._refused_add(by, cluster, name, problem, "channel")
+            refused = self._refused_add(by, cluster, name, problem, "channel")
+            return replace(refused, reason=None if _check_channel(channel) else where.detail)
         problem = self._check_target(cluster, target)
         if problem:
             return self._refused_add(by, cluster, name, problem, "target")
@@ -687,9 +689,12 @@ class Schedules:
         now = self.clock.now()
         scheds = self._schedules(cluster=cluster)
         if not scheds:
-            return _refused(
-                f"{cluster} has no active schedule to say when it sleeps again: "
-                f"wake it with `wake {cluster}` and put it to sleep with `zero {cluster}`"
+            return replace(
+                _refused(
+                    f"{cluster} has no active schedule to say when it sleeps again: wake it, and put it "
+                    "to sleep again, by hand"
+                ),
+                reason=NoScheduleToResleep(cluster),
             )
         try:
             resleeps = [(s, schedule.temporary_wake(now, duration, s.spec)) for s in scheds]
@@ -760,7 +765,7 @@ class Schedules:
         parts = key.rsplit(":", 2)
         sched = self._load(parts[0]) if len(parts) == 3 else None
         if sched is None:
-            return f'unknown or deleted schedule in "{key[:80]}"; `/scale schedule list` shows them'
+            return f'unknown or deleted schedule in "{key[:80]}"; the list of schedules shows them'
         occ: Occurrence | None = None
         if parts[2].startswith("resleep-"):
             row = self.store.get_occurrence(key)

@@ -282,3 +282,15 @@ def test_homes_follow_operation_changes_at_most_once_per_interval(bot: RunningBo
     times = [c.at for c in bot.api.calls_to("views.publish") if c.body["user_id"] == APPROVER]
     assert all(b - a >= 0.45 for a, b in itertools.pairwise(times)), times
     assert len(times) <= 4, "changes in between are folded into one publish"
+
+
+def test_a_busy_pool_names_who_holds_it_and_the_slash_command_to_cancel(bot: RunningBot) -> None:
+    bot.command("zero dev-eu")
+    bot.card()
+    holder = bot.only_op()
+
+    _, response_url = bot.command("scale web 1", user=APPROVER)
+
+    said = bot.wait_reply(response_url).body["text"]
+    assert f"requested by <@{OPERATOR}>" in said and f"`/scale ops cancel {holder.id}`" in said
+    assert len(bot.ops.list_operations(limit=10)) == 1

@@ -142,7 +142,8 @@ def test_double_click_is_idempotent_and_answered(bot: RunningBot) -> None:
 
     _, response_url = bot.click(blocks.ACTION_APPROVE, approve["value"], user=APPROVER_2)
 
-    assert "already running by <@U0APP>" in bot.wait_reply(response_url).body["text"]
+    said = bot.wait_reply(response_url).body["text"]
+    assert "already running by <@U0APP> at <!date^" in said, "who and when, in the reader's own zone"
     bot.settle()
     assert len(bot.api.calls_to("chat.update")) == updates
     assert bot.audit_actions().count("approve") == 1  # asked twice, decided once
