@@ -261,3 +261,19 @@ def test_consolidation_settings_default_off_and_read_when_given(tmp_path: Path) 
         4,
         True,
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "value"),
+    [
+        ("slack: {bot_token: xoxb-123-secret}", "slack.bot_token", "xoxb-123-secret"),
+        ("slack: {signing_secret: s3cr3t-value}", "slack.signing_secret", "s3cr3t-value"),
+        ("slak: {allowed_team_ids: [T1]}", "slak", "T1"),
+    ],
+)
+def test_a_key_the_program_does_not_use_is_an_error_naming_it_without_its_value(
+    tmp_path: Path, text: str, key: str, value: str
+) -> None:
+    message = error(tmp_path, text)
+    assert message.startswith(f"{key}: unknown setting (known here: ")
+    assert value not in message, "a secret put in the wrong place is not echoed"
