@@ -159,6 +159,10 @@ def test_reject_by_approver_is_final_and_removes_buttons(bot: RunningBot) -> Non
     assert buttons_of(update) == []
     bot.settle()
     assert bot.outbox.pending() == []
+    # What Slack shows: an edit without `blocks` would have kept the old Approve / Reject.
+    shown = bot.api.shown(CHANNEL, update.body["ts"])
+    assert "Rejected by <@U0APP>" in json.dumps(shown["blocks"], ensure_ascii=False)
+    assert not [e for b in shown["blocks"] for e in b.get("elements", []) if e.get("type") == "button"]
 
 
 def test_forged_signature_is_401_and_nothing_happens(bot: RunningBot) -> None:
