@@ -15,6 +15,7 @@ import logging
 import secrets
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
@@ -217,27 +218,36 @@ class Operations:
             raise UserError(str(exc)) from exc
 
     def snapshot(self, handle: ClusterHandle, *, with_workloads: bool = False) -> planning.ClusterSnapshot:
-        """One listing of each kind of object; sizes to restore from SQLite, else the pool objects."""
-        pools = handle.pools.list_pools()
-        restore = {r.pool: r.desired for r in self.store.restore_records(handle.name)}
-        for pool in pools:
-            if pool.restore is not None:
-                restore.setdefault(pool.name, pool.restore.desired)
+        """One listing of each kind of object; sizes to restore from SQLite, else the pool objects.
+
+        The listings go out together: the pods (the long one, its pages decoded while the next
+        is on its way) alongside nodes, budgets and DaemonSets, and the pools on this thread.
+        """
         api = handle.api
-        sleeping = len(self.store.workload_records(handle.name))
-        to_sleep = self._workloads_to_sleep(handle) if with_workloads else ()
-        return planning.ClusterSnapshot(
-            cluster=handle.name,
-            pools=tuple(pools),
-            nodes=tuple(api.list_nodes()),
-            pods=tuple(api.list_pods()),
-            pdbs=tuple(api.list_pdbs()),
-            daemonset_keys=api.list_daemonset_keys(),
-            restore_sizes=restore,
-            workloads_to_sleep=len(to_sleep),
-            workloads_asleep=sleeping,
-            workload_keys=to_sleep,
-        )
+        with ThreadPoolExecutor(max_workers=4, thread_name_prefix="snapshot") as listings:
+            pods = listings.submit(api.list_pods)
+            nodes = listings.submit(api.list_nodes)
+            pdbs = listings.submit(api.list_pdbs)
+            daemonset_keys = listings.submit(api.list_daemonset_keys)
+            pools = handle.pools.list_pools()
+            restore = {r.pool: r.desired for r in self.store.restore_records(handle.name)}
+            for pool in pools:
+                if pool.restore is not None:
+                    restore.setdefault(pool.name, pool.restore.desired)
+            sleeping = len(self.store.workload_records(handle.name))
+            to_sleep = self._workloads_to_sleep(handle) if with_workloads else ()
+            return planning.ClusterSnapshot(
+                cluster=handle.name,
+                pools=tuple(pools),
+                nodes=tuple(nodes.result()),
+                pods=tuple(pods.result()),
+                pdbs=tuple(pdbs.result()),
+                daemonset_keys=daemonset_keys.result(),
+                restore_sizes=restore,
+                workloads_to_sleep=len(to_sleep),
+                workloads_asleep=sleeping,
+                workload_keys=to_sleep,
+            )
 
     def _plan_consolidation(self, handle: ClusterHandle, req: OperationRequest) -> OperationPlan:
         pol = self.policies[handle.name].consolidation

@@ -19,8 +19,10 @@ import collections
 import contextlib
 import http.client
 import os
+import re
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import orjson
@@ -445,15 +447,7 @@ class KubeClient:
         **kwargs: Any,
     ) -> RawObject:
         """One request's answer as a JSON object; `_decode` may project it (see list_pods)."""
-        data = self._request(verb, resource, call, *args, **kwargs)
-        try:
-            parsed = _decode(data)
-        except (orjson.JSONDecodeError, projection.ProjectionError) as exc:
-            # A 2xx whose body is not JSON was garbled on the way (proxy, truncation): no answer.
-            raise errors.TransportError(message=f"{verb} {resource}: unreadable response: {exc}") from exc
-        if not isinstance(parsed, dict):
-            raise errors.TransportError(message=f"{verb} {resource}: response is not a JSON object")
-        return parsed
+        return _parse(verb, resource, self._request(verb, resource, call, *args, **kwargs), _decode)
 
     def list_raw(
         self,
@@ -478,30 +472,72 @@ class KubeClient:
         decode: Callable[[bytes], Any] = orjson.loads,
         **params: Any,
     ) -> tuple[list[T], str]:
-        """`list_raw`, with the list's resourceVersion (every page of one list carries the same)."""
+        """`list_raw`, with the list's resourceVersion (every page of one list carries the same).
+
+        Page N+1 is requested as soon as page N's continue token is read from the head of its
+        answer, and page N is decoded while N+1 is on its way: the server's time and ours
+        overlap, with at most two raw pages in memory.
+        """
         results: list[T] = []
-        token: str | None = None
         resource_version = ""
-        while True:
-            page_params = {**params, "limit": self._page_size}
+
+        def fetch(token: str | None) -> bytes:
+            page_params: dict[str, Any] = {**params, "limit": self._page_size}
             if token:
                 page_params["_continue"] = token
-            try:
-                page = self.read_json("list", resource, call, _decode=decode, **page_params)
-            except errors.KubeError as exc:
-                if not token or exc.status != 410:
-                    raise
-                # The continue token expired (etcd compacted past it). client-go's pager falls
-                # back to one unpaginated list; so do we, rather than fail the whole pass.
-                results = []
-                page = self.read_json("list", resource, call, _decode=decode, **params)
-                token = None
-            else:
+            return self._request("list", resource, call, **page_params)
+
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="list-ahead") as ahead:
+            data = fetch(None)
+            while True:
+                early = _continue_token_in_head(data)
+                upcoming = ahead.submit(fetch, early) if early else None
+                page = _parse("list", resource, data, decode)
+                del data
                 token = (page.get("metadata") or {}).get("continue") or None
-            resource_version = str((page.get("metadata") or {}).get("resourceVersion") or "")
-            results.extend(parse(raw) for raw in page.get("items") or () if keep is None or keep(raw))
-            if not token:
-                return results, resource_version
+                resource_version = str((page.get("metadata") or {}).get("resourceVersion") or "")
+                results.extend(parse(raw) for raw in page.get("items") or () if keep is None or keep(raw))
+                del page
+                if upcoming is not None and early != token:
+                    # The head said otherwise than the whole page: drop the early request.
+                    with contextlib.suppress(errors.KubeError):
+                        upcoming.result()
+                    upcoming = None
+                if not token:
+                    return results, resource_version
+                try:
+                    data = upcoming.result() if upcoming is not None else fetch(token)
+                except errors.KubeError as exc:
+                    if exc.status != 410:
+                        raise
+                    # The continue token expired (etcd compacted past it). client-go's pager
+                    # falls back to one unpaginated list; so do we, rather than fail the pass.
+                    page = self.read_json("list", resource, call, _decode=decode, **params)
+                    results = [parse(raw) for raw in page.get("items") or () if keep is None or keep(raw)]
+                    version = str((page.get("metadata") or {}).get("resourceVersion") or "")
+                    return results, version
+
+
+_HEAD_BYTES = 4096
+_CONTINUE_IN_HEAD = re.compile(rb'"metadata"\s*:\s*\{[^{}]*?"continue"\s*:\s*"([^"\\]*)"')
+
+
+def _continue_token_in_head(data: bytes) -> str | None:
+    """The continue token of a list page, read from the first bytes of its JSON (the API server
+    writes the list's metadata before its items); None when it is not there to be read."""
+    found = _CONTINUE_IN_HEAD.search(data, 0, _HEAD_BYTES)
+    return found.group(1).decode("ascii", "replace") if found else None
+
+
+def _parse(verb: str, resource: str, data: bytes, decode: Callable[[bytes], Any]) -> RawObject:
+    try:
+        parsed = decode(data)
+    except (orjson.JSONDecodeError, projection.ProjectionError) as exc:
+        # A 2xx whose body is not JSON was garbled on the way (proxy, truncation): no answer.
+        raise errors.TransportError(message=f"{verb} {resource}: unreadable response: {exc}") from exc
+    if not isinstance(parsed, dict):
+        raise errors.TransportError(message=f"{verb} {resource}: response is not a JSON object")
+    return parsed
 
 
 class PodWatch:

@@ -617,3 +617,74 @@ def test_no_configuration_at_all_says_what_to_do(tmp_path: Path, monkeypatch: py
         KubeClient.from_config()
     with pytest.raises(KubeConfigError, match="no kubeconfig was found"):
         KubeClient.from_config(context="prod")
+
+
+def test_the_next_page_is_on_its_way_while_this_one_is_decoded(
+    server: FakeApiServer, client: KubeClient
+) -> None:
+    second_requested = threading.Event()
+
+    def pages(seen: Seen) -> Answer:
+        if seen.query.get("continue") == "tok-1":
+            second_requested.set()
+            return Answer(200, {"metadata": {"resourceVersion": "7"}, "items": [raw_pod("c", "n2")]})
+        return Answer(
+            200,
+            {"metadata": {"resourceVersion": "7", "continue": "tok-1"}, "items": [raw_pod("a", "n1")]},
+        )
+
+    overlapped: list[bool] = []
+
+    def decode(data: bytes) -> Any:
+        if b"tok-1" in data:
+            # Page 1 is being decoded: page 2 must already have been asked for.
+            overlapped.append(second_requested.wait(5))
+        return json.loads(data)
+
+    server.on("GET", "/api/v1/pods", pages)
+    call = client._core.list_pod_for_all_namespaces
+    names = client.list_raw("pods", call, lambda raw: raw["metadata"]["name"], decode=decode)
+    assert names == ["a", "c"]
+    assert overlapped == [True]
+    assert client.request_counts == {("list", "pods"): 2}
+
+
+def test_a_pod_watch_reads_events_line_by_line_and_stops_on_410(
+    server: FakeApiServer, client: KubeClient
+) -> None:
+    def event(kind: str, obj: dict[str, Any]) -> bytes:
+        return json.dumps({"type": kind, "object": obj}).encode() + b"\n"
+
+    def versioned(pod: dict[str, Any], version: str) -> dict[str, Any]:
+        return {**pod, "metadata": {**pod["metadata"], "resourceVersion": version}}
+
+    stream = (
+        event("ADDED", versioned(raw_pod("a", "n1"), "11"))
+        + event("MODIFIED", versioned(raw_pod("elsewhere", "n9"), "12"))
+        + event("BOOKMARK", {"kind": "Pod", "metadata": {"resourceVersion": "13"}})
+        + event("DELETED", versioned(raw_pod("a", "n1"), "14"))
+        + event("ERROR", status_body(410, "Expired", "too old resource version: 10 (14)"))
+    )
+    server.on("GET", "/api/v1/pods", Answer(200, stream))
+    watch = client.watch_pods(node_names={"n1", "n2"}, resource_version="10")
+    seen: list[tuple[str, str | None, str]] = []
+    with pytest.raises(errors.KubeError) as gone:
+        for e in watch:
+            seen.append((e.type, e.pod.name if e.pod else None, e.resource_version))
+    assert gone.value.status == 410
+    assert seen == [
+        ("ADDED", "a", "11"),
+        ("BOOKMARK", None, "12"),
+        ("BOOKMARK", None, "13"),
+        ("DELETED", "a", "14"),
+    ]
+    query = server.requests("GET")[0].query
+    assert query["watch"].lower() == "true" and query["resourceVersion"] == "10"
+    assert query["allowWatchBookmarks"].lower() == "true" and query["fieldSelector"] == "spec.nodeName!="
+    assert client.request_counts[("watch", "pods")] == 1
+
+
+def test_a_watch_cut_inside_an_event_is_a_transport_error(server: FakeApiServer, client: KubeClient) -> None:
+    server.on("GET", "/api/v1/pods", Answer(200, b'{"type": "ADDED", "object": {"metadata": {'))
+    with pytest.raises(errors.TransportError):
+        list(client.watch_pods(node_names={"n1"}, resource_version="1"))

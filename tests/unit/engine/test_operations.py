@@ -10,10 +10,12 @@ Kubernetes' own behaviour is proven in tests/e2e.
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -267,3 +269,41 @@ def test_scheduled_sleep_needs_approval_unless_the_schedule_was_pre_approved(ops
     ops.reject(stale.approval_id, by=APPROVER)
     running = ops.request(replace(approved, pre_approvers=(APPROVER,))).operation
     assert running is not None and running.state is OpState.RUNNING
+
+
+def test_the_snapshot_lists_nodes_budgets_and_daemonsets_while_the_pods_are_being_listed(
+    cluster: FakeCluster, tmp_path: Path
+) -> None:
+    pods_started = threading.Event()
+    others_seen_during_pods: list[str] = []
+    inner_list_pods = cluster.list_pods
+
+    def slow_list_pods(**kw: Any) -> Any:
+        pods_started.set()
+        # The pod listing lasts until the other three have been asked for (or gives up after 5 s).
+        for _ in range(3):
+            if not asked.acquire(timeout=5):
+                break
+            others_seen_during_pods.append("one")
+        return inner_list_pods(**kw)
+
+    asked = threading.Semaphore(0)
+
+    def asking(inner: Any) -> Any:
+        def call(**kw: Any) -> Any:
+            asked.release()
+            return inner(**kw)
+
+        return call
+
+    cluster.list_pods = slow_list_pods  # type: ignore[method-assign]
+    cluster.list_nodes = asking(cluster.list_nodes)  # type: ignore[method-assign]
+    cluster.list_pdbs = asking(cluster.list_pdbs)  # type: ignore[method-assign]
+    cluster.list_daemonset_keys = asking(cluster.list_daemonset_keys)  # type: ignore[method-assign]
+    ops = make_ops(cluster, tmp_path / "scalebot.db")
+    try:
+        snap = ops.snapshot(ops.handles["dev"])
+    finally:
+        ops.runner.stop()
+    assert pods_started.is_set() and snap.nodes
+    assert len(others_seen_during_pods) == 3, "nodes, budgets and DaemonSets were listed alongside the pods"
