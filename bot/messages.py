@@ -459,6 +459,14 @@ def lead_text(lead: timedelta) -> str:
     return f"{minutes} min" if minutes < 120 or minutes % 60 else f"{minutes // 60} h"
 
 
+def woken_for(op_id: str, cluster: str, summary: str, resleep_at: datetime) -> str:
+    """A temporary wake, told in the channel: absolute times only, the message is never edited."""
+    return (
+        f"Operation {op_id} wakes {cluster} ({summary}); back to sleep {slack_time(resleep_at)}, "
+        "announced before."
+    )
+
+
 def decided_line(decision: DecisionNote) -> str:
     return f"{decision.note} ({who(decision.by)})"
 

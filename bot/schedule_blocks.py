@@ -231,7 +231,12 @@ def schedule_added(actor: str, outcome: ScheduleOutcome) -> str:
 
 
 def changed(actor: str, outcome: ScheduleOutcome) -> str:
-    """A change told in the channel; a pre-approval names the pre-approvers as mentions."""
+    """A change told in the channel; a pre-approval names the pre-approvers as mentions, a
+    temporary wake its return to sleep as a time every reader sees in their own zone."""
+    op = outcome.operation
+    if outcome.ok and op is not None and op.target.wake_for_seconds and outcome.effective is not None:
+        woke = messages.woken_for(op.id, op.target.cluster, op.plan.summary(), outcome.effective)
+        return messages.nodes_changed(actor, woke)
     sched = outcome.schedule
     if sched is not None and outcome.ok and sched.approval_mode == "pre_approved":
         text = (

@@ -609,8 +609,11 @@ def test_wake_for_three_hours_is_a_temporary_wake_with_a_return_to_sleep(world: 
     now = world.clock.now()
     _, reply = command(world, "wake dev-eu for 3h", user=OPERATOR)
     text = all_text(reply)
-    assert reply.body["response_type"] == "in_channel" and "back to sleep" in text
+    assert reply.body["response_type"] == "in_channel"
+    back = int((now + timedelta(hours=3)).timestamp())
+    assert f"back to sleep <!date^{back}^" in text and "(in " not in text, "no relative phrase to go stale"
     wake = next(op for op in world.ops.list_operations() if op.kind is OpKind.WAKE)
+    assert f"Operation {wake.id} wakes dev-eu" in text
     assert (wake.requested_by, wake.target.wake_for_seconds) == (OPERATOR, 3 * 3600)
     resleeps = [o for o in world.schedules.store.list_occurrences(schedule="nights") if o.kind == "resleep"]
     assert [o.due_at for o in resleeps] == [now + timedelta(hours=3)]
