@@ -187,6 +187,20 @@ def _connect_karpenter(connection: Connection) -> Connected:
     return Connected(api, KarpenterPoolProvider(api.api_client, node_api=api))
 
 
+def _shoot_ref(value: str) -> None:
+    if "/" in value:
+        _namespaced_name(value)
+
+
+def _project_namespace(garden: KubeClient, project: str) -> str:
+    from engine.pools.gardener import ProjectNamespaceError, project_namespace
+
+    try:
+        return project_namespace(garden.api_client, project)
+    except ProjectNamespaceError as exc:
+        raise ProviderOptionError(f"project: {exc}") from exc
+
+
 def _connect_gardener(connection: Connection) -> Connected:
     """The entry's kubeconfig/context reach the garden cluster (the Shoot); the shoot cluster's own
     kubeconfig is given (its admin kubeconfig from `shoots/adminkubeconfig` is short-lived)."""
@@ -194,6 +208,12 @@ def _connect_gardener(connection: Connection) -> Connected:
 
     if not connection.options["shoot"]:
         raise ProviderOptionError("shoot: required for provider gardener (garden-<project>/<shoot>)")
+    project = connection.options["project"]
+    if bool(project) == ("/" in connection.options["shoot"]):
+        raise ProviderOptionError(
+            "shoot: <namespace>/<name> (e.g. garden-dev/eu1), or the Shoot's name alone with project "
+            "(the namespace is then read from the Project)"
+        )
     if not (connection.options["shoot_kubeconfig"] or connection.options["shoot_context"]):
         raise ProviderOptionError("shoot_kubeconfig or shoot_context: required (the shoot cluster's Nodes)")
     garden = connection.workload()
@@ -201,7 +221,10 @@ def _connect_gardener(connection: Connection) -> Connected:
         kubeconfig=connection.options["shoot_kubeconfig"] or None,
         context=connection.options["shoot_context"] or None,
     )
-    namespace, _, name = connection.options["shoot"].partition("/")
+    if project:
+        namespace, name = _project_namespace(garden, project), connection.options["shoot"]
+    else:
+        namespace, _, name = connection.options["shoot"].partition("/")
     return Connected(
         shoot, GardenerPoolProvider(garden.api_client, namespace=namespace, shoot=name, node_api=shoot)
     )
@@ -312,8 +335,13 @@ PROVIDERS: Mapping[str, ProviderSpec] = {
                 Option(
                     "shoot",
                     "the Shoot (project namespace/name, e.g. garden-dev/eu1) in the garden cluster that "
-                    "kubeconfig and context reach",
-                    check=_namespaced_name,
+                    "kubeconfig and context reach; with project, its name alone",
+                    check=_shoot_ref,
+                ),
+                Option(
+                    "project",
+                    "the Gardener project of the Shoot: its namespace is read from the Project's "
+                    "spec.namespace (needs get on that Project)",
                 ),
                 Option("shoot_kubeconfig", "the shoot cluster's kubeconfig (its Nodes and Pods)"),
                 Option("shoot_context", "context in shoot_kubeconfig (default: its current one)"),

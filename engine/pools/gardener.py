@@ -1,8 +1,9 @@
 """Gardener node pools: the `gardener` PoolProvider over a Shoot's workers.
 
-The Shoot (`core.gardener.cloud/v1beta1`) lives in the garden cluster, in its project's namespace
-(`garden-<project>` by convention; scalebot is told the namespace, it never derives it); the Nodes
-and Pods live in the shoot cluster (`node_api`).
+The Shoot (`core.gardener.cloud/v1beta1`) lives in the garden cluster, in its project's namespace:
+`garden-<project>` by convention, but the Project's `spec.namespace` says which, so scalebot is told
+the namespace or reads it from the Project (`project_namespace`), never derives it from the name.
+The Nodes and Pods live in the shoot cluster (`node_api`).
 
 - A pool is a worker of `spec.provider.workers[]`; its nodes are the shoot's Nodes labelled
   `worker.gardener.cloud/pool=<worker>`. desired = the worker's `minimum` (0 while hibernated),
@@ -58,6 +59,7 @@ PROVIDER_NAME = "gardener"
 GROUP = "core.gardener.cloud"
 VERSION = "v1beta1"
 SHOOTS = "shoots"
+PROJECTS = "projects"
 POOL_NODE_LABEL = "worker.gardener.cloud/pool"
 RESTORE_PREFIX = "scalebot.io/restore."
 EXTRA_MINIMUM = "minimum"
@@ -140,6 +142,34 @@ def _schedule_text(schedule: ProviderSchedule) -> str:
     parts = [f"{k} {v}" for k, v in (("start", schedule.start), ("end", schedule.end)) if v]
     where = f" ({schedule.location})" if schedule.location else ""
     return "hibernate: " + ", ".join(parts) + where
+
+
+class ProjectNamespaceError(ValueError):
+    """A project's namespace cannot be read; the message says what to grant or configure."""
+
+
+def project_namespace(
+    api_client: Any, project: str, *, timeout: float = DEFAULT_REQUEST_TIMEOUT_SECONDS
+) -> str:
+    """The namespace of Gardener project `project` in the garden cluster: its Project's
+    `spec.namespace` (cluster-scoped Project; usually `garden-<project>`, but a Project may name
+    another one, so it is read, not guessed)."""
+    call = RawCaller(timeout)
+    get = k8s.CustomObjectsApi(api_client).get_cluster_custom_object
+    try:
+        raw = call("get", PROJECTS, get, GROUP, VERSION, PROJECTS, project)
+    except errors.NotFound:
+        raise ProjectNamespaceError(f"Project {project} not found in the garden cluster") from None
+    except errors.Forbidden as exc:
+        raise ProjectNamespaceError(
+            f"reading Project {project} was refused ({exc}); grant scalebot `get` on it "
+            "(manifests/grants/gardener-project) or give shoot as <namespace>/<name>"
+        ) from None
+    namespace = (raw.get("spec") or {}).get("namespace")
+    if not namespace:
+        phase = (raw.get("status") or {}).get("phase") or "unknown"
+        raise ProjectNamespaceError(f"Project {project} has no namespace yet (phase {phase})")
+    return str(namespace)
 
 
 class GardenerPoolProvider:

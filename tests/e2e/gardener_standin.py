@@ -5,7 +5,8 @@ a CustomResourceDefinition `shoots.core.gardener.cloud/v1beta1` with the documen
 reads and writes (spec.provider.workers[] with name/minimum/maximum/maxSurge/maxUnavailable/
 machine/zones/systemComponents, spec.hibernation.enabled/schedules, status.hibernated/
 lastOperation/conditions/observedGeneration) and Gardener's validation messages for
-minimum/maximum as CEL rules.
+minimum/maximum as CEL rules; and `projects.core.gardener.cloud/v1beta1` (cluster-scoped) with the
+one field scalebot reads, spec.namespace.
 
 `ShootStandIn.reconcile()` does the part of Gardener scalebot relies on, nothing more: each worker
 gets `minimum` kwok Nodes labelled `worker.gardener.cloud/pool=<worker>` (none while
@@ -164,12 +165,36 @@ def shoots_path(namespace: str, name: str | None = None, *, sub: str = "") -> st
     return f"{base}/{sub}" if sub else base
 
 
+def _project_crd() -> Json:
+    """Gardener's Project (cluster-scoped), with the one field scalebot reads: spec.namespace.
+    The Shoot CRD's frame with another scope, names and schema."""
+    crd: Json = {**CRD, "metadata": {"name": f"projects.{GROUP}"}}
+    names = {"plural": "projects", "singular": "project", "kind": "Project", "listKind": "ProjectList"}
+    properties = {
+        "spec": {"type": "object", "properties": {"namespace": {"type": "string"}}},
+        "status": {"type": "object", "properties": {"phase": {"type": "string"}}},
+    }
+    schema = {"openAPIV3Schema": {"type": "object", "properties": properties}}
+    version = {**CRD["spec"]["versions"][0], "schema": schema}
+    crd["spec"] = {**CRD["spec"], "scope": "Cluster", "names": names, "versions": [version]}
+    return crd
+
+
+PROJECT_CRD = _project_crd()
+
+
 def install_crd(api: Any) -> None:
-    if b.get_or_none(api, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/shoots.{GROUP}") is None:
-        b.create(api, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", CRD)
-    b.wait_until(
-        lambda: b.get(api, f"/apis/{GROUP}/{VERSION}/shoots"), 60, "shoots served", ignore=(ApiException,)
-    )
+    """The Shoot and Project CRDs, once per control plane."""
+    for crd, plural in ((CRD, "shoots"), (PROJECT_CRD, "projects")):
+        crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+        if b.get_or_none(api, f"{crds}/{plural}.{GROUP}") is None:
+            b.create(api, crds, crd)
+        b.wait_until(
+            lambda plural=plural: b.get(api, f"/apis/{GROUP}/{VERSION}/{plural}"),
+            60,
+            f"{plural} served",
+            ignore=(ApiException,),
+        )
 
 
 def worker(name: str, minimum: int, maximum: int, *, system: bool = True) -> Json:

@@ -24,40 +24,55 @@ if TYPE_CHECKING:
 GRANTS = Path(__file__).resolve().parents[2] / "manifests" / "grants"
 CAPI_KUBECONFIG = "capi-workload-kubeconfig"
 GARDENER_SHOOTS = "gardener-shoots"
-ROLES = {CAPI_KUBECONFIG: "scalebot-workload-kubeconfig", GARDENER_SHOOTS: "scalebot-shoots"}
+GARDENER_PROJECT = "gardener-project"
+ROLES = {
+    CAPI_KUBECONFIG: "scalebot-workload-kubeconfig",
+    GARDENER_SHOOTS: "scalebot-shoots",
+    GARDENER_PROJECT: "scalebot-gardener-project",
+}
+CLUSTER_SCOPED = {GARDENER_PROJECT}
+"""Grants on cluster-scoped objects: a ClusterRole and ClusterRoleBinding, no namespace to set."""
 SCALEBOT_SA: dict[str, Any] = {"kind": "ServiceAccount", "name": "scalebot", "namespace": "scalebot"}
 
 
 def overlay(
-    grant: str, namespace: str, names: Sequence[str], *, at: Path, subject: dict[str, Any] | None = None
+    grant: str,
+    namespace: str | None,
+    names: Sequence[str],
+    *,
+    at: Path,
+    subject: dict[str, Any] | None = None,
 ) -> str:
     """The kustomization a person writes for `grant` (see its kustomization.yaml), in directory `at`."""
+    role = "ClusterRole" if grant in CLUSTER_SCOPED else "Role"
     patches: list[dict[str, Any]] = [
         {
-            "target": {"kind": "Role", "name": ROLES[grant]},
+            "target": {"kind": role, "name": ROLES[grant]},
             "patch": json.dumps([{"op": "replace", "path": "/rules/0/resourceNames", "value": list(names)}]),
         }
     ]
     if subject is not None:
         patches.append(
             {
-                "target": {"kind": "RoleBinding", "name": ROLES[grant]},
+                "target": {"kind": f"{role}Binding", "name": ROLES[grant]},
                 "patch": json.dumps([{"op": "replace", "path": "/subjects", "value": [subject]}]),
             }
         )
-    return yaml.safe_dump(
-        {
-            "apiVersion": "kustomize.config.k8s.io/v1beta1",
-            "kind": "Kustomization",
-            # Kustomize loads a base outside the overlay's root by relative path.
-            "resources": [os.path.relpath(GRANTS / grant, at)],
-            "namespace": namespace,
-            "patches": patches,
-        }
-    )
+    kustomization: dict[str, Any] = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        # Kustomize loads a base outside the overlay's root by relative path.
+        "resources": [os.path.relpath(GRANTS / grant, at)],
+        "patches": patches,
+    }
+    if namespace is not None:
+        kustomization["namespace"] = namespace
+    return yaml.safe_dump(kustomization)
 
 
-def render(plane: ControlPlane, grant: str, namespace: str, names: Sequence[str], **kw: Any) -> list[Any]:
+def render(
+    plane: ControlPlane, grant: str, namespace: str | None, names: Sequence[str], **kw: Any
+) -> list[Any]:
     """What `kubectl kustomize` makes of the overlay: the objects that would be applied."""
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "kustomization.yaml").write_text(overlay(grant, namespace, names, at=Path(tmp), **kw))
@@ -66,10 +81,16 @@ def render(plane: ControlPlane, grant: str, namespace: str, names: Sequence[str]
 
 
 def apply_grant(
-    plane: ControlPlane, grant: str, namespace: str, names: Sequence[str], **kw: Any
+    plane: ControlPlane, grant: str, namespace: str | None, names: Sequence[str], **kw: Any
 ) -> list[Any]:
     """Render and apply the overlay as admin; returns the objects applied."""
     docs = render(plane, grant, namespace, names, **kw)
     result = plane.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs), timeout=60)
     assert result.returncode == 0, result.stderr
     return docs
+
+
+def remove_grant(plane: ControlPlane, docs: Sequence[Any]) -> None:
+    """Delete what `apply_grant` applied (cluster-scoped grants outlive a test's namespace)."""
+    result = plane.kubectl("delete", "--ignore-not-found", "-f", "-", input=yaml.safe_dump_all(docs))
+    assert result.returncode == 0, result.stderr

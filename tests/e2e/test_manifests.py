@@ -410,23 +410,28 @@ GRANT_RULES = {
     grants.GARDENER_SHOOTS: [
         {"apiGroups": ["core.gardener.cloud"], "resources": ["shoots"], "verbs": ["get", "patch"]}
     ],
+    grants.GARDENER_PROJECT: [
+        {"apiGroups": ["core.gardener.cloud"], "resources": ["projects"], "verbs": ["get"]}
+    ],
 }
 
 
 @pytest.mark.parametrize("grant", sorted(GRANT_RULES))
-def test_each_grant_is_a_namespaced_role_on_named_objects_and_says_why(
+def test_each_grant_is_as_narrow_as_its_objects_allow_and_says_why(
     control_plane: ControlPlane, grant: str
 ) -> None:
-    """As shipped: a Role and its RoleBinding (no cluster-wide grant), every rule on named objects
-    only (resourceNames) with the verbs scalebot uses, and a comment above each rule."""
+    """As shipped: a Role and its RoleBinding (a ClusterRole only for the cluster-scoped Project),
+    every rule on named objects only (resourceNames) with the verbs scalebot uses, and a comment
+    above each rule."""
     result = control_plane.kubectl("kustomize", str(grants.GRANTS / grant), check=True)
     docs = [d for d in yaml.safe_load_all(result.stdout) if d]
-    kinds = sorted(d["kind"] for d in docs)
-    assert not [k for k in kinds if k.startswith("Cluster")], kinds
-    (role,) = [d for d in docs if d["kind"] == "Role"]
-    (binding,) = [d for d in docs if d["kind"] == "RoleBinding"]
-    assert (binding["roleRef"]["kind"], binding["roleRef"]["name"]) == ("Role", role["metadata"]["name"])
-    assert binding["metadata"]["namespace"] == role["metadata"]["namespace"] != "scalebot"
+    kind = "ClusterRole" if grant in grants.CLUSTER_SCOPED else "Role"
+    assert sorted(d["kind"] for d in docs if "Role" in d["kind"]) == sorted([kind, f"{kind}Binding"])
+    (role,) = [d for d in docs if d["kind"] == kind]
+    (binding,) = [d for d in docs if d["kind"] == f"{kind}Binding"]
+    assert (binding["roleRef"]["kind"], binding["roleRef"]["name"]) == (kind, role["metadata"]["name"])
+    if kind == "Role":
+        assert binding["metadata"]["namespace"] == role["metadata"]["namespace"] != "scalebot"
     assert [{k: v for k, v in r.items() if k != "resourceNames"} for r in role["rules"]] == GRANT_RULES[grant]
     assert all(r.get("resourceNames") for r in role["rules"]), "every rule names its objects"
     lines = (grants.GRANTS / grant / "rbac.yaml").read_text().splitlines()
@@ -439,8 +444,10 @@ def test_the_grants_allow_exactly_the_named_objects(
 ) -> None:
     """Applied as a person would (an overlay setting the namespace and the names), asked as the
     ServiceAccount: the Cluster's kubeconfig Secret and the Shoot, and nothing next to them."""
-    grants.apply_grant(control_plane, grants.CAPI_KUBECONFIG, namespace, ["alpha-kubeconfig"])
-    grants.apply_grant(control_plane, grants.GARDENER_SHOOTS, namespace, ["eu1"], subject=grants.SCALEBOT_SA)
+    applied = grants.apply_grant(control_plane, grants.CAPI_KUBECONFIG, namespace, ["alpha-kubeconfig"])
+    applied += grants.apply_grant(
+        control_plane, grants.GARDENER_SHOOTS, namespace, ["eu1"], subject=grants.SCALEBOT_SA
+    )
     expected = {
         ("get", "secrets", namespace, "alpha-kubeconfig"): "yes",
         ("get", "secrets", namespace, "alpha-ca"): "no",  # Cluster API's CA next to it
@@ -458,6 +465,21 @@ def test_the_grants_allow_exactly_the_named_objects(
         ("create", "shoots.core.gardener.cloud/adminkubeconfig", namespace, "eu1"): "no",
         ("get", "shoots.core.gardener.cloud", "default", "eu1"): "no",
     }
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        answers = dict(zip(expected, pool.map(lambda c: _review(scalebot_api, *c), expected), strict=True))
+    applied += grants.apply_grant(
+        control_plane, grants.GARDENER_PROJECT, None, ["dev"], subject=grants.SCALEBOT_SA
+    )
+    try:
+        expected |= {
+            ("get", "projects.core.gardener.cloud", None, "dev"): "yes",
+            ("get", "projects.core.gardener.cloud", None, "other"): "no",
+            ("list", "projects.core.gardener.cloud", None, ""): "no",
+            ("patch", "projects.core.gardener.cloud", None, "dev"): "no",
+        }
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            found = pool.map(lambda c: _review(scalebot_api, *c), expected)
+            answers = dict(zip(expected, found, strict=True))
+    finally:
+        # Now: a ClusterRoleBinding outlives the namespace, and the RoleBindings would stay bound to
+        # scalebot's ServiceAccount while it is deleted (the identity test checks exactly what is).
+        grants.remove_grant(control_plane, applied)
     assert answers == expected

@@ -22,12 +22,12 @@ from bot import wiring
 from engine.clock import SystemClock
 from engine.operation import OperationRequest, OpKind, OpState, Target
 from engine.operations import Operations
-from engine.runner import RunnerSettings
+from engine.runner import ClusterHandle, RunnerSettings
 from engine.store import Store
 from localcluster import builders as b
 from localcluster.controlplane import ControlPlane
 from tests.e2e import grants
-from tests.e2e.gardener_standin import ShootStandIn, StandInLoop, install_crd, worker
+from tests.e2e.gardener_standin import GROUP, VERSION, ShootStandIn, StandInLoop, install_crd, worker
 from tests.e2e.test_schedules_e2e import slack_world
 from tests.slack.conftest import APPROVER, VIEWER
 from tests.slack.harness import all_text
@@ -50,10 +50,13 @@ def shoot(control_plane: ControlPlane, admin_api: Any, namespace: str) -> Iterat
     standin = ShootStandIn(admin_api, admin_api, namespace, f"s{namespace[-6:]}")
     # The shipped grant (manifests/grants/gardener-shoots), on this test's namespace and Shoot; the
     # garden is this control plane, reached as scalebot's own ServiceAccount.
-    grants.apply_grant(
+    applied = grants.apply_grant(
         control_plane, grants.GARDENER_SHOOTS, namespace, [standin.name], subject=grants.SCALEBOT_SA
     )
     yield standin
+    # Now, not with the namespace's deletion, which takes a while: nothing else may stay bound to
+    # scalebot's ServiceAccount (test_manifests checks exactly what is).
+    grants.remove_grant(control_plane, applied)
     standin.cleanup()
 
 
@@ -165,3 +168,48 @@ def test_schedule_list_shows_the_shoots_own_hibernation_schedules_beside_scalebo
     assert "🌙 hibernate `00 19 * * 1-5`, wake `00 07 * * 1-5` (Europe/Berlin)" in text, text
     assert "🌙 hibernate `00 22 * * 5` (UTC, not set)" in text, text
     assert shoot.shoot()["metadata"]["resourceVersion"] == version, "listing changed the Shoot"
+
+
+def test_the_shoots_namespace_is_read_from_its_project(
+    control_plane: ControlPlane,
+    shoot: ShootStandIn,
+    admin_api: Any,
+    scalebot_kubeconfig: Path,
+    namespace: str,
+) -> None:
+    """`project:` names the Gardener project and `shoot:` the Shoot alone: the namespace is the
+    Project's spec.namespace (here deliberately not garden-<project>), read as the ServiceAccount;
+    without `get` on the Project the start fails saying what to grant."""
+    shoot.create([worker("system", 1, 2)])
+    project = f"p{namespace[-6:]}"
+    projects = f"/apis/{GROUP}/{VERSION}/projects"
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Project", "metadata": {"name": project}}
+    b.create(admin_api, projects, {**body, "spec": {"namespace": namespace}})
+    options = {"project": project, "shoot": shoot.name, "shoot_kubeconfig": str(scalebot_kubeconfig)}
+
+    def connect() -> ClusterHandle:
+        return wiring.connect_cluster(
+            "shoot", kubeconfig=str(scalebot_kubeconfig), provider="gardener", options=options
+        )
+
+    applied: list[Any] = []
+    try:
+        with pytest.raises(wiring.WiringError, match=rf"project: reading Project {project} was refused"):
+            connect()
+        applied = grants.apply_grant(
+            control_plane, grants.GARDENER_PROJECT, None, [project], subject=grants.SCALEBOT_SA
+        )
+        handle = connect()
+        assert [p.name for p in handle.pools.list_pools()] == ["system"]
+        assert handle.pools.namespace == namespace  # type: ignore[attr-defined]
+        with pytest.raises(wiring.WiringError, match="the Shoot's name alone with project"):
+            wiring.connect_cluster(
+                "shoot",
+                kubeconfig=str(scalebot_kubeconfig),
+                provider="gardener",
+                options={**options, "shoot": f"{namespace}/{shoot.name}"},
+            )
+    finally:
+        if applied:
+            grants.remove_grant(control_plane, applied)
+        b.delete(admin_api, f"{projects}/{project}")

@@ -126,3 +126,15 @@ def test_eks_cli_flags_and_a_missing_cluster_in_wiring() -> None:
     assert cli._provider_options(args) == {"eks_cluster": "prod", "node_groups": "web"}
     with pytest.raises(wiring.WiringError, match="eks_cluster: required"):
         wiring.connect_cluster("x", provider="eks", options={"node_groups": "web"})
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"shoot": "eu1", "shoot_kubeconfig": "/k"},  # a bare name needs the project
+        {"shoot": "garden-dev/eu1", "project": "dev", "shoot_kubeconfig": "/k"},  # one or the other
+    ],
+)
+def test_gardener_takes_namespace_slash_name_or_a_project_and_a_name(options: dict[str, str]) -> None:
+    with pytest.raises(wiring.WiringError, match="or the Shoot's name alone with project"):
+        wiring.connect_cluster("shoot", kubeconfig="/nonexistent", provider="gardener", options=options)
