@@ -112,12 +112,21 @@ class AdaptiveGate:
     """At most `controller.limit` callers inside at once; each one's answer time feeds the controller.
 
     The worker pool behind it is sized for the maximum; the gate holds the extra workers back.
-    `monotonic` is the clock the answer times come from (a fake one in tests).
+    `monotonic` is the clock the answer times come from (a fake one in tests). `queued()` is how
+    long the call just made on this thread waited for the client's own rate limiter: it is taken
+    out of the answer time, or the limiter's queue (which grows with the limit) would read as the
+    server slowing down and cut the limit until the client could no longer use its own rate.
     """
 
-    def __init__(self, controller: AimdController, monotonic: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        controller: AimdController,
+        monotonic: Callable[[], float],
+        queued: Callable[[], float] | None = None,
+    ) -> None:
         self.controller = controller
         self._monotonic = monotonic
+        self._queued = queued
         self._changed = threading.Condition()
         self._in_flight = 0
         self.peak_in_flight = 0
@@ -133,7 +142,7 @@ class AdaptiveGate:
             answer = call()
             return answer
         finally:
-            latency = self._monotonic() - started
+            latency = self._monotonic() - started - (self._queued() if self._queued is not None else 0.0)
             with self._changed:
                 self._in_flight -= 1
                 self.controller.record(latency, throttled=answer is not None and throttled(answer))

@@ -479,10 +479,12 @@ class Runner:
                     initial=min(initial, self.settings.max_parallel_evictions),
                     maximum=max(initial, self.settings.max_parallel_evictions),
                 )
-                burst = h.api.burst if isinstance(h.api, RateLimitedApi) else None
+                limited = h.api if isinstance(h.api, RateLimitedApi) else None
+                burst = limited.burst if limited is not None else None
                 if burst is not None:
                     settings = settings.bounded(burst)
-                gate = AdaptiveGate(AimdController(settings), self.clock.monotonic)
+                queued = limited.last_wait_seconds if limited is not None else None
+                gate = AdaptiveGate(AimdController(settings), self.clock.monotonic, queued)
                 self._gates[h.name] = gate
             return gate
 

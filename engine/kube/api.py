@@ -78,6 +78,10 @@ class RateLimitedApi(Protocol):
         """The token bucket's size, or None when the client sends without a limit."""
         ...
 
+    def last_wait_seconds(self) -> float:
+        """How long the calling thread's last request waited for the client's own limiter."""
+        ...
+
 
 @runtime_checkable
 class SchedulingApi(Protocol):

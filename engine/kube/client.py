@@ -110,12 +110,17 @@ class KubeClient:
         self._timeout = request_timeout_seconds
         self._page_size = page_size
         self._counts_lock = threading.Lock()
+        self._waits = threading.local()
         self.request_counts: collections.Counter[tuple[str, str]] = collections.Counter()
 
     @property
     def burst(self) -> int | None:
         """The rate limiter's burst (None without a limit): adaptive concurrency stays below it."""
         return self._limiter.burst if self._limiter is not None else None
+
+    def last_wait_seconds(self) -> float:
+        """How long this thread's last request waited for the client-side rate limiter."""
+        return float(getattr(self._waits, "seconds", 0.0))
 
     @property
     def api_client(self) -> Any:
@@ -426,8 +431,7 @@ class KubeClient:
     def _open(self, verb: str, resource: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Send one request and return the answer unread (urllib3's response): rate limit, count,
         translate a failure to send or a non-2xx answer."""
-        if self._limiter is not None:
-            self._limiter.acquire()
+        self._waits.seconds = self._limiter.acquire() if self._limiter is not None else 0.0
         with self._counts_lock:
             self.request_counts[(verb, resource)] += 1
         try:

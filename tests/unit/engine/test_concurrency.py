@@ -127,3 +127,26 @@ def test_only_the_server_saying_it_is_busy_counts_as_overload() -> None:
     assert not budget.is_server_overload
     assert not two_budgets.is_server_overload
     assert not errors.error_from_status(404, {"code": 404}).is_server_overload
+
+
+def test_time_spent_in_the_clients_own_limiter_is_not_read_as_the_server_slowing_down() -> None:
+    clock = FakeMonotonic()
+    queued = [0.0]
+    settings = AimdSettings(initial=4, minimum=2, maximum=8, window=4)
+    gate = AdaptiveGate(AimdController(settings), clock, queued=lambda: queued[0])
+
+    def answered_after(server: float, limiter: float) -> None:
+        def call() -> bool:
+            queued[0] = limiter
+            clock.advance(limiter + server)
+            return False
+
+        gate.run(call, lambda throttled: throttled)
+
+    for _ in range(4):
+        answered_after(0.1, 0.0)  # the burst: no wait in the limiter
+    assert gate.controller.limit == 5
+    for _ in range(5):
+        answered_after(0.1, 0.5)  # the bucket is empty: 0.5 s in the limiter, the server as fast
+    assert gate.controller.limit == 6, gate.controller.history
+    assert gate.controller.best_median == pytest.approx(0.1)

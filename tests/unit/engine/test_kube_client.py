@@ -572,10 +572,14 @@ def test_every_request_takes_a_token_from_the_rate_limiter(server: FakeApiServer
     slept: list[float] = []
     limiter = TokenBucket(rate=2.0, burst=1, clock=lambda: 0.0, sleep=slept.append)
     api_client = kubernetes.client.ApiClient(load_configuration(kubeconfig=str(kubeconfig)))
+    waits: list[float] = []
     with KubeClient(api_client, rate_limiter=limiter) as c:
         for _ in range(3):
             c.get_node("n1")
+            waits.append(c.last_wait_seconds())
     assert slept == [0.5, 1.0]
+    # What adaptive concurrency takes out of each answer time: the wait in the client's own limiter.
+    assert waits == [0.0, 0.5, 1.0]
 
 
 # -- configuration -----------------------------------------------------------------------------
