@@ -13,6 +13,7 @@ import json
 import socket
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -41,6 +42,7 @@ class Seen:
     query: dict[str, str]
     body: Any
     content_type: str
+    authorization: str = ""
 
 
 @dataclass
@@ -81,6 +83,7 @@ class FakeApiServer:
                     query={k: v[0] for k, v in parse_qs(url.query).items()},
                     body=json.loads(raw) if raw else None,
                     content_type=self.headers.get("Content-Type", ""),
+                    authorization=self.headers.get("Authorization", ""),
                 )
                 with server._lock:
                     server.seen.append(seen)
@@ -692,3 +695,56 @@ def test_a_watch_cut_inside_an_event_is_a_transport_error(server: FakeApiServer,
     server.on("GET", "/api/v1/pods", Answer(200, b'{"type": "ADDED", "object": {"metadata": {'))
     with pytest.raises(errors.TransportError):
         list(client.watch_pods(node_names={"n1"}, resource_version="1"))
+
+
+def test_a_401_reads_the_kubeconfig_again_once_for_all_parallel_requests_and_retries_once(
+    server: FakeApiServer, tmp_path: Path
+) -> None:
+    """Rotated credentials (a Cluster API kubeconfig Secret): the requests refused with the old token
+    cause one re-read between them and are each sent once more with the new token; when the new
+    token is refused too, the 401 is the caller's after that one retry (no loop)."""
+    old = write_kubeconfig(tmp_path / "old", server.url).read_text()
+    new = old.replace("token: t0ken", "token: rotated")
+    accepted = {"Bearer rotated"}
+    server.on(
+        "GET",
+        "/api/v1/nodes",
+        lambda seen: (
+            Answer(200, {"items": [raw_node("n1")], "metadata": {}})
+            if seen.authorization in accepted
+            else Answer(401, status_body(401, "Unauthorized", "Unauthorized"))
+        ),
+    )
+    rereads: list[str] = []
+
+    def reread() -> str:
+        rereads.append(new)
+        return new
+
+    client = KubeClient.from_kubeconfig_text(old, where="Secret ns/alpha-kubeconfig", reread=reread)
+    try:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            listed = list(pool.map(lambda _: client.list_nodes(), range(8)))
+        assert [[n.name for n in nodes] for nodes in listed] == [["n1"]] * 8
+        assert len(rereads) == 1, "one re-read for every request refused with the same credentials"
+        assert {s.authorization for s in server.requests()} == {"Bearer t0ken", "Bearer rotated"}
+
+        accepted.clear()  # the Secret's credentials are dead as well
+        before = len(server.requests())
+        with pytest.raises(errors.KubeError) as refused:
+            client.list_nodes()
+        assert refused.value.status == 401
+        assert len(rereads) == 2 and len(server.requests()) - before == 2, "one retry, no loop"
+    finally:
+        client.close()
+
+
+def test_without_a_way_to_reread_a_401_is_an_error_at_once(server: FakeApiServer, kubeconfig: Path) -> None:
+    server.on("GET", "/api/v1/nodes", Answer(401, status_body(401, "Unauthorized", "Unauthorized")))
+    client = KubeClient.from_config(kubeconfig=str(kubeconfig))
+    try:
+        with pytest.raises(errors.KubeError, match="Unauthorized"):
+            client.list_nodes()
+        assert len(server.requests()) == 1
+    finally:
+        client.close()
