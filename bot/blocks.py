@@ -33,6 +33,7 @@ from slack_sdk.models.views import View
 from bot import messages
 from bot.blockkit import MESSAGE_BUDGET, Builder, Message, esc, esc_keep_mentions, join_limited
 from engine.advice import ScaleUpAdvice
+from engine.announcement import NextEvent
 from engine.consolidation import Underused
 from engine.durations import format_duration
 from engine.operation import Operation, OperationPlan, OpKind, OpState, drain_rules, emptied_not_removed
@@ -79,7 +80,7 @@ class ClusterView(Protocol):
     @property
     def running(self) -> Sequence[Operation]: ...
     @property
-    def next_event(self) -> str | None: ...
+    def next_event(self) -> NextEvent | None: ...
 
 
 # -- operations: card, decided card, progress parent ---------------------------------------------
@@ -477,9 +478,7 @@ def status_view(status: ClusterView) -> Message:
         b.section(
             "*Running operations*\n" + "\n".join(_op_line(op) for op in status.running[:10]), reserve=600
         )
-    b.context(
-        f"Next scheduled event: {esc(status.next_event)}" if status.next_event else "No scheduled events."
-    )
+    b.context(messages.next_event(status.next_event) if status.next_event else "No scheduled events.")
     return b.build(f"status-{status.cluster}", f"Status of {status.cluster}")
 
 
@@ -502,9 +501,7 @@ def home_view(user: str, clusters: Sequence[tuple[ClusterView, Role]], links: Ma
             b.preformatted(pools, max_chars=1_500, reserve=800)
         active = [_op_line(op) + _thread_link(op.id, links) for op in status.running[:8]]
         b.section("\n".join(active) if active else "_No running or pending operations._", reserve=600)
-        b.context(
-            f"Next scheduled event: {esc(status.next_event)}" if status.next_event else "No scheduled events."
-        )
+        b.context(messages.next_event(status.next_event) if status.next_event else "No scheduled events.")
     return b.build(f"home-{user}", "scalebot")
 
 

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from engine import schedule
-from engine.announcement import ApprovalPromise, DecisionNote, EventKind, Upcoming
+from engine.announcement import ApprovalPromise, DecisionNote, EventKind, NextEvent, Upcoming
 from engine.operation import OpKind, OpState
 from engine.reasons import (
     AlreadyDecided,
@@ -465,6 +465,12 @@ def woken_for(op_id: str, cluster: str, summary: str, resleep_at: datetime) -> s
         f"Operation {op_id} wakes {cluster} ({summary}); back to sleep {slack_time(resleep_at)}, "
         "announced before."
     )
+
+
+def next_event(event: NextEvent) -> str:
+    """A cluster's next sleep or wake, in each reader's zone (the Home tab is not re-rendered as
+    time passes, so no "in 2 h")."""
+    return f"Next scheduled event: {event.action} ({event.schedule}) {event_time(event.at, event.tz)}"
 
 
 def decided_line(decision: DecisionNote) -> str:

@@ -37,7 +37,7 @@ from apscheduler.schedulers.base import BaseScheduler
 from apscheduler.triggers.date import DateTrigger
 
 from engine import schedule
-from engine.announcement import Announcement
+from engine.announcement import Announcement, NextEvent
 from engine.clock import Clock
 from engine.operation import ProgressEvent
 from engine.schedules import ScheduleOutcome, Schedules
@@ -98,8 +98,8 @@ class SchedulerRunner:
         with self._arm_lock:
             return sorted(self._armed.values())
 
-    def next_event(self, cluster: str) -> str | None:
-        """For `/scale status`: the cluster's next scheduled sleep or wake, in words."""
+    def next_event(self, cluster: str) -> NextEvent | None:
+        """For `/scale status`: the cluster's next scheduled sleep or wake."""
         return self.schedules.next_event(cluster, self.clock.now())
 
     # -- jobs -------------------------------------------------------------------------------------

@@ -76,3 +76,15 @@ class Announcement:
     reminder: bool = False
     """This occurrence already has its message (an earlier lead, a decision): this lead edits that
     message, so the bot also says it in its thread (an edit notifies nobody)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NextEvent:
+    """A cluster's next scheduled sleep or wake (`/scale status`, the Home tab)."""
+
+    action: str
+    """"sleep" or "wake"."""
+    schedule: str
+    at: datetime
+    tz: str
+    """The schedule's zone: the fallback text of the time."""

@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 
 from engine import advice, consolidation, drain, policy
 from engine import plan as planning
+from engine.announcement import NextEvent
 from engine.clock import Clock
 from engine.kube import events as kube_events
 from engine.kube.api import SchedulingApi
@@ -80,7 +81,7 @@ class ClusterStatus:
     cluster: str
     pools: list[Pool]
     running: list[Operation]
-    next_event: str | None = None
+    next_event: NextEvent | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +103,7 @@ class Operations:
         clock: Clock,
         *,
         settings: RunnerSettings | None = None,
-        next_event: Callable[[str], str | None] | None = None,
+        next_event: Callable[[str], NextEvent | None] | None = None,
         recorder: kube_events.Recorder | None = None,
         groups_of: Callable[[str], Sequence[str]] | None = None,
     ) -> None:

@@ -47,6 +47,7 @@ from engine.announcement import (
     ApprovalPromise,
     DecisionNote,
     EventKind,
+    NextEvent,
     Upcoming,
 )
 from engine.clock import Clock
@@ -476,15 +477,14 @@ class Schedules:
             events += self._upcoming(sched, now, limit=limit)
         return sorted(events, key=lambda pair: (pair[1], pair[0].key))[:limit]
 
-    def next_event(self, cluster: str, now: datetime) -> str | None:
-        """For `/scale status`: "sleep (dev-nights) Fri 19:00 CET, in 2 h"."""
+    def next_event(self, cluster: str, now: datetime) -> NextEvent | None:
+        """For `/scale status` and the Home tab: the cluster's next sleep or wake, at its effective time."""
         events = self.next_events(now, limit=1, cluster=cluster)
         if not events:
             return None
         occ, at = events[0]
         sched = self._load(occ.schedule)
-        tz = sched.spec.tz if sched else "UTC"
-        return f"{occ.action} ({occ.schedule}) {schedule.describe(at, tz)}, {schedule.in_words(at - now)}"
+        return NextEvent(occ.action, occ.schedule, at, sched.spec.tz if sched else "UTC")
 
     def due(self, now: datetime) -> builtins.list[Due]:
         """What the timer must do at `now`, in time order."""

@@ -135,14 +135,17 @@ def world(slack_api: SlackApiServer, tmp_path: Path) -> Iterator[World]:
     for pool, count in (("web", 3), ("batch", 2)):
         for i in range(count):
             cluster.add_node(f"{pool}-{i}", labels={"scalebot.io/pool": pool})
+    later: list[Schedules] = []  # as `scalebot run` wires it: status asks the schedules made after
     ops = Operations(
         Store(tmp_path / "scalebot.db"),
         {"dev-eu": ClusterHandle("dev-eu", cluster, SimulatedPoolProvider(cluster))},
         {"dev-eu": POLICIES["dev-eu"]},
         clock,
         settings=RunnerSettings(workers=2, parallel_evictions=4),
+        next_event=lambda name: later[0].next_event(name, clock.now()) if later else None,
     )
     schedules = Schedules(ops.store, ops, clock)
+    later.append(schedules)
     settings = make_settings(slack_api)
     ui = ScheduleUi(schedules, ops, clock=clock, default_cluster=settings.default_cluster)
     bot = assemble(slack_api, Engine(ops, {}), settings, subcommands=ui.subcommands(), clicks=ui.clicks())
@@ -295,6 +298,18 @@ def test_list_show_and_next_in_the_readers_time_zone(world: World) -> None:
     assert 'No schedule "nope"; schedules: nights.' in all_text(unknown)
     _, typo = command(world, "schedule lsit", user=VIEWER)
     assert "Did you mean `schedule list`?" in all_text(typo)
+
+
+def test_status_shows_the_next_event_as_a_time_in_each_readers_zone(world: World) -> None:
+    added(world)
+
+    _, reply = command(world, "status dev-eu", user=VIEWER)
+
+    sleep_at = int(utc(2, 19).timestamp())
+    text = all_text(reply)
+    when = f"<!date^{sleep_at}^{{date_short_pretty}} {{time}}|Mon 20:00 CET>"
+    assert f"Next scheduled event: sleep (nights) {when}" in text
+    assert "in 3 h" not in text, "the Home tab shows this line too, and is not re-rendered as time passes"
 
 
 def test_pause_resume_skip_a_date_and_delete(world: World) -> None:

@@ -21,6 +21,7 @@ import pytest
 
 from bot import blockkit, blocks, messages
 from bot.blockkit import Message
+from engine.announcement import NextEvent
 from engine.operation import Operation, OperationPlan, OpKind, OpState, PoolChange, Target
 from engine.policy import ClusterPolicy, Role, approvers
 from engine.pools.base import NodeRemoval, Pool, RestoreRecord
@@ -272,7 +273,7 @@ class Status:
     cluster: str
     pools: list[Pool]
     running: list[Operation]
-    next_event: str | None
+    next_event: NextEvent | None
 
 
 def test_views_with_huge_inputs_stay_within_limits() -> None:
@@ -289,7 +290,9 @@ def test_views_with_huge_inputs_stay_within_limits() -> None:
     ops = [replace(op(state=OpState.RUNNING), id=f"op-{i:08d}") for i in range(100)]
     history = [Entry(NOW, "U0OPS", "drain: evicted", "x" * 500) for _ in range(5_000)]
 
-    assert_within_limits(blocks.status_view(Status("dev-eu", pools, ops, "Fri 19:00")))
+    assert_within_limits(
+        blocks.status_view(Status("dev-eu", pools, ops, NextEvent("sleep", "n" * 63, NOW, "Europe/Berlin")))
+    )
     assert_within_limits(blocks.statuses_view([Status(f"c{i}", pools, ops, None) for i in range(20)]))
     assert_within_limits(blocks.ops_list(ops))
     assert_within_limits(blocks.ops_show(op(error="e" * 5000), history))

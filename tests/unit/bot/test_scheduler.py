@@ -25,7 +25,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from bot.scheduler import MISFIRE_GRACE_SECONDS, SchedulerRunner
 from engine import policy
-from engine.announcement import Announcement
+from engine.announcement import Announcement, NextEvent
 from engine.clock import FakeClock
 from engine.kube.fake import FakeCluster
 from engine.operations import Operations
@@ -167,7 +167,9 @@ def test_start_arms_one_shot_jobs_from_the_table_and_sync_follows_changes(
         f"schedules@{at.isoformat()}" for at in runner.armed()
     }
     assert datetime(2026, 3, 2, 18, 0, tzinfo=UTC) not in runner.armed(), "the paused schedule is disarmed"
-    assert runner.next_event(CLUSTER) == "sleep (batch-days) Sat 09:00 CET, in 4 days 16 h"
+    assert runner.next_event(CLUSTER) == NextEvent(
+        "sleep", "batch-days", datetime(2026, 3, 7, 8, 0, tzinfo=UTC), "Europe/Berlin"
+    )
     runner.stop()
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from engine import policy
+from engine.announcement import NextEvent
 from engine.clock import FakeClock
 from engine.kube import errors
 from engine.kube.fake import FakeCluster
@@ -588,7 +589,7 @@ def test_a_paused_schedule_does_nothing_and_events_while_paused_are_not_run_late
     assert world.schedules.run_due(at(clock, utc(2, 19))) == []
     assert world.schedules.resume("nights", by=OPERATOR, groups=()).ok
     assert world.schedules.startup(at(clock, utc(2, 19, 30))) == [], "the 20:00 sleep happened while paused"
-    assert world.schedules.next_event(CLUSTER, clock.now()) == "wake (nights) Tue 07:00 CET, in 10 h 30 min"
+    assert world.schedules.next_event(CLUSTER, clock.now()) == NextEvent("wake", "nights", utc(3, 6), BERLIN)
     actions = [r.action for r in world.ops.store.audit_rows()]
     assert actions == ["schedule_add", "schedule_pre_approve", "schedule_pause", "schedule_resume"]
 
