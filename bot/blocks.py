@@ -17,7 +17,7 @@ import binascii
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Protocol
 
 from slack_sdk.models.blocks import (
     ButtonElement,
@@ -36,7 +36,16 @@ from engine.advice import ScaleUpAdvice
 from engine.announcement import NextEvent
 from engine.consolidation import Underused
 from engine.durations import format_duration
-from engine.operation import Operation, OperationPlan, OpKind, OpState, drain_rules, emptied_not_removed
+from engine.operation import (
+    Operation,
+    OperationPlan,
+    OperationSummary,
+    OpKind,
+    OpState,
+    PoolSizes,
+    drain_rules,
+    emptied_not_removed,
+)
 from engine.policy import Approvers, Role
 from engine.pools.base import Pool
 
@@ -318,15 +327,17 @@ def blockers_reply(op: Operation, condition: str, *, summary: str = "") -> Messa
 
 def final_reply(op: Operation, text: str = "") -> Message:
     """Duration, pods evicted and force-deleted, nodes removed, pools before → after."""
-    result = op.result
+    summary = op.summary
     b = Builder()
-    b.section(" · ".join([messages.final_heading(op.state), *_result_fields(op, result)]))
+    b.section(" · ".join([messages.final_heading(op.state), *_summary_fields(op, summary)]))
     if not op.requested_by.startswith(("cli:", "schedule:")):
         b.section(messages.finished_for(op.requested_by, op.state))
-    pools = result.get("pools") or {p.pool: [p.before, p.after] for p in op.plan.pools}
-    if isinstance(pools, Mapping) and pools:
+    pools = (summary.pools if summary is not None else None) or {
+        p.pool: PoolSizes(p.before, p.after) for p in op.plan.pools
+    }
+    if pools:
         rows = [f"{'pool':<24} {'before':>6}   {'after':>5}"]
-        rows += [f"{name:<24} {_pair(v)[0]:>6} → {_pair(v)[1]:>5}" for name, v in sorted(pools.items())]
+        rows += [f"{name:<24} {v.before:>6} → {v.after:>5}" for name, v in sorted(pools.items())]
         b.preformatted(rows, max_chars=4_000, reserve=1_000)
     if op.error:
         b.section(f"*Error:* {esc(op.error)}", reserve=500)
@@ -335,34 +346,23 @@ def final_reply(op: Operation, text: str = "") -> Message:
     return b.build(f"final-{op.id}", f"{op.id} {op.state.value}: {text}")
 
 
-def _pair(value: Any) -> tuple[str, str]:
-    if isinstance(value, list | tuple) and len(value) == 2:
-        return str(value[0]), str(value[1])
-    return "?", "?"
-
-
-def _result_fields(op: Operation, result: Mapping[str, Any]) -> list[str]:
-    fields = []
-    seconds = result.get("duration_seconds")
-    if not isinstance(seconds, int | float):
+def _summary_fields(op: Operation, summary: OperationSummary | None) -> list[str]:
+    """The figures of an operation that ended; only its duration when it ended without a summary
+    (rejected, cancelled, failed before its last step)."""
+    if summary is None:
         seconds = (op.updated_at - op.created_at).total_seconds()
-    fields.append(f"*Duration* {format_duration(timedelta(seconds=seconds))}")
-    for key, label in (
-        ("pods_evicted", "Pods evicted"),
-        ("pods_force_deleted", "Force-deleted"),
-        ("nodes_removed", "Nodes removed"),
-        ("nodes_emptied", "Emptied, not removed"),
-    ):
-        value = result.get(key)
-        if isinstance(value, list | tuple):
-            value = len(value)
-        if key == "nodes_emptied" and not value:
-            continue  # only pools that cannot remove nodes say it
-        if isinstance(value, int):
-            fields.append(f"*{label}* {value}")
-    ready = result.get("nodes_ready")
-    if isinstance(ready, list | tuple) and len(ready) == 2 and ready[1] is not None:
-        fields.append(f"*Nodes Ready* {ready[0]}/{ready[1]}")
+        return [f"*Duration* {format_duration(timedelta(seconds=seconds))}"]
+    fields = [
+        f"*Duration* {format_duration(timedelta(seconds=summary.duration_seconds))}",
+        f"*Pods evicted* {summary.pods_evicted}",
+        f"*Force-deleted* {summary.pods_force_deleted}",
+        f"*Nodes removed* {summary.nodes_removed}",
+    ]
+    if summary.nodes_emptied:  # only pools that cannot remove nodes say it
+        fields.append(f"*Emptied, not removed* {summary.nodes_emptied}")
+    if summary.nodes_ready is not None:
+        ready, wanted = summary.nodes_ready
+        fields.append(f"*Nodes Ready* {ready}/{wanted}")
     return fields
 
 

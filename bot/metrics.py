@@ -25,13 +25,13 @@ Label values come from small sets (kinds, states, results, Slack method names an
 schedule names); never user IDs, pod names or anything secret. Free-form values are passed through
 `bot.logs.redact` and shortened, so even a token pasted into a schedule name never shows.
 
-Counting from events: a `ProgressEvent` carries the whole operation, whose `step_data` holds the
+Counting from events: a `ProgressEvent` carries the whole operation, whose `progress.drain` holds the
 drain's running totals (`DrainState`: evictions, failures per pod with their attempt count) and the
 force-deleted pods. Metrics count the *growth* of those totals between two events of an operation,
 so an event that is skipped or coalesced loses nothing. The first event seen of an operation sets
 the baseline: a fresh operation is first seen before any eviction, and an operation resumed after
 a restart is not counted twice for what the previous process already counted. Result "gone" (the
-pod disappeared before its eviction) is not in `step_data`, so it stays at zero until the engine
+pod disappeared before its eviction) is not in the progress, so it stays at zero until the engine
 records it.
 """
 
@@ -40,7 +40,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import threading
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -51,8 +50,7 @@ from slack_sdk.errors import SlackApiError
 from bot.logs import redact
 from bot.sender import SenderMetrics, SlackApi
 from engine.kube import errors as kube_errors
-from engine.model import parse_time
-from engine.operation import OpKind, OpState, ProgressEvent
+from engine.operation import DrainProgress, OpKind, OpState, ProgressEvent
 from engine.report import COMPLETED
 
 EvictionResult = Literal["evicted", "pdb_blocked", "rate_limited", "multi_pdb", "gone", "error"]
@@ -185,17 +183,17 @@ class Metrics:
                 return  # a late duplicate of an operation already counted to its end
             totals = self._totals.get(op.id)
             if totals is None:
-                totals = self._baseline(op.step_data)
+                totals = self._baseline(op.progress.drain)
                 self._totals[op.id] = totals
                 while len(self._totals) > MAX_TRACKED_OPERATIONS:
                     self._totals.popitem(last=False)
             if op.state not in totals.states:
                 totals.states.add(op.state)
                 self.operations.labels(op.kind.value, op.state.value).inc()
-            self._count_drain(op.step_data, totals)
+            self._count_drain(op.progress.drain, totals)
             if event.kind == "phase" and event.text == COMPLETED and not totals.drain_observed:
                 totals.drain_observed = True
-                started = _drain_started(op.step_data)
+                started = op.progress.drain.state.started_at if op.progress.drain.state else None
                 if started is not None:
                     self.drain_duration.observe(max(0.0, (op.updated_at - started).total_seconds()))
             if event.final:
@@ -207,27 +205,26 @@ class Metrics:
                 while len(self._finished) > MAX_TRACKED_OPERATIONS:
                     self._finished.popitem(last=False)
 
-    def _baseline(self, step_data: Mapping[str, Any]) -> _Totals:
-        drain = _mapping(step_data.get("drain"))
+    def _baseline(self, drain: DrainProgress) -> _Totals:
+        state = drain.state
         return _Totals(
-            evicted=_int(drain.get("evicted_total")),
-            attempts={uid: _int(f.get("attempts")) for uid, f in _failures(drain).items()},
-            force_deleted=len(step_data.get("force_deleted") or ()),
+            evicted=state.evicted_total if state else 0,
+            attempts={uid: f.attempts for uid, f in state.failures.items()} if state else {},
+            force_deleted=len(drain.force_deleted),
         )
 
-    def _count_drain(self, step_data: Mapping[str, Any], totals: _Totals) -> None:
-        drain = _mapping(step_data.get("drain"))
-        evicted = _int(drain.get("evicted_total"))
+    def _count_drain(self, drain: DrainProgress, totals: _Totals) -> None:
+        state = drain.state
+        evicted = state.evicted_total if state else 0
         if evicted > totals.evicted:
             self.evictions.labels("evicted").inc(evicted - totals.evicted)
         totals.evicted = max(totals.evicted, evicted)
-        for uid, failure in _failures(drain).items():
-            attempts = _int(failure.get("attempts"))
-            grown = attempts - totals.attempts.get(uid, 0)
+        for uid, failure in (state.failures if state else {}).items():
+            grown = failure.attempts - totals.attempts.get(uid, 0)
             if grown > 0:
-                self.evictions.labels(eviction_result(str(failure.get("key") or ""))).inc(grown)
-                totals.attempts[uid] = attempts
-        forced = len(step_data.get("force_deleted") or ())
+                self.evictions.labels(eviction_result(failure.key)).inc(grown)
+                totals.attempts[uid] = failure.attempts
+        forced = len(drain.force_deleted)
         if forced > totals.force_deleted:
             self.force_deleted.inc(forced - totals.force_deleted)
             totals.force_deleted = forced
@@ -291,28 +288,6 @@ class InstrumentedSlackApi:
             raise
         self._metrics.observe_slack_call(api_method, "ok")
         return response
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _failures(drain: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-    return {str(uid): f for uid, f in _mapping(drain.get("failures")).items() if isinstance(f, Mapping)}
-
-
-def _int(value: Any) -> int:
-    try:
-        return int(value or 0)
-    except (TypeError, ValueError):
-        return 0
-
-
-def _drain_started(step_data: Mapping[str, Any]) -> datetime | None:
-    try:
-        return parse_time(_mapping(step_data.get("drain")).get("started_at"))
-    except (TypeError, ValueError):
-        return None
 
 
 DEFAULT = Metrics()

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from engine.drain_state import DrainState
 from engine.pools.base import NodeRemoval
 from engine.reasons import Reason
 
@@ -356,6 +357,150 @@ class OperationPlan:
         return f"{len(self.pools)} pools, {before} nodes → {after}"
 
 
+# -- what the steps remember, and what an operation ended with ------------------------------------
+#
+# Written by the runner's steps, read by the renderers (Slack, CLI), the schedules and the metrics.
+# Persisted with msgspec (`engine.store`); a field added later needs a default, so older rows read.
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    """What a failed or cancelled drain gave back: nodes it uncordoned, and those cordoned before it."""
+
+    uncordoned: tuple[str, ...] = ()
+    kept_cordoned: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DrainProgress:
+    """The drain of an operation's nodes: cordon, passes, phase 2 of a full zero-scale."""
+
+    state: DrainState | None = None
+    """None before the cordon (and, in a consolidation, between two nodes)."""
+    phase1_started_at: datetime | None = None
+    """The latest cordon: the 5-minute window of phase 1 and the settle time count from it."""
+    evicted: int = 0
+    last_message: str | None = None
+    """The last condition message reported, so an unchanged report is not posted again (None: no
+    report yet; "" is the message of a completed drain)."""
+    timeouts_reported: tuple[str, ...] = ()
+    """Pools whose nodeDrainTimeout expired and was reported."""
+    force_withdrawn: str = ""
+    """Why phase 2 was withdrawn ("" while it still applies)."""
+    force_deleted: tuple[str, ...] = ()
+    """`namespace/name` of each pod phase 2 force-deleted."""
+    force_unconfirmed: tuple[str, ...] = ()
+    released: Released | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RemovalProgress:
+    """Removal of the drained nodes, and the check that every pool reached its target."""
+
+    joined: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Pool → nodes that joined it while it went to zero (drained too)."""
+    join_rounds: int = 0
+    pool_changes: tuple[str, ...] = ()
+    """Sentences about pools that changed during the operation."""
+    nodes_removed: int = 0
+    nodes_emptied: int = 0
+    removed_at: datetime | None = None
+    target_refused: Mapping[str, str] = field(default_factory=dict)
+    """Pool → why its provider refused the target size."""
+    verify: tuple[str, ...] = ()
+    """What the last check found not at its target."""
+    hooks_reported: str = ""
+    detach_started_at: datetime | None = None
+    detach_reported: str = ""
+    detach_expired: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadCount:
+    available: int
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class WakeProgress:
+    """Pools resized up, nodes waited for, workloads restored."""
+
+    resized_at: datetime | None = None
+    ready: int | None = None
+    wanted: int | None = None
+    """None until the first look at the nodes (a workloads-only wake never looks)."""
+    provisioned: int | None = None
+    """Nodes provisioned from demand (Karpenter); None when no pool sizes itself so."""
+    not_ready: tuple[str, ...] = ()
+    """What was still not Ready when the wait timed out."""
+    kept_cordoned: tuple[str, ...] = ()
+    """Nodes back in their pool that stay cordoned: someone else had cordoned them before scalebot
+    emptied them."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadsProgress:
+    headline: str = ""
+    """The sleep's or wake's report headline ("61/61 workloads restored"); "" before it ran."""
+    available: WorkloadCount | None = None
+    """After a wake: Deployments and StatefulSets available again."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConsolidationProgress:
+    """A consolidation goes node by node: the one being drained, those done and those skipped."""
+
+    current: str = ""
+    removed: tuple[str, ...] = ()
+    skipped: Mapping[str, str] = field(default_factory=dict)
+    """Node → why it was skipped (its pods no longer fit elsewhere, the pool at its minimum)."""
+    evicted_before: int = 0
+    """Pods evicted from the nodes already removed."""
+
+
+@dataclass(frozen=True, slots=True)
+class OperationProgress:
+    """Everything an operation's steps remember between calls (and across restarts)."""
+
+    drain: DrainProgress = DrainProgress()
+    removal: RemovalProgress = RemovalProgress()
+    wake: WakeProgress = WakeProgress()
+    workloads: WorkloadsProgress = WorkloadsProgress()
+    consolidation: ConsolidationProgress = ConsolidationProgress()
+    provider_progress: Mapping[str, str] = field(default_factory=dict)
+    """Pool → its provider's own progress line, as last reported."""
+    last_error: str = ""
+    step_failures: int = 0
+    """Consecutive failed attempts of the current step (API errors), for the retry backoff."""
+
+
+@dataclass(frozen=True, slots=True)
+class PoolSizes:
+    before: int
+    after: int
+
+
+@dataclass(frozen=True, slots=True)
+class OperationSummary:
+    """What an operation ended with: the final message's figures, for Slack, the CLI and schedules."""
+
+    duration_seconds: int
+    pods_evicted: int = 0
+    pods_force_deleted: int = 0
+    nodes_removed: int = 0
+    nodes_emptied: int = 0
+    pools: Mapping[str, PoolSizes] = field(default_factory=dict)
+    workloads: WorkloadCount | None = None
+    """Workloads available after a wake."""
+    nodes_ready: tuple[int, int] | None = None
+    """(Ready, wanted) after a wake or scale-up."""
+    nodes_provisioned: int | None = None
+    removed: tuple[str, ...] = ()
+    """Consolidation: the nodes removed."""
+    skipped: Mapping[str, str] = field(default_factory=dict)
+    """Consolidation: node → why it stayed."""
+
+
 @dataclass(frozen=True, slots=True)
 class Operation:
     id: str
@@ -369,14 +514,15 @@ class Operation:
     channel: str = ""
     step: str = ""
     """The current step of the state machine (see engine.runner)."""
-    step_data: Mapping[str, Any] = field(default_factory=dict)
+    progress: OperationProgress = OperationProgress()
     approval_id: str = ""
     approvals_required: int = 0
     expires_at: datetime | None = None
     message_ts: str = ""
     """The Slack message this operation is rendered into (card, then progress)."""
     thread_ts: str = ""
-    result: Mapping[str, Any] = field(default_factory=dict)
+    summary: OperationSummary | None = None
+    """Set when the operation ended (succeeded, or failed after its last step)."""
     error: str = ""
     initiated_by: tuple[str, ...] = ()
     """`requested_by` and everyone it acts on behalf of: none of them may approve it (unless the

@@ -11,7 +11,7 @@ that the runner persists before anything else happens):
 - `record` writes the sizes to restore to SQLite AND to the pool objects before the first change
   (a zero-scale or a scheduled sleep only: a deliberate scale is the size wake keeps).
 - `drain` runs ONE drain pass per invocation and asks to be called again after a wait; its
-  `DrainState` and the phase-1 start live in `step_data`, so the 5-minute window and drain
+  `DrainState` and the phase-1 start live in the operation's `progress`, so the 5-minute window and drain
   timeouts survive restarts (a restart at 4:00 into phase 1 reaches phase 2 one minute later).
 - `force` (only when every pool of the cluster goes to 0): DELETE with grace 0 whatever is
   left, recording each pod and why.
@@ -59,15 +59,21 @@ from engine.durations import format_duration
 from engine.kube import events as kube_events
 from engine.kube.api import KubeApi, RateLimitedApi, SchedulingApi
 from engine.kube.errors import KubeError
-from engine.model import parse_time
 from engine.operation import (
+    ConsolidationProgress,
     Operation,
     OperationPlan,
+    OperationProgress,
+    OperationSummary,
     OpKind,
     OpState,
     PoolChange,
+    PoolSizes,
     ProgressEvent,
     ProgressKind,
+    Released,
+    WorkloadCount,
+    WorkloadsProgress,
     emptied_not_removed,
     format_seconds,
 )
@@ -147,13 +153,13 @@ class ClusterHandle:
 class StepResult:
     next_step: str | None = None
     """The step to run next; None to run the same step again (after `wait`)."""
-    data: dict[str, Any] = field(default_factory=dict)
-    """Merged into the operation's step_data."""
+    progress: OperationProgress | None = None
+    """The operation's progress from now on (built from the one the step read); None: unchanged."""
     wait: float = 0.0
     state: OpState | None = None
     events: list[tuple[ProgressKind, str, str]] = field(default_factory=list)
     """(kind, text, condition message) to emit once the result is persisted."""
-    result: dict[str, Any] = field(default_factory=dict)
+    summary: OperationSummary | None = None
     error: str = ""
 
 
@@ -522,7 +528,7 @@ class Runner:
         handle = self.clusters[op.target.cluster]
         step = op.step or _first_step(op)
         fn = _STEPS[step]
-        failures = int(op.step_data.get("step_failures") or 0)
+        failures = op.progress.step_failures
         try:
             result = fn(self, replace(op, step=step), handle)
         except KubeError as exc:
@@ -541,10 +547,12 @@ class Runner:
                 extra={"operation": op.id},
             )
             return StepResult(
-                next_step=step, wait=wait, data={"last_error": str(exc), "step_failures": failures}
+                next_step=step,
+                wait=wait,
+                progress=replace(op.progress, last_error=str(exc), step_failures=failures),
             )
         if failures:
-            result.data.setdefault("step_failures", 0)
+            result.progress = replace(result.progress or op.progress, step_failures=0)
         return result
 
     def _persist(self, op: Operation, result: StepResult) -> Operation:
@@ -555,10 +563,10 @@ class Runner:
         new = replace(
             op,
             step=step,
-            step_data={**op.step_data, **result.data},
+            progress=result.progress or op.progress,
             state=result.state or op.state,
             updated_at=now,
-            result={**op.result, **result.result},
+            summary=result.summary or op.summary,
             error=result.error or op.error,
         )
         with self.store.fenced(op.id, self._tokens[op.id]):
@@ -589,10 +597,10 @@ class Runner:
         cordoned before the operation stay cordoned (only our taint goes), and the message names
         them. After the drain (remove, verify) the nodes are being removed: nothing to give back.
         """
-        data = {**op.step_data, **result.data}.get("drain")
-        if not data or op.step not in ("cordon", "drain"):
+        progress = result.progress or op.progress
+        state = progress.drain.state
+        if state is None or op.step not in ("cordon", "drain"):
             return result
-        state = drain.DrainState.from_json(data)
         handle = self.clusters[op.target.cluster]
         uncordoned = drain.uncordon_nodes(
             handle.api, drained_nodes(op), keep_cordoned=state.already_cordoned, executor=self._evictions
@@ -605,8 +613,9 @@ class Runner:
             events[-1] = (kind, f"{text}\n{note}", condition)
         else:
             events.append(("final", f"Failed: {result.error}\n{note}", ""))
-        released = {"uncordoned": list(uncordoned), "kept_cordoned": kept}
-        return replace(result, events=events, data={**result.data, "released": released})
+        released = Released(uncordoned=tuple(uncordoned), kept_cordoned=tuple(kept))
+        progress = replace(progress, drain=replace(progress.drain, released=released))
+        return replace(result, events=events, progress=progress)
 
     def _cancel(self, op: Operation) -> None:
         cancelled = self._give_back_nodes(
@@ -634,9 +643,9 @@ def drained_nodes(op: Operation) -> tuple[str, ...]:
     going to zero while it ran (a zero-scale drains them too rather than leave them running).
     A consolidation drains one node at a time: the one its last fit check chose."""
     if op.kind is OpKind.CONSOLIDATE:
-        current = op.step_data.get("current")
-        return (str(current),) if current else ()
-    joined = op.step_data.get("joined") or {}
+        current = op.progress.consolidation.current
+        return (current,) if current else ()
+    joined = op.progress.removal.joined
     return tuple(sorted({*op.plan.nodes, *(n for names in joined.values() for n in names)}))
 
 
@@ -728,7 +737,7 @@ def step_cordon(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
         chosen = [n for n in change.nodes_to_remove if n in nodes]
         if chosen:
             h.pools.prepare_removal(change.pool, chosen)
-    saved = op.step_data.get("drain")
+    saved = op.progress.drain.state
     already = drain.cordon_nodes(h.api, nodes, now=now, executor=runner._evictions)
     for node in nodes:
         ref = kube_events.ObjectRef.node(node)
@@ -739,16 +748,23 @@ def step_cordon(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     if saved:
         # A repeat (after a crash, or for nodes that joined a pool going to zero): keep the drain's
         # history; a node cordoned by someone else before we reached it stays theirs.
-        previous = drain.DrainState.from_json(saved)
-        state = replace(previous, already_cordoned=previous.already_cordoned | already)
+        state = replace(saved, already_cordoned=saved.already_cordoned | already)
     else:
         state = drain.DrainState(started_at=now, already_cordoned=already)
     n = len(nodes)
     return StepResult(
         next_step="drain",
-        data={"drain": state.to_json(), "phase1_started_at": now.isoformat()},
+        progress=replace(op.progress, drain=replace(op.progress.drain, state=state, phase1_started_at=now)),
         events=[("phase", f"Cordoned {n} node{'s' if n != 1 else ''}; draining", "")],
     )
+
+
+def _drain_state(op: Operation) -> drain.DrainState:
+    """The drain's state, which the cordon step writes before any step that reads it."""
+    state = op.progress.drain.state
+    if state is None:
+        raise RuntimeError(f"operation {op.id} reached {op.step} without a drain state")
+    return state
 
 
 def _options(op: Operation) -> filters.DrainOptions:
@@ -763,7 +779,7 @@ def _options(op: Operation) -> filters.DrainOptions:
 
 def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     now = runner.clock.now()
-    state = drain.DrainState.from_json(op.step_data["drain"])
+    state = _drain_state(op)
 
     def progress(answered: int, due: int) -> None:
         # The status line only (a "report" without a condition): no thread reply, and the Slack
@@ -792,18 +808,22 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     # The feed wakes the runner once the pods left terminating are gone (the tail of a drain).
     feed.await_gone(result.awaiting)
     message = result.report.condition_message()
-    data: dict[str, Any] = {"drain": result.state.to_json(), "evicted": result.state.evicted_total}
-    if reported:
-        data["drain_timeouts"] = reported
+    drained = replace(
+        op.progress.drain,
+        state=result.state,
+        evicted=result.state.evicted_total,
+        timeouts_reported=tuple(reported),
+    )
     events: list[tuple[ProgressKind, str, str]] = list(timeout_events)
-    if message != op.step_data.get("last_message"):
-        data["last_message"] = message
+    if message != op.progress.drain.last_message:
+        drained = replace(drained, last_message=message)
         events.append(("report", result.report.summary_line(), message))
+    data = replace(op.progress, drain=drained)
     # An empty node settles like a drained one (from the drain's start when nothing was evicted).
     # (From the latest cordon, too: nodes that joined a pool going to zero settle like the others.)
-    started = parse_time(op.step_data.get("phase1_started_at")) or state.started_at
+    started = op.progress.drain.phase1_started_at or state.started_at
     # Phase 2 is withdrawn when "every pool goes to zero" no longer holds as it would start.
-    forcing = op.plan.force_phase and not op.step_data.get("force_withdrawn")
+    forcing = op.plan.force_phase and not op.progress.drain.force_withdrawn
     timeout = runner.settings.drain_timeout
     deadline: datetime | None = None
     if forcing:
@@ -827,7 +847,7 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
         error = "; ".join(f"node {node}: {reason}" for node, reason in sorted(refused.items()))
         _record_nodes(runner, op, kube_events.DRAIN_FAILED, f"{error} (operation {op.id})", warning=True)
         return StepResult(
-            data=data,
+            progress=data,
             state=OpState.FAILED,
             error=error,
             events=[*events, ("final", f"Failed: {error}", message)],
@@ -838,20 +858,20 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
         _record_nodes(runner, op, kube_events.DRAINED, f"Drain completed (operation {op.id})")
         if done is None:
             return StepResult(
-                data=data,
+                progress=data,
                 state=OpState.SUCCEEDED,
                 events=[*events, _final(op, data, now)],
-                result=_summary(op, data, now),
+                summary=_summary(op, data, now),
             )
-        return StepResult(next_step=done, data=data, events=events)
+        return StepResult(next_step=done, progress=data, events=events)
     if forcing and decision.deadline_reached:
         withdrawn = _why_not_force(op, h, now)
         if withdrawn:
             # Another pool woke or grew during phase 1: forcing now would kill pods the cluster
             # still runs elsewhere for. Fall back to the standard drain (its timeout applies).
-            data["force_withdrawn"] = withdrawn
+            data = replace(data, drain=replace(data.drain, force_withdrawn=withdrawn))
             text = f"Phase 2 withdrawn: {withdrawn}; draining without force"
-            return StepResult(data=data, wait=0.5, events=[*events, ("phase", text, "")])
+            return StepResult(progress=data, wait=0.5, events=[*events, ("phase", text, "")])
         events.append(
             (
                 "phase",
@@ -860,18 +880,18 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
                 "",
             )
         )
-        return StepResult(next_step="force", data=data, events=events)
+        return StepResult(next_step="force", progress=data, events=events)
     if not forcing and timeout is not None and decision.deadline_reached:
         error = f"drain did not complete within {format_duration(timeout)}"
         _record_nodes(runner, op, kube_events.DRAIN_FAILED, f"{error} (operation {op.id})", warning=True)
         return StepResult(
-            data=data,
+            progress=data,
             state=OpState.FAILED,
             error=error,
             events=[*events, ("final", f"Failed: {error}\n{message}", message)],
         )
     # From the clock after the pass: a pass that evicted for minutes has used up part of the wait.
-    return StepResult(data=data, wait=decision.wait_seconds(runner.clock.now()), events=events)
+    return StepResult(progress=data, wait=decision.wait_seconds(runner.clock.now()), events=events)
 
 
 def _drain_timeouts(
@@ -883,7 +903,7 @@ def _drain_timeouts(
         for c in op.plan.pools
         if c.drain_timeout_seconds and now >= started + timedelta(seconds=c.drain_timeout_seconds)
     ]
-    reported = list(op.step_data.get("drain_timeouts") or [])
+    reported = list(op.progress.drain.timeouts_reported)
     events: list[tuple[ProgressKind, str, str]] = []
     for change in expired:
         if change.pool not in reported:
@@ -975,7 +995,7 @@ def step_force(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     finished by itself: it is named, not counted.
     """
     now = runner.clock.now()
-    state = drain.DrainState.from_json(op.step_data["drain"])
+    state = _drain_state(op)
     failures = {uid: f.key for uid, f in state.failures.items()}
     ctx = filters.DrainContext(
         # Phase 2 removes everything left, opt-outs included: that is what its approval was for.
@@ -1033,21 +1053,23 @@ def step_force(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     # Force-deleted: the pods whose DELETE the server accepted, in this attempt or an earlier one,
     # and those an interrupted attempt meant to delete, gone unconfirmed, that nothing else was
     # deleting. One that was already terminating may have finished by itself: named, not counted.
-    previous = list(op.step_data.get("force_deleted") or [])
+    previous = list(op.progress.drain.force_deleted)
     gone = audited - confirmed - {p.key for p in remaining}
     keys = sorted({*previous, *confirmed, *(p.key for p in forced), *(gone - self_going)})
     unconfirmed = sorted(gone - set(keys))
     text = f"Phase 2: force-deleted {len(keys)} Pod{'s' if len(keys) != 1 else ''} with grace 0"
     if keys:
         text += ": " + ", ".join(keys[:10]) + (f", ... ({len(keys) - 10} more)" if len(keys) > 10 else "")
-    data: dict[str, Any] = {"force_deleted": keys}
+    forced_progress = replace(op.progress.drain, force_deleted=tuple(keys))
     if unconfirmed:
-        data["force_unconfirmed"] = unconfirmed
+        forced_progress = replace(forced_progress, force_unconfirmed=tuple(unconfirmed))
         text += (
             "; not counted (already terminating, gone before a restart could confirm scalebot's "
             f"DELETE): {', '.join(unconfirmed[:10])}"
         )
-    return StepResult(next_step="remove", data=data, events=[("phase", text, "")])
+    return StepResult(
+        next_step="remove", progress=replace(op.progress, drain=forced_progress), events=[("phase", text, "")]
+    )
 
 
 FORCE_DELETED_ACTION = "force_deleted_pod"
@@ -1069,7 +1091,7 @@ def step_remove(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
       target size (Cluster API then deletes, and drains, the extra Machines itself); a provider
       that cannot shrink by a size (a label pool) makes the operation fail with the reason.
     """
-    joined: dict[str, list[str]] = {k: list(v) for k, v in (op.step_data.get("joined") or {}).items()}
+    joined: dict[str, list[str]] = {k: list(v) for k, v in op.progress.removal.joined.items()}
     shrinking = [c for c in op.plan.pools if c.nodes_to_remove or c.after < c.before]
     again = _drain_newcomers(op, h, shrinking, joined)
     if again is not None:
@@ -1112,16 +1134,18 @@ def step_remove(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
         text += f"; emptied {emptied} node{'s' if emptied != 1 else ''} without removing them"
     if notes:
         text += "; " + "; ".join(notes) + "; target size set"
-    data: dict[str, Any] = {
-        "nodes_removed": removed,
-        "nodes_emptied": emptied,
-        "removed_at": runner.clock.now().isoformat(),
-    }
+    removal = replace(
+        op.progress.removal, nodes_removed=removed, nodes_emptied=emptied, removed_at=runner.clock.now()
+    )
     if notes:
-        data["pool_changes"] = _changes(op, notes)
+        removal = replace(removal, pool_changes=_changes(op, notes))
     if refused:
-        data["target_refused"] = refused
-    return StepResult(next_step="verify", data=data, events=[*events, ("phase", text, "")])
+        removal = replace(removal, target_refused=refused)
+    return StepResult(
+        next_step="verify",
+        progress=replace(op.progress, removal=removal),
+        events=[*events, ("phase", text, "")],
+    )
 
 
 def _drain_newcomers(
@@ -1139,7 +1163,7 @@ def _drain_newcomers(
                 newcomers[change.pool] = new
     if not newcomers:
         return None
-    rounds = int(op.step_data.get("join_rounds") or 0) + 1
+    rounds = op.progress.removal.join_rounds + 1
     what = "; ".join(f"{p}: {', '.join(n)}" for p, n in sorted(newcomers.items()))
     if rounds > MAX_JOIN_ROUNDS:
         error = f"pools kept gaining nodes while going to zero ({what}); is an autoscaler growing them?"
@@ -1147,22 +1171,26 @@ def _drain_newcomers(
     for pool_name, names in newcomers.items():
         joined[pool_name] = sorted({*joined.get(pool_name, ()), *names})
     text = f"Nodes joined pools going to zero during the operation ({what}): draining them too"
+    removal = replace(
+        op.progress.removal,
+        joined={pool: tuple(names) for pool, names in joined.items()},
+        join_rounds=rounds,
+        pool_changes=_changes(op, [text]),
+    )
     return StepResult(
-        next_step="cordon",
-        data={"joined": joined, "join_rounds": rounds, "pool_changes": _changes(op, [text])},
-        events=[("phase", text, "")],
+        next_step="cordon", progress=replace(op.progress, removal=removal), events=[("phase", text, "")]
     )
 
 
-def _changes(op: Operation, notes: Sequence[str]) -> list[str]:
-    return [*(op.step_data.get("pool_changes") or ()), *notes]
+def _changes(op: Operation, notes: Sequence[str]) -> tuple[str, ...]:
+    return (*op.progress.removal.pool_changes, *notes)
 
 
 def step_verify(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     """Every pool at its target, within `verify_timeout` of the removal; else fail with the reason."""
     now = runner.clock.now()
     wrong = []
-    refused = op.step_data.get("target_refused") or {}
+    refused = op.progress.removal.target_refused
     waiting: list[str] = []
     pools = [h.pools.get_pool(change.pool) for change in op.plan.pools]
     followed, progress = _provider_progress(op, pools)
@@ -1178,18 +1206,17 @@ def step_verify(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
         # Machines with pre-drain hooks: Cluster API runs the hooks, drains and deletes them.
         wrong.extend(waiting)
         text = "Waiting for Cluster API: " + "; ".join(waiting)
-        if text != op.step_data.get("hooks_reported"):
+        if text != op.progress.removal.hooks_reported:
             events.append(("phase", text, ""))
     if not wrong:
         if ends_sleep(op):
             _clear_restore(runner, op, h)
-        data = dict(op.step_data)
         return StepResult(
             state=OpState.SUCCEEDED,
-            events=[*progress, _final(op, data, now)],
-            result=_summary(op, data, now),
+            events=[*progress, _final(op, op.progress, now)],
+            summary=_summary(op, op.progress, now),
         )
-    started = parse_time(op.step_data.get("removed_at")) or now
+    started = op.progress.removal.removed_at or now
     timeout = runner.settings.verify_timeout
     if any(c.pool in refused for c in op.plan.pools) or now >= started + timeout:
         # No wait changes a size the provider refused to set; others had their verify_timeout.
@@ -1198,15 +1225,16 @@ def step_verify(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
             error += f" (after {format_duration(timeout)})"
         return StepResult(
             state=OpState.FAILED,
-            data={"verify": wrong},
+            progress=replace(op.progress, removal=replace(op.progress.removal, verify=tuple(wrong))),
             error=error,
             events=[("final", f"Failed: {error}", "")],
-            result=_summary(op, dict(op.step_data), now),
+            summary=_summary(op, op.progress, now),
         )
-    data = {"verify": wrong, "removed_at": started.isoformat(), "provider_progress": followed}
+    removal = replace(op.progress.removal, verify=tuple(wrong), removed_at=started)
     if waiting:
-        data["hooks_reported"] = "Waiting for Cluster API: " + "; ".join(waiting)
-    return StepResult(wait=5.0, data=data, events=events)
+        removal = replace(removal, hooks_reported="Waiting for Cluster API: " + "; ".join(waiting))
+    data = replace(op.progress, removal=removal, provider_progress=followed)
+    return StepResult(wait=5.0, progress=data, events=events)
 
 
 def _wait_for_volume_detach(
@@ -1218,7 +1246,7 @@ def _wait_for_volume_detach(
     if not wanted:
         return None
     now = runner.clock.now()
-    started = parse_time(op.step_data.get("detach_started_at")) or now
+    started = op.progress.removal.detach_started_at or now
     attached = {
         n.name: n.volumes_attached for n in h.api.list_nodes() if n.name in wanted and n.volumes_attached
     }
@@ -1230,25 +1258,28 @@ def _wait_for_volume_detach(
         else:
             waiting.append(f"{node} ({count} attached)")
     events: list[tuple[ProgressKind, str, str]] = []
-    if expired and op.step_data.get("detach_expired") != expired:
+    if expired and op.progress.removal.detach_expired != tuple(expired):
         text = "nodeVolumeDetachTimeout expired; removing as Cluster API does with volumes still attached: "
         events.append(("phase", text + ", ".join(expired), ""))
     if not waiting:
         return None if not events else _remove_after(events, op, expired)
     text = "Waiting for volumes to detach before removal, as Cluster API does: " + ", ".join(waiting)
-    if op.step_data.get("detach_reported") != text:
+    if op.progress.removal.detach_reported != text:
         events.append(("phase", text, ""))
-    data = {"detach_started_at": started.isoformat(), "detach_reported": text, "detach_expired": expired}
-    return StepResult(wait=2.0, data=data, events=events)
+    removal = replace(
+        op.progress.removal, detach_started_at=started, detach_reported=text, detach_expired=tuple(expired)
+    )
+    return StepResult(wait=2.0, progress=replace(op.progress, removal=removal), events=events)
 
 
 def _remove_after(
     events: list[tuple[ProgressKind, str, str]], op: Operation, expired: list[str]
 ) -> StepResult | None:
     """Report an expired detach timeout once, then come back to the removal."""
-    if op.step_data.get("detach_expired") == expired:
+    if op.progress.removal.detach_expired == tuple(expired):
         return None
-    return StepResult(wait=0.1, data={"detach_expired": expired}, events=events)
+    removal = replace(op.progress.removal, detach_expired=tuple(expired))
+    return StepResult(wait=0.1, progress=replace(op.progress, removal=removal), events=events)
 
 
 def _left_to_controller(change: PoolChange, pool: Pool) -> list[str]:
@@ -1281,7 +1312,7 @@ def step_resize(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     now = runner.clock.now()
     return StepResult(
         next_step="wait_ready",
-        data={"resized_at": now.isoformat()},
+        progress=replace(op.progress, wake=replace(op.progress.wake, resized_at=now)),
         events=[("phase", f"Requested {op.plan.summary()}; waiting for nodes to be Ready", "")],
     )
 
@@ -1325,33 +1356,34 @@ def step_wait_ready(runner: Runner, op: Operation, h: ClusterHandle) -> StepResu
         line += f", {provisioned} provisioned from demand"
         line += f", {pending} pod(s) pending" if pending else ""
     after = "workloads_wake" if op.plan.workloads else "finish"
-    data: dict[str, Any] = {"ready": ready, "wanted": wanted, "provider_progress": followed}
+    woke = replace(op.progress.wake, ready=ready, wanted=wanted)
     kept = sorted(n for pool in pools for n in pool.kept_cordoned)
     if kept:  # back in the pool, but someone else had cordoned them before scalebot emptied them
-        data["kept_cordoned"] = kept
+        woke = replace(woke, kept_cordoned=tuple(kept))
     if provisioned is not None:
-        data["provisioned"] = provisioned
+        woke = replace(woke, provisioned=provisioned)
+    data = replace(op.progress, wake=woke, provider_progress=followed)
     if ready >= wanted and not pending:
-        return StepResult(next_step=after, data=data, events=[*progress, ("phase", line, "")])
-    started = parse_time(op.step_data.get("resized_at")) or now
+        return StepResult(next_step=after, progress=data, events=[*progress, ("phase", line, "")])
+    started = op.progress.wake.resized_at or now
     if now >= started + runner.settings.ready_timeout:
         detail = "; ".join(sorted(not_ready)[:10])
         return StepResult(
             next_step=after,
-            data={**data, "not_ready": sorted(not_ready)},
+            progress=replace(data, wake=replace(woke, not_ready=tuple(sorted(not_ready)))),
             events=[("phase", f"{line} after {format_duration(now - started)}: {detail}", "")],
         )
     events: list[tuple[ProgressKind, str, str]] = list(progress)
-    if (op.step_data.get("ready"), op.step_data.get("wanted")) != (ready, wanted):
+    if (op.progress.wake.ready, op.progress.wake.wanted) != (ready, wanted):
         events.append(("report", line, ""))
-    return StepResult(data=data, wait=2.0, events=events)
+    return StepResult(progress=data, wait=2.0, events=events)
 
 
 def _provider_progress(
     op: Operation, pools: Sequence[Pool]
 ) -> tuple[dict[str, str], list[tuple[ProgressKind, str, str]]]:
     """Each pool's provider progress, and a thread line for each one that changed since the last look."""
-    before = op.step_data.get("provider_progress") or {}
+    before = op.progress.provider_progress
     now = {p.name: p.progress for p in pools if p.progress}
     events: list[tuple[ProgressKind, str, str]] = [
         ("phase", f"pool {name}: {text}", "")
@@ -1379,7 +1411,7 @@ def step_workloads_sleep(runner: Runner, op: Operation, h: ClusterHandle) -> Ste
         text += f"\nNot in the approved plan, left as they are: {', '.join(unapproved)}"
     return StepResult(
         next_step="record" if shrinking else "verify",
-        data={"workloads_report": report.to_dict()},
+        progress=replace(op.progress, workloads=replace(op.progress.workloads, headline=report.headline)),
         events=[("phase", text, "")],
     )
 
@@ -1414,24 +1446,29 @@ def step_workloads_wake(runner: Runner, op: Operation, h: ClusterHandle) -> Step
     report = h.workloads.wake(records or None)
     runner.store.clear_workload_records(h.name)
     available = h.workloads.availability()
-    data = {"workloads_report": report.to_dict(), "workloads": [available.available, available.total]}
+    workloads = WorkloadsProgress(
+        headline=report.headline, available=WorkloadCount(available.available, available.total)
+    )
     return StepResult(
         next_step="finish",
-        data=data,
+        progress=replace(op.progress, workloads=workloads),
         events=[("phase", f"Workloads: {report.headline}; {available.headline}", "")],
     )
 
 
 def step_finish(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     now = runner.clock.now()
-    data = dict(op.step_data)
-    ok = data.get("ready", 0) >= data.get("wanted", 0)
+    wake = op.progress.wake
+    ok = (wake.ready or 0) >= (wake.wanted or 0)
     if op.kind is OpKind.WAKE or (ok and ends_sleep(op)):
         _clear_restore(runner, op, h)
     state = OpState.SUCCEEDED if ok else OpState.FAILED
-    error = "" if ok else f"only {data.get('ready')}/{data.get('wanted')} nodes Ready"
+    error = "" if ok else f"only {wake.ready}/{wake.wanted} nodes Ready"
     return StepResult(
-        state=state, error=error, events=[_final(op, data, now)], result=_summary(op, data, now)
+        state=state,
+        error=error,
+        events=[_final(op, op.progress, now)],
+        summary=_summary(op, op.progress, now),
     )
 
 
@@ -1445,45 +1482,49 @@ def _record_nodes(runner: Runner, op: Operation, reason: str, message: str, *, w
         )
 
 
-def _summary(op: Operation, data: Mapping[str, Any], now: datetime) -> dict[str, Any]:
-    return {
-        "duration_seconds": round((now - op.created_at).total_seconds()),
-        "pods_evicted": int(data.get("evicted") or 0),
-        "pods_force_deleted": len(data.get("force_deleted") or ()),
-        "nodes_removed": int(data.get("nodes_removed") or 0),
-        "nodes_emptied": int(data.get("nodes_emptied") or 0),
-        "pools": {c.pool: [c.before, c.after] for c in op.plan.pools},
-        "workloads": data.get("workloads"),
-        "nodes_ready": [data.get("ready"), data.get("wanted")] if "wanted" in data else None,
-        "nodes_provisioned": data.get("provisioned"),
-    }
+def _summary(op: Operation, data: OperationProgress, now: datetime) -> OperationSummary:
+    wake = data.wake
+    return OperationSummary(
+        duration_seconds=round((now - op.created_at).total_seconds()),
+        pods_evicted=data.drain.evicted,
+        pods_force_deleted=len(data.drain.force_deleted),
+        nodes_removed=data.removal.nodes_removed,
+        nodes_emptied=data.removal.nodes_emptied,
+        pools={c.pool: PoolSizes(c.before, c.after) for c in op.plan.pools},
+        workloads=data.workloads.available,
+        nodes_ready=(wake.ready or 0, wake.wanted) if wake.wanted is not None else None,
+        nodes_provisioned=wake.provisioned,
+    )
 
 
-def _final(op: Operation, data: Mapping[str, Any], now: datetime) -> tuple[ProgressKind, str, str]:
+def _final(op: Operation, data: OperationProgress, now: datetime) -> tuple[ProgressKind, str, str]:
     s = _summary(op, data, now)
-    parts = [f"Completed in {format_duration(timedelta(seconds=s['duration_seconds']))}"]
-    if "wanted" in data:
-        parts.append(f"{data.get('ready')}/{data.get('wanted')} nodes Ready")
-        if data.get("not_ready"):
-            parts.append("not Ready: " + "; ".join(data["not_ready"][:5]))
-    if "workloads" in data:
-        parts.append(f"{data['workloads'][0]}/{data['workloads'][1]} workloads available")
-    elif "workloads_report" in data:
-        parts.append(str(data["workloads_report"].get("headline", "")))
-    if "provisioned" in data:
-        n = int(data["provisioned"])
+    wake = data.wake
+    parts = [f"Completed in {format_duration(timedelta(seconds=s.duration_seconds))}"]
+    if wake.wanted is not None:
+        parts.append(f"{wake.ready}/{wake.wanted} nodes Ready")
+        if wake.not_ready:
+            parts.append("not Ready: " + "; ".join(wake.not_ready[:5]))
+    if data.workloads.available is not None:
+        parts.append(
+            f"{data.workloads.available.available}/{data.workloads.available.total} workloads available"
+        )
+    elif data.workloads.headline:
+        parts.append(data.workloads.headline)
+    if wake.provisioned is not None:
+        n = wake.provisioned
         parts.append(f"{n} node{'s' if n != 1 else ''} provisioned")
     if op.kind is not OpKind.WAKE and op.plan.pools:
-        parts.append(f"{s['pods_evicted']} Pods evicted")
-        parts.append(f"{s['pods_force_deleted']} force-deleted")
-        parts.append(f"{s['nodes_removed']} nodes removed")
-        if s["nodes_emptied"]:
-            parts.append(f"{s['nodes_emptied']} nodes emptied, not removed")
+        parts.append(f"{s.pods_evicted} Pods evicted")
+        parts.append(f"{s.pods_force_deleted} force-deleted")
+        parts.append(f"{s.nodes_removed} nodes removed")
+        if s.nodes_emptied:
+            parts.append(f"{s.nodes_emptied} nodes emptied, not removed")
     if op.plan.pools:
         parts.append("pools " + ", ".join(f"{c.pool} {c.before} → {c.after}" for c in op.plan.pools))
-    parts.extend(data.get("pool_changes") or ())
-    if data.get("kept_cordoned"):
-        names = [str(n) for n in data["kept_cordoned"]]
+    parts.extend(data.removal.pool_changes)
+    if wake.kept_cordoned:
+        names = list(wake.kept_cordoned)
         parts.append(
             f"still cordoned, as they were before scalebot emptied them: {', '.join(names)} "
             f"(`scalebot uncordon {' '.join(names)}` undoes it)"
@@ -1494,22 +1535,19 @@ def _final(op: Operation, data: Mapping[str, Any], now: datetime) -> tuple[Progr
 # -- consolidation -----------------------------------------------------------------------------------
 
 
-def _consolidation_progress(op: Operation) -> tuple[list[str], dict[str, str]]:
-    removed = [str(n) for n in op.step_data.get("removed") or ()]
-    skipped = {str(k): str(v) for k, v in (op.step_data.get("skipped") or {}).items()}
-    return removed, skipped
-
-
 def _pool_of(op: Operation, node: str) -> str:
     return next(c.pool for c in op.plan.pools if node in c.nodes_to_remove)
 
 
 def step_fit(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     """Pick the next node and re-check, on a fresh listing, that its pods still fit elsewhere."""
-    removed, skipped = _consolidation_progress(op)
+    done = op.progress.consolidation
+    removed, skipped = done.removed, done.skipped
     todo = [n for n in op.plan.nodes if n not in removed and n not in skipped]
     if not todo:
-        return StepResult(next_step="consolidated", data={"current": ""})
+        return StepResult(
+            next_step="consolidated", progress=replace(op.progress, consolidation=replace(done, current=""))
+        )
     node = todo[0]
     reason = ""
     pool = h.pools.get_pool(_pool_of(op, node))
@@ -1535,44 +1573,53 @@ def step_fit(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     if reason:
         text = f"Skipped {node}: {reason} (not cordoned, not drained)"
         return StepResult(
-            next_step="fit", data={"skipped": {**skipped, node: reason}}, events=[("phase", text, "")]
+            next_step="fit",
+            progress=replace(op.progress, consolidation=replace(done, skipped={**skipped, node: reason})),
+            events=[("phase", text, "")],
         )
     where = sorted({dest for _, dest in moves})
     text = (
         f"{node}: its {len(moves)} Pod{'s' if len(moves) != 1 else ''} still fit on "
         f"{', '.join(where) or 'the nodes that stay'}; cordoning and draining it"
     )
+    # The next node's drain starts afresh: its own state, and its first report is posted.
+    fresh = replace(op.progress.drain, state=None, last_message="")
     return StepResult(
         next_step="cordon",
-        data={"current": node, "drain": None, "last_message": ""},
+        progress=replace(op.progress, consolidation=replace(done, current=node), drain=fresh),
         events=[("phase", text, "")],
     )
 
 
 def step_remove_node(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
-    node = str(op.step_data["current"])
+    done = op.progress.consolidation
+    node = done.current
+    if not node:
+        raise RuntimeError(f"operation {op.id} reached remove_node without a node to remove")
     pool = _pool_of(op, node)
     h.pools.remove_nodes(pool, (node,))
-    removed, _ = _consolidation_progress(op)
-    evicted = int(op.step_data.get("evicted_before") or 0) + int(op.step_data.get("evicted") or 0)
+    consolidated = ConsolidationProgress(
+        current="",
+        removed=(*done.removed, node),
+        skipped=done.skipped,
+        evicted_before=done.evicted_before + op.progress.drain.evicted,
+    )
     return StepResult(
         next_step="fit",
-        data={
-            "removed": [*removed, node],
-            "current": "",
-            "drain": None,
-            "evicted_before": evicted,
-            "evicted": 0,
-            "nodes_removed": len(removed) + 1,
-        },
+        progress=replace(
+            op.progress,
+            consolidation=consolidated,
+            drain=replace(op.progress.drain, state=None, evicted=0),
+            removal=replace(op.progress.removal, nodes_removed=len(consolidated.removed)),
+        ),
         events=[("phase", f"Removed {node} (pool {pool})", "")],
     )
 
 
 def step_consolidated(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     now = runner.clock.now()
-    removed, skipped = _consolidation_progress(op)
-    evicted = int(op.step_data.get("evicted_before") or 0)
+    removed, skipped = list(op.progress.consolidation.removed), dict(op.progress.consolidation.skipped)
+    evicted = op.progress.consolidation.evicted_before
     parts = [
         f"Completed in {format_duration(now - op.created_at)}",
         f"{len(removed)} of {len(op.plan.nodes)} nodes removed"
@@ -1581,19 +1628,19 @@ def step_consolidated(runner: Runner, op: Operation, h: ClusterHandle) -> StepRe
     ]
     if skipped:
         parts.append("skipped: " + "; ".join(f"{n} ({why})" for n, why in skipped.items()))
-    result = {
-        "duration_seconds": round((now - op.created_at).total_seconds()),
-        "pods_evicted": evicted,
-        "pods_force_deleted": 0,
-        "nodes_removed": len(removed),
-        "removed": removed,
-        "skipped": skipped,
-        "pools": {
-            c.pool: [c.before, c.before - sum(1 for n in removed if n in c.nodes_to_remove)]
+    summary = OperationSummary(
+        duration_seconds=round((now - op.created_at).total_seconds()),
+        pods_evicted=evicted,
+        pods_force_deleted=0,
+        nodes_removed=len(removed),
+        removed=tuple(removed),
+        skipped=skipped,
+        pools={
+            c.pool: PoolSizes(c.before, c.before - sum(1 for n in removed if n in c.nodes_to_remove))
             for c in op.plan.pools
         },
-    }
-    return StepResult(state=OpState.SUCCEEDED, events=[("final", "; ".join(parts), "")], result=result)
+    )
+    return StepResult(state=OpState.SUCCEEDED, events=[("final", "; ".join(parts), "")], summary=summary)
 
 
 _STEPS: dict[str, Step] = {

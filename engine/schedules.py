@@ -261,20 +261,20 @@ class _Run:
 
 def wake_report(op: Operation) -> str:
     """The final line of a scheduled wake: "dev-eu is back: 24/24 nodes Ready, 61/61 workloads
-    available", or what is not back and why. Pure: reads the operation's result and step data."""
+    available", or what is not back and why. Pure: reads the operation's summary and wake progress."""
     cluster = op.target.cluster
-    nodes = op.result.get("nodes_ready") or op.step_data.get("nodes_ready")
-    if not nodes or nodes[0] is None:
+    nodes = op.summary.nodes_ready if op.summary is not None else None
+    if nodes is None:
         return f"{cluster} did not come back: {op.error or op.state.value.replace('_', ' ')}"
-    ready, wanted = int(nodes[0]), int(nodes[1])
+    ready, wanted = nodes
     parts = [f"{ready}/{wanted} nodes Ready"]
     complete = ready >= wanted
-    workloads = op.result.get("workloads")  # [available, total], as the runner's summary writes it
+    workloads = op.summary.workloads if op.summary is not None else None
     if workloads:
-        parts.append(f"{workloads[0]}/{workloads[1]} workloads available")
-        complete = complete and workloads[0] >= workloads[1]
+        parts.append(f"{workloads.available}/{workloads.total} workloads available")
+        complete = complete and workloads.available >= workloads.total
     text = f"{cluster} is {'back' if complete else 'only partly back'}: {', '.join(parts)}"
-    not_ready = list(op.step_data.get("not_ready") or ())
+    not_ready = list(op.progress.wake.not_ready)
     if not complete and not_ready:
         more = f" ... ({len(not_ready) - 5} more)" if len(not_ready) > 5 else ""
         text += "; not Ready: " + "; ".join(not_ready[:5]) + more

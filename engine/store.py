@@ -35,11 +35,28 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import sqlite_utils
 
-from engine.operation import Operation, OperationPlan, OpKind, OpState, Target
+from engine.legacy_records import progress_from_legacy, summary_from_legacy
+from engine.operation import (
+    Operation,
+    OperationPlan,
+    OperationProgress,
+    OperationSummary,
+    OpKind,
+    OpState,
+    Target,
+)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+"""3: the audit rows are hash-chained. 4: an operation's progress and summary are typed records
+(msgspec JSON of `OperationProgress` / `OperationSummary`), no longer free-form objects.
+A database of a newer schema is refused: this version cannot know what the newer one wrote."""
+TYPED_RECORDS_SCHEMA = 4
+_ENCODER = msgspec.json.Encoder(order="deterministic")
+_PROGRESS = msgspec.json.Decoder(OperationProgress)
+_SUMMARY = msgspec.json.Decoder(OperationSummary | None)
 GENESIS_HASH = "0" * 64
 """`prev_hash` of the first audit row."""
 
@@ -250,8 +267,12 @@ class Store:
         self._conn = conn
         self.db = sqlite_utils.Database(conn)
         self._lock = threading.RLock()
-        with self.transaction():
-            self._migrate()
+        try:
+            with self.transaction():
+                self._migrate()
+        except BaseException:
+            conn.close()
+            raise
 
     def close(self) -> None:
         with self._lock:
@@ -294,8 +315,27 @@ class Store:
         if self._conn.in_transaction:
             self._conn.execute("ROLLBACK")
 
+    def schema_version(self) -> int:
+        """The schema the database was written with (0: before the version was recorded)."""
+        if "meta" not in self.db.table_names():
+            return 0
+        row = self._conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        try:
+            return int(row[0]) if row else 0
+        except ValueError as exc:
+            raise StoreError(
+                f"the database {self.path} has an unreadable schema version {row[0]!r}: {_DAMAGED}"
+            ) from exc
+
     def _migrate(self) -> None:
         db = self.db
+        found = self.schema_version()
+        if found > SCHEMA_VERSION:
+            raise StoreError(
+                f"the database {self.path} was written by a newer scalebot (schema {found}; this "
+                f"version reads schema {SCHEMA_VERSION} and older): run the newer scalebot with it, "
+                "or start this one with another file; nothing was changed"
+            )
         if "meta" not in db.table_names():
             db.table("meta").create({"key": str, "value": str}, pk="key")
         db.table("operations").create(
@@ -393,7 +433,21 @@ class Store:
                     f"CREATE TRIGGER IF NOT EXISTS {table}_no_{verb.lower()} BEFORE {verb} ON {table} "
                     f"BEGIN SELECT RAISE(ABORT, '{table} is append-only'); END"
                 )
+        if found < TYPED_RECORDS_SCHEMA:
+            self._migrate_operation_records()
         db.table("meta").upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
+
+    def _migrate_operation_records(self) -> None:
+        """Schema 4: each operation's free-form progress and result objects become typed records."""
+        for op_id, step_data, result in self._conn.execute(
+            "SELECT id, step_data, result FROM operations"
+        ).fetchall():
+            progress = progress_from_legacy(json.loads(step_data or "{}"))
+            summary = summary_from_legacy(json.loads(result or "{}"))
+            self._conn.execute(
+                "UPDATE operations SET step_data = ?, result = ? WHERE id = ?",
+                (_encode(progress), _encode(summary), op_id),
+            )
 
     def _add_columns(self, table: str, columns: Mapping[str, type]) -> None:
         existing = self.db.table(table).columns_dict
@@ -1136,6 +1190,10 @@ def _row_to_occurrence(row: Mapping[str, Any]) -> StoredOccurrence:
     )
 
 
+def _encode(record: OperationProgress | OperationSummary | None) -> str:
+    return _ENCODER.encode(record).decode()
+
+
 def _op_to_row(op: Operation) -> dict[str, Any]:
     return {
         "id": op.id,
@@ -1150,13 +1208,13 @@ def _op_to_row(op: Operation) -> dict[str, Any]:
         "plan": json.dumps(op.plan.to_json(), sort_keys=True),
         "plan_hash": op.plan.plan_hash,
         "step": op.step,
-        "step_data": json.dumps(dict(op.step_data), sort_keys=True),
+        "step_data": _encode(op.progress),
         "approval_id": op.approval_id,
         "approvals_required": op.approvals_required,
         "expires_at": op.expires_at.isoformat() if op.expires_at else "",
         "message_ts": op.message_ts,
         "thread_ts": op.thread_ts,
-        "result": json.dumps(dict(op.result), sort_keys=True),
+        "result": _encode(op.summary),
         "error": op.error,
         "initiated_by": json.dumps(list(op.initiated_by)),
     }
@@ -1174,13 +1232,13 @@ def _row_to_op(row: Mapping[str, Any]) -> Operation:
         plan=OperationPlan.from_json(json.loads(row["plan"])),
         channel=row["channel"] or "",
         step=row["step"] or "",
-        step_data=json.loads(row["step_data"] or "{}"),
+        progress=_PROGRESS.decode(row["step_data"] or "{}"),
         approval_id=row["approval_id"] or "",
         approvals_required=int(row["approvals_required"] or 0),
         expires_at=datetime.fromisoformat(row["expires_at"]) if row["expires_at"] else None,
         message_ts=row["message_ts"] or "",
         thread_ts=row["thread_ts"] or "",
-        result=json.loads(row["result"] or "{}"),
+        summary=_SUMMARY.decode(row["result"] or "null"),
         error=row["error"] or "",
         initiated_by=tuple(json.loads(row.get("initiated_by") or "[]")),
     )

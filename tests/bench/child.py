@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import msgspec
 import orjson
 from kubernetes.client import rest as k8s_rest
 
@@ -372,8 +373,8 @@ def mode_zero(args: argparse.Namespace) -> dict[str, Any]:
             "state": op.state.value,
             "step": op.step,
             "error": op.error,
-            "result": op.result,
-            "force_deleted": len(op.step_data.get("force_deleted") or ()),
+            "result": msgspec.to_builtins(op.summary),
+            "force_deleted": len(op.progress.drain.force_deleted),
             "plan": {
                 "nodes": len(plan.nodes),
                 "pools": len(plan.pools),

@@ -297,14 +297,17 @@ def test_a_node_whose_pods_no_longer_fit_when_its_turn_comes_is_skipped_not_cord
         running = replace(op, state=OpState.RUNNING, step="fit")
         first = runner.step_fit(ops.runner, running, handle)
         node = op.plan.nodes[0]
-        assert first.next_step == "fit" and list(first.data["skipped"]) == [node]
-        assert "no longer fits on the nodes that stay" in first.data["skipped"][node]
+        assert first.progress is not None
+        skipped = first.progress.consolidation.skipped
+        assert first.next_step == "fit" and list(skipped) == [node]
+        assert "no longer fits on the nodes that stay" in skipped[node]
         assert first.events[0][1].startswith(f"Skipped {node}: ")
         # The skipped node stays, so it is room again: the second node's pods fit there now.
-        second = runner.step_fit(ops.runner, replace(running, step_data=first.data), handle)
-        assert second.next_step == "cordon" and second.data["current"] == op.plan.nodes[1]
+        second = runner.step_fit(ops.runner, replace(running, progress=first.progress), handle)
+        assert second.progress is not None
+        assert second.next_step == "cordon" and second.progress.consolidation.current == op.plan.nodes[1]
         assert f"still fit on {node}" in second.events[0][1]
-        final = runner.step_consolidated(ops.runner, replace(running, step_data=first.data), handle)
+        final = runner.step_consolidated(ops.runner, replace(running, progress=first.progress), handle)
         assert final.state is OpState.SUCCEEDED
         assert f"0 of 2 nodes removed; 0 Pods evicted; skipped: {node} (" in final.events[-1][1]
         # Nothing was cordoned, drained or removed.

@@ -126,7 +126,7 @@ def test_full_zero_scale_forces_blockers_in_phase_two_and_wake_restores(
     conditions = [e.condition for e in events if e.condition]
     assert any("The disruption budget web-pdb needs 4 healthy pods" in c for c in conditions)
     assert any("Pods waiting for completion:" in c and "notebook" in c for c in conditions)
-    forced = op.step_data["force_deleted"]
+    forced = op.progress.drain.force_deleted
     assert sum(p.startswith(f"{namespace}/web-") for p in forced) == 4
     assert sum(p.startswith(f"{namespace}/notebook-") for p in forced) == 1
     all_nodes = [n for names in made.values() for n in names]
@@ -136,7 +136,7 @@ def test_full_zero_scale_forces_blockers_in_phase_two_and_wake_restores(
 
     woken = run(ops, request(OpKind.WAKE))
     assert woken.state is OpState.SUCCEEDED, woken.error
-    assert woken.result["nodes_ready"] == [4, 4]
+    assert woken.summary.nodes_ready == (4, 4)
     assert sorted(n.name for n in kube.list_nodes() if n.name in all_nodes) == sorted(all_nodes)
     web = builders.wait_for_deployment_available(admin_api, namespace, "web", timeout=90)
     assert web["status"]["availableReplicas"] == 4
@@ -176,7 +176,7 @@ def test_partial_zero_scale_waits_for_the_pdb_and_never_force_deletes(
     assert not op.plan.force_phase
     assert op.state is OpState.SUCCEEDED, op.error
     assert relaxed, "the PDB blocked the drain first"
-    assert "force_deleted" not in op.step_data
+    assert op.progress.drain.force_deleted == ()
     assert kube.request_counts[("delete", "pods")] == 0, "a partial zero-scale never sends a DELETE"
     ops.runner.stop()
 

@@ -19,7 +19,16 @@ import pytest
 
 from engine.kube.client import KubeClient
 from engine.model import DRAINING_TAINT_KEY as DRAINING
-from engine.operation import OperationRequest, OpKind, OpState, ProgressEvent, Target
+from engine.operation import (
+    DrainProgress,
+    OperationProgress,
+    OperationRequest,
+    OpKind,
+    OpState,
+    ProgressEvent,
+    Released,
+    Target,
+)
 from localcluster import builders
 from tests.e2e.test_operations import kube, make_ops, pool_key, pools, request, run
 
@@ -146,7 +155,7 @@ def test_phase_two_is_withdrawn_when_another_pool_appears_during_phase_one(
         ops.runner.stop()
     assert op is not None
     assert op.state is OpState.FAILED
-    assert f"{unique_name}-b (1)" in op.step_data["force_withdrawn"]
+    assert f"{unique_name}-b (1)" in op.progress.drain.force_withdrawn
     assert op.error == "drain did not complete within 15s"
     pod = builders.get(admin_api, builders.pod_path(namespace, guarded["metadata"]["name"]))
     assert pod["metadata"]["uid"] == guarded["metadata"]["uid"]
@@ -191,7 +200,7 @@ def test_a_failed_operation_uncordons_what_it_cordoned_and_names_what_stays(
         ops.runner.stop()
     assert op.state is OpState.FAILED
     assert "karpenter.sh/do-not-disrupt=true" in op.error
-    assert op.step_data["released"] == {"uncordoned": [free], "kept_cordoned": [earlier]}
+    assert op.progress.drain.released == Released(uncordoned=(free,), kept_cordoned=(earlier,))
     assert not _node(admin_api, free)["spec"].get("unschedulable")
     assert _draining_taints(admin_api, free) == []
     assert _node(admin_api, earlier)["spec"].get("unschedulable") is True
@@ -248,10 +257,10 @@ def test_a_node_that_joins_a_pool_going_to_zero_is_drained_too(
         ops.runner.stop()
     assert op is not None
     assert op.state is OpState.SUCCEEDED, op.error
-    assert op.step_data["joined"] == {pool: [late]}
-    [change] = op.step_data["pool_changes"]
+    assert op.progress.removal.joined == {pool: (late,)}
+    [change] = op.progress.removal.pool_changes
     assert f"{pool}: {late}" in change and "draining them too" in change
-    assert op.result["nodes_removed"] == 2
+    assert op.summary.nodes_removed == 2
     names = {n.name for n in kube.list_nodes()}
     assert first not in names and late not in names
 
@@ -298,11 +307,11 @@ def test_a_scale_down_whose_pool_grew_meanwhile_ends_with_the_reason(
     assert op is not None
     assert op.state is OpState.FAILED
     assert op.error.startswith(f"pool {pool} is at 2, expected 1: label pool {pool} has 2 nodes")
-    [change] = op.step_data["pool_changes"]
+    [change] = op.progress.removal.pool_changes
     assert change == (
         f"pool {pool} changed during the operation: planned 2 → 1, at 2 after removing the drained nodes"
     )
-    assert op.result["nodes_removed"] == 1
+    assert op.summary.nodes_removed == 1
     assert late in {n.name for n in kube.list_nodes()}
     assert relocked.ok, "the failed operation released its lock"
 
@@ -379,7 +388,7 @@ def test_phase_two_is_withdrawn_when_a_node_in_no_pool_could_run_the_pods(
         ops.runner.stop()
     assert op.plan.force_phase
     assert op.state is OpState.FAILED
-    assert op.step_data["force_withdrawn"] == (
+    assert op.progress.drain.force_withdrawn == (
         f"nodes in no pool could still run 1 of the remaining Pods "
         f"({namespace}/{guarded['metadata']['name']} → {spare})"
     )
@@ -422,8 +431,8 @@ def test_one_at_a_time_drains_non_empty_nodes_in_turn(
     assert op.plan.one_at_a_time
     assert "non-empty nodes are drained one at a time; empty nodes together" in op.plan.to_text()
     assert op.state is OpState.SUCCEEDED, op.error
-    assert op.result["pods_evicted"] == 2
-    assert op.result["nodes_removed"] == 3
+    assert op.summary.pods_evicted == 2
+    assert op.summary.nodes_removed == 3
     [first_report, *_] = [e.condition for e in events if e.condition]
     assert f"* {QUEUED_TEXT}: {namespace}/two" in first_report.splitlines()
     assert f"{namespace}/one" not in first_report.split(QUEUED_TEXT)[1]
@@ -490,7 +499,7 @@ def test_phase_two_counts_only_the_pods_scalebot_deleted(
         updated_at=now,
         plan=plan,
         step="force",
-        step_data={"drain": drain.DrainState(started_at=now).to_json()},
+        progress=OperationProgress(drain=DrainProgress(state=drain.DrainState(started_at=now))),
     )
     provider = LabelPoolProvider(kube, kube.api_client, label=pool_key, namespace="scalebot")
     handle = ClusterHandle("e2e", kube, provider)
@@ -499,8 +508,9 @@ def test_phase_two_counts_only_the_pods_scalebot_deleted(
         result = step_force(runner, op, handle)
     finally:
         runner.stop()
-    assert result.data["force_deleted"] == [f"{namespace}/left", f"{namespace}/ours"]
-    assert result.data["force_unconfirmed"] == [f"{namespace}/self"]
+    assert result.progress is not None
+    assert result.progress.drain.force_deleted == (f"{namespace}/left", f"{namespace}/ours")
+    assert result.progress.drain.force_unconfirmed == (f"{namespace}/self",)
     [text] = [t for _, t, _ in result.events]
     assert text.startswith(f"Phase 2: force-deleted 2 Pods with grace 0: {namespace}/left, {namespace}/ours;")
     assert "not counted (already terminating" in text and f"{namespace}/self" in text

@@ -285,7 +285,16 @@ def test_removal_sets_the_target_size_when_the_pool_grew_meanwhile(
     """
     from engine import drain
     from engine.clock import SystemClock
-    from engine.operation import Operation, OperationPlan, OpKind, OpState, PoolChange, Target
+    from engine.operation import (
+        DrainProgress,
+        Operation,
+        OperationPlan,
+        OperationProgress,
+        OpKind,
+        OpState,
+        PoolChange,
+        Target,
+    )
     from engine.runner import ClusterHandle, Runner, step_remove
     from engine.store import Store
 
@@ -314,7 +323,7 @@ def test_removal_sets_the_target_size_when_the_pool_grew_meanwhile(
         updated_at=now,
         plan=plan,
         step="remove",
-        step_data={"drain": drain.DrainState(started_at=now).to_json()},
+        progress=OperationProgress(drain=DrainProgress(state=drain.DrainState(started_at=now))),
     )
     handle = ClusterHandle("e2e", kube, provider)
     runner = Runner(Store(tmp_path / "db.sqlite"), {"e2e": handle}, SystemClock(), lambda event: None)
@@ -323,10 +332,11 @@ def test_removal_sets_the_target_size_when_the_pool_grew_meanwhile(
     finally:
         runner.stop()
     assert md.replicas() == 1
-    assert result.data["pool_changes"] == [
-        f"pool {pool} changed during the operation: planned 3 → 1, at 2 after removing the drained nodes"
-    ]
-    assert "target_refused" not in result.data
+    assert result.progress is not None
+    assert result.progress.removal.pool_changes == (
+        f"pool {pool} changed during the operation: planned 3 → 1, at 2 after removing the drained nodes",
+    )
+    assert result.progress.removal.target_refused == {}
     md.reconcile()
     left = _machine_names(md)
     assert len(left) == 1 and not set(left) & set(victims), "the drained Machines went first"

@@ -215,14 +215,14 @@ def test_zero_and_wake_of_one_cluster_leave_the_other_untouched(site: Site) -> N
     try:
         zero = _run_with_standin(site, ops, OpKind.ZERO, alpha, beta)
         assert zero.state is OpState.SUCCEEDED, zero.error
-        assert zero.result["pods_evicted"] == 2, "the drain ran in the workload cluster"
+        assert zero.summary.pods_evicted == 2, "the drain ran in the workload cluster"
         assert alpha.replicas() == 0 and not alpha.machines()
         pods = b.list_items(workload, f"/api/v1/namespaces/{site.namespace}/pods")
         assert not {p["spec"].get("nodeName") for p in pods} & set(alpha_nodes)
 
         wake = _run_with_standin(site, ops, OpKind.WAKE, alpha, beta)
         assert wake.state is OpState.SUCCEEDED, wake.error
-        assert wake.result["nodes_ready"] == [2, 2]
+        assert wake.summary.nodes_ready == (2, 2)
         assert alpha.replicas() == 2
     finally:
         ops.runner.stop()
@@ -272,7 +272,7 @@ def test_exclude_node_draining_removes_the_machine_without_a_drain(site: Site) -
     finally:
         ops.runner.stop()
     assert zero.state is OpState.SUCCEEDED, zero.error
-    assert (zero.result["pods_evicted"], zero.result["pods_force_deleted"]) == (0, 0)
+    assert (zero.summary.pods_evicted, zero.summary.pods_force_deleted) == (0, 0)
     assert site.alpha.replicas() == 0 and not site.alpha.machines()
 
 
@@ -295,7 +295,7 @@ def test_node_drain_timeout_stops_the_drain_and_removal_goes_on(site: Site) -> N
         ops.runner.stop()
     assert zero.state is OpState.SUCCEEDED, zero.error
     assert "pool alpha-md: nodeDrainTimeout 3s expired; continuing as Cluster API does" in "\n".join(events)
-    assert zero.result["pods_force_deleted"] == 0, "the timeout, not phase 2, ended the drain"
+    assert zero.summary.pods_force_deleted == 0, "the timeout, not phase 2, ended the drain"
     assert site.alpha.replicas() == 0
 
 

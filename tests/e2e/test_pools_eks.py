@@ -153,7 +153,7 @@ def test_scale_down_terminates_the_drained_instances_and_zero_wake_restore_exact
         assert woken.state is OpState.SUCCEEDED, woken.error
         assert eks.scaling(web) == (1, 5, 1), "the size recorded by zero (after the scale to 1)"
         assert eks.scaling(batch) == (2, 4, 2)
-        assert woken.result["nodes_ready"] == [3, 3]
+        assert woken.summary is not None and woken.summary.nodes_ready == (3, 3)
         assert len(eks.node_names(web)) == 1 and len(eks.node_names(batch)) == 2
         assert not set(eks.instances(web)) & set(launched), "new instances"
         progress = [t for t in texts if t.startswith(f"pool {batch}: node group ")]

@@ -126,7 +126,7 @@ def test_scale_a_worker_then_hibernate_and_wake(
         assert woken.state is OpState.SUCCEEDED, woken.error
         assert shoot.shoot()["spec"]["hibernation"]["enabled"] is False
         assert _workers(shoot) == {"batch": (1, 5), "system": (1, 3)}
-        assert woken.result["nodes_ready"] == [2, 2]
+        assert woken.summary.nodes_ready == (2, 2)
     finally:
         ops.runner.stop()
         loop.stop()

@@ -10,16 +10,18 @@ Covers: `/scale schedule add` over the real HTTP Bolt app; the announcement at t
 fired through the same Operations path as a person's request (`requested_by="schedule:nights"`) zero-
 scaling every pool for real, with the operation's card, phases and final summary in the announcement's
 thread and the announcement edited to say it started; the wake restoring every node and the Deployment,
-threaded there too, and "dev-eu is back: 3/3 nodes Ready" posted when it is done.
+threaded there too, and "dev-eu is back: 3/3 nodes Ready" posted when it is done. And a scheduled wake
+after a person's `zero --workloads`: the wake restores the workloads too and its report counts them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -28,18 +30,20 @@ from bot.schedule_ui import ScheduleUi
 from bot.scheduler import SchedulerRunner
 from engine.clock import FakeClock, SystemClock
 from engine.kube.client import KubeClient
-from engine.operation import OpKind, OpState
+from engine.operation import OperationRequest, OpKind, OpState, Target
 from engine.operations import Operations
 from engine.pools.labels import LabelPoolProvider
 from engine.runner import ClusterHandle
 from engine.schedules import Schedules
 from engine.store import Store
+from engine.workloads import WorkloadConfig, WorkloadScaler
 from localcluster import builders
 from tests.e2e.test_operations import FAST
 from tests.slack.conftest import (
     APPROVER,
     APPROVER_2,
     CHANNEL,
+    OPERATOR,
     POLICIES,
     Engine,
     assemble,
@@ -56,6 +60,20 @@ SLEEP_KEY = "nights:2026-03-02:sleep"
 
 def utc(day: int, hour: int, minute: int = 0) -> datetime:
     return datetime(2026, 3, day, hour, minute, tzinfo=UTC)
+
+
+BERLIN = ZoneInfo("Europe/Berlin")
+NEXT_WEEK = (datetime.now(BERLIN) + timedelta(days=7)).date()
+NEXT_MONDAY = NEXT_WEEK - timedelta(days=NEXT_WEEK.weekday())
+"""A Monday ahead of the wall clock: a person's operation (stamped by the real clock the drains
+run on) then comes before the schedule's events instead of after them, where it would win over
+them (a manual action supersedes the schedule's next event)."""
+
+
+def next_week(day: int, hour: int, minute: int = 0) -> datetime:
+    """`day` days after NEXT_MONDAY, at hour:minute in Berlin."""
+    local = datetime.combine(NEXT_MONDAY + timedelta(days=day), time(hour, minute), tzinfo=BERLIN)
+    return local.astimezone(UTC)
 
 
 @pytest.fixture
@@ -78,8 +96,26 @@ def world(kube: KubeClient, pool_key: str, tmp_path: Path) -> Iterator[World]:
         yield world
 
 
+RUN_LABEL = "scalebot.test/schedules-run"
+"""On this test's namespace: the workloads provider of the second world acts on it alone."""
+
+
+@pytest.fixture
+def world_with_workloads(
+    kube: KubeClient, pool_key: str, tmp_path: Path, admin_api: Any, namespace: str, unique_name: str
+) -> Iterator[World]:
+    labels = {"metadata": {"labels": {RUN_LABEL: unique_name}}}
+    builders.patch(admin_api, f"/api/v1/namespaces/{namespace}", labels)
+    config = WorkloadConfig(namespace_selector=f"{RUN_LABEL}={unique_name}")
+    scaler = WorkloadScaler.from_kube_client(kube, config)
+    provider = LabelPoolProvider(kube, kube.api_client, label=pool_key, namespace="scalebot")
+    handle = ClusterHandle("dev-eu", kube, provider, scaler)
+    with slack_world(handle, tmp_path / "scalebot.db", start=next_week(0, 17)) as world:
+        yield world
+
+
 @contextmanager
-def slack_world(handle: ClusterHandle, db: Path) -> Iterator[World]:
+def slack_world(handle: ClusterHandle, db: Path, *, start: datetime = MON_17_CET) -> Iterator[World]:
     """The real Operations over `handle` (cluster "dev-eu"), with schedules in Slack over HTTP Bolt;
     everything it starts is stopped on the way out, also when the test fails."""
     ops = Operations(
@@ -89,7 +125,7 @@ def slack_world(handle: ClusterHandle, db: Path) -> Iterator[World]:
         SystemClock(),  # drains and node waits take real time on the real cluster
         settings=FAST,
     )
-    clock = FakeClock(MON_17_CET)
+    clock = FakeClock(start)
     schedules = Schedules(ops.store, ops, clock)
     api = SlackApiServer().start()
     slack = make_settings(api)
@@ -180,3 +216,73 @@ def test_a_scheduled_night_zero_scales_the_real_cluster_and_the_morning_restores
     assert web["status"]["availableReplicas"] == 3
     states = {r.key: r.state for r in world.schedules.store.list_occurrences(schedule="nights")}
     assert states[SLEEP_KEY] == "done" and states["nights:2026-03-03:wake"] == "done"
+
+
+def test_a_scheduled_wake_after_a_zero_with_workloads_reports_the_workloads_it_restored(
+    admin_api: Any,
+    world_with_workloads: World,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    pool_key: str,
+    unique_name: str,
+) -> None:
+    world = world_with_workloads
+    group = {"scalebot.test/group": unique_name}
+    nodes = []
+    for name, count in (("a", 2), ("b", 1)):
+        full = f"{unique_name}-{name}"
+        nodes += node_pool(count, name=full, labels={pool_key: full, **group})
+    builders.create_deployment(admin_api, namespace, "web", 2, node_selector=group, grace=1)
+    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    _, url = world.bot.command(
+        "schedule add nights sleep=Mon-Fri 20:00 wake=Mon-Fri 07:00 tz=Europe/Berlin lead=60m "
+        "approval=pre <#C0DEV|platform>",
+        user=APPROVER,
+    )
+    assert "Schedule saved" in all_text(world.bot.wait_reply(url))
+    _, url = world.bot.command("schedule approve nights", user=APPROVER_2)
+    assert "Pre-approved schedule nights" in all_text(world.bot.wait_reply(url))
+
+    world.at(next_week(0, 19))  # Monday 19:00: the sleep is announced
+    world.tick()
+    # Monday 19:30, before the schedule's sleep: a person puts the cluster and its workloads to sleep.
+    world.at(next_week(0, 19, 30))
+    asked = world.ops.request(
+        OperationRequest(
+            kind=OpKind.ZERO,
+            target=Target(cluster="dev-eu", workloads=True),
+            requested_by=OPERATOR,
+            channel=CHANNEL,
+        )
+    )
+    assert asked.ok and asked.operation is not None, asked.reply
+    assert asked.operation.plan.workloads == 1, "web is the one workload the sleep scales down"
+    approved = world.ops.approve(asked.operation.approval_id, by=APPROVER)
+    assert approved.ok, approved.reply
+    assert world.ops.runner.wait_idle(180), "the zero-scale did not finish"
+    slept = world.ops.get(asked.operation.id)
+    assert slept is not None and slept.state is OpState.SUCCEEDED, slept and slept.error
+    assert (
+        builders.get(admin_api, f"/apis/apps/v1/namespaces/{namespace}/deployments/web")["spec"]["replicas"]
+        == 0
+    )
+
+    world.at(next_week(0, 20))  # Monday 20:00: the schedule's sleep finds the cluster asleep already
+    world.tick()
+    assert [op.kind for op in world.ops.list_operations()] == [OpKind.ZERO]
+    world.at(next_week(1, 7))  # Tuesday 07:00: the schedule's wake
+    world.tick()
+    wake = next(op for op in world.ops.list_operations() if op.kind is OpKind.WAKE)
+    assert wake.requested_by == "schedule:nights" and wake.plan.workloads == 1
+    assert world.ops.runner.wait_idle(180), "the scheduled wake did not finish"
+    woken = world.ops.get(wake.id)
+    assert woken is not None and woken.state is OpState.SUCCEEDED, woken and woken.error
+    kube = world.ops.handles["dev-eu"].api
+    assert sorted(n.name for n in kube.list_nodes() if n.name in nodes) == sorted(nodes)
+    assert woken.summary is not None and woken.summary.workloads is not None
+    assert woken.summary.workloads.total == 1
+    back = world.bot.api.wait_for_call("chat.postMessage", lambda c: "back:" in all_text(c), timeout=30)
+    available = woken.summary.workloads.available
+    assert f"3/3 nodes Ready, {available}/1 workloads available" in all_text(back), all_text(back)
+    web = builders.wait_for_deployment_available(admin_api, namespace, "web", timeout=90)
+    assert web["status"]["availableReplicas"] == 2

@@ -116,13 +116,10 @@ def test_a_pdb_that_never_allows_eviction(
 
     assert deletes_when_phase_1_ended == [0], "nothing was deleted during phase 1"
     assert kube.request_counts[("delete", "pods")] == len(web)
-    assert sorted(done.step_data["force_deleted"]) == [f"{namespace}/{name}" for name in web]
-    started = done.step_data["phase1_started_at"]
+    assert sorted(done.progress.drain.force_deleted) == [f"{namespace}/{name}" for name in web]
+    phase1 = done.progress.drain.phase1_started_at
     forced = [r for r in ops.store.audit_rows(op_id=done.id) if r.action == "force_delete_pod"]
     assert len(forced) == len(web)
-    from engine.model import parse_time
-
-    phase1 = parse_time(started)
     assert phase1 is not None and all(r.at >= phase1 + WINDOW for r in forced), "only after the window"
     names = {n["metadata"]["name"] for n in builders.list_items(admin_api, builders.node_path())}
     assert not names & {*nodes_a, *nodes_b}

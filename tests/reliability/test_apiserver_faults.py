@@ -173,7 +173,7 @@ def test_apiserver_down_in_the_middle_of_a_drain_then_back(
 
         def evicted() -> bool:
             op = ops.get(op_id)
-            return op is not None and op.step_data.get("evicted", 0) >= 1
+            return op is not None and op.progress.drain.evicted >= 1
 
         builders.wait_until(evicted, 60, "the first eviction")
 

@@ -21,15 +21,16 @@ at teardown if still alive.
 from __future__ import annotations
 
 import contextlib
-import json
 import signal
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
+from engine.operation import OperationProgress
 from localcluster import builders
 from tests.reliability.faultproxy import FaultProxy
 from tests.reliability.support import (
@@ -150,16 +151,15 @@ def _step_failures(db: Path) -> int:
 
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
         rows = conn.execute("SELECT step_data FROM operations").fetchall()
-    return sum(int(json.loads(raw or "{}").get("step_failures") or 0) for (raw,) in rows)
+    return sum(msgspec.json.decode(raw, type=OperationProgress).step_failures for (raw,) in rows if raw)
 
 
-def _step_data(db: Path, op_id: str) -> dict[str, Any]:
+def _progress(db: Path, op_id: str) -> OperationProgress:
     import sqlite3
 
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
         (raw,) = conn.execute("SELECT step_data FROM operations WHERE id = ?", (op_id,)).fetchone()
-    data: dict[str, Any] = json.loads(raw)
-    return data
+    return msgspec.json.decode(raw, type=OperationProgress)
 
 
 def test_sigkill_during_cordon_force_and_node_removal_then_resume(
@@ -247,8 +247,8 @@ def test_sigkill_during_cordon_force_and_node_removal_then_resume(
     assert not [
         n for n in builders.list_items(admin_api, builders.node_path()) if n["metadata"]["name"] in nodes
     ]
-    data = _step_data(db, op_id)
-    assert sorted(data["force_deleted"]) == sorted(f"{namespace}/{name}" for name in web_pods), data
+    data = _progress(db, op_id)
+    assert sorted(data.drain.force_deleted) == sorted(f"{namespace}/{name}" for name in web_pods), data
     import sqlite3
 
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:

@@ -23,7 +23,7 @@ import pytest
 from bot import blocks
 from bot.commands import SubcommandArgs
 from bot.dispatch import Invocation, answer
-from engine.operation import OpState
+from engine.operation import OperationSummary, OpState, PoolSizes
 from engine.pools.base import POOL_LABEL
 from tests.slack.conftest import APPROVER, APPROVER_2, CHANNEL, OPERATOR, VIEWER, RunningBot
 from tests.slack.harness import all_text, buttons_of, get, post
@@ -261,13 +261,13 @@ def test_rate_limited_update_is_retried_after_retry_after_and_final_state_delive
         "Completed in 4m05s",
         state=OpState.SUCCEEDED,
         step="finish",
-        result={
-            "duration_seconds": 245,
-            "pods_evicted": 12,
-            "pods_force_deleted": 1,
-            "nodes_removed": 5,
-            "pools": {"web": [3, 0], "batch": [2, 0]},
-        },
+        summary=OperationSummary(
+            duration_seconds=245,
+            pods_evicted=12,
+            pods_force_deleted=1,
+            nodes_removed=5,
+            pools={"web": PoolSizes(3, 0), "batch": PoolSizes(2, 0)},
+        ),
     )
 
     updates = bot.api.wait_for(

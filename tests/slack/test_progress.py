@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from bot.outbox import MemoryOutbox
 from bot.settings import SenderSettings
-from engine.operation import OpState
+from engine.operation import OperationSummary, OpState, PoolSizes
 from tests.slack.conftest import CHANNEL, RunningBot
 from tests.slack.harness import Call, all_text
 
@@ -85,13 +85,13 @@ def test_phases_blockers_and_final_summary_go_to_the_thread_in_order(bot: Runnin
         "Completed in 4m05s",
         state=OpState.SUCCEEDED,
         step="finish",
-        result={
-            "duration_seconds": 245,
-            "pods_evicted": 3,
-            "pods_force_deleted": 1,
-            "nodes_removed": 1,
-            "pools": {"web": [3, 2]},
-        },
+        summary=OperationSummary(
+            duration_seconds=245,
+            pods_evicted=3,
+            pods_force_deleted=1,
+            nodes_removed=1,
+            pools={"web": PoolSizes(3, 2)},
+        ),
     )
 
     bot.api.wait_for(lambda cs: len([c for c in cs if c.body.get("thread_ts") == ts]) == 4)
@@ -138,7 +138,7 @@ def test_final_state_refused_by_slack_is_delivered_after_a_restart(
         "Completed in 1m02s",
         state=OpState.SUCCEEDED,
         step="finish",
-        result={"duration_seconds": 62, "pods_evicted": 4},
+        summary=OperationSummary(duration_seconds=62, pods_evicted=4),
     )
     first.api.wait_for(lambda cs: any(c.method == "chat.update" and c.status == 500 for c in cs))
     first.executor.wait_idle()

@@ -58,7 +58,7 @@ BLOCKED_OPERATION = """
             assert time.monotonic() < deadline
             ops.runner.wait_idle(0.05)
         cluster.down = True
-        while "step_failures" not in ops.get(out.operation.id).step_data:
+        while ops.get(out.operation.id).progress.step_failures == 0:
             assert time.monotonic() < deadline
             ops.runner.wait_idle(0.05)
         return ops

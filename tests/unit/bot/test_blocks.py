@@ -22,7 +22,16 @@ import pytest
 from bot import blockkit, blocks, messages
 from bot.blockkit import Message
 from engine.announcement import NextEvent
-from engine.operation import Operation, OperationPlan, OpKind, OpState, PoolChange, Target
+from engine.operation import (
+    Operation,
+    OperationPlan,
+    OperationSummary,
+    OpKind,
+    OpState,
+    PoolChange,
+    PoolSizes,
+    Target,
+)
 from engine.policy import ClusterPolicy, Role, approvers
 from engine.pools.base import NodeRemoval, Pool, RestoreRecord
 
@@ -207,13 +216,13 @@ def test_user_text_is_escaped_but_mentions_survive() -> None:
 def test_final_reply_reports_the_outcome() -> None:
     done = op(
         state=OpState.SUCCEEDED,
-        result={
-            "duration_seconds": 245,
-            "pods_evicted": 120,
-            "pods_force_deleted": 3,
-            "nodes_removed": 5,
-            "pools": {"web": [3, 0], "batch": [2, 0]},
-        },
+        summary=OperationSummary(
+            duration_seconds=245,
+            pods_evicted=120,
+            pods_force_deleted=3,
+            nodes_removed=5,
+            pools={"web": PoolSizes(3, 0), "batch": PoolSizes(2, 0)},
+        ),
     )
     text = json.dumps(
         assert_within_limits(blocks.final_reply(done, "Completed in 4m05s")), ensure_ascii=False
@@ -305,7 +314,9 @@ def test_views_with_huge_inputs_stay_within_limits() -> None:
             op(
                 state=OpState.FAILED,
                 error="boom " * 2000,
-                result={"pools": {f"p{i}": [i, 0] for i in range(2000)}},
+                summary=OperationSummary(
+                    duration_seconds=1, pools={f"p{i}": PoolSizes(i, 0) for i in range(2000)}
+                ),
             )
         )
     )

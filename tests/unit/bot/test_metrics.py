@@ -6,7 +6,7 @@ failures classified by the server's message (PDB, two PDBs, API Priority and Fai
 a resumed operation is not counted again for what happened before this process saw it; drain and
 operation durations from the operation's own timestamps; force-deleted pods; the Slack client
 wrapper and the sender's hooks; schedule gauges set and removed; no token ever in the exposition;
-odd step_data never raises.
+an operation whose drain has not started counts nothing.
 """
 
 from __future__ import annotations
@@ -21,8 +21,19 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web import SlackResponse
 
 from bot import metrics
+from engine.drain_state import DrainState, PodFailure
 from engine.kube import errors
-from engine.operation import Operation, OperationPlan, OpKind, OpState, ProgressEvent, ProgressKind, Target
+from engine.operation import (
+    DrainProgress,
+    Operation,
+    OperationPlan,
+    OperationProgress,
+    OpKind,
+    OpState,
+    ProgressEvent,
+    ProgressKind,
+    Target,
+)
 
 T0 = datetime(2026, 3, 1, 22, 0, tzinfo=UTC)
 PDB_KEY = (
@@ -33,7 +44,12 @@ APF_KEY = "Too many requests, please try again later."
 
 
 def operation(
-    *, state: OpState = OpState.RUNNING, kind: OpKind = OpKind.DRAIN, at: float = 0.0, **step_data: Any
+    *,
+    state: OpState = OpState.RUNNING,
+    kind: OpKind = OpKind.DRAIN,
+    at: float = 0.0,
+    drain: DrainState | None = None,
+    force_deleted: tuple[str, ...] = (),
 ) -> Operation:
     return Operation(
         id="op-1",
@@ -44,19 +60,19 @@ def operation(
         created_at=T0,
         updated_at=T0 + timedelta(seconds=at),
         plan=OperationPlan(kind=kind, cluster="prod", nodes=("n1",)),
-        step_data=step_data,
+        progress=OperationProgress(drain=DrainProgress(state=drain, force_deleted=force_deleted)),
     )
 
 
-def drain_data(*, evicted: int = 0, failures: dict[str, tuple[str, int]] | None = None) -> dict[str, Any]:
-    return {
-        "started_at": "2026-03-01T22:00:10Z",
-        "evicted_total": evicted,
-        "failures": {
-            uid: {"key": key, "retry_at": "2026-03-01T22:05:00+00:00", "attempts": attempts}
+def drain_data(*, evicted: int = 0, failures: dict[str, tuple[str, int]] | None = None) -> DrainState:
+    return DrainState(
+        started_at=T0 + timedelta(seconds=10),
+        evicted_total=evicted,
+        failures={
+            uid: PodFailure(key=key, retry_at=T0 + timedelta(minutes=5), attempts=attempts)
             for uid, (key, attempts) in (failures or {}).items()
         },
-    }
+    )
 
 
 def event(
@@ -120,18 +136,17 @@ def test_a_resumed_operation_counts_only_what_happens_after_it_is_first_seen(m: 
 
 
 def test_force_deleted_pods_are_counted_by_growth(m: metrics.Metrics) -> None:
-    zero = replace(operation(kind=OpKind.ZERO), step_data={})
-    m.observe_event(event(zero, "phase"))
-    m.observe_event(event(replace(zero, step_data={"force_deleted": ["ns/a", "ns/b"]}), "phase"))
-    m.observe_event(event(replace(zero, step_data={"force_deleted": ["ns/a", "ns/b", "ns/c"]}), "phase"))
+    m.observe_event(event(operation(kind=OpKind.ZERO), "phase"))
+    m.observe_event(event(operation(kind=OpKind.ZERO, force_deleted=("ns/a", "ns/b")), "phase"))
+    m.observe_event(event(operation(kind=OpKind.ZERO, force_deleted=("ns/a", "ns/b", "ns/c")), "phase"))
     assert value(m, "scalebot_force_deleted_pods_total") == 3
 
 
-def test_odd_step_data_never_raises(m: metrics.Metrics) -> None:
-    odd = operation(drain={"evicted_total": "many", "failures": ["not", "a", "mapping"], "started_at": 7})
-    m.observe_event(event(odd))
-    m.observe_event(event(operation(drain="nonsense"), "phase", "Drain completed"))
+def test_an_operation_whose_drain_has_not_started_counts_nothing(m: metrics.Metrics) -> None:
+    m.observe_event(event(operation()))
+    m.observe_event(event(operation(), "phase", "Drain completed"))
     assert value(m, "scalebot_drain_duration_seconds_count") == 0
+    assert value(m, "scalebot_evictions_total", result="evicted") == 0
 
 
 @pytest.mark.parametrize(

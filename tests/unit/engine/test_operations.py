@@ -109,7 +109,7 @@ def test_zero_scale_of_every_pool_forces_what_phase_one_could_not_evict(
     op = ops.get(out.operation.id)
     assert op is not None and op.state is OpState.SUCCEEDED, (op.state, op.error)
     assert cluster.list_nodes() == []
-    forced = op.step_data["force_deleted"]
+    forced = op.progress.drain.force_deleted
     assert set(forced) == {"shop/web-0", "shop/web-1", "shop/web-2", "shop/pinned"}
     assert cluster.clock.now() - started >= timedelta(minutes=5), "phase 1 lasts the whole window"  # type: ignore[union-attr]
     texts = [e.text for e in events]
@@ -140,7 +140,7 @@ def test_zero_scale_of_one_pool_never_force_deletes(cluster: FakeCluster, tmp_pa
     op = ops.get(out.operation.id)
     assert op is not None and op.state is OpState.FAILED
     assert "did not complete within 10m" in op.error
-    assert "force_deleted" not in op.step_data
+    assert op.progress.drain.force_deleted == ()
     assert all(cluster.get_pod("shop", f"web-{i}") is not None for i in range(3))
     assert cluster.request_counts[("delete", "pods")] == 0
     ops.runner.stop()

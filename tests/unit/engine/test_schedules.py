@@ -28,11 +28,16 @@ from engine.kube.fake import FakeCluster
 from engine.operation import (
     Operation,
     OperationPlan,
+    OperationProgress,
     OperationRequest,
+    OperationSummary,
     OpKind,
     OpState,
     ProgressEvent,
     Target,
+    WakeProgress,
+    WorkloadCount,
+    WorkloadsProgress,
 )
 from engine.operations import Operations
 from engine.pools.simulated import SimulatedPoolProvider
@@ -540,7 +545,7 @@ def test_a_restart_in_the_middle_of_a_scheduled_shutdown_resumes_it(
     done = second.ops.get(fired.operation.id)
     assert done is not None and done.state is OpState.SUCCEEDED, done
     assert cluster.list_nodes() == []
-    assert done.step_data["force_deleted"] == ["shop/web-a"], "phase 1 waited on the PDB, phase 2 forced"
+    assert done.progress.drain.force_deleted == ("shop/web-a",), "phase 1 waited on the PDB, phase 2 forced"
     assert second.ops.store.get_occurrence(fired.key).state == "done"  # type: ignore[union-attr]
     assert len(ops_by(second)) == 1
     first.stop()
@@ -664,7 +669,9 @@ def test_the_overrides_table_is_append_only(world: World, tmp_path: Path) -> Non
 # --- the wake report -----------------------------------------------------------------------------
 
 
-def _woken(state: OpState, result: dict[str, Any], step_data: dict[str, Any] | None = None) -> Operation:
+def _woken(
+    state: OpState, summary: OperationSummary | None, progress: OperationProgress | None = None
+) -> Operation:
     return Operation(
         id="op-1",
         kind=OpKind.WAKE,
@@ -674,27 +681,31 @@ def _woken(state: OpState, result: dict[str, Any], step_data: dict[str, Any] | N
         created_at=MON,
         updated_at=MON,
         plan=OperationPlan(kind=OpKind.WAKE, cluster=CLUSTER),
-        result=result,
-        step_data=step_data or {},
+        summary=summary,
+        progress=progress or OperationProgress(),
     )
 
 
 def test_the_wake_report_says_what_is_back_and_what_is_not() -> None:
     # The result as the runner writes it at the end of a wake, not a hand-made dictionary.
-    woken = _woken(OpState.SUCCEEDED, {})
-    summary = runner_summary(woken, {"ready": 24, "wanted": 24, "workloads": [61, 61]}, MON)
-    back = replace(woken, result=summary)
+    woken = _woken(OpState.SUCCEEDED, None)
+    progress = OperationProgress(
+        wake=WakeProgress(ready=24, wanted=24),
+        workloads=WorkloadsProgress(headline="61/61 workloads restored", available=WorkloadCount(61, 61)),
+    )
+    back = replace(woken, summary=runner_summary(woken, progress, MON))
     assert wake_report(back) == "dev-eu is back: 24/24 nodes Ready, 61/61 workloads available"
-    assert wake_report(replace(back, result={"nodes_ready": [24, 24]})) == "dev-eu is back: 24/24 nodes Ready"
+    nodes_only = runner_summary(woken, replace(progress, workloads=WorkloadsProgress()), MON)
+    assert wake_report(replace(back, summary=nodes_only)) == "dev-eu is back: 24/24 nodes Ready"
     partly = _woken(
         OpState.FAILED,
-        {"nodes_ready": [22, 24]},
-        {"not_ready": ["web-1: KubeletNotReady", "web-2: not Ready"]},
+        OperationSummary(duration_seconds=900, nodes_ready=(22, 24)),
+        OperationProgress(wake=WakeProgress(not_ready=("web-1: KubeletNotReady", "web-2: not Ready"))),
     )
     assert wake_report(partly) == (
         "dev-eu is only partly back: 22/24 nodes Ready; not Ready: web-1: KubeletNotReady; web-2: not Ready"
     )
-    failed = replace(_woken(OpState.FAILED, {}), error="internal error (see scalebot's log)")
+    failed = replace(_woken(OpState.FAILED, None), error="internal error (see scalebot's log)")
     assert wake_report(failed) == "dev-eu did not come back: internal error (see scalebot's log)"
 
 
