@@ -1,10 +1,11 @@
 """Runs operations step by step on bounded workers; every step is persisted and safe to repeat.
 
-Step machines (each step reads the operation, acts through the ports, returns a `StepResult`
-that the runner persists before anything else happens):
+Each step reads the operation, acts through the ports and returns a `StepResult` that the runner
+persists before anything else happens. Which step comes next is the flow's (`engine.flows`, one
+table per kind of operation): a step only says how it ended.
 
-    zero / scale down:  record → cordon → drain → [force] → remove → verify
-    scale up / wake:    resize → wait_ready → finish
+    zero / scale down:  [workloads_sleep →] record → cordon → drain → [force] → remove → verify
+    scale up / wake:    resize → wait_ready → [workloads_wake →] finish
     drain:              cordon → drain
     consolidate:        (fit → cordon → drain → remove_node)* → consolidated
 
@@ -56,6 +57,7 @@ from engine import consolidation, drain, filters, placement
 from engine.clock import Clock
 from engine.concurrency import AdaptiveGate, AimdController, AimdSettings
 from engine.durations import format_duration
+from engine.flows import NEXT, Outcome, first_step, step_after
 from engine.kube import events as kube_events
 from engine.kube.api import KubeApi, RateLimitedApi, SchedulingApi
 from engine.kube.errors import KubeError
@@ -151,8 +153,9 @@ class ClusterHandle:
 
 @dataclass(slots=True)
 class StepResult:
-    next_step: str | None = None
-    """The step to run next; None to run the same step again (after `wait`)."""
+    then: Outcome | None = None
+    """How the step ended, for the flow's table (`engine.flows`): NEXT, a named outcome, or None to
+    run the same step again (after `wait`)."""
     progress: OperationProgress | None = None
     """The operation's progress from now on (built from the one the step read); None: unchanged."""
     wait: float = 0.0
@@ -354,7 +357,7 @@ class Runner:
                 self.store.journal(
                     op_id,
                     at=self.clock.now(),
-                    step=first.step or _first_step(first),
+                    step=first.step or first_step(first),
                     event=event,
                     detail=detail,
                     runner=self.identity.owner,
@@ -377,7 +380,7 @@ class Runner:
                 log.error(
                     "no longer the active instance: operation stopped before step %s; "
                     "the instance that leads now resumes it",
-                    op.step or _first_step(op),
+                    op.step or first_step(op),
                     extra={"operation": op_id},
                 )
                 return
@@ -526,7 +529,7 @@ class Runner:
 
     def _step(self, op: Operation) -> StepResult:
         handle = self.clusters[op.target.cluster]
-        step = op.step or _first_step(op)
+        step = op.step or first_step(op)
         fn = _STEPS[step]
         failures = op.progress.step_failures
         try:
@@ -547,7 +550,6 @@ class Runner:
                 extra={"operation": op.id},
             )
             return StepResult(
-                next_step=step,
                 wait=wait,
                 progress=replace(op.progress, last_error=str(exc), step_failures=failures),
             )
@@ -559,7 +561,7 @@ class Runner:
         """Save the step's result, its journal row and (when it ended) the released locks in one
         transaction fenced by this runner's claim; then emit its events."""
         now = self.clock.now()
-        step = result.next_step or op.step or _first_step(op)
+        step = step_after(op, op.step or first_step(op), result.then)
         new = replace(
             op,
             step=step,
@@ -649,31 +651,6 @@ def drained_nodes(op: Operation) -> tuple[str, ...]:
     return tuple(sorted({*op.plan.nodes, *(n for names in joined.values() for n in names)}))
 
 
-def _machine(op: Operation) -> str:
-    if op.kind is OpKind.CONSOLIDATE:
-        return "consolidate"
-    if op.kind is OpKind.DRAIN:
-        return "drain"
-    if op.kind is OpKind.WAKE or all(p.after >= p.before for p in op.plan.pools):
-        return "grow"
-    return "shrink"
-
-
-def _first_step(op: Operation) -> str:
-    machine = _machine(op)
-    if machine == "consolidate":
-        return "fit"
-    if machine == "drain":
-        return "cordon"
-    if op.target.workloads_only:
-        return "workloads_wake" if op.kind is OpKind.WAKE else "workloads_sleep"
-    if op.target.workloads and op.kind is not OpKind.WAKE:
-        return "workloads_sleep"
-    if machine == "grow":
-        return "resize" if op.plan.pools else "workloads_wake"
-    return "record"
-
-
 # -- steps -----------------------------------------------------------------------------------------
 
 
@@ -712,7 +689,7 @@ def step_record(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
         if records_restore(op)
         else f"Scaling as chosen (wake restores what a zero-scale records): {op.plan.summary()}"
     )
-    return StepResult(next_step="cordon", events=[("phase", text, "")])
+    return StepResult(then=NEXT, events=[("phase", text, "")])
 
 
 def _record_restore(runner: Runner, op: Operation, h: ClusterHandle, pool: Pool) -> None:
@@ -753,7 +730,7 @@ def step_cordon(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
         state = drain.DrainState(started_at=now, already_cordoned=already)
     n = len(nodes)
     return StepResult(
-        next_step="drain",
+        then=NEXT,
         progress=replace(op.progress, drain=replace(op.progress.drain, state=state, phase1_started_at=now)),
         events=[("phase", f"Cordoned {n} node{'s' if n != 1 else ''}; draining", "")],
     )
@@ -853,17 +830,16 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
             events=[*events, ("final", f"Failed: {error}", message)],
         )
     if decision.done and not refused:
-        done = {OpKind.DRAIN: None, OpKind.CONSOLIDATE: "remove_node"}.get(op.kind, "remove")
         events.append(("phase", result.report.summary_line(), ""))
         _record_nodes(runner, op, kube_events.DRAINED, f"Drain completed (operation {op.id})")
-        if done is None:
+        if op.kind is OpKind.DRAIN:  # draining was the whole operation
             return StepResult(
                 progress=data,
                 state=OpState.SUCCEEDED,
                 events=[*events, _final(op, data, now)],
                 summary=_summary(op, data, now),
             )
-        return StepResult(next_step=done, progress=data, events=events)
+        return StepResult(then="drained", progress=data, events=events)
     if forcing and decision.deadline_reached:
         withdrawn = _why_not_force(op, h, now)
         if withdrawn:
@@ -880,7 +856,7 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
                 "",
             )
         )
-        return StepResult(next_step="force", progress=data, events=events)
+        return StepResult(then=NEXT, progress=data, events=events)  # phase 2
     if not forcing and timeout is not None and decision.deadline_reached:
         error = f"drain did not complete within {format_duration(timeout)}"
         _record_nodes(runner, op, kube_events.DRAIN_FAILED, f"{error} (operation {op.id})", warning=True)
@@ -1068,7 +1044,7 @@ def step_force(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
             f"DELETE): {', '.join(unconfirmed[:10])}"
         )
     return StepResult(
-        next_step="remove", progress=replace(op.progress, drain=forced_progress), events=[("phase", text, "")]
+        then=NEXT, progress=replace(op.progress, drain=forced_progress), events=[("phase", text, "")]
     )
 
 
@@ -1142,7 +1118,7 @@ def step_remove(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     if refused:
         removal = replace(removal, target_refused=refused)
     return StepResult(
-        next_step="verify",
+        then=NEXT,
         progress=replace(op.progress, removal=removal),
         events=[*events, ("phase", text, "")],
     )
@@ -1178,7 +1154,7 @@ def _drain_newcomers(
         pool_changes=_changes(op, [text]),
     )
     return StepResult(
-        next_step="cordon", progress=replace(op.progress, removal=removal), events=[("phase", text, "")]
+        then="nodes_joined", progress=replace(op.progress, removal=removal), events=[("phase", text, "")]
     )
 
 
@@ -1311,7 +1287,7 @@ def step_resize(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
         h.pools.set_size(change.pool, size)
     now = runner.clock.now()
     return StepResult(
-        next_step="wait_ready",
+        then=NEXT,
         progress=replace(op.progress, wake=replace(op.progress.wake, resized_at=now)),
         events=[("phase", f"Requested {op.plan.summary()}; waiting for nodes to be Ready", "")],
     )
@@ -1355,7 +1331,7 @@ def step_wait_ready(runner: Runner, op: Operation, h: ClusterHandle) -> StepResu
     if provisioned is not None:
         line += f", {provisioned} provisioned from demand"
         line += f", {pending} pod(s) pending" if pending else ""
-    after = "workloads_wake" if op.plan.workloads else "finish"
+    after: Outcome = NEXT if op.plan.workloads else "no_workloads"
     woke = replace(op.progress.wake, ready=ready, wanted=wanted)
     kept = sorted(n for pool in pools for n in pool.kept_cordoned)
     if kept:  # back in the pool, but someone else had cordoned them before scalebot emptied them
@@ -1364,12 +1340,12 @@ def step_wait_ready(runner: Runner, op: Operation, h: ClusterHandle) -> StepResu
         woke = replace(woke, provisioned=provisioned)
     data = replace(op.progress, wake=woke, provider_progress=followed)
     if ready >= wanted and not pending:
-        return StepResult(next_step=after, progress=data, events=[*progress, ("phase", line, "")])
+        return StepResult(then=after, progress=data, events=[*progress, ("phase", line, "")])
     started = op.progress.wake.resized_at or now
     if now >= started + runner.settings.ready_timeout:
         detail = "; ".join(sorted(not_ready)[:10])
         return StepResult(
-            next_step=after,
+            then=after,
             progress=replace(data, wake=replace(woke, not_ready=tuple(sorted(not_ready)))),
             events=[("phase", f"{line} after {format_duration(now - started)}: {detail}", "")],
         )
@@ -1410,7 +1386,7 @@ def step_workloads_sleep(runner: Runner, op: Operation, h: ClusterHandle) -> Ste
     if unapproved:
         text += f"\nNot in the approved plan, left as they are: {', '.join(unapproved)}"
     return StepResult(
-        next_step="record" if shrinking else "verify",
+        then=NEXT if shrinking else "nothing_to_shrink",
         progress=replace(op.progress, workloads=replace(op.progress.workloads, headline=report.headline)),
         events=[("phase", text, "")],
     )
@@ -1450,7 +1426,7 @@ def step_workloads_wake(runner: Runner, op: Operation, h: ClusterHandle) -> Step
         headline=report.headline, available=WorkloadCount(available.available, available.total)
     )
     return StepResult(
-        next_step="finish",
+        then=NEXT,
         progress=replace(op.progress, workloads=workloads),
         events=[("phase", f"Workloads: {report.headline}; {available.headline}", "")],
     )
@@ -1546,7 +1522,7 @@ def step_fit(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     todo = [n for n in op.plan.nodes if n not in removed and n not in skipped]
     if not todo:
         return StepResult(
-            next_step="consolidated", progress=replace(op.progress, consolidation=replace(done, current=""))
+            then="all_nodes_done", progress=replace(op.progress, consolidation=replace(done, current=""))
         )
     node = todo[0]
     reason = ""
@@ -1573,7 +1549,7 @@ def step_fit(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     if reason:
         text = f"Skipped {node}: {reason} (not cordoned, not drained)"
         return StepResult(
-            next_step="fit",
+            then="node_skipped",
             progress=replace(op.progress, consolidation=replace(done, skipped={**skipped, node: reason})),
             events=[("phase", text, "")],
         )
@@ -1585,7 +1561,7 @@ def step_fit(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     # The next node's drain starts afresh: its own state, and its first report is posted.
     fresh = replace(op.progress.drain, state=None, last_message="")
     return StepResult(
-        next_step="cordon",
+        then=NEXT,
         progress=replace(op.progress, consolidation=replace(done, current=node), drain=fresh),
         events=[("phase", text, "")],
     )
@@ -1605,7 +1581,7 @@ def step_remove_node(runner: Runner, op: Operation, h: ClusterHandle) -> StepRes
         evicted_before=done.evicted_before + op.progress.drain.evicted,
     )
     return StepResult(
-        next_step="fit",
+        then="node_removed",
         progress=replace(
             op.progress,
             consolidation=consolidated,

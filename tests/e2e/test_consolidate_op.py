@@ -24,6 +24,7 @@ from bot.blocks import ACTION_ADVISED_SCALE, ACTION_APPROVE
 from engine import runner
 from engine.clock import SystemClock
 from engine.consolidation import ConsolidationPolicy
+from engine.flows import NEXT
 from engine.kube.client import KubeClient
 from engine.operation import OperationRequest, OpKind, OpState, Target
 from engine.operations import Operations
@@ -299,13 +300,13 @@ def test_a_node_whose_pods_no_longer_fit_when_its_turn_comes_is_skipped_not_cord
         node = op.plan.nodes[0]
         assert first.progress is not None
         skipped = first.progress.consolidation.skipped
-        assert first.next_step == "fit" and list(skipped) == [node]
+        assert first.then == "node_skipped" and list(skipped) == [node]
         assert "no longer fits on the nodes that stay" in skipped[node]
         assert first.events[0][1].startswith(f"Skipped {node}: ")
         # The skipped node stays, so it is room again: the second node's pods fit there now.
         second = runner.step_fit(ops.runner, replace(running, progress=first.progress), handle)
         assert second.progress is not None
-        assert second.next_step == "cordon" and second.progress.consolidation.current == op.plan.nodes[1]
+        assert second.then == NEXT and second.progress.consolidation.current == op.plan.nodes[1]
         assert f"still fit on {node}" in second.events[0][1]
         final = runner.step_consolidated(ops.runner, replace(running, progress=first.progress), handle)
         assert final.state is OpState.SUCCEEDED
