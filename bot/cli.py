@@ -29,7 +29,7 @@ from engine.kube import errors
 from engine.kube.api import KubeApi
 from engine.model import NodeInfo
 from engine.operation import OperationRequest, OpKind, OpState, Outcome, ProgressEvent, Target
-from engine.operations import Operations, UserError
+from engine.operations import Operations, UserError, new_operations
 from engine.policy import ClusterPolicy
 from engine.report import DrainReport
 from engine.runner import ClusterHandle, RunnerSettings
@@ -485,7 +485,7 @@ def build_operations(
         except StoreError as exc:
             raise CliError(str(exc)) from exc
     rules = policies(handle.name) if policies else {}
-    return Operations(store, {handle.name: handle}, rules, SystemClock(), settings=settings)
+    return new_operations(store, {handle.name: handle}, rules, SystemClock(), settings=settings)
 
 
 def _connect_cluster(args: argparse.Namespace) -> ClusterHandle:
@@ -745,7 +745,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     settings = RunnerSettings(
         graceful_window=timedelta(seconds=12), pass_interval=timedelta(seconds=2), settle=timedelta(seconds=1)
     )
-    ops = Operations(Store(":memory:"), {handle.name: handle}, {}, SystemClock(), settings=settings)
+    ops = new_operations(Store(":memory:"), {handle.name: handle}, {}, SystemClock(), settings=settings)
     print("The demo shortens phase 1 from 5 minutes to 12 seconds.\n", flush=True)
     zero = OperationRequest(kind=OpKind.ZERO, target=Target(cluster=handle.name), requested_by=_user())
     code = follow(ops, lambda: ops.request(zero))

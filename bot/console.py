@@ -41,7 +41,7 @@ from bot.dispatch import Dispatcher, Invocation, new_incident
 from bot.progress import KEY_PREFIX, Progress
 from engine.clock import Clock, SystemClock
 from engine.operation import Operation, OpState
-from engine.operations import Operations
+from engine.operations import Operations, new_operations
 from engine.policy import ClusterPolicy, Role
 from engine.runner import RunnerSettings
 from engine.store import Store
@@ -115,7 +115,7 @@ def simulated_operations(
     """Operations over the built-in simulated cluster, an in-memory database and the console policy."""
     clock = clock or SystemClock()
     handle, _ = wiring.simulated_cluster(clock=clock)
-    return Operations(
+    return new_operations(
         Store(":memory:"),
         {handle.name: handle},
         {handle.name: console_policy(handle.name)},

@@ -17,7 +17,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from types import FrameType
 from typing import Any
@@ -39,8 +39,9 @@ from bot.settings import Settings
 from engine.cleanup import CleanupReport, Cycling, EmptyNodeCleaner, Evictor, PolicyLoop
 from engine.clock import SystemClock
 from engine.kube.events import EventRecorder
+from engine.listeners import ProgressListeners
 from engine.operations import Operations
-from engine.runner import ClusterHandle
+from engine.runner import ClusterHandle, Runner
 from engine.schedules import Schedules
 from engine.store import Store, StoreError
 
@@ -147,7 +148,7 @@ class Service:
 
 
 def build_service(settings: Settings, *, leader_election: bool | None = None) -> Service:
-    handles = _connect(settings)
+    handles = {name: with_events(handle) for name, handle in _connect(settings).items()}
     try:
         store = Store(settings.db_path)
     except StoreError as exc:  # its message names the file and what to do (damaged, locked, full)
@@ -156,19 +157,19 @@ def build_service(settings: Settings, *, leader_election: bool | None = None) ->
         raise RunError(
             f"cannot use the database {settings.db_path}: {exc} (set SCALEBOT_DB to a writable path)"
         ) from exc
-    first = next(iter(handles.values()))
-    api_client = getattr(first.api, "api_client", None)
-    recorder = EventRecorder(api_client) if api_client is not None else None
+    # The first cluster's API server holds the Lease and answers the readiness check.
+    api_client = getattr(next(iter(handles.values())).api, "api_client", None)
     clock = SystemClock()
     holder: dict[str, SchedulerRunner] = {}
     # One user-group resolver for the clicks, the schedule commands and the pre-approvers' re-check.
     groups = group_resolver(settings)
+    listeners = ProgressListeners()
     ops = Operations(
         store,
-        handles,
+        Runner(store, handles, clock, listeners.emit),
         settings.policies(),
         clock,
-        recorder=recorder,
+        listeners,
         next_event=lambda cluster: holder["s"].next_event(cluster) if "s" in holder else None,
         groups_of=groups,
     )
@@ -254,6 +255,13 @@ def build_service(settings: Settings, *, leader_election: bool | None = None) ->
         lambda: service.bot is not None and service.bot.connected()
     )
     return service
+
+
+def with_events(handle: ClusterHandle) -> ClusterHandle:
+    """The handle with a Kubernetes Event recorder writing through its own cluster's API server
+    (an in-memory cluster has none and keeps recording nothing)."""
+    api_client = getattr(handle.api, "api_client", None)
+    return replace(handle, events=EventRecorder(api_client)) if api_client is not None else handle
 
 
 def _connect(settings: Settings) -> dict[str, ClusterHandle]:

@@ -23,9 +23,9 @@ from engine import advice, consolidation, drain, policy
 from engine import plan as planning
 from engine.announcement import NextEvent
 from engine.clock import Clock
-from engine.kube import events as kube_events
 from engine.kube.api import SchedulingApi
 from engine.kube.errors import KubeError
+from engine.listeners import ProgressListeners
 from engine.operation import (
     Operation,
     OperationPlan,
@@ -94,56 +94,63 @@ class ProviderSchedules:
     """Why they could not be read (the API server's answer); empty when read."""
 
 
+def new_operations(
+    store: Store,
+    clusters: Mapping[str, ClusterHandle],
+    policies: Mapping[str, policy.ClusterPolicy],
+    clock: Clock,
+    *,
+    settings: RunnerSettings | None = None,
+    next_event: Callable[[str], NextEvent | None] | None = None,
+    groups_of: Callable[[str], Sequence[str]] | None = None,
+) -> Operations:
+    """The service with its own runner over `clusters`, both telling the same listeners."""
+    listeners = ProgressListeners()
+    runner = Runner(store, clusters, clock, listeners.emit, settings or RunnerSettings())
+    return Operations(store, runner, policies, clock, listeners, next_event=next_event, groups_of=groups_of)
+
+
 class Operations:
     def __init__(
         self,
         store: Store,
-        clusters: Mapping[str, ClusterHandle],
+        runner: Runner,
         policies: Mapping[str, policy.ClusterPolicy],
         clock: Clock,
+        listeners: ProgressListeners,
         *,
-        settings: RunnerSettings | None = None,
         next_event: Callable[[str], NextEvent | None] | None = None,
-        recorder: kube_events.Recorder | None = None,
         groups_of: Callable[[str], Sequence[str]] | None = None,
     ) -> None:
-        """`groups_of`: a person's user groups (Slack's), for roles checked without a click from
-        them: a schedule's pre-approvers at each run. May call Slack: never inside a transaction."""
+        """`runner` runs the operations on its clusters, and emits to `listeners`, which this service
+        tells of state changes too. `groups_of`: a person's user groups (Slack's), for roles checked
+        without a click from them: a schedule's pre-approvers at each run. May call Slack: never
+        inside a transaction."""
         self.store = store
-        self.handles = dict(clusters)
-        self.policies = {name: policies.get(name, policy.ClusterPolicy(cluster=name)) for name in clusters}
+        self.runner = runner
+        self.handles = dict(runner.clusters)
+        self.policies = {
+            name: policies.get(name, policy.ClusterPolicy(cluster=name)) for name in self.handles
+        }
         self.clock = clock
-        self._listeners: list[Callable[[ProgressEvent], None]] = []
-        self._listeners_lock = threading.Lock()
+        self._listeners = listeners
         self._next_event = next_event
         self.groups_of: Callable[[str], Sequence[str]] = groups_of or (lambda user: ())
         self.plan_burst = 5
         self.plan_window = timedelta(minutes=1)
         self._plans: dict[str, list[datetime]] = {}
         self._plans_lock = threading.Lock()
-        self.runner = Runner(
-            store, self.handles, clock, self._emit, settings or RunnerSettings(), recorder=recorder
-        )
 
     # -- progress ---------------------------------------------------------------------------------
 
     def subscribe(self, listener: Callable[[ProgressEvent], None]) -> None:
-        with self._listeners_lock:
-            self._listeners.append(listener)
+        self._listeners.subscribe(listener)
 
     def unsubscribe(self, listener: Callable[[ProgressEvent], None]) -> None:
-        with self._listeners_lock:
-            if listener in self._listeners:
-                self._listeners.remove(listener)
+        self._listeners.unsubscribe(listener)
 
     def _emit(self, event: ProgressEvent) -> None:
-        with self._listeners_lock:
-            listeners = list(self._listeners)
-        for listener in listeners:
-            try:
-                listener(event)
-            except Exception:  # a broken listener must not stop an operation
-                log.exception("progress listener failed", extra={"operation": event.operation.id})
+        self._listeners.emit(event)
 
     def _emit_state(self, op: Operation, text: str, *, final: bool = False) -> None:
         self._emit(ProgressEvent(operation=op, kind="final" if final else "state", text=text, final=final))

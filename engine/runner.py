@@ -149,6 +149,9 @@ class ClusterHandle:
     pools: PoolProvider
     workloads: WorkloadScaler | None = None
     """Puts Deployments, StatefulSets, CronJobs and KEDA ScaledObjects to sleep; None if not configured."""
+    events: kube_events.Recorder = field(default_factory=kube_events.NullRecorder)
+    """Kubernetes Events on the objects scalebot changes in this cluster (so `kubectl describe` there
+    shows what happened); written through this cluster's own API server."""
 
 
 @dataclass(slots=True)
@@ -178,7 +181,6 @@ class Runner:
         emit: Callable[[ProgressEvent], None],
         settings: RunnerSettings = RunnerSettings(),
         *,
-        recorder: kube_events.Recorder | None = None,
         may_act: Callable[[], bool] | None = None,
         identity: RunnerId | None = None,
     ) -> None:
@@ -190,8 +192,6 @@ class Runner:
         """Operations whose runner stopped because the database could not be written, and why."""
         self.handed_over: dict[str, str] = {}
         """Operations another runner claimed while this one ran them (it stopped, writing nothing)."""
-        self.recorder: kube_events.Recorder = recorder or kube_events.NullRecorder()
-        """Kubernetes Events on the objects we change, so `kubectl describe` shows what happened."""
         self.clusters = clusters
         self.clock = clock
         self.emit = emit
@@ -718,10 +718,8 @@ def step_cordon(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     already = drain.cordon_nodes(h.api, nodes, now=now, executor=runner._evictions)
     for node in nodes:
         ref = kube_events.ObjectRef.node(node)
-        runner.recorder.record(
-            ref, reason=kube_events.CORDONED, message=f"Cordoned by scalebot (operation {op.id})"
-        )
-        runner.recorder.record(ref, reason=kube_events.DRAINING, message=f"Draining Node (operation {op.id})")
+        h.events.record(ref, reason=kube_events.CORDONED, message=f"Cordoned by scalebot (operation {op.id})")
+        h.events.record(ref, reason=kube_events.DRAINING, message=f"Draining Node (operation {op.id})")
     if saved:
         # A repeat (after a crash, or for nodes that joined a pool going to zero): keep the drain's
         # history; a node cordoned by someone else before we reached it stays theirs.
@@ -822,7 +820,7 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
         # No retry changes a refusal like this one: fail now with the reason (kubectl exits 1)
         # rather than wait out the timeout. A full zero-scale leaves such nodes to phase 2.
         error = "; ".join(f"node {node}: {reason}" for node, reason in sorted(refused.items()))
-        _record_nodes(runner, op, kube_events.DRAIN_FAILED, f"{error} (operation {op.id})", warning=True)
+        _record_nodes(h, op, kube_events.DRAIN_FAILED, f"{error} (operation {op.id})", warning=True)
         return StepResult(
             progress=data,
             state=OpState.FAILED,
@@ -831,7 +829,7 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
         )
     if decision.done and not refused:
         events.append(("phase", result.report.summary_line(), ""))
-        _record_nodes(runner, op, kube_events.DRAINED, f"Drain completed (operation {op.id})")
+        _record_nodes(h, op, kube_events.DRAINED, f"Drain completed (operation {op.id})")
         if op.kind is OpKind.DRAIN:  # draining was the whole operation
             return StepResult(
                 progress=data,
@@ -859,7 +857,7 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
         return StepResult(then=NEXT, progress=data, events=events)  # phase 2
     if not forcing and timeout is not None and decision.deadline_reached:
         error = f"drain did not complete within {format_duration(timeout)}"
-        _record_nodes(runner, op, kube_events.DRAIN_FAILED, f"{error} (operation {op.id})", warning=True)
+        _record_nodes(h, op, kube_events.DRAIN_FAILED, f"{error} (operation {op.id})", warning=True)
         return StepResult(
             progress=data,
             state=OpState.FAILED,
@@ -1018,7 +1016,7 @@ def step_force(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
             cluster=h.name,
             detail=f"{pod.key} uid={pod.uid}",
         )
-        runner.recorder.record(
+        h.events.record(
             kube_events.ObjectRef.pod(pod.namespace, pod.name, pod.uid),
             reason=kube_events.FORCE_DELETED,
             message=f"Deleted with grace 0 in phase 2 of operation {op.id}: {why(pod)}",
@@ -1448,9 +1446,11 @@ def step_finish(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     )
 
 
-def _record_nodes(runner: Runner, op: Operation, reason: str, message: str, *, warning: bool = False) -> None:
+def _record_nodes(
+    h: ClusterHandle, op: Operation, reason: str, message: str, *, warning: bool = False
+) -> None:
     for node in drained_nodes(op):
-        runner.recorder.record(
+        h.events.record(
             kube_events.ObjectRef.node(node),
             reason=reason,
             message=message,

@@ -52,7 +52,7 @@ from engine.kube import projection
 from engine.kube.client import KubeClient
 from engine.model import PodInfo
 from engine.operation import OperationRequest, OpKind, ProgressEvent, Target
-from engine.operations import Operations
+from engine.operations import Operations, new_operations
 from engine.runner import RunnerSettings
 from engine.store import Store
 
@@ -325,7 +325,7 @@ def mode_zero(args: argparse.Namespace) -> dict[str, Any]:
     handle = wiring.connect_cluster(CLUSTER, kubeconfig=args.kubeconfig)
     settings = RunnerSettings(graceful_window=PHASE1_WINDOW)
     with tempfile.TemporaryDirectory(prefix="scalebot-bench-") as tmp:
-        ops = Operations(
+        ops = new_operations(
             Store(Path(tmp) / "scalebot.db"), {CLUSTER: handle}, {}, SystemClock(), settings=settings
         )
         events: list[dict[str, Any]] = []
@@ -406,7 +406,7 @@ def mode_plan(args: argparse.Namespace) -> dict[str, Any]:
 
     handle = wiring.connect_cluster(CLUSTER, kubeconfig=args.kubeconfig)
     with tempfile.TemporaryDirectory(prefix="scalebot-bench-") as tmp:
-        ops = Operations(Store(Path(tmp) / "scalebot.db"), {CLUSTER: handle}, {}, SystemClock())
+        ops = new_operations(Store(Path(tmp) / "scalebot.db"), {CLUSTER: handle}, {}, SystemClock())
         request = OperationRequest(
             kind=OpKind.ZERO, target=Target(cluster=CLUSTER), requested_by=REQUESTED_BY
         )

@@ -27,7 +27,7 @@ from engine.consolidation import ConsolidationPolicy
 from engine.flows import NEXT
 from engine.kube.client import KubeClient
 from engine.operation import OperationRequest, OpKind, OpState, Target
-from engine.operations import Operations
+from engine.operations import new_operations
 from engine.policy import ClusterPolicy, Role
 from engine.store import Store
 from localcluster import builders
@@ -280,7 +280,7 @@ def test_a_node_whose_pods_no_longer_fit_when_its_turn_comes_is_skipped_not_cord
         users={"U0OPS": Role.OPERATOR},
         consolidation=ConsolidationPolicy(node_grace=timedelta(0)),
     )
-    ops = Operations(Store(str(tmp_path / "db.sqlite")), {"dev": handle}, {"dev": rules}, SystemClock())
+    ops = new_operations(Store(str(tmp_path / "db.sqlite")), {"dev": handle}, {"dev": rules}, SystemClock())
     try:
         outcome = ops.request(
             OperationRequest(kind=OpKind.CONSOLIDATE, target=Target(cluster="dev"), requested_by="U0OPS")

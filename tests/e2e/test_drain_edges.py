@@ -54,7 +54,7 @@ def test_operations_uncordon_removes_the_draining_taint(
     """`/scale uncordon` goes through `Operations.cordon(unschedulable=False)`."""
     from engine.clock import SystemClock
     from engine.kube.client import KubeClient
-    from engine.operations import Operations
+    from engine.operations import new_operations
     from engine.pools.labels import LabelPoolProvider
     from engine.runner import ClusterHandle
     from engine.store import Store
@@ -67,7 +67,7 @@ def test_operations_uncordon_removes_the_draining_taint(
         provider = LabelPoolProvider(
             kube, kube.api_client, label="none.scalebot.test/pool", namespace="scalebot"
         )
-        ops = Operations(
+        ops = new_operations(
             Store(tmp_path / "ops.db"), {"e2e": ClusterHandle("e2e", kube, provider)}, {}, SystemClock()
         )
         outcome = ops.cordon("e2e", [node], by="cli:sre", unschedulable=False)

@@ -21,7 +21,7 @@ from engine.clock import FakeClock, SystemClock
 from engine.consolidation import ConsolidationPolicy
 from engine.kube.client import KubeClient
 from engine.operation import OpKind, OpState
-from engine.operations import Operations
+from engine.operations import new_operations
 from engine.policy import ClusterPolicy, Role
 from engine.runner import ClusterHandle
 from engine.store import Store
@@ -120,7 +120,7 @@ def test_evictor_mode_proposes_once_per_change_and_refuses_beside_another_autosc
         users={"U0APPROVER": Role.APPROVER},
         consolidation=ConsolidationPolicy(evictor=True, node_grace=timedelta(0)),
     )
-    ops = Operations(Store(str(tmp_path / "db.sqlite")), {"dev": handle}, {"dev": rules}, SystemClock())
+    ops = new_operations(Store(str(tmp_path / "db.sqlite")), {"dev": handle}, {"dev": rules}, SystemClock())
     said: list[str] = []
     evictor = Evictor(ops, "dev", "C0PLATFORM", lambda cluster, text: said.append(text))
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -102,3 +103,67 @@ def test_memory_recorder_keeps_events_in_order() -> None:
         (events.DRAIN_FAILED, "Warning"),
     ]
     assert memory.flush(0) and events.NullRecorder().flush(0)
+
+
+@pytest.fixture(scope="module")
+def cluster_b(control_plane: Any) -> Iterator[Any]:
+    """A second API server (about 6 s to start): "cluster B" of a two-cluster configuration."""
+    from localcluster.controlplane import ControlPlane
+
+    plane = ControlPlane(control_plane.cache_dir, echo=lambda _: None)
+    with plane:
+        yield plane
+
+
+def test_an_operation_on_cluster_b_records_its_events_in_cluster_b(
+    cluster_b: Any,
+    admin_api: Any,
+    scalebot_kubeconfig: Any,
+    node_pool: Callable[..., list[str]],
+    unique_name: str,
+    tmp_path: Any,
+) -> None:
+    from bot.run import with_events
+    from engine.clock import SystemClock
+    from engine.kube.client import KubeClient
+    from engine.operation import OperationRequest, OpKind, OpState, Target
+    from engine.operations import new_operations
+    from engine.pools.labels import LabelPoolProvider
+    from engine.runner import ClusterHandle, RunnerSettings
+    from engine.store import Store
+
+    node_pool(1, name=f"{unique_name}-a")  # cluster A has nodes of its own: it is the first cluster
+    b_admin = cluster_b.admin_api_client(pool_size=4)
+    (node,) = builders.create_node_pool(b_admin, f"{unique_name}-b", 1)
+    clients = [
+        KubeClient.from_config(kubeconfig=str(scalebot_kubeconfig)),
+        KubeClient.from_config(kubeconfig=str(cluster_b.scalebot_kubeconfig)),
+    ]
+    handles = {
+        name: with_events(ClusterHandle(name, kube, LabelPoolProvider(kube, kube.api_client)))
+        for name, kube in zip(("a", "b"), clients, strict=True)
+    }
+    settings = RunnerSettings(settle=timedelta(seconds=0), workers=1)
+    ops = new_operations(Store(tmp_path / "db.sqlite"), handles, {}, SystemClock(), settings=settings)
+    try:
+        asked = ops.request(
+            OperationRequest(
+                kind=OpKind.DRAIN, target=Target(cluster="b", nodes=(node,)), requested_by="cli:e2e"
+            )
+        )
+        assert asked.ok and asked.operation is not None, asked.reply
+        assert ops.runner.wait_idle(60), "the drain did not finish"
+        done = ops.get(asked.operation.id)
+        assert done is not None and done.state is OpState.SUCCEEDED, done and done.error
+        for handle in handles.values():
+            assert handle.events.flush(10)
+        in_b = {e["reason"] for e in events_about(b_admin, "default", "Node", node)}
+        assert in_b == {events.CORDONED, events.DRAINING, events.DRAINED}
+        assert events_about(admin_api, "default", "Node", node) == [], "nothing about B's node in A"
+    finally:
+        ops.runner.stop()
+        for handle in handles.values():
+            handle.events.close()
+        for kube in clients:
+            kube.close()
+        b_admin.close()

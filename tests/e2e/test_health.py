@@ -25,7 +25,7 @@ from bot import health, metrics
 from engine.clock import SystemClock
 from engine.kube.client import KubeClient
 from engine.operation import OperationRequest, OpKind, OpState, ProgressEvent, Target
-from engine.operations import Operations
+from engine.operations import new_operations
 from engine.pools.labels import LabelPoolProvider
 from engine.runner import ClusterHandle, RunnerSettings
 from engine.store import Store
@@ -191,7 +191,7 @@ def test_metrics_show_a_real_drain(
         kube, kube.api_client, label=f"{unique_name}.scalebot.test/pool", namespace="scalebot"
     )
     settings = RunnerSettings(pass_interval=timedelta(seconds=2), settle=timedelta(seconds=1), workers=1)
-    ops = Operations(
+    ops = new_operations(
         Store(tmp_path / "db.sqlite"),
         {"e2e": ClusterHandle("e2e", kube, provider)},
         {},

@@ -27,7 +27,7 @@ import pytest
 from engine.clock import SystemClock
 from engine.kube.client import KubeClient
 from engine.operation import OperationRequest, OpKind, OpState, ProgressEvent, Target
-from engine.operations import Operations
+from engine.operations import Operations, new_operations
 from engine.pools.labels import LabelPoolProvider
 from engine.runner import ClusterHandle, RunnerSettings
 from engine.store import Store
@@ -60,7 +60,7 @@ def kube(scalebot_kubeconfig: Path) -> Iterator[KubeClient]:
 
 def make_ops(kube: KubeClient, pool_key: str, db: Path, settings: RunnerSettings = FAST) -> Operations:
     provider = LabelPoolProvider(kube, kube.api_client, label=pool_key, namespace="scalebot")
-    return Operations(
+    return new_operations(
         Store(db), {"e2e": ClusterHandle("e2e", kube, provider)}, {}, SystemClock(), settings=settings
     )
 
@@ -360,7 +360,7 @@ def test_workloads_only_sleep_and_wake_through_operations(
     builders.wait_for_deployment_available(admin_api, namespace, "web")
     scaler = WorkloadScaler.from_kube_client(kube, WorkloadConfig(namespaces=(namespace,)))
     provider = LabelPoolProvider(kube, kube.api_client, label=pool_key, namespace="scalebot")
-    ops = Operations(
+    ops = new_operations(
         Store(tmp_path / "db.sqlite"),
         {"e2e": ClusterHandle("e2e", kube, provider, scaler)},
         {},
@@ -410,7 +410,7 @@ def test_a_sleep_scales_only_the_workloads_it_was_approved_for(
     builders.create_deployment(admin_api, namespace, "web", 1, grace=1)
     scaler = WorkloadScaler.from_kube_client(kube, WorkloadConfig(namespaces=(namespace,)))
     provider = LabelPoolProvider(kube, kube.api_client, label="scalebot.test/none", namespace="scalebot")
-    ops = Operations(
+    ops = new_operations(
         Store(tmp_path / "db.sqlite"),
         {"e2e": ClusterHandle("e2e", kube, provider, scaler)},
         {},

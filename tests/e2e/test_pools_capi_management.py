@@ -30,7 +30,7 @@ from engine.clock import SystemClock
 from engine.kube import errors
 from engine.kube.client import KubeClient
 from engine.operation import OperationRequest, OpKind, OpState, Target
-from engine.operations import Operations
+from engine.operations import Operations, new_operations
 from engine.pools.base import RESTORE_ANNOTATION
 from engine.runner import ClusterHandle, RunnerSettings
 from engine.store import Store
@@ -128,7 +128,7 @@ class Site:
         )
 
     def operations(self, handle: ClusterHandle) -> Operations:
-        return Operations(Store(self.db), {"alpha": handle}, {}, SystemClock(), settings=FAST)
+        return new_operations(Store(self.db), {"alpha": handle}, {}, SystemClock(), settings=FAST)
 
     def grant_kubeconfig_secret(self) -> None:
         _secret_for_scalebot(

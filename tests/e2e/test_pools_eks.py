@@ -27,7 +27,7 @@ import pytest
 from bot import wiring
 from engine.clock import SystemClock
 from engine.operation import OperationRequest, OpKind, OpState, Target
-from engine.operations import Operations
+from engine.operations import Operations, new_operations
 from engine.pools.eks import record_name
 from engine.runner import RunnerSettings
 from engine.store import Store
@@ -120,7 +120,7 @@ def test_scale_down_terminates_the_drained_instances_and_zero_wake_restore_exact
     }
 
     loop = StandInLoop(eks).start()
-    ops = Operations(Store(tmp_path / "db.sqlite"), {"eks": handle}, {}, SystemClock(), settings=FAST)
+    ops = new_operations(Store(tmp_path / "db.sqlite"), {"eks": handle}, {}, SystemClock(), settings=FAST)
     texts: list[str] = []
     ops.subscribe(lambda event: texts.append(event.text))
     try:

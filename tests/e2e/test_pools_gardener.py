@@ -21,7 +21,7 @@ import pytest
 from bot import wiring
 from engine.clock import SystemClock
 from engine.operation import OperationRequest, OpKind, OpState, Target
-from engine.operations import Operations
+from engine.operations import Operations, new_operations
 from engine.runner import ClusterHandle, RunnerSettings
 from engine.store import Store
 from localcluster import builders as b
@@ -95,7 +95,7 @@ def test_scale_a_worker_then_hibernate_and_wake(
     )
 
     loop = StandInLoop(shoot).start()
-    ops = Operations(Store(tmp_path / "db.sqlite"), {"shoot": handle}, {}, SystemClock(), settings=FAST)
+    ops = new_operations(Store(tmp_path / "db.sqlite"), {"shoot": handle}, {}, SystemClock(), settings=FAST)
     texts: list[str] = []
     ops.subscribe(lambda event: texts.append(event.text))
     try:

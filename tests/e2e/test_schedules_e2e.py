@@ -31,7 +31,7 @@ from bot.scheduler import SchedulerRunner
 from engine.clock import FakeClock, SystemClock
 from engine.kube.client import KubeClient
 from engine.operation import OperationRequest, OpKind, OpState, Target
-from engine.operations import Operations
+from engine.operations import new_operations
 from engine.pools.labels import LabelPoolProvider
 from engine.runner import ClusterHandle
 from engine.schedules import Schedules
@@ -118,7 +118,7 @@ def world_with_workloads(
 def slack_world(handle: ClusterHandle, db: Path, *, start: datetime = MON_17_CET) -> Iterator[World]:
     """The real Operations over `handle` (cluster "dev-eu"), with schedules in Slack over HTTP Bolt;
     everything it starts is stopped on the way out, also when the test fails."""
-    ops = Operations(
+    ops = new_operations(
         Store(db),
         {"dev-eu": handle},
         {"dev-eu": POLICIES["dev-eu"]},

@@ -22,7 +22,7 @@ import pytest
 from engine.clock import SystemClock
 from engine.kube.client import KubeClient
 from engine.operation import OperationRequest, OpKind, OpState, ProgressEvent, Target
-from engine.operations import Operations
+from engine.operations import new_operations
 from engine.pools.labels import LabelPoolProvider
 from engine.runner import ClusterHandle, RunnerSettings
 from engine.store import Store
@@ -74,7 +74,7 @@ def test_a_pdb_that_never_allows_eviction(
     web = sorted(p["metadata"]["name"] for p in builders.list_pods(admin_api, namespace))
 
     provider = LabelPoolProvider(kube, kube.api_client, label=pool_key, namespace="scalebot")
-    ops = Operations(
+    ops = new_operations(
         Store(tmp_path / "db.sqlite"),
         {"e2e": ClusterHandle("e2e", kube, provider)},
         {},

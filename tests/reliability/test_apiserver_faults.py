@@ -31,7 +31,7 @@ import pytest
 from engine.clock import SystemClock
 from engine.kube.client import KubeClient
 from engine.operation import OperationRequest, OpKind, OpState, ProgressEvent, Target
-from engine.operations import Operations
+from engine.operations import Operations, new_operations
 from engine.pools.labels import LabelPoolProvider
 from engine.runner import ClusterHandle, RunnerSettings
 from engine.store import Store
@@ -143,7 +143,7 @@ def _cluster(admin: Any, name: str, key: str, *, replicas: int) -> tuple[str, li
 def _ops(kubeconfig: Path, key: str, db: Path) -> tuple[Operations, KubeClient]:
     kube = KubeClient.from_config(kubeconfig=str(kubeconfig))
     provider = LabelPoolProvider(kube, kube.api_client, label=key, namespace="scalebot")
-    ops = Operations(
+    ops = new_operations(
         Store(db), {"e2e": ClusterHandle("e2e", kube, provider)}, {}, SystemClock(), settings=FAST
     )
     return ops, kube

@@ -260,7 +260,8 @@ def test_sigkill_during_cordon_force_and_node_removal_then_resume(
         ]
     for name, uid in web_pods.items():
         assert sum(f"uid={uid}" in d for d in audited) == 1, (name, audited)
-    assert data["drain"].get("already_cordoned", []) == [], "scalebot's own cordons are not a human's"
+    assert data.drain.state is not None
+    assert data.drain.state.already_cordoned == frozenset(), "scalebot's own cordons are not a human's"
 
 
 def test_run_sigkill_while_a_slack_reply_is_in_flight_then_sigterm_mid_step(

@@ -47,7 +47,7 @@ from engine.clock import SystemClock
 from engine.kube.fake import FakeCluster
 from engine.model import NodeInfo
 from engine.operation import Operation, ProgressEvent, ProgressKind
-from engine.operations import Operations
+from engine.operations import Operations, new_operations
 from engine.pools.base import POOL_LABEL
 from engine.pools.simulated import SimulatedPoolProvider
 from engine.runner import ClusterHandle, RunnerSettings
@@ -157,7 +157,7 @@ def make_engine(db: Path, *, run: bool = False, settings: RunnerSettings = FAST_
     clusters = {name: ControlledCluster() for name in POOLS}
     for name, cluster in clusters.items():
         populate(cluster, POOLS[name])
-    ops = Operations(
+    ops = new_operations(
         Store(db),
         {name: ClusterHandle(name, c, SimulatedPoolProvider(c)) for name, c in clusters.items()},
         POLICIES,

@@ -35,7 +35,7 @@ from bot.schedule_ui import ScheduleUi
 from bot.scheduler import SchedulerRunner
 from engine.clock import FakeClock
 from engine.operation import OperationRequest, OpKind, OpState, Target
-from engine.operations import Operations
+from engine.operations import Operations, new_operations
 from engine.pools.simulated import SimulatedPoolProvider
 from engine.runner import ClusterHandle, RunnerSettings
 from engine.schedules import Schedules
@@ -136,7 +136,7 @@ def world(slack_api: SlackApiServer, tmp_path: Path) -> Iterator[World]:
         for i in range(count):
             cluster.add_node(f"{pool}-{i}", labels={"scalebot.io/pool": pool})
     later: list[Schedules] = []  # as `scalebot run` wires it: status asks the schedules made after
-    ops = Operations(
+    ops = new_operations(
         Store(tmp_path / "scalebot.db"),
         {"dev-eu": ClusterHandle("dev-eu", cluster, SimulatedPoolProvider(cluster))},
         {"dev-eu": POLICIES["dev-eu"]},

@@ -25,7 +25,7 @@ BLOCKED_OPERATION = """
     from engine.kube import errors
     from engine.kube.fake import FakeCluster
     from engine.operation import OperationRequest, OpKind, Target
-    from engine.operations import Operations
+    from engine.operations import Operations, new_operations
     from engine.pools.simulated import SimulatedPoolProvider
     from engine.runner import ClusterHandle, RunnerSettings
     from engine.store import Store
@@ -48,7 +48,7 @@ BLOCKED_OPERATION = """
                         labels={"app": "web"})
         cluster.add_pdb("shop", "web", match_labels={"app": "web"}, disruptions_allowed=0)
         handle = ClusterHandle(name="dev", api=cluster, pools=SimulatedPoolProvider(cluster))
-        ops = Operations(Store(db), {"dev": handle}, {}, SystemClock(),
+        ops = new_operations(Store(db), {"dev": handle}, {}, SystemClock(),
                          settings=RunnerSettings(pass_interval=timedelta(seconds=1), workers=1))
         out = ops.request(OperationRequest(kind=OpKind.ZERO, target=Target(cluster="dev", pools=("a",)),
                                            requested_by="cli:test"))

@@ -28,7 +28,7 @@ from engine import policy
 from engine.announcement import Announcement, NextEvent
 from engine.clock import FakeClock
 from engine.kube.fake import FakeCluster
-from engine.operations import Operations
+from engine.operations import new_operations
 from engine.pools.simulated import SimulatedPoolProvider
 from engine.runner import ClusterHandle
 from engine.schedules import ScheduleOutcome, Schedules, ScheduleTarget
@@ -65,7 +65,7 @@ def build(db: Path, clock: Any) -> Schedules:
     for pool, count in (("web", 2), ("batch", 1)):
         for i in range(count):
             cluster.add_node(f"{pool}-{i}", labels={"scalebot.io/pool": pool})
-    ops = Operations(
+    ops = new_operations(
         Store(db),
         {CLUSTER: ClusterHandle(CLUSTER, cluster, SimulatedPoolProvider(cluster))},
         {CLUSTER: policy.ClusterPolicy(cluster=CLUSTER, users={APPROVER: policy.Role.APPROVER})},

@@ -23,7 +23,7 @@ from engine import policy
 from engine.clock import FakeClock
 from engine.kube.fake import FakeCluster
 from engine.operation import Operation, OperationRequest, OpKind, OpState, Outcome, Target
-from engine.operations import Operations, UserError
+from engine.operations import UserError, new_operations
 from engine.pools.simulated import SimulatedPoolProvider
 from engine.runner import ClusterHandle, RunnerSettings
 from engine.schedules import Schedules, ScheduleTarget
@@ -51,7 +51,7 @@ class World:
         self.cluster = cluster
         self.pools = SimulatedPoolProvider(cluster)
         handle = ClusterHandle(name=CLUSTER, api=cluster, pools=self.pools)
-        self.ops = Operations(
+        self.ops = new_operations(
             Store(db),
             {CLUSTER: handle},
             {CLUSTER: self.policy},

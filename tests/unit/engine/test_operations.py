@@ -22,7 +22,7 @@ import pytest
 from engine import policy
 from engine.kube.fake import FakeCluster
 from engine.operation import OperationRequest, OpKind, OpState, ProgressEvent, Target
-from engine.operations import Operations
+from engine.operations import Operations, new_operations
 from engine.pools.simulated import SimulatedPoolProvider
 from engine.runner import ClusterHandle, RunnerSettings
 from engine.store import Store
@@ -62,7 +62,7 @@ def make_ops(cluster: FakeCluster, db: Path, **policy_kw: object) -> Operations:
         **policy_kw,  # type: ignore[arg-type]
     )
     handle = ClusterHandle(name="dev", api=cluster, pools=SimulatedPoolProvider(cluster))
-    return Operations(
+    return new_operations(
         Store(db),
         {"dev": handle},
         {"dev": pol},

@@ -18,7 +18,7 @@ from bot.health import runner_healthy
 from engine.clock import FakeClock
 from engine.kube.fake import FakeCluster
 from engine.operation import OperationRequest, OpKind, OpState, ProgressEvent, Target
-from engine.operations import Operations
+from engine.operations import Operations, new_operations
 from engine.pools.simulated import SimulatedPoolProvider
 from engine.runner import CLAIM_TTL_SECONDS, ClusterHandle, RunnerSettings
 from engine.store import ClaimHeld, RunnerId, Store, StoreError
@@ -40,7 +40,7 @@ def cluster() -> FakeCluster:
 def _ops(cluster: FakeCluster, db: Path, me: RunnerId, clock: FakeClock | None = None) -> Operations:
     assert cluster.clock is not None
     handle = ClusterHandle(name="dev", api=cluster, pools=SimulatedPoolProvider(cluster))
-    ops = Operations(
+    ops = new_operations(
         Store(db), {"dev": handle}, {}, clock or cluster.clock, settings=RunnerSettings(workers=2)
     )
     ops.runner.identity = me

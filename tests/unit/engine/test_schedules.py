@@ -39,7 +39,7 @@ from engine.operation import (
     WorkloadCount,
     WorkloadsProgress,
 )
-from engine.operations import Operations
+from engine.operations import new_operations
 from engine.pools.simulated import SimulatedPoolProvider
 from engine.runner import ClusterHandle, RunnerSettings
 from engine.runner import _summary as runner_summary
@@ -82,7 +82,7 @@ class World:
         )
         # The cluster and its pools outlive a scalebot restart: every World shares one provider.
         handle = ClusterHandle(name=CLUSTER, api=pools.cluster, pools=pools)
-        self.ops = Operations(
+        self.ops = new_operations(
             Store(db),
             {CLUSTER: handle},
             {CLUSTER: rules},
