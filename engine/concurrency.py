@@ -3,11 +3,13 @@
 A fixed worker count is either too few (the API server could take more) or too many (429s from
 API Priority and Fairness, 5xx, latency climbing as requests queue server-side). The controller
 grows the limit by one each time a window of answers comes back with the latency flat, and halves
-it on a 429 or a 5xx, or when a window's median latency rises well above the best median seen
-(the queueing signal TCP Vegas and gRPC's adaptive limiters use). After a decrease it waits one
-window before judging again, so the answers to requests sent under the old limit do not cut it
-twice. It never exceeds `maximum`, which the caller bounds by the client's own rate limit (burst):
-more requests in flight than the token bucket can release at once only wait in the bucket.
+it on a 429 or a 5xx (down to `minimum`), or when a window's median latency rises well above the
+best median seen (the queueing signal TCP Vegas and gRPC's adaptive limiters use; down to
+`initial` only, so a noisy machine never leaves fewer in flight than a fixed pool would). After
+a decrease it waits one window before judging again, so the answers to requests sent under the
+old limit do not cut it twice. It never exceeds `maximum`, which the caller bounds by the
+client's own rate limit (burst): more requests in flight than the token bucket can release at
+once only wait in the bucket.
 
 `AimdController` is pure: the caller reports each answer (`record`) with the time it took, and
 `limit` is the decision. `AdaptiveGate` applies it to a pool of workers and times the answers on
@@ -99,7 +101,11 @@ class AimdController:
         return self.limit
 
     def _decrease(self, why: str) -> None:
-        new = max(self.settings.minimum, int(self.limit * self.settings.backoff))
+        # A latency rise alone never takes the limit below where it started: on a shared machine
+        # the latency is noisy, and the starting point is what a fixed pool gave before. Only the
+        # server saying it is overloaded (429/5xx) takes it further down, to the minimum.
+        floor = self.settings.minimum if why == "throttled" else self.settings.initial
+        new = max(floor, min(self.limit, int(self.limit * self.settings.backoff)))
         self._latencies.clear()
         # The requests still in flight were sent under the old limit: skip their answers.
         self._skip = self.limit

@@ -45,13 +45,19 @@ def test_a_throttle_halves_the_limit_once_for_the_requests_already_in_flight() -
     assert [why for why, _ in c.history].count("throttled") == 2
 
 
-def test_rising_latency_shrinks_the_limit_before_any_throttle() -> None:
-    c = AimdController(SETTINGS)
-    feed(c, 4 + 5 + 6, 0.1)
-    assert c.limit == 7 and c.best_median == pytest.approx(0.1)
-    feed(c, 7, 0.25)  # 2.5x the best median: requests queue at the server
-    assert c.limit == 3
-    assert c.history[-1] == ("latency rose", 3)
+def test_rising_latency_shrinks_the_limit_before_any_throttle_but_not_below_the_start() -> None:
+    c = AimdController(AimdSettings(initial=4, minimum=2, maximum=20, window=4))
+    feed(c, 4 + 5 + 6 + 7 + 8 + 9, 0.1)
+    assert c.limit == 10 and c.best_median == pytest.approx(0.1)
+    feed(c, 10, 0.25)  # 2.5x the best median: requests queue at the server
+    assert c.limit == 5
+    assert c.history[-1] == ("latency rose", 5)
+    feed(c, 10, 0.1)  # the answers already in flight under the old limit: skipped
+    feed(c, 5, 0.3)
+    assert c.limit == 4, "a latency rise alone stops at the starting limit"
+    feed(c, 5, 0.1)  # skipped again
+    c.record(0.1, throttled=True)
+    assert c.limit == 2, "the server's 429 goes below it"
 
 
 def test_the_ceiling_follows_the_clients_burst() -> None:
