@@ -53,6 +53,19 @@ DEFAULT_RAW: dict[str, tuple[str, ...]] = {
     "small": ("raw", "raw_unlimited", "raw_name"),
     "full": ("raw", "raw_unlimited"),
 }
+SWEEP: dict[str, int] = {"sweep_8": 8, "sweep_16": 16, "sweep_32": 32, "sweep_64": 64}
+"""The server's limit: the bare eviction loop with no client-side limit, in the drain's (spread)
+order, at these worker counts; the best point is what scalebot's throughput is compared with."""
+DEFAULT_SWEEP: dict[str, tuple[str, ...]] = {
+    "smoke": ("sweep_8", "sweep_64"),
+    "small": tuple(SWEEP),
+    "full": tuple(SWEEP),
+}
+DEFAULT_KUBECTL_PARALLEL: dict[str, tuple[str, ...]] = {
+    "smoke": ("kubectl_pools", "kubectl_nodes16"),
+    "small": tuple(scenarios.KUBECTL_PARALLEL),
+    "full": tuple(scenarios.KUBECTL_PARALLEL),
+}
 DEFAULT_RAW_SAMPLE: dict[str, int | None] = {"smoke": None, "small": None, "full": 5000}
 """At the full size the bare loops evict the first N pods only, and scalebot's rate over its own
 first N evictions is reported beside its whole-run rate."""
@@ -86,6 +99,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--raw-sample", type=int, help="bare loops evict only the first N pods (default: full 5000)"
+    )
+    parser.add_argument(
+        "--kubectl-parallel",
+        action="append",
+        choices=sorted(scenarios.KUBECTL_PARALLEL),
+        help="parallel kubectl baselines to run (repeatable; default: smoke pools + nodes16, else all)",
+    )
+    parser.add_argument(
+        "--sweep",
+        action="append",
+        choices=sorted(SWEEP),
+        help="points of the concurrency sweep to run (repeatable; default: smoke 8 and 64, else all)",
     )
     parser.add_argument(
         "--no-sample",
@@ -177,6 +202,8 @@ def run_all(
     plan_rounds: int = 3,
     checkpoint: Path | None = None,
     only: Sequence[str] = (),
+    kubectl_parallel: Sequence[str] | None = None,
+    sweep: Sequence[str] | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """Every run the wanted scenarios need, each on a fresh cluster; (runs, errors).
 
@@ -230,6 +257,21 @@ def run_all(
                     size, echo=echo, qps=q, burst=b, order=o, limit=raw_sample
                 ),
             )
+    if "baselines" in wanted:
+        for name in DEFAULT_KUBECTL_PARALLEL[size.name] if kubectl_parallel is None else kubectl_parallel:
+            attempt(
+                name,
+                lambda n=name: scenarios.run_kubectl_parallel(
+                    size, echo=echo, name=n, budget=kubectl_budget, stop_after_nodes=kubectl_nodes
+                ),
+            )
+        for name in DEFAULT_SWEEP[size.name] if sweep is None else sweep:
+            attempt(
+                name,
+                lambda w=SWEEP[name]: scenarios.run_raw(
+                    size, echo=echo, qps=0.0, burst=1, order="spread", limit=raw_sample, workers=w
+                ),
+            )
     if "planning" in only:  # explicit only: planning is otherwise measured in the scalebot run
         attempt("planning", lambda: scenarios.run_planning(size, echo=echo, plan_rounds=plan_rounds))
     if profile:
@@ -272,6 +314,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         plan_rounds=args.plan_rounds,
         checkpoint=args.json.with_suffix(".partial.json") if args.json is not None else None,
         only=args.only,
+        kubectl_parallel=args.kubectl_parallel,
+        sweep=args.sweep,
     )
     earlier: dict[str, Any] | None = None
     if args.merge is not None:
@@ -293,6 +337,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "runs": runs,
         "errors": errors,
         "wall_seconds": time.monotonic() - started,
+        "load_after": list(os.getloadavg()),
         "pid": os.getpid(),
         "earlier": earlier,
     }
@@ -308,6 +353,9 @@ def render(results: dict[str, Any], write: Path | None, echo: Callable[[str], No
         sets, _ = report.load_embedded(write)
         other = sets.get("small" if results["size"] == "full" else "full")
     report.print_rows(report.rows(results, other), echo)
+    echo(f"command: {results.get('command')}")
+    start_load = (results.get("machine") or {}).get("load")
+    echo(f"load average at the start: {start_load}; at the end: {results.get('load_after')}")
     for line in report.issue3_summary(results) if results["size"] == "small" else []:
         echo(line)
     if write is not None:

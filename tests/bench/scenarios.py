@@ -25,6 +25,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -446,7 +447,14 @@ def _kubectl_requests(log: str) -> tuple[Counter[tuple[str, str]], int, float]:
 
 
 def run_raw(
-    size: Size, *, echo: Echo, qps: float, burst: int, order: str = "name", limit: int | None = None
+    size: Size,
+    *,
+    echo: Echo,
+    qps: float,
+    burst: int,
+    order: str = "name",
+    limit: int | None = None,
+    workers: int | None = None,
 ) -> dict[str, Any]:
     """Eviction POSTs for every pod a drain would evict, no drain logic, nodes cordoned first.
 
@@ -460,7 +468,10 @@ def run_raw(
         cluster.cordon_all()  # as in a drain: replacements stay Pending instead of being scheduled
         limit_text = f"QPS {qps:g} / burst {burst}" if qps > 0 else "no client-side limit"
         count = min(limit, size.evictable_pods) if limit else size.evictable_pods
-        echo(f"raw: eviction loop over {count} pods ({limit_text}, {order} order) ...")
+        echo(
+            f"raw: eviction loop over {count} pods ({limit_text}, {order} order, "
+            f"{workers or 'default'} workers) ..."
+        )
         before, cpu_before = cluster.metrics(), cluster.component_cpu_seconds()
         load_before = os.getloadavg()
         covered = cluster.write_covered(workdir / "covered.txt")
@@ -477,6 +488,7 @@ def run_raw(
                 "--covered",
                 str(covered),
                 *(["--limit", str(limit)] if limit else []),
+                *(["--workers", str(workers)] if workers else []),
             ],
             timeout=7200,
             workdir=workdir,
@@ -492,3 +504,154 @@ def run_raw(
             loadavg_during=[load_before[0], os.getloadavg()[0]],
         )
         return raw
+
+
+# -- kubectl in parallel: the baselines a person who knows kubectl would use --------------------------
+
+KUBECTL_CLIENT_QPS = 5.0
+"""client-go's default for kubectl's requests (its discovery client aside). The pinned kubectl has no
+flag to change it (no --kube-api-qps/--kube-api-burst among `kubectl options`), so "at scalebot's
+client QPS" means as many kubectl processes at once as make scalebot's 50 QPS: ten."""
+KUBECTL_PARALLEL: dict[str, tuple[str, int | None]] = {
+    "kubectl_pools": ("pool", None),
+    "kubectl_pools_qps": ("pool-split", 10),
+    "kubectl_nodes16": ("node", 16),
+    "kubectl_nodes_qps": ("node", 10),
+}
+"""The parallel kubectl baselines by run name: (how the nodes are split, processes at once).
+"pool": one `kubectl drain -l scalebot.io/pool=<pool>` per pool, all at once (the natural way);
+"pool-split": the nodes in ten equal groups, one `kubectl drain <nodes…>` each, all at once (the
+pools' drains at an aggregate 50 QPS, scalebot's client limit); "node": one `kubectl drain <node>`
+per node with N running at once (`xargs -P N`): 16 as the issue asks, 10 for 50 QPS in all."""
+
+
+def kubectl_commands(mode: str, pools: Mapping[str, Sequence[str]], parallel: int | None) -> list[list[str]]:
+    """The target arguments of each kubectl command of a parallel baseline."""
+    if mode == "pool":
+        return [["-l", f"{builders.POOL_LABEL}={pool}"] for pool in sorted(pools)]
+    nodes = [n for pool in sorted(pools) for n in pools[pool]]
+    if mode == "node":
+        return [[n] for n in nodes]
+    groups = max(1, min(parallel or 1, len(nodes)))
+    return [nodes[i::groups] for i in range(groups)]
+
+
+def run_kubectl_parallel(
+    size: Size,
+    *,
+    echo: Echo,
+    name: str,
+    budget: float | None,
+    stop_after_nodes: int | None = None,
+) -> dict[str, Any]:
+    """A parallel kubectl baseline (see KUBECTL_PARALLEL) on a fresh cluster, timed from the first
+    command's start to the last node drained. Stopped early (budget or node count), its total is
+    extrapolated from the rate at which nodes were drained (the commands run side by side)."""
+    mode, parallel = KUBECTL_PARALLEL[name]
+    with fresh_cluster(size, echo=echo) as cluster, tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        _grant_kubectl_drain(cluster)
+        kubeconfig = cluster.cp.scalebot_kubeconfig
+        pools: dict[str, list[str]] = {}
+        for node in builders.list_items(
+            cluster.admin, builders.node_path(), label_selector=builders.POOL_LABEL
+        ):
+            pools.setdefault(node["metadata"]["labels"][builders.POOL_LABEL], []).append(
+                node["metadata"]["name"]
+            )
+        commands = kubectl_commands(mode, pools, parallel)
+        at_once = parallel or len(commands)
+        base = [
+            str(cluster.kubectl_path),
+            f"--kubeconfig={kubeconfig}",
+            "drain",
+            *KUBECTL_DRAIN_FLAGS,
+            "-v=6",
+        ]
+        example = ["kubectl", "drain", *KUBECTL_DRAIN_FLAGS, *commands[0]]
+        echo(
+            f"{name}: {len(commands)} kubectl drain commands, {at_once} at a time "
+            f"(e.g. {' '.join(example)}) ..."
+        )
+        env = {**os.environ, "KUBECONFIG": str(kubeconfig), "HOME": str(cluster.cp.run_dir)}
+        before, cpu_before = cluster.metrics(), cluster.component_cpu_seconds()
+        load_before = os.getloadavg()
+        drained: list[float] = []
+        lock = threading.Lock()
+        stop = threading.Event()
+        procs: list[subprocess.Popen[bytes]] = []
+        logs: list[Path] = []
+
+        def one(index: int) -> int:
+            if stop.is_set():
+                return -1
+            log_path = Path(tmp) / f"kubectl-{index}.log"
+            with lock:
+                logs.append(log_path)
+            argv = [*base, *commands[index]]
+            # Popen as a context: its output pipe is closed and the process reaped, also when killed.
+            with (
+                log_path.open("wb") as err,
+                subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, env=env) as proc,
+            ):
+                with lock:
+                    procs.append(proc)
+                assert proc.stdout is not None
+                for raw in proc.stdout:
+                    if raw.decode("utf-8", "replace").rstrip("\n").endswith(" drained"):
+                        with lock:
+                            drained.append(time.monotonic())
+                            if stop_after_nodes and len(drained) >= stop_after_nodes:
+                                stop.set()
+                return proc.wait()
+
+        started = time.monotonic()
+        with ThreadPoolExecutor(max_workers=at_once, thread_name_prefix="kubectl") as runners:
+            futures = [runners.submit(one, i) for i in range(len(commands))]
+            deadline = started + budget if budget else None
+            while not all(f.done() for f in futures):
+                if stop.wait(1.0) or (deadline is not None and time.monotonic() > deadline):
+                    stop.set()
+                    with lock:
+                        for proc in procs:
+                            if proc.poll() is None:
+                                proc.kill()
+            statuses = [f.result() for f in futures]
+        ended = time.monotonic()
+        after, cpu_after = cluster.metrics(), cluster.component_cpu_seconds()
+        complete = len(drained) == len(cluster.nodes)
+        last = max(drained, default=None)
+        seconds = (last - started) if complete and last is not None else ended - started
+        extrapolated = None
+        if not complete and drained:
+            extrapolated = (max(drained) - started) * len(cluster.nodes) / len(drained)
+        requests: Counter[tuple[str, str]] = Counter()
+        throttled, throttle_seconds = 0, 0.0
+        for log_path in logs:
+            counted, waits, waited = _kubectl_requests(log_path.read_text(errors="replace"))
+            requests.update(counted)
+            throttled += waits
+            throttle_seconds += waited
+        return {
+            "size": size.name,
+            "populate": populate_figures(cluster),
+            "mode": mode,
+            "commands": len(commands),
+            "parallel": at_once,
+            "aggregate_qps": KUBECTL_CLIENT_QPS * at_once,
+            "argv": example,
+            "exit_statuses": sorted(Counter(statuses).items()),
+            "complete": complete,
+            "budget_seconds": budget,
+            "stop_after_nodes": stop_after_nodes,
+            "seconds": seconds,
+            "nodes_drained": len(drained),
+            "extrapolated_seconds": extrapolated,
+            "requests": [[v, r, n] for (v, r), n in sorted(requests.items())],
+            "throttled_requests": throttled,
+            "throttled_seconds": throttle_seconds,
+            "identity_requests": identity_requests(before, after),
+            "server_evictions": eviction_requests(before, after),
+            "component_cpu_seconds": _delta(cpu_before, cpu_after),
+            "loadavg_during": [load_before[0], os.getloadavg()[0]],
+            "left_on_nodes": _pods_left(cluster),
+        }

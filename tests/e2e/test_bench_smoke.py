@@ -2,10 +2,12 @@
 
 Same code as the real benchmark (tests/bench): a fresh control plane per run, scalebot's
 zero-scale in a child process as the `scalebot` ServiceAccount with the Slack progress path
-attached, planning, kubectl drain (stopped after two nodes and extrapolated), and the bare eviction
-loop with scalebot's client settings. It prints the figures and asserts only that the machinery
-measured something sane: finite ratios, one eviction per pod, no per-pod polling. Speed targets
-are never asserted; docs/benchmarks.md has the real runs.
+attached, planning, kubectl drain (stopped after one node and extrapolated), the parallel kubectl
+baselines (per pool, per node 16 at once; each stopped after one node), the bare eviction loop with
+scalebot's client settings and two points of the concurrency sweep (8 and 64 workers, no limit).
+It prints the figures and asserts only that the machinery measured something sane: finite
+ratios, one eviction per pod, no per-pod polling. Speed targets are never asserted;
+docs/benchmarks.md has the real runs.
 """
 
 from __future__ import annotations
@@ -77,3 +79,22 @@ def test_benchmark_machinery_at_20_nodes() -> None:
 
     slack = runs["scalebot"]["slack"]
     assert slack["final_shown"] and slack["post_message"] >= 1
+
+    # The baselines a skeptic accepts and the server's limit, cheaply: each parallel kubectl stopped
+    # after its first drained node (extrapolated), two points of the concurrency sweep.
+    for name in runner.DEFAULT_KUBECTL_PARALLEL["smoke"]:
+        run = runs[name]
+        assert run["nodes_drained"] >= 1, (name, run)
+        seconds, _ = report.kubectl_seconds(run)
+        assert seconds is not None and math.isfinite(seconds) and seconds > 0, (name, run)
+        assert run["commands"] >= 2 and run["parallel"] >= 2, run
+    assert runs["kubectl_pools"]["commands"] == size.pools
+    for name in runner.DEFAULT_SWEEP["smoke"]:
+        sweep = runs[name]
+        assert sweep["workers"] == runner.SWEEP[name] and sweep["qps"] == 0
+        assert (report.eviction_rate(sweep["requests"]) or 0) > 0, sweep
+    baseline = {r.figure: r.value for r in report.rows(results) if r.scenario == "baselines"}
+    assert any(f.startswith("speed-up against the best baseline") for f in baseline), baseline
+    assert any(f.startswith("scalebot's evictions/s as a share of the sweep") for f in baseline), baseline
+    reads = report.reads_per_node(zero)
+    assert reads is not None and 0 < reads < 10, reads
