@@ -30,9 +30,11 @@ import pytest
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from bot import blocks, schedule_blocks
-from bot.app import serve_http
+from bot.app import serve_http, web_client
+from bot.outbox import MemoryOutbox
 from bot.schedule_ui import ScheduleUi
 from bot.scheduler import SchedulerRunner
+from bot.sender import Sender
 from engine.clock import FakeClock
 from engine.operation import OperationRequest, OpKind, OpState, Target
 from engine.operations import Operations, new_operations
@@ -44,6 +46,7 @@ from tests.slack.conftest import (
     APPROVER,
     APPROVER_2,
     CHANNEL,
+    FAST_SENDER,
     OPERATOR,
     POLICIES,
     VIEWER,
@@ -367,6 +370,31 @@ def test_announcement_is_posted_at_the_lead_time_with_four_buttons(world: World)
     assert "(in " not in all_text(reminder)
     # The edit for the new lead renders the same instant: identical, so the sender sends nothing.
     assert world.updates(ts) == [] or f"<!date^{sleep_at}^" in all_text(world.updates(ts)[-1])
+    assert len([c for c in world.bot.api.calls_to("chat.postMessage") if not c.body.get("thread_ts")]) == 1
+
+
+def test_after_a_restart_the_next_lead_edits_the_stored_message_and_reminds_in_its_thread(
+    world: World,
+) -> None:
+    card = announced(world)
+    ts = card.response["ts"]
+    # A restarted process: a new sender and schedule UI with no memory of the message; only SQLite
+    # knows where it is.
+    sender = Sender(web_client(world.bot.settings, for_sender=True), MemoryOutbox(), settings=FAST_SENDER)
+    sender.start()
+    try:
+        ui = ScheduleUi(world.schedules, world.ops, clock=world.clock)
+        ui.attach(sender=sender)
+        world.at(utc(2, 18, 50))
+        [outcome] = world.schedules.run_due(world.clock.now())
+        assert outcome.announcement is not None
+        ui.on_announce(outcome.announcement)
+        assert sender.flush(5)
+    finally:
+        sender.stop(2)
+    edit = world.bot.api.wait_for_call("chat.update", lambda c: c.body.get("ts") == ts)
+    reminder = world.bot.api.wait_for_call("chat.postMessage", lambda c: c.body.get("thread_ts") == ts)
+    assert "Reminder (10 min before)" in all_text(reminder) and buttons_of(edit)
     assert len([c for c in world.bot.api.calls_to("chat.postMessage") if not c.body.get("thread_ts")]) == 1
 
 
