@@ -22,7 +22,13 @@ and planning refuses `scale POOL N` for N > 0.
 - Waking (`set_size(pool, n > 0)`) puts the saved `limits` and `disruption` back and drops the
   saved annotation; Karpenter then provisions for whatever is pending. `n` is not a node count
   Karpenter could be asked for; the runner follows the capacity coming back through
-  `Pool.pending_pods` and the pool's Ready nodes.
+  `Pool.pending_pods` and the pool's Ready nodes. `pending_pods` counts only the pending pods this
+  NodePool could serve (node selector, required node affinity and tolerations against its
+  template's labels, requirements and taints), so a pod no node of it would take does not hold a
+  wake until its ready timeout.
+- A static NodePool (`spec.replicas`, alpha: Karpenter keeps that many nodes whatever the demand,
+  and rejects cpu limits on it) is not a pool here: it is left out of `list_pools` (planning then
+  refuses it as an unknown pool), and `get_pool` raises StaticNodePool, a PoolNotFound saying why.
 - The restore record (`scalebot.io/restore`, the sizes wake reads) lives on the NodePool too,
   written only if absent. Every write is a merge patch with the field manager "scalebot";
   read-modify-write patches carry the resourceVersion read, and retry on 409.
@@ -31,7 +37,6 @@ and planning refuses `scale POOL N` for N > 0.
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -74,6 +79,135 @@ class KarpenterUnavailable(LookupError):
     """The API server does not serve karpenter.sh/v1 NodePools (Karpenter is not installed)."""
 
 
+class StaticNodePool(PoolNotFound):
+    """A static NodePool (`spec.replicas`): Karpenter keeps a fixed node count there, which this
+    provider does not drive (capping its limits would not stop it, and Karpenter rejects cpu limits
+    on it); it is no pool of scalebot's and is refused by name."""
+
+    def __init__(self, name: str, replicas: int) -> None:
+        LookupError.__init__(
+            self,
+            f"NodePool {name} is static (spec.replicas: {replicas}): Karpenter keeps that many nodes "
+            "whatever the demand, and scalebot does not scale static NodePools; change spec.replicas "
+            "yourself (zero and wake leave it as it is)",
+        )
+        self.name = name
+        self.known = ()
+
+
+WELL_KNOWN_LABELS = frozenset(
+    {
+        "kubernetes.io/arch",
+        "kubernetes.io/os",
+        "node.kubernetes.io/instance-type",
+        "topology.kubernetes.io/zone",
+        "topology.kubernetes.io/region",
+        "karpenter.sh/capacity-type",
+        "node.kubernetes.io/windows-build",
+    }
+)
+"""Labels Karpenter sets from the instance type it picks, whether or not the NodePool names them."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodePoolTemplate:
+    """What a NodePool's nodes can carry: template labels, requirements and taints."""
+
+    pool: str
+    labels: Mapping[str, str]
+    requirements: tuple[Mapping[str, Any], ...]
+    taints: tuple[Mapping[str, Any], ...]
+
+    @classmethod
+    def from_spec(cls, pool: str, spec: Mapping[str, Any]) -> NodePoolTemplate:
+        template = spec.get("template") or {}
+        inner = template.get("spec") or {}
+        return cls(
+            pool=pool,
+            labels=dict((template.get("metadata") or {}).get("labels") or {}),
+            requirements=tuple(inner.get("requirements") or ()),
+            taints=tuple(inner.get("taints") or ()),
+        )
+
+    def allows(self, key: str, operator: str, values: Sequence[str]) -> bool:
+        """Could a node of this NodePool satisfy `key <operator> values`? (Unknown: yes.)"""
+        if key == NODEPOOL_LABEL:
+            return _matches({self.pool}, operator, values)
+        if key in self.labels:
+            return _matches({self.labels[key]}, operator, values)
+        rules = [r for r in self.requirements if r.get("key") == key]
+        if rules:
+            return all(_requirement_allows(r, operator, values) for r in rules)
+        if key in WELL_KNOWN_LABELS or key.split("/", 1)[0].startswith("karpenter."):
+            return True  # the cloud provider decides which values its instance types bring
+        # A label the NodePool never puts on its nodes: only its absence can match.
+        return operator in ("NotIn", "DoesNotExist")
+
+    def could_serve(self, pod: RawObject) -> bool:
+        """A pending pod this NodePool could make a node for: its node selector, required node
+        affinity and tolerations against the template. Sizes are not checked (instance types vary)."""
+        spec = pod.get("spec") or {}
+        if any(not self.allows(k, "In", [v]) for k, v in (spec.get("nodeSelector") or {}).items()):
+            return False
+        affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ) or {}
+        terms = affinity.get("nodeSelectorTerms") or []
+        if terms and not any(
+            all(
+                self.allows(str(e.get("key")), str(e.get("operator")), e.get("values") or [])
+                for e in term.get("matchExpressions") or ()
+            )
+            for term in terms
+        ):
+            return False
+        tolerations = spec.get("tolerations") or ()
+        return all(
+            _tolerated(taint, tolerations)
+            for taint in self.taints
+            if taint.get("effect") in ("NoSchedule", "NoExecute")
+        )
+
+
+def _matches(present: set[str], operator: str, values: Sequence[str]) -> bool:
+    if operator == "In":
+        return bool(present & set(values))
+    if operator == "NotIn":
+        return not present & set(values)
+    if operator == "Exists":
+        return bool(present)
+    if operator == "DoesNotExist":
+        return not present
+    return True  # Gt / Lt: numeric, left to Karpenter
+
+
+def _requirement_allows(rule: Mapping[str, Any], operator: str, values: Sequence[str]) -> bool:
+    """Whether a NodePool requirement leaves room for `operator values` on the same key."""
+    kind = rule.get("operator")
+    offered = set(rule.get("values") or ())
+    if kind == "In":
+        return _matches(offered, operator, values) if operator != "NotIn" else bool(offered - set(values))
+    if kind == "DoesNotExist":
+        return operator in ("NotIn", "DoesNotExist")
+    if kind == "NotIn" and operator == "In":
+        return bool(set(values) - offered)
+    return True  # Exists, NotIn, Gt, Lt: many values remain possible
+
+
+def _tolerated(taint: Mapping[str, Any], tolerations: Sequence[Mapping[str, Any]]) -> bool:
+    for toleration in tolerations:
+        effect = toleration.get("effect")
+        if effect and effect != taint.get("effect"):
+            continue
+        key = toleration.get("key")
+        if toleration.get("operator") == "Exists":
+            if not key or key == taint.get("key"):
+                return True
+        elif key == taint.get("key") and (toleration.get("value") or "") == (taint.get("value") or ""):
+            return True
+    return False
+
+
 @dataclass(frozen=True, slots=True)
 class _NodePool:
     name: str
@@ -81,17 +215,24 @@ class _NodePool:
     annotations: Mapping[str, str]
     limits: Mapping[str, Any] | None
     disruption: Mapping[str, Any] | None
+    template: NodePoolTemplate
+    replicas: int | None = None
+    """`spec.replicas` of a static NodePool (alpha); None for a dynamic one."""
 
     @classmethod
     def from_raw(cls, raw: RawObject) -> _NodePool:
         meta = raw.get("metadata") or {}
         spec = raw.get("spec") or {}
+        replicas = spec.get("replicas")
+        name = str(meta.get("name") or "")
         return cls(
-            name=str(meta.get("name") or ""),
+            name=name,
             resource_version=str(meta.get("resourceVersion") or ""),
             annotations=meta.get("annotations") or {},
             limits=spec.get("limits"),
             disruption=spec.get("disruption"),
+            template=NodePoolTemplate.from_spec(name, spec),
+            replicas=None if replicas is None else int(replicas),
         )
 
     @property
@@ -154,7 +295,8 @@ class KarpenterPoolProvider:
     # -- reads -------------------------------------------------------------------------------------
 
     def list_pools(self) -> list[Pool]:
-        nodepools = [_NodePool.from_raw(r) for r in self._list(NODEPOOLS)]
+        """Every dynamic NodePool (static ones, with `spec.replicas`, are no pools of scalebot's)."""
+        nodepools = [p for p in (_NodePool.from_raw(r) for r in self._list(NODEPOOLS)) if p.replicas is None]
         claims = [_Claim.from_raw(r) for r in self._list(NODECLAIMS)]
         ready = self._ready_nodes()
         pending = self._pending_pods()
@@ -162,6 +304,8 @@ class KarpenterPoolProvider:
 
     def get_pool(self, name: str) -> Pool:
         nodepool = self._nodepool(name)
+        if nodepool.replicas is not None:
+            raise StaticNodePool(name, nodepool.replicas)
         claims = [_Claim.from_raw(r) for r in self._list(NODECLAIMS, f"{NODEPOOL_LABEL}={name}")]
         return self._pool(nodepool, claims, self._ready_nodes(), self._pending_pods())
 
@@ -278,7 +422,7 @@ class KarpenterPoolProvider:
         nodepool: _NodePool,
         claims: Sequence[_Claim],
         ready: frozenset[str],
-        pending: Counter[str | None],
+        pending: Sequence[RawObject],
     ) -> Pool:
         own = [c for c in claims if c.pool == nodepool.name]
         nodes = tuple(sorted(c.node for c in own if c.node))
@@ -291,7 +435,7 @@ class KarpenterPoolProvider:
             ready_nodes=tuple(n for n in nodes if n in ready),
             restore=None if text is None else decode_restore(text, where=f"NodePool {nodepool.name}"),
             sizes_from_demand=True,
-            pending_pods=pending[None] + pending[nodepool.name],
+            pending_pods=sum(1 for pod in pending if nodepool.template.could_serve(pod)),
         )
 
     def _claims(self, pool: str) -> list[_Claim]:
@@ -330,17 +474,13 @@ class KarpenterPoolProvider:
         nodes = self._node_api.list_nodes(label_selector=NODEPOOL_LABEL)
         return frozenset(n.name for n in nodes if n.ready == "True")
 
-    def _pending_pods(self) -> Counter[str | None]:
-        """Unscheduled Pending pods by the NodePool their nodeSelector names (None: any NodePool)."""
+    def _pending_pods(self) -> list[RawObject]:
+        """Unscheduled Pending pods (each pool counts those it could serve: NodePoolTemplate)."""
         call = self._core.list_pod_for_all_namespaces
         page = self._call("list", "pods", call, field_selector=PENDING_PODS_SELECTOR)
-        pending: Counter[str | None] = Counter()
-        for pod in page.get("items") or ():
-            if (pod.get("metadata") or {}).get("deletionTimestamp"):
-                continue
-            selector = (pod.get("spec") or {}).get("nodeSelector") or {}
-            pending[selector.get(NODEPOOL_LABEL)] += 1
-        return pending
+        return [
+            pod for pod in page.get("items") or () if not (pod.get("metadata") or {}).get("deletionTimestamp")
+        ]
 
     def _nodepool(self, name: str) -> _NodePool:
         call = self._custom.get_cluster_custom_object

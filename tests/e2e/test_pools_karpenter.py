@@ -213,10 +213,17 @@ def test_zero_and_wake_through_the_real_karpenter_controller(
 
 
 def test_an_idle_nodepool_is_capped_by_zero_and_restored_by_wake(
-    karpenter: ControlPlane, admin_api: Any, nodepool: str, tmp_path: Path
+    karpenter: ControlPlane, admin_api: Any, namespace: str, nodepool: str, tmp_path: Path
 ) -> None:
     """A NodePool with no nodes at night still goes to sleep (pods arriving later must not
-    provision), and wake finds it asleep and restores it."""
+    provision), and wake finds it asleep and restores it. A pod pending for a label no node of the
+    NodePool carries does not hold the wake (it would wait its 15-minute ready timeout)."""
+    b.create_deployment(admin_api, namespace, "elsewhere", 1, node_selector={"disk": "ssd"}, cpu="1")
+    b.wait_until(
+        lambda: [p for p in b.list_pods(admin_api, namespace) if p["status"].get("phase") == "Pending"],
+        60,
+        "a pod pending for a label the NodePool never sets",
+    )
     db = tmp_path / "db.sqlite"
     zero = _scalebot(karpenter, db, "zero")
     assert zero.returncode == 0, zero.stdout + zero.stderr
@@ -231,3 +238,43 @@ def test_an_idle_nodepool_is_capped_by_zero_and_restored_by_wake(
     assert awake["spec"]["limits"] == LIMITS
     assert awake["spec"]["disruption"] == DISRUPTION
     assert "0 nodes provisioned" in wake.stdout
+    assert "pending" not in wake.stdout, wake.stdout
+    assert _claims(admin_api, nodepool) == [], "Karpenter had nothing to provision for that pod"
+
+
+def test_a_static_nodepool_is_refused_and_left_alone_by_zero(
+    karpenter: ControlPlane, admin_api: Any, nodepool: str, tmp_path: Path
+) -> None:
+    """A static NodePool (`spec.replicas`, alpha) keeps a fixed node count: it is no pool of
+    scalebot's, so naming it is refused, and zero (which caps the dynamic NodePool beside it) leaves
+    it as it was (capping it with a cpu limit would not even be accepted)."""
+    dynamic = b.get(admin_api, f"{NODEPOOLS}/{nodepool}")
+    static = f"{nodepool}-static"[:63]
+    body = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": static},
+        "spec": {"replicas": 0, "limits": {"nodes": "5"}, "template": dynamic["spec"]["template"]},
+    }
+    b.create(admin_api, NODEPOOLS, body)
+    try:
+        before = b.get(admin_api, f"{NODEPOOLS}/{static}")
+        assert before["spec"]["replicas"] == 0
+        db = tmp_path / "db.sqlite"
+        refused = _scalebot(karpenter, db, "scale", static, "0")
+        assert refused.returncode != 0
+        assert f'pool "{static}" not found in e2e; pools: {nodepool}' in refused.stderr, refused.stderr
+        zero = _scalebot(karpenter, db, "zero")
+        assert zero.returncode == 0, zero.stdout + zero.stderr
+        assert static not in zero.stdout
+        after = b.get(admin_api, f"{NODEPOOLS}/{static}")
+        assert after["spec"] == before["spec"]
+        # (Karpenter adds its own nodepool-hash annotations in its own time.)
+        assert not [k for k in after["metadata"].get("annotations") or {} if k.startswith("scalebot.io/")]
+        assert b.get(admin_api, f"{NODEPOOLS}/{nodepool}")["spec"]["limits"]["nodes"] == "0", (
+            "the dynamic one sleeps"
+        )
+        wake = _scalebot(karpenter, db, "wake")
+        assert wake.returncode == 0, wake.stdout + wake.stderr
+    finally:
+        b.delete(admin_api, f"{NODEPOOLS}/{static}")
