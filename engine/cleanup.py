@@ -13,24 +13,31 @@ cluster-autoscaler's default), no pool below its minimum:
 3. remove the rest through the pool provider, one audit row per node, and one report per batch.
 
 The "empty since" times live in memory: after a restart the TTL starts again, so a node is never
-removed sooner than the TTL says, only later. A crash between the cordon and the removal leaves the
-nodes cordoned with scalebot's taint; the next cycle's listing does not count them as candidates
-(cordoned), and the report of the failed batch names them.
+removed sooner than the TTL says, only later.
+
+The batch's locks are its durable record: they are taken in SQLite before the cordon, under one
+owner per cluster (`cleanup:<cluster>`), and released when the batch is done. A crash between the
+cordon and the removal leaves them behind, and that is how the next cycle (a fresh process) tells
+the nodes its own clean-up cordoned from those a person cordoned: a node that carries scalebot's
+draining taint AND whose node lock is held by this cluster's clean-up. Such a node is judged as if
+it were not cordoned: still empty and eligible, with room in its pool, it is removed now (its TTL
+had passed before the crash); otherwise it is uncordoned and its taint removed. A node cordoned by
+a person has no lock of ours and is never touched.
 """
 
 from __future__ import annotations
 
 import logging
-import secrets
 import threading
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Protocol
 
 from engine import consolidation, drain
 from engine.clock import Clock
 from engine.kube.api import SchedulingApi
+from engine.model import DRAINING_TAINT_KEY, NodeInfo, RawObject
 from engine.operation import OperationRequest, OpKind, Outcome, Target
 from engine.operations import Operations, UserError
 from engine.policy import EVICTOR
@@ -49,6 +56,8 @@ class CleanupReport:
     """(node, pool) removed in this batch."""
     given_back: tuple[str, ...] = ()
     """Nodes that got a pod between the listing and the cordon: uncordoned, kept."""
+    released: tuple[str, ...] = ()
+    """Nodes an interrupted batch left cordoned that are no longer due for removal: uncordoned."""
 
     def text(self, policy: consolidation.ConsolidationPolicy) -> str:
         ttl = consolidation.minutes(policy.empty_node_ttl)
@@ -61,6 +70,11 @@ class CleanupReport:
             )
         if self.given_back:
             parts.append(f"Kept, a pod landed on them meanwhile: {', '.join(self.given_back)}")
+        if self.released:
+            parts.append(
+                "Uncordoned, left cordoned by an interrupted clean-up and no longer due for removal: "
+                + ", ".join(self.released)
+            )
         return ". ".join(parts)
 
 
@@ -88,6 +102,8 @@ class EmptyNodeCleaner:
         self.clock = clock
         self.report = report
         self.since: dict[str, datetime] = {}
+        # One owner per cluster, the same after a restart: its leftover locks name an interrupted batch.
+        self.owner = f"cleanup:{handle.name}"
 
     @property
     def name(self) -> str:
@@ -100,9 +116,16 @@ class EmptyNodeCleaner:
             return None
         now = self.clock.now()
         pools = self.handle.pools.list_pools()
-        snap = consolidation.snapshot_from_raw(pools, api.list_nodes_json(), api.list_bound_pods_json())
+        raw_nodes = api.list_nodes_json()
+        interrupted = self._interrupted(raw_nodes)
+        snap = consolidation.snapshot_from_raw(
+            pools, as_uncordoned(raw_nodes, interrupted), api.list_bound_pods_json()
+        )
         empty = consolidation.empty_nodes(snap, pools=pools, now=now, settings=self.policy.planning)
         self.since = consolidation.track_empty(self.since, empty, now)
+        for node in interrupted:
+            if node in self.since:  # its TTL had passed before the batch was cut short
+                self.since[node] = min(self.since[node], now - self.policy.empty_node_ttl)
         due = consolidation.due_empty(
             self.since,
             pools=pools,
@@ -110,29 +133,51 @@ class EmptyNodeCleaner:
             batch=self.policy.empty_node_batch,
             now=now,
         )
+        released: tuple[str, ...] = ()
+        if interrupted:
+            released = drain.uncordon_nodes(
+                api, sorted(set(interrupted) - set(due)), keep_cordoned=frozenset()
+            )
         if not due:
-            return None
+            self.store.release_locks(self.owner)
+            if not released:
+                return None
+            result = CleanupReport(cluster=self.handle.name, removed=(), released=released)
+            self.report(result)
+            return result
         pool_of = {node: pool.name for pool in pools for node in pool.nodes}
-        owner = f"cleanup-{secrets.token_hex(4)}"
         keys = sorted(
             {f"pool:{self.handle.name}/{pool_of[n]}" for n in due}
             | {f"node:{self.handle.name}/{n}" for n in due}
         )
         try:
-            self.store.acquire_locks(keys, owner, at=now)
+            self.store.acquire_locks(keys, self.owner, at=now)
         except LockConflict as exc:
+            # Nothing was taken; an interrupted batch's locks stay, so the next cycle settles it.
             log.info("empty-node policy waits: %s is held by operation %s", exc.key, exc.op_id)
             return None
-        try:
-            result = self._remove(due, pool_of, now)
-        finally:
-            self.store.release_locks(owner)
+        # Released only once the batch is done: a failure or a crash leaves them as the record by
+        # which the next cycle finds the nodes this batch cordoned.
+        result = self._remove(due, pool_of, now)
+        self.store.release_locks(self.owner)
         for node, _ in result.removed:
             self.since.pop(node, None)
         for node in result.given_back:
             self.since.pop(node, None)
+        if released:
+            result = replace(result, released=released)
         self.report(result)
         return result
+
+    def _interrupted(self, raw_nodes: Sequence[RawObject]) -> tuple[str, ...]:
+        """Nodes an interrupted batch of ours cordoned: our taint, and our lock on the node."""
+        ours = []
+        for node in map(NodeInfo.from_raw, raw_nodes):
+            key = f"node:{self.handle.name}/{node.name}"
+            tainted = any(t.key == DRAINING_TAINT_KEY for t in node.taints)
+            if tainted and self.store.lock_holder([key]) == (key, self.owner):
+                ours.append(node.name)
+        return tuple(sorted(ours))
 
     def _remove(self, due: Sequence[str], pool_of: dict[str, str], now: datetime) -> CleanupReport:
         api = self.handle.api
@@ -160,6 +205,23 @@ class EmptyNodeCleaner:
                 )
                 removed.append((node, pool))
         return CleanupReport(cluster=self.handle.name, removed=tuple(removed), given_back=tuple(busy))
+
+
+def as_uncordoned(raw_nodes: Sequence[RawObject], names: Collection[str]) -> list[RawObject]:
+    """The listing with `names` shown as they were before our cordon (no unschedulable, no taint
+    of ours), so the usual rules judge whether they are still empty and eligible."""
+    if not names:
+        return list(raw_nodes)
+    shown: list[RawObject] = []
+    for raw in raw_nodes:
+        if (raw.get("metadata") or {}).get("name") not in names:
+            shown.append(raw)
+            continue
+        spec = dict(raw.get("spec") or {})
+        spec.pop("unschedulable", None)
+        spec["taints"] = [t for t in spec.get("taints") or () if t.get("key") != DRAINING_TAINT_KEY]
+        shown.append({**raw, "spec": spec})
+    return shown
 
 
 class Evictor:

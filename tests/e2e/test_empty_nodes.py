@@ -20,6 +20,7 @@ from engine.cleanup import CleanupReport, EmptyNodeCleaner, Evictor
 from engine.clock import FakeClock, SystemClock
 from engine.consolidation import ConsolidationPolicy
 from engine.kube.client import KubeClient
+from engine.model import DRAINING_TAINT_KEY
 from engine.operation import OpKind, OpState
 from engine.operations import new_operations
 from engine.policy import ClusterPolicy, Role
@@ -98,6 +99,63 @@ def test_a_node_empty_past_its_ttl_is_removed_and_one_empty_for_less_is_not(
         "Removed 1 empty node on dev (only DaemonSet or mirror pods for 5 min or more): "
         f"{mirror_only} (pool {pool})"
     )
+
+
+def test_a_batch_cut_short_after_its_cordon_is_settled_by_the_next_process_and_a_human_cordon_stays(
+    admin_api: Any,
+    handle: ClusterHandle,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    unique_name: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pool = f"{unique_name}-c"
+    still_empty, got_pod, by_human, busy = node_pool(
+        4, name=pool, labels={f"{unique_name}.scalebot.test/pool": pool}
+    )
+    builders.create_bare_pod(admin_api, namespace, "keeps-busy", node=busy, grace=0)
+    builders.cordon(admin_api, by_human)  # empty, but a person cordoned it: never ours to touch
+    policy = ConsolidationPolicy(
+        empty_nodes=True, node_grace=timedelta(0), empty_node_ttl=timedelta(minutes=5)
+    )
+    db = str(tmp_path / "db.sqlite")
+    clock = FakeClock(datetime.now(UTC))
+    first = EmptyNodeCleaner(handle, policy, Store(db), clock, lambda report: None)
+    assert first.cycle() is None
+    assert set(first.since) == {still_empty, got_pod}
+
+    def killed(pool: str, nodes: Any) -> None:
+        raise KeyboardInterrupt("process killed between the cordon and the removal")
+
+    # The crash: the batch is cordoned and tainted, and the process dies before the removal.
+    monkeypatch.setattr(handle.pools, "remove_nodes", killed)
+    clock.advance(300)
+    with pytest.raises(KeyboardInterrupt):
+        first.cycle()
+    monkeypatch.undo()
+    for node in (still_empty, got_pod):
+        spec = builders.get(admin_api, builders.node_path(node))["spec"]
+        assert spec.get("unschedulable") and any(t["key"] == DRAINING_TAINT_KEY for t in spec["taints"])
+    builders.create_bare_pod(admin_api, namespace, "arrives", node=got_pod, grace=0)
+
+    # The next process: a fresh policy on the same database, with no memory of "empty since".
+    reports: list[CleanupReport] = []
+    second = EmptyNodeCleaner(handle, policy, Store(db), FakeClock(clock.now()), reports.append)
+    result = second.cycle()
+    assert result is not None and reports == [result]
+    assert result.removed == ((still_empty, pool),) and result.released == (got_pod,)
+    assert not exists(admin_api, still_empty)
+    got_pod_spec = builders.get(admin_api, builders.node_path(got_pod))["spec"]
+    assert not got_pod_spec.get("unschedulable")
+    assert not any(t["key"] == DRAINING_TAINT_KEY for t in got_pod_spec.get("taints") or ())
+    human_spec = builders.get(admin_api, builders.node_path(by_human))["spec"]
+    assert human_spec.get("unschedulable") and exists(admin_api, busy)
+    # The interrupted batch's locks are gone: operations on the pool are free again.
+    assert Store(db).lock_holder([f"pool:dev/{pool}", f"node:dev/{got_pod}"]) is None
+    assert "Uncordoned, left cordoned by an interrupted clean-up" in result.text(policy)
+    assert second.cycle() is None  # settled: nothing more to do
+    assert builders.get(admin_api, builders.node_path(by_human))["spec"].get("unschedulable")
 
 
 def test_evictor_mode_proposes_once_per_change_and_refuses_beside_another_autoscaler(
