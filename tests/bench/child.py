@@ -152,7 +152,7 @@ def classify(method: str, url: str) -> tuple[str, str]:
         resource = f"{resource}/{rest[2]}"
     verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method.upper())
     if verb is None:
-        verb = "watch" if "watch=true" in parts.query else ("get" if name else "list")
+        verb = "watch" if "watch=true" in parts.query.lower() else ("get" if name else "list")
     return verb, resource
 
 

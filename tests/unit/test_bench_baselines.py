@@ -32,3 +32,12 @@ def test_regenerating_the_file_keeps_the_sections_written_after_the_results(tmp_
     assert report.hand_written_tail(doc) == "\n## Written by hand\n\ntext\n"
     doc.write_text("# Benchmarks\n\n<!-- bench-results:small\nAAAA\n-->\n")
     assert report.hand_written_tail(doc) == ""
+
+
+def test_a_watch_is_counted_as_a_watch_whatever_the_case_of_its_parameter() -> None:
+    from tests.bench import child
+
+    # The Python client sends watch=True; kubectl and client-go send watch=true.
+    assert child.classify("GET", "https://h/api/v1/pods?fieldSelector=x&watch=True") == ("watch", "pods")
+    assert child.classify("GET", "https://h/api/v1/pods?watch=true") == ("watch", "pods")
+    assert child.classify("GET", "https://h/api/v1/pods?limit=500") == ("list", "pods")
