@@ -191,6 +191,22 @@ def unique_name(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
+def pool_key(unique_name: str) -> str:
+    """A node label key of this test's own: its pools are the only pools of "the cluster"."""
+    return f"{unique_name}.scalebot.test/pool"
+
+
+@pytest.fixture
+def kube(scalebot_kubeconfig: Path) -> Iterator[Any]:
+    """scalebot's own client (`engine.kube.client.KubeClient`), from its ServiceAccount kubeconfig."""
+    from engine.kube.client import KubeClient
+
+    client = KubeClient.from_config(kubeconfig=str(scalebot_kubeconfig))
+    yield client
+    client.close()
+
+
+@pytest.fixture
 def namespace(admin_api: Any, unique_name: str) -> Iterator[str]:
     from localcluster import builders
 

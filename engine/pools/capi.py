@@ -50,7 +50,7 @@ from engine.kube import errors
 from engine.kube.api import KubeApi
 from engine.model import RawObject, format_time
 from engine.pools.base import RESTORE_ANNOTATION, Pool, PoolNotFound, PoolSizeError, RestoreRecord
-from engine.pools.labels import (
+from engine.pools.common import (
     DEFAULT_REQUEST_TIMEOUT_SECONDS,
     FIELD_MANAGER,
     MERGE_PATCH,

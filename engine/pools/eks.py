@@ -52,7 +52,7 @@ from engine.pools.base import (
     PoolSizeError,
     RestoreRecord,
 )
-from engine.pools.labels import (
+from engine.pools.common import (
     DEFAULT_REQUEST_TIMEOUT_SECONDS,
     FIELD_MANAGER,
     MANAGED_BY,

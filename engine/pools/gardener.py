@@ -44,7 +44,7 @@ from engine.pools.base import (
     ProviderSchedule,
     RestoreRecord,
 )
-from engine.pools.labels import (
+from engine.pools.common import (
     DEFAULT_REQUEST_TIMEOUT_SECONDS,
     FIELD_MANAGER,
     MERGE_PATCH,

@@ -44,20 +44,18 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
 
 from engine.clock import Clock, SystemClock
 from engine.drain import uncordon_node
-from engine.kube import client as kube_client
 from engine.kube import errors
 from engine.kube.api import KubeApi
-from engine.model import DRAINING_TAINT_KEY, NodeInfo, RawObject, format_time, parse_time
+from engine.model import DRAINING_TAINT_KEY, NodeInfo, RawObject, format_time
 from engine.pools.base import (
     POOL_LABEL,
     RESTORE_ANNOTATION,
@@ -67,21 +65,28 @@ from engine.pools.base import (
     PoolSizeError,
     RestoreRecord,
 )
+from engine.pools.common import (
+    DEFAULT_REQUEST_TIMEOUT_SECONDS,
+    FIELD_MANAGER,
+    MANAGED_BY,
+    MERGE_PATCH,
+    PROVIDER_LABEL,
+    NodeRemovalError,
+    RawCaller,
+    decode_restore,
+    encode_restore,
+)
 from engine.pools.victims import is_emptying
 
 log = logging.getLogger(__name__)
 
 PROVIDER_NAME = "labels"
-FIELD_MANAGER = "scalebot"
 DEFAULT_NAMESPACE = "scalebot"
 CONFIGMAP_PREFIX = "scalebot-pool-"
 TEMPLATE_KEY_PREFIX = "node."
 NODE_TEMPLATES_EXTRA = "nodeTemplates"
-PROVIDER_LABEL = "scalebot.io/pool-provider"
 POOL_NAME_LABEL = "scalebot.io/pool-name"
 POOL_LABEL_ANNOTATION = "scalebot.io/pool-label"
-MANAGED_BY = {"app.kubernetes.io/managed-by": "scalebot"}
-MERGE_PATCH = "application/merge-patch+json"
 EMPTIED_ANNOTATION = "scalebot.io/emptied"
 """On a node emptied and kept (NodeRemoval.EMPTY): when. Out of the pool's count until wake."""
 CORDONED_BEFORE_ANNOTATION = "scalebot.io/cordoned-before"
@@ -94,7 +99,6 @@ KWOK_PROVIDER_PREFIX = "kwok://"
 NODE_REMOVAL_MODES = ("auto", "delete-node", "empty")
 """`node_removal` setting: detect what is behind the nodes, always delete the Node, never delete it."""
 CONFLICT_ATTEMPTS = 5
-DEFAULT_REQUEST_TIMEOUT_SECONDS = 60.0
 
 # Node metadata written by kubelets, controllers, drains and tools, not part of what the node "is":
 # re-creating a node must not bring back last night's cordon or a stale controller stamp.
@@ -172,91 +176,6 @@ def _annotations(raw: RawObject) -> Mapping[str, str]:
 def is_simulated_template(template: Mapping[str, Any]) -> bool:
     """A template of a kwok node: re-creating its Node object is what waking it means."""
     return KWOK_ANNOTATION in (template.get("annotations") or {})
-
-
-class NodeRemovalError(ValueError):
-    """A node named for removal that is not in the pool, or not yet cordoned and drained."""
-
-
-class RestoreRecordError(ValueError):
-    """A restore annotation that is not valid JSON of the expected shape (edited by hand?)."""
-
-
-# --------------------------------------------------------------------------------------------------
-# The restore record's JSON form (also used by engine.pools.capi)
-
-
-def encode_restore(record: RestoreRecord) -> str:
-    """Compact JSON with camelCase keys, as Kubernetes annotations usually are."""
-    body = {
-        "desired": record.desired,
-        "minSize": record.min_size,
-        "maxSize": record.max_size,
-        "recordedAt": format_time(record.recorded_at),
-        "operationId": record.operation_id,
-        "extra": dict(record.extra),
-    }
-    return orjson.dumps(body, option=orjson.OPT_SORT_KEYS).decode()
-
-
-def decode_restore(text: str, *, where: str) -> RestoreRecord:
-    """Parse `encode_restore`'s output; `where` names the object in the error message."""
-    try:
-        body = orjson.loads(text)
-        if not isinstance(body, dict):
-            raise TypeError("not a JSON object")
-        recorded_at = parse_time(body["recordedAt"])
-        if recorded_at is None:
-            raise ValueError("recordedAt is empty")
-        max_size = body.get("maxSize")
-        return RestoreRecord(
-            desired=int(body["desired"]),
-            min_size=int(body.get("minSize") or 0),
-            max_size=None if max_size is None else int(max_size),
-            recorded_at=recorded_at,
-            operation_id=str(body.get("operationId") or ""),
-            extra=dict(body.get("extra") or {}),
-        )
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-        raise RestoreRecordError(
-            f"annotation {RESTORE_ANNOTATION} on {where} is not a scalebot restore record ({exc}); "
-            "fix or remove it by hand before waking this pool"
-        ) from exc
-
-
-# --------------------------------------------------------------------------------------------------
-# Raw JSON calls (also used by engine.pools.capi)
-
-
-@dataclass(frozen=True, slots=True)
-class RawCaller:
-    """Calls a generated client method for raw JSON, mapping failures like engine.kube.client does.
-
-    Every answer is read with `_preload_content=False` and orjson (never the generated models);
-    an ApiException becomes the `engine.kube.errors` subclass for its status (through the client
-    adapter's own translation), and a failure without an HTTP answer becomes TransportError.
-    """
-
-    timeout: float = DEFAULT_REQUEST_TIMEOUT_SECONDS
-
-    def __call__(
-        self, verb: str, resource: str, method: Callable[..., Any], *args: Any, **kwargs: Any
-    ) -> Any:
-        try:
-            response = method(*args, _preload_content=False, _request_timeout=self.timeout, **kwargs)
-            try:
-                data = bytes(response.data)
-            finally:
-                response.release_conn()
-        except ApiException as exc:
-            raise kube_client.error_from_api_exception(exc, verb, resource) from exc
-        except kube_client.TRANSPORT_ERRORS as exc:
-            raise errors.TransportError(message=f"{verb} {resource}: {' '.join(str(exc).split())}") from exc
-        try:
-            return orjson.loads(data) if data else {}
-        except orjson.JSONDecodeError as exc:
-            # A 2xx whose body is not JSON was garbled on the way: no usable answer.
-            raise errors.TransportError(message=f"{verb} {resource}: unreadable response: {exc}") from exc
 
 
 # --------------------------------------------------------------------------------------------------

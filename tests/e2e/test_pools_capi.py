@@ -33,7 +33,7 @@ from engine.pools.capi import (
     ClusterApiPoolProvider,
     MachineInfo,
 )
-from engine.pools.labels import NodeRemovalError
+from engine.pools.common import NodeRemovalError
 from engine.pools.victims import choose_victims
 from localcluster import builders as b
 from tests.e2e.capi_standin import StandIn, path
@@ -70,12 +70,6 @@ def _standin(admin_api: Any, namespace: str, made: list[StandIn], name: str) -> 
     standin = StandIn(admin_api, namespace, "dev-eu", name, node_labels={"capi-test": namespace})
     made.append(standin)
     return standin
-
-
-@pytest.fixture
-def kube(scalebot_kubeconfig: Path) -> Iterator[KubeClient]:
-    with KubeClient.from_config(kubeconfig=str(scalebot_kubeconfig)) as client:
-        yield client
 
 
 @pytest.fixture

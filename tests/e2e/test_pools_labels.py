@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -23,14 +22,11 @@ import pytest
 from engine.drain import cordon_nodes
 from engine.kube.client import KubeClient
 from engine.pools.base import POOL_LABEL, RESTORE_ANNOTATION, PoolNotFound, PoolSizeError, RestoreRecord
+from engine.pools.common import NodeRemovalError, RestoreRecordError, decode_restore, encode_restore
 from engine.pools.labels import (
     NODE_TEMPLATES_EXTRA,
     LabelPoolProvider,
-    NodeRemovalError,
-    RestoreRecordError,
     configmap_name,
-    decode_restore,
-    encode_restore,
     node_template,
 )
 from engine.pools.victims import choose_victims
@@ -102,12 +98,6 @@ def label_pool_rbac(admin_api: Any, scalebot_api: Any, namespace: str) -> Iterat
     yield
     b.delete(admin_api, f"{rbac}/clusterrolebindings/{name}")
     b.delete(admin_api, f"{rbac}/clusterroles/{name}")
-
-
-@pytest.fixture
-def kube(scalebot_kubeconfig: Path) -> Iterator[KubeClient]:
-    with KubeClient.from_config(kubeconfig=str(scalebot_kubeconfig)) as client:
-        yield client
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import pytest
 
 from engine.clock import FakeClock
 from engine.pools.base import PoolNotFound, PoolSizeError, RestoreRecord
+from engine.pools.common import NodeRemovalError
 from engine.pools.eks import (
     AutoScalingGroup,
     EksNode,
@@ -26,7 +27,6 @@ from engine.pools.eks import (
     record_name,
     scaling_for,
 )
-from engine.pools.labels import NodeRemovalError
 
 NOW = datetime(2026, 11, 25, 20, 0, tzinfo=UTC)
 
