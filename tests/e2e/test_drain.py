@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
@@ -30,13 +30,6 @@ pytestmark = pytest.mark.e2e
 FAST = drainer.DrainSettings(
     interval=timedelta(seconds=2), settle=timedelta(seconds=1), timeout=timedelta(seconds=90)
 )
-
-
-@pytest.fixture
-def kube(scalebot_kubeconfig: Path) -> Iterator[KubeClient]:
-    client = KubeClient.from_config(kubeconfig=str(scalebot_kubeconfig))
-    yield client
-    client.close()
 
 
 def run_drain(

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,13 +31,6 @@ PASSES_WHILE_HELD = 4
 SETTINGS = drainer.DrainSettings(
     interval=timedelta(seconds=1), settle=timedelta(seconds=1), timeout=timedelta(seconds=120)
 )
-
-
-@pytest.fixture
-def kube(scalebot_kubeconfig: Path) -> Iterator[KubeClient]:
-    client = KubeClient.from_config(kubeconfig=str(scalebot_kubeconfig))
-    yield client
-    client.close()
 
 
 def reads(kube: KubeClient) -> dict[tuple[str, str], int]:

@@ -17,8 +17,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
-from datetime import timedelta
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,65 +26,14 @@ import pytest
 from engine.clock import SystemClock
 from engine.kube.client import KubeClient
 from engine.operation import OperationRequest, OpKind, OpState, ProgressEvent, Target
-from engine.operations import Operations, new_operations
+from engine.operations import new_operations
 from engine.pools.labels import LabelPoolProvider
-from engine.runner import ClusterHandle, RunnerSettings
+from engine.runner import ClusterHandle
 from engine.store import Store
 from localcluster import builders
+from tests.e2e.support import FAST, REPO, journal, make_ops, pools, request, run, scalebot_args
 
 pytestmark = pytest.mark.e2e
-
-REPO = Path(__file__).resolve().parents[2]
-FAST = RunnerSettings(
-    graceful_window=timedelta(seconds=8),
-    pass_interval=timedelta(seconds=2),
-    settle=timedelta(seconds=1),
-    drain_timeout=timedelta(seconds=60),
-    workers=2,
-)
-
-
-@pytest.fixture
-def pool_key(unique_name: str) -> str:
-    """A node label key of this test's own: its pools are the only pools of "the cluster"."""
-    return f"{unique_name}.scalebot.test/pool"
-
-
-@pytest.fixture
-def kube(scalebot_kubeconfig: Path) -> Iterator[KubeClient]:
-    client = KubeClient.from_config(kubeconfig=str(scalebot_kubeconfig))
-    yield client
-    client.close()
-
-
-def make_ops(kube: KubeClient, pool_key: str, db: Path, settings: RunnerSettings = FAST) -> Operations:
-    provider = LabelPoolProvider(kube, kube.api_client, label=pool_key, namespace="scalebot")
-    return new_operations(
-        Store(db), {"e2e": ClusterHandle("e2e", kube, provider)}, {}, SystemClock(), settings=settings
-    )
-
-
-def pools(
-    node_pool: Callable[..., list[str]], pool_key: str, unique_name: str, **sizes: int
-) -> dict[str, list[str]]:
-    made = {}
-    for name, count in sizes.items():
-        full = f"{unique_name}-{name}"
-        made[name] = node_pool(count, name=full, labels={pool_key: full, "scalebot.test/group": unique_name})
-    return made
-
-
-def request(kind: OpKind, *pool_names: str) -> OperationRequest:
-    return OperationRequest(kind=kind, target=Target(cluster="e2e", pools=pool_names), requested_by="cli:e2e")
-
-
-def run(ops: Operations, req: OperationRequest, timeout: float = 120) -> Any:
-    out = ops.request(req)
-    assert out.ok, out.reply
-    assert ops.runner.wait_idle(timeout), "operation did not finish in time"
-    op = ops.get(out.operation.id)
-    assert op is not None
-    return op
 
 
 def test_full_zero_scale_forces_blockers_in_phase_two_and_wake_restores(
@@ -183,22 +131,7 @@ def test_partial_zero_scale_waits_for_the_pdb_and_never_force_deletes(
 
 def cli(*args: str, kubeconfig: Path, db: Path, pool_key: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "bot",
-            *args,
-            "--kubeconfig",
-            str(kubeconfig),
-            "--db",
-            str(db),
-            "--pool-label",
-            pool_key,
-            "--cluster",
-            "e2e",
-            "--graceful-window",
-            "10s",
-        ],
+        [sys.executable, "-m", "bot", *args, *scalebot_args(kubeconfig, db, pool_key, graceful_window="10s")],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -212,16 +145,6 @@ def kill_9(proc: subprocess.Popen[str]) -> None:
     proc.wait(10)
     assert proc.stdout is not None
     proc.stdout.close()
-
-
-def journal(db: Path) -> list[tuple[str, str, str]]:
-    with sqlite3.connect(db) as conn:
-        try:
-            return conn.execute("SELECT op_id, step, event FROM journal ORDER BY id").fetchall()
-        except sqlite3.OperationalError as exc:  # the file exists, its schema is not committed yet
-            if "no such table" in str(exc):
-                return []
-            raise
 
 
 def test_kill_9_during_phase_one_and_during_wake_then_resume(

@@ -30,9 +30,7 @@ from engine.operation import (
     Target,
 )
 from localcluster import builders
-from tests.e2e.test_operations import kube, make_ops, pool_key, pools, request, run
-
-__all__ = ["kube", "pool_key"]  # fixtures, used by name
+from tests.e2e.support import FAST, make_ops, pools, request, run
 
 pytestmark = pytest.mark.e2e
 
@@ -124,8 +122,6 @@ def test_phase_two_is_withdrawn_when_another_pool_appears_during_phase_one(
     tmp_path: Path,
 ) -> None:
     from dataclasses import replace
-
-    from tests.e2e.test_operations import FAST
 
     made = pools(node_pool, pool_key, unique_name, a=1)
     group = {"scalebot.test/group": unique_name}
@@ -233,8 +229,6 @@ def test_a_node_that_joins_a_pool_going_to_zero_is_drained_too(
     On the previous code the operation stayed RUNNING for ever in verify (the pool at 1, not 0).
     """
     from dataclasses import replace
-
-    from tests.e2e.test_operations import FAST
 
     [first] = pools(node_pool, pool_key, unique_name, a=1)["a"]
     pool = f"{unique_name}-a"
@@ -368,8 +362,6 @@ def test_phase_two_is_withdrawn_when_a_node_in_no_pool_could_run_the_pods(
     previous code the pod was force-deleted in phase 2.
     """
     from dataclasses import replace
-
-    from tests.e2e.test_operations import FAST
 
     made = pools(node_pool, pool_key, unique_name, a=1)
     group = {"scalebot.test/group": unique_name}

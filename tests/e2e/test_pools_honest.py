@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,22 +24,9 @@ from engine.kube.client import KubeClient
 from engine.pools.base import NodeRemoval, PoolSizeError, RestoreRecord
 from engine.pools.labels import EMPTIED_ANNOTATION, KWOK_ANNOTATION, LabelPoolProvider
 from localcluster import builders
+from tests.e2e.support import REPO, scalebot_args
 
 pytestmark = pytest.mark.e2e
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def pool_key(unique_name: str) -> str:
-    return f"{unique_name}.scalebot.test/pool"
-
-
-@pytest.fixture
-def kube(scalebot_kubeconfig: Path) -> Iterator[KubeClient]:
-    client = KubeClient.from_config(kubeconfig=str(scalebot_kubeconfig))
-    yield client
-    client.close()
 
 
 def cloud_nodes(
@@ -61,22 +48,7 @@ def cloud_nodes(
 
 def cli(*args: str, kubeconfig: Path, db: Path, pool_key: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bot",
-            *args,
-            "--kubeconfig",
-            str(kubeconfig),
-            "--db",
-            str(db),
-            "--pool-label",
-            pool_key,
-            "--cluster",
-            "e2e",
-            "--graceful-window",
-            "5s",
-        ],
+        [sys.executable, "-m", "bot", *args, *scalebot_args(kubeconfig, db, pool_key, graceful_window="5s")],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -38,7 +38,7 @@ from engine.schedules import Schedules
 from engine.store import Store
 from engine.workloads import WorkloadConfig, WorkloadScaler
 from localcluster import builders
-from tests.e2e.test_operations import FAST
+from tests.e2e.support import FAST
 from tests.slack.conftest import (
     APPROVER,
     APPROVER_2,
@@ -74,19 +74,6 @@ def next_week(day: int, hour: int, minute: int = 0) -> datetime:
     """`day` days after NEXT_MONDAY, at hour:minute in Berlin."""
     local = datetime.combine(NEXT_MONDAY + timedelta(days=day), time(hour, minute), tzinfo=BERLIN)
     return local.astimezone(UTC)
-
-
-@pytest.fixture
-def pool_key(unique_name: str) -> str:
-    """A node label key of this test's own: its pools are the only pools of "the cluster"."""
-    return f"{unique_name}.scalebot.test/pool"
-
-
-@pytest.fixture
-def kube(scalebot_kubeconfig: Path) -> Iterator[KubeClient]:
-    client = KubeClient.from_config(kubeconfig=str(scalebot_kubeconfig))
-    yield client
-    client.close()
 
 
 @pytest.fixture

@@ -18,9 +18,3 @@ def procs(tmp_path: Path) -> Iterator[Processes]:
         yield registry
     finally:
         registry.cleanup()
-
-
-@pytest.fixture
-def pool_key(unique_name: str) -> str:
-    """A node label key of this test's own: its pools are the only pools of "the cluster"."""
-    return f"{unique_name}.scalebot.test/pool"

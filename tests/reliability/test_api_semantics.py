@@ -12,7 +12,7 @@ whose full zero-scale checks what phase 2 deleted):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -39,13 +39,6 @@ SETTINGS = RunnerSettings(
     drain_timeout=timedelta(seconds=6),
     workers=2,
 )
-
-
-@pytest.fixture
-def kube(scalebot_kubeconfig: Path) -> Iterator[KubeClient]:
-    client = KubeClient.from_config(kubeconfig=str(scalebot_kubeconfig))
-    yield client
-    client.close()
 
 
 def _request(*pools: str) -> OperationRequest:

@@ -32,6 +32,7 @@ import pytest
 
 from engine.operation import OperationProgress
 from localcluster import builders
+from tests.e2e.support import scalebot_args
 from tests.reliability.faultproxy import FaultProxy
 from tests.reliability.support import (
     CHANNEL,
@@ -55,18 +56,7 @@ pytestmark = pytest.mark.e2e
 
 
 def _cli(kubeconfig: Path, db: Path, pool_key: str) -> list[str]:
-    return [
-        "--kubeconfig",
-        str(kubeconfig),
-        "--db",
-        str(db),
-        "--pool-label",
-        pool_key,
-        "--cluster",
-        "e2e",
-        "--graceful-window",
-        "3s",
-    ]
+    return scalebot_args(kubeconfig, db, pool_key, graceful_window="3s")
 
 
 SCALEBOT_USER = "system:serviceaccount:scalebot:scalebot"

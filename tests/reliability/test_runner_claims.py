@@ -28,6 +28,7 @@ import pytest
 
 from engine.runner import CLAIM_TTL_SECONDS
 from localcluster import builders
+from tests.e2e.support import scalebot_args
 from tests.reliability.support import (
     Processes,
     last_step,
@@ -38,10 +39,6 @@ from tests.reliability.support import (
 )
 
 pytestmark = pytest.mark.e2e
-
-
-def _cli(kubeconfig: Path, db: Path, pool_key: str) -> list[str]:
-    return ["--kubeconfig", str(kubeconfig), "--db", str(db), "--pool-label", pool_key, "--cluster", "e2e"]
 
 
 def _journal(db: Path, op_id: str) -> list[tuple[int, str, str, str]]:
@@ -65,7 +62,7 @@ def test_a_second_runner_is_refused_and_a_frozen_one_is_fenced(
 ) -> None:
     pool, nodes = pool_held_by_a_pdb(admin_api, namespace, node_pool, pool_key, unique_name)
     db = tmp_path / "scalebot.db"
-    args = _cli(scalebot_kubeconfig, db, pool_key)
+    args = scalebot_args(scalebot_kubeconfig, db, pool_key)
 
     first = procs.scalebot("zero", pool, *args, name="zero", env={"POD_NAME": "runner-a"})
     poll(lambda: last_step(db) == "drain", 60, "the operation to be draining (its PDB blocks it)")

@@ -33,6 +33,7 @@ import yaml
 
 from engine.store import Store
 from localcluster import builders
+from tests.e2e.support import scalebot_args
 from tests.reliability.support import (
     PYTHON,
     Proc,
@@ -70,18 +71,7 @@ def _offline_kubeconfig(path: Path) -> Path:
 
 
 def _zero_args(kubeconfig: Path, db: Path, pool_key: str, *pools: str) -> list[str]:
-    return [
-        "zero",
-        *pools,
-        "--kubeconfig",
-        str(kubeconfig),
-        "--db",
-        str(db),
-        "--pool-label",
-        pool_key,
-        "--cluster",
-        "e2e",
-    ]
+    return ["zero", *pools, *scalebot_args(kubeconfig, db, pool_key)]
 
 
 def _one_error_line(proc: Proc) -> str:

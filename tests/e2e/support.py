@@ -1,0 +1,91 @@
+"""Set-up shared by the e2e and reliability suites on the real control plane.
+
+A cluster here is this test's own label pools (its `pool_key` fixture, from tests/conftest.py, as
+is `kube`, scalebot's own client): `pools()` makes them, `make_ops()` gives the real Operations over
+them (cluster "e2e"), `request()` / `run()` ask for an operation and wait for its end;
+`scalebot_args()` is the command line of `python -m bot` against the same cluster, and `journal()`
+reads the operations' journal as a second reader would.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from engine.clock import SystemClock
+from engine.kube.client import KubeClient
+from engine.operation import OperationRequest, OpKind, Target
+from engine.operations import Operations, new_operations
+from engine.pools.labels import LabelPoolProvider
+from engine.runner import ClusterHandle, RunnerSettings
+from engine.store import Store
+
+REPO = Path(__file__).resolve().parents[2]
+CLUSTER = "e2e"
+FAST = RunnerSettings(
+    graceful_window=timedelta(seconds=8),
+    pass_interval=timedelta(seconds=2),
+    settle=timedelta(seconds=1),
+    drain_timeout=timedelta(seconds=60),
+    workers=2,
+)
+
+
+def label_cluster(kube: KubeClient, pool_key: str, *, name: str = CLUSTER) -> ClusterHandle:
+    """The test's label pools as one cluster, as scalebot's ServiceAccount sees it."""
+    return ClusterHandle(
+        name, kube, LabelPoolProvider(kube, kube.api_client, label=pool_key, namespace="scalebot")
+    )
+
+
+def make_ops(kube: KubeClient, pool_key: str, db: Path, settings: RunnerSettings = FAST) -> Operations:
+    return new_operations(
+        Store(db), {CLUSTER: label_cluster(kube, pool_key)}, {}, SystemClock(), settings=settings
+    )
+
+
+def pools(
+    node_pool: Callable[..., list[str]], pool_key: str, unique_name: str, **sizes: int
+) -> dict[str, list[str]]:
+    """One kwok node pool per keyword (`a=2`: pool `<unique_name>-a` of 2 nodes), all in one group."""
+    made = {}
+    for name, count in sizes.items():
+        full = f"{unique_name}-{name}"
+        made[name] = node_pool(count, name=full, labels={pool_key: full, "scalebot.test/group": unique_name})
+    return made
+
+
+def request(kind: OpKind, *pool_names: str) -> OperationRequest:
+    return OperationRequest(
+        kind=kind, target=Target(cluster=CLUSTER, pools=pool_names), requested_by="cli:e2e"
+    )
+
+
+def run(ops: Operations, req: OperationRequest, timeout: float = 120) -> Any:
+    """Request, wait for the end, return the operation as stored."""
+    out = ops.request(req)
+    assert out.ok, out.reply
+    assert ops.runner.wait_idle(timeout), "operation did not finish in time"
+    op = ops.get(out.operation.id)
+    assert op is not None
+    return op
+
+
+def scalebot_args(kubeconfig: Path, db: Path, pool_key: str, *, graceful_window: str = "") -> list[str]:
+    """The options of `python -m bot <command>` that point it at the test's cluster and database."""
+    args = ["--kubeconfig", str(kubeconfig), "--db", str(db), "--pool-label", pool_key, "--cluster", CLUSTER]
+    return [*args, "--graceful-window", graceful_window] if graceful_window else args
+
+
+def journal(db: Path) -> list[tuple[str, str, str]]:
+    """(op_id, step, event) of every journal row, in order; [] before the schema is committed."""
+    with sqlite3.connect(db) as conn:
+        try:
+            return conn.execute("SELECT op_id, step, event FROM journal ORDER BY id").fetchall()
+        except sqlite3.OperationalError as exc:  # the file exists, its schema is not committed yet
+            if "no such table" in str(exc):
+                return []
+            raise
