@@ -389,6 +389,31 @@ class LeaseElector:
         return request_json(self._api, method, path, verb=verb, resource=RESOURCE, body=body, timeout=timeout)
 
 
+def _raw_call(
+    api_client: Any, method: str, path: str, *, headers: dict[str, str], body: Any, timeout: float
+) -> bytes:
+    """The answer's bytes, through the ApiClient's own auth, TLS and connection pool.
+
+    `_preload_content=False` keeps the generated models out: the client hands back the urllib3
+    response, and its REST layer raises `ApiException` for a non-2xx status.
+    """
+    response = api_client.call_api(
+        path,
+        method,
+        header_params=headers,
+        body=body,
+        auth_settings=["BearerToken"],
+        _preload_content=False,
+        _request_timeout=timeout,
+    )
+    try:
+        if not 200 <= response.status <= 299:
+            raise ApiException(http_resp=response)
+        return bytes(response.read() or b"")
+    finally:
+        response.release_conn()
+
+
 def request_json(
     api_client: Any,
     method: str,
@@ -410,13 +435,7 @@ def request_json(
     if body is not None:
         headers["Content-Type"] = content_type
     try:
-        params = api_client.param_serialize(
-            method=method, resource_path=path, header_params=headers, body=body, auth_settings=["BearerToken"]
-        )
-        response = api_client.call_api(*params, _request_timeout=timeout)
-        data = bytes(response.read() or b"")
-        if not 200 <= response.status <= 299:
-            raise ApiException(http_resp=response)
+        data = _raw_call(api_client, method, path, headers=headers, body=body, timeout=timeout)
     except ApiException as exc:
         raise error_from_api_exception(exc, verb, resource) from exc
     except TRANSPORT_ERRORS as exc:
@@ -441,13 +460,7 @@ def probe_api_server(api_client: Any, *, timeout_seconds: float = PROBE_TIMEOUT_
     """
     headers = {"Accept": "text/plain"}
     try:
-        params = api_client.param_serialize(
-            method="GET", resource_path="/readyz", header_params=headers, auth_settings=["BearerToken"]
-        )
-        response = api_client.call_api(*params, _request_timeout=timeout_seconds)
-        response.read()
-        if not 200 <= response.status <= 299:
-            raise ApiException(http_resp=response)
+        _raw_call(api_client, "GET", "/readyz", headers=headers, body=None, timeout=timeout_seconds)
     except ApiException as exc:
         raise error_from_api_exception(exc, "get", "/readyz") from exc
     except TRANSPORT_ERRORS as exc:
