@@ -81,7 +81,7 @@ from engine.operation import (
 )
 from engine.pacing import PassFacts, PassPacing, next_pass
 from engine.podfeed import PodFeed
-from engine.pools.base import Pool, PoolProvider, PoolSizeError, RestoreRecord
+from engine.pools.base import Pool, PoolProvider, PoolSizeError, RestoreRecord, TakesBackRemoval
 from engine.store import ClaimHeld, Fenced, RunnerClaim, RunnerId, Store, StoredRestore, StoreError
 from engine.workloads import Decision, WorkloadPlan, WorkloadRecord, WorkloadScaler
 from engine.workloads import Outcome as WorkloadOutcome
@@ -601,14 +601,21 @@ class Runner:
         """
         progress = result.progress or op.progress
         state = progress.drain.state
-        if state is None or op.step not in ("cordon", "drain"):
+        if op.step not in ("cordon", "drain"):
             return result
         handle = self.clusters[op.target.cluster]
-        uncordoned = drain.uncordon_nodes(
-            handle.api, drained_nodes(op), keep_cordoned=state.already_cordoned, executor=self._evictions
-        )
-        kept = sorted(state.already_cordoned & set(drained_nodes(op)))
-        note = release_note(uncordoned, kept)
+        unmarked = take_back_marks(handle, op)
+        if state is None:
+            if not unmarked:
+                return result
+            uncordoned: Sequence[str] = ()
+            kept: list[str] = []
+        else:
+            uncordoned = drain.uncordon_nodes(
+                handle.api, drained_nodes(op), keep_cordoned=state.already_cordoned, executor=self._evictions
+            )
+            kept = sorted(state.already_cordoned & set(drained_nodes(op)))
+        note = release_note(uncordoned, kept, unmarked)
         events = list(result.events)
         if events and events[-1][0] == "final":
             kind, text, condition = events[-1]
@@ -626,9 +633,33 @@ class Runner:
         self._persist(op, cancelled)
 
 
-def release_note(uncordoned: Sequence[str], kept: Sequence[str]) -> str:
+def take_back_marks(h: ClusterHandle, op: Operation) -> tuple[str, ...]:
+    """The machines whose deletion marks (written by `prepare_removal` at cordon) were taken back.
+
+    cluster-autoscaler clears its marks when a scale-down fails: a mark left behind would make the
+    next scale-down, whoever asks for it, remove that machine first. A provider that cannot take
+    its marks back now (API error) is logged; the failure or cancel itself still goes on.
+    """
+    if not isinstance(h.pools, TakesBackRemoval):
+        return ()
+    nodes = set(drained_nodes(op))
+    unmarked: list[str] = []
+    for change in op.plan.pools:
+        chosen = [n for n in change.nodes_to_remove if n in nodes]
+        if not chosen:
+            continue
+        try:
+            unmarked.extend(h.pools.cancel_removal(change.pool, chosen))
+        except Exception:  # the operation must still end; the marks are named in the log
+            log.exception("could not take back the deletion marks of pool %s", change.pool)
+    return tuple(unmarked)
+
+
+def release_note(uncordoned: Sequence[str], kept: Sequence[str], unmarked: Sequence[str] = ()) -> str:
     """What a failed or cancelled operation left of its cordons, and how to undo what stays."""
     parts = []
+    if unmarked:
+        parts.append(f"Took back the deletion marks this operation put on: {', '.join(unmarked)}.")
     if uncordoned:
         parts.append(f"Uncordoned the nodes this operation cordoned: {', '.join(uncordoned)}.")
     if kept:

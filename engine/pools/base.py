@@ -158,6 +158,16 @@ class KeepsSchedules(Protocol):
     def provider_schedules(self) -> tuple[ProviderSchedule, ...]: ...
 
 
+@runtime_checkable
+class TakesBackRemoval(Protocol):
+    """A PoolProvider whose `prepare_removal` leaves marks that outlive a failed scale-down
+    (optional: the others mark nothing, or nothing that a later scale-down would act on)."""
+
+    def cancel_removal(self, pool: str, nodes: Sequence[str]) -> tuple[str, ...]:
+        """Undo `prepare_removal` for these nodes (only what it wrote); returns the machines changed."""
+        ...
+
+
 class PoolProvider(Protocol):
     name: str
     """Short provider name shown to users: "labels", "capi", ..."""

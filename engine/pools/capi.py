@@ -23,6 +23,10 @@ consistent across a zero-scale.
   above every unmarked one), so exactly the chosen ones go. That lowering is one merge-patch of
   the MachineDeployment that also records the Machines already accounted for (annotation
   `scalebot.io/removed-machines`), so a repeated `remove_nodes` after a crash never subtracts twice.
+- A scale-down that fails or is cancelled before the lowering takes its marks back
+  (`cancel_removal`), as cluster-autoscaler does: only the marks scalebot wrote, which carry
+  `scalebot.io/delete-machine-mark` beside them (a Machine marked by someone else is skipped when
+  marking, so it never gets ours, and keeps its mark).
 - Autoscaler bounds: a min-size above the target would make cluster-autoscaler refuse or undo the
   shrink, so going to 0 writes min-size "0" in the same patch; the original values are kept in the
   restore record's `extra` (`autoscalerMinSize` / `autoscalerMaxSize`) and `set_size` puts the
@@ -78,6 +82,8 @@ KUBECONFIG_SECRET_KEY = "value"
 MIN_SIZE_ANNOTATION = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size"
 MAX_SIZE_ANNOTATION = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size"
 REMOVED_MACHINES_ANNOTATION = "scalebot.io/removed-machines"
+OWN_MARK_ANNOTATION = "scalebot.io/delete-machine-mark"
+"""Written with the delete-machine mark, in the same patch: the mark is scalebot's to take back."""
 EXTRA_MIN_SIZE = "autoscalerMinSize"
 EXTRA_MAX_SIZE = "autoscalerMaxSize"
 UNHEALTHY_CONDITIONS = frozenset({"NodeHealthy", "HealthCheckSucceeded", "MachineHealthCheckSucceeded"})
@@ -137,6 +143,8 @@ class MachineInfo:
     deleting: bool = False
     marked: bool = False
     """Carries the `cluster.x-k8s.io/delete-machine` annotation."""
+    marked_by_us: bool = False
+    """That mark was written by scalebot's `prepare_removal` (`scalebot.io/delete-machine-mark`)."""
     unhealthy: bool = False
     node_ready: bool = False
     exclude_drain: bool = False
@@ -160,6 +168,7 @@ class MachineInfo:
             node=node,
             deleting=bool(meta.get("deletionTimestamp")),
             marked=DELETE_MACHINE_ANNOTATION in (meta.get("annotations") or {}),
+            marked_by_us=OWN_MARK_ANNOTATION in (meta.get("annotations") or {}),
             unhealthy=not node or any(conditions.get(t) == "False" for t in UNHEALTHY_CONDITIONS),
             node_ready=any(conditions.get(t) == "True" for t in NODE_READY_CONDITIONS),
             exclude_drain=EXCLUDE_NODE_DRAINING in (meta.get("annotations") or {}),
@@ -350,9 +359,30 @@ class ClusterApiPoolProvider:
         for machine in self._chosen(pool, self.machines(pool), nodes):
             if machine.marked:
                 continue
-            body = {"metadata": {"annotations": {DELETE_MACHINE_ANNOTATION: stamp}}}
+            body = {
+                "metadata": {"annotations": {DELETE_MACHINE_ANNOTATION: stamp, OWN_MARK_ANNOTATION: stamp}}
+            }
             self._patch(MACHINES, machine.namespace, machine.name, body)
             log.info("Marked Machine %s (Node %s) for deletion", machine.name, machine.node)
+
+    def cancel_removal(self, pool: str, nodes: Sequence[str]) -> tuple[str, ...]:
+        """Take back the delete-machine marks `prepare_removal` wrote on these nodes' Machines.
+
+        A mark left behind makes the MachineSet delete that Machine first at its next scale-down,
+        whoever asks for it. Marks someone else wrote stay, and so do those of Machines whose
+        removal was already counted in replicas (`remove_nodes` ran): they are going.
+        Returns the Machines unmarked.
+        """
+        counted = self._deployment(pool).removed_machines
+        unmarked = []
+        for machine in self._chosen(pool, self.machines(pool), nodes):
+            if not machine.marked_by_us or machine.deleting or machine.name in counted:
+                continue
+            body = {"metadata": {"annotations": {DELETE_MACHINE_ANNOTATION: None, OWN_MARK_ANNOTATION: None}}}
+            self._patch(MACHINES, machine.namespace, machine.name, body)
+            log.info("Took back the deletion mark of Machine %s (Node %s)", machine.name, machine.node)
+            unmarked.append(machine.name)
+        return tuple(unmarked)
 
     def remove_nodes(self, pool: str, nodes: Sequence[str]) -> None:
         """Lower replicas by the chosen Machines not yet accounted for; repeat-safe.

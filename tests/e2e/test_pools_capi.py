@@ -29,6 +29,7 @@ from engine.pools.capi import (
     DELETE_MACHINE_ANNOTATION,
     MAX_SIZE_ANNOTATION,
     MIN_SIZE_ANNOTATION,
+    OWN_MARK_ANNOTATION,
     REMOVED_MACHINES_ANNOTATION,
     ClusterApiPoolProvider,
     MachineInfo,
@@ -334,3 +335,27 @@ def test_removal_sets_the_target_size_when_the_pool_grew_meanwhile(
     md.reconcile()
     left = _machine_names(md)
     assert len(left) == 1 and not set(left) & set(victims), "the drained Machines went first"
+
+
+@pytest.mark.e2e
+def test_cancel_removal_takes_back_only_scalebots_marks_of_machines_not_yet_counted(
+    provider: ClusterApiPoolProvider, admin_api: Any, namespace: str, standins: list[StandIn]
+) -> None:
+    md = _standin(admin_api, namespace, standins, f"md-{namespace[-6:]}")
+    by_hand, ours, counted = md.create(3)
+    pool = md.deployment
+    b.patch(
+        admin_api,
+        path(namespace, "machines", by_hand),
+        {"metadata": {"annotations": {DELETE_MACHINE_ANNOTATION: "yes"}}},
+    )
+    provider.prepare_removal(pool, [by_hand, ours, counted])
+    provider.remove_nodes(pool, [counted])  # its removal is in replicas already: it is going
+
+    assert provider.cancel_removal(pool, [by_hand, ours, counted]) == (ours,)
+    marks = {m["metadata"]["name"]: _annotations(m).get(DELETE_MACHINE_ANNOTATION) for m in md.machines()}
+    assert marks == {by_hand: "yes", ours: None, counted: "2026-03-27T19:00:00Z"}
+    assert all(
+        OWN_MARK_ANNOTATION not in _annotations(m) for m in md.machines() if m["metadata"]["name"] != counted
+    )
+    assert provider.cancel_removal(pool, [by_hand, ours, counted]) == ()  # repeat-safe

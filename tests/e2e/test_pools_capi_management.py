@@ -10,14 +10,15 @@ the workload kubeconfig from the Secret `alpha-kubeconfig` (key `value`) as clus
 
 Proves: pools are only alpha's MachineDeployments; a zero-scale drains alpha's nodes in the
 workload cluster, takes alpha to 0 and wake brings it back, while beta (same namespace, same
-management cluster) keeps its replicas, Machines and annotations.
+management cluster) keeps its replicas, Machines and annotations; a cancelled zero-scale takes
+back the delete-machine marks it wrote and leaves one placed by hand.
 """
 
 from __future__ import annotations
 
 import base64
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,8 @@ from engine.kube.client import KubeClient
 from engine.operation import OperationRequest, OpKind, OpState, Target
 from engine.operations import Operations, new_operations
 from engine.pools.base import RESTORE_ANNOTATION
+from engine.pools.capi import OWN_MARK_ANNOTATION
+from engine.pools.victims import DELETE_MACHINE_ANNOTATION
 from engine.runner import ClusterHandle, RunnerSettings
 from engine.store import Store
 from localcluster import builders as b
@@ -253,6 +256,45 @@ def _alpha_with_blocked_pods(site: Site) -> tuple[list[str], ClusterHandle]:
     b.create_pdb(workload, namespace, "db-pdb", match_labels={"app": "db"}, min_available=2)
     b.wait_for_pdb_observed(workload, namespace, "db-pdb")
     return nodes, site.connect()
+
+
+def test_a_cancelled_scale_down_takes_back_its_delete_machine_marks_and_leaves_a_hand_placed_one(
+    site: Site,
+) -> None:
+    """cluster-autoscaler clears its marks when a scale-down fails: a mark left behind would make
+    the MachineSet delete that Machine first at its next scale-down, whoever asks for it."""
+    nodes, handle = _alpha_with_blocked_pods(site)
+    machine_of = {m["status"]["nodeRef"]["name"]: m["metadata"]["name"] for m in site.alpha.machines()}
+    by_hand, ours = (path(site.capi_namespace, "machines", machine_of[n]) for n in nodes)
+    b.patch(site.management_admin, by_hand, {"metadata": {"annotations": {DELETE_MACHINE_ANNOTATION: "yes"}}})
+    # Phase 1 long enough that the PDB holds the drain until the cancel (no forced phase 2).
+    settings = replace(FAST, graceful_window=timedelta(minutes=5), drain_timeout=timedelta(minutes=5))
+    ops = new_operations(Store(site.db), {"alpha": handle}, {}, SystemClock(), settings=settings)
+    texts: list[str] = []
+    ops.subscribe(lambda event: texts.append(event.text))
+
+    def annotations(machine: str) -> dict[str, str]:
+        return dict(b.get(site.management_admin, machine)["metadata"].get("annotations") or {})
+
+    try:
+        out = ops.request(_request(OpKind.ZERO))
+        assert out.ok and out.operation is not None, out.reply
+        op_id = out.operation.id
+        b.wait_until(
+            lambda: (op := ops.get(op_id)) is not None and op.step == "drain", 60, "the drain under way"
+        )
+        assert DELETE_MACHINE_ANNOTATION in annotations(ours), "marked at the cordon step"
+        assert ops.cancel(op_id, by="cli:e2e").ok
+        assert ops.runner.wait_idle(60), "the cancel did not finish"
+    finally:
+        ops.runner.stop()
+    op = ops.get(op_id)
+    assert op is not None and op.state is OpState.CANCELLED, op and op.error
+    assert site.alpha.replicas() == 2
+    assert DELETE_MACHINE_ANNOTATION not in annotations(ours)
+    assert OWN_MARK_ANNOTATION not in annotations(ours)
+    assert annotations(by_hand)[DELETE_MACHINE_ANNOTATION] == "yes", "a mark scalebot did not write stays"
+    assert f"Took back the deletion marks this operation put on: {machine_of[nodes[1]]}." in "\n".join(texts)
 
 
 def test_exclude_node_draining_removes_the_machine_without_a_drain(site: Site) -> None:
