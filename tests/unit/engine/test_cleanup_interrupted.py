@@ -1,0 +1,32 @@
+"""An interrupted empty-node batch's nodes are judged as they were before scalebot's cordon."""
+
+from __future__ import annotations
+
+from engine.cleanup import as_uncordoned
+from engine.model import DRAINING_TAINT_KEY, NodeInfo
+
+
+def _node(name: str) -> dict[str, object]:
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "unschedulable": True,
+            "taints": [
+                {"key": DRAINING_TAINT_KEY, "value": "1700000000", "effect": "NoSchedule"},
+                {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"},
+            ],
+        },
+    }
+
+
+def test_only_the_named_nodes_lose_the_cordon_and_only_scalebots_taint() -> None:
+    shown = [NodeInfo.from_raw(raw) for raw in as_uncordoned([_node("ours"), _node("theirs")], {"ours"})]
+    ours, theirs = shown
+    assert not ours.unschedulable and [t.key for t in ours.taints] == ["dedicated"]
+    assert theirs.unschedulable and [t.key for t in theirs.taints] == [DRAINING_TAINT_KEY, "dedicated"]
+
+
+def test_the_listing_itself_is_not_changed() -> None:
+    raw = _node("ours")
+    as_uncordoned([raw], {"ours"})
+    assert raw["spec"] == _node("ours")["spec"]
