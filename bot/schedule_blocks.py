@@ -49,7 +49,7 @@ from bot.blocks import (
 from engine import schedule
 from engine.announcement import Announcement
 from engine.schedule import Occurrence
-from engine.schedules import Schedule, ScheduleOutcome
+from engine.schedule_model import Schedule, ScheduleOutcome
 
 if TYPE_CHECKING:
     from bot.ports import ProviderSchedules

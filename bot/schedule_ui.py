@@ -2,7 +2,8 @@
 buttons (Postpone 1h, Postpone until…, Skip this time, Run now) and the timer's messages.
 
 Everything decides in `engine.schedules` (authorisation, audit, one transaction per decision); this
-module parses, renders (`bot.schedule_blocks`) and routes. Slack writes go through the `Sender`:
+module routes, with the pure parser `bot.schedule_parser` reading the text and the modals and
+`bot.schedule_blocks` rendering. Slack writes go through the `Sender`:
 - an occurrence has one channel message, key `sched:<occurrence key>`, posted at the first lead
   time and edited in place by every later lead (plus a reminder in its thread), every decision and
   the fire itself; the sender's posted hook hands its ts to `Schedules.set_announcement`, so the
@@ -28,15 +29,12 @@ Wiring (any order: announcements that arrive before a sender is attached are kep
 from __future__ import annotations
 
 import difflib
-import json
 import logging
-import re
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass, fields
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import timedelta
 from typing import Any
 
 from slack_bolt import Ack, App, BoltResponse
@@ -55,73 +53,32 @@ from bot.dispatch import (
     no_groups,
 )
 from bot.ports import OperationsPort, UserError
+from bot.schedule_parser import (
+    FIELD_BLOCK,
+    AddArgs,
+    ScheduleUsage,
+    name_arg,
+    optional_word,
+    parse_add,
+    read_add_form,
+    read_postpone_form,
+    spec_problem,
+    view_metadata,
+    view_state,
+)
 from bot.scheduler import SchedulerRunner
 from bot.sender import Sender
 from engine import schedule
 from engine.announcement import Announcement
 from engine.clock import Clock
-from engine.schedule import ScheduleError, SpecField
-from engine.schedules import ScheduleOutcome, Schedules, ScheduleTarget
+from engine.schedule_model import ScheduleOutcome
+from engine.schedules import Schedules
 
 log = logging.getLogger(__name__)
 
 ZONE_TTL_SECONDS = 3600.0
 """A person's Slack time zone (users.info) is read at most once an hour."""
 _MAX_REMEMBERED = 1000
-_TIME_TOKEN = re.compile(r"\d{1,2}:\d{2}")
-_CHANNEL_REF = re.compile(r"<#([CG][A-Z0-9]{2,30})(?:\|[^>]*)?>")
-_CHANNEL_ID = re.compile(r"[CG][A-Z0-9]{2,30}")
-_QUOTES = "\"'\u201c\u201d\u2018\u2019"
-"""Straight and typographic quotes (Slack clients turn " into “ ”), stripped from option values."""
-_ADD_KEYS = ("cluster", "sleep", "wake", "tz", "lead", "channel", "approval", "pools", "size", "except")
-_KEY_ALIASES = {
-    "timezone": "tz",
-    "zone": "tz",
-    "leads": "lead",
-    "lead_times": "lead",
-    "pool": "pools",
-    "exceptions": "except",
-    "holidays": "except",
-}
-_APPROVAL = {
-    "pre": "pre_approved",
-    "pre-approved": "pre_approved",
-    "pre_approved": "pre_approved",
-    "preapproved": "pre_approved",
-    "per-run": "per_run",
-    "per_run": "per_run",
-    "perrun": "per_run",
-    "each": "per_run",
-}
-_MAX_SIZE = 10_000
-
-
-class ScheduleUsage(ValueError):
-    """Bad `/scale schedule` text: `message` names the problem; `verb` picks the usage line."""
-
-    def __init__(self, message: str, verb: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.verb = verb
-
-
-@dataclass(frozen=True, slots=True)
-class AddArgs:
-    """`schedule add …` as the keyword arguments of `Schedules.add` (minus who asks)."""
-
-    name: str
-    cluster: str
-    target: ScheduleTarget
-    sleep: str
-    wake: str | None
-    tz: str
-    lead_times: str
-    channel: str
-    approval_mode: str
-    exceptions: str
-
-    def as_kwargs(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 class ScheduleUi:
@@ -286,9 +243,9 @@ class ScheduleUi:
         answer(inv, blocks.text_message(ui.schedule_added(inv.user, outcome)), visible=True)
 
     def _list(self, args: SubcommandArgs, inv: Invocation) -> None:
-        cluster = _optional_word(args, "list")
+        cluster = optional_word(args, "list")
         visible = self._visible(cluster, inv, "schedule_list")
-        found = [s for s in self.schedules.list(cluster=cluster) if s.cluster in visible]
+        found = [s for s in self.schedules.all_schedules(cluster=cluster) if s.cluster in visible]
         # The pool systems' own schedules (a Gardener Shoot's hibernation) run beside scalebot's.
         theirs = [p for c in sorted(visible) if (p := self.ops.provider_schedules(c)) is not None]
         answer(inv, ui.schedule_list(found, cluster=cluster, provider=theirs))
@@ -304,7 +261,7 @@ class ScheduleUi:
         return set(self.ops.visible_clusters(inv.user, groups))
 
     def _show(self, args: SubcommandArgs, inv: Invocation) -> None:
-        name = _name(args, "show")
+        name = name_arg(args, "show")
         sched = self.schedules.show(name)
         if sched is None:
             answer(inv, blocks.text_message(self._unknown(name), emoji="⚠️"))
@@ -321,7 +278,7 @@ class ScheduleUi:
         """pause / resume / delete NAME: one service call, told like every change."""
 
         def run(args: SubcommandArgs, inv: Invocation) -> None:
-            self._tell(act(_name(args, verb), by=inv.user, groups=self._groups(inv.user)), inv)
+            self._tell(act(name_arg(args, verb), by=inv.user, groups=self._groups(inv.user)), inv)
 
         return run
 
@@ -332,16 +289,16 @@ class ScheduleUi:
         self._tell(self.schedules.skip_date(name, day, by=inv.user, groups=self._groups(inv.user)), inv)
 
     def _next(self, args: SubcommandArgs, inv: Invocation) -> None:
-        cluster = _optional_word(args, "next")
+        cluster = optional_word(args, "next")
         visible = self._visible(cluster, inv, "schedule_next")
         tz, now = self._zone(inv.user), self.clock.now()
-        clusters_of = {s.name: s.cluster for s in self.schedules.list()}
+        clusters_of = {s.name: s.cluster for s in self.schedules.all_schedules()}
         events = [
             (occ, at)
             for occ, at in self.schedules.next_events(now, limit=100, cluster=cluster)
             if clusters_of.get(occ.schedule) in visible
         ][:20]
-        clusters = {s.name: s.cluster for s in self.schedules.list()}
+        clusters = {s.name: s.cluster for s in self.schedules.all_schedules()}
         answer(inv, ui.next_events(events, clusters, tz=tz, now=now, cluster=cluster))
 
     # -- announcement buttons (bot executor) --------------------------------------------------------
@@ -419,9 +376,9 @@ class ScheduleUi:
             log.warning("could not put %s's time zone into the schedule form", user, exc_info=True)
 
     def _on_postpone_submitted(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
-        key = str(_metadata(view).get("key") or "")
+        key = str(view_metadata(view).get("key") or "")
         sched = self.schedules.show(key.rsplit(":", 2)[0]) if key.count(":") == 2 else None
-        until, errors = read_postpone_form(_state(view), sched.spec.tz) if sched else (None, {})
+        until, errors = read_postpone_form(view_state(view), sched.spec.tz) if sched else (None, {})
         if until is None:
             ack(response_action="errors", errors=errors or {ui.POSTPONE_DATE: ui.unknown_announcement()})
             return
@@ -439,7 +396,7 @@ class ScheduleUi:
         the fields, and the schedule as a whole (days, times, zone, lead times; pure). The checks
         that list the cluster's pools can take seconds: they run after the ack, and a refusal
         then reaches the person privately in the announcement channel."""
-        form, errors = read_add_form(_state(view))
+        form, errors = read_add_form(view_state(view))
         if form is None:
             ack(response_action="errors", errors=errors)
             return
@@ -544,7 +501,7 @@ class ScheduleUi:
             log.exception("could not re-arm the schedule timer")
 
     def _unknown(self, name: str) -> str:
-        names = ", ".join(s.name for s in self.schedules.list()) or "none"
+        names = ", ".join(s.name for s in self.schedules.all_schedules()) or "none"
         return f'No schedule "{name[:63]}"; schedules: {names}.'
 
     def _cached_zone(self, user: str) -> str | None:
@@ -588,252 +545,6 @@ class ScheduleUi:
     def _whisper(self, channel: str, user: str, text: str) -> None:
         if self._sender is not None and channel and user:
             self._sender.ephemeral(channel, user, blocks.text_message(text, emoji="⚠️"))
-
-
-# -- pure parsing -----------------------------------------------------------------------------------
-
-
-def parse_add(
-    args: SubcommandArgs, *, channel: str, default_cluster: str | None, clusters: Sequence[str]
-) -> AddArgs:
-    """`schedule add NAME key=value …` → AddArgs. Slack splits on spaces and the parser drops quotes,
-    so `sleep=Mon-Fri 20:00` arrives as `sleep=Mon-Fri` plus a positional `20:00`: a sleep or wake
-    without a time takes the next time token, in the order the options were written."""
-    if args.flags:
-        raise ScheduleUsage(ui.unknown_flag(sorted(args.flags)[0]), "add")
-    options = _add_options(args.options)
-    words = list(args.args[1:])
-    mentions = [m.group(1) for w in words if (m := _CHANNEL_REF.fullmatch(w))]
-    words = [w for w in words if not _CHANNEL_REF.fullmatch(w)]
-    if not words:
-        raise ScheduleUsage(ui.missing_name("add"), "add")
-    name, rest = words[0], words[1:]
-    for key in [k for k, _ in args.options if _canonical(k) in ("sleep", "wake")]:
-        options[_canonical(key)] = _with_time(options[_canonical(key)], rest)
-    if rest:
-        raise ScheduleUsage(messages.unexpected_arguments(rest[:5]), "add")
-    if "sleep" not in options:
-        example = "when the cluster goes to sleep, e.g. `sleep=Mon-Fri 20:00`"
-        raise ScheduleUsage(ui.missing_option("sleep", example), "add")
-    if "tz" not in options:
-        raise ScheduleUsage(
-            ui.missing_option("tz", "the IANA zone of the times, e.g. `tz=Europe/Berlin`"), "add"
-        )
-    cluster = options.get("cluster") or default_cluster
-    if not cluster:
-        raise ScheduleUsage(messages.no_cluster(sorted(clusters)), "add")
-    return AddArgs(
-        name=name,
-        cluster=cluster,
-        target=_target(options),
-        sleep=options["sleep"],
-        wake=options.get("wake"),
-        tz=options["tz"],
-        lead_times=options.get("lead", ""),
-        channel=_channel(options.get("channel"), mentions, default=channel),
-        approval_mode=_approval(options.get("approval", "per-run")),
-        exceptions=options.get("except", ""),
-    )
-
-
-def _canonical(key: str) -> str:
-    return _KEY_ALIASES.get(key, key)
-
-
-def _add_options(pairs: Sequence[tuple[str, str]]) -> dict[str, str]:
-    options: dict[str, str] = {}
-    for raw, value in pairs:
-        key = _canonical(raw)
-        if key not in _ADD_KEYS:
-            close = difflib.get_close_matches(key, [*_ADD_KEYS, *_KEY_ALIASES], n=1, cutoff=0.6)
-            raise ScheduleUsage(ui.unknown_option(raw[:40], _canonical(close[0]) if close else None), "add")
-        if key in options:
-            raise ScheduleUsage(ui.given_twice(key), "add")
-        options[key] = value.strip(_QUOTES).replace("@", " ")
-    return options
-
-
-def _with_time(value: str, rest: list[str]) -> str:
-    if _TIME_TOKEN.search(value):
-        return value
-    for index, token in enumerate(rest):
-        if _TIME_TOKEN.fullmatch(token.strip(_QUOTES)):
-            del rest[index]
-            return f"{value} {token.strip(_QUOTES)}"
-    return value  # the engine's parser names what is missing ("missing time after …")
-
-
-def _target(options: Mapping[str, str]) -> ScheduleTarget:
-    pools = [p for p in re.split(r"[,\s]+", options.get("pools", "")) if p]
-    size = options.get("size")
-    if size is None:
-        return ScheduleTarget.zero_pools(*pools) if pools else ScheduleTarget.whole_cluster()
-    if not size.isdigit() or int(size) > _MAX_SIZE:
-        raise ScheduleUsage(ui.bad_size(size[:20]), "add")
-    if len(pools) != 1:
-        raise ScheduleUsage(ui.size_needs_one_pool(), "add")
-    return ScheduleTarget.scale_pool(pools[0], int(size))
-
-
-def _channel(value: str | None, mentions: Sequence[str], *, default: str) -> str:
-    if value is not None and mentions:
-        raise ScheduleUsage(ui.given_twice("channel"), "add")
-    if len(mentions) > 1:
-        raise ScheduleUsage(ui.given_twice("channel"), "add")
-    if value is None:
-        return mentions[0] if mentions else default
-    linked = _CHANNEL_REF.fullmatch(value)
-    if linked:
-        return linked.group(1)
-    if _CHANNEL_ID.fullmatch(value):
-        return value
-    raise ScheduleUsage(ui.channel_by_name(value[:80]), "add")
-
-
-def _approval(value: str) -> str:
-    mode = _APPROVAL.get(value.lower())
-    if mode is None:
-        raise ScheduleUsage(ui.bad_approval(value[:40]), "add")
-    return mode
-
-
-def _name(args: SubcommandArgs, verb: str) -> str:
-    if len(args.args) < 2:
-        raise ScheduleUsage(ui.missing_name(verb), verb)
-    if len(args.args) > 2 or args.options:
-        extra = list(args.args[2:]) + [f"{k}={v}" for k, v in args.options]
-        raise ScheduleUsage(messages.unexpected_arguments(extra[:5]), verb)
-    return args.args[1]
-
-
-def _optional_word(args: SubcommandArgs, verb: str) -> str | None:
-    """`list` / `next`: an optional cluster, as a word or `cluster=`."""
-    words = [*args.args[1:], *(v for k, v in args.options if k == "cluster")]
-    others = [f"{k}={v}" for k, v in args.options if k != "cluster"]
-    if len(words) > 1 or others:
-        raise ScheduleUsage(messages.unexpected_arguments([*words[1:], *others][:5]), verb)
-    return words[0] if words else None
-
-
-def read_postpone_form(values: Mapping[str, Any], tz: str) -> tuple[datetime | None, dict[str, str]]:
-    """The modal's date and time, read in the schedule's zone, or errors by block ID."""
-    day_text, time_text = _field(values, ui.POSTPONE_DATE), _field(values, ui.POSTPONE_TIME)
-    try:
-        day = date.fromisoformat(day_text)
-    except ValueError:
-        return None, {ui.POSTPONE_DATE: "Pick a date."}
-    match = _TIME_TOKEN.fullmatch(time_text)
-    if match is None or int(time_text[:-3]) > 23 or int(time_text[-2:]) > 59:
-        return None, {ui.POSTPONE_TIME: "Pick a time of day (HH:MM)."}
-    # A wall time in a DST gap reads as fold=0 and lands after the jump, as the engine's times do.
-    local = datetime.combine(day, time(int(time_text[:-3]), int(time_text[-2:])), schedule.parse_zone(tz))
-    return local.astimezone(UTC), {}
-
-
-def read_add_form(values: Mapping[str, Any]) -> tuple[AddArgs | None, dict[str, str]]:
-    """The add modal's fields, each checked with the engine's own parsers so the error sits on its
-    field; the service then checks the whole (cluster, pools, overlaps, leads against the gaps)."""
-    get = {block: _field(values, block) for block in ui.ADD_FIELDS}
-    errors: dict[str, str] = {}
-    target = ScheduleTarget.whole_cluster()
-    for block in ("name", "cluster", "sleep_days", "sleep_time", "tz", "channel"):
-        if not get[block]:
-            errors[block] = "Required."
-    wake: str | None = None
-    if get["wake_days"] or get["wake_time"]:
-        missing = "wake_time" if get["wake_days"] else "wake_days"
-        if not get[missing]:
-            errors[missing] = "Give both the days and the time of the wake, or neither."
-        wake = f"{get['wake_days']} {get['wake_time']}"
-    checks: list[tuple[str, Callable[[str], object], str]] = [
-        ("sleep_days", schedule.parse_weekly, f"{get['sleep_days']} {get['sleep_time']}"),
-        ("tz", schedule.parse_zone, get["tz"]),
-        ("lead", schedule.parse_lead_times, get["lead"]),
-        ("except", schedule.parse_dates, get["except"]),
-    ]
-    if wake is not None and "wake_days" not in errors and "wake_time" not in errors:
-        checks.append(("wake_days", schedule.parse_weekly, wake))
-    for block, parse, text in checks:
-        if block in errors or (block == "sleep_days" and "sleep_time" in errors):
-            continue
-        try:
-            parse(text)
-        except ScheduleError as exc:
-            errors[block] = str(exc)[:300]
-    try:
-        target = _target({"pools": get["pools"]})
-    except ScheduleUsage as exc:
-        errors["pools"] = exc.message
-    if errors:
-        return None, errors
-    form = AddArgs(
-        name=get["name"],
-        cluster=get["cluster"],
-        target=target,
-        sleep=f"{get['sleep_days']} {get['sleep_time']}",
-        wake=wake,
-        tz=get["tz"],
-        lead_times=get["lead"],
-        channel=get["channel"],
-        approval_mode=get["approval"] or "per_run",
-        exceptions=get["except"],
-    )
-    return form, {}
-
-
-def spec_problem(form: AddArgs) -> ScheduleError | None:
-    """What is wrong with the schedule itself (pure: no cluster, no database), or None."""
-    try:
-        schedule.parse_spec(
-            name=form.name,
-            cluster=form.cluster,
-            sleep=form.sleep,
-            wake=form.wake,
-            tz=form.tz,
-            lead_times=form.lead_times,
-            exceptions=form.exceptions,
-        )
-    except ScheduleError as exc:
-        return exc
-    return None
-
-
-FIELD_BLOCK: dict[SpecField, str] = {
-    "name": "name",
-    "cluster": "cluster",
-    "sleep": "sleep_days",
-    "wake": "wake_days",
-    "tz": "tz",
-    "lead": "lead",
-    "except": "except",
-    "channel": "channel",
-    "target": "pools",
-    "approval": "approval",
-}
-"""The add modal's block for each part of a schedule a refusal can be about."""
-
-
-def _field(values: Mapping[str, Any], block: str) -> str:
-    element = (values.get(block) or {}).get(block) or {}
-    for key in ("value", "selected_date", "selected_time", "selected_conversation"):
-        if element.get(key):
-            return str(element[key]).strip()
-    option = element.get("selected_option") or {}
-    return str(option.get("value") or "").strip()
-
-
-def _state(view: Mapping[str, Any]) -> Mapping[str, Any]:
-    state = view.get("state") or {}
-    values = state.get("values") if isinstance(state, Mapping) else None
-    return values if isinstance(values, Mapping) else {}
-
-
-def _metadata(view: Mapping[str, Any]) -> dict[str, Any]:
-    try:
-        data = json.loads(str(view.get("private_metadata") or "{}"))
-    except ValueError:
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _modal_opener(body: Mapping[str, Any]) -> str | None:

@@ -40,7 +40,8 @@ from engine import schedule
 from engine.announcement import Announcement, NextEvent
 from engine.clock import Clock
 from engine.operation import ProgressEvent
-from engine.schedules import ScheduleOutcome, Schedules
+from engine.schedule_model import ScheduleOutcome
+from engine.schedules import Schedules
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,8 @@ Owns schedules as data (`add`, `pause`, `resume`, `delete`, `skip_date`), what i
 decisions people take on one occurrence (postpone, skip, run now), firing an occurrence through
 `Operations.request` exactly like a human request (`requested_by="schedule:<name>"`), the catch-up at
 start-up and temporary wakes. The arithmetic (DST, overrides, missed runs) is `engine.schedule`'s; this
-module applies it to what SQLite says.
+module applies it to what SQLite says. The values are `engine.schedule_model`'s, what is due when is
+`engine.schedule_timer`'s (pure, given what this module reads), the plain text `engine.schedule_text`'s.
 
 No APScheduler, no Slack, no clock reads in the timer paths: they take `now`. Clicks and commands read
 the injected clock once. SQLite is the source of truth: an occurrence becomes handled (running, done,
@@ -35,9 +36,9 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import KW_ONLY, dataclass, replace
-from datetime import UTC, date, datetime, time, timedelta
-from typing import Any, Literal, cast
+from dataclasses import dataclass, replace
+from datetime import date, datetime, timedelta
+from typing import cast
 
 from engine import policy, schedule
 from engine.announcement import (
@@ -46,7 +47,6 @@ from engine.announcement import (
     ApprovalMode,
     ApprovalPromise,
     DecisionNote,
-    EventKind,
     NextEvent,
     Upcoming,
 )
@@ -62,8 +62,31 @@ from engine.operation import (
 )
 from engine.operations import Operations, UserError
 from engine.pools.base import Pool
-from engine.reasons import NoScheduleToResleep, Reason
-from engine.schedule import MissedDecision, Occurrence, Override, ScheduleError, ScheduleSpec, SpecField
+from engine.reasons import NoScheduleToResleep
+from engine.schedule import Occurrence, Override, ScheduleError, ScheduleSpec, SpecField
+from engine.schedule_model import (
+    APPROVAL_MODES,
+    HANDLED,
+    TARGET_KINDS,
+    Due,
+    Resleep,
+    Schedule,
+    ScheduleOutcome,
+    ScheduleTarget,
+)
+from engine.schedule_text import DOING, EVENT_TITLE, approval_text, cap, schedule_summary, wake_report
+from engine.schedule_timer import (
+    RETRY_AFTER,
+    UPCOMING_PER_SCHEDULE,
+    due_announcements,
+    due_fires,
+    due_resleeps,
+    event_kind,
+    occurrence_on,
+    occurrences_on,
+    reached_lead,
+    upcoming,
+)
 from engine.store import (
     ScheduleApproval,
     Store,
@@ -73,183 +96,6 @@ from engine.store import (
     schedule_fingerprint,
 )
 
-TargetKind = Literal["cluster", "pools", "scale", "workloads"]
-DueWhat = Literal["announce", "fire", "missed", "noop"]
-
-APPROVAL_MODES: tuple[ApprovalMode, ...] = ("pre_approved", "per_run")
-TARGET_KINDS: tuple[TargetKind, ...] = ("cluster", "pools", "scale", "workloads")
-HANDLED = frozenset({"running", "done", "skipped", "missed"})
-"""Occurrence states that are final for the timer: that key never fires again."""
-UPCOMING_PER_SCHEDULE = 3
-"""Occurrences per schedule the timer is armed for; it is re-armed after every fire and decision."""
-RETRY_AFTER = timedelta(minutes=1)
-"""A due item a tick could not handle is tried again this much later (until the grace runs out)."""
-WEEKEND_SPAN = timedelta(hours=36)
-"""A shutdown this long that spans a Saturday or Sunday is announced as a "Weekend shutdown"."""
-_MAX_FETCH = 1024
-_DOING = {
-    "add": "creating a schedule",
-    "pre_approve": "pre-approving a schedule",
-    "pause": "pausing a schedule",
-    "resume": "resuming a schedule",
-    "delete": "deleting a schedule",
-    "skip": "skipping",
-    "postpone": "postponing",
-    "run_now": "running it now",
-}
-
-_VERDICT_TO_WHAT: dict[str, DueWhat] = {
-    "run": "fire",
-    "run_late": "fire",
-    "announce_missed": "missed",
-    "noop": "noop",
-}
-
-
-# --- values -------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ScheduleTarget:
-    """What a sleep does: zero the cluster, zero some pools, scale one pool to N, or workloads only."""
-
-    kind: TargetKind
-    pools: tuple[str, ...] = ()
-    size: int | None = None
-
-    @classmethod
-    def whole_cluster(cls) -> ScheduleTarget:
-        return cls("cluster")
-
-    @classmethod
-    def zero_pools(cls, *pools: str) -> ScheduleTarget:
-        return cls("pools", tuple(sorted(pools)))
-
-    @classmethod
-    def scale_pool(cls, pool: str, size: int) -> ScheduleTarget:
-        return cls("scale", (pool,), size)
-
-    @classmethod
-    def workloads_only(cls) -> ScheduleTarget:
-        return cls("workloads")
-
-    def describe(self) -> str:
-        if self.kind == "cluster":
-            return "every pool to 0"
-        if self.kind == "pools":
-            return f"pool{'s' if len(self.pools) != 1 else ''} {', '.join(self.pools)} to 0"
-        if self.kind == "scale":
-            return f"pool {', '.join(self.pools)} to {self.size}"
-        return "workloads only"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "pools": list(self.pools), "size": self.size}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ScheduleTarget:
-        return cls(data["kind"], tuple(data.get("pools") or ()), data.get("size"))
-
-
-@dataclass(frozen=True, slots=True)
-class Schedule:
-    """A stored schedule: the engine's spec plus what the bot needs (target, channel, approval)."""
-
-    spec: ScheduleSpec
-    target: ScheduleTarget
-    channel: str
-    approval_mode: ApprovalMode
-    enabled: bool
-    created_by: str
-    created_at: datetime
-    active_since: datetime
-    last_done_at: datetime | None = None
-    approvers: tuple[str, ...] = ()
-    """Who pre-approved this definition of the schedule (empty for per_run)."""
-    fingerprint: str = ""
-    """Hash of what the schedule does and when: a pre-approval binds to it."""
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    @property
-    def cluster(self) -> str:
-        return self.spec.cluster
-
-    @property
-    def requester(self) -> str:
-        """Who its operations are requested by: the same path as a person, under the schedule's name."""
-        return f"schedule:{self.name}"
-
-    @property
-    def approval(self) -> ApprovalPromise:
-        """How its runs are approved, as far as the definition says (each run re-checks roles)."""
-        return ApprovalPromise(self.approval_mode, self.approvers)
-
-    def summary(self) -> str:
-        """One plain line (the audit, the CLI); the bot renders its own from the same fields."""
-        spec = self.spec
-        wake = f" → wake {spec.wake}" if spec.wake else " (no wake)"
-        leads = ", ".join(_lead_text(lead) for lead in spec.lead_times) or "none"
-        holidays = ", ".join(d.isoformat() for d in sorted(spec.exceptions))
-        approval = _approval_text(self)
-        return (
-            f"{self.name}: {self.cluster}, {self.target.describe()}; sleep {spec.sleep}{wake} ({spec.tz}); "
-            f"announced {leads} before in channel {self.channel}; {approval}"
-            + (f"; not on {holidays}" if holidays else "")
-            + ("" if self.enabled else "; paused")
-        )
-
-
-@dataclass(frozen=True)
-class Resleep(Occurrence):
-    """The sleep at the end of a temporary wake: not generated by the schedule's times, so its key
-    cannot collide with a scheduled sleep of the same local date."""
-
-    @property
-    def key(self) -> str:
-        return f"{self.schedule}:{self.local_date.isoformat()}:resleep-{self.at:%H%M}"
-
-
-@dataclass(frozen=True, slots=True)
-class Due:
-    """Something the timer must do now: announce a sleep at `lead`, fire an occurrence, report one as
-    missed, or close one that needs nothing (skipped, superseded, a manual action won)."""
-
-    occurrence: Occurrence
-    what: DueWhat
-    at: datetime
-    lead: timedelta | None = None
-    decision: MissedDecision | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ScheduleOutcome:
-    """The answer to a command, a click or a timer event: what to tell people and what changed.
-
-    `effective` is the occurrence's time after a decision (None when skipped); `operation` the one a
-    fire created; `announcement` a message to post or update; `decision` why the timer acted late."""
-
-    ok: bool
-    reply: str
-    _: KW_ONLY
-    changed: bool = False
-    key: str = ""
-    effective: datetime | None = None
-    operation: Operation | None = None
-    announcement: Announcement | None = None
-    decision: MissedDecision | None = None
-    decided_by: str = ""
-    """Who took a decision on an occurrence (postpone, skip, run now)."""
-    field: SpecField | None = None
-    """The part of the schedule a refusal of `add` is about."""
-    schedule: Schedule | None = None
-    """The schedule as saved or pre-approved (the bot renders it)."""
-    reason: Reason | None = None
-    """A refusal's reason as data, when it names channels, people or commands."""
-    next_event: tuple[Occurrence, datetime] | None = None
-    """A saved schedule's next sleep or wake, at its effective time."""
-
 
 @dataclass(frozen=True, slots=True)
 class _Run:
@@ -257,28 +103,6 @@ class _Run:
     state: str
     reply: str
     operation: Operation | None = None
-
-
-def wake_report(op: Operation) -> str:
-    """The final line of a scheduled wake: "dev-eu is back: 24/24 nodes Ready, 61/61 workloads
-    available", or what is not back and why. Pure: reads the operation's summary and wake progress."""
-    cluster = op.target.cluster
-    nodes = op.summary.nodes_ready if op.summary is not None else None
-    if nodes is None:
-        return f"{cluster} did not come back: {op.error or op.state.value.replace('_', ' ')}"
-    ready, wanted = nodes
-    parts = [f"{ready}/{wanted} nodes Ready"]
-    complete = ready >= wanted
-    workloads = op.summary.workloads if op.summary is not None else None
-    if workloads:
-        parts.append(f"{workloads.available}/{workloads.total} workloads available")
-        complete = complete and workloads.available >= workloads.total
-    text = f"{cluster} is {'back' if complete else 'only partly back'}: {', '.join(parts)}"
-    not_ready = list(op.progress.wake.not_ready)
-    if not complete and not_ready:
-        more = f" ... ({len(not_ready) - 5} more)" if len(not_ready) > 5 else ""
-        text += "; not Ready: " + "; ".join(not_ready[:5]) + more
-    return text
 
 
 # --- the service --------------------------------------------------------------------------------------
@@ -356,14 +180,14 @@ class Schedules:
                     "name",
                 )
             saved = _from_stored(stored)
-            self._audit(by, "schedule_add", cluster, f"{saved.summary()} [{saved.fingerprint}]")
+            self._audit(by, "schedule_add", cluster, f"{schedule_summary(saved)} [{saved.fingerprint}]")
             if mode == "pre_approved":
                 self._record_pre_approval(saved, by, groups, now)
             saved = self._require(saved.name)
         upcoming = self._upcoming(saved, now, limit=1)
         return ScheduleOutcome(
             True,
-            f"Schedule saved: {saved.summary()}. {self._next_text(saved, now)}",
+            f"Schedule saved: {schedule_summary(saved)}. {self._next_text(saved, now)}",
             changed=True,
             schedule=saved,
             next_event=upcoming[0] if upcoming else None,
@@ -394,7 +218,10 @@ class Schedules:
         if not added:
             return ScheduleOutcome(True, f"you have already pre-approved schedule {name}")
         return ScheduleOutcome(
-            True, f"Pre-approved schedule {name}: {_approval_text(sched)}.", changed=True, schedule=sched
+            True,
+            f"Pre-approved schedule {name}: {approval_text(sched.approval_mode, sched.approvers)}.",
+            changed=True,
+            schedule=sched,
         )
 
     def _record_pre_approval(self, sched: Schedule, by: str, groups: Sequence[str], now: datetime) -> bool:
@@ -450,7 +277,7 @@ class Schedules:
             handled = self._handled_keys(name)
             todo = [
                 occ
-                for occ in _occurrences_on(sched.spec, local)
+                for occ in occurrences_on(sched.spec, local)
                 if occ.key not in handled and (schedule.effective_time(occ, overrides) or now) > now
             ]
             if not todo:
@@ -631,14 +458,14 @@ class Schedules:
             row = self._row(occ)
             what = f"the {_title(sched, occ).lower()} of {sched.cluster}"
             if row.state in HANDLED:
-                return ScheduleOutcome(True, f"{_cap(what)} is already {row.state}; nothing to do", key=key)
+                return ScheduleOutcome(True, f"{cap(what)} is already {row.state}; nothing to do", key=key)
             if not sched.enabled:
                 return _refused(f"schedule {sched.name} is paused; resume it first", key=key)
             effective = schedule.effective_time(occ, self._overrides(sched.name))
             if effective is None:
                 self._close_row(sched, occ, "skipped", now, note="skipped")
                 self._mark_done(sched, occ, now)
-                return ScheduleOutcome(True, f"{_cap(what)} is skipped; nothing runs", changed=True, key=key)
+                return ScheduleOutcome(True, f"{cap(what)} is skipped; nothing runs", changed=True, key=key)
             assert prepared is not None
             run = self._start(prepared, what, thread_ts=row.announce_ts)
             op_id = run.operation.id if run.operation else ""
@@ -775,7 +602,7 @@ class Schedules:
                 day = date.fromisoformat(parts[1])
             except ValueError:
                 return f'unknown occurrence "{key[:80]}"'
-            occ = _occurrence_on(sched.spec, day, parts[2])
+            occ = occurrence_on(sched.spec, day, parts[2])
         if occ is None:
             return f"schedule {sched.name} has no such event ({key[:80]})"
         return sched, occ
@@ -783,74 +610,46 @@ class Schedules:
     def _upcoming(
         self, sched: Schedule, now: datetime, *, limit: int
     ) -> builtins.list[tuple[Occurrence, datetime]]:
-        """Unhandled, unskipped occurrences still to come, with their effective times; a postponed one
-        scheduled in the past week counts too."""
-        overrides = self._overrides(sched.name)
-        handled = self._handled_keys(sched.name)
-
-        def still_to_come(occurrences: Sequence[Occurrence]) -> builtins.list[tuple[Occurrence, datetime]]:
-            pairs = [(occ, schedule.effective_time(occ, overrides)) for occ in occurrences]
-            return [(occ, at) for occ, at in pairs if at is not None and at > now and occ.key not in handled]
-
-        earlier = schedule.occurrences_between(sched.spec, start=now - schedule.MISSED_LOOKBACK, end=now)
-        found = still_to_come([*earlier, *self._resleeps(sched.name)])
-        fetch = limit
-        while True:  # skipped and already-run occurrences drop out: look further until `limit` remain
-            future = schedule.next_occurrences(sched.spec, after=now, limit=fetch)
-            coming = still_to_come(future)
-            if len(coming) >= limit or len(future) < fetch or fetch >= _MAX_FETCH:
-                break
-            fetch *= 2
-        return sorted([*found, *coming], key=lambda pair: (pair[1], pair[0].action))[:limit]
+        return upcoming(
+            sched,
+            now,
+            limit=limit,
+            overrides=self._overrides(sched.name),
+            handled=self._handled_keys(sched.name),
+            resleeps=self._resleeps(sched.name),
+        )
 
     # -- internals: what is due ------------------------------------------------------------------
 
     def _due_fires(self, sched: Schedule, now: datetime) -> builtins.list[Due]:
-        decisions = schedule.decide_missed(
-            sched.spec,
-            last_done=max(sched.active_since, sched.last_done_at or sched.active_since),
-            now=now,
+        return due_fires(
+            sched,
+            now,
             grace=self.grace,
             manual_action_at=self._manual_action_at(sched),
-            done_keys=self._handled_keys(sched.name),
+            handled=self._handled_keys(sched.name),
             overrides=self._overrides(sched.name),
         )
-        return [
-            Due(d.occurrence, _VERDICT_TO_WHAT[d.verdict], now - d.late_by, decision=d) for d in decisions
-        ]
 
     def _due_resleeps(self, sched: Schedule, now: datetime) -> builtins.list[Due]:
-        """A temporary wake's re-sleep is a sleep: on time it runs, within the grace it runs late."""
-        overrides = self._overrides(sched.name)
-        found: list[Due] = []
-        for occ in self._resleeps(sched.name):
-            at = schedule.effective_time(occ, overrides)
-            if at is not None and at > now:
-                continue
-            decision = _resleep_decision(occ, at, now=now, grace=self.grace, tz=sched.spec.tz)
-            found.append(Due(occ, _VERDICT_TO_WHAT[decision.verdict], at or now, decision=decision))
-        return found
+        return due_resleeps(
+            sched,
+            now,
+            grace=self.grace,
+            resleeps=self._resleeps(sched.name),
+            overrides=self._overrides(sched.name),
+        )
 
     def _due_announcements(self, sched: Schedule, now: datetime) -> builtins.list[Due]:
-        leads = sched.spec.lead_times
-        if not leads:
+        if not sched.spec.lead_times:
             return []
-        found: list[Due] = []
-        for occ, at in self._upcoming(sched, now, limit=UPCOMING_PER_SCHEDULE):
-            if occ.action != "sleep" or at - max(leads) > now:
-                continue
-            lead = _reached_lead(leads, at, now)
+        coming = self._upcoming(sched, now, limit=UPCOMING_PER_SCHEDULE)
+        announced: dict[str, tuple[datetime | None, float | None]] = {}
+        for occ, _ in coming:
             row = self.store.get_occurrence(occ.key)
-            covered = (
-                row is not None
-                and row.announced_for == at
-                and row.announced_lead is not None
-                and lead is not None
-                and row.announced_lead <= lead.total_seconds()
-            )
-            if lead is not None and not covered:
-                found.append(Due(occ, "announce", at - lead, lead=lead))
-        return found
+            if row is not None:
+                announced[occ.key] = (row.announced_for, row.announced_lead)
+        return due_announcements(sched, now, coming=coming, announced=announced)
 
     def _handle(self, item: Due, now: datetime) -> ScheduleOutcome:
         if item.what == "announce" and item.lead is not None:
@@ -901,19 +700,19 @@ class Schedules:
             asleep = self._asleep_pools(sched.cluster)
             wanted = asleep if sched.target.kind == "cluster" else asleep & set(sched.target.pools)
             if not wanted:
-                return _Run(True, "done", f"{_cap(what)}: nothing to do, {sched.cluster} is already awake")
+                return _Run(True, "done", f"{cap(what)}: nothing to do, {sched.cluster} is already awake")
             pools = () if sched.target.kind == "cluster" else tuple(sorted(wanted))
             request = _request(
                 OpKind.WAKE, Target(cluster=sched.cluster, pools=pools), sched, "", on_behalf=on_behalf
             )
         else:
             if _already_asleep(sched.target, self._pools(sched.cluster)):
-                return _Run(True, "done", f"{_cap(what)}: nothing to do, {sched.target.describe()} already")
+                return _Run(True, "done", f"{cap(what)}: nothing to do, {sched.target.describe()} already")
             request = _sleep_request(sched, on_behalf=on_behalf)
         try:
             return request, self.ops.plan(request), self.ops.pre_approver_groups(request)
         except UserError as exc:
-            return _Run(False, "missed", f"{_cap(what)} could not start: {exc}")
+            return _Run(False, "missed", f"{cap(what)} could not start: {exc}")
 
     def _start(self, prepared: _Prepared, what: str, *, thread_ts: str) -> _Run:
         if isinstance(prepared, _Run):
@@ -926,8 +725,8 @@ class Schedules:
             replace(request, thread_ts=thread_ts), planned=planned, pre_approver_groups=groups
         )
         if not out.ok:
-            return _Run(False, "missed", f"{_cap(what)} could not start: {out.reply}")
-        return _Run(True, "running", f"{_cap(what)} ({name}): {out.reply}", out.operation)
+            return _Run(False, "missed", f"{cap(what)} could not start: {out.reply}")
+        return _Run(True, "running", f"{cap(what)} ({name}): {out.reply}", out.operation)
 
     def _settle_running(self, now: datetime) -> None:
         """Occurrences whose operation ended while scalebot was down are done."""
@@ -1006,7 +805,7 @@ class Schedules:
             new = replace(row, state="skipped", done_at=now, note=override.note)
         else:
             # The decision's update of the message is the announcement of the leads already reached.
-            lead = _reached_lead(sched.spec.lead_times, effective, now)
+            lead = reached_lead(sched.spec.lead_times, effective, now)
             new = replace(
                 row, announced_for=effective, announced_lead=int(lead.total_seconds()) if lead else None
             )
@@ -1036,7 +835,7 @@ class Schedules:
             else ()
         )
         return Upcoming(
-            event=_event(sched, occ),
+            event=event_kind(sched, occ),
             at=effective,
             summary=summary,
             tz=sched.spec.tz,
@@ -1135,7 +934,7 @@ class Schedules:
             return ""
         self._audit(by, f"refused_schedule_{verb}", cluster, detail)
         have = f"you are {role.label}" if role is not None else "you have no role there"
-        return f"{_DOING.get(verb, verb)} needs the {need.label} role on {cluster}; {have}"
+        return f"{DOING.get(verb, verb)} needs the {need.label} role on {cluster}; {have}"
 
     def _check_cluster(self, cluster: str) -> str:
         if cluster in self.ops.clusters():
@@ -1236,7 +1035,7 @@ class Schedules:
             at=self.clock.now(), actor=actor, action=action, op_id=op_id, cluster=cluster, detail=detail
         )
 
-    def list(self, *, cluster: str | None = None) -> builtins.list[Schedule]:
+    def all_schedules(self, *, cluster: str | None = None) -> builtins.list[Schedule]:
         """Every schedule, paused ones included, by name."""
         return self._schedules(cluster=cluster, enabled_only=False)
 
@@ -1246,15 +1045,6 @@ class Schedules:
 
 def _refused(reply: str, *, key: str = "") -> ScheduleOutcome:
     return ScheduleOutcome(False, reply, key=key)
-
-
-def _cap(text: str) -> str:
-    return text[:1].upper() + text[1:]
-
-
-def _lead_text(lead: timedelta) -> str:
-    minutes = int(lead.total_seconds() // 60)
-    return f"{minutes}m" if minutes < 120 or minutes % 60 else f"{minutes // 60}h"
 
 
 def _check_channel(channel: str) -> str:
@@ -1336,78 +1126,12 @@ def _request(
     )
 
 
-def _approval_text(sched: Schedule) -> str:
-    if sched.approval_mode != "pre_approved":
-        return "approval at each run"
-    if not sched.approvers:
-        return "pre-approval asked, none given yet"
-    return "pre-approved by " + ", ".join(sched.approvers)
-
-
-def _reached_lead(leads: Sequence[timedelta], at: datetime, now: datetime) -> timedelta | None:
-    """The shortest lead whose announcement instant has been reached, if any."""
-    reached = [lead for lead in leads if at - lead <= now]
-    return min(reached) if reached else None
-
-
-def _occurrence_on(spec: ScheduleSpec, day: date, action: str) -> Occurrence | None:
-    return next((o for o in _occurrences_on(spec, day) if o.action == action), None)
-
-
-def _occurrences_on(spec: ScheduleSpec, day: date) -> builtins.list[Occurrence]:
-    """Occurrences of one local date (searched two days either side: zones reach ±14 h)."""
-    midnight = datetime.combine(day, time(0), tzinfo=UTC)
-    found = schedule.occurrences_between(
-        spec, start=midnight - timedelta(days=2), end=midnight + timedelta(days=3)
-    )
-    return [o for o in found if o.local_date == day]
-
-
 def _resleep_of(row: StoredOccurrence) -> Occurrence:
     return Resleep(row.schedule, "sleep", date.fromisoformat(row.local_date), row.due_at)
 
 
-def _resleep_decision(
-    occ: Occurrence, at: datetime | None, *, now: datetime, grace: timedelta, tz: str
-) -> MissedDecision:
-    what = f"the return to sleep of {schedule.describe(occ, tz)}"
-    if at is None:
-        return MissedDecision(occ, "noop", timedelta(0), f"{what} was skipped")
-    late = now - at
-    if late < schedule.ON_TIME:
-        return MissedDecision(occ, "run", late, f"{what} is due")
-    span = schedule.in_words(-late).removesuffix(" ago")
-    if late <= grace:
-        return MissedDecision(occ, "run_late", late, f"{what} was missed by {span}: it runs {span} late")
-    return MissedDecision(occ, "announce_missed", late, f"{what} was missed by {span}, beyond the grace")
-
-
-_EVENT_TITLE: dict[EventKind, str] = {
-    "shutdown": "Scheduled shutdown",
-    "weekend_shutdown": "Weekend shutdown",
-    "scale_down": "Scheduled scale-down",
-    "wake_up": "Wake-up",
-    "return_to_sleep": "Return to sleep",
-}
-
-
 def _title(sched: Schedule, occ: Occurrence) -> str:
-    return _EVENT_TITLE[_event(sched, occ)]
-
-
-def _event(sched: Schedule, occ: Occurrence) -> EventKind:
-    if occ.action == "wake":
-        return "wake_up"
-    if isinstance(occ, Resleep):
-        return "return_to_sleep"
-    if sched.target.kind == "scale":
-        return "scale_down"
-    following = schedule.next_occurrence(sched.spec, "wake", after=occ.at)
-    if following is None:
-        return "shutdown"
-    days = (following.local_date - occ.local_date).days
-    weekend = any((occ.local_date + timedelta(days=i)).weekday() >= 5 for i in range(days + 1))
-    return "weekend_shutdown" if weekend and following.at - occ.at >= WEEKEND_SPAN else "shutdown"
+    return EVENT_TITLE[event_kind(sched, occ)]
 
 
 def _to_stored(

@@ -257,7 +257,7 @@ def test_bad_schedule_add_is_refused_precisely_ephemerally_and_saves_nothing(
     assert fragment in answer
     assert kind == "ephemeral"
     world.bot.settle()
-    assert world.schedules.list() == [] and world.schedules.store.list_schedules() == []
+    assert world.schedules.all_schedules() == [] and world.schedules.store.list_schedules() == []
     assert world.bot.api.calls_to("chat.postMessage") == []
     assert world.runner.armed() == []
 
@@ -275,7 +275,7 @@ def test_schedule_add_is_announced_in_channel_and_arms_the_timer(world: World) -
         in text
     )
     assert "(in " not in text, "a message in the channel: no relative phrase to go stale"
-    [saved] = world.schedules.list()
+    [saved] = world.schedules.all_schedules()
     assert (saved.channel, saved.approval_mode, saved.target.kind) == (CHANNEL, "pre_approved", "cluster")
     assert world.runner.armed()[:3] == [utc(2, 18), utc(2, 18, 50), utc(2, 19)]
     assert [r.action for r in world.ops.store.audit_rows()] == ["schedule_add"]
@@ -332,7 +332,7 @@ def test_pause_resume_skip_a_date_and_delete(world: World) -> None:
     assert 'invalid date "2026-13-01"' in all_text(bad_date)
     _, deleted = command(world, "schedule delete nights", user=OPERATOR)
     assert "Schedule nights deleted." in all_text(deleted)
-    assert world.schedules.list() == [] and world.runner.armed() == []
+    assert world.schedules.all_schedules() == [] and world.runner.armed() == []
 
 
 # --- announcements and their buttons ----------------------------------------------------------------
@@ -566,11 +566,11 @@ def test_a_bare_schedule_add_opens_the_add_modal(world: World) -> None:
     assert set(bad["errors"]) == {"tz", "lead"}
     gap = submit_view(world, view, add_form(wake_time="20:30"), user=APPROVER).json()
     assert "lead time 60m is longer than the shortest gap" in gap["errors"]["lead"]
-    assert world.schedules.list() == []
+    assert world.schedules.all_schedules() == []
     assert submit_view(world, view, add_form(), user=APPROVER).body == ""
     post_added = world.bot.api.wait_for_call("chat.postMessage", lambda c: "added a schedule" in all_text(c))
     assert post_added.body["channel"] == CHANNEL
-    [saved] = world.schedules.list()
+    [saved] = world.schedules.all_schedules()
     assert (saved.name, saved.approval_mode, str(saved.spec.sleep)) == ("nights", "per_run", "Mon-Fri 20:00")
     assert world.runner.armed()[0] == utc(2, 18)
 
@@ -592,7 +592,7 @@ def test_the_add_form_shows_a_refusal_at_the_field_the_engine_says_it_is_about(
     refused = submit_view(world, view, add_form(**changes), user=APPROVER).json()
 
     assert refused["response_action"] == "errors" and list(refused["errors"]) == [block], refused
-    assert world.schedules.list() == []
+    assert world.schedules.all_schedules() == []
 
 
 def test_the_add_form_is_acked_at_once_while_the_cluster_api_is_slow(world: World) -> None:
@@ -605,7 +605,8 @@ def test_the_add_form_is_acked_at_once_while_the_cluster_api_is_slow(world: Worl
 
     assert submitted.status == 200 and submitted.body == "" and submitted.elapsed < 1.0
     added = world.bot.api.wait_for_call("chat.postMessage", lambda c: "added a schedule" in all_text(c), 20)
-    assert added.body["channel"] == CHANNEL and [s.name for s in world.schedules.list()] == ["nights"]
+    saved = [s.name for s in world.schedules.all_schedules()]
+    assert added.body["channel"] == CHANNEL and saved == ["nights"]
 
 
 def test_a_refusal_found_after_the_ack_is_told_privately(world: World) -> None:
@@ -621,7 +622,7 @@ def test_a_refusal_found_after_the_ack_is_told_privately(world: World) -> None:
         and "not saved" in told.body["text"]
         and "nosuchpool" in told.body["text"]
     )
-    assert world.schedules.list() == []
+    assert world.schedules.all_schedules() == []
 
 
 def test_the_add_form_opens_before_the_slow_time_zone_lookup(world: World) -> None:

@@ -31,7 +31,8 @@ from engine.kube.fake import FakeCluster
 from engine.operations import new_operations
 from engine.pools.simulated import SimulatedPoolProvider
 from engine.runner import ClusterHandle
-from engine.schedules import ScheduleOutcome, Schedules, ScheduleTarget
+from engine.schedule_model import ScheduleOutcome, ScheduleTarget
+from engine.schedules import Schedules
 from engine.store import Store
 
 CLUSTER = "dev-eu"

@@ -26,7 +26,8 @@ from engine.operation import Operation, OperationRequest, OpKind, OpState, Outco
 from engine.operations import UserError, new_operations
 from engine.pools.simulated import SimulatedPoolProvider
 from engine.runner import ClusterHandle, RunnerSettings
-from engine.schedules import Schedules, ScheduleTarget
+from engine.schedule_model import ScheduleTarget
+from engine.schedules import Schedules
 from engine.store import Store
 
 CLUSTER = "dev-eu"

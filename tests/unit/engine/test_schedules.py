@@ -43,7 +43,9 @@ from engine.operations import new_operations
 from engine.pools.simulated import SimulatedPoolProvider
 from engine.runner import ClusterHandle, RunnerSettings
 from engine.runner import _summary as runner_summary
-from engine.schedules import Schedules, ScheduleTarget, wake_report
+from engine.schedule_model import ScheduleTarget
+from engine.schedule_text import wake_report
+from engine.schedules import Schedules
 from engine.store import Store
 
 CLUSTER = "dev-eu"
@@ -182,7 +184,7 @@ def test_a_valid_schedule_is_saved_audited_and_armed(world: World) -> None:
     out = add(world.schedules)
     assert out.ok, out.reply
     assert "Next: sleep Mon 20:00 CET (in 3 h)" in out.reply
-    [saved] = world.schedules.list()
+    [saved] = world.schedules.all_schedules()
     assert saved.approvers == (APPROVER2,) and saved.approval_mode == "pre_approved" and saved.enabled
     assert str(saved.spec.sleep) == "Mon-Fri 20:00"
     assert [r.action for r in world.ops.store.audit_rows()] == ["schedule_add", "schedule_pre_approve"]
@@ -223,7 +225,7 @@ def test_bad_input_is_refused_with_a_precise_message_and_nothing_is_saved(
     out = add(world.schedules, **changes)
     assert not out.ok
     assert fragment in out.reply
-    assert world.schedules.list() == []
+    assert world.schedules.all_schedules() == []
     assert world.ops.store.list_schedules() == []
 
 
@@ -235,7 +237,7 @@ def test_overlapping_schedules_on_the_same_pools_are_refused_naming_the_other(wo
     assert add(world.schedules, name="batch-nights", target=ScheduleTarget.zero_pools("batch")).ok
     again = add(world.schedules, name="web-nights", target=ScheduleTarget.zero_pools("web"))
     assert not again.ok and 'a schedule named "web-nights" exists' in again.reply
-    assert [s.name for s in world.schedules.list()] == ["batch-nights", "web-nights"]
+    assert [s.name for s in world.schedules.all_schedules()] == ["batch-nights", "web-nights"]
 
 
 def test_a_taken_name_is_refused(world: World) -> None:
@@ -255,7 +257,7 @@ def test_creating_needs_an_operator_and_pre_approval_an_approver(world: World) -
     assert operator.reply == "pre-approving a schedule needs the approver role on dev-eu; you are operator"
     per_run = add(world.schedules, by=OPERATOR, approval_mode="per_run")
     assert per_run.ok, per_run.reply
-    [saved] = world.schedules.list()
+    [saved] = world.schedules.all_schedules()
     assert saved.approval_mode == "per_run" and saved.approvers == ()
     actions = [r.action for r in world.ops.store.audit_rows()]
     assert actions == ["refused_schedule_add", "refused_schedule_pre_approve", "schedule_add"]
@@ -609,7 +611,7 @@ def test_pause_resume_delete_need_an_operator_and_name_the_schedules(world: Worl
     unknown = world.schedules.pause("nope", by=OPERATOR)
     assert not unknown.ok and unknown.reply == 'no schedule "nope"; schedules: nights'
     assert world.schedules.delete("nights", by=OPERATOR).ok
-    assert world.schedules.list() == [] and world.schedules.show("nights") is None
+    assert world.schedules.all_schedules() == [] and world.schedules.show("nights") is None
 
 
 def test_skip_date_skips_the_sleep_and_wake_of_that_date_only(world: World, clock: FakeClock) -> None:
@@ -726,7 +728,7 @@ def test_a_refused_schedule_names_the_field_it_is_about(
 ) -> None:
     out = add(world.schedules, **changes)
     assert not out.ok and out.field == field, out
-    assert world.schedules.list() == []
+    assert world.schedules.all_schedules() == []
 
 
 def test_a_second_schedule_of_the_same_name_is_refused_at_the_name(world: World) -> None:

@@ -37,7 +37,7 @@ from engine.operation import (
     WorkloadCount,
     WorkloadsProgress,
 )
-from engine.schedules import wake_report
+from engine.schedule_text import wake_report
 from engine.store import SCHEMA_VERSION, Store, StoreError
 from tests.unit.engine.test_operations import cluster, finish, make_ops, zero  # noqa: F401 (fixture)
 
