@@ -4,7 +4,8 @@ Owns four things and nothing else:
 - loading a configuration (kubeconfig or in-cluster) into a private `ApiClient`, never the
   library's global default, with actionable `KubeConfigError`s;
 - the client-side rate limit (`engine.ratelimit.TokenBucket`) and per-(verb, resource) request
-  counts that benchmarks report as API cost;
+  counts that benchmarks report as API cost, in `Transport`: one per ApiClient, the one path of
+  every request to that cluster (this client's, the pool providers', Lease, Events, /readyz);
 - reading every answer as raw JSON (`_preload_content=False` + orjson): the generated models are
   never built, since they cost several times the parse on large lists
   (kubernetes-client/python#1921); lists are paginated with `limit`/`continue`;
@@ -21,8 +22,10 @@ import http.client
 import os
 import re
 import threading
+import weakref
 from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any, TypeVar
 
 import orjson
@@ -47,6 +50,10 @@ PAGE_SIZE = 500
 DEFAULT_QPS = 50.0
 DEFAULT_BURST = 100
 """client-go defaults to 5 QPS / burst 10; controllers that evict in parallel raise them."""
+PRIORITY_QPS = 5.0
+PRIORITY_BURST = 10
+"""The separate budget of the requests that keep this instance alive (see `Transport`): client-go's
+defaults, ten times what Lease renewals every 2 s and a readiness probe every few seconds need."""
 DEFAULT_POOL_MAXSIZE = 32
 """Connections kept per host: evictions run in a worker pool (default 16) next to listings."""
 DEFAULT_REQUEST_TIMEOUT_SECONDS = 60.0
@@ -98,29 +105,35 @@ class KubeClient:
         credentials were rotated or expired, e.g. a Cluster API kubeconfig Secret); the request is
         then sent once more with them. Without it a 401 is an error like any other."""
         self._api_client = api_client
-        self._reload_credentials = reload_credentials
-        self._reload_lock = threading.Lock()
-        self._credentials_generation = 0
         self._core = k8s.CoreV1Api(api_client)
         self._apps = k8s.AppsV1Api(api_client)
         self._policy = k8s.PolicyV1Api(api_client)
         if rate_limiter is None and qps > 0:
             rate_limiter = ratelimit.TokenBucket(rate=qps, burst=burst)
-        self._limiter = rate_limiter
-        self._timeout = request_timeout_seconds
         self._page_size = page_size
-        self._counts_lock = threading.Lock()
-        self._waits = threading.local()
-        self.request_counts: collections.Counter[tuple[str, str]] = collections.Counter()
+        self.transport = Transport(
+            api_client,
+            limiter=rate_limiter,
+            timeout=request_timeout_seconds,
+            reload_credentials=reload_credentials,
+        )
+        """Every request of this cluster's ApiClient goes through it, this client's and the pool
+        providers', Lease's, Event recorder's and readiness probe's (`Transport.of`)."""
+        self._timeout = request_timeout_seconds
+
+    @property
+    def request_counts(self) -> collections.Counter[tuple[str, str]]:
+        """Requests sent per (verb, resource), by everything that shares this cluster's transport."""
+        return self.transport.request_counts
 
     @property
     def burst(self) -> int | None:
         """The rate limiter's burst (None without a limit): adaptive concurrency stays below it."""
-        return self._limiter.burst if self._limiter is not None else None
+        return self.transport.burst
 
     def last_wait_seconds(self) -> float:
         """How long this thread's last request waited for the client-side rate limiter."""
-        return float(getattr(self._waits, "seconds", 0.0))
+        return self.transport.last_wait_seconds()
 
     @property
     def api_client(self) -> Any:
@@ -244,7 +257,7 @@ class KubeClient:
         a drain; bookmarks keep the resourceVersion fresh while nothing on those nodes changes.
         """
         selector, keep = _bound_to(node_names)
-        response = self._open(
+        response = self.transport.open(
             "watch",
             "pods",
             self._core.list_pod_for_all_namespaces,
@@ -387,59 +400,7 @@ class KubeClient:
     def _request(
         self, verb: str, resource: str, call: Callable[..., Any], *args: Any, **kwargs: Any
     ) -> bytes:
-        """One HTTP request; on a 401 with a way to reload the credentials, reload and send once more."""
-        generation = self._credentials_generation
-        try:
-            return self._send(verb, resource, call, *args, **kwargs)
-        except errors.KubeError as exc:
-            if exc.status != 401 or self._reload_credentials is None:
-                raise
-            try:
-                self._switch_credentials(generation)
-            except (KubeConfigError, ValueError, errors.KubeError) as failed:
-                message = f"{verb} {resource}: {exc}; reloading the credentials failed: {failed}"
-                raise errors.InvalidRequest(status=401, message=message) from failed
-        # Sent once more only: a 401 with the fresh credentials too is the caller's error.
-        return self._send(verb, resource, call, *args, **kwargs)
-
-    def _switch_credentials(self, seen: int) -> None:
-        """Load fresh credentials into the shared ApiClient, once for all the requests that got a
-        401 with the generation `seen` (evictions run in parallel: one re-read, not sixteen)."""
-        assert self._reload_credentials is not None
-        with self._reload_lock:
-            if self._credentials_generation != seen:
-                return  # another request already switched
-            fresh = self._reload_credentials()
-            old = self._api_client.rest_client
-            # Every generated API object of this client (and the pool providers' over the same
-            # ApiClient) sends through these two attributes: tokens and client certificates alike.
-            self._api_client.configuration = fresh
-            self._api_client.rest_client = k8s_rest.RESTClientObject(fresh)
-            self._credentials_generation += 1
-            old.pool_manager.clear()
-
-    def _send(self, verb: str, resource: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> bytes:
-        """One HTTP request: rate limit, count, send, read the raw body, translate any failure."""
-        response = self._open(verb, resource, call, *args, _request_timeout=self._timeout, **kwargs)
-        try:
-            return bytes(response.data)
-        except TRANSPORT_ERRORS as exc:
-            raise errors.TransportError(message=f"{verb} {resource}: {_one_line(exc)}") from exc
-        finally:
-            response.release_conn()
-
-    def _open(self, verb: str, resource: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Send one request and return the answer unread (urllib3's response): rate limit, count,
-        translate a failure to send or a non-2xx answer."""
-        self._waits.seconds = self._limiter.acquire() if self._limiter is not None else 0.0
-        with self._counts_lock:
-            self.request_counts[(verb, resource)] += 1
-        try:
-            return call(*args, _preload_content=False, **kwargs)
-        except ApiException as exc:
-            raise error_from_api_exception(exc, verb, resource) from exc
-        except TRANSPORT_ERRORS as exc:
-            raise errors.TransportError(message=f"{verb} {resource}: {_one_line(exc)}") from exc
+        return self.transport.read(verb, resource, call, *args, **kwargs)
 
     def read_json(
         self,
@@ -520,6 +481,198 @@ class KubeClient:
                     results = [parse(raw) for raw in page.get("items") or () if keep is None or keep(raw)]
                     version = str((page.get("metadata") or {}).get("resourceVersion") or "")
                     return results, version
+
+
+_TRANSPORTS: weakref.WeakKeyDictionary[Any, Transport] = weakref.WeakKeyDictionary()
+_TRANSPORTS_LOCK = threading.Lock()
+
+
+class Transport:
+    """The one way a request reaches one cluster's API server: rate limit, count, send, read the
+    raw answer, translate any failure once, and on a 401 reload the credentials and send once more.
+
+    One per `kubernetes.client.ApiClient`, hence per cluster: `KubeClient` builds it, and everything
+    else handed the same ApiClient (the pool providers' calls, the Lease, the Event recorder, the
+    readiness probe) finds it with `Transport.of`, so `api_qps`/`api_burst` bound all of them.
+
+    `priority=True` requests (Lease reads and renewals, the /readyz probe) take their tokens from
+    a separate small bucket instead: a drain that saturates the main bucket queues its callers for
+    seconds, and a leader whose renewal waits past `renew_deadline` loses its Lease (and a probe
+    that waits fails the pod). client-go controllers give leader election its own client for that
+    reason, and the API server's priority and fairness puts leases in their own level.
+    """
+
+    def __init__(
+        self,
+        api_client: Any,
+        *,
+        limiter: ratelimit.TokenBucket | None,
+        priority_limiter: ratelimit.TokenBucket | None = None,
+        timeout: float = DEFAULT_REQUEST_TIMEOUT_SECONDS,
+        reload_credentials: Callable[[], Any] | None = None,
+    ) -> None:
+        # Weakly: the registry maps the ApiClient to this transport, and a strong reference back
+        # would keep both (and their connection pools) alive forever.
+        self._api_client_ref = weakref.ref(api_client)
+        self._limiter = limiter
+        self._priority_limiter = priority_limiter or ratelimit.TokenBucket(
+            rate=PRIORITY_QPS, burst=PRIORITY_BURST
+        )
+        self._timeout = timeout
+        self._reload_credentials = reload_credentials
+        self._reload_lock = threading.Lock()
+        self._credentials_generation = 0
+        self._counts_lock = threading.Lock()
+        self._waits = threading.local()
+        self.request_counts: collections.Counter[tuple[str, str]] = collections.Counter()
+        with _TRANSPORTS_LOCK:
+            _TRANSPORTS[api_client] = self
+
+    @classmethod
+    def of(cls, api_client: Any) -> Transport:
+        """The transport of `api_client`'s cluster; one with the default limit for an ApiClient
+        no `KubeClient` was built on (a test's second identity), kept for its later requests."""
+        with _TRANSPORTS_LOCK:
+            found = _TRANSPORTS.get(api_client)
+        if found is not None:
+            return found
+        return cls(api_client, limiter=ratelimit.TokenBucket(rate=DEFAULT_QPS, burst=DEFAULT_BURST))
+
+    def _api_client(self) -> Any:
+        """The ApiClient, alive while anyone who sends through this transport holds it."""
+        api_client = self._api_client_ref()
+        if api_client is None:
+            raise errors.TransportError(message="the cluster's API client was closed")
+        return api_client
+
+    @property
+    def burst(self) -> int | None:
+        return self._limiter.burst if self._limiter is not None else None
+
+    def last_wait_seconds(self) -> float:
+        return float(getattr(self._waits, "seconds", 0.0))
+
+    def read(
+        self,
+        verb: str,
+        resource: str,
+        call: Callable[..., Any],
+        *args: Any,
+        priority: bool = False,
+        timeout: float | None = None,
+        **kwargs: Any,
+    ) -> bytes:
+        """One request's raw answer; on a 401 with a way to reload the credentials, reload and
+        send once more (a 401 with the fresh credentials too is the caller's error)."""
+        generation = self._credentials_generation
+        try:
+            return self._read(verb, resource, call, *args, priority=priority, timeout=timeout, **kwargs)
+        except errors.KubeError as exc:
+            if exc.status != 401 or self._reload_credentials is None:
+                raise
+            try:
+                self._switch_credentials(generation)
+            except (KubeConfigError, ValueError, errors.KubeError) as failed:
+                message = f"{verb} {resource}: {exc}; reloading the credentials failed: {failed}"
+                raise errors.InvalidRequest(status=401, message=message) from failed
+        return self._read(verb, resource, call, *args, priority=priority, timeout=timeout, **kwargs)
+
+    def request_json(
+        self,
+        method: str,
+        path: str,
+        *,
+        verb: str,
+        resource: str,
+        body: Any = None,
+        timeout: float | None = None,
+        content_type: str = "application/json",
+        priority: bool = False,
+    ) -> RawObject:
+        """A request by path, for APIs without a generated method scalebot uses (Leases, Events):
+        the body is sent as given (no generated model in between), the answer parsed with orjson."""
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        call = partial(self._call_path, path, method, headers, body)
+        data = self.read(verb, resource, call, priority=priority, timeout=timeout)
+        return _parse(verb, resource, data, orjson.loads) if data else {}
+
+    def probe(self, *, timeout: float) -> None:
+        """GET /readyz, on the priority budget; raises KubeError unless the server answers ready."""
+        call = partial(self._call_path, "/readyz", "GET", {"Accept": "text/plain"}, None)
+        self.read("get", "/readyz", call, priority=True, timeout=timeout)
+
+    def open(
+        self,
+        verb: str,
+        resource: str,
+        call: Callable[..., Any],
+        *args: Any,
+        priority: bool = False,
+        **kwargs: Any,
+    ) -> Any:
+        """Send one request and return the answer unread (urllib3's response): rate limit, count,
+        translate a failure to send or a non-2xx answer."""
+        limiter = self._priority_limiter if priority else self._limiter
+        self._waits.seconds = limiter.acquire() if limiter is not None else 0.0
+        with self._counts_lock:
+            self.request_counts[(verb, resource)] += 1
+        try:
+            return call(*args, _preload_content=False, **kwargs)
+        except ApiException as exc:
+            raise error_from_api_exception(exc, verb, resource) from exc
+        except TRANSPORT_ERRORS as exc:
+            raise errors.TransportError(message=f"{verb} {resource}: {_one_line(exc)}") from exc
+
+    def _read(
+        self,
+        verb: str,
+        resource: str,
+        call: Callable[..., Any],
+        *args: Any,
+        priority: bool,
+        timeout: float | None,
+        **kwargs: Any,
+    ) -> bytes:
+        request_timeout = self._timeout if timeout is None else timeout
+        response = self.open(
+            verb, resource, call, *args, priority=priority, _request_timeout=request_timeout, **kwargs
+        )
+        try:
+            return bytes(response.data or b"")
+        except TRANSPORT_ERRORS as exc:
+            raise errors.TransportError(message=f"{verb} {resource}: {_one_line(exc)}") from exc
+        finally:
+            response.release_conn()
+
+    def _call_path(self, path: str, method: str, headers: dict[str, str], body: Any, **kwargs: Any) -> Any:
+        """`ApiClient.call_api` by path (kubernetes client 36: no `param_serialize`), with its
+        auth, TLS and connection pool; its REST layer raises ApiException for a non-2xx status."""
+        response = self._api_client().call_api(
+            path, method, header_params=headers, body=body, auth_settings=["BearerToken"], **kwargs
+        )
+        if not 200 <= response.status <= 299:
+            response.release_conn()
+            raise ApiException(http_resp=response)
+        return response
+
+    def _switch_credentials(self, seen: int) -> None:
+        """Load fresh credentials into the shared ApiClient, once for all the requests that got a
+        401 with the generation `seen` (evictions run in parallel: one re-read, not sixteen)."""
+        assert self._reload_credentials is not None
+        with self._reload_lock:
+            if self._credentials_generation != seen:
+                return  # another request already switched
+            fresh = self._reload_credentials()
+            api_client = self._api_client()
+            old = api_client.rest_client
+            # Every generated API object over this ApiClient (the pool providers' too) sends
+            # through these two attributes: tokens and client certificates alike.
+            api_client.configuration = fresh
+            api_client.rest_client = k8s_rest.RESTClientObject(fresh)
+            self._credentials_generation += 1
+            old.pool_manager.clear()
 
 
 _HEAD_BYTES = 4096

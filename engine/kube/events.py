@@ -31,7 +31,7 @@ from typing import Any, Literal, Protocol
 
 from engine.clock import Clock, SystemClock
 from engine.kube import errors
-from engine.kube.lease import request_json
+from engine.kube.client import Transport
 from engine.model import format_time
 
 log = logging.getLogger(__name__)
@@ -276,8 +276,9 @@ class EventRecorder:
     def _send(
         self, method: str, verb: str, path: str, body: Any, content_type: str = "application/json"
     ) -> None:
-        request_json(
-            self._api,
+        # The main budget, not the priority one: events are best effort and wait their turn
+        # behind the drain they describe.
+        Transport.of(self._api).request_json(
             method,
             path,
             verb=verb,

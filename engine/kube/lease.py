@@ -17,12 +17,11 @@ The algorithm is client-go's `leaderelection` over a `Lease` lock:
 - `run()` never releases the Lease on its own: after a stop, the caller first stops the work it
   started, then calls `release()`, so a standby can never start while this instance still acts.
 
-An adapter (like `engine.kube.client`): it alone talks HTTP, reads raw JSON and sends plain dicts
-(never the generated models: a model turns a MicroTime with zero microseconds into a string the
-API server rejects) and translates failures once, with the client adapter's own
-`_error_from_api_exception` and transport-error tuple (`request_json`, shared with
-`engine.kube.events`). Needs `get`, `create` and `update` on Leases in scalebot's namespace (the
-Role in manifests/base/rbac.yaml), nothing cluster-wide.
+An adapter over the cluster's one `engine.kube.client.Transport` (its rate limit, counts and error
+translation), on that transport's priority budget so that a saturated drain never delays a
+renewal. It sends plain dicts by path (never the generated models: a model turns a MicroTime with
+zero microseconds into a string the API server rejects). Needs `get`, `create` and `update` on
+Leases in scalebot's namespace (the Role in manifests/base/rbac.yaml), nothing cluster-wide.
 
 `probe_api_server()` lives here too: the one cheap request the readiness probe makes.
 """
@@ -40,12 +39,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-import orjson
-from kubernetes.client.exceptions import ApiException
-
 from engine.clock import Clock, SystemClock
 from engine.kube import errors
-from engine.kube.client import TRANSPORT_ERRORS, error_from_api_exception
+from engine.kube.client import Transport
 from engine.model import RawObject, parse_time
 
 log = logging.getLogger(__name__)
@@ -386,82 +382,18 @@ class LeaseElector:
         }
 
     def _send(self, method: str, verb: str, path: str, *, body: Any = None, timeout: float) -> RawObject:
-        return request_json(self._api, method, path, verb=verb, resource=RESOURCE, body=body, timeout=timeout)
-
-
-def _raw_call(
-    api_client: Any, method: str, path: str, *, headers: dict[str, str], body: Any, timeout: float
-) -> bytes:
-    """The answer's bytes, through the ApiClient's own auth, TLS and connection pool.
-
-    `_preload_content=False` keeps the generated models out: the client hands back the urllib3
-    response, and its REST layer raises `ApiException` for a non-2xx status.
-    """
-    response = api_client.call_api(
-        path,
-        method,
-        header_params=headers,
-        body=body,
-        auth_settings=["BearerToken"],
-        _preload_content=False,
-        _request_timeout=timeout,
-    )
-    try:
-        if not 200 <= response.status <= 299:
-            raise ApiException(http_resp=response)
-        return bytes(response.read() or b"")
-    finally:
-        response.release_conn()
-
-
-def request_json(
-    api_client: Any,
-    method: str,
-    path: str,
-    *,
-    verb: str,
-    resource: str,
-    body: Any = None,
-    timeout: float,
-    content_type: str = "application/json",
-) -> RawObject:
-    """One raw JSON request with the ApiClient's auth, TLS and retry settings; errors translated.
-
-    The body is sent as given (no generated model in between) and the answer parsed with orjson.
-    A non-2xx answer becomes the `engine.kube.errors` subclass for its status through the client
-    adapter's own translation; no answer at all becomes `TransportError`.
-    """
-    headers = {"Accept": "application/json"}
-    if body is not None:
-        headers["Content-Type"] = content_type
-    try:
-        data = _raw_call(api_client, method, path, headers=headers, body=body, timeout=timeout)
-    except ApiException as exc:
-        raise error_from_api_exception(exc, verb, resource) from exc
-    except TRANSPORT_ERRORS as exc:
-        raise errors.TransportError(message=f"{verb} {resource}: {' '.join(str(exc).split())}") from exc
-    if not data:
-        return {}
-    try:
-        parsed = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        # A 2xx whose body is not JSON was garbled on the way (proxy, truncation): no answer.
-        raise errors.TransportError(message=f"{verb} {resource}: unreadable response: {exc}") from exc
-    if not isinstance(parsed, dict):
-        raise errors.TransportError(message=f"{verb} {resource}: response is not a JSON object")
-    return parsed
+        # priority: a renewal that queued behind a drain's requests past renew_deadline would
+        # lose the Lease; see engine.kube.client.Transport.
+        return Transport.of(self._api).request_json(
+            method, path, verb=verb, resource=RESOURCE, body=body, timeout=timeout, priority=True
+        )
 
 
 def probe_api_server(api_client: Any, *, timeout_seconds: float = PROBE_TIMEOUT_SECONDS) -> None:
     """GET /readyz with a short timeout; raises KubeError unless the API server answers ready.
 
     /readyz is readable by every identity (system:public-info-viewer), costs the server nothing,
-    and says "not ready" while its own storage is unreachable, unlike a TCP connect.
+    and says "not ready" while its own storage is unreachable, unlike a TCP connect. It goes on
+    the transport's priority budget: a busy drain must not make the pod look unready.
     """
-    headers = {"Accept": "text/plain"}
-    try:
-        _raw_call(api_client, "GET", "/readyz", headers=headers, body=None, timeout=timeout_seconds)
-    except ApiException as exc:
-        raise error_from_api_exception(exc, "get", "/readyz") from exc
-    except TRANSPORT_ERRORS as exc:
-        raise errors.TransportError(message=f"get /readyz: {' '.join(str(exc).split())}") from exc
+    Transport.of(api_client).probe(timeout=timeout_seconds)

@@ -107,7 +107,7 @@ def workload_kubeconfig(
     """The workload cluster's kubeconfig from the management cluster, as clusterctl reads it:
     Secret `<cluster>-kubeconfig` in the Cluster's namespace, data key `value`."""
     name = cluster + KUBECONFIG_SECRET_SUFFIX
-    call = RawCaller(timeout)
+    call = RawCaller(api_client, timeout)
     try:
         raw = call("get", "secrets", k8s.CoreV1Api(api_client).read_namespaced_secret, name, namespace)
     except errors.NotFound:
@@ -267,7 +267,7 @@ class ClusterApiPoolProvider:
         self.cluster = cluster
         self._custom = k8s.CustomObjectsApi(api_client)
         self._apis = k8s.ApisApi(api_client)
-        self._call = RawCaller(request_timeout_seconds)
+        self._call = RawCaller(api_client, request_timeout_seconds)
         self._node_api = node_api
         self._clock: Clock = clock or SystemClock()
         self._version = version

@@ -1,7 +1,7 @@
 """What the pool providers share, so that none of them imports another.
 
 The restore record's JSON form (written on a pool's own object, read back at wake), raw JSON calls
-to the API server through the generated client with errors mapped as engine.kube.client maps them,
+to the API server through the generated client and the cluster's one transport,
 the field manager and the labels scalebot puts on what it creates, and the errors a provider raises
 for a node it may not remove or a restore record it cannot read.
 """
@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from kubernetes.client.exceptions import ApiException
 
 from engine.kube import client as kube_client
 from engine.kube import errors
@@ -83,28 +82,23 @@ def decode_restore(text: str, *, where: str) -> RestoreRecord:
 
 @dataclass(frozen=True, slots=True)
 class RawCaller:
-    """Calls a generated client method for raw JSON, mapping failures like engine.kube.client does.
+    """Calls a generated client method of `api_client` for raw JSON through that cluster's one
+    transport (`engine.kube.client.Transport`): its rate limit (`api_qps`/`api_burst`), request
+    counts, credentials reload and error translation, as every request of scalebot's.
 
     Every answer is read with `_preload_content=False` and orjson (never the generated models);
-    an ApiException becomes the `engine.kube.errors` subclass for its status (through the client
-    adapter's own translation), and a failure without an HTTP answer becomes TransportError.
+    a failure is the `engine.kube.errors` subclass for its status, or TransportError without an
+    HTTP answer.
     """
 
+    api_client: Any
     timeout: float = DEFAULT_REQUEST_TIMEOUT_SECONDS
 
     def __call__(
         self, verb: str, resource: str, method: Callable[..., Any], *args: Any, **kwargs: Any
     ) -> Any:
-        try:
-            response = method(*args, _preload_content=False, _request_timeout=self.timeout, **kwargs)
-            try:
-                data = bytes(response.data)
-            finally:
-                response.release_conn()
-        except ApiException as exc:
-            raise kube_client.error_from_api_exception(exc, verb, resource) from exc
-        except kube_client.TRANSPORT_ERRORS as exc:
-            raise errors.TransportError(message=f"{verb} {resource}: {' '.join(str(exc).split())}") from exc
+        transport = kube_client.Transport.of(self.api_client)
+        data = transport.read(verb, resource, method, *args, timeout=self.timeout, **kwargs)
         try:
             return orjson.loads(data) if data else {}
         except orjson.JSONDecodeError as exc:

@@ -348,7 +348,7 @@ class KubeClusterSide:
         request_timeout_seconds: float = DEFAULT_REQUEST_TIMEOUT_SECONDS,
     ) -> None:
         self._core = k8s.CoreV1Api(api_client)
-        self._call = RawCaller(request_timeout_seconds)
+        self._call = RawCaller(api_client, request_timeout_seconds)
         self.namespace = namespace
         self.eks_cluster = eks_cluster
 

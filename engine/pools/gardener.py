@@ -154,7 +154,7 @@ def project_namespace(
     """The namespace of Gardener project `project` in the garden cluster: its Project's
     `spec.namespace` (cluster-scoped Project; usually `garden-<project>`, but a Project may name
     another one, so it is read, not guessed)."""
-    call = RawCaller(timeout)
+    call = RawCaller(api_client, timeout)
     get = k8s.CustomObjectsApi(api_client).get_cluster_custom_object
     try:
         raw = call("get", PROJECTS, get, GROUP, VERSION, PROJECTS, project)
@@ -188,7 +188,7 @@ class GardenerPoolProvider:
     ) -> None:
         """`api_client`: the garden cluster; `node_api`: the shoot cluster (Nodes, Pods)."""
         self._custom = k8s.CustomObjectsApi(api_client)
-        self._call = RawCaller(request_timeout_seconds)
+        self._call = RawCaller(api_client, request_timeout_seconds)
         self._nodes = node_api
         self.namespace = namespace
         self.shoot = shoot

@@ -289,7 +289,7 @@ class KarpenterPoolProvider:
         """`api_client`: a `kubernetes.client.ApiClient`; `node_api` reads Nodes for readiness."""
         self._custom = k8s.CustomObjectsApi(api_client)
         self._core = k8s.CoreV1Api(api_client)
-        self._call = RawCaller(request_timeout_seconds)
+        self._call = RawCaller(api_client, request_timeout_seconds)
         self._node_api = node_api
 
     # -- reads -------------------------------------------------------------------------------------

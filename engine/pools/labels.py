@@ -275,7 +275,7 @@ class LabelPoolProvider:
         self._clock: Clock = clock or SystemClock()
         self._api = api
         self._core = k8s.CoreV1Api(raw)
-        self._call = RawCaller(request_timeout_seconds)
+        self._call = RawCaller(raw, request_timeout_seconds)
         self.label = label
         self.namespace = namespace
 

@@ -4,7 +4,9 @@ Covers: error translation (429 budget/transient/rate-limit, 500 multi-PDB, 403 t
 namespace, 404, 409, non-JSON 502, empty 503, dropped and refused connections), Retry-After,
 eviction and delete request bodies, pagination with `continue` (and the 410 fallback) without
 building client models, the one-listing rule for many nodes, cordon and taint writes (409 retry),
-request counting, the injected rate limiter, and KubeConfigError messages.
+request counting, the injected rate limiter (shared with the pool providers' raw calls, the
+Lease, the readiness probe and the Event recorder, the first two on their own budget), and
+KubeConfigError messages.
 """
 
 from __future__ import annotations
@@ -27,7 +29,10 @@ import urllib3
 from engine.kube import errors
 from engine.kube.api import KubeApi
 from engine.kube.client import KubeClient, KubeConfigError, load_configuration
+from engine.kube.events import EventRecorder, ObjectRef
+from engine.kube.lease import LeaseElector, probe_api_server
 from engine.model import PodInfo
+from engine.pools.labels import LabelPoolProvider
 from engine.ratelimit import TokenBucket
 
 PDB_MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget."
@@ -583,6 +588,55 @@ def test_every_request_takes_a_token_from_the_rate_limiter(server: FakeApiServer
     assert slept == [0.5, 1.0]
     # What adaptive concurrency takes out of each answer time: the wait in the client's own limiter.
     assert waits == [0.0, 0.5, 1.0]
+
+
+def test_pool_provider_calls_share_the_clusters_rate_limiter_and_counts(
+    server: FakeApiServer, kubeconfig: Path
+) -> None:
+    """The providers' raw calls over the cluster's ApiClient take tokens from the same bucket as
+    KubeClient's own requests (api_qps/api_burst bound everything scalebot sends)."""
+    server.on("GET", "/api/v1/nodes", Answer(200, {"items": [], "metadata": {}}))
+    server.on("GET", "/api/v1/namespaces/scalebot/configmaps", Answer(200, {"items": [], "metadata": {}}))
+    slept: list[float] = []
+    limiter = TokenBucket(rate=1.0, burst=1, clock=lambda: 0.0, sleep=slept.append)
+    api_client = kubernetes.client.ApiClient(load_configuration(kubeconfig=str(kubeconfig)))
+    with KubeClient(api_client, rate_limiter=limiter) as kube:
+        provider = LabelPoolProvider(kube, kube.api_client, namespace="scalebot")
+        assert provider.list_pools() == []
+        assert kube.request_counts == {("list", "nodes"): 1, ("list", "configmaps"): 1}
+    assert slept == [1.0], "the second request waited for the one token the first one took"
+
+
+def test_lease_and_readiness_probe_do_not_wait_behind_a_saturated_limiter_but_events_do(
+    server: FakeApiServer, kubeconfig: Path
+) -> None:
+    leases = "/apis/coordination.k8s.io/v1/namespaces/scalebot/leases"
+    server.on("POST", leases, lambda seen: Answer(201, {**seen.body, "metadata": {"resourceVersion": "1"}}))
+    server.on("GET", "/readyz", Answer(200, b"ok"))
+    server.on("POST", "/api/v1/namespaces/default/events", Answer(201, {}))
+    slept: list[float] = []
+    # A frozen clock: once the one token is taken, every main-budget request waits (and says so).
+    limiter = TokenBucket(rate=1.0, burst=1, clock=lambda: 0.0, sleep=slept.append)
+    api_client = kubernetes.client.ApiClient(load_configuration(kubeconfig=str(kubeconfig)))
+    with KubeClient(api_client, rate_limiter=limiter) as kube:
+        assert limiter.try_acquire(), "the drain took the bucket's last token"
+        elector = LeaseElector(kube.api_client, namespace="scalebot", identity="me")
+        assert elector.try_acquire_or_renew()
+        probe_api_server(kube.api_client)
+        assert slept == [], "the Lease and the probe have their own budget"
+        recorder = EventRecorder(kube.api_client)
+        try:
+            recorder.record(ObjectRef.node("n1"), reason="Cordoned", message="by scalebot")
+            assert recorder.flush(10.0)
+        finally:
+            recorder.close()
+        assert slept == [1.0], "events wait their turn on the main budget"
+        assert kube.request_counts == {
+            ("get", "leases"): 1,
+            ("create", "leases"): 1,
+            ("get", "/readyz"): 1,
+            ("create", "events"): 1,
+        }
 
 
 # -- configuration -----------------------------------------------------------------------------
