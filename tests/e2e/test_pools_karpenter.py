@@ -16,6 +16,7 @@ report counts the nodes; `scalebot scale POOL N` is refused for N > 0 and change
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -151,9 +152,13 @@ def test_zero_and_wake_through_the_real_karpenter_controller(
     # Pending pods -> Karpenter launches NodeClaims -> kwok nodes -> the pods run.
     b.wait_for_deployment_available(admin_api, namespace, "web", timeout=120)
     b.wait_for_deployment_available(admin_api, namespace, "notebook", timeout=120)
+    # One node per pod on a quiet machine; under load the real controller can launch one more
+    # NodeClaim before the first ones register (its batching window sees the pods twice). The
+    # test follows what Karpenter did, and each figure below must match it exactly.
     claims = _claims(admin_api, nodepool)
     nodes = _pool_nodes(admin_api, nodepool)
-    assert len(claims) == 4 and len(nodes) == 4
+    assert len(claims) == len(nodes) >= 4, (claims, nodes)
+    count = len(nodes)
     db = tmp_path / "db.sqlite"
 
     # scale N > 0 is refused, with the reason, and changes nothing.
@@ -175,7 +180,7 @@ def test_zero_and_wake_through_the_real_karpenter_controller(
     assert "every pool goes to 0" in out
     assert "Pods waiting for completion:" in out and f"{namespace}/notebook-" in out
     assert f"{namespace}/notebook-" in out.split("Phase 2: force-deleted", 1)[1]
-    assert "4 nodes removed" in out
+    assert f"{count} nodes removed" in out
     assert _claims(admin_api, nodepool) == []
     assert _pool_nodes(admin_api, nodepool) == []
     asleep = b.get(admin_api, f"{NODEPOOLS}/{nodepool}")
@@ -183,7 +188,7 @@ def test_zero_and_wake_through_the_real_karpenter_controller(
     assert asleep["spec"]["disruption"]["budgets"] == [{"nodes": "0"}]
     saved = orjson.loads(asleep["metadata"]["annotations"][SAVED_ANNOTATION])
     assert saved == {"limits": LIMITS, "disruption": DISRUPTION}
-    assert orjson.loads(asleep["metadata"]["annotations"][RESTORE_ANNOTATION])["desired"] == 4
+    assert orjson.loads(asleep["metadata"]["annotations"][RESTORE_ANNOTATION])["desired"] == count
 
     # Asleep: the Deployments' pods are pending again, and Karpenter refuses them for the limits.
     def refused_for_limits() -> bool:
@@ -206,9 +211,15 @@ def test_zero_and_wake_through_the_real_karpenter_controller(
     assert awake["spec"]["disruption"] == DISRUPTION
     annotations = awake["metadata"].get("annotations") or {}
     assert SAVED_ANNOTATION not in annotations and RESTORE_ANNOTATION not in annotations
+    final = re.search(r"Completed in .*", wake.stdout)
+    assert final, wake.stdout
+    ready = re.search(r"(\d+)/(\d+) nodes Ready", final[0])
+    provisioned_line = re.search(r"(\d+) nodes provisioned", final[0])
+    assert ready and provisioned_line, final[0]
+    reported = int(provisioned_line[1])
+    assert ready[1] == ready[2] == str(reported) and reported >= 4, wake.stdout
     provisioned = _pool_nodes(admin_api, nodepool)
-    assert len(provisioned) == 4 and not set(provisioned) & set(nodes)
-    assert "4/4 nodes Ready" in wake.stdout and "4 nodes provisioned" in wake.stdout
+    assert len(provisioned) >= reported and not set(provisioned) & set(nodes)
     assert b.wait_for_deployment_available(admin_api, namespace, "web")["status"]["availableReplicas"] == 3
 
 
