@@ -388,11 +388,20 @@ def wait_for_pod_gone(
 
 
 def wait_for_pdb_observed(
-    api: Any, namespace: str, name: str, *, expected_pods: int | None = None, timeout: float = 30.0
+    api: Any,
+    namespace: str,
+    name: str,
+    *,
+    expected_pods: int | None = None,
+    disruptions_allowed: int | None = None,
+    timeout: float = 30.0,
 ) -> Json:
-    """Wait until the disruption controller has observed the PDB (and, optionally, counted its pods).
+    """Wait until the disruption controller has observed the PDB (and, optionally, counted its pods,
+    or allows at least `disruptions_allowed` evictions).
 
-    Until then every eviction of a covered pod is refused with 429, whatever the budget says.
+    Until then every eviction of a covered pod is refused with 429, whatever the budget says. A pod
+    is counted as expected before it is counted as healthy (Ready), so a budget can be observed with
+    all its pods and still allow nothing for a moment.
     """
     path = f"/apis/policy/v1/namespaces/{_q(namespace)}/poddisruptionbudgets/{_q(name)}"
 
@@ -402,6 +411,8 @@ def wait_for_pdb_observed(
         if status.get("observedGeneration") != pdb["metadata"].get("generation"):
             return None
         if expected_pods is not None and status.get("expectedPods") != expected_pods:
+            return None
+        if disruptions_allowed is not None and (status.get("disruptionsAllowed") or 0) < disruptions_allowed:
             return None
         return pdb
 

@@ -221,7 +221,7 @@ def test_scalebot_identity_is_least_privilege_and_can_evict(
     b.create_bare_pod(admin_api, namespace, "evictable", node=node, grace=0)
     b.create_pdb(admin_api, namespace, "evictable", match_labels={"app": "evictable"}, min_available=0)
     b.wait_for_pods_running(admin_api, namespace, count=1)
-    b.wait_for_pdb_observed(admin_api, namespace, "evictable", expected_pods=1)
+    b.wait_for_pdb_observed(admin_api, namespace, "evictable", expected_pods=1, disruptions_allowed=1)
     result = b.evict(scalebot_api, namespace, "evictable")
     assert result.status == 201, result.body
     b.wait_for_pod_gone(admin_api, namespace, "evictable", timeout=15)
