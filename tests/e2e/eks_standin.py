@@ -28,6 +28,7 @@ import boto3
 from engine.pools.eks import NODEGROUP_LABEL
 from localcluster import builders as b
 from tests.aws_endpoint import REGION
+from tests.e2e.support import StandInLoop
 
 STANDIN_LABEL = "scalebot.test/eks-standin"
 ROLE = "arn:aws:iam::123456789012:role/eks-standin"
@@ -169,26 +170,6 @@ class EksStandIn:
         b.delete_nodes(self.kube, self.node_names())
 
 
-class StandInLoop:
-    """Reconciles an EksStandIn every `interval` seconds in a thread until stopped."""
-
-    def __init__(self, standin: EksStandIn, interval: float = 0.3) -> None:
-        self.standin = standin
-        self.interval = interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="eks-standin", daemon=True)
-
-    def start(self) -> StandInLoop:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(10)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self.standin.reconcile()
-            except Exception as exc:  # kept for the test to report; the loop goes on
-                self.standin.errors.append(exc)
+def standin_loop(standin: EksStandIn) -> StandInLoop:
+    """The stand-in reconciled in a thread, as its controller would run."""
+    return StandInLoop(standin, name="eks-standin", interval=0.3)

@@ -18,7 +18,6 @@ update and no control plane to scale down.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -26,6 +25,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from localcluster import builders as b
+from tests.e2e.support import StandInLoop
 
 GROUP = "core.gardener.cloud"
 VERSION = "v1beta1"
@@ -295,26 +295,6 @@ class ShootStandIn:
         b.delete_nodes(self.nodes_api, self.node_names())
 
 
-class StandInLoop:
-    """Reconciles a ShootStandIn every `interval` seconds in a thread until stopped."""
-
-    def __init__(self, standin: ShootStandIn, interval: float = 0.5) -> None:
-        self.standin = standin
-        self.interval = interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="gardener-standin", daemon=True)
-
-    def start(self) -> StandInLoop:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(10)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self.standin.reconcile()
-            except Exception as exc:  # kept for the test to report; the loop goes on
-                self.standin.errors.append(exc)
+def standin_loop(standin: ShootStandIn) -> StandInLoop:
+    """The stand-in reconciled in a thread, as its controller would run."""
+    return StandInLoop(standin, name="gardener-standin", interval=0.5)

@@ -10,10 +10,11 @@ reads the operations' journal as a second reader would.
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from engine.clock import SystemClock
 from engine.kube.client import KubeClient
@@ -89,3 +90,39 @@ def journal(db: Path) -> list[tuple[str, str, str]]:
             if "no such table" in str(exc):
                 return []
             raise
+
+
+class Reconciler(Protocol):
+    """A test harness stand-in for a controller: one reconcile pass, and the errors it met."""
+
+    errors: list[Exception]
+
+    def reconcile(self) -> None: ...
+
+
+class StandInLoop:
+    """Runs a stand-in's reconcile every `interval` seconds in a thread until stopped.
+
+    Errors are kept on the stand-in for the test to report; the loop goes on, as a controller does.
+    """
+
+    def __init__(self, standin: Reconciler, *, name: str, interval: float) -> None:
+        self.standin = standin
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+
+    def start(self) -> StandInLoop:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.standin.reconcile()
+            except Exception as exc:
+                self.standin.errors.append(exc)

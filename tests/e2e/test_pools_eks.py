@@ -33,7 +33,7 @@ from engine.runner import RunnerSettings
 from engine.store import Store
 from localcluster import builders as b
 from tests.aws_endpoint import REGION, aws_environment, moto_endpoint
-from tests.e2e.eks_standin import EksStandIn, StandInLoop
+from tests.e2e.eks_standin import EksStandIn, standin_loop
 
 pytestmark = pytest.mark.e2e
 
@@ -119,7 +119,7 @@ def test_scale_down_terminates_the_drained_instances_and_zero_wake_restore_exact
         batch: (2, 4, 2, 2),
     }
 
-    loop = StandInLoop(eks).start()
+    loop = standin_loop(eks).start()
     ops = new_operations(Store(tmp_path / "db.sqlite"), {"eks": handle}, {}, SystemClock(), settings=FAST)
     texts: list[str] = []
     ops.subscribe(lambda event: texts.append(event.text))

@@ -27,7 +27,7 @@ from engine.store import Store
 from localcluster import builders as b
 from localcluster.controlplane import ControlPlane
 from tests.e2e import grants
-from tests.e2e.gardener_standin import GROUP, VERSION, ShootStandIn, StandInLoop, install_crd, worker
+from tests.e2e.gardener_standin import GROUP, VERSION, ShootStandIn, install_crd, standin_loop, worker
 from tests.e2e.test_schedules_e2e import slack_world
 from tests.slack.conftest import APPROVER, VIEWER
 from tests.slack.harness import all_text
@@ -94,7 +94,7 @@ def test_scale_a_worker_then_hibernate_and_wake(
         "hibernate: start 00 19 * * 1-5, end 00 07 * * 1-5 (Europe/Berlin)" in pools["batch"].removal_reason
     )
 
-    loop = StandInLoop(shoot).start()
+    loop = standin_loop(shoot).start()
     ops = new_operations(Store(tmp_path / "db.sqlite"), {"shoot": handle}, {}, SystemClock(), settings=FAST)
     texts: list[str] = []
     ops.subscribe(lambda event: texts.append(event.text))
