@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from engine.pools.base import POOL_LABEL
+from engine.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 
 if TYPE_CHECKING:
     from engine.kube.client import KubeClient
@@ -73,8 +74,8 @@ class Connection:
     """Every option of the provider, defaults filled in."""
     namespace: str = "scalebot"
     """scalebot's own namespace (where the labels provider keeps its pool records)."""
-    qps: float = 50.0
-    burst: int = 100
+    qps: float = DEFAULT_QPS
+    burst: int = DEFAULT_BURST
 
     def kube(self, *, kubeconfig: str | None, context: str | None) -> KubeClient:
         """A client for an API server, with this cluster's rate limits."""

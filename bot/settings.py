@@ -27,7 +27,7 @@ Config file (every key optional except what a cluster needs to be reached):
         kubeconfig: /etc/scalebot/kubeconfig        # default: $KUBECONFIG / ~/.kube/config / in-cluster
         provider: labels                            # a name from bot.providers.PROVIDERS
         pool_label: scalebot.io/pool                # the provider's own options (bot.providers)
-        api_qps: 50                                 # client-side requests/s to the API server; api_burst: 100
+        api_qps: 200                                # client-side requests/s to the API server; api_burst: 300
         default_channels: [C0123]                   # or default_channel: C0123
         allowed_channels: [C0123]                   # operate it only from these (default: any but DMs
                                                     # when protected)
@@ -69,6 +69,7 @@ from bot import providers
 from engine.consolidation import ConsolidationPolicy
 from engine.durations import DurationError, parse_duration
 from engine.policy import ClusterPolicy, Role
+from engine.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _SLACK_USER = re.compile(r"[UW][A-Z0-9]+")
@@ -167,10 +168,10 @@ class ClusterSettings:
     default_channels: tuple[str, ...] = ()
     protected: bool = False
     policy: ClusterPolicy = field(default_factory=lambda: ClusterPolicy(cluster=""))
-    api_qps: float = 50.0
-    """Client-side request rate to the API server; at 50 it, not the server, paces evictions on
-    a quiet control plane (docs/benchmarks.md). API Priority and Fairness still applies above it."""
-    api_burst: int = 100
+    api_qps: float = DEFAULT_QPS
+    """Client-side request rate to the API server (`engine.ratelimit.DEFAULT_QPS` says why 200).
+    API Priority and Fairness still applies above it."""
+    api_burst: int = DEFAULT_BURST
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,8 +377,8 @@ def _cluster(name: str, node: _Node) -> ClusterSettings:
             _policy(name, node.child("policy"), protected=protected, channels=frozenset(allowed)),
             consolidation=_consolidation(node.child("consolidation")),
         ),
-        api_qps=node.number("api_qps", 50.0, low=1.0, high=1000.0),
-        api_burst=node.integer("api_burst", 100, low=1, high=2000),
+        api_qps=node.number("api_qps", DEFAULT_QPS, low=1.0, high=1000.0),
+        api_burst=node.integer("api_burst", DEFAULT_BURST, low=1, high=2000),
     )
 
 

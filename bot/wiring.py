@@ -13,6 +13,7 @@ from bot import providers
 from engine.clock import Clock, SystemClock
 from engine.kube.fake import FakeCluster
 from engine.pools.simulated import SimulatedPoolProvider
+from engine.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 from engine.runner import ClusterHandle
 
 if TYPE_CHECKING:
@@ -31,8 +32,8 @@ def connect_cluster(
     provider: str = providers.DEFAULT_PROVIDER,
     options: Mapping[str, str] | None = None,
     namespace: str = "scalebot",
-    qps: float = 50.0,
-    burst: int = 100,
+    qps: float = DEFAULT_QPS,
+    burst: int = DEFAULT_BURST,
     workloads: WorkloadConfig | None = None,
 ) -> ClusterHandle:
     """`provider` names an entry of `bot.providers.PROVIDERS`; `options` are its own settings

@@ -41,15 +41,13 @@ from engine import ratelimit
 from engine.kube import errors, projection
 from engine.kube.api import PodEvent, PodEventType, PodListing
 from engine.model import CordonResult, NodeInfo, PdbInfo, PodInfo, RawObject
+from engine.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 PAGE_SIZE = 500
 """Items per list page: kubectl's default --chunk-size."""
-DEFAULT_QPS = 50.0
-DEFAULT_BURST = 100
-"""client-go defaults to 5 QPS / burst 10; controllers that evict in parallel raise them."""
 PRIORITY_QPS = 5.0
 PRIORITY_BURST = 10
 """The separate budget of the requests that keep this instance alive (see `Transport`): client-go's

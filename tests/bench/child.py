@@ -322,7 +322,13 @@ def mode_zero(args: argparse.Namespace) -> dict[str, Any]:
     profiler = ThreadProfiler() if args.profile else None
     if profiler is not None:
         profiler.start()
-    handle = wiring.connect_cluster(CLUSTER, kubeconfig=args.kubeconfig)
+    # Without --api-qps: the production defaults (`api_qps`/`api_burst` of the config file).
+    if args.api_qps is None:
+        handle = wiring.connect_cluster(CLUSTER, kubeconfig=args.kubeconfig)
+    else:
+        handle = wiring.connect_cluster(
+            CLUSTER, kubeconfig=args.kubeconfig, qps=args.api_qps, burst=args.api_burst
+        )
     settings = RunnerSettings(graceful_window=PHASE1_WINDOW)
     with tempfile.TemporaryDirectory(prefix="scalebot-bench-") as tmp:
         ops = new_operations(
@@ -600,6 +606,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="plan: alternating rounds")
     parser.add_argument("--qps", type=float, default=50.0, help="evict: client QPS (0: no client limit)")
     parser.add_argument("--burst", type=int, default=100)
+    parser.add_argument("--api-qps", type=float, help="zero: scalebot's api_qps (default: the product's)")
+    parser.add_argument("--api-burst", type=int, help="zero: scalebot's api_burst (with --api-qps)")
     parser.add_argument("--workers", type=int, default=PARALLEL_EVICTIONS)
     parser.add_argument(
         "--order",

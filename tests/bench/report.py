@@ -205,6 +205,15 @@ def rows(results: Mapping[str, Any], other: Mapping[str, Any] | None = None) -> 
         out += _slack_rows(sb or {}, nodes=int(zero["plan"]["nodes"]) if zero else 0)
     if "baselines" in wanted and zero:
         out += _baseline_rows(results, zero, runs)
+        out += _api_qps_rows(runs)
+        out += _cpu_split_rows(runs)
+    reduced = {k.removesuffix(REDUCED_SUFFIX): v for k, v in runs.items() if k.endswith(REDUCED_SUFFIX)}
+    reduced_zero = (reduced.get("scalebot") or {}).get("zero")
+    if "baselines" in wanted and reduced_zero:
+        out += [
+            Row(r.scenario, f"reduced synthetic load: {r.figure}", r.value, r.target, r.verdict)
+            for r in _baseline_rows(results, reduced_zero, reduced) + _cpu_split_rows(reduced)
+        ]
     return out
 
 
@@ -257,7 +266,6 @@ def _baseline_rows(results: Mapping[str, Any], zero: Mapping[str, Any], runs: Ma
                 verdict,
             )
         )
-    points: list[tuple[float, str]] = []
     for key in SWEEP_RUNS:
         run = runs.get(key)
         if run is None:
@@ -268,14 +276,14 @@ def _baseline_rows(results: Mapping[str, Any], zero: Mapping[str, Any], runs: Ma
             Row(
                 s,
                 f"bare loop, no client limit, {run['workers']} workers: evictions/s; "
-                "latency of pods outside / under a PDB",
-                f"{num(rate, 1)}; {_latency_text(ev, 'free_')}; {_latency_text(ev, 'pdb_')}",
+                "latency of pods outside / under a PDB; 429 answers",
+                f"{num(rate, 1)}; {_latency_text(ev, 'free_')}; {_latency_text(ev, 'pdb_')}; "
+                f"{answers_with(run['requests'], 429)}",
             )
         )
-        if rate is not None:
-            points.append((rate, f"{run['workers']} workers"))
-    if points:
-        top, where = max(points)
+    best_point = _sweep_best(runs)
+    if best_point is not None:
+        top, where = best_point
         mine = eviction_rate(zero["requests"])
         fraction = _div(mine, top)
         out.append(
@@ -297,6 +305,90 @@ def _baseline_rows(results: Mapping[str, Any], zero: Mapping[str, Any], runs: Ma
         )
     )
     return out
+
+
+REDUCED_SUFFIX = "_reduced"
+"""Runs on clusters with the control plane's synthetic load reduced (`--reduced-load`)."""
+
+
+def _sweep_best(runs: Mapping[str, Any]) -> tuple[float, str] | None:
+    points = [
+        (rate, f"{run['workers']} workers")
+        for run in (runs.get(key) for key in SWEEP_RUNS)
+        if run is not None and (rate := eviction_rate(run["requests"])) is not None
+    ]
+    return max(points) if points else None
+
+
+def answers_with(log: Mapping[str, Any], code: int) -> int:
+    """Requests the API server answered with this status code (429: throttled by APF)."""
+    return sum(int(n) for _, _, status, n in log.get("statuses") or () if int(status) == code)
+
+
+def _api_qps_rows(runs: Mapping[str, Any]) -> list[Row]:
+    """scalebot's zero-scale at each client limit measured (`--scalebot-qps`): the api_qps trade-off."""
+    variants = sorted(
+        (run for key, run in runs.items() if key == "scalebot" or key.startswith("scalebot_qps")),
+        key=lambda run: float((run.get("api_limit") or [0.0])[0]),
+    )
+    if len(variants) < 2:
+        return []
+    best = _sweep_best(runs)
+    out: list[Row] = []
+    for run in variants:
+        zero = run["zero"]
+        qps, burst = run.get("api_limit") or ("?", "?")
+        rate = eviction_rate(zero["requests"])
+        ev = zero["requests"]["evictions"]
+        share = f" ({pct(_div(rate, best[0]))} of the sweep's best)" if best else ""
+        cpu = sum((run.get("component_cpu_seconds") or {}).values())
+        out.append(
+            Row(
+                "baselines",
+                f"scalebot at api_qps {qps:g} / api_burst {burst}: request → `Drain completed`; evictions/s; "
+                "eviction p99 outside / under a PDB; 429 answers; control plane's CPU time",
+                f"{seconds(zero_timeline(zero)['drained'])}; {num(rate, 1)}{share}; "
+                f"{seconds(ev.get('free_latency_p99'))} / {seconds(ev.get('pdb_latency_p99'))}; "
+                f"{answers_with(zero['requests'], 429)}; {seconds(cpu)}",
+            )
+        )
+    return out
+
+
+def _cpu_split_rows(runs: Mapping[str, Any], suffix: str = "") -> list[Row]:
+    """Where the machine's two cores went during each contender's drain (control-plane processes)."""
+    out: list[Row] = []
+    for key in ("scalebot", *KUBECTL_BASELINES, *SWEEP_RUNS):
+        run = runs.get(key + suffix)
+        cpu = (run or {}).get("component_cpu_seconds")
+        if not cpu:
+            continue
+        wall = _run_wall_seconds(run or {})
+        total = sum(cpu.values())
+        by_cost = sorted(cpu.items(), key=lambda kv: -kv[1])
+        parts = ", ".join(f"{name} {seconds(v)}" for name, v in by_cost if v >= 0.5)
+        client = _client_cpu_seconds(run or {})
+        mine = f"; the client itself {seconds(client)}" if client is not None else ""
+        busy = f"; the control plane kept {num(_div(total, wall), 2)} cores busy" if wall else ""
+        out.append(
+            Row("baselines", f"CPU split during {key}{suffix} ({seconds(wall)})", f"{parts}{mine}{busy}")
+        )
+    return out
+
+
+def _run_wall_seconds(run: Mapping[str, Any]) -> float | None:
+    """The contender's own time: the zero-scale child's, the bare loop's, or kubectl's commands'."""
+    timed = run.get("zero") or run
+    if timed.get("started") is not None and timed.get("ended") is not None:
+        return float(timed["ended"]) - float(timed["started"])
+    if run.get("seconds") is not None:
+        return float(run["seconds"])
+    return None
+
+
+def _client_cpu_seconds(run: Mapping[str, Any]) -> float | None:
+    value = (run.get("zero") or run).get("cpu_seconds")
+    return None if value is None else float(value)
 
 
 def _zero_rows(

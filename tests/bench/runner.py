@@ -16,6 +16,7 @@ adds a cProfile'd zero-scale on one more fresh cluster, as cProfile slows the pr
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.metadata
 import os
 import platform
@@ -32,8 +33,9 @@ import orjson
 
 from localcluster.binaries import REPO_ROOT, ensure_binaries
 from tests.bench import report, scenarios
-from tests.bench.cluster import SIZES, Size, machine_description
+from tests.bench.cluster import REDUCED_LOAD_LEASE_SECONDS, SIZES, Size, machine_description
 
+REDUCED_SUFFIX = "_reduced"
 DEFAULT_KUBECTL_BUDGET: dict[str, float | None] = {"smoke": 60.0, "small": None, "full": 2400.0}
 """Seconds after which kubectl is stopped and its total extrapolated (None: let it finish). At the
 full size kubectl needs hours (5 QPS, node after node), so it is stopped after 40 minutes."""
@@ -118,6 +120,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="do not attach py-spy to scalebot's measured zero-scale",
     )
     parser.add_argument("--plan-rounds", type=int, default=3)
+    parser.add_argument(
+        "--scalebot-qps",
+        action="append",
+        type=float,
+        default=[],
+        help="also run scalebot's zero-scale with this api_qps (burst twice it), as run "
+        "scalebot_qps<N>; repeatable (the api_qps trade-off)",
+    )
+    parser.add_argument(
+        "--reduced-load",
+        action="store_true",
+        help=f"every cluster with kwok's node leases at {REDUCED_LOAD_LEASE_SECONDS} s instead of 40 s "
+        "(less synthetic load on the machine); run names get the suffix _reduced",
+    )
     parser.add_argument(
         "--only",
         action="append",
@@ -204,12 +220,14 @@ def run_all(
     only: Sequence[str] = (),
     kubectl_parallel: Sequence[str] | None = None,
     sweep: Sequence[str] | None = None,
+    scalebot_qps: Sequence[float] = (),
 ) -> tuple[dict[str, Any], list[str]]:
     """Every run the wanted scenarios need, each on a fresh cluster; (runs, errors).
 
     With `checkpoint`, the runs finished so far are saved there after each run (hours at the
     full size: a crash late on keeps the earlier runs' figures). `only` names the runs to do
-    (default: every run the scenarios need).
+    (default: every run the scenarios need). On a size with reduced synthetic load every run's name
+    ends in `REDUCED_SUFFIX`, so such runs merge beside the others (`--merge`).
     """
     runs: dict[str, Any] = {}
     errors: list[str] = []
@@ -217,6 +235,7 @@ def run_all(
     def attempt(name: str, fn: Callable[[], dict[str, Any]]) -> None:
         if only and name not in only:
             return
+        name += REDUCED_SUFFIX if size.reduced_load else ""
         started, code = time.monotonic(), commit()  # before the run: the tree may change meanwhile
         try:
             runs[name] = {**fn(), "commit": code}
@@ -241,6 +260,18 @@ def run_all(
             artifacts=checkpoint.parent if checkpoint is not None else None,
         ),
     )
+    for qps in scalebot_qps:
+        attempt(
+            f"scalebot_qps{qps:g}",
+            lambda q=qps: scenarios.run_scalebot(
+                size,
+                echo=echo,
+                planning=False,
+                slack=False,
+                eviction_sample=raw_sample,
+                api_limit=(q, int(2 * q)),
+            ),
+        )
     if "zero-scale" in wanted:
         attempt(
             "kubectl",
@@ -285,6 +316,8 @@ def run_all(
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     size = SIZES[args.size]
+    if args.reduced_load:
+        size = dataclasses.replace(size, node_lease_seconds=REDUCED_LOAD_LEASE_SECONDS)
     wanted = list(args.scenario or report.SCENARIOS)
     budget = args.kubectl_budget if args.kubectl_budget is not None else DEFAULT_KUBECTL_BUDGET[size.name]
     budget = budget if budget and budget > 0 else None
@@ -316,6 +349,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         only=args.only,
         kubectl_parallel=args.kubectl_parallel,
         sweep=args.sweep,
+        scalebot_qps=args.scalebot_qps,
     )
     earlier: dict[str, Any] | None = None
     if args.merge is not None:

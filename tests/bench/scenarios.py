@@ -31,6 +31,7 @@ from typing import Any
 
 import orjson
 
+from engine.kube.client import DEFAULT_BURST, DEFAULT_QPS
 from localcluster import builders
 from localcluster.binaries import REPO_ROOT
 from tests.bench import child, sampling
@@ -146,8 +147,11 @@ def run_scalebot(
     plan_rounds: int = 3,
     eviction_sample: int | None = None,
     artifacts: Path | None = None,
+    api_limit: tuple[float, int] | None = None,
 ) -> dict[str, Any]:
     """scalebot's zero-scale on a fresh cluster (after planning, if asked, on the same cluster).
+
+    `api_limit` is (api_qps, api_burst) instead of the product's defaults.
 
     `sample` attaches py-spy to the measured process (`tests.bench.sampling`); `profile` runs it
     under cProfile instead (slower: only for a run of its own). `eviction_sample` also records how
@@ -173,6 +177,9 @@ def run_scalebot(
                 args += ["--profile", str(workdir / "zero.prof")]
             if eviction_sample:
                 args += ["--sample", str(eviction_sample)]
+            if api_limit is not None:
+                args += ["--api-qps", f"{api_limit[0]:g}", "--api-burst", str(api_limit[1])]
+            result["api_limit"] = list(api_limit or (DEFAULT_QPS, DEFAULT_BURST))
             samplers: list[sampling.Sampler] = []
 
             def attach(pid: int) -> None:

@@ -94,7 +94,7 @@ def test_defaults_and_the_config_path_from_the_environment(tmp_path: Path) -> No
     assert str(settings.db_path) == "scalebot.db"
     assert settings.clusters["dev-eu"].policy.request_ttl == timedelta(minutes=30)
     assert settings.clusters["dev-eu"].policy.drain_one_at_a_time is False
-    assert (settings.clusters["dev-eu"].api_qps, settings.clusters["dev-eu"].api_burst) == (50.0, 100)
+    assert (settings.clusters["dev-eu"].api_qps, settings.clusters["dev-eu"].api_burst) == (200.0, 300)
     assert settings.slack.api_url is None
 
 
