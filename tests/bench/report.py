@@ -21,7 +21,9 @@ from typing import Any
 
 import orjson
 
+from engine.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 from tests.bench import sampling
+from tests.bench.scenarios import KUBECTL_AT_SCALEBOT_QPS
 
 SIZES_ORDER = ("small", "full", "smoke")
 TITLES = {
@@ -220,9 +222,11 @@ def rows(results: Mapping[str, Any], other: Mapping[str, Any] | None = None) -> 
 KUBECTL_BASELINES: dict[str, str] = {
     "kubectl": "(a) one `kubectl drain` of every node (node after node, 5 QPS)",
     "kubectl_pools": "(b) one `kubectl drain -l pool=…` per pool, all at once (5 QPS each)",
-    "kubectl_pools_qps": "(b) at scalebot's 50 QPS: the nodes in 10 `kubectl drain` commands at once",
+    "kubectl_pools_qps": f"(b) at scalebot's {DEFAULT_QPS:g} QPS: the nodes in {KUBECTL_AT_SCALEBOT_QPS} "
+    "`kubectl drain` commands at once",
     "kubectl_nodes16": "(c) one `kubectl drain <node>` per node, 16 at once (80 QPS in all)",
-    "kubectl_nodes_qps": "(c) at scalebot's 50 QPS: one `kubectl drain <node>` per node, 10 at once",
+    "kubectl_nodes_qps": f"(c) at scalebot's {DEFAULT_QPS:g} QPS: one `kubectl drain <node>` per node, "
+    f"{KUBECTL_AT_SCALEBOT_QPS} at once",
 }
 SWEEP_RUNS = ("sweep_8", "sweep_16", "sweep_32", "sweep_64")
 
@@ -901,14 +905,15 @@ def analysis(sets: Mapping[str, Mapping[str, Any]]) -> list[str]:
         evictions = t["evictions"] or 0.0
         rate = eviction_rate(zero["requests"])
         cpu = sb.get("component_cpu_seconds") or {}
+        qps, burst = sb.get("api_limit") or (50.0, 100)  # runs that recorded no limit ran at 50/100
         total = t["total"] or float("nan")
         out.append(f"**{size}** ({results['describe']}):")
         out.append("")
         out.append(
             f"- Evictions took {seconds(evictions)} of the {seconds(drained)} to `Drain completed` "
             f"({pct(evictions / drained)}), at {num(rate, 1)} evictions/s; scalebot's client is limited to "
-            f"50 requests/s (burst 100), so {evicted_pods(zero):,} evictions need at least "
-            f"{seconds(max(0.0, (evicted_pods(zero) - 100) / 50.0))}."
+            f"{qps:g} requests/s (burst {burst}), so {evicted_pods(zero):,} evictions need at least "
+            f"{seconds(max(0.0, (evicted_pods(zero) - burst) / qps))}."
         )
         out.append(
             f"- Before the evictions: plan {seconds(t['plan'])}, record {seconds(t['record'])}, "
@@ -1018,7 +1023,8 @@ def write_markdown(path: Path, new: Mapping[str, Any], *, reproduce: Sequence[st
         "workload a StatefulSet, 20 % of workloads under a PodDisruptionBudget, one DaemonSet on every",
         "node, a 2 s termination grace period on every pod. scalebot runs in a process of its own as",
         "the `scalebot` ServiceAccount bound by `manifests/base/rbac.yaml`, through the production wiring",
-        "(`bot.wiring.connect_cluster`: QPS 50, burst 100; `Operations` with the default runner settings",
+        f"(`bot.wiring.connect_cluster`: QPS {DEFAULT_QPS:g}, burst {DEFAULT_BURST}; `Operations` with the "
+        "default runner settings",
         "except a phase-1 window longer than the run, so phase 2 never starts), so API Priority and",
         "Fairness treats it as in production (`workload-low`). Figures are printed, never asserted.",
         "",

@@ -518,18 +518,20 @@ def run_raw(
 KUBECTL_CLIENT_QPS = 5.0
 """client-go's default for kubectl's requests (its discovery client aside). The pinned kubectl has no
 flag to change it (no --kube-api-qps/--kube-api-burst among `kubectl options`), so "at scalebot's
-client QPS" means as many kubectl processes at once as make scalebot's 50 QPS: ten."""
+client QPS" means as many kubectl processes at once as make scalebot's default `api_qps`."""
+KUBECTL_AT_SCALEBOT_QPS = max(1, int(DEFAULT_QPS // KUBECTL_CLIENT_QPS))
+"""kubectl processes at once whose 5 QPS each add up to scalebot's default client limit (200: 40)."""
 KUBECTL_PARALLEL: dict[str, tuple[str, int | None]] = {
     "kubectl_pools": ("pool", None),
-    "kubectl_pools_qps": ("pool-split", 10),
+    "kubectl_pools_qps": ("pool-split", KUBECTL_AT_SCALEBOT_QPS),
     "kubectl_nodes16": ("node", 16),
-    "kubectl_nodes_qps": ("node", 10),
+    "kubectl_nodes_qps": ("node", KUBECTL_AT_SCALEBOT_QPS),
 }
 """The parallel kubectl baselines by run name: (how the nodes are split, processes at once).
 "pool": one `kubectl drain -l scalebot.io/pool=<pool>` per pool, all at once (the natural way);
-"pool-split": the nodes in ten equal groups, one `kubectl drain <nodes…>` each, all at once (the
-pools' drains at an aggregate 50 QPS, scalebot's client limit); "node": one `kubectl drain <node>`
-per node with N running at once (`xargs -P N`): 16 as the issue asks, 10 for 50 QPS in all."""
+"pool-split": the nodes in KUBECTL_AT_SCALEBOT_QPS equal groups, one `kubectl drain <nodes…>` each,
+all at once (the pools' drains at scalebot's client limit in all); "node": one `kubectl drain <node>`
+per node with N running at once (`xargs -P N`): 16, and KUBECTL_AT_SCALEBOT_QPS for scalebot's limit."""
 
 
 def kubectl_commands(mode: str, pools: Mapping[str, Sequence[str]], parallel: int | None) -> list[list[str]]:
