@@ -14,6 +14,7 @@ Design rules the adapters follow:
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
@@ -55,6 +56,22 @@ class KubeApi(Protocol):
         One read and at most one write per node: at scale the cordon of a thousand nodes is
         bounded by the client's rate limit, so four requests a node would cost a minute more.
         Both changes landing together also means no crash can leave one without the other.
+        """
+        ...
+
+    def cordon_many(
+        self,
+        nodes: Collection[str],
+        *,
+        taint_key: str,
+        taint_value: str,
+        taint_effect: str,
+        executor: Executor | None = None,
+    ) -> dict[str, CordonResult]:
+        """`cordon` of many nodes from ONE node listing: at most one write per node and no read
+        per node, but on a conflict (someone else wrote the node since the listing: that node is
+        read again, so their change is kept). Nodes that do not exist are absent from the answer.
+        With an `executor` the writes go out concurrently (the client's rate limit still bounds them).
         """
         ...
 

@@ -26,6 +26,7 @@ import re
 import threading
 import uuid
 from collections.abc import Callable, Collection, Iterable, Mapping
+from concurrent.futures import Executor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -361,18 +362,26 @@ class FakeCluster:
     def cordon(self, node: str, *, taint_key: str, taint_value: str, taint_effect: str) -> CordonResult:
         with self._lock:
             self._request_locked("get", "nodes")
-            current = self._node_locked(node)
-            had_taint = any(t.key == taint_key and t.effect == taint_effect for t in current.taints)
-            result = CordonResult(had_taint=had_taint, was_unschedulable=current.unschedulable)
-            if had_taint and current.unschedulable:
-                return result
-            self._request_locked("patch", "nodes")
-            cordoned = _with_unschedulable(current, True)
-            if not had_taint:
-                taint = Taint(key=taint_key, effect=taint_effect, value=taint_value)
-                cordoned = dataclasses.replace(cordoned, taints=(*cordoned.taints, taint))
-            self._nodes[node] = cordoned
-            return result
+            return self._cordon_locked(self._node_locked(node), taint_key, taint_value, taint_effect)
+
+    def cordon_many(
+        self,
+        nodes: Collection[str],
+        *,
+        taint_key: str,
+        taint_value: str,
+        taint_effect: str,
+        executor: Executor | None = None,
+    ) -> dict[str, CordonResult]:
+        """One listing, then a write per node that needs one. In memory the writes cannot race
+        (one lock), so `executor` has nothing to spread."""
+        wanted = frozenset(nodes)
+        if not wanted:
+            return {}
+        with self._lock:
+            self._request_locked("list", "nodes")
+            listed = [n for name, n in sorted(self._nodes.items()) if name in wanted]
+            return {n.name: self._cordon_locked(n, taint_key, taint_value, taint_effect) for n in listed}
 
     def evict_pod(self, pod: PodInfo, *, grace_seconds: int | None = None) -> None:
         """The eviction subresource, checks in the server's order (eviction.go)."""
@@ -429,6 +438,21 @@ class FakeCluster:
             if fault_verb == verb and fault_resource in (None, resource):
                 del self._faults[i]
                 raise error
+
+    def _cordon_locked(
+        self, current: NodeInfo, taint_key: str, taint_value: str, taint_effect: str
+    ) -> CordonResult:
+        had_taint = any(t.key == taint_key and t.effect == taint_effect for t in current.taints)
+        result = CordonResult(had_taint=had_taint, was_unschedulable=current.unschedulable)
+        if had_taint and current.unschedulable:
+            return result
+        self._request_locked("patch", "nodes")
+        cordoned = _with_unschedulable(current, True)
+        if not had_taint:
+            taint = Taint(key=taint_key, effect=taint_effect, value=taint_value)
+            cordoned = dataclasses.replace(cordoned, taints=(*cordoned.taints, taint))
+        self._nodes[current.name] = cordoned
+        return result
 
     def _node_locked(self, name: str) -> NodeInfo:
         node = self._nodes.get(name)

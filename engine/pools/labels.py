@@ -304,7 +304,7 @@ class LabelPoolProvider:
 
     def record_restore(self, pool: str, record: RestoreRecord) -> bool:
         """Write the record (and templates of the pool's current nodes) unless one exists."""
-        templates = {t["name"]: t for t in self._capture(pool, None)}
+        templates = {t["name"]: t for t in self._capture(pool)}
         for _ in range(CONFLICT_ATTEMPTS):
             store = self._read_store(pool)
             if not templates and not store.exists:
@@ -356,7 +356,7 @@ class LabelPoolProvider:
         """Record the chosen nodes' templates before the drain changes them (cordon, taints), and
         mark those someone else cordoned: scalebot's cordon is not there yet (or carries its taint,
         on a repeat), so an emptied node's wake knows which cordons are not scalebot's to undo."""
-        raws = self._capture_raw(pool, nodes)
+        raws = self._named_nodes(pool, nodes, self._list_raw_nodes(f"{self.label}={pool}"))
         self._record_templates(pool, [node_template(raw) for raw in raws.values()])
         stamp = format_time(self._clock.now())
         for name, raw in sorted(raws.items()):
@@ -373,13 +373,19 @@ class LabelPoolProvider:
     def remove_nodes(self, pool: str, nodes: Sequence[str]) -> None:
         """Delete these drained Node objects, or mark them emptied where deleting would stop no
         machine (NodeRemoval.EMPTY); nodes already gone or marked are skipped (idempotent)."""
-        raws = self._capture_raw(pool, nodes)
+        # One listing of the pool answers both questions: the state of the named nodes, and what
+        # is behind every node of the pool (all must qualify for NODE, the named ones or not).
+        listed = self._list_raw_nodes(f"{self.label}={pool}")
+        raws = self._named_nodes(pool, nodes, listed)
         not_cordoned = sorted(n for n, raw in raws.items() if not is_emptying(NodeInfo.from_raw(raw)))
         if not_cordoned:
             raise NodeRemovalError(
                 f"refusing to delete nodes that are not cordoned; drain them first: {', '.join(not_cordoned)}"
             )
-        removal, reason = removal_for(self._list_raw_nodes(f"{self.label}={pool}"), self.node_removal)
+        # A named node found by its own GET joined the pool after the listing: it counts too.
+        listed_names = {_name(raw) for raw in listed}
+        late = [raw for name, raw in raws.items() if name not in listed_names]
+        removal, reason = removal_for([*listed, *late], self.node_removal)
         if removal is NodeRemoval.EMPTY:
             stamp = format_time(self._clock.now())
             for name, raw in sorted(raws.items()):
@@ -504,30 +510,36 @@ class LabelPoolProvider:
     def _pool_nodes(self, pool: str) -> list[NodeInfo]:
         return self._api.list_nodes(label_selector=f"{self.label}={pool}")
 
-    def _capture_raw(self, pool: str, nodes: Iterable[str] | None) -> dict[str, RawObject]:
-        """Raw Node JSON of the pool's nodes (all, or those named; missing ones are skipped).
+    def _named_nodes(
+        self, pool: str, nodes: Iterable[str], listed: Sequence[RawObject]
+    ) -> dict[str, RawObject]:
+        """Raw Node JSON of the named nodes, taken from `listed` (the pool's nodes, one listing);
+        named nodes that do not exist are skipped.
 
-        A named node carrying another pool's label is refused: removing it would shrink that pool.
+        A named node missing from the listing is read on its own (rare: it is gone, or it is not
+        in the pool), because the two differ: a node carrying another pool's label is refused, as
+        removing it would shrink that pool.
         """
-        if nodes is None:
-            page = self._call("list", "nodes", self._core.list_node, label_selector=f"{self.label}={pool}")
-            return {item["metadata"]["name"]: item for item in page.get("items") or ()}
+        by_name = {_name(raw): raw for raw in listed}
         found: dict[str, RawObject] = {}
         for name in sorted(set(nodes)):
-            try:
-                raw = self._call("get", "nodes", self._core.read_node, name)
-            except errors.NotFound:
-                continue
-            owner = ((raw.get("metadata") or {}).get("labels") or {}).get(self.label)
-            if owner != pool:
-                raise NodeRemovalError(
-                    f"node {name} is not in label pool {pool} ({self.label}={owner or '<unset>'})"
-                )
+            raw = by_name.get(name)
+            if raw is None:
+                try:
+                    raw = self._call("get", "nodes", self._core.read_node, name)
+                except errors.NotFound:
+                    continue
+                owner = ((raw.get("metadata") or {}).get("labels") or {}).get(self.label)
+                if owner != pool:
+                    raise NodeRemovalError(
+                        f"node {name} is not in label pool {pool} ({self.label}={owner or '<unset>'})"
+                    )
             found[name] = raw
         return found
 
-    def _capture(self, pool: str, nodes: Iterable[str] | None) -> list[dict[str, Any]]:
-        return [node_template(raw) for raw in self._capture_raw(pool, nodes).values()]
+    def _capture(self, pool: str) -> list[dict[str, Any]]:
+        """Templates of every node of the pool."""
+        return [node_template(raw) for raw in self._list_raw_nodes(f"{self.label}={pool}")]
 
     def _record_templates(self, pool: str, templates: Sequence[Mapping[str, Any]]) -> None:
         """Add templates for nodes that have none yet (never replace a recorded one)."""

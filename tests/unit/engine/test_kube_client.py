@@ -32,6 +32,7 @@ from engine.kube.client import KubeClient, KubeConfigError, load_configuration
 from engine.kube.events import EventRecorder, ObjectRef
 from engine.kube.lease import LeaseElector, probe_api_server
 from engine.model import PodInfo
+from engine.pools.common import NodeRemovalError
 from engine.pools.labels import LabelPoolProvider
 from engine.ratelimit import TokenBucket
 
@@ -560,6 +561,101 @@ def test_cordon_with_taint_is_one_read_and_one_guarded_write(
     theirs = client.cordon("n3", **kwargs)
     assert theirs.cordoned_by_someone_else
     assert server.requests("PATCH")[-1].body["spec"]["unschedulable"] is True
+
+
+def test_cordon_many_reads_the_nodes_in_one_listing_and_a_node_again_only_on_a_conflict(
+    server: FakeApiServer, client: KubeClient
+) -> None:
+    other = {"key": "team", "value": "x", "effect": "NoSchedule"}
+    theirs = {"key": "someone/else", "value": "y", "effect": "NoSchedule"}
+    draining = {"key": "scalebot.io/draining", "value": "1", "effect": "NoSchedule"}
+    listing = {
+        "metadata": {"resourceVersion": "50"},
+        "items": [
+            raw_node("n1", taints=[other]),
+            raw_node("n2", unschedulable=True, taints=[draining]),
+            raw_node("n3", unschedulable=True),
+            raw_node("elsewhere"),
+        ],
+    }
+    server.on("GET", "/api/v1/nodes", Answer(200, listing))
+    # n1 was written by someone else after the listing: its patch meets 409, the GET shows their taint.
+    fresh_n1 = raw_node("n1", taints=[other, theirs])
+    fresh_n1["metadata"]["resourceVersion"] = "60"
+    server.on("GET", "/api/v1/nodes/n1", Answer(200, fresh_n1))
+    conflict = status_body(409, "Conflict", "the object has been modified")
+    server.on("PATCH", "/api/v1/nodes/n1", Answer(409, conflict), Answer(200, raw_node("n1")))
+    server.on("PATCH", "/api/v1/nodes/n3", Answer(200, raw_node("n3")))
+    kwargs = {"taint_key": "scalebot.io/draining", "taint_value": "7", "taint_effect": "NoSchedule"}
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = client.cordon_many(["n1", "n2", "n3", "gone"], executor=pool, **kwargs)
+
+    assert sorted(results) == ["n1", "n2", "n3"], "a node that does not exist is absent"
+    assert (results["n1"].had_taint, results["n1"].cordoned_by_someone_else) == (False, False)
+    assert (results["n2"].had_taint, results["n2"].cordoned_by_someone_else) == (True, False)
+    assert results["n3"].cordoned_by_someone_else
+    gets = server.requests("GET")
+    assert [g.path for g in gets].count("/api/v1/nodes") == 1
+    assert "fieldSelector" not in gets[0].query, "many nodes: the listing of every node"
+    assert [g.path for g in gets if g.path.startswith("/api/v1/nodes/")] == ["/api/v1/nodes/n1"]
+    n1_patches = [p for p in server.requests("PATCH") if p.path == "/api/v1/nodes/n1"]
+    # The first write carries the listed resourceVersion; the retry the re-read one and their taint.
+    assert [p.body["metadata"]["resourceVersion"] for p in n1_patches] == ["41", "60"]
+    assert n1_patches[-1].body["spec"]["taints"] == [
+        other,
+        theirs,
+        {"key": "scalebot.io/draining", "effect": "NoSchedule", "value": "7"},
+    ]
+    assert [p.path for p in server.requests("PATCH")].count("/api/v1/nodes/n2") == 0
+    assert client.request_counts[("get", "nodes")] == 1
+
+
+def test_cordon_many_of_one_node_lists_it_by_name(server: FakeApiServer, client: KubeClient) -> None:
+    server.on("GET", "/api/v1/nodes", Answer(200, {"metadata": {}, "items": [raw_node("n1")]}))
+    server.on("PATCH", "/api/v1/nodes/n1", Answer(200, raw_node("n1")))
+    kwargs = {"taint_key": "scalebot.io/draining", "taint_value": "7", "taint_effect": "NoSchedule"}
+    assert list(client.cordon_many(["n1"], **kwargs)) == ["n1"]
+    (listing,) = server.requests("GET")
+    assert listing.query["fieldSelector"] == "metadata.name=n1"
+    assert client.cordon_many([], **kwargs) == {}
+    assert client.request_counts == {("list", "nodes"): 1, ("patch", "nodes"): 1}
+
+
+def test_label_pool_reads_named_nodes_from_its_listing_and_gets_only_the_missing_ones(
+    server: FakeApiServer, client: KubeClient
+) -> None:
+    """Node removal reads the pool in one listing; a named node not in it is read on its own, to
+    tell a node that is gone (skipped) from one in another pool (refused)."""
+    cordoned = {"key": "scalebot.io/draining", "value": "1", "effect": "NoSchedule"}
+
+    def pool_node(name: str, pool: str) -> dict[str, Any]:
+        raw = raw_node(name, unschedulable=True, taints=[cordoned])
+        raw["metadata"]["labels"] = {"scalebot.io/pool": pool}
+        raw["metadata"]["annotations"] = {"kwok.x-k8s.io/node": "fake"}
+        return raw
+
+    listing = {"metadata": {}, "items": [pool_node("a-1", "a"), pool_node("a-2", "a"), pool_node("a-3", "a")]}
+    server.on("GET", "/api/v1/nodes", Answer(200, listing))
+    server.on("GET", "/api/v1/nodes/b-1", Answer(200, pool_node("b-1", "b")))
+    cm = "/api/v1/namespaces/scalebot/configmaps/scalebot-pool-a"
+    server.on("GET", cm, Answer(200, {"metadata": {"name": "scalebot-pool-a", "resourceVersion": "3"}}))
+    server.on("PATCH", cm, Answer(200, {}))
+    server.on("DELETE", "/api/v1/nodes/a-1", Answer(200, {}))
+    server.on("DELETE", "/api/v1/nodes/a-2", Answer(200, {}))
+    provider = LabelPoolProvider(client, client.api_client, namespace="scalebot")
+
+    provider.prepare_removal("a", ["a-1", "a-2", "gone"])
+    provider.remove_nodes("a", ["a-1", "a-2", "gone"])
+    assert [d.path for d in server.requests("DELETE")] == ["/api/v1/nodes/a-1", "/api/v1/nodes/a-2"]
+    node_gets = [g.path for g in server.requests("GET") if g.path.startswith("/api/v1/nodes/")]
+    assert node_gets == ["/api/v1/nodes/gone", "/api/v1/nodes/gone"], "only the one not listed"
+    listings = [g for g in server.requests("GET") if g.path == "/api/v1/nodes"]
+    assert len(listings) == 2 and {g.query["labelSelector"] for g in listings} == {"scalebot.io/pool=a"}
+
+    with pytest.raises(NodeRemovalError, match="node b-1 is not in label pool a"):
+        provider.remove_nodes("a", ["a-3", "b-1"])
+    assert len(server.requests("DELETE")) == 2, "nothing deleted on a refusal"
 
 
 def test_delete_pod_sends_uid_precondition_and_grace(server: FakeApiServer, client: KubeClient) -> None:
