@@ -31,6 +31,7 @@ from typing import Any
 
 import orjson
 
+from engine.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 from localcluster.binaries import REPO_ROOT, ensure_binaries
 from tests.bench import report, scenarios
 from tests.bench.cluster import REDUCED_LOAD_LEASE_SECONDS, SIZES, Size, machine_description
@@ -42,7 +43,7 @@ full size kubectl needs hours (5 QPS, node after node), so it is stopped after 4
 DEFAULT_KUBECTL_NODES: dict[str, int | None] = {"smoke": 1, "small": None, "full": None}
 """Nodes after which kubectl is stopped and its total extrapolated (the smoke run's budget)."""
 RAW_VARIANTS: dict[str, tuple[float, int, str]] = {
-    "raw": (50.0, 100, "spread"),
+    "raw": (DEFAULT_QPS, DEFAULT_BURST, "spread"),
     "raw_unlimited": (0.0, 1, "spread"),
     "raw_name": (0.0, 1, "name"),
 }
