@@ -1,8 +1,10 @@
 """How many evictions to keep in flight: additive increase, multiplicative decrease (AIMD).
 
 A fixed worker count is either too few (the API server could take more) or too many (429s from
-API Priority and Fairness, 5xx, latency climbing as requests queue server-side). The controller
-grows the limit by one each time a window of answers comes back with the latency flat, and halves
+API Priority and Fairness, 5xx, latency climbing as requests queue server-side). Until its first
+decrease the controller doubles the limit each time a window of answers comes back with the
+latency flat (TCP's slow start: growing by one from 16 to 64 would take some 1,900 answers, most of
+a 100-node drain); after it, it grows the limit by one per such window, and halves
 it on a 429 or a 5xx (down to `minimum`), or when a window's median latency rises well above the
 best median seen (the queueing signal TCP Vegas and gRPC's adaptive limiters use; down to
 `initial` only, so a noisy machine never leaves fewer in flight than a fixed pool would). After
@@ -38,6 +40,8 @@ class AimdSettings:
     """Multiplicative decrease on a throttle or a latency rise."""
     latency_rise: float = 2.0
     """A window whose median latency exceeds the best median seen by this factor counts as queueing."""
+    slow_start: bool = True
+    """Double (rather than add one) per flat window until the first decrease."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.minimum <= self.initial <= self.maximum:
@@ -57,6 +61,7 @@ class AimdSettings:
             window=self.window,
             backoff=self.backoff,
             latency_rise=self.latency_rise,
+            slow_start=self.slow_start,
         )
 
 
@@ -72,10 +77,12 @@ class AimdController:
     """(why, new limit) for every change, for reports and tests."""
     _latencies: list[float] = field(default_factory=list)
     _skip: int = 0
+    _slow_start: bool = True
 
     def __post_init__(self) -> None:
         if self.limit == 0:
             self.limit = self.settings.initial
+        self._slow_start = self.settings.slow_start
 
     def record(self, latency_seconds: float, *, throttled: bool) -> int:
         """One answer: its latency and whether it was a 429 or 5xx. Returns the new limit."""
@@ -96,8 +103,12 @@ class AimdController:
         if median > self.best_median * self.settings.latency_rise:
             self._decrease("latency rose")
         elif self.limit < self.settings.maximum:
-            self.limit += 1
-            self.history.append(("latency flat", self.limit))
+            if self._slow_start:
+                self.limit = min(self.settings.maximum, self.limit * 2)
+                self.history.append(("slow start", self.limit))
+            else:
+                self.limit += 1
+                self.history.append(("latency flat", self.limit))
         return self.limit
 
     def _decrease(self, why: str) -> None:
@@ -106,6 +117,7 @@ class AimdController:
         # server saying it is overloaded (429/5xx) takes it further down, to the minimum.
         floor = self.settings.minimum if why == "throttled" else self.settings.initial
         new = max(floor, min(self.limit, int(self.limit * self.settings.backoff)))
+        self._slow_start = False
         self._latencies.clear()
         # The requests still in flight were sent under the old limit: skip their answers.
         self._skip = self.limit
@@ -117,7 +129,11 @@ class AimdController:
 class AdaptiveGate:
     """At most `controller.limit` callers inside at once; each one's answer time feeds the controller.
 
-    The worker pool behind it is sized for the maximum; the gate holds the extra workers back.
+    The worker pool behind it is sized for the maximum; the gate holds the extra workers back, and
+    lets them in in the order they arrived. Without that order a worker that has just left would
+    take the free place straight back with its next task (it holds the lock first), and the calls
+    parked in the gate when the limit was lower would wait until the whole pass is sent: their
+    answers come last, and a pass's progress (answers in order) would show nothing until the end.
     `monotonic` is the clock the answer times come from (a fake one in tests). `queued()` is how
     long the call just made on this thread waited for the client's own rate limiter: it is taken
     out of the answer time, or the limiter's queue (which grows with the limit) would read as the
@@ -135,13 +151,29 @@ class AdaptiveGate:
         self._queued = queued
         self._changed = threading.Condition()
         self._in_flight = 0
+        self._tickets = 0
+        """Callers that have arrived (each takes the next number)."""
+        self._admitted = 0
+        """Callers let in: the next to enter is the one holding this number."""
         self.peak_in_flight = 0
+
+    @property
+    def waiting(self) -> int:
+        """Callers arrived and not yet let in."""
+        with self._changed:
+            return self._tickets - self._admitted
 
     def run(self, call: Callable[[], T], throttled: Callable[[T], bool]) -> T:
         with self._changed:
-            self._changed.wait_for(lambda: self._in_flight < self.controller.limit)
+            ticket = self._tickets
+            self._tickets += 1
+            self._changed.wait_for(
+                lambda: self._admitted == ticket and self._in_flight < self.controller.limit
+            )
+            self._admitted += 1
             self._in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self._in_flight)
+            self._changed.notify_all()  # the next in line may fit too
         started = self._monotonic()
         answer: T | None = None
         try:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -10,7 +12,7 @@ import pytest
 from engine.concurrency import AdaptiveGate, AimdController, AimdSettings
 from engine.kube import errors
 
-SETTINGS = AimdSettings(initial=4, minimum=2, maximum=10, window=4)
+SETTINGS = AimdSettings(initial=4, minimum=2, maximum=10, window=4, slow_start=False)
 
 
 def feed(controller: AimdController, answers: int, latency: float, *, throttled: bool = False) -> None:
@@ -46,7 +48,7 @@ def test_a_throttle_halves_the_limit_once_for_the_requests_already_in_flight() -
 
 
 def test_rising_latency_shrinks_the_limit_before_any_throttle_but_not_below_the_start() -> None:
-    c = AimdController(AimdSettings(initial=4, minimum=2, maximum=20, window=4))
+    c = AimdController(AimdSettings(initial=4, minimum=2, maximum=20, window=4, slow_start=False))
     feed(c, 4 + 5 + 6 + 7 + 8 + 9, 0.1)
     assert c.limit == 10 and c.best_median == pytest.approx(0.1)
     feed(c, 10, 0.25)  # 2.5x the best median: requests queue at the server
@@ -58,6 +60,32 @@ def test_rising_latency_shrinks_the_limit_before_any_throttle_but_not_below_the_
     feed(c, 5, 0.1)  # skipped again
     c.record(0.1, throttled=True)
     assert c.limit == 2, "the server's 429 goes below it"
+
+
+def test_slow_start_doubles_per_flat_window_until_the_first_decrease_then_adds_one() -> None:
+    c = AimdController(AimdSettings(initial=4, minimum=2, maximum=64, window=4))
+    feed(c, 4, 0.1)
+    assert c.limit == 8
+    feed(c, 8, 0.1)  # a window is at least the limit in flight
+    assert c.limit == 16
+    feed(c, 16, 0.3)  # 3x the best median: queueing, so back to additive increase from half
+    assert c.limit == 8 and c.history[-1] == ("latency rose", 8)
+    feed(c, 16, 0.1)  # the answers sent under 16: skipped
+    feed(c, 8, 0.1)
+    assert c.limit == 9 and c.history[-1] == ("latency flat", 9)
+    assert [why for why, _ in c.history] == ["slow start", "slow start", "latency rose", "latency flat"]
+
+
+def test_slow_start_stops_at_the_maximum_and_a_throttle_ends_it() -> None:
+    c = AimdController(AimdSettings(initial=16, minimum=2, maximum=40, window=4))
+    feed(c, 16 + 32, 0.1)
+    assert c.limit == 40, "doubling never passes the maximum"
+    d = AimdController(AimdSettings(initial=16, minimum=2, maximum=64, window=4))
+    d.record(0.1, throttled=True)
+    assert d.limit == 8
+    feed(d, 16, 0.1)  # skipped: in flight under 16
+    feed(d, 8, 0.1)
+    assert d.limit == 9, "after a throttle the limit grows by one, never doubles again"
 
 
 def test_the_ceiling_follows_the_clients_burst() -> None:
@@ -108,6 +136,50 @@ def test_the_gate_holds_workers_to_the_limit_and_times_answers_on_its_clock() ->
     assert gate.peak_in_flight == 3
 
 
+def _until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Wait (bounded) for another thread to reach a state the gate reports."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        threading.Event().wait(0.001)
+
+
+def test_the_gate_lets_callers_in_in_the_order_they_arrived() -> None:
+    """A caller that has just left must not take the free place back ahead of those waiting:
+    a pool worker does exactly that with its next task, and the first calls parked in the gate
+    would then be answered last."""
+    gate = AdaptiveGate(
+        AimdController(AimdSettings(initial=1, minimum=1, maximum=1, window=100)), time.monotonic
+    )
+    entered: list[str] = []
+    release_first = threading.Event()
+
+    def call(name: str, wait: threading.Event | None = None) -> bool:
+        entered.append(name)
+        if wait is not None:
+            assert wait.wait(10)
+        return False
+
+    def first_worker() -> None:
+        gate.run(lambda: call("first", release_first), lambda _: False)
+        gate.run(lambda: call("first, again"), lambda _: False)  # straight back, as a pool worker
+
+    threads = [threading.Thread(target=first_worker)]
+    threads[0].start()
+    _until(lambda: entered == ["first"])
+    for i in range(4):
+        threads.append(
+            threading.Thread(target=gate.run, args=(lambda i=i: call(f"waiter {i}"), lambda _: False))
+        )
+        threads[-1].start()
+        _until(lambda i=i: gate.waiting == i + 1)  # arrived in this order
+    release_first.set()
+    for thread in threads:
+        thread.join(10)
+    assert entered == ["first", "waiter 0", "waiter 1", "waiter 2", "waiter 3", "first, again"]
+    assert gate.waiting == 0
+
+
 def test_the_gate_shrinks_on_throttled_answers() -> None:
     clock = FakeMonotonic()
     gate = AdaptiveGate(AimdController(AimdSettings(initial=8, minimum=2, maximum=8, window=4)), clock)
@@ -138,7 +210,7 @@ def test_only_the_server_saying_it_is_busy_counts_as_overload() -> None:
 def test_time_spent_in_the_clients_own_limiter_is_not_read_as_the_server_slowing_down() -> None:
     clock = FakeMonotonic()
     queued = [0.0]
-    settings = AimdSettings(initial=4, minimum=2, maximum=8, window=4)
+    settings = AimdSettings(initial=4, minimum=2, maximum=8, window=4, slow_start=False)
     gate = AdaptiveGate(AimdController(settings), clock, queued=lambda: queued[0])
 
     def answered_after(server: float, limiter: float) -> None:
