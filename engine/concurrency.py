@@ -38,8 +38,11 @@ class AimdSettings:
     """Answers per judgement (at least the limit in flight: one round of requests)."""
     backoff: float = 0.5
     """Multiplicative decrease on a throttle or a latency rise."""
-    latency_rise: float = 2.0
-    """A window whose median latency exceeds the best median seen by this factor counts as queueing."""
+    latency_rise: float = 3.0
+    """A window whose median latency exceeds the best median seen by this factor counts as queueing.
+    Not 2: on the local control plane the bare eviction loop's median went from 162 ms at 8 in
+    flight to 366 ms at 64 while its throughput still grew from 44 to 146 evictions/s
+    (docs/benchmarks.md); a factor of 2 would have held the drain near 32 in flight, at 81 % of that."""
     slow_start: bool = True
     """Double (rather than add one) per flat window until the first decrease."""
 

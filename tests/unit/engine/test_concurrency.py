@@ -51,11 +51,11 @@ def test_rising_latency_shrinks_the_limit_before_any_throttle_but_not_below_the_
     c = AimdController(AimdSettings(initial=4, minimum=2, maximum=20, window=4, slow_start=False))
     feed(c, 4 + 5 + 6 + 7 + 8 + 9, 0.1)
     assert c.limit == 10 and c.best_median == pytest.approx(0.1)
-    feed(c, 10, 0.25)  # 2.5x the best median: requests queue at the server
+    feed(c, 10, 0.35)  # 3.5x the best median: requests queue at the server
     assert c.limit == 5
     assert c.history[-1] == ("latency rose", 5)
     feed(c, 10, 0.1)  # the answers already in flight under the old limit: skipped
-    feed(c, 5, 0.3)
+    feed(c, 5, 0.35)
     assert c.limit == 4, "a latency rise alone stops at the starting limit"
     feed(c, 5, 0.1)  # skipped again
     c.record(0.1, throttled=True)
@@ -68,7 +68,7 @@ def test_slow_start_doubles_per_flat_window_until_the_first_decrease_then_adds_o
     assert c.limit == 8
     feed(c, 8, 0.1)  # a window is at least the limit in flight
     assert c.limit == 16
-    feed(c, 16, 0.3)  # 3x the best median: queueing, so back to additive increase from half
+    feed(c, 16, 0.4)  # 4x the best median: queueing, so back to additive increase from half
     assert c.limit == 8 and c.history[-1] == ("latency rose", 8)
     feed(c, 16, 0.1)  # the answers sent under 16: skipped
     feed(c, 8, 0.1)
