@@ -103,7 +103,8 @@ def test_a_cordon_meeting_a_concurrent_writer_keeps_its_taint(
         spec = builders.get(admin_api, builders.node_path(name))["spec"]
         assert spec.get("unschedulable") is True and DRAINING_TAINT_KEY in [t["key"] for t in spec["taints"]]
     counts = kube.request_counts
-    # One listing; a write a node; the conflict cost one GET (of that node) and one write more.
+    # One listing; a write a node; each conflict cost one GET (of that node) and one write more.
+    # Ours is one conflict; kwok's own status writes to a young node can add others.
     assert counts[("list", "nodes")] == 1, counts
-    assert counts[("get", "nodes")] == 1, counts
-    assert counts[("patch", "nodes")] == len(nodes) + 1, counts
+    assert counts[("get", "nodes")] >= 1, counts
+    assert counts[("patch", "nodes")] == len(nodes) + counts[("get", "nodes")], counts
