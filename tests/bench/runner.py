@@ -199,8 +199,16 @@ def commit() -> str:
 def reproduce_commands() -> list[str]:
     return [
         "scripts/build-control-plane.sh        # once; cached under .cache/control-plane/",
-        ".venv/bin/python -m tests.bench --size small --write docs/benchmarks.md",
-        ".venv/bin/python -m tests.bench --size full --profile --write docs/benchmarks.md",
+        "# 100 nodes: every scenario and baseline, and scalebot at two more client limits (about 40 min)",
+        ".venv/bin/python -m tests.bench --size small --scalebot-qps 50 --scalebot-qps 100 --raw raw \\",
+        "    --kubectl-budget 420 --json small.json --write docs/benchmarks.md",
+        "# 1,000 nodes: scalebot, the strongest kubectl baseline of the 100-node run, two sweep points",
+        ".venv/bin/python -m tests.bench --size full --only scalebot --only kubectl_nodes_qps \\",
+        "    --only sweep_32 --only sweep_64 --kubectl-budget 600 --json full.json",
+        "# the same with the control plane's synthetic load reduced, merged beside it",
+        ".venv/bin/python -m tests.bench --size full --reduced-load --only scalebot --only sweep_64 \\",
+        "    --merge full.json --json full-all.json --write docs/benchmarks.md",
+        ".venv/bin/python -m tests.bench.ack_latency [--slow-cluster]   # Slack acks under a burst",
         ".venv/bin/pytest tests/e2e/test_bench_smoke.py   # what CI runs: 20 nodes / 400 pods",
     ]
 
