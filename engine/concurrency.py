@@ -6,8 +6,7 @@ decrease the controller doubles the limit each time a window of answers comes ba
 latency flat (TCP's slow start: growing by one from 16 to 64 would take some 1,900 answers, most of
 a 100-node drain); after it, it grows the limit by one per such window, and halves
 it on a 429 or a 5xx (down to `minimum`), or when a window's median latency rises well above the
-best median seen while the throughput (in flight / latency) has fallen from its best (the queueing
-signal of TCP Vegas and gRPC's adaptive limiters, with Little's law; down to
+best median seen (the queueing signal TCP Vegas and gRPC's adaptive limiters use; down to
 `initial` only, so a noisy machine never leaves fewer in flight than a fixed pool would). After
 a decrease it waits one window before judging again, so the answers to requests sent under the
 old limit do not cut it twice. It never exceeds `maximum`, which the caller bounds by the
@@ -39,14 +38,11 @@ class AimdSettings:
     """Answers per judgement (at least the limit in flight: one round of requests)."""
     backoff: float = 0.5
     """Multiplicative decrease on a throttle or a latency rise."""
-    latency_rise: float = 2.0
-    """A window whose median latency exceeds the best median seen by this factor counts as queueing,
-    if the throughput has fallen too (`throughput_drop`)."""
-    throughput_drop: float = 0.2
-    """...by this share below the best window's (in flight / median latency, Little's law). Latency
-    alone is no sign of queueing: on the local control plane the bare eviction loop's median went
-    from 162 ms at 8 in flight to 366 ms at 64 while its throughput grew from 44 to 146 evictions/s
-    (docs/benchmarks.md); a latency rule alone held the drain near 16-32 in flight."""
+    latency_rise: float = 3.0
+    """A window whose median latency exceeds the best median seen by this factor counts as queueing.
+    Not 2: on the local control plane the bare eviction loop's median went from 162 ms at 8 in
+    flight to 366 ms at 64 while its throughput still grew from 44 to 146 evictions/s
+    (docs/benchmarks.md); a factor of 2 would have held the drain near 32 in flight, at 81 % of that."""
     slow_start: bool = True
     """Double (rather than add one) per flat window until the first decrease."""
 
@@ -57,8 +53,6 @@ class AimdSettings:
             )
         if not 0 < self.backoff < 1 or self.latency_rise <= 1 or self.window < 1:
             raise ValueError("backoff must be in (0, 1), latency_rise above 1, window at least 1")
-        if not 0 < self.throughput_drop < 1:
-            raise ValueError("throughput_drop must be in (0, 1)")
 
     def bounded(self, maximum: int) -> AimdSettings:
         """The same settings under a lower ceiling (the client's burst)."""
@@ -70,7 +64,6 @@ class AimdSettings:
             window=self.window,
             backoff=self.backoff,
             latency_rise=self.latency_rise,
-            throughput_drop=self.throughput_drop,
             slow_start=self.slow_start,
         )
 
@@ -83,8 +76,6 @@ class AimdController:
     limit: int = 0
     best_median: float | None = None
     """The lowest window median seen: the latency of an unloaded server."""
-    best_throughput: float | None = None
-    """The highest window throughput seen (limit / median)."""
     history: list[tuple[str, int]] = field(default_factory=list)
     """(why, new limit) for every change, for reports and tests."""
     _latencies: list[float] = field(default_factory=list)
@@ -112,19 +103,15 @@ class AimdController:
         self._latencies.clear()
         if self.best_median is None or median < self.best_median:
             self.best_median = median
-        throughput = self.limit / median if median > 0 else float("inf")
-        if self.best_throughput is None or throughput > self.best_throughput:
-            self.best_throughput = throughput
-        slower = median > self.best_median * self.settings.latency_rise
-        if slower and throughput < self.best_throughput * (1 - self.settings.throughput_drop):
-            self._decrease("queueing")
+        if median > self.best_median * self.settings.latency_rise:
+            self._decrease("latency rose")
         elif self.limit < self.settings.maximum:
             if self._slow_start:
                 self.limit = min(self.settings.maximum, self.limit * 2)
                 self.history.append(("slow start", self.limit))
             else:
                 self.limit += 1
-                self.history.append(("no queueing", self.limit))
+                self.history.append(("latency flat", self.limit))
         return self.limit
 
     def _decrease(self, why: str) -> None:

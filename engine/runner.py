@@ -130,9 +130,9 @@ class RunnerSettings:
     """Evictions in flight at once; with `adaptive_evictions`, where the adaptive limit starts.
     Also how many nodes are cordoned, uncordoned or force-deleted from at once."""
     adaptive_evictions: bool = True
-    """Grow the evictions in flight while the server does not queue them (doubling until the
-    first decrease, then one at a time), halve them on a 429/5xx from
-    the server or on queueing (AIMD, engine.concurrency), between 2 and `max_parallel_evictions`
+    """Grow the evictions in flight while their latency stays flat (doubling until the first
+    decrease, then one at a time), halve them on a 429/5xx from
+    the server or a latency rise (AIMD, engine.concurrency), between 2 and `max_parallel_evictions`
     and never above the client's burst."""
     max_parallel_evictions: int = 64
     workers: int = 4
