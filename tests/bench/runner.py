@@ -364,7 +364,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.merge is not None:
         base = orjson.loads(args.merge.read_bytes())
         code = str(base.get("versions", {}).get("scalebot", "")).removeprefix("commit ")
-        kept = {name: {"commit": code, **run} for name, run in (base.get("runs") or {}).items()}
+        earlier_runs = (base.get("runs") or {}).items()
+        kept = {name: {"commit": code, **run} for name, run in earlier_runs if name not in runs}
         runs = {**kept, **runs}
         errors = [*(base.get("errors") or ()), *errors]
         earlier = {k: base.get(k) for k in ("date", "command", "wall_seconds")} | {"runs": sorted(kept)}
