@@ -16,8 +16,8 @@ DEFAULT_QPS = 200.0
 DEFAULT_BURST = 300
 """scalebot's client-side limit to one API server (settings `api_qps`/`api_burst`). client-go
 defaults to 5 QPS / burst 10, kube-controller-manager to 20/30, Karpenter to 200/300. At 50 the
-client, not the server, paced a drain (docs/benchmarks.md: the bare eviction loop took 87/s from
-the local control plane where 50 QPS allowed 50); at 200 the server paces it, and API Priority and
+client, not the server, paced a drain (docs/benchmarks.md, 100 nodes: 50.3 evictions/s at 50,
+68-70/s at 100 and 200, the bare loop up to 146/s); at 200 the server paces it, and API Priority and
 Fairness (scalebot's ServiceAccount falls in `workload-low`) keeps it from starving other clients:
 its 429s halve the evictions in flight (`engine.concurrency`)."""
 

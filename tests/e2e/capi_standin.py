@@ -26,13 +26,13 @@ they are the same API server unless a test runs two control planes.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
 from localcluster import builders as b
+from tests.e2e.support import StandInLoop
 
 GROUP = "cluster.x-k8s.io"
 VERSION = "v1beta2"
@@ -254,26 +254,22 @@ class Reconciler:
 
     def __init__(self, standins: list[StandIn], interval: float = 0.5) -> None:
         self.standins = standins
-        self.interval = interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="capi-standin", daemon=True)
-        self.errors: list[BaseException] = []
+        self.errors: list[Exception] = []
+        self._loop = StandInLoop(self, name="capi-standin", interval=interval)
 
     def start(self) -> Reconciler:
-        self._thread.start()
+        self._loop.start()
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(10)
+        self._loop.stop()
 
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            for standin in self.standins:
-                try:
-                    standin.reconcile()
-                except Exception as exc:  # kept for the test to report; the loop goes on
-                    self.errors.append(exc)
+    def reconcile(self) -> None:
+        for standin in self.standins:
+            try:
+                standin.reconcile()
+            except Exception as exc:  # kept for the test to report; the next stand-in still runs
+                self.errors.append(exc)
 
 
 def _deletion_priority(machine: Json) -> tuple[bool, bool, bool, str]:
