@@ -14,9 +14,10 @@ response, what Slack's 3 s deadline measures. A mix of requests (scale, zero, st
 errors and refused names is sent. `--slow-cluster` makes every listing of the cluster take 2 s,
 which shows that planning never sits between a person and their ack.
 
-The requests are sent by a process of their own (`--client`), as Slack sends them from its own
-machines: 200 sending threads inside the service's process would take the interpreter lock from the
-service they measure. The client still shares the machine's cores with the service.
+The requests are sent by a process of their own (`--client`), and the local Web API answers from a
+process of its own (`--slack-api`), as Slack sends and answers from its own machines: 200 sending
+threads, or the Web API's handlers, inside the service's process would take the interpreter lock from
+the service they measure. Both still share the machine's cores with the service.
 """
 
 from __future__ import annotations
@@ -95,6 +96,17 @@ def send_burst(base: str, slack_api: str, requests: int) -> dict[str, object]:
     }
 
 
+def serve_slack_api() -> None:
+    """Be the local Web API: print its base URL, answer until standard input closes, then print
+    how many calls it answered (the service's follow-ups: response_url answers and cards)."""
+    api = SlackApiServer().start()
+    print(json.dumps({"base": api.base, "url": api.url}), flush=True)
+    sys.stdin.read()
+    calls = api.calls
+    api.close()
+    print(json.dumps({"calls": len(calls)}), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=200)
@@ -102,19 +114,38 @@ def main() -> None:
     parser.add_argument(
         "--client", nargs=2, metavar=("SCALEBOT_URL", "SLACK_API_URL"), help="be the sending process"
     )
+    parser.add_argument("--slack-api", action="store_true", help="be the local Web API's process")
     args = parser.parse_args()
     if args.client:
         print(json.dumps(send_burst(args.client[0], args.client[1], args.requests)))
         return
+    if args.slack_api:
+        serve_slack_api()
+        return
 
-    api = SlackApiServer().start()
+    me = [sys.executable, "-m", "tests.bench.ack_latency"]
+    api = subprocess.Popen([*me, "--slack-api"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        measure(args, api)
+    finally:
+        if api.poll() is None:
+            api.kill()
+            api.wait(timeout=30)
+
+
+def measure(args: argparse.Namespace, api: subprocess.Popen[str]) -> None:
+    """Serve, send the burst from another process, print the figures, and settle the service."""
+    assert api.stdin is not None and api.stdout is not None
+    api_addr = json.loads(api.stdout.readline())
     tmp = tempfile.TemporaryDirectory()
     handle, fake = wiring.simulated_cluster("simulated")
     fake.__class__ = _SlowListing  # the same in-memory cluster, with slow listings on demand
     _SlowListing.delay = 2.0 if args.slow_cluster else 0.0
     http_port, health_port = _free_port(), _free_port()
     settings = Settings(
-        slack=SlackSettings(bot_token=Secret("xoxb-bench"), signing_secret=Secret(SECRET), api_url=api.url),
+        slack=SlackSettings(
+            bot_token=Secret("xoxb-bench"), signing_secret=Secret(SECRET), api_url=api_addr["url"]
+        ),
         clusters={
             "simulated": ClusterSettings(
                 name="simulated", context="", default_channels=(CHANNEL,), policy=console_policy("simulated")
@@ -141,7 +172,11 @@ def main() -> None:
     client = [sys.executable, "-m", "tests.bench.ack_latency", "--requests", str(args.requests)]
     try:
         sent = subprocess.run(
-            [*client, "--client", base, api.base], capture_output=True, text=True, timeout=300, check=True
+            [*client, "--client", base, api_addr["base"]],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
         )
     finally:
         service.stop_event.set()
@@ -156,7 +191,10 @@ def main() -> None:
     print(f"ack max         {latencies[-1]:.1f} ms   (Slack's deadline: 3000 ms)")
     print(f"burst wall time {wall * 1000:.0f} ms (the sending process's own count)")
     serving.join(timeout=300)  # accepted requests finish planning and answering first
-    api.close()
+    api.stdin.close()
+    answered = json.loads(api.stdout.readline())["calls"]
+    api.wait(timeout=30)
+    print(f"Web API calls   {answered} (follow-ups and cards the service sent after its acks)")
     tmp.cleanup()
 
 
