@@ -17,13 +17,17 @@ which shows that planning never sits between a person and their ack.
 The requests are sent by a process of their own (`--client`), and the local Web API answers from a
 process of its own (`--slack-api`), as Slack sends and answers from its own machines: 200 sending
 threads, or the Web API's handlers, inside the service's process would take the interpreter lock from
-the service they measure. Both still share the machine's cores with the service.
+the service they measure. On a machine of two or more cores the service is pinned to the first core
+and both harness processes to the others (as scalebot runs in a pod of one CPU while Slack's machines
+are elsewhere), so the harness's own work does not take the service's core; `--shared-cores` lets
+all three share every core instead.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import statistics
 import subprocess
@@ -115,6 +119,11 @@ def main() -> None:
         "--client", nargs=2, metavar=("SCALEBOT_URL", "SLACK_API_URL"), help="be the sending process"
     )
     parser.add_argument("--slack-api", action="store_true", help="be the local Web API's process")
+    parser.add_argument(
+        "--shared-cores",
+        action="store_true",
+        help="do not pin the service to one core and the sender and Web API to the others",
+    )
     args = parser.parse_args()
     if args.client:
         print(json.dumps(send_burst(args.client[0], args.client[1], args.requests)))
@@ -123,17 +132,31 @@ def main() -> None:
         serve_slack_api()
         return
 
+    split = None if args.shared_cores else core_split()
     me = [sys.executable, "-m", "tests.bench.ack_latency"]
     api = subprocess.Popen([*me, "--slack-api"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
-        measure(args, api)
+        if split is not None:
+            os.sched_setaffinity(0, split[0])  # this thread, and every service thread started after it
+            os.sched_setaffinity(api.pid, split[1])
+        measure(args, api, split)
     finally:
         if api.poll() is None:
             api.kill()
             api.wait(timeout=30)
 
 
-def measure(args: argparse.Namespace, api: subprocess.Popen[str]) -> None:
+def core_split() -> tuple[set[int], set[int]] | None:
+    """(the service's cores, the harness's cores), or None where there are fewer than two."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    cores = sorted(os.sched_getaffinity(0))
+    return ({cores[0]}, set(cores[1:])) if len(cores) >= 2 else None
+
+
+def measure(
+    args: argparse.Namespace, api: subprocess.Popen[str], split: tuple[set[int], set[int]] | None
+) -> None:
     """Serve, send the burst from another process, print the figures, and settle the service."""
     assert api.stdin is not None and api.stdout is not None
     api_addr = json.loads(api.stdout.readline())
@@ -170,21 +193,34 @@ def measure(args: argparse.Namespace, api: subprocess.Popen[str]) -> None:
         time.sleep(0.05)
 
     client = [sys.executable, "-m", "tests.bench.ack_latency", "--requests", str(args.requests)]
+    sender = subprocess.Popen(
+        [*client, "--client", base, api_addr["base"]],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
-        sent = subprocess.run(
-            [*client, "--client", base, api_addr["base"]],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=True,
-        )
+        if split is not None:
+            os.sched_setaffinity(sender.pid, split[1])  # before its interpreter has started its threads
+        out, err = sender.communicate(timeout=300)
     finally:
+        if sender.poll() is None:
+            sender.kill()
+            sender.wait(timeout=30)
         service.stop_event.set()
-    burst = json.loads(sent.stdout.strip().splitlines()[-1])
+    if sender.returncode != 0:
+        raise SystemExit(f"the sending process failed:\n{err}")
+    burst = json.loads(out.strip().splitlines()[-1])
     latencies: list[float] = burst["latencies_ms"]
     failures, wall = int(burst["failures"]), float(burst["wall"])
     p99 = latencies[max(0, round(0.99 * len(latencies)) - 1)]
     print(f"requests        {len(latencies)} concurrent ({'slow' if args.slow_cluster else 'fast'} cluster)")
+    cores = (
+        f"service on CPU {sorted(split[0])}, sender and Web API on CPUs {sorted(split[1])}"
+        if split is not None
+        else f"service, sender and Web API share CPUs {sorted(os.sched_getaffinity(0))}"
+    )
+    print(f"cores           {cores}")
     print(f"non-200         {failures}")
     print(f"ack p50         {statistics.median(latencies):.1f} ms")
     print(f"ack p99         {p99:.1f} ms")
