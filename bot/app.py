@@ -39,6 +39,7 @@ from slack_sdk.http_retry.builtin_handlers import (
 from waitress.server import create_server
 
 from bot import listeners, origin
+from bot.acks_first import AckCountingApp, AcksFirstExecutor, AckWindow
 from bot.channels import SlackChannels
 from bot.dispatch import ClickHandler, GroupResolver, SubcommandHandler, no_groups
 from bot.groups import SlackGroups
@@ -112,10 +113,13 @@ def build_app(
 
     `listener_executor` runs Bolt's listeners (Bolt's own pool when None). Slack's request is
     answered at the listener's ack, before the listener hands its work to `executor`: whoever
-    must know that hand-off happened (a test settling the bot) waits on this executor first."""
+    must know that hand-off happened (a test settling the bot) waits on this executor first.
+    Handed-off work starts once no other request waits for its ack (`bot.acks_first`)."""
     client = client or web_client(settings)
     secret = settings.slack.signing_secret
-    app = App(
+    window = AckWindow()
+    app = AckCountingApp(
+        ack_window=window,
         client=client,
         signing_secret=secret.reveal() if secret else "",
         request_verification_enabled=secret is not None,
@@ -125,6 +129,7 @@ def build_app(
         listener_executor=listener_executor,
     )
     app.use(_origin_guard(settings, ops))
+    work = AcksFirstExecutor(executor, window)
     if groups is None:
         uses_groups = any(c.policy.groups for c in settings.clusters.values())
         groups = SlackGroups(client) if uses_groups else no_groups
@@ -134,13 +139,13 @@ def build_app(
         sender,
         settings,
         progress=progress,
-        executor=executor,
+        executor=work,
         groups=groups,
         subcommands=subcommands,
         clicks=clicks,
         can_post=SlackChannels(client).can_post,
     )
-    home = HomeTab(ops, client, executor, groups=groups)
+    home = HomeTab(ops, client, work, groups=groups)
     ops.subscribe(home.on_event)
     listeners.register_home(app, home)
     return app
