@@ -398,7 +398,7 @@ def test_apiserver_restarts_on_the_same_port_with_the_same_data() -> None:
 
 
 _CHILD = """
-import json, signal, sys
+import json, signal, sys, time
 from pathlib import Path
 # A shell that starts jobs in the background hands them SIGINT ignored; Ctrl-C must reach this owner.
 signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -406,7 +406,12 @@ from localcluster.controlplane import ControlPlane
 cp = ControlPlane(Path(sys.argv[1]), echo=lambda _m: None)
 cp.start()
 print(json.dumps({"pids": cp.pids(), "run_dir": str(cp.run_dir)}), flush=True)
-sys.stdin.read()  # parked until the test signals us
+# Parked until the test signals us. Python runs signal handlers in the main thread only, between
+# bytecodes: a short sleep acts on a pending signal within 0.1 s whichever thread the kernel handed
+# it to, where a main thread blocked in one long read may never wake (one SIGINT run waited 180 s
+# and printed no traceback; which thread got the signal there was not confirmed).
+while True:
+    time.sleep(0.1)
 """
 
 
