@@ -70,6 +70,25 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line(note)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """An e2e test that failed gets a "cluster state at failure" section (tests/cluster_state.py):
+    its pods, events and nodes as they were, read before the fixtures' teardown deletes them."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    funcargs = getattr(item, "funcargs", {})
+    api = funcargs.get("admin_api")
+    if report.when != "call" or not report.failed or api is None:
+        return
+    from tests.cluster_state import read_cluster_state
+
+    try:
+        state = read_cluster_state(api, funcargs.get("namespace"), funcargs.get("unique_name"))
+    except Exception as exc:  # the report must not hide the test's own failure
+        state = f"could not read the cluster: {exc!r}"
+    report.sections.append(("cluster state at failure", state))
+
+
 @pytest.fixture(autouse=True)
 def _stop_every_runner(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Stop the operation runners a test made, whatever happened in it.

@@ -38,7 +38,7 @@ from engine.schedules import Schedules
 from engine.store import Store
 from engine.workloads import WorkloadConfig, WorkloadScaler
 from localcluster import builders
-from tests.e2e.support import FAST
+from tests.e2e.support import FAST, wait_for_return
 from tests.slack.conftest import (
     APPROVER,
     APPROVER_2,
@@ -199,7 +199,7 @@ def test_a_scheduled_night_zero_scales_the_real_cluster_and_the_morning_restores
     back = world.bot.api.wait_for_call("chat.postMessage", lambda c: "is back:" in all_text(c), timeout=30)
     assert "dev-eu is back: 3/3 nodes Ready" in all_text(back)
     assert back.body.get("thread_ts") == ts
-    web = builders.wait_for_deployment_available(admin_api, namespace, "web", timeout=90)
+    web = wait_for_return(admin_api, namespace, "web", node_prefix=unique_name)
     assert web["status"]["availableReplicas"] == 3
     states = {r.key: r.state for r in world.schedules.store.list_occurrences(schedule="nights")}
     assert states[SLEEP_KEY] == "done" and states["nights:2026-03-03:wake"] == "done"
@@ -271,5 +271,5 @@ def test_a_scheduled_wake_after_a_zero_with_workloads_reports_the_workloads_it_r
     back = world.bot.api.wait_for_call("chat.postMessage", lambda c: "back:" in all_text(c), timeout=30)
     available = woken.summary.workloads.available
     assert f"3/3 nodes Ready, {available}/1 workloads available" in all_text(back), all_text(back)
-    web = builders.wait_for_deployment_available(admin_api, namespace, "web", timeout=90)
+    web = wait_for_return(admin_api, namespace, "web", node_prefix=unique_name)
     assert web["status"]["availableReplicas"] == 2
