@@ -28,6 +28,7 @@ import os
 import shutil
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -244,15 +245,49 @@ class StoredOverride:
 _RELEASED_AT = "1970-01-01T00:00:00+00:00"
 
 
+OPEN_BUSY_SECONDS = 10.0
+"""How long opening waits for another process that holds the database's lock (SQLite's busy timeout
+for every statement after that is the same)."""
+
+
+def _connect(path: str) -> tuple[sqlite3.Connection, list[str]]:
+    """A connection in WAL mode and the quick check's findings; sqlite3 errors propagate."""
+    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=OPEN_BUSY_SECONDS)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute(f"PRAGMA busy_timeout={int(OPEN_BUSY_SECONDS * 1000)}")
+        return conn, [str(row[0]) for row in conn.execute("PRAGMA quick_check(3)").fetchall()]
+    except BaseException:
+        conn.close()
+        raise
+
+
+def _connect_when_free(path: str) -> tuple[sqlite3.Connection, list[str]]:
+    """`_connect`, again while another process holds the lock, for up to OPEN_BUSY_SECONDS.
+
+    SQLite's busy timeout does not cover every lock: when two processes open a new file at once, the
+    switch to WAL needs an exclusive lock, and SQLite answers "database is locked" at once instead
+    of waiting where waiting could deadlock. Two scalebot replicas starting together hit that.
+    """
+    deadline = time.monotonic() + OPEN_BUSY_SECONDS
+    pause = 0.01
+    while True:
+        try:
+            return _connect(path)
+        except sqlite3.OperationalError as exc:
+            busy = "locked" in str(exc) or "busy" in str(exc)
+            if not busy or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.25)
+
+
 class Store:
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
         try:
-            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=10)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA foreign_keys=ON")
-            conn.execute("PRAGMA busy_timeout=10000")
-            problems = [str(row[0]) for row in conn.execute("PRAGMA quick_check(3)").fetchall()]
+            conn, problems = _connect_when_free(self.path)
         except sqlite3.OperationalError as exc:  # cannot open, I/O error, locked, disk full
             raise StoreError(
                 f"cannot open the database {self.path}: {exc}{_space_hint(self.path)} "
