@@ -424,7 +424,9 @@ def test_no_process_outlives_its_owner(sig: signal.Signals) -> None:
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         cwd=REPO_ROOT,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        # The orderly exit is checked by its removing the run directory, which a developer's
+        # SCALEBOT_KEEP_RUN_DIR=1 (keep every run's logs) would turn off.
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "SCALEBOT_KEEP_RUN_DIR": "0"},
     )
     run_dir: str | None = None
     try:
