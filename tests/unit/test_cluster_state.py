@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from tests.child_pytest import run_child_pytest
 from tests.cluster_state import MAX_EVENTS, describe
-
-REPO = Path(__file__).resolve().parents[2]
 
 PENDING = {
     "metadata": {"name": "web-1"},
@@ -97,29 +94,7 @@ def test_a_failed_e2e_test_reports_the_cluster_state_and_a_passing_one_does_not(
             """
         )
     )
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "tests.conftest",
-            "-p",
-            "no:cacheprovider",
-            "-c",
-            "/dev/null",
-            "--rootdir",
-            str(tmp_path),
-            str(test_file),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    output = done.stdout + done.stderr
+    _code, output = run_child_pytest(test_file)
     assert "2 failed, 1 passed" in output, output
     assert output.count("cluster state at failure") == 1, output
     assert "STATE-OF ns-of-the-test None" in output, output

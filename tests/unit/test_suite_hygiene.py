@@ -6,14 +6,11 @@ plugin, and measures how long the child takes to exit.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.child_pytest import run_child_pytest
 
 # An operation whose API server stops answering once it is draining: the runner retries the failed
 # step with backoff for as long as the server is away (forever, here), unless it is stopped. Retries
@@ -71,30 +68,8 @@ def _run_child(tmp_path: Path, body: str, *, env: dict[str, str] | None = None) 
         "import threading\nimport time\n" + textwrap.dedent(BLOCKED_OPERATION) + textwrap.dedent(body)
     )
     started = time.monotonic()
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "tests.conftest",
-            "-p",
-            "no:cacheprovider",
-            "-c",
-            "/dev/null",
-            "--rootdir",
-            str(tmp_path),
-            str(test_file),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, **(env or {})},
-    )
-    return done.returncode, time.monotonic() - started, done.stdout + done.stderr
+    code, output = run_child_pytest(test_file, env=env)
+    return code, time.monotonic() - started, output
 
 
 def test_a_failing_test_with_a_running_operation_exits_at_once(tmp_path: Path) -> None:
