@@ -172,6 +172,22 @@ def eviction_rate(log: Mapping[str, Any]) -> float | None:
     return _div(ev["accepted"], None if end is None else end - ev["first_start"])
 
 
+def no_node_drained(kubectl: Mapping[str, Any]) -> str:
+    """kubectl stopped before its first node was drained: how long it ran, and whether it was still
+    cordoning (a `kubectl drain` of many nodes cordons them all before it drains the first)."""
+    text = f"no node drained in {seconds(kubectl['seconds'])}"
+    if kubectl["cordon_seconds"] >= kubectl["seconds"] - CORDON_END_SLACK_SECONDS:
+        text += (
+            f": it was still cordoning when stopped (a GET and a PATCH per node; "
+            f"{kubectl.get('throttled_requests', 0):,} of its requests waited for its client-side limit)"
+        )
+    return text
+
+
+CORDON_END_SLACK_SECONDS = 5.0
+"""A last `cordoned` line this close to the stop means cordoning had not finished."""
+
+
 def kubectl_seconds(kubectl: Mapping[str, Any]) -> tuple[float | None, bool]:
     """kubectl's total, and whether it is extrapolated from the nodes drained within the budget."""
     if kubectl.get("complete"):
@@ -249,9 +265,7 @@ def _baseline_rows(results: Mapping[str, Any], zero: Mapping[str, Any], runs: Ma
         if run is None:
             continue
         k_seconds, extrapolated = kubectl_seconds(run)
-        value = (
-            seconds(k_seconds) if k_seconds is not None else f"no node drained in {seconds(run['seconds'])}"
-        )
+        value = seconds(k_seconds) if k_seconds is not None else no_node_drained(run)
         if extrapolated:
             value += f" (extrapolated from {run['nodes_drained']} nodes drained in {seconds(run['seconds'])})"
         out.append(Row(s, label, value))
@@ -432,7 +446,7 @@ def _zero_rows(
             f"{kubectl['nodes_drained']}/{nodes} nodes drained)"
         )
     elif k_seconds is None:
-        value = f"did not finish one node within {seconds(kubectl['seconds'])}"
+        value = no_node_drained(kubectl)
     else:
         value = seconds(k_seconds)
     out.append(Row(s, label, value))

@@ -132,3 +132,13 @@ def test_lengthened_node_leases_lengthen_the_node_monitor_grace_period() -> None
     assert ControlPlane(node_lease_seconds=240)._node_monitor_flags() == ["--node-monitor-grace-period=300s"]
     with pytest.raises(ValueError, match="at least 40"):
         ControlPlane(node_lease_seconds=10)
+
+
+def test_a_kubectl_stopped_while_still_cordoning_says_so() -> None:
+    cordoning = {"seconds": 240.0, "cordon_seconds": 239.9, "throttled_requests": 1197}
+    assert report.no_node_drained(cordoning) == (
+        "no node drained in 4 min 00 s: it was still cordoning when stopped (a GET and a PATCH per "
+        "node; 1,197 of its requests waited for its client-side limit)"
+    )
+    draining = {"seconds": 240.0, "cordon_seconds": 41.0, "throttled_requests": 80}
+    assert report.no_node_drained(draining) == "no node drained in 4 min 00 s"
