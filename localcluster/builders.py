@@ -192,8 +192,10 @@ def list_items(
     label_selector: str | None = None,
     field_selector: str | None = None,
     page_size: int = 2000,
+    timeout: float = 120.0,
 ) -> list[Json]:
-    """All items of a list endpoint, paginated (large clusters would otherwise time out)."""
+    """All items of a list endpoint, paginated (large clusters would otherwise time out); `timeout`
+    bounds each page's request."""
     items: list[Json] = []
     query: dict[str, str | int | bool] = {"limit": page_size}
     if label_selector:
@@ -201,7 +203,7 @@ def list_items(
     if field_selector:
         query["fieldSelector"] = field_selector
     while True:
-        page = raw_request(api, "GET", path, query=query, timeout=120.0)
+        page = raw_request(api, "GET", path, query=query, timeout=timeout)
         items.extend(page.get("items") or [])
         token = (page.get("metadata") or {}).get("continue")
         if not token:

@@ -18,6 +18,8 @@ Json = Mapping[str, Any]
 MAX_PODS = 60
 MAX_EVENTS = 40
 MAX_NODES = 40
+READ_TIMEOUT_SECONDS = 10.0
+"""Per request: a control plane that stopped answering must not hold every failed test for minutes."""
 
 
 def _conditions(obj: Json) -> str:
@@ -81,11 +83,14 @@ def read_cluster_state(api: Any, namespace: str | None, node_prefix: str | None)
     """`describe` over what the admin client reads now; the nodes are those named `node_prefix…`."""
     from localcluster import builders
 
-    pods = builders.list_pods(api, namespace) if namespace else []
-    events = builders.list_items(api, f"/api/v1/namespaces/{namespace}/events") if namespace else []
+    def items(path: str) -> list[Json]:
+        return builders.list_items(api, path, timeout=READ_TIMEOUT_SECONDS)
+
+    pods = items(builders.pod_path(namespace)) if namespace else []
+    events = items(f"/api/v1/namespaces/{namespace}/events") if namespace else []
     nodes = [
         n
-        for n in builders.list_items(api, builders.node_path())
+        for n in items(builders.node_path())
         if node_prefix and str((n.get("metadata") or {}).get("name", "")).startswith(node_prefix)
     ]
     return describe(pods, events, nodes)
