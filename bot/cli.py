@@ -12,6 +12,7 @@ import getpass
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -33,14 +34,16 @@ from engine.operations import Operations, UserError, new_operations
 from engine.policy import ClusterPolicy
 from engine.report import DrainReport
 from engine.runner import ClusterHandle, RunnerSettings
-from engine.store import ClaimHeld, Store, StoreError
+from engine.store import AuditUnverifiable, ClaimHeld, Store, StoreError, verify_audit_file
 
 if TYPE_CHECKING:
     from engine.kube.client import KubeClient
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_AUDIT_BROKEN = 1
-"""`operations verify-audit`: the hash chain is broken (a row was edited, inserted or deleted)."""
+"""`operations verify-audit`: the hash chain is broken (a row was edited, inserted or deleted), its
+columns, triggers or schema version are not this scalebot's, or `--expect-head` is not in it."""
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 
 class CliError(Exception):
@@ -211,6 +214,11 @@ def _add_pool_commands(commands: Any, plan_kinds: Any) -> None:
         "action", nargs="?", choices=("list", "show", "cancel", "verify-audit"), default="list"
     )
     opers.add_argument("operation_id", nargs="?")
+    opers.add_argument(
+        "--expect-head",
+        metavar="HASH",
+        help="verify-audit: fail unless this hash (an `audit head` log line kept elsewhere) is in the chain",
+    )
     opers.set_defaults(handler=cmd_operations)
 
     resume = commands.add_parser("resume", help="continue operations interrupted by a stop or a crash")
@@ -686,22 +694,36 @@ class _EventPrinter:
 
 
 def cmd_verify_audit(args: argparse.Namespace) -> int:
-    """Re-compute the audit log's hash chain: exit 0 when intact, 1 naming each break."""
+    """Re-compute the audit log's hash chain, read-only: exit 0 when intact, 1 naming each break."""
+    expect = args.expect_head.strip().lower() if args.expect_head else None
+    if expect is not None and not _SHA256_HEX.fullmatch(expect):
+        raise CliError(f"--expect-head {args.expect_head!r} is not a SHA-256 hash (64 hex digits)")
     try:
-        store = Store(args.db)
+        check = verify_audit_file(args.db, expect_head=expect)
+    except AuditUnverifiable as exc:
+        print(f"audit log NOT verified: {exc}", file=sys.stderr)
+        return EXIT_AUDIT_BROKEN
     except StoreError as exc:
         raise CliError(str(exc)) from exc
-    try:
-        checked, problems = store.verify_audit()
-    finally:
-        store.close()
-    for problem in problems:
+    for problem in check.problems:
         print(f"audit row {problem.row_id}: {problem.reason}", file=sys.stderr)
-    if problems:
-        altered = f"the audit log of {args.db} was altered: {len(problems)} break(s) in {checked} rows"
-        print(altered, file=sys.stderr)
+    for alteration in check.altered:
+        print(f"audit log NOT verified: {alteration}", file=sys.stderr)
+    if check.problems or check.altered:
+        breaks = f"{len(check.problems)} break(s) in {check.rows} rows"
+        print(f"the audit log of {args.db} was altered: {breaks}", file=sys.stderr)
         return EXIT_AUDIT_BROKEN
-    print(f"audit log intact: {checked} rows, hash chain verified")
+    if expect is not None and check.expected_row is None:
+        print(
+            f"audit log NOT verified: the kept head {expect} is not in the chain of {args.db} "
+            f"(head {check.head}, {check.rows} rows): rows up to it were rewritten or removed",
+            file=sys.stderr,
+        )
+        return EXIT_AUDIT_BROKEN
+    print(f"audit log intact: {check.rows} rows, hash chain verified, head {check.head}")
+    if check.expected_row is not None:
+        since = check.rows - check.expected_row
+        print(f"kept head {expect} is row {check.expected_row} ({since} row(s) appended since)")
     return EXIT_OK
 
 

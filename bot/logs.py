@@ -13,7 +13,7 @@ import logging
 import re
 import sys
 
-FIELDS = ("operation", "Node", "Pod", "cluster", "step")
+FIELDS = ("operation", "Node", "Pod", "cluster", "step", "audit_row", "audit_head")
 _TOKEN = re.compile(r"\b(xox[abpr]|xapp)-[A-Za-z0-9-]+")
 
 

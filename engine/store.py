@@ -12,7 +12,9 @@ cannot be rebuilt from it at start-up. The only module that knows SQL.
   UPDATE or DELETE, so no code path (and no bug) can rewrite history. Each audit row also carries
   the SHA-256 of the previous row (`prev_hash`) and its own (`hash`): someone with write access to
   the file who drops the triggers and edits, inserts or deletes a row breaks the chain, which
-  `verify_audit` (`scalebot operations verify-audit`) reports.
+  `verify_audit` reports; `verify_audit_file` (`scalebot operations verify-audit`) checks a file
+  opened read-only, never migrating it. Every audit row's hash is also logged ("audit head"), so
+  a copy of the chain's head lives where an operator of the file cannot rewrite it.
 - Operation state changes are compare-and-set (`transition`, `save_progress`): the write names the
   state it expects and does nothing when another thread or process moved the operation first. A
   finished operation's locks are released in the same transaction as its final state.
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import sqlite3
@@ -55,6 +58,8 @@ SCHEMA_VERSION = 4
 (msgspec JSON of `OperationProgress` / `OperationSummary`), no longer free-form objects.
 A database of a newer schema is refused: this version cannot know what the newer one wrote."""
 TYPED_RECORDS_SCHEMA = 4
+AUDIT_CHAIN_SCHEMA = 3
+APPEND_ONLY_TABLES = ("journal", "audit", "overrides")
 _ENCODER = msgspec.json.Encoder(order="deterministic")
 _PROGRESS = msgspec.json.Decoder(OperationProgress)
 _SUMMARY = msgspec.json.Decoder(OperationSummary | None)
@@ -62,8 +67,16 @@ GENESIS_HASH = "0" * 64
 """`prev_hash` of the first audit row."""
 
 
+log = logging.getLogger(__name__)
+
+
 class StoreError(RuntimeError):
     """The database cannot be opened or written; the message says what to do."""
+
+
+class AuditUnverifiable(StoreError):
+    """The audit chain cannot be verified: its columns, triggers or schema version are not the ones
+    this scalebot writes (someone removed them, or another version wrote the file)."""
 
 
 _DAMAGED = (
@@ -430,7 +443,7 @@ class Store:
             if_not_exists=True,
         )
         db.table("audit").create_index(["op_id"], if_not_exists=True)
-        self._migrate_audit_chain()
+        self._migrate_audit_chain(found)
         db.table("votes").create(
             {"approval_id": str, "user": str, "vote": str, "at": str},
             pk=("approval_id", "user"),
@@ -462,12 +475,10 @@ class Store:
         )
         db.table("messages").create({"key": str, "channel": str, "ts": str}, pk="key", if_not_exists=True)
         self._migrate_schedules()
-        for table in ("journal", "audit", "overrides"):
-            for verb in ("UPDATE", "DELETE"):
-                self._conn.execute(
-                    f"CREATE TRIGGER IF NOT EXISTS {table}_no_{verb.lower()} BEFORE {verb} ON {table} "
-                    f"BEGIN SELECT RAISE(ABORT, '{table} is append-only'); END"
-                )
+        for table in APPEND_ONLY_TABLES:
+            for name, sql in _append_only_triggers(table).items():
+                create = sql.replace(f"CREATE TRIGGER {name}", f"CREATE TRIGGER IF NOT EXISTS {name}")
+                self._conn.execute(create)
         if found < TYPED_RECORDS_SCHEMA:
             self._migrate_operation_records()
         db.table("meta").upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
@@ -490,9 +501,21 @@ class Store:
             if name not in existing:
                 self.db.table(table).add_column(name, kind)
 
-    def _migrate_audit_chain(self) -> None:
-        """Schema 3: hash-chain the audit rows written before the chain existed, once."""
-        if "hash" in self.db.table("audit").columns_dict:
+    def _migrate_audit_chain(self, found: int) -> None:
+        """Schema 3: hash-chain the audit rows written before the chain existed, once.
+
+        Keyed on the recorded schema version, never on a missing column: a chained database whose
+        hash columns were dropped must not be re-chained (that would bless whatever was edited)."""
+        columns = self.db.table("audit").columns_dict
+        if found >= AUDIT_CHAIN_SCHEMA:
+            if not {"prev_hash", "hash"} <= set(columns):
+                raise StoreError(
+                    f"the audit table of {self.path} has lost its hash chain (schema {found} has "
+                    "`prev_hash` and `hash` columns): it was altered outside scalebot. Nothing was "
+                    "changed; keep the file for investigation and start scalebot with a new one"
+                )
+            return
+        if "hash" in columns:  # a new database: created with the chain, nothing to backfill
             return
         self._add_columns("audit", {"prev_hash": str, "hash": str})
         # The append-only trigger forbids the one-time backfill; it is re-created right after.
@@ -791,28 +814,23 @@ class Store:
             row_id = (last[0] + 1) if last else 1
             prev = last[1] if last else GENESIS_HASH
             values = (row_id, at.isoformat(), actor, action, op_id, cluster, detail)
+            digest = _audit_hash(prev, values)
             self._conn.execute(
                 "INSERT INTO audit (id, at, actor, action, op_id, cluster, detail, prev_hash, hash) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (*values, prev, _audit_hash(prev, values)),
+                (*values, prev, digest),
             )
+        # Published outside the file: `verify-audit --expect-head` checks a kept line against it.
+        # (A rolled-back outer transaction leaves a line for a row that never was: it then fails
+        # `--expect-head` loudly, never passes wrongly.)
+        log.info("audit head %s (row %d)", digest, row_id, extra={"audit_row": row_id, "audit_head": digest})
 
     def verify_audit(self) -> tuple[int, list[AuditProblem]]:
         """Re-compute the audit hash chain: (rows checked, the breaks found). An edited row breaks its
         own hash; an inserted or deleted row breaks the link of the row after it."""
-        problems: list[AuditProblem] = []
         with self._lock:
-            rows = self._conn.execute(
-                "SELECT id, at, actor, action, op_id, cluster, detail, prev_hash, hash FROM audit ORDER BY id"
-            ).fetchall()
-        prev = GENESIS_HASH
-        for row in rows:
-            if row[7] != prev:
-                problems.append(AuditProblem(row[0], "links to a previous row that is not the one before it"))
-            if row[8] != _audit_hash(row[7] or "", row[:7]):
-                problems.append(AuditProblem(row[0], "its content does not match its hash"))
-            prev = row[8]
-        return len(rows), problems
+            rows = self._conn.execute(_AUDIT_CHAIN_ROWS).fetchall()
+        return len(rows), _chain_problems(rows)
 
     def audit_rows(self, *, op_id: str | None = None) -> list[AuditRow]:
         with self._lock:
@@ -1131,6 +1149,128 @@ def schedule_fingerprint(stored: StoredSchedule) -> str:
         "approval_mode": stored.approval_mode,
     }
     return hashlib.sha256(json.dumps(essence, sort_keys=True).encode()).hexdigest()[:16]
+
+
+_AUDIT_CHAIN_ROWS = (
+    "SELECT id, at, actor, action, op_id, cluster, detail, prev_hash, hash FROM audit ORDER BY id"
+)
+
+
+def _chain_problems(rows: Sequence[Sequence[Any]]) -> list[AuditProblem]:
+    problems: list[AuditProblem] = []
+    prev = GENESIS_HASH
+    for row in rows:
+        if row[7] != prev:
+            problems.append(AuditProblem(row[0], "links to a previous row that is not the one before it"))
+        if row[8] != _audit_hash(row[7] or "", row[:7]):
+            problems.append(AuditProblem(row[0], "its content does not match its hash"))
+        prev = row[8]
+    return problems
+
+
+def _append_only_triggers(table: str) -> dict[str, str]:
+    """Trigger name -> its SQL exactly as SQLite keeps it in `sqlite_master`."""
+    return {
+        f"{table}_no_{verb.lower()}": f"CREATE TRIGGER {table}_no_{verb.lower()} BEFORE {verb} ON {table} "
+        f"BEGIN SELECT RAISE(ABORT, '{table} is append-only'); END"
+        for verb in ("UPDATE", "DELETE")
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class AuditCheck:
+    """What `verify_audit_file` found: rows, the chain's head hash, breaks, and where a kept head is."""
+
+    rows: int
+    head: str
+    problems: tuple[AuditProblem, ...]
+    altered: tuple[str, ...] = ()
+    """What was altered around the rows (a missing or replaced append-only trigger)."""
+    expected_row: int | None = None
+    """The row whose hash is `--expect-head` (None: not asked, or not in the chain)."""
+
+
+def verify_audit_file(path: str, *, expect_head: str | None = None) -> AuditCheck:
+    """Verify the audit chain of a database file without changing a byte of it.
+
+    Read-only (`mode=ro`), never migrating. A file at rest (no `-wal`) is opened `immutable`, so
+    SQLite creates no `-wal`/`-shm` beside it either. A live file (scalebot running, its `-wal` and
+    `-shm` present) is read through them so committed rows count; SQLite then updates its read
+    marks in the `-shm`, as any reader does, and nothing else. A `-wal` without its `-shm` is
+    refused: reading it would create one. Raises AuditUnverifiable when the schema version,
+    the chain's columns or the append-only triggers are not this scalebot's, StoreError when the
+    file cannot be read."""
+    conn = _open_read_only(path)
+    try:
+        altered = _require_chain_schema(conn, path)
+        rows = conn.execute(_AUDIT_CHAIN_ROWS).fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"cannot read the database {path}: {exc}") from exc
+    finally:
+        conn.close()
+    expected_row = None
+    if expect_head is not None:
+        expected_row = next((int(row[0]) for row in rows if row[8] == expect_head), None)
+    head = str(rows[-1][8]) if rows else GENESIS_HASH
+    return AuditCheck(len(rows), head, tuple(_chain_problems(rows)), altered, expected_row)
+
+
+def _open_read_only(path: str) -> sqlite3.Connection:
+    file = Path(path)
+    if not file.is_file():
+        raise StoreError(f"no database file at {path}")
+    wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
+    if wal.exists() and not shm.exists():
+        raise StoreError(
+            f"{path} has a write-ahead log ({wal.name}) but no {shm.name}: reading it would create one. "
+            f'Verify a copy (`sqlite3 {path} ".backup copy.db"`, then verify copy.db); nothing was changed'
+        )
+    mode = "mode=ro" if wal.exists() else "mode=ro&immutable=1"
+    try:
+        conn = sqlite3.connect(f"{file.absolute().as_uri()}?{mode}", uri=True, isolation_level=None)
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"cannot read the database {path} read-only: {exc}") from exc
+    return conn
+
+
+def _require_chain_schema(conn: sqlite3.Connection, path: str) -> tuple[str, ...]:
+    """Raises when the rows cannot be checked (schema version, chain columns); returns what else
+    was altered (the append-only triggers), for the caller to report with the rows' own breaks."""
+    objects = {
+        (str(kind), str(name)): str(sql)
+        for kind, name, sql in conn.execute("SELECT type, name, sql FROM sqlite_master").fetchall()
+    }
+    found = 0
+    if ("table", "meta") in objects:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        found = int(row[0]) if row and str(row[0]).isdecimal() else -1
+    if found != SCHEMA_VERSION:
+        newer = found > SCHEMA_VERSION
+        raise AuditUnverifiable(
+            f"{path} has schema version {found}; this scalebot verifies schema {SCHEMA_VERSION} only. "
+            + (
+                "Verify it with the newer scalebot that wrote it"
+                if newer
+                else "An older scalebot's file is migrated (and chained) by starting scalebot on it, "
+                "never by verifying; a version set back by hand means the file was altered"
+            )
+        )
+    columns = {str(row[1]) for row in conn.execute("PRAGMA table_info(audit)").fetchall()}
+    missing = [c for c in ("prev_hash", "hash") if c not in columns]
+    if missing:
+        raise AuditUnverifiable(
+            f"the audit table of {path} has no {' or '.join(f'`{c}`' for c in missing)} column: "
+            "its hash chain was removed outside scalebot, so the rows cannot be trusted"
+        )
+    altered = []
+    for name, sql in _append_only_triggers("audit").items():
+        if objects.get(("trigger", name)) != sql:
+            state = "is missing" if ("trigger", name) not in objects else "was replaced"
+            altered.append(
+                f"the append-only trigger {name} {state}: the audit table was altered outside scalebot"
+            )
+    return tuple(altered)
 
 
 def _audit_hash(prev: str, values: Sequence[Any]) -> str:

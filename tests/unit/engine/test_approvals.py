@@ -485,8 +485,7 @@ def test_the_audit_hash_chain_detects_edits_and_deletions(
     assert [p.row_id for p in w.store.verify_audit()[1]] == [2]
     assert cli.main(["operations", "verify-audit", "--db", str(db)]) == cli.EXIT_AUDIT_BROKEN
     assert "audit row 2: its content does not match its hash" in capsys.readouterr().err
-    # Opening the file again (the CLI did) re-created the trigger: drop both this time.
-    conn.execute("DROP TRIGGER audit_no_update")
+    # verify-audit opened the file read-only: the dropped trigger stays dropped.
     conn.execute("DROP TRIGGER audit_no_delete")
     conn.execute("UPDATE audit SET actor = ? WHERE id = 2", (VIEWER,))
     conn.execute("DELETE FROM audit WHERE id = 2")
