@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 from bot import messages
-from engine.durations import DurationError, parse_duration
+from engine.durations import DurationError, MissingUnitError, parse_duration
 from engine.operation import OperationRequest, OpKind, Target
 
 MAX_TEXT_CHARS = 2_000
@@ -450,6 +450,8 @@ def _wake_for(token: str) -> int:
         raise UsageError(messages.bad_duration(token[:40]), messages.usage("wake"))
     try:
         duration = parse_duration(token)
+    except MissingUnitError as exc:
+        raise UsageError(messages.bad_duration(token, str(exc)), messages.usage("wake")) from exc
     except (DurationError, OverflowError, ValueError) as exc:
         raise UsageError(messages.bad_duration(token), messages.usage("wake")) from exc
     if duration <= timedelta(0) or duration > MAX_WAKE_FOR:

@@ -143,7 +143,10 @@ def bad_size(token: str) -> str:
     return f"`{token}` is not a pool size: use a whole number from 0 to 10000."
 
 
-def bad_duration(token: str) -> str:
+def bad_duration(token: str, reason: str = "") -> str:
+    """`reason`: the duration parser's own words ("a duration needs a unit — 30s or 30m?")."""
+    if reason:
+        return f"`for {token}`: {reason}"
     return f"`{token}` is not a duration: use e.g. `90m`, `3h` or `1h30m`."
 
 

@@ -1,6 +1,12 @@
 """Human durations as kubectl and Go write them: "90s", "10m", "1h30m", "2h", "500ms".
 
-Pure. Errors name the bad text and show the accepted form.
+Every duration scalebot reads (CLI flags, the config file, Slack and console commands, schedule
+lead times) goes through `parse_duration`. A number needs a unit, as in Go's time.ParseDuration
+(kubectl refuses `--timeout=5`: "missing unit in duration"): a bare "5" is refused instead of
+being read as 5 seconds, since "--graceful-window 5" meant 5 minutes to whoever typed it and
+5 seconds to the bot. The one exception is "0", which Go and kubectl accept too: zero has no unit.
+
+Pure. Errors name the bad text and show the accepted form; the caller prefixes the field.
 """
 
 from __future__ import annotations
@@ -16,11 +22,17 @@ class DurationError(ValueError):
     pass
 
 
+class MissingUnitError(DurationError):
+    """A number without a unit ("5"): the message asks which unit was meant."""
+
+
 def parse_duration(text: str) -> timedelta:
-    """Parse a Go-style duration; a bare number means seconds, "0" means zero."""
+    """Parse a Go-style duration; "0" means zero, any other number without a unit is refused."""
     value = text.strip().lower()
-    if re.fullmatch(r"\d+", value):
-        return timedelta(seconds=int(value))
+    if re.fullmatch(r"0+", value):
+        return timedelta(0)
+    if re.fullmatch(r"\d+(\.\d+)?", value):
+        raise MissingUnitError(f"a duration needs a unit — {value}s or {value}m?")
     pos, total = 0, 0.0
     for match in _PART.finditer(value):
         if match.start() != pos:

@@ -43,6 +43,16 @@ def test_usage_error_is_the_ephemeral_ack_and_nothing_changes(bot: RunningBot) -
     assert [c.method for c in bot.api.calls if c.method != "auth.test"] == []
 
 
+def test_a_duration_without_a_unit_is_refused_in_the_ephemeral_ack(bot: RunningBot) -> None:
+    result, _ = bot.command("wake for 30")
+
+    ack = result.json()
+    assert ack["response_type"] == "ephemeral"
+    assert "`for 30`: a duration needs a unit — 30s or 30m?" in json.dumps(ack, ensure_ascii=False)
+    bot.settle()
+    bot.assert_unchanged(no_reads=True)
+
+
 def test_injection_looking_names_are_refused_in_the_ack(bot: RunningBot) -> None:
     result, _ = bot.command("drain web-1;reboot")
 
