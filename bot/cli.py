@@ -17,12 +17,13 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from bot import logs, messages, providers, wiring
+from bot import cli_read, logs, messages, providers, wiring
 from engine import advice, consolidation, drain, drainer, filters, plan
 from engine.clock import SystemClock
 from engine.durations import DurationError, parse_duration
@@ -104,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     drain.add_argument("--interval", default="20s", help="longest gap between drain passes (default 20s)")
     drain.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
+    _add_yes_flag(drain)
     drain.add_argument(
         "--style",
         choices=("legacy", "current"),
@@ -177,12 +179,14 @@ def _add_pool_commands(commands: Any, plan_kinds: Any) -> None:
     _add_ops_args(scale)
     scale.add_argument("pool")
     scale.add_argument("size", type=int)
+    _add_yes_flag(scale)
     _add_pace_flag(scale)
     scale.set_defaults(handler=cmd_pool_op, kind=OpKind.SCALE)
 
     zero = commands.add_parser("zero", help="scale pools (default: every pool) to 0; two phases when all go")
     _add_ops_args(zero)
     zero.add_argument("pools", nargs="*", metavar="POOL")
+    _add_yes_flag(zero)
     _add_workload_flags(zero)
     _add_pace_flag(zero)
     zero.set_defaults(handler=cmd_pool_op, kind=OpKind.ZERO)
@@ -219,6 +223,7 @@ def _add_pool_commands(commands: Any, plan_kinds: Any) -> None:
         metavar="HASH",
         help="verify-audit: fail unless this hash (an `audit head` log line kept elsewhere) is in the chain",
     )
+    cli_read.add_output_flag(opers)
     opers.set_defaults(handler=cmd_operations)
 
     resume = commands.add_parser("resume", help="continue operations interrupted by a stop or a crash")
@@ -308,7 +313,9 @@ def _add_ops_args(parser: argparse.ArgumentParser) -> None:
         help="SQLite database (default $SCALEBOT_DB or ./scalebot.db)",
     )
     parser.add_argument(
-        "--simulated", action="store_true", help="use the built-in SIMULATED cluster (in memory)"
+        "--simulated",
+        action="store_true",
+        help="use the built-in SIMULATED cluster (its state is kept in the database)",
     )
     parser.add_argument("--graceful-window", default="5m", help="phase 1 of a full shutdown (default 5m)")
     parser.add_argument("--drain-timeout", default="1h", help="give up on a partial drain after (default 1h)")
@@ -394,6 +401,9 @@ def cmd_drain(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(_plan(api, nodes, options).to_text())
         return EXIT_OK
+    if args.force and not args.yes:
+        names = ", ".join(n.name for n in nodes)
+        confirm(args, _plan(api, nodes, options).to_text(), f"drain --force {names}")
     cancel = threading.Event()
     _on_interrupt(cancel)
 
@@ -482,16 +492,17 @@ def build_operations(
         graceful_window=_duration(args.graceful_window, "--graceful-window"),
         drain_timeout=_duration(args.drain_timeout, "--drain-timeout") or None,
     )
+    try:
+        store = Store(args.db)
+    except StoreError as exc:
+        raise CliError(str(exc)) from exc
     if args.simulated:
-        handle, _ = wiring.simulated_cluster()
-        print("SIMULATED cluster (in memory): nothing real is changed", file=sys.stderr)
-        store = Store(":memory:")
+        handle, _ = wiring.simulated_cluster(store=store)
+        # Simulated pods and nodes answer at once: no need to wait real-cluster intervals for them.
+        settings = replace(settings, pass_interval=timedelta(seconds=2), settle=timedelta(seconds=1))
+        print(f"SIMULATED cluster (kept in {args.db}): nothing real is changed", file=sys.stderr)
     else:
         handle = _connect_cluster(args)
-        try:
-            store = Store(args.db)
-        except StoreError as exc:
-            raise CliError(str(exc)) from exc
     rules = policies(handle.name) if policies else {}
     return new_operations(store, {handle.name: handle}, rules, SystemClock(), settings=settings)
 
@@ -598,7 +609,43 @@ def cmd_plan_advise(args: argparse.Namespace) -> int:
 
 def cmd_pool_op(args: argparse.Namespace) -> int:
     ops = build_operations(args)
-    return follow(ops, lambda: ops.request(_request(args, ops)))
+    request = _request(args, ops)
+    if args.kind in (OpKind.ZERO, OpKind.SCALE) and not args.yes:
+        try:
+            planned = ops.plan(request)
+        except UserError as exc:
+            raise CliError(str(exc)) from exc
+        if any(p.after < p.before for p in planned.pools) or planned.workloads:
+            confirm(args, planned.to_text(), f"{args.kind.value} {planned.summary()}")
+    return follow(ops, lambda: ops.request(request))
+
+
+def _add_yes_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-y",
+        "--yes",
+        action="store_true",
+        help="do not ask for confirmation (needed when stdin is not a terminal)",
+    )
+
+
+def confirm(args: argparse.Namespace, plan_text: str, what: str) -> None:
+    """A destructive command asks on a terminal; without one it needs --yes. Raises CliError (exit 2,
+    nothing changed) when not confirmed."""
+    if args.yes:
+        return
+    if not sys.stdin.isatty():
+        raise CliError(
+            f"{what}: confirm with --yes (stdin is not a terminal, so scalebot cannot ask); "
+            "nothing was changed"
+        )
+    print(plan_text, flush=True)
+    try:
+        answer = input(f"{what}: continue? [y/N] ")
+    except EOFError:
+        answer = ""
+    if answer.strip().lower() not in ("y", "yes"):
+        raise CliError("not confirmed; nothing was changed")
 
 
 def cmd_consolidate(args: argparse.Namespace) -> int:
@@ -730,34 +777,19 @@ def cmd_verify_audit(args: argparse.Namespace) -> int:
 def cmd_operations(args: argparse.Namespace) -> int:
     if args.action == "verify-audit":
         return cmd_verify_audit(args)
-    ops = build_operations(args)
-    if args.action == "list":
-        for op in ops.list_operations(limit=50):
-            print(
-                f"{op.id}  {op.state.value:<17} {op.kind.value:<5} {op.requested_by:<16} "
-                f"{op.created_at:%Y-%m-%d %H:%M}  {op.plan.summary()}"
-            )
-        return EXIT_OK
-    if not args.operation_id:
+    if args.action != "list" and not args.operation_id:
         raise CliError(f"`operations {args.action}` needs an operation ID (see `scalebot operations list`)")
-    if args.action == "cancel":
-        outcome = ops.cancel(args.operation_id, by=_user())
-        if not outcome.ok:
-            raise CliError(messages.outcome_text(outcome, slack=False))
-        print(messages.outcome_text(outcome, slack=False))
+    if args.action in ("list", "show"):  # the database only: no kubeconfig needed
+        try:
+            (cli_read.list_operations if args.action == "list" else cli_read.show_operation)(args)
+        except cli_read.ReadError as exc:
+            raise CliError(str(exc)) from exc
         return EXIT_OK
-    found = ops.get(args.operation_id)
-    if found is None:
-        raise CliError(f"no operation {args.operation_id}; `scalebot operations list` shows the recent ones")
-    op = found
-    when = f"{op.created_at:%Y-%m-%d %H:%M}"
-    print(f"{op.id}: {op.kind.value} {op.state.value}, requested by {op.requested_by}, {when}")
-    print(op.plan.to_text())
-    if op.error:
-        print(f"error: {op.error}")
-    for entry in ops.history(op.id):
-        detail = f": {entry.detail}" if entry.detail else ""
-        print(f"  {entry.at:%Y-%m-%d %H:%M:%S} {entry.actor:<16} {entry.action}{detail}")
+    ops = build_operations(args)
+    outcome = ops.cancel(args.operation_id, by=_user())
+    if not outcome.ok:
+        raise CliError(messages.outcome_text(outcome, slack=False))
+    print(messages.outcome_text(outcome, slack=False))
     return EXIT_OK
 
 

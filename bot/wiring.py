@@ -15,9 +15,14 @@ from engine.kube.fake import FakeCluster
 from engine.pools.simulated import SimulatedPoolProvider
 from engine.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 from engine.runner import ClusterHandle
+from engine.store import Store
 
 if TYPE_CHECKING:
     from engine.workloads import WorkloadConfig
+
+
+SIM_CLUSTER, SIM_POOLS = "cluster", "pools"
+"""The parts of a simulated cluster's saved state: its Kubernetes objects, its pools' records."""
 
 
 class WiringError(ValueError):
@@ -66,12 +71,29 @@ def connect_cluster(
 
 
 def simulated_cluster(
-    name: str = "simulated", *, clock: Clock | None = None
+    name: str = "simulated", *, clock: Clock | None = None, store: Store | None = None
 ) -> tuple[ClusterHandle, FakeCluster]:
-    """The built-in simulated cluster: in memory, clearly not a real one (see bot.demo)."""
+    """The built-in simulated cluster (see bot.demo), clearly not a real one.
+
+    With a `store`, its state lives in that SQLite file (the `simulation` table): loaded here (the
+    demo's pools the first time) and saved after every call that changed it, so separate commands
+    on the same file act on one cluster. Without one it lives in memory only."""
     from bot import demo
 
     clock = clock or SystemClock()
-    fake = FakeCluster(now=clock.now)
-    demo.populate(fake)
-    return ClusterHandle(name, fake, SimulatedPoolProvider(fake)), fake
+    saved = store.simulation(name) if store is not None else {}
+    if SIM_CLUSTER in saved:
+        fake = FakeCluster.from_state(saved[SIM_CLUSTER], now=clock.now)
+    else:
+        fake = FakeCluster(now=clock.now)
+        demo.populate(fake)
+    pools = SimulatedPoolProvider(fake)
+    if SIM_POOLS in saved:
+        pools.load_state(saved[SIM_POOLS])
+    if store is not None:
+        fake.on_change = lambda: store.save_simulation(name, SIM_CLUSTER, fake.to_state(), at=clock.now())
+        pools.on_change = lambda: store.save_simulation(name, SIM_POOLS, pools.to_state(), at=clock.now())
+        if not saved:
+            fake.on_change()
+            pools.on_change()
+    return ClusterHandle(name, fake, pools), fake

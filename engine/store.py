@@ -474,6 +474,13 @@ class Store:
             {"id": str, "seq": int, "item": str, "sent": int}, pk="id", if_not_exists=True
         )
         db.table("messages").create({"key": str, "channel": str, "ts": str}, pk="key", if_not_exists=True)
+        # The built-in simulated cluster (`--simulated`): its objects as JSON, one row per part, so
+        # that separate commands on the same file see one cluster, as they would a real one.
+        db.table("simulation").create(
+            {"cluster": str, "part": str, "state": str, "saved_at": str},
+            pk=("cluster", "part"),
+            if_not_exists=True,
+        )
         self._migrate_schedules()
         for table in APPEND_ONLY_TABLES:
             for name, sql in _append_only_triggers(table).items():
@@ -959,6 +966,26 @@ class Store:
         with self._lock:
             rows = list(self.db.table("messages").rows_where("key = ?", [key]))
         return (rows[0]["channel"], rows[0]["ts"]) if rows else None
+
+    # -- the simulated cluster -------------------------------------------------------------------
+
+    def save_simulation(self, cluster: str, part: str, state: Mapping[str, Any], *, at: datetime) -> None:
+        """Replace one part of a simulated cluster's state (one transaction: a crash keeps the old
+        or the new state, never half of it)."""
+        row = {
+            "cluster": cluster,
+            "part": part,
+            "state": json.dumps(state, sort_keys=True),
+            "saved_at": at.isoformat(),
+        }
+        with self.transaction():
+            self.db.table("simulation").upsert(row, pk=("cluster", "part"))
+
+    def simulation(self, cluster: str) -> dict[str, dict[str, Any]]:
+        """The saved parts of a simulated cluster's state by name (empty: never saved)."""
+        with self._lock:
+            rows = list(self.db.table("simulation").rows_where("cluster = ?", [cluster]))
+        return {str(r["part"]): json.loads(r["state"]) for r in rows}
 
     # -- workloads put to sleep ---------------------------------------------------------------------
 

@@ -20,12 +20,13 @@ request (no pagination); label selectors support `=`, `==`, `!=`, `in`, `notin`,
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import itertools
 import re
 import threading
 import uuid
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from concurrent.futures import Executor
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -98,6 +99,10 @@ class FakeCluster:
         self._faults: list[tuple[str, str | None, errors.KubeError]] = []
         self._serial = itertools.count(1)
         self.request_counts: collections.Counter[tuple[str, str]] = collections.Counter()
+        self.on_change: Callable[[], None] | None = None
+        """Called (with the lock held) after a call that changed the cluster, e.g. to persist it."""
+        self._depth = 0
+        self._dirty = False
 
     # -- populating (not counted as requests) --------------------------------------------------
 
@@ -113,7 +118,7 @@ class FakeCluster:
         cpu_allocatable_milli: int = 4000,
         memory_allocatable_bytes: int = 16 * 1024**3,
     ) -> NodeInfo:
-        with self._lock:
+        with self._guard():
             node = NodeInfo(
                 name=name,
                 uid=self._new_uid(),
@@ -128,13 +133,15 @@ class FakeCluster:
                 created_at=self._now(),
             )
             self._nodes[name] = _with_unschedulable(node, True) if unschedulable else node
+            self._dirty = True
             return self._nodes[name]
 
     def set_node_ready(self, name: str, ready: str) -> None:
         """ "True", "False" or "Unknown" (the node stopped reporting)."""
-        with self._lock:
+        with self._guard():
             node = self._nodes[name]
             self._nodes[name] = dataclasses.replace(node, ready=ready, ready_reason=_ready_reason(ready))
+            self._dirty = True
 
     def add_pod(
         self,
@@ -174,7 +181,7 @@ class FakeCluster:
             )
         elif recreate_on is not None:
             raise ValueError("recreate_on needs a controller")
-        with self._lock:
+        with self._guard():
             if (namespace, name) in self._pods:
                 raise ValueError(f"pod {namespace}/{name} already exists")
             pod = PodInfo(
@@ -197,17 +204,18 @@ class FakeCluster:
             self._pods[(namespace, name)] = pod
             if recreate_on is not None:
                 self._recreate_on[pod.uid] = tuple(recreate_on)
+            self._dirty = True
             return pod
 
     def get_pod(self, namespace: str, name: str) -> PodInfo | None:
         """Inspect a pod without counting a request (tests only; the engine lists)."""
-        with self._lock:
+        with self._guard():
             self._reap_locked()
             return self._pods.get((namespace, name))
 
     def all_pods(self) -> list[PodInfo]:
         """Every pod, sorted by key, without counting a request."""
-        with self._lock:
+        with self._guard():
             self._reap_locked()
             return sorted(self._pods.values(), key=lambda p: p.key)
 
@@ -228,7 +236,7 @@ class FakeCluster:
         """
         if (disruptions_allowed is None) == (min_available is None):
             raise ValueError("give exactly one of disruptions_allowed and min_available")
-        with self._lock:
+        with self._guard():
             pdb = _Pdb(
                 namespace=namespace,
                 name=name,
@@ -244,32 +252,37 @@ class FakeCluster:
             else:
                 pdb.desired_healthy = max(0, healthy - (disruptions_allowed or 0))
             self._pdbs[(namespace, name)] = pdb
+            self._dirty = True
             return self._pdb_info_locked(pdb)
 
     def set_pdb_allowance(self, namespace: str, name: str, disruptions_allowed: int) -> None:
         """What the disruption controller would write; only for budgets with a fixed allowance."""
-        with self._lock:
+        with self._guard():
             pdb = self._pdbs[(namespace, name)]
             if pdb.allowed is None:
                 raise ValueError(f"PDB {namespace}/{name} computes its allowance from min_available")
             pdb.allowed = disruptions_allowed
+            self._dirty = True
 
     def add_daemonset(self, namespace: str, name: str) -> None:
-        with self._lock:
+        with self._guard():
             self._daemonsets.add(f"{namespace}/{name}")
+            self._dirty = True
 
     def set_namespace_terminating(self, namespace: str, terminating: bool = True) -> None:
-        with self._lock:
+        with self._guard():
             if terminating:
                 self._terminating_namespaces.add(namespace)
             else:
                 self._terminating_namespaces.discard(namespace)
+            self._dirty = True
 
     def remove_finalizers(self, namespace: str, name: str) -> None:
-        with self._lock:
+        with self._guard():
             pod = self._pods.get((namespace, name))
             if pod is not None:
                 self._pods[(namespace, name)] = dataclasses.replace(pod, finalizers=())
+                self._dirty = True
             self._reap_locked()
 
     def fail_next(self, verb: str, error: errors.KubeError, *, resource: str | None = None) -> None:
@@ -278,12 +291,12 @@ class FakeCluster:
         Verbs and resources are the keys of `request_counts`: ("list", "pods"),
         ("create", "pods/eviction"), ("patch", "nodes"), ("delete", "pods"), ...
         """
-        with self._lock:
+        with self._guard():
             self._faults.append((verb, resource, error))
 
     def tick(self) -> None:
         """Let the cluster catch up with the clock: remove expired pods, place pending replacements."""
-        with self._lock:
+        with self._guard():
             self._reap_locked()
 
     def advance(self, seconds: float) -> None:
@@ -296,13 +309,13 @@ class FakeCluster:
     # -- KubeApi -------------------------------------------------------------------------------
 
     def list_nodes(self, *, label_selector: str | None = None) -> list[NodeInfo]:
-        with self._lock:
+        with self._guard():
             self._request_locked("list", "nodes")
             selector = _parse_label_selector(label_selector or "")
             return [n for _, n in sorted(self._nodes.items()) if selector.matches(n.labels)]
 
     def get_node(self, name: str) -> NodeInfo:
-        with self._lock:
+        with self._guard():
             self._request_locked("get", "nodes")
             return self._node_locked(name)
 
@@ -310,7 +323,7 @@ class FakeCluster:
         wanted = None if node_names is None else frozenset(node_names)
         if wanted is not None and not wanted:
             return []  # like the real adapter: no request for no nodes
-        with self._lock:
+        with self._guard():
             self._request_locked("list", "pods")
             return [
                 p
@@ -319,32 +332,33 @@ class FakeCluster:
             ]
 
     def list_pdbs(self) -> list[PdbInfo]:
-        with self._lock:
+        with self._guard():
             self._request_locked("list", "poddisruptionbudgets")
             return [self._pdb_info_locked(p) for _, p in sorted(self._pdbs.items())]
 
     def list_daemonset_keys(self) -> frozenset[str]:
-        with self._lock:
+        with self._guard():
             self._request_locked("list", "daemonsets")
             return frozenset(self._daemonsets)
 
     def list_terminating_namespaces(self) -> frozenset[str]:
-        with self._lock:
+        with self._guard():
             self._request_locked("list", "namespaces")
             return frozenset(self._terminating_namespaces)
 
     def set_unschedulable(self, node: str, unschedulable: bool) -> bool:
-        with self._lock:
+        with self._guard():
             self._request_locked("get", "nodes")
             current = self._node_locked(node)
             if current.unschedulable == unschedulable:
                 return False
             self._request_locked("patch", "nodes")
             self._nodes[node] = _with_unschedulable(current, unschedulable)
+            self._dirty = True
             return True
 
     def set_taint(self, node: str, key: str, *, value: str, effect: str, present: bool) -> bool:
-        with self._lock:
+        with self._guard():
             self._request_locked("get", "nodes")
             current = self._node_locked(node)
             if present:
@@ -357,10 +371,11 @@ class FakeCluster:
                     return False
             self._request_locked("patch", "nodes")
             self._nodes[node] = dataclasses.replace(current, taints=taints)
+            self._dirty = True
             return True
 
     def cordon(self, node: str, *, taint_key: str, taint_value: str, taint_effect: str) -> CordonResult:
-        with self._lock:
+        with self._guard():
             self._request_locked("get", "nodes")
             return self._cordon_locked(self._node_locked(node), taint_key, taint_value, taint_effect)
 
@@ -378,7 +393,7 @@ class FakeCluster:
         wanted = frozenset(nodes)
         if not wanted:
             return {}
-        with self._lock:
+        with self._guard():
             self._request_locked("list", "nodes")
             listed = [n for name, n in sorted(self._nodes.items()) if name in wanted]
             return {n.name: self._cordon_locked(n, taint_key, taint_value, taint_effect) for n in listed}
@@ -386,7 +401,7 @@ class FakeCluster:
     def evict_pod(self, pod: PodInfo, *, grace_seconds: int | None = None) -> None:
         """The eviction subresource, checks in the server's order (eviction.go)."""
         _require_uid(pod)
-        with self._lock:
+        with self._guard():
             self._request_locked("create", "pods/eviction")
             if pod.namespace in self._terminating_namespaces:
                 # NamespaceLifecycle admission rejects the create before the handler runs.
@@ -411,20 +426,66 @@ class FakeCluster:
 
     def delete_pod(self, pod: PodInfo, *, grace_seconds: int | None = None) -> None:
         _require_uid(pod)
-        with self._lock:
+        with self._guard():
             self._request_locked("delete", "pods")
             live = self._live_pod_locked(pod)
             _check_uid(live, pod.uid)
             self._delete_locked(live, grace_seconds)
 
     def delete_node(self, name: str) -> None:
-        with self._lock:
+        with self._guard():
             self._request_locked("delete", "nodes")
             self._node_locked(name)
             del self._nodes[name]
+            self._dirty = True
             # The pod garbage collector force-deletes pods bound to a node that no longer exists.
             for pod in [p for p in self._pods.values() if p.node_name == name]:
                 self._remove_locked(pod)
+
+    # -- state (the simulated cluster keeps it in SQLite between commands) ----------------------
+
+    def to_state(self) -> dict[str, Any]:
+        """Everything the cluster holds, as JSON-ready data (`from_state` reads it back)."""
+        with self._guard():
+            return {
+                "nodes": [_encode(n) for _, n in sorted(self._nodes.items())],
+                "pods": [_encode(p) for _, p in sorted(self._pods.items())],
+                "pdbs": [_encode(p) for _, p in sorted(self._pdbs.items())],
+                "daemonsets": sorted(self._daemonsets),
+                "terminating_namespaces": sorted(self._terminating_namespaces),
+                "recreate_on": {uid: list(nodes) for uid, nodes in sorted(self._recreate_on.items())},
+                "serial": next(self._serial),
+            }
+
+    @classmethod
+    def from_state(
+        cls, state: Mapping[str, Any], *, now: Callable[[], datetime] | None = None
+    ) -> FakeCluster:
+        """A cluster as `to_state` left it; pods whose grace ended meanwhile go at the first call."""
+        cluster = cls(now=now)
+        cluster._nodes = {n.name: n for n in (_decode_node(raw) for raw in state["nodes"])}
+        cluster._pods = {(p.namespace, p.name): p for p in (_decode_pod(raw) for raw in state["pods"])}
+        cluster._pdbs = {(p.namespace, p.name): p for p in (_decode_pdb(raw) for raw in state["pdbs"])}
+        cluster._daemonsets = set(state["daemonsets"])
+        cluster._terminating_namespaces = set(state["terminating_namespaces"])
+        cluster._recreate_on = {uid: tuple(nodes) for uid, nodes in state["recreate_on"].items()}
+        cluster._serial = itertools.count(int(state["serial"]))
+        return cluster
+
+    @contextlib.contextmanager
+    def _guard(self) -> Iterator[None]:
+        """The lock, and `on_change` once when the outermost call that changed something ends
+        (also when it raises: what was written before the error stays written, as on a server)."""
+        with self._lock:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+                if self._depth == 0 and self._dirty:
+                    self._dirty = False
+                    if self.on_change is not None:
+                        self.on_change()
 
     # -- internals (call with the lock held) ---------------------------------------------------
 
@@ -452,6 +513,7 @@ class FakeCluster:
             taint = Taint(key=taint_key, effect=taint_effect, value=taint_value)
             cordoned = dataclasses.replace(cordoned, taints=(*cordoned.taints, taint))
         self._nodes[current.name] = cordoned
+        self._dirty = True
         return result
 
     def _node_locked(self, name: str) -> NodeInfo:
@@ -515,6 +577,7 @@ class FakeCluster:
             )
         if pdb.allowed is not None:
             pdb.allowed -= 1
+            self._dirty = True
 
     def _delete_locked(self, pod: PodInfo, grace_seconds: int | None) -> None:
         """Graceful deletion as the pod strategy does it; a later, shorter grace wins."""
@@ -526,6 +589,7 @@ class FakeCluster:
         if pod.deletion_timestamp is None or deadline < pod.deletion_timestamp:
             pod = dataclasses.replace(pod, deletion_timestamp=deadline)
             self._pods[(pod.namespace, pod.name)] = pod
+            self._dirty = True
         if grace == 0 and not pod.finalizers:
             self._remove_locked(pod)
             return
@@ -535,6 +599,7 @@ class FakeCluster:
 
     def _remove_locked(self, pod: PodInfo) -> None:
         del self._pods[(pod.namespace, pod.name)]
+        self._dirty = True
         self._recreate_locked(pod)
 
     def _recreate_locked(self, old: PodInfo) -> None:
@@ -576,6 +641,7 @@ class FakeCluster:
                 node = self._placement_locked(self._recreate_on[pod.uid])
                 if node is not None:
                     self._pods[key] = dataclasses.replace(pod, node_name=node, phase="Running")
+                    self._dirty = True
 
 
 _STATUS_BASE: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure"}
@@ -663,6 +729,60 @@ def _with_unschedulable(node: NodeInfo, unschedulable: bool) -> NodeInfo:
     if unschedulable:
         taints = (*taints, Taint(key=UNSCHEDULABLE_TAINT_KEY, effect="NoSchedule"))
     return dataclasses.replace(node, unschedulable=unschedulable, taints=taints)
+
+
+def _encode(value: Any) -> Any:
+    """Model dataclasses as JSON-ready data: datetimes in ISO 8601, tuples as lists."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        return {str(k): _encode(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_encode(v) for v in value]
+    return value
+
+
+def _when(raw: str | None) -> datetime | None:
+    return datetime.fromisoformat(raw) if raw else None
+
+
+def _decode_node(raw: Mapping[str, Any]) -> NodeInfo:
+    return NodeInfo(
+        **{
+            **raw,
+            "taints": tuple(Taint(**t) for t in raw["taints"]),
+            "created_at": _when(raw["created_at"]),
+            "deletion_timestamp": _when(raw["deletion_timestamp"]),
+        }
+    )
+
+
+def _decode_pod(raw: Mapping[str, Any]) -> PodInfo:
+    return PodInfo(
+        **{
+            **raw,
+            "controller": OwnerRef(**raw["controller"]) if raw["controller"] else None,
+            "finalizers": tuple(raw["finalizers"]),
+            "created_at": _when(raw["created_at"]),
+            "deletion_timestamp": _when(raw["deletion_timestamp"]),
+        }
+    )
+
+
+def _decode_selector(raw: Mapping[str, Any]) -> LabelSelector:
+    return LabelSelector(
+        match_labels=dict(raw["match_labels"]),
+        match_expressions=tuple(
+            LabelSelectorRequirement(r["key"], r["operator"], tuple(r["values"]))
+            for r in raw["match_expressions"]
+        ),
+    )
+
+
+def _decode_pdb(raw: Mapping[str, Any]) -> _Pdb:
+    return _Pdb(**{**raw, "selector": _decode_selector(raw["selector"])})
 
 
 def _ready_reason(ready: str) -> str:

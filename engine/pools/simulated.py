@@ -8,8 +8,10 @@ Removing a node deletes it from the fake; growing a pool re-creates the removed 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 from engine.kube.fake import FakeCluster
 from engine.model import NodeInfo
@@ -32,6 +34,52 @@ class SimulatedPoolProvider:
         self._records: dict[str, RestoreRecord] = {}
         self._templates: dict[str, list[_Template]] = {}
         self._marked: set[str] = set()
+        self.on_change: Callable[[], None] | None = None
+        """Called after a restore record or a removed node's template changed, e.g. to persist them."""
+
+    def to_state(self) -> dict[str, Any]:
+        """Restore records and removed nodes' templates, as JSON-ready data (`load_state` reads it)."""
+        with self._lock:
+            return {
+                "records": {
+                    pool: {
+                        "desired": r.desired,
+                        "min_size": r.min_size,
+                        "max_size": r.max_size,
+                        "recorded_at": r.recorded_at.isoformat(),
+                        "operation_id": r.operation_id,
+                        "extra": dict(r.extra),
+                    }
+                    for pool, r in sorted(self._records.items())
+                },
+                "templates": {
+                    pool: [{"name": t.name, "labels": t.labels} for t in templates]
+                    for pool, templates in sorted(self._templates.items())
+                },
+            }
+
+    def load_state(self, state: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._records = {
+                pool: RestoreRecord(
+                    desired=int(r["desired"]),
+                    min_size=int(r["min_size"]),
+                    max_size=None if r["max_size"] is None else int(r["max_size"]),
+                    recorded_at=datetime.fromisoformat(r["recorded_at"]),
+                    operation_id=str(r["operation_id"]),
+                    extra=dict(r["extra"]),
+                )
+                for pool, r in state["records"].items()
+            }
+            self._templates = {
+                pool: [_Template(str(t["name"]), dict(t["labels"])) for t in templates]
+                for pool, templates in state["templates"].items()
+            }
+
+    def _changed(self) -> None:
+        # Called without the lock: the listener reads the state through `to_state`.
+        if self.on_change is not None:
+            self.on_change()
 
     def list_pools(self) -> list[Pool]:
         by_pool: dict[str, list[NodeInfo]] = {}
@@ -54,11 +102,14 @@ class SimulatedPoolProvider:
             if pool in self._records:
                 return False
             self._records[pool] = record
-            return True
+        self._changed()
+        return True
 
     def clear_restore(self, pool: str) -> None:
         with self._lock:
-            self._records.pop(pool, None)
+            had = self._records.pop(pool, None)
+        if had is not None:
+            self._changed()
 
     def prepare_removal(self, pool: str, nodes: Sequence[str]) -> None:
         with self._lock:
@@ -73,6 +124,7 @@ class SimulatedPoolProvider:
             with self._lock:
                 self._templates.setdefault(pool, []).append(_Template(name, dict(node.labels)))
                 self._marked.discard(name)
+            self._changed()
             self.cluster.delete_node(name)
 
     def set_size(self, pool: str, size: int) -> None:
@@ -83,6 +135,7 @@ class SimulatedPoolProvider:
             for template in templates[: max(0, missing)]:
                 self.cluster.add_node(template.name, labels=template.labels)
             self._templates[pool] = templates[max(0, missing) :]
+        self._changed()
         if missing > len(templates):
             for i in range(missing - len(templates)):
                 self.cluster.add_node(f"{pool}-new-{len(current.nodes) + i}", labels={self.label: pool})

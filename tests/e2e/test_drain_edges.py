@@ -169,6 +169,7 @@ def test_grace_period_minus_one_uses_the_pods_own_grace_period(
             "drain",
             node,
             "--force",
+            "--yes",
             "--grace-period",
             "-1",
             "--timeout",

@@ -165,7 +165,7 @@ def test_kill_9_during_phase_one_and_during_wake_then_resume(
     builders.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
     db = tmp_path / "scalebot.db"
 
-    proc = cli("zero", kubeconfig=scalebot_kubeconfig, db=db, pool_key=pool_key)
+    proc = cli("zero", "--yes", kubeconfig=scalebot_kubeconfig, db=db, pool_key=pool_key)
     builders.wait_until(
         lambda: db.exists() and any(step == "drain" for _, step, _ in journal(db)), 60, "phase 1 under way"
     )

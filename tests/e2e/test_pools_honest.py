@@ -81,7 +81,7 @@ def test_unbacked_nodes_are_emptied_not_removed_and_wake_returns_them(
     assert "nothing stops the machine behind 2 of 2 node(s)" in plan.stdout
     assert f"(empty {', '.join(sorted(names))})" in plan.stdout
 
-    zero = cli("zero", kubeconfig=scalebot_kubeconfig, db=db, pool_key=pool_key)
+    zero = cli("zero", "--yes", kubeconfig=scalebot_kubeconfig, db=db, pool_key=pool_key)
     assert zero.returncode == 0, zero.stdout + zero.stderr
     assert f"pool {pool}: 2 nodes were emptied (cordoned and drained), not removed" in zero.stdout
     assert "Removed 0 nodes; emptied 2 nodes without removing them" in zero.stdout
@@ -127,7 +127,7 @@ def test_wake_leaves_a_node_cordoned_by_someone_else_before_the_zero_cordoned_an
     builders.cordon(admin_api, theirs)  # a person's cordon, before scalebot comes
     db = tmp_path / "scalebot.db"
 
-    zero = cli("zero", kubeconfig=scalebot_kubeconfig, db=db, pool_key=pool_key)
+    zero = cli("zero", "--yes", kubeconfig=scalebot_kubeconfig, db=db, pool_key=pool_key)
     assert zero.returncode == 0, zero.stdout + zero.stderr
     assert "emptied 3 nodes without removing them" in zero.stdout, zero.stdout
 

@@ -168,13 +168,13 @@ def test_zero_and_wake_through_the_real_karpenter_controller(
         return meta["generation"], meta.get("annotations")
 
     before = written()
-    refused = _scalebot(karpenter, db, "scale", nodepool, "2")
+    refused = _scalebot(karpenter, db, "scale", nodepool, "2", "--yes")
     assert refused.returncode != 0
     assert f"pool {nodepool} (karpenter) sizes itself from demand" in refused.stderr
     assert written() == before
 
     # Zero: every pool goes to 0, so two phases; the do-not-disrupt pod holds phase 1.
-    zero = _scalebot(karpenter, db, "zero", "--graceful-window", "8s")
+    zero = _scalebot(karpenter, db, "zero", "--yes", "--graceful-window", "8s")
     assert zero.returncode == 0, zero.stdout + zero.stderr
     out = zero.stdout
     assert "every pool goes to 0" in out
@@ -272,7 +272,7 @@ def test_a_static_nodepool_is_refused_and_left_alone_by_zero(
         before = b.get(admin_api, f"{NODEPOOLS}/{static}")
         assert before["spec"]["replicas"] == 0
         db = tmp_path / "db.sqlite"
-        refused = _scalebot(karpenter, db, "scale", static, "0")
+        refused = _scalebot(karpenter, db, "scale", static, "0", "--yes")
         assert refused.returncode != 0
         assert f'pool "{static}" not found in e2e; pools: {nodepool}' in refused.stderr, refused.stderr
         zero = _scalebot(karpenter, db, "zero")

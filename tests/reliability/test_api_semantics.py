@@ -140,6 +140,7 @@ def test_two_processes_racing_for_one_pool(
     db = tmp_path / "scalebot.db"
     args = [
         "zero",
+        "--yes",
         pool,
         "--kubeconfig",
         str(scalebot_kubeconfig),

@@ -199,7 +199,7 @@ def test_sigkill_during_cordon_force_and_node_removal_then_resume(
         # During cordon: the first node is cordoned, the second refused (an admission policy of
         # the test holds scalebot's writes to it), so the step's result is not persisted.
         with _writes_refused(admin_api, control_plane, nodes[1], unique_name):
-            first = procs.scalebot("zero", *args, name="zero")
+            first = procs.scalebot("zero", "--yes", *args, name="zero")
             poll(
                 lambda: last_step(db) == "cordon" and _step_failures(db) >= 1,
                 60,

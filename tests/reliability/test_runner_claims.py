@@ -64,7 +64,7 @@ def test_a_second_runner_is_refused_and_a_frozen_one_is_fenced(
     db = tmp_path / "scalebot.db"
     args = scalebot_args(scalebot_kubeconfig, db, pool_key)
 
-    first = procs.scalebot("zero", pool, *args, name="zero", env={"POD_NAME": "runner-a"})
+    first = procs.scalebot("zero", "--yes", pool, *args, name="zero", env={"POD_NAME": "runner-a"})
     poll(lambda: last_step(db) == "drain", 60, "the operation to be draining (its PDB blocks it)")
     [op_id] = operations(db)
 

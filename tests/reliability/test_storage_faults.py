@@ -71,7 +71,7 @@ def _offline_kubeconfig(path: Path) -> Path:
 
 
 def _zero_args(kubeconfig: Path, db: Path, pool_key: str, *pools: str) -> list[str]:
-    return ["zero", *pools, *scalebot_args(kubeconfig, db, pool_key)]
+    return ["zero", "--yes", *pools, *scalebot_args(kubeconfig, db, pool_key)]
 
 
 def _one_error_line(proc: Proc) -> str:

@@ -1,0 +1,136 @@
+"""`--simulated` across separate `scalebot` processes: the simulated cluster lives in the database.
+
+Each command is its own `python -m bot` process on the same SQLite file, as a person would type
+them one after the other: a zero-scale in one, the wake in the next, `ops list` in a third.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from bot import wiring
+from engine.store import Store
+
+REPO = Path(__file__).resolve().parents[3]
+FAST = ["--graceful-window", "1s"]
+"""Phase 1 of the simulated zero-scale ends after a second (the PDB-blocked pods are then deleted)."""
+
+
+def scalebot(db: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "SCALEBOT_DB")}
+    return subprocess.run(
+        [sys.executable, "-m", "bot", *args, "--db", str(db)],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**env, "KUBECONFIG": str(db.parent / "no-such-kubeconfig")},
+        timeout=120,
+        check=False,
+    )
+
+
+def test_zero_then_wake_in_separate_processes_act_on_one_simulated_cluster(tmp_path: Path) -> None:
+    db = tmp_path / "scalebot.db"
+
+    zero = scalebot(db, "zero", "--simulated", *FAST, "--yes")
+    assert zero.returncode == 0, zero.stderr
+    handle, _ = wiring.simulated_cluster(store=Store(db))
+    assert handle.api.list_nodes() == [], "the zero-scale's result is in the database"
+
+    wake = scalebot(db, "wake", "--simulated")
+
+    assert wake.returncode == 0, wake.stdout + wake.stderr
+    assert "not asleep" not in wake.stdout + wake.stderr
+    handle, _ = wiring.simulated_cluster(store=Store(db))
+    assert len(handle.api.list_nodes()) == 8, "every pool is back at its recorded size"
+    assert all(pool.restore is None for pool in handle.pools.list_pools())
+
+    listed = scalebot(db, "ops", "list", "--simulated", "-o", "json")
+    assert listed.returncode == 0, listed.stderr
+    ops = json.loads(listed.stdout)
+    assert [(o["kind"], o["state"]) for o in ops] == [("wake", "succeeded"), ("zero", "succeeded")]
+
+
+def test_a_new_database_starts_from_the_demo_cluster_and_saves_it(tmp_path: Path) -> None:
+    store = Store(tmp_path / "new.db")
+
+    _, fake = wiring.simulated_cluster(store=store)
+    fake.delete_node("batch-0")
+
+    again, _ = wiring.simulated_cluster(store=Store(tmp_path / "new.db"))
+    names = [n.name for n in again.api.list_nodes()]
+    assert len(names) == 7 and "batch-0" not in names
+    pods = {p.key for p in again.api.list_pods()}
+    assert "batch/report-0" not in pods and "batch/report-1" in pods
+
+
+def test_zero_in_a_pipe_without_yes_is_refused_and_changes_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "scalebot.db"
+
+    refused = scalebot(db, "zero", "--simulated", *FAST, stdin="y\n")
+
+    assert refused.returncode == 2
+    assert "confirm with --yes (stdin is not a terminal" in refused.stderr
+    assert "nothing was changed" in refused.stderr
+    handle, _ = wiring.simulated_cluster(store=Store(db))
+    assert len(handle.api.list_nodes()) == 8
+    assert json.loads(scalebot(db, "ops", "list", "-o", "json").stdout) == []
+
+
+def on_a_terminal(db: Path, answer: str, *args: str) -> tuple[int, str]:
+    """Run `scalebot ARGS` with a pseudo-terminal as stdin, answering the prompt with `answer`."""
+    leader, follower = os.openpty()
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "SCALEBOT_DB")}
+    try:
+        os.write(leader, answer.encode() + b"\n")  # typed ahead: the terminal buffers it
+        done = subprocess.run(
+            [sys.executable, "-m", "bot", *args, "--db", str(db)],
+            stdin=follower,
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(follower)
+        os.close(leader)
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_zero_on_a_terminal_asks_and_no_changes_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "scalebot.db"
+
+    code, out = on_a_terminal(db, "n", "zero", "--simulated", *FAST)
+
+    assert code == 2, out
+    assert "zero 3 pools, 8 nodes → 0: continue? [y/N]" in out
+    assert "not confirmed; nothing was changed" in out
+    handle, _ = wiring.simulated_cluster(store=Store(db))
+    assert len(handle.api.list_nodes()) == 8
+
+
+def test_scale_down_on_a_terminal_runs_once_confirmed(tmp_path: Path) -> None:
+    db = tmp_path / "scalebot.db"
+
+    code, out = on_a_terminal(db, "y", "scale", "batch", "1", "--simulated")
+
+    assert code == 0, out
+    assert "pool batch 3 → 1: continue? [y/N]" in out
+    handle, _ = wiring.simulated_cluster(store=Store(db))
+    assert handle.pools.get_pool("batch").desired == 1
+
+
+def test_scale_up_needs_no_confirmation(tmp_path: Path) -> None:
+    db = tmp_path / "scalebot.db"
+
+    done = scalebot(db, "scale", "batch", "4", "--simulated")
+
+    assert done.returncode == 0, done.stderr
+    assert "continue?" not in done.stdout
