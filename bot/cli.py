@@ -208,23 +208,7 @@ def _add_pool_commands(commands: Any, plan_kinds: Any) -> None:
     _add_consolidation_flags(consolidate_op)
     consolidate_op.set_defaults(handler=cmd_consolidate, kind=OpKind.CONSOLIDATE)
 
-    opers = commands.add_parser(
-        "operations",
-        aliases=["ops"],
-        help="list, show or cancel operations; verify-audit checks the audit log",
-    )
-    _add_ops_args(opers)
-    opers.add_argument(
-        "action", nargs="?", choices=("list", "show", "cancel", "verify-audit"), default="list"
-    )
-    opers.add_argument("operation_id", nargs="?")
-    opers.add_argument(
-        "--expect-head",
-        metavar="HASH",
-        help="verify-audit: fail unless this hash (an `audit head` log line kept elsewhere) is in the chain",
-    )
-    cli_read.add_output_flag(opers)
-    opers.set_defaults(handler=cmd_operations)
+    _add_operations_command(commands)
 
     resume = commands.add_parser("resume", help="continue operations interrupted by a stop or a crash")
     _add_ops_args(resume)
@@ -258,6 +242,26 @@ def _add_pool_commands(commands: Any, plan_kinds: Any) -> None:
             sub.add_argument("--size", type=int, required=True)
         sub.add_argument("-o", "--output", choices=("text", "json"), default="text")
         sub.set_defaults(handler=cmd_plan_op, kind=kind)
+
+
+def _add_operations_command(commands: Any) -> None:
+    opers = commands.add_parser(
+        "operations",
+        aliases=["ops"],
+        help="list, show or cancel operations; verify-audit checks the audit log",
+    )
+    _add_ops_args(opers)
+    opers.add_argument(
+        "action", nargs="?", choices=("list", "show", "cancel", "verify-audit"), default="list"
+    )
+    opers.add_argument("operation_id", nargs="?")
+    opers.add_argument(
+        "--expect-head",
+        metavar="HASH",
+        help="verify-audit: fail unless this hash (an `audit head` log line kept elsewhere) is in the chain",
+    )
+    cli_read.add_output_flag(opers)
+    opers.set_defaults(handler=cmd_operations)
 
 
 def _add_consolidation_flags(parser: argparse.ArgumentParser) -> None:
