@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot import cli_read, logs, messages, providers, wiring
 from engine import advice, consolidation, drain, drainer, filters, plan
-from engine.clock import SystemClock
+from engine.clock import ScaledClock, SystemClock
 from engine.durations import DurationError, parse_duration
 from engine.kube import errors
 from engine.kube.api import KubeApi
@@ -140,6 +140,13 @@ def build_parser() -> argparse.ArgumentParser:
         "console", help="the /scale commands, approvals and live progress in a terminal"
     )
     _add_ops_args(con)
+    con.add_argument(
+        "--clock-speed",
+        type=float,
+        default=1.0,
+        metavar="FACTOR",
+        help="with --simulated: run the clock this many times faster (600: a weekend in 5 minutes)",
+    )
     con.set_defaults(handler=cmd_console)
 
     run = commands.add_parser("run", help="serve Slack (Socket Mode or HTTP), run operations and schedules")
@@ -817,8 +824,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_console(args: argparse.Namespace) -> int:
     from bot import console
 
+    if args.clock_speed <= 0 or (args.clock_speed != 1 and not args.simulated):
+        raise CliError("--clock-speed needs --simulated and a positive factor, e.g. --clock-speed 600")
     if args.simulated:
-        ops = console.simulated_operations()
+        ops = console.simulated_operations(clock=ScaledClock(args.clock_speed))
     else:
         # The console's users (alice operator, bob approver, carol viewer) act on this cluster.
         ops = build_operations(args, policies=lambda name: {name: console.console_policy(name)})

@@ -9,8 +9,19 @@ the console's stand-ins for what Slack itself provides:
     reject [OP]       the card's Reject button
     cancel [OP]       the progress message's Cancel button (default: latest running)
     wait              block until running operations finish, printing their progress
+    postpone / skip / run-now [SCHEDULE]
+                      a schedule announcement's buttons (default: the latest announcement)
+    schedule add      alone: the schedule form's fields, asked one by one
+    fast-forward 2d   move the simulated clock on, running every schedule event on the way
+    clock             the console's time
     quit              leave (also end of input)
     # …               a comment, ignored (for scripted sessions)
+
+Schedules are the real ones: `bot.schedule_ui` answers `schedule …` and the buttons, on the engine's
+schedule service and the bot's timer (`bot.scheduler`), announcements included. With the simulated
+cluster the console's clock can run fast (`--clock-speed 600`: a weekend in five minutes) and
+`fast-forward` jumps to each instant something is due and runs it there, so a scripted session
+needs no waiting at all.
 
 Output is what Slack would show, rendered as text from the same Block Kit messages: the card
 when an operation is requested, its in-place updates (only the lines that changed), thread
@@ -32,18 +43,23 @@ import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from bot import blocks, commands, messages, wiring
+from bot import schedule_blocks as schedule_ui_blocks
 from bot.blockkit import Message
 from bot.dispatch import Dispatcher, Invocation, new_incident
 from bot.progress import KEY_PREFIX, Progress
-from engine.clock import Clock, SystemClock
+from bot.schedule_ui import ScheduleUi, check_add_form
+from bot.scheduler import SchedulerRunner
+from engine.clock import Clock, FakeClock, ScaledClock, SystemClock
+from engine.durations import DurationError, parse_duration
 from engine.operation import Operation, OpState
 from engine.operations import Operations, new_operations
 from engine.policy import ClusterPolicy, Role
 from engine.runner import RunnerSettings
+from engine.schedules import Schedules
 from engine.store import Store
 
 if TYPE_CHECKING:
@@ -78,7 +94,13 @@ _BUTTON_WORDS = {
     blocks.ACTION_APPROVE: "approve",
     blocks.ACTION_REJECT: "reject",
     blocks.ACTION_CANCEL: "cancel",
+    blocks.ACTION_POSTPONE_1H: "postpone",
+    blocks.ACTION_SKIP: "skip",
+    blocks.ACTION_RUN_NOW: "run-now",
 }
+FAST_FORWARD_LIMIT = timedelta(days=31)
+FAST_FORWARD_STEPS = 1000
+"""At most this many timer instants per `fast-forward` (a tick that keeps failing retries every minute)."""
 _CONSOLE_HELP = (
     "Console only:",
     "    as USER        switch user ({users})",
@@ -86,6 +108,10 @@ _CONSOLE_HELP = (
     "    reject [OP]    click Reject on a card",
     "    cancel [OP]    click Cancel on a running operation (default: the latest running)",
     "    wait           wait until running operations finish, showing their progress",
+    "    postpone / skip / run-now [SCHEDULE]   click a schedule announcement's button",
+    "    schedule add   alone: the schedule form, one field at a time",
+    "    fast-forward 2d  move the simulated clock on, running each schedule event on the way",
+    "    clock          the console's time",
     "    quit           leave the console (end of input does the same)",
 )
 _SLACK_ID = re.compile(r"[UW][A-Z0-9]{1,20}")
@@ -238,6 +264,13 @@ class ConsoleSender:
         self._final: set[str] = set()
         self._hooks: list[Callable[[str, str, str], None]] = []
         self._ts = itertools.count(1)
+        self._buttons: dict[str, dict[str, str]] = {}
+        """Message key -> the action IDs of the buttons it shows now, with their values."""
+
+    def clickable(self, action_id: str) -> list[tuple[str, str]]:
+        """(message key, button value) of the messages showing this button, oldest first."""
+        with self._lock:
+            return [(key, values[action_id]) for key, values in self._buttons.items() if action_id in values]
 
     def add_posted_hook(self, hook: Callable[[str, str, str], None]) -> None:
         self._hooks.append(hook)
@@ -266,6 +299,10 @@ class ConsoleSender:
             self._shown[key] = lines
             if final:
                 self._final.add(key)
+            self._buttons.pop(key, None)  # re-inserted last: the latest message is the default
+            values = _button_values(message.block_dicts())
+            if values and not final:
+                self._buttons[key] = values
         label = _label(key)
         if before is None:
             self._terminal.lines(["", *lines], first=f"┌─ {label} · posted in #{channel}", rest="│ ")
@@ -303,6 +340,16 @@ def _label(key: str) -> str:
     return key.removeprefix(KEY_PREFIX)
 
 
+def _button_values(block_dicts: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    return {
+        str(e["action_id"]): str(e.get("value") or "")
+        for b in block_dicts
+        if b.get("type") == "actions"
+        for e in b.get("elements") or ()
+        if e.get("action_id")
+    }
+
+
 # -- the REPL -------------------------------------------------------------------------------------
 
 
@@ -316,6 +363,11 @@ class _Session:
     default_cluster: str
     simulated: bool
     user: str
+    sender: ConsoleSender
+    schedules: ScheduleUi
+    timer: SchedulerRunner
+    ask: Callable[[str], str | None]
+    """Ask one question (a form field) and read the answer; None at the end of input."""
 
     @property
     def names(self) -> Mapping[str, str]:
@@ -351,33 +403,63 @@ def run_console(
     stdin: TextIO,
     stdout: TextIO,
     simulated: bool,
+    schedule_timer: bool = True,
 ) -> int:
     """Run the console until `quit` or end of input (exit code 0; 130 after Ctrl-C at the prompt).
 
     `users` maps console names to user IDs (None: alice, bob and carol of `DEFAULT_USERS`; the
     policy in `ops` decides what each may do). Operations still running when the console ends
-    are stopped after their current step (`ops.runner.stop`), as `scalebot` does on Ctrl-C."""
+    are stopped after their current step (`ops.runner.stop`), as `scalebot` does on Ctrl-C.
+    `schedule_timer=False`: schedule events happen only when `fast-forward` reaches them (for a
+    clock that does not move by itself)."""
     users = dict(users or DEFAULT_USERS)
     terminal = Terminal(stdout, {uid: name for name, uid in users.items()})
     sender = ConsoleSender(terminal)
-    # Progress is typed to the concrete Sender; ConsoleSender has every method Progress calls.
+    # Progress and ScheduleUi are typed to the concrete Sender; ConsoleSender has every method they call.
     progress = Progress(ops, cast("Sender", sender), blocker_interval=0.0)
+    service = Schedules(ops.store, ops, ops.clock)
+    schedule_ui = ScheduleUi(
+        service, ops, cast("Sender", sender), clock=ops.clock, default_cluster=lambda channel: default_cluster
+    )
+    timer = SchedulerRunner(service, ops.clock, schedule_ui.on_announce, schedule_ui.on_fired)
+    schedule_ui.attach(runner=timer)
+    interactive = _isatty(stdin)
     session = _Session(
         ops=ops,
-        dispatcher=Dispatcher(ops, progress),
+        dispatcher=Dispatcher(
+            ops, progress, subcommands=schedule_ui.subcommands(), clicks=schedule_ui.clicks()
+        ),
         progress=progress,
         terminal=terminal,
         users=users,
         default_cluster=default_cluster,
         simulated=simulated,
         user=next(iter(users.values()), "U0CONSOLE"),
+        sender=sender,
+        schedules=schedule_ui,
+        timer=timer,
+        ask=lambda question: _ask(terminal, stdin, question, interactive=interactive),
     )
     progress.start()
     try:
+        timer.start(paused=not schedule_timer)
         _greet(session)
-        return _loop(session, stdin, interactive=_isatty(stdin))
+        return _loop(session, stdin, interactive=interactive)
     finally:
+        timer.stop()
         _close(session)
+
+
+def _ask(terminal: Terminal, stdin: TextIO, question: str, *, interactive: bool) -> str | None:
+    if interactive:
+        terminal.show_prompt(question)
+    raw = stdin.readline()
+    terminal.input_taken()
+    if not raw:
+        return None
+    if not interactive:
+        terminal.lines([question + raw.strip()])
+    return raw.strip()
 
 
 def _isatty(stream: TextIO) -> bool:
@@ -390,6 +472,7 @@ def _isatty(stream: TextIO) -> bool:
 def _greet(s: _Session) -> None:
     if s.simulated:
         s.terminal.lines([f"*** {SIMULATED_BANNER} ***"])
+        _clock(s, [])
     me = s.names.get(s.user, s.user)
     s.terminal.lines(
         [
@@ -447,6 +530,9 @@ def _execute(s: _Session, line: str) -> None:
         if not words:
             s.tell(messages.empty_command())
             return
+    if [w.lower() for w in words] == ["schedule", "add"]:
+        _schedule_form(s)
+        return
     handler = _CONSOLE_COMMANDS.get(words[0].lower())
     if handler is not None:
         handler(s, words[1:])
@@ -550,12 +636,122 @@ def _wait(s: _Session, args: list[str]) -> None:
             s.terminal.lines([f"{op.id}: {op.state.value.replace('_', ' ')}"])
 
 
+def _announcement_button(action_id: str) -> Callable[[_Session, list[str]], None]:
+    """A click on a schedule announcement's button: the latest announcement showing it, or the
+    latest of the schedule named."""
+
+    def click(s: _Session, args: list[str]) -> None:
+        word = _BUTTON_WORDS[action_id]
+        if len(args) > 1:
+            s.tell(f"Usage: `{word} [SCHEDULE]`.")
+            return
+        shown = s.sender.clickable(action_id)
+        if args:
+            shown = [(k, v) for k, v in shown if _schedule_of(k) == args[0]]
+        if not shown:
+            which = f" of schedule `{args[0][:63]}`" if args else ""
+            s.tell(
+                f"No announcement{which} shows a `{word}` button now; `schedule next` lists what comes, "
+                "`fast-forward` gets there."
+            )
+            return
+        s.dispatcher.click(action_id, shown[-1][1], s.invocation())
+
+    return click
+
+
+def _schedule_of(message_key: str) -> str:
+    """The schedule name in an announcement's message key (`sched:NAME:KIND:DATE`)."""
+    return message_key.removeprefix(schedule_ui_blocks.MESSAGE_PREFIX).rsplit(":", 2)[0]
+
+
+def _fast_forward(s: _Session, args: list[str]) -> None:
+    """Move the clock on to each instant something is due, run it there (and the operations it
+    starts to their end), until the time asked for has passed."""
+    clock = s.ops.clock
+    if not s.simulated or not isinstance(clock, (FakeClock, ScaledClock)):
+        s.tell("`fast-forward` moves the simulated cluster's clock only (`scalebot console --simulated`).")
+        return
+    try:
+        span = parse_duration(args[0]) if len(args) == 1 else None
+    except DurationError as exc:
+        s.tell(f"fast-forward: {exc}")
+        return
+    if span is None or span <= timedelta(0) or span > FAST_FORWARD_LIMIT:
+        s.tell("Usage: `fast-forward DURATION`, e.g. `fast-forward 2d` or `fast-forward 90m` (up to 31d).")
+        return
+    end = clock.now() + span
+    for _ in range(FAST_FORWARD_STEPS):
+        now = clock.now()
+        due = min((at for at in s.timer.schedules.next_wakeups(now) if at > now), default=None)
+        if due is None or due > end:
+            break
+        clock.advance((due - now).total_seconds())
+        s.terminal.lines([f"⏩ {_clock_text(due)}"])
+        s.timer.fire_due()
+        while not s.ops.runner.wait_idle(timeout=WAIT_POLL_SECONDS):
+            pass
+        s.progress.flush(FLUSH_SECONDS)
+    now = clock.now()
+    if now < end:
+        clock.advance((end - now).total_seconds())
+    s.terminal.lines([f"🕒 {_clock_text(clock.now())}"])
+
+
+def _clock_text(at: datetime) -> str:
+    return f"{at:%a %Y-%m-%d %H:%M} UTC"
+
+
+def _clock(s: _Session, args: list[str]) -> None:
+    speed = s.ops.clock.speed if isinstance(s.ops.clock, ScaledClock) else 1.0
+    fast = f", running {speed:g}x" if speed != 1 else ""
+    travel = "; `fast-forward 2d` jumps ahead" if s.simulated else ""
+    s.terminal.lines([f"🕒 {_clock_text(s.ops.clock.now())} (the console's clock{fast}{travel})"])
+
+
+def _schedule_form(s: _Session) -> None:
+    """`schedule add` alone: the add form's fields as questions (Enter keeps the default), checked
+    as the form is, then saved by the same code as a submitted form."""
+    clusters = s.ops.clusters()
+    view = schedule_ui_blocks.add_modal(clusters, cluster=s.default_cluster, channel=CHANNEL, tz="UTC")
+    s.terminal.lines(["New schedule (Enter keeps the value in brackets; Ctrl-D cancels):"])
+    values: dict[str, Any] = {}
+    for block in view.to_dict()["blocks"]:
+        element = block["element"]
+        default = str(
+            element.get("initial_value")
+            or element.get("initial_time")
+            or element.get("initial_conversation")
+            or (element.get("initial_option") or {}).get("value")
+            or ""
+        )
+        options = [str(o["value"]) for o in element.get("options") or ()]
+        choices = f" ({' / '.join(options)})" if options else ""
+        optional = " (optional)" if block.get("optional") else ""
+        answer = s.ask(f"  {block['label']['text']}{choices}{optional} [{default}]: ")
+        if answer is None:
+            s.tell("Cancelled: no schedule was added.")
+            return
+        values[block["block_id"]] = {block["block_id"]: {"value": answer or default}}
+    form, errors = check_add_form(values)
+    if form is None:
+        s.tell("Not saved: " + "; ".join(f"{field}: {why}" for field, why in errors.items()))
+        return
+    s.schedules.save_added(form, s.user)
+
+
 _CONSOLE_COMMANDS: dict[str, Callable[[_Session, list[str]], None]] = {
     "as": _as,
     "approve": _approve,
     "reject": _reject,
     "cancel": _cancel,
     "wait": _wait,
+    "postpone": _announcement_button(blocks.ACTION_POSTPONE_1H),
+    "skip": _announcement_button(blocks.ACTION_SKIP),
+    "run-now": _announcement_button(blocks.ACTION_RUN_NOW),
+    "fast-forward": _fast_forward,
+    "ff": _fast_forward,
+    "clock": _clock,
 }
 """Checked before the /scale parser; none of these words is a /scale subcommand or alias."""
 

@@ -396,23 +396,20 @@ class ScheduleUi:
         the fields, and the schedule as a whole (days, times, zone, lead times; pure). The checks
         that list the cluster's pools can take seconds: they run after the ack, and a refusal
         then reaches the person privately in the announcement channel."""
-        form, errors = read_add_form(view_state(view))
+        form, errors = check_add_form(view_state(view))
         if form is None:
             ack(response_action="errors", errors=errors)
-            return
-        problem = spec_problem(form)
-        if problem is not None:
-            block = FIELD_BLOCK[problem.field] if problem.field else ui.ADD_FIELDS[0]
-            ack(response_action="errors", errors={block: str(problem)[:300]})
             return
         ack()
         user = _who(body)[0]
         if self._listener_pool is None:
-            self._save_added(form, user)
+            self.save_added(form, user)
         else:
-            self._listener_pool.submit(_guarded, lambda _: self._save_added(form, user), body)
+            self._listener_pool.submit(_guarded, lambda _: self.save_added(form, user), body)
 
-    def _save_added(self, form: AddArgs, user: str) -> None:
+    def save_added(self, form: AddArgs, user: str) -> None:
+        """Add the schedule of a checked form (`check_add_form`): the channel is told, or the person
+        privately why not."""
         outcome = self.schedules.add(**form.as_kwargs(), by=user, groups=self._groups(user))
         if not outcome.ok:
             self._whisper(form.channel, user, ui.schedule_not_added(messages.outcome_text(outcome)))
@@ -545,6 +542,19 @@ class ScheduleUi:
     def _whisper(self, channel: str, user: str, text: str) -> None:
         if self._sender is not None and channel and user:
             self._sender.ephemeral(channel, user, blocks.text_message(text, emoji="⚠️"))
+
+
+def check_add_form(values: Mapping[str, Any]) -> tuple[AddArgs | None, dict[str, str]]:
+    """The add form's checks that need no cluster: each field, then the schedule as a whole
+    (days, times, zone, lead times). The errors are by field (block ID)."""
+    form, errors = read_add_form(values)
+    if form is None:
+        return None, errors
+    problem = spec_problem(form)
+    if problem is not None:
+        block = FIELD_BLOCK[problem.field] if problem.field else ui.ADD_FIELDS[0]
+        return None, {block: str(problem)[:300]}
+    return form, {}
 
 
 def _modal_opener(body: Mapping[str, Any]) -> str | None:

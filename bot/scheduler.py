@@ -9,7 +9,7 @@ a schedule or decides on an occurrence (the Slack listeners) calls `sync()` afte
 
 - Clocks: APScheduler waits on the wall clock, the service's instants are on the injected `clock`.
   A job is armed at wall-now + (instant - clock.now()), so both agree whatever the clock is (with
-  `SystemClock` they are the same clock).
+  `SystemClock` they are the same clock; a `ScaledClock` divides the wait by its speed).
 - Misfires: every job has an explicit `misfire_grace_time` of seven days (the service's look-back),
   not APScheduler's 1 s default, which drops a late job with one log line. A job that runs late (a
   suspended VM, a busy executor) still runs, and the service decides what is too late: run late
@@ -28,7 +28,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
 from apscheduler.jobstores.base import JobLookupError
@@ -38,7 +38,7 @@ from apscheduler.triggers.date import DateTrigger
 
 from engine import schedule
 from engine.announcement import Announcement, NextEvent
-from engine.clock import Clock
+from engine.clock import Clock, wall_seconds
 from engine.operation import ProgressEvent
 from engine.schedule_model import ScheduleOutcome
 from engine.schedules import Schedules
@@ -70,12 +70,19 @@ class SchedulerRunner:
         self._arm_lock = threading.Lock()
         self._tick_lock = threading.Lock()
 
-    def start(self) -> None:
-        """Catch up from the table, start the timer, arm it; before Bolt takes requests."""
+    def start(self, *, paused: bool = False) -> None:
+        """Catch up from the table, start the timer, arm it; before Bolt takes requests.
+
+        `paused`: the jobs are armed but never run; whoever moves the clock calls `fire_due` (the
+        console's fast-forward on a virtual clock)."""
         self._guarded("start-up", lambda: self._deliver(self.schedules.startup(self.clock.now())))
         self.schedules.ops.subscribe(self._on_progress)
-        self._scheduler.start()
+        self._scheduler.start(paused=paused)
         self.sync()
+
+    def fire_due(self) -> None:
+        """One tick now, as a job would run it: what is due at the clock's now, then re-arm."""
+        self._tick()
 
     def sync(self) -> None:
         """Re-arm from the table: one one-shot job per instant something becomes due."""
@@ -106,7 +113,7 @@ class SchedulerRunner:
     # -- jobs -------------------------------------------------------------------------------------
 
     def _arm(self, job_id: str, at: datetime, now: datetime) -> None:
-        wall = datetime.now(UTC) + (at - now)
+        wall = datetime.now(UTC) + timedelta(seconds=wall_seconds(self.clock, (at - now).total_seconds()))
         self._scheduler.add_job(
             self._tick,
             trigger=DateTrigger(run_date=wall),

@@ -79,3 +79,49 @@ class FakeClock:
         if timeout is not None:
             self.advance(max(0.0, timeout))
         return event.is_set()
+
+
+class ScaledClock:
+    """Wall time that runs `speed` times faster than the real one, and can jump ahead (`advance`).
+
+    For the simulated console (`scalebot console --simulated --clock-speed 600`): a weekend passes
+    in minutes, and the runner's and the cluster's waits shrink by the same factor, so nothing
+    changes order. Never for a real cluster.
+    """
+
+    def __init__(self, speed: float = 1.0, *, start: datetime | None = None) -> None:
+        if speed <= 0:
+            raise ValueError("a clock's speed must be positive")
+        self.speed = speed
+        self._start = (start or datetime.now(UTC)).astimezone(UTC)
+        self._origin = time.monotonic()
+        self._offset = 0.0
+        self._lock = threading.Lock()
+
+    def monotonic(self) -> float:
+        with self._lock:
+            return (time.monotonic() - self._origin) * self.speed + self._offset
+
+    def now(self) -> datetime:
+        return self._start + timedelta(seconds=self.monotonic())
+
+    def advance(self, seconds: float) -> None:
+        if seconds < 0:
+            raise ValueError("time does not go backwards")
+        with self._lock:
+            self._offset += seconds
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(self.wall_seconds(seconds))
+
+    def wait(self, event: threading.Event, timeout: float | None) -> bool:
+        return event.wait(None if timeout is None else self.wall_seconds(timeout))
+
+    def wall_seconds(self, seconds: float) -> float:
+        """How long `seconds` of this clock take on the real one."""
+        return max(0.0, seconds) / self.speed
+
+
+def wall_seconds(clock: Clock, seconds: float) -> float:
+    """How long `seconds` of `clock` take in real time (the same, except on a ScaledClock)."""
+    return clock.wall_seconds(seconds) if isinstance(clock, ScaledClock) else seconds

@@ -12,7 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bot import wiring
+import pytest
+
+from bot import cli, wiring
 from engine.store import Store
 
 REPO = Path(__file__).resolve().parents[3]
@@ -134,3 +136,11 @@ def test_scale_up_needs_no_confirmation(tmp_path: Path) -> None:
 
     assert done.returncode == 0, done.stderr
     assert "continue?" not in done.stdout
+
+
+def test_a_fast_clock_is_for_the_simulated_console_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["console", "--clock-speed", "600", "--db", str(tmp_path / "x.db")]) == 2
+    assert "--clock-speed needs --simulated" in capsys.readouterr().err
+    assert not (tmp_path / "x.db").exists()
