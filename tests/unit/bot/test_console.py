@@ -46,6 +46,7 @@ def console(ops: Operations, script: str, *, simulated: bool = True) -> str:
         stdin=io.StringIO(script),
         stdout=out,
         simulated=simulated,
+        schedule_timer=False,  # the FakeClock moves only through the runner and `fast-forward`
     )
     assert code == 0
     return out.getvalue()

@@ -7,24 +7,22 @@ instant something is due and runs the bot's own timer tick there, so nothing wai
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from bot.console import run_console, simulated_operations
+from bot.console import simulated_operations
 from bot.scheduler import SchedulerRunner
 from engine.clock import FakeClock, ScaledClock
 from engine.operation import OpKind, OpState
 from engine.operations import Operations
 from engine.schedule_model import ScheduleTarget
 from engine.schedules import Schedules
+from tests.unit.bot.test_console import ARROW, CLUSTER, console
 
 THURSDAY = datetime(2026, 3, 5, 14, 0, tzinfo=UTC)
-CLUSTER = "simulated"
-ARROW = "\u203a"
 ADD = "schedule add weekend sleep=Fri 20:00 wake=Mon 07:00 tz=UTC lead=60m,10m"
 
 
@@ -33,21 +31,6 @@ def ops() -> Iterator[Operations]:
     o = simulated_operations(clock=FakeClock(THURSDAY))
     yield o
     o.runner.stop()
-
-
-def console(ops: Operations, script: str, *, simulated: bool = True) -> str:
-    out = io.StringIO()
-    code = run_console(
-        ops=ops,
-        default_cluster=CLUSTER,
-        users=None,
-        stdin=io.StringIO(script),
-        stdout=out,
-        simulated=simulated,
-        schedule_timer=False,
-    )
-    assert code == 0
-    return out.getvalue()
 
 
 def nodes(ops: Operations) -> int:
