@@ -38,7 +38,7 @@ from slack_sdk.http_retry.builtin_handlers import (
 )
 from waitress.server import create_server
 
-from bot import listeners, origin
+from bot import listeners, mrkdwn, origin
 from bot.acks_first import AckCountingApp, AcksFirstExecutor, AckWindow
 from bot.channels import SlackChannels
 from bot.dispatch import ClickHandler, GroupResolver, SubcommandHandler, no_groups
@@ -178,7 +178,7 @@ def _origin_guard(settings: Settings, ops: OperationsPort) -> Callable[..., Bolt
             ops.refuse(found.user or "unknown", "slack_request", "", f"{reason} (channel {found.channel})")
         except Exception:  # an audit failure must not turn a refusal into a 500
             log.exception("could not audit a refused Slack request")
-        text = f"⚠️ Refused: {reason}."
+        text = f"⚠️ Refused: {mrkdwn.escape(reason)}."
         if "command" in body:
             return BoltResponse(status=200, body={"response_type": "ephemeral", "text": text})
         return BoltResponse(status=200, body="")

@@ -30,6 +30,7 @@ from slack_sdk.models.blocks import (
 )
 
 from bot import messages
+from bot.mrkdwn import Mrkdwn, escape
 
 SECTION_CHARS = 3_000
 HEADER_CHARS = 150
@@ -39,9 +40,6 @@ MESSAGE_BUDGET = 11_000
 FALLBACK_CHARS = 3_000
 _FOOTER_BLOCKS = 5
 """Blocks kept free after a long list: status, error, context and buttons still fit."""
-
-
-_KEEP = re.compile(r"<(?:@[UW][A-Z0-9]+|#C[A-Z0-9]+|!date\^\d+\^[^|<>]*\|[^<>]*|!subteam\^S[A-Z0-9]+)>")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,20 +57,9 @@ class Message:
 # -- text helpers --------------------------------------------------------------------------------
 
 
-def esc(text: str) -> str:
-    """Escape text we did not write for mrkdwn: Slack treats &, < and > as control characters."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def esc_keep_mentions(text: str) -> str:
-    """Escape engine sentences but keep the user mentions and dates they deliberately contain."""
-    out, last = [], 0
-    for match in _KEEP.finditer(text):
-        out.append(esc(text[last : match.start()]))
-        out.append(match.group(0))
-        last = match.end()
-    out.append(esc(text[last:]))
-    return "".join(out)
+esc = escape
+"""Text from a cluster, a user or a config, made safe for mrkdwn (`bot.mrkdwn.escape`): a sentence
+marked `Mrkdwn` (scalebot's own, with escaped data and tokens it built) is kept as it is."""
 
 
 def _code(text: str) -> str:
@@ -200,5 +187,12 @@ class Builder:
         safe = re.sub(r"[^A-Za-z0-9_.-]", "-", prefix)[:120]
         for index, block in enumerate(self.blocks):
             block.block_id = f"{safe}-{digest}-{index}"
-        text = fallback if len(fallback) <= FALLBACK_CHARS else fallback[: FALLBACK_CHARS - 1] + "…"
-        return Message(text=text, blocks=tuple(self.blocks))
+        return Message(text=_fallback(fallback), blocks=tuple(self.blocks))
+
+
+def _fallback(text: str) -> Mrkdwn:
+    """The notification text: Slack formats it like mrkdwn, so it is escaped like the blocks."""
+    if len(text) > FALLBACK_CHARS:
+        cut = text[: FALLBACK_CHARS - 1] + "…"
+        text = Mrkdwn(cut) if isinstance(text, Mrkdwn) else cut
+    return escape(text)

@@ -30,8 +30,9 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
-from bot import messages
-from bot.blockkit import MESSAGE_BUDGET, Builder, Message, esc, esc_keep_mentions, join_limited
+from bot import messages, mrkdwn
+from bot.blockkit import MESSAGE_BUDGET, Builder, Message, esc, join_limited
+from bot.mrkdwn import Mrkdwn, fmt
 from engine.advice import ScaleUpAdvice
 from engine.announcement import NextEvent
 from engine.consolidation import Underused
@@ -99,7 +100,7 @@ def approval_card(
     op: Operation,
     *,
     note: str | None = None,
-    votes: str | None = None,
+    votes: Mrkdwn | None = None,
     approvers: Approvers | None = None,
 ) -> Message:
     """The request as a channel message with Approve / Reject (values: the opaque approval ID).
@@ -111,12 +112,12 @@ def approval_card(
     )
 
 
-def decided_card(op: Operation, *, decision: str) -> Message:
+def decided_card(op: Operation, *, decision: Mrkdwn) -> Message:
     """The card after a decision: buttons gone, who decided and when."""
     return _operation_message(op, status=None, decision=decision, buttons=())
 
 
-def progress_parent(op: Operation, *, status: str | None = None, decision: str | None = None) -> Message:
+def progress_parent(op: Operation, *, status: str | None = None, decision: Mrkdwn | None = None) -> Message:
     """The operation's one parent message: plan summary, decision, live status line.
     A running operation keeps a Cancel button (value: the operation ID)."""
     buttons = (_cancel_button(op),) if op.state is OpState.RUNNING else ()
@@ -127,7 +128,7 @@ def operation_message(
     op: Operation,
     *,
     status: str | None = None,
-    decision: str | None = None,
+    decision: Mrkdwn | None = None,
     approvers: Approvers | None = None,
 ) -> Message:
     """The right rendering of an operation's message for its current state."""
@@ -142,7 +143,7 @@ def _operation_message(
     op: Operation,
     *,
     status: str | None,
-    decision: str | None,
+    decision: Mrkdwn | None,
     buttons: Sequence[ButtonElement],
     approvers: Approvers | None = None,
 ) -> Message:
@@ -153,9 +154,9 @@ def _operation_message(
     b.section(messages.request_line(op.requested_by, op.kind, esc(op.target.cluster), esc(summary)))
     _plan_details(b, op.plan, with_blockers=op.state is OpState.AWAITING_APPROVAL)
     if decision:
-        b.section(esc_keep_mentions(decision), reserve=600)
+        b.section(esc(decision), reserve=600)
     line = status or messages.default_status(op.state, op.approvals_required)
-    b.section(messages.state_line(op.state, esc_keep_mentions(line)), reserve=400)
+    b.section(messages.state_line(op.state, esc(line)), reserve=400)
     if op.state is OpState.FAILED and op.error:
         b.section(f"*Error:* {esc(op.error)}", reserve=400)
     footer = [f"`{op.id}`"]
@@ -257,7 +258,7 @@ def _cancel_button(op: Operation) -> ButtonElement:
     )
 
 
-def decision_from_history(op: Operation, history: Sequence[HistoryRow]) -> str | None:
+def decision_from_history(op: Operation, history: Sequence[HistoryRow]) -> Mrkdwn | None:
     """The decision line of a card, rebuilt from the audit trail (so it survives restarts)."""
     by_action: dict[str, list[HistoryRow]] = {}
     for entry in history:
@@ -272,17 +273,17 @@ def decision_from_history(op: Operation, history: Sequence[HistoryRow]) -> str |
         if decided:
             last = max(decided, key=lambda e: e.at)
             reason = next((e.detail for e in decided if e.detail), "") if verb == "Rejected" else ""
-            return f"{emoji} {messages.decision(verb, [last.actor], last.at)}" + (
-                f": {esc(reason)}" if reason else ""
-            )
+            # The reason is the rejecter's own text: escaped here, once.
+            said = fmt(": {}", reason) if reason else ""
+            return fmt("{} {}{}", emoji, messages.decision(verb, [last.actor], last.at), said)
     approvals = by_action.get("approve", [])
     if not approvals:
         return None
     voters = list(dict.fromkeys(e.actor for e in approvals))
     if op.state is OpState.AWAITING_APPROVAL:
-        people = ", ".join(messages.who(v) for v in voters)
-        return f"☑️ {len(voters)} of {op.approvals_required} approvals: {people}"
-    return f"✅ {messages.decision('Approved', voters, approvals[-1].at)}"
+        people = mrkdwn.join(", ", (messages.who(v) for v in voters))
+        return fmt("☑️ {} of {} approvals: {}", len(voters), op.approvals_required, people)
+    return fmt("✅ {}", messages.decision("Approved", voters, approvals[-1].at))
 
 
 def reject_modal(*, approval_id: str, channel: str) -> View:
@@ -313,14 +314,14 @@ def reject_modal(*, approval_id: str, channel: str) -> View:
 
 def phase_reply(op: Operation, text: str) -> Message:
     b = Builder()
-    b.section(f"🔹 {esc_keep_mentions(text)}")
+    b.section(f"🔹 {esc(text)}")
     return b.build(f"phase-{op.id}", text)
 
 
 def blockers_reply(op: Operation, condition: str, *, summary: str = "") -> Message:
     """The DrainingSucceeded condition message, preformatted and cut to Slack's limits."""
     b = Builder()
-    b.section(messages.progress_blockers_heading() + (f": {esc_keep_mentions(summary)}" if summary else ""))
+    b.section(messages.progress_blockers_heading() + (f": {esc(summary)}" if summary else ""))
     b.preformatted(condition.splitlines(), max_chars=MESSAGE_BUDGET - 600, spread=8)
     return b.build(f"blockers-{op.id}", f"{op.id}: {summary or 'drain not completed yet'}")
 
@@ -342,7 +343,7 @@ def final_reply(op: Operation, text: str = "") -> Message:
     if op.error:
         b.section(f"*Error:* {esc(op.error)}", reserve=500)
     if text:  # the engine's own summary ("12/12 nodes Ready", which nodes are not and why)
-        b.context(esc_keep_mentions(text))
+        b.context(esc(text))
     return b.build(f"final-{op.id}", f"{op.id} {op.state.value}: {text}")
 
 
@@ -507,7 +508,7 @@ def home_view(user: str, clusters: Sequence[tuple[ClusterView, Role]], links: Ma
 
 def _thread_link(op_id: str, links: Mapping[str, str]) -> str:
     url = links.get(op_id)
-    return f" · <{url}|thread>" if url else ""
+    return f" · {mrkdwn.link(url, 'thread')}" if url else ""
 
 
 def statuses_view(statuses: Sequence[ClusterView]) -> Message:
@@ -531,7 +532,7 @@ def _op_line(op: Operation) -> str:
 def ops_list(ops: Sequence[Operation], *, cluster: str | None = None) -> Message:
     b = Builder()
     if not ops:
-        b.section(messages.no_operations(cluster))
+        b.section(esc(messages.no_operations(cluster)))
         return b.build("ops", messages.no_operations(cluster))
     b.section(f"*Recent operations{f' on {esc(cluster)}' if cluster else ''}*")
     for op in ops[:40]:
@@ -580,7 +581,7 @@ def help_view(topic: str | None = None) -> Message:
 
 def usage_error(message: str, hint: str) -> Message:
     b = Builder()
-    b.section(f"⚠️ {esc_keep_mentions(message)}")
+    b.section(f"⚠️ {esc(message)}")
     b.context(f"Usage: `{esc(hint)}` · `{messages.COMMAND} help` lists everything")
     return b.build("usage", f"{message} Usage: {hint}")
 
@@ -588,5 +589,6 @@ def usage_error(message: str, hint: str) -> Message:
 def text_message(text: str, *, emoji: str = "") -> Message:
     """A short reply: an engine sentence (refusal, confirmation) or one of ours."""
     b = Builder()
-    b.section(f"{emoji + ' ' if emoji else ''}{esc_keep_mentions(text)}")
-    return b.build("reply", text)
+    shown = esc(text)
+    b.section(f"{emoji + ' ' if emoji else ''}{shown}")
+    return b.build("reply", shown)

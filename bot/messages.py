@@ -4,7 +4,9 @@ Pure: string formatting only, no I/O and no clock (times come in as arguments). 
 channels, times or commands comes from the engine as data (`Outcome.reason`, schedule announcements)
 and is rendered here, for Slack and (`slack=False`) for the CLI; the engine's other plain sentences
 (`Outcome.reply`, progress texts, condition messages) are shown as they are.
-Slack mrkdwn: callers escape text that did not come from us (`blockkit.esc`).
+Slack mrkdwn: a sentence that carries a mention, a channel or a date is `bot.mrkdwn.Mrkdwn`, built
+with `mrkdwn.fmt` so the names and texts in it are escaped; renderers escape every other sentence
+once, whole (`mrkdwn.escape`), so text from a cluster, a user or a config is never markup.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from bot import mrkdwn
+from bot.mrkdwn import Mrkdwn, fmt
 from engine import schedule
 from engine.announcement import ApprovalPromise, DecisionNote, EventKind, NextEvent, Upcoming
 from engine.operation import OpKind, OpState
@@ -211,18 +215,22 @@ def not_in_channel() -> str:
     )
 
 
-def card_not_posted(kind: OpKind, cluster: str, channel: str, error: str) -> str:
+def card_not_posted(kind: OpKind, cluster: str, channel: str, error: str) -> Mrkdwn:
     """Why a request was cancelled by scalebot itself: Slack refused to post its card."""
-    what = f"{KIND_TITLE[kind].lower()} of {cluster}"
+    what = fmt("{} of {}", KIND_TITLE[kind].lower(), cluster)
+    where_ = mrkdwn.channel(channel)
     if error == "is_archived":
-        where = f"<#{channel}> is archived. Ask again in another channel"
+        where = fmt("{} is archived. Ask again in another channel", where_)
     elif error.startswith("gave_up:"):
-        where = f"Slack did not accept it in <#{channel}> after several tries ({error[8:]}). Ask again later"
+        where = fmt(
+            "Slack did not accept it in {} after several tries ({}). Ask again later", where_, error[8:]
+        )
     else:
-        where = f"I'm not in <#{channel}>. Add me with `/invite @scalebot` and ask again"
-    return (
-        f"I could not post the card of your request ({what}), so I cancelled it; nothing was started. "
-        f"{where}."
+        where = fmt("I'm not in {}. Add me with `/invite @scalebot` and ask again", where_)
+    return fmt(
+        "I could not post the card of your request ({}), so I cancelled it; nothing was started. {}.",
+        what,
+        where,
     )
 
 
@@ -246,10 +254,12 @@ def reject_reason_label() -> str:
     return "Why? (optional; shown on the card and kept in the audit)"
 
 
-def home_no_role(user: str) -> str:
-    return (
-        f"{who(user)}, you have no role on any cluster scalebot operates. An admin grants roles in "
-        f"scalebot's config; `{COMMAND} help` lists the commands."
+def home_no_role(user: str) -> Mrkdwn:
+    return fmt(
+        "{}, you have no role on any cluster scalebot operates. An admin grants roles in "
+        "scalebot's config; `{}` lists the commands.",
+        who(user),
+        f"{COMMAND} help",
     )
 
 
@@ -257,35 +267,37 @@ def no_channel() -> str:
     return "I can only post operation cards in a channel; run the command in a channel."
 
 
-def nodes_changed(actor: str, reply: str) -> str:
-    return f"{who(actor)}: {reply}"
+def nodes_changed(actor: str, reply: str) -> Mrkdwn:
+    return fmt("{}: {}", who(actor), reply)
 
 
 # -- cards ---------------------------------------------------------------------------------------
 
 
-def who(actor: str) -> str:
+def who(actor: str) -> Mrkdwn:
     """How a requester or actor is shown: Slack users as mentions, others by what they are."""
     if actor.startswith("cli:"):
-        return f"{actor[4:]} (CLI)"
+        return fmt("{} (CLI)", actor[4:])
     if actor.startswith("schedule:"):
-        return f"schedule *{actor[9:]}*"
+        return fmt("schedule *{}*", actor[9:])
     if actor == "scalebot":
-        return "scalebot"
+        return Mrkdwn("scalebot")
     if actor.startswith("policy:"):
-        return f"the *{actor[7:]}* policy"
-    return f"<@{actor}>"
+        return fmt("the *{}* policy", actor[7:])
+    return mrkdwn.user(actor)
 
 
-def slack_time(at: datetime, fmt: str = "{date_short_pretty} {time}", *, fallback: str = "") -> str:
+def slack_time(
+    at: datetime, date_format: str = "{date_short_pretty} {time}", *, fallback: str = ""
+) -> Mrkdwn:
     """A time Slack shows in each reader's own time zone ("today 14:02", "Mar 2 14:02"); the
     fallback (clients that cannot format it) is UTC unless given. The date is always there, so the
     text stays true in a message nobody edits any more."""
     shown = fallback or at.strftime("%Y-%m-%d %H:%M UTC")
-    return f"<!date^{int(at.timestamp())}^{fmt}|{shown}>"
+    return mrkdwn.date(int(at.timestamp()), date_format, shown)
 
 
-def request_line(actor: str, kind: OpKind, cluster: str, summary: str) -> str:
+def request_line(actor: str, kind: OpKind, cluster: str, summary: str) -> Mrkdwn:
     verb = {
         OpKind.DRAIN: "drain nodes on",
         OpKind.SCALE: "scale",
@@ -293,31 +305,31 @@ def request_line(actor: str, kind: OpKind, cluster: str, summary: str) -> str:
         OpKind.WAKE: "wake",
         OpKind.CONSOLIDATE: "consolidate",
     }[kind]
-    return f"{who(actor)} asks to *{verb}* cluster *{cluster}*: {summary}"
+    return fmt("{} asks to *{}* cluster *{}*: {}", who(actor), verb, cluster, summary)
 
 
-def approvers_line(users: Sequence[str], groups: Sequence[str], limit: int = 12) -> str:
+def approvers_line(users: Sequence[str], groups: Sequence[str], limit: int = 12) -> Mrkdwn:
     """Who is asked to approve, as mentions (a user group as `<!subteam^…>`), so they are notified."""
-    mentions = [f"<@{u}>" for u in users] + [f"<!subteam^{g}>" for g in groups]
+    mentions = [mrkdwn.user(u) for u in users] + [mrkdwn.group(g) for g in groups]
     if not mentions:
-        return "*Approvers:* nobody has the approver role on this cluster; ask an admin to grant it"
-    shown = ", ".join(mentions[:limit])
+        return Mrkdwn("*Approvers:* nobody has the approver role on this cluster; ask an admin to grant it")
+    shown = mrkdwn.join(", ", mentions[:limit])
     rest = len(mentions) - limit
-    return f"*Approvers:* {shown}" + (f" and {rest} more" if rest > 0 else "")
+    return fmt("*Approvers:* {}{}", shown, f" and {rest} more" if rest > 0 else "")
 
 
-def finished_for(requester: str, state: OpState) -> str:
+def finished_for(requester: str, state: OpState) -> Mrkdwn:
     """The line that tells the requester their operation ended (a mention notifies them)."""
     verb = {OpState.SUCCEEDED: "finished", OpState.FAILED: "failed", OpState.CANCELLED: "was cancelled"}
-    return f"{who(requester)}: your operation {verb.get(state, state.value)}"
+    return fmt("{}: your operation {}", who(requester), verb.get(state, state.value))
 
 
 def needs_approvals(count: int) -> str:
     return f"Needs {count} approval{'s' if count != 1 else ''}"
 
 
-def expires(at: datetime) -> str:
-    return f"expires {slack_time(at)}"
+def expires(at: datetime) -> Mrkdwn:
+    return fmt("expires {}", slack_time(at))
 
 
 def force_phase_warning(window: str = "the graceful window") -> str:
@@ -339,9 +351,9 @@ def confirm_cancel(op_id: str) -> str:
     return f"Cancel operation {op_id}? The current step finishes first; nothing is rolled back."
 
 
-def decision(verb: str, actors: Sequence[str], at: datetime | None) -> str:
-    people = ", ".join(who(a) for a in actors)
-    return f"{verb} by {people}" + (f" at {slack_time(at)}" if at else "")
+def decision(verb: str, actors: Sequence[str], at: datetime | None) -> Mrkdwn:
+    people = mrkdwn.join(", ", (who(a) for a in actors))
+    return fmt("{} by {}{}", verb, people, fmt(" at {}", slack_time(at)) if at else Mrkdwn(""))
 
 
 def state_line(state: OpState, text: str) -> str:
@@ -377,11 +389,15 @@ def no_pending_pods() -> str:
     return "No pod is Unschedulable: nothing to grow."
 
 
-def advice_headline(pool: str, nodes: int, pods: int, size: int, target: int) -> str:
-    return (
-        f"*Grow pool {pool} by {nodes} node{'s' if nodes != 1 else ''}* ({size} → {target}) "
-        f"for {pods} pending pod{'s' if pods != 1 else ''}: it wastes least (cluster-autoscaler's "
-        "least-waste expander; every pool that helps, best first):"
+def advice_headline(pool: str, nodes: int, pods: int, size: int, target: int) -> Mrkdwn:
+    return fmt(
+        "*Grow pool {} by {}* ({} → {}) for {}: it wastes least (cluster-autoscaler's "
+        "least-waste expander; every pool that helps, best first):",
+        pool,
+        f"{nodes} node{'s' if nodes != 1 else ''}",
+        size,
+        target,
+        f"{pods} pending pod{'s' if pods != 1 else ''}",
     )
 
 
@@ -428,33 +444,42 @@ EVENT_TITLE: dict[EventKind, str] = {
 }
 
 
-def event_time(at: datetime, tz: str) -> str:
+def event_time(at: datetime, tz: str) -> Mrkdwn:
     """A scheduled instant in each reader's zone; the fallback is the schedule's own ("Mon 20:00 CET")."""
     return slack_time(at, fallback=schedule.describe(at, tz))
 
 
-def upcoming_lines(cluster: str, name: str, event: Upcoming) -> list[str]:
+def upcoming_lines(cluster: str, name: str, event: Upcoming) -> list[Mrkdwn]:
     """An announced sleep: when it starts and what it does, when the cluster is back, its approval.
     Absolute times only: the message stays true after its last edit."""
-    head = f"{EVENT_TITLE[event.event]} of {cluster} starts {event_time(event.at, event.tz)}: {event.summary}"
+    head = fmt(
+        "{} of {} starts {}: {}",
+        EVENT_TITLE[event.event],
+        cluster,
+        event_time(event.at, event.tz),
+        event.summary,
+    )
     if event.wake_at is None:
-        back = f"No wake is scheduled: `{COMMAND} wake {cluster}` brings it back."
+        back = fmt("No wake is scheduled: `{}` brings it back.", f"{COMMAND} wake {cluster}")
     else:
-        back = f"Back {event_time(event.wake_at, event.tz)}."
-        if event.no_wake_on:
-            back += f" No wake on {', '.join(d.isoformat() for d in event.no_wake_on)} (exception dates)."
+        exceptions = ", ".join(d.isoformat() for d in event.no_wake_on)
+        back = fmt(
+            "Back {}.{}",
+            event_time(event.wake_at, event.tz),
+            f" No wake on {exceptions} (exception dates)." if event.no_wake_on else "",
+        )
     if event.approval.complete:
-        approval = f"Runs without a further approval ({schedule_approval(name, event.approval)})."
+        approval = fmt("Runs without a further approval ({}).", schedule_approval(name, event.approval))
     else:
-        approval = "Needs an approval when it starts."
+        approval = Mrkdwn("Needs an approval when it starts.")
     return [head, back, approval]
 
 
-def reminder(cluster: str, event: Upcoming, lead: timedelta | None) -> str:
+def reminder(cluster: str, event: Upcoming, lead: timedelta | None) -> Mrkdwn:
     """The thread reply of a later lead (the message itself is edited, which notifies nobody)."""
     before = f" ({lead_text(lead)} before)" if lead is not None else ""
     title = EVENT_TITLE[event.event].lower()
-    return f"Reminder{before}: {title} of {cluster} starts {event_time(event.at, event.tz)}"
+    return fmt("Reminder{}: {} of {} starts {}", before, title, cluster, event_time(event.at, event.tz))
 
 
 def lead_text(lead: timedelta) -> str:
@@ -462,31 +487,36 @@ def lead_text(lead: timedelta) -> str:
     return f"{minutes} min" if minutes < 120 or minutes % 60 else f"{minutes // 60} h"
 
 
-def woken_for(op_id: str, cluster: str, summary: str, resleep_at: datetime) -> str:
+def woken_for(op_id: str, cluster: str, summary: str, resleep_at: datetime) -> Mrkdwn:
     """A temporary wake, told in the channel: absolute times only, the message is never edited."""
-    return (
-        f"Operation {op_id} wakes {cluster} ({summary}); back to sleep {slack_time(resleep_at)}, "
-        "announced before."
+    return fmt(
+        "Operation {} wakes {} ({}); back to sleep {}, announced before.",
+        op_id,
+        cluster,
+        summary,
+        slack_time(resleep_at),
     )
 
 
-def next_event(event: NextEvent) -> str:
+def next_event(event: NextEvent) -> Mrkdwn:
     """A cluster's next sleep or wake, in each reader's zone (the Home tab is not re-rendered as
     time passes, so no "in 2 h")."""
-    return f"Next scheduled event: {event.action} ({event.schedule}) {event_time(event.at, event.tz)}"
+    return fmt(
+        "Next scheduled event: {} ({}) {}", event.action, event.schedule, event_time(event.at, event.tz)
+    )
 
 
-def decided_line(decision: DecisionNote) -> str:
-    return f"{decision.note} ({who(decision.by)})"
+def decided_line(decision: DecisionNote) -> Mrkdwn:
+    return fmt("{} ({})", decision.note, who(decision.by))
 
 
-def schedule_approval(name: str, approval: ApprovalPromise) -> str:
+def schedule_approval(name: str, approval: ApprovalPromise) -> Mrkdwn:
     """How a schedule's runs are approved, with its pre-approvers as mentions."""
     if approval.mode != "pre_approved":
-        return "approval at each run"
+        return Mrkdwn("approval at each run")
     if not approval.pre_approvers:
-        return f"pre-approval asked, none given yet (`{COMMAND} schedule approve {name}`)"
-    return "pre-approved by " + ", ".join(who(u) for u in approval.pre_approvers)
+        return fmt("pre-approval asked, none given yet (`{}`)", f"{COMMAND} schedule approve {name}")
+    return fmt("pre-approved by {}", mrkdwn.join(", ", (who(u) for u in approval.pre_approvers)))
 
 
 # -- the engine's reasons ------------------------------------------------------------------------
@@ -508,34 +538,55 @@ def outcome_text(outcome: Answered, *, slack: bool = True) -> str:
 
 
 def reason(why: Reason, *, slack: bool = True) -> str:
-    """A reason for Slack (mentions, channel links, `/scale …`) or for a terminal (plain, `scalebot …`)."""
+    """A reason for Slack (mentions, channel links, `/scale …`; `Mrkdwn` with the names in it
+    escaped) or for a terminal (plain, `scalebot …`)."""
     command = COMMAND if slack else CLI
     ops = f"{COMMAND} ops" if slack else f"{CLI} operations"
     person = who if slack else _plain_who
+    say = fmt if slack else _plain
     match why:
         case ChannelNotAllowed(cluster, channels):
-            where = ", ".join(f"<#{c}>" if slack else c for c in channels)
-            return f"{cluster} is operated only from {where}"
+            where = mrkdwn.join(", ", map(mrkdwn.channel, channels)) if slack else ", ".join(channels)
+            return say("{} is operated only from {}", cluster, where)
         case AlreadyDecided(op_id, state, by, at):
-            when = "" if at is None else f" at {slack_time(at) if slack else at.strftime('%H:%M UTC')}"
-            return f"operation {op_id} is already {state}" + (f" by {person(by)}{when}" if by else "")
+            when = (
+                Mrkdwn("")
+                if at is None
+                else say(" at {}", slack_time(at) if slack else at.strftime("%H:%M UTC"))
+            )
+            return say(
+                "operation {} is already {}{}", op_id, state, say(" by {}{}", person(by), when) if by else ""
+            )
         case Busy(what, op_id, kind, requested_by, state):
             if not state:
-                return f"{what} is busy with operation {op_id}"
-            return (
-                f"{what} is busy: operation {op_id} ({kind}, requested by {person(requested_by)}, {state}) "
-                f"is using it; wait for it or cancel it with `{ops} cancel {op_id}`"
+                return say("{} is busy with operation {}", what, op_id)
+            return say(
+                "{} is busy: operation {} ({}, requested by {}, {}) is using it; wait for it or cancel it "
+                "with `{}`",
+                what,
+                op_id,
+                kind,
+                person(requested_by),
+                state,
+                f"{ops} cancel {op_id}",
             )
         case UnknownOperation(op_id):
-            return f"no operation {op_id}; `{ops} list` shows the recent ones"
+            return say("no operation {}; `{}` shows the recent ones", op_id, f"{ops} list")
         case NeedsApprovalInstead(verb, cluster, why_text):
             drain = f"{command} drain NODE cluster={cluster}"
-            return f"{verb} on {cluster} needs approval ({why_text}); request `{drain}` instead"
+            return say("{} on {} needs approval ({}); request `{}` instead", verb, cluster, why_text, drain)
         case NoScheduleToResleep(cluster):
-            return (
-                f"{cluster} has no active schedule to say when it sleeps again: wake it with "
-                f"`{command} wake {cluster}` and put it to sleep with `{command} zero {cluster}`"
+            return say(
+                "{} has no active schedule to say when it sleeps again: wake it with `{}` and put it "
+                "to sleep with `{}`",
+                cluster,
+                f"{command} wake {cluster}",
+                f"{command} zero {cluster}",
             )
+
+
+def _plain(template: str, *args: object) -> str:
+    return template.format(*args)
 
 
 def _plain_who(actor: str) -> str:

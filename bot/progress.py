@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from bot import blocks, messages
+from bot.mrkdwn import Mrkdwn
 from bot.ports import OperationsPort, Unshown
 from bot.sender import Sender
 from engine.operation import Operation, OpState, ProgressEvent
@@ -48,7 +49,7 @@ def message_key(op_id: str) -> str:
 @dataclass(slots=True)
 class _View:
     status: str | None = None
-    decision: str | None = None
+    decision: Mrkdwn | None = None
     decision_loaded: bool = False
     condition_posted: str = ""
     condition_at: float = float("-inf")

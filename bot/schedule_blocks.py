@@ -37,8 +37,8 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
-from bot import messages
-from bot.blockkit import Builder, Message, esc, esc_keep_mentions
+from bot import messages, mrkdwn
+from bot.blockkit import Builder, Message, esc
 from bot.blocks import (
     ACTION_POSTPONE_1H,
     ACTION_POSTPONE_UNTIL,
@@ -46,6 +46,7 @@ from bot.blocks import (
     ACTION_SKIP,
     text_message,
 )
+from bot.mrkdwn import Mrkdwn, fmt
 from engine import schedule
 from engine.announcement import Announcement
 from engine.schedule import Occurrence
@@ -210,27 +211,28 @@ def wake_for_whole_cluster(cluster: str) -> str:
     )
 
 
-def schedule_not_added(reply: str) -> str:
-    return (
-        f"The schedule was not saved: {reply.rstrip('.')}. Nothing changed; "
-        f"`{messages.COMMAND} schedule add` opens the form again."
+def schedule_not_added(reply: str) -> Mrkdwn:
+    return fmt(
+        "The schedule was not saved: {}. Nothing changed; `{}` opens the form again.",
+        Mrkdwn(reply.rstrip(".")) if isinstance(reply, Mrkdwn) else reply.rstrip("."),
+        f"{messages.COMMAND} schedule add",
     )
 
 
-def schedule_added(actor: str, outcome: ScheduleOutcome) -> str:
+def schedule_added(actor: str, outcome: ScheduleOutcome) -> Mrkdwn:
     """Told in the channel: the saved schedule and its next event, each time in the reader's zone."""
     sched = outcome.schedule
     if sched is None:
-        return f"{messages.who(actor)} added a schedule. {outcome.reply}"
+        return fmt("{} added a schedule. {}", messages.who(actor), outcome.reply)
     if outcome.next_event is None:
-        following = "Nothing is scheduled in the next ten years."
+        following = Mrkdwn("Nothing is scheduled in the next ten years.")
     else:
         occ, at = outcome.next_event
-        following = f"Next: {occ.action} {messages.event_time(at, sched.spec.tz)}."
-    return f"{messages.who(actor)} added a schedule. Schedule saved: {summary(sched)}. {following}"
+        following = fmt("Next: {} {}.", occ.action, messages.event_time(at, sched.spec.tz))
+    return fmt("{} added a schedule. Schedule saved: {}. {}", messages.who(actor), summary(sched), following)
 
 
-def changed(actor: str, outcome: ScheduleOutcome) -> str:
+def changed(actor: str, outcome: ScheduleOutcome) -> Mrkdwn:
     """A change told in the channel; a pre-approval names the pre-approvers as mentions, a
     temporary wake its return to sleep as a time every reader sees in their own zone."""
     op = outcome.operation
@@ -239,38 +241,47 @@ def changed(actor: str, outcome: ScheduleOutcome) -> str:
         return messages.nodes_changed(actor, woke)
     sched = outcome.schedule
     if sched is not None and outcome.ok and sched.approval_mode == "pre_approved":
-        text = (
-            f"Pre-approved schedule {sched.name}: {messages.schedule_approval(sched.name, sched.approval)}."
+        text = fmt(
+            "Pre-approved schedule {}: {}.",
+            sched.name,
+            messages.schedule_approval(sched.name, sched.approval),
         )
         return messages.nodes_changed(actor, text)
     return messages.nodes_changed(actor, messages.outcome_text(outcome))
 
 
-def summary(sched: Schedule) -> str:
+def summary(sched: Schedule) -> Mrkdwn:
     """One line for `/scale schedule list|show`: its channel and pre-approvers as Slack links."""
     spec = sched.spec
     wake = f" → wake {spec.wake}" if spec.wake else " (no wake)"
     leads = ", ".join(messages.lead_text(lead) for lead in spec.lead_times) or "none"
     holidays = ", ".join(d.isoformat() for d in sorted(spec.exceptions))
-    return (
-        f"{esc(sched.name)}: {esc(sched.cluster)}, {sched.target.describe()}; sleep {spec.sleep}{wake} "
-        f"({spec.tz}); announced {leads} before in <#{sched.channel}>; "
-        f"{messages.schedule_approval(sched.name, sched.approval)}"
-        + (f"; not on {holidays}" if holidays else "")
-        + ("" if sched.enabled else "; paused")
+    return fmt(
+        "{}: {}, {}; sleep {}{} ({}); announced {} before in {}; {}{}{}",
+        sched.name,
+        sched.cluster,
+        sched.target.describe(),
+        spec.sleep,
+        wake,
+        spec.tz,
+        leads,
+        mrkdwn.channel(sched.channel),
+        messages.schedule_approval(sched.name, sched.approval),
+        f"; not on {holidays}" if holidays else "",
+        "" if sched.enabled else "; paused",
     )
 
 
-def started(reply: str) -> str:
-    return f"🔄 {reply}"
+def started(reply: str) -> Mrkdwn:
+    return fmt("🔄 {}", reply)
 
 
-def failed_to_start(reply: str) -> str:
-    return f"❌ {reply}"
+def failed_to_start(reply: str) -> Mrkdwn:
+    return fmt("❌ {}", reply)
 
 
-def done_without_change(reply: str) -> str:
-    return f"✅ {reply}"
+def done_without_change(reply: str) -> Mrkdwn:
+    return fmt("✅ {}", reply)
 
 
 # -- announcements ---------------------------------------------------------------------------------
@@ -282,17 +293,17 @@ def announcement(note: Announcement, *, status: str = "", buttons: bool | None =
     show_buttons = note.buttons if buttons is None else buttons
     lines = announcement_lines(note)
     b = Builder()
-    head = f"{_emoji(note)} *{esc_keep_mentions(lines[0])}*"
-    b.section("\n".join([head, *(esc_keep_mentions(line) for line in lines[1:])]), reserve=800)
+    head = f"{_emoji(note)} *{esc(lines[0])}*"
+    b.section("\n".join([head, *(esc(line) for line in lines[1:])]), reserve=800)
     if status:
-        b.section(esc_keep_mentions(status), reserve=600)
+        b.section(esc(status), reserve=600)
     footer = f"Schedule `{esc(note.schedule)}` · cluster {esc(note.cluster)}"
     if show_buttons:
         footer += " · Postpone and Skip change only this occurrence, never the schedule"
     b.context(footer)
     if show_buttons:
         b.actions(*_buttons(note))
-    fallback = lines[0] + (f" · {status}" if status else "")
+    fallback = fmt("{}{}", lines[0], fmt(" · {}", status) if status else "")
     return b.build(f"sched-{note.key}", fallback)
 
 
@@ -300,7 +311,7 @@ def announcement_lines(note: Announcement) -> list[str]:
     """An upcoming sleep from its data (times in each reader's zone), a decision's line after it;
     the engine's plain account for the other kinds."""
     if note.upcoming is not None:
-        lines = messages.upcoming_lines(note.cluster, note.schedule, note.upcoming)
+        lines: list[str] = [*messages.upcoming_lines(note.cluster, note.schedule, note.upcoming)]
         if note.decision is not None:
             lines.append(messages.decided_line(note.decision))
         return lines
@@ -319,7 +330,7 @@ def reminder(note: Announcement) -> Message | None:
 def occurrence_status(key: str, text: str) -> Message:
     """What happened to an occurrence that was never announced (e.g. a sleep that could not start)."""
     b = Builder()
-    b.section(esc_keep_mentions(text))
+    b.section(esc(text))
     b.context(f"Schedule `{esc(key.rsplit(':', 2)[0])}`")
     return b.build(f"sched-{key}", text)
 
@@ -376,7 +387,7 @@ def schedule_list(
     b = Builder()
     theirs = [p for p in provider if p.schedules or p.unreadable]
     if not schedules:
-        b.section(no_schedules(cluster))
+        b.section(esc(no_schedules(cluster)))
     else:
         b.section(f"*Schedules{f' on {esc(cluster)}' if cluster else ''}* ({len(schedules)})")
         for sched in schedules[:40]:
@@ -417,7 +428,7 @@ def schedule_detail(
     b.section("*Next events*\n" + ("\n".join(lines) if lines else "_none_"), reserve=300)
     created = messages.slack_time(sched.created_at, "{date_short} {time}")
     b.context(f"Created by {messages.who(sched.created_by)} {created}")
-    return b.build(f"schedule-{sched.name}", f"Schedule {sched.name}: {summary(sched)}")
+    return b.build(f"schedule-{sched.name}", fmt("Schedule {}: {}", sched.name, summary(sched)))
 
 
 def next_events(
@@ -431,7 +442,7 @@ def next_events(
     """The next sleeps and wakes across clusters in `tz` (the reader's Slack time zone)."""
     b = Builder()
     if not events:
-        b.section(nothing_next(cluster))
+        b.section(esc(nothing_next(cluster)))
         return b.build("schedule-next", nothing_next(cluster))
     rows = [
         _event_line(occ, at, tz, now) + f" · {esc(clusters.get(occ.schedule, '?'))}"
@@ -444,7 +455,7 @@ def next_events(
 def _event_line(occ: Occurrence, at: datetime, tz: str, now: datetime) -> str:
     verb = "😴 sleep" if occ.action == "sleep" else "☀️ wake"
     moved = " (moved)" if at != occ.at else ""
-    when = schedule.describe(at, tz)
+    when = esc(schedule.describe(at, tz))
     return f"• *{when}*{moved} · {verb} · `{esc(occ.schedule)}` · {schedule.in_words(at - now)}"
 
 

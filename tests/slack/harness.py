@@ -356,6 +356,11 @@ def blocks_of(call: Call) -> list[dict[str, Any]]:
 
 def all_text(call: Call) -> str:
     """Every text of a recorded message (fallback and blocks), for substring assertions."""
+    return "\n".join(texts_of(call))
+
+
+def texts_of(call: Call) -> list[str]:
+    """The fallback `text` (empty when there is none), then each text of the blocks."""
     parts = [str(call.body.get("text") or "")]
 
     def walk(value: Any) -> None:
@@ -370,7 +375,7 @@ def all_text(call: Call) -> str:
                 walk(item)
 
     walk(blocks_of(call))
-    return "\n".join(parts)
+    return parts
 
 
 def buttons_of(call: Call) -> list[dict[str, Any]]:

@@ -21,6 +21,7 @@ import pytest
 
 from bot import blockkit, blocks, messages
 from bot.blockkit import Message
+from bot.mrkdwn import Mrkdwn
 from engine.announcement import NextEvent
 from engine.operation import (
     Operation,
@@ -149,7 +150,9 @@ def test_wake_card_has_no_confirm_dialog() -> None:
 
 
 def test_decided_card_has_no_buttons() -> None:
-    message = blocks.decided_card(op(state=OpState.REJECTED), decision="🚫 Rejected by <@U0APP> at 14:02")
+    message = blocks.decided_card(
+        op(state=OpState.REJECTED), decision=Mrkdwn("🚫 Rejected by <@U0APP> at 14:02")
+    )
     dicts = assert_within_limits(message)
     assert buttons(dicts) == []
     assert "Rejected by <@U0APP> at 14:02" in json.dumps(dicts, ensure_ascii=False)
@@ -206,11 +209,14 @@ def test_decision_lines_come_from_history() -> None:
     assert blocks.decision_from_history(running, [Entry(NOW, "U0OPS", "request")]) is None
 
 
-def test_user_text_is_escaped_but_mentions_survive() -> None:
+def test_outside_text_is_escaped_whole_and_only_scalebots_own_text_keeps_tokens() -> None:
     assert blockkit.esc("a <b> & c") == "a &lt;b&gt; &amp; c"
-    assert blockkit.esc_keep_mentions("<@U1> said <script> & <!date^1^{time}|x>") == (
-        "<@U1> said &lt;script&gt; &amp; <!date^1^{time}|x>"
+    # Tokens inside text from outside are text, whatever they look like.
+    assert blockkit.esc("<@U1> said <script> & <!date^1^{time}|x>") == (
+        "&lt;@U1&gt; said &lt;script&gt; &amp; &lt;!date^1^{time}|x&gt;"
     )
+    ours = Mrkdwn("<@U1> approved")
+    assert blockkit.esc(ours) == "<@U1> approved"
 
 
 def test_final_reply_reports_the_outcome() -> None:
