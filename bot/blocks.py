@@ -33,6 +33,7 @@ from slack_sdk.models.views import View
 from bot import messages, mrkdwn
 from bot.blockkit import MESSAGE_BUDGET, Builder, Message, esc, join_limited
 from bot.mrkdwn import Mrkdwn, fmt
+from engine import force_scope
 from engine.advice import ScaleUpAdvice
 from engine.announcement import NextEvent
 from engine.consolidation import Underused
@@ -193,6 +194,10 @@ def _plan_details(b: Builder, plan: OperationPlan, *, with_blockers: bool) -> No
             b.context(esc(emptied_not_removed(change)), reserve=1_000)
     if plan.force_phase:
         b.section(messages.force_phase_warning(), reserve=2_000)
+    if plan.forcing:  # which pods it forces, and why a plain drain would refuse each
+        b.section(f"*{esc(force_scope.heading(plan.forcing))}:*", reserve=2_000)
+        lines = force_scope.describe(plan.force_scope or force_scope.ForceScope())
+        b.preformatted(lines, max_chars=3_000, reserve=1_500, spread=6)
     if plan.kind is OpKind.CONSOLIDATE:
         _consolidation_details(b, plan, with_kept=with_blockers)
     elif with_blockers and plan.blockers:

@@ -261,7 +261,7 @@ def opt_out_pods(pod: PodInfo, ctx: DrainContext) -> Verdict | None:
     Refused without force; in phase 1 of a zero-scale (`opt_outs_wait`) left to finish instead.
     Beyond every upstream drain: kubectl and Cluster API ignore these annotations.
     """
-    annotation = _opt_out_annotation(pod)
+    annotation = opt_out_annotation(pod)
     if annotation is None:
         return None
     if ctx.options.opt_outs_wait:
@@ -325,7 +325,7 @@ def _is_orphaned_daemonset_pod(pod: PodInfo, ctx: DrainContext) -> bool:
     return f"{pod.namespace}/{ref.name}" not in ctx.daemonset_keys
 
 
-def _opt_out_annotation(pod: PodInfo) -> str | None:
+def opt_out_annotation(pod: PodInfo) -> str | None:
     """`key=value` of the first opt-out annotation the pod carries, for the reason text."""
     for key, value in OPT_OUT_ANNOTATIONS:
         if pod.annotations.get(key) == value:
@@ -344,7 +344,7 @@ def _eviction_warnings(pod: PodInfo, ctx: DrainContext) -> list[str]:
         warnings.append(LOCAL_STORAGE_WARNING)
     if pod.controller is None:
         warnings.append(UNMANAGED_WARNING)
-    annotation = _opt_out_annotation(pod)
+    annotation = opt_out_annotation(pod)
     if annotation is not None:
         warnings.append(f"evicting Pod annotated {annotation}")
     return warnings

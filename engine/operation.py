@@ -18,6 +18,9 @@ from datetime import datetime
 from typing import Any, Literal
 
 from engine.drain_state import DrainState
+from engine.force_scope import ForceScope
+from engine.force_scope import describe as describe_scope
+from engine.force_scope import heading as force_heading
 from engine.pools.base import NodeRemoval
 from engine.reasons import Reason
 
@@ -212,6 +215,11 @@ class OperationPlan:
     """Consolidation: (node removed, pod, node it is expected to land on), as the approver saw them."""
     one_at_a_time: bool = False
     """Non-empty nodes are drained one at a time, empty ones together (cluster-autoscaler's caution)."""
+    forcing: tuple[str, ...] = ()
+    """The forcing options of the run (`engine.force_scope`: "force", "phase2"): each may remove
+    what a plain drain refuses, so any of them makes it a forced run (tagged `force`)."""
+    force_scope: ForceScope | None = None
+    """What a forced run may evict or force-delete, as approved (None when nothing is forced)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -244,6 +252,8 @@ class OperationPlan:
             "workload_keys": list(self.workload_keys),
             "moves": [list(m) for m in self.moves],
             "one_at_a_time": self.one_at_a_time,
+            "forcing": list(self.forcing),
+            "force_scope": self.force_scope.to_json() if self.force_scope is not None else None,
         }
 
     @classmethod
@@ -278,6 +288,8 @@ class OperationPlan:
             workload_keys=tuple(data.get("workload_keys") or ()),
             moves=tuple((m[0], m[1], m[2]) for m in data.get("moves") or ()),
             one_at_a_time=bool(data.get("one_at_a_time")),
+            forcing=tuple(data.get("forcing") or ()),
+            force_scope=ForceScope.from_json(data["force_scope"]) if data.get("force_scope") else None,
         )
 
     @property
@@ -286,7 +298,8 @@ class OperationPlan:
         workloads a sleep scales down (a Deployment created since the card was shown changes it).
 
         Blocker lists and warnings are left out on purpose: a pod that became Ready does not
-        change what the approver agreed to.
+        change what the approver agreed to. A forced run adds its forcing options and its force
+        scope (owners and budgets, not Pod names: a replacement Pod keeps the approval).
         """
         essence: dict[str, Any] = {
             "kind": self.kind.value,
@@ -301,6 +314,10 @@ class OperationPlan:
         }
         if self.one_at_a_time:  # (absent when off, so plans approved before it keep their hash)
             essence["one_at_a_time"] = True
+        if self.forcing:  # (absent when nothing is forced, so unforced plans keep their hash)
+            # An approval of the unforced plan must not authorise the forced one, nor a wider scope.
+            essence["forcing"] = sorted(self.forcing)
+            essence["force_scope"] = (self.force_scope or ForceScope()).essence()
         if self.kind is OpKind.CONSOLIDATE:
             # The approver agreed to these pods landing there: a different packing is a new plan.
             essence["moves"] = sorted(self.moves)
@@ -327,6 +344,9 @@ class OperationPlan:
                 "  every pool goes to 0: phase 1 evicts gracefully (PDBs respected), then phase 2 "
                 "force-deletes what is left with grace 0"
             )
+        if self.forcing:
+            lines.append(f"  {force_heading(self.forcing)}:")
+            lines.extend(f"    {line}" for line in describe_scope(self.force_scope or ForceScope()))
         if self.blockers:
             lines.append(
                 f"  {len(self.blockers)} pod(s) will block {'phase 1' if self.force_phase else 'the drain'}:"

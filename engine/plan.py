@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from engine import filters
+from engine import filters, force_scope
 from engine.model import NodeInfo, PdbIndex, PdbInfo, PodInfo
 from engine.operation import OperationPlan, OpKind, PoolChange, Target
 from engine.pools import victims
@@ -293,6 +293,14 @@ def _plan_resize(
             *warnings,
             "every pool goes to 0: pods still blocking after phase 1 will be force-deleted",
         )
+    forcing: tuple[str, ...] = ()
+    if force_phase:
+        forcing = (force_scope.FORCE_PHASE,)
+    elif force:
+        forcing = (force_scope.FORCE,)
+    scope = (
+        _force_scope(snap, drained, options, blockers if force_phase else (), now=now) if forcing else None
+    )
     return OperationPlan(
         kind=kind,
         cluster=snap.cluster,
@@ -301,7 +309,42 @@ def _plan_resize(
         blockers=blockers,
         force_phase=force_phase,
         warnings=warnings,
+        forcing=forcing,
+        force_scope=scope,
     )
+
+
+def _force_scope(
+    snap: ClusterSnapshot,
+    nodes: Sequence[str],
+    options: filters.DrainOptions,
+    phase2: Sequence[tuple[str, str]],
+    *,
+    now: datetime,
+) -> force_scope.ForceScope:
+    """What a forced run may remove beyond a plain drain: the Pods on `nodes` the plain drain
+    refuses and the run's drain (`options`) removes, each with why; for a full zero-scale also the
+    Pods expected to block phase 1 (`phase2`, with why), whatever phase 1 leaves of the workloads
+    on `nodes` now, and the budgets selecting them."""
+    wanted = set(nodes)
+    on_nodes = [p for p in snap.pods if p.node_name in wanted]
+    plain = force_scope.plain_drain(opt_outs_wait=bool(phase2) or options.opt_outs_wait)
+    forced = force_scope.needing_force(
+        on_nodes, _context(snap, nodes, plain, now=now), _context(snap, nodes, options, now=now)
+    )
+    if not options.opt_outs_wait:  # not a full zero-scale: no phase 2
+        return force_scope.build_scope(forced)
+    ctx = _context(snap, nodes, filters.DrainOptions.machine(evict_opt_outs=True), now=now)
+    deletable = [p for p, v in filters.classify_pods(on_nodes, ctx) if v.action is not filters.Action.SKIP]
+    by_key = {p.key: p for p in deletable}
+    expected = [
+        force_scope.ForcedPod(pod, force_scope.unit_of(by_key[pod]), f"phase 2 if still there: {why}")
+        for pod, why in phase2
+        if pod in by_key
+    ]
+    index = PdbIndex(snap.pdbs)
+    pdbs = {pdb.key for p in deletable for pdb in index.for_pod(p)}
+    return force_scope.build_scope([*forced, *expected], deletable, pdbs)
 
 
 def _check_limits(pool: Pool, size: int, *, to_zero: bool) -> None:
@@ -332,13 +375,20 @@ def _plan_node_drain(target: Target, snap: ClusterSnapshot, *, now: datetime) ->
     options = filters.DrainOptions.kubectl(
         force=target.force, ignore_daemonsets=True, delete_emptydir_data=True
     )
-    blockers, warnings = _blockers(snap, tuple(sorted(target.nodes)), options, now=now)
+    nodes = tuple(sorted(target.nodes))
+    blockers, warnings = _blockers(snap, nodes, options, now=now)
+    if not target.force:
+        return OperationPlan(
+            kind=OpKind.DRAIN, cluster=snap.cluster, nodes=nodes, blockers=blockers, warnings=warnings
+        )
     return OperationPlan(
         kind=OpKind.DRAIN,
         cluster=snap.cluster,
-        nodes=tuple(sorted(target.nodes)),
+        nodes=nodes,
         blockers=blockers,
         warnings=warnings,
+        forcing=(force_scope.FORCE,),
+        force_scope=_force_scope(snap, nodes, options, (), now=now),
     )
 
 
@@ -372,15 +422,21 @@ def _blockers(
         return (), ()
     wanted = set(nodes)
     node_infos = [n for n in snap.nodes if n.name in wanted]
-    ctx = filters.DrainContext(
+    drain_plan = plan_drain(node_infos, snap.pods, snap.pdbs, _context(snap, nodes, options, now=now))
+    blockers = tuple((p.pod, p.reason) for p in drain_plan.pods if p.action in ("block", "blocked", "wait"))
+    return blockers, drain_plan.warnings
+
+
+def _context(
+    snap: ClusterSnapshot, nodes: Sequence[str], options: filters.DrainOptions, *, now: datetime
+) -> filters.DrainContext:
+    wanted = set(nodes)
+    return filters.DrainContext(
         options=options,
         now=now,
         daemonset_keys=snap.daemonset_keys,
-        unreachable_nodes=frozenset(n.name for n in node_infos if n.is_unreachable),
+        unreachable_nodes=frozenset(n.name for n in snap.nodes if n.name in wanted and n.is_unreachable),
     )
-    drain_plan = plan_drain(node_infos, snap.pods, snap.pdbs, ctx)
-    blockers = tuple((p.pod, p.reason) for p in drain_plan.pods if p.action in ("block", "blocked", "wait"))
-    return blockers, drain_plan.warnings
 
 
 def _names(items: Sequence[NodeInfo] | Sequence[Pool]) -> str:

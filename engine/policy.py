@@ -113,7 +113,7 @@ def approval_tags(plan: OperationPlan) -> frozenset[str]:
         tags.add("scale_down" if down else "scale_up")
     if plan.kind in (OpKind.ZERO, OpKind.CONSOLIDATE):
         tags.add("scale_down")
-    if plan.force_phase:
+    if plan.force_phase or plan.forcing:  # any forcing option (--force, phase 2) is a forced run
         tags.add("force")
     return frozenset(tags)
 

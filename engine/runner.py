@@ -53,7 +53,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from engine import consolidation, drain, filters, placement
+from engine import consolidation, drain, filters, force_scope, placement
 from engine.clock import Clock
 from engine.concurrency import AdaptiveGate, AimdController, AimdSettings
 from engine.durations import format_duration
@@ -61,6 +61,7 @@ from engine.flows import NEXT, Outcome, first_step, step_after
 from engine.kube import events as kube_events
 from engine.kube.api import KubeApi, RateLimitedApi, SchedulingApi
 from engine.kube.errors import KubeError
+from engine.model import PdbIndex
 from engine.operation import (
     ConsolidationProgress,
     Operation,
@@ -784,6 +785,17 @@ def _options(op: Operation) -> filters.DrainOptions:
     )
 
 
+def _scoped_filters(op: Operation) -> tuple[filters.PodFilter, ...] | None:
+    """A forced run removes only what its approval covers: the scope guard runs first and refuses
+    a Pod the plain drain refuses that the scope does not cover. (A plan saved without a scope
+    covers nothing: the run then removes nothing a plain drain refuses.)"""
+    if not (op.target.force or op.plan.force_phase or op.plan.forcing):
+        return None
+    scope = op.plan.force_scope or force_scope.ForceScope()
+    plain = force_scope.plain_drain(opt_outs_wait=op.plan.force_phase)
+    return (force_scope.scope_guard(scope, plain), *filters.default_filters())
+
+
 def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     now = runner.clock.now()
     state = _drain_state(op)
@@ -804,6 +816,7 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
         nodes=[n for n in nodes if n not in stopped],
         state=state,
         options=_options(op),
+        pod_filters=_scoped_filters(op),
         now=now,
         executor=runner._adaptive_pool or runner._evictions,
         gate=runner.eviction_gate(h),
@@ -1020,6 +1033,9 @@ def step_force(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
             "still terminating" if pod.is_terminating else "not evicted in phase 1"
         )
 
+    remaining, outside, left = _within_scope(op, h, remaining)
+    if outside:
+        return _outside_scope(op, [(p, reason, why(p)) for p, reason in outside])
     rows = runner.store.audit_rows(op_id=op.id)
     intents = [r.detail for r in rows if r.action == "force_delete_pod"]
     audited = {d.split(" ", 1)[0] for d in intents}
@@ -1066,6 +1082,8 @@ def step_force(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     text = f"Phase 2: force-deleted {len(keys)} Pod{'s' if len(keys) != 1 else ''} with grace 0"
     if keys:
         text += ": " + ", ".join(keys[:10]) + (f", ... ({len(keys) - 10} more)" if len(keys) > 10 else "")
+    if left:
+        text += f"; left to terminate by themselves (outside the approved scope): {', '.join(left[:10])}"
     forced_progress = replace(op.progress.drain, force_deleted=tuple(keys))
     if unconfirmed:
         forced_progress = replace(forced_progress, force_unconfirmed=tuple(unconfirmed))
@@ -1076,6 +1094,49 @@ def step_force(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     return StepResult(
         then=NEXT, progress=replace(op.progress, drain=forced_progress), events=[("phase", text, "")]
     )
+
+
+def _within_scope(
+    op: Operation, h: ClusterHandle, remaining: Sequence[Any]
+) -> tuple[list[Any], list[tuple[Any, str]], list[str]]:
+    """Split what phase 2 would delete by the approved force scope: (pods it covers, pods outside
+    it with why, outside pods already terminating, which are left to end by themselves).
+
+    A finished Pod holds no work and is always deleted. (A plan saved without a scope covers
+    nothing: every running Pod is then outside it.)"""
+    scope = op.plan.force_scope or force_scope.ForceScope()
+    index = PdbIndex(h.api.list_pdbs())
+    covered: list[Any] = []
+    outside: list[tuple[Any, str]] = []
+    left: list[str] = []
+    for pod in remaining:
+        reason = "" if pod.is_finished else scope.outside(pod, [b.key for b in index.for_pod(pod)])
+        if not reason:
+            covered.append(pod)
+        elif pod.is_terminating:
+            left.append(pod.key)
+        else:
+            outside.append((pod, reason))
+    return covered, outside, left
+
+
+def _outside_scope(op: Operation, outside: Sequence[tuple[Any, str, str]]) -> StepResult:
+    """Phase 2 met Pods its approval does not cover: it force-deletes none of them (nor the
+    covered ones: the nodes could not be removed anyway) and fails, saying what appeared and
+    what each choice means. A new request re-plans with them on its card, for a new approval."""
+    lines = [
+        f"{pod.key} (owner {force_scope.unit_of(pod)}; blocks: {blocks}; {reason})"
+        for pod, reason, blocks in outside[:20]
+    ]
+    more = f"; ... ({len(outside) - 20} more)" if len(outside) > 20 else ""
+    n = len(outside)
+    error = (
+        f"phase 2 stopped: {n} Pod{'s' if n != 1 else ''} appeared after the approval, outside the "
+        f"approved force scope: {'; '.join(lines)}{more}. Nothing was force-deleted and no node was "
+        "removed; the nodes stay cordoned. To force-delete them too, request the operation again: "
+        "its card lists them for a new approval. To give the nodes back, uncordon them or wake."
+    )
+    return StepResult(state=OpState.FAILED, error=error, events=[("final", f"Failed: {error}", "")])
 
 
 FORCE_DELETED_ACTION = "force_deleted_pod"
