@@ -163,14 +163,20 @@ def scope_guard(scope: ForceScope, plain: filters.DrainOptions) -> filters.PodFi
     return guard
 
 
+_OPTION_NAMES = {FORCE: "--force", FORCE_PHASE: "phase 2"}
+
+
 def heading(forcing: Iterable[str]) -> str:
-    """What the forced run may do, in one sentence (the card's and the CLI's heading)."""
-    if FORCE_PHASE in set(forcing):
+    """What the forced run may do, in one sentence (the card's and the CLI's heading). A forcing
+    option added later is named as it is spelt in the plan."""
+    options = sorted(set(forcing))
+    named = ", ".join(_OPTION_NAMES.get(o, o) for o in options)
+    if FORCE_PHASE in options:
         return (
-            "Forced run (phase 2): what phase 1 leaves is deleted with grace 0, past "
+            f"Forced run ({named}): what phase 1 leaves is deleted with grace 0, past "
             "PodDisruptionBudgets, only within this approved scope"
         )
-    return "Forced run (--force): it removes what a plain drain refuses only within this approved scope"
+    return f"Forced run ({named}): it removes what a plain drain refuses only within this approved scope"
 
 
 def describe(scope: ForceScope, *, limit: int = 20) -> list[str]:

@@ -448,6 +448,7 @@ def test_phase_two_counts_only_the_pods_scalebot_deleted(
     """
     from engine import drain
     from engine.clock import SystemClock
+    from engine.force_scope import FORCE_PHASE, ForceScope
     from engine.operation import Operation, OperationPlan, PoolChange
     from engine.pools.labels import LabelPoolProvider
     from engine.runner import ClusterHandle, Runner, step_force
@@ -480,6 +481,8 @@ def test_phase_two_counts_only_the_pods_scalebot_deleted(
         pools=(PoolChange(pool=pool, before=1, after=0, nodes_to_remove=(node,)),),
         nodes=(node,),
         force_phase=True,
+        forcing=(FORCE_PHASE,),
+        force_scope=ForceScope(units=tuple(f"Pod/{namespace}/{name}" for name in ("left", "ours", "self"))),
     )
     op = Operation(
         id=op_id,
