@@ -29,7 +29,7 @@ from engine.clock import ScaledClock, SystemClock
 from engine.durations import DurationError, parse_duration
 from engine.kube import errors
 from engine.kube.api import KubeApi
-from engine.model import NodeInfo
+from engine.model import NodeInfo, parse_label_selector
 from engine.operation import OperationRequest, OpKind, OpState, Outcome, ProgressEvent, Target
 from engine.operations import Operations, UserError, new_operations
 from engine.policy import ClusterPolicy
@@ -104,7 +104,23 @@ def build_parser() -> argparse.ArgumentParser:
         "--parallel", type=int, default=16, metavar="N", help="evictions in flight (default 16)"
     )
     drain.add_argument("--interval", default="20s", help="longest gap between drain passes (default 20s)")
-    drain.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
+    drain.add_argument(
+        "--dry-run",
+        nargs="?",
+        const="client",
+        default="none",
+        choices=("none", "client", "server"),
+        help="client: print the plan; server: also send each eviction with dryRun=All (the API server "
+        "checks PDBs and admission); nothing is changed",
+    )
+    drain.add_argument(
+        "--pod-selector", metavar="SELECTOR", help="only drain the pods matching this label selector"
+    )
+    drain.add_argument(
+        "--disable-eviction",
+        action="store_true",
+        help="delete pods instead of evicting them, bypassing PodDisruptionBudgets (asks like --force)",
+    )
     _add_yes_flag(drain)
     drain.add_argument(
         "--style",
@@ -385,11 +401,18 @@ def resolve_nodes(api: KubeApi, names: Sequence[str], selector: str | None) -> l
 
 
 def drain_options(args: argparse.Namespace) -> filters.DrainOptions:
-    return filters.DrainOptions.kubectl(
+    options = filters.DrainOptions.kubectl(
         force=args.force,
         ignore_daemonsets=args.ignore_daemonsets,
         delete_emptydir_data=args.delete_emptydir_data,
     )
+    text = getattr(args, "pod_selector", None)
+    try:
+        selector = parse_label_selector(text) if text else None
+    except ValueError as exc:
+        raise CliError(f"--pod-selector: {exc}") from exc
+    disable = bool(getattr(args, "disable_eviction", False))
+    return replace(options, pod_selector=selector, disable_eviction=disable)
 
 
 def _duration(text: str, flag: str) -> timedelta:
@@ -409,12 +432,15 @@ def cmd_drain(args: argparse.Namespace) -> int:
     options = drain_options(args)
     if args.grace_period is not None:
         options = filters.DrainOptions(**{**options.__dict__, "grace_period_seconds": args.grace_period})
-    if args.dry_run:
+    if args.dry_run == "client":
         print(_plan(api, nodes, options).to_text())
         return EXIT_OK
-    if args.force and not args.yes:
+    if args.dry_run == "server":
+        return _server_dry_run(api, nodes, options)
+    if (args.force or args.disable_eviction) and not args.yes:
+        flag = "--force" if args.force else "--disable-eviction"
         names = ", ".join(n.name for n in nodes)
-        confirm(args, _plan(api, nodes, options).to_text(), f"drain --force {names}")
+        confirm(args, _plan(api, nodes, options).to_text(), f"drain {flag} {names}")
     cancel = threading.Event()
     _on_interrupt(cancel)
 
@@ -454,6 +480,35 @@ def cmd_drain(args: argparse.Namespace) -> int:
     message = outcome.report.condition_message(args.style)
     print(f"error: drain did not complete within {args.timeout}:\n{message}", file=sys.stderr)
     return EXIT_INCOMPLETE
+
+
+def _server_dry_run(api: KubeApi, nodes: Sequence[NodeInfo], options: filters.DrainOptions) -> int:
+    """`--dry-run=server`: the plan's evictions and deletions sent with dryRun=All, in kubectl's
+    words; exit 1 when the server (a PDB, admission) or a rule would refuse one."""
+    from engine.kube.client import KubeClient
+
+    if not isinstance(api, KubeClient):
+        raise CliError("--dry-run=server needs a Kubernetes API server")
+    drain_plan = _plan(api, nodes, options)
+    live = {p.key: p for p in api.list_pods(node_names=[n.name for n in nodes])}
+    for node in nodes:
+        print(f"node/{node.name} cordoned (server dry run)")
+    refused = [p for p in drain_plan.pods if p.action in ("block", "blocked")]
+    for step in refused:
+        print(f"error: cannot delete {step.reason}: {step.pod}", file=sys.stderr)
+    for step in drain_plan.pods:
+        pod = live.get(step.pod)
+        if step.action not in ("evict", "delete") or pod is None:
+            continue
+        verb = "evicting" if step.action == "evict" else "deleting"
+        try:
+            api.dry_run_remove(pod, evict=step.action == "evict", grace_seconds=options.grace_period_seconds)
+        except errors.KubeError as exc:
+            refused.append(step)
+            print(f"error when {verb} pod {step.pod} (server dry run): {exc}", file=sys.stderr)
+            continue
+        print(f"{verb} pod {step.pod} (server dry run)")
+    return EXIT_INCOMPLETE if refused else EXIT_OK
 
 
 def cmd_cordon(args: argparse.Namespace) -> int:

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from engine import model
-from engine.model import PodInfo
+from engine.model import LabelSelector, PodInfo
 
 # kubectl's texts for a refused pod (pkg/drain/filters.go). The drain pass reports them as
 # "cannot delete <reason>", which is how kubectl prints them.
@@ -75,6 +75,10 @@ OPT_OUT_ANNOTATIONS: tuple[tuple[str, str], ...] = (
     (model.KARPENTER_DO_NOT_DISRUPT_ANNOTATION, "true"),
     (model.SCALEBOT_DO_NOT_DISRUPT_ANNOTATION, "true"),
 )
+
+
+NOT_SELECTED_REASON = "not selected by --pod-selector"
+EVICTION_DISABLED_REASON = "deleted, not evicted (--disable-eviction: PodDisruptionBudgets bypassed)"
 
 
 class Action(enum.Enum):
@@ -120,6 +124,12 @@ class DrainOptions:
     skip_wait_for_delete_timeout_seconds: int = 0
     """Ignore pods whose deletionTimestamp is older than this (kubectl --skip-wait-for-delete-timeout);
     0 waits for them however long they take."""
+    pod_selector: LabelSelector | None = None
+    """Only pods matching it are drained; the others stay and do not hold the drain (kubectl
+    --pod-selector)."""
+    disable_eviction: bool = False
+    """Delete instead of evict, bypassing PodDisruptionBudgets (kubectl --disable-eviction): as
+    disruptive as --force, and asked for like it."""
 
     @classmethod
     def kubectl(
@@ -297,12 +307,21 @@ def default_filters() -> tuple[PodFilter, ...]:
 
 
 def classify(pod: PodInfo, ctx: DrainContext, filters: Sequence[PodFilter] | None = None) -> Verdict:
-    """The first verdict in the chain; EVICT (with its order) if no filter has an opinion."""
-    for pod_filter in default_filters() if filters is None else filters:
-        verdict = pod_filter(pod, ctx)
-        if verdict is not None:
-            return verdict
-    return evict_in_order(pod, ctx)
+    """The first verdict in the chain; EVICT (with its order) if no filter has an opinion.
+
+    kubectl applies --pod-selector to the pod listing, before every rule; --disable-eviction turns
+    each eviction into a DELETE after them."""
+    selector = ctx.options.pod_selector
+    if selector is not None and not selector.matches(pod.labels):
+        return Verdict(Action.SKIP, NOT_SELECTED_REASON)
+    verdict = next(
+        (v for f in (default_filters() if filters is None else filters) if (v := f(pod, ctx)) is not None),
+        None,
+    ) or evict_in_order(pod, ctx)
+    if ctx.options.disable_eviction and verdict.action is Action.EVICT:
+        why = ", ".join(r for r in (verdict.reason, EVICTION_DISABLED_REASON) if r)
+        return Verdict(Action.DELETE, why, verdict.order)
+    return verdict
 
 
 def classify_pods(

@@ -8,6 +8,7 @@ roughly 8x longer to deserialise).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -376,3 +377,33 @@ def parse_cpu_milli(value: str | int | float | None) -> int:
         return int(float(text) * 1000)
     except ValueError:
         return 0
+
+
+_SET_REQUIREMENT = re.compile(r"^(\S+)\s+(in|notin)\s+\((.*)\)$")
+
+
+def parse_label_selector(text: str) -> LabelSelector:
+    """A label selector string as `kubectl -l` takes it (`=`, `==`, `!=`, `in`, `notin`, `key`,
+    `!key`); ValueError names a term it cannot read."""
+    requirements: list[LabelSelectorRequirement] = []
+    for term in (t.strip() for t in re.split(r",(?![^(]*\))", text)):
+        if not term:
+            continue
+        match = _SET_REQUIREMENT.match(term)
+        if match:
+            key, op, values = match.groups()
+            parsed = tuple(v.strip() for v in values.split(",") if v.strip())
+            requirements.append(LabelSelectorRequirement(key, "In" if op == "in" else "NotIn", parsed))
+        elif term.startswith("!"):
+            requirements.append(LabelSelectorRequirement(term[1:].strip(), "DoesNotExist"))
+        elif "!=" in term:
+            key, value = term.split("!=", 1)
+            requirements.append(LabelSelectorRequirement(key.strip(), "NotIn", (value.strip(),)))
+        elif "=" in term:
+            key, value = term.replace("==", "=", 1).split("=", 1)
+            requirements.append(LabelSelectorRequirement(key.strip(), "In", (value.strip(),)))
+        elif re.fullmatch(r"[\w./-]+", term):
+            requirements.append(LabelSelectorRequirement(term, "Exists"))
+        else:
+            raise ValueError(f"unable to parse requirement: {term!r}")
+    return LabelSelector(match_expressions=tuple(requirements))

@@ -426,6 +426,24 @@ class KubeClient:
         call = self._core.create_namespaced_pod_eviction
         self._request("create", "pods/eviction", call, pod.name, pod.namespace, body)
 
+    def dry_run_remove(self, pod: PodInfo, *, evict: bool, grace_seconds: int | None = None) -> None:
+        """The eviction (or DELETE) with dryRun=All, as `kubectl drain --dry-run=server` sends it: the
+        server runs admission and the PodDisruptionBudget check and changes nothing."""
+        options = _delete_options(pod, grace_seconds)
+        options.dry_run = ["All"]
+        if not evict:
+            call = self._core.delete_namespaced_pod
+            self._request("delete", "pods", call, pod.name, pod.namespace, body=options, dry_run="All")
+            return
+        body = k8s.V1Eviction(
+            api_version="policy/v1",
+            kind="Eviction",
+            metadata=k8s.V1ObjectMeta(name=pod.name, namespace=pod.namespace),
+            delete_options=options,
+        )
+        call = self._core.create_namespaced_pod_eviction
+        self._request("create", "pods/eviction", call, pod.name, pod.namespace, body, dry_run="All")
+
     def delete_pod(self, pod: PodInfo, *, grace_seconds: int | None = None) -> None:
         body = _delete_options(pod, grace_seconds)
         self._request("delete", "pods", self._core.delete_namespaced_pod, pod.name, pod.namespace, body=body)

@@ -23,7 +23,6 @@ import collections
 import contextlib
 import dataclasses
 import itertools
-import re
 import threading
 import uuid
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
@@ -44,6 +43,7 @@ from engine.model import (
     PdbInfo,
     PodInfo,
     Taint,
+    parse_label_selector,
 )
 
 DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -797,38 +797,11 @@ def _name_suffix(number: int) -> str:
     return "".join(chars)
 
 
-_SET_REQUIREMENT = re.compile(r"^(\S+)\s+(in|notin)\s+\((.*)\)$")
-
-
 def _parse_label_selector(text: str) -> LabelSelector:
     """A label selector string as `kubectl -l` takes it; malformed input is a 400, as on the server."""
-    requirements: list[LabelSelectorRequirement] = []
-    for term in (t.strip() for t in re.split(r",(?![^(]*\))", text)):
-        if not term:
-            continue
-        match = _SET_REQUIREMENT.match(term)
-        if match:
-            key, op, values = match.groups()
-            parsed = tuple(v.strip() for v in values.split(",") if v.strip())
-            requirements.append(LabelSelectorRequirement(key, "In" if op == "in" else "NotIn", parsed))
-        elif term.startswith("!"):
-            requirements.append(LabelSelectorRequirement(term[1:].strip(), "DoesNotExist"))
-        elif "!=" in term:
-            key, value = term.split("!=", 1)
-            requirements.append(LabelSelectorRequirement(key.strip(), "NotIn", (value.strip(),)))
-        elif "=" in term:
-            key, value = term.replace("==", "=", 1).split("=", 1)
-            requirements.append(LabelSelectorRequirement(key.strip(), "In", (value.strip(),)))
-        elif re.fullmatch(r"[\w./-]+", term):
-            requirements.append(LabelSelectorRequirement(term, "Exists"))
-        else:
-            raise errors.error_from_status(
-                400,
-                {
-                    **_STATUS_BASE,
-                    "message": f"unable to parse requirement: {term!r}",
-                    "reason": "BadRequest",
-                    "code": 400,
-                },
-            )
-    return LabelSelector(match_expressions=tuple(requirements))
+    try:
+        return parse_label_selector(text)
+    except ValueError as exc:
+        raise errors.error_from_status(
+            400, {**_STATUS_BASE, "message": str(exc), "reason": "BadRequest", "code": 400}
+        ) from exc

@@ -35,6 +35,7 @@ def scalebot(
     return subprocess.run(
         cmd,
         check=False,
+        stdin=subprocess.DEVNULL,  # never a terminal: a destructive command must get --yes
         cwd=REPO,
         capture_output=True,
         text=True,
