@@ -184,7 +184,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="where the sandbox keeps its kubeconfigs and process ids",
     )
     sandbox.set_defaults(handler=cmd_sandbox)
+
+    completion = commands.add_parser("completion", help="print a shell completion script (bash or zsh)")
+    completion.add_argument("shell", choices=("bash", "zsh"))
+    completion.set_defaults(handler=cmd_completion)
     return parser
+
+
+def cmd_completion(args: argparse.Namespace) -> int:
+    from bot import completion
+
+    print(completion.script(build_parser(), args.shell), end="")
+    return EXIT_OK
 
 
 def _add_pace_flag(parser: Any) -> None:

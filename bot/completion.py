@@ -1,0 +1,103 @@
+"""`scalebot completion bash|zsh`: shell completion generated from the command line's own parser.
+
+Generated rather than written by hand, so a new command or flag completes without anyone
+remembering to add it. Each command path ("", "plan", "plan drain", …) completes to its
+subcommands, its flags and the choices of its positionals; a flag with fixed choices (`-o`,
+`--provider`) completes to them. zsh loads the same function through `bashcompinit`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from collections.abc import Iterator
+
+SHELLS = ("bash", "zsh")
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    found: dict[str, argparse.ArgumentParser] = {}
+    for action in parser._actions:  # argparse offers no public walk of its tree
+        if isinstance(action, argparse._SubParsersAction):
+            found.update(action.choices)
+    return found
+
+
+def _paths(parser: argparse.ArgumentParser, path: str = "") -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    yield path, parser
+    for name, sub in _subparsers(parser).items():
+        yield from _paths(sub, f"{path} {name}".strip())
+
+
+def _words(parser: argparse.ArgumentParser) -> list[str]:
+    words = list(_subparsers(parser))
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            continue
+        if action.option_strings:
+            words += [o for o in action.option_strings if o.startswith("--")] or action.option_strings
+        elif action.choices:
+            words += [str(c) for c in action.choices]
+    return sorted(set(words))
+
+
+def _flag_choices(parser: argparse.ArgumentParser) -> dict[str, list[str]]:
+    return {
+        flag: [str(c) for c in action.choices]
+        for action in parser._actions
+        if action.option_strings and action.choices and not isinstance(action, argparse._SubParsersAction)
+        for flag in action.option_strings
+    }
+
+
+def script(parser: argparse.ArgumentParser, shell: str) -> str:
+    """The completion script for `shell` (bash or zsh), for `source <(scalebot completion bash)`."""
+    prog = parser.prog
+    func = "_" + prog.replace("-", "_")
+    cases, subs, flags = [], [], []
+    for path, sub in _paths(parser):
+        quoted = shlex.quote(path)
+        cases.append(f"    {quoted}) echo {shlex.quote(' '.join(_words(sub)))} ;;")
+        subs.append(f"    {quoted}) echo {shlex.quote(' '.join(_subparsers(sub)))} ;;")
+        for flag, choices in _flag_choices(sub).items():
+            flags.append(f"    {shlex.quote(path + ' ' + flag)}) echo {shlex.quote(' '.join(choices))} ;;")
+    body = f"""# {prog} {shell} completion, generated from its parser: source <({prog} completion {shell})
+{func}_words() {{
+  case "$1" in
+{chr(10).join(cases)}
+  esac
+}}
+{func}_subcommands() {{
+  case "$1" in
+{chr(10).join(subs)}
+  esac
+}}
+{func}_flag_values() {{
+  case "$1" in
+{chr(10).join(flags)}
+    *) return 1 ;;
+  esac
+}}
+{func}() {{
+  local cur="${{COMP_WORDS[COMP_CWORD]}}" prev="${{COMP_WORDS[COMP_CWORD-1]}}" path="" word i values
+  for ((i = 1; i < COMP_CWORD; i++)); do
+    word="${{COMP_WORDS[i]}}"
+    case " $({func}_subcommands "$path") " in
+      *" $word "*) path="${{path:+$path }}$word" ;;
+    esac
+  done
+  if values="$({func}_flag_values "$path $prev")"; then
+    COMPREPLY=($(compgen -W "$values" -- "$cur"))
+    return 0
+  fi
+  values=""
+  for word in $({func}_words "$path"); do  # flags only once a dash is typed, as kubectl does
+    [[ "$cur" != -* && "$word" == -* ]] || values+="$word "
+  done
+  COMPREPLY=($(compgen -W "$values" -- "$cur"))
+}}
+complete -F {func} {prog}
+"""
+    if shell == "zsh":
+        return f"#compdef {prog}\nautoload -U +X bashcompinit && bashcompinit\n{body}"
+    return body

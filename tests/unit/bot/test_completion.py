@@ -1,0 +1,65 @@
+"""`scalebot completion bash|zsh`: the script completes commands, nested commands, flags, positional
+choices and flag values, generated from the parser (checked by running bash on it)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from bot import cli, completion
+
+
+def complete(line: str) -> list[str]:
+    """What bash offers for `line` (a trailing space: completing a new word)."""
+    script = completion.script(cli.build_parser(), "bash")
+    driver = (
+        f"{script}\n"
+        f"COMP_WORDS=({line})\n"
+        '[[ "$LINE" == *" " ]] && COMP_WORDS+=("")\n'
+        "COMP_CWORD=$((${#COMP_WORDS[@]} - 1))\n"
+        "_scalebot\n"
+        'printf "%s\\n" "${COMPREPLY[@]}"\n'
+    )
+    done = subprocess.run(
+        ["bash", "--norc", "--noprofile", "-c", driver],
+        env={"LINE": line, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
+    return done.stdout.split()
+
+
+@pytest.mark.parametrize(
+    ("line", "offered"),
+    [
+        ("scalebot dr", ["drain"]),
+        ("scalebot ops ", ["cancel", "list", "show", "verify-audit"]),
+        ("scalebot plan ", ["advise", "consolidate", "drain", "scale", "wake", "zero"]),
+        ("scalebot drain --pod", ["--pod-selector"]),
+        ("scalebot ops list -o ", ["text", "json", "yaml"]),
+        ("scalebot completion ", ["bash", "zsh"]),
+    ],
+)
+def test_bash_completes_the_parsers_words(line: str, offered: list[str]) -> None:
+    assert complete(line) == offered
+
+
+def test_every_command_is_offered_and_no_flag_before_a_dash() -> None:
+    top = complete("scalebot ")
+
+    assert {"zero", "wake", "scale", "drain", "console", "completion", "operations"} <= set(top)
+    assert not [w for w in top if w.startswith("-")]
+
+
+def test_zsh_loads_the_same_function_through_bashcompinit(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["completion", "zsh"]) == 0
+    script = capsys.readouterr().out
+
+    assert script.startswith("#compdef scalebot\nautoload -U +X bashcompinit && bashcompinit\n")
+    assert "complete -F _scalebot scalebot" in script
+    if shutil.which("zsh"):
+        subprocess.run(["zsh", "-n"], input=script, text=True, check=True, timeout=30)
