@@ -1,4 +1,4 @@
-"""The `scalebot` command line: drain, cordon, uncordon, plan, and the local sandbox cluster.
+"""scalebot: drain nodes and scale node pools to zero and back, now or on a schedule, with approvals.
 
 Exit codes: 0 done; 1 the operation did not complete (timeout, refused pods); 2 bad input or
 configuration (nothing was changed); 130 interrupted. Errors are one line on stderr that names
@@ -211,15 +211,15 @@ def _add_pace_flag(parser: Any) -> None:
 def _add_pool_commands(commands: Any, plan_kinds: Any) -> None:
     scale = commands.add_parser("scale", help="scale one node pool to N nodes (drains what it removes)")
     _add_ops_args(scale)
-    scale.add_argument("pool")
-    scale.add_argument("size", type=int)
+    scale.add_argument("pool", metavar="POOL", help="the pool to scale")
+    scale.add_argument("size", type=int, metavar="N", help="its new number of nodes")
     _add_yes_flag(scale)
     _add_pace_flag(scale)
     scale.set_defaults(handler=cmd_pool_op, kind=OpKind.SCALE)
 
     zero = commands.add_parser("zero", help="scale pools (default: every pool) to 0; two phases when all go")
     _add_ops_args(zero)
-    zero.add_argument("pools", nargs="*", metavar="POOL")
+    zero.add_argument("pools", nargs="*", metavar="POOL", help="pools to scale to 0 (default: every pool)")
     _add_yes_flag(zero)
     _add_workload_flags(zero)
     _add_pace_flag(zero)
@@ -229,9 +229,10 @@ def _add_pool_commands(commands: Any, plan_kinds: Any) -> None:
         "wake", help="restore pools to the sizes recorded before they were scaled down"
     )
     _add_ops_args(wake)
-    wake.add_argument("pools", nargs="*", metavar="POOL")
+    wake.add_argument("pools", nargs="*", metavar="POOL", help="pools to wake (default: every sleeping pool)")
     _add_workload_flags(wake)
     wake.set_defaults(handler=cmd_pool_op, kind=OpKind.WAKE)
+    _short_usage(scale, zero, wake)
 
     consolidate_op = commands.add_parser(
         "consolidate",
@@ -321,42 +322,82 @@ def _add_workload_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_cluster_args(parser: argparse.ArgumentParser) -> None:
+def _add_cluster_args(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     parser.add_argument(
-        "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)"
+        "--kubeconfig",
+        metavar="FILE",
+        help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)",
     )
-    parser.add_argument("--context", help="kubeconfig context (default: the current context)")
+    parser.add_argument("--context", metavar="NAME", help="kubeconfig context (default: the current context)")
 
 
 def _add_ops_args(parser: argparse.ArgumentParser) -> None:
-    _add_cluster_args(parser)
-    parser.add_argument("--cluster", help="name recorded for this cluster (default: the context name)")
-    kinds = "; ".join(f"{p.name}: {p.summary}" for p in providers.PROVIDERS.values())
-    parser.add_argument(
-        "--provider",
-        choices=providers.names(),
-        default=providers.DEFAULT_PROVIDER,
-        help=f"what a pool is ({kinds})",
+    """The cluster, database and pool provider options every pool command shares, in groups of their
+    own so `--help` shows the command's own flags first (`_short_usage` keeps them off the usage line)."""
+    cluster = parser.add_argument_group("cluster and database")
+    _add_cluster_args(cluster)
+    cluster.add_argument(
+        "--cluster", metavar="NAME", help="name recorded for this cluster (default: the context name)"
     )
-    for option in providers.all_options().values():
-        owners = ", ".join(p.name for p in providers.PROVIDERS.values() if option.key in p.option_keys())
-        default = f"; default {option.default}" if option.default else ""
-        parser.add_argument(
-            option.flag, dest=f"provider_{option.key}", help=f"{option.help} ({owners}{default})"
-        )
-    parser.add_argument("--namespace", default="scalebot", help="scalebot's namespace (pool records)")
-    parser.add_argument(
+    cluster.add_argument(
+        "--simulated",
+        action="store_true",
+        help="the built-in SIMULATED cluster instead (its state is kept in the database)",
+    )
+    cluster.add_argument(
         "--db",
+        metavar="FILE",
         default=os.environ.get("SCALEBOT_DB", "scalebot.db"),
         help="SQLite database (default $SCALEBOT_DB or ./scalebot.db)",
     )
-    parser.add_argument(
-        "--simulated",
-        action="store_true",
-        help="use the built-in SIMULATED cluster (its state is kept in the database)",
+    cluster.add_argument(
+        "--graceful-window", metavar="DURATION", default="5m", help="phase 1 of a full shutdown (default 5m)"
     )
-    parser.add_argument("--graceful-window", default="5m", help="phase 1 of a full shutdown (default 5m)")
-    parser.add_argument("--drain-timeout", default="1h", help="give up on a partial drain after (default 1h)")
+    cluster.add_argument(
+        "--drain-timeout",
+        metavar="DURATION",
+        default="1h",
+        help="give up on a partial drain after (default 1h)",
+    )
+    pool = parser.add_argument_group(
+        "pool provider", "what a pool is, and the options of each provider (the README lists them)"
+    )
+    pool.add_argument(
+        "--provider",
+        choices=providers.names(),
+        default=providers.DEFAULT_PROVIDER,
+        metavar="NAME",
+        help=f"{', '.join(providers.names())} (default {providers.DEFAULT_PROVIDER})",
+    )
+    for option in providers.all_options().values():
+        owners = ", ".join(p.name for p in providers.PROVIDERS.values() if option.key in p.option_keys())
+        pool.add_argument(
+            option.flag,
+            dest=f"provider_{option.key}",
+            metavar="VALUE",
+            help=f"{owners}: {_first_clause(option.help)}",
+        )
+    pool.add_argument(
+        "--namespace", metavar="NAME", default="scalebot", help="scalebot's namespace (pool records)"
+    )
+
+
+def _short_usage(*parsers: argparse.ArgumentParser) -> None:
+    """`scalebot zero [POOL ...] [options]`: the positionals, not the shared options, on the usage line."""
+    for parser in parsers:
+        shown = " ".join(
+            f"[{a.metavar or a.dest} ...]" if a.nargs == "*" else str(a.metavar or a.dest)
+            for a in parser._actions
+            if not a.option_strings
+        )
+        parser.usage = f"{parser.prog} {shown + ' ' if shown else ''}[options]"
+
+
+def _first_clause(text: str) -> str:
+    """A provider option's help up to its first parenthesis or semicolon: one line in `--help`."""
+    for mark in (" (", ";"):
+        text = text.split(mark, 1)[0]
+    return text
 
 
 def _add_node_args(parser: argparse.ArgumentParser) -> None:
