@@ -13,8 +13,8 @@ cannot be rebuilt from it at start-up. The only module that knows SQL.
   the SHA-256 of the previous row (`prev_hash`) and its own (`hash`): someone with write access to
   the file who drops the triggers and edits, inserts or deletes a row breaks the chain, which
   `verify_audit` reports; `verify_audit_file` (`scalebot operations verify-audit`) checks a file
-  opened read-only, never migrating it. Every audit row's hash is also logged ("audit head"), so
-  a copy of the chain's head lives where an operator of the file cannot rewrite it.
+  opened read-only, never migrating it. Every committed audit row's hash is also logged ("audit
+  head"), so a copy of the chain's head lives where an operator of the file cannot rewrite it.
 - Operation state changes are compare-and-set (`transition`, `save_progress`): the write names the
   state it expects and does nothing when another thread or process moved the operation first. A
   finished operation's locks are released in the same transaction as its final state.
@@ -315,6 +315,8 @@ class Store:
         self._conn = conn
         self.db = sqlite_utils.Database(conn)
         self._lock = threading.RLock()
+        self._pending_heads: list[tuple[int, str]] = []
+        """Audit rows written in the open transaction: their heads are logged once it commits."""
         try:
             with self.transaction():
                 self._migrate()
@@ -339,6 +341,7 @@ class Store:
                     f"the database {self.path} is locked by another process or unwritable ({exc})"
                     f"{_space_hint(self.path)}: is another scalebot using this file?"
                 ) from exc
+            self._pending_heads.clear()
             try:
                 yield
             except sqlite3.OperationalError as exc:  # e.g. disk full: SQLite has rolled back already
@@ -356,6 +359,16 @@ class Store:
                 raise StoreError(
                     f"cannot write the database {self.path}: {exc}{_space_hint(self.path)}"
                 ) from exc
+            self._log_heads()
+
+    def _log_heads(self) -> None:
+        """Publish the committed audit rows' hashes outside the file: `verify-audit --expect-head`
+        checks a kept line against it. Only committed rows: a rolled-back one never existed."""
+        for row_id, digest in self._pending_heads:
+            log.info(
+                "audit head %s (row %d)", digest, row_id, extra={"audit_row": row_id, "audit_head": digest}
+            )
+        self._pending_heads.clear()
 
     def _rollback(self) -> None:
         # After SQLITE_FULL and some I/O errors SQLite has already rolled back; a second ROLLBACK
@@ -482,13 +495,33 @@ class Store:
             if_not_exists=True,
         )
         self._migrate_schedules()
-        for table in APPEND_ONLY_TABLES:
-            for name, sql in _append_only_triggers(table).items():
-                create = sql.replace(f"CREATE TRIGGER {name}", f"CREATE TRIGGER IF NOT EXISTS {name}")
-                self._conn.execute(create)
+        self._restore_append_only_triggers(found)
         if found < TYPED_RECORDS_SCHEMA:
             self._migrate_operation_records()
         db.table("meta").upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
+
+    def _restore_append_only_triggers(self, found: int) -> None:
+        """Create the append-only triggers; one dropped or replaced outside scalebot is put back
+        and reported (its rows may have been edited meanwhile: `verify-audit` says which)."""
+        existing = {
+            str(name): str(sql)
+            for name, sql in self._conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'")
+        }
+        for table in APPEND_ONLY_TABLES:
+            for name, sql in _append_only_triggers(table).items():
+                if existing.get(name) == sql:
+                    continue
+                if name in existing:
+                    self._conn.execute(f"DROP TRIGGER {name}")
+                if name in existing or (table == "audit" and found >= AUDIT_CHAIN_SCHEMA):
+                    log.warning(
+                        "the append-only trigger %s of %s was %s outside scalebot; restored. "
+                        "`scalebot operations verify-audit` names any row edited meanwhile",
+                        name,
+                        self.path,
+                        "replaced" if name in existing else "dropped",
+                    )
+                self._conn.execute(sql)
 
     def _migrate_operation_records(self) -> None:
         """Schema 4: each operation's free-form progress and result objects become typed records."""
@@ -827,10 +860,7 @@ class Store:
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (*values, prev, digest),
             )
-        # Published outside the file: `verify-audit --expect-head` checks a kept line against it.
-        # (A rolled-back outer transaction leaves a line for a row that never was: it then fails
-        # `--expect-head` loudly, never passes wrongly.)
-        log.info("audit head %s (row %d)", digest, row_id, extra={"audit_row": row_id, "audit_head": digest})
+            self._pending_heads.append((row_id, digest))
 
     def verify_audit(self) -> tuple[int, list[AuditProblem]]:
         """Re-compute the audit hash chain: (rows checked, the breaks found). An edited row breaks its

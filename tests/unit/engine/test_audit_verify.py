@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from bot import cli
-from engine.store import SCHEMA_VERSION, Store, StoreError
+from engine.store import SCHEMA_VERSION, Store, StoreError, verify_audit_file
 
 AT = datetime(2026, 3, 2, 16, 0, tzinfo=UTC)
 
@@ -201,3 +201,39 @@ def test_a_write_ahead_log_without_its_index_is_refused_not_created(
 
     assert _fingerprint(db) == before
     assert "scalebot.db-shm" in capsys.readouterr().err
+
+
+def test_only_committed_audit_rows_are_published(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    store = Store(tmp_path / "scalebot.db")
+    with caplog.at_level(logging.INFO, logger="engine.store"):
+        with pytest.raises(RuntimeError), store.transaction():
+            store.audit(at=AT, actor="U0A", action="request")
+            raise RuntimeError("the rest of the decision failed")
+        assert [r for r in caplog.records if hasattr(r, "audit_head")] == []
+        store.audit(at=AT, actor="U0A", action="request")
+    store.close()
+
+    [published] = [r for r in caplog.records if hasattr(r, "audit_head")]
+    assert published.audit_row == 1
+    assert (
+        verify_audit_file(str(tmp_path / "scalebot.db"), expect_head=published.audit_head).expected_row == 1
+    )
+
+
+def test_a_replaced_trigger_is_restored_and_reported_at_start(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    db = _database(tmp_path / "scalebot.db")
+    _tamper(
+        db,
+        "DROP TRIGGER audit_no_update",
+        "CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit BEGIN SELECT 1; END",
+    )
+
+    with caplog.at_level(logging.WARNING, logger="engine.store"):
+        store = Store(db)
+
+    assert any("audit_no_update" in r.getMessage() and "replaced" in r.getMessage() for r in caplog.records)
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        store._conn.execute("UPDATE audit SET detail = 'x'")
+    store.close()
