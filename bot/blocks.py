@@ -284,7 +284,11 @@ def decision_from_history(op: Operation, history: Sequence[HistoryRow]) -> Mrkdw
     approvals = by_action.get("approve", [])
     if not approvals:
         return None
-    voters = list(dict.fromkeys(e.actor for e in approvals))
+    # A stored vote whose author is no longer an approver stopped counting (engine: vote_not_counted).
+    dropped = {e.actor for e in by_action.get("vote_not_counted", [])}
+    voters = [v for v in dict.fromkeys(e.actor for e in approvals) if v not in dropped]
+    if not voters:
+        return None
     if op.state is OpState.AWAITING_APPROVAL:
         people = mrkdwn.join(", ", (messages.who(v) for v in voters))
         return fmt("☑️ {} of {} approvals: {}", len(voters), op.approvals_required, people)

@@ -43,7 +43,8 @@ _ALIASES = {"operations": "ops", "op": "ops", "?": "help", "list": "ops"}
 _DNS1123 = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _NAME_LIMITS = {"node": 253, "pool": 253, "cluster": 63}
 _OP_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
-_SIZE = re.compile(r"\d{1,5}")
+_SIZE = re.compile(r"[0-9]{1,5}")
+"""ASCII digits only: `int()` and `\\d` also take other scripts' digits (a fullwidth three)."""
 _OPTION_KEY = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 _LOOSE = re.compile(r"[\w:/.+@,#-]{1,200}")
 """Schedule arguments (times, weekdays, time zones, lead times): wider than names, still no shell."""
@@ -383,11 +384,16 @@ def _scale(tokens: _Tokens, default: str | None, clusters: Sequence[str]) -> Req
     if len(words) > 2:
         raise UsageError(messages.unexpected_arguments(words[2:]), messages.usage("scale"))
     pool = _name(words[0], "pool", "scale")
-    if not _SIZE.fullmatch(words[1]) or int(words[1]) > MAX_POOL_SIZE:
+    if not is_size(words[1]):
         raise UsageError(messages.bad_size(words[1][:40]), messages.usage("scale"))
     cluster = _required_cluster(tokens, default, clusters)
     target = Target(cluster=cluster, pools=(pool,), size=int(words[1]), one_at_a_time=_one_at_a_time(tokens))
     return Request(kind=OpKind.SCALE, target=target)
+
+
+def is_size(word: str) -> bool:
+    """A pool size as typed: 0 to MAX_POOL_SIZE in ASCII digits (never another script's digits)."""
+    return bool(_SIZE.fullmatch(word)) and int(word) <= MAX_POOL_SIZE
 
 
 def _one_at_a_time(tokens: _Tokens) -> bool | None:

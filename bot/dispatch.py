@@ -102,7 +102,9 @@ class Dispatcher:
         """Reject with the reason given in the Reject dialog (shown on the card and audited)."""
 
         def work() -> None:
-            outcome = self.ops.reject(approval_id, by=inv.user, groups=self.groups(inv.user), reason=reason)
+            outcome = self.ops.reject(
+                approval_id, by=inv.user, groups=self.groups(inv.user), reason=reason, channel=inv.channel
+            )
             self._after_click(outcome, inv)
 
         self._guarded(inv, None, work)
@@ -163,9 +165,10 @@ class Dispatcher:
                     self._readable(op.target.cluster, inv, "ops")
                     answer(inv, blocks.ops_show(op, self.ops.history(op_id)))
             case commands.OpsCancel(op_id):
-                self._after_click(
-                    self.ops.cancel(op_id, by=inv.user, groups=self.groups(inv.user)), inv, tell=True
+                cancelled = self.ops.cancel(
+                    op_id, by=inv.user, groups=self.groups(inv.user), channel=inv.channel
                 )
+                self._after_click(cancelled, inv, tell=True)
             case commands.SubcommandArgs():
                 handler = self.subcommands.get(command.name)
                 if handler is None:
@@ -201,8 +204,18 @@ class Dispatcher:
         answer(inv, blocks.ops_list(ops, cluster=cluster))
 
     def _whoami(self, cluster: str | None, user: str, inv: Invocation) -> None:
-        groups = self.groups(user)
+        """One's own roles on every cluster; someone else's only where the asker may look (a role
+        there), so a stranger cannot map the clusters and who holds the keys."""
         clusters = [cluster] if cluster else self.ops.clusters()
+        if user != inv.user:
+            if cluster:
+                self._readable(cluster, inv, "whoami")
+            else:
+                clusters = self.ops.visible_clusters(inv.user, self.groups(inv.user))
+                if not clusters:
+                    reply = messages.whoami_others_needs_role()
+                    raise UserError(self.ops.refuse(inv.user, "whoami", "", reply).reply)
+        groups = self.groups(user)
         answer(inv, blocks.whoami_view(user, {c: self.ops.role(c, user, groups) for c in clusters}))
 
     def _request(self, command: commands.Request, inv: Invocation) -> None:
@@ -233,23 +246,46 @@ class Dispatcher:
     def _click(self, action_id: str, value: str, inv: Invocation) -> None:
         groups = self.groups(inv.user)
         if action_id == blocks.ACTION_APPROVE:
-            self._after_click(self.ops.approve(value, by=inv.user, groups=groups), inv)
+            self._after_click(self.ops.approve(value, by=inv.user, groups=groups, channel=inv.channel), inv)
         elif action_id == blocks.ACTION_REJECT:
-            self._after_click(self.ops.reject(value, by=inv.user, groups=groups), inv)
+            self._after_click(self.ops.reject(value, by=inv.user, groups=groups, channel=inv.channel), inv)
         elif action_id == blocks.ACTION_CANCEL:
-            self._after_click(self.ops.cancel(value, by=inv.user, groups=groups), inv, tell=True)
+            cancelled = self.ops.cancel(value, by=inv.user, groups=groups, channel=inv.channel)
+            self._after_click(cancelled, inv, tell=True)
         elif action_id == blocks.ACTION_ADVISED_SCALE:
-            advised = blocks.parse_advised_scale(value)
-            if advised is None:
-                answer(inv, blocks.text_message(messages.unknown_button()))
-                return
-            cluster, pool, size = advised
-            # An ordinary scale request by the clicker: their role, the policy's approval, the card.
-            self._request(commands.Request(OpKind.SCALE, Target(cluster, pools=(pool,), size=size)), inv)
+            advised = self._advised_scale(value, inv)
+            if advised is not None:
+                # An ordinary scale request by the clicker: their role, the policy's approval, the card.
+                self._request(advised, inv)
         elif action_id in self.clicks:
             self.clicks[action_id](value, inv)
         else:
             answer(inv, blocks.text_message(messages.unknown_button()))
+
+    def _advised_scale(self, value: str, inv: Invocation) -> commands.Request | None:
+        """The advice card's scale button as the typed `scale POOL N cluster=NAME` it stands for:
+        the value is re-read through the command parser (size bounds, names, known clusters), so a
+        tampered value is refused exactly as the typed command would be (the pool is checked by the
+        plan, as for the typed command). None: refused, and the person was told why."""
+        advised = blocks.parse_advised_scale(value)
+        if advised is None:
+            answer(inv, blocks.text_message(messages.unknown_button()))
+            return None
+        cluster, pool, size = advised
+        expected = commands.Request(OpKind.SCALE, Target(cluster, pools=(pool,), size=size))
+        try:
+            typed = commands.parse(
+                f"scale {pool} {size} cluster={cluster}", default_cluster=None, clusters=self.ops.clusters()
+            )
+        except commands.UsageError as err:
+            self.ops.refuse(inv.user, "advised_scale", "", err.message)
+            answer(inv, blocks.usage_error(err.message, err.hint))
+            return None
+        if typed != expected:  # names that split into other words: not what the card offered
+            self.ops.refuse(inv.user, "advised_scale", "", "the button's value is not a scale request")
+            answer(inv, blocks.text_message(messages.unknown_button()))
+            return None
+        return expected
 
     def _after_click(self, outcome: Outcome, inv: Invocation, *, tell: bool = False) -> None:
         """Every click gets a visible answer: the card changes, or an ephemeral sentence says why not."""

@@ -196,6 +196,13 @@ def malformed_request() -> str:
     return "That request was incomplete (no user or channel), so I ignored it."
 
 
+def whoami_others_needs_role() -> str:
+    return (
+        "Looking up someone else's roles needs a role on at least one cluster; "
+        f"`{COMMAND} whoami` shows yours, and an admin can add you."
+    )
+
+
 def unknown_button() -> str:
     return "That button is not one scalebot handles (it may come from an older version); nothing changed."
 

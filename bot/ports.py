@@ -52,13 +52,21 @@ class OperationsPort(Protocol):
         """Scale-up advice and underused nodes (viewer role, rate-limited like `preview`)."""
         ...
 
-    def approve(self, approval_id: str, *, by: str, groups: Sequence[str] = ()) -> Outcome: ...
-
-    def reject(
-        self, approval_id: str, *, by: str, groups: Sequence[str] = (), reason: str = ""
+    def approve(
+        self, approval_id: str, *, by: str, groups: Sequence[str] = (), channel: str = ""
     ) -> Outcome: ...
 
-    def cancel(self, op_id: str, *, by: str, groups: Sequence[str] = ()) -> Outcome: ...
+    def reject(
+        self, approval_id: str, *, by: str, groups: Sequence[str] = (), reason: str = "", channel: str = ""
+    ) -> Outcome: ...
+
+    def cancel(self, op_id: str, *, by: str, groups: Sequence[str] = (), channel: str = "") -> Outcome: ...
+
+    def origin_refusal(
+        self, cluster: str, *, by: str, channel: str, what: str, op: Operation | None = None
+    ) -> Outcome | None:
+        """The channel rule shared by typed commands and clicks: None, or the audited refusal."""
+        ...
 
     def get(self, op_id: str) -> Operation | None: ...
 

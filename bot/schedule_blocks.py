@@ -93,6 +93,7 @@ USAGE: dict[str, str] = {
     "resume": "schedule resume NAME",
     "delete": "schedule delete NAME",
     "approve": "schedule approve NAME",
+    "unapprove": "schedule unapprove NAME",
     "next": "schedule next [CLUSTER]",
     "skip": "schedule skip NAME YYYY-MM-DD",
 }
@@ -130,7 +131,7 @@ def key_of(value: str) -> str | None:
 def usage(verb: str | None = None) -> str:
     if verb in USAGE:
         return f"{messages.COMMAND} {USAGE[verb]}"
-    return f"{messages.COMMAND} schedule add|list|show|pause|resume|delete|approve|next|skip …"
+    return f"{messages.COMMAND} schedule add|list|show|pause|resume|delete|approve|unapprove|next|skip …"
 
 
 def unknown_verb(word: str, suggestion: str | None) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 from bot import messages
 from bot import schedule_blocks as ui
-from bot.commands import SubcommandArgs
+from bot.commands import SubcommandArgs, is_size
 from engine import schedule
 from engine.schedule import ScheduleError, SpecField
 from engine.schedule_model import ScheduleTarget
@@ -46,7 +46,6 @@ _APPROVAL = {
     "perrun": "per_run",
     "each": "per_run",
 }
-_MAX_SIZE = 10_000
 
 
 class ScheduleUsage(ValueError):
@@ -152,7 +151,7 @@ def _target(options: Mapping[str, str]) -> ScheduleTarget:
     size = options.get("size")
     if size is None:
         return ScheduleTarget.zero_pools(*pools) if pools else ScheduleTarget.whole_cluster()
-    if not size.isdigit() or int(size) > _MAX_SIZE:
+    if not is_size(size):
         raise ScheduleUsage(ui.bad_size(size[:20]), "add")
     if len(pools) != 1:
         raise ScheduleUsage(ui.size_needs_one_pool(), "add")

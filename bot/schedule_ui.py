@@ -117,11 +117,15 @@ class ScheduleUi:
     def clicks(self) -> dict[str, ClickHandler]:
         return {
             ACTION_POSTPONE_1H: self._decision(
-                lambda key, by, g: self.schedules.postpone(key, by=by, groups=g)
+                lambda key, inv, g: self.schedules.postpone(key, by=inv.user, groups=g, channel=inv.channel)
             ),
             ACTION_POSTPONE_UNTIL: self._postpone_until_fallback,
-            ACTION_SKIP: self._decision(lambda key, by, g: self.schedules.skip(key, by=by, groups=g)),
-            ACTION_RUN_NOW: self._decision(lambda key, by, g: self.schedules.run_now(key, by=by, groups=g)),
+            ACTION_SKIP: self._decision(
+                lambda key, inv, g: self.schedules.skip(key, by=inv.user, groups=g, channel=inv.channel)
+            ),
+            ACTION_RUN_NOW: self._decision(
+                lambda key, inv, g: self.schedules.run_now(key, by=inv.user, groups=g, channel=inv.channel)
+            ),
         }
 
     def attach(
@@ -205,6 +209,7 @@ class ScheduleUi:
             "resume": self._manage(self.schedules.resume, "resume"),
             "delete": self._manage(self.schedules.delete, "delete"),
             "approve": self._manage(self.schedules.pre_approve, "approve"),
+            "unapprove": self._manage(self.schedules.unapprove, "unapprove"),
             "next": self._next,
             "skip": self._skip_date,
         }
@@ -303,13 +308,13 @@ class ScheduleUi:
 
     # -- announcement buttons (bot executor) --------------------------------------------------------
 
-    def _decision(self, decide: Callable[[str, str, Sequence[str]], ScheduleOutcome]) -> ClickHandler:
+    def _decision(self, decide: Callable[[str, Invocation, Sequence[str]], ScheduleOutcome]) -> ClickHandler:
         def on_click(value: str, inv: Invocation) -> None:
             key = ui.key_of(value)
             if key is None:
                 answer(inv, blocks.text_message(ui.unknown_announcement(), emoji="⚠️"))
                 return
-            self._decided(decide(key, inv.user, self._groups(inv.user)), inv)
+            self._decided(decide(key, inv, self._groups(inv.user)), inv)
 
         return on_click
 
@@ -348,6 +353,10 @@ class ScheduleUi:
         if key is None or sched is None:
             self._whisper(channel, user, ui.unknown_announcement())
             return
+        elsewhere = self.ops.origin_refusal(sched.cluster, by=user, channel=channel, what="schedule_postpone")
+        if elsewhere is not None:  # no dialog for a click from where the cluster is not operated
+            self._whisper(channel, user, messages.outcome_text(elsewhere))
+            return
         note = self._note_for(key, sched.cluster, sched.channel)
         now = self.clock.now()
         default = max(note.effective or now, now) + timedelta(hours=1)
@@ -384,7 +393,10 @@ class ScheduleUi:
             return
         user = _who(body)[0]
         # A short SQLite transaction, done before the ack so that a refusal can name the field.
-        outcome = self.schedules.postpone_until(key, by=user, until=until, groups=self._groups(user))
+        channel = str(view_metadata(view).get("channel") or "")
+        outcome = self.schedules.postpone_until(
+            key, by=user, until=until, groups=self._groups(user), channel=channel
+        )
         if not outcome.ok:
             ack(response_action="errors", errors={ui.POSTPONE_TIME: messages.outcome_text(outcome)[:300]})
             return

@@ -41,6 +41,8 @@ Config file (every key optional except what a cluster needs to be reached):
           allow_self_approval: false
           request_ttl: 30m
           drain_one_at_a_time: false                # scale-down / zero: non-empty nodes one at a time
+          scale_up_ceiling: 2                       # a scale-up past 2x a pool's size (or past its own
+                                                    # maximum) needs approval like a scale-down
         consolidation:                              # /scale consolidate, scalebot consolidate
           node_grace: 5m                            # nodes younger than this stay
           max_nodes: 10                             # nodes one plan removes at most
@@ -394,6 +396,7 @@ def _policy(
         "allow_self_approval",
         "request_ttl",
         "drain_one_at_a_time",
+        "scale_up_ceiling",
     )
     tags = node.strings("approval_required_for", ("zero", "scale_down", "force"))
     for index, tag in enumerate(tags):
@@ -415,6 +418,7 @@ def _policy(
         request_ttl=ttl,
         channels=channels,
         drain_one_at_a_time=node.boolean("drain_one_at_a_time", False),
+        scale_up_ceiling=node.number("scale_up_ceiling", 2.0, low=1.0, high=1000.0),
     )
 
 

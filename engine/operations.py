@@ -221,9 +221,12 @@ class Operations:
             target = req.target
             if target.one_at_a_time is None:  # the request did not say: the cluster's policy decides
                 target = replace(target, one_at_a_time=self.policies[handle.name].drain_one_at_a_time)
-            return planning.plan_operation(req.kind, target, snap, now=self.clock.now())
+            planned = planning.plan_operation(req.kind, target, snap, now=self.clock.now())
         except (planning.PlanError, PoolNotFound) as exc:
             raise UserError(str(exc)) from exc
+        # Why a scale-up needs approval is said on the card (warnings are not part of the plan hash).
+        ceiling = policy.beyond_ceiling(self.policies[handle.name], planned)
+        return replace(planned, warnings=(*ceiling, *planned.warnings)) if ceiling else planned
 
     def snapshot(self, handle: ClusterHandle, *, with_workloads: bool = False) -> planning.ClusterSnapshot:
         """One listing of each kind of object; sizes to restore from SQLite, else the pool objects.
@@ -320,8 +323,10 @@ class Operations:
             return Outcome(False, f'unknown cluster "{cluster}"; clusters: {", ".join(self.clusters())}')
         pol = self.policies[cluster]
         allowed = policy.can_request(pol, self.role(cluster, req.requested_by, groups), req.kind)
-        if allowed.allowed and _from_slack(req.requested_by):
-            allowed = policy.channel_allowed(pol, req.channel)
+        if allowed.allowed:
+            elsewhere = self.origin_refusal(cluster, by=req.requested_by, channel=req.channel, what="request")
+            if elsewhere is not None:
+                return elsewhere
         if not allowed.allowed:
             self._audit(req.requested_by, "refused_request", cluster=cluster, detail=allowed.reason)
             return Outcome(False, allowed.reason, reason=allowed.detail)
@@ -401,24 +406,31 @@ class Operations:
             changed=True,
         )
 
-    def approve(self, approval_id: str, *, by: str, groups: Sequence[str] = ()) -> Outcome:
+    def approve(self, approval_id: str, *, by: str, groups: Sequence[str] = (), channel: str = "") -> Outcome:
+        """`channel`: where the click came from (the channel rule of the request applies to it)."""
         op = self.store.operation_by_approval(approval_id)
         if op is None:
             return Outcome(False, "unknown request: it may belong to another scalebot instance")
+        elsewhere = self.origin_refusal(op.target.cluster, by=by, channel=channel, what="approve", op=op)
+        if elsewhere is not None:
+            return elsewhere
         early = self._check_decidable(op, by=by, groups=groups, action="approve")
         if early is not None:
             return early
+        standing = self._standing_voters(op, by=by, groups=groups, note=False)
         with self.store.transaction():
             current = self.store.get_operation(op.id)
             assert current is not None
             if current.state is not OpState.AWAITING_APPROVAL:
                 return self._already_decided(current)
             # A vote after the quorum is in adds nothing: the click joins the decision under way.
-            quorum_in = len(self._approvers(approval_id)) >= current.approvals_required
+            quorum_in = len(self._counted(approval_id, standing)) >= current.approvals_required
             added = not quorum_in and self.store.add_vote(approval_id, by, "approve", at=self.clock.now())
             if added:
                 self._audit(by, "approve", op=current)
-            votes = self._approvers(approval_id)
+        # Others may have voted meanwhile: every vote is checked again, outside the transaction.
+        standing = self._standing_voters(current, by=by, groups=groups)
+        votes = self._counted(approval_id, standing)
         if len(votes) < current.approvals_required:
             if not added:
                 return Outcome(True, "you have already approved this request", current)
@@ -427,9 +439,35 @@ class Operations:
             return Outcome(True, text, current, changed=True)
         # With the quorum in, this click (or a repeated one, after a decision that could not plan)
         # decides: whichever decision commits first stands, the other is told it is already taken.
-        return self._decide_approved(current, by=by)
+        return self._decide_approved(current, by=by, standing=standing)
 
-    def _decide_approved(self, op: Operation, *, by: str) -> Outcome:
+    def _standing_voters(
+        self, op: Operation, *, by: str, groups: Sequence[str], note: bool = True
+    ) -> frozenset[str]:
+        """Who among the request's approvers (and `by`, the clicker) may approve it now: every stored
+        vote is re-checked against today's roles, user groups looked up again (a failed lookup grants
+        none), as a schedule's pre-approvals are. Looked up outside any transaction (Slack calls);
+        `note`: audit each stored vote that no longer counts (the card stops listing it)."""
+        cluster = op.target.cluster
+        roles = {u: self.role(cluster, u, self._groups_now(u)) for u in self._approvers(op.approval_id)}
+        roles[by] = self.role(cluster, by, groups)
+        initiated = (op.requested_by, *op.initiated_by)
+        standing = policy.standing_pre_approvers(self.policies[cluster], roles, initiated_by=initiated)
+        for voter in sorted(set(roles) - set(standing) - {by}) if note else ():
+            self._audit(voter, "vote_not_counted", op=op, detail="no longer an approver on " + cluster)
+        return frozenset(standing)
+
+    def _groups_now(self, user: str) -> Sequence[str]:
+        try:
+            return tuple(self.groups_of(user))
+        except Exception:  # fail closed: a vote that rests on a group nobody could confirm does not count
+            log.warning("could not look up %s's user groups; their group roles count for nothing", user)
+            return ()
+
+    def _counted(self, approval_id: str, standing: frozenset[str]) -> list[str]:
+        return [u for u in self._approvers(approval_id) if u in standing]
+
+    def _decide_approved(self, op: Operation, *, by: str, standing: frozenset[str]) -> Outcome:
         """The quorum is in: plan again and start, or supersede. The new plan lists the cluster, so it
         is taken outside any transaction; the comparison and the move out of awaiting_approval are
         then one compare-and-set, so of two approvers completing the quorum together exactly one
@@ -441,7 +479,7 @@ class Operations:
             assert current is not None
             if current.state is not OpState.AWAITING_APPROVAL:
                 return self._already_decided(current)
-            votes = self._approvers(current.approval_id)
+            votes = self._counted(current.approval_id, standing)
             if changed:
                 decided = self._finish(
                     current, OpState.SUPERSEDED, by=by, error="the cluster changed since the plan was shown"
@@ -469,10 +507,15 @@ class Operations:
     def _approvers(self, approval_id: str) -> list[str]:
         return [u for u, v, _ in self.store.votes(approval_id) if v == "approve"]
 
-    def reject(self, approval_id: str, *, by: str, groups: Sequence[str] = (), reason: str = "") -> Outcome:
+    def reject(
+        self, approval_id: str, *, by: str, groups: Sequence[str] = (), reason: str = "", channel: str = ""
+    ) -> Outcome:
         op = self.store.operation_by_approval(approval_id)
         if op is None:
             return Outcome(False, "unknown request: it may belong to another scalebot instance")
+        elsewhere = self.origin_refusal(op.target.cluster, by=by, channel=channel, what="reject", op=op)
+        if elsewhere is not None:
+            return elsewhere
         early = self._check_decidable(op, by=by, groups=groups, action="reject", allow_requester=True)
         if early is not None:
             return early
@@ -487,7 +530,7 @@ class Operations:
         self._emit_state(done, f"Rejected by {by}" + (f": {reason}" if reason else ""), final=True)
         return Outcome(True, f"Rejected operation {done.id}", done, changed=True)
 
-    def cancel(self, op_id: str, *, by: str, groups: Sequence[str] = ()) -> Outcome:
+    def cancel(self, op_id: str, *, by: str, groups: Sequence[str] = (), channel: str = "") -> Outcome:
         op = self.store.get_operation(op_id)
         if op is None:
             return Outcome(
@@ -495,6 +538,9 @@ class Operations:
                 f"no operation {op_id}; the list of operations shows the recent ones",
                 reason=UnknownOperation(op_id),
             )
+        wrong_channel = self.origin_refusal(op.target.cluster, by=by, channel=channel, what="cancel", op=op)
+        if wrong_channel is not None:
+            return wrong_channel
         role = self.role(op.target.cluster, by, groups)
         if (
             by not in op.initiated_by
@@ -521,7 +567,7 @@ class Operations:
                 current = self.store.get_operation(op_id)
                 assert current is not None
                 if current.state is OpState.RUNNING and self.runner.is_running(op_id):
-                    return self.cancel(op_id, by=by, groups=groups)
+                    return self.cancel(op_id, by=by, groups=groups, channel=channel)
                 self._audit(by, "refused_cancel", op=current, detail=f"already {current.state.value}")
                 return self._already_decided(current)
             self._emit_state(done, f"Cancelled by {by}", final=True)
@@ -598,9 +644,9 @@ class Operations:
         role = self.role(cluster, by, groups)
         if role is None or role < policy.Role.OPERATOR:
             return self.refuse(by, verb, cluster, f"{verb} needs the operator role on {cluster}")
-        where = policy.channel_allowed(pol, channel)
-        if _from_slack(by) and not where.allowed:
-            return self.refuse(by, verb, cluster, where.reason, where.detail)
+        elsewhere = self.origin_refusal(cluster, by=by, channel=channel, what=verb)
+        if elsewhere is not None:
+            return elsewhere
         if not by.startswith("cli:") and (pol.protected or verb in pol.approval_required_for):
             why = "a protected cluster" if pol.protected else f"its policy lists {verb} as needing approval"
             instead = NeedsApprovalInstead(verb, cluster, why)
@@ -640,6 +686,21 @@ class Operations:
             f"{verb}ed: {', '.join(changed) or 'nothing (already ' + verb + 'ed)'}",
             changed=bool(changed),
         )
+
+    def origin_refusal(
+        self, cluster: str, *, by: str, channel: str, what: str, op: Operation | None = None
+    ) -> Outcome | None:
+        """The channel rule for everything a person does from Slack on `cluster`, typed or clicked
+        (a request, a cordon, Approve, Reject, Cancel, a schedule's buttons): only from the cluster's
+        allowed channels, and a protected cluster never from a direct message. None: it may go on;
+        otherwise the audited refusal. The CLI, schedules and policies are not in a channel."""
+        if not _from_slack(by) or cluster not in self.policies:
+            return None
+        where = policy.channel_allowed(self.policies[cluster], channel)
+        if where.allowed:
+            return None
+        self._audit(by, f"refused_{what}", op=op, cluster=cluster, detail=where.reason)
+        return Outcome(False, where.reason, op, reason=where.detail)
 
     def may_view(self, cluster: str, *, by: str, groups: Sequence[str] = (), what: str = "status") -> str:
         """ "" when `by` may read `cluster` (any role there); otherwise the refusal, audited."""

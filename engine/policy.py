@@ -16,7 +16,10 @@ N-of-M, expiry):
   the request is made on behalf of (a schedule's creator, whoever clicked its "Run now");
 - a schedule is pre-approved by the same quorum as each run would need (`approvals_required`
   distinct approvers, not its creator unless `allow_self_approval`); the pre-approvers' roles
-  are checked again at every run, and a protected cluster always asks at every run.
+  are checked again at every run, and a protected cluster always asks at every run; so are the
+  stored votes of a request when its quorum is decided (a demoted approver's vote stops counting);
+- a scale-up past a pool's ceiling (its maximum where the provider knows one, else
+  `scale_up_ceiling` times its current size) needs approval like a scale-down.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from engine.consolidation import ConsolidationPolicy
-from engine.operation import OperationPlan, OpKind
+from engine.operation import OperationPlan, OpKind, PoolChange
 from engine.reasons import ChannelNotAllowed, Reason
 
 EVICTOR = "policy:evictor"
@@ -64,6 +67,9 @@ class ClusterPolicy:
     drain_one_at_a_time: bool = False
     """Default for scale-downs and zero-scales: drain non-empty nodes one at a time (empty ones
     together), as cluster-autoscaler does; a request's --one-at-a-time / --all-at-once wins."""
+    scale_up_ceiling: float = 2.0
+    """A scale-up to more than this many times a pool's current size needs approval, where the pool
+    system knows no maximum of its own (so a typo cannot buy a thousand nodes unasked)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +124,31 @@ def approval_tags(plan: OperationPlan) -> frozenset[str]:
     return frozenset(tags)
 
 
+def ceiling_of(policy: ClusterPolicy, change: PoolChange) -> int:
+    """The largest size a scale-up may reach without approval: the pool's own maximum where its
+    provider knows one, else `scale_up_ceiling` times its current size."""
+    if change.max_size is not None:
+        return change.max_size
+    return int(change.before * policy.scale_up_ceiling)
+
+
+def beyond_ceiling(policy: ClusterPolicy, plan: OperationPlan) -> tuple[str, ...]:
+    """Why a scale-up needs approval: one sentence per pool it takes past its ceiling."""
+    if plan.kind is not OpKind.SCALE:
+        return ()
+    return tuple(
+        f"pool {c.pool}: {c.before} → {c.after} is beyond its ceiling of {ceiling_of(policy, c)} "
+        + (
+            "(its maximum size)"
+            if c.max_size is not None
+            else f"({policy.scale_up_ceiling:g} times its current size)"
+        )
+        + ", so it needs approval"
+        for c in plan.pools
+        if c.after > c.before and c.after > ceiling_of(policy, c)
+    )
+
+
 def approvals_needed(policy: ClusterPolicy, plan: OperationPlan, *, requested_by: str) -> int:
     """0 when the plan may run at once; otherwise the number of distinct approvers needed."""
     scheduled = requested_by.startswith("schedule:")
@@ -129,6 +160,8 @@ def approvals_needed(policy: ClusterPolicy, plan: OperationPlan, *, requested_by
     if scheduled and plan.kind is not OpKind.WAKE:
         return max(1, policy.approvals_required)  # a per-run schedule asks at every sleep
     if approval_tags(plan) & policy.approval_required_for:
+        return max(1, policy.approvals_required)
+    if beyond_ceiling(policy, plan):
         return max(1, policy.approvals_required)
     return 0
 

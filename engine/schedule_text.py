@@ -82,6 +82,13 @@ def approval_text(mode: ApprovalMode, approvers: Sequence[str]) -> str:
     return "pre-approved by " + ", ".join(approvers)
 
 
+def voided_pre_approval(name: str) -> str:
+    return (
+        f"Its pre-approval is void: it was resumed by someone who could not pre-approve it, so each "
+        f"run asks for approval until approvers give `schedule approve {name}` again."
+    )
+
+
 def lead_text(lead: timedelta) -> str:
     minutes = int(lead.total_seconds() // 60)
     return f"{minutes}m" if minutes < 120 or minutes % 60 else f"{minutes // 60}h"

@@ -74,7 +74,15 @@ from engine.schedule_model import (
     ScheduleOutcome,
     ScheduleTarget,
 )
-from engine.schedule_text import DOING, EVENT_TITLE, approval_text, cap, schedule_summary, wake_report
+from engine.schedule_text import (
+    DOING,
+    EVENT_TITLE,
+    approval_text,
+    cap,
+    schedule_summary,
+    voided_pre_approval,
+    wake_report,
+)
 from engine.schedule_timer import (
     RETRY_AFTER,
     UPCOMING_PER_SCHEDULE,
@@ -226,9 +234,7 @@ class Schedules:
 
     def _record_pre_approval(self, sched: Schedule, by: str, groups: Sequence[str], now: datetime) -> bool:
         """Record `by`'s pre-approval if the policy lets it count (the creator's only with self-approval)."""
-        pol = self.ops.policies[sched.cluster]
-        role = self.ops.role(sched.cluster, by, groups)
-        if not policy.can_pre_approve(pol, voter=by, voter_role=role, created_by=sched.created_by).allowed:
+        if not self._may_pre_approve(sched, by, groups):
             return False
         added = self.store.add_schedule_approval(ScheduleApproval(sched.name, by, now, sched.fingerprint))
         if added:
@@ -249,10 +255,55 @@ class Schedules:
         return self._manage(name, by, groups, "pause", lambda s: self.store.set_schedule_enabled(s, False))
 
     def resume(self, name: str, *, by: str, groups: Sequence[str] = ()) -> ScheduleOutcome:
+        """Resume firing. A pre-approval does not outlive a pause lifted by someone who could not
+        have given it (an operator resuming what an approver paused): it is void, and the reply says
+        so; the approvers pre-approve again if they agree."""
         now = self.clock.now()
-        return self._manage(
-            name, by, groups, "resume", lambda s: self.store.set_schedule_enabled(s, True, since=now)
+        sched = self._load(name)
+        keeps = (
+            sched is None or sched.approval_mode != "pre_approved" or self._may_pre_approve(sched, by, groups)
         )
+        voided: builtins.list[int] = []
+
+        def act(name: str) -> None:
+            self.store.set_schedule_enabled(name, True, since=now)
+            if not keeps and sched is not None:
+                voided.append(self.store.remove_schedule_approvals(name))
+                if voided[0]:
+                    why = f"{name}: resumed by {by}, who could not pre-approve it"
+                    self._audit(by, "schedule_pre_approval_voided", sched.cluster, why)
+
+        outcome = self._manage(name, by, groups, "resume", act)
+        if not voided or not voided[0]:
+            return outcome
+        return replace(outcome, reply=f"{outcome.reply} {voided_pre_approval(name)}")
+
+    def unapprove(self, name: str, *, by: str, groups: Sequence[str] = ()) -> ScheduleOutcome:
+        """Withdraw one's own pre-approval of a schedule (no role needed: anyone may take theirs back)."""
+        sched = self._load(name)
+        if sched is None:
+            return _refused(self._unknown_schedule(name))
+        with self.store.transaction():
+            withdrawn = self.store.remove_schedule_approvals(name, user=by)
+            if withdrawn:
+                self._audit(by, "schedule_unapprove", sched.cluster, name)
+            else:
+                self._audit(by, "refused_schedule_unapprove", sched.cluster, f"{name}: no pre-approval")
+        if not withdrawn:
+            return _refused(f"you have not pre-approved schedule {name}; there is nothing to withdraw")
+        sched = self._require(name)
+        left = approval_text(sched.approval_mode, sched.approvers)
+        return ScheduleOutcome(
+            True,
+            f"Withdrew your pre-approval of schedule {name}: {left}.",
+            changed=True,
+            schedule=sched,
+        )
+
+    def _may_pre_approve(self, sched: Schedule, by: str, groups: Sequence[str]) -> bool:
+        role = self.ops.role(sched.cluster, by, groups)
+        pol = self.ops.policies[sched.cluster]
+        return policy.can_pre_approve(pol, voter=by, voter_role=role, created_by=sched.created_by).allowed
 
     def delete(self, name: str, *, by: str, groups: Sequence[str] = ()) -> ScheduleOutcome:
         return self._manage(name, by, groups, "delete", self.store.delete_schedule)
@@ -396,18 +447,27 @@ class Schedules:
     # -- decisions on one occurrence -------------------------------------------------------------
 
     def postpone(
-        self, key: str, *, by: str, delta: timedelta = timedelta(hours=1), groups: Sequence[str] = ()
+        self,
+        key: str,
+        *,
+        by: str,
+        delta: timedelta = timedelta(hours=1),
+        groups: Sequence[str] = (),
+        channel: str = "",
     ) -> ScheduleOutcome:
+        """`channel`, here and for every decision: where the click came from (the cluster's channel
+        rule applies to it as to a typed request)."""
         return self._decide(
             key,
             by,
             groups,
             "postpone",
             lambda s, occ, ovs, now: schedule.postpone(occ, by=by, delta=delta, spec=s.spec, overrides=ovs),
+            channel=channel,
         )
 
     def postpone_until(
-        self, key: str, *, by: str, until: datetime, groups: Sequence[str] = ()
+        self, key: str, *, by: str, until: datetime, groups: Sequence[str] = (), channel: str = ""
     ) -> ScheduleOutcome:
         return self._decide(
             key,
@@ -417,20 +477,27 @@ class Schedules:
             lambda s, occ, ovs, now: schedule.postpone_until(
                 occ, by=by, until=until, spec=s.spec, overrides=ovs
             ),
+            channel=channel,
         )
 
-    def skip(self, key: str, *, by: str, groups: Sequence[str] = ()) -> ScheduleOutcome:
+    def skip(self, key: str, *, by: str, groups: Sequence[str] = (), channel: str = "") -> ScheduleOutcome:
         return self._decide(
-            key, by, groups, "skip", lambda s, occ, ovs, now: schedule.skip(occ, by=by, spec=s.spec)
+            key,
+            by,
+            groups,
+            "skip",
+            lambda s, occ, ovs, now: schedule.skip(occ, by=by, spec=s.spec),
+            channel=channel,
         )
 
-    def run_now(self, key: str, *, by: str, groups: Sequence[str] = ()) -> ScheduleOutcome:
+    def run_now(self, key: str, *, by: str, groups: Sequence[str] = (), channel: str = "") -> ScheduleOutcome:
         decided = self._decide(
             key,
             by,
             groups,
             "run_now",
             lambda s, occ, ovs, now: schedule.run_now(occ, by=by, now=now, spec=s.spec),
+            channel=channel,
         )
         if not decided.ok:
             return decided
@@ -762,6 +829,8 @@ class Schedules:
         groups: Sequence[str],
         verb: str,
         make: Callable[[Schedule, Occurrence, builtins.list[Override], datetime], Override],
+        *,
+        channel: str,
     ) -> ScheduleOutcome:
         """One decision on one occurrence, in one write transaction (a fire cannot slip in between)."""
         now = self.clock.now()
@@ -770,6 +839,10 @@ class Schedules:
             if isinstance(found, str):
                 return _refused(found, key=key)
             sched, occ = found
+            what = f"schedule_{verb}"
+            elsewhere = self.ops.origin_refusal(sched.cluster, by=by, channel=channel, what=what)
+            if elsewhere is not None:
+                return _refused(elsewhere.reply, key=key)
             refusal = self._authorise(sched.cluster, by, groups, verb, detail=key)
             if refusal:
                 return _refused(refusal, key=key)

@@ -1148,6 +1148,17 @@ class Store:
             )
             return True
 
+    def remove_schedule_approvals(self, schedule: str, *, user: str | None = None) -> int:
+        """Withdraw pre-approvals of `schedule`: `user`'s own, or all of them; how many went."""
+        where, args = "schedule = ?", [schedule]
+        if user is not None:
+            where, args = "schedule = ? AND user = ?", [schedule, user]
+        with self.transaction():
+            table = self.db.table("schedule_approvals")
+            count = table.count_where(where, args)
+            table.delete_where(where, args)
+            return count
+
     def schedule_approvals(self, schedule: str) -> list[ScheduleApproval]:
         with self._lock:
             rows = self.db.table("schedule_approvals").rows_where("schedule = ?", [schedule], order_by="at")

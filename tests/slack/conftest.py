@@ -285,14 +285,21 @@ class RunningBot:
         return post(self.events_url, body, self.signer.headers(body), timeout=timeout), response_url
 
     def click(
-        self, action_id: str, value: str, *, user: str, message_ts: str = "1700000000.000001"
+        self,
+        action_id: str,
+        value: str,
+        *,
+        user: str,
+        message_ts: str = "1700000000.000001",
+        channel: str = CHANNEL,
     ) -> tuple[HttpResult, str]:
+        """A signed block_actions click; `channel`: where the message clicked on is."""
         response_url = self.api.response_url()
         body = self.signer.block_actions(
             action_id,
             value,
             user_id=user,
-            channel_id=CHANNEL,
+            channel_id=channel,
             message_ts=message_ts,
             response_url=response_url,
         )

@@ -598,7 +598,14 @@ def test_a_paused_schedule_does_nothing_and_events_while_paused_are_not_run_late
     assert world.schedules.startup(at(clock, utc(2, 19, 30))) == [], "the 20:00 sleep happened while paused"
     assert world.schedules.next_event(CLUSTER, clock.now()) == NextEvent("wake", "nights", utc(3, 6), BERLIN)
     actions = [r.action for r in world.ops.store.audit_rows()]
-    assert actions == ["schedule_add", "schedule_pre_approve", "schedule_pause", "schedule_resume"]
+    # The operator could not have pre-approved it: their resume voids the pre-approval.
+    assert actions == [
+        "schedule_add",
+        "schedule_pre_approve",
+        "schedule_pause",
+        "schedule_pre_approval_voided",
+        "schedule_resume",
+    ]
 
 
 def test_pause_resume_delete_need_an_operator_and_name_the_schedules(world: World) -> None:
