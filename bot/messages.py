@@ -46,7 +46,7 @@ USAGE: dict[str, str] = {
     "consolidate": "consolidate [CLUSTER] [POOL…]",
     "advise": "advise [CLUSTER]",
     "ops": "ops [list [CLUSTER] [--active] | show ID | cancel ID]",
-    "schedule": "schedule add|list|show|pause|resume|delete|next|skip …",
+    "schedule": "schedule add|list|show|pause|resume|delete|approve|unapprove|next|skip …",
     "whoami": "whoami [CLUSTER] [@user]",
 }
 """Usage per subcommand, without the leading command; also the order `help` lists them in."""

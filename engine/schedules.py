@@ -291,14 +291,8 @@ class Schedules:
                 self._audit(by, "refused_schedule_unapprove", sched.cluster, f"{name}: no pre-approval")
         if not withdrawn:
             return _refused(f"you have not pre-approved schedule {name}; there is nothing to withdraw")
-        sched = self._require(name)
-        left = approval_text(sched.approval_mode, sched.approvers)
-        return ScheduleOutcome(
-            True,
-            f"Withdrew your pre-approval of schedule {name}: {left}.",
-            changed=True,
-            schedule=sched,
-        )
+        left = approval_text(sched.approval_mode, self._require(name).approvers)
+        return ScheduleOutcome(True, f"Withdrew your pre-approval of schedule {name}: {left}.", changed=True)
 
     def _may_pre_approve(self, sched: Schedule, by: str, groups: Sequence[str]) -> bool:
         role = self.ops.role(sched.cluster, by, groups)
@@ -842,7 +836,7 @@ class Schedules:
             what = f"schedule_{verb}"
             elsewhere = self.ops.origin_refusal(sched.cluster, by=by, channel=channel, what=what)
             if elsewhere is not None:
-                return _refused(elsewhere.reply, key=key)
+                return replace(_refused(elsewhere.reply, key=key), reason=elsewhere.reason)
             refusal = self._authorise(sched.cluster, by, groups, verb, detail=key)
             if refusal:
                 return _refused(refusal, key=key)

@@ -21,7 +21,7 @@ import json
 import re
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -66,6 +66,7 @@ ADD = (
     "approval=pre <#C0DEV|platform>"
 )
 STRANGER = "U0NOBODY"
+ELSEWHERE = "C0ELSEWHERE"
 
 
 def utc(day: int, hour: int, minute: int = 0) -> datetime:
@@ -232,6 +233,7 @@ GOOD = "sleep=Mon-Fri 20:00 wake=Mon-Fri 07:00 tz=Europe/Berlin lead=60m,10m"
             "lead time 60m is longer than the shortest gap between two events (30 min",
         ),
         (f"n {GOOD} pools=web,nope", APPROVER, "unknown pool(s) nope in dev-eu; pools: batch, web"),
+        (f"n {GOOD} pools=web size=\uff13", APPROVER, "is not a pool size"),
         (f"n {GOOD} except=2026-02-30", APPROVER, 'invalid date "2026-02-30"'),
         (f"n {GOOD} approval=sometimes", APPROVER, "`approval=sometimes` is not an approval mode"),
         (f"n {GOOD} approval=pre", OPERATOR, "pre-approving a schedule needs the approver role on dev-eu"),
@@ -444,6 +446,71 @@ def test_skip_by_an_unauthorised_user_is_refused_ephemerally_and_changes_nothing
     assert world.schedules.store.overrides() == []
     assert world.schedules.next_events(world.clock.now(), limit=5) == before
     assert [r.action for r in world.ops.store.audit_rows()][-1] == "refused_schedule_skip"
+
+
+def test_announcement_buttons_obey_the_clusters_channel_rules(world: World) -> None:
+    card = announced(world)
+    dev = world.ops.policies["dev-eu"]
+    world.ops.policies["dev-eu"] = replace(dev, channels=frozenset({CHANNEL}))
+    before = world.schedules.next_events(world.clock.now(), limit=5)
+    refusal = f"dev-eu is operated only from <#{CHANNEL}>"
+    for action in (blocks.ACTION_SKIP, blocks.ACTION_RUN_NOW, blocks.ACTION_POSTPONE_1H):
+        [button] = [b for b in buttons_of(card) if b["action_id"] == action]
+        _, url = world.bot.click(
+            action, button["value"], user=OPERATOR, message_ts=card.response["ts"], channel=ELSEWHERE
+        )
+        reply = world.bot.wait_reply(url)
+        assert refusal in all_text(reply) and reply.body["response_type"] == "ephemeral", action
+    # Postpone until… opens no dialog there: the clicker is told why instead.
+    [until] = [b for b in buttons_of(card) if b["action_id"] == blocks.ACTION_POSTPONE_UNTIL]
+    world.bot.click(
+        blocks.ACTION_POSTPONE_UNTIL,
+        until["value"],
+        user=OPERATOR,
+        message_ts=card.response["ts"],
+        channel=ELSEWHERE,
+    )
+    told = world.bot.api.wait_for_call("chat.postEphemeral", lambda c: c.body.get("channel") == ELSEWHERE)
+    assert refusal in all_text(told)
+    world.bot.settle()
+    assert world.bot.api.calls_to("views.open") == []
+    assert world.updates(card.response["ts"]) == []
+    assert world.schedules.store.overrides() == [] and world.ops.list_operations() == []
+    assert world.schedules.next_events(world.clock.now(), limit=5) == before
+    refused = [r.action for r in world.ops.store.audit_rows() if r.action.startswith("refused_")]
+    assert refused == [
+        "refused_schedule_skip",
+        "refused_schedule_run_now",
+        "refused_schedule_postpone",
+        "refused_schedule_postpone",
+    ]
+
+
+def test_a_resume_by_someone_who_could_not_pre_approve_voids_the_pre_approval(world: World) -> None:
+    added(world)  # created by APPROVER, pre-approved by APPROVER_2
+    assert world.schedules.show("nights").approvers == (APPROVER_2,)  # type: ignore[union-attr]
+    command(world, "schedule pause nights", user=APPROVER)
+    _, resumed = command(world, "schedule resume nights", user=OPERATOR)
+    assert "Schedule nights resumed." in all_text(resumed)
+    assert "Its pre-approval is void" in all_text(resumed)
+    assert world.schedules.show("nights").approvers == ()  # type: ignore[union-attr]
+
+    # An approver who may pre-approve it lifts a pause without voiding anything.
+    command(world, "schedule approve nights", user=APPROVER_2)
+    command(world, "schedule pause nights", user=OPERATOR)
+    _, kept = command(world, "schedule resume nights", user=APPROVER_2)
+    assert "void" not in all_text(kept)
+    assert world.schedules.show("nights").approvers == (APPROVER_2,)  # type: ignore[union-attr]
+
+    # One's own pre-approval can be withdrawn; there is nothing to withdraw twice.
+    _, withdrawn = command(world, "schedule unapprove nights", user=APPROVER_2)
+    assert "Withdrew your pre-approval of schedule nights" in all_text(withdrawn)
+    assert world.schedules.show("nights").approvers == ()  # type: ignore[union-attr]
+    _, again = command(world, "schedule unapprove nights", user=APPROVER_2)
+    assert "you have not pre-approved schedule nights" in all_text(again)
+    actions = [(r.actor, r.action) for r in world.ops.store.audit_rows()]
+    assert (OPERATOR, "schedule_pre_approval_voided") in actions
+    assert (APPROVER_2, "schedule_unapprove") in actions
 
 
 def test_skip_by_an_operator_removes_the_buttons_and_nothing_fires(world: World) -> None:
