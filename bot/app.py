@@ -69,7 +69,9 @@ def healthz() -> tuple[int, str]:
 # -- clients and the App -------------------------------------------------------------------------
 
 
-def web_client(settings: Settings, *, for_sender: bool = False, timeout: int = 15) -> WebClient:
+def web_client(
+    settings: Settings, *, for_sender: bool = False, timeout: int = 15, logger: logging.Logger | None = None
+) -> WebClient:
     """A WebClient at SLACK_API_URL. The sender handles 429 and 5xx itself (it must keep
     coalescing while it waits), so its client only retries broken connections; the App's client
     (auth.test, apps.connections.open, usergroups.list) also retries rate limits and 5xx.
@@ -85,6 +87,8 @@ def web_client(settings: Settings, *, for_sender: bool = False, timeout: int = 1
         "retry_handlers": handlers,
         "timeout": timeout,
     }
+    if logger is not None:
+        kwargs["logger"] = logger
     if settings.slack.api_url:
         kwargs["base_url"] = settings.slack.api_url
     return WebClient(**kwargs)

@@ -953,16 +953,33 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     try:
         loaded = settings.load(args.config, os.environ)
+        run.check_slack(loaded)
         service = run.build_service(loaded, leader_election=args.leader_election)
     except (settings.SettingsError, run.RunError) as exc:
         raise CliError(str(exc)) from exc
     run.install_signal_handlers(service)
-    print(f"scalebot running: {', '.join(service.ops.clusters())}; database {loaded.db_path}", flush=True)
-    return service.serve()
+
+    def started() -> None:
+        for warning in service.warnings:
+            print(warning, file=sys.stderr, flush=True)
+        print(f"scalebot running: {', '.join(service.ops.clusters())}; database {loaded.db_path}", flush=True)
+
+    try:
+        return service.serve(on_started=started)
+    except run.RunError as exc:
+        raise CliError(str(exc)) from exc
 
 
 def cmd_sandbox(args: argparse.Namespace) -> int:
-    from localcluster import sandbox
+    try:
+        from localcluster import sandbox
+    except ModuleNotFoundError as exc:  # cryptography is an extra: only the test control plane signs
+        if (exc.name or "").split(".")[0] != "cryptography":
+            raise
+        raise CliError(
+            "scalebot sandbox needs the test control plane's packages: run it from scripts/test's "
+            ".venv, or pip install 'scalebot[sandbox]'"
+        ) from exc
 
     if args.action == "down":
         sandbox.down(args.state_dir)

@@ -49,6 +49,9 @@ class JsonFormatter(logging.Formatter):
 def configure(level: int, *, json_format: bool = False) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if json_format else TextFormatter())
+    # On the handler too: the kubernetes client sets urllib3's logger to WARNING itself, whose
+    # connection retries would otherwise print without -v.
+    handler.setLevel(level)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

@@ -12,18 +12,22 @@ SIGTERM: stop Slack intake, let the current steps persist, stop the timers, rele
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import re
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from types import FrameType
 from typing import Any
 
+from slack_sdk.errors import SlackApiError, SlackClientError
+
 from bot import blocks, wiring
-from bot.app import Bot, build_bot, group_resolver
+from bot.app import Bot, build_bot, group_resolver, web_client
 from bot.health import (
     HealthServer,
     database_writable,
@@ -56,6 +60,8 @@ EXPIRY_SWEEP_SECONDS = 30.0
 # the shutdown may queue behind several thread replies: the sender gets 8 s (half of the bot's).
 RUNNER_STOP_SECONDS = 10.0
 BOT_STOP_SECONDS = 16.0
+KUBERNETES_START_TIMEOUT_SECONDS = 5.0
+"""How long the start-up probe of each API server waits before warning that it does not answer."""
 
 
 class RunError(RuntimeError):
@@ -77,6 +83,8 @@ class Service:
     """The unattended policies (empty-node clean-up), started only while leading."""
     policies: PolicyLoop | None = None
     stop_event: threading.Event = field(default_factory=threading.Event)
+    warnings: list[str] = field(default_factory=list)
+    """One line each, for the operator at start (an API server that does not answer yet)."""
     bot: Bot | None = None
     scheduler: SchedulerRunner | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -106,8 +114,15 @@ class Service:
         METRICS.set_leader(False)
         self.stop_event.set()
 
-    def serve(self) -> int:
-        self.health.start()
+    def serve(self, on_started: Callable[[], None] = lambda: None) -> int:
+        """Serve until SIGTERM. `on_started` runs once the health port is bound and, without
+        leader election, Slack intake is up. A failure before that stops what was started and
+        raises RunError (one line naming the fix)."""
+        try:
+            self.health.start()
+        except OSError as exc:
+            self.shutdown()
+            raise _listen_error(exc, "health_port", self.settings.server.health_port) from exc
         elector = None
         if self.leader_election:
             from engine.kube.lease import LeaseElector, default_identity
@@ -122,8 +137,13 @@ class Service:
             self.ops.runner.may_act = lambda: elector.is_leader
             thread = elector.start(self.start_leading, self.stop_leading, self.stop_event)
         else:
-            self.start_leading()
+            try:
+                self.start_leading()
+            except Exception as exc:
+                self.shutdown()
+                raise _start_error(exc, self.settings) from exc
             thread = None
+        on_started()
         while not self.stop_event.wait(EXPIRY_SWEEP_SECONDS):
             if self.bot is not None:
                 self.ops.expire_stale()
@@ -251,10 +271,107 @@ def build_service(settings: Settings, *, leader_election: bool | None = None) ->
         leader_election=_in_cluster() if leader_election is None else leader_election,
         lease_api=api_client,
     )
+    service.warnings.extend(unreachable_clusters(handles))
     service.health.checks["slack"] = slack_connected(
         lambda: service.bot is not None and service.bot.connected()
     )
     return service
+
+
+SLACK_TOKEN_ERRORS = frozenset(
+    {
+        "invalid_auth",
+        "not_authed",
+        "token_revoked",
+        "token_expired",
+        "account_inactive",
+        "not_allowed_token_type",
+    }
+)
+
+
+def check_slack(settings: Settings) -> None:
+    """Ask Slack about the tokens before anything is served: `auth.test` with the bot token and,
+    in Socket Mode, `apps.connections.open` with the app-level token (it only hands out a URL).
+    A refused token or an unreachable Slack is a RunError naming the fix, not a traceback from
+    inside Bolt, and nothing (database, ports) has been touched yet."""
+    # Each retried attempt would log an error of its own; the RunError already says it all.
+    quiet = logging.getLogger("scalebot.slack_start_check")
+    quiet.propagate = False
+    if not quiet.handlers:
+        quiet.addHandler(logging.NullHandler())
+    client = web_client(settings, logger=quiet)
+    app_token = settings.slack.app_token
+    calls: list[tuple[str, str, Callable[[], object]]] = [
+        (
+            "SLACK_BOT_TOKEN",
+            "the Bot User OAuth Token (xoxb-…) from the app's OAuth & Permissions page",
+            client.auth_test,
+        ),
+    ]
+    if app_token is not None:
+        calls.append(
+            (
+                "SLACK_APP_TOKEN",
+                "an app-level token (xapp-…) with connections:write from the app's Basic Information page",
+                lambda: client.apps_connections_open(app_token=app_token.reveal()),
+            ),
+        )
+    for variable, where, call in calls:
+        try:
+            call()
+        except SlackApiError as exc:
+            error = str(exc.response.get("error") or f"HTTP {exc.response.status_code}")
+            if error in SLACK_TOKEN_ERRORS:
+                raise RunError(f"{variable}: Slack refused the token ({error}); set it to {where}") from exc
+            raise RunError(
+                f"Slack answered {error} at start ({client.base_url}); check the app's settings "
+                "or SLACK_API_URL"
+            ) from exc
+        except (OSError, SlackClientError) as exc:  # URLError, refused, reset, timed out, bad URL
+            reason = getattr(exc, "reason", None) or exc
+            raise RunError(
+                f"cannot reach Slack at {client.base_url} ({reason}); check the network, the proxy "
+                "(HTTPS_PROXY) or SLACK_API_URL"
+            ) from exc
+
+
+def unreachable_clusters(handles: Mapping[str, ClusterHandle]) -> list[str]:
+    """One warning line per cluster whose API server does not answer now. Not fatal: it may be
+    starting too (a control-plane upgrade, a cluster restored with scalebot); /readyz says so."""
+    from engine.kube import lease
+
+    warnings = []
+    for name, handle in handles.items():
+        api_client = getattr(handle.api, "api_client", None)
+        if api_client is None:
+            continue
+        try:
+            lease.probe_api_server(api_client, timeout_seconds=KUBERNETES_START_TIMEOUT_SECONDS)
+        except Exception as exc:  # any failure of the probe is "not reachable now"
+            host = getattr(getattr(api_client, "configuration", None), "host", "?")
+            text = " ".join(str(exc).split())
+            # urllib3 nests the cause in its retry report; the OS's own words are the useful part.
+            cause = re.search(r"\[Errno -?\d+\] [^\"')]+", text)
+            reason = cause.group(0) if cause else text[:200]
+            warnings.append(
+                f"warning: clusters.{name}: the Kubernetes API server at {host} does not answer ({reason}); "
+                "scalebot starts and reports not ready on /readyz until it does"
+            )
+    return warnings
+
+
+def _listen_error(exc: OSError, key: str, port: int) -> RunError:
+    what = "in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+    return RunError(f"server.{key}: cannot listen on port {port} ({what}); free it or choose another port")
+
+
+def _start_error(exc: Exception, settings: Settings) -> RunError:
+    """A failure of Slack intake at start, in one line (the tokens were checked a moment ago)."""
+    if isinstance(exc, OSError) and exc.errno in (errno.EADDRINUSE, errno.EACCES):
+        return _listen_error(exc, "http_port", settings.server.http_port)
+    detail = " ".join(str(exc).split())[:300]
+    return RunError(f"cannot start the Slack side ({type(exc).__name__}: {detail}); run with -v for details")
 
 
 def with_events(handle: ClusterHandle) -> ClusterHandle:
