@@ -264,11 +264,23 @@ def _endpoint_url(value: str) -> None:
         raise ProviderOptionError(f"'{value}' is not an http(s) URL")
 
 
+EKS_EXTRA_MISSING = (
+    "provider eks needs the AWS SDK (boto3), which is not installed: pip install 'scalebot[eks]' "
+    "(the container image and scripts/test's .venv have it)"
+)
+
+
 def _connect_eks(connection: Connection) -> Connected:
     """The entry's kubeconfig/context reach the EKS cluster's API server (Nodes, Pods, scalebot's
     ConfigMaps); the node groups are reached through AWS with the standard credential chain."""
     from engine.pools.eks import EksPoolProvider, KubeClusterSide
-    from engine.pools.eks_aws import AwsCallError, Boto3Nodegroups
+
+    try:
+        from engine.pools.eks_aws import AwsCallError, Boto3Nodegroups
+    except ModuleNotFoundError as exc:  # boto3 is an extra: only EKS users carry the AWS SDK
+        if (exc.name or "").split(".")[0] not in ("boto3", "botocore"):
+            raise
+        raise ProviderOptionError(EKS_EXTRA_MISSING) from exc
 
     options = connection.options
     try:

@@ -10,8 +10,9 @@ Deployment's runAsUser/runAsGroup; EXPOSE is every port the manifests use and no
 environment's database, config, HOME and working directory are on the mounts the Deployment makes
 (writable ones exactly where the image writes, readOnlyRootFilesystem on); the kustomization's image
 tag is the project's version; ENTRYPOINT/CMD are `scalebot run` in exec form; the .dockerignore is an
-allow-list; the image's Python lock is pyproject.toml's runtime dependencies (no test tools), every
-pin hashed and at the version requirements/test.txt tests.
+allow-list; the image's Python lock is pyproject.toml's runtime dependencies and the eks extra, and
+scripts/scalebot's is the runtime dependencies alone (no test tools, no other extra), every pin hashed
+and at the version requirements/test.txt tests.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -31,7 +33,7 @@ from packaging.utils import canonicalize_name
 REPO = Path(__file__).resolve().parents[2]
 DEBIAN_BASE = re.compile(r"debian:bookworm(-\d{8})?-slim(@sha256:[0-9a-f]{64})?")
 BUILD_TOOLS = ("gcc", "g++", "build-essential", "make ", "apk add", "cargo", "rustc", "python3-pip", "-dev ")
-TEST_TOOLS = {"pytest", "pytest-timeout", "hypothesis", "ruff", "mypy", "import-linter", "py-spy"}
+TEST_TOOLS = {"pytest", "pytest-timeout", "hypothesis", "ruff", "mypy", "import-linter", "py-spy", "moto"}
 
 
 @dataclass
@@ -293,32 +295,51 @@ def locked(path: Path) -> dict[str, tuple[str, str]]:
     return pins
 
 
-def test_image_lock_is_pyprojects_runtime_dependencies_at_the_tested_versions() -> None:
-    """requirements/image.txt and build.txt come from scripts/lock-python.sh; run it again after
-    changing pyproject.toml's dependencies (never merge hashes by hand)."""
+@pytest.mark.parametrize(
+    ("lock", "extras", "also"),
+    [
+        # The image: what `scalebot run` runs, with every pool provider (EKS's AWS SDK included).
+        ("image.txt", ("eks",), set()),
+        # scripts/scalebot's .venv: what scalebot runs, and the build backend for its editable install.
+        ("runtime.txt", (), {"pip", "setuptools"}),
+    ],
+)
+def test_runtime_locks_are_pyprojects_dependencies_at_the_tested_versions(
+    lock: str, extras: tuple[str, ...], also: set[str]
+) -> None:
+    """requirements/image.txt, runtime.txt and build.txt come from scripts/lock-python.sh; run it
+    again after changing pyproject.toml's dependencies (never merge hashes by hand)."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    image = locked(REPO / "requirements" / "image.txt")
+    optional = project["optional-dependencies"]
+    pins = locked(REPO / "requirements" / lock)
     tested = locked(REPO / "requirements" / "test.txt")
-    runtime = [Requirement(spec) for spec in project["dependencies"]]
-    for requirement in runtime:
+    wanted = [
+        Requirement(spec) for spec in [*project["dependencies"], *(d for e in extras for d in optional[e])]
+    ]
+    for requirement in wanted:
         name = canonicalize_name(requirement.name)
-        assert name in image, f"{name} is missing from requirements/image.txt: run scripts/lock-python.sh"
-        assert requirement.specifier.contains(image[name][0]), (
-            f"requirements/image.txt pins {name}=={image[name][0]} outside {requirement}: "
+        assert name in pins, f"{name} is missing from requirements/{lock}: run scripts/lock-python.sh"
+        assert requirement.specifier.contains(pins[name][0]), (
+            f"requirements/{lock} pins {name}=={pins[name][0]} outside {requirement}: "
             "run scripts/lock-python.sh"
         )
     # uv notes "via scalebot (../pyproject.toml)" on what the project itself asks for: a dependency
     # dropped from pyproject.toml leaves no such pin behind.
-    asked = {name for name, (_, block) in image.items() if "scalebot (../pyproject.toml)" in block}
-    assert asked == {canonicalize_name(r.name) for r in runtime}, (
-        "requirements/image.txt was locked from other dependencies than pyproject.toml's: "
+    asked = {name for name, (_, block) in pins.items() if "scalebot (../pyproject.toml)" in block}
+    assert asked == {canonicalize_name(r.name) for r in wanted}, (
+        f"requirements/{lock} was locked from other dependencies than pyproject.toml's: "
         "run scripts/lock-python.sh"
     )
-    assert not set(image) & {canonicalize_name(t) for t in TEST_TOOLS}, "test tools do not ship in the image"
+    assert also <= set(pins)
+    assert not set(pins) & {canonicalize_name(t) for t in TEST_TOOLS}, f"no test tools in {lock}"
+    unwanted = {
+        canonicalize_name(Requirement(d).name) for e in optional if e not in extras for d in optional[e]
+    }
+    assert not set(pins) & unwanted, f"{lock} holds another extra's packages: {set(pins) & unwanted}"
     build = locked(REPO / "requirements" / "build.txt")
     assert set(build) == {"pip", "setuptools"}
-    for name, (version, _) in [*image.items(), *build.items()]:
+    for name, (version, _) in [*pins.items(), *build.items()]:
         assert tested.get(name, ("",))[0] == version, (
-            f"the image ships {name}=={version}, the tests run {tested.get(name, ('nothing',))[0]}: "
+            f"{lock} pins {name}=={version}, the tests run {tested.get(name, ('nothing',))[0]}: "
             "run scripts/lock-python.sh"
         )

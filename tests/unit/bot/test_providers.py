@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,15 @@ def test_eks_cli_flags_and_a_missing_cluster_in_wiring() -> None:
 def test_gardener_takes_namespace_slash_name_or_a_project_and_a_name(options: dict[str, str]) -> None:
     with pytest.raises(wiring.WiringError, match="or the Shoot's name alone with project"):
         wiring.connect_cluster("shoot", kubeconfig="/nonexistent", provider="gardener", options=options)
+
+
+def test_eks_without_the_aws_sdk_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # boto3 is the eks extra: a runtime install (scripts/scalebot) does not carry it.
+    monkeypatch.setitem(sys.modules, "boto3", None)
+    monkeypatch.delitem(sys.modules, "engine.pools.eks_aws", raising=False)
+    with pytest.raises(wiring.WiringError) as refused:
+        wiring.connect_cluster("x", provider="eks", options={"eks_cluster": "prod"})
+    assert str(refused.value) == (
+        "provider eks needs the AWS SDK (boto3), which is not installed: pip install 'scalebot[eks]' "
+        "(the container image and scripts/test's .venv have it)"
+    )
