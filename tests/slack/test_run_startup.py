@@ -30,13 +30,6 @@ TOKEN_FIX = "set it to the Bot User OAuth Token (xoxb-…) from the app's OAuth 
 
 
 @pytest.fixture
-def slack() -> Iterator[SlackApiServer]:
-    server = SlackApiServer().start()
-    yield server
-    server.close()
-
-
-@pytest.fixture
 def closed_port() -> Iterator[int]:
     """A loopback port bound and not listening: a connection to it is refused, and nothing else can
     take it while the test runs."""
@@ -105,14 +98,14 @@ def failed_start(proc: subprocess.Popen[str]) -> str:
 
 
 def test_a_refused_bot_token_is_one_line_and_exit_2(
-    tmp_path: Path, slack: SlackApiServer, closed_port: int
+    tmp_path: Path, slack_api: SlackApiServer, closed_port: int
 ) -> None:
-    slack.fail("auth.test", times=10, status=200, error="invalid_auth")
+    slack_api.fail("auth.test", times=10, status=200, error="invalid_auth")
 
-    line = failed_start(start(tmp_path, slack.url, closed_port))
+    line = failed_start(start(tmp_path, slack_api.url, closed_port))
 
     assert line == f"error: SLACK_BOT_TOKEN: Slack refused the token (invalid_auth); {TOKEN_FIX}"
-    assert [c.method for c in slack.calls] == ["auth.test"]
+    assert [c.method for c in slack_api.calls] == ["auth.test"]
     assert not (tmp_path / "db.sqlite").exists(), "nothing was created"
 
 
@@ -129,7 +122,7 @@ def test_an_unreachable_slack_is_one_line_and_exit_2(tmp_path: Path, closed_port
 
 @pytest.mark.parametrize("key", ["http_port", "health_port"])
 def test_a_port_in_use_is_one_line_and_exit_2(
-    tmp_path: Path, slack: SlackApiServer, closed_port: int, key: str
+    tmp_path: Path, slack_api: SlackApiServer, closed_port: int, key: str
 ) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -137,17 +130,17 @@ def test_a_port_in_use_is_one_line_and_exit_2(
         port = int(taken.getsockname()[1])
         ports = {"http_port": free_port(), "health_port": free_port(), key: port}
 
-        line = failed_start(start(tmp_path, slack.url, closed_port, **ports))
+        line = failed_start(start(tmp_path, slack_api.url, closed_port, **ports))
 
     fix = "free it or choose another port"
     assert line == f"error: server.{key}: cannot listen on port {port} (in use); {fix}"
 
 
 def test_an_unreachable_api_server_is_one_warning_and_the_service_starts_not_ready(
-    tmp_path: Path, slack: SlackApiServer, closed_port: int
+    tmp_path: Path, slack_api: SlackApiServer, closed_port: int
 ) -> None:
     health_port = free_port()
-    proc = start(tmp_path, slack.url, closed_port, http_port=free_port(), health_port=health_port)
+    proc = start(tmp_path, slack_api.url, closed_port, http_port=free_port(), health_port=health_port)
     try:
         assert proc.stdout is not None and proc.stderr is not None
         running = proc.stdout.readline()  # printed once the health port and Slack intake are up
