@@ -592,7 +592,7 @@ def usage_error(message: str, hint: str) -> Message:
     b = Builder()
     b.section(f"⚠️ {esc(message)}")
     b.context(f"Usage: `{esc(hint)}` · `{messages.COMMAND} help` lists everything")
-    return b.build("usage", f"{message} Usage: {hint}")
+    return b.build("usage", fmt("{} Usage: {}", message, hint))
 
 
 def text_message(text: str, *, emoji: str = "") -> Message:

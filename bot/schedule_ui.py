@@ -52,6 +52,7 @@ from bot.dispatch import (
     answer,
     no_groups,
 )
+from bot.mrkdwn import fmt
 from bot.ports import OperationsPort, UserError
 from bot.schedule_parser import (
     FIELD_BLOCK,
@@ -398,7 +399,10 @@ class ScheduleUi:
             key, by=user, until=until, groups=self._groups(user), channel=channel
         )
         if not outcome.ok:
-            ack(response_action="errors", errors={ui.POSTPONE_TIME: messages.outcome_text(outcome)[:300]})
+            ack(
+                response_action="errors",
+                errors={ui.POSTPONE_TIME: messages.outcome_text(outcome, slack=False)[:300]},
+            )
             return
         ack()
         self._decided(outcome, None)
@@ -438,9 +442,9 @@ class ScheduleUi:
         sender = self._sender
         if sender is None:
             return
-        reply = outcome.reply
+        reply: str = outcome.reply
         if outcome.decided_by:
-            reply = f"{reply} ({messages.who(outcome.decided_by)})"
+            reply = fmt("{} ({})", outcome.reply, messages.who(outcome.decided_by))
         if outcome.operation is not None:
             line = ui.started(reply)
         elif not outcome.ok:

@@ -538,6 +538,7 @@ def test_run_now_fires_through_operations_with_progress_in_the_announcement_thre
     )
     assert "was started early" in all_text(update) and buttons_of(update) == []
     assert f"(<@{OPERATOR}>)" in all_text(update), "who ran it is mentioned"
+    assert "&lt;@" not in all_text(update), "a mention scalebot made is never shown escaped"
     [op] = world.ops.list_operations()
     assert (op.kind, op.requested_by, op.thread_ts, op.channel) == (
         OpKind.ZERO,
