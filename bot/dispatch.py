@@ -272,17 +272,18 @@ class Dispatcher:
             answer(inv, blocks.text_message(messages.unknown_button()))
             return None
         cluster, pool, size = advised
+        audited = cluster if cluster in self.ops.clusters() else ""
         expected = commands.Request(OpKind.SCALE, Target(cluster, pools=(pool,), size=size))
         try:
             typed = commands.parse(
                 f"scale {pool} {size} cluster={cluster}", default_cluster=None, clusters=self.ops.clusters()
             )
         except commands.UsageError as err:
-            self.ops.refuse(inv.user, "advised_scale", "", err.message)
+            self.ops.refuse(inv.user, "advised_scale", audited, err.message)
             answer(inv, blocks.usage_error(err.message, err.hint))
             return None
         if typed != expected:  # names that split into other words: not what the card offered
-            self.ops.refuse(inv.user, "advised_scale", "", "the button's value is not a scale request")
+            self.ops.refuse(inv.user, "advised_scale", audited, "the button's value is not a scale request")
             answer(inv, blocks.text_message(messages.unknown_button()))
             return None
         return expected

@@ -281,10 +281,11 @@ class ScheduleUi:
     def _manage(
         self, act: Callable[..., ScheduleOutcome], verb: str
     ) -> Callable[[SubcommandArgs, Invocation], None]:
-        """pause / resume / delete NAME: one service call, told like every change."""
+        """pause / resume / delete / approve / unapprove NAME: one service call, told like every change."""
 
         def run(args: SubcommandArgs, inv: Invocation) -> None:
-            self._tell(act(name_arg(args, verb), by=inv.user, groups=self._groups(inv.user)), inv)
+            name = name_arg(args, verb)
+            self._tell(act(name, by=inv.user, groups=self._groups(inv.user), channel=inv.channel), inv)
 
         return run
 
@@ -292,7 +293,10 @@ class ScheduleUi:
         if len(args.args) != 3 or args.options:
             raise ScheduleUsage(messages.missing_argument("a schedule name and a date"), "skip")
         _, name, day = args.args
-        self._tell(self.schedules.skip_date(name, day, by=inv.user, groups=self._groups(inv.user)), inv)
+        skipped = self.schedules.skip_date(
+            name, day, by=inv.user, groups=self._groups(inv.user), channel=inv.channel
+        )
+        self._tell(skipped, inv)
 
     def _next(self, args: SubcommandArgs, inv: Invocation) -> None:
         cluster = optional_word(args, "next")

@@ -201,12 +201,17 @@ class Schedules:
             next_event=upcoming[0] if upcoming else None,
         )
 
-    def pre_approve(self, name: str, *, by: str, groups: Sequence[str] = ()) -> ScheduleOutcome:
+    def pre_approve(
+        self, name: str, *, by: str, groups: Sequence[str] = (), channel: str = ""
+    ) -> ScheduleOutcome:
         """One approver's pre-approval of the schedule as it is now defined; the runs go without a
         further approval once as many distinct approvers as a run needs have given theirs."""
         sched = self._load(name)
         if sched is None:
             return _refused(self._unknown_schedule(name))
+        misplaced = self._misplaced(sched.cluster, by, channel, "pre_approve")
+        if misplaced is not None:
+            return misplaced
         if sched.approval_mode != "pre_approved":
             self._audit(by, "refused_schedule_pre_approve", sched.cluster, f"{name}: per_run schedule")
             return _refused(
@@ -250,11 +255,14 @@ class Schedules:
     def show(self, name: str) -> Schedule | None:
         return self._load(name)
 
-    def pause(self, name: str, *, by: str, groups: Sequence[str] = ()) -> ScheduleOutcome:
-        """Stop firing and announcing; occurrences while paused are never run late."""
-        return self._manage(name, by, groups, "pause", lambda s: self.store.set_schedule_enabled(s, False))
+    def pause(self, name: str, *, by: str, groups: Sequence[str] = (), channel: str = "") -> ScheduleOutcome:
+        """Stop firing and announcing; occurrences while paused are never run late. `channel`, here
+        and for every change a person makes: where they typed or clicked (the cluster's channel rule)."""
+        return self._manage(
+            name, by, groups, "pause", lambda s: self.store.set_schedule_enabled(s, False), channel=channel
+        )
 
-    def resume(self, name: str, *, by: str, groups: Sequence[str] = ()) -> ScheduleOutcome:
+    def resume(self, name: str, *, by: str, groups: Sequence[str] = (), channel: str = "") -> ScheduleOutcome:
         """Resume firing. A pre-approval does not outlive a pause lifted by someone who could not
         have given it (an operator resuming what an approver paused): it is void, and the reply says
         so; the approvers pre-approve again if they agree."""
@@ -273,13 +281,16 @@ class Schedules:
                     why = f"{name}: resumed by {by}, who could not pre-approve it"
                     self._audit(by, "schedule_pre_approval_voided", sched.cluster, why)
 
-        outcome = self._manage(name, by, groups, "resume", act)
+        outcome = self._manage(name, by, groups, "resume", act, channel=channel)
         if not voided or not voided[0]:
             return outcome
         return replace(outcome, reply=f"{outcome.reply} {voided_pre_approval(name)}")
 
-    def unapprove(self, name: str, *, by: str, groups: Sequence[str] = ()) -> ScheduleOutcome:
-        """Withdraw one's own pre-approval of a schedule (no role needed: anyone may take theirs back)."""
+    def unapprove(
+        self, name: str, *, by: str, groups: Sequence[str] = (), channel: str = ""
+    ) -> ScheduleOutcome:
+        """Withdraw one's own pre-approval of a schedule: no role needed and from any channel, since
+        taking one's approval back only ever narrows what runs unasked."""
         sched = self._load(name)
         if sched is None:
             return _refused(self._unknown_schedule(name))
@@ -299,16 +310,19 @@ class Schedules:
         pol = self.ops.policies[sched.cluster]
         return policy.can_pre_approve(pol, voter=by, voter_role=role, created_by=sched.created_by).allowed
 
-    def delete(self, name: str, *, by: str, groups: Sequence[str] = ()) -> ScheduleOutcome:
-        return self._manage(name, by, groups, "delete", self.store.delete_schedule)
+    def delete(self, name: str, *, by: str, groups: Sequence[str] = (), channel: str = "") -> ScheduleOutcome:
+        return self._manage(name, by, groups, "delete", self.store.delete_schedule, channel=channel)
 
     def skip_date(
-        self, name: str, day: date | str, *, by: str, groups: Sequence[str] = ()
+        self, name: str, day: date | str, *, by: str, groups: Sequence[str] = (), channel: str = ""
     ) -> ScheduleOutcome:
         """Skip the sleep and the wake of one local date (a one-off holiday); the schedule is unchanged."""
         sched = self._load(name)
         if sched is None:
             return _refused(self._unknown_schedule(name))
+        misplaced = self._misplaced(sched.cluster, by, channel, "skip")
+        if misplaced is not None:
+            return misplaced
         try:
             local = schedule.parse_date(day) if isinstance(day, str) else day
         except ScheduleError as exc:
@@ -833,10 +847,9 @@ class Schedules:
             if isinstance(found, str):
                 return _refused(found, key=key)
             sched, occ = found
-            what = f"schedule_{verb}"
-            elsewhere = self.ops.origin_refusal(sched.cluster, by=by, channel=channel, what=what)
-            if elsewhere is not None:
-                return replace(_refused(elsewhere.reply, key=key), reason=elsewhere.reason)
+            misplaced = self._misplaced(sched.cluster, by, channel, verb)
+            if misplaced is not None:
+                return replace(misplaced, key=key)
             refusal = self._authorise(sched.cluster, by, groups, verb, detail=key)
             if refusal:
                 return _refused(refusal, key=key)
@@ -1041,11 +1054,21 @@ class Schedules:
         return ""
 
     def _manage(
-        self, name: str, by: str, groups: Sequence[str], verb: str, act: Callable[[str], object]
+        self,
+        name: str,
+        by: str,
+        groups: Sequence[str],
+        verb: str,
+        act: Callable[[str], object],
+        *,
+        channel: str,
     ) -> ScheduleOutcome:
         sched = self._load(name)
         if sched is None:
             return _refused(self._unknown_schedule(name))
+        misplaced = self._misplaced(sched.cluster, by, channel, verb)
+        if misplaced is not None:
+            return misplaced
         refusal = self._authorise(sched.cluster, by, groups, verb, detail=name)
         if refusal:
             return _refused(refusal)
@@ -1054,6 +1077,11 @@ class Schedules:
             self._audit(by, f"schedule_{verb}", sched.cluster, name)
         done = {"pause": "paused", "resume": "resumed", "delete": "deleted"}[verb]
         return ScheduleOutcome(True, f"Schedule {name} {done}.", changed=True)
+
+    def _misplaced(self, cluster: str, by: str, channel: str, verb: str) -> ScheduleOutcome | None:
+        """The channel rule of typed requests (`Operations.origin_refusal`), for schedule changes."""
+        elsewhere = self.ops.origin_refusal(cluster, by=by, channel=channel, what=f"schedule_{verb}")
+        return None if elsewhere is None else replace(_refused(elsewhere.reply), reason=elsewhere.reason)
 
     def _unknown_schedule(self, name: str) -> str:
         names = [s.name for s in self._schedules(enabled_only=False)]

@@ -486,6 +486,29 @@ def test_announcement_buttons_obey_the_clusters_channel_rules(world: World) -> N
     ]
 
 
+def test_typed_schedule_changes_obey_the_clusters_channel_rules(world: World) -> None:
+    added(world)
+    dev = world.ops.policies["dev-eu"]
+    world.ops.policies["dev-eu"] = replace(dev, channels=frozenset({CHANNEL}))
+    refusal = f"dev-eu is operated only from <#{CHANNEL}>"
+    for text in (
+        "schedule pause nights",
+        "schedule resume nights",
+        "schedule delete nights",
+        "schedule approve nights",
+        "schedule skip nights 2026-03-02",
+    ):
+        _, url = world.bot.command(text, user=APPROVER, channel=ELSEWHERE)
+        assert refusal in all_text(world.bot.wait_reply(url)), text
+    world.bot.settle()
+    sched = world.schedules.show("nights")
+    assert sched is not None and sched.enabled and sched.approvers == (APPROVER_2,)
+    assert world.schedules.store.overrides() == []
+    # Taking one's own pre-approval back only narrows what runs unasked: allowed from anywhere.
+    _, url = world.bot.command("schedule unapprove nights", user=APPROVER_2, channel=ELSEWHERE)
+    assert "Withdrew your pre-approval" in all_text(world.bot.wait_reply(url))
+
+
 def test_a_resume_by_someone_who_could_not_pre_approve_voids_the_pre_approval(world: World) -> None:
     added(world)  # created by APPROVER, pre-approved by APPROVER_2
     assert world.schedules.show("nights").approvers == (APPROVER_2,)  # type: ignore[union-attr]
