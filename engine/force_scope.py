@@ -195,5 +195,5 @@ def describe(scope: ForceScope, *, limit: int = 20) -> list[str]:
         lines.append(f"and whatever phase 1 leaves of: {shown}")
     if scope.pdbs:
         lines.append(f"PodDisruptionBudgets it may override: {', '.join(scope.pdbs[:limit])}")
-    lines.append("a Pod of any other owner (or a new bare Pod) is not forced: the thread asks instead")
+    lines.append("a Pod of any other owner (or a new bare Pod) is not forced: the run stops and names it")
     return lines

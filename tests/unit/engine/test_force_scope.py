@@ -18,7 +18,6 @@ import pytest
 from engine.kube.fake import FakeCluster
 from engine.operation import Operation, OperationRequest, OpKind, OpState, ProgressEvent, Target
 from engine.operations import Operations
-from engine.store import Store
 from tests.unit.engine import test_operations
 from tests.unit.engine.test_operations import APPROVER, OPERATOR, make_ops
 
@@ -115,7 +114,7 @@ def test_a_forced_drain_by_an_operator_waits_for_approval_and_lists_each_pod_it_
     assert ops.runner.wait_idle(timeout=5)
     assert cluster.get_pod("shop", "bare") is not None and cluster.get_pod("shop", "pinned") is not None
     assert cluster.request_counts.get(("create", "pods/eviction"), 0) == 0
-    stored = Store(ops.store.path).get_operation(op.id)  # the scope is saved with the approval
+    stored = ops.get(op.id)  # read back from SQLite: the scope is saved with the approval
     assert stored is not None and stored.plan.force_scope == op.plan.force_scope
     assert stored.plan.force_scope is not None
     assert stored.plan.force_scope.units == ("Pod/shop/bare", "ReplicaSet/shop/pin")

@@ -1,0 +1,68 @@
+"""The approved force scope against the real control plane, as scalebot's ServiceAccount.
+
+A full zero-scale is approved for the workloads on its nodes when it is planned. A Pod bound to
+one of those nodes after the cordon (its nodeName set, so the cordon does not keep it out), under
+a PodDisruptionBudget that allows nothing, is outside that scope: phase 2 force-deletes nothing,
+no node is removed, and the operation fails naming the Pod, its owner and why it blocks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.kube.client import KubeClient
+from engine.operation import OpKind, OpState, ProgressEvent
+from localcluster import builders
+from tests.e2e.support import make_ops, pools, request, run
+
+pytestmark = pytest.mark.e2e
+
+
+def test_a_pod_bound_after_the_cordon_outside_the_scope_is_not_force_deleted_in_phase_two(
+    admin_api: Any,
+    kube: KubeClient,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    pool_key: str,
+    unique_name: str,
+    tmp_path: Path,
+) -> None:
+    made = pools(node_pool, pool_key, unique_name, a=2)
+    group = {"scalebot.test/group": unique_name}
+    builders.create_deployment(admin_api, namespace, "web", 2, node_selector=group, grace=2)
+    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    builders.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=2)
+    builders.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
+    ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
+    bound: list[str] = []
+
+    def after_the_cordon(event: ProgressEvent) -> None:
+        if not bound and event.text.startswith("Cordoned"):
+            bound.append("intruder")
+            builders.create_bare_pod(
+                admin_api, namespace, "intruder", node=made["a"][0], labels={"app": "intruder"}, grace=1
+            )
+            builders.create_pdb(
+                admin_api, namespace, "intruder", match_labels={"app": "intruder"}, min_available=1
+            )
+
+    ops.subscribe(after_the_cordon)
+    try:
+        op = run(ops, request(OpKind.ZERO))
+    finally:
+        ops.runner.stop()
+
+    assert bound == ["intruder"]
+    assert op.state is OpState.FAILED and op.plan.force_phase
+    assert f"{namespace}/intruder (owner Pod/{namespace}/intruder" in op.error
+    assert f"Pod/{namespace}/intruder was not in the approved force scope" in op.error
+    assert op.progress.drain.force_deleted == ()
+    intruder = builders.get(admin_api, builders.pod_path(namespace, "intruder"))
+    assert "deletionTimestamp" not in intruder["metadata"], "never force-deleted"
+    web = [p for p in builders.list_pods(admin_api, namespace) if p["metadata"]["name"].startswith("web-")]
+    assert len(web) == 2 and not any("deletionTimestamp" in p["metadata"] for p in web)
+    assert {n.name for n in kube.list_nodes()} >= set(made["a"]), "no node was removed"
