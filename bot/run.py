@@ -321,7 +321,9 @@ def check_slack(settings: Settings) -> None:
         try:
             call()
         except SlackApiError as exc:
-            error = str(exc.response.get("error") or f"HTTP {exc.response.status_code}")
+            # Slack's error code, kept to the characters such codes use: the answer is not ours.
+            error = re.sub(r"[^A-Za-z0-9_.-]", "?", str(exc.response.get("error") or ""))[:80]
+            error = error or f"HTTP {exc.response.status_code}"
             if error in SLACK_TOKEN_ERRORS:
                 raise RunError(f"{variable}: Slack refused the token ({error}); set it to {where}") from exc
             raise RunError(

@@ -45,7 +45,13 @@ def free_port() -> int:
 
 
 def start(
-    tmp_path: Path, api_url: str, api_server_port: int, *, http_port: int = 0, health_port: int = 0
+    tmp_path: Path,
+    api_url: str,
+    api_server_port: int,
+    *,
+    http_port: int = 0,
+    health_port: int = 0,
+    app_token: str | None = None,
 ) -> subprocess.Popen[str]:
     kubeconfig = {
         "apiVersion": "v1",
@@ -70,6 +76,8 @@ def start(
         "SCALEBOT_DB": str(tmp_path / "db.sqlite"),
     }
     env.pop("SLACK_APP_TOKEN", None)
+    if app_token is not None:
+        env["SLACK_APP_TOKEN"] = app_token
     argv = ["run", "--config", str(tmp_path / "config.yaml"), "--no-leader-election"]
     return subprocess.Popen(
         [sys.executable, "-m", "bot", *argv],
@@ -88,7 +96,7 @@ def failed_start(proc: subprocess.Popen[str]) -> str:
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.wait()
+            proc.communicate()  # reaps it and closes the pipes
     assert proc.returncode == 2, err
     assert "Traceback" not in err
     assert out == "", "'scalebot running' only once the checks passed"
@@ -107,6 +115,20 @@ def test_a_refused_bot_token_is_one_line_and_exit_2(
     assert line == f"error: SLACK_BOT_TOKEN: Slack refused the token (invalid_auth); {TOKEN_FIX}"
     assert [c.method for c in slack_api.calls] == ["auth.test"]
     assert not (tmp_path / "db.sqlite").exists(), "nothing was created"
+
+
+def test_a_refused_app_level_token_is_one_line_and_exit_2(
+    tmp_path: Path, slack_api: SlackApiServer, closed_port: int
+) -> None:
+    slack_api.fail("apps.connections.open", times=10, status=200, error="invalid_auth")
+
+    line = failed_start(start(tmp_path, slack_api.url, closed_port, app_token="xapp-start-up-test"))
+
+    assert line == (
+        "error: SLACK_APP_TOKEN: Slack refused the token (invalid_auth); set it to an app-level token "
+        "(xapp-…) with connections:write from the app's Basic Information page"
+    )
+    assert [c.method for c in slack_api.calls] == ["auth.test", "apps.connections.open"]
 
 
 def test_an_unreachable_slack_is_one_line_and_exit_2(tmp_path: Path, closed_port: int) -> None:
@@ -155,7 +177,7 @@ def test_an_unreachable_api_server_is_one_warning_and_the_service_starts_not_rea
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.wait()
+            proc.communicate()  # reaps it and closes the pipes
     assert proc.returncode == 0, err
     assert err.splitlines() == [
         f"warning: clusters.dev: the Kubernetes API server at https://127.0.0.1:{closed_port} does not "
