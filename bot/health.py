@@ -10,7 +10,8 @@
   the scraper asks for (text or OpenMetrics).
 
 A readiness check is a callable that returns (anything but False) when healthy and raises or
-returns False when not; the standard ones are built here: `database_writable(store)`,
+returns False when not; a healthy check that returns text has it shown on its line
+(`[+]field_policy/<cluster> ok: absent: ...`); the standard ones are built here: `database_writable(store)`,
 `kubernetes_reachable(api_client)` and `slack_connected(is_connected)`. Checks run in parallel,
 each bounded by `check_timeout`, so one hung dependency (a locked database) turns /readyz into a
 prompt 503 instead of a probe timeout; a check still running from an earlier probe is not started
@@ -55,7 +56,9 @@ class CheckResult:
     detail: str = ""
 
     def line(self) -> str:
-        return f"[+]{self.name} ok" if self.ok else f"[-]{self.name} failed: {self.detail}"
+        if self.ok:
+            return f"[+]{self.name} ok: {self.detail}" if self.detail else f"[+]{self.name} ok"
+        return f"[-]{self.name} failed: {self.detail}"
 
 
 class HealthServer:
@@ -127,9 +130,10 @@ class HealthServer:
             except Exception as exc:  # a check reports its failure by raising: any exception is "not ready"
                 results.append(CheckResult(name, False, _one_line(exc)))
             else:
-                results.append(
-                    CheckResult(name, value is not False, "" if value is not False else "not ready")
-                )
+                # A passing check may say more than "ok" by returning text (field_policy: absent).
+                detail = value if isinstance(value, str) else ("" if value is not False else "not ready")
+                shown = redact(" ".join(detail.split()))[:MAX_DETAIL_CHARS]
+                results.append(CheckResult(name, value is not False, shown))
         return results
 
     def live(self) -> list[CheckResult]:

@@ -42,6 +42,7 @@ from bot.scheduler import SchedulerRunner
 from bot.settings import Settings
 from engine.cleanup import CleanupReport, Cycling, EmptyNodeCleaner, Evictor, PolicyLoop
 from engine.clock import SystemClock
+from engine.kube import admission
 from engine.kube.events import EventRecorder
 from engine.listeners import ProgressListeners
 from engine.operations import Operations
@@ -253,6 +254,7 @@ def build_service(settings: Settings, *, leader_election: bool | None = None) ->
     checks = {"database": database_writable(store)}
     if api_client is not None:
         checks["kubernetes"] = kubernetes_reachable(api_client)
+    checks.update(field_policy_checks({name: handle.api for name, handle in handles.items()}))
     service = Service(
         settings=settings,
         store=store,
@@ -374,6 +376,25 @@ def _start_error(exc: Exception, settings: Settings) -> RunError:
         return _listen_error(exc, "http_port", settings.server.http_port)
     detail = " ".join(str(exc).split())[:300]
     return RunError(f"cannot start the Slack side ({type(exc).__name__}: {detail}); run with -v for details")
+
+
+def field_policy_checks(apis: Mapping[str, object]) -> dict[str, Callable[[], object]]:
+    """Per cluster with an API server: is scalebot's field-level admission policy in force? Read
+    once now (one log line where it is not) and shown on /readyz, which passes either way."""
+    checks: dict[str, Callable[[], object]] = {}
+    for name, api in apis.items():
+        if not hasattr(api, "request_json"):
+            continue  # an in-memory cluster: no API server, no admission
+
+        def read(api: Any = api) -> admission.PolicyStatus:
+            return admission.read_status(api)
+
+        status = read()
+        line = admission.start_line(name, status)
+        if line is not None:
+            log.warning("%s", line)
+        checks[f"field_policy/{name}"] = admission.StatusCache(read, first=status)
+    return checks
 
 
 def with_events(handle: ClusterHandle) -> ClusterHandle:

@@ -57,12 +57,18 @@ SCALEBOT_NAMESPACE = "scalebot"
 SCALEBOT_SERVICEACCOUNT = "scalebot"
 # The manifests that define scalebot's identity; applied as admin, in this order. The nodes here
 # are kwok's, i.e. simulated, so the simulated-nodes component (create Nodes on wake) applies too.
+# The field-level admission policy is part of it: every test acting as scalebot's ServiceAccount
+# runs under it, so a legitimate write the policy forgot fails a test.
 SCALEBOT_MANIFESTS = (
     "base/namespace.yaml",
     "base/serviceaccount.yaml",
     "base/rbac.yaml",
+    "base/admission-policy.yaml",
     "components/simulated-nodes/rbac.yaml",
 )
+POLICY_PROBE_CONFIGMAP = "localcluster-policy-probe"
+"""A ConfigMap name the admission policy refuses to scalebot (not one of its records): a dry-run
+create of it as scalebot tells when the policy is in force."""
 MANIFEST_DIR = REPO_ROOT / "manifests"
 
 DEFAULT_NODE_LEASE_SECONDS = 40  # kubelet's default node lease duration
@@ -335,10 +341,11 @@ def _kubeconfig(server: str, ca_pem: bytes, user: str, token: str) -> str:
 
 
 def _resource_path(doc: dict[str, Any]) -> str:
-    """Collection path for a manifest object (simple kinds: plural = lower-case kind + s)."""
+    """Collection path for a manifest object (simple kinds: plural = lower-case kind + s, -y -> -ies)."""
     group_version = doc["apiVersion"]
     prefix = f"/api/{group_version}" if "/" not in group_version else f"/apis/{group_version}"
-    plural = doc["kind"].lower() + "s"
+    kind = doc["kind"].lower()
+    plural = kind[:-1] + "ies" if kind.endswith("y") else kind + "s"
     namespace = doc.get("metadata", {}).get("namespace")
     if namespace:
         return f"{prefix}/namespaces/{namespace}/{plural}"
@@ -898,6 +905,28 @@ class ControlPlane:
         ca = self.ca_file.read_bytes()
         self.scalebot_kubeconfig.write_text(_kubeconfig(self.api_url, ca, "scalebot", self.scalebot_token))
         self.scalebot_kubeconfig.chmod(0o600)
+        self._wait_for_field_policy()
+
+    def _wait_for_field_policy(self) -> None:
+        """Until the API server enforces the admission policy just created (its informer and type
+        check take a moment), a dry-run create of a ConfigMap scalebot may not write is allowed."""
+        api = self.scalebot_api_client(pool_size=1)
+        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": POLICY_PROBE_CONFIGMAP}}
+        path = f"/api/v1/namespaces/{SCALEBOT_NAMESPACE}/configmaps"
+
+        def refused() -> bool:
+            try:
+                builders.raw_request(api, "POST", path, body=body, query={"dryRun": "All"})
+            except ApiException as exc:
+                if exc.status == 403 and "scalebot-workloads" in str(exc.body):
+                    return True
+                raise
+            return False
+
+        try:
+            builders.wait_until(refused, 30.0, "the admission policy scalebot-fields to be in force")
+        finally:
+            api.close()
 
     def mint_scalebot_token(self, api: Any, *, ttl_seconds: int | None = None) -> str:
         """A TokenRequest token for ServiceAccount scalebot/scalebot (as production pods get one)."""

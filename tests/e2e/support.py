@@ -23,6 +23,7 @@ from engine.operations import Operations, new_operations
 from engine.pools.labels import LabelPoolProvider
 from engine.runner import ClusterHandle, RunnerSettings
 from engine.store import Store
+from localcluster import builders as b
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = "e2e"
@@ -157,3 +158,50 @@ def wait_for_return(admin_api: Any, namespace: str, name: str, *, node_prefix: s
     )
     rest = SCHEDULER_RETRY_BOUND_SECONDS - PROMPT_RETURN_SECONDS
     return wait_for_deployment_available(admin_api, namespace, name, timeout=rest)
+
+
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+KEDA_CRD_NAME = "scaledobjects.keda.sh"
+PRESERVE_UNKNOWN = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+KEDA_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": KEDA_CRD_NAME},
+    "spec": {
+        "group": "keda.sh",
+        "scope": "Namespaced",
+        "names": {
+            "kind": "ScaledObject",
+            "listKind": "ScaledObjectList",
+            "plural": "scaledobjects",
+            "singular": "scaledobject",
+        },
+        "versions": [
+            {
+                "name": "v1alpha1",
+                "served": True,
+                "storage": True,
+                "schema": {"openAPIV3Schema": PRESERVE_UNKNOWN},
+            }
+        ],
+    },
+}
+"""A minimal ScaledObject CRD (no KEDA operator here: only the API matters to scalebot)."""
+
+
+def install_keda_crd(api: Any) -> None:
+    """Create the ScaledObject CRD (after any earlier copy is fully gone) and wait until it is served."""
+    b.wait_until(lambda: b.get_or_none(api, f"{CRDS}/{KEDA_CRD_NAME}") is None, 60, "no ScaledObject CRD")
+    b.create(api, CRDS, KEDA_CRD)
+
+    def established() -> bool:
+        conditions = b.get(api, f"{CRDS}/{KEDA_CRD_NAME}").get("status", {}).get("conditions") or []
+        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+    b.wait_until(established, 30.0, "the ScaledObject CRD to be Established")
+
+
+def remove_keda_crd(api: Any) -> None:
+    """Delete it and wait until it is gone, so the next test can create it again."""
+    b.delete(api, f"{CRDS}/{KEDA_CRD_NAME}")
+    b.wait_until(lambda: b.get_or_none(api, f"{CRDS}/{KEDA_CRD_NAME}") is None, 60, "ScaledObject CRD gone")

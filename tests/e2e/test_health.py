@@ -6,11 +6,13 @@ run of it; `/readyz` goes 503 when a real API server is stopped and 200 again wh
 a control plane of this module's own, so the session's shared one is never disturbed); after a
 real drain (a PDB that first allows nothing, then is relaxed) whose events fed `observe_event`,
 `/metrics` exposes the operation, eviction and duration series with those values; unknown paths
-are 404 and non-GET methods 405.
+are 404 and non-GET methods 405; a cluster without scalebot's admission policy gets one start-up
+line and a passing `field_policy/<cluster>` check whose line says it is absent.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import urllib.error
 import urllib.request
@@ -21,9 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from bot import health, metrics
+from bot import health, metrics, run
 from engine.clock import SystemClock
 from engine.kube.client import KubeClient
+from engine.kube.errors import NotFound
 from engine.operation import OperationRequest, OpKind, OpState, ProgressEvent, Target
 from engine.operations import new_operations
 from engine.pools.labels import LabelPoolProvider
@@ -85,6 +88,32 @@ def test_readyz_names_the_failing_check(serve: Callable[..., health.HealthServer
         "readyz check failed",
     ]
     store.close()
+
+
+class _NoPolicyCluster:
+    """An API server without scalebot's admission policy (older than 1.30, or installed without it)."""
+
+    def request_json(self, method: str, path: str, *, verb: str, resource: str) -> Any:
+        raise NotFound(status=404, message=f"{resource} not found")
+
+
+def test_readyz_and_the_start_line_say_the_field_policy_is_absent(
+    serve: Callable[..., health.HealthServer], caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="bot.run"):
+        checks = run.field_policy_checks({"prod": _NoPolicyCluster(), "console": object()})
+    assert sorted(checks) == ["field_policy/prod"], "only clusters with an API server"
+    (line,) = [r.getMessage() for r in caplog.records if "field-level admission policy" in r.getMessage()]
+    assert line.startswith(
+        "cluster prod: field-level admission policy not in force (ValidatingAdmissionPolicy"
+    )
+    server = serve(checks=checks)
+    status, body, _ = get(server, "/readyz")
+    assert status == 200, "scalebot works without it: ready, and says so"
+    assert body.splitlines() == [
+        "[+]field_policy/prod ok: absent: ValidatingAdmissionPolicy scalebot-fields is not installed",
+        "readyz check passed",
+    ]
 
 
 def test_a_hung_check_is_bounded_and_not_stacked(serve: Callable[..., health.HealthServer]) -> None:

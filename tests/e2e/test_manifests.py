@@ -45,6 +45,8 @@ BASE_OBJECTS = {
     "clusterrole.rbac.authorization.k8s.io/scalebot",
     "rolebinding.rbac.authorization.k8s.io/scalebot-leader-election",
     "clusterrolebinding.rbac.authorization.k8s.io/scalebot",
+    "validatingadmissionpolicy.admissionregistration.k8s.io/scalebot-fields",
+    "validatingadmissionpolicybinding.admissionregistration.k8s.io/scalebot-fields",
     "configmap/scalebot-config",
     "persistentvolumeclaim/scalebot-data",
     "deployment.apps/scalebot",
@@ -316,6 +318,23 @@ def test_the_rbac_allows_every_verb_scalebot_uses(scalebot_api: Any) -> None:
 def test_the_rbac_refuses_everything_else(scalebot_api: Any) -> None:
     allowed = [check for check, answer in _answers(scalebot_api, REFUSED).items() if answer != "no"]
     assert not allowed, f"the shipped RBAC allows more than scalebot needs: {allowed}"
+
+
+POLICY_RESOURCES = (
+    "validatingadmissionpolicies.admissionregistration.k8s.io",
+    "validatingadmissionpolicybindings.admissionregistration.k8s.io",
+)
+
+
+def test_the_admission_policy_is_readable_by_name_and_never_writable(scalebot_api: Any) -> None:
+    """scalebot reads its policy and binding (start-up line, /readyz) and can change neither."""
+    for resource in POLICY_RESOURCES:
+        assert _review(scalebot_api, "get", resource, None, "scalebot-fields") == "yes"
+        assert _review(scalebot_api, "get", resource, None, "other-policy") == "no"
+        for verb in ("list", "watch", "create"):
+            assert _review(scalebot_api, verb, resource, None) == "no", (verb, resource)
+        for verb in ("update", "patch", "delete"):
+            assert _review(scalebot_api, verb, resource, None, "scalebot-fields") == "no", (verb, resource)
 
 
 BASE_ONLY_REFUSED: list[tuple[str, str, str | None]] = [

@@ -34,13 +34,13 @@ from engine.workloads.config import DEFAULT_OWN_NAMESPACE
 from engine.workloads.kube import KubeWorkloadApi
 from engine.workloads.model import ORIGINALS_CONFIGMAP as CONFIGMAP
 from localcluster import builders as b
+from tests.e2e import support
 
 pytestmark = pytest.mark.e2e
 
 Json = dict[str, Any]
 NodePool = Callable[..., list[str]]
 RUN_LABEL = "scalebot.test/workloads-run"
-KEDA_CRD = "scaledobjects.keda.sh"
 
 # -- fixtures ------------------------------------------------------------------------------------
 
@@ -510,43 +510,15 @@ def test_second_sleep_keeps_the_day_time_original(cluster: Cluster, kube: KubeCl
 @pytest.fixture
 def keda_crd(admin_api: Any) -> Iterator[Callable[[], None]]:
     """Installs a minimal ScaledObject CRD on demand (no KEDA operator: only the API matters here)."""
-    crd = {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": KEDA_CRD},
-        "spec": {
-            "group": "keda.sh",
-            "scope": "Namespaced",
-            "names": {
-                "kind": "ScaledObject",
-                "listKind": "ScaledObjectList",
-                "plural": "scaledobjects",
-                "singular": "scaledobject",
-            },
-            "versions": [
-                {
-                    "name": "v1alpha1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-                    },
-                }
-            ],
-        },
-    }
-    path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-
-    def established() -> bool:
-        conditions = b.get(admin_api, f"{path}/{KEDA_CRD}").get("status", {}).get("conditions") or []
-        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+    installed: list[bool] = []
 
     def install() -> None:
-        b.create(admin_api, path, crd)
-        b.wait_until(established, 30.0, "the ScaledObject CRD to be Established")
+        support.install_keda_crd(admin_api)
+        installed.append(True)
 
     yield install
-    b.delete(admin_api, f"{path}/{KEDA_CRD}")
+    if installed:
+        support.remove_keda_crd(admin_api)
 
 
 def _scaledobject(cluster: Cluster, name: str, target: str, paused: str | None) -> None:
