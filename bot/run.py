@@ -254,7 +254,10 @@ def build_service(settings: Settings, *, leader_election: bool | None = None) ->
     checks = {"database": database_writable(store)}
     if api_client is not None:
         checks["kubernetes"] = kubernetes_reachable(api_client)
-    checks.update(field_policy_checks({name: handle.api for name, handle in handles.items()}))
+    # A KubeClient's transport answers requests by path; an in-memory cluster has none.
+    checks.update(
+        field_policy_checks({name: getattr(h.api, "transport", None) for name, h in handles.items()})
+    )
     service = Service(
         settings=settings,
         store=store,

@@ -25,7 +25,7 @@ from kubernetes.client.exceptions import ApiException
 
 from engine.kube import admission
 from localcluster import builders as b
-from tests.e2e import capi_standin, gardener_standin, support
+from tests.e2e import capi_standin, gardener_standin, grants, support
 
 if TYPE_CHECKING:
     from engine.kube.client import KubeClient
@@ -480,6 +480,10 @@ def objects(
             "spec": {"provider": {"type": "aws", "workers": workers}, "hibernation": {"enabled": False}},
         },
     )
+    # The Shoot is patched with the shipped gardener-shoots grant, as scalebot's ServiceAccount.
+    granted = grants.apply_grant(
+        control_plane, grants.GARDENER_SHOOTS, ns, ["eu1"], subject=grants.SCALEBOT_SA
+    )
     config_path = "/api/v1/namespaces/scalebot/configmaps"
     made_config = b.get_or_none(admin_api, f"{config_path}/scalebot-config") is None
     if made_config:
@@ -509,6 +513,7 @@ def objects(
         shoot_workers=shoot["spec"]["provider"]["workers"],
         record=unique_name,
     )
+    grants.remove_grant(control_plane, granted)
     b.delete(admin_api, f"{NODEPOOLS}/{nodepool}")
     support.remove_keda_crd(admin_api)
     if made_config:
@@ -548,7 +553,7 @@ def test_people_and_controllers_are_not_bound_by_it(admin_api: Any, objects: Obj
 def test_scalebot_reads_whether_the_policy_is_in_force(kube: KubeClient) -> None:
     """As the ServiceAccount: the two objects by name (rbac.yaml's `get`), which `scalebot run`
     logs at start and /readyz shows."""
-    status = admission.read_status(kube)
+    status = admission.read_status(kube.transport)
     assert status == admission.PolicyStatus(True, "ValidatingAdmissionPolicy scalebot-fields in force")
 
 
@@ -559,7 +564,18 @@ def test_the_control_plane_enforces_the_shipped_policy(admin_api: Any) -> None:
     policy = b.get(admin_api, f"{group}/validatingadmissionpolicies/scalebot-fields")
     binding = b.get(admin_api, f"{group}/validatingadmissionpolicybindings/scalebot-fields")
     want = shipped["ValidatingAdmissionPolicy"]["spec"]
-    assert {k: policy["spec"][k] for k in want} == want
+    live = policy["spec"]
+    assert {k: live[k] for k in want if k != "matchConstraints"} == {
+        k: v for k, v in want.items() if k != "matchConstraints"
+    }
+    # The server adds its defaults (scope, selectors, matchPolicy): compare what the file says.
+    rules = [
+        {k: rule[k] for k in shipped_rule}
+        for rule, shipped_rule in zip(
+            live["matchConstraints"]["resourceRules"], want["matchConstraints"]["resourceRules"], strict=True
+        )
+    ]
+    assert rules == want["matchConstraints"]["resourceRules"]
     bound = binding["spec"]
     assert (bound["policyName"], bound["validationActions"]) == ("scalebot-fields", ["Deny"])
     # The API server compiled every expression: no type-checking warning left unread.
