@@ -255,9 +255,10 @@ def build_service(settings: Settings, *, leader_election: bool | None = None) ->
     if api_client is not None:
         checks["kubernetes"] = kubernetes_reachable(api_client)
     # A KubeClient's transport answers requests by path; an in-memory cluster has none.
-    checks.update(
-        field_policy_checks({name: getattr(h.api, "transport", None) for name, h in handles.items()})
+    policy_checks, policy_lines = field_policy_checks(
+        {name: getattr(h.api, "transport", None) for name, h in handles.items()}
     )
+    checks.update(policy_checks)
     service = Service(
         settings=settings,
         store=store,
@@ -277,6 +278,7 @@ def build_service(settings: Settings, *, leader_election: bool | None = None) ->
         lease_api=api_client,
     )
     service.warnings.extend(unreachable_clusters(handles))
+    service.warnings.extend(policy_lines)
     service.health.checks["slack"] = slack_connected(
         lambda: service.bot is not None and service.bot.connected()
     )
@@ -381,23 +383,25 @@ def _start_error(exc: Exception, settings: Settings) -> RunError:
     return RunError(f"cannot start the Slack side ({type(exc).__name__}: {detail}); run with -v for details")
 
 
-def field_policy_checks(apis: Mapping[str, object]) -> dict[str, Callable[[], object]]:
+def field_policy_checks(apis: Mapping[str, object]) -> tuple[dict[str, Callable[[], object]], list[str]]:
     """Per cluster with an API server: is scalebot's field-level admission policy in force? Read
-    once now (one log line where it is not) and shown on /readyz, which passes either way."""
+    once now (one warning line at start where it is not) and shown on /readyz, which passes
+    either way."""
     checks: dict[str, Callable[[], object]] = {}
+    lines: list[str] = []
     for name, api in apis.items():
         if not hasattr(api, "request_json"):
             continue  # an in-memory cluster: no API server, no admission
 
         def read(api: Any = api) -> admission.PolicyStatus:
-            return admission.read_status(api)
+            return admission.read_status(api, timeout=KUBERNETES_START_TIMEOUT_SECONDS)
 
         status = read()
         line = admission.start_line(name, status)
         if line is not None:
-            log.warning("%s", line)
+            lines.append(line)
         checks[f"field_policy/{name}"] = admission.StatusCache(read, first=status)
-    return checks
+    return checks, lines
 
 
 def with_events(handle: ClusterHandle) -> ClusterHandle:

@@ -29,13 +29,17 @@ RECHECK_SECONDS = 300.0
 
 
 class PathReader(Protocol):
-    def request_json(self, method: str, path: str, *, verb: str, resource: str) -> Mapping[str, Any]: ...
+    def request_json(
+        self, method: str, path: str, *, verb: str, resource: str, timeout: float | None = None
+    ) -> Mapping[str, Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
 class PolicyStatus:
     in_force: bool
     detail: str
+    answered: bool = True
+    """False when the API server did not answer: its own start-up warning already says so."""
 
 
 def judge(policy: Mapping[str, Any] | None, binding: Mapping[str, Any] | None) -> PolicyStatus:
@@ -54,35 +58,39 @@ def judge(policy: Mapping[str, Any] | None, binding: Mapping[str, Any] | None) -
     return PolicyStatus(True, f"ValidatingAdmissionPolicy {POLICY_NAME} in force")
 
 
-def read_status(api: PathReader) -> PolicyStatus:
+def read_status(api: PathReader, *, timeout: float | None = None) -> PolicyStatus:
     """GET the policy and its binding by name; a cluster that cannot answer is named as such."""
     try:
-        policy = _get_or_none(api, POLICY_PATH, "validatingadmissionpolicies")
-        binding = _get_or_none(api, BINDING_PATH, "validatingadmissionpolicybindings")
+        policy = _get_or_none(api, POLICY_PATH, "validatingadmissionpolicies", timeout)
+        binding = _get_or_none(api, BINDING_PATH, "validatingadmissionpolicybindings", timeout)
     except errors.Forbidden:
         why = f"cannot tell: no right to read ValidatingAdmissionPolicy {POLICY_NAME} (rbac.yaml grants get)"
         return PolicyStatus(False, why)
+    except errors.TransportError as exc:
+        return PolicyStatus(False, f"cannot tell: {exc}", answered=False)
     except errors.KubeError as exc:
         return PolicyStatus(False, f"cannot tell: {exc}")
     return judge(policy, binding)
 
 
-def _get_or_none(api: PathReader, path: str, resource: str) -> Mapping[str, Any] | None:
+def _get_or_none(
+    api: PathReader, path: str, resource: str, timeout: float | None
+) -> Mapping[str, Any] | None:
     try:
-        return api.request_json("GET", path, verb="get", resource=resource)
+        return api.request_json("GET", path, verb="get", resource=resource, timeout=timeout)
     except errors.NotFound:
         # Also what a server older than 1.30 answers: it does not serve admissionregistration/v1 policies.
         return None
 
 
 def start_line(cluster: str, status: PolicyStatus) -> str | None:
-    """The one line `scalebot run` logs at start for a cluster without the policy; None with it."""
-    if status.in_force:
+    """The one line `scalebot run` prints at start for a cluster without the policy; None with it."""
+    if status.in_force or not status.answered:
         return None
     return (
-        f"cluster {cluster}: field-level admission policy not in force ({status.detail}): scalebot's "
-        "credentials can change whole objects it patches; install manifests/base/admission-policy.yaml "
-        "(Kubernetes 1.30 or later, see the README's Install section)"
+        f"warning: clusters.{cluster}: field-level admission policy not in force ({status.detail}): "
+        "scalebot's credentials can change whole objects it patches; install "
+        "manifests/base/admission-policy.yaml (Kubernetes 1.30 or later, see the README's Install section)"
     )
 
 

@@ -20,7 +20,9 @@ class Reader:
         self.answers = answers
         self.calls: list[str] = []
 
-    def request_json(self, method: str, path: str, *, verb: str, resource: str) -> Mapping[str, Any]:
+    def request_json(
+        self, method: str, path: str, *, verb: str, resource: str, timeout: float | None = None
+    ) -> Mapping[str, Any]:
         assert (method, verb) == ("GET", "get"), "read-only"
         self.calls.append(resource)
         answer = self.answers[resource]
@@ -67,8 +69,12 @@ def test_start_line_only_without_the_policy() -> None:
     assert admission.start_line("prod", admission.read_status(reader())) is None
     line = admission.start_line("prod", admission.read_status(reader(GONE, GONE)))
     assert line is not None and "\n" not in line
-    assert line.startswith("cluster prod: field-level admission policy not in force")
+    assert line.startswith("warning: clusters.prod: field-level admission policy not in force")
     assert "admission-policy.yaml" in line and "1.30" in line
+    silent = admission.read_status(reader(errors.TransportError(message="connection refused"), BINDING))
+    assert not silent.in_force and admission.start_line("prod", silent) is None, (
+        "an API server that does not answer has its own start-up warning"
+    )
 
 
 def test_readiness_detail_is_cached_and_rechecked() -> None:
