@@ -47,6 +47,9 @@ columns, triggers or schema version are not this scalebot's, or `--expect-head` 
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 
+DEFAULT_GRACEFUL_WINDOW = "5m"
+
+
 class CliError(Exception):
     """A problem with the user's input or environment: printed as one line, exit 2."""
 
@@ -351,7 +354,9 @@ def _add_ops_args(parser: argparse.ArgumentParser) -> None:
         help="SQLite database (default $SCALEBOT_DB or ./scalebot.db)",
     )
     cluster.add_argument(
-        "--graceful-window", metavar="DURATION", default="5m", help="phase 1 of a full shutdown (default 5m)"
+        "--graceful-window",
+        metavar="DURATION",
+        help=f"phase 1 of a full shutdown (default {DEFAULT_GRACEFUL_WINDOW}; 12s on the simulated cluster)",
     )
     cluster.add_argument(
         "--drain-timeout",
@@ -545,16 +550,19 @@ def _server_dry_run(api: KubeApi, nodes: Sequence[NodeInfo], options: filters.Dr
     live = {p.key: p for p in api.list_pods(node_names=[n.name for n in nodes])}
     for node in nodes:
         print(f"node/{node.name} cordoned (server dry run)")
-    refused = [p for p in drain_plan.pods if p.action in ("block", "blocked")]
+    # A rule kubectl applies itself refuses at once; what the plan only predicts (a budget at 0)
+    # is asked of the server, which has the last word.
+    refused = [p for p in drain_plan.pods if p.action == "block"]
     for step in refused:
         print(f"error: cannot delete {step.reason}: {step.pod}", file=sys.stderr)
     for step in drain_plan.pods:
         pod = live.get(step.pod)
-        if step.action not in ("evict", "delete") or pod is None:
+        if step.action not in ("evict", "blocked", "delete") or pod is None:
             continue
-        verb = "evicting" if step.action == "evict" else "deleting"
+        evict = step.action != "delete"
+        verb = "evicting" if evict else "deleting"
         try:
-            api.dry_run_remove(pod, evict=step.action == "evict", grace_seconds=options.grace_period_seconds)
+            api.dry_run_remove(pod, evict=evict, grace_seconds=options.grace_period_seconds)
         except errors.KubeError as exc:
             refused.append(step)
             print(f"error when {verb} pod {step.pod} (server dry run): {exc}", file=sys.stderr)
@@ -606,8 +614,10 @@ def build_operations(
     `policies(cluster name)`: who may do what there; none for the CLI itself, whose user holds the
     kubeconfig and acts as admin.
     """
+    # The simulated cluster's pods go in seconds: its phase 1 is 12 s, as in the demo and the console.
+    window = args.graceful_window or ("12s" if args.simulated else DEFAULT_GRACEFUL_WINDOW)
     settings = RunnerSettings(
-        graceful_window=_duration(args.graceful_window, "--graceful-window"),
+        graceful_window=_duration(window, "--graceful-window"),
         drain_timeout=_duration(args.drain_timeout, "--drain-timeout") or None,
     )
     try:

@@ -12,7 +12,9 @@ the console's stand-ins for what Slack itself provides:
     postpone / skip / run-now [SCHEDULE]
                       a schedule announcement's buttons (default: the latest announcement)
     schedule add      alone: the schedule form's fields, asked one by one
-    fast-forward 2d   move the simulated clock on, running every schedule event on the way
+    fast-forward 2d   move the simulated clock on, running every schedule event on the way (it
+                      stops at an approval card, since time should not fly past a decision)
+    fast-forward next to the next schedule event (announcement, sleep or wake), and run it
     clock             the console's time
     quit              leave (also end of input)
     # …               a comment, ignored (for scripted sessions)
@@ -111,6 +113,7 @@ _CONSOLE_HELP = (
     "    postpone / skip / run-now [SCHEDULE]   click a schedule announcement's button",
     "    schedule add   alone: the schedule form, one field at a time",
     "    fast-forward 2d  move the simulated clock on, running each schedule event on the way",
+    "    fast-forward next  to the next schedule event (announcement, sleep or wake), and run it",
     "    clock          the console's time",
     "    quit           leave the console (end of input does the same)",
 )
@@ -672,15 +675,26 @@ def _fast_forward(s: _Session, args: list[str]) -> None:
     if not s.simulated or not isinstance(clock, (FakeClock, ScaledClock)):
         s.tell("`fast-forward` moves the simulated cluster's clock only (`scalebot console --simulated`).")
         return
-    try:
-        span = parse_duration(args[0]) if len(args) == 1 else None
-    except DurationError as exc:
-        s.tell(f"fast-forward: {exc}")
-        return
-    if span is None or span <= timedelta(0) or span > FAST_FORWARD_LIMIT:
-        s.tell("Usage: `fast-forward DURATION`, e.g. `fast-forward 2d` or `fast-forward 90m` (up to 31d).")
-        return
-    end = clock.now() + span
+    if [a.lower() for a in args] == ["next"]:
+        now = clock.now()
+        end = min((at for at in s.timer.schedules.next_wakeups(now) if at > now), default=now)
+        if end == now:
+            s.tell("Nothing is scheduled: `schedule add` one first.")
+            return
+    else:
+        try:
+            span = parse_duration(args[0]) if len(args) == 1 else None
+        except DurationError as exc:
+            s.tell(f"fast-forward: {exc}")
+            return
+        if span is None or span <= timedelta(0) or span > FAST_FORWARD_LIMIT:
+            s.tell(
+                "Usage: `fast-forward DURATION` (e.g. `2d`, `90m`; up to 31d) or `fast-forward next` "
+                "(to the next schedule event)."
+            )
+            return
+        end = clock.now() + span
+    waiting_before = set(_awaiting_approval(s))
     for _ in range(FAST_FORWARD_STEPS):
         now = clock.now()
         due = min((at for at in s.timer.schedules.next_wakeups(now) if at > now), default=None)
@@ -692,10 +706,23 @@ def _fast_forward(s: _Session, args: list[str]) -> None:
         while not s.ops.runner.wait_idle(timeout=WAIT_POLL_SECONDS):
             pass
         s.progress.flush(FLUSH_SECONDS)
+        new = [op for op in _awaiting_approval(s) if op not in waiting_before]
+        if new:  # time does not fly past a card someone has to decide on
+            s.terminal.lines(
+                [
+                    f"⏸ Stopped: {', '.join(new)} waits for approval (`approve` as an approver), "
+                    "then fast-forward again."
+                ]
+            )
+            return
     now = clock.now()
     if now < end:
         clock.advance((end - now).total_seconds())
     s.terminal.lines([f"🕒 {_clock_text(clock.now())}"])
+
+
+def _awaiting_approval(s: _Session) -> list[str]:
+    return [o.id for o in s.ops.list_operations(active_only=True) if o.state is OpState.AWAITING_APPROVAL]
 
 
 def _clock_text(at: datetime) -> str:

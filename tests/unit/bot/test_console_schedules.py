@@ -113,7 +113,8 @@ def test_a_bad_form_answer_names_the_field_and_saves_nothing(ops: Operations) ->
     [
         ("fast-forward 5", "a duration needs a unit — 5s or 5m?"),
         ("fast-forward", "Usage: `fast-forward DURATION`"),
-        ("fast-forward 90d", "(up to 31d)"),
+        ("fast-forward next", "Nothing is scheduled"),
+        ("fast-forward 90d", "up to 31d"),
         ("skip", "No announcement shows a `skip` button now"),
     ],
 )
