@@ -26,7 +26,9 @@ operation in SQLite (`Store.claim_operation`), which bumps the operation's fenci
 heartbeats its claims every `CLAIM_TTL_SECONDS / 3`. A second runner (`scalebot resume` beside
 `scalebot run`, a standby) is refused while the holder is alive: heard from within the TTL and,
 on the same host, its pid still running. Every progress write (state, journal, locks) is a
-`Store.fenced` transaction, so a runner whose claim was taken over writes nothing more and stops.
+`Store.fenced` transaction, so a runner whose claim was taken over writes nothing more and stops;
+every Kubernetes write of a step goes through the ports of `engine.fence`, which check the claim
+first, so such a runner also stops before its next cordon, eviction, deletion or resize.
 With leader election, `may_act` is the Lease's `is_leader`: a runner that lost the Lease stops
 heartbeating (its claims lapse) and stops at its next step boundary; the bound is the Lease's
 renew deadline plus the step under way.
@@ -57,6 +59,7 @@ from engine import consolidation, drain, filters, force_scope, placement
 from engine.clock import Clock
 from engine.concurrency import AdaptiveGate, AimdController, AimdSettings
 from engine.durations import format_duration
+from engine.fence import FencedKubeApi, FencedPools, FencedWorkloadApi
 from engine.flows import NEXT, Outcome, first_step, step_after
 from engine.kube import events as kube_events
 from engine.kube.api import KubeApi, RateLimitedApi, SchedulingApi
@@ -466,6 +469,25 @@ class Runner:
             # Real time, not the runner's clock: a virtual clock must not race ahead here.
             self._beat.wait(CLAIM_TTL_SECONDS / 3)
 
+    def _fenced_handle(self, op_id: str, h: ClusterHandle) -> ClusterHandle:
+        """The cluster as this operation's steps see it: every Kubernetes write checks the claim
+        first (engine.fence), so a runner that lost it stops before its next write."""
+        token = self._tokens.get(op_id)
+
+        def check() -> None:
+            if not self.may_act():
+                raise Fenced(f"operation {op_id}: this instance may no longer act, so it writes nothing")
+            claim = self.store.runner_claim(op_id)
+            if op_id in self._lost or claim is None or claim.token != token:
+                raise Fenced(f"operation {op_id} was claimed by another runner")
+
+        return replace(
+            h,
+            api=FencedKubeApi(h.api, check),
+            pools=FencedPools(h.pools, check),
+            workloads=h.workloads.through(lambda api: FencedWorkloadApi(api, check)) if h.workloads else None,
+        )
+
     def pod_feed(self, op_id: str, api: KubeApi, nodes: Collection[str]) -> PodFeed:
         """The operation's pod feed for these nodes (a new one when the nodes changed)."""
         with self._lock:
@@ -530,7 +552,7 @@ class Runner:
             return None
 
     def _step(self, op: Operation) -> StepResult:
-        handle = self.clusters[op.target.cluster]
+        handle = self._fenced_handle(op.id, self.clusters[op.target.cluster])
         step = op.step or first_step(op)
         fn = _STEPS[step]
         failures = op.progress.step_failures
@@ -605,7 +627,7 @@ class Runner:
         state = progress.drain.state
         if op.step not in ("cordon", "drain"):
             return result
-        handle = self.clusters[op.target.cluster]
+        handle = self._fenced_handle(op.id, self.clusters[op.target.cluster])
         unmarked = take_back_marks(handle, op)
         if state is None:
             if not unmarked:

@@ -80,6 +80,12 @@ class WorkloadScaler:
 
         return cls(KubeWorkloadApi(kube), config, clock=clock)
 
+    def through(self, wrap: Callable[[WorkloadApi], WorkloadApi]) -> WorkloadScaler:
+        """The same scaler acting through `wrap(api)` (the runner's fenced writes)."""
+        return WorkloadScaler(
+            wrap(self._api), self.config, clock=self._clock, conflict_attempts=self._attempts
+        )
+
     # -- reading -------------------------------------------------------------------------------
 
     def snapshot(self, kinds: Collection[Kind] | None = None) -> WorkloadSnapshot:
