@@ -188,10 +188,47 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sandbox.set_defaults(handler=cmd_sandbox)
 
+    _add_read_commands(commands)
+
     completion = commands.add_parser("completion", help="print a shell completion script (bash or zsh)")
     completion.add_argument("shell", choices=("bash", "zsh"))
     completion.set_defaults(handler=cmd_completion)
     return parser
+
+
+def _add_read_commands(commands: Any) -> None:
+    """`status` and `schedule list|next`: the database only, no kubeconfig (bot.cli_read)."""
+    db_help = "SQLite database (default $SCALEBOT_DB or ./scalebot.db)"
+    status = commands.add_parser(
+        "status", help="operations in flight, pools asleep, the next scheduled event"
+    )
+    sched = commands.add_parser(
+        "schedule", help="the schedules (add and change them in Slack or the console)"
+    )
+    sched.add_argument("action", choices=("list", "next"))
+    for parser in (status, sched):
+        parser.add_argument("cluster", nargs="?", metavar="CLUSTER", help="only this cluster")
+        parser.add_argument(
+            "--db", metavar="FILE", default=os.environ.get("SCALEBOT_DB", "scalebot.db"), help=db_help
+        )
+        cli_read.add_output_flag(parser)
+    status.set_defaults(handler=_read(cli_read.status))
+    sched.set_defaults(
+        handler=_read(
+            lambda a: (cli_read.list_schedules if a.action == "list" else cli_read.next_schedule_events)(a)
+        )
+    )
+
+
+def _read(command: Callable[[argparse.Namespace], None]) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        try:
+            command(args)
+        except cli_read.ReadError as exc:
+            raise CliError(str(exc)) from exc
+        return EXIT_OK
+
+    return run
 
 
 def cmd_completion(args: argparse.Namespace) -> int:

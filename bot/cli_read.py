@@ -1,7 +1,7 @@
 """The CLI's read-only commands: what SQLite records, read without a kubeconfig.
 
-`scalebot ops list|show` reads the database only (the operations of every cluster recorded
-there, the simulated one included), so it works on a laptop with no cluster access. Each takes
+`scalebot ops list|show`, `status` and `schedule list|next` read the database only (every cluster
+recorded there, the simulated one included), so they work on a laptop with no cluster access. Each takes
 `-o text|json|yaml` as kubectl's `get` does; json and yaml carry the same fields, times in ISO 8601
 with their zone (UTC).
 """
@@ -19,6 +19,9 @@ import yaml
 from engine.clock import SystemClock
 from engine.operation import Operation
 from engine.operations import HistoryEntry, Operations, new_operations
+from engine.schedule_text import schedule_summary
+from engine.schedule_timer import first_of_each
+from engine.schedules import Schedules
 from engine.store import Store, StoreError
 
 OUTPUTS = ("text", "json", "yaml")
@@ -118,4 +121,103 @@ def _show_lines(op: Operation, history: Sequence[HistoryEntry]) -> list[str]:
     for entry in history:
         detail = f": {entry.detail}" if entry.detail else ""
         lines.append(f"  {stamp(entry.at)} {entry.actor:<16} {entry.action}{detail}")
+    return lines
+
+
+def _schedules(args: argparse.Namespace) -> Schedules:
+    ops = open_records(args.db)
+    return Schedules(ops.store, ops, ops.clock)
+
+
+def list_schedules(args: argparse.Namespace) -> None:
+    found = _schedules(args).all_schedules(cluster=args.cluster)
+    emit(
+        [
+            {
+                "name": s.name,
+                "cluster": s.cluster,
+                "enabled": s.enabled,
+                "summary": schedule_summary(s),
+                "channel": s.channel,
+            }
+            for s in found
+        ],
+        args.output,
+        lambda: (
+            [f"{s.name}: {schedule_summary(s)}{'' if s.enabled else ' (paused)'}" for s in found]
+            or [f"no schedules in {args.db}"]
+        ),
+    )
+
+
+def next_schedule_events(args: argparse.Namespace) -> None:
+    service = _schedules(args)
+    clusters = {s.name: s.cluster for s in service.all_schedules()}
+    events = first_of_each(service.next_events(service.clock.now(), limit=50, cluster=args.cluster))
+    rows = [
+        {
+            "at": stamp(at),
+            "event": str(occ.action),
+            "schedule": occ.schedule,
+            "cluster": clusters.get(occ.schedule, ""),
+        }
+        for occ, at in events
+    ]
+    emit(
+        rows,
+        args.output,
+        lambda: (
+            [f"{r['at']}  {r['event']:<5} {r['schedule']}  ({r['cluster']})" for r in rows]
+            or [f"nothing scheduled in {args.db}"]
+        ),
+    )
+
+
+def status(args: argparse.Namespace) -> None:
+    """What the database knows of each cluster: operations in flight, pools asleep (sizes recorded
+    to restore), the next scheduled event. The pools' live sizes need the cluster (`plan wake`)."""
+    ops = open_records(args.db)
+    service = Schedules(ops.store, ops, ops.clock)
+    active = ops.list_operations(active_only=True, limit=100)
+    names = sorted(
+        {o.target.cluster for o in ops.list_operations(limit=200)}
+        | {s.cluster for s in service.all_schedules()}
+    )
+    wanted = [args.cluster] if args.cluster else names
+    data = []
+    for cluster in wanted:
+        upcoming = service.next_event(cluster, ops.clock.now())
+        data.append(
+            {
+                "cluster": cluster,
+                "operations": [operation_json(o) for o in active if o.target.cluster == cluster],
+                "asleep": [
+                    {
+                        "pool": r.pool,
+                        "restore_to": r.desired,
+                        "since": stamp(r.recorded_at),
+                        "operation": r.op_id,
+                    }
+                    for r in ops.store.restore_records(cluster)
+                ],
+                "next_event": None
+                if upcoming is None
+                else {"at": stamp(upcoming.at), "event": str(upcoming.action), "schedule": upcoming.schedule},
+            }
+        )
+    emit(data, args.output, lambda: _status_lines(data) or [f"nothing recorded in {args.db}"])
+
+
+def _status_lines(data: Sequence[dict[str, Any]]) -> list[str]:
+    lines = []
+    for c in data:
+        lines.append(f"cluster {c['cluster']}")
+        lines += [f"  {o['id']} {o['state']}: {o['kind']} {o['summary']}" for o in c["operations"]]
+        lines += [
+            f"  pool {a['pool']} asleep since {a['since']}, wakes to {a['restore_to']}" for a in c["asleep"]
+        ]
+        nxt = c["next_event"]
+        lines.append(
+            f"  next: {nxt['event']} {nxt['at']} ({nxt['schedule']})" if nxt else "  nothing scheduled"
+        )
     return lines

@@ -73,6 +73,7 @@ from engine import schedule
 from engine.announcement import Announcement
 from engine.clock import Clock
 from engine.schedule_model import ScheduleOutcome
+from engine.schedule_timer import first_of_each
 from engine.schedules import Schedules
 
 log = logging.getLogger(__name__)
@@ -303,11 +304,13 @@ class ScheduleUi:
         visible = self._visible(cluster, inv, "schedule_next")
         tz, now = self._zone(inv.user), self.clock.now()
         clusters_of = {s.name: s.cluster for s in self.schedules.all_schedules()}
-        events = [
-            (occ, at)
-            for occ, at in self.schedules.next_events(now, limit=100, cluster=cluster)
-            if clusters_of.get(occ.schedule) in visible
-        ][:20]
+        events = first_of_each(
+            [
+                (occ, at)
+                for occ, at in self.schedules.next_events(now, limit=100, cluster=cluster)
+                if clusters_of.get(occ.schedule) in visible
+            ]
+        )[:20]
         clusters = {s.name: s.cluster for s in self.schedules.all_schedules()}
         answer(inv, ui.next_events(events, clusters, tz=tz, now=now, cluster=cluster))
 

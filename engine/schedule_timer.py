@@ -177,3 +177,15 @@ def event_kind(sched: Schedule, occ: Occurrence) -> EventKind:
     days = (following.local_date - occ.local_date).days
     weekend = any((occ.local_date + timedelta(days=i)).weekday() >= 5 for i in range(days + 1))
     return "weekend_shutdown" if weekend and following.at - occ.at >= WEEKEND_SPAN else "shutdown"
+
+
+def first_of_each(events: Sequence[tuple[Occurrence, datetime]]) -> list[tuple[Occurrence, datetime]]:
+    """Each schedule's next sleep and next wake, once (soonest first, as given): the weeks after
+    repeat them and tell a person nothing new."""
+    seen: set[tuple[str, str]] = set()
+    kept = []
+    for occ, at in events:
+        if (occ.schedule, str(occ.action)) not in seen:
+            seen.add((occ.schedule, str(occ.action)))
+            kept.append((occ, at))
+    return kept

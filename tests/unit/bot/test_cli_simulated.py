@@ -15,6 +15,11 @@ from pathlib import Path
 import pytest
 
 from bot import cli, wiring
+from bot.console import console_policy
+from engine.clock import SystemClock
+from engine.operations import new_operations
+from engine.schedule_model import ScheduleTarget
+from engine.schedules import Schedules
 from engine.store import Store
 
 REPO = Path(__file__).resolve().parents[3]
@@ -144,3 +149,42 @@ def test_a_fast_clock_is_for_the_simulated_console_only(
     assert cli.main(["console", "--clock-speed", "600", "--db", str(tmp_path / "x.db")]) == 2
     assert "--clock-speed needs --simulated" in capsys.readouterr().err
     assert not (tmp_path / "x.db").exists()
+
+
+def test_status_and_schedules_read_the_database_without_a_kubeconfig(tmp_path: Path) -> None:
+    db = tmp_path / "scalebot.db"
+    store = Store(db)
+    handle, _ = wiring.simulated_cluster(store=store)
+    ops = new_operations(
+        store, {handle.name: handle}, {handle.name: console_policy(handle.name)}, SystemClock()
+    )
+    added = Schedules(store, ops, SystemClock()).add(
+        name="weekend",
+        cluster="simulated",
+        target=ScheduleTarget.whole_cluster(),
+        sleep="Fri 20:00",
+        wake="Mon 07:00",
+        tz="Europe/Berlin",
+        channel="C0DEV",
+        approval_mode="per_run",
+        by="U0ALICE",
+    )
+    assert added.ok, added.reply
+    assert scalebot(db, "zero", "--simulated", *FAST, "--yes").returncode == 0
+
+    nxt = scalebot(db, "schedule", "next", "-o", "json")
+    listed = scalebot(db, "schedule", "list", "-o", "yaml")
+    status = scalebot(db, "status", "simulated", "-o", "json")
+
+    assert nxt.returncode == listed.returncode == status.returncode == 0, (
+        nxt.stderr + listed.stderr + status.stderr
+    )
+    events = json.loads(nxt.stdout)
+    assert [(e["event"], e["schedule"]) for e in events] == [("sleep", "weekend"), ("wake", "weekend")] or [
+        (e["event"], e["schedule"]) for e in events
+    ] == [("wake", "weekend"), ("sleep", "weekend")], "each upcoming event once, not every week"
+    assert all(e["at"].endswith("+00:00") for e in events), "ISO 8601 with the zone"
+    assert "name: weekend" in listed.stdout and "sleep Fri 20:00" in listed.stdout
+    [cluster] = json.loads(status.stdout)
+    assert {a["pool"] for a in cluster["asleep"]} == {"batch", "system", "web"}
+    assert cluster["next_event"]["schedule"] == "weekend"

@@ -161,3 +161,10 @@ def test_the_bots_timer_waits_a_fast_clocks_instants_in_scaled_wall_time() -> No
     # Fri 19:00 (the 60-minute announcement) is 29 h of this clock away: 174 s of real time.
     assert timedelta(seconds=170) < first - wall_now < timedelta(seconds=175)
     assert clock.wall_seconds(600) == 1.0
+
+
+def test_schedule_next_shows_each_upcoming_event_once(ops: Operations) -> None:
+    out = console(ops, f"{ADD}\nschedule next\n").split(f"{ARROW} schedule next\n")[1]
+
+    assert out.count("😴 sleep · `weekend`") == 1, out
+    assert out.count("☀️ wake · `weekend`") == 1, out
