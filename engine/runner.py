@@ -15,7 +15,8 @@ table per kind of operation): a step only says how it ended.
   `DrainState` and the phase-1 start live in the operation's `progress`, so the 5-minute window and drain
   timeouts survive restarts (a restart at 4:00 into phase 1 reaches phase 2 one minute later).
 - `force` (only when every pool of the cluster goes to 0): DELETE with grace 0 whatever is
-  left, recording each pod and why.
+  left, recording each pod and why, only within the approved force scope (`engine.force_scope`):
+  a Pod outside it stops the operation, nothing force-deleted, for a new approval.
 - `fit` (consolidate) re-checks, against a fresh listing, that the next node's pods still fit on
   the nodes that stay (engine.consolidation.recheck); a node whose pods no longer fit is skipped
   and reported, never cordoned. Nodes go one at a time, each drained and removed before the next.
