@@ -1000,8 +1000,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     try:
         loaded = settings.load(args.config, os.environ)
-        run.check_slack(loaded)
+        # Local checks (config, clusters' kubeconfigs, the database) first, then Slack's answer.
         service = run.build_service(loaded, leader_election=args.leader_election)
+        run.check_slack(loaded)
     except (settings.SettingsError, run.RunError) as exc:
         raise CliError(str(exc)) from exc
     run.install_signal_handlers(service)

@@ -301,7 +301,7 @@ def check_slack(settings: Settings) -> None:
     """Ask Slack about the tokens before anything is served: `auth.test` with the bot token and,
     in Socket Mode, `apps.connections.open` with the app-level token (it only hands out a URL).
     A refused token or an unreachable Slack is a RunError naming the fix, not a traceback from
-    inside Bolt, and nothing (database, ports) has been touched yet."""
+    inside Bolt; no port is bound yet and no operation resumed."""
     # Each retried attempt would log an error of its own; the RunError already says it all.
     quiet = logging.getLogger("scalebot.slack_start_check")
     quiet.propagate = False
