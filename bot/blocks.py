@@ -33,7 +33,7 @@ from slack_sdk.models.views import View
 from bot import messages, mrkdwn
 from bot.blockkit import MESSAGE_BUDGET, Builder, Message, esc, join_limited
 from bot.mrkdwn import Mrkdwn, fmt
-from engine import force_scope
+from engine import force_scope, progress_figures
 from engine.advice import ScaleUpAdvice
 from engine.announcement import NextEvent
 from engine.consolidation import Underused
@@ -157,7 +157,11 @@ def _operation_message(
     if decision:
         b.section(esc(decision), reserve=600)
     line = status or messages.default_status(op.state, op.approvals_required)
-    b.section(messages.state_line(op.state, esc(line)), reserve=400)
+    shown = esc(line)
+    figures = progress_figures.figures(op) if op.state is OpState.RUNNING else None
+    if figures is not None:  # the figures lead the status line; the thread keeps the details
+        shown = fmt("{}\n{}", progress_figures.status_line(figures), shown)
+    b.section(messages.state_line(op.state, shown), reserve=400)
     if op.state is OpState.FAILED and op.error:
         b.section(f"*Error:* {esc(op.error)}", reserve=400)
     footer = [f"`{op.id}`"]

@@ -50,6 +50,8 @@ class PassResult:
     driver fed by a pod watch needs no such guess: the watch says when the pods are gone."""
     awaiting: frozenset[str] = frozenset()
     """UIDs of the pods this drain waits to see gone: terminating, or evicted or deleted now."""
+    busy_nodes: frozenset[str] = frozenset()
+    """Nodes with a pod that still holds the drain back (the others are drained)."""
 
     @property
     def next_retry_at(self) -> datetime | None:
@@ -214,7 +216,9 @@ def run_pass(
         if on_progress is not None and answered % progress_every == 0 and answered < len(due):
             on_progress(answered, len(due))
     # A Node that vanished is done (Cluster API): the report names only the nodes still there.
-    return _fold(plan, outcomes, state=state, now=now, rng=rng, nodes=tuple(sorted(live_nodes)))
+    result = _fold(plan, outcomes, state=state, now=now, rng=rng, nodes=tuple(sorted(live_nodes)))
+    holding = result.report.blocking_keys
+    return replace(result, busy_nodes=frozenset(p.node_name for p in pods if p.key in holding))
 
 
 def interleave_by_controller(

@@ -411,6 +411,18 @@ class DrainProgress:
     """`namespace/name` of each pod phase 2 force-deleted."""
     force_unconfirmed: tuple[str, ...] = ()
     released: Released | None = None
+    # What the last pass found, for the progress figures (`engine.progress_figures`).
+    nodes_total: int = 0
+    """Nodes being drained; 0 before the first pass."""
+    busy_nodes: tuple[str, ...] = ()
+    """Of them, those with pods still holding them back."""
+    pods_remaining: int = 0
+    """Pods still to evict (not yet asked to leave, or refused)."""
+    pods_terminating: int = 0
+    blocking: tuple[str, ...] = ()
+    """A few of the pods that hold the drain back, with why (`ns/name: reason`)."""
+    samples: tuple[tuple[datetime, int], ...] = ()
+    """(pass time, pods evicted so far) over about the last minute: the current rate."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -163,8 +163,8 @@ class DrainReport:
         return _normalised(pod for pods in self.failed.values() for pod in pods)
 
     @property
-    def blocking_pods(self) -> int:
-        """How many distinct pods still hold the drain back."""
+    def blocking_keys(self) -> frozenset[str]:
+        """The distinct pods that still hold the drain back."""
         lists = (
             self.terminating,
             self.failed_pods,
@@ -173,7 +173,19 @@ class DrainReport:
             self.later,
             self.queued,
         )
-        return len({pod for pods in lists for pod in pods})
+        return frozenset(pod for pods in lists for pod in pods)
+
+    @property
+    def blocking_pods(self) -> int:
+        """How many distinct pods still hold the drain back."""
+        return len(self.blocking_keys)
+
+    def blockers(self, limit: int) -> tuple[str, ...]:
+        """Up to `limit` pods that hold the drain back, each with why: refused first, then waited for."""
+        named = [f"{pod}: {_failure_text(key)}" for key, pods in self.failed.items() for pod in pods]
+        named += [f"{pod}: waiting for it to complete" for pod in (*self.waiting, *self.waiting_later)]
+        named += [f"{pod}: terminating" for pod in self.terminating]
+        return tuple(named[:limit])
 
     def summary_line(self) -> str:
         """`Drain completed`, or how many pods are left, for a status line."""

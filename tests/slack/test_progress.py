@@ -15,7 +15,7 @@ from collections.abc import Callable
 from bot.outbox import MemoryOutbox
 from bot.settings import SenderSettings
 from engine.operation import OperationSummary, OpState, PoolSizes
-from tests.slack.conftest import CHANNEL, RunningBot
+from tests.slack.conftest import CHANNEL, OPERATOR, RunningBot
 from tests.slack.harness import Call, all_text
 
 CONDITION = "\n".join(
@@ -199,3 +199,27 @@ def test_an_operation_started_in_a_thread_keeps_its_message_there(bot: RunningBo
     bot.play(outcome.operation.id, "phase", "Cordoned 1 node")
     reply = bot.api.wait_for_call("chat.postMessage", lambda c: "Cordoned" in all_text(c))
     assert reply.body["thread_ts"] == "1699999999.000100"
+
+
+def test_the_status_line_carries_the_bar_and_figures_of_a_real_drain(
+    make_bot: Callable[..., RunningBot],
+) -> None:
+    bot = make_bot(run=True)
+    for i in range(3):  # evicted at once; shop/db-0 (its budget allows no disruption) holds web-1
+        bot.cluster.add_pod(
+            "shop", f"cart-{i}", node="web-1", controller_kind="ReplicaSet", controller_name="cart", grace=0
+        )
+    bot.command("drain web-1")
+    ts = str(bot.card().response["ts"])
+
+    update = bot.api.wait_for_call("chat.update", lambda c: "▰" in all_text(c) or "▱" in all_text(c))
+    assert "▱▱▱▱▱▱▱▱ 0/1 nodes · 3/4 pods · " in all_text(update), all_text(update)
+    blockers = bot.api.wait_for_call(
+        "chat.postMessage", lambda c: c.body.get("thread_ts") == ts and "shop/db-0" in all_text(c)
+    )
+    assert "Pods with eviction failed" in all_text(blockers) and "▱" not in all_text(blockers)
+
+    bot.ops.cancel(bot.only_op().id, by=OPERATOR)
+    assert bot.wait_finished().state is OpState.CANCELLED
+    bot.settle()
+    assert "▱" not in all_text(bot.api.calls_to("chat.update")[-1]), "a final rendering has no bar"
