@@ -401,6 +401,12 @@ def _add_ops_args(parser: argparse.ArgumentParser) -> None:
         default="1h",
         help="give up on a partial drain after (default 1h)",
     )
+    cluster.add_argument(
+        "--workloads-return-timeout",
+        metavar="DURATION",
+        default="5m",
+        help="how long a wake follows workloads not yet available once its nodes are Ready (default 5m)",
+    )
     pool = parser.add_argument_group(
         "pool provider", "what a pool is, and the options of each provider (the README lists them)"
     )
@@ -656,6 +662,7 @@ def build_operations(
     settings = RunnerSettings(
         graceful_window=_duration(window, "--graceful-window"),
         drain_timeout=_duration(args.drain_timeout, "--drain-timeout") or None,
+        workloads_return_timeout=_duration(args.workloads_return_timeout, "--workloads-return-timeout"),
     )
     try:
         store = Store(args.db)

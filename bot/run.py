@@ -46,7 +46,7 @@ from engine.kube import admission
 from engine.kube.events import EventRecorder
 from engine.listeners import ProgressListeners
 from engine.operations import Operations
-from engine.runner import ClusterHandle, Runner
+from engine.runner import ClusterHandle, Runner, RunnerSettings
 from engine.schedules import Schedules
 from engine.store import Store, StoreError
 
@@ -187,7 +187,13 @@ def build_service(settings: Settings, *, leader_election: bool | None = None) ->
     listeners = ProgressListeners()
     ops = Operations(
         store,
-        Runner(store, handles, clock, listeners.emit),
+        Runner(
+            store,
+            handles,
+            clock,
+            listeners.emit,
+            RunnerSettings(workloads_return_timeout=settings.workloads_return_timeout),
+        ),
         settings.policies(),
         clock,
         listeners,

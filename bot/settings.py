@@ -188,6 +188,9 @@ class Settings:
     """Threads of the bot's own executor (planning, status): never Bolt's listener pool."""
     db_path: Path = Path("scalebot.db")
     config_path: Path | None = None
+    workloads_return_timeout: timedelta = timedelta(minutes=5)
+    """How long a wake, its nodes Ready, follows the workloads not yet available before it says
+    which are still not back and why."""
 
     def default_cluster(self, channel: str) -> str | None:
         """The channel's cluster; with a single configured cluster, that one."""
@@ -219,7 +222,7 @@ def load(
     )
     raw = _read(config_path) if config_path else {}
     doc = _Node(raw, "")
-    doc.only("server", "sender", "workers", "channels", "clusters", "slack")
+    doc.only("server", "sender", "workers", "channels", "clusters", "slack", "workloads_return_timeout")
     clusters = {name: _cluster(name, node) for name, node in doc.child("clusters").items()}
     channels = _channels(doc, clusters)
     return Settings(
@@ -231,6 +234,7 @@ def load(
         workers=doc.integer("workers", 8, low=1, high=64),
         db_path=Path(env.get("SCALEBOT_DB") or "scalebot.db"),
         config_path=config_path,
+        workloads_return_timeout=doc.duration("workloads_return_timeout", timedelta(minutes=5)),
     )
 
 

@@ -7,8 +7,8 @@ nothing (the same step again, after a wait). `engine.runner` holds the steps and
 
     sleep_workloads: workloads_sleep → record → cordon → drain → force → remove → verify
     shrink:          record → cordon → drain → force → remove → verify
-    grow:            resize → wait_ready → workloads_wake → finish
-    wake_workloads:  workloads_wake → finish
+    grow:            resize → wait_ready → workloads_wake → workloads_return → finish
+    wake_workloads:  workloads_wake → workloads_return → finish
     drain:           cordon → drain
     consolidate:     fit → cordon → drain → remove_node → consolidated  (node by node)
 """
@@ -62,9 +62,10 @@ FLOWS: Mapping[FlowName, Flow] = {
     ),
     "shrink": Flow(("record", "cordon", "drain", "force", "remove", "verify"), _SHRINK_JUMPS),
     "grow": Flow(
-        ("resize", "wait_ready", "workloads_wake", "finish"), {("wait_ready", "no_workloads"): "finish"}
+        ("resize", "wait_ready", "workloads_wake", "workloads_return", "finish"),
+        {("wait_ready", "no_workloads"): "workloads_return"},
     ),
-    "wake_workloads": Flow(("workloads_wake", "finish")),
+    "wake_workloads": Flow(("workloads_wake", "workloads_return", "finish")),
     "drain": Flow(("cordon", "drain")),
     "consolidate": Flow(
         ("fit", "cordon", "drain", "remove_node", "consolidated"),

@@ -70,6 +70,9 @@ class PodInfo:
     created_at: datetime | None = None
     cpu_request_milli: int = 0
     memory_request_bytes: int = 0
+    unscheduled_reason: str = ""
+    """Why the scheduler has not placed the pod, from its PodScheduled=False condition
+    ("Unschedulable: 0/3 nodes are available: ..."); "" once scheduled or not yet looked at."""
 
     @property
     def key(self) -> str:
@@ -130,7 +133,21 @@ class PodInfo:
             created_at=parse_time(meta.get("creationTimestamp")),
             cpu_request_milli=cpu,
             memory_request_bytes=memory,
+            unscheduled_reason=_unscheduled_reason(status.get("conditions") or ()),
         )
+
+
+UNSCHEDULED_REASON_CHARS = 300
+"""A scheduler's message names every node group it tried; the report needs its first lines."""
+
+
+def _unscheduled_reason(conditions: Iterable[Any]) -> str:
+    for cond in conditions:
+        if isinstance(cond, Mapping) and cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            reason, message = str(cond.get("reason") or ""), str(cond.get("message") or "")
+            text = f"{reason}: {message}" if reason and message else reason or message or "not scheduled"
+            return text[:UNSCHEDULED_REASON_CHARS]
+    return ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -476,6 +476,11 @@ class WorkloadsProgress:
     """The sleep's or wake's report headline ("61/61 workloads restored"); "" before it ran."""
     available: WorkloadCount | None = None
     """After a wake: Deployments and StatefulSets available again."""
+    followed_since: datetime | None = None
+    """When a wake first looked at the workloads with its nodes Ready (it follows those not back)."""
+    not_back: tuple[str, ...] = ()
+    """`Kind/namespace/name: why`, for each workload still not available when the wake stopped
+    following them (`RunnerSettings.workloads_return_timeout`)."""
 
 
 @dataclass(frozen=True, slots=True)

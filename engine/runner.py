@@ -56,7 +56,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from engine import consolidation, drain, filters, force_scope, placement, progress_figures
+from engine import consolidation, drain, filters, force_scope, placement, progress_figures, returning
 from engine.clock import Clock
 from engine.concurrency import AdaptiveGate, AimdController, AimdSettings
 from engine.durations import format_duration
@@ -131,6 +131,10 @@ class RunnerSettings:
     """How long after the removal the pools may take to report their target size."""
     ready_timeout: timedelta = timedelta(minutes=15)
     """How long wake waits for nodes to become Ready before reporting what is not."""
+    workloads_return_timeout: timedelta = timedelta(minutes=5)
+    """How long a wake, its nodes Ready, follows the Deployments and StatefulSets not yet available
+    before it reports which are still not back and why (kube-scheduler retries an unschedulable pod
+    within 5 minutes at the latest)."""
     pass_interval: timedelta = timedelta(seconds=20)
     settle: timedelta = timedelta(seconds=5)
     parallel_evictions: int = 16
@@ -1558,6 +1562,56 @@ def step_workloads_wake(runner: Runner, op: Operation, h: ClusterHandle) -> Step
     )
 
 
+RETURN_POLL_SECONDS = 5.0
+"""How often a wake looks again at the workloads not yet back."""
+
+
+def step_workloads_return(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
+    """With the nodes Ready: name the workloads not yet available, follow them for a bounded time
+    (`workloads_return_timeout`), then name those still not back and why (their pending pods)."""
+    if op.kind is not OpKind.WAKE or h.workloads is None:
+        return StepResult(then=NEXT)
+    now = runner.clock.now()
+    availability = h.workloads.availability()
+    before = op.progress.workloads
+    since = before.followed_since or now
+    followed = replace(
+        before,
+        available=WorkloadCount(availability.available, availability.total),
+        followed_since=since,
+    )
+    if not availability.not_ready:
+        back: list[tuple[ProgressKind, str, str]] = []
+        if before.followed_since is not None:
+            back.append(("phase", f"{availability.headline} after {format_duration(now - since)}", ""))
+        return StepResult(then=NEXT, progress=replace(op.progress, workloads=followed), events=back)
+    limit = runner.settings.workloads_return_timeout
+    if now >= since + limit:
+        why = returning.why_not_back(availability.not_ready, h.api.list_pods())
+        text = (
+            f"{availability.headline} {format_duration(now - since)} after the nodes were Ready; not back: "
+        )
+        return StepResult(
+            then=NEXT,
+            progress=replace(op.progress, workloads=replace(followed, not_back=why)),
+            events=[("phase", text + returning.named(why), "")],
+        )
+    events: list[tuple[ProgressKind, str, str]] = []
+    if before.followed_since is None:
+        keys = [key for key, _ in availability.not_ready]
+        events.append(
+            (
+                "report",
+                f"Nodes Ready; {availability.headline}, following the others for up to "
+                f"{format_duration(limit)}: {returning.named(keys)}",
+                "",
+            )
+        )
+    return StepResult(
+        progress=replace(op.progress, workloads=followed), wait=RETURN_POLL_SECONDS, events=events
+    )
+
+
 def step_finish(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     now = runner.clock.now()
     wake = op.progress.wake
@@ -1615,6 +1669,8 @@ def _final(op: Operation, data: OperationProgress, now: datetime) -> tuple[Progr
         )
     elif data.workloads.headline:
         parts.append(data.workloads.headline)
+    if data.workloads.not_back:
+        parts.append("not back: " + returning.named(data.workloads.not_back))
     if wake.provisioned is not None:
         n = wake.provisioned
         parts.append(f"{n} node{'s' if n != 1 else ''} provisioned")
@@ -1761,5 +1817,6 @@ _STEPS: dict[str, Step] = {
     "wait_ready": step_wait_ready,
     "workloads_sleep": step_workloads_sleep,
     "workloads_wake": step_workloads_wake,
+    "workloads_return": step_workloads_return,
     "finish": step_finish,
 }

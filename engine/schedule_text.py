@@ -53,6 +53,10 @@ def wake_report(op: Operation) -> str:
     if not complete and not_ready:
         more = f" ... ({len(not_ready) - 5} more)" if len(not_ready) > 5 else ""
         text += "; not Ready: " + "; ".join(not_ready[:5]) + more
+    not_back = list(op.progress.workloads.not_back)
+    if not_back:
+        more = f" ... ({len(not_back) - 5} more)" if len(not_back) > 5 else ""
+        text += "; not back: " + "; ".join(not_back[:5]) + more
     return text
 
 

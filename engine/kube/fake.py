@@ -161,8 +161,9 @@ class FakeCluster:
         recreate_on: Iterable[str] | None = None,
         cpu_request_milli: int = 0,
         memory_request_bytes: int = 0,
+        unscheduled_reason: str = "",
     ) -> PodInfo:
-        """Add a pod bound to `node` ("" for an unscheduled pod).
+        """Add a pod bound to `node` ("" for an unscheduled pod, with the scheduler's reason).
 
         `recreate_on` (needs a controller): once evicted or deleted, the controller makes a
         replacement on the first of these nodes that exists, is Ready and is not cordoned, or
@@ -200,6 +201,7 @@ class FakeCluster:
                 created_at=self._now(),
                 cpu_request_milli=cpu_request_milli,
                 memory_request_bytes=memory_request_bytes,
+                unscheduled_reason=unscheduled_reason,
             )
             self._pods[(namespace, name)] = pod
             if recreate_on is not None:

@@ -75,8 +75,16 @@ class _PodSpec(_Base):
     terminationGracePeriodSeconds: Any = None
 
 
+class _PodCondition(_Base):
+    type: Any = None
+    status: Any = None
+    reason: Any = None
+    message: Any = None
+
+
 class _PodStatus(_Base):
     phase: Any = None
+    conditions: list[_PodCondition] | None = None
 
 
 class _Pod(_Base):

@@ -33,6 +33,7 @@ FAST = RunnerSettings(
     settle=timedelta(seconds=1),
     drain_timeout=timedelta(seconds=60),
     workers=2,
+    workloads_return_timeout=timedelta(seconds=90),
 )
 
 

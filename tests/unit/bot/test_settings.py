@@ -277,3 +277,13 @@ def test_a_key_the_program_does_not_use_is_an_error_naming_it_without_its_value(
     message = error(tmp_path, text)
     assert message.startswith(f"{key}: unknown setting (known here: ")
     assert value not in message, "a secret put in the wrong place is not echoed"
+
+
+def test_workloads_return_timeout_is_a_duration(tmp_path: Path) -> None:
+    assert load(None, ENV).workloads_return_timeout == timedelta(minutes=5)
+    assert load(
+        write(tmp_path, "workloads_return_timeout: 90s\n"), ENV
+    ).workloads_return_timeout == timedelta(seconds=90)
+    assert "workloads_return_timeout: a duration needs a unit" in error(
+        tmp_path, "workloads_return_timeout: 5\n"
+    )
