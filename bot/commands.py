@@ -8,7 +8,7 @@ Grammar (tokens separated by whitespace; `cluster=NAME`, `--cluster NAME` and `-
 are the same option):
     help [SUBCOMMAND]          status [CLUSTER]          whoami [CLUSTER] [@user]
     plan zero|wake|scale|drain …
-    drain NODE… [--force]      cordon NODE…              uncordon NODE…
+    drain NODE… [--force] [--disable-eviction]      cordon NODE…      uncordon NODE…
     scale POOL [to] N [--one-at-a-time]
     zero [CLUSTER | POOL…] [--workloads] [--force] [--one-at-a-time]
     consolidate [CLUSTER] [POOL…]  advise [CLUSTER]
@@ -189,7 +189,7 @@ _VALUE_OPTIONS: dict[str, frozenset[str]] = {
     "help": frozenset(),
 }
 _FLAGS: dict[str, frozenset[str]] = {
-    "drain": frozenset({"force"}),
+    "drain": frozenset({"force", "disable-eviction"}),
     "zero": frozenset({"force", "workloads", "one-at-a-time"}),
     "scale": frozenset({"one-at-a-time"}),
     "wake": frozenset({"workloads"}),
@@ -370,7 +370,12 @@ def _nodes(tokens: _Tokens, default: str | None, clusters: Sequence[str]) -> Req
     nodes = tuple(dict.fromkeys(_name(t, "node", tokens.sub) for t in tokens.positional))
     cluster = _required_cluster(tokens, default, clusters)
     if tokens.sub == "drain":
-        target = Target(cluster=cluster, nodes=nodes, force="force" in tokens.flags)
+        target = Target(
+            cluster=cluster,
+            nodes=nodes,
+            force="force" in tokens.flags,
+            disable_eviction="disable-eviction" in tokens.flags,
+        )
         return Request(kind=OpKind.DRAIN, target=target)
     return Cordon(cluster=cluster, nodes=nodes, unschedulable=tokens.sub == "cordon")
 

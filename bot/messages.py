@@ -37,7 +37,7 @@ USAGE: dict[str, str] = {
     "help": "help [SUBCOMMAND]",
     "status": "status [CLUSTER]",
     "plan": "plan zero|wake|scale|drain|consolidate … (same arguments as the command; changes nothing)",
-    "drain": "drain NODE… [cluster=NAME] [--force]",
+    "drain": "drain NODE… [cluster=NAME] [--force] [--disable-eviction]",
     "cordon": "cordon NODE… [cluster=NAME]",
     "uncordon": "uncordon NODE… [cluster=NAME]",
     "scale": "scale POOL N [cluster=NAME] [--one-at-a-time]",

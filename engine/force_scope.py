@@ -27,6 +27,8 @@ FORCE = "force"
 """`--force`: evict what a plain drain refuses (bare Pods, orphaned DaemonSet Pods, opt-outs)."""
 FORCE_PHASE = "phase2"
 """Phase 2 of a full zero-scale: DELETE with grace 0 whatever phase 1 left."""
+DISABLE_EVICTION = "disable_eviction"
+"""`--disable-eviction`: DELETE instead of evict, so no PodDisruptionBudget is consulted."""
 
 
 def unit_of(pod: PodInfo) -> str:
@@ -163,7 +165,7 @@ def scope_guard(scope: ForceScope, plain: filters.DrainOptions) -> filters.PodFi
     return guard
 
 
-_OPTION_NAMES = {FORCE: "--force", FORCE_PHASE: "phase 2"}
+_OPTION_NAMES = {FORCE: "--force", FORCE_PHASE: "phase 2", DISABLE_EVICTION: "--disable-eviction"}
 
 
 def heading(forcing: Iterable[str]) -> str:

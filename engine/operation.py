@@ -58,6 +58,9 @@ class Target:
     """Target size for `scale`."""
     force: bool = False
     """Drain with --force semantics (bare pods, opt-outs)."""
+    disable_eviction: bool = False
+    """Drain by DELETE instead of eviction, bypassing PodDisruptionBudgets (kubectl
+    --disable-eviction): a forcing option, approved like --force."""
     workloads: bool = False
     """Also put workloads to sleep / wake them (the workloads provider)."""
     workloads_only: bool = False
@@ -74,6 +77,7 @@ class Target:
             "nodes": list(self.nodes),
             "size": self.size,
             "force": self.force,
+            "disable_eviction": self.disable_eviction,
             "workloads": self.workloads,
             "workloads_only": self.workloads_only,
             "wake_for_seconds": self.wake_for_seconds,
@@ -88,6 +92,7 @@ class Target:
             nodes=tuple(data.get("nodes") or ()),
             size=data.get("size"),
             force=bool(data.get("force")),
+            disable_eviction=bool(data.get("disable_eviction")),
             workloads=bool(data.get("workloads")),
             workloads_only=bool(data.get("workloads_only")),
             wake_for_seconds=data.get("wake_for_seconds"),

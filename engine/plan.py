@@ -372,12 +372,21 @@ def _plan_node_drain(target: Target, snap: ClusterSnapshot, *, now: datetime) ->
         raise PlanError(
             f"node(s) not found: {', '.join(missing) or '(none given)'}; nodes: {_names(snap.nodes)}"
         )
-    options = filters.DrainOptions.kubectl(
-        force=target.force, ignore_daemonsets=True, delete_emptydir_data=True
+    options = replace(
+        filters.DrainOptions.kubectl(force=target.force, ignore_daemonsets=True, delete_emptydir_data=True),
+        disable_eviction=target.disable_eviction,
     )
     nodes = tuple(sorted(target.nodes))
     blockers, warnings = _blockers(snap, nodes, options, now=now)
-    if not target.force:
+    forcing = tuple(
+        option
+        for option, given in (
+            (force_scope.FORCE, target.force),
+            (force_scope.DISABLE_EVICTION, target.disable_eviction),
+        )
+        if given
+    )
+    if not forcing:
         return OperationPlan(
             kind=OpKind.DRAIN, cluster=snap.cluster, nodes=nodes, blockers=blockers, warnings=warnings
         )
@@ -387,7 +396,7 @@ def _plan_node_drain(target: Target, snap: ClusterSnapshot, *, now: datetime) ->
         nodes=nodes,
         blockers=blockers,
         warnings=warnings,
-        forcing=(force_scope.FORCE,),
+        forcing=forcing,
         force_scope=_force_scope(snap, nodes, options, (), now=now),
     )
 

@@ -806,8 +806,11 @@ def _drain_state(op: Operation) -> drain.DrainState:
 
 def _options(op: Operation) -> filters.DrainOptions:
     if op.kind is OpKind.DRAIN:
-        return filters.DrainOptions.kubectl(
-            force=op.target.force, ignore_daemonsets=True, delete_emptydir_data=True
+        return replace(
+            filters.DrainOptions.kubectl(
+                force=op.target.force, ignore_daemonsets=True, delete_emptydir_data=True
+            ),
+            disable_eviction=op.target.disable_eviction,
         )
     return filters.DrainOptions.machine(
         opt_outs_wait=op.plan.force_phase, evict_opt_outs=op.target.force and not op.plan.force_phase

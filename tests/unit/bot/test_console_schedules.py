@@ -168,3 +168,14 @@ def test_schedule_next_shows_each_upcoming_event_once(ops: Operations) -> None:
 
     assert out.count("😴 sleep · `weekend`") == 1, out
     assert out.count("☀️ wake · `weekend`") == 1, out
+
+
+def test_a_drain_without_eviction_is_a_forced_run_that_needs_approval(ops: Operations) -> None:
+    out = console(ops, "drain web-2 --disable-eviction\nas bob\napprove\nwait\n")
+
+    asked = out.split(f"{ARROW} as bob\n")[0]
+    assert "Needs 1 approval" in asked and "Forced run (--disable-eviction)" in asked
+    (op,) = ops.list_operations()
+    assert op.plan.forcing == ("disable_eviction",) and op.state is OpState.SUCCEEDED
+    fake = ops.handles[CLUSTER].api
+    assert fake.get_pod("shop", "postgres-0") is None, "deleted past its PodDisruptionBudget (allows 0)"
