@@ -693,6 +693,9 @@ class ControlPlane:
                 # The `kubernetes` Service's Endpoints cannot hold a loopback address; nothing
                 # in these clusters needs that Service, so skip reconciling it.
                 "--endpoint-reconciler-type=none",
+                # No --enable/--disable-admission-plugins: the defaults include ValidatingAdmissionPolicy
+                # (on by default since 1.30), which scalebot's field policy needs; start-up waits
+                # until that policy is enforced (_wait_for_field_policy) and fails if it never is.
                 # API Priority and Fairness stays on with the default in-flight limits (400/200):
                 # scalebot's throughput must be measured against the limits a real server applies.
             ]
