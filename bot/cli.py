@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_AUDIT_BROKEN = 1
+LOG_FORMATS = ("text", "json")
 """`operations verify-audit`: the hash chain is broken (a row was edited, inserted or deleted), its
 columns, triggers or schema version are not this scalebot's, or `--expect-head` is not in it."""
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
@@ -57,22 +58,29 @@ class CliError(Exception):
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    # Progress already goes to stdout; the log is for -v (the operation log with Node=/Pod= fields).
+    if args.log_format not in LOG_FORMATS:  # argparse checks choices on the command line only
+        parser.error(f"SCALEBOT_LOG_FORMAT: '{args.log_format}' is not one of {', '.join(LOG_FORMATS)}")
+    # Progress already goes to stdout; the log is for -v (the operation log with node=/pod= fields).
     logs.configure(logging.INFO if args.verbose else logging.ERROR, json_format=args.log_format == "json")
     try:
         return int(args.handler(args))
     except CliError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _error(args, f"error: {exc}")
         return EXIT_USAGE
     except errors.Forbidden as exc:
-        print(f"error: forbidden: {exc} (check scalebot's RBAC: manifests/base/rbac.yaml)", file=sys.stderr)
+        _error(args, f"error: forbidden: {exc} (check scalebot's RBAC: manifests/base/rbac.yaml)")
         return EXIT_USAGE
     except errors.TransportError as exc:
-        print(f"error: cannot reach the Kubernetes API server: {exc}", file=sys.stderr)
+        _error(args, f"error: cannot reach the Kubernetes API server: {exc}")
         return EXIT_USAGE
     except StoreError as exc:  # the database became locked or full after it was opened
-        print(f"error: {exc}", file=sys.stderr)
+        _error(args, f"error: {exc}")
         return EXIT_USAGE
+
+
+def _error(args: argparse.Namespace, message: str) -> None:
+    """The one line a failed command prints on stderr (a JSON log line with --log-format json)."""
+    logs.announce(message, json_format=args.log_format == "json", stream=sys.stderr, level=logging.ERROR)
 
 
 def _installed_version() -> str:
@@ -88,7 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="scalebot", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"scalebot {_installed_version()}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log every step to stderr")
-    parser.add_argument("--log-format", choices=("text", "json"), default="text", help="log line format")
+    parser.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default=os.environ.get("SCALEBOT_LOG_FORMAT") or "text",
+        help="log line format (default: $SCALEBOT_LOG_FORMAT, else text)",
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     drain = commands.add_parser("drain", help="cordon and drain nodes (kubectl drain semantics)")
@@ -1007,17 +1020,23 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     try:
         loaded = settings.load(args.config, os.environ)
+        settings.forget_secret_env(os.environ)  # why: settings.forget_secret_env
         # Local checks (config, clusters' kubeconfigs, the database) first, then Slack's answer.
         service = run.build_service(loaded, leader_election=args.leader_election)
         run.check_slack(loaded)
     except (settings.SettingsError, run.RunError) as exc:
         raise CliError(str(exc)) from exc
     run.install_signal_handlers(service)
+    json_format = args.log_format == "json"
 
     def started() -> None:
         for warning in service.warnings:
-            print(warning, file=sys.stderr, flush=True)
-        print(f"scalebot running: {', '.join(service.ops.clusters())}; database {loaded.db_path}", flush=True)
+            logs.announce(warning, json_format=json_format, stream=sys.stderr, level=logging.WARNING)
+        logs.announce(
+            f"scalebot running: {', '.join(service.ops.clusters())}; database {loaded.db_path}",
+            json_format=json_format,
+            stream=sys.stdout,
+        )
 
     try:
         return service.serve(on_started=started)

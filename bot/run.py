@@ -36,10 +36,12 @@ from bot.health import (
     slack_connected,
 )
 from bot.metrics import DEFAULT as METRICS
+from bot.metrics import OperationsState
 from bot.outbox import StoreOutbox
 from bot.schedule_ui import ScheduleUi
 from bot.scheduler import SchedulerRunner
 from bot.settings import Settings
+from engine.announcement import NextEvent
 from engine.cleanup import CleanupReport, Cycling, EmptyNodeCleaner, Evictor, PolicyLoop
 from engine.clock import SystemClock
 from engine.kube import admission
@@ -182,6 +184,10 @@ def build_service(settings: Settings, *, leader_election: bool | None = None) ->
     api_client = getattr(next(iter(handles.values())).api, "api_client", None)
     clock = SystemClock()
     holder: dict[str, SchedulerRunner] = {}
+
+    def next_event(cluster: str) -> NextEvent | None:
+        return holder["s"].next_event(cluster) if "s" in holder else None
+
     # One user-group resolver for the clicks, the schedule commands and the pre-approvers' re-check.
     groups = group_resolver(settings)
     listeners = ProgressListeners()
@@ -197,10 +203,11 @@ def build_service(settings: Settings, *, leader_election: bool | None = None) ->
         settings.policies(),
         clock,
         listeners,
-        next_event=lambda cluster: holder["s"].next_event(cluster) if "s" in holder else None,
+        next_event=next_event,
         groups_of=groups,
     )
     ops.subscribe(METRICS.observe_event)
+    METRICS.watch(OperationsState(ops, next_event))
     schedules = Schedules(store, ops, clock)
     outbox = StoreOutbox(store)
     # Announcements that fire before the bot is attached are held and posted at attach(sender=…).

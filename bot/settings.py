@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
@@ -210,6 +210,22 @@ class Settings:
 
     def policies(self) -> dict[str, ClusterPolicy]:
         return {name: c.policy for name, c in self.clusters.items()}
+
+
+SECRET_ENV = ("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET")
+"""The environment variables that carry secrets; `load` reads them once into `Secret` values."""
+
+
+def forget_secret_env(env: MutableMapping[str, str]) -> None:
+    """Remove the Slack secrets from the process environment once the settings hold them.
+
+    Bolt's `App` reads SLACK_BOT_TOKEN from the environment whenever it is given no token, and
+    since scalebot hands it a client built from the settings it then warns, on every start, that
+    the token "will be unused". With the variables gone Bolt has nothing to ignore, and no library
+    or child process can find the tokens in the environment either.
+    """
+    for name in SECRET_ENV:
+        env.pop(name, None)
 
 
 def load(

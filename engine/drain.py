@@ -83,7 +83,7 @@ def cordon_nodes(
     """
     names = list(dict.fromkeys(nodes))
     for name in names:
-        log.info("Cordoning Node", extra={"Node": name})
+        log.info("Cordoning Node", extra={"node": name})
     # Taint and cordon land in one write: a node that carries our taint was cordoned by us, so a
     # repeat of this step after a crash never mistakes our own cordon for a human's.
     before = api.cordon_many(
@@ -97,7 +97,7 @@ def cordon_nodes(
         if name not in before:
             # The Node is gone (removed by an earlier operation, a person, the provider): nothing
             # to drain there (Cluster API skips the drain of a missing Node). Retrying would loop.
-            log.info("Node not found; skipping its drain", extra={"Node": name})
+            log.info("Node not found; skipping its drain", extra={"node": name})
     return frozenset(name for name, result in before.items() if result.cordoned_by_someone_else)
 
 
@@ -353,7 +353,7 @@ def _act(
         "pod/%s %s",
         pod.name,
         "deleted" if action is filters.Action.DELETE else "evicted",
-        extra={"Pod": pod.key, "Node": pod.node_name},
+        extra={"pod": pod.key, "node": pod.node_name},
     )
     return _Outcome(pod, action, at)
 
@@ -448,7 +448,7 @@ def _fold(
             outcome.pod.namespace,
             delay,
             outcome.error,
-            extra={"Pod": key, "Node": outcome.pod.node_name},
+            extra={"pod": key, "node": outcome.pod.node_name},
         )
     report = DrainReport(
         started_at=state.started_at,
@@ -504,7 +504,7 @@ def force_delete_pods(
             api.delete_pod(pod, grace_seconds=0)
         except (errors.NotFound, errors.Conflict):
             return None
-        log.warning("Force-deleted Pod with grace 0", extra={"Pod": pod.key, "Node": pod.node_name})
+        log.warning("Force-deleted Pod with grace 0", extra={"pod": pod.key, "node": pod.node_name})
         if on_deleted is not None:
             on_deleted(pod)
         return pod

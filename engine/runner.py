@@ -56,7 +56,16 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from engine import consolidation, drain, filters, force_scope, placement, progress_figures, returning
+from engine import (
+    consolidation,
+    drain,
+    filters,
+    force_scope,
+    log_context,
+    placement,
+    progress_figures,
+    returning,
+)
 from engine.clock import Clock
 from engine.concurrency import AdaptiveGate, AimdController, AimdSettings
 from engine.durations import format_duration
@@ -319,6 +328,10 @@ class Runner:
     # -- the loop --------------------------------------------------------------------------------
 
     def _run(self, op_id: str, resumed: bool) -> None:
+        with log_context.bind(operation=op_id):
+            self._run_bound(op_id, resumed)
+
+    def _run_bound(self, op_id: str, resumed: bool) -> None:
         token: int | None = None
         try:
             token = self._tokens.get(op_id) or self._wait_for_claim(op_id)
@@ -384,6 +397,7 @@ class Runner:
             op = self.store.get_operation(op_id)
             if op is None or op.state is not OpState.RUNNING:
                 return
+            log_context.add(cluster=op.target.cluster)
             cancel = self._active[op_id]
             wake = self._wakes[op_id]
             # Cleared before cancel is read: `cancel()` sets cancel first, then the wake.

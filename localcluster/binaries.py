@@ -93,16 +93,41 @@ def ensure_binaries(*, echo: IO[str] | None = None, timeout: float = 3 * 3600) -
     `SCALEBOT_CACHE_DIR` (read by the script) moves the cache. The script's progress goes to `echo`
     (default: stderr) as it happens, because a cold build takes many minutes.
     """
-    if not BUILD_SCRIPT.is_file():
-        raise ControlPlaneUnavailable(f"control plane unavailable: build script {BUILD_SCRIPT} is missing")
+    cache_dir = Path(_run_build(BUILD_SCRIPT, echo=echo, timeout=timeout))
+    missing = [name for name in BINARIES if not (cache_dir / "bin" / name).is_file()]
+    if missing or not (cache_dir / "kwok.yaml").is_file():
+        raise ControlPlaneUnavailable(
+            f"control plane unavailable: {BUILD_SCRIPT} reported {cache_dir}, but it lacks "
+            f"{', '.join(missing) or 'kwok.yaml'}"
+        )
+    return cache_dir
+
+
+HELM_BUILD_SCRIPT = REPO_ROOT / "scripts" / "build-helm.sh"
+
+
+def ensure_helm(*, echo: IO[str] | None = None, timeout: float = 3600) -> Path:
+    """Build the pinned Helm CLI if needed (scripts/build-helm.sh) and return the binary's path."""
+    helm = Path(_run_build(HELM_BUILD_SCRIPT, echo=echo, timeout=timeout))
+    if not helm.is_file():
+        raise ControlPlaneUnavailable(
+            f"helm unavailable: {HELM_BUILD_SCRIPT} reported {helm}, which is missing"
+        )
+    return helm
+
+
+def _run_build(script: Path, *, echo: IO[str] | None, timeout: float) -> str:
+    """Run a build script (its progress to `echo`, default stderr) and return its last stdout line."""
+    if not script.is_file():
+        raise ControlPlaneUnavailable(f"control plane unavailable: build script {script} is missing")
     for tool in ("bash", "flock"):
         if shutil.which(tool) is None:
             raise ControlPlaneUnavailable(
-                f"control plane unavailable: `{tool}` is not installed; {BUILD_SCRIPT} needs it"
+                f"control plane unavailable: `{tool}` is not installed; {script} needs it"
             )
     tail: deque[str] = deque(maxlen=200)
     proc = subprocess.Popen(
-        ["bash", str(BUILD_SCRIPT)],
+        ["bash", str(script)],
         cwd=REPO_ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -130,14 +155,7 @@ def ensure_binaries(*, echo: IO[str] | None = None, timeout: float = 3 * 3600) -
     lines = [line for line in stdout.splitlines() if line.strip()]
     if proc.returncode != 0 or not lines:
         raise ControlPlaneUnavailable(_explain(proc.returncode, list(tail)))
-    cache_dir = Path(lines[-1])
-    missing = [name for name in BINARIES if not (cache_dir / "bin" / name).is_file()]
-    if missing or not (cache_dir / "kwok.yaml").is_file():
-        raise ControlPlaneUnavailable(
-            f"control plane unavailable: {BUILD_SCRIPT} reported {cache_dir}, but it lacks "
-            f"{', '.join(missing) or 'kwok.yaml'}"
-        )
-    return cache_dir
+    return lines[-1]
 
 
 def build_summary(cache_dir: Path) -> str:

@@ -226,6 +226,7 @@ def test_metrics_show_a_real_drain(
         settings=settings,
     )
     observed = metrics.Metrics()
+    observed.prime(ops.clusters())
     ops.subscribe(observed.observe_event)
 
     def relax_once_blocked(event: ProgressEvent) -> None:
@@ -261,14 +262,14 @@ def test_metrics_show_a_real_drain(
         for line in text.splitlines()
         if line and not line.startswith("#")
     }
-    assert samples['scalebot_operations_total{kind="drain",state="running"}'] == 1
-    assert samples['scalebot_operations_total{kind="drain",state="succeeded"}'] == 1
-    assert samples['scalebot_evictions_total{result="evicted"}'] == 3
-    assert samples['scalebot_evictions_total{result="pdb_blocked"}'] >= 1
-    assert samples["scalebot_drain_duration_seconds_count"] == 1
-    assert samples["scalebot_drain_duration_seconds_sum"] > 0
-    assert samples['scalebot_operation_duration_seconds_count{kind="drain"}'] == 1
-    assert samples["scalebot_force_deleted_pods_total"] == 0
+    assert samples['scalebot_operations_total{cluster="e2e",kind="drain",state="running"}'] == 1
+    assert samples['scalebot_operations_total{cluster="e2e",kind="drain",state="succeeded"}'] == 1
+    assert samples['scalebot_evictions_total{cluster="e2e",result="evicted"}'] == 3
+    assert samples['scalebot_evictions_total{cluster="e2e",result="pdb_blocked"}'] >= 1
+    assert samples['scalebot_drain_duration_seconds_count{cluster="e2e"}'] == 1
+    assert samples['scalebot_drain_duration_seconds_sum{cluster="e2e"}'] > 0
+    assert samples['scalebot_operation_duration_seconds_count{cluster="e2e",kind="drain"}'] == 1
+    assert samples['scalebot_force_deleted_pods_total{cluster="e2e"}'] == 0
     # OpenMetrics, for scrapers that ask for it.
     request = urllib.request.Request(
         f"http://127.0.0.1:{server.port}/metrics",

@@ -14,6 +14,7 @@ the API server refusing a real out-of-policy request.
 
 from __future__ import annotations
 
+import re
 import tempfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +38,8 @@ BASE = REPO / "manifests" / "base"
 OVERLAYS = REPO / "manifests" / "overlays"
 SIMULATED_NODES = REPO / "manifests" / "components" / "simulated-nodes" / "rbac.yaml"
 SA = ("scalebot", "scalebot")  # namespace, name
+GENERATED_CONFIG = re.compile(r"^configmap/scalebot-config-[a-z0-9]+$")
+"""The configMapGenerator's ConfigMap: its name ends in a hash of the config."""
 
 BASE_OBJECTS = {
     "namespace/scalebot",
@@ -220,7 +223,11 @@ def test_overlay_passes_a_server_side_dry_run(
     assert builders.get_or_none(admin_api, "/api/v1/namespaces/scalebot") is not None
     result = control_plane.kubectl("apply", "--dry-run=server", "-k", str(OVERLAYS / overlay), timeout=120)
     assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
-    applied = {line.split()[0] for line in result.stdout.splitlines() if "(server dry run)" in line}
+    applied = {
+        GENERATED_CONFIG.sub("configmap/scalebot-config", line.split()[0])
+        for line in result.stdout.splitlines()
+        if "(server dry run)" in line
+    }
     expected = BASE_OBJECTS | ({"service/scalebot"} if overlay == "http" else set())
     assert applied == expected
     # The namespace warns at PodSecurity `restricted`: a pod template that breaks it is reported here.
@@ -260,13 +267,12 @@ def test_each_overlay_requires_its_own_slack_secret(
 
 
 def test_example_config_is_valid_for_the_settings_loader() -> None:
-    configmap = yaml.safe_load((BASE / "configmap.yaml").read_text())
     deployment = yaml.safe_load((BASE / "deployment.yaml").read_text())
     env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["SCALEBOT_CONFIG"] == "/etc/scalebot/config.yaml" and env["SCALEBOT_DB"] == "/data/scalebot.db"
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "config.yaml"
-        path.write_text(configmap["data"]["config.yaml"])
+        path.write_text((BASE / "config.yaml").read_text())
         loaded = settings.load(path, {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"})
     assert loaded.server.health_port == 8080 and loaded.server.http_port == 3000
     assert loaded.clusters["management"].context == "", "in-cluster: no kubeconfig context"

@@ -10,20 +10,24 @@ content). Then SIGTERM: the process exits 0.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from bot.blocks import ACTION_APPROVE
 from localcluster import builders
+from tests import monitoring
 from tests.slack.harness import Signer, SlackApiServer, all_text, buttons_of, get, post
 
 pytestmark = pytest.mark.e2e
@@ -32,6 +36,7 @@ REPO = Path(__file__).resolve().parents[2]
 CHANNEL = "C0PLATFORM"
 OPERATOR, APPROVER = "U0OPERATOR", "U0APPROVER"
 SECRET = "e2e-signing-secret"
+RFC3339_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 
 
 def free_port() -> int:
@@ -54,8 +59,9 @@ def running(
     unique_name: str,
     tmp_path: Path,
     node_pool: Callable[..., list[str]],
-) -> Iterator[tuple[str, list[str], subprocess.Popen[str]]]:
+) -> Iterator[Running]:
     pool = f"{unique_name}-web"
+    health_port = free_port()
     pool_key = f"{unique_name}.scalebot.test/pool"
     nodes = node_pool(2, name=pool, labels={pool_key: pool})
     with scalebot_run(
@@ -75,16 +81,32 @@ def running(
                 },
             }
         },
+        global_args=("-v", "--log-format", "json"),
+        health_port=health_port,
     ) as (url, proc):
-        yield url, nodes, proc
+        yield Running(url, nodes, proc, f"http://127.0.0.1:{health_port}", tmp_path / "scalebot.log")
+
+
+class Running(NamedTuple):
+    url: str
+    nodes: list[str]
+    proc: subprocess.Popen[str]
+    health_url: str
+    log: Path
 
 
 @contextlib.contextmanager
 def scalebot_run(
-    slack: SlackApiServer, tmp_path: Path, clusters: dict[str, Any]
+    slack: SlackApiServer,
+    tmp_path: Path,
+    clusters: dict[str, Any],
+    *,
+    global_args: Sequence[str] = (),
+    health_port: int | None = None,
 ) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    """`scalebot run` in HTTP mode on free ports, its Web API calls going to `slack`; stopped after."""
-    http_port, health_port = free_port(), free_port()
+    """`scalebot run` in HTTP mode on free ports, its Web API calls going to `slack`; stopped after.
+    Its output (stdout and stderr) goes to `tmp_path/scalebot.log`."""
+    http_port, health_port = free_port(), health_port or free_port()
     config = {
         "server": {"host": "127.0.0.1", "http_port": http_port, "health_port": health_port},
         "channels": {CHANNEL: next(iter(clusters))},
@@ -106,6 +128,7 @@ def scalebot_run(
             sys.executable,
             "-m",
             "bot",
+            *global_args,
             "run",
             "--config",
             str(tmp_path / "config.yaml"),
@@ -138,12 +161,12 @@ def _ready(url: str, proc: subprocess.Popen[str]) -> bool:
 
 
 def test_zero_request_approval_progress_and_completion(
-    running: tuple[str, list[str], subprocess.Popen[str]],
+    running: Running,
     slack: SlackApiServer,
     kube_admin: Any,
     unique_name: str,
 ) -> None:
-    url, nodes, proc = running
+    url, nodes, proc = running.url, running.nodes, running.proc
     signer = Signer(SECRET)
     pool = f"{unique_name}-web"
     body = signer.slash_command(
@@ -193,8 +216,29 @@ def test_zero_request_approval_progress_and_completion(
     # verification; none per request.
     assert len(slack.calls_to("auth.test")) == 2
 
+    # /metrics of the real run: the operation under its cluster, the pool's nodes, no _created.
+    exposition = get(f"{running.health_url}/metrics").body
+    samples = {s.name: s for f in text_string_to_metric_families(exposition) for s in f.samples}
+    assert 'scalebot_operations_total{cluster="dev",kind="zero",state="succeeded"} 1.0' in exposition
+    assert f'scalebot_pool_nodes{{cluster="dev",pool="{pool}",state="ready"}} 0.0' in exposition
+    assert "scalebot_leader" in samples and "_created" not in exposition
+    # The chart's alerts and dashboard read only what this run exposes.
+    assert monitoring.problems(exposition) == []
+
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(30) == 0
+    # Every line of the run is a JSON log line (the start-up line too), in RFC 3339 UTC, with the
+    # snake_case fields of the operation it concerns; Bolt warns of nothing on start.
+    lines = running.log.read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    assert len(records) > 10
+    assert all(RFC3339_UTC.fullmatch(r["time"]) for r in records)
+    assert [r for r in records if r["msg"].startswith("scalebot running: dev")]
+    cordons = [r for r in records if r["msg"] == "Cordoning Node"]
+    assert {r["node"] for r in cordons} == set(nodes)
+    assert all(r.get("operation") and r.get("cluster") == "dev" for r in cordons), cordons
+    assert not [r for r in records if r["logger"].startswith("scalebot.bolt") and r["level"] == "WARNING"]
+    assert "will be unused" not in running.log.read_text()
 
 
 @pytest.fixture

@@ -211,7 +211,7 @@ def test_exposed_ports_are_the_manifests_ports() -> None:
     http_patch = yaml.safe_load(manifest("overlays", "http", "kustomization.yaml")["patches"][0]["patch"])
     overlay_ports = {op["value"]["containerPort"] for op in http_patch if op["path"].endswith("/ports/-")}
     assert base_ports | overlay_ports == exposed
-    server = yaml.safe_load(manifest("base", "configmap.yaml")["data"]["config.yaml"])["server"]
+    server = manifest("base", "config.yaml")["server"]
     assert {server["http_port"], server["health_port"]} == exposed
     assert manifest("overlays", "http", "service.yaml")["spec"]["ports"][0]["port"] in overlay_ports
 

@@ -11,8 +11,11 @@ an operation whose drain has not started counts nothing.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,8 +24,10 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web import SlackResponse
 
 from bot import metrics
+from engine.announcement import NextEvent
 from engine.drain_state import DrainState, PodFailure
 from engine.kube import errors
+from engine.model import NodeInfo
 from engine.operation import (
     DrainProgress,
     Operation,
@@ -33,7 +38,9 @@ from engine.operation import (
     ProgressEvent,
     ProgressKind,
     Target,
+    WakeProgress,
 )
+from engine.pools.base import Pool, RestoreRecord
 
 T0 = datetime(2026, 3, 1, 22, 0, tzinfo=UTC)
 PDB_KEY = (
@@ -102,17 +109,19 @@ def test_a_drain_counts_states_evictions_and_durations(m: metrics.Metrics) -> No
     m.observe_event(event(done, "phase", "Drain completed"))
     m.observe_event(event(done, "final", "Completed in 1m40s", final=True))
 
-    assert value(m, "scalebot_operations_total", kind="drain", state="running") == 1
-    assert value(m, "scalebot_operations_total", kind="drain", state="succeeded") == 1
-    assert value(m, "scalebot_evictions_total", result="evicted") == 7
-    assert value(m, "scalebot_evictions_total", result="pdb_blocked") == 3
-    assert value(m, "scalebot_evictions_total", result="multi_pdb") == 1
-    assert value(m, "scalebot_evictions_total", result="rate_limited") == 1
-    assert value(m, "scalebot_evictions_total", result="error") == 0
-    assert value(m, "scalebot_drain_duration_seconds_count") == 1
-    assert value(m, "scalebot_drain_duration_seconds_sum") == 90  # from started_at (22:00:10) to 22:01:40
-    assert value(m, "scalebot_operation_duration_seconds_count", kind="drain") == 1
-    assert value(m, "scalebot_operation_duration_seconds_sum", kind="drain") == 100
+    assert value(m, "scalebot_operations_total", cluster="prod", kind="drain", state="running") == 1
+    assert value(m, "scalebot_operations_total", cluster="prod", kind="drain", state="succeeded") == 1
+    assert value(m, "scalebot_evictions_total", cluster="prod", result="evicted") == 7
+    assert value(m, "scalebot_evictions_total", cluster="prod", result="pdb_blocked") == 3
+    assert value(m, "scalebot_evictions_total", cluster="prod", result="multi_pdb") == 1
+    assert value(m, "scalebot_evictions_total", cluster="prod", result="rate_limited") == 1
+    assert value(m, "scalebot_evictions_total", cluster="prod", result="error") == 0
+    assert value(m, "scalebot_drain_duration_seconds_count", cluster="prod") == 1
+    assert (
+        value(m, "scalebot_drain_duration_seconds_sum", cluster="prod") == 90
+    )  # from started_at (22:00:10) to 22:01:40
+    assert value(m, "scalebot_operation_duration_seconds_count", cluster="prod", kind="drain") == 1
+    assert value(m, "scalebot_operation_duration_seconds_sum", cluster="prod", kind="drain") == 100
 
 
 def test_a_repeated_final_event_counts_nothing_twice(m: metrics.Metrics) -> None:
@@ -120,33 +129,33 @@ def test_a_repeated_final_event_counts_nothing_twice(m: metrics.Metrics) -> None
     m.observe_event(event(operation(), "state"))
     for _ in range(3):
         m.observe_event(event(done, "final", "Failed", final=True))
-    assert value(m, "scalebot_operations_total", kind="drain", state="failed") == 1
-    assert value(m, "scalebot_operation_duration_seconds_count", kind="drain") == 1
+    assert value(m, "scalebot_operations_total", cluster="prod", kind="drain", state="failed") == 1
+    assert value(m, "scalebot_operation_duration_seconds_count", cluster="prod", kind="drain") == 1
 
 
 def test_a_resumed_operation_counts_only_what_happens_after_it_is_first_seen(m: metrics.Metrics) -> None:
     before = drain_data(evicted=10, failures={"a": (PDB_KEY, 4)})
     m.observe_event(event(operation(at=300, drain=before)))
-    assert value(m, "scalebot_evictions_total", result="evicted") == 0
-    assert value(m, "scalebot_evictions_total", result="pdb_blocked") == 0
+    assert value(m, "scalebot_evictions_total", cluster="prod", result="evicted") == 0
+    assert value(m, "scalebot_evictions_total", cluster="prod", result="pdb_blocked") == 0
     after = drain_data(evicted=12, failures={"a": (PDB_KEY, 5)})
     m.observe_event(event(operation(at=330, drain=after)))
-    assert value(m, "scalebot_evictions_total", result="evicted") == 2
-    assert value(m, "scalebot_evictions_total", result="pdb_blocked") == 1
+    assert value(m, "scalebot_evictions_total", cluster="prod", result="evicted") == 2
+    assert value(m, "scalebot_evictions_total", cluster="prod", result="pdb_blocked") == 1
 
 
 def test_force_deleted_pods_are_counted_by_growth(m: metrics.Metrics) -> None:
     m.observe_event(event(operation(kind=OpKind.ZERO), "phase"))
     m.observe_event(event(operation(kind=OpKind.ZERO, force_deleted=("ns/a", "ns/b")), "phase"))
     m.observe_event(event(operation(kind=OpKind.ZERO, force_deleted=("ns/a", "ns/b", "ns/c")), "phase"))
-    assert value(m, "scalebot_force_deleted_pods_total") == 3
+    assert value(m, "scalebot_force_deleted_pods_total", cluster="prod") == 3
 
 
 def test_an_operation_whose_drain_has_not_started_counts_nothing(m: metrics.Metrics) -> None:
     m.observe_event(event(operation()))
     m.observe_event(event(operation(), "phase", "Drain completed"))
-    assert value(m, "scalebot_drain_duration_seconds_count") == 0
-    assert value(m, "scalebot_evictions_total", result="evicted") == 0
+    assert value(m, "scalebot_drain_duration_seconds_count", cluster="prod") == 0
+    assert value(m, "scalebot_evictions_total", cluster="prod", result="evicted") == 0
 
 
 @pytest.mark.parametrize(
@@ -218,57 +227,183 @@ def test_sender_hooks_count_errors_retries_and_coalesced_updates(m: metrics.Metr
     assert value(m, "scalebot_slack_api_calls_total", method="chat.postMessage", outcome="ok") == 0
 
 
-def test_schedule_gauge_is_set_and_removed(m: metrics.Metrics) -> None:
-    at = datetime(2026, 3, 2, 19, 0, tzinfo=UTC)
-    m.set_next_scheduled_event("nightly", "zero", at)
-    assert value(m, "scalebot_next_scheduled_event_timestamp_seconds", schedule="nightly", action="zero") == (
-        at.timestamp()
-    )
-    m.set_next_scheduled_event("nightly", "zero", None)
-    m.set_next_scheduled_event("never-set", "wake", None)
-    assert (
-        m.registry.get_sample_value(
-            "scalebot_next_scheduled_event_timestamp_seconds", {"schedule": "nightly", "action": "zero"}
-        )
-        is None
-    )
-
-
 def test_no_token_ever_reaches_the_exposition(m: metrics.Metrics) -> None:
     token = "xoxb-1234-5678-abcdefSECRET"
-    m.set_next_scheduled_event(f"pasted {token}", "zero", T0)
+    m.observe_slack_retry(f"pasted {token}", "rate_limited")
     m.observe_slack_error("chat.update", f"invalid_auth {token}")
     text = generate_latest(m.registry).decode()
     assert "abcdefSECRET" not in text and "xoxb-***" in text
 
 
-def test_every_documented_series_is_exposed(m: metrics.Metrics) -> None:
-    m.set_leader(True)
-    text = generate_latest(m.registry).decode()
-    for name in (
-        "scalebot_operations_total",
-        "scalebot_evictions_total",
-        "scalebot_drain_duration_seconds",
-        "scalebot_operation_duration_seconds",
-        "scalebot_force_deleted_pods_total",
-        "scalebot_slack_api_calls_total",
-        "scalebot_slack_api_errors_total",
-        "scalebot_slack_api_retries_total",
-        "scalebot_next_scheduled_event_timestamp_seconds",
-        "scalebot_leader",
-    ):
-        assert f"# TYPE {name.removesuffix('_total')}" in text, name
-    for result in metrics.EVICTION_RESULTS:
-        assert f'scalebot_evictions_total{{result="{result}"}} 0.0' in text
-    assert "scalebot_leader 1.0" in text
-
-
 def test_the_module_function_feeds_the_process_registry() -> None:
     op = replace(operation(state=OpState.REJECTED, kind=OpKind.WAKE), id="module-level")
-    before = value(metrics.DEFAULT, "scalebot_operations_total", kind="wake", state="rejected")
-    durations = value(metrics.DEFAULT, "scalebot_operation_duration_seconds_count", kind="wake")
-    metrics.observe_event(event(op, "final", final=True))
-    assert value(metrics.DEFAULT, "scalebot_operations_total", kind="wake", state="rejected") == before + 1
-    assert value(metrics.DEFAULT, "scalebot_operation_duration_seconds_count", kind="wake") == durations, (
-        "a rejected operation never ran: no duration"
+    before = value(
+        metrics.DEFAULT, "scalebot_operations_total", cluster="prod", kind="wake", state="rejected"
     )
+    durations = value(
+        metrics.DEFAULT, "scalebot_operation_duration_seconds_count", cluster="prod", kind="wake"
+    )
+    metrics.observe_event(event(op, "final", final=True))
+    assert (
+        value(metrics.DEFAULT, "scalebot_operations_total", cluster="prod", kind="wake", state="rejected")
+        == before + 1
+    )
+    assert (
+        value(metrics.DEFAULT, "scalebot_operation_duration_seconds_count", cluster="prod", kind="wake")
+        == durations
+    ), "a rejected operation never ran: no duration"
+
+
+def test_no_created_series_are_exposed(m: metrics.Metrics) -> None:
+    m.observe_event(event(operation(), "state"))
+    m.observe_slack_error("chat.update", "channel_not_found")
+    text = generate_latest(m.registry).decode()
+    assert "scalebot_operations_total{" in text
+    assert "_created" not in text
+
+
+def test_a_wake_short_of_its_size_is_counted_once_and_a_full_one_not(m: metrics.Metrics) -> None:
+    def wake(op_id: str, ready: int, wanted: int) -> Operation:
+        op = operation(kind=OpKind.WAKE, state=OpState.SUCCEEDED, at=60)
+        progress = replace(op.progress, wake=WakeProgress(ready=ready, wanted=wanted))
+        return replace(op, id=op_id, progress=progress)
+
+    m.observe_event(event(wake("short", 2, 3), "final", final=True))
+    m.observe_event(event(wake("short", 2, 3), "final", final=True))
+    m.observe_event(event(wake("full", 3, 3), "final", final=True))
+    assert value(m, "scalebot_wakes_short_total", cluster="prod") == 1
+
+
+def test_losing_the_lease_is_counted(m: metrics.Metrics) -> None:
+    m.set_leader(False)  # a standby that never led lost nothing
+    m.set_leader(True)
+    m.set_leader(False)
+    assert value(m, "scalebot_leader_lost_total") == 1
+    assert value(m, "scalebot_leader") == 0
+
+
+def node(name: str, *, ready: str = "True", unschedulable: bool = False) -> NodeInfo:
+    return NodeInfo(name=name, ready=ready, unschedulable=unschedulable)
+
+
+def test_pool_nodes_count_each_node_once_and_what_a_wake_brings_back() -> None:
+    nodes = {
+        "a": node("a"),
+        "b": node("b", unschedulable=True),
+        "c": node("c", ready="False"),
+        "d": node("d", ready="False", unschedulable=True),
+    }
+    pool = Pool(name="web", provider="labels", desired=5, nodes=("a", "b", "c", "d", "unlisted"))
+    assert metrics.pool_nodes(pool, nodes) == metrics.PoolNodes(ready=1, not_ready=2, cordoned=2, asleep=0)
+    restore = RestoreRecord(desired=3, min_size=0, max_size=None, recorded_at=T0, operation_id="op-1")
+    asleep = Pool(name="web", provider="labels", desired=0, restore=restore)
+    assert metrics.pool_nodes(asleep, nodes) == metrics.PoolNodes(asleep=3)
+
+
+class State:
+    """A StateSource with fixed answers; `reads` counts the pool listings."""
+
+    def __init__(self, active: Sequence[Operation]) -> None:
+        self.active = active
+        self.reads = 0
+        self.fail = False
+
+    def clusters(self) -> Sequence[str]:
+        return ["prod"]
+
+    def pools(self, cluster: str) -> Mapping[str, metrics.PoolNodes]:
+        self.reads += 1
+        if self.fail:
+            raise OSError("connection refused")
+        return {"web": metrics.PoolNodes(ready=2, cordoned=1, asleep=1)}
+
+    def active_operations(self) -> Sequence[Operation]:
+        return self.active
+
+    def next_event(self, cluster: str) -> NextEvent | None:
+        return NextEvent(action="sleep", schedule="nightly", at=T0 + timedelta(hours=1), tz="UTC")
+
+
+def test_the_present_state_is_read_at_scrape_time_with_cluster_and_pool_labels() -> None:
+    m = metrics.Metrics()
+    waiting = replace(operation(state=OpState.AWAITING_APPROVAL, at=30), id="op-2")
+    state = State([operation(at=10), operation(at=20), waiting])
+    clock = [0.0]
+    collector = metrics.StateCollector(state, refresh_seconds=30, monotonic=lambda: clock[0])
+    m.prime(state.clusters())
+    m.registry.register(collector)
+    ops = {"cluster": "prod", "kind": "drain"}
+    assert value(m, "scalebot_operations_active", **ops, state="running") == 2
+    assert value(m, "scalebot_operations_active", **ops, state="awaiting_approval") == 1
+    assert m.registry.get_sample_value("scalebot_operations_active", {**ops, "state": "failed"}) is None
+    assert (
+        m.registry.get_sample_value(
+            "scalebot_operations_active", {"cluster": "prod", "kind": "zero", "state": "running"}
+        )
+        == 0
+    )
+    oldest = m.registry.get_sample_value(
+        "scalebot_operation_oldest_update_timestamp_seconds", {"cluster": "prod", "state": "running"}
+    )
+    assert oldest == (T0 + timedelta(seconds=10)).timestamp()
+    pool = {"cluster": "prod", "pool": "web"}
+    assert value(m, "scalebot_pool_nodes", **pool, state="ready") == 2
+    assert value(m, "scalebot_pool_nodes", **pool, state="cordoned") == 1
+    assert value(m, "scalebot_pool_nodes", **pool, state="asleep") == 1
+    assert value(m, "scalebot_pool_nodes", **pool, state="not_ready") == 0
+    event_labels = {"cluster": "prod", "schedule": "nightly", "action": "sleep"}
+    assert (
+        value(m, "scalebot_next_scheduled_event_timestamp_seconds", **event_labels)
+        == (T0 + timedelta(hours=1)).timestamp()
+    )
+    reads = state.reads
+    generate_latest(m.registry)
+    assert state.reads == reads, "pools are listed at most once per refresh interval"
+    clock[0] = 31.0
+    state.fail = True
+    assert value(m, "scalebot_pool_nodes", **pool, state="ready") == 2, (
+        "an unreadable cluster keeps its last counts"
+    )
+    assert state.reads == reads + 1
+    # Counters concerning a cluster exist from the start, at zero.
+    assert (
+        m.registry.get_sample_value("scalebot_evictions_total", {"cluster": "prod", "result": "evicted"}) == 0
+    )
+    assert m.registry.get_sample_value("scalebot_wakes_short_total", {"cluster": "prod"}) == 0
+
+
+README = Path(__file__).resolve().parents[3] / "README.md"
+_ROW = re.compile(r"^\| `(scalebot_[a-z_]+)` \| (counter|gauge|histogram) \| ([^|]*) \| [^|]+ \|$")
+
+
+def fed() -> metrics.Metrics:
+    """Metrics in which every series has a sample (each one is fed once)."""
+    m = metrics.Metrics()
+    m.watch(State([operation()]))
+    m.observe_event(
+        event(operation(state=OpState.SUCCEEDED, drain=drain_data(evicted=1)), "final", final=True)
+    )
+    m.observe_slack_call("chat.update", "ok")
+    m.observe_slack_error("chat.update", "channel_not_found")
+    m.observe_slack_retry("chat.update", "rate_limited")
+    m.slack_coalesced.inc()
+    m.set_leader(True)
+    return m
+
+
+def test_the_readme_metrics_reference_lists_exactly_the_exposed_metrics() -> None:
+    """Every metric with its type and labels."""
+    m = fed()
+    exposed = {}
+    for family in m.registry.collect():
+        name = f"{family.name}_total" if family.type == "counter" else family.name
+        labels = {label for sample in family.samples for label in sample.labels} - {"le"}
+        exposed[name] = (family.type, frozenset(labels))
+    documented = {}
+    for line in README.read_text().splitlines():
+        found = _ROW.match(line)
+        if found:
+            labels = frozenset(re.findall(r"`([a-z_]+)`", found.group(3)))
+            documented[found.group(1)] = (found.group(2), labels)
+    assert len(documented) > 10
+    assert documented == exposed

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.settings import Secret, SettingsError, load
+from bot.settings import Secret, SettingsError, forget_secret_env, load
 from engine.policy import Role
 
 ENV = {"SLACK_BOT_TOKEN": "xoxb-1-secret", "SLACK_SIGNING_SECRET": "s3cr3t-signing"}
@@ -287,3 +287,17 @@ def test_workloads_return_timeout_is_a_duration(tmp_path: Path) -> None:
     assert "workloads_return_timeout: a duration needs a unit" in error(
         tmp_path, "workloads_return_timeout: 5\n"
     )
+
+
+def test_the_slack_secrets_leave_the_environment_once_the_settings_hold_them() -> None:
+    env = {
+        "SLACK_BOT_TOKEN": "xoxb-1-abc",
+        "SLACK_APP_TOKEN": "xapp-1-def",
+        "SLACK_SIGNING_SECRET": "s3cret",
+        "SCALEBOT_DB": "/data/scalebot.db",
+    }
+    loaded = load(None, env)
+    forget_secret_env(env)
+    assert env == {"SCALEBOT_DB": "/data/scalebot.db"}
+    assert loaded.slack.bot_token.reveal() == "xoxb-1-abc"
+    assert loaded.slack.app_token is not None and loaded.slack.app_token.reveal() == "xapp-1-def"

@@ -1,0 +1,196 @@
+"""charts/scalebot against the Kustomize base and the real API server, with the pinned helm.
+
+Covers: `helm lint` passes with the default and the full values file (every option on); a values
+file the schema refuses fails at install with the key named; both Slack modes render exactly the
+objects the matching Kustomize overlay renders (labels that differ by design normalised: Helm's
+release labels, the generated ConfigMap's hash suffix, the checksum annotation; the Namespace is
+Kustomize's alone, Helm installs into one); a config change rolls the pod in both (checksum
+annotation, configMapGenerator name); and the rendered objects of both values files pass
+`kubectl apply --dry-run=server` as admin (validation and admission, PodSecurity included).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import yaml
+
+from localcluster import builders
+from localcluster.binaries import ensure_helm
+
+if TYPE_CHECKING:
+    from localcluster.controlplane import ControlPlane
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "charts" / "scalebot"
+FULL = CHART / "ci" / "full-values.yaml"
+MANIFESTS = REPO / "manifests"
+HELM_ONLY_LABELS = {
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/version",
+    "app.kubernetes.io/managed-by",
+    "helm.sh/chart",
+}
+CHECKSUM = "checksum/config"
+GENERATED = re.compile(r"^(scalebot-config)-[a-z0-9]{10}$")
+POD_SECURITY = {
+    "pod-security.kubernetes.io/enforce": "baseline",
+    "pod-security.kubernetes.io/warn": "restricted",
+}
+CLUSTER_SCOPED_POLICY = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+MONITORING_KINDS = {"PrometheusRule"}
+"""Objects of the Prometheus Operator's CRDs, which the local control plane does not serve."""
+
+
+@pytest.fixture(scope="module")
+def helm() -> Path:
+    return ensure_helm()
+
+
+def run(*args: str | Path, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(a) for a in args], capture_output=True, text=True, check=check, timeout=120)
+
+
+def template(helm: Path, *args: str | Path) -> list[dict[str, Any]]:
+    out = run(helm, "template", "scalebot", CHART, "--namespace", "scalebot", *args).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def kustomize(control_plane: ControlPlane, path: Path) -> list[dict[str, Any]]:
+    out = control_plane.kubectl("kustomize", str(path), check=True).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def normalised(docs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """Objects by (kind, name), with what differs by design taken out."""
+    found = {}
+    for original in docs:
+        doc = copy.deepcopy(original)
+        if doc["kind"] == "Namespace":
+            continue
+        for meta in (doc["metadata"], doc.get("spec", {}).get("template", {}).get("metadata", {})):
+            labels = meta.get("labels") or {}
+            for key in HELM_ONLY_LABELS | {"app.kubernetes.io/part-of"}:
+                labels.pop(key, None)
+            (meta.get("annotations") or {}).pop(CHECKSUM, None)
+        doc["metadata"]["name"] = GENERATED.sub(r"\1", doc["metadata"]["name"])
+        if doc["kind"] in CLUSTER_SCOPED_POLICY:  # kustomize sets a namespace the server ignores
+            doc["metadata"].pop("namespace", None)
+        if doc["kind"] == "ConfigMap":
+            doc["data"] = {k: yaml.safe_load(v) for k, v in doc["data"].items()}
+        if doc["kind"] == "Deployment":
+            for volume in doc["spec"]["template"]["spec"]["volumes"]:
+                if "configMap" in volume:
+                    volume["configMap"]["name"] = GENERATED.sub(r"\1", volume["configMap"]["name"])
+        found[(doc["kind"], doc["metadata"]["name"])] = doc
+    return found
+
+
+def test_helm_lint_passes_with_the_default_and_the_full_values(helm: Path) -> None:
+    for extra in ((), ("--values", str(FULL))):
+        result = run(helm, "lint", "--strict", CHART, *extra, check=False)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "1 chart(s) linted, 0 chart(s) failed" in result.stdout
+
+
+@pytest.mark.parametrize(("setting", "key"), [
+    ("slack.mode=websocket", "/slack/mode"),
+    ("config.workers=0", "/config/workers"),
+    ("config.clusters.prod.default_channels[0]=general", "/config/clusters/prod/default_channels/0"),
+    ("config.unknown_key=1", "/config"),
+    ("grants.capiWorkloadKubeconfig.enabled=true", "/grants/capiWorkloadKubeconfig/secretNames"),
+])  # fmt: skip
+def test_the_values_schema_refuses_bad_values_naming_the_key(helm: Path, setting: str, key: str) -> None:
+    result = run(helm, "template", "scalebot", CHART, "--set", setting, check=False)
+    assert result.returncode != 0
+    assert "values don't meet the specifications of the schema" in result.stderr
+    assert f"at '{key}'" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(("mode", "overlay"), [("socket", "socket-mode"), ("http", "http")])
+def test_helm_and_kustomize_render_the_same_objects(
+    helm: Path, control_plane: ControlPlane, mode: str, overlay: str
+) -> None:
+    rendered = normalised(template(helm, "--set", f"slack.mode={mode}"))
+    kustomized = normalised(kustomize(control_plane, MANIFESTS / "overlays" / overlay))
+    assert sorted(rendered) == sorted(kustomized)
+    for key, obj in kustomized.items():
+        assert rendered[key] == obj, key
+    # Both carry the part-of label the comparison took out, and Helm its release labels.
+    for docs in (template(helm), kustomize(control_plane, MANIFESTS / "overlays" / overlay)):
+        assert all(d["metadata"]["labels"]["app.kubernetes.io/part-of"] == "scalebot" for d in docs)
+
+
+def _pod_template(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    return dict(deployment["spec"]["template"])
+
+
+@pytest.fixture
+def base_copy(tmp_path: Path) -> Iterator[Path]:
+    """A copy of manifests/ whose base config a test may edit."""
+    copy_root = tmp_path / "manifests"
+    shutil.copytree(MANIFESTS, copy_root)
+    yield copy_root
+
+
+def test_a_config_change_rolls_the_pod(helm: Path, control_plane: ControlPlane, base_copy: Path) -> None:
+    before = _pod_template(template(helm))["metadata"]["annotations"][CHECKSUM]
+    again = _pod_template(template(helm))["metadata"]["annotations"][CHECKSUM]
+    after = _pod_template(template(helm, "--set", "config.workers=4"))["metadata"]["annotations"][CHECKSUM]
+    assert before == again != after
+
+    def config_map_name(root: Path) -> str:
+        volumes = _pod_template(kustomize(control_plane, root / "overlays" / "socket-mode"))["spec"][
+            "volumes"
+        ]
+        (name,) = [v["configMap"]["name"] for v in volumes if "configMap" in v]
+        return str(name)
+
+    first = config_map_name(base_copy)
+    config = base_copy / "base" / "config.yaml"
+    config.write_text(config.read_text().replace("workers: 8", "workers: 4"))
+    second = config_map_name(base_copy)
+    assert GENERATED.match(first) and GENERATED.match(second) and first != second
+
+
+@pytest.mark.parametrize("values", ["default", "full"])
+def test_the_rendered_objects_pass_a_server_side_dry_run(
+    helm: Path, control_plane: ControlPlane, admin_api: Any, unique_name: str, values: str
+) -> None:
+    """Into a namespace of the test's own (the grants' namespaces too), as `helm install` would."""
+    namespaces = [f"{unique_name}-sb", f"{unique_name}-capi", f"{unique_name}-gd"]
+    # The namespace warns at PodSecurity `restricted` as manifests/base/namespace.yaml does.
+    builders.create_namespace(admin_api, namespaces[0], labels=POD_SECURITY)
+    for name in namespaces[1:]:
+        builders.create_namespace(admin_api, name)
+    try:
+        args = ["--namespace", namespaces[0]]
+        if values == "full":
+            args += [
+                "--values", str(FULL),
+                "--set", f"grants.capiWorkloadKubeconfig.namespace={namespaces[1]}",
+                "--set", f"grants.gardener.namespace={namespaces[2]}",
+            ]  # fmt: skip
+        out = run(helm, "template", f"scalebot-{unique_name[-6:]}", CHART, *args).stdout
+        docs = [d for d in yaml.safe_load_all(out) if d and d["kind"] not in MONITORING_KINDS]
+        result = control_plane.kubectl(
+            "apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump_all(docs), timeout=120
+        )
+        assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+        applied = [line for line in result.stdout.splitlines() if "(server dry run)" in line]
+        assert len(applied) == len(docs) >= 8
+        # The namespace warns at PodSecurity `restricted`: a pod template that breaks it says so here.
+        assert "PodSecurity" not in result.stderr, result.stderr
+    finally:
+        for name in namespaces:
+            builders.delete_namespace(admin_api, name)

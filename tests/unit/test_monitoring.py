@@ -1,0 +1,46 @@
+"""The chart's alerts and dashboard (charts/scalebot/files/) against scalebot's metrics.
+
+Covers: every alert names the case it is for; every expression parses as PromQL and reads only
+metrics and labels that scalebot exposes (a fully fed `Metrics`; tests/e2e/test_slack_run.py checks
+the same against a real run's /metrics); a query on a metric or label that does not exist is
+reported; the chart renders both (PrometheusRule and the dashboard's ConfigMap).
+"""
+
+from __future__ import annotations
+
+from prometheus_client.exposition import generate_latest
+
+from tests import monitoring
+from tests.unit.bot import test_metrics
+
+
+def fed() -> str:
+    """The exposition of a `Metrics` in which every series has a sample."""
+    return generate_latest(test_metrics.fed().registry).decode()
+
+
+def test_every_alert_and_panel_query_reads_exposed_metrics_and_labels() -> None:
+    assert len(monitoring.queries()) >= 20
+    assert monitoring.problems(fed()) == []
+
+
+def test_the_alerts_cover_the_cases_operators_asked_for() -> None:
+    alerts = {
+        q.where.removeprefix("alert "): q.expr for q in monitoring.queries() if q.where.startswith("alert ")
+    }
+    assert "scalebot_operations_total" in alerts["ScalebotOperationFailed"]
+    assert "scalebot_operation_oldest_update_timestamp_seconds" in alerts["ScalebotOperationStuck"]
+    assert "scalebot_wakes_short_total" in alerts["ScalebotWakeShortOfSize"]
+    assert "scalebot_leader_lost_total" in alerts["ScalebotLeaseLost"]
+    assert "scalebot_slack_api_errors_total" in alerts["ScalebotSlackErrors"]
+
+
+def test_a_missing_metric_or_label_is_reported() -> None:
+    exposition = fed()
+    without_leader = "\n".join(line for line in exposition.splitlines() if "scalebot_leader_lost" not in line)
+    assert monitoring.problems(without_leader + "\n") == [
+        "alert ScalebotLeaseLost: scalebot_leader_lost_total is not exposed",
+        "panel 'Leader' B: scalebot_leader_lost_total is not exposed",
+    ]
+    no_cluster = exposition.replace('cluster="prod",', "").replace('{cluster="prod"}', "")
+    assert any("has no label cluster" in p for p in monitoring.problems(no_cluster))
