@@ -24,6 +24,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from bot import cli_read, logs, messages, providers, wiring
+from bot.live import LiveDisplay
 from engine import advice, consolidation, drain, drainer, filters, plan
 from engine.clock import ScaledClock, SystemClock
 from engine.durations import DurationError, parse_duration
@@ -802,7 +803,7 @@ def cmd_pool_op(args: argparse.Namespace) -> int:
             raise CliError(str(exc)) from exc
         if any(p.after < p.before for p in planned.pools) or planned.workloads:
             confirm(args, planned.to_text(), f"{args.kind.value} {planned.summary()}")
-    return follow(ops, lambda: ops.request(request))
+    return follow(ops, lambda: ops.request(request), live=live_display(args))
 
 
 def _add_yes_flag(parser: argparse.ArgumentParser) -> None:
@@ -844,19 +845,24 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
     ops = build_operations(
         args, policies=lambda name: {name: ClusterPolicy(cluster=name, consolidation=rules)}
     )
-    return follow(ops, lambda: ops.request(_request(args, ops)))
+    return follow(ops, lambda: ops.request(_request(args, ops)), live=live_display(args))
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
     ops = build_operations(args)
-    return follow(ops, None)
+    return follow(ops, None, live=live_display(args))
 
 
-def follow(ops: Operations, start: Callable[[], Outcome] | None) -> int:
+def live_display(args: argparse.Namespace) -> bool:
+    """A live display on a terminal; plain lines, one per change, in CI logs, pipes and JSON logs."""
+    return args.log_format != "json" and sys.stdout.isatty()
+
+
+def follow(ops: Operations, start: Callable[[], Outcome] | None, *, live: bool = False) -> int:
     """Start (or resume) operations and print their progress until every one has finished."""
     cancel = threading.Event()
     _on_interrupt(cancel)
-    printer = _EventPrinter()
+    printer: _EventPrinter | LiveDisplay = LiveDisplay() if live else _EventPrinter()
     ops.subscribe(printer)
     try:
         return _follow(ops, start, printer, cancel)
@@ -865,7 +871,10 @@ def follow(ops: Operations, start: Callable[[], Outcome] | None) -> int:
 
 
 def _follow(
-    ops: Operations, start: Callable[[], Outcome] | None, printer: _EventPrinter, cancel: threading.Event
+    ops: Operations,
+    start: Callable[[], Outcome] | None,
+    printer: _EventPrinter | LiveDisplay,
+    cancel: threading.Event,
 ) -> int:
     if start is not None:
         outcome = start()
@@ -885,6 +894,8 @@ def _follow(
     while not ops.runner.wait_idle(timeout=0.5):
         if cancel.is_set():
             ops.runner.stop(timeout=0)
+            if isinstance(printer, LiveDisplay):
+                printer.finish(())
             print(
                 "interrupted: the operation resumes from its current step with `scalebot resume`",
                 file=sys.stderr,
@@ -893,6 +904,8 @@ def _follow(
     for why in {**ops.runner.faults, **ops.runner.handed_over}.values():
         print(f"error: {why}", file=sys.stderr, flush=True)
     finished = [ops.get(i) for i in ids]
+    if isinstance(printer, LiveDisplay):
+        printer.finish([op for op in finished if op is not None])
     return (
         EXIT_OK
         if all(op is not None and op.state is OpState.SUCCEEDED for op in finished)
@@ -987,12 +1000,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     ops = new_operations(Store(":memory:"), {handle.name: handle}, {}, SystemClock(), settings=settings)
     print("The demo shortens phase 1 from 5 minutes to 12 seconds.\n", flush=True)
     zero = OperationRequest(kind=OpKind.ZERO, target=Target(cluster=handle.name), requested_by=_user())
-    code = follow(ops, lambda: ops.request(zero))
+    code = follow(ops, lambda: ops.request(zero), live=live_display(args))
     if code != EXIT_OK:
         return code
     print("\nNow waking the cluster back to the recorded sizes:\n", flush=True)
     wake = OperationRequest(kind=OpKind.WAKE, target=Target(cluster=handle.name), requested_by=_user())
-    return follow(ops, lambda: ops.request(wake))
+    return follow(ops, lambda: ops.request(wake), live=live_display(args))
 
 
 def cmd_console(args: argparse.Namespace) -> int:
