@@ -334,7 +334,7 @@ def phase_reply(op: Operation, text: str) -> Message:
 def blockers_reply(op: Operation, condition: str, *, summary: str = "") -> Message:
     """The DrainingSucceeded condition message, preformatted and cut to Slack's limits."""
     b = Builder()
-    b.section(messages.progress_blockers_heading() + (f": {esc(summary)}" if summary else ""))
+    b.section(messages.progress_blockers_heading(esc(summary)))
     b.preformatted(condition.splitlines(), max_chars=MESSAGE_BUDGET - 600, spread=8)
     return b.build(f"blockers-{op.id}", f"{op.id}: {summary or 'drain not completed yet'}")
 

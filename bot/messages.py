@@ -420,8 +420,15 @@ def advice_only() -> str:
     return "Advice only: nothing was changed. The button requests the scale-up like `/scale scale` does."
 
 
-def progress_blockers_heading() -> str:
-    return "*Drain not completed yet* (DrainingSucceeded)"
+DRAIN_NOT_COMPLETED = "Drain not completed yet"
+"""The condition message's own first line: the heading above it must not say it again."""
+
+
+def progress_blockers_heading(summary: str = "") -> str:
+    """ "13 Pods remaining (DrainingSucceeded)": the condition below starts with "Drain not completed
+    yet:", so the heading says what the summary adds, once."""
+    rest = summary.removeprefix(DRAIN_NOT_COMPLETED).lstrip(": ")
+    return f"*{rest or DRAIN_NOT_COMPLETED}* (DrainingSucceeded)"
 
 
 def more(count: int) -> str:

@@ -70,7 +70,10 @@ def test_zero_scale_needs_another_users_approval_then_shows_progress_to_completi
     assert "You are now @bob (approver on simulated)." in refused
 
     assert "✅ Approved by @bob at 2026-03-02 14:00 UTC" in approved
-    assert "Drain not completed yet (DrainingSucceeded)" in approved
+    assert "  ↳ op-" in approved and ": 13 Pods remaining (DrainingSucceeded)\n" in approved
+    assert "Drain not completed yet (DrainingSucceeded): Drain not completed yet" not in approved, (
+        "no doubled header"
+    )
     assert "          Drain not completed yet:\n" in approved  # the condition, preformatted
     assert "* Pods with eviction failed:" in approved
     assert "Cannot evict pod as it would violate the pod's disruption budget." in approved
