@@ -157,13 +157,13 @@ def _operation_message(
     if decision:
         b.section(esc(decision), reserve=600)
     line = status or messages.default_status(op.state, op.approvals_required)
+    if op.state is OpState.FAILED:  # what failed and what to do next, not the last progress line
+        line = messages.failed_headline(op.kind, op.error, op.id)
     shown = esc(line)
     figures = progress_figures.figures(op) if op.state is OpState.RUNNING else None
     if figures is not None:  # the figures lead the status line; the thread keeps the details
         shown = fmt("{}\n{}", progress_figures.status_line(figures), shown)
     b.section(messages.state_line(op.state, shown), reserve=400)
-    if op.state is OpState.FAILED and op.error:
-        b.section(f"*Error:* {esc(op.error)}", reserve=400)
     footer = [f"`{op.id}`"]
     if op.state is OpState.AWAITING_APPROVAL:
         if approvers is not None:

@@ -367,6 +367,22 @@ def state_line(state: OpState, text: str) -> str:
     return f"{STATE_EMOJI[state]} {text}"
 
 
+_AFTER_FAILURE: dict[OpKind, str] = {
+    OpKind.DRAIN: "the nodes stay cordoned: drain them again once the cause is fixed, or uncordon them",
+    OpKind.SCALE: "the pool keeps the nodes not removed yet: scale again once the cause is fixed",
+    OpKind.ZERO: "what was scaled down stays down: `wake` restores the recorded sizes, or zero again "
+    "once the cause is fixed",
+    OpKind.WAKE: "wake again once the cause is fixed: the recorded sizes are kept",
+    OpKind.CONSOLIDATE: "the nodes not removed yet stay: consolidate again once the cause is fixed",
+}
+
+
+def failed_headline(kind: OpKind, error: str, op_id: str) -> str:
+    """A failed operation's status line: what failed, then what to do next."""
+    what = error.removeprefix("Failed: ").rstrip(".") or "it stopped"
+    return f"Failed: {what}. Next: {_AFTER_FAILURE[kind]} (`{COMMAND} ops show {op_id}` has each step)."
+
+
 def default_status(state: OpState, approvals_required: int) -> str:
     return {
         OpState.AWAITING_APPROVAL: "Waiting for approval",

@@ -447,3 +447,23 @@ def test_a_gardener_workers_card_and_plan_say_gardener_picks_the_machines() -> N
     # To 0 every machine goes: nothing to pick, nothing said.
     zero = replace(lowered, after=0, nodes_to_remove=("batch-1", "batch-2", "batch-3"))
     assert "picks the machines" not in replace(plan, pools=(zero,)).to_text()
+
+
+def test_a_failed_operations_headline_says_what_failed_and_what_next() -> None:
+    failed = op(
+        kind=OpKind.ZERO, state=OpState.FAILED, error="pool web: node web-2 could not be deleted (403)"
+    )
+
+    texts = [
+        b["text"]["text"]
+        for b in blocks.progress_parent(failed, status="🔹 Cordoned 5 nodes; draining").block_dicts()
+        if b["type"] == "section"
+    ]
+
+    status = next(t for t in texts if "Failed" in t)
+    assert (
+        "Failed: pool web: node web-2 could not be deleted (403). Next: what was scaled down stays down"
+        in status
+    )
+    assert "`/scale ops show op-1a2b3c4d` has each step" in status
+    assert not [t for t in texts if "Cordoned 5 nodes" in t], "not the last progress line"
