@@ -239,9 +239,13 @@ def test_unknown_button_is_answered_and_changes_nothing(bot: RunningBot) -> None
 def test_ack_arrives_within_the_deadline_while_operations_are_blocked(bot: RunningBot) -> None:
     bot.cluster.gate.clear()  # every listing of the cluster now blocks until the test opens the gate
     try:
-        with ThreadPoolExecutor(max_workers=12) as pool:
-            sent = list(pool.map(lambda i: bot.command(f"scale web {i % 3}"), range(12)))
-        assert bot.cluster.entered.is_set()
+        # The first request's work starts once its ack is out (acks first), so the test waits until
+        # that work is inside the blocked listing before the other eleven are sent: their acks are
+        # then measured while an operation is blocked, not before any work began.
+        sent = [bot.command("scale web 0")]
+        assert bot.cluster.entered.wait(timeout=10), "the first request's work never reached the cluster"
+        with ThreadPoolExecutor(max_workers=11) as pool:
+            sent += list(pool.map(lambda i: bot.command(f"scale web {i % 3}"), range(1, 12)))
         assert [r.status for r, _ in sent] == [200] * 12
         assert max(r.elapsed for r, _ in sent) < SLACK_DEADLINE / 2
         assert bot.api.calls_to("chat.postMessage") == []
