@@ -55,6 +55,7 @@ from bot.dispatch import Dispatcher, Invocation, new_incident
 from bot.progress import KEY_PREFIX, Progress
 from bot.schedule_ui import ScheduleUi, check_add_form
 from bot.scheduler import SchedulerRunner
+from engine.announcement import NextEvent
 from engine.clock import Clock, FakeClock, ScaledClock, SystemClock
 from engine.durations import DurationError, parse_duration
 from engine.operation import Operation, OpState
@@ -144,13 +145,23 @@ def simulated_operations(
     """Operations over the built-in simulated cluster, an in-memory database and the console policy."""
     clock = clock or SystemClock()
     handle, _ = wiring.simulated_cluster(clock=clock)
-    return new_operations(
-        Store(":memory:"),
-        {handle.name: handle},
-        {handle.name: console_policy(handle.name)},
-        clock,
-        settings=settings,
+    store = Store(":memory:")
+    made: list[Operations] = []  # `status` asks the schedules of the service being made here
+
+    def next_event(cluster: str) -> NextEvent | None:
+        return Schedules(store, made[0], clock).next_event(cluster, clock.now())
+
+    made.append(
+        new_operations(
+            store,
+            {handle.name: handle},
+            {handle.name: console_policy(handle.name)},
+            clock,
+            settings=settings,
+            next_event=next_event,
+        )
     )
+    return made[0]
 
 
 # -- Block Kit as text ----------------------------------------------------------------------------

@@ -179,3 +179,10 @@ def test_a_drain_without_eviction_is_a_forced_run_that_needs_approval(ops: Opera
     assert op.plan.forcing == ("disable_eviction",) and op.state is OpState.SUCCEEDED
     fake = ops.handles[CLUSTER].api
     assert fake.get_pod("shop", "postgres-0") is None, "deleted past its PodDisruptionBudget (allows 0)"
+
+
+def test_status_names_the_next_scheduled_event(ops: Operations) -> None:
+    out = console(ops, f"{ADD}\nstatus\n").split(f"{ARROW} status\n")[1]
+
+    assert "No scheduled events." not in out
+    assert "weekend" in out and "sleep" in out.lower()
