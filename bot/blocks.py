@@ -414,7 +414,9 @@ def parse_advised_scale(value: str) -> tuple[str, str, int] | None:
     return data[0], data[1], data[2]
 
 
-def advice_view(cluster: str, scale_up: ScaleUpAdvice, underused: Sequence[Underused]) -> Message:
+def advice_view(
+    cluster: str, scale_up: ScaleUpAdvice, underused: Sequence[Underused], threshold: float = 0.5
+) -> Message:
     """`/scale advise`: the pool that wastes least for the pending pods, one click to request it."""
     b = Builder()
     b.header(f"Advice · {cluster}")
@@ -452,7 +454,7 @@ def advice_view(cluster: str, scale_up: ScaleUpAdvice, underused: Sequence[Under
             max_chars=2_000,
             reserve=1_200,
         )
-    b.section(messages.underused_heading(len(underused)), reserve=1_000)
+    b.section(messages.underused_heading(len(underused), threshold), reserve=1_000)
     if underused:
         b.preformatted(
             [

@@ -141,9 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_yes_flag(drain)
     drain.add_argument(
         "--style",
-        choices=("legacy", "current"),
-        default="legacy",
-        help="Cluster API condition message layout (default legacy)",
+        choices=("current", "legacy"),
+        default="current",
+        help="Cluster API condition message layout: per-Pod lines (v1.9+, default) or grouped (legacy)",
     )
     drain.set_defaults(handler=cmd_drain)
 

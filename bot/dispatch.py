@@ -154,7 +154,7 @@ class Dispatcher:
                 self._reply_outcome(outcome, inv, visible=outcome.ok and outcome.changed)
             case commands.Advise(cluster):
                 found = self.ops.advise(cluster, by=inv.user, groups=self.groups(inv.user))
-                answer(inv, blocks.advice_view(cluster, found.scale_up, found.underused))
+                answer(inv, blocks.advice_view(cluster, found.scale_up, found.underused, found.threshold))
             case commands.OpsList(cluster, active_only):
                 self._ops_list(cluster, active_only, inv)
             case commands.OpsShow(op_id):

@@ -428,8 +428,9 @@ def unhelped_heading(count: int) -> str:
     return f"*Pending pods no pool's new node would take* ({count})"
 
 
-def underused_heading(count: int) -> str:
-    return f"*Nodes under 50% of allocatable requested* ({count})" + ("" if count else ": none")
+def underused_heading(count: int, threshold: float = 0.5) -> str:
+    share = f"{threshold * 100:.3g}%"
+    return f"*Nodes at or under {share} of allocatable requested* ({count})" + ("" if count else ": none")
 
 
 def advice_only() -> str:

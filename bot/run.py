@@ -435,7 +435,7 @@ def _connect(settings: Settings) -> dict[str, ClusterHandle]:
     handles = {}
     for name, c in settings.clusters.items():
         try:
-            handles[name] = wiring.connect_cluster(
+            handle = wiring.connect_cluster(
                 name,
                 kubeconfig=str(c.kubeconfig) if c.kubeconfig else None,
                 context=c.context or None,
@@ -444,6 +444,7 @@ def _connect(settings: Settings) -> dict[str, ClusterHandle]:
                 qps=c.api_qps,
                 burst=c.api_burst,
             )
+            handles[name] = replace(handle, drain_report=c.drain_report)
         except wiring.WiringError as exc:
             raise RunError(f"clusters.{name}: {exc}") from exc
     return handles

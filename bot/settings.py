@@ -48,10 +48,20 @@ Config file (every key optional except what a cluster needs to be reached):
           max_nodes: 10                             # nodes one plan removes at most
           allow_alongside_autoscaler: false         # refuse while cluster-autoscaler/Karpenter/CAST AI run
           empty_nodes: false                        # remove nodes with only DaemonSet/mirror pods ...
-          empty_node_ttl: 5m                        # ... for this long, up to empty_node_batch: 10 at once
+          unneeded_time: 10m                        # ... unneeded this long (also Evictor mode; older
+                                                    # name empty_node_ttl), up to empty_node_batch: 10
+          delay_after_add: 10m                      # unattended: nothing removed this soon after a node joins
           interval: 60s                             # how often the policies look
           evictor: false                            # Evictor mode: propose the plan when it changes
           evictor_auto_approve: false               # ... and run it without an approval
+          utilization_threshold: 0.5                # cluster-autoscaler's rules, with its defaults
+          gpu_utilization_threshold: 0.5
+          ignore_daemonsets_utilization: false
+          skip_nodes_with_system_pods: true
+          system_pod_disruption_timeout: 1h
+          skip_nodes_with_local_storage: true
+          skip_nodes_with_custom_controller_pods: true
+        drain_report: current                       # Cluster API condition layout: current | legacy
 Tokens are `Secret`s: their repr and str are masked, so a logged Settings shows no secret.
 """
 
@@ -68,10 +78,11 @@ from typing import Any
 import yaml
 
 from bot import providers
-from engine.consolidation import ConsolidationPolicy
+from engine.consolidation import ConsolidationPolicy, ScaleDownRules
 from engine.durations import DurationError, parse_duration
 from engine.policy import ClusterPolicy, Role
 from engine.ratelimit import DEFAULT_BURST, DEFAULT_QPS
+from engine.report import Style as ReportStyle
 
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _SLACK_USER = re.compile(r"[UW][A-Z0-9]+")
@@ -174,6 +185,8 @@ class ClusterSettings:
     """Client-side request rate to the API server (`engine.ratelimit.DEFAULT_QPS` says why 200).
     API Priority and Fairness still applies above it."""
     api_burst: int = DEFAULT_BURST
+    drain_report: ReportStyle = "current"
+    """Cluster API's condition layout for drain reports: per-Pod lines (v1.9+) or grouped ("legacy")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,6 +359,7 @@ _CLUSTER_KEYS = (
     "api_qps",
     "api_burst",
     "consolidation",
+    "drain_report",
 )
 """Keys every cluster entry may have; the provider adds its own (bot.providers)."""
 
@@ -401,7 +415,17 @@ def _cluster(name: str, node: _Node) -> ClusterSettings:
         ),
         api_qps=node.number("api_qps", DEFAULT_QPS, low=1.0, high=1000.0),
         api_burst=node.integer("api_burst", DEFAULT_BURST, low=1, high=2000),
+        drain_report=_drain_report(node),
     )
+
+
+def _drain_report(node: _Node) -> ReportStyle:
+    value = node.string("drain_report", "current")
+    if value == "legacy":
+        return "legacy"
+    if value != "current":
+        raise SettingsError(f"{node.path}.drain_report: expected current or legacy, got {value!r}")
+    return "current"
 
 
 def _policy(
@@ -448,31 +472,84 @@ def _consolidation(node: _Node) -> ConsolidationPolicy:
         "max_nodes",
         "allow_alongside_autoscaler",
         "empty_nodes",
+        "unneeded_time",
         "empty_node_ttl",
+        "delay_after_add",
         "empty_node_batch",
         "interval",
         "evictor",
         "evictor_auto_approve",
+        *_SCALE_DOWN_KEYS,
     )
-    grace = node.duration("node_grace", timedelta(minutes=5))
-    if grace < timedelta(0):
-        raise SettingsError(f"{node.path}.node_grace: must not be negative")
-    ttl = node.duration("empty_node_ttl", timedelta(minutes=5))
-    if ttl < timedelta(0):
-        raise SettingsError(f"{node.path}.empty_node_ttl: must not be negative")
+    if node.has("unneeded_time") and node.has("empty_node_ttl"):
+        raise SettingsError(f"{node.path}.empty_node_ttl: the older name of unneeded_time; give only one")
+    ttl_key = "empty_node_ttl" if node.has("empty_node_ttl") else "unneeded_time"
+    durations = {
+        key: node.duration(key, default)
+        for key, default in (
+            ("node_grace", timedelta(minutes=5)),
+            (ttl_key, timedelta(minutes=10)),
+            ("delay_after_add", timedelta(minutes=10)),
+        )
+    }
+    for key, value in durations.items():
+        if value < timedelta(0):
+            raise SettingsError(f"{node.path}.{key}: must not be negative")
     interval = node.duration("interval", timedelta(seconds=60))
     if interval < timedelta(seconds=10):
         raise SettingsError(f"{node.path}.interval: at least 10s (each cycle lists the whole cluster)")
     return ConsolidationPolicy(
-        node_grace=grace,
+        node_grace=durations["node_grace"],
         max_nodes=node.integer("max_nodes", 10, low=1, high=1000),
         allow_alongside_autoscaler=node.boolean("allow_alongside_autoscaler", False),
         empty_nodes=node.boolean("empty_nodes", False),
-        empty_node_ttl=ttl,
+        unneeded_time=durations[ttl_key],
+        delay_after_add=durations["delay_after_add"],
         empty_node_batch=node.integer("empty_node_batch", 10, low=1, high=1000),
         interval=interval,
         evictor=node.boolean("evictor", False),
         evictor_auto_approve=node.boolean("evictor_auto_approve", False),
+        rules=_scale_down_rules(node),
+    )
+
+
+_SCALE_DOWN_KEYS = (
+    "utilization_threshold",
+    "gpu_utilization_threshold",
+    "ignore_daemonsets_utilization",
+    "skip_nodes_with_system_pods",
+    "system_pod_disruption_timeout",
+    "skip_nodes_with_local_storage",
+    "skip_nodes_with_custom_controller_pods",
+)
+"""cluster-autoscaler's scale-down flags (underscores for dashes), with its defaults."""
+
+
+def _scale_down_rules(node: _Node) -> ScaleDownRules:
+    default = ScaleDownRules()
+    timeout = node.duration("system_pod_disruption_timeout", default.system_pod_disruption_timeout)
+    if timeout < timedelta(0):
+        raise SettingsError(f"{node.path}.system_pod_disruption_timeout: must not be negative")
+    return ScaleDownRules(
+        utilization_threshold=node.number(
+            "utilization_threshold", default.utilization_threshold, low=0.0, high=1.0
+        ),
+        gpu_utilization_threshold=node.number(
+            "gpu_utilization_threshold", default.gpu_utilization_threshold, low=0.0, high=1.0
+        ),
+        ignore_daemonsets_utilization=node.boolean(
+            "ignore_daemonsets_utilization", default.ignore_daemonsets_utilization
+        ),
+        skip_nodes_with_system_pods=node.boolean(
+            "skip_nodes_with_system_pods", default.skip_nodes_with_system_pods
+        ),
+        system_pod_disruption_timeout=timeout,
+        skip_nodes_with_local_storage=node.boolean(
+            "skip_nodes_with_local_storage", default.skip_nodes_with_local_storage
+        ),
+        skip_nodes_with_custom_controller_pods=node.boolean(
+            "skip_nodes_with_custom_controller_pods", default.skip_nodes_with_custom_controller_pods
+        ),
     )
 
 

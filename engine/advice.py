@@ -24,6 +24,7 @@ from typing import Any
 from engine import placement
 from engine.model import DRAINING_TAINT_KEY, RawObject
 from engine.pools.base import Pool
+from engine.pools.victims import AUTOSCALER_TAINTS
 
 CPU, MEMORY = placement.CPU, placement.MEMORY
 
@@ -263,14 +264,7 @@ def _daemonsets_on(template: PoolTemplate, node: placement.SimNode) -> list[plac
 # cluster-autoscaler sanitises its node templates the same way (utils/taints): node conditions, cordons
 # and the marks of a drain or a deletion in progress.
 _STATE_TAINT_PREFIXES = ("node.kubernetes.io/", "node.cloudprovider.kubernetes.io/")
-_STATE_TAINTS = frozenset(
-    {
-        "ToBeDeletedByClusterAutoscaler",
-        "DeletionCandidateOfClusterAutoscaler",
-        "karpenter.sh/disrupted",
-        DRAINING_TAINT_KEY,
-    }
-)
+_STATE_TAINTS = frozenset({*AUTOSCALER_TAINTS, DRAINING_TAINT_KEY})
 
 
 def _state_taint(key: str) -> bool:

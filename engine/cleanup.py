@@ -1,10 +1,12 @@
 """The unattended policies: Evictor mode's proposals, and the empty-node clean-up.
 
-The empty-node policy: nodes that ran only DaemonSet/mirror pods for a TTL are removed in bulk.
+The empty-node policy: nodes that ran only DaemonSet/mirror pods for the unneeded time (10 min, as
+cluster-autoscaler's --scale-down-unneeded-time) are removed in bulk; nothing is removed within
+`delay_after_add` (10 min) of a node joining the cluster (--scale-down-delay-after-add).
 
 cluster-autoscaler's empty-node scale-down, unattended because the cluster's config says so (off by
 default): every cycle lists the cluster once, remembers since when each node has been empty
-(`engine.consolidation.track_empty`), and removes the nodes empty for the TTL, up to a batch (10,
+(`engine.consolidation.track_since`), and removes the nodes empty for the TTL, up to a batch (10,
 cluster-autoscaler's default), no pool below its minimum:
 
 1. lock the nodes and their pools like an operation would (a running operation wins: skip a cycle);
@@ -60,7 +62,7 @@ class CleanupReport:
     """Nodes an interrupted batch left cordoned that are no longer due for removal: uncordoned."""
 
     def text(self, policy: consolidation.ConsolidationPolicy) -> str:
-        ttl = consolidation.minutes(policy.empty_node_ttl)
+        ttl = consolidation.minutes(policy.unneeded_time)
         parts = []
         if self.removed:
             names = ", ".join(f"{node} (pool {pool})" for node, pool in self.removed)
@@ -122,17 +124,20 @@ class EmptyNodeCleaner:
             pools, as_uncordoned(raw_nodes, interrupted), api.list_bound_pods_json()
         )
         empty = consolidation.empty_nodes(snap, pools=pools, now=now, settings=self.policy.planning)
-        self.since = consolidation.track_empty(self.since, empty, now)
+        self.since = consolidation.track_since(self.since, empty, now)
         for node in interrupted:
             if node in self.since:  # its TTL had passed before the batch was cut short
-                self.since[node] = min(self.since[node], now - self.policy.empty_node_ttl)
+                self.since[node] = min(self.since[node], now - self.policy.unneeded_time)
         due = consolidation.due_empty(
             self.since,
             pools=pools,
-            ttl=self.policy.empty_node_ttl,
+            ttl=self.policy.unneeded_time,
             batch=self.policy.empty_node_batch,
             now=now,
         )
+        if consolidation.scale_up_hold(snap.nodes, now, self.policy.delay_after_add):
+            # Only a batch cut short, decided before, is finished; new removals wait.
+            due = tuple(node for node in due if node in interrupted)
         released: tuple[str, ...] = ()
         if interrupted:
             released = drain.uncordon_nodes(
@@ -227,6 +232,9 @@ def as_uncordoned(raw_nodes: Sequence[RawObject], names: Collection[str]) -> lis
 class Evictor:
     """Evictor mode for one cluster: every cycle, the consolidation plan; a new proposal only when it
     changed since the last one, and none while a proposal of ours is awaiting approval or running.
+    A node is proposed only once it has been in every plan for the unneeded time, and nothing is
+    planned within `delay_after_add` of a node joining (`Operations` answers "nothing to
+    consolidate" then).
 
     Its proposals are ordinary `consolidate` requests by `policy:evictor` (approval as the policy
     says: `evictor_auto_approve`), so they run node by node with the fit re-checked like any other.
@@ -242,6 +250,8 @@ class Evictor:
         self.report = report
         self.last_hash: str | None = None
         self.last_refusal = ""
+        self.unneeded_since: dict[str, datetime] = {}
+        """Since when each node has been in this cluster's plan (in memory: a restart starts again)."""
 
     @property
     def name(self) -> str:
@@ -273,6 +283,11 @@ class Evictor:
                 self.report(self.cluster, f"Evictor mode proposes nothing: {message}")
             return None
         self.last_refusal = ""
+        now = self.ops.clock.now()
+        self.unneeded_since = consolidation.track_since(self.unneeded_since, plan.nodes, now)
+        unneeded_time = self.ops.policies[self.cluster].consolidation.unneeded_time
+        if any(now - since < unneeded_time for since in self.unneeded_since.values()):
+            return None  # cluster-autoscaler's --scale-down-unneeded-time: every node must stay unneeded
         if plan.plan_hash == self.last_hash:
             return None  # proposed already (and rejected or expired): the same card again is noise
         self.last_hash = plan.plan_hash

@@ -3,11 +3,14 @@
 The rules are cluster-autoscaler's scale-down eligibility and CAST AI's Evictor, decided for a
 person to approve rather than acted on behind their back:
 
-- a candidate node is Ready, not cordoned, older than a grace period (default 5 min), not annotated
-  `cluster-autoscaler.kubernetes.io/scale-down-disabled: "true"`, and its pool stays at or above
-  its minimum size;
-- its pods are classified like a `kubectl drain` that ignores DaemonSets and refuses what kubectl
-  refuses (bare pods, local storage, opted-out pods): any refusal keeps the node;
+- a candidate node is Ready, not cordoned, not claimed by another autoscaler (cluster-autoscaler's
+  ToBeDeleted / DeletionCandidate taints, Karpenter's disrupted taint), older than a grace period
+  (default 5 min), not annotated `cluster-autoscaler.kubernetes.io/scale-down-disabled: "true"`,
+  at or below the utilization threshold (`ScaleDownRules`), and its pool stays at or above its
+  minimum size;
+- its pods are classified like a `kubectl drain` that ignores DaemonSets and refuses bare pods and
+  opted-out pods, then by cluster-autoscaler's own drainability rules (kube-system pods without a
+  budget, local storage, custom controllers, `safe-to-evict`): any refusal keeps the node;
 - a pod whose PodDisruptionBudget allows no disruption now (or that two budgets cover) keeps it;
 - its movable pods must all fit on the nodes that stay (engine.placement, conservative), next to
   what already runs there and to the pods moved off earlier candidates;
@@ -24,11 +27,51 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from engine import filters, placement
-from engine.model import NodeInfo, PdbIndex, PdbInfo, PodInfo
+from engine.model import (
+    SAFE_TO_EVICT_ANNOTATION,
+    SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION,
+    NodeInfo,
+    PdbIndex,
+    PdbInfo,
+    PodInfo,
+)
 from engine.operation import OperationPlan, OpKind, PoolChange
 from engine.pools.base import Pool
+from engine.pools.victims import claimed_by_autoscaler
 
 SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+GPU_RESOURCE = "nvidia.com/gpu"
+"""cluster-autoscaler's default GPU resource: a node that has it is judged on its GPUs alone."""
+SYSTEM_NAMESPACE = "kube-system"
+REPLICATED_KINDS = frozenset({"ReplicationController", "ReplicaSet", "StatefulSet", "Job"})
+"""Controllers cluster-autoscaler knows to recreate a pod elsewhere (DaemonSet pods are skipped before)."""
+LONG_TERMINATING_EXTRA = timedelta(seconds=30)
+"""A pod deleted longer ago than its grace period plus this is ignored (cluster-autoscaler's rule)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleDownRules:
+    """cluster-autoscaler's scale-down settings scalebot honours, with cluster-autoscaler's defaults."""
+
+    utilization_threshold: float = 0.5
+    """--scale-down-utilization-threshold: a node whose requests exceed this share of allocatable
+    (the higher of cpu and memory) stays."""
+    gpu_utilization_threshold: float = 0.5
+    """--scale-down-gpu-utilization-threshold: the same for a GPU node, on its GPUs alone."""
+    ignore_daemonsets_utilization: bool = False
+    """--ignore-daemonsets-utilization: leave DaemonSet pods out of the figure (and their requests
+    out of allocatable)."""
+    skip_nodes_with_system_pods: bool = True
+    """--skip-nodes-with-system-pods: a kube-system pod no PodDisruptionBudget covers keeps its node
+    (DaemonSet and mirror pods excepted) ..."""
+    system_pod_disruption_timeout: timedelta = timedelta(hours=1)
+    """... until it is older than this (--blocking-system-pod-distruption-timeout, since 1.33)."""
+    skip_nodes_with_local_storage: bool = True
+    """--skip-nodes-with-local-storage: a pod with a hostPath or disk-backed emptyDir volume not
+    listed in `safe-to-evict-local-volumes` keeps its node."""
+    skip_nodes_with_custom_controller_pods: bool = True
+    """--skip-nodes-with-custom-controller-pods: a pod whose controller is not a ReplicaSet,
+    StatefulSet, Job or ReplicationController keeps its node."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +136,7 @@ class ConsolidationSettings:
     """Nodes younger than this are left alone (they may be there for pods still arriving)."""
     max_nodes: int = 10
     """Nodes one plan removes at most."""
+    rules: ScaleDownRules = ScaleDownRules()
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,8 +148,14 @@ class ConsolidationPolicy:
     allow_alongside_autoscaler: bool = False
     """Plan and run consolidations although cluster-autoscaler, Karpenter or CAST AI run here too."""
     empty_nodes: bool = False
-    """Remove nodes that ran only DaemonSet/mirror pods for `empty_node_ttl`, without asking."""
-    empty_node_ttl: timedelta = timedelta(minutes=5)
+    """Remove nodes that ran only DaemonSet/mirror pods for `unneeded_time`, without asking."""
+    unneeded_time: timedelta = timedelta(minutes=10)
+    """--scale-down-unneeded-time: how long the unattended policies see a node removable (empty, or
+    in Evictor mode's plan) before they act on it."""
+    delay_after_add: timedelta = timedelta(minutes=10)
+    """--scale-down-delay-after-add: the unattended policies remove nothing for this long after a
+    node joined the cluster (scalebot reads a scale-up from the newest node's age)."""
+    rules: ScaleDownRules = ScaleDownRules()
     empty_node_batch: int = 10
     """Empty nodes removed at once at most (cluster-autoscaler's --max-empty-bulk-delete default)."""
     interval: timedelta = timedelta(seconds=60)
@@ -117,7 +167,7 @@ class ConsolidationPolicy:
 
     @property
     def planning(self) -> ConsolidationSettings:
-        return ConsolidationSettings(node_grace=self.node_grace, max_nodes=self.max_nodes)
+        return ConsolidationSettings(node_grace=self.node_grace, max_nodes=self.max_nodes, rules=self.rules)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,17 +243,9 @@ def plan_consolidation(
     `removable_pools`: only nodes of these pools are candidates (an operation removes nodes through
     the pool provider, so a node in no pool stays); every node still takes moved pods. None: any node.
     """
-    ctx = filters.DrainContext(
-        options=filters.DrainOptions.kubectl(ignore_daemonsets=True),
-        now=now,
-        daemonset_keys=daemonset_keys,
-        unreachable_nodes=frozenset(n.info.name for n in nodes if n.info.is_unreachable),
-    )
+    ctx = _drain_context(nodes, daemonset_keys, now)
     index = PdbIndex(pdbs)
-    on_node: dict[str, list[PodView]] = {n.info.name: [] for n in nodes}
-    for pod in pods:
-        if pod.info.node_name in on_node and not pod.info.is_finished:
-            on_node[pod.info.node_name].append(pod)
+    on_node = _live_pods_by_node(nodes, pods)
     pool_left = {
         pool: sum(1 for n in nodes if n.pool == pool and not n.info.is_cordoned) for pool in pool_minimums
     }
@@ -211,10 +253,15 @@ def plan_consolidation(
     kept: list[NodeKept] = []
     candidates: list[tuple[NodeView, list[PodView]]] = []
     for node in nodes:
-        reason = _outside(node, removable_pools) or _ineligible(node, now, settings)
+        residents = on_node[node.info.name]
+        reason = (
+            _outside(node, removable_pools)
+            or _ineligible(node, now, settings)
+            or _utilisation_reason(utilisation(node, residents, settings.rules, now), settings.rules)
+        )
         movable: list[PodView] = []
         if not reason:
-            reason, movable = _movable_pods(on_node[node.info.name], ctx, index)
+            reason, movable = _movable_pods(residents, ctx, index, settings.rules)
         if reason:
             kept.append(NodeKept(node.info.name, node.pool, reason))
         else:
@@ -257,6 +304,15 @@ def plan_consolidation(
     )
 
 
+def _live_pods_by_node(nodes: Sequence[NodeView], pods: Sequence[PodView]) -> dict[str, list[PodView]]:
+    """Each node's pods that still hold resources (finished pods do not)."""
+    on_node: dict[str, list[PodView]] = {n.info.name: [] for n in nodes}
+    for pod in pods:
+        if pod.info.node_name in on_node and not pod.info.is_finished:
+            on_node[pod.info.node_name].append(pod)
+    return on_node
+
+
 def _outside(node: NodeView, removable_pools: frozenset[str] | None) -> str:
     if removable_pools is None or node.pool in removable_pools:
         return ""
@@ -265,10 +321,26 @@ def _outside(node: NodeView, removable_pools: frozenset[str] | None) -> str:
     return f"pool {node.pool} is not part of this request"
 
 
+def _drain_context(
+    nodes: Sequence[NodeView], daemonset_keys: frozenset[str], now: datetime
+) -> filters.DrainContext:
+    """kubectl's drain rules that scalebot keeps (bare pods, orphaned DaemonSet pods, opt-outs);
+    local storage is judged by cluster-autoscaler's rule instead (`scale_down_blocker`)."""
+    return filters.DrainContext(
+        options=filters.DrainOptions.kubectl(ignore_daemonsets=True, delete_emptydir_data=True),
+        now=now,
+        daemonset_keys=daemonset_keys,
+        unreachable_nodes=frozenset(n.info.name for n in nodes if n.info.is_unreachable),
+    )
+
+
 def _ineligible(node: NodeView, now: datetime, settings: ConsolidationSettings) -> str:
     info = node.info
     if info.deletion_timestamp is not None:
         return "already being deleted"
+    claimed = claimed_by_autoscaler(info)
+    if claimed:
+        return claimed
     if info.is_cordoned:
         return "cordoned (someone or something is already draining it)"
     if info.ready != "True":
@@ -281,7 +353,7 @@ def _ineligible(node: NodeView, now: datetime, settings: ConsolidationSettings) 
 
 
 def _movable_pods(
-    pods: Sequence[PodView], ctx: filters.DrainContext, index: PdbIndex
+    pods: Sequence[PodView], ctx: filters.DrainContext, index: PdbIndex, rules: ScaleDownRules
 ) -> tuple[str, list[PodView]]:
     """The pods that would have to move, or why the node cannot be emptied now."""
     movable: list[PodView] = []
@@ -294,6 +366,9 @@ def _movable_pods(
         if verdict.action is not filters.Action.EVICT or pod.info.is_terminating:
             continue
         budgets = index.for_pod(pod.info)
+        blocker = scale_down_blocker(pod.info, has_budget=bool(budgets), rules=rules, now=ctx.now)
+        if blocker:
+            return f"{pod.info.key}: {blocker}", []
         if len(budgets) > 1:
             return (
                 f"{pod.info.key}: covered by {len(budgets)} PodDisruptionBudgets (evictions are refused)",
@@ -303,6 +378,142 @@ def _movable_pods(
             return f"{pod.info.key}: PodDisruptionBudget {budgets[0].key} allows 0 disruptions now", []
         movable.append(pod)
     return "", movable
+
+
+def scale_down_blocker(pod: PodInfo, *, has_budget: bool, rules: ScaleDownRules, now: datetime) -> str:
+    """Why cluster-autoscaler's drainability rules keep this pod's node ("" when none does).
+
+    For a pod the kubectl rules would evict; in cluster-autoscaler's order: `safe-to-evict: "true"`
+    lets it go past every rule below, `"on-completion"` waits for it, then custom controllers,
+    kube-system pods without a budget, local storage. (`"false"`, DaemonSet, mirror and finished
+    pods are settled by the kubectl rules before.)
+    """
+    safe_to_evict = pod.annotations.get(SAFE_TO_EVICT_ANNOTATION)
+    if safe_to_evict == "true":
+        return ""
+    if safe_to_evict == "on-completion":
+        return f"annotated {SAFE_TO_EVICT_ANNOTATION}=on-completion: it is waited for until it completes"
+    owner = pod.controller
+    if (
+        rules.skip_nodes_with_custom_controller_pods
+        and owner is not None
+        and owner.kind not in REPLICATED_KINDS
+    ):
+        return (
+            f"{pod.key} is not replicated: its controller is a {owner.kind} "
+            "(not a ReplicaSet, StatefulSet, Job or ReplicationController)"
+        )
+    if (
+        rules.skip_nodes_with_system_pods
+        and pod.namespace == SYSTEM_NAMESPACE
+        and not has_budget
+        and (pod.created_at is None or now - pod.created_at <= rules.system_pod_disruption_timeout)
+    ):
+        return f"non-daemonset, non-mirrored, non-pdb-assigned kube-system pod present: {pod.name}"
+    if rules.skip_nodes_with_local_storage:
+        listed = set(pod.annotations.get(SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION, "").split(","))
+        local = [volume for volume in pod.local_volumes if volume not in listed]
+        if local:
+            return (
+                f"pod with local storage present: {pod.name} (volumes {', '.join(local)}; "
+                f"list them in {SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION} if their data may be lost)"
+            )
+    return ""
+
+
+@dataclass(frozen=True, slots=True)
+class Utilisation:
+    """cluster-autoscaler's utilisation of a node: the resource that decides, and its share."""
+
+    resource: str
+    value: float
+    unknown: bool = False
+    """The node reports no allocatable amount of `resource`: no figure can be computed."""
+
+
+def utilisation(node: NodeView, pods: Sequence[PodView], rules: ScaleDownRules, now: datetime) -> Utilisation:
+    """cluster-autoscaler's utilisation: GPUs alone on a GPU node, else the higher of cpu and memory."""
+    gpu = node.sim.allocatable.get(GPU_RESOURCE, 0) > 0
+    best: Utilisation | None = None
+    for resource in (GPU_RESOURCE,) if gpu else (placement.CPU, placement.MEMORY):
+        share = resource_share(node, pods, resource, rules, now)
+        if share is None:
+            return Utilisation(resource, 0.0, unknown=True)
+        # The later resource wins a tie, as cluster-autoscaler's `cpu > mem` comparison has it.
+        if best is None or share >= best.value:
+            best = Utilisation(resource, share)
+    assert best is not None
+    return best
+
+
+def resource_share(
+    node: NodeView, pods: Sequence[PodView], resource: str, rules: ScaleDownRules, now: datetime
+) -> float | None:
+    """Σ requests ÷ allocatable of `resource` over the node's live pods; None when the node reports
+    no allocatable amount. DaemonSet and mirror pods count (unless `ignore_daemonsets_utilization`,
+    which also takes their requests out of allocatable); pods terminating far past their grace do not."""
+    allocatable = node.sim.allocatable.get(resource, 0)
+    if allocatable <= 0:
+        return None
+    requested = set_aside = 0
+    for pod in pods:
+        amount = pod.sim.requests.get(resource, 0)
+        if rules.ignore_daemonsets_utilization and _is_daemonset_pod(pod.info):
+            set_aside += amount
+        elif not _long_terminating(pod.info, now):
+            requested += amount
+    room = allocatable - set_aside
+    return requested / room if room > 0 else float(requested > 0)
+
+
+def threshold_for(figure: Utilisation, rules: ScaleDownRules) -> float:
+    return rules.gpu_utilization_threshold if figure.resource == GPU_RESOURCE else rules.utilization_threshold
+
+
+def _utilisation_reason(figure: Utilisation, rules: ScaleDownRules) -> str:
+    if figure.unknown:
+        return f"its allocatable {figure.resource} is unknown, so its utilisation cannot be computed"
+    threshold = threshold_for(figure, rules)
+    if figure.value <= threshold:
+        return ""
+    return (
+        f"{figure.resource} requested is {percent(figure.value)} of allocatable, above the "
+        f"scale-down utilization threshold ({percent(threshold)})"
+    )
+
+
+def percent(share: float) -> str:
+    return f"{share * 100:.3g}%"
+
+
+def _is_daemonset_pod(pod: PodInfo) -> bool:
+    return pod.controller is not None and pod.controller.is_daemonset
+
+
+def _long_terminating(pod: PodInfo, now: datetime) -> bool:
+    if pod.deletion_timestamp is None:
+        return False
+    return (
+        pod.deletion_timestamp + timedelta(seconds=pod.termination_grace_seconds) + LONG_TERMINATING_EXTRA
+        < now
+    )
+
+
+def scale_up_hold(nodes: Sequence[NodeView], now: datetime, delay: timedelta) -> str:
+    """Why the unattended policies remove nothing now: a node joined less than `delay` ago ("" if none).
+
+    cluster-autoscaler waits `--scale-down-delay-after-add` after its own scale-ups; scalebot does
+    not see who added a node, so any new node counts as a scale-up."""
+    joined = [(n.info.created_at, n.info.name) for n in nodes if n.info.created_at is not None]
+    if not joined:
+        return ""
+    newest, name = max(joined)
+    if now - newest >= delay:
+        return ""
+    return (
+        f"node {name} joined {minutes(now - newest)} ago; nothing is removed until "
+        f"{minutes(delay)} after a scale-up (delay_after_add)"
+    )
 
 
 def minutes(delta: timedelta) -> str:
@@ -348,6 +559,7 @@ def recheck(
     not_destinations: frozenset[str],
     daemonset_keys: frozenset[str],
     now: datetime,
+    rules: ScaleDownRules = ScaleDownRules(),
 ) -> tuple[tuple[tuple[str, str], ...], str]:
     """Just before a node is cordoned: do its pods still fit on the nodes that stay?
 
@@ -361,16 +573,14 @@ def recheck(
         return (), "the node is gone"
     if view.info.deletion_timestamp is not None:
         return (), "the node is already being deleted"
+    claimed = claimed_by_autoscaler(view.info)
+    if claimed:
+        return (), f"since the plan, {claimed}"
     if view.info.is_cordoned:
         return (), "cordoned since the plan (someone or something else is draining it)"
-    ctx = filters.DrainContext(
-        options=filters.DrainOptions.kubectl(ignore_daemonsets=True),
-        now=now,
-        daemonset_keys=daemonset_keys,
-        unreachable_nodes=frozenset(n.info.name for n in snap.nodes if n.info.is_unreachable),
-    )
+    ctx = _drain_context(snap.nodes, daemonset_keys, now)
     live = [p for p in snap.pods if p.info.node_name == node and not p.info.is_finished]
-    reason, movable = _movable_pods(live, ctx, PdbIndex(pdbs))
+    reason, movable = _movable_pods(live, ctx, PdbIndex(pdbs), rules)
     if reason:
         return (), reason
     simulation = placement.Simulation(
@@ -384,10 +594,6 @@ def recheck(
     return tuple(sorted(result.assignments.items())), ""
 
 
-UNDERUSED_THRESHOLD = 0.5
-"""cluster-autoscaler's --scale-down-utilization-threshold default: requests under half of allocatable."""
-
-
 @dataclass(frozen=True, slots=True)
 class Underused:
     node: str
@@ -397,38 +603,38 @@ class Underused:
     memory: float
     movable: str
     """"" when the node's pods could all move elsewhere (the consolidation plan removes it); else why not."""
+    figure: Utilisation = Utilisation(placement.CPU, 0.0)
+    """cluster-autoscaler's figure: the deciding resource (GPUs on a GPU node) and its share."""
 
     @property
     def utilisation(self) -> float:
-        """cluster-autoscaler's figure: the higher of the two fractions."""
-        return max(self.cpu, self.memory)
+        return self.figure.value
 
 
 def underused(
-    snap: SchedulingSnapshot, plan: ConsolidationPlan, *, threshold: float = UNDERUSED_THRESHOLD
+    snap: SchedulingSnapshot,
+    plan: ConsolidationPlan,
+    *,
+    now: datetime,
+    rules: ScaleDownRules = ScaleDownRules(),
 ) -> tuple[Underused, ...]:
-    """Nodes whose requests are under `threshold` of allocatable, emptiest first, with whether the
+    """Nodes at or under the scale-down utilization threshold, emptiest first, with whether the
     plan (which already holds every removal rule) could move their pods."""
-    requested: dict[str, dict[str, int]] = {n.info.name: {} for n in snap.nodes}
-    for pod in snap.pods:
-        used = requested.get(pod.info.node_name)
-        if used is None or pod.info.is_finished:
-            continue
-        for resource in (placement.CPU, placement.MEMORY):
-            used[resource] = used.get(resource, 0) + pod.sim.requests.get(resource, 0)
+    on_node = _live_pods_by_node(snap.nodes, snap.pods)
     removable = {r.node for r in plan.remove}
     kept = {k.node: k.reason for k in plan.keep}
     rows = []
     for node in snap.nodes:
         name = node.info.name
-        fractions = [
-            requested[name].get(r, 0) / node.sim.allocatable[r] if node.sim.allocatable.get(r) else 0.0
-            for r in (placement.CPU, placement.MEMORY)
-        ]
-        if max(fractions) >= threshold:
+        figure = utilisation(node, on_node[name], rules, now)
+        if figure.unknown or figure.value > threshold_for(figure, rules):
             continue
+        cpu, memory = (
+            resource_share(node, on_node[name], r, rules, now) or 0.0
+            for r in (placement.CPU, placement.MEMORY)
+        )
         why = "" if name in removable else kept.get(name, "not considered")
-        rows.append(Underused(name, node.pool, fractions[0], fractions[1], why))
+        rows.append(Underused(name, node.pool, cpu, memory, why, figure))
     return tuple(sorted(rows, key=lambda r: (r.utilisation, r.node)))
 
 
@@ -448,20 +654,24 @@ def empty_nodes(
     (Ready, not cordoned, not annotated scale-down-disabled, older than the grace period)."""
     busy = {p.info.node_name for p in snap.pods if not is_empty_node_pod(p.info)}
     names = frozenset(p.name for p in pools)
+    on_node = _live_pods_by_node(snap.nodes, snap.pods)
+    rules = settings.rules
     return tuple(
         sorted(
             n.info.name
             for n in snap.nodes
-            if n.info.name not in busy and not _outside(n, names) and not _ineligible(n, now, settings)
+            if n.info.name not in busy
+            and not _outside(n, names)
+            and not _ineligible(n, now, settings)
+            # DaemonSet pods count towards the threshold unless told otherwise, as in cluster-autoscaler.
+            and not _utilisation_reason(utilisation(n, on_node[n.info.name], rules, now), rules)
         )
     )
 
 
-def track_empty(
-    since: Mapping[str, datetime], empty_now: Sequence[str], now: datetime
-) -> dict[str, datetime]:
-    """When each node was first seen empty: kept while it stays empty, forgotten once it is not."""
-    return {node: since.get(node, now) for node in empty_now}
+def track_since(since: Mapping[str, datetime], seen_now: Sequence[str], now: datetime) -> dict[str, datetime]:
+    """When each node was first seen (empty, or removable): kept while it stays so, forgotten once not."""
+    return {node: since.get(node, now) for node in seen_now}
 
 
 def due_empty(

@@ -23,6 +23,13 @@ SCALEBOT_DO_NOT_DISRUPT_ANNOTATION = "scalebot.io/do-not-disrupt"
 CAPI_DRAIN_LABEL = "cluster.x-k8s.io/drain"
 DRAINING_TAINT_KEY = "scalebot.io/draining"
 UNSCHEDULABLE_TAINT_KEY = "node.kubernetes.io/unschedulable"
+CA_TO_BE_DELETED_TAINT_KEY = "ToBeDeletedByClusterAutoscaler"
+"""cluster-autoscaler is draining and deleting the node (value: unix time, NoSchedule)."""
+CA_DELETION_CANDIDATE_TAINT_KEY = "DeletionCandidateOfClusterAutoscaler"
+"""cluster-autoscaler found the node unneeded and counts down to removing it (PreferNoSchedule)."""
+KARPENTER_DISRUPTED_TAINT_KEY = "karpenter.sh/disrupted"
+"""Karpenter is draining and deleting the node (it does not cordon)."""
+SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
 CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
 DEFAULT_TERMINATION_GRACE_SECONDS = 30
 
@@ -73,6 +80,9 @@ class PodInfo:
     unscheduled_reason: str = ""
     """Why the scheduler has not placed the pod, from its PodScheduled=False condition
     ("Unschedulable: 0/3 nodes are available: ..."); "" once scheduled or not yet looked at."""
+    local_volumes: tuple[str, ...] = ()
+    """Names of the volumes whose data lives on the node and dies with it, as cluster-autoscaler
+    counts them: hostPath, and emptyDir unless its medium is Memory."""
 
     @property
     def key(self) -> str:
@@ -134,6 +144,12 @@ class PodInfo:
             cpu_request_milli=cpu,
             memory_request_bytes=memory,
             unscheduled_reason=_unscheduled_reason(status.get("conditions") or ()),
+            local_volumes=tuple(
+                str(v.get("name") or "")
+                for v in spec.get("volumes") or ()
+                if "hostPath" in v
+                or ("emptyDir" in v and (v.get("emptyDir") or {}).get("medium") != "Memory")
+            ),
         )
 
 

@@ -74,6 +74,8 @@ class Advice:
     cluster: str
     scale_up: advice.ScaleUpAdvice
     underused: tuple[consolidation.Underused, ...]
+    threshold: float = consolidation.ScaleDownRules().utilization_threshold
+    """The scale-down utilization threshold the underused nodes are measured against."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +134,7 @@ class Operations:
         self.policies = {
             name: policies.get(name, policy.ClusterPolicy(cluster=name)) for name in self.handles
         }
+        runner.scale_down = {name: pol.consolidation.rules for name, pol in self.policies.items()}
         self.clock = clock
         self._listeners = listeners
         self._next_event = next_event
@@ -277,13 +280,19 @@ class Operations:
             raise UserError(
                 f"pool(s) not found in {handle.name}: {', '.join(unknown)}; pools: {', '.join(sorted(known))}"
             )
+        now = self.clock.now()
+        if req.requested_by == policy.EVICTOR:
+            # cluster-autoscaler's --scale-down-delay-after-add, for the unattended proposals only.
+            hold = consolidation.scale_up_hold(snap.nodes, now, pol.delay_after_add)
+            if hold:
+                raise UserError(f"nothing to consolidate on {handle.name} yet: {hold}")
         plan = consolidation.plan_consolidation(
             snap.nodes,
             snap.pods,
             handle.api.list_pdbs(),
             pool_minimums={p.name: p.min_size for p in pools},
             daemonset_keys=handle.api.list_daemonset_keys(),
-            now=self.clock.now(),
+            now=now,
             settings=pol.planning,
             notes=snap.autoscalers,
             removable_pools=frozenset(req.target.pools or known),
@@ -742,15 +751,14 @@ class Operations:
             pool_minimums={p.name: p.min_size for p in pools},
             daemonset_keys=handle.api.list_daemonset_keys(),
             now=self.clock.now(),
-            settings=consolidation.ConsolidationSettings(
-                node_grace=pol.node_grace, max_nodes=len(nodes) or 1
-            ),
+            settings=replace(pol.planning, max_nodes=len(nodes) or 1),
             removable_pools=frozenset(p.name for p in pools),
         )
         return Advice(
             cluster=cluster,
             scale_up=advice.advise_from_raw(pools, nodes, bound, api.list_unbound_pods_json()),
-            underused=consolidation.underused(snap, plan),
+            underused=consolidation.underused(snap, plan, now=self.clock.now(), rules=pol.rules),
+            threshold=pol.rules.utilization_threshold,
         )
 
     def _limit_plans(self, by: str, cluster: str) -> None:

@@ -1,9 +1,9 @@
 """The outcome of one drain pass, as a value that summarises and renders itself.
 
-Owns `DrainReport` and its renderers: Cluster API's condition message in two styles (the legacy
-one scalebot's product text quotes, and the current v1.9+ one), a one-line summary, and a JSON form
-for the audit log and the store. The drain pass (`engine.drain`) builds the report; the bot only
-renders it.
+Owns `DrainReport` and its renderers: Cluster API's condition message in two styles (the current
+per-Pod one of v1.9+, the default, and the grouped legacy one of v1.9.0-beta.0), a one-line
+summary, and a JSON form for the audit log and the store. The drain pass (`engine.drain`) builds
+the report; the bot only renders it.
 
 Pure: no I/O, no clock. Every list is sorted (plain byte order, Go's `sort.Strings`) and de-duplicated
 when the report is built. Identical cluster state therefore gives an identical report and an identical
@@ -25,9 +25,9 @@ HEADER = "Drain not completed yet"
 COMPLETED = "Drain completed"
 MAX_FAILURE_KEYS = 5
 """Cluster API shows at most this many failure groups, then one overflow line."""
-LEGACY_TERMINATING_PODS = 5
-"""Legacy (L0) lists five names with a deletionTimestamp; every other list shows three."""
 LIST_PODS = 3
+"""Every list shows three names, then "... (K more)" (Cluster API since v1.9.0-beta.0; its main
+branch briefly showed five Pods with a deletionTimestamp before that)."""
 PDB_VIOLATION = "Cannot evict pod as it would violate the pod's disruption budget."
 PDB_VIOLATION_LOWER = "cannot evict pod as it would violate the pod's disruption budget."
 TERMINATING_TEXT = "deletionTimestamp set, but still not removed from the Node"
@@ -200,7 +200,7 @@ class DrainReport:
         pods = self.left_unreachable
         return f" ({self._pods(pods)} left terminating on an unreachable node, not waited for)"
 
-    def condition_message(self, style: Style = "legacy") -> str:
+    def condition_message(self, style: Style = "current") -> str:
         """Cluster API's condition message for this report; "" once the drain is complete."""
         if self.completed:
             return ""
@@ -208,10 +208,11 @@ class DrainReport:
         return "\n".join(lines)
 
     def _legacy_lines(self) -> list[str]:
-        """Cluster API L0 (Sep-Oct 2024), with the L1 "After above" line and scalebot's waiting line."""
-        lines = [f"{HEADER}:"]
+        """Cluster API v1.9.0-beta.0, the one release with the grouped layout, with scalebot's
+        waiting line (that release predates WaitCompleted)."""
+        lines = [self._header()]
         if self.terminating:
-            terminating = truncated_list(self.terminating, LEGACY_TERMINATING_PODS)
+            terminating = truncated_list(self.terminating, LIST_PODS)
             lines.append(f"* Pods with deletionTimestamp that still exist: {terminating}")
         if self.failed:
             lines.append("* Pods with eviction failed:")
@@ -234,12 +235,14 @@ class DrainReport:
             lines.append(f"* {QUEUED_TEXT}: {truncated_list(self.queued, LIST_PODS)}")
         return lines
 
+    def _header(self) -> str:
+        if self.started_at is None:
+            return f"{HEADER}:"  # upstream always has a start time; never invent one
+        return f"{HEADER} (started at {model.format_time(self.started_at)}):"
+
     def _current_lines(self) -> list[str]:
         """Cluster API v1.9+ (`EvictionResult.ConditionMessage`), WaitCompleted lines of v1.10."""
-        if self.started_at is None:
-            lines = [f"{HEADER}:"]  # upstream always has a start time; never invent one
-        else:
-            lines = [f"{HEADER} (started at {model.format_time(self.started_at)}):"]
+        lines = [self._header()]
         if self.terminating:
             lines.append(f"* {self._pods(self.terminating)}: {TERMINATING_TEXT}")
         shown, hidden = self._split_failure_keys()
@@ -267,7 +270,7 @@ class DrainReport:
         keys = list(self.failed)  # already in byte order
         return keys[:MAX_FAILURE_KEYS], keys[MAX_FAILURE_KEYS:]
 
-    def to_json(self, style: Style = "legacy") -> dict[str, Any]:
+    def to_json(self, style: Style = "current") -> dict[str, Any]:
         """A JSON-ready dict with stable keys, for the audit log and the store (see `from_json`)."""
         return {
             "completed": self.completed,

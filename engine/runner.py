@@ -96,6 +96,7 @@ from engine.operation import (
 from engine.pacing import PassFacts, PassPacing, next_pass
 from engine.podfeed import PodFeed
 from engine.pools.base import Pool, PoolProvider, PoolSizeError, RestoreRecord, TakesBackRemoval
+from engine.report import Style as ReportStyle
 from engine.store import ClaimHeld, Fenced, RunnerClaim, RunnerId, Store, StoredRestore, StoreError
 from engine.workloads import Decision, WorkloadPlan, WorkloadRecord, WorkloadScaler
 from engine.workloads import Outcome as WorkloadOutcome
@@ -173,6 +174,8 @@ class ClusterHandle:
     events: kube_events.Recorder = field(default_factory=kube_events.NullRecorder)
     """Kubernetes Events on the objects scalebot changes in this cluster (so `kubectl describe` there
     shows what happened); written through this cluster's own API server."""
+    drain_report: ReportStyle = "current"
+    """Layout of the drain reports: Cluster API's per-Pod condition message (v1.9+), or "legacy"."""
 
 
 @dataclass(slots=True)
@@ -217,6 +220,9 @@ class Runner:
         self.clock = clock
         self.emit = emit
         self.settings = settings
+        self.scale_down: dict[str, consolidation.ScaleDownRules] = {}
+        """Each cluster's cluster-autoscaler rules (its consolidation settings), for the re-check
+        before a consolidated node is cordoned; set by `Operations`. A cluster not named: defaults."""
         self._pool = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="op")
         self._evictions = ThreadPoolExecutor(
             max_workers=settings.parallel_evictions, thread_name_prefix="evict"
@@ -873,7 +879,7 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     )
     # The feed wakes the runner once the pods left terminating are gone (the tail of a drain).
     feed.await_gone(result.awaiting)
-    message = result.report.condition_message()
+    message = result.report.condition_message(h.drain_report)
     report = result.report
     drained = replace(
         op.progress.drain,
@@ -1746,6 +1752,7 @@ def step_fit(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
             not_destinations=frozenset(todo[1:]) | frozenset(removed),
             daemonset_keys=h.api.list_daemonset_keys(),
             now=runner.clock.now(),
+            rules=runner.scale_down.get(h.name, consolidation.ScaleDownRules()),
         )
     if reason:
         text = f"Skipped {node}: {reason} (not cordoned, not drained)"

@@ -63,8 +63,11 @@ class _Container(_Base):
 
 
 class _Volume(_Base):
-    # Presence is what counts ("emptyDir": {} is the common form), so the value is kept as is.
+    # Presence is what counts ("emptyDir": {} is the common form), so the value is kept as is; the
+    # name, hostPath and emptyDir's medium are what cluster-autoscaler's local-storage rule reads.
+    name: Any = msgspec.UNSET
     emptyDir: Any = msgspec.UNSET
+    hostPath: Any = msgspec.UNSET
 
 
 class _PodSpec(_Base):

@@ -76,7 +76,7 @@ from engine.pools.common import (
     decode_restore,
     encode_restore,
 )
-from engine.pools.victims import is_emptying
+from engine.pools.victims import AUTOSCALER_TAINTS, is_emptying
 
 log = logging.getLogger(__name__)
 
@@ -113,14 +113,7 @@ NOISE_ANNOTATION_PREFIXES = (
 """kubectl's last-applied state, the TTL and attach/detach controllers' and the CSI driver's
 stamps, and Cluster API's back-references to a Machine that no longer exists. kwok's own
 `kwok.x-k8s.io/node` is kept: it is how a kwok set up with an annotation selector finds its nodes."""
-NOISE_TAINT_KEYS = frozenset(
-    {
-        "scalebot.io/draining",
-        "ToBeDeletedByClusterAutoscaler",
-        "DeletionCandidateOfClusterAutoscaler",
-        "karpenter.sh/disrupted",
-    }
-)
+NOISE_TAINT_KEYS = frozenset({DRAINING_TAINT_KEY, *AUTOSCALER_TAINTS})
 NOISE_TAINT_PREFIX = "node.kubernetes.io/"
 """not-ready, unreachable, unschedulable, *-pressure: set by the node lifecycle controller."""
 

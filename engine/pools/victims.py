@@ -30,20 +30,32 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from engine.model import DRAINING_TAINT_KEY, UNSCHEDULABLE_TAINT_KEY, NodeInfo, PodInfo
+from engine.model import (
+    CA_DELETION_CANDIDATE_TAINT_KEY,
+    CA_TO_BE_DELETED_TAINT_KEY,
+    DRAINING_TAINT_KEY,
+    KARPENTER_DISRUPTED_TAINT_KEY,
+    UNSCHEDULABLE_TAINT_KEY,
+    NodeInfo,
+    PodInfo,
+)
 
 DeletionPolicy = Literal["Oldest", "Newest", "Random"]
 POLICIES: tuple[DeletionPolicy, ...] = ("Oldest", "Newest", "Random")
 
 DELETE_MACHINE_ANNOTATION = "cluster.x-k8s.io/delete-machine"
-CORDON_TAINT_KEYS = frozenset(
-    {
-        UNSCHEDULABLE_TAINT_KEY,
-        DRAINING_TAINT_KEY,
-        "ToBeDeletedByClusterAutoscaler",
-        "karpenter.sh/disrupted",
-    }
-)
+DELETING_TAINTS = {
+    CA_TO_BE_DELETED_TAINT_KEY: "cluster-autoscaler is deleting it",
+    KARPENTER_DISRUPTED_TAINT_KEY: "Karpenter is deleting it",
+}
+"""Taints another autoscaler puts on a node it drains and deletes, with who that is."""
+AUTOSCALER_TAINTS = {
+    **DELETING_TAINTS,
+    CA_DELETION_CANDIDATE_TAINT_KEY: "cluster-autoscaler found it unneeded and will delete it itself",
+}
+"""Every taint by which another autoscaler claims a node's removal: scalebot plans none of these
+nodes (removing one too would take a second node out of the pool when that autoscaler acts)."""
+CORDON_TAINT_KEYS = frozenset({UNSCHEDULABLE_TAINT_KEY, DRAINING_TAINT_KEY, *DELETING_TAINTS})
 """Taints meaning "this node is being emptied": Karpenter drains leave spec.unschedulable false."""
 
 _UNKNOWN_AGE = float("inf")
@@ -120,6 +132,14 @@ def victim_key(
 def is_emptying(node: NodeInfo) -> bool:
     """Cordoned by anyone, or tainted by a tool that drains without cordoning."""
     return node.is_cordoned or any(t.key in CORDON_TAINT_KEYS for t in node.taints)
+
+
+def claimed_by_autoscaler(node: NodeInfo) -> str:
+    """Why another autoscaler owns this node's removal ("" when none does), naming the taint."""
+    for taint in node.taints:
+        if taint.key in AUTOSCALER_TAINTS:
+            return f"{AUTOSCALER_TAINTS[taint.key]} (taint {taint.key})"
+    return ""
 
 
 def is_evictable(pod: PodInfo) -> bool:

@@ -64,7 +64,7 @@ def test_drain_prints_progress_and_exits_zero(
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == f"node/{node} cordoned"
-    assert "* Pods with deletionTimestamp that still exist:" in result.stdout
+    assert ": deletionTimestamp set, but still not removed from the Node" in result.stdout
     assert lines[-2:] == ["Drain completed", f"node/{node} drained"]
 
 
@@ -84,7 +84,7 @@ def test_drain_timeout_exits_one_with_the_blocking_message(
     result = scalebot("drain", node, "--timeout", "3s", "--interval", "1s", kubeconfig=scalebot_kubeconfig)
     assert result.returncode == 1
     assert "error: drain did not complete within 3s:" in result.stderr
-    assert "* Pods with eviction failed:" in result.stderr
+    assert ": cannot evict pod as it would violate the pod's disruption budget." in result.stderr
     assert "guarded needs 1 healthy pods and has 1 currently" in result.stderr
 
 

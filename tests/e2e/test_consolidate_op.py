@@ -241,7 +241,7 @@ def test_slack_advise_names_the_least_waste_pool_and_its_click_requests_that_sca
         assert text.index(f"Expanding Node Group {small} would waste 25.00% CPU, 75.00% Memory") < text.index(
             f"Expanding Node Group {big} would waste 81.25% CPU"
         )
-        assert "Nodes under 50% of allocatable requested" in text
+        assert "Nodes at or under 50% of allocatable requested" in text
         [button] = [b for b in buttons_of(shown) if b["action_id"] == ACTION_ADVISED_SCALE]
         click = signer.block_actions(
             ACTION_ADVISED_SCALE,

@@ -65,7 +65,10 @@ def test_a_node_empty_past_its_ttl_is_removed_and_one_empty_for_less_is_not(
     clock = FakeClock(datetime.now(UTC))
     reports: list[CleanupReport] = []
     policy = ConsolidationPolicy(
-        empty_nodes=True, node_grace=timedelta(0), empty_node_ttl=timedelta(minutes=5)
+        empty_nodes=True,
+        node_grace=timedelta(0),
+        unneeded_time=timedelta(minutes=5),
+        delay_after_add=timedelta(0),  # the test's nodes are new
     )
     cleaner = EmptyNodeCleaner(handle, policy, Store(str(tmp_path / "db.sqlite")), clock, reports.append)
 
@@ -117,7 +120,10 @@ def test_a_batch_cut_short_after_its_cordon_is_settled_by_the_next_process_and_a
     builders.create_bare_pod(admin_api, namespace, "keeps-busy", node=busy, grace=0)
     builders.cordon(admin_api, by_human)  # empty, but a person cordoned it: never ours to touch
     policy = ConsolidationPolicy(
-        empty_nodes=True, node_grace=timedelta(0), empty_node_ttl=timedelta(minutes=5)
+        empty_nodes=True,
+        node_grace=timedelta(0),
+        unneeded_time=timedelta(minutes=5),
+        delay_after_add=timedelta(0),  # the test's nodes are new
     )
     db = str(tmp_path / "db.sqlite")
     clock = FakeClock(datetime.now(UTC))
@@ -176,7 +182,9 @@ def test_evictor_mode_proposes_once_per_change_and_refuses_beside_another_autosc
     rules = ClusterPolicy(
         cluster="dev",
         users={"U0APPROVER": Role.APPROVER},
-        consolidation=ConsolidationPolicy(evictor=True, node_grace=timedelta(0)),
+        consolidation=ConsolidationPolicy(
+            evictor=True, node_grace=timedelta(0), unneeded_time=timedelta(0), delay_after_add=timedelta(0)
+        ),
     )
     ops = new_operations(Store(str(tmp_path / "db.sqlite")), {"dev": handle}, {"dev": rules}, SystemClock())
     said: list[str] = []

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from bot.settings import Secret, SettingsError, forget_secret_env, load
+from engine.consolidation import ScaleDownRules
 from engine.policy import Role
 
 ENV = {"SLACK_BOT_TOKEN": "xoxb-1-secret", "SLACK_SIGNING_SECRET": "s3cr3t-signing"}
@@ -183,6 +184,22 @@ def test_socket_mode_needs_no_signing_secret(tmp_path: Path) -> None:
             "clusters.dev-eu.consolidation.interval: at least 10s",
         ),
         ("clusters: {dev-eu: {consolidation: {evict: true}}}", "clusters.dev-eu.consolidation.evict"),
+        (
+            "clusters: {dev-eu: {consolidation: {utilization_threshold: 1.5}}}",
+            "clusters.dev-eu.consolidation.utilization_threshold: expected a number from 0 to 1, got 1.5",
+        ),
+        (
+            "clusters: {dev-eu: {consolidation: {unneeded_time: 5m, empty_node_ttl: 5m}}}",
+            "clusters.dev-eu.consolidation.empty_node_ttl: the older name of unneeded_time; give only one",
+        ),
+        (
+            "clusters: {dev-eu: {consolidation: {delay_after_add: -1m}}}",
+            "clusters.dev-eu.consolidation.delay_after_add",
+        ),
+        (
+            "clusters: {dev-eu: {drain_report: grouped}}",
+            "clusters.dev-eu.drain_report: expected current or legacy",
+        ),
     ],
 )
 def test_bad_config_names_the_key(tmp_path: Path, text: str, message: str) -> None:
@@ -240,8 +257,8 @@ def test_tokens_never_show_in_reprs(tmp_path: Path) -> None:
 def test_consolidation_settings_default_off_and_read_when_given(tmp_path: Path) -> None:
     default = load(write(tmp_path, "clusters: {dev-eu: {}}"), ENV).clusters["dev-eu"].policy.consolidation
     assert (default.empty_nodes, default.allow_alongside_autoscaler) == (False, False)
-    assert (default.empty_node_ttl, default.empty_node_batch, default.interval) == (
-        timedelta(minutes=5),
+    assert (default.unneeded_time, default.empty_node_batch, default.interval) == (
+        timedelta(minutes=10),
         10,
         timedelta(seconds=60),
     )
@@ -250,7 +267,7 @@ def test_consolidation_settings_default_off_and_read_when_given(tmp_path: Path) 
         "interval: 30s, node_grace: 2m, max_nodes: 4, allow_alongside_autoscaler: true}}}"
     )
     given = load(write(tmp_path, text), ENV).clusters["dev-eu"].policy.consolidation
-    assert (given.empty_nodes, given.empty_node_ttl, given.empty_node_batch, given.interval) == (
+    assert (given.empty_nodes, given.unneeded_time, given.empty_node_batch, given.interval) == (
         True,
         timedelta(minutes=10),
         3,
@@ -261,6 +278,38 @@ def test_consolidation_settings_default_off_and_read_when_given(tmp_path: Path) 
         4,
         True,
     )
+
+
+def test_cluster_autoscaler_rules_and_timings_default_as_cluster_autoscaler_and_are_read(
+    tmp_path: Path,
+) -> None:
+    cluster = load(write(tmp_path, "clusters: {dev-eu: {}}"), ENV).clusters["dev-eu"]
+    default = cluster.policy.consolidation
+    assert default.rules == ScaleDownRules(
+        utilization_threshold=0.5,
+        gpu_utilization_threshold=0.5,
+        ignore_daemonsets_utilization=False,
+        skip_nodes_with_system_pods=True,
+        system_pod_disruption_timeout=timedelta(hours=1),
+        skip_nodes_with_local_storage=True,
+        skip_nodes_with_custom_controller_pods=True,
+    )
+    assert (default.unneeded_time, default.delay_after_add) == (timedelta(minutes=10), timedelta(minutes=10))
+    assert cluster.drain_report == "current"
+    text = (
+        "clusters: {dev-eu: {drain_report: legacy, consolidation: {utilization_threshold: 0.7, "
+        "gpu_utilization_threshold: 0.2, ignore_daemonsets_utilization: true, "
+        "skip_nodes_with_system_pods: false, "
+        "system_pod_disruption_timeout: 30m, skip_nodes_with_local_storage: false, "
+        "skip_nodes_with_custom_controller_pods: false, unneeded_time: 3m, delay_after_add: 0s}}}"
+    )
+    cluster = load(write(tmp_path, text), ENV).clusters["dev-eu"]
+    given = cluster.policy.consolidation
+    assert given.rules == ScaleDownRules(0.7, 0.2, True, False, timedelta(minutes=30), False, False)
+    assert (given.unneeded_time, given.delay_after_add) == (timedelta(minutes=3), timedelta(0))
+    # The plans get the same rules as the policy.
+    assert given.planning.rules == given.rules
+    assert cluster.drain_report == "legacy"
 
 
 @pytest.mark.parametrize(

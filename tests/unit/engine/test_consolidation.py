@@ -9,6 +9,7 @@ from typing import Any
 from engine.consolidation import (
     ConsolidationPolicy,
     ConsolidationSettings,
+    ScaleDownRules,
     SchedulingSnapshot,
     due_empty,
     empty_nodes,
@@ -18,7 +19,7 @@ from engine.consolidation import (
     plan_consolidation,
     pod_view,
     recheck,
-    track_empty,
+    track_since,
 )
 from engine.model import LabelSelector, PdbInfo
 from engine.operation import OpKind
@@ -142,7 +143,10 @@ def test_blockers_keep_a_node_with_the_reason() -> None:
 def test_pods_that_fit_nowhere_keep_their_node_and_say_why() -> None:
     nodes = [raw_node("a", cpu="2"), raw_node("b", cpu="2")]
     pods = [raw_pod("web-0", "a", cpu="1500m"), raw_pod("web-1", "b", cpu="1500m")]
-    result = plan(nodes, pods)
+    # 75 % requested: only a threshold above cluster-autoscaler's default lets the fit decide.
+    result = plan(
+        nodes, pods, settings=ConsolidationSettings(rules=ScaleDownRules(utilization_threshold=0.8))
+    )
     assert result.remove == ()
     assert {k.reason for k in result.keep} == {
         "shop/web-1 fits on no other node: 0/1 nodes are available: 1 Insufficient cpu.",
@@ -242,7 +246,7 @@ def test_operation_plan_shrinks_each_pool_by_its_removed_nodes_and_hashes_the_mo
 
 def test_empty_nodes_are_due_after_the_ttl_longest_first_within_the_batch_and_pool_minimums() -> None:
     t0 = NOW - timedelta(minutes=10)
-    since = track_empty({"a": t0, "gone": t0}, ["a", "b", "c", "d"], NOW - timedelta(minutes=6))
+    since = track_since({"a": t0, "gone": t0}, ["a", "b", "c", "d"], NOW - timedelta(minutes=6))
     assert since == {
         "a": t0,
         "b": NOW - timedelta(minutes=6),

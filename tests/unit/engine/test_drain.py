@@ -211,7 +211,10 @@ def test_drain_completes_once_terminating_pods_are_gone_and_reports_only_changes
     assert outcome.report.condition_message() == ""
     assert cluster.get_pod("ops", "agent") is not None, "DaemonSet pods stay"
     messages = [r.condition_message() for r in reports]
-    assert messages[0].startswith("Drain not completed yet:\n* Pods with deletionTimestamp that still exist:")
+    assert messages[0].startswith(
+        "Drain not completed yet (started at 2026-01-01T00:00:00Z):\n* Pods shop/web-0"
+    )
+    assert messages[0].endswith(": deletionTimestamp set, but still not removed from the Node")
     assert len(messages) == len(set(messages)), "an unchanged state is never reported twice"
     elapsed = cluster.clock.now() - outcome.state.started_at
     assert timedelta(seconds=30) <= elapsed <= timedelta(seconds=40), elapsed
@@ -224,7 +227,9 @@ def test_drain_times_out_with_the_blocking_message(cluster: FakeCluster) -> None
     cluster.add_pdb("shop", "db-pdb", match_labels={"app": "db"}, disruptions_allowed=0)
     outcome, _ = drain_all(cluster, ["w-1"], settings=drainer.DrainSettings(timeout=timedelta(minutes=2)))
     assert outcome.timed_out and not outcome.completed
-    assert "* Pods with eviction failed:" in outcome.report.condition_message()
+    assert ": cannot evict pod as it would violate the pod's disruption budget." in (
+        outcome.report.condition_message()
+    )
     assert "db-pdb" in outcome.report.condition_message()
     # kubectl retries a PDB refusal every 5 s; over 2 minutes that is about 24 attempts, not thousands.
     assert 15 <= cluster.request_counts[("create", "pods/eviction")] <= 30

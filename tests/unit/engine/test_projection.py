@@ -78,7 +78,7 @@ def test_the_rest_of_the_pod_is_dropped_and_the_continue_token_kept() -> None:
     assert projected["metadata"] == {"continue": "tok-2", "resourceVersion": "9"}
     (item,) = projected["items"]
     assert "managedFields" not in item["metadata"] and "tolerations" not in item["spec"]
-    assert item["spec"]["volumes"] == [{}, {"emptyDir": {}}]
+    assert item["spec"]["volumes"] == [{"name": "cfg"}, {"name": "tmp", "emptyDir": {}}]
     assert projection.decode_pod_list(page())["items"] == []
 
 

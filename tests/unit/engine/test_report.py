@@ -208,8 +208,8 @@ def test_summary_line_counts_remaining_pods_with_singular() -> None:
 
 def test_worked_example_legacy_style_verbatim() -> None:
     assert worked_example(current_only=False).condition_message("legacy") == (
-        "Drain not completed yet:\n"
-        "* Pods with deletionTimestamp that still exist: shop/cart-0, shop/cart-1, shop/cart-2, shop/cart-3, shop/cart-4, ... (1 more)\n"  # noqa: E501
+        "Drain not completed yet (started at 2026-03-27T19:00:05Z):\n"
+        "* Pods with deletionTimestamp that still exist: shop/cart-0, shop/cart-1, shop/cart-2, ... (3 more)\n"  # noqa: E501
         "* Pods with eviction failed:\n"
         "  * Cannot evict pod as it would violate the pod's disruption budget. The disruption budget web-pdb needs 10 healthy pods and has 10 currently: shop/web-0, shop/web-1, shop/web-2, ... (7 more)\n"  # noqa: E501
         "  * Cannot evict pod from terminating namespace: unable to create eviction (kube-controller-manager should set deletionTimestamp): ops/debug-shell\n"  # noqa: E501
@@ -217,13 +217,14 @@ def test_worked_example_legacy_style_verbatim() -> None:
     )
 
 
-def test_legacy_is_the_default_style() -> None:
+def test_current_is_the_default_style() -> None:
     report = worked_example(current_only=False)
-    assert report.condition_message() == report.condition_message("legacy")
+    assert report.condition_message() == report.condition_message("current")
+    assert report.condition_message() != report.condition_message("legacy")
 
 
 def test_legacy_style_appends_l1_later_line_then_scalebot_waiting_line() -> None:
-    lines = worked_example(current_only=True).condition_message().splitlines()
+    lines = worked_example(current_only=True).condition_message("legacy").splitlines()
     assert lines[-2:] == [
         "* After above Pods have been removed from the Node, the following Pods will be evicted: data/db-0",
         "* Pods waiting for completion: batch/report-1",
@@ -232,7 +233,7 @@ def test_legacy_style_appends_l1_later_line_then_scalebot_waiting_line() -> None
 
 def test_legacy_lists_later_and_waiting_with_three_names() -> None:
     pods = [f"ns/p-{i}" for i in range(5)]
-    assert DrainReport.build(later=pods, waiting=pods).condition_message() == (
+    assert DrainReport.build(later=pods, waiting=pods).condition_message("legacy") == (
         "Drain not completed yet:\n"
         "* After above Pods have been removed from the Node, the following Pods will be evicted: "
         "ns/p-0, ns/p-1, ns/p-2, ... (2 more)\n"
@@ -242,18 +243,26 @@ def test_legacy_lists_later_and_waiting_with_three_names() -> None:
 
 def test_legacy_waiting_line_includes_pods_waiting_in_a_later_order() -> None:
     report = DrainReport.build(waiting=["b/1"], waiting_later=["a/1"])
-    assert report.condition_message() == "Drain not completed yet:\n* Pods waiting for completion: a/1, b/1"
-
-
-def test_legacy_header_never_shows_the_start_time() -> None:
     assert (
-        worked_example(current_only=False).condition_message().splitlines()[0] == "Drain not completed yet:"
+        report.condition_message("legacy")
+        == "Drain not completed yet:\n* Pods waiting for completion: a/1, b/1"
+    )
+
+
+def test_legacy_header_shows_the_start_time_as_its_only_release_did() -> None:
+    # Cluster API v1.9.0-beta.0, the one tag with the grouped layout, has "(started at ...)".
+    assert (
+        worked_example(current_only=False).condition_message("legacy").splitlines()[0]
+        == "Drain not completed yet (started at 2026-03-27T19:00:05Z):"
+    )
+    assert DrainReport.build(later=["a/1"]).condition_message("legacy").splitlines()[0] == (
+        "Drain not completed yet:"  # no start time known: none is invented
     )
 
 
 def test_legacy_keeps_plural_section_headers_for_a_single_pod() -> None:
     report = DrainReport.build(terminating=["a/1"], failed={"boom": ["a/2"]})
-    assert report.condition_message() == (
+    assert report.condition_message("legacy") == (
         "Drain not completed yet:\n"
         "* Pods with deletionTimestamp that still exist: a/1\n"
         "* Pods with eviction failed:\n"
@@ -263,7 +272,7 @@ def test_legacy_keeps_plural_section_headers_for_a_single_pod() -> None:
 
 def test_overflow_example_legacy_style() -> None:
     assert overflow_example().condition_message("legacy") == (
-        "Drain not completed yet:\n* Pods with eviction failed:\n"
+        "Drain not completed yet (started at 2026-03-27T19:00:05Z):\n* Pods with eviction failed:\n"
         + FIVE_SHOWN_LEGACY
         + "\n  * ... (2 more errors applying to 4 Pods)"
     )
@@ -284,12 +293,12 @@ def test_overflow_with_one_hidden_pod_uses_singular_forms_legacy() -> None:
 )
 def test_overflow_line_singular_and_plural_are_independent(hidden: dict[str, list[str]], want: str) -> None:
     failed = {f"k{i}": [f"ns/p{i}"] for i in range(1, 6)} | hidden
-    assert DrainReport.build(failed=failed).condition_message().splitlines()[-1] == want
+    assert DrainReport.build(failed=failed).condition_message("legacy").splitlines()[-1] == want
 
 
 def test_exactly_five_failure_keys_have_no_overflow_line() -> None:
     failed = {f"k{i}": [f"ns/p{i}"] for i in range(1, 6)}
-    lines = DrainReport.build(failed=failed).condition_message().splitlines()
+    lines = DrainReport.build(failed=failed).condition_message("legacy").splitlines()
     assert lines[-1] == "  * k5: ns/p5"
     lines = DrainReport.build(failed=failed).condition_message("current").splitlines()
     assert lines[-1] == "* Pod ns/p5: failed to evict Pod, k5"
