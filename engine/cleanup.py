@@ -275,6 +275,7 @@ class Evictor:
         try:
             plan = self.ops.plan(req)
         except UserError as exc:
+            self.unneeded_since = {}  # no plan: no node is unneeded any more
             message = str(exc)
             if message.startswith("nothing to consolidate"):
                 self.last_hash = None  # the next opportunity is news again

@@ -37,7 +37,7 @@ from engine.model import (
 )
 from engine.operation import OperationPlan, OpKind, PoolChange
 from engine.pools.base import Pool
-from engine.pools.victims import claimed_by_autoscaler
+from engine.pools.victims import claimed_by_autoscaler, is_emptying
 
 SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -246,8 +246,9 @@ def plan_consolidation(
     ctx = _drain_context(nodes, daemonset_keys, now)
     index = PdbIndex(pdbs)
     on_node = _live_pods_by_node(nodes, pods)
+    # Nodes being emptied (cordoned, or tainted by an autoscaler deleting them) are already leaving.
     pool_left = {
-        pool: sum(1 for n in nodes if n.pool == pool and not n.info.is_cordoned) for pool in pool_minimums
+        pool: sum(1 for n in nodes if n.pool == pool and not is_emptying(n.info)) for pool in pool_minimums
     }
 
     kept: list[NodeKept] = []

@@ -10,6 +10,7 @@ no pod was deleted by force).
 from __future__ import annotations
 
 import itertools
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -124,6 +125,59 @@ def test_cli_consolidate_removes_two_of_four_half_empty_nodes(
     removed = assert_consolidated(admin_api, namespace, nodes)
     assert f"2 of 2 nodes removed: {', '.join(removed)}" in result.stdout
     assert "force-deleted" not in result.stdout
+
+
+def test_cli_consolidate_never_drains_or_removes_a_node_cluster_autoscaler_is_deleting(
+    admin_api: Any,
+    scalebot_kubeconfig: Path,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    unique_name: str,
+    tmp_path: Path,
+) -> None:
+    """cluster-autoscaler tainted a Ready, uncordoned node ToBeDeletedByClusterAutoscaler (as it does
+    with --cordon-node-before-terminating=false): scalebot plans around it, says why, touches nothing on it.
+
+    Its one small pod makes it the cheapest node to empty, so without the rule it would go first."""
+    pool, pool_key = f"{unique_name}-t", f"{unique_name}.scalebot.test/pool"
+    tainted, first, second = node_pool(3, name=pool, labels={pool_key: pool}, cpu="4")
+    selector = {pool_key: pool}
+    # One Deployment per node, placed with the other two nodes cordoned.
+    for node, deployment, cpu in ((tainted, "small", "100m"), (first, "web-a", "1"), (second, "web-b", "1")):
+        for other in {tainted, first, second} - {node}:
+            builders.cordon(admin_api, other)
+        builders.uncordon(admin_api, node)
+        builders.create_deployment(
+            admin_api, namespace, deployment, 1, node_selector=selector, cpu=cpu, grace=1
+        )
+        builders.wait_for_deployment_available(admin_api, namespace, deployment)
+    for node in (tainted, first, second):
+        builders.uncordon(admin_api, node)
+    taint = {"key": "ToBeDeletedByClusterAutoscaler", "value": str(int(time.time())), "effect": "NoSchedule"}
+    builders.patch(admin_api, builders.node_path(tainted), {"spec": {"taints": [taint]}})
+    on_tainted = [
+        (p["metadata"]["name"], p["metadata"]["uid"]) for p in builders.pods_on_node(admin_api, tainted)
+    ]
+    assert [name for name, _ in on_tainted if name.startswith("small-")], on_tainted
+
+    db = tmp_path / "db.sqlite"
+    result = scalebot(
+        "consolidate", pool, "--provider", "labels", "--pool-label", pool_key, "--node-grace", "0s",
+        "--allow-alongside-autoscaler", "--db", str(db),
+        kubeconfig=scalebot_kubeconfig, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    why = "cluster-autoscaler is deleting it (taint ToBeDeletedByClusterAutoscaler)"
+    [operation] = Store(str(db)).list_operations()
+    assert (f"node {tainted}", why) in operation.plan.blockers
+    assert tainted not in operation.plan.nodes
+    assert "1 of 1 nodes removed" in result.stdout
+    # The tainted node: still there, never cordoned or tainted by scalebot, its pod never evicted.
+    node = builders.get(admin_api, builders.node_path(tainted))
+    assert not node["spec"].get("unschedulable")
+    assert [t["key"] for t in node["spec"]["taints"]] == ["ToBeDeletedByClusterAutoscaler"]
+    after = [(p["metadata"]["name"], p["metadata"]["uid"]) for p in builders.pods_on_node(admin_api, tainted)]
+    assert after == on_tainted
 
 
 def test_cli_consolidate_refuses_the_simulated_cluster_and_changes_nothing(tmp_path: Path) -> None:

@@ -211,3 +211,72 @@ def test_evictor_mode_proposes_once_per_change_and_refuses_beside_another_autosc
         assert [op.id for op in ops.list_operations(cluster="dev")] == [second.operation.id, proposal.id]
     finally:
         ops.runner.stop(timeout=10)
+
+
+def test_the_empty_node_policy_removes_nothing_within_the_delay_after_a_node_joined(
+    admin_api: Any,
+    handle: ClusterHandle,
+    node_pool: Callable[..., list[str]],
+    unique_name: str,
+    tmp_path: Path,
+) -> None:
+    pool = f"{unique_name}-d"
+    first, second = node_pool(2, name=pool, labels={f"{unique_name}.scalebot.test/pool": pool})
+    clock = FakeClock(datetime.now(UTC))  # the nodes joined just now
+    policy = ConsolidationPolicy(
+        empty_nodes=True, node_grace=timedelta(0), unneeded_time=timedelta(minutes=1)
+    )
+    assert policy.delay_after_add == timedelta(minutes=10)  # cluster-autoscaler's default
+    cleaner = EmptyNodeCleaner(handle, policy, Store(str(tmp_path / "db.sqlite")), clock, lambda report: None)
+
+    assert cleaner.cycle() is None
+    clock.advance(120)
+    # Empty for 2 minutes, past its unneeded time, but a node joined 2 minutes ago: nothing goes.
+    assert cleaner.cycle() is None
+    assert exists(admin_api, first) and exists(admin_api, second)
+    clock.advance(8 * 60 + 5)
+    removed = cleaner.cycle()  # 10 minutes after the nodes joined
+    assert removed is not None and {node for node, _ in removed.removed} == {first, second}
+
+
+def test_evictor_mode_proposes_a_node_only_once_it_has_been_unneeded_for_the_unneeded_time(
+    admin_api: Any,
+    handle: ClusterHandle,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    unique_name: str,
+    tmp_path: Path,
+) -> None:
+    pool_key = f"{unique_name}.scalebot.test/pool"
+    pool = f"{unique_name}-u"
+    node_pool(3, name=pool, labels={pool_key: pool})
+    builders.create_deployment(
+        admin_api, namespace, "web", 2, node_selector={pool_key: pool}, cpu="1", grace=1
+    )
+    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    rules = ClusterPolicy(
+        cluster="dev",
+        users={"U0APPROVER": Role.APPROVER},
+        consolidation=ConsolidationPolicy(
+            evictor=True,
+            node_grace=timedelta(0),
+            unneeded_time=timedelta(minutes=5),
+            delay_after_add=timedelta(0),
+        ),
+    )
+    clock = FakeClock(datetime.now(UTC))
+    ops = new_operations(Store(str(tmp_path / "db.sqlite")), {"dev": handle}, {"dev": rules}, clock)
+    said: list[str] = []
+    evictor = Evictor(ops, "dev", "C0PLATFORM", lambda cluster, text: said.append(text))
+    try:
+        assert evictor.cycle() is None  # removable from now on, not yet for 5 minutes
+        assert said == [] and evictor.unneeded_since
+        clock.advance(4 * 60)
+        assert evictor.cycle() is None
+        assert ops.list_operations(cluster="dev") == []
+        clock.advance(60)
+        proposed = evictor.cycle()
+        assert proposed is not None and proposed.ok and proposed.operation is not None, (proposed, said)
+        assert proposed.operation.kind is OpKind.CONSOLIDATE and proposed.operation.plan.nodes
+    finally:
+        ops.runner.stop(timeout=10)

@@ -189,6 +189,20 @@ def test_a_ready_uncordoned_node_another_autoscaler_is_removing_is_never_planned
     assert (moves, skipped) == ((), f"since the plan, {reason}")
 
 
+def test_a_node_another_autoscaler_deletes_no_longer_counts_towards_its_pools_minimum() -> None:
+    leaving = node("leaving", taints=(("ToBeDeletedByClusterAutoscaler", "NoSchedule"),))
+    result = plan_consolidation(
+        [node_view(n, pool="web") for n in (leaving, node())],
+        [],
+        (),
+        pool_minimums={"web": 1},
+        daemonset_keys=frozenset(),
+        now=NOW,
+    )
+    assert result.remove == ()
+    assert {k.node: k.reason for k in result.keep}["node"] == "pool web is at its minimum size (1)"
+
+
 def test_the_victim_chooser_and_the_planner_read_one_list_of_autoscaler_taints() -> None:
     from engine.pools import victims
 
