@@ -23,7 +23,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from bot import cli_read, logs, messages, providers, wiring
+from bot import cli_read, logs, messages, providers, report_cli, wiring
 from bot.live import LiveDisplay
 from engine import advice, consolidation, drain, drainer, filters, plan
 from engine.clock import ScaledClock, SystemClock
@@ -351,6 +351,7 @@ def _add_operations_command(commands: Any) -> None:
     )
     cli_read.add_output_flag(opers)
     opers.set_defaults(handler=cmd_operations)
+    report_cli.add_parser(commands, _read)
 
 
 def _add_consolidation_flags(parser: argparse.ArgumentParser) -> None:

@@ -187,6 +187,8 @@ class ClusterSettings:
     api_burst: int = DEFAULT_BURST
     drain_report: ReportStyle = "current"
     """Cluster API's condition layout for drain reports: per-Pod lines (v1.9+) or grouped ("legacy")."""
+    node_hour_prices: Mapping[str, float] = field(default_factory=dict)
+    """Pool → what one node of it costs per hour: `report savings` turns node-hours into money."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,6 +362,7 @@ _CLUSTER_KEYS = (
     "api_burst",
     "consolidation",
     "drain_report",
+    "node_hour_prices",
 )
 """Keys every cluster entry may have; the provider adds its own (bot.providers)."""
 
@@ -416,6 +419,11 @@ def _cluster(name: str, node: _Node) -> ClusterSettings:
         api_qps=node.number("api_qps", DEFAULT_QPS, low=1.0, high=1000.0),
         api_burst=node.integer("api_burst", DEFAULT_BURST, low=1, high=2000),
         drain_report=_drain_report(node),
+        node_hour_prices={
+            pool: prices.number(pool, 0.0, low=0.0, high=10_000.0)
+            for prices in (node.child("node_hour_prices"),)
+            for pool, _ in prices.items()
+        },
     )
 
 

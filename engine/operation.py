@@ -424,6 +424,8 @@ class DrainProgress:
     pods_remaining: int = 0
     """Pods still to evict (not yet asked to leave, or refused)."""
     pods_terminating: int = 0
+    pods_forced: int = 0
+    """Pods phase 2 deleted that phase 1 had not evicted (the figures count each pod once)."""
     blocking: tuple[str, ...] = ()
     """A few of the pods that hold the drain back, with why (`ns/name: reason`)."""
     samples: tuple[tuple[datetime, int], ...] = ()

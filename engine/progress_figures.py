@@ -25,7 +25,8 @@ class ProgressFigures:
     nodes_drained: int
     nodes_total: int
     pods_evicted: int
-    """Pods asked to leave (evicted, deleted when finished, force-deleted in phase 2)."""
+    """Pods asked to leave: evicted, deleted when finished, or deleted in phase 2 without having been
+    evicted (a pod phase 2 deleted while it terminated counts once, as evicted)."""
     pods_remaining: int
     """Pods still to be evicted: refused, waited for, queued behind a lower drain order."""
     pods_terminating: int
@@ -93,7 +94,7 @@ def figures(op: Operation) -> ProgressFigures | None:
 def pods_done(drain: DrainProgress) -> int:
     state = drain.state
     passes = (state.evicted_total + state.deleted_total) if state is not None else drain.evicted
-    return passes + len(drain.force_deleted)
+    return passes + drain.pods_forced
 
 
 def add_sample(

@@ -1146,7 +1146,18 @@ def step_force(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
         text += ": " + ", ".join(keys[:10]) + (f", ... ({len(keys) - 10} more)" if len(keys) > 10 else "")
     if left:
         text += f"; left to terminate by themselves (outside the approved scope): {', '.join(left[:10])}"
-    forced_progress = replace(op.progress.drain, force_deleted=tuple(keys))
+    # The figures: the pods phase 1 had not evicted are gone now (counted once: the force-deleted
+    # pods that were terminating were already counted as evicted); what is left terminates alone.
+    drained = op.progress.drain
+    forced_progress = replace(
+        drained,
+        force_deleted=tuple(keys),
+        pods_forced=drained.pods_forced + drained.pods_remaining,
+        pods_remaining=0,
+        pods_terminating=len(left),
+        busy_nodes=drained.busy_nodes if left else (),
+        blocking=(),
+    )
     if unconfirmed:
         forced_progress = replace(forced_progress, force_unconfirmed=tuple(unconfirmed))
         text += (

@@ -1283,6 +1283,26 @@ def verify_audit_file(path: str, *, expect_head: str | None = None) -> AuditChec
     return AuditCheck(len(rows), head, tuple(_chain_problems(rows)), altered, expected_row)
 
 
+def read_operations_file(path: str) -> list[Operation]:
+    """Every operation recorded in a database file, read-only and never migrating (as
+    `verify_audit_file` opens it): for reports that must not change the file they read."""
+    conn = _open_read_only(path)
+    conn.row_factory = sqlite3.Row
+    try:
+        found = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if found is None or str(found[0]) != str(SCHEMA_VERSION):
+            raise StoreError(
+                f"{path} has schema version {found[0] if found else 'none'}; this scalebot reads schema "
+                f"{SCHEMA_VERSION} (start scalebot on the file once to migrate it)"
+            )
+        rows = conn.execute("SELECT * FROM operations ORDER BY created_at, id").fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"cannot read the database {path}: {exc}") from exc
+    finally:
+        conn.close()
+    return [_row_to_op(dict(row)) for row in rows]
+
+
 def _open_read_only(path: str) -> sqlite3.Connection:
     file = Path(path)
     if not file.is_file():

@@ -125,3 +125,42 @@ def test_a_real_zero_scale_reports_figures_that_match_its_plan_and_summary(tmp_p
     assert (last.nodes_drained, last.pods_evicted, last.pods_remaining) == (4, op.summary.pods_evicted, 0)
     assert last.pods_total == op.summary.pods_evicted == 12
     assert last.eta_seconds == 0
+
+
+def test_after_phase_2_every_pod_counts_once_and_nothing_remains(tmp_path: Path) -> None:
+    cluster = FakeCluster()
+    for i in range(2):
+        cluster.add_node(f"web-{i}", labels={"scalebot.io/pool": "web"})
+        cluster.add_pod(
+            "shop",
+            f"db-{i}",
+            node=f"web-{i}",
+            controller_kind="StatefulSet",
+            controller_name="db",
+            labels={"app": "db"},
+        )
+        cluster.add_pod(
+            "shop",
+            f"cart-{i}",
+            node=f"web-{i}",
+            controller_kind="ReplicaSet",
+            controller_name="cart",
+            grace=10,
+        )
+    cluster.add_pdb("shop", "db", match_labels={"app": "db"}, disruptions_allowed=0)
+    ops = make_ops(cluster, tmp_path / "db.sqlite")
+    seen: list[ProgressEvent] = []
+    ops.subscribe(seen.append)
+    out = ops.request(zero())
+    assert out.ok and out.operation is not None and out.operation.plan.force_phase
+    finish(ops, out.operation.id)
+    op = ops.get(out.operation.id)
+    ops.runner.stop()
+    assert op is not None and op.summary is not None and op.summary.pods_force_deleted >= 2
+
+    blocked = [f for f in (figures(e.operation) for e in seen if e.kind == "report") if f is not None]
+    assert any(f.pods_remaining == 2 and f.nodes_drained == 0 for f in blocked), blocked
+    last = figures(op)
+    assert last is not None
+    assert (last.nodes_drained, last.nodes_total, last.pods_remaining) == (2, 2, 0)
+    assert (last.pods_evicted, last.pods_total) == (op.summary.pods_evicted + 2, 4)

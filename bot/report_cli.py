@@ -1,0 +1,127 @@
+"""`scalebot report savings`: what the sleeps saved, from the operation history alone.
+
+Reads the SQLite file read-only (it never migrates or writes it) and needs no kubeconfig; prices
+per node-hour come from the config file when one is given (`clusters.<name>.node_hour_prices`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from datetime import UTC, datetime, tzinfo
+from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from bot import cli_read, settings
+from engine.clock import SystemClock
+from engine.durations import parse_duration
+from engine.savings import PoolKey, SavingsReport, savings
+from engine.store import StoreError, read_operations_file
+
+
+def add_parser(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    wrap: Callable[[Callable[[argparse.Namespace], None]], Callable[[argparse.Namespace], int]],
+) -> None:
+    """`report savings`; `wrap` turns a ReadError into the CLI's one-line error (exit 2)."""
+    report = commands.add_parser("report", help="reports from the operation history (no kubeconfig)")
+    kinds = report.add_subparsers(dest="report", required=True, metavar="REPORT")
+    saved = kinds.add_parser(
+        "savings", help="node-hours (and money, given prices) saved by sleeps, per cluster, pool and week"
+    )
+    saved.add_argument(
+        "--since",
+        metavar="WHEN",
+        help="from this date/time (ISO 8601, e.g. 2026-03-01) or this long ago (e.g. 28d)",
+    )
+    saved.add_argument(
+        "--tz", default="UTC", metavar="ZONE", help="weeks start Monday 00:00 here (default UTC)"
+    )
+    saved.add_argument("--png", metavar="FILE", help="also draw the weekly chart into this PNG file")
+    saved.add_argument("--config", help="config file with node_hour_prices (default $SCALEBOT_CONFIG)")
+    saved.add_argument(
+        "--db",
+        metavar="FILE",
+        default=os.environ.get("SCALEBOT_DB", "scalebot.db"),
+        help="SQLite database (default $SCALEBOT_DB or ./scalebot.db), read-only",
+    )
+    saved.add_argument("-o", "--output", choices=("text", "json"), default="text", help="output format")
+    saved.set_defaults(handler=wrap(cmd_savings))
+
+
+class ReportError(cli_read.ReadError):
+    """Bad input: printed as one line by `bot.cli`, exit 2, nothing written."""
+
+
+def cmd_savings(args: argparse.Namespace) -> None:
+    now = SystemClock().now()
+    tz = _zone(args.tz)
+    since = _since(args.since, now, tz)
+    prices = _prices(args.config)
+    png = Path(args.png) if args.png else None
+    if png is not None and not png.parent.is_dir():
+        raise ReportError(f"--png {args.png}: the directory {png.parent} does not exist")
+    try:
+        ops = read_operations_file(args.db)
+    except StoreError as exc:
+        raise ReportError(str(exc)) from exc
+    report = savings(ops, now=now, tz=tz, since=since, prices=prices)
+    cli_read.emit(report.to_json(), args.output, lambda: text_lines(report))
+    if png is not None:
+        from bot.savings_chart import write_png
+
+        write_png(report, png)
+
+
+def text_lines(report: SavingsReport) -> list[str]:
+    since = report.since.isoformat(timespec="seconds") if report.since else "the first record"
+    lines = [f"Savings from {since} to {report.until.isoformat(timespec='seconds')}"]
+    lines.append(f"{'cluster':<16} {'pool':<16} {'week':<10} {'node-hours':>11} {'money':>10}")
+    for r in report.rows:
+        money = "" if r.money is None else f"{r.money:,.2f}"
+        lines.append(
+            f"{r.cluster:<16} {r.pool:<16} {r.week.isoformat():<10} {r.node_hours:>11,.1f} {money:>10}"
+        )
+    lines.append(f"{'total':<44} {report.node_hours:>11,.1f}")
+    lines.append("What this report cannot know:")
+    lines.extend(f"- {note}" for note in report.unknowns)
+    return lines
+
+
+def _zone(name: str) -> tzinfo:
+    if name.upper() == "UTC":
+        return UTC
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ReportError(f"--tz {name!r} is not a time zone (e.g. Europe/Berlin, UTC)") from None
+
+
+def _since(text: str | None, now: datetime, tz: tzinfo) -> datetime | None:
+    if not text:
+        return None
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        try:
+            return now - parse_duration(text)
+        except ValueError:
+            raise ReportError(
+                f"--since {text!r}: give a date or time (2026-03-01, 2026-03-01T18:00) or how long ago (28d)"
+            ) from None
+    return at if at.tzinfo else at.replace(tzinfo=tz)
+
+
+def _prices(config: str | None) -> dict[PoolKey, float]:
+    if not config and not os.environ.get("SCALEBOT_CONFIG"):
+        return {}
+    try:
+        loaded = settings.load(config, os.environ, require_slack=False)
+    except settings.SettingsError as exc:
+        raise ReportError(str(exc)) from exc
+    return {
+        (name, pool): price
+        for name, cluster in loaded.clusters.items()
+        for pool, price in cluster.node_hour_prices.items()
+    }
