@@ -53,11 +53,11 @@ class ControlPlaneUnavailable(RuntimeError):
 
 def _explain(returncode: int, tail: list[str]) -> str:
     """Turn the tail of the build script's stderr into one headline plus the evidence."""
-    own = [line for line in tail if line.startswith("build-control-plane:")]
+    own = [line for line in tail if line.startswith(("build-control-plane:", "build-go-tool:"))]
     text = "\n".join(tail)
     if own and "phase " not in own[-1]:
         # The script's own `die` message already names what is missing (Go, Go version, a file).
-        headline = own[-1].removeprefix("build-control-plane:").strip()
+        headline = own[-1].split(":", 1)[1].strip()
     elif any(fragment in text for fragment in _CHECKSUM_FAILURES):
         headline = (
             "a downloaded module does not match the committed lock (localcluster/go/*/go.sum); "
@@ -103,20 +103,21 @@ def ensure_binaries(*, echo: IO[str] | None = None, timeout: float = 3 * 3600) -
     return cache_dir
 
 
-HELM_BUILD_SCRIPT = REPO_ROOT / "scripts" / "build-helm.sh"
+GO_TOOL_SCRIPT = REPO_ROOT / "scripts" / "build-go-tool.sh"
 
 
-def ensure_helm(*, echo: IO[str] | None = None, timeout: float = 3600) -> Path:
-    """Build the pinned Helm CLI if needed (scripts/build-helm.sh) and return the binary's path."""
-    helm = Path(_run_build(HELM_BUILD_SCRIPT, echo=echo, timeout=timeout))
-    if not helm.is_file():
+def ensure_go_tool(tool: str, *, echo: IO[str] | None = None, timeout: float = 3600) -> Path:
+    """Build a Go tool of the tests if needed (scripts/build-go-tool.sh: `helm`, `promql`) and return
+    the binary's path."""
+    binary = Path(_run_build(GO_TOOL_SCRIPT, tool, echo=echo, timeout=timeout))
+    if not binary.is_file():
         raise ControlPlaneUnavailable(
-            f"helm unavailable: {HELM_BUILD_SCRIPT} reported {helm}, which is missing"
+            f"{tool} unavailable: {GO_TOOL_SCRIPT} reported {binary}, which is missing"
         )
-    return helm
+    return binary
 
 
-def _run_build(script: Path, *, echo: IO[str] | None, timeout: float) -> str:
+def _run_build(script: Path, *args: str, echo: IO[str] | None, timeout: float) -> str:
     """Run a build script (its progress to `echo`, default stderr) and return its last stdout line."""
     if not script.is_file():
         raise ControlPlaneUnavailable(f"control plane unavailable: build script {script} is missing")
@@ -127,7 +128,7 @@ def _run_build(script: Path, *, echo: IO[str] | None, timeout: float) -> str:
             )
     tail: deque[str] = deque(maxlen=200)
     proc = subprocess.Popen(
-        ["bash", str(script)],
+        ["bash", str(script), *args],
         cwd=REPO_ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from localcluster import builders
-from localcluster.binaries import ensure_helm
+from localcluster.binaries import ensure_go_tool
 
 if TYPE_CHECKING:
     from localcluster.controlplane import ControlPlane
@@ -53,7 +53,7 @@ MONITORING_KINDS = {"PrometheusRule"}
 
 @pytest.fixture(scope="module")
 def helm() -> Path:
-    return ensure_helm()
+    return ensure_go_tool("helm")
 
 
 def run(*args: str | Path, check: bool = True) -> subprocess.CompletedProcess[str]:

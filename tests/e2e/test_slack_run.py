@@ -27,6 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bot.blocks import ACTION_APPROVE
 from localcluster import builders
+from localcluster.binaries import ensure_go_tool
 from tests import monitoring
 from tests.slack.harness import Signer, SlackApiServer, all_text, buttons_of, get, post
 
@@ -36,6 +37,14 @@ REPO = Path(__file__).resolve().parents[2]
 CHANNEL = "C0PLATFORM"
 OPERATOR, APPROVER = "U0OPERATOR", "U0APPROVER"
 SECRET = "e2e-signing-secret"
+ALERTS = (
+    "ScalebotOperationFailed",
+    "ScalebotOperationStuck",
+    "ScalebotWakeShortOfSize",
+    "ScalebotLeaseLost",
+    "ScalebotNoLeader",
+    "ScalebotSlackErrors",
+)
 RFC3339_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 
 
@@ -222,8 +231,28 @@ def test_zero_request_approval_progress_and_completion(
     assert 'scalebot_operations_total{cluster="dev",kind="zero",state="succeeded"} 1.0' in exposition
     assert f'scalebot_pool_nodes{{cluster="dev",pool="{pool}",state="ready"}} 0.0' in exposition
     assert "scalebot_leader" in samples and "_created" not in exposition
-    # The chart's alerts and dashboard read only what this run exposes.
+    # The chart's alerts and dashboard read only what this run exposes, and Prometheus' engine
+    # evaluates every query over this run's series: no error, no alert for a healthy run, and
+    # ScalebotOperationFailed once the zero-scale's failed counter grows.
     assert monitoring.problems(exposition) == []
+    engine = ensure_go_tool("promql")
+    queries = monitoring.queries()
+    exprs = [monitoring.grafana_free(q.expr) for q in queries]
+    evaluated = monitoring.evaluate(engine, monitoring.load_text(exposition), exprs)
+    assert [e for e in evaluated if e.error] == []
+    assert {
+        q.where: e.series for q, e in zip(queries, evaluated, strict=True) if q.where.startswith("alert ")
+    } == {f"alert {name}": 0 for name in ALERTS}
+    panels = {q.where: e.series for q, e in zip(queries, evaluated, strict=True)}
+    assert panels["panel 'Nodes per pool and state' A"] >= 4 and panels["panel 'Leader' A"] == 1
+    failed = monitoring.series_key(
+        "scalebot_operations_total", {"cluster": "dev", "kind": "zero", "state": "failed"}
+    )
+    (alert,) = [e for q, e in zip(queries, exprs, strict=True) if q.where == "alert ScalebotOperationFailed"]
+    (fired,) = monitoring.evaluate(
+        engine, monitoring.load_text(exposition, {failed: "0+0x20 1+0x9"}), [alert]
+    )
+    assert (fired.error, fired.series) == ("", 1) and 'cluster="dev"' in fired.value
 
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(30) == 0
