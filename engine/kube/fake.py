@@ -456,8 +456,14 @@ class FakeCluster:
                 "daemonsets": sorted(self._daemonsets),
                 "terminating_namespaces": sorted(self._terminating_namespaces),
                 "recreate_on": {uid: list(nodes) for uid, nodes in sorted(self._recreate_on.items())},
-                "serial": next(self._serial),
+                "serial": self._peek_serial(),
             }
+
+    def _peek_serial(self) -> int:
+        """The next UID number, without using it up."""
+        number = next(self._serial)
+        self._serial = itertools.count(number)
+        return number
 
     @classmethod
     def from_state(
