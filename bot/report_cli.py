@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -16,6 +17,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from bot import cli_read, settings
 from engine.clock import SystemClock
 from engine.durations import parse_duration
+from engine.operation import Operation
 from engine.savings import PoolKey, SavingsReport, savings
 from engine.store import StoreError, read_operations_file
 
@@ -47,6 +49,12 @@ def add_parser(
         help="SQLite database (default $SCALEBOT_DB or ./scalebot.db), read-only",
     )
     saved.add_argument("-o", "--output", choices=("text", "json"), default="text", help="output format")
+    saved.add_argument(
+        "--post",
+        action="store_true",
+        help="post each cluster's report with its chart to the cluster's default channel (needs the "
+        "config, SLACK_BOT_TOKEN and the files:write scope); run it weekly from a CronJob",
+    )
     saved.set_defaults(handler=wrap(cmd_savings))
 
 
@@ -58,7 +66,12 @@ def cmd_savings(args: argparse.Namespace) -> None:
     now = SystemClock().now()
     tz = _zone(args.tz)
     since = _since(args.since, now, tz)
-    prices = _prices(args.config)
+    loaded = _settings(args.config, require_slack=args.post)
+    prices = {
+        (name, pool): price
+        for name, cluster in (loaded.clusters.items() if loaded else ())
+        for pool, price in cluster.node_hour_prices.items()
+    }
     png = Path(args.png) if args.png else None
     if png is not None and not png.parent.is_dir():
         raise ReportError(f"--png {args.png}: the directory {png.parent} does not exist")
@@ -72,6 +85,40 @@ def cmd_savings(args: argparse.Namespace) -> None:
         from bot.savings_chart import write_png
 
         write_png(report, png)
+    if args.post and loaded is not None:
+        _post(loaded, ops, now=now, tz=tz, since=since, prices=prices)
+
+
+def _post(
+    loaded: settings.Settings,
+    ops: Sequence[Operation],
+    *,
+    now: datetime,
+    tz: tzinfo,
+    since: datetime | None,
+    prices: Mapping[PoolKey, float],
+) -> None:
+    """Each cluster's own report, in its default channel; a cluster without one is named on stderr."""
+    from slack_sdk.errors import SlackApiError
+
+    from bot.app import web_client
+    from bot.weekly import post_weekly
+
+    client = web_client(loaded)
+    for cluster in sorted({op.target.cluster for op in ops}):
+        channel = loaded.channel_for(cluster)
+        if channel is None:
+            print(f"not posted: cluster {cluster} has no default_channel in the config", file=sys.stderr)
+            continue
+        mine = [op for op in ops if op.target.cluster == cluster]
+        report = savings(mine, now=now, tz=tz, since=since, prices=prices)
+        try:
+            post_weekly(client, channel, cluster, report)
+        except SlackApiError as exc:
+            raise ReportError(
+                f"Slack refused the post of {cluster}'s savings in {channel}: {exc.response.get('error')}"
+            ) from None
+        print(f"posted: {cluster}'s savings in {channel}", file=sys.stderr)
 
 
 def text_lines(report: SavingsReport) -> list[str]:
@@ -113,15 +160,13 @@ def _since(text: str | None, now: datetime, tz: tzinfo) -> datetime | None:
     return at if at.tzinfo else at.replace(tzinfo=tz)
 
 
-def _prices(config: str | None) -> dict[PoolKey, float]:
+def _settings(config: str | None, *, require_slack: bool) -> settings.Settings | None:
+    """The config (prices, channels), if one is given; posting needs it and Slack's settings."""
     if not config and not os.environ.get("SCALEBOT_CONFIG"):
-        return {}
+        if require_slack:
+            raise ReportError("--post needs the config file (--config or $SCALEBOT_CONFIG) for the channels")
+        return None
     try:
-        loaded = settings.load(config, os.environ, require_slack=False)
+        return settings.load(config, os.environ, require_slack=require_slack)
     except settings.SettingsError as exc:
         raise ReportError(str(exc)) from exc
-    return {
-        (name, pool): price
-        for name, cluster in loaded.clusters.items()
-        for pool, price in cluster.node_hour_prices.items()
-    }

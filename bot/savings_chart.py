@@ -3,7 +3,9 @@ display, no pyplot state) from a `SavingsReport`, so its bars are the report's w
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
+from typing import BinaryIO
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -29,6 +31,12 @@ def weekly_chart(report: SavingsReport) -> Figure:
     return figure
 
 
-def write_png(report: SavingsReport, path: Path) -> None:
+def write_png(report: SavingsReport, path: Path | BinaryIO) -> None:
     """The chart as a PNG of WIDTH_PX by HEIGHT_PX pixels."""
     weekly_chart(report).savefig(path, format="png", dpi=DPI)
+
+
+def png_bytes(report: SavingsReport) -> bytes:
+    out = io.BytesIO()
+    write_png(report, out)
+    return out.getvalue()

@@ -13,6 +13,9 @@
   post or an ephemeral elsewhere fails with `not_in_channel` (an ephemeral needs the bot in the
   channel too), a direct message (channel = a user ID) always goes, and conversations.info says
   `is_member`.
+  Uploads follow Slack's flow (`files_upload_v2`): files.getUploadURLExternal answers an
+  `upload_url` on this server, the POST of the bytes there is recorded as method `upload`
+  (body: `file_id`, raw `data`), and files.completeUploadExternal shares the files.
 - `SocketModeServer`: websockets' threaded server; sends `hello` on connect, pushes envelopes
   (`slash_commands`, `interactive`) and records the `{"envelope_id": …}` acks; `disconnect()`
   sends Slack's refresh frame so reconnects can be proven.
@@ -200,7 +203,10 @@ class SlackApiServer:
         raw = request.rfile.read(length) if length else b""
         path = urllib.parse.urlsplit(request.path).path
         method = "response_url" if path.startswith("/response/") else path.removeprefix("/api/")
-        body = _decode_body(raw, request.headers.get("Content-Type", ""), request.path)
+        if path.startswith("/upload/"):  # step 2 of files_upload_v2: the file's bytes, as they are
+            method, body = "upload", {"file_id": path.removeprefix("/upload/"), "data": raw}
+        else:
+            body = _decode_body(raw, request.headers.get("Content-Type", ""), request.path)
         with self._lock:
             queue = self._faults.get(method)
             fault = queue.popleft() if queue else None
@@ -325,6 +331,13 @@ class SlackApiServer:
         if method == "chat.getPermalink":
             ts = str(body.get("message_ts") or "").replace(".", "")
             return {"ok": True, "permalink": f"https://scalebot-test.slack.com/archives/{channel}/p{ts}"}
+        if method == "files.getUploadURLExternal":  # step 1 of files_upload_v2
+            file_id = f"F0{next(self._ts):06d}"
+            return {"ok": True, "upload_url": f"{self.base}/upload/{file_id}", "file_id": file_id}
+        if method == "files.completeUploadExternal":  # step 3: shares the uploaded files
+            files = body.get("files") or "[]"
+            listed = json.loads(files) if isinstance(files, str) else files
+            return {"ok": True, "files": [{"id": f["id"], "title": f.get("title", "")} for f in listed]}
         if method == "usergroups.list":
             return {"ok": True, "usergroups": self.usergroups}
         return {"ok": True}

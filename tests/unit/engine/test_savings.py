@@ -93,14 +93,18 @@ EXPECTED_WEEKS = {
 }
 
 
-@pytest.fixture
-def recorded(tmp_path: Path) -> Path:
-    db = tmp_path / "history.db"
+def record_history(db: Path) -> Path:
+    """HISTORY saved in a real SQLite file, as scalebot's store writes operations."""
     store = Store(db)
     for op in HISTORY:
         store.insert_operation(op)
     store.close()
     return db
+
+
+@pytest.fixture
+def recorded(tmp_path: Path) -> Path:
+    return record_history(tmp_path / "history.db")
 
 
 def test_savings_of_a_recorded_history_are_exact(recorded: Path) -> None:

@@ -1,0 +1,131 @@
+"""The weekly savings post reaches the local Slack Web API through Slack's file-upload flow.
+
+`files_upload_v2` of the product's own WebClient: files.getUploadURLExternal (with the PNG's
+length), the bytes POSTed to the URL it answered, files.completeUploadExternal sharing the file in
+the cluster's channel with the week's message; the uploaded bytes are the report's chart.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from matplotlib.image import imread
+
+from bot.app import web_client
+from bot.savings_chart import HEIGHT_PX, WIDTH_PX, png_bytes
+from bot.weekly import FILENAME, post_weekly
+from engine.savings import savings
+from engine.store import read_operations_file
+from tests.slack.conftest import CHANNEL, make_settings
+from tests.slack.harness import SlackApiServer
+from tests.unit.engine.test_savings import BERLIN, NOW, REPO, record_history
+
+
+def test_the_weekly_post_uploads_the_chart_with_slacks_three_steps(
+    slack_api: SlackApiServer, tmp_path: Path
+) -> None:
+    db = record_history(tmp_path / "history.db")
+    report = savings(read_operations_file(str(db)), now=NOW, tz=BERLIN, prices={("prod", "web"): 0.5})
+    client = web_client(make_settings(slack_api))
+
+    answer = post_weekly(client, CHANNEL, "prod", report)
+
+    steps = [c for c in slack_api.calls if c.method.startswith("files.") or c.method == "upload"]
+    assert [c.method for c in steps] == [
+        "files.getUploadURLExternal",
+        "upload",
+        "files.completeUploadExternal",
+    ]
+    asked, upload, complete = steps
+    data = upload.body["data"]
+    assert asked.body["filename"] == FILENAME and int(asked.body["length"]) == len(data)
+    assert upload.body["file_id"] == json.loads(complete.body["files"])[0]["id"] == answer["file"]["id"]
+    assert complete.body["channel_id"] == CHANNEL
+    comment = complete.body["initial_comment"]
+    assert (
+        "Savings on prod, week of 2026-10-26: 259.0 node-hours (102.50 at the configured prices)" in comment
+    )
+    assert "wake op-00000006 failed" in comment
+    assert data == png_bytes(report), "the uploaded image is the report's chart"
+    assert imread(io.BytesIO(data), format="png").shape[:2] == (HEIGHT_PX, WIDTH_PX)
+
+
+def test_report_savings_post_sends_each_clusters_report_to_its_channel(
+    slack_api: SlackApiServer, tmp_path: Path
+) -> None:
+    db = record_history(tmp_path / "history.db")
+    config = tmp_path / "scalebot.yaml"
+    config.write_text(
+        f"clusters:\n  prod:\n    default_channel: {CHANNEL}\n    node_hour_prices: {{web: 0.5}}\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "SCALEBOT_", "KUBECONFIG"))}
+    env |= {
+        "SLACK_BOT_TOKEN": "xoxb-test-token",
+        "SLACK_SIGNING_SECRET": "s3cr3t",
+        "SLACK_API_URL": slack_api.url,
+    }
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bot",
+            "report",
+            "savings",
+            "--db",
+            str(db),
+            "--config",
+            str(config),
+            "--tz",
+            "Europe/Berlin",
+            "--post",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert f"posted: prod's savings in {CHANNEL}" in done.stderr
+    complete = slack_api.wait_for_call("files.completeUploadExternal")
+    assert complete.body["channel_id"] == CHANNEL and "Savings on prod" in complete.body["initial_comment"]
+    [upload] = slack_api.calls_to("upload")
+    assert imread(io.BytesIO(upload.body["data"]), format="png").shape[:2] == (HEIGHT_PX, WIDTH_PX)
+
+
+def test_report_savings_post_without_a_token_is_one_line_and_posts_nothing(
+    slack_api: SlackApiServer, tmp_path: Path
+) -> None:
+    config = tmp_path / "scalebot.yaml"
+    config.write_text(f"clusters:\n  prod:\n    default_channel: {CHANNEL}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "SCALEBOT_", "KUBECONFIG"))}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bot",
+            "report",
+            "savings",
+            "--db",
+            str(tmp_path / "none.db"),
+            "--config",
+            str(config),
+            "--post",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**env, "SLACK_API_URL": slack_api.url},
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2 and "SLACK_BOT_TOKEN" in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1 and slack_api.calls == []
