@@ -51,6 +51,7 @@ from engine.announcement import (
     Upcoming,
 )
 from engine.clock import Clock
+from engine.kube.errors import KubeError
 from engine.operation import (
     Operation,
     OperationPlan,
@@ -996,6 +997,8 @@ class Schedules:
             return self.ops.plan(_sleep_request(sched)).summary()
         except UserError as exc:
             return f"cannot plan it now ({exc})"
+        except KubeError as exc:  # the announcement still goes out; the fire plans again
+            return f"cannot plan it now (the Kubernetes API server answered: {exc})"
 
     # -- internals: checks and cluster facts -----------------------------------------------------
 
