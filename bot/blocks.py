@@ -498,10 +498,15 @@ def status_view(status: ClusterView) -> Message:
     return b.build(f"status-{status.cluster}", f"Status of {status.cluster}")
 
 
-def home_view(user: str, clusters: Sequence[tuple[ClusterView, Role]], links: Mapping[str, str]) -> Message:
+def home_view(
+    user: str,
+    clusters: Sequence[tuple[ClusterView, Role]],
+    links: Mapping[str, str],
+    savings: Mapping[str, str] | None = None,
+) -> Message:
     """The App Home tab of `user`: per cluster they have a role on, their role, pools and sizes,
-    running and pending operations (linked to their threads: `links` maps operation ID -> URL)
-    and the next scheduled event."""
+    running and pending operations (linked to their threads: `links` maps operation ID -> URL),
+    the next scheduled event and what its sleeps saved lately (`savings`: cluster -> line)."""
     b = Builder()
     b.header("scalebot")
     if not clusters:
@@ -518,6 +523,8 @@ def home_view(user: str, clusters: Sequence[tuple[ClusterView, Role]], links: Ma
         active = [_op_line(op) + _thread_link(op.id, links) for op in status.running[:8]]
         b.section("\n".join(active) if active else "_No running or pending operations._", reserve=600)
         b.context(messages.next_event(status.next_event) if status.next_event else "No scheduled events.")
+        if savings and savings.get(status.cluster):
+            b.context(esc(savings[status.cluster]))
     return b.build(f"home-{user}", "scalebot")
 
 

@@ -14,16 +14,23 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
+from datetime import UTC, timedelta
 from typing import Any, Protocol
 
-from bot import blocks
+from bot import blocks, weekly
 from bot.dispatch import GroupResolver
 from bot.ports import OperationsPort
+from engine.clock import SystemClock
 from engine.operation import ProgressEvent
+from engine.savings import savings
 
 log = logging.getLogger(__name__)
 
 MIN_INTERVAL_SECONDS = 10.0
+HOME_SAVINGS_SPAN = timedelta(days=28)
+"""The Home tab's savings line covers the last four weeks (`scalebot report savings` goes further)."""
+HISTORY_READ = 1000
+"""Operations read per cluster for that line: four weeks of nightly sleeps and wakes, many times over."""
 WATCH_SECONDS = 24 * 3600.0
 """After opening the tab, a person's Home is kept current this long."""
 
@@ -116,7 +123,19 @@ class HomeTab:
             if role is not None:
                 mine.append((self._ops.status(cluster), role))
         links = {op.id: self._link(op.channel, op.message_ts) for s, _ in mine for op in s.running}
-        message = blocks.home_view(user, mine, {k: v for k, v in links.items() if v})
+        now = SystemClock().now()
+        saved = {
+            s.cluster: weekly.home_line(
+                savings(
+                    self._ops.list_operations(cluster=s.cluster, limit=HISTORY_READ),
+                    now=now,
+                    tz=UTC,
+                    since=now - HOME_SAVINGS_SPAN,
+                )
+            )
+            for s, _ in mine
+        }
+        message = blocks.home_view(user, mine, {k: v for k, v in links.items() if v}, saved)
         return {"type": "home", "blocks": message.block_dicts()}
 
     def _link(self, channel: str, ts: str) -> str:

@@ -7,11 +7,11 @@ the file in the channel with the message as its comment). Needs the `files:write
 
 from __future__ import annotations
 
+from datetime import UTC
 from typing import Any
 
 from bot.mrkdwn import escape
-from bot.savings_chart import png_bytes
-from engine.savings import SavingsReport
+from engine.savings import SavingsReport, week_start
 
 FILENAME = "scalebot-savings.png"
 
@@ -35,8 +35,21 @@ def weekly_text(cluster: str, report: SavingsReport) -> str:
     return escape("\n".join(lines))
 
 
+def home_line(report: SavingsReport) -> str:
+    """The App Home's latest figures: node-hours saved this week and over the report's span."""
+    weeks = dict(report.weekly_totals())
+    this_week = week_start(report.until, UTC)
+    return (
+        f"Saved by sleeps: {weeks.get(this_week, 0.0):,.1f} node-hours this week, "
+        f"{report.node_hours:,.1f} over the last {(report.until - (report.since or report.until)).days} days "
+        "(`scalebot report savings` for pools, weeks and money)"
+    )
+
+
 def post_weekly(client: Any, channel: str, cluster: str, report: SavingsReport) -> dict[str, Any]:
     """Upload the chart into `channel` with the week's message as its comment; Slack's answer."""
+    from bot.savings_chart import png_bytes  # matplotlib only where a chart is drawn
+
     response = client.files_upload_v2(
         channel=channel,
         file=png_bytes(report),

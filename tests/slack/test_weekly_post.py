@@ -3,6 +3,7 @@
 `files_upload_v2` of the product's own WebClient: files.getUploadURLExternal (with the PNG's
 length), the bytes POSTed to the URL it answered, files.completeUploadExternal sharing the file in
 the cluster's channel with the week's message; the uploaded bytes are the report's chart.
+`report savings --post` does it per cluster; the App Home shows the latest figures.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 
 from matplotlib.image import imread
@@ -19,11 +22,14 @@ from matplotlib.image import imread
 from bot.app import web_client
 from bot.savings_chart import HEIGHT_PX, WIDTH_PX, png_bytes
 from bot.weekly import FILENAME, post_weekly
+from engine.clock import SystemClock
+from engine.operation import OpKind
 from engine.savings import savings
 from engine.store import read_operations_file
-from tests.slack.conftest import CHANNEL, make_settings
-from tests.slack.harness import SlackApiServer
-from tests.unit.engine.test_savings import BERLIN, NOW, REPO, record_history
+from tests.slack.conftest import APPROVER, CHANNEL, RunningBot, make_settings
+from tests.slack.harness import SlackApiServer, post
+from tests.slack.test_conversation import home_text
+from tests.unit.engine.test_savings import BERLIN, NOW, REPO, record_history, recorded_op
 
 
 def test_the_weekly_post_uploads_the_chart_with_slacks_three_steps(
@@ -129,3 +135,23 @@ def test_report_savings_post_without_a_token_is_one_line_and_posts_nothing(
     )
     assert done.returncode == 2 and "SLACK_BOT_TOKEN" in done.stderr, done.stderr
     assert done.stderr.count("\n") == 1 and slack_api.calls == []
+
+
+def test_the_home_tab_shows_the_latest_savings(bot: RunningBot) -> None:
+    now = SystemClock().now()
+    slept, woke = now - timedelta(days=10), now - timedelta(days=9)  # 24 h with 2 nodes asleep
+    for op in (
+        recorded_op(1, OpKind.ZERO, slept, {"api": (2, 0)}),
+        recorded_op(2, OpKind.WAKE, woke, {"api": (0, 2)}),
+    ):
+        bot.ops.store.insert_operation(replace(op, target=replace(op.target, cluster="dev-eu")))
+    body = bot.signer.event({"type": "app_home_opened", "user": APPROVER, "channel": "D0APP", "tab": "home"})
+    assert (
+        post(bot.events_url, body, {**bot.signer.headers(body), "Content-Type": "application/json"}).status
+        == 200
+    )
+
+    published = bot.api.wait_for_call("views.publish", timeout=10)
+
+    text = home_text(published)
+    assert "Saved by sleeps: 0.0 node-hours this week, 48.0 over the last 28 days" in text, text

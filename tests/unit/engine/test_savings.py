@@ -44,7 +44,7 @@ def _utc(day: int, hour: int, minute: int = 0) -> datetime:
     return datetime(2026, 10, day, hour, minute, tzinfo=UTC)
 
 
-def _op(
+def recorded_op(
     n: int,
     kind: OpKind,
     at: datetime,
@@ -73,16 +73,16 @@ def _op(
 
 
 HISTORY = [
-    _op(1, OpKind.ZERO, _utc(23, 18), {"web": (10, 0), "batch": (4, 0)}),  # Fri 20:00 CEST
-    _op(2, OpKind.WAKE, _utc(26, 5), {"web": (0, 10), "batch": (0, 4)}),  # Mon 06:00 CET
-    _op(3, OpKind.ZERO, _utc(26, 19), {"web": (10, 0)}),
-    _op(4, OpKind.WAKE, _utc(26, 23, 30), {"web": (0, 10)}),  # cut short
-    _op(5, OpKind.ZERO, _utc(27, 19), {"web": (10, 0)}),
-    _op(6, OpKind.WAKE, _utc(28, 5), {"web": (0, 10)}, OpState.FAILED, summary=False),
-    _op(7, OpKind.WAKE, _utc(28, 6), {"web": (0, 10)}),
-    _op(8, OpKind.ZERO, _utc(29, 19), {"batch": (4, 0)}),
-    _op(9, OpKind.WAKE, _utc(30, 5), {"batch": (1, 4)}),  # 1 node was back already
-    _op(10, OpKind.ZERO, _utc(30, 19), {"web": (10, 0)}, OpState.FAILED, summary=False),
+    recorded_op(1, OpKind.ZERO, _utc(23, 18), {"web": (10, 0), "batch": (4, 0)}),  # Fri 20:00 CEST
+    recorded_op(2, OpKind.WAKE, _utc(26, 5), {"web": (0, 10), "batch": (0, 4)}),  # Mon 06:00 CET
+    recorded_op(3, OpKind.ZERO, _utc(26, 19), {"web": (10, 0)}),
+    recorded_op(4, OpKind.WAKE, _utc(26, 23, 30), {"web": (0, 10)}),  # cut short
+    recorded_op(5, OpKind.ZERO, _utc(27, 19), {"web": (10, 0)}),
+    recorded_op(6, OpKind.WAKE, _utc(28, 5), {"web": (0, 10)}, OpState.FAILED, summary=False),
+    recorded_op(7, OpKind.WAKE, _utc(28, 6), {"web": (0, 10)}),
+    recorded_op(8, OpKind.ZERO, _utc(29, 19), {"batch": (4, 0)}),
+    recorded_op(9, OpKind.WAKE, _utc(30, 5), {"batch": (1, 4)}),  # 1 node was back already
+    recorded_op(10, OpKind.ZERO, _utc(30, 19), {"web": (10, 0)}, OpState.FAILED, summary=False),
 ]
 NOW = _utc(31, 12)
 EXPECTED_WEEKS = {
