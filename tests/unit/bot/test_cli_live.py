@@ -4,7 +4,8 @@ Covers: the live panels of a real zero-scale (the real `Operations`, runner and 
 in-memory cluster) show nodes drained of total, pods evicted / remaining / total, rate, ETA and
 the blocking pods, and the final summary table carries the operation's summary figures;
 `scalebot zero --simulated` on a pseudo-terminal draws them; in a pipe, and with
-`--log-format json` on a terminal, the output stays plain lines, one per change.
+`--log-format json` on a terminal, the output stays plain lines, one per change; text from the
+cluster is never read as rich markup.
 """
 
 from __future__ import annotations
@@ -15,14 +16,16 @@ import re
 import subprocess
 import sys
 import threading
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
 from rich.console import Console
 
-from bot.live import LiveDisplay
+from bot.live import LiveDisplay, operation_panel
+from engine.drain_state import DrainState
 from engine.kube.fake import FakeCluster
-from engine.operation import Operation, OpState
+from engine.operation import DrainProgress, Operation, OpState
 from engine.runner import RunnerSettings
 from tests.unit.bot.test_cli_simulated import FAST, REPO, scalebot
 from tests.unit.engine.test_operations import finish, make_ops, zero
@@ -166,3 +169,30 @@ def test_json_logs_on_a_terminal_keep_plain_lines(tmp_path: Path) -> None:
 
     assert code == 0, out
     _assert_plain(out.replace("\r\n", "\n"))
+
+
+def test_text_from_the_cluster_is_shown_literally_never_as_markup(tmp_path: Path) -> None:
+    """An admission webhook's refusal is free text: rich markup in it (an unbalanced closing tag
+    would raise, a [link=…] would make a link) must reach the terminal as the characters it is."""
+    cluster = _cluster(blocked=False)
+    ops = make_ops(cluster, tmp_path / "db.sqlite")
+    op = ops.request(zero(("web",), by="cli:alice")).operation
+    ops.runner.stop()
+    assert op is not None
+    hostile = "shop/cart-0: denied by webhook [/] [link=https://evil.example]renew your token[/link]"
+    drain = DrainProgress(
+        state=DrainState(started_at=op.created_at),
+        nodes_total=1,
+        busy_nodes=("web-0",),
+        pods_remaining=1,
+        blocking=(hostile,),
+    )
+    op = replace(op, progress=replace(op.progress, drain=drain))
+    console, out = _terminal()
+
+    console.print(operation_panel(op, "Drain not completed yet [bold]x[/]"))
+
+    text = ANSI.sub("", out.getvalue())
+    assert "denied by webhook [/] [link=https://evil.example]renew your token[/link]" in text
+    assert "Drain not completed yet [bold]x[/]" in text
+    assert "\x1b]8;" not in out.getvalue(), "no terminal hyperlink was made"
