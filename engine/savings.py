@@ -192,6 +192,25 @@ def savings(
     return SavingsReport(since=since, until=now, rows=rows, periods=kept, unknowns=tuple(unknowns))
 
 
+def asleep_series(report: SavingsReport, start: datetime, end: datetime) -> list[tuple[datetime, int]]:
+    """Nodes asleep over [start, end] (every cluster and pool), as (instant, count from then on)
+    steps: the chart's line, from the report's own sleep periods."""
+    changes: dict[datetime, int] = defaultdict(int)
+    for p in report.periods:
+        if p.end <= start or p.start >= end:
+            continue
+        changes[max(p.start, start)] += p.nodes
+        changes[min(p.end, end)] -= p.nodes
+    changes.setdefault(start, 0)
+    steps, count = [], 0
+    for at in sorted(changes):
+        count += changes[at]
+        steps.append((at, count))
+    if steps[-1][0] < end:
+        steps.append((end, steps[-1][1]))
+    return steps
+
+
 def _sleep(
     op: Operation,
     asleep: dict[PoolKey, _Asleep],

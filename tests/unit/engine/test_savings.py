@@ -33,7 +33,7 @@ from engine.operation import (
     PoolSizes,
     Target,
 )
-from engine.savings import savings
+from engine.savings import asleep_series, savings
 from engine.store import Store, StoreError, read_operations_file
 
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -147,13 +147,30 @@ def test_a_sleep_not_woken_counts_until_now_and_says_so(tmp_path: Path) -> None:
 
 def test_the_chart_is_the_reports_weekly_totals(recorded: Path, tmp_path: Path) -> None:
     report = savings(read_operations_file(str(recorded)), now=NOW, tz=BERLIN)
-    figure = weekly_chart(report)
+    week, weeks = weekly_chart(report).axes
     bars = [
         (label.get_text(), patch.get_height())
-        for label, patch in zip(figure.axes[0].get_xticklabels(), figure.axes[0].patches, strict=True)
+        for label, patch in zip(weeks.get_xticklabels(), weeks.patches, strict=True)
     ]
     assert bars == [("2026-10-19", 742.0), ("2026-10-26", 259.0)]
     assert bars == [(w.isoformat(), h) for w, h in report.weekly_totals()]
+    # The last 7 days: the weekend sleep (14 nodes) until Monday's wake, the sleep cut short, the
+    # sleep ended by the failed wake, and batch's 3 nodes (1 was back already).
+    [line] = week.lines
+    steps = list(zip(line.get_xdata(), line.get_ydata(), strict=True))
+    assert steps == [
+        (_utc(24, 12), 14),
+        (_utc(26, 5), 0),
+        (_utc(26, 19), 10),
+        (_utc(26, 23, 30), 0),
+        (_utc(27, 19), 10),
+        (_utc(28, 5), 0),
+        (_utc(29, 19), 3),
+        (_utc(30, 5), 0),
+        (_utc(31, 12), 0),
+    ]
+    assert steps == asleep_series(report, NOW - timedelta(days=7), NOW)
+    assert len(week.patches) == 5, "one shaded span per sleep period in the window"
 
 
 def test_report_savings_cli_json_and_png(recorded: Path, tmp_path: Path) -> None:
