@@ -922,8 +922,7 @@ class _EventPrinter:
         self._held: list[str] | None = []
 
     def __call__(self, event: ProgressEvent) -> None:
-        stamp = SystemClock().now().strftime("%H:%M:%S")
-        line = f"{stamp} {event.operation.id}: {event.text}"
+        line = f"{cli_read.stamp(SystemClock().now())} {event.operation.id}: {event.text}"
         if event.condition:
             line += f"\n{event.condition}"
         with self._lock:

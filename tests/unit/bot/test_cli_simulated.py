@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -188,3 +189,12 @@ def test_status_and_schedules_read_the_database_without_a_kubeconfig(tmp_path: P
     [cluster] = json.loads(status.stdout)
     assert {a["pool"] for a in cluster["asleep"]} == {"batch", "system", "web"}
     assert cluster["next_event"]["schedule"] == "weekend"
+
+
+def test_progress_lines_carry_iso_8601_times_with_their_zone(tmp_path: Path) -> None:
+    done = scalebot(tmp_path / "scalebot.db", "scale", "batch", "2", "--simulated", "--yes")
+
+    assert done.returncode == 0, done.stderr
+    progress = [line for line in done.stdout.splitlines() if " op-" in line and line[:1].isdigit()]
+    assert progress, done.stdout
+    assert all(re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00 op-", line) for line in progress), progress
