@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 import yaml
+from packaging.markers import Marker
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
@@ -288,9 +289,13 @@ def locked(path: Path) -> dict[str, tuple[str, str]]:
     """name -> (version, its block of lines) for every `name==version` pin in a uv lock; each has hashes."""
     pins: dict[str, tuple[str, str]] = {}
     for block in re.split(r"\n(?=[A-Za-z0-9])", path.read_text()):
-        match = re.match(r"([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)", block)
+        match = re.match(r"([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)(?: ; ([^\\\n]+?))?\s*(?:\\|\n|$)", block)
         if match:
             assert "--hash=sha256:" in block, f"{path.name}: {match.group(0)} has no hash"
+            # A universal lock may pin a package twice under exclusive markers (one version for
+            # Python 3.11, another for 3.12+); only the pin this interpreter would install counts.
+            if match.group(3) and not Marker(match.group(3)).evaluate():
+                continue
             pins[canonicalize_name(match.group(1))] = (match.group(2), block)
     return pins
 
