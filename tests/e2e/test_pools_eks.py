@@ -43,6 +43,9 @@ FAST = RunnerSettings(
     settle=timedelta(seconds=1),
     drain_timeout=timedelta(seconds=60),
     workers=2,
+    # The keeper Deployment is pinned to a node the wake does not bring back: the wake follows
+    # it this long.
+    workloads_return_timeout=timedelta(seconds=10),
 )
 
 

@@ -40,6 +40,9 @@ FAST = RunnerSettings(
     settle=timedelta(seconds=1),
     drain_timeout=timedelta(seconds=60),
     workers=2,
+    # A wake follows workloads not yet back this long (the default 5 min outlasts the test's
+    # waits).
+    workloads_return_timeout=timedelta(seconds=30),
 )
 SCHEDULE = {"start": "00 19 * * 1-5", "end": "00 07 * * 1-5", "location": "Europe/Berlin"}
 

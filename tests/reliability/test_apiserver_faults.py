@@ -48,6 +48,9 @@ FAST = RunnerSettings(
     settle=timedelta(seconds=1),
     drain_timeout=timedelta(seconds=120),
     workers=2,
+    # A wake follows workloads not yet back this long (the default 5 min outlasts the test's
+    # waits).
+    workloads_return_timeout=timedelta(seconds=60),
 )
 
 
