@@ -52,8 +52,9 @@ def add_parser(
     saved.add_argument(
         "--post",
         action="store_true",
-        help="post each cluster's report with its chart to the cluster's default channel (needs the "
-        "config, SLACK_BOT_TOKEN and the files:write scope); run it weekly from a CronJob",
+        help="post each cluster's report with its chart to the cluster's default channel now (needs the "
+        "config, SLACK_BOT_TOKEN and the files:write scope); scalebot run posts weekly by itself "
+        "where clusters.<name>.savings_report is set",
     )
     saved.set_defaults(handler=wrap(cmd_savings))
 
@@ -67,11 +68,7 @@ def cmd_savings(args: argparse.Namespace) -> None:
     tz = _zone(args.tz)
     since = _since(args.since, now, tz)
     loaded = _settings(args.config, require_slack=args.post)
-    prices = {
-        (name, pool): price
-        for name, cluster in (loaded.clusters.items() if loaded else ())
-        for pool, price in cluster.node_hour_prices.items()
-    }
+    prices = loaded.node_hour_prices() if loaded else {}
     png = Path(args.png) if args.png else None
     if png is not None and not png.parent.is_dir():
         raise ReportError(f"--png {args.png}: the directory {png.parent} does not exist")
@@ -102,7 +99,7 @@ def _post(
     from slack_sdk.errors import SlackApiError
 
     from bot.app import web_client
-    from bot.weekly import post_weekly
+    from bot.weekly import cluster_report, post_weekly
 
     client = web_client(loaded)
     for cluster in sorted({op.target.cluster for op in ops}):
@@ -110,8 +107,7 @@ def _post(
         if channel is None:
             print(f"not posted: cluster {cluster} has no default_channel in the config", file=sys.stderr)
             continue
-        mine = [op for op in ops if op.target.cluster == cluster]
-        report = savings(mine, now=now, tz=tz, since=since, prices=prices)
+        report = cluster_report(ops, cluster, now=now, tz=tz, since=since, prices=prices)
         try:
             post_weekly(client, channel, cluster, report)
         except SlackApiError as exc:

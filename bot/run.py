@@ -41,6 +41,7 @@ from bot.outbox import StoreOutbox
 from bot.schedule_ui import ScheduleUi
 from bot.scheduler import SchedulerRunner
 from bot.settings import Settings
+from bot.weekly import WeeklySavingsPoster
 from engine.announcement import NextEvent
 from engine.cleanup import CleanupReport, Cycling, EmptyNodeCleaner, Evictor, PolicyLoop
 from engine.clock import SystemClock
@@ -170,6 +171,15 @@ class Service:
         self.health.close()
 
 
+def weekly_poster(settings: Settings, store: Store) -> WeeklySavingsPoster | None:
+    """The weekly savings posts of the clusters whose config asks for them (None: no cluster does)."""
+    specs = {name: c.savings_report for name, c in settings.clusters.items() if c.savings_report}
+    if not specs:
+        return None
+    client = web_client(settings)
+    return WeeklySavingsPoster(specs, store, lambda: client, settings.node_hour_prices())
+
+
 def build_service(settings: Settings, *, leader_election: bool | None = None) -> Service:
     handles = {name: with_events(handle) for name, handle in _connect(settings).items()}
     try:
@@ -230,7 +240,9 @@ def build_service(settings: Settings, *, leader_election: bool | None = None) ->
         return bot
 
     def make_scheduler() -> SchedulerRunner:
-        holder["s"] = SchedulerRunner(schedules, clock, ui.on_announce, ui.on_fired)
+        holder["s"] = SchedulerRunner(
+            schedules, clock, ui.on_announce, ui.on_fired, weekly=weekly_poster(settings, store)
+        )
         ui.attach(runner=holder["s"])
         return holder["s"]
 

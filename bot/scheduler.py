@@ -15,6 +15,10 @@ a schedule or decides on an occurrence (the Slack listeners) calls `sync()` afte
   suspended VM, a busy executor) still runs, and the service decides what is too late: run late
   within the grace, announce as missed beyond it. `coalesce=True`, `max_instances=1`.
 - Ticks are serialised: two instants close together never compute "due" twice at once.
+- Weekly savings posts (`bot.weekly.WeeklySavingsPoster`, when a cluster's config asks for one):
+  one more one-shot job per cluster at its next posting time, armed and re-armed like the
+  schedules' (an overdue post's instant is in the past and runs at once); the poster claims each
+  week in SQLite, so a restart re-arms without posting twice.
 - Progress: final events of scheduled operations close their occurrence; a scheduled wake's
   "dev-eu is back: …" report goes to `on_announce`.
 
@@ -29,7 +33,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -48,7 +52,16 @@ log = logging.getLogger(__name__)
 MISFIRE_GRACE_SECONDS = int(schedule.MISSED_LOOKBACK.total_seconds())
 """Late jobs still run: the service, not the timer, decides what is too late (module docstring)."""
 JOB_PREFIX = "schedules@"
+SAVINGS_JOB_PREFIX = "savings@"
 _T = TypeVar("_T")
+
+
+class WeeklyTimer(Protocol):
+    """What the timer needs of the weekly savings posts (bot.weekly.WeeklySavingsPoster)."""
+
+    def next_wakeups(self, now: datetime) -> list[datetime]: ...
+
+    def run_due(self, now: datetime) -> object: ...
 
 
 class SchedulerRunner:
@@ -60,8 +73,10 @@ class SchedulerRunner:
         on_fired: Callable[[ScheduleOutcome], None],
         *,
         scheduler: BaseScheduler | None = None,
+        weekly: WeeklyTimer | None = None,
     ) -> None:
         self.schedules = schedules
+        self.weekly = weekly
         self.clock = clock
         self._on_announce = on_announce
         self._on_fired = on_fired
@@ -69,6 +84,7 @@ class SchedulerRunner:
         self._armed: dict[str, datetime] = {}
         self._arm_lock = threading.Lock()
         self._tick_lock = threading.Lock()
+        self._savings_lock = threading.Lock()  # a post (chart, upload) never delays a sleep's tick
 
     def start(self, *, paused: bool = False) -> None:
         """Catch up from the table, start the timer, arm it; before Bolt takes requests.
@@ -89,11 +105,15 @@ class SchedulerRunner:
         with self._arm_lock:
             now = self.clock.now()
             wanted = {f"{JOB_PREFIX}{at.isoformat()}": at for at in self.schedules.next_wakeups(now)}
+            if self.weekly is not None:
+                posts = self.weekly.next_wakeups(now)
+                wanted |= {f"{SAVINGS_JOB_PREFIX}{at.isoformat()}": at for at in posts}
             for job_id in self._armed.keys() - wanted.keys():
                 self._disarm(job_id)
             for job_id, at in wanted.items():
                 if job_id not in self._armed or self._scheduler.get_job(job_id) is None:
-                    self._arm(job_id, at, now)
+                    body = self._tick_savings if job_id.startswith(SAVINGS_JOB_PREFIX) else self._tick
+                    self._arm(job_id, at, now, body)
             self._armed = wanted
 
     def stop(self) -> None:
@@ -112,13 +132,13 @@ class SchedulerRunner:
 
     # -- jobs -------------------------------------------------------------------------------------
 
-    def _arm(self, job_id: str, at: datetime, now: datetime) -> None:
+    def _arm(self, job_id: str, at: datetime, now: datetime, body: Callable[[], None]) -> None:
         wall = datetime.now(UTC) + timedelta(seconds=wall_seconds(self.clock, (at - now).total_seconds()))
         self._scheduler.add_job(
-            self._tick,
+            body,
             trigger=DateTrigger(run_date=wall),
             id=job_id,
-            name=f"schedules due at {at.isoformat()}",
+            name=f"{job_id.split('@', maxsplit=1)[0]} due at {at.isoformat()}",
             misfire_grace_time=MISFIRE_GRACE_SECONDS,
             coalesce=True,
             max_instances=1,
@@ -133,6 +153,18 @@ class SchedulerRunner:
         """A job body: one call into the service, then re-arm (each in the catch-all)."""
         with self._tick_lock:
             self._guarded("timer", lambda: self._deliver(self.schedules.run_due(self.clock.now())))
+        self._guarded("re-arm", self.sync)
+
+    def fire_savings_due(self) -> None:
+        """The weekly posts' job body now, as the job would run it."""
+        self._tick_savings()
+
+    def _tick_savings(self) -> None:
+        """A weekly-post job body: the posts due at the clock's now, then re-arm."""
+        weekly = self.weekly
+        if weekly is not None:
+            with self._savings_lock:
+                self._guarded("savings post", lambda: weekly.run_due(self.clock.now()))
         self._guarded("re-arm", self.sync)
 
     def _deliver(self, outcomes: Iterable[ScheduleOutcome]) -> None:

@@ -62,6 +62,10 @@ Config file (every key optional except what a cluster needs to be reached):
           skip_nodes_with_local_storage: true
           skip_nodes_with_custom_controller_pods: true
         drain_report: current                       # Cluster API condition layout: current | legacy
+        savings_report:                             # the weekly savings post (default: off)
+          schedule: Mon 09:00                       # one weekday and a 24-hour time
+          timezone: Europe/Berlin                   # IANA zone (default UTC)
+          channel: C0123                            # default: the cluster's default channel
 Tokens are `Secret`s: their repr and str are masked, so a logged Settings shows no secret.
 """
 
@@ -83,6 +87,8 @@ from engine.durations import DurationError, parse_duration
 from engine.policy import ClusterPolicy, Role
 from engine.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 from engine.report import Style as ReportStyle
+from engine.savings_post import SavingsPostSpec, parse_post_time
+from engine.schedule import ScheduleError, parse_zone
 
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _SLACK_USER = re.compile(r"[UW][A-Z0-9]+")
@@ -189,6 +195,8 @@ class ClusterSettings:
     """Cluster API's condition layout for drain reports: per-Pod lines (v1.9+) or grouped ("legacy")."""
     node_hour_prices: Mapping[str, float] = field(default_factory=dict)
     """Pool → what one node of it costs per hour: `report savings` turns node-hours into money."""
+    savings_report: SavingsPostSpec | None = None
+    """When `scalebot run` posts the weekly savings (report and chart) and where; None: never."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +230,14 @@ class Settings:
         """Where operations started outside Slack (CLI, schedules without a channel) are shown."""
         settings = self.clusters.get(cluster)
         return settings.default_channels[0] if settings and settings.default_channels else None
+
+    def node_hour_prices(self) -> dict[tuple[str, str], float]:
+        """(cluster, pool) → price per node-hour, for the savings report."""
+        return {
+            (name, pool): price
+            for name, cluster in self.clusters.items()
+            for pool, price in cluster.node_hour_prices.items()
+        }
 
     def policies(self) -> dict[str, ClusterPolicy]:
         return {name: c.policy for name, c in self.clusters.items()}
@@ -363,6 +379,7 @@ _CLUSTER_KEYS = (
     "consolidation",
     "drain_report",
     "node_hour_prices",
+    "savings_report",
 )
 """Keys every cluster entry may have; the provider adds its own (bot.providers)."""
 
@@ -424,7 +441,35 @@ def _cluster(name: str, node: _Node) -> ClusterSettings:
             for prices in (node.child("node_hour_prices"),)
             for pool, _ in prices.items()
         },
+        savings_report=_savings_report(node.child("savings_report"), channels),
     )
+
+
+def _savings_report(node: _Node, default_channels: list[str]) -> SavingsPostSpec | None:
+    """The weekly savings post, off unless the key is given; its time is checked by the schedule
+    parser, so "Mon 9" or "Montag 09:00" is refused with an example."""
+    if node.value is None:
+        return None
+    node.only("schedule", "timezone", "channel")
+    if not node.has("schedule"):
+        raise SettingsError(f'{node.path}.schedule: required, one weekday and a time, e.g. "Mon 09:00"')
+    try:
+        at = parse_post_time(node.string("schedule", ""))
+    except ScheduleError as exc:
+        raise SettingsError(f"{node.path}.schedule: {exc}") from None
+    tz = node.string("timezone", "UTC")
+    try:
+        parse_zone(tz)
+    except ScheduleError as exc:
+        raise SettingsError(f"{node.path}.timezone: {exc}") from None
+    channel = node.string("channel", default_channels[0] if default_channels else "")
+    if not channel:
+        raise SettingsError(
+            f"{node.path}.channel: no channel to post in; give one (C…) or the cluster's default_channel"
+        )
+    if not _SLACK_CHANNEL.fullmatch(channel):
+        raise SettingsError(f"{node.path}.channel: '{channel}' is not a channel ID (C… or G…)")
+    return SavingsPostSpec(at=at, tz=tz, channel=channel)
 
 
 def _drain_report(node: _Node) -> ReportStyle:

@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -493,6 +493,10 @@ class Store:
             {"cluster": str, "part": str, "state": str, "saved_at": str},
             pk=("cluster", "part"),
             if_not_exists=True,
+        )
+        # The last week whose savings post each cluster claimed (a restart never posts it twice).
+        db.table("savings_posts").create(
+            {"cluster": str, "week": str, "claimed_at": str}, pk="cluster", if_not_exists=True
         )
         self._migrate_schedules()
         self._restore_append_only_triggers(found)
@@ -996,6 +1000,37 @@ class Store:
         with self._lock:
             rows = list(self.db.table("messages").rows_where("key = ?", [key]))
         return (rows[0]["channel"], rows[0]["ts"]) if rows else None
+
+    # -- the weekly savings post -------------------------------------------------------------------
+
+    def savings_post_week(self, cluster: str) -> date | None:
+        """The Monday of the last week whose savings post `cluster` claimed (None: never)."""
+        with self._lock:
+            rows = list(self.db.table("savings_posts").rows_where("cluster = ?", [cluster]))
+        return date.fromisoformat(rows[0]["week"]) if rows else None
+
+    def claim_savings_week(self, cluster: str, week: date, *, at: datetime) -> bool:
+        """Claim the post of `week` before sending it: False if that week (or a later one) is
+        already claimed, so two ticks or a restart never post one week twice."""
+        with self.transaction():
+            rows = list(self.db.table("savings_posts").rows_where("cluster = ?", [cluster]))
+            if rows and date.fromisoformat(rows[0]["week"]) >= week:
+                return False
+            self.db.table("savings_posts").upsert(
+                {"cluster": cluster, "week": week.isoformat(), "claimed_at": at.isoformat()}, pk="cluster"
+            )
+        return True
+
+    def release_savings_week(self, cluster: str, week: date, previous: date | None) -> None:
+        """Give back the claim of a post Slack refused, so the next start tries that week again."""
+        with self.transaction():
+            table = self.db.table("savings_posts")
+            if not list(table.rows_where("cluster = ? AND week = ?", [cluster, week.isoformat()])):
+                return  # claimed again since (a later week): that claim stands
+            if previous is None:
+                table.delete(cluster)
+            else:
+                table.update(cluster, {"week": previous.isoformat()})
 
     # -- the simulated cluster -------------------------------------------------------------------
 

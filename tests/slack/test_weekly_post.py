@@ -4,6 +4,12 @@
 length), the bytes POSTed to the URL it answered, files.completeUploadExternal sharing the file in
 the cluster's channel with the week's message; the uploaded bytes are the report's chart.
 `report savings --post` does it per cluster; the App Home shows the latest figures.
+
+`scalebot run`'s timer posts by itself for each cluster whose config has `savings_report`: the
+job body called at the due time (a FakeClock) sends the week's post once, a second tick and a
+restart in the same week send nothing, the next week posts again; an overdue post is armed in the
+past and runs as soon as the timer starts; a post Slack refuses is not retried in a loop; without
+the setting no job is armed.
 """
 
 from __future__ import annotations
@@ -13,22 +19,29 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from apscheduler.schedulers.background import BackgroundScheduler
 from matplotlib.image import imread
 
+from bot import settings as bot_settings
 from bot.app import web_client
+from bot.run import weekly_poster
 from bot.savings_chart import HEIGHT_PX, WIDTH_PX, png_bytes
+from bot.scheduler import SAVINGS_JOB_PREFIX, SchedulerRunner
 from bot.weekly import FILENAME, post_weekly
-from engine.clock import SystemClock
+from engine.clock import FakeClock, SystemClock
 from engine.operation import OpKind
 from engine.savings import savings
-from engine.store import read_operations_file
+from engine.store import Store, read_operations_file
 from tests.slack.conftest import APPROVER, CHANNEL, RunningBot, make_settings
 from tests.slack.harness import SlackApiServer, post
 from tests.slack.test_conversation import home_text
+from tests.unit.bot.test_scheduler import build
 from tests.unit.engine.test_savings import BERLIN, NOW, REPO, record_history, recorded_op
 
 
@@ -155,3 +168,142 @@ def test_the_home_tab_shows_the_latest_savings(bot: RunningBot) -> None:
 
     text = home_text(published)
     assert "Saved by sleeps: 0.0 node-hours this week, 48.0 over the last 28 days" in text, text
+
+
+MONDAY_0900_CET = datetime(2026, 11, 2, 8, 0, tzinfo=UTC)
+"""The post of "Mon 09:00" Europe/Berlin in the week after HISTORY's last full week."""
+WEEKLY = (
+    f"clusters:\n  prod:\n    default_channel: {CHANNEL}\n    node_hour_prices: {{web: 0.5}}\n"
+    "    savings_report: {schedule: Mon 09:00, timezone: Europe/Berlin}\n"
+)
+
+
+def load_config(slack_api: SlackApiServer, tmp_path: Path, text: str) -> bot_settings.Settings:
+    config = tmp_path / "scalebot.yaml"
+    config.write_text(text)
+    env = {
+        "SLACK_BOT_TOKEN": "xoxb-test-token",
+        "SLACK_SIGNING_SECRET": "s3cr3t",
+        "SLACK_API_URL": slack_api.url,
+    }
+    return bot_settings.load(config, env)
+
+
+@contextmanager
+def running_timer(
+    db: Path, clock: FakeClock, settings: bot_settings.Settings, *, paused: bool = True
+) -> Iterator[tuple[SchedulerRunner, BackgroundScheduler]]:
+    """`scalebot run`'s timer on `db` as `run` builds it (a start of the service)."""
+    schedules = build(db, clock)
+    timer = BackgroundScheduler(timezone=UTC)
+    runner = SchedulerRunner(
+        schedules,
+        clock,
+        lambda note: None,
+        lambda outcome: None,
+        scheduler=timer,
+        weekly=weekly_poster(settings, schedules.ops.store),
+    )
+    runner.start(paused=paused)
+    try:
+        yield runner, timer
+    finally:
+        runner.stop()
+        schedules.ops.store.close()
+
+
+def posts(slack_api: SlackApiServer) -> list[str]:
+    return [c.body["initial_comment"] for c in slack_api.calls_to("files.completeUploadExternal")]
+
+
+def test_run_posts_the_weekly_savings_at_its_time_once_per_week_even_after_a_restart(
+    slack_api: SlackApiServer, tmp_path: Path
+) -> None:
+    db = record_history(tmp_path / "history.db")
+    settings = load_config(slack_api, tmp_path, WEEKLY)
+    clock = FakeClock(MONDAY_0900_CET - timedelta(minutes=1))
+
+    with running_timer(db, clock, settings) as (runner, _):
+        assert MONDAY_0900_CET in runner.armed()
+        runner.fire_savings_due()
+        assert posts(slack_api) == [], "not before its time"
+
+        clock.advance(60)
+        runner.fire_savings_due()
+        runner.fire_savings_due()  # a second tick in the same week
+
+    [upload] = slack_api.calls_to("upload")
+    assert [c.method for c in slack_api.calls if c.method.startswith("files.") or c.method == "upload"] == [
+        "files.getUploadURLExternal",
+        "upload",
+        "files.completeUploadExternal",
+    ]
+    [complete] = slack_api.calls_to("files.completeUploadExternal")
+    assert complete.body["channel_id"] == CHANNEL
+    assert json.loads(complete.body["files"])[0]["id"] == upload.body["file_id"]
+    [comment] = posts(slack_api)
+    assert comment.startswith(
+        "Savings on prod, week of 2026-10-26: 259.0 node-hours (102.50 at the configured prices)\n"
+        "Since 2026-09-07: 1,001.0 node-hours over 2 week(s)."
+    ), comment
+    assert imread(io.BytesIO(upload.body["data"]), format="png").shape[:2] == (HEIGHT_PX, WIDTH_PX)
+
+    clock.advance(3600)
+    with running_timer(db, clock, settings) as (runner, _):  # a restart later that Monday
+        assert runner.armed()[-1] == MONDAY_0900_CET + timedelta(days=7), "armed for next week"
+        runner.fire_savings_due()
+        assert len(posts(slack_api)) == 1, "the week's post was claimed in the database"
+
+        clock.advance(7 * 24 * 3600)
+        runner.fire_savings_due()
+
+    assert len(posts(slack_api)) == 2
+    assert posts(slack_api)[1].startswith("Savings on prod, week of 2026-10-26: 259.0 node-hours"), (
+        "the week after has no sleeps: the last week with savings is still named"
+    )
+
+
+def test_an_overdue_weekly_post_runs_as_soon_as_the_timer_starts(
+    slack_api: SlackApiServer, tmp_path: Path
+) -> None:
+    db = record_history(tmp_path / "history.db")
+    settings = load_config(slack_api, tmp_path, WEEKLY)
+    clock = FakeClock(MONDAY_0900_CET + timedelta(hours=3))  # scalebot was down at 09:00
+
+    with running_timer(db, clock, settings, paused=False):
+        complete = slack_api.wait_for_call("files.completeUploadExternal", timeout=30)
+
+    assert complete.body["channel_id"] == CHANNEL
+    assert "week of 2026-10-26" in complete.body["initial_comment"]
+    assert Store(db).savings_post_week("prod") == MONDAY_0900_CET.date()
+
+
+def test_a_refused_weekly_post_is_not_retried_in_a_loop_and_the_next_start_tries_again(
+    slack_api: SlackApiServer, tmp_path: Path
+) -> None:
+    db = record_history(tmp_path / "history.db")
+    settings = load_config(slack_api, tmp_path, WEEKLY)
+    clock = FakeClock(MONDAY_0900_CET)
+    slack_api.fail("files.getUploadURLExternal", status=200, error="not_in_channel")
+
+    with running_timer(db, clock, settings) as (runner, _):
+        runner.fire_savings_due()
+        assert runner.armed()[-1] == MONDAY_0900_CET + timedelta(days=7), "not re-armed for now"
+        runner.fire_savings_due()
+    assert len(slack_api.calls_to("files.getUploadURLExternal")) == 1 and posts(slack_api) == []
+
+    with running_timer(db, clock, settings) as (runner, _):
+        runner.fire_savings_due()
+    assert len(posts(slack_api)) == 1, "the refused week's claim was given back"
+
+
+def test_without_the_setting_no_weekly_post_is_armed(slack_api: SlackApiServer, tmp_path: Path) -> None:
+    db = record_history(tmp_path / "history.db")
+    settings = load_config(slack_api, tmp_path, f"clusters:\n  prod:\n    default_channel: {CHANNEL}\n")
+    clock = FakeClock(MONDAY_0900_CET)
+
+    with running_timer(db, clock, settings) as (runner, timer):
+        assert runner.weekly is None
+        assert not [job for job in timer.get_jobs() if job.id.startswith(SAVINGS_JOB_PREFIX)]
+        runner.fire_savings_due()
+    assert slack_api.calls_to("files.getUploadURLExternal") == []

@@ -82,7 +82,7 @@ def every_setting(tmp_path: Path) -> set[str]:
     for provider in providers.PROVIDERS:
         config = f"clusters: {{c: {{provider: {provider}, zz_unknown: 1}}}}"
         paths |= {f"clusters.<name>.{key}" for key in known_keys(tmp_path, config)}
-    for part in ("policy", "consolidation"):
+    for part in ("policy", "consolidation", "savings_report"):
         config = f"clusters: {{c: {{{part}: {{zz_unknown: 1}}}}}}"
         paths |= {f"clusters.<name>.{part}.{key}" for key in known_keys(tmp_path, config)}
     return paths

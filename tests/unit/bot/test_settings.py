@@ -350,3 +350,50 @@ def test_the_slack_secrets_leave_the_environment_once_the_settings_hold_them() -
     assert env == {"SCALEBOT_DB": "/data/scalebot.db"}
     assert loaded.slack.bot_token.reveal() == "xoxb-1-abc"
     assert loaded.slack.app_token is not None and loaded.slack.app_token.reveal() == "xapp-1-def"
+
+
+def test_the_weekly_savings_post_is_off_by_default_and_read_when_given(tmp_path: Path) -> None:
+    off = load(write(tmp_path, "clusters:\n  dev-eu:\n    default_channel: C0DEV\n"), ENV)
+    assert off.clusters["dev-eu"].savings_report is None
+
+    on = load(
+        write(
+            tmp_path,
+            "clusters:\n  dev-eu:\n    default_channel: C0DEV\n"
+            "    savings_report: {schedule: Mon 09:00, timezone: Europe/Berlin}\n"
+            "  staging:\n    savings_report: {schedule: Fri 16:30, channel: C0STAGE}\n",
+        ),
+        ENV,
+    )
+    dev, staging = on.clusters["dev-eu"].savings_report, on.clusters["staging"].savings_report
+    assert str(dev) == "Mon 09:00 Europe/Berlin in C0DEV"
+    assert str(staging) == "Fri 16:30 UTC in C0STAGE"
+
+
+@pytest.mark.parametrize(
+    ("report", "message"),
+    [
+        ("{timezone: UTC}", 'savings_report.schedule: required, one weekday and a time, e.g. "Mon 09:00"'),
+        ("{schedule: Mon-Fri 09:00}", 'savings_report.schedule: "Mon-Fri 09:00" names 5 days'),
+        ("{schedule: Mon 9}", 'clusters.dev-eu.savings_report.schedule: invalid time "9"'),
+        ("{schedule: Montag 09:00}", 'clusters.dev-eu.savings_report.schedule: unknown day "Montag"'),
+        ("{schedule: Mon 09:00, timezone: CET}", "clusters.dev-eu.savings_report.timezone:"),
+        ("{schedule: Mon 09:00, timezone: Mars/Olympus}", 'timezone: unknown time zone "Mars/Olympus"'),
+        ("{schedule: Mon 09:00, channel: general}", "savings_report.channel: 'general' is not a channel ID"),
+        ("{schedule: Mon 09:00, every: 7d}", "clusters.dev-eu.savings_report.every: unknown setting"),
+        ("weekly", "clusters.dev-eu.savings_report: expected a mapping of settings"),
+    ],
+)
+def test_a_bad_weekly_savings_post_is_refused_naming_the_key(
+    tmp_path: Path, report: str, message: str
+) -> None:
+    assert message in error(
+        tmp_path, f"clusters:\n  dev-eu:\n    default_channel: C0DEV\n    savings_report: {report}\n"
+    )
+
+
+def test_the_weekly_savings_post_needs_a_channel(tmp_path: Path) -> None:
+    assert error(tmp_path, "clusters:\n  dev-eu:\n    savings_report: {schedule: Mon 09:00}\n") == (
+        "clusters.dev-eu.savings_report.channel: no channel to post in; give one (C…) or the "
+        "cluster's default_channel"
+    )
