@@ -169,8 +169,8 @@ def bad_approval(value: str) -> str:
 
 def channel_by_name(value: str) -> str:
     return (
-        f"`channel={value}` names the channel by text; I need the channel itself: type `#` and pick the "
-        "channel as its own word (Slack then sends a link), or leave it out to use this channel."
+        f"`channel={value}` is not a channel: write `channel=#name`, type `#` and pick the channel as its "
+        "own word (Slack then sends a link), or leave it out to use this channel."
     )
 
 

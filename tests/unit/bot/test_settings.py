@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.settings import Secret, SettingsError, forget_secret_env, load
+from bot.settings import Secret, SettingsError, channel_names, forget_secret_env, load, with_channel_ids
 from engine.consolidation import ScaleDownRules
 from engine.policy import Role
 
@@ -350,3 +350,37 @@ def test_the_slack_secrets_leave_the_environment_once_the_settings_hold_them() -
     assert env == {"SCALEBOT_DB": "/data/scalebot.db"}
     assert loaded.slack.bot_token.reveal() == "xoxb-1-abc"
     assert loaded.slack.app_token is not None and loaded.slack.app_token.reveal() == "xapp-1-def"
+
+
+def test_channels_may_be_named_and_every_name_becomes_its_id_before_use(tmp_path: Path) -> None:
+    text = """
+channels: {"#staging-ops": staging}
+clusters:
+  dev-eu:
+    default_channel: "#platform"
+    allowed_channels: ["#platform", "<#C0SRE|sre>", C0OPS]
+  staging: {}
+"""
+    loaded = load(write(tmp_path, text), ENV)
+    assert channel_names(loaded) == ["#platform", "#staging-ops"]
+    ids = {"#platform": "C0PLAT", "#staging-ops": "C0STG"}
+
+    resolved = with_channel_ids(loaded, lambda name: ids[name])
+
+    dev = resolved.clusters["dev-eu"]
+    assert dev.default_channels == ("C0PLAT",)
+    assert dev.policy.channels == frozenset({"C0PLAT", "C0SRE", "C0OPS"}), "rules hold IDs only"
+    assert resolved.default_cluster("C0PLAT") == "dev-eu" and resolved.default_cluster("C0STG") == "staging"
+    assert channel_names(resolved) == []
+
+
+def test_a_channel_name_slack_does_not_know_stops_the_start(tmp_path: Path) -> None:
+    loaded = load(write(tmp_path, 'clusters: {dev-eu: {allowed_channels: ["#gone"]}}'), ENV)
+
+    def unknown(name: str) -> str:
+        raise ValueError(f"I cannot find the channel {name}")
+
+    with pytest.raises(
+        SettingsError, match="channel #gone in the configuration: I cannot find the channel #gone"
+    ):
+        with_channel_ids(loaded, unknown)
