@@ -26,7 +26,10 @@ NAME_TTL_SECONDS = 3600.0
 NAME_CACHE_SIZE = 2000
 """Names kept at most; the least recently used go first."""
 FAILED_TTL_SECONDS = 300.0
-"""A lookup that failed (no `users:read`, Slack unreachable) is not retried for five minutes."""
+"""A person Slack does not know is asked about again after five minutes; when Slack itself fails
+(unreachable, no `users:read`), nobody is looked up for that long: IDs are shown at once."""
+PER_PERSON_ERRORS = frozenset({"user_not_found", "user_not_visible"})
+"""users.info errors about the one person; any other failure is Slack's as a whole."""
 CHANNEL_TTL_SECONDS = 300.0
 """The channel list is read again after five minutes, or at once for a name it lacks."""
 CHANNEL_PAGES = 50
@@ -107,6 +110,8 @@ class PeopleNames:
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, tuple[str, float]] = OrderedDict()
         """User ID -> (name, or "" when Slack did not say; until when it holds)."""
+        self._silent_until = float("-inf")
+        """Slack failed as a whole: until then nobody is looked up."""
 
     def __call__(self, user_id: str) -> str:
         if not _USER_ID.fullmatch(user_id):
@@ -117,6 +122,8 @@ class PeopleNames:
             if cached is not None and now < cached[1]:
                 self._cache.move_to_end(user_id)
                 return cached[0] or user_id
+            if now < self._silent_until:
+                return user_id
         name, until = "", now + self._failed_ttl
         try:
             found = self._client.users_info(user=user_id)["user"]
@@ -124,12 +131,23 @@ class PeopleNames:
             until = now + self._ttl
         except Exception as exc:  # no users:read, unknown user, Slack unreachable: show the ID
             log.info("no name for %s (%s); showing the ID", user_id, exc)
+            if _slack_error(exc) not in PER_PERSON_ERRORS:
+                with self._lock:
+                    self._silent_until = now + self._failed_ttl
+                return user_id
         with self._lock:
             self._cache[user_id] = (name, until)
             self._cache.move_to_end(user_id)
             while len(self._cache) > self._size:
                 self._cache.popitem(last=False)
         return name or user_id
+
+
+def _slack_error(exc: Exception) -> str:
+    """Slack's error code of a refused call (`SlackApiError.response["error"]`), else ""."""
+    response = getattr(exc, "response", None)
+    error = response.get("error") if response is not None and hasattr(response, "get") else None
+    return error if isinstance(error, str) else ""
 
 
 class ChannelNotFoundError(ValueError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from slack_sdk.errors import SlackApiError
 
 from bot.directory import ChannelDirectory, ChannelNotFoundError, PeopleNames, channel_id, channel_name
 
@@ -21,7 +22,7 @@ class Users:
         if self.down:
             raise ConnectionError("slack is down")
         if user not in self.people:
-            raise LookupError("user_not_found")
+            raise SlackApiError("users.info failed", {"ok": False, "error": "user_not_found"})
         return {"ok": True, "user": self.people[user]}
 
 
@@ -59,8 +60,12 @@ def test_a_person_is_named_once_an_hour_and_an_unknown_one_stays_an_id() -> None
     now[0] = 3601.0
     users.down = True
     assert names("U1") == "U1", "Slack unreachable: the ID, never an error"
-    assert names("U1") == "U1"
-    assert users.asked == ["U1", "U9", "U1"], "a failure is not retried at once"
+    assert names("U1") == "U1" and names("U2") == "U2"
+    assert users.asked == ["U1", "U9", "U1"], "while Slack fails, nobody is looked up"
+    now[0] = 3601.0 + 301
+    users.down = False
+    assert names("U1") == "Ann Example" and names("U9") == "U9"
+    assert users.asked == ["U1", "U9", "U1", "U1", "U9"], "asked again once the failure is old"
 
 
 def test_the_name_cache_is_bounded() -> None:
