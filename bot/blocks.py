@@ -591,7 +591,7 @@ def whoami_view(user: str, roles: Mapping[str, Role | None]) -> Message:
     b = Builder()
     lines = [f"• *{esc(c)}*: {role.label if role else 'no role'}" for c, role in sorted(roles.items())]
     b.section(f"Roles of {messages.who(user)}:\n" + ("\n".join(lines) or "no clusters configured"))
-    return b.build("whoami", f"Roles of {user}")
+    return b.build("whoami", fmt("Roles of {}", messages.who(user)))
 
 
 def help_view(topic: str | None = None) -> Message:
