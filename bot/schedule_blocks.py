@@ -174,6 +174,13 @@ def channel_by_name(value: str) -> str:
     )
 
 
+def channel_name_needs_slack(value: str) -> str:
+    return (
+        f"`channel={value}`: a channel name is looked up in Slack, which is not here; "
+        "give the channel's ID (C…)."
+    )
+
+
 def bad_size(value: str) -> str:
     return f"`size={value}` is not a pool size: use a whole number from 0 to 10000, with exactly one pool."
 

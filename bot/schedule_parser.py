@@ -179,8 +179,10 @@ def _channel(
         return linked.group(1)
     if _CHANNEL_ID.fullmatch(value):
         return value
-    if find is None or not value.startswith("#"):
+    if not value.startswith("#"):
         raise ScheduleUsage(ui.channel_by_name(value[:80]), "add")
+    if find is None:  # the console: no Slack to ask
+        raise ScheduleUsage(ui.channel_name_needs_slack(value[:80]), "add")
     try:
         # The schedule keeps the ID Slack gave for the name: its rules never compare names.
         return find(value)
