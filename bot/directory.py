@@ -31,7 +31,10 @@ FAILED_TTL_SECONDS = 300.0
 PER_PERSON_ERRORS = frozenset({"user_not_found", "user_not_visible"})
 """users.info errors about the one person; any other failure is Slack's as a whole."""
 CHANNEL_TTL_SECONDS = 300.0
-"""The channel list is read again after five minutes, or at once for a name it lacks."""
+"""The channel list is read again after five minutes, or sooner for a name it lacks..."""
+CHANNEL_REREAD_SECONDS = 30.0
+"""... but not within 30 s of the last read: names typed by anyone cannot drive conversations.list
+(Tier 2, about 20 calls a minute) into Slack's rate limit."""
 CHANNEL_PAGES = 50
 """`conversations.list` pages read at most (200 channels each)."""
 
@@ -181,9 +184,9 @@ class ChannelDirectory:
                 f"'{value[:80]}' is not a channel: write `#name`, the channel's ID (C…), or pick it with `#`"
             )
         with self._lock:
-            fresh = self._clock() - self._read_at < self._ttl
+            age = self._clock() - self._read_at
             known = self._ids.get(name)
-        if known is None or not fresh:
+        if age >= self._ttl or (known is None and age >= CHANNEL_REREAD_SECONDS):
             self._read()
             with self._lock:
                 known = self._ids.get(name)

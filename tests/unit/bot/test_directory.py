@@ -96,6 +96,13 @@ def test_a_hash_name_resolves_through_every_page_and_is_cached() -> None:
     assert directory.resolve("#team-1") == "C1"
     assert directory.resolve("<#C0OPS|whatever>") == "C0OPS" and directory.resolve("C9") == "C9"
     assert api.pages == 3, "the list is read once per TTL"
+    with pytest.raises(ChannelNotFoundError):
+        directory.resolve("#new")
+    assert api.pages == 3, "an unknown name does not re-read a list just read"
+    api.channels.append({"id": "C0NEW", "name": "new"})
+    now[0] = 31.0
+    assert directory.resolve("#new") == "C0NEW", "a channel made since is found after 30 s"
+    assert api.pages == 7
 
 
 def test_an_unknown_or_unlistable_name_is_refused_with_what_to_do() -> None:
@@ -107,4 +114,4 @@ def test_an_unknown_or_unlistable_name_is_refused_with_what_to_do() -> None:
         directory.resolve("ops")
     api.fail = True
     with pytest.raises(ChannelNotFoundError, match="give the channel's ID"):
-        directory.resolve("#other")
+        ChannelDirectory(api).resolve("#ops")
