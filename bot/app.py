@@ -41,6 +41,7 @@ from waitress.server import create_server
 from bot import listeners, mrkdwn, origin
 from bot.acks_first import AckCountingApp, AcksFirstExecutor, AckWindow
 from bot.channels import SlackChannels
+from bot.directory import PeopleNames
 from bot.dispatch import ClickHandler, GroupResolver, SubcommandHandler, no_groups
 from bot.groups import SlackGroups
 from bot.home import HomeTab
@@ -148,6 +149,7 @@ def build_app(
         subcommands=subcommands,
         clicks=clicks,
         can_post=SlackChannels(client).can_post,
+        names=PeopleNames(client),
     )
     home = HomeTab(ops, client, work, groups=groups)
     ops.subscribe(home.on_event)

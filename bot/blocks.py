@@ -32,6 +32,7 @@ from slack_sdk.models.views import View
 
 from bot import messages, mrkdwn
 from bot.blockkit import MESSAGE_BUDGET, Builder, Message, esc, join_limited
+from bot.directory import Names, no_names
 from bot.mrkdwn import Mrkdwn, fmt
 from engine import force_scope, progress_figures
 from engine.advice import ScaleUpAdvice
@@ -562,7 +563,9 @@ def ops_list(ops: Sequence[Operation], *, cluster: str | None = None) -> Message
     return b.build("ops", f"{len(ops)} operations")
 
 
-def ops_show(op: Operation, history: Sequence[HistoryRow]) -> Message:
+def ops_show(op: Operation, history: Sequence[HistoryRow], *, names: Names = no_names) -> Message:
+    """An operation and its history; the history is preformatted, where a mention cannot show, so
+    people in it are shown by name (`names`, from Slack) and the name is text from outside."""
     b = Builder()
     b.header(
         f"{messages.STATE_EMOJI[op.state]} {op.id} · {messages.KIND_TITLE[op.kind]} · {op.target.cluster}"
@@ -574,7 +577,7 @@ def ops_show(op: Operation, history: Sequence[HistoryRow]) -> Message:
     if op.error:
         b.section(f"*Error:* {esc(op.error)}")
     lines = [
-        f"{e.at.strftime('%Y-%m-%d %H:%M:%S')}Z {e.actor}: {e.action}"
+        f"{e.at.strftime('%Y-%m-%d %H:%M:%S')}Z {names(e.actor)}: {e.action}"
         + (f" ({e.detail})" if e.detail else "")
         for e in history
     ]
@@ -588,7 +591,7 @@ def whoami_view(user: str, roles: Mapping[str, Role | None]) -> Message:
     b = Builder()
     lines = [f"• *{esc(c)}*: {role.label if role else 'no role'}" for c, role in sorted(roles.items())]
     b.section(f"Roles of {messages.who(user)}:\n" + ("\n".join(lines) or "no clusters configured"))
-    return b.build("whoami", f"Roles of {user}")
+    return b.build("whoami", fmt("Roles of {}", messages.who(user)))
 
 
 def help_view(topic: str | None = None) -> Message:

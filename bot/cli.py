@@ -1034,9 +1034,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         loaded = settings.load(args.config, os.environ)
         settings.forget_secret_env(os.environ)  # why: settings.forget_secret_env
+        named = settings.channel_names(loaded)
+        if named:  # `#name` channels need Slack's channel list before any rule may use them
+            run.check_slack(loaded)
+            loaded = run.resolve_channel_names(loaded)
         # Local checks (config, clusters' kubeconfigs, the database) first, then Slack's answer.
         service = run.build_service(loaded, leader_election=args.leader_election)
-        run.check_slack(loaded)
+        if not named:
+            run.check_slack(loaded)
     except (settings.SettingsError, run.RunError) as exc:
         raise CliError(str(exc)) from exc
     run.install_signal_handlers(service)

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 import yaml
 
+from bot.directory import Names, PeopleNames, no_names
 from engine.clock import SystemClock
 from engine.operation import Operation
 from engine.operations import HistoryEntry, Operations, new_operations
@@ -25,6 +27,8 @@ from engine.schedules import Schedules
 from engine.store import Store, StoreError
 
 OUTPUTS = ("text", "json", "yaml")
+NAME_TIMEOUT_SECONDS = 5
+"""One users.info call of the CLI at most this long; a failure shows IDs from then on."""
 
 
 class ReadError(Exception):
@@ -83,15 +87,29 @@ def operation_json(op: Operation, history: Sequence[HistoryEntry] | None = None)
     return data
 
 
+def people_names(env: Mapping[str, str]) -> Names:
+    """Slack users by name in the CLI's text output when it has the bot token (SLACK_BOT_TOKEN,
+    SLACK_API_URL): their IDs otherwise, and whenever Slack does not answer. JSON and YAML keep
+    the IDs: they are for programs."""
+    token = env.get("SLACK_BOT_TOKEN", "")
+    if not token:
+        return no_names
+    from slack_sdk import WebClient
+
+    base_url = env.get("SLACK_API_URL") or WebClient.BASE_URL
+    return PeopleNames(WebClient(token=token, base_url=base_url, timeout=NAME_TIMEOUT_SECONDS))
+
+
 def list_operations(args: argparse.Namespace) -> None:
     ops = open_records(args.db)
     found = ops.list_operations(limit=50)
+    names = people_names(os.environ) if args.output == "text" else no_names
     emit(
         [operation_json(op) for op in found],
         args.output,
         lambda: (
             [
-                f"{op.id}  {op.state.value:<17} {op.kind.value:<5} {op.requested_by:<16} "
+                f"{op.id}  {op.state.value:<17} {op.kind.value:<5} {names(op.requested_by):<16} "
                 f"{stamp(op.created_at)}  {op.plan.summary()}"
                 for op in found
             ]
@@ -108,19 +126,21 @@ def show_operation(args: argparse.Namespace) -> None:
             f"no operation {args.operation_id} in {args.db}; `scalebot operations list` shows the recent ones"
         )
     history = ops.history(op.id)
-    emit(operation_json(op, history), args.output, lambda: _show_lines(op, history))
+    names = people_names(os.environ) if args.output == "text" else no_names
+    emit(operation_json(op, history), args.output, lambda: _show_lines(op, history, names))
 
 
-def _show_lines(op: Operation, history: Sequence[HistoryEntry]) -> list[str]:
+def _show_lines(op: Operation, history: Sequence[HistoryEntry], names: Names) -> list[str]:
+    requester = names(op.requested_by)
     lines = [
-        f"{op.id}: {op.kind.value} {op.state.value}, requested by {op.requested_by}, {stamp(op.created_at)}",
+        f"{op.id}: {op.kind.value} {op.state.value}, requested by {requester}, {stamp(op.created_at)}",
         op.plan.to_text(),
     ]
     if op.error:
         lines.append(f"error: {op.error}")
     for entry in history:
         detail = f": {entry.detail}" if entry.detail else ""
-        lines.append(f"  {stamp(entry.at)} {entry.actor:<16} {entry.action}{detail}")
+        lines.append(f"  {stamp(entry.at)} {names(entry.actor):<16} {entry.action}{detail}")
     return lines
 
 

@@ -441,7 +441,11 @@ def run_console(
     session = _Session(
         ops=ops,
         dispatcher=Dispatcher(
-            ops, progress, subcommands=schedule_ui.subcommands(), clicks=schedule_ui.clicks()
+            ops,
+            progress,
+            subcommands=schedule_ui.subcommands(),
+            clicks=schedule_ui.clicks(),
+            names=lambda user: next((f"@{name}" for name, uid in users.items() if uid == user), user),
         ),
         progress=progress,
         terminal=terminal,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from bot import blocks, commands, messages
 from bot.blockkit import Message
 from bot.channels import Access
+from bot.directory import Names, no_names
 from bot.ports import OperationsPort, UserError
 from bot.progress import Progress
 from engine.operation import Operation, OpKind, OpState, Outcome, Target
@@ -85,8 +86,10 @@ class Dispatcher:
         subcommands: Mapping[str, SubcommandHandler] | None = None,
         clicks: Mapping[str, ClickHandler] | None = None,
         can_post: ChannelCheck | None = None,
+        names: Names = no_names,
     ) -> None:
         self.ops = ops
+        self.names = names
         self.progress = progress
         self.groups = groups
         self.can_post = can_post
@@ -163,7 +166,7 @@ class Dispatcher:
                     answer(inv, blocks.text_message(messages.no_operation(op_id), emoji="⚠️"))
                 else:
                     self._readable(op.target.cluster, inv, "ops")
-                    answer(inv, blocks.ops_show(op, self.ops.history(op_id)))
+                    answer(inv, blocks.ops_show(op, self.ops.history(op_id), names=self.names))
             case commands.OpsCancel(op_id):
                 cancelled = self.ops.cancel(
                     op_id, by=inv.user, groups=self.groups(inv.user), channel=inv.channel

@@ -99,9 +99,14 @@ def _post(
     from slack_sdk.errors import SlackApiError
 
     from bot.app import web_client
+    from bot.directory import ChannelDirectory
     from bot.weekly import cluster_report, post_weekly
 
     client = web_client(loaded)
+    try:
+        loaded = settings.with_channel_ids(loaded, ChannelDirectory(client).resolve)
+    except settings.SettingsError as exc:
+        raise ReportError(str(exc)) from None
     for cluster in sorted({op.target.cluster for op in ops}):
         channel = loaded.channel_for(cluster)
         if channel is None:

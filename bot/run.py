@@ -27,7 +27,9 @@ from typing import Any
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from bot import blocks, wiring
+from bot import settings as settings_module
 from bot.app import Bot, build_bot, group_resolver, web_client
+from bot.directory import ChannelDirectory
 from bot.health import (
     HealthServer,
     database_writable,
@@ -368,6 +370,18 @@ def check_slack(settings: Settings) -> None:
                 f"cannot reach Slack at {client.base_url} ({reason}); check the network, the proxy "
                 "(HTTPS_PROXY) or SLACK_API_URL"
             ) from exc
+
+
+def resolve_channel_names(loaded: Settings) -> Settings:
+    """The config's `#name` channels as IDs, from Slack's channel list (`conversations.list`, the
+    channels:read and groups:read scopes); a name Slack does not list stops the start."""
+    if not settings_module.channel_names(loaded):
+        return loaded
+    directory = ChannelDirectory(web_client(loaded))
+    try:
+        return settings_module.with_channel_ids(loaded, directory.resolve)
+    except settings_module.SettingsError as exc:
+        raise RunError(str(exc)) from exc
 
 
 def unreachable_clusters(handles: Mapping[str, ClusterHandle]) -> list[str]:

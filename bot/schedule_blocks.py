@@ -169,8 +169,15 @@ def bad_approval(value: str) -> str:
 
 def channel_by_name(value: str) -> str:
     return (
-        f"`channel={value}` names the channel by text; I need the channel itself: type `#` and pick the "
-        "channel as its own word (Slack then sends a link), or leave it out to use this channel."
+        f"`channel={value}` is not a channel: write `channel=#name`, type `#` and pick the channel as its "
+        "own word (Slack then sends a link), or leave it out to use this channel."
+    )
+
+
+def channel_name_needs_slack(value: str) -> str:
+    return (
+        f"`channel={value}`: a channel name is looked up in Slack, which is not here; "
+        "give the channel's ID (C…)."
     )
 
 

@@ -77,11 +77,18 @@ class AddArgs:
 
 
 def parse_add(
-    args: SubcommandArgs, *, channel: str, default_cluster: str | None, clusters: Sequence[str]
+    args: SubcommandArgs,
+    *,
+    channel: str,
+    default_cluster: str | None,
+    clusters: Sequence[str],
+    find_channel: Callable[[str], str] | None = None,
 ) -> AddArgs:
     """`schedule add NAME key=value …` → AddArgs. Slack splits on spaces and the parser drops quotes,
     so `sleep=Mon-Fri 20:00` arrives as `sleep=Mon-Fri` plus a positional `20:00`: a sleep or wake
-    without a time takes the next time token, in the order the options were written."""
+    without a time takes the next time token, in the order the options were written.
+    `find_channel`: `#name` -> channel ID (raises ValueError with what to do); without it a name is
+    refused."""
     if args.flags:
         raise ScheduleUsage(ui.unknown_flag(sorted(args.flags)[0]), "add")
     options = _add_options(args.options)
@@ -113,7 +120,7 @@ def parse_add(
         wake=options.get("wake"),
         tz=options["tz"],
         lead_times=options.get("lead", ""),
-        channel=_channel(options.get("channel"), mentions, default=channel),
+        channel=_channel(options.get("channel"), mentions, default=channel, find=find_channel),
         approval_mode=_approval(options.get("approval", "per-run")),
         exceptions=options.get("except", ""),
     )
@@ -158,7 +165,9 @@ def _target(options: Mapping[str, str]) -> ScheduleTarget:
     return ScheduleTarget.scale_pool(pools[0], int(size))
 
 
-def _channel(value: str | None, mentions: Sequence[str], *, default: str) -> str:
+def _channel(
+    value: str | None, mentions: Sequence[str], *, default: str, find: Callable[[str], str] | None
+) -> str:
     if value is not None and mentions:
         raise ScheduleUsage(ui.given_twice("channel"), "add")
     if len(mentions) > 1:
@@ -170,7 +179,15 @@ def _channel(value: str | None, mentions: Sequence[str], *, default: str) -> str
         return linked.group(1)
     if _CHANNEL_ID.fullmatch(value):
         return value
-    raise ScheduleUsage(ui.channel_by_name(value[:80]), "add")
+    if not value.startswith("#"):
+        raise ScheduleUsage(ui.channel_by_name(value[:80]), "add")
+    if find is None:  # the console: no Slack to ask
+        raise ScheduleUsage(ui.channel_name_needs_slack(value[:80]), "add")
+    try:
+        # The schedule keeps the ID Slack gave for the name: its rules never compare names.
+        return find(value)
+    except ValueError as exc:
+        raise ScheduleUsage(str(exc), "add") from exc
 
 
 def _approval(value: str) -> str:

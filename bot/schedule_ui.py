@@ -43,6 +43,7 @@ from bot import blocks, messages
 from bot import schedule_blocks as ui
 from bot.blocks import ACTION_POSTPONE_1H, ACTION_POSTPONE_UNTIL, ACTION_RUN_NOW, ACTION_SKIP
 from bot.commands import SubcommandArgs
+from bot.directory import ChannelDirectory
 from bot.dispatch import (
     WAKE_FOR,
     ClickHandler,
@@ -103,6 +104,7 @@ class ScheduleUi:
         self._default_cluster = default_cluster
         self._sender: Sender | None = None
         self._client: Any = None
+        self._channels: ChannelDirectory | None = None
         self._listener_pool: Executor | None = None
         self._lock = threading.Lock()
         self._backlog: list[Announcement] = []
@@ -152,6 +154,7 @@ class ScheduleUi:
         if self._client is not None:
             return  # registered already: a second middleware would open every modal twice
         self._client = app.client
+        self._channels = ChannelDirectory(app.client)
         self._listener_pool = app.listener_runner.listener_executor
         app.middleware(self._open_modals)
         app.view(ui.CALLBACK_POSTPONE)(self._on_postpone_submitted)
@@ -242,7 +245,13 @@ class ScheduleUi:
         if len(args.args) == 1 and not args.options:
             raise ScheduleUsage(ui.missing_name("add"), "add")  # the modal (`register`) normally takes it
         default = self._default_cluster(inv.channel) if self._default_cluster else None
-        parsed = parse_add(args, channel=inv.channel, default_cluster=default, clusters=self.ops.clusters())
+        parsed = parse_add(
+            args,
+            channel=inv.channel,
+            default_cluster=default,
+            clusters=self.ops.clusters(),
+            find_channel=self._channels.resolve if self._channels is not None else None,
+        )
         outcome = self.schedules.add(**parsed.as_kwargs(), by=inv.user, groups=self._groups(inv.user))
         if not outcome.ok:
             raise ScheduleUsage(messages.outcome_text(outcome), "add")

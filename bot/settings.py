@@ -73,7 +73,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
@@ -81,7 +81,7 @@ from typing import Any
 
 import yaml
 
-from bot import providers
+from bot import directory, providers
 from engine.consolidation import ConsolidationPolicy, ScaleDownRules
 from engine.durations import DurationError, parse_duration
 from engine.policy import ClusterPolicy, Role
@@ -93,7 +93,6 @@ from engine.schedule import ScheduleError, parse_zone
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _SLACK_USER = re.compile(r"[UW][A-Z0-9]+")
 _SLACK_GROUP = re.compile(r"S[A-Z0-9]+")
-_SLACK_CHANNEL = re.compile(r"[CG][A-Z0-9]+")
 APPROVAL_TAGS = (
     "drain",
     "scale_down",
@@ -408,17 +407,11 @@ def _cluster(name: str, node: _Node) -> ClusterSettings:
     channels = list(node.strings("default_channels"))
     if node.has("default_channel"):
         channels.insert(0, node.string("default_channel", ""))
-    for index, channel in enumerate(channels):
-        if not _SLACK_CHANNEL.fullmatch(channel):
-            raise SettingsError(
-                f"{node.path}.default_channels[{index}]: '{channel}' is not a channel ID (C…)"
-            )
-    allowed = node.strings("allowed_channels")
-    for index, channel in enumerate(allowed):
-        if not _SLACK_CHANNEL.fullmatch(channel):
-            raise SettingsError(
-                f"{node.path}.allowed_channels[{index}]: '{channel}' is not a channel ID (C… or G…)"
-            )
+    channels = [_channel(c, f"{node.path}.default_channels[{i}]") for i, c in enumerate(channels)]
+    allowed = [
+        _channel(c, f"{node.path}.allowed_channels[{i}]")
+        for i, c in enumerate(node.strings("allowed_channels"))
+    ]
     kubeconfig = node.string("kubeconfig", "")
     protected = node.boolean("protected", False)
     return ClusterSettings(
@@ -467,9 +460,7 @@ def _savings_report(node: _Node, default_channels: list[str]) -> SavingsPostSpec
         raise SettingsError(
             f"{node.path}.channel: no channel to post in; give one (C…) or the cluster's default_channel"
         )
-    if not _SLACK_CHANNEL.fullmatch(channel):
-        raise SettingsError(f"{node.path}.channel: '{channel}' is not a channel ID (C… or G…)")
-    return SavingsPostSpec(at=at, tz=tz, channel=channel)
+    return SavingsPostSpec(at=at, tz=tz, channel=_channel(channel, f"{node.path}.channel"))
 
 
 def _drain_report(node: _Node) -> ReportStyle:
@@ -619,6 +610,61 @@ def _roles(node: _Node, pattern: re.Pattern[str], what: str) -> dict[str, Role]:
     return roles
 
 
+def _channel(value: str, path: str) -> str:
+    """A channel as the config names it: its ID (`C…`, Slack's `<#C…|name>`) or `#name`. A name
+    stays a name here (loading reads no network); `with_channel_ids` replaces it with its ID before
+    anything is served, so no rule ever compares a name."""
+    found = directory.channel_id(value)
+    if found is not None:
+        return found
+    if directory.channel_name(value) is not None:
+        return value
+    raise SettingsError(f"{path}: '{value}' is not a channel ID (C… or G…) or #name")
+
+
+def channel_names(settings: Settings) -> list[str]:
+    """The `#name` channels of the config, which need Slack to become IDs."""
+    written = [*settings.channels]
+    for cluster in settings.clusters.values():
+        written += [*cluster.default_channels, *sorted(cluster.policy.channels)]
+        if cluster.savings_report is not None:
+            written.append(cluster.savings_report.channel)
+    return sorted({c for c in written if directory.channel_name(c) is not None})
+
+
+def with_channel_ids(settings: Settings, resolve: Callable[[str], str]) -> Settings:
+    """`settings` with every `#name` replaced by the ID `resolve` finds (it raises ValueError with
+    what to do, which becomes a SettingsError naming the channel)."""
+    ids: dict[str, str] = {}
+    for name in channel_names(settings):
+        try:
+            ids[name] = resolve(name)
+        except ValueError as exc:
+            raise SettingsError(f"channel {name} in the configuration: {exc}") from exc
+
+    def one(channel: str) -> str:
+        return ids.get(channel, channel)
+
+    clusters = {
+        name: replace(
+            c,
+            default_channels=tuple(dict.fromkeys(map(one, c.default_channels))),
+            policy=replace(c.policy, channels=frozenset(map(one, c.policy.channels))),
+            savings_report=c.savings_report
+            and replace(c.savings_report, channel=one(c.savings_report.channel)),
+        )
+        for name, c in settings.clusters.items()
+    }
+    channels: dict[str, str] = {}
+    for channel, cluster in settings.channels.items():
+        if channels.get(one(channel), cluster) != cluster:
+            raise SettingsError(
+                f"channel {channel} is the default channel of two clusters; a channel has one"
+            )
+        channels[one(channel)] = cluster
+    return replace(settings, clusters=clusters, channels=channels)
+
+
 def _channels(doc: _Node, clusters: Mapping[str, ClusterSettings]) -> dict[str, str]:
     mapping: dict[str, str] = {}
     for cluster in clusters.values():
@@ -629,9 +675,8 @@ def _channels(doc: _Node, clusters: Mapping[str, ClusterSettings]) -> dict[str, 
                     f"of {mapping[channel]}; a channel has one default cluster"
                 )
             mapping[channel] = cluster.name
-    for channel, child in doc.child("channels").items():
-        if not _SLACK_CHANNEL.fullmatch(channel):
-            raise SettingsError(f"{child.path}: '{channel}' is not a channel ID (C…)")
+    for written, child in doc.child("channels").items():
+        channel = _channel(written, child.path)
         if child.value not in clusters:
             known = ", ".join(sorted(clusters)) or "none configured"
             raise SettingsError(f"{child.path}: unknown cluster '{child.value}' ({known})")

@@ -17,6 +17,7 @@ from typing import Any
 from slack_bolt import App, BoltResponse
 
 from bot import blocks, messages
+from bot.directory import Names, no_names
 from bot.dispatch import (
     ChannelCheck,
     ClickHandler,
@@ -48,12 +49,19 @@ def register(
     subcommands: Mapping[str, SubcommandHandler] | None = None,
     clicks: Mapping[str, ClickHandler] | None = None,
     can_post: ChannelCheck | None = None,
+    names: Names = no_names,
 ) -> Dispatcher:
     """Register /scale, the buttons and the error boundary. Other subcommands (`schedule`) and
     buttons (Postpone, Skip, Run now) plug in through `subcommands` / `clicks`: they then get the
     same ack-first handling, executor and error boundary. A catch-all answers unknown buttons."""
     dispatcher = Dispatcher(
-        ops, progress, groups=groups, subcommands=subcommands, clicks=clicks, can_post=can_post
+        ops,
+        progress,
+        groups=groups,
+        subcommands=subcommands,
+        clicks=clicks,
+        can_post=can_post,
+        names=names,
     )
     commands.register(app, dispatcher, settings, executor)
     actions.register(app, dispatcher, executor, sender)

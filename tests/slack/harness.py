@@ -12,7 +12,8 @@
   message edited again within half a second. `members` lists the channels the bot is in: a
   post or an ephemeral elsewhere fails with `not_in_channel` (an ephemeral needs the bot in the
   channel too), a direct message (channel = a user ID) always goes, and conversations.info says
-  `is_member`.
+  `is_member`. users.info answers from `people` (else `user_not_found`), conversations.list pages
+  through `channel_list` with Slack's cursors.
   Uploads follow Slack's flow (`files_upload_v2`): files.getUploadURLExternal answers an
   `upload_url` on this server, the POST of the bytes there is recorded as method `upload`
   (body: `file_id`, raw `data`), and files.completeUploadExternal shares the files.
@@ -88,6 +89,10 @@ class SlackApiServer:
         self._closing = threading.Event()
         self.ws_url = ""
         self.usergroups: list[dict[str, Any]] = []
+        self.people: dict[str, dict[str, Any]] = {}
+        """users.info answers by user ID; anyone else is `user_not_found`."""
+        self.channel_list: list[dict[str, Any]] = []
+        """conversations.list answers, a page of `limit` at a time with Slack's cursors."""
         self.members: set[str] | None = None
         """Channels the bot is a member of; None: every channel."""
         self.scopes = "commands,chat:write"
@@ -340,6 +345,18 @@ class SlackApiServer:
             return {"ok": True, "files": [{"id": f["id"], "title": f.get("title", "")} for f in listed]}
         if method == "usergroups.list":
             return {"ok": True, "usergroups": self.usergroups}
+        if method == "users.info":
+            person = self.people.get(str(body.get("user") or ""))
+            return {"ok": True, "user": person} if person else {"ok": False, "error": "user_not_found"}
+        if method == "conversations.list":
+            start, limit = int(body.get("cursor") or 0), int(body.get("limit") or 100)
+            page = self.channel_list[start : start + limit]
+            more = start + limit < len(self.channel_list)
+            return {
+                "ok": True,
+                "channels": page,
+                "response_metadata": {"next_cursor": str(start + limit) if more else ""},
+            }
         return {"ok": True}
 
 

@@ -294,3 +294,25 @@ def test_a_busy_pool_names_who_holds_it_and_the_slash_command_to_cancel(bot: Run
     said = bot.wait_reply(response_url).body["text"]
     assert f"requested by <@{OPERATOR}>" in said and f"`/scale ops cancel {holder.id}`" in said
     assert len(bot.ops.list_operations(limit=10)) == 1
+
+
+def test_ops_show_names_the_people_in_its_history_and_escapes_their_names(bot: RunningBot) -> None:
+    # The history is preformatted, where a mention cannot show: people appear by their Slack name,
+    # which is their own text (escaped); someone Slack does not know stays an ID.
+    bot.api.people = {
+        APPROVER: {"id": APPROVER, "profile": {"display_name": "Ann <!channel>", "real_name": "x"}}
+    }
+    bot.command("zero dev-eu")
+    approve = bot.approve_button()
+    bot.settle()
+    bot.reject(approve["value"], user=APPROVER, reason="not now")
+    bot.settle()
+    [op] = bot.ops.list_operations(cluster="dev-eu")
+
+    _, url = bot.command(f"ops show {op.id}", user=OPERATOR)
+    shown = all_text(bot.wait_reply(url))
+
+    assert "Ann &lt;!channel&gt;: rejected" in shown, shown
+    assert f"{APPROVER}: rejected" not in shown
+    assert f"{OPERATOR}: request" in shown, "users.info does not know them: the ID is shown"
+    assert [c.body["user"] for c in bot.api.calls_to("users.info")].count(APPROVER) == 1

@@ -52,6 +52,7 @@ def start(
     http_port: int = 0,
     health_port: int = 0,
     app_token: str | None = None,
+    cluster: dict[str, object] | None = None,
 ) -> subprocess.Popen[str]:
     kubeconfig = {
         "apiVersion": "v1",
@@ -64,7 +65,7 @@ def start(
     (tmp_path / "kubeconfig").write_text(yaml.safe_dump(kubeconfig))
     config = {
         "server": {"host": "127.0.0.1", "http_port": http_port, "health_port": health_port},
-        "clusters": {"dev": {"kubeconfig": str(tmp_path / "kubeconfig"), "context": "c"}},
+        "clusters": {"dev": {"kubeconfig": str(tmp_path / "kubeconfig"), "context": "c", **(cluster or {})}},
     }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     env = {
@@ -128,6 +129,20 @@ def test_a_refused_app_level_token_is_one_line_and_exit_2(
         "(xapp-…) with connections:write from the app's Basic Information page"
     )
     assert [c.method for c in slack_api.calls] == ["auth.test", "apps.connections.open"]
+
+
+def test_a_config_channel_name_slack_does_not_list_is_one_line_and_exit_2(
+    tmp_path: Path, slack_api: SlackApiServer, closed_port: int
+) -> None:
+    slack_api.channel_list = [{"id": "C0OPS", "name": "ops"}]
+
+    proc = start(tmp_path, slack_api.url, closed_port, cluster={"allowed_channels": ["#ops", "#gone"]})
+    line = failed_start(proc)
+
+    assert line.startswith("error: channel #gone in the configuration: I cannot find the channel #gone: "), (
+        line
+    )
+    assert [c.method for c in slack_api.calls] == ["auth.test", "conversations.list"]
 
 
 def test_an_unreachable_slack_is_one_line_and_exit_2(tmp_path: Path, closed_port: int) -> None:

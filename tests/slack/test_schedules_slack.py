@@ -240,7 +240,7 @@ GOOD = "sleep=Mon-Fri 20:00 wake=Mon-Fri 07:00 tz=Europe/Berlin lead=60m,10m"
         (f"n {GOOD}", VIEWER, "creating a schedule needs the operator role on dev-eu; you are viewer"),
         (f"n {GOOD} colour=red", APPROVER, "`schedule add` has no option `colour=`"),
         (f"n {GOOD} timezon=UTC", APPROVER, "Did you mean `tz=`?"),
-        (f"n {GOOD} channel=ops", APPROVER, "`channel=ops` names the channel by text"),
+        (f"n {GOOD} channel=ops", APPROVER, "`channel=ops` is not a channel"),
         (f"n {GOOD} cluster=nope", APPROVER, 'unknown cluster "nope"; clusters: dev-eu'),
         (f"n {GOOD} extra", APPROVER, "Unexpected argument: `extra`"),
         (f"-bad {GOOD}", APPROVER, 'invalid schedule name "-bad"'),
@@ -788,3 +788,26 @@ def test_an_oversize_announcement_still_renders_within_slack_limits() -> None:
     assert rendered[-1]["type"] == "actions" and len(rendered[-1]["elements"]) == 4
     assert len(message.text) <= blockkit.FALLBACK_CHARS
     assert schedule_blocks.announcement(note, status="🔄 " + "y" * 4000) == message, "deterministic"
+
+
+def test_schedule_add_takes_a_channel_by_its_name_and_keeps_its_id(world: World) -> None:
+    # 250 channels: Slack lists them 200 a page, so the one asked for is on the second page.
+    world.bot.api.channel_list = [{"id": f"C0X{i:04d}", "name": f"team-{i}"} for i in range(249)]
+    world.bot.api.channel_list.append({"id": "C0ALERTS", "name": "ops-alerts"})
+
+    _, reply = command(world, f"schedule add n {GOOD} channel=#ops-alerts")
+
+    assert "Schedule saved" in all_text(reply), all_text(reply)
+    [saved] = world.schedules.all_schedules()
+    assert saved.channel == "C0ALERTS", "a schedule keeps the channel's ID, never its name"
+    assert len(world.bot.api.calls_to("conversations.list")) == 2
+
+
+def test_schedule_add_refuses_a_channel_name_slack_does_not_list(world: World) -> None:
+    world.bot.api.channel_list = [{"id": "C0ALERTS", "name": "ops-alerts"}]
+
+    _, reply = command(world, f"schedule add n {GOOD} channel=#nope")
+
+    assert "I cannot find the channel #nope" in all_text(reply), all_text(reply)
+    assert reply.body["response_type"] == "ephemeral"
+    assert world.schedules.all_schedules() == []

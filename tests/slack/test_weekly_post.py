@@ -25,6 +25,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from apscheduler.schedulers.background import BackgroundScheduler
 from matplotlib.image import imread
 
@@ -74,13 +75,16 @@ def test_the_weekly_post_uploads_the_chart_with_slacks_three_steps(
     assert imread(io.BytesIO(data), format="png").shape[:2] == (HEIGHT_PX, WIDTH_PX)
 
 
+@pytest.mark.parametrize("written", [CHANNEL, '"#platform"'], ids=["id", "name"])
 def test_report_savings_post_sends_each_clusters_report_to_its_channel(
-    slack_api: SlackApiServer, tmp_path: Path
+    slack_api: SlackApiServer, tmp_path: Path, written: str
 ) -> None:
+    # A channel named in the config is posted to by its ID, looked up in Slack's channel list.
+    slack_api.channel_list = [{"id": "C0OTHER", "name": "other"}, {"id": CHANNEL, "name": "platform"}]
     db = record_history(tmp_path / "history.db")
     config = tmp_path / "scalebot.yaml"
     config.write_text(
-        f"clusters:\n  prod:\n    default_channel: {CHANNEL}\n    node_hour_prices: {{web: 0.5}}\n"
+        f"clusters:\n  prod:\n    default_channel: {written}\n    node_hour_prices: {{web: 0.5}}\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "SCALEBOT_", "KUBECONFIG"))}
     env |= {

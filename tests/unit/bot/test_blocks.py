@@ -467,3 +467,10 @@ def test_a_failed_operations_headline_says_what_failed_and_what_next() -> None:
     )
     assert "`/scale ops show op-1a2b3c4d` has each step" in status
     assert not [t for t in texts if "Cordoned 5 nodes" in t], "not the last progress line"
+
+
+def test_whoami_names_the_person_as_a_mention_in_the_notification_text_too() -> None:
+    # The fallback text is what a notification shows: a bare ID there is unreadable.
+    shown = blocks.whoami_view("U0ANN", {"dev-eu": Role.OPERATOR})
+    assert shown.text == "Roles of <@U0ANN>"
+    assert blocks.whoami_view("cli:ann", {}).text == "Roles of ann (CLI)"

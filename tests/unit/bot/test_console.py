@@ -179,3 +179,13 @@ def test_mrkdwn_becomes_plain_terminal_text() -> None:
         "Bold and italic by @bob at 14:02 UTC in #C1: a < b",
         "    * Pods with eviction failed: shop/web-0 & more",
     ]
+
+
+def test_ops_show_names_the_people_in_its_history_by_their_console_names(ops: Operations) -> None:
+    out = console(ops, "zero\nas bob\nreject\nops list\n")
+    op_id = out.split("┌─ ", 1)[1].split()[0]
+
+    shown = console(ops, f"ops show {op_id}\n")
+
+    assert "@alice: request" in shown and "@bob: rejected" in shown, shown
+    assert "U0ALICE" not in shown and "U0BOB" not in shown

@@ -186,3 +186,10 @@ def test_status_names_the_next_scheduled_event(ops: Operations) -> None:
 
     assert "No scheduled events." not in out
     assert "weekend" in out and "sleep" in out.lower()
+
+
+def test_a_channel_name_in_the_console_asks_for_the_id_and_saves_nothing(ops: Operations) -> None:
+    out = console(ops, f"{ADD} channel=#ops-alerts\nschedule list\n")
+
+    assert "`channel=#ops-alerts`: a channel name is looked up in Slack, which is not here" in out, out
+    assert "Schedule saved" not in out

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.settings import Secret, SettingsError, forget_secret_env, load
+from bot.settings import Secret, SettingsError, channel_names, forget_secret_env, load, with_channel_ids
 from engine.consolidation import ScaleDownRules
 from engine.policy import Role
 
@@ -397,3 +397,37 @@ def test_the_weekly_savings_post_needs_a_channel(tmp_path: Path) -> None:
         "clusters.dev-eu.savings_report.channel: no channel to post in; give one (C…) or the "
         "cluster's default_channel"
     )
+
+
+def test_channels_may_be_named_and_every_name_becomes_its_id_before_use(tmp_path: Path) -> None:
+    text = """
+channels: {"#staging-ops": staging}
+clusters:
+  dev-eu:
+    default_channel: "#platform"
+    allowed_channels: ["#platform", "<#C0SRE|sre>", C0OPS]
+  staging: {}
+"""
+    loaded = load(write(tmp_path, text), ENV)
+    assert channel_names(loaded) == ["#platform", "#staging-ops"]
+    ids = {"#platform": "C0PLAT", "#staging-ops": "C0STG"}
+
+    resolved = with_channel_ids(loaded, lambda name: ids[name])
+
+    dev = resolved.clusters["dev-eu"]
+    assert dev.default_channels == ("C0PLAT",)
+    assert dev.policy.channels == frozenset({"C0PLAT", "C0SRE", "C0OPS"}), "rules hold IDs only"
+    assert resolved.default_cluster("C0PLAT") == "dev-eu" and resolved.default_cluster("C0STG") == "staging"
+    assert channel_names(resolved) == []
+
+
+def test_a_channel_name_slack_does_not_know_stops_the_start(tmp_path: Path) -> None:
+    loaded = load(write(tmp_path, 'clusters: {dev-eu: {allowed_channels: ["#gone"]}}'), ENV)
+
+    def unknown(name: str) -> str:
+        raise ValueError(f"I cannot find the channel {name}")
+
+    with pytest.raises(
+        SettingsError, match="channel #gone in the configuration: I cannot find the channel #gone"
+    ):
+        with_channel_ids(loaded, unknown)
