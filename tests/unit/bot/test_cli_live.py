@@ -31,7 +31,8 @@ from tests.unit.bot.test_cli_simulated import FAST, REPO, scalebot
 from tests.unit.engine.test_operations import finish, make_ops, zero
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-PLAIN_LINE = re.compile(r"^\d\d:\d\d:\d\d op-[0-9a-f]+: ")
+# One plain line per change: an ISO 8601 time with its zone, the operation, the text.
+PLAIN_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d op-[0-9a-f]+: ")
 
 
 def _terminal() -> tuple[Console, io.StringIO]:
