@@ -211,6 +211,13 @@ def test_evictor_mode_proposes_once_per_change_and_refuses_beside_another_autosc
         assert [op.id for op in ops.list_operations(cluster="dev")] == [second.operation.id, proposal.id]
     finally:
         ops.runner.stop(timeout=10)
+        # The stand-in autoscaler is seen cluster-wide: gone before the next test, not only once
+        # its namespace finishes terminating, or that test's Evictor refuses beside it too.
+        autoscaler = f"/apis/apps/v1/namespaces/{namespace}/deployments/cluster-autoscaler"
+        builders.delete(admin_api, autoscaler, propagation="Foreground")
+        builders.wait_until(
+            lambda: builders.get_or_none(admin_api, autoscaler) is None, 60, "the stand-in autoscaler gone"
+        )
 
 
 def test_the_empty_node_policy_removes_nothing_within_the_delay_after_a_node_joined(
