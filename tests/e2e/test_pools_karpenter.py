@@ -229,7 +229,8 @@ def test_an_idle_nodepool_is_capped_by_zero_and_restored_by_wake(
 ) -> None:
     """A NodePool with no nodes at night still goes to sleep (pods arriving later must not
     provision), and wake finds it asleep and restores it. A pod pending for a label no node of the
-    NodePool carries does not hold the wake (it would wait its 15-minute ready timeout)."""
+    NodePool carries does not hold the wait for nodes (it would wait its 15-minute ready timeout);
+    the wake follows its Deployment only for the bounded workloads-return time and names it."""
     b.create_deployment(admin_api, namespace, "elsewhere", 1, node_selector={"disk": "ssd"}, cpu="1")
     b.wait_until(
         lambda: [p for p in b.list_pods(admin_api, namespace) if p["status"].get("phase") == "Pending"],
@@ -244,13 +245,15 @@ def test_an_idle_nodepool_is_capped_by_zero_and_restored_by_wake(
     assert asleep["spec"]["disruption"]["budgets"] == [{"nodes": "0"}]
     assert orjson.loads(asleep["metadata"]["annotations"][RESTORE_ANNOTATION])["desired"] == 0
 
-    wake = _scalebot(karpenter, db, "wake")
+    wake = _scalebot(karpenter, db, "wake", "--workloads-return-timeout", "15s")
     assert wake.returncode == 0, wake.stdout + wake.stderr
     awake = b.get(admin_api, f"{NODEPOOLS}/{nodepool}")
     assert awake["spec"]["limits"] == LIMITS
     assert awake["spec"]["disruption"] == DISRUPTION
     assert "0 nodes provisioned" in wake.stdout
     assert "pending" not in wake.stdout, wake.stdout
+    # The wake follows workloads not yet back for its bounded time, then names the one it waited for.
+    assert f"not back: Deployment/{namespace}/elsewhere" in wake.stdout, wake.stdout
     assert _claims(admin_api, nodepool) == [], "Karpenter had nothing to provision for that pod"
 
 
