@@ -120,7 +120,9 @@ def _writes_refused(admin_api: Any, control_plane: Any, node: str, name: str) ->
             scalebot,
             "PATCH",
             builders.node_path(node),
-            body={"metadata": {"labels": {"scalebot.test/probe": "1"}}},
+            # A change scalebot's own field policy allows (the cordon field, unchanged), so only
+            # the test's hold policy can refuse it.
+            body={"spec": {"unschedulable": False}},
             query={"dryRun": "All"},
             content_type="application/merge-patch+json",
         )
