@@ -426,14 +426,18 @@ class Operations:
         early = self._check_decidable(op, by=by, groups=groups, action="approve")
         if early is not None:
             return early
+        seen = frozenset(self._approvers(approval_id)) | {by}
         standing = self._standing_voters(op, by=by, groups=groups, note=False)
         with self.store.transaction():
             current = self.store.get_operation(op.id)
             assert current is not None
             if current.state is not OpState.AWAITING_APPROVAL:
                 return self._already_decided(current)
-            # A vote after the quorum is in adds nothing: the click joins the decision under way.
-            quorum_in = len(self._counted(approval_id, standing)) >= current.approvals_required
+            # A vote after the quorum is in adds nothing: the click joins the decision under way. A
+            # vote another click committed since `standing` was looked up counts here for now (it is
+            # checked below, outside the transaction), so two clicks at once store one vote.
+            tentative = standing | (frozenset(self._approvers(approval_id)) - seen)
+            quorum_in = len(self._counted(approval_id, tentative)) >= current.approvals_required
             added = not quorum_in and self.store.add_vote(approval_id, by, "approve", at=self.clock.now())
             if added:
                 self._audit(by, "approve", op=current)
