@@ -1,7 +1,7 @@
 """The one port the bot drives: the engine's operations service, as a Protocol.
 
-Listeners, the progress reporter and the tests see only `OperationsPort`; `bot.app` receives the
-real `engine.operations.Operations` (the Slack tests too, over an in-memory cluster). The value types
+Listeners, the progress reporter and the tests see only `OperationsPort`; `bot.slack.app` receives the
+real `engine.operations.service.Operations` (the Slack tests too, over an in-memory cluster). The value types
 come from the engine's pure modules; `UserError`, `HistoryEntry` and `ClusterStatus` are the
 engine service's own small values (and `ProviderSchedules`), re-exported here so bot modules import one place.
 """
@@ -11,9 +11,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from engine.operation import Operation, OperationPlan, OperationRequest, Outcome, ProgressEvent
-from engine.operations import Advice, ClusterStatus, HistoryEntry, ProviderSchedules, Unshown, UserError
-from engine.policy import Approvers, Role
+from engine.domain.operation import Operation, OperationPlan, OperationRequest, Outcome, ProgressEvent
+from engine.operations.policy import Approvers, Role
+from engine.operations.service import (
+    Advice,
+    ClusterStatus,
+    HistoryEntry,
+    ProviderSchedules,
+    Unshown,
+    UserError,
+)
 
 __all__ = [
     "Advice",
@@ -122,7 +129,7 @@ class OperationsPort(Protocol):
 
 
 if TYPE_CHECKING:
-    from engine.operations import Operations
+    from engine.operations.service import Operations
 
     def _the_engine_fits(ops: Operations) -> OperationsPort:
         """mypy proves here that the real service satisfies the port."""

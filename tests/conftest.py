@@ -11,8 +11,8 @@ Fixtures (all lazy: nothing starts unless a test asks for it):
   node_pool            factory: node_pool(count, **create_node_pool kwargs) -> node names; the nodes
                        are deleted after the test
 
-Every `engine.runner.Runner` a test builds (directly or inside `Operations`) is stopped when the test
-ends, also when it failed, and the run fails loudly if a non-daemon thread outlives it (such a thread
+Every `engine.operations.runner.Runner` a test builds (directly or inside `Operations`) is stopped when
+the test ends, also when it failed, and the run fails loudly if a non-daemon thread outlives it (such a thread
 would keep pytest from exiting after its summary).
 
 Benchmarks (marker `bench`) are deselected unless `--run-bench` is given. e2e tests (marker `e2e`)
@@ -97,7 +97,7 @@ def _stop_every_runner(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     teardown deletes, and its worker threads (non-daemon, as ThreadPoolExecutor makes them) keep the
     interpreter from exiting. Tests still stop their runners themselves; this is the net under them.
     """
-    from engine import runner as runner_module
+    from engine.operations import runner as runner_module
 
     made: list[runner_module.Runner] = []
     original_init = runner_module.Runner.__init__

@@ -18,7 +18,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
-from engine.model import CordonResult, NodeInfo, PdbInfo, PodInfo, RawObject
+from engine.domain.model import CordonResult, NodeInfo, PdbInfo, PodInfo, RawObject
 
 
 class KubeApi(Protocol):
@@ -102,7 +102,7 @@ class RateLimitedApi(Protocol):
 
 @runtime_checkable
 class SchedulingApi(Protocol):
-    """Whole objects as the API server returns them, for the scheduler model (engine.placement).
+    """Whole objects as the API server returns them, for the scheduler model (engine.planning.placement).
 
     Only the real client implements it: the in-memory cluster keeps no scheduling fields, so
     consolidation and scale-up advice refuse it rather than plan on a partial picture.

@@ -3,7 +3,7 @@
 Owns four things and nothing else:
 - loading a configuration (kubeconfig or in-cluster) into a private `ApiClient`, never the
   library's global default, with actionable `KubeConfigError`s;
-- the client-side rate limit (`engine.ratelimit.TokenBucket`) and per-(verb, resource) request
+- the client-side rate limit (`engine.kube.ratelimit.TokenBucket`) and per-(verb, resource) request
   counts that benchmarks report as API cost, in `Transport`: one per ApiClient, the one path of
   every request to that cluster (this client's, the pool providers', Lease, Events, /readyz);
 - reading every answer as raw JSON (`_preload_content=False` + orjson): the generated models are
@@ -37,11 +37,10 @@ from kubernetes.client import rest as k8s_rest
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from engine import ratelimit
-from engine.kube import errors, projection
+from engine.domain.model import CordonResult, NodeInfo, PdbInfo, PodInfo, RawObject
+from engine.kube import errors, projection, ratelimit
 from engine.kube.api import PodEvent, PodEventType, PodListing
-from engine.model import CordonResult, NodeInfo, PdbInfo, PodInfo, RawObject
-from engine.ratelimit import DEFAULT_BURST, DEFAULT_QPS
+from engine.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -354,7 +353,7 @@ class KubeClient:
         Which listing: a field selector names one node (`metadata.name=`), never a set. One node
         is listed by name; many come from the listing of every node, paged, filtered here. A
         cluster of 1,000 nodes is 2 pages, where the same cordon by name costs a GET per node;
-        each drain pass lists every node anyway (`engine.drain.run_pass`), so this is one pass's
+        each drain pass lists every node anyway (`engine.drain.passes.run_pass`), so this is one pass's
         reads more, not a new order of cost. A label selector would list fewer nodes, but a
         drain's nodes share none (they span pools, or are named by a person).
         """

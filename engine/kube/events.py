@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from engine.clock import Clock, SystemClock
+from engine.domain.clock import Clock, SystemClock
+from engine.domain.model import format_time
 from engine.kube import errors
 from engine.kube.client import Transport
-from engine.model import format_time
 
 log = logging.getLogger(__name__)
 

@@ -30,9 +30,8 @@ from concurrent.futures import Executor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from engine.clock import FakeClock
-from engine.kube import errors
-from engine.model import (
+from engine.domain.clock import FakeClock
+from engine.domain.model import (
     DEFAULT_TERMINATION_GRACE_SECONDS,
     UNSCHEDULABLE_TAINT_KEY,
     CordonResult,
@@ -45,6 +44,7 @@ from engine.model import (
     Taint,
     parse_label_selector,
 )
+from engine.kube import errors
 
 DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
 PDB_TOO_MANY_REQUESTS_MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget."

@@ -39,10 +39,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from engine.clock import Clock, SystemClock
+from engine.domain.clock import Clock, SystemClock
+from engine.domain.model import RawObject, parse_time
 from engine.kube import errors
 from engine.kube.client import Transport
-from engine.model import RawObject, parse_time
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import msgspec
 
-from engine.model import RawObject
+from engine.domain.model import RawObject
 
 
 class _Base(msgspec.Struct, omit_defaults=True):

@@ -18,37 +18,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
+from engine.domain.node_removal import NodeRemoval
 from engine.pools.victims import NO_HINTS, DeletionPolicy, VictimHints
 
 RESTORE_ANNOTATION = "scalebot.io/restore"
 """JSON on the pool object: the sizes to restore at wake (survives a lost database)."""
 POOL_LABEL = "scalebot.io/pool"
 """Default node label naming a node's pool for the label provider."""
-
-
-class NodeRemoval(StrEnum):
-    """What taking a node out of a pool really does to the machine behind it."""
-
-    MACHINE = "machine"
-    """The provider deletes the machine itself (a Cluster API Machine, a node group's instance)."""
-    NODE = "node"
-    """The Node object is deleted, and something stops the machine behind it: a Karpenter
-    termination finalizer, a Cluster API Machine, kwok (simulated nodes), or the operator said so
-    (`node_removal: delete-node`)."""
-    EMPTY = "empty"
-    """Nothing would stop the machine: the node is cordoned and drained and stays, so an
-    autoscaler (or a person) can remove it. Deleting its Node object would only hide a running VM."""
-
-    def zero_text(self) -> str:
-        """What a scale to zero does, in a few words, for `/scale status`."""
-        return {
-            NodeRemoval.MACHINE: "zero removes the machines",
-            NodeRemoval.NODE: "zero deletes the Node objects",
-            NodeRemoval.EMPTY: "zero empties the nodes (cordon + drain), removes none",
-        }[self]
 
 
 class PoolNotFound(LookupError):

@@ -48,11 +48,11 @@ from typing import Any
 import orjson
 from kubernetes import client as k8s
 
-from engine.clock import Clock, SystemClock
-from engine.durations import DurationError, parse_duration
+from engine.domain.clock import Clock, SystemClock
+from engine.domain.durations import DurationError, parse_duration
+from engine.domain.model import RawObject, format_time
 from engine.kube import errors
 from engine.kube.api import KubeApi
-from engine.model import RawObject, format_time
 from engine.pools.base import RESTORE_ANNOTATION, Pool, PoolNotFound, PoolSizeError, RestoreRecord
 from engine.pools.common import (
     DEFAULT_REQUEST_TIMEOUT_SECONDS,

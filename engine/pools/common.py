@@ -14,9 +14,9 @@ from typing import Any
 
 import orjson
 
+from engine.domain.model import format_time, parse_time
 from engine.kube import client as kube_client
 from engine.kube import errors
-from engine.model import format_time, parse_time
 from engine.pools.base import RESTORE_ANNOTATION, RestoreRecord
 
 FIELD_MANAGER = "scalebot"

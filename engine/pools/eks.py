@@ -41,17 +41,11 @@ from typing import Any, Protocol
 
 from kubernetes import client as k8s
 
-from engine.clock import Clock, SystemClock
+from engine.domain.clock import Clock, SystemClock
+from engine.domain.model import RawObject
+from engine.domain.node_removal import NodeRemoval
 from engine.kube import errors
-from engine.model import RawObject
-from engine.pools.base import (
-    RESTORE_ANNOTATION,
-    NodeRemoval,
-    Pool,
-    PoolNotFound,
-    PoolSizeError,
-    RestoreRecord,
-)
+from engine.pools.base import RESTORE_ANNOTATION, Pool, PoolNotFound, PoolSizeError, RestoreRecord
 from engine.pools.common import (
     DEFAULT_REQUEST_TIMEOUT_SECONDS,
     FIELD_MANAGER,

@@ -33,17 +33,11 @@ from typing import Any
 
 from kubernetes import client as k8s
 
+from engine.domain.model import RawObject
+from engine.domain.node_removal import NodeRemoval
 from engine.kube import errors
 from engine.kube.api import KubeApi
-from engine.model import RawObject
-from engine.pools.base import (
-    NodeRemoval,
-    Pool,
-    PoolNotFound,
-    PoolSizeError,
-    ProviderSchedule,
-    RestoreRecord,
-)
+from engine.pools.base import Pool, PoolNotFound, PoolSizeError, ProviderSchedule, RestoreRecord
 from engine.pools.common import (
     DEFAULT_REQUEST_TIMEOUT_SECONDS,
     FIELD_MANAGER,

@@ -44,9 +44,9 @@ from typing import Any
 import orjson
 from kubernetes import client as k8s
 
+from engine.domain.model import RawObject
 from engine.kube import errors
 from engine.kube.api import KubeApi
-from engine.model import RawObject
 from engine.pools.base import RESTORE_ANNOTATION, Pool, PoolNotFound, PoolSizeError, RestoreRecord
 from engine.pools.common import (
     DEFAULT_REQUEST_TIMEOUT_SECONDS,

@@ -51,20 +51,13 @@ from typing import Any
 import orjson
 from kubernetes import client as k8s
 
-from engine.clock import Clock, SystemClock
-from engine.drain import uncordon_node
+from engine.domain.clock import Clock, SystemClock
+from engine.domain.model import DRAINING_TAINT_KEY, NodeInfo, RawObject, format_time
+from engine.domain.node_removal import NodeRemoval
+from engine.drain.passes import uncordon_node
 from engine.kube import errors
 from engine.kube.api import KubeApi
-from engine.model import DRAINING_TAINT_KEY, NodeInfo, RawObject, format_time
-from engine.pools.base import (
-    POOL_LABEL,
-    RESTORE_ANNOTATION,
-    NodeRemoval,
-    Pool,
-    PoolNotFound,
-    PoolSizeError,
-    RestoreRecord,
-)
+from engine.pools.base import POOL_LABEL, RESTORE_ANNOTATION, Pool, PoolNotFound, PoolSizeError, RestoreRecord
 from engine.pools.common import (
     DEFAULT_REQUEST_TIMEOUT_SECONDS,
     FIELD_MANAGER,

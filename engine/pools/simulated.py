@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from engine.domain.model import NodeInfo
+from engine.domain.node_removal import NodeRemoval
 from engine.kube.fake import FakeCluster
-from engine.model import NodeInfo
-from engine.pools.base import POOL_LABEL, NodeRemoval, Pool, PoolNotFound, RestoreRecord
+from engine.pools.base import POOL_LABEL, Pool, PoolNotFound, RestoreRecord
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from engine.model import (
+from engine.domain.model import (
     CA_DELETION_CANDIDATE_TAINT_KEY,
     CA_TO_BE_DELETED_TAINT_KEY,
     DRAINING_TAINT_KEY,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from engine.model import LabelSelector
+from engine.domain.model import LabelSelector
 from engine.workloads.model import Kind, NamespaceInfo
 from engine.workloads.selectors import parse_selector
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from engine.model import format_time
+from engine.domain.model import format_time
 from engine.workloads.config import WorkloadConfig
 from engine.workloads.model import NamespaceInfo, WorkloadInfo
 

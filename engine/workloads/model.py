@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from engine.model import OwnerRef, RawObject, format_time, parse_time
+from engine.domain.model import OwnerRef, RawObject, format_time, parse_time
 
 FieldValue = int | bool | str | None
 """replicas (int), suspend (bool) or KEDA's paused-replicas annotation (str, None when absent)."""

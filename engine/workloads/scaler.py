@@ -18,7 +18,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar
 
-from engine.clock import Clock, SystemClock
+from engine.domain.clock import Clock, SystemClock
 from engine.kube import errors
 from engine.workloads.api import WorkloadApi
 from engine.workloads.config import WorkloadConfig

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from engine.model import LabelSelector, LabelSelectorRequirement
+from engine.domain.model import LabelSelector, LabelSelectorRequirement
 
 _KEY = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")

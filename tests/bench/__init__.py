@@ -8,7 +8,8 @@ Run from the repository root (`python -m tests.bench --help`):
 Every scenario gets a fresh control plane and the same `localcluster.builders.populate` shape, so
 scalebot and its baselines face identical clusters. scalebot runs in a child process of its own
 (`tests.bench.child`) as the `scalebot` ServiceAccount, through the production wiring
-(`bot.wiring.connect_cluster`, `engine.operations.Operations`), so its memory is its own and API
+(`bot.runtime.wiring.connect_cluster`, `engine.operations.service.Operations`), so its memory is its
+own and API
 Priority and Fairness treats it as in production. Figures are printed; nothing here asserts a
 speed target. Modules:
 

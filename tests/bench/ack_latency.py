@@ -4,10 +4,10 @@ Not a test (pytest does not collect this file): it prints figures. Run from the 
 
     .venv/bin/python -m tests.bench.ack_latency [--requests 200] [--slow-cluster]
 
-What runs is `bot.run.build_service(...).serve()`, the service `scalebot run` starts: the real
+What runs is `bot.runtime.run.build_service(...).serve()`, the service `scalebot run` starts: the real
 `Operations` and `Schedules` on a SQLite file in a temporary directory, the SQLite outbox, the
 health server, and the bot in HTTP mode (Bolt's WSGI adapter under waitress) on a loopback port.
-The one stand-in is the cluster connection: the built-in simulated cluster (bot.wiring), since a
+The one stand-in is the cluster connection: the built-in simulated cluster (bot.runtime.wiring), since a
 benchmark of acks must not depend on an API server. Slack is the local Web API of
 tests/slack/harness.py. Latency is the time from sending a signed request to receiving the HTTP
 response, what Slack's 3 s deadline measures. A mix of requests (scale, zero, status), usage
@@ -38,11 +38,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from bot import run, wiring
-from bot.console import console_policy
-from bot.settings import ClusterSettings, Secret, ServerSettings, Settings, SlackSettings
+from bot.cli.console import console_policy
+from bot.config.settings import ClusterSettings, Secret, ServerSettings, Settings, SlackSettings
+from bot.runtime import run, wiring
+from engine.domain.model import NodeInfo
 from engine.kube.fake import FakeCluster
-from engine.model import NodeInfo
 from tests.slack.harness import HttpResult, Signer, SlackApiServer, get, post
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"

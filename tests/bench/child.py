@@ -4,10 +4,11 @@ Each mode runs in a fresh interpreter of its own, so that its peak RSS (VmHWM) a
 its own and nothing the parent did (populating 30,000 pods) is counted. Results are written to
 `--out` as JSON.
 
-  zero   scalebot's zero-scale of every pool through the production path: `bot.wiring` builds the
+  zero   scalebot's zero-scale of every pool through the production path: `bot.runtime.wiring` builds the
          KubeClient (QPS 50, burst 100) and LabelPoolProvider, `Operations.request` plans, locks
          and starts the operation, the runner cordons, drains (phase 1), removes the nodes and
-         verifies. Optionally the Slack progress path (`bot.progress.Progress` + `bot.sender.Sender`)
+         verifies. Optionally the Slack progress path (`bot.slack.delivery.progress.Progress` +
+         `bot.slack.delivery.sender.Sender`)
          is attached against a local Web API, and the run can be profiled with cProfile.
   plan   `Operations.plan(zero)` (raw-JSON snapshot + `plan_operation`) against the same pod listing
          deserialised into the generated `V1PodList` models; alternating rounds, medians.
@@ -47,14 +48,14 @@ import msgspec
 import orjson
 from kubernetes.client import rest as k8s_rest
 
-from engine.clock import SystemClock
+from engine.domain.clock import SystemClock
+from engine.domain.model import PodInfo
+from engine.domain.operation import OperationRequest, OpKind, ProgressEvent, Target
 from engine.kube import projection
 from engine.kube.client import KubeClient
-from engine.model import PodInfo
-from engine.operation import OperationRequest, OpKind, ProgressEvent, Target
-from engine.operations import Operations, new_operations
-from engine.runner import RunnerSettings
-from engine.store import Store
+from engine.operations.runner import RunnerSettings
+from engine.operations.service import Operations, new_operations
+from engine.store.database import Store
 
 CLUSTER = "bench"
 REQUESTED_BY = "cli:bench"
@@ -289,11 +290,11 @@ def slack_path(ops: Operations, url: str | None) -> Iterator[dict[str, Any]]:
     if not url:
         yield info
         return
-    from bot.app import web_client
-    from bot.outbox import MemoryOutbox
-    from bot.progress import Progress
-    from bot.sender import Sender
-    from bot.settings import Secret, SenderSettings, Settings, SlackSettings
+    from bot.config.settings import Secret, SenderSettings, Settings, SlackSettings
+    from bot.slack.app import web_client
+    from bot.slack.delivery.outbox import MemoryOutbox
+    from bot.slack.delivery.progress import Progress
+    from bot.slack.delivery.sender import Sender
 
     settings = Settings(
         slack=SlackSettings(bot_token=Secret("xoxb-bench"), signing_secret=Secret("bench"), api_url=url),
@@ -315,7 +316,7 @@ def slack_path(ops: Operations, url: str | None) -> Iterator[dict[str, Any]]:
 
 
 def mode_zero(args: argparse.Namespace) -> dict[str, Any]:
-    from bot import wiring
+    from bot.runtime import wiring
 
     requests = install_request_log()
     rss_start = proc_status_kib("VmRSS")
@@ -407,8 +408,8 @@ def handle_counts(handle: Any) -> Counter[tuple[str, str]]:
 def mode_plan(args: argparse.Namespace) -> dict[str, Any]:
     from kubernetes import client as k8s
 
-    from bot import wiring
-    from engine import plan as planning
+    from bot.runtime import wiring
+    from engine.planning import preflight as planning
 
     handle = wiring.connect_cluster(CLUSTER, kubeconfig=args.kubeconfig)
     with tempfile.TemporaryDirectory(prefix="scalebot-bench-") as tmp:
@@ -541,7 +542,7 @@ def mode_evict(args: argparse.Namespace) -> dict[str, Any]:
             for p in client.list_pods(node_names=nodes)
             if not p.is_terminating and not (p.controller is not None and p.controller.kind == "DaemonSet")
         ),
-        key=lambda p: p.key,  # the drain's order (engine.filters.classify_pods sorts by namespace/name)
+        key=lambda p: p.key,  # the drain's order (engine.drain.filters.classify_pods sorts by namespace/name)
     )
     if args.order == "spread":
         targets = spread(targets)

@@ -2,7 +2,7 @@
 
 Builds the JSON a 1,000-node / 30,000-pod cluster returns (10 pools, a DaemonSet pod per node,
 Deployments with PodDisruptionBudgets, some with hostname anti-affinity or zone spread, node
-selectors, a tainted pool) and times `engine.consolidation.plan_consolidation` over it: decoding the
+selectors, a tainted pool) and times `engine.planning.consolidation.plan_consolidation` over it: decoding the
 objects into views, then planning. The API listing itself is measured by the zero-scale benchmark
 (`python -m tests.bench`); this is the decision scalebot adds on top.
 """
@@ -17,8 +17,8 @@ import tracemalloc
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from engine.consolidation import ConsolidationSettings, node_view, plan_consolidation, pod_view
-from engine.model import LabelSelector, PdbInfo
+from engine.domain.model import LabelSelector, PdbInfo
+from engine.planning.consolidation import ConsolidationSettings, node_view, plan_consolidation, pod_view
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 OLD = (NOW - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from engine.ratelimit import DEFAULT_BURST, DEFAULT_QPS
+from engine.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 from tests.bench import sampling
 from tests.bench.scenarios import KUBECTL_AT_SCALEBOT_QPS
 
@@ -1042,7 +1042,8 @@ def write_markdown(path: Path, new: Mapping[str, Any], *, reproduce: Sequence[st
         "workload a StatefulSet, 20 % of workloads under a PodDisruptionBudget, one DaemonSet on every",
         "node, a 2 s termination grace period on every pod. scalebot runs in a process of its own as",
         "the `scalebot` ServiceAccount bound by `manifests/base/rbac.yaml`, through the production wiring",
-        f"(`bot.wiring.connect_cluster`: QPS {DEFAULT_QPS:g}, burst {DEFAULT_BURST}; `Operations` with the "
+        f"(`bot.runtime.wiring.connect_cluster`: QPS {DEFAULT_QPS:g}, burst {DEFAULT_BURST}; "
+        "`Operations` with the "
         "default runner settings",
         "except a phase-1 window longer than the run, so phase 2 never starts), so API Priority and",
         "Fairness treats it as in production (`workload-low`). Figures are printed, never asserted.",
@@ -1064,7 +1065,8 @@ def write_markdown(path: Path, new: Mapping[str, Any], *, reproduce: Sequence[st
         "  5,000 pods only, compared with scalebot's rate over its own first 5,000 evictions.",
         "- Planning is measured on scalebot's cluster before its zero-scale, in a separate process, or",
         "  (`--only planning`) on a cluster of its own.",
-        "- The Slack progress path (`bot.progress.Progress` + `bot.sender.Sender`, default settings) is",
+        "- The Slack progress path (`bot.slack.delivery.progress.Progress` + "
+        "`bot.slack.delivery.sender.Sender`, default settings) is",
         "  attached to the measured zero-scale, against the local Web API of `tests/slack/harness.py`.",
         "- py-spy samples the measured scalebot process from outside (10 Hz per thread, never pausing",
         "  it); its own CPU time is given with the profile.",

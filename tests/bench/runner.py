@@ -31,7 +31,7 @@ from typing import Any
 
 import orjson
 
-from engine.ratelimit import DEFAULT_BURST, DEFAULT_QPS
+from engine.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 from localcluster.binaries import REPO_ROOT, ensure_binaries
 from tests.bench import report, scenarios
 from tests.bench.cluster import REDUCED_LOAD_LEASE_SECONDS, SIZES, Size, machine_description

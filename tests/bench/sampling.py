@@ -29,11 +29,14 @@ with the profile: at 20 Hz it used 15 % of a core beside a 1,000-node zero-scale
 WAITS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # (category, markers: any of them in a stack puts the sample there); the first match wins.
     ("worker threads idle, waiting for work", ("_worker (", "concurrent/futures/thread.py")),
-    ("client-side rate limiter (QPS 50 / burst 100)", ("engine/ratelimit.py",)),
+    ("client-side rate limiter (QPS 50 / burst 100)", ("engine/kube/ratelimit.py",)),
     ("waiting for the API server's answer", ("getresponse (",)),
     ("sending requests (TLS write)", ("sendall (", "_send_output (")),
     ("runner and main thread waiting (next pass, operation end)", ("wait_idle (", "clock.py")),
-    ("Slack progress path (sender, outbox)", ("bot/sender.py", "bot/progress.py", "bot/outbox.py")),
+    (
+        "Slack progress path (sender, outbox)",
+        ("bot/slack/delivery/sender.py", "bot/slack/delivery/progress.py", "bot/slack/delivery/outbox.py"),
+    ),
 )
 """Stacks that contain a marker are sorted into its category; the rest is Python running."""
 IDLE_LEAVES = ("threading.py", "queue.py", "selectors.py")
@@ -70,7 +73,7 @@ class Frame:
 
 
 def _own_path(path: str) -> str | None:
-    """`engine/drain.py` for a frame in scalebot's own code, whatever prefix py-spy printed."""
+    """`engine/drain/passes.py` for a frame in scalebot's own code, whatever prefix py-spy printed."""
     for package in OWN_CODE:
         if path.startswith(package):
             return path

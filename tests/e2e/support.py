@@ -16,13 +16,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
-from engine.clock import SystemClock
+from engine.domain.clock import SystemClock
+from engine.domain.operation import OperationRequest, OpKind, Target
 from engine.kube.client import KubeClient
-from engine.operation import OperationRequest, OpKind, Target
-from engine.operations import Operations, new_operations
+from engine.operations.runner import ClusterHandle, RunnerSettings
+from engine.operations.service import Operations, new_operations
 from engine.pools.labels import LabelPoolProvider
-from engine.runner import ClusterHandle, RunnerSettings
-from engine.store import Store
+from engine.store.database import Store
 from localcluster import builders as b
 
 REPO = Path(__file__).resolve().parents[2]

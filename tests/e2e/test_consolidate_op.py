@@ -20,17 +20,17 @@ from typing import Any
 
 import pytest
 
-from bot import wiring
-from bot.blocks import ACTION_ADVISED_SCALE, ACTION_APPROVE
-from engine import runner
-from engine.clock import SystemClock
-from engine.consolidation import ConsolidationPolicy
-from engine.flows import NEXT
+from bot.runtime import wiring
+from bot.slack.blocks.operations import ACTION_ADVISED_SCALE, ACTION_APPROVE
+from engine.domain.clock import SystemClock
+from engine.domain.operation import OperationRequest, OpKind, OpState, Target
 from engine.kube.client import KubeClient
-from engine.operation import OperationRequest, OpKind, OpState, Target
-from engine.operations import new_operations
-from engine.policy import ClusterPolicy, Role
-from engine.store import Store
+from engine.operations import runner
+from engine.operations.flows import NEXT
+from engine.operations.policy import ClusterPolicy, Role
+from engine.operations.service import new_operations
+from engine.planning.consolidation import ConsolidationPolicy
+from engine.store.database import Store
 from localcluster import builders
 from tests.e2e.test_cli import scalebot
 from tests.e2e.test_slack_run import APPROVER, CHANNEL, OPERATOR, SECRET, scalebot_run

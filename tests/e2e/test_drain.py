@@ -19,10 +19,12 @@ from typing import Any
 
 import pytest
 
-from engine import drain, drainer, filters
-from engine.clock import SystemClock
+from engine.domain.clock import SystemClock
+from engine.drain import driver as drainer
+from engine.drain import filters
+from engine.drain import passes as drain
+from engine.drain.report import DrainReport
 from engine.kube.client import KubeClient
-from engine.report import DrainReport
 from localcluster import builders
 
 pytestmark = pytest.mark.e2e

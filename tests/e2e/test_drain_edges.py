@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from engine.model import DRAINING_TAINT_KEY
+from engine.domain.model import DRAINING_TAINT_KEY
 from localcluster import builders
 from tests.e2e.test_cli import scalebot
 
@@ -52,12 +52,12 @@ def test_operations_uncordon_removes_the_draining_taint(
     admin_api: Any, scalebot_kubeconfig: Path, node_pool: Callable[..., list[str]], tmp_path: Path
 ) -> None:
     """`/scale uncordon` goes through `Operations.cordon(unschedulable=False)`."""
-    from engine.clock import SystemClock
+    from engine.domain.clock import SystemClock
     from engine.kube.client import KubeClient
-    from engine.operations import new_operations
+    from engine.operations.runner import ClusterHandle
+    from engine.operations.service import new_operations
     from engine.pools.labels import LabelPoolProvider
-    from engine.runner import ClusterHandle
-    from engine.store import Store
+    from engine.store.database import Store
 
     [node] = node_pool(1)
     drained = scalebot("drain", node, "--interval", "1s", kubeconfig=scalebot_kubeconfig)
@@ -196,8 +196,9 @@ def test_drain_order_is_per_node(
     """A node held by a budget does not hold back the critical pods of another node (Cluster API)."""
     from datetime import timedelta
 
-    from engine import drainer, filters
-    from engine.clock import SystemClock
+    from engine.domain.clock import SystemClock
+    from engine.drain import driver as drainer
+    from engine.drain import filters
     from engine.kube.client import KubeClient
 
     held_group = {"scalebot.test/group": f"{unique_name}-h"}
@@ -273,8 +274,9 @@ def test_a_node_that_vanished_is_done_not_retried(
     """Cluster API skips the drain of a missing Node; the other node drains and the drain ends."""
     from datetime import timedelta
 
-    from engine import drainer, filters
-    from engine.clock import SystemClock
+    from engine.domain.clock import SystemClock
+    from engine.drain import driver as drainer
+    from engine.drain import filters
     from engine.kube.client import KubeClient
 
     gone, present = node_pool(2)
@@ -303,10 +305,11 @@ def test_an_empty_node_is_settled_before_it_counts_as_drained(
     """A pod bound by `spec.nodeName` after the first (empty) pass is still found and evicted."""
     from datetime import timedelta
 
-    from engine import drainer, filters
-    from engine.clock import SystemClock
+    from engine.domain.clock import SystemClock
+    from engine.drain import driver as drainer
+    from engine.drain import filters
+    from engine.drain.report import DrainReport
     from engine.kube.client import KubeClient
-    from engine.report import DrainReport
 
     [node] = node_pool(1)
     passes: list[DrainReport] = []

@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 
-from engine import drainer, filters
-from engine.clock import SystemClock
+from engine.domain.clock import SystemClock
+from engine.drain import driver as drainer
+from engine.drain import filters
 from engine.kube.client import KubeClient
 from localcluster import builders
 

@@ -15,17 +15,17 @@ from typing import Any
 
 import pytest
 
-from bot import wiring
-from engine.cleanup import CleanupReport, EmptyNodeCleaner, Evictor
-from engine.clock import FakeClock, SystemClock
-from engine.consolidation import ConsolidationPolicy
+from bot.runtime import wiring
+from engine.domain.clock import FakeClock, SystemClock
+from engine.domain.model import DRAINING_TAINT_KEY
+from engine.domain.operation import OpKind, OpState
 from engine.kube.client import KubeClient
-from engine.model import DRAINING_TAINT_KEY
-from engine.operation import OpKind, OpState
-from engine.operations import new_operations
-from engine.policy import ClusterPolicy, Role
-from engine.runner import ClusterHandle
-from engine.store import Store
+from engine.operations.policy import ClusterPolicy, Role
+from engine.operations.runner import ClusterHandle
+from engine.operations.service import new_operations
+from engine.operations.unattended import CleanupReport, EmptyNodeCleaner, Evictor
+from engine.planning.consolidation import ConsolidationPolicy
+from engine.store.database import Store
 from localcluster import builders
 
 pytestmark = pytest.mark.e2e

@@ -126,14 +126,14 @@ def test_an_operation_on_cluster_b_records_its_events_in_cluster_b(
     unique_name: str,
     tmp_path: Any,
 ) -> None:
-    from bot.run import with_events
-    from engine.clock import SystemClock
+    from bot.runtime.run import with_events
+    from engine.domain.clock import SystemClock
+    from engine.domain.operation import OperationRequest, OpKind, OpState, Target
     from engine.kube.client import KubeClient
-    from engine.operation import OperationRequest, OpKind, OpState, Target
-    from engine.operations import new_operations
+    from engine.operations.runner import ClusterHandle, RunnerSettings
+    from engine.operations.service import new_operations
     from engine.pools.labels import LabelPoolProvider
-    from engine.runner import ClusterHandle, RunnerSettings
-    from engine.store import Store
+    from engine.store.database import Store
 
     node_pool(1, name=f"{unique_name}-a")  # cluster A has nodes of its own: it is the first cluster
     b_admin = cluster_b.admin_api_client(pool_size=4)

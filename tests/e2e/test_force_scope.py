@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from engine.domain.operation import OpKind, OpState, ProgressEvent
 from engine.kube.client import KubeClient
-from engine.operation import OpKind, OpState, ProgressEvent
 from localcluster import builders
 from tests.e2e.support import make_ops, pools, request, run
 

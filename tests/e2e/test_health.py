@@ -1,4 +1,4 @@
-"""The health port (bot.health) with real dependencies.
+"""The health port (bot.runtime.health) with real dependencies.
 
 Covers: `/healthz` is 200 "ok"; `/readyz` lists every check in the API server's `[+]`/`[-]` format,
 answers 503 naming the failing check, bounds a hung check by its timeout and never stacks a second
@@ -22,15 +22,15 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from bot import health, metrics, run
-from engine.clock import SystemClock
+from bot.runtime import health, metrics, run
+from engine.domain.clock import SystemClock
+from engine.domain.operation import OperationRequest, OpKind, OpState, ProgressEvent, Target
 from engine.kube.client import KubeClient
 from engine.kube.errors import NotFound
-from engine.operation import OperationRequest, OpKind, OpState, ProgressEvent, Target
-from engine.operations import new_operations
+from engine.operations.runner import ClusterHandle, RunnerSettings
+from engine.operations.service import new_operations
 from engine.pools.labels import LabelPoolProvider
-from engine.runner import ClusterHandle, RunnerSettings
-from engine.store import Store
+from engine.store.database import Store
 from localcluster import builders
 
 if TYPE_CHECKING:

@@ -41,7 +41,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.blocks import ACTION_APPROVE
+from bot.slack.blocks.operations import ACTION_APPROVE
 from localcluster import builders
 from localcluster.controlplane import free_port
 from tests.conftest import note_in_summary

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
+from engine.domain.model import parse_time
 from engine.kube import errors, lease
-from engine.model import parse_time
 from localcluster import builders
 
 pytestmark = pytest.mark.e2e

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 
-from bot import settings
+from bot.config import settings
 from localcluster import builders
 from tests.e2e import grants
 
@@ -65,7 +65,7 @@ USED: list[tuple[str, str, str | None]] = [
     ("delete", "nodes", None),
     ("create", "nodes", None),  # the simulated-nodes component (kwok): wake re-creates Node objects
     ("list", "pods", None),
-    ("watch", "pods", None),  # engine.podfeed: the drain learns from a watch which pods are gone
+    ("watch", "pods", None),  # engine.drain.pod_feed: the drain learns from a watch which pods are gone
     ("get", "pods", "default"),
     ("delete", "pods", "default"),  # finished pods, force phase
     ("create", "pods/eviction", "default"),

@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from engine.clock import SystemClock
-from engine.drain import cordon_nodes
+from engine.domain.clock import SystemClock
+from engine.domain.model import DRAINING_TAINT_KEY
+from engine.domain.operation import OpKind, OpState
+from engine.drain.passes import cordon_nodes
 from engine.kube.client import KubeClient
-from engine.model import DRAINING_TAINT_KEY
-from engine.operation import OpKind, OpState
 from localcluster import builders
 from tests.e2e.support import make_ops, pools, request, run
 

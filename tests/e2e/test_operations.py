@@ -24,13 +24,13 @@ from typing import Any
 
 import pytest
 
-from engine.clock import SystemClock
+from engine.domain.clock import SystemClock
+from engine.domain.operation import OperationRequest, OpKind, OpState, ProgressEvent, Target
 from engine.kube.client import KubeClient
-from engine.operation import OperationRequest, OpKind, OpState, ProgressEvent, Target
-from engine.operations import new_operations
+from engine.operations.runner import ClusterHandle
+from engine.operations.service import new_operations
 from engine.pools.labels import LabelPoolProvider
-from engine.runner import ClusterHandle
-from engine.store import Store
+from engine.store.database import Store
 from localcluster import builders
 from tests.e2e.support import FAST, REPO, journal, make_ops, pools, request, run, scalebot_args
 

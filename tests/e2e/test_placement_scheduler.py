@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from engine import placement
+from engine.planning import placement
 from localcluster import builders as b
 
 pytestmark = pytest.mark.e2e

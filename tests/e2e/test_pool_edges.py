@@ -17,9 +17,8 @@ from typing import Any
 
 import pytest
 
-from engine.kube.client import KubeClient
-from engine.model import DRAINING_TAINT_KEY as DRAINING
-from engine.operation import (
+from engine.domain.model import DRAINING_TAINT_KEY as DRAINING
+from engine.domain.operation import (
     DrainProgress,
     OperationProgress,
     OperationRequest,
@@ -29,6 +28,7 @@ from engine.operation import (
     Released,
     Target,
 )
+from engine.kube.client import KubeClient
 from localcluster import builders
 from tests.e2e.support import FAST, make_ops, pools, request, run
 
@@ -404,8 +404,8 @@ def test_one_at_a_time_drains_non_empty_nodes_in_turn(
     cluster-autoscaler drains one non-empty node at a time and deletes empty ones in bulk; the
     empty a-02 is done at once. The first report lists a-01's pod as waiting for its node's turn.
     """
-    from engine.policy import ClusterPolicy
-    from engine.report import QUEUED_TEXT
+    from engine.drain.report import QUEUED_TEXT
+    from engine.operations.policy import ClusterPolicy
 
     made = pools(node_pool, pool_key, unique_name, a=3, b=1)
     first, second, _empty = made["a"]
@@ -447,13 +447,13 @@ def test_phase_two_counts_only_the_pods_scalebot_deleted(
     (nothing else was deleting it), "self" is named but not counted, "left" is force-deleted now.
     On the previous code "self" was counted as force-deleted.
     """
-    from engine import drain
-    from engine.clock import SystemClock
-    from engine.force_scope import FORCE_PHASE, ForceScope
-    from engine.operation import Operation, OperationPlan, PoolChange
+    from engine.domain.clock import SystemClock
+    from engine.domain.force_scope import FORCE_PHASE, ForceScope
+    from engine.domain.operation import Operation, OperationPlan, PoolChange
+    from engine.drain import passes as drain
+    from engine.operations.runner import ClusterHandle, Runner, step_force
     from engine.pools.labels import LabelPoolProvider
-    from engine.runner import ClusterHandle, Runner, step_force
-    from engine.store import Store
+    from engine.store.database import Store
 
     [node] = pools(node_pool, pool_key, unique_name, a=1)["a"]
     for name in ("self", "ours", "left"):

@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 import pytest
 
-from engine.clock import FakeClock
+from engine.domain.clock import FakeClock
 from engine.kube.client import KubeClient
 from engine.pools.base import RESTORE_ANNOTATION, PoolNotFound, PoolSizeError, RestoreRecord
 from engine.pools.capi import (
@@ -278,9 +278,8 @@ def test_removal_sets_the_target_size_when_the_pool_grew_meanwhile(
     two drained (marked) Machines first, then one more, which Cluster API drains itself. On the
     previous code replicas went to 2 and verify waited for 1 for ever.
     """
-    from engine import drain
-    from engine.clock import SystemClock
-    from engine.operation import (
+    from engine.domain.clock import SystemClock
+    from engine.domain.operation import (
         DrainProgress,
         Operation,
         OperationPlan,
@@ -290,8 +289,9 @@ def test_removal_sets_the_target_size_when_the_pool_grew_meanwhile(
         PoolChange,
         Target,
     )
-    from engine.runner import ClusterHandle, Runner, step_remove
-    from engine.store import Store
+    from engine.drain import passes as drain
+    from engine.operations.runner import ClusterHandle, Runner, step_remove
+    from engine.store.database import Store
 
     md = _standin(admin_api, namespace, standins, f"md-{namespace[-6:]}")
     nodes = md.create(3)

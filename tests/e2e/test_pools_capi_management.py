@@ -5,7 +5,7 @@ second one started here (the management cluster: Cluster API CRDs holding two Cl
 and `beta`, in one namespace). Cluster API's controllers are replaced by the test-only stand-in
 (`capi_standin.py`), reconciling in a thread: it creates and deletes alpha's and beta's Machines in
 the management cluster and their Nodes in the workload cluster. scalebot connects as its own
-ServiceAccount on both planes, through `bot.wiring` with the `capi` provider's options, and reads
+ServiceAccount on both planes, through `bot.runtime.wiring` with the `capi` provider's options, and reads
 the workload kubeconfig from the Secret `alpha-kubeconfig` (key `value`) as clusterctl does.
 
 Proves: pools are only alpha's MachineDeployments; a zero-scale drains alpha's nodes in the
@@ -26,17 +26,17 @@ from typing import Any
 import pytest
 import yaml
 
-from bot import wiring
-from engine.clock import SystemClock
+from bot.runtime import wiring
+from engine.domain.clock import SystemClock
+from engine.domain.operation import OperationRequest, OpKind, OpState, Target
 from engine.kube import errors
 from engine.kube.client import KubeClient
-from engine.operation import OperationRequest, OpKind, OpState, Target
-from engine.operations import Operations, new_operations
+from engine.operations.runner import ClusterHandle, RunnerSettings
+from engine.operations.service import Operations, new_operations
 from engine.pools.base import RESTORE_ANNOTATION
 from engine.pools.capi import OWN_MARK_ANNOTATION
 from engine.pools.victims import DELETE_MACHINE_ANNOTATION
-from engine.runner import ClusterHandle, RunnerSettings
-from engine.store import Store
+from engine.store.database import Store
 from localcluster import builders as b
 from localcluster.controlplane import ControlPlane
 from tests.e2e import grants

@@ -5,7 +5,7 @@ reached by scalebot's boto3 clients through `aws_endpoint_url` with credentials 
 standard chain (environment variables here). moto does not connect a node group to an Auto Scaling
 group or instances to Nodes: the stand-in of `eks_standin.py` does (a stand-in for EKS's push of
 scalingConfig to the group, and for the kubelets / cloud node controller), in a thread stopped by
-its fixture. scalebot runs in-process through `bot.wiring` with the `eks` provider as its own
+its fixture. scalebot runs in-process through `bot.runtime.wiring` with the `eks` provider as its own
 ServiceAccount (Nodes, Pods, its records in ConfigMaps of the `scalebot` namespace).
 
 Proves: scale 3 → 1 terminates exactly the drained nodes' instances (moto's group, asked for a
@@ -24,13 +24,13 @@ from typing import Any
 
 import pytest
 
-from bot import wiring
-from engine.clock import SystemClock
-from engine.operation import OperationRequest, OpKind, OpState, Target
-from engine.operations import Operations, new_operations
+from bot.runtime import wiring
+from engine.domain.clock import SystemClock
+from engine.domain.operation import OperationRequest, OpKind, OpState, Target
+from engine.operations.runner import RunnerSettings
+from engine.operations.service import Operations, new_operations
 from engine.pools.eks import record_name
-from engine.runner import RunnerSettings
-from engine.store import Store
+from engine.store.database import Store
 from localcluster import builders as b
 from tests.aws_endpoint import REGION, aws_environment, moto_endpoint
 from tests.e2e.eks_standin import EksStandIn, standin_loop

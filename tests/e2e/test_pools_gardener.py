@@ -3,7 +3,7 @@
 Gardener itself cannot run here: the Shoot API is the CRD of `gardener_standin.py`, and its small
 stand-in controller (reconciling in a thread) turns each worker's minimum, or hibernation, into kwok
 Nodes and plays status.lastOperation. The garden and the shoot cluster are the same local API
-server; scalebot connects to both as its own ServiceAccount through `bot.wiring` with the
+server; scalebot connects to both as its own ServiceAccount through `bot.runtime.wiring` with the
 `gardener` provider, granted only the shipped manifests/grants/gardener-shoots (`get`/`patch` on
 this test's Shoot in its namespace). Also: `/scale schedule list` shows the Shoot's own hibernation
 schedules beside scalebot's, and the plan says Gardener's machine controller picks the machines.
@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
-from bot import wiring
-from engine.clock import SystemClock
-from engine.operation import OperationRequest, OpKind, OpState, Target
-from engine.operations import Operations, new_operations
-from engine.runner import ClusterHandle, RunnerSettings
-from engine.store import Store
+from bot.runtime import wiring
+from engine.domain.clock import SystemClock
+from engine.domain.operation import OperationRequest, OpKind, OpState, Target
+from engine.operations.runner import ClusterHandle, RunnerSettings
+from engine.operations.service import Operations, new_operations
+from engine.store.database import Store
 from localcluster import builders as b
 from localcluster.controlplane import ControlPlane
 from tests.e2e import grants

@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 
+from engine.domain.node_removal import NodeRemoval
 from engine.kube.client import KubeClient
-from engine.pools.base import NodeRemoval, PoolSizeError, RestoreRecord
+from engine.pools.base import PoolSizeError, RestoreRecord
 from engine.pools.labels import EMPTIED_ANNOTATION, KWOK_ANNOTATION, LabelPoolProvider
 from localcluster import builders
 from tests.e2e.support import REPO, scalebot_args

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 import pytest
 
-from engine.drain import cordon_nodes
+from engine.drain.passes import cordon_nodes
 from engine.kube.client import KubeClient
 from engine.pools.base import POOL_LABEL, RESTORE_ANNOTATION, PoolNotFound, PoolSizeError, RestoreRecord
 from engine.pools.common import NodeRemovalError, RestoreRecordError, decode_restore, encode_restore

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from engine.domain.operation import OpKind, OpState, ProgressEvent
+from engine.domain.progress_figures import ProgressFigures, figures
 from engine.kube.client import KubeClient
-from engine.operation import OpKind, OpState, ProgressEvent
-from engine.progress_figures import ProgressFigures, figures
 from localcluster import builders
 from tests.e2e.support import make_ops, pools, request, run
 

@@ -26,17 +26,17 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from bot.app import serve_http
-from bot.schedule_ui import ScheduleUi
-from bot.scheduler import SchedulerRunner
-from engine.clock import FakeClock, SystemClock
+from bot.runtime.timer import SchedulerRunner
+from bot.slack.app import serve_http
+from bot.slack.schedule_ui import ScheduleUi
+from engine.domain.clock import FakeClock, SystemClock
+from engine.domain.operation import OperationRequest, OpKind, OpState, Target
 from engine.kube.client import KubeClient
-from engine.operation import OperationRequest, OpKind, OpState, Target
-from engine.operations import new_operations
+from engine.operations.runner import ClusterHandle
+from engine.operations.service import new_operations
 from engine.pools.labels import LabelPoolProvider
-from engine.runner import ClusterHandle
-from engine.schedules import Schedules
-from engine.store import Store
+from engine.schedules.service import Schedules
+from engine.store.database import Store
 from engine.workloads import WorkloadConfig, WorkloadScaler
 from localcluster import builders
 from tests.conftest import note_in_summary

@@ -25,7 +25,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from bot.blocks import ACTION_APPROVE
+from bot.slack.blocks.operations import ACTION_APPROVE
 from localcluster import builders
 from localcluster.binaries import ensure_go_tool
 from tests import monitoring

@@ -18,9 +18,10 @@ from typing import Any
 
 import pytest
 
-from engine import drain, filters
-from engine.clock import SystemClock
-from engine.concurrency import AdaptiveGate, AimdController, AimdSettings
+from engine.domain.clock import SystemClock
+from engine.drain import filters
+from engine.drain import passes as drain
+from engine.drain.concurrency import AdaptiveGate, AimdController, AimdSettings
 from engine.kube.client import KubeClient
 from localcluster import builders
 

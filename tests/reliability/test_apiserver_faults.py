@@ -28,13 +28,13 @@ from typing import Any
 
 import pytest
 
-from engine.clock import SystemClock
+from engine.domain.clock import SystemClock
+from engine.domain.operation import OperationRequest, OpKind, OpState, ProgressEvent, Target
 from engine.kube.client import KubeClient
-from engine.operation import OperationRequest, OpKind, OpState, ProgressEvent, Target
-from engine.operations import Operations, new_operations
+from engine.operations.runner import ClusterHandle, RunnerSettings
+from engine.operations.service import Operations, new_operations
 from engine.pools.labels import LabelPoolProvider
-from engine.runner import ClusterHandle, RunnerSettings
-from engine.store import Store
+from engine.store.database import Store
 from localcluster import builders
 from tests.reliability.faultproxy import FAULTS, FaultProxy
 from tests.reliability.support import proxied_kubeconfig
@@ -123,7 +123,7 @@ class Retries(logging.Handler):
 @pytest.fixture
 def retries() -> Iterator[Retries]:
     handler = Retries()
-    loggers = [logging.getLogger("engine.runner"), logging.getLogger("engine.drain")]
+    loggers = [logging.getLogger("engine.operations.runner"), logging.getLogger("engine.drain.passes")]
     for logger in loggers:
         logger.addHandler(handler)
     yield handler

@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
-from engine import drainer, filters
-from engine.clock import SystemClock
+from engine.domain.clock import SystemClock
+from engine.drain import driver as drainer
+from engine.drain import filters
 from engine.kube.client import KubeClient
 from localcluster import builders
 from tests.reliability.faultproxy import FaultProxy
@@ -45,7 +46,7 @@ class WatchBreaks(logging.Handler):
 @pytest.fixture
 def breaks() -> Iterator[WatchBreaks]:
     handler = WatchBreaks()
-    logger = logging.getLogger("engine.podfeed")
+    logger = logging.getLogger("engine.drain.pod_feed")
     logger.addHandler(handler)
     yield handler
     logger.removeHandler(handler)

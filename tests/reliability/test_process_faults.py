@@ -30,7 +30,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from engine.operation import OperationProgress
+from engine.domain.operation import OperationProgress
 from localcluster import builders
 from tests.e2e.support import scalebot_args
 from tests.reliability.faultproxy import FaultProxy

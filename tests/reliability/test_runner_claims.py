@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from engine.runner import CLAIM_TTL_SECONDS
+from engine.operations.runner import CLAIM_TTL_SECONDS
 from localcluster import builders
 from tests.e2e.support import scalebot_args
 from tests.reliability.support import (

@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.blocks import ACTION_APPROVE
+from bot.slack.blocks.operations import ACTION_APPROVE
 from localcluster import builders
 from tests.reliability.support import (
     APPROVER,

@@ -19,11 +19,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot import blocks
-from bot.app import web_client
-from bot.outbox import MemoryOutbox
-from bot.sender import Sender
-from bot.settings import Secret, SenderSettings, Settings, SlackSettings
+from bot.config.settings import Secret, SenderSettings, Settings, SlackSettings
+from bot.slack.app import web_client
+from bot.slack.blocks import operations as blocks
+from bot.slack.delivery.outbox import MemoryOutbox
+from bot.slack.delivery.sender import Sender
 from tests.reliability.support import InFlightSlack, slack_server
 from tests.slack.harness import all_text
 

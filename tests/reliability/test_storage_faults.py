@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 import yaml
 
-from engine.store import Store
+from engine.store.database import Store
 from localcluster import builders
 from tests.e2e.support import scalebot_args
 from tests.reliability.support import (
@@ -211,7 +211,7 @@ limit = os.environ.get("RELIABILITY_FSIZE")
 if limit:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write beyond the limit fails with EFBIG
     resource.setrlimit(resource.RLIMIT_FSIZE, (int(limit), int(limit)))
-from bot.cli import main
+from bot.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
 

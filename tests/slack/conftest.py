@@ -1,6 +1,6 @@
 """Fixtures: a local Slack (Web API + Socket Mode), the real engine, and the real bot.
 
-The engine is `engine.operations.Operations` over a SQLite file in tmp_path and an in-memory
+The engine is `engine.operations.service.Operations` over a SQLite file in tmp_path and an in-memory
 cluster (`engine.kube.fake.FakeCluster`, as `scalebot console` uses): two clusters, dev-eu (pools
 web and batch, a PodDisruptionBudget that allows no disruption of shop/db-0) and the protected
 prod. `ControlledCluster` adds test controls on the Kubernetes side only: `gate` (close it and
@@ -36,22 +36,22 @@ from typing import Any
 import pytest
 from slack_bolt import App
 
-from bot import blocks
-from bot.app import HttpServer, build_app, serve_http, start_socket_mode, stop_socket_mode, web_client
-from bot.outbox import MemoryOutbox
-from bot.progress import Progress
-from bot.sender import Sender
-from bot.settings import ClusterSettings, Secret, SenderSettings, Settings, SlackSettings
-from engine import policy
-from engine.clock import SystemClock
+from bot.config.settings import ClusterSettings, Secret, SenderSettings, Settings, SlackSettings
+from bot.slack.app import HttpServer, build_app, serve_http, start_socket_mode, stop_socket_mode, web_client
+from bot.slack.blocks import operations as blocks
+from bot.slack.delivery.outbox import MemoryOutbox
+from bot.slack.delivery.progress import Progress
+from bot.slack.delivery.sender import Sender
+from engine.domain.clock import SystemClock
+from engine.domain.model import NodeInfo
+from engine.domain.operation import Operation, ProgressEvent, ProgressKind
 from engine.kube.fake import FakeCluster
-from engine.model import NodeInfo
-from engine.operation import Operation, ProgressEvent, ProgressKind
-from engine.operations import Operations, new_operations
+from engine.operations import policy
+from engine.operations.runner import ClusterHandle, RunnerSettings
+from engine.operations.service import Operations, new_operations
 from engine.pools.base import POOL_LABEL
 from engine.pools.simulated import SimulatedPoolProvider
-from engine.runner import ClusterHandle, RunnerSettings
-from engine.store import Store
+from engine.store.database import Store
 from tests.slack.harness import Call, HttpResult, Signer, SlackApiServer, SocketModeServer, post, wait_until
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from bot.app import build_bot
-from bot.outbox import MemoryOutbox
-from bot.settings import ServerSettings
-from engine.operation import OperationRequest, OpKind, Target
+from bot.config.settings import ServerSettings
+from bot.slack.app import build_bot
+from bot.slack.delivery.outbox import MemoryOutbox
+from engine.domain.operation import OperationRequest, OpKind, Target
 from tests.slack.conftest import CHANNEL, OPERATOR, SECRET, Engine, make_settings
 from tests.slack.harness import Signer, SlackApiServer, all_text, get, post
 

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from bot import cli
-from engine.clock import FakeClock
-from engine.operation import OperationRequest, OpKind, Target
-from engine.operations import new_operations
+from bot.cli import main as cli
+from engine.domain.clock import FakeClock
+from engine.domain.operation import OperationRequest, OpKind, Target
+from engine.operations.runner import ClusterHandle
+from engine.operations.service import new_operations
 from engine.pools.simulated import SimulatedPoolProvider
-from engine.runner import ClusterHandle
-from engine.store import Store
+from engine.store.database import Store
 from tests.slack.conftest import APPROVER, OPERATOR, POLICIES, ControlledCluster
 from tests.slack.harness import SlackApiServer
 

@@ -18,10 +18,10 @@ import re
 from collections.abc import Callable
 from dataclasses import replace
 
-from bot import blocks
-from bot.dispatch import no_groups
-from bot.home import HomeTab
-from engine.operation import OperationRequest, OpKind, OpState, Target
+from bot.slack.blocks import operations as blocks
+from bot.slack.dispatch import no_groups
+from bot.slack.home import HomeTab
+from engine.domain.operation import OperationRequest, OpKind, OpState, Target
 from tests.slack.conftest import ADMIN, APPROVER, APPROVER_2, CHANNEL, OPERATOR, VIEWER, RunningBot
 from tests.slack.harness import Call, all_text, post
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bot import blocks
-from engine.operation import OpState, ProgressEvent
+from bot.slack.blocks import operations as blocks
+from engine.domain.operation import OpState, ProgressEvent
 from tests.slack.conftest import APPROVER, RunningBot
 from tests.slack.harness import all_text, buttons_of
 

@@ -17,9 +17,9 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from bot import blocks
-from engine import policy
-from engine.operation import OpState
+from bot.slack.blocks import operations as blocks
+from engine.domain.operation import OpState
+from engine.operations import policy
 from tests.slack.conftest import (
     ADMIN,
     APPROVER,

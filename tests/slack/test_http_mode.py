@@ -20,10 +20,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from bot import blocks
-from bot.commands import SubcommandArgs
-from bot.dispatch import Invocation, answer
-from engine.operation import OperationSummary, OpState, PoolSizes
+from bot.slack.blocks import operations as blocks
+from bot.slack.dispatch import Invocation, answer
+from bot.text.commands import SubcommandArgs
+from engine.domain.operation import OperationSummary, OpState, PoolSizes
 from engine.pools.base import POOL_LABEL
 from tests.slack.conftest import APPROVER, APPROVER_2, CHANNEL, OPERATOR, VIEWER, RunningBot
 from tests.slack.harness import all_text, buttons_of, get, post
@@ -424,7 +424,7 @@ def test_a_listener_crash_is_answered_by_the_error_boundary(
     def explode(*args: object, **kwargs: object) -> None:
         raise RuntimeError("parser bug xoxb-test-token")
 
-    monkeypatch.setattr("bot.commands.parse", explode)
+    monkeypatch.setattr("bot.text.commands.parse", explode)
 
     result, _ = bot.command("status")
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot.app import HTTP_THREADS, IDLE_TIMEOUT_SECONDS, serve_http
+from bot.slack.app import HTTP_THREADS, IDLE_TIMEOUT_SECONDS, serve_http
 from tests.slack.conftest import RunningBot
 from tests.slack.harness import get
 

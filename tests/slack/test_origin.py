@@ -13,8 +13,8 @@ import json
 import urllib.parse
 from dataclasses import replace
 
-from bot import blocks
-from engine.operation import OpState
+from bot.slack.blocks import operations as blocks
+from engine.domain.operation import OpState
 from tests.slack.conftest import APPROVER, CHANNEL, OPERATOR, SECRET, RunningBot
 from tests.slack.harness import Signer, post
 
@@ -62,7 +62,7 @@ def test_a_command_from_another_workspace_is_refused_in_the_ack(bot: RunningBot)
 
 
 def test_a_protected_cluster_is_not_operated_from_a_direct_message(bot: RunningBot) -> None:
-    from engine import policy
+    from engine.operations import policy
 
     current = bot.ops.policies["dev-eu"]
     bot.ops.policies["dev-eu"] = policy.ClusterPolicy(

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from engine.domain.operation import OpState
 from engine.kube import errors
-from engine.operation import OpState
 from tests.slack.conftest import ADMIN, APPROVER, APPROVER_2, CHANNEL, OPERATOR, VIEWER, RunningBot
 from tests.slack.harness import Call, all_text
 from tests.slack.markup import foreign_tokens, texts

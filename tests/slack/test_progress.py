@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bot.outbox import MemoryOutbox
-from bot.settings import SenderSettings
-from engine.operation import OperationSummary, OpState, PoolSizes
+from bot.config.settings import SenderSettings
+from bot.slack.delivery.outbox import MemoryOutbox
+from engine.domain.operation import OperationSummary, OpState, PoolSizes
 from tests.slack.conftest import CHANNEL, OPERATOR, RunningBot
 from tests.slack.harness import Call, all_text
 
@@ -179,7 +179,7 @@ def test_server_errors_are_retried_without_duplicate_replies(bot: RunningBot) ->
 
 
 def test_an_operation_started_in_a_thread_keeps_its_message_there(bot: RunningBot) -> None:
-    from engine.operation import OperationRequest, OpKind, Target
+    from engine.domain.operation import OperationRequest, OpKind, Target
 
     outcome = bot.ops.request(
         OperationRequest(

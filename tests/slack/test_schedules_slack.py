@@ -29,19 +29,20 @@ from typing import Any
 import pytest
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from bot import blocks, schedule_blocks
-from bot.app import serve_http, web_client
-from bot.outbox import MemoryOutbox
-from bot.schedule_ui import ScheduleUi
-from bot.scheduler import SchedulerRunner
-from bot.sender import Sender
-from engine.clock import FakeClock
-from engine.operation import OperationRequest, OpKind, OpState, Target
-from engine.operations import Operations, new_operations
+from bot.runtime.timer import SchedulerRunner
+from bot.slack.app import serve_http, web_client
+from bot.slack.blocks import operations as blocks
+from bot.slack.blocks import schedules as schedule_blocks
+from bot.slack.delivery.outbox import MemoryOutbox
+from bot.slack.delivery.sender import Sender
+from bot.slack.schedule_ui import ScheduleUi
+from engine.domain.clock import FakeClock
+from engine.domain.operation import OperationRequest, OpKind, OpState, Target
+from engine.operations.runner import ClusterHandle, RunnerSettings
+from engine.operations.service import Operations, new_operations
 from engine.pools.simulated import SimulatedPoolProvider
-from engine.runner import ClusterHandle, RunnerSettings
-from engine.schedules import Schedules
-from engine.store import Store
+from engine.schedules.service import Schedules
+from engine.store.database import Store
 from tests.slack.conftest import (
     APPROVER,
     APPROVER_2,
@@ -775,8 +776,8 @@ def test_values_scalebot_did_not_make_name_no_occurrence(value: str) -> None:
 
 
 def test_an_oversize_announcement_still_renders_within_slack_limits() -> None:
-    from bot import blockkit
-    from engine.announcement import Announcement
+    from bot.slack.blocks import kit as blockkit
+    from engine.domain.announcement import Announcement
 
     text = "Scheduled shutdown of dev-eu starts Mon 20:00 CET (in 60 min): " + ", ".join(
         f"pool-{i:04d}" for i in range(3000)

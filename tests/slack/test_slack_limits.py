@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bot import blocks
-from bot.blockkit import Message
-from bot.settings import SenderSettings
-from engine.operation import OpState
+from bot.config.settings import SenderSettings
+from bot.slack.blocks import operations as blocks
+from bot.slack.blocks.kit import Message
+from engine.domain.operation import OpState
 from tests.slack.conftest import APPROVER, CHANNEL, RunningBot
 from tests.slack.harness import EDIT_GAP, all_text, buttons_of
 

@@ -11,9 +11,9 @@ the bot is not in is refused privately (response_url) and creates nothing.
 
 from __future__ import annotations
 
-from bot import blocks
-from bot.app import build_bot
-from bot.outbox import MemoryOutbox
+from bot.slack.app import build_bot
+from bot.slack.blocks import operations as blocks
+from bot.slack.delivery.outbox import MemoryOutbox
 from tests.slack.conftest import APPROVER, CHANNEL, OPERATOR, Engine, RunningBot, make_settings
 from tests.slack.harness import SlackApiServer, SocketModeServer, all_text, wait_until
 

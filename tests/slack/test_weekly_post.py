@@ -29,16 +29,16 @@ import pytest
 from apscheduler.schedulers.background import BackgroundScheduler
 from matplotlib.image import imread
 
-from bot import settings as bot_settings
-from bot.app import web_client
-from bot.run import weekly_poster
-from bot.savings_chart import HEIGHT_PX, WIDTH_PX, png_bytes
-from bot.scheduler import SAVINGS_JOB_PREFIX, SchedulerRunner
-from bot.weekly import FILENAME, post_weekly
-from engine.clock import FakeClock, SystemClock
-from engine.operation import OpKind
-from engine.savings import savings
-from engine.store import Store, read_operations_file
+from bot.config import settings as bot_settings
+from bot.runtime.run import weekly_poster
+from bot.runtime.timer import SAVINGS_JOB_PREFIX, SchedulerRunner
+from bot.slack.app import web_client
+from bot.slack.weekly_post import FILENAME, post_weekly
+from bot.text.savings_chart import HEIGHT_PX, WIDTH_PX, png_bytes
+from engine.domain.clock import FakeClock, SystemClock
+from engine.domain.operation import OpKind
+from engine.savings.figures import savings
+from engine.store.database import Store, read_operations_file
 from tests.slack.conftest import APPROVER, CHANNEL, RunningBot, make_settings
 from tests.slack.harness import SlackApiServer, post
 from tests.slack.test_conversation import home_text

@@ -10,13 +10,13 @@ WORKER = "_bootstrap (/usr/lib/python3.11/threading.py:1002);_worker (/x/concurr
 TASK = f"{WORKER};run (/x/concurrent/futures/thread.py:58)"
 RAW = [
     f"{WORKER};get (/x/queue.py:171) 40\n",  # an idle pool thread
-    f"{TASK};_act (engine/drain.py:224);evict_pod (engine/kube/client.py:211);"
+    f"{TASK};_act (engine/drain/passes.py:224);evict_pod (engine/kube/client.py:211);"
     "getresponse (/x/http/client.py:1390);read (/x/ssl.py:1166) 30\n",
-    f"{TASK};_act (engine/drain.py:224);_request (engine/kube/client.py:235);"
-    "acquire (engine/ratelimit.py:40) 20\n",
-    "_run (/srv/scalebot/engine/runner.py:170);run_pass (engine/drain.py:150);"
-    "from_raw (engine/model.py:90) 8\n",
-    "_run (engine/runner.py:170);wait (engine/clock.py:30) 2\n",
+    f"{TASK};_act (engine/drain/passes.py:224);_request (engine/kube/client.py:235);"
+    "acquire (engine/kube/ratelimit.py:40) 20\n",
+    "_run (/srv/scalebot/engine/runner.py:170);run_pass (engine/drain/passes.py:150);"
+    "from_raw (engine/domain/model.py:90) 8\n",
+    "_run (engine/operations/runner.py:170);wait (engine/domain/clock.py:30) 2\n",
     "garbage line without a count\n",
 ]
 
@@ -69,9 +69,9 @@ def test_the_summary_counts_thread_seconds_and_ranks_own_code_without_idle_threa
     # Idle workers and the runner's wait are left out; the rest goes to the innermost own frame.
     assert own == {
         "evict_pod (engine/kube/client.py)": pytest.approx(3.0),
-        "acquire (engine/ratelimit.py)": pytest.approx(2.0),
-        "from_raw (engine/model.py)": pytest.approx(0.8),
+        "acquire (engine/kube/ratelimit.py)": pytest.approx(2.0),
+        "from_raw (engine/domain/model.py)": pytest.approx(0.8),
     }
-    assert [name for name, *_ in summary["cpu_leaves"]] == ["from_raw (engine/model.py)"]
+    assert [name for name, *_ in summary["cpu_leaves"]] == ["from_raw (engine/domain/model.py)"]
     text = "\n".join(sampling.render(summary))
     assert "100 samples at 10 Hz" in text and "evict_pod (engine/kube/client.py)" in text

@@ -1,5 +1,5 @@
 """The engine speaks no Slack: no mention, channel link, date or user-group markup and no slash
-command in any string it builds; bot/messages.py renders the engine's data for Slack (and the CLI).
+command in any string it builds; bot/text/messages.py renders the engine's data for Slack (and the CLI).
 
 Read with `ast`, so docstrings and comments (which may name `/scale …` to say what a function
 serves) are not counted, while f-string parts are.

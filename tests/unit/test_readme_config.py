@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot import providers, settings
+from bot.config import providers, settings
 
 REPO = Path(__file__).resolve().parents[2]
 README = (REPO / "README.md").read_text(encoding="utf-8")

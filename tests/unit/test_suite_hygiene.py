@@ -18,14 +18,14 @@ from tests.child_pytest import run_child_pytest
 BLOCKED_OPERATION = """
     from datetime import UTC, datetime, timedelta
 
-    from engine.clock import SystemClock
+    from engine.domain.clock import SystemClock
     from engine.kube import errors
     from engine.kube.fake import FakeCluster
-    from engine.operation import OperationRequest, OpKind, Target
-    from engine.operations import Operations, new_operations
+    from engine.domain.operation import OperationRequest, OpKind, Target
+    from engine.operations.service import Operations, new_operations
     from engine.pools.simulated import SimulatedPoolProvider
-    from engine.runner import ClusterHandle, RunnerSettings
-    from engine.store import Store
+    from engine.operations.runner import ClusterHandle, RunnerSettings
+    from engine.store.database import Store
 
 
     class UnreachableOnceDraining(FakeCluster):

@@ -15,7 +15,7 @@ import pytest
 from slack_bolt import Ack, App, BoltRequest, BoltResponse
 from slack_sdk import WebClient
 
-from bot.acks_first import AckCountingApp, AcksFirstExecutor, AckWindow
+from bot.slack.acks_first import AckCountingApp, AcksFirstExecutor, AckWindow
 from tests.slack.harness import SlackApiServer
 
 WAIT = 5.0

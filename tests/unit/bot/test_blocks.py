@@ -19,11 +19,14 @@ from typing import Any
 
 import pytest
 
-from bot import blockkit, blocks, messages
-from bot.blockkit import Message
-from bot.mrkdwn import Mrkdwn
-from engine.announcement import NextEvent
-from engine.operation import (
+from bot.slack.blocks import kit as blockkit
+from bot.slack.blocks import operations as blocks
+from bot.slack.blocks.kit import Message
+from bot.text import messages
+from bot.text.mrkdwn import Mrkdwn
+from engine.domain.announcement import NextEvent
+from engine.domain.node_removal import NodeRemoval
+from engine.domain.operation import (
     Operation,
     OperationPlan,
     OperationSummary,
@@ -33,8 +36,8 @@ from engine.operation import (
     PoolSizes,
     Target,
 )
-from engine.policy import ClusterPolicy, Role, approvers
-from engine.pools.base import NodeRemoval, Pool, RestoreRecord
+from engine.operations.policy import ClusterPolicy, Role, approvers
+from engine.pools.base import Pool, RestoreRecord
 
 NOW = datetime(2026, 3, 2, 14, 2, tzinfo=UTC)
 LONG = "n" * 240 + "-{:05d}.x"  # 253 characters: the longest valid node name
@@ -405,8 +408,8 @@ def test_the_advice_button_value_round_trips_and_refuses_anything_else() -> None
 
 
 def test_schedule_list_shows_a_pool_systems_own_schedules_as_theirs_and_an_unreadable_one() -> None:
-    from bot import schedule_blocks
-    from engine.operations import ProviderSchedules
+    from bot.slack.blocks import schedules as schedule_blocks
+    from engine.operations.service import ProviderSchedules
     from engine.pools.base import ProviderSchedule
 
     kept = ProviderSchedules(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot import cli
+from bot.cli import main as cli
 
 
 def help_of(capsys: pytest.CaptureFixture[str], *command: str) -> str:

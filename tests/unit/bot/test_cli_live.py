@@ -22,11 +22,11 @@ from pathlib import Path
 
 from rich.console import Console
 
-from bot.live import LiveDisplay, operation_panel
-from engine.drain_state import DrainState
+from bot.cli.live import LiveDisplay, operation_panel
+from engine.domain.drain_state import DrainState
+from engine.domain.operation import DrainProgress, Operation, OpState
 from engine.kube.fake import FakeCluster
-from engine.operation import DrainProgress, Operation, OpState
-from engine.runner import RunnerSettings
+from engine.operations.runner import RunnerSettings
 from tests.unit.bot.test_cli_simulated import FAST, REPO, scalebot
 from tests.unit.engine.test_operations import finish, make_ops, zero
 

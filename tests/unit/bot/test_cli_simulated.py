@@ -15,13 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from bot import cli, wiring
-from bot.console import console_policy
-from engine.clock import SystemClock
-from engine.operations import new_operations
-from engine.schedule_model import ScheduleTarget
-from engine.schedules import Schedules
-from engine.store import Store
+from bot.cli import main as cli
+from bot.cli.console import console_policy
+from bot.runtime import wiring
+from engine.domain.clock import SystemClock
+from engine.operations.service import new_operations
+from engine.schedules.model import ScheduleTarget
+from engine.schedules.service import Schedules
+from engine.store.database import Store
 
 REPO = Path(__file__).resolve().parents[3]
 FAST = ["--graceful-window", "1s"]

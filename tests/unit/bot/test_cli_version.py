@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot import cli
+from bot.cli import main as cli
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot import commands
-from bot.commands import (
+from bot.text import commands
+from bot.text.commands import (
     Cordon,
     Help,
     OpsCancel,
@@ -26,7 +26,7 @@ from bot.commands import (
     Whoami,
     parse,
 )
-from engine.operation import OpKind, Target
+from engine.domain.operation import OpKind, Target
 
 CLUSTERS = ("dev-eu", "prod")
 

@@ -8,7 +8,8 @@ import subprocess
 
 import pytest
 
-from bot import cli, completion
+from bot.cli import completion
+from bot.cli import main as cli
 
 
 def complete(line: str) -> list[str]:

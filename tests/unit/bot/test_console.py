@@ -18,11 +18,12 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot import blocks, commands
-from bot.console import SIMULATED_BANNER, message_lines, mrkdwn_lines, run_console, simulated_operations
-from engine.clock import FakeClock
-from engine.operation import OpKind, OpState
-from engine.operations import Operations
+from bot.cli.console import SIMULATED_BANNER, message_lines, mrkdwn_lines, run_console, simulated_operations
+from bot.slack.blocks import operations as blocks
+from bot.text import commands
+from engine.domain.clock import FakeClock
+from engine.domain.operation import OpKind, OpState
+from engine.operations.service import Operations
 
 START = datetime(2026, 3, 2, 14, 0, tzinfo=UTC)
 CLUSTER = "simulated"

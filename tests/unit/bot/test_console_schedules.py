@@ -13,13 +13,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from bot.console import simulated_operations
-from bot.scheduler import SchedulerRunner
-from engine.clock import FakeClock, ScaledClock
-from engine.operation import OpKind, OpState
-from engine.operations import Operations
-from engine.schedule_model import ScheduleTarget
-from engine.schedules import Schedules
+from bot.cli.console import simulated_operations
+from bot.runtime.timer import SchedulerRunner
+from engine.domain.clock import FakeClock, ScaledClock
+from engine.domain.operation import OpKind, OpState
+from engine.operations.service import Operations
+from engine.schedules.model import ScheduleTarget
+from engine.schedules.service import Schedules
 from tests.unit.bot.test_console import ARROW, CLUSTER, console
 
 THURSDAY = datetime(2026, 3, 5, 14, 0, tzinfo=UTC)

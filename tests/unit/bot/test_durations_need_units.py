@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from bot import cli
-from bot.console import simulated_operations
-from bot.settings import SettingsError, load
-from engine.clock import FakeClock
-from engine.durations import DurationError, parse_duration
+from bot.cli import main as cli
+from bot.cli.console import simulated_operations
+from bot.config.settings import SettingsError, load
+from engine.domain.clock import FakeClock
+from engine.domain.durations import DurationError, parse_duration
 from tests.unit.bot.test_console import START, console
 
 ENV = {"SLACK_BOT_TOKEN": "xoxb-1-secret", "SLACK_SIGNING_SECRET": "s3cr3t-signing"}

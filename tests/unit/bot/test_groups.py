@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.groups import SlackGroups
+from bot.slack.groups import SlackGroups
 
 
 class FlakyGroups:

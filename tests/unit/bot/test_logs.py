@@ -1,4 +1,4 @@
-"""bot.logs: the line formats a log pipeline reads.
+"""bot.config.logs: the line formats a log pipeline reads.
 
 Covers: JSON mode writes one JSON object per line with `time` in RFC 3339 UTC (milliseconds, `Z`)
 whatever the host's time zone, snake_case keys for the objects (`node`, `pod`) and for what the
@@ -19,8 +19,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot import logs
-from engine import log_context
+from bot.config import logs
+from engine.operations import log_context
 
 RFC3339_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 
@@ -40,7 +40,7 @@ def far_from_utc() -> Iterator[None]:
 
 
 def record(msg: str, **extra: object) -> logging.LogRecord:
-    rec = logging.LogRecord("engine.drain", logging.INFO, __file__, 1, msg, None, None)
+    rec = logging.LogRecord("engine.drain.passes", logging.INFO, __file__, 1, msg, None, None)
     rec.created = 1795757008.91  # 2026-11-27T05:23:28.910Z
     for key, value in extra.items():
         setattr(rec, key, value)

@@ -45,7 +45,7 @@ def test_manifest_asks_for_the_minimal_scopes() -> None:
 
 
 def test_usage_hint_lists_every_subcommand() -> None:
-    from bot import messages
+    from bot.text import messages
 
     hint = load()["features"]["slash_commands"][0]["usage_hint"]
     words = {part.split()[0] for part in hint.split(" | ")}
@@ -53,6 +53,6 @@ def test_usage_hint_lists_every_subcommand() -> None:
 
 
 def test_command_matches_the_bot() -> None:
-    from bot import messages
+    from bot.text import messages
 
     assert load()["features"]["slash_commands"][0]["command"] == messages.COMMAND

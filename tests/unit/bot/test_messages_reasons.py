@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from bot import messages
-from engine.reasons import AlreadyDecided, Busy, ChannelNotAllowed, NoScheduleToResleep, UnknownOperation
+from bot.text import messages
+from engine.domain.reasons import (
+    AlreadyDecided,
+    Busy,
+    ChannelNotAllowed,
+    NoScheduleToResleep,
+    UnknownOperation,
+)
 
 AT = datetime(2026, 3, 2, 14, 2, tzinfo=UTC)
 

@@ -1,4 +1,4 @@
-"""bot.metrics: the series derived from the runner's events, the Slack counters, the exposition.
+"""bot.runtime.metrics: the series derived from the runner's events, the Slack counters, the exposition.
 
 Covers: operations counted once per state (also when two events carry the same terminal state,
 and when a final event is repeated); evictions by result from the growth of the drain totals,
@@ -23,12 +23,11 @@ from prometheus_client.exposition import generate_latest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web import SlackResponse
 
-from bot import metrics
-from engine.announcement import NextEvent
-from engine.drain_state import DrainState, PodFailure
-from engine.kube import errors
-from engine.model import NodeInfo
-from engine.operation import (
+from bot.runtime import metrics
+from engine.domain.announcement import NextEvent
+from engine.domain.drain_state import DrainState, PodFailure
+from engine.domain.model import NodeInfo
+from engine.domain.operation import (
     DrainProgress,
     Operation,
     OperationPlan,
@@ -40,6 +39,7 @@ from engine.operation import (
     Target,
     WakeProgress,
 )
+from engine.kube import errors
 from engine.pools.base import Pool, RestoreRecord
 
 T0 = datetime(2026, 3, 1, 22, 0, tzinfo=UTC)

@@ -1,4 +1,5 @@
-"""`bot.mrkdwn`: text from outside is escaped once, and every token is built from values scalebot owns."""
+"""`bot.text.mrkdwn`: text from outside is escaped once, and every token is built from values
+scalebot owns."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot import messages, mrkdwn
-from bot.mrkdwn import Mrkdwn, escape, fmt
-from engine.operation import OpKind
+from bot.text import messages, mrkdwn
+from bot.text.mrkdwn import Mrkdwn, escape, fmt
+from engine.domain.operation import OpKind
 
 TOKEN = re.compile(r"<[^<>]*>")
 HOSTILE = (

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bot import origin, settings
+from bot.config import settings
+from bot.slack import origin
 
 ALLOWED = origin.AllowedOrigins(frozenset({"T0OURS"}), frozenset({"E0OURS"}), frozenset({"A0OURS"}))
 

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from bot import cli, providers, settings, wiring
-from bot.providers import Connected, Connection, Option, ProviderOptionError, ProviderSpec
+from bot.cli import main as cli
+from bot.config import providers, settings
+from bot.config.providers import Connected, Connection, Option, ProviderOptionError, ProviderSpec
+from bot.runtime import wiring
 
 
 def _never(connection: Connection) -> Connected:

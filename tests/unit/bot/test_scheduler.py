@@ -1,4 +1,4 @@
-"""The APScheduler wiring (bot.scheduler) with a real BackgroundScheduler and short real delays.
+"""The APScheduler wiring (bot.runtime.timer) with a real BackgroundScheduler and short real delays.
 
 Covers: start() catches up from the table first (a missed sleep runs late and is announced), then
 arms one one-shot date job per instant the service computes, with the explicit misfire grace and
@@ -23,17 +23,17 @@ from typing import Any
 import pytest
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from bot.scheduler import MISFIRE_GRACE_SECONDS, SchedulerRunner
-from engine import policy
-from engine.announcement import Announcement, NextEvent
-from engine.clock import FakeClock
+from bot.runtime.timer import MISFIRE_GRACE_SECONDS, SchedulerRunner
+from engine.domain.announcement import Announcement, NextEvent
+from engine.domain.clock import FakeClock
 from engine.kube.fake import FakeCluster
-from engine.operations import new_operations
+from engine.operations import policy
+from engine.operations.runner import ClusterHandle
+from engine.operations.service import new_operations
 from engine.pools.simulated import SimulatedPoolProvider
-from engine.runner import ClusterHandle
-from engine.schedule_model import ScheduleOutcome, ScheduleTarget
-from engine.schedules import Schedules
-from engine.store import Store
+from engine.schedules.model import ScheduleOutcome, ScheduleTarget
+from engine.schedules.service import Schedules
+from engine.store.database import Store
 
 CLUSTER = "dev-eu"
 APPROVER = "U0APPR"
@@ -224,7 +224,7 @@ def test_a_failing_callback_is_logged_and_the_timer_keeps_going(
         raise RuntimeError("Slack is down")
 
     runner = SchedulerRunner(schedules, clock, lambda note: None, broken, scheduler=scheduler)
-    with caplog.at_level(logging.ERROR, logger="bot.scheduler"):
+    with caplog.at_level(logging.ERROR, logger="bot.runtime.timer"):
         runner.start()
         eventually(lambda: bool(calls))
         eventually(lambda: bool(runner.armed()) and runner.armed()[0] > SLEEP)

@@ -20,12 +20,12 @@ import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web import SlackResponse
 
-from bot import blocks
-from bot.blockkit import Message
-from bot.outbox import MemoryOutbox
-from bot.sender import Sender, SenderMetrics
-from bot.settings import SenderSettings
-from bot.slackcall import TokenBucket
+from bot.config.settings import SenderSettings
+from bot.slack.blocks import operations as blocks
+from bot.slack.blocks.kit import Message
+from bot.slack.delivery.call_outcome import TokenBucket
+from bot.slack.delivery.outbox import MemoryOutbox
+from bot.slack.delivery.sender import Sender, SenderMetrics
 
 FAST = SenderSettings(update_interval=0.05, updates_per_minute=6000, posts_per_second=1000)
 

@@ -13,9 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from bot.settings import Secret, SettingsError, channel_names, forget_secret_env, load, with_channel_ids
-from engine.consolidation import ScaleDownRules
-from engine.policy import Role
+from bot.config.settings import (
+    Secret,
+    SettingsError,
+    channel_names,
+    forget_secret_env,
+    load,
+    with_channel_ids,
+)
+from engine.operations.policy import Role
+from engine.planning.consolidation import ScaleDownRules
 
 ENV = {"SLACK_BOT_TOKEN": "xoxb-1-secret", "SLACK_SIGNING_SECRET": "s3cr3t-signing"}
 

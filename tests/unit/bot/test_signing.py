@@ -32,7 +32,7 @@ def headers(signature: str = EXPECTED, timestamp: str = str(TIMESTAMP)) -> dict[
 
 
 def is_signed(secret: bytes, body: bytes, headers: Mapping[str, str], *, now: float) -> bool:
-    """As the HTTP server checks: a numeric timestamp (bot.app), then Bolt's verifier."""
+    """As the HTTP server checks: a numeric timestamp (bot.slack.app), then Bolt's verifier."""
     if not headers.get("x-slack-request-timestamp", "").isdigit():
         return False
     verifier = SignatureVerifier(secret.decode(), clock=_At(now))

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from engine.advice import PoolTemplate, advise_scale_up
-from engine.model import Taint
-from engine.placement import SimNode, SimPod, Toleration
+from engine.domain.model import Taint
+from engine.planning.advice import PoolTemplate, advise_scale_up
+from engine.planning.placement import SimNode, SimPod, Toleration
 
 GiB = 1024**3
 

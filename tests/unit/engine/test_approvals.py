@@ -18,17 +18,17 @@ from typing import Any
 
 import pytest
 
-from bot import cli
-from engine import policy
-from engine.clock import FakeClock
+from bot.cli import main as cli
+from engine.domain.clock import FakeClock
+from engine.domain.operation import Operation, OperationRequest, OpKind, OpState, Outcome, Target
 from engine.kube.fake import FakeCluster
-from engine.operation import Operation, OperationRequest, OpKind, OpState, Outcome, Target
-from engine.operations import UserError, new_operations
+from engine.operations import policy
+from engine.operations.runner import ClusterHandle, RunnerSettings
+from engine.operations.service import UserError, new_operations
 from engine.pools.simulated import SimulatedPoolProvider
-from engine.runner import ClusterHandle, RunnerSettings
-from engine.schedule_model import ScheduleTarget
-from engine.schedules import Schedules
-from engine.store import Store
+from engine.schedules.model import ScheduleTarget
+from engine.schedules.service import Schedules
+from engine.store.database import Store
 
 CLUSTER = "dev-eu"
 OPERATOR, APPROVER, APPROVER2, APPROVER3, VIEWER = "U0OPER", "U0APPR", "U0APPR2", "U0APPR3", "U0VIEW"
@@ -341,7 +341,7 @@ def test_two_approvers_clicking_together_on_a_changed_plan_get_a_new_card_not_a_
 
 
 def test_the_plan_hash_covers_the_workloads_a_sleep_scales() -> None:
-    from engine.operation import OperationPlan
+    from engine.domain.operation import OperationPlan
 
     before = OperationPlan(OpKind.ZERO, CLUSTER, workloads=1, workload_keys=("Deployment/shop/web",))
     after = OperationPlan(OpKind.ZERO, CLUSTER, workloads=1, workload_keys=("Deployment/shop/api",))

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from bot import cli
-from engine.store import SCHEMA_VERSION, Store, StoreError, verify_audit_file
+from bot.cli import main as cli
+from engine.store.database import SCHEMA_VERSION, Store, StoreError, verify_audit_file
 
 AT = datetime(2026, 3, 2, 16, 0, tzinfo=UTC)
 
@@ -61,7 +61,7 @@ def _verify_unchanged(path: Path, *extra: str) -> int:
 def test_a_healthy_database_prints_its_head_and_row_count(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.INFO, logger="engine.store"):
+    with caplog.at_level(logging.INFO, logger="engine.store.database"):
         db = _database(tmp_path / "scalebot.db")
     logged = [r.audit_head for r in caplog.records if hasattr(r, "audit_head")]
     assert len(logged) == 3
@@ -144,7 +144,7 @@ def test_a_missing_trigger_or_another_schema_version_fails_without_migrating(
 def test_expect_head_passes_for_a_kept_head_and_fails_for_one_not_in_the_chain(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.INFO, logger="engine.store"):
+    with caplog.at_level(logging.INFO, logger="engine.store.database"):
         db = _database(tmp_path / "scalebot.db")
     kept = [r.audit_head for r in caplog.records if hasattr(r, "audit_head")][1]  # row 2's line
 
@@ -160,7 +160,7 @@ def test_a_rechained_forgery_is_caught_by_the_kept_head(
 ) -> None:
     """Whoever rewrites a row and re-computes every hash after it has a consistent chain; the head
     logged before the forgery is no longer in it."""
-    with caplog.at_level(logging.INFO, logger="engine.store"):
+    with caplog.at_level(logging.INFO, logger="engine.store.database"):
         db = _database(tmp_path / "scalebot.db")
     kept = [r.audit_head for r in caplog.records if hasattr(r, "audit_head")][-1]
     forged = tmp_path / "forged.db"
@@ -205,7 +205,7 @@ def test_a_write_ahead_log_without_its_index_is_refused_not_created(
 
 def test_only_committed_audit_rows_are_published(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     store = Store(tmp_path / "scalebot.db")
-    with caplog.at_level(logging.INFO, logger="engine.store"):
+    with caplog.at_level(logging.INFO, logger="engine.store.database"):
         with pytest.raises(RuntimeError), store.transaction():
             store.audit(at=AT, actor="U0A", action="request")
             raise RuntimeError("the rest of the decision failed")
@@ -230,7 +230,7 @@ def test_a_replaced_trigger_is_restored_and_reported_at_start(
         "CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit BEGIN SELECT 1; END",
     )
 
-    with caplog.at_level(logging.WARNING, logger="engine.store"):
+    with caplog.at_level(logging.WARNING, logger="engine.store.database"):
         store = Store(db)
 
     assert any("audit_no_update" in r.getMessage() and "replaced" in r.getMessage() for r in caplog.records)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from engine.cleanup import as_uncordoned
-from engine.model import DRAINING_TAINT_KEY, NodeInfo
+from engine.domain.model import DRAINING_TAINT_KEY, NodeInfo
+from engine.operations.unattended import as_uncordoned
 
 
 def _node(name: str) -> dict[str, object]:

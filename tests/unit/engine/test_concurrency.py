@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from engine.concurrency import AdaptiveGate, AimdController, AimdSettings
+from engine.drain.concurrency import AdaptiveGate, AimdController, AimdSettings
 from engine.kube import errors
 
 SETTINGS = AimdSettings(initial=4, minimum=2, maximum=10, window=4, slow_start=False)

@@ -6,7 +6,10 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from engine.consolidation import (
+from engine.domain.model import LabelSelector, PdbInfo
+from engine.domain.operation import OpKind
+from engine.operations.policy import EVICTOR, ClusterPolicy, approvals_needed
+from engine.planning.consolidation import (
     ConsolidationPolicy,
     ConsolidationSettings,
     ScaleDownRules,
@@ -21,9 +24,6 @@ from engine.consolidation import (
     recheck,
     track_since,
 )
-from engine.model import LabelSelector, PdbInfo
-from engine.operation import OpKind
-from engine.policy import EVICTOR, ClusterPolicy, approvals_needed
 from engine.pools.base import Pool
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)

@@ -15,11 +15,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from engine import drain, drainer, filters
+from engine.domain.model import DRAINING_TAINT_KEY, OwnerRef, PodInfo
+from engine.drain import driver as drainer
+from engine.drain import filters
+from engine.drain import passes as drain
+from engine.drain.report import DrainReport
 from engine.kube import errors
 from engine.kube.fake import FakeCluster
-from engine.model import DRAINING_TAINT_KEY, OwnerRef, PodInfo
-from engine.report import DrainReport
 
 START = datetime(2026, 3, 27, 19, 0, 5, tzinfo=UTC)
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from engine import drainer, filters
-from engine.clock import FakeClock
+from engine.domain.clock import FakeClock
+from engine.domain.model import parse_label_selector
+from engine.drain import driver as drainer
+from engine.drain import filters
 from engine.kube.fake import FakeCluster
-from engine.model import parse_label_selector
 
 START = datetime(2026, 3, 2, 14, 0, tzinfo=UTC)
 

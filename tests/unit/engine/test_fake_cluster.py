@@ -10,11 +10,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from engine.clock import FakeClock
+from engine.domain.clock import FakeClock
+from engine.domain.model import DRAINING_TAINT_KEY, UNSCHEDULABLE_TAINT_KEY, PodInfo, Taint
 from engine.kube import errors
 from engine.kube.api import KubeApi
 from engine.kube.fake import DEFAULT_START, FakeCluster
-from engine.model import DRAINING_TAINT_KEY, UNSCHEDULABLE_TAINT_KEY, PodInfo, Taint
 
 PDB_MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget."
 

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from engine.domain.operation import OperationRequest, OpKind, Target
 from engine.kube.fake import FakeCluster
-from engine.operation import OperationRequest, OpKind, Target
-from engine.operations import new_operations
+from engine.operations.runner import CLAIM_TTL_SECONDS, ClusterHandle, RunnerSettings
+from engine.operations.service import new_operations
 from engine.pools.simulated import SimulatedPoolProvider
-from engine.runner import CLAIM_TTL_SECONDS, ClusterHandle, RunnerSettings
-from engine.store import RunnerId, Store
+from engine.store.database import RunnerId, Store
 
 A = RunnerId(owner="scalebot-a", host="host-a", pid=101, nonce="a")
 B = RunnerId(owner="scalebot-b", host="host-b", pid=202, nonce="b")
@@ -88,10 +88,10 @@ def test_a_runner_whose_claim_is_taken_over_mid_step_makes_no_further_kubernetes
 
 
 def test_the_fenced_ports_refuse_every_write_and_pass_reads_and_optional_ports_through() -> None:
-    from engine.fence import FencedKubeApi, FencedPools
     from engine.kube.api import PodWatchApi
+    from engine.operations.fence import FencedKubeApi, FencedPools
     from engine.pools.base import TakesBackRemoval
-    from engine.store import Fenced
+    from engine.store.database import Fenced
 
     cluster = FakeCluster()
     cluster.add_node("web-0", labels={"scalebot.io/pool": "web"})

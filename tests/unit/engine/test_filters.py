@@ -1,4 +1,4 @@
-"""Pod classification (engine.filters).
+"""Pod classification (engine.drain.filters).
 
 Covers: each filter's verdict and reason text (kubectl's for refusals, Cluster API's for warnings),
 the presets, which filter wins for a pod matching several rules, the skip-deleted window (option and
@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from engine import filters, model
-from engine.filters import Action, DrainContext, DrainOptions, Verdict
-from engine.model import OwnerRef, PodInfo
+from engine.domain import model
+from engine.domain.model import OwnerRef, PodInfo
+from engine.drain import filters
+from engine.drain.filters import Action, DrainContext, DrainOptions, Verdict
 
 NOW = datetime(2026, 3, 27, 19, 0, 5, tzinfo=UTC)
 KUBECTL = DrainOptions.kubectl()

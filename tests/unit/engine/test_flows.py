@@ -1,4 +1,4 @@
-"""engine.flows: the runner's transition table.
+"""engine.operations.flows: the runner's transition table.
 
 Covers: every step of every flow is a step the runner has, and every step it has is in a flow;
 the step each kind of operation starts with; every transition a step can ask for, as the steps
@@ -11,9 +11,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from engine import flows, runner
-from engine.flows import NEXT
-from engine.operation import Operation, OperationPlan, OpKind, OpState, PoolChange, Target
+from engine.domain.operation import Operation, OperationPlan, OpKind, OpState, PoolChange, Target
+from engine.operations import flows, runner
+from engine.operations.flows import NEXT
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from engine.domain.operation import Operation, OperationRequest, OpKind, OpState, ProgressEvent, Target
 from engine.kube.fake import FakeCluster
-from engine.operation import Operation, OperationRequest, OpKind, OpState, ProgressEvent, Target
-from engine.operations import Operations
+from engine.operations.service import Operations
 from tests.unit.engine import test_operations
 from tests.unit.engine.test_operations import APPROVER, OPERATOR, make_ops
 

@@ -26,15 +26,15 @@ import kubernetes.client
 import pytest
 import urllib3
 
+from engine.domain.model import PodInfo
 from engine.kube import errors
 from engine.kube.api import KubeApi
 from engine.kube.client import KubeClient, KubeConfigError, load_configuration
 from engine.kube.events import EventRecorder, ObjectRef
 from engine.kube.lease import LeaseElector, probe_api_server
-from engine.model import PodInfo
+from engine.kube.ratelimit import TokenBucket
 from engine.pools.common import NodeRemovalError
 from engine.pools.labels import LabelPoolProvider
-from engine.ratelimit import TokenBucket
 
 PDB_MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget."
 POD = PodInfo(namespace="shop", name="web-1", uid="uid-1", node_name="n1")

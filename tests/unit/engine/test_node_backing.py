@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from engine.pools.base import NodeRemoval
+from engine.domain.node_removal import NodeRemoval
 from engine.pools.labels import node_backing, removal_for
 
 

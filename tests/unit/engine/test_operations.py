@@ -19,13 +19,13 @@ from typing import Any
 
 import pytest
 
-from engine import policy
+from engine.domain.operation import OperationRequest, OpKind, OpState, ProgressEvent, Target
 from engine.kube.fake import FakeCluster
-from engine.operation import OperationRequest, OpKind, OpState, ProgressEvent, Target
-from engine.operations import Operations, new_operations
+from engine.operations import policy
+from engine.operations.runner import ClusterHandle, RunnerSettings
+from engine.operations.service import Operations, new_operations
 from engine.pools.simulated import SimulatedPoolProvider
-from engine.runner import ClusterHandle, RunnerSettings
-from engine.store import Store
+from engine.store.database import Store
 
 OPERATOR, APPROVER, APPROVER2 = "U0OPER", "U0APPR", "U0APPR2"
 

@@ -1,11 +1,18 @@
-"""engine.model.PdbIndex answers exactly what the plain scan (pdbs_for_pod) answers, in order."""
+"""engine.domain.model.PdbIndex answers exactly what the plain scan (pdbs_for_pod) answers, in order."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.model import LabelSelector, LabelSelectorRequirement, PdbIndex, PdbInfo, PodInfo, pdbs_for_pod
+from engine.domain.model import (
+    LabelSelector,
+    LabelSelectorRequirement,
+    PdbIndex,
+    PdbInfo,
+    PodInfo,
+    pdbs_for_pod,
+)
 
 NAMESPACES = st.sampled_from(["a", "b"])
 LABELS = st.dictionaries(st.sampled_from(["app", "tier", "team"]), st.sampled_from(["x", "y"]), max_size=3)

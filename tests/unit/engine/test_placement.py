@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.model import LabelSelector, Taint
-from engine.placement import (
+from engine.domain.model import LabelSelector, Taint
+from engine.planning.placement import (
     HOSTNAME_KEY,
     ZONE_KEY,
     AffinityTerm,

@@ -11,9 +11,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from engine.model import NodeInfo
-from engine.operation import OpKind, Target
-from engine.plan import ClusterSnapshot, PlanError, plan_operation
+from engine.domain.model import NodeInfo
+from engine.domain.operation import OpKind, Target
+from engine.planning.preflight import ClusterSnapshot, PlanError, plan_operation
 from engine.pools.base import Pool
 
 NOW = datetime(2026, 3, 27, 19, 0, tzinfo=UTC)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from engine.model import NodeInfo
-from engine.operation import OpKind, Target
-from engine.plan import ClusterSnapshot, plan_operation
+from engine.domain.model import NodeInfo
+from engine.domain.operation import OpKind, Target
+from engine.planning.preflight import ClusterSnapshot, plan_operation
 from engine.pools.base import Pool
 from engine.pools.victims import VictimHints
 

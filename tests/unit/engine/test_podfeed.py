@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from engine.domain.model import PodInfo
+from engine.drain.pod_feed import MAX_BREAKS, PodFeed
 from engine.kube import errors
 from engine.kube.api import PodEvent, PodListing
 from engine.kube.fake import FakeCluster
-from engine.model import PodInfo
-from engine.podfeed import MAX_BREAKS, PodFeed
 
 END = object()
 """The server ended the watch normally (its timeout)."""

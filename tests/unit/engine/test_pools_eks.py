@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from engine.clock import FakeClock
+from engine.domain.clock import FakeClock
 from engine.pools.base import PoolNotFound, PoolSizeError, RestoreRecord
 from engine.pools.common import NodeRemovalError
 from engine.pools.eks import (

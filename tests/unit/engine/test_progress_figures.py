@@ -12,10 +12,10 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from engine.drain_state import DrainState
+from engine.domain.drain_state import DrainState
+from engine.domain.operation import DrainProgress, Operation, ProgressEvent
+from engine.domain.progress_figures import add_sample, bar, figures, rate_per_minute, status_line, time_left
 from engine.kube.fake import FakeCluster
-from engine.operation import DrainProgress, Operation, ProgressEvent
-from engine.progress_figures import add_sample, bar, figures, rate_per_minute, status_line, time_left
 from tests.unit.engine.test_operations import finish, make_ops, zero
 
 T0 = datetime(2026, 3, 2, 14, 0, tzinfo=UTC)

@@ -7,8 +7,8 @@ from typing import Any
 import orjson
 import pytest
 
+from engine.domain.model import PodInfo
 from engine.kube import projection
-from engine.model import PodInfo
 
 FULL_POD: dict[str, Any] = {
     "metadata": {

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from engine.ratelimit import TokenBucket
+from engine.kube.ratelimit import TokenBucket
 
 
 class VirtualTime:

@@ -1,4 +1,4 @@
-"""Drain reports and their condition messages (engine.report).
+"""Drain reports and their condition messages (engine.drain.report).
 
 Covers: normalisation (byte-order sort, de-duplication, identical state → identical value and text),
 completeness and counts, truncated lists, both condition-message styles against the worked example
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.report import DrainReport, truncated_list
+from engine.drain.report import DrainReport, truncated_list
 
 STARTED = datetime(2026, 3, 27, 19, 0, 5, tzinfo=UTC)
 PDB_KEY = (

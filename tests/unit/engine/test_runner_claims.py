@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from bot.health import runner_healthy
-from engine.clock import FakeClock
+from bot.runtime.health import runner_healthy
+from engine.domain.clock import FakeClock
+from engine.domain.operation import OperationRequest, OpKind, OpState, ProgressEvent, Target
 from engine.kube.fake import FakeCluster
-from engine.operation import OperationRequest, OpKind, OpState, ProgressEvent, Target
-from engine.operations import Operations, new_operations
+from engine.operations.runner import CLAIM_TTL_SECONDS, ClusterHandle, RunnerSettings
+from engine.operations.service import Operations, new_operations
 from engine.pools.simulated import SimulatedPoolProvider
-from engine.runner import CLAIM_TTL_SECONDS, ClusterHandle, RunnerSettings
-from engine.store import ClaimHeld, RunnerId, Store, StoreError
+from engine.store.database import ClaimHeld, RunnerId, Store, StoreError
 
 A = RunnerId(owner="scalebot-a", host="host-a", pid=101, nonce="a")
 B = RunnerId(owner="scalebot-b", host="host-b", pid=202, nonce="b")

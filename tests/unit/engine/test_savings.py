@@ -22,8 +22,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from bot.savings_chart import HEIGHT_PX, WIDTH_PX, weekly_chart
-from engine.operation import (
+from bot.text.savings_chart import HEIGHT_PX, WIDTH_PX, weekly_chart
+from engine.domain.operation import (
     Operation,
     OperationPlan,
     OperationSummary,
@@ -33,8 +33,8 @@ from engine.operation import (
     PoolSizes,
     Target,
 )
-from engine.savings import asleep_series, savings
-from engine.store import Store, StoreError, read_operations_file
+from engine.savings.figures import asleep_series, savings
+from engine.store.database import Store, StoreError, read_operations_file
 
 BERLIN = ZoneInfo("Europe/Berlin")
 REPO = Path(__file__).resolve().parents[3]
@@ -255,7 +255,7 @@ def test_the_readme_example_chart_is_this_historys(recorded: Path) -> None:
     function; SCALEBOT_WRITE_EXAMPLES=1 regenerates it."""
     from matplotlib.image import imread
 
-    from bot.savings_chart import write_png
+    from bot.text.savings_chart import write_png
 
     report = savings(read_operations_file(str(recorded)), now=NOW, tz=BERLIN)
     if os.environ.get("SCALEBOT_WRITE_EXAMPLES"):

@@ -1,4 +1,4 @@
-"""When the weekly savings post is due (engine.savings_post): its wall time across a DST change,
+"""When the weekly savings post is due (engine.savings.weekly_post): its wall time across a DST change,
 once per week, an overdue post due at once, and the weeks its report covers."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from engine.savings_post import (
+from engine.savings.weekly_post import (
     SavingsPostSpec,
     due_week,
     next_post_at,
@@ -15,7 +15,7 @@ from engine.savings_post import (
     post_time,
     report_span,
 )
-from engine.schedule import ScheduleError
+from engine.schedules.spec import ScheduleError
 
 SPEC = SavingsPostSpec(at=parse_post_time("Mon 09:00"), tz="Europe/Berlin", channel="C0DEV")
 SUMMER_WEEK, WINTER_WEEK = date(2026, 10, 19), date(2026, 10, 26)  # CEST until Sun 25 Oct

@@ -1,4 +1,4 @@
-"""Schedules (engine.schedule), on injected instants only: nothing sleeps, nothing reads the clock.
+"""Schedules (engine.schedules.spec), on injected instants only: nothing sleeps, nothing reads the clock.
 
 Covers: parsing (weekday/time expressions, wrapping ranges, IANA zones only, lead times, dates, windows)
 and every parser error; spec validation (empty days, a wake colliding with the sleep, lead times longer
@@ -23,8 +23,8 @@ from apscheduler.triggers.cron import CronTrigger
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import schedule
-from engine.schedule import Occurrence, Override, ScheduleError, ScheduleSpec, WeeklyTime
+from engine.schedules import spec as schedule
+from engine.schedules.spec import Occurrence, Override, ScheduleError, ScheduleSpec, WeeklyTime
 
 BERLIN = "Europe/Berlin"
 DST_ZONES = ["Europe/Berlin", "America/New_York", "Australia/Sydney", "Australia/Lord_Howe", "Asia/Kolkata"]

@@ -1,4 +1,5 @@
-"""The schedule service (engine.schedules) on the in-memory cluster, a real SQLite file and virtual time.
+"""The schedule service (engine.schedules.service) on the in-memory cluster, a real SQLite file and
+virtual time.
 
 Covers: adding schedules and every bad-input refusal (nothing saved); who may create, pre-approve and
 decide; announcements at each lead time with the plan's numbers; postpone / skip / run now of one
@@ -20,12 +21,9 @@ from typing import Any
 
 import pytest
 
-from engine import policy
-from engine.announcement import NextEvent
-from engine.clock import FakeClock
-from engine.kube import errors
-from engine.kube.fake import FakeCluster
-from engine.operation import (
+from engine.domain.announcement import NextEvent
+from engine.domain.clock import FakeClock
+from engine.domain.operation import (
     Operation,
     OperationPlan,
     OperationProgress,
@@ -39,14 +37,17 @@ from engine.operation import (
     WorkloadCount,
     WorkloadsProgress,
 )
-from engine.operations import new_operations
+from engine.kube import errors
+from engine.kube.fake import FakeCluster
+from engine.operations import policy
+from engine.operations.runner import ClusterHandle, RunnerSettings
+from engine.operations.runner import _summary as runner_summary
+from engine.operations.service import new_operations
 from engine.pools.simulated import SimulatedPoolProvider
-from engine.runner import ClusterHandle, RunnerSettings
-from engine.runner import _summary as runner_summary
-from engine.schedule_model import ScheduleTarget
-from engine.schedule_text import wake_report
-from engine.schedules import Schedules
-from engine.store import Store
+from engine.schedules.model import ScheduleTarget
+from engine.schedules.service import Schedules
+from engine.schedules.text import wake_report
+from engine.store.database import Store
 
 CLUSTER = "dev-eu"
 OPERATOR, APPROVER, APPROVER2, VIEWER = "U0OPER", "U0APPR", "U0APPR2", "U0VIEW"

@@ -21,19 +21,19 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from engine import policy
-from engine.clock import FakeClock
-from engine.force_scope import ForceScope
+from engine.domain.clock import FakeClock
+from engine.domain.force_scope import ForceScope
+from engine.domain.model import DRAINING_TAINT_KEY, PdbIndex, PodInfo
+from engine.domain.operation import Operation, OperationRequest, OpKind, OpState, ProgressEvent, Target
 from engine.kube import errors
 from engine.kube.fake import FakeCluster
-from engine.model import DRAINING_TAINT_KEY, PdbIndex, PodInfo
-from engine.operation import Operation, OperationRequest, OpKind, OpState, ProgressEvent, Target
-from engine.operations import Operations, new_operations
+from engine.operations import policy
+from engine.operations.runner import ClusterHandle, RunnerSettings, drained_nodes
+from engine.operations.service import Operations, new_operations
 from engine.pools.simulated import SimulatedPoolProvider
-from engine.runner import ClusterHandle, RunnerSettings, drained_nodes
-from engine.schedule_model import ScheduleTarget
-from engine.schedules import Schedules
-from engine.store import Store
+from engine.schedules.model import ScheduleTarget
+from engine.schedules.service import Schedules
+from engine.store.database import Store
 
 CLUSTER = "dev"
 OPERATOR, APPROVER, APPROVER2 = "U0OPER", "U0APPR", "U0APPR2"
@@ -257,7 +257,7 @@ class Nights(RuleBasedStateMachine):
         """Time moves on to the schedule's next event (an announcement, the sleep or the wake)."""
         [upcoming, *_] = self.schedules.next_wakeups(self.clock.now())
         self.clock.advance(max(0.0, (upcoming - self.clock.now()).total_seconds()))
-        # A fire whose planning call failed raises to the timer's catch-all (bot/scheduler.py).
+        # A fire whose planning call failed raises to the timer's catch-all (bot/runtime/timer.py).
         with contextlib.suppress(errors.KubeError):
             self.schedules.run_due(self.clock.now())
         self._settle()
@@ -335,7 +335,7 @@ class Nights(RuleBasedStateMachine):
             return
         # Held: a running operation's nodes; a finished drain's (its result is cordoned nodes); a
         # phase 2 stopped for pods outside its force scope (it leaves them cordoned, on purpose,
-        # for the person who decides: re-request or uncordon, engine.runner._outside_scope).
+        # for the person who decides: re-request or uncordon, engine.operations.runner._outside_scope).
         holders = {
             n
             for op in self.ops.store.list_operations(limit=1000)

@@ -1,4 +1,4 @@
-"""engine.store: opening a database another process is writing.
+"""engine.store.database: opening a database another process is writing.
 
 Covers: a second scalebot opening the file while the first is inside a write transaction (as when two
 replicas start together and one creates the schema) waits for it instead of failing at once, which
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from engine import store as store_module
-from engine.store import Store, StoreError
+from engine.store import database as store_module
+from engine.store.database import Store, StoreError
 
 
 @contextmanager

@@ -1,4 +1,4 @@
-"""engine.store: an operation's typed progress and summary in SQLite, and the schema version.
+"""engine.store.database: an operation's typed progress and summary in SQLite, and the schema version.
 
 Covers: every field of `OperationProgress` and `OperationSummary` survives a write and a read;
 rows written by schema 3 (free-form objects, as the runner of that version wrote them) are
@@ -18,9 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.drain_state import DrainState, PodFailure
-from engine.kube.fake import FakeCluster
-from engine.operation import (
+from engine.domain.drain_state import DrainState, PodFailure
+from engine.domain.operation import (
     ConsolidationProgress,
     DrainProgress,
     Operation,
@@ -37,8 +36,9 @@ from engine.operation import (
     WorkloadCount,
     WorkloadsProgress,
 )
-from engine.schedule_text import wake_report
-from engine.store import SCHEMA_VERSION, Store, StoreError
+from engine.kube.fake import FakeCluster
+from engine.schedules.text import wake_report
+from engine.store.database import SCHEMA_VERSION, Store, StoreError
 from tests.unit.engine.test_operations import cluster, finish, make_ops, zero  # noqa: F401 (fixture)
 
 

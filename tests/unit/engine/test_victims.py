@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from engine.model import NodeInfo as Node
-from engine.model import OwnerRef, PodInfo, Taint
+from engine.domain.model import NodeInfo as Node
+from engine.domain.model import OwnerRef, PodInfo, Taint
 from engine.pools.victims import (
     VictimHints,
     choose_victims,

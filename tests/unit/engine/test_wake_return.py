@@ -11,13 +11,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from engine.domain.operation import OperationRequest, OpKind, OpState, ProgressEvent, Target
 from engine.kube.fake import FakeCluster
-from engine.operation import OperationRequest, OpKind, OpState, ProgressEvent, Target
-from engine.operations import Operations, new_operations
+from engine.operations.runner import ClusterHandle, RunnerSettings
+from engine.operations.service import Operations, new_operations
 from engine.pools.simulated import SimulatedPoolProvider
-from engine.runner import ClusterHandle, RunnerSettings
-from engine.schedule_text import wake_report
-from engine.store import Store
+from engine.schedules.text import wake_report
+from engine.store.database import Store
 from engine.workloads import WorkloadScaler
 from engine.workloads.model import HpaInfo, Kind, NamespaceInfo, WorkloadInfo
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from engine.model import OwnerRef
+from engine.domain.model import OwnerRef
 from engine.workloads import (
     KEDA_PAUSED_ANNOTATION,
     ORIGINAL_ANNOTATION,

@@ -1,0 +1,131 @@
+"""The CLI's progress on a terminal: one live panel per operation, redrawn in place, and the final
+summary as a table (rich).
+
+The panels show the figures of `engine.domain.progress_figures` (the ones Slack's status line shows):
+nodes drained of total, pods evicted / remaining / total, the current rate, the time left, and a
+short list of the pods that hold the drain back. Not on a terminal (CI logs, pipes) or with
+`--log-format json`, the CLI prints plain lines instead (`bot.cli.main`): nothing here runs then.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from datetime import timedelta
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+
+from engine.domain.durations import format_duration
+from engine.domain.operation import Operation, ProgressEvent
+from engine.domain.progress_figures import bar, figures, rate_text, time_left
+
+BLOCKERS_SHOWN = 5
+BLOCKER_WIDTH = 100
+"""A blocking pod's line is cut here: budget sentences are long and the panel must stay short."""
+
+
+def operation_panel(op: Operation, status: str) -> Panel:
+    """One operation: its status line and, once it drains, its figures and blocking pods.
+    Text from the cluster (pod names, reasons) is escaped: it is shown, never read as markup."""
+    rows = Table.grid(padding=(0, 2))
+    rows.add_column(style="bold")
+    rows.add_column()
+    rows.add_row("status", escape(status or op.state.value))
+    f = figures(op)
+    if f is not None:
+        rows.add_row("progress", f"{bar(f.fraction, 24)} {f.fraction:.0%}")
+        rows.add_row("nodes", f"{f.nodes_drained}/{f.nodes_total} drained")
+        rows.add_row(
+            "pods",
+            f"{f.pods_evicted} evicted · {f.pods_remaining} remaining · {f.pods_total} total"
+            + (f" · {f.pods_terminating} terminating" if f.pods_terminating else ""),
+        )
+        rows.add_row("rate", rate_text(f))
+        rows.add_row("ETA", time_left(f.eta_seconds))
+        if f.blocking:
+            lines = [_cut(pod) for pod in f.blocking[:BLOCKERS_SHOWN]]
+            rows.add_row("blocking", escape("\n".join(lines)))
+    title = escape(f"{op.id} · {op.kind.value} · {op.target.cluster} · {op.plan.summary()}")
+    return Panel(rows, title=title, title_align="left")
+
+
+def summary_table(ops: Sequence[Operation]) -> Table:
+    """What each operation ended with: the summary's figures (the final message's); an operation
+    that ended without a summary (a failed drain) shows what its last pass counted."""
+    table = Table(title="Summary")
+    for name, justify in (
+        ("operation", "left"),
+        ("kind", "left"),
+        ("cluster", "left"),
+        ("state", "left"),
+        ("duration", "right"),
+        ("nodes drained", "right"),
+        ("pods evicted", "right"),
+        ("force-deleted", "right"),
+        ("nodes removed", "right"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for op in ops:
+        s = op.summary
+        f = figures(op)
+        table.add_row(
+            op.id,
+            op.kind.value,
+            escape(op.target.cluster),
+            op.state.value,
+            format_duration(timedelta(seconds=s.duration_seconds)) if s else "—",
+            f"{f.nodes_drained}/{f.nodes_total}" if f else "—",
+            str(s.pods_evicted) if s else str(f.pods_evicted) if f else "—",
+            str(s.pods_force_deleted) if s else "—",
+            str(s.nodes_removed) if s else "—",
+        )
+    return table
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= BLOCKER_WIDTH else text[: BLOCKER_WIDTH - 1] + "…"
+
+
+class LiveDisplay:
+    """The progress listener on a terminal: keeps each operation's latest state and redraws.
+
+    Redraws happen on events only (no refresh thread): the runner's events are the changes."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self._console = console or Console()
+        self._lock = threading.Lock()
+        self._views: dict[str, tuple[Operation, str]] = {}
+        self._live: Live | None = None
+
+    def __call__(self, event: ProgressEvent) -> None:
+        op = event.operation
+        with self._lock:
+            _, status = self._views.get(op.id, (op, ""))
+            if event.kind in ("phase", "report", "final") or not status:
+                status = event.text
+            self._views[op.id] = (op, status)
+            if self._live is not None:
+                self._live.update(self._render(), refresh=True)
+
+    def go_live(self) -> None:
+        with self._lock:
+            self._live = Live(
+                self._render(), console=self._console, auto_refresh=False, redirect_stdout=False
+            )
+            self._live.start(refresh=True)
+
+    def finish(self, ops: Sequence[Operation]) -> None:
+        """Stop redrawing (the last panels stay on screen) and print the summary table."""
+        with self._lock:
+            if self._live is not None:
+                self._live.stop()
+                self._live = None
+        if ops:
+            self._console.print(summary_table(ops))
+
+    def _render(self) -> RenderableType:
+        return Group(*(operation_panel(op, status) for op, status in self._views.values()))

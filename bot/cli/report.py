@@ -1,0 +1,174 @@
+"""`scalebot report savings`: what the sleeps saved, from the operation history alone.
+
+Reads the SQLite file read-only (it never migrates or writes it) and needs no kubeconfig; prices
+per node-hour come from the config file when one is given (`clusters.<name>.node_hour_prices`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime, tzinfo
+from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from bot.cli import records as cli_read
+from bot.config import settings
+from engine.domain.clock import SystemClock
+from engine.domain.durations import parse_duration
+from engine.domain.operation import Operation
+from engine.savings.figures import PoolKey, SavingsReport, savings
+from engine.store.database import StoreError, read_operations_file
+
+
+def add_parser(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    wrap: Callable[[Callable[[argparse.Namespace], None]], Callable[[argparse.Namespace], int]],
+) -> None:
+    """`report savings`; `wrap` turns a ReadError into the CLI's one-line error (exit 2)."""
+    report = commands.add_parser("report", help="reports from the operation history (no kubeconfig)")
+    kinds = report.add_subparsers(dest="report", required=True, metavar="REPORT")
+    saved = kinds.add_parser(
+        "savings", help="node-hours (and money, given prices) saved by sleeps, per cluster, pool and week"
+    )
+    saved.add_argument(
+        "--since",
+        metavar="WHEN",
+        help="from this date/time (ISO 8601, e.g. 2026-03-01) or this long ago (e.g. 28d)",
+    )
+    saved.add_argument(
+        "--tz", default="UTC", metavar="ZONE", help="weeks start Monday 00:00 here (default UTC)"
+    )
+    saved.add_argument("--png", metavar="FILE", help="also draw the weekly chart into this PNG file")
+    saved.add_argument("--config", help="config file with node_hour_prices (default $SCALEBOT_CONFIG)")
+    saved.add_argument(
+        "--db",
+        metavar="FILE",
+        default=os.environ.get("SCALEBOT_DB", "scalebot.db"),
+        help="SQLite database (default $SCALEBOT_DB or ./scalebot.db), read-only",
+    )
+    saved.add_argument("-o", "--output", choices=("text", "json"), default="text", help="output format")
+    saved.add_argument(
+        "--post",
+        action="store_true",
+        help="post each cluster's report with its chart to the cluster's default channel now (needs the "
+        "config, SLACK_BOT_TOKEN and the files:write scope); scalebot run posts weekly by itself "
+        "where clusters.<name>.savings_report is set",
+    )
+    saved.set_defaults(handler=wrap(cmd_savings))
+
+
+class ReportError(cli_read.ReadError):
+    """Bad input: printed as one line by `bot.cli.main`, exit 2, nothing written."""
+
+
+def cmd_savings(args: argparse.Namespace) -> None:
+    now = SystemClock().now()
+    tz = _zone(args.tz)
+    since = _since(args.since, now, tz)
+    loaded = _settings(args.config, require_slack=args.post)
+    prices = loaded.node_hour_prices() if loaded else {}
+    png = Path(args.png) if args.png else None
+    if png is not None and not png.parent.is_dir():
+        raise ReportError(f"--png {args.png}: the directory {png.parent} does not exist")
+    try:
+        ops = read_operations_file(args.db)
+    except StoreError as exc:
+        raise ReportError(str(exc)) from exc
+    report = savings(ops, now=now, tz=tz, since=since, prices=prices)
+    cli_read.emit(report.to_json(), args.output, lambda: text_lines(report))
+    if png is not None:
+        from bot.text.savings_chart import write_png
+
+        write_png(report, png)
+    if args.post and loaded is not None:
+        _post(loaded, ops, now=now, tz=tz, since=since, prices=prices)
+
+
+def _post(
+    loaded: settings.Settings,
+    ops: Sequence[Operation],
+    *,
+    now: datetime,
+    tz: tzinfo,
+    since: datetime | None,
+    prices: Mapping[PoolKey, float],
+) -> None:
+    """Each cluster's own report, in its default channel; a cluster without one is named on stderr."""
+    from slack_sdk.errors import SlackApiError
+
+    from bot.slack.app import web_client
+    from bot.slack.directory import ChannelDirectory
+    from bot.slack.weekly_post import cluster_report, post_weekly
+
+    client = web_client(loaded)
+    try:
+        loaded = settings.with_channel_ids(loaded, ChannelDirectory(client).resolve)
+    except settings.SettingsError as exc:
+        raise ReportError(str(exc)) from None
+    for cluster in sorted({op.target.cluster for op in ops}):
+        channel = loaded.channel_for(cluster)
+        if channel is None:
+            print(f"not posted: cluster {cluster} has no default_channel in the config", file=sys.stderr)
+            continue
+        report = cluster_report(ops, cluster, now=now, tz=tz, since=since, prices=prices)
+        try:
+            post_weekly(client, channel, cluster, report)
+        except SlackApiError as exc:
+            raise ReportError(
+                f"Slack refused the post of {cluster}'s savings in {channel}: {exc.response.get('error')}"
+            ) from None
+        print(f"posted: {cluster}'s savings in {channel}", file=sys.stderr)
+
+
+def text_lines(report: SavingsReport) -> list[str]:
+    since = report.since.isoformat(timespec="seconds") if report.since else "the first record"
+    lines = [f"Savings from {since} to {report.until.isoformat(timespec='seconds')}"]
+    lines.append(f"{'cluster':<16} {'pool':<16} {'week':<10} {'node-hours':>11} {'money':>10}")
+    for r in report.rows:
+        money = "" if r.money is None else f"{r.money:,.2f}"
+        lines.append(
+            f"{r.cluster:<16} {r.pool:<16} {r.week.isoformat():<10} {r.node_hours:>11,.1f} {money:>10}"
+        )
+    lines.append(f"{'total':<44} {report.node_hours:>11,.1f}")
+    lines.append("What this report cannot know:")
+    lines.extend(f"- {note}" for note in report.unknowns)
+    return lines
+
+
+def _zone(name: str) -> tzinfo:
+    if name.upper() == "UTC":
+        return UTC
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ReportError(f"--tz {name!r} is not a time zone (e.g. Europe/Berlin, UTC)") from None
+
+
+def _since(text: str | None, now: datetime, tz: tzinfo) -> datetime | None:
+    if not text:
+        return None
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        try:
+            return now - parse_duration(text)
+        except ValueError:
+            raise ReportError(
+                f"--since {text!r}: give a date or time (2026-03-01, 2026-03-01T18:00) or how long ago (28d)"
+            ) from None
+    return at if at.tzinfo else at.replace(tzinfo=tz)
+
+
+def _settings(config: str | None, *, require_slack: bool) -> settings.Settings | None:
+    """The config (prices, channels), if one is given; posting needs it and Slack's settings."""
+    if not config and not os.environ.get("SCALEBOT_CONFIG"):
+        if require_slack:
+            raise ReportError("--post needs the config file (--config or $SCALEBOT_CONFIG) for the channels")
+        return None
+    try:
+        return settings.load(config, os.environ, require_slack=require_slack)
+    except settings.SettingsError as exc:
+        raise ReportError(str(exc)) from exc

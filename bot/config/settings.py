@@ -1,0 +1,771 @@
+"""Process settings: a YAML config file plus the environment, validated once at start.
+
+`load(path, env)` returns frozen, grouped dataclasses or raises `SettingsError` whose message
+starts with the bad key path ("clusters.dev-eu.policy.users.U1: unknown role 'boss' (viewer,
+operator, approver, admin)"), so the process can exit with one actionable line.
+
+Environment (secrets live only here, never in the file):
+    SLACK_BOT_TOKEN       xoxb-… bot token (required)
+    SLACK_SIGNING_SECRET  HTTP mode request signing secret (required unless SLACK_APP_TOKEN is set)
+    SLACK_APP_TOKEN       xapp-… app-level token; when set the bot runs in Socket Mode
+    SLACK_API_URL         Web API base URL override, ending in '/' (GovSlack, tests)
+    SCALEBOT_CONFIG       the config file, when `load` is given no path
+    SCALEBOT_DB           SQLite database path (default ./scalebot.db)
+
+Config file (every key optional except what a cluster needs to be reached):
+    server:   {http_port: 3000, health_port: 8080, host: 0.0.0.0}
+    sender:   {update_interval: 3s, updates_per_minute: 40, posts_per_second: 1}
+    workers:  8                                     # the bot's own executor for slow commands
+    channels: {C0123: dev-eu}                       # channel ID -> default cluster
+    slack:                                          # who may use the bot (Slack Connect brings others)
+      allowed_team_ids: [T0123]                     # default: the bot token's own workspace
+      allowed_enterprise_ids: [E0123]               # default: not checked
+      allowed_app_ids: [A0123]                      # default: not checked
+    clusters:
+      dev-eu:
+        context: dev-eu                             # kubeconfig context (default: the cluster name)
+        kubeconfig: /etc/scalebot/kubeconfig        # default: $KUBECONFIG / ~/.kube/config / in-cluster
+        provider: labels                            # a name from bot.config.providers.PROVIDERS
+        pool_label: scalebot.io/pool                # the provider's own options (bot.config.providers)
+        api_qps: 200                                # client-side requests/s to the API server; api_burst: 300
+        default_channels: [C0123]                   # or default_channel: C0123
+        allowed_channels: [C0123]                   # operate it only from these (default: any but DMs
+                                                    # when protected)
+        protected: false
+        policy:
+          users: {U0ADMIN: admin, U0OPS: operator}
+          groups: {S0SRE: approver}
+          approval_required_for: [zero, scale_down, force]
+          approvals_required: 1
+          protected_approvals: 2
+          allow_self_approval: false
+          request_ttl: 30m
+          drain_one_at_a_time: false                # scale-down / zero: non-empty nodes one at a time
+          scale_up_ceiling: 2                       # a scale-up past 2x a pool's size (or past its own
+                                                    # maximum) needs approval like a scale-down
+        consolidation:                              # /scale consolidate, scalebot consolidate
+          node_grace: 5m                            # nodes younger than this stay
+          max_nodes: 10                             # nodes one plan removes at most
+          allow_alongside_autoscaler: false         # refuse while cluster-autoscaler/Karpenter/CAST AI run
+          empty_nodes: false                        # remove nodes with only DaemonSet/mirror pods ...
+          unneeded_time: 10m                        # ... unneeded this long (also Evictor mode; older
+                                                    # name empty_node_ttl), up to empty_node_batch: 10
+          delay_after_add: 10m                      # unattended: nothing removed this soon after a node joins
+          interval: 60s                             # how often the policies look
+          evictor: false                            # Evictor mode: propose the plan when it changes
+          evictor_auto_approve: false               # ... and run it without an approval
+          utilization_threshold: 0.5                # cluster-autoscaler's rules, with its defaults
+          gpu_utilization_threshold: 0.5
+          ignore_daemonsets_utilization: false
+          skip_nodes_with_system_pods: true
+          system_pod_disruption_timeout: 1h
+          skip_nodes_with_local_storage: true
+          skip_nodes_with_custom_controller_pods: true
+        drain_report: current                       # Cluster API condition layout: current | legacy
+        savings_report:                             # the weekly savings post (default: off)
+          schedule: Mon 09:00                       # one weekday and a 24-hour time
+          timezone: Europe/Berlin                   # IANA zone (default UTC)
+          channel: C0123                            # default: the cluster's default channel
+Tokens are `Secret`s: their repr and str are masked, so a logged Settings shows no secret.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping, MutableMapping
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bot.config import providers
+from bot.slack import directory
+from engine.domain.durations import DurationError, parse_duration
+from engine.drain.report import Style as ReportStyle
+from engine.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS
+from engine.operations.policy import ClusterPolicy, Role
+from engine.planning.consolidation import ConsolidationPolicy, ScaleDownRules
+from engine.savings.weekly_post import SavingsPostSpec, parse_post_time
+from engine.schedules.spec import ScheduleError, parse_zone
+
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_SLACK_USER = re.compile(r"[UW][A-Z0-9]+")
+_SLACK_GROUP = re.compile(r"S[A-Z0-9]+")
+APPROVAL_TAGS = (
+    "drain",
+    "scale_down",
+    "scale_up",
+    "zero",
+    "wake",
+    "force",
+    "cordon",
+    "uncordon",
+    "consolidate",
+)
+
+
+class SettingsError(ValueError):
+    """A bad setting; the message names the key path (or environment variable) and the fix."""
+
+
+class Secret:
+    """A token or secret that never shows itself in logs, reprs or messages."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('********')"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+    def __bool__(self) -> bool:
+        return bool(self._value)
+
+
+@dataclass(frozen=True, slots=True)
+class SlackSettings:
+    bot_token: Secret
+    signing_secret: Secret | None = None
+    app_token: Secret | None = None
+    """Set: Socket Mode (no inbound network). Unset: HTTP mode at /slack/events."""
+    api_url: str | None = None
+    """Web API base URL ending in '/'; None means slack_sdk's default (https://slack.com/api/)."""
+    allowed_team_ids: tuple[str, ...] = ()
+    """Workspaces (T…) whose people may use the bot; empty: the bot token's own workspace."""
+    allowed_enterprise_ids: tuple[str, ...] = ()
+    """Enterprise Grid organisations (E…); empty: not checked."""
+    allowed_app_ids: tuple[str, ...] = ()
+    """This Slack app's ID (A…); empty: not checked (the signature already binds the app's secret)."""
+
+    @property
+    def socket_mode(self) -> bool:
+        return self.app_token is not None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSettings:
+    host: str = "0.0.0.0"
+    http_port: int = 3000
+    """Slack's Request URL points here (HTTP mode): POST /slack/events, GET /healthz."""
+    health_port: int = 8080
+    """/healthz for Kubernetes probes; the HTTP port serves it too, so in HTTP mode this may equal it."""
+
+
+@dataclass(frozen=True, slots=True)
+class SenderSettings:
+    update_interval: float = 3.0
+    """Seconds between two chat.update calls of one message: progress stays live, Tier 3 stays safe."""
+    updates_per_minute: float = 40.0
+    """Global chat.update budget; Tier 3 is about 50/min per workspace, this leaves headroom."""
+    posts_per_second: float = 1.0
+    """chat.postMessage per channel (Slack allows about one per second, with short bursts)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSettings:
+    name: str
+    context: str
+    kubeconfig: Path | None = None
+    provider: str = providers.DEFAULT_PROVIDER
+    options: Mapping[str, str] = field(default_factory=dict)
+    """The provider's own settings (bot.config.providers), validated, defaults filled in."""
+    default_channels: tuple[str, ...] = ()
+    protected: bool = False
+    policy: ClusterPolicy = field(default_factory=lambda: ClusterPolicy(cluster=""))
+    api_qps: float = DEFAULT_QPS
+    """Client-side request rate to the API server (`engine.kube.ratelimit.DEFAULT_QPS` says why 200).
+    API Priority and Fairness still applies above it."""
+    api_burst: int = DEFAULT_BURST
+    drain_report: ReportStyle = "current"
+    """Cluster API's condition layout for drain reports: per-Pod lines (v1.9+) or grouped ("legacy")."""
+    node_hour_prices: Mapping[str, float] = field(default_factory=dict)
+    """Pool → what one node of it costs per hour: `report savings` turns node-hours into money."""
+    savings_report: SavingsPostSpec | None = None
+    """When `scalebot run` posts the weekly savings (report and chart) and where; None: never."""
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    slack: SlackSettings
+    clusters: Mapping[str, ClusterSettings] = field(default_factory=dict)
+    channels: Mapping[str, str] = field(default_factory=dict)
+    """Channel ID -> the cluster commands in that channel act on when none is named."""
+    server: ServerSettings = ServerSettings()
+    sender: SenderSettings = SenderSettings()
+    workers: int = 8
+    """Threads of the bot's own executor (planning, status): never Bolt's listener pool."""
+    db_path: Path = Path("scalebot.db")
+    config_path: Path | None = None
+    workloads_return_timeout: timedelta = timedelta(minutes=5)
+    """How long a wake, its nodes Ready, follows the workloads not yet available before it says
+    which are still not back and why."""
+
+    def default_cluster(self, channel: str) -> str | None:
+        """The channel's cluster; with a single configured cluster, that one."""
+        if channel in self.channels:
+            return self.channels[channel]
+        if len(self.clusters) == 1:
+            return next(iter(self.clusters))
+        return None
+
+    def cluster_names(self) -> list[str]:
+        return sorted(self.clusters)
+
+    def channel_for(self, cluster: str) -> str | None:
+        """Where operations started outside Slack (CLI, schedules without a channel) are shown."""
+        settings = self.clusters.get(cluster)
+        return settings.default_channels[0] if settings and settings.default_channels else None
+
+    def node_hour_prices(self) -> dict[tuple[str, str], float]:
+        """(cluster, pool) → price per node-hour, for the savings report."""
+        return {
+            (name, pool): price
+            for name, cluster in self.clusters.items()
+            for pool, price in cluster.node_hour_prices.items()
+        }
+
+    def policies(self) -> dict[str, ClusterPolicy]:
+        return {name: c.policy for name, c in self.clusters.items()}
+
+
+SECRET_ENV = ("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET")
+"""The environment variables that carry secrets; `load` reads them once into `Secret` values."""
+
+
+def forget_secret_env(env: MutableMapping[str, str]) -> None:
+    """Remove the Slack secrets from the process environment once the settings hold them.
+
+    Bolt's `App` reads SLACK_BOT_TOKEN from the environment whenever it is given no token, and
+    since scalebot hands it a client built from the settings it then warns, on every start, that
+    the token "will be unused". With the variables gone Bolt has nothing to ignore, and no library
+    or child process can find the tokens in the environment either.
+    """
+    for name in SECRET_ENV:
+        env.pop(name, None)
+
+
+def load(
+    path: str | Path | None, env: Mapping[str, str] | None = None, *, require_slack: bool = True
+) -> Settings:
+    """Read the config file (`path`, else $SCALEBOT_CONFIG, else none) and the environment."""
+    env = os.environ if env is None else env
+    config_path = (
+        Path(path) if path else (Path(env["SCALEBOT_CONFIG"]) if env.get("SCALEBOT_CONFIG") else None)
+    )
+    raw = _read(config_path) if config_path else {}
+    doc = _Node(raw, "")
+    doc.only("server", "sender", "workers", "channels", "clusters", "slack", "workloads_return_timeout")
+    clusters = {name: _cluster(name, node) for name, node in doc.child("clusters").items()}
+    channels = _channels(doc, clusters)
+    return Settings(
+        slack=_slack(env, require_slack, doc.child("slack")),
+        clusters=clusters,
+        channels=channels,
+        server=_server(doc.child("server")),
+        sender=_sender(doc.child("sender")),
+        workers=doc.integer("workers", 8, low=1, high=64),
+        db_path=Path(env.get("SCALEBOT_DB") or "scalebot.db"),
+        config_path=config_path,
+        workloads_return_timeout=doc.duration("workloads_return_timeout", timedelta(minutes=5)),
+    )
+
+
+def _read(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"{path}: cannot read the config file ({exc})") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise SettingsError(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise SettingsError(f"{path}: the config file must be a mapping of settings")
+    return data
+
+
+def _slack(env: Mapping[str, str], required: bool, node: _Node) -> SlackSettings:
+    node.only("allowed_team_ids", "allowed_enterprise_ids", "allowed_app_ids")
+    allowed: dict[str, tuple[str, ...]] = {}
+    for key, prefix, what in (
+        ("allowed_team_ids", "T", "a workspace ID (T…)"),
+        ("allowed_enterprise_ids", "E", "an enterprise ID (E…)"),
+        ("allowed_app_ids", "A", "an app ID (A…)"),
+    ):
+        allowed[key] = node.strings(key)
+        for index, value in enumerate(allowed[key]):
+            if not re.fullmatch(prefix + r"[A-Z0-9]+", value):
+                raise SettingsError(f"{node.path}.{key}[{index}]: '{value}' is not {what}")
+    bot = env.get("SLACK_BOT_TOKEN", "").strip()
+    secret = env.get("SLACK_SIGNING_SECRET", "").strip()
+    app = env.get("SLACK_APP_TOKEN", "").strip()
+    api_url = env.get("SLACK_API_URL", "").strip() or None
+    if required and not bot:
+        raise SettingsError("SLACK_BOT_TOKEN: not set; put the app's Bot User OAuth Token (xoxb-…) there")
+    if bot and not bot.startswith("xoxb-"):
+        raise SettingsError("SLACK_BOT_TOKEN: expected a bot token starting with xoxb-")
+    if app and not app.startswith("xapp-"):
+        raise SettingsError(
+            "SLACK_APP_TOKEN: expected an app-level token starting with xapp- (connections:write)"
+        )
+    if required and not app and not secret:
+        raise SettingsError(
+            "SLACK_SIGNING_SECRET: not set; HTTP mode needs the app's signing secret "
+            "(or set SLACK_APP_TOKEN for Socket Mode)"
+        )
+    if api_url is not None and not re.fullmatch(r"https?://[^\s]+/", api_url):
+        raise SettingsError(f"SLACK_API_URL: '{api_url}' must be an http(s) URL ending with '/'")
+    return SlackSettings(
+        bot_token=Secret(bot),
+        signing_secret=Secret(secret) if secret else None,
+        app_token=Secret(app) if app else None,
+        api_url=api_url,
+        allowed_team_ids=allowed["allowed_team_ids"],
+        allowed_enterprise_ids=allowed["allowed_enterprise_ids"],
+        allowed_app_ids=allowed["allowed_app_ids"],
+    )
+
+
+def _server(node: _Node) -> ServerSettings:
+    node.only("host", "http_port", "health_port")
+    return ServerSettings(
+        host=node.string("host", "0.0.0.0"),
+        http_port=node.integer("http_port", 3000, low=0, high=65535),
+        health_port=node.integer("health_port", 8080, low=0, high=65535),
+    )
+
+
+def _sender(node: _Node) -> SenderSettings:
+    node.only("update_interval", "updates_per_minute", "posts_per_second")
+    interval = node.duration("update_interval", timedelta(seconds=3))
+    per_minute = node.number("updates_per_minute", 40.0, low=1.0, high=50.0)
+    return SenderSettings(
+        update_interval=interval.total_seconds(),
+        updates_per_minute=per_minute,
+        posts_per_second=node.number("posts_per_second", 1.0, low=0.1, high=10.0),
+    )
+
+
+_CLUSTER_KEYS = (
+    "context",
+    "kubeconfig",
+    "provider",
+    "default_channel",
+    "default_channels",
+    "allowed_channels",
+    "protected",
+    "policy",
+    "api_qps",
+    "api_burst",
+    "consolidation",
+    "drain_report",
+    "node_hour_prices",
+    "savings_report",
+)
+"""Keys every cluster entry may have; the provider adds its own (bot.config.providers)."""
+
+
+def _cluster(name: str, node: _Node) -> ClusterSettings:
+    if not _NAME.fullmatch(name) or len(name) > 63:
+        raise SettingsError(f"{node.path}: cluster names are DNS-1123 labels (lowercase, digits, '-', '.')")
+    provider = node.string("provider", providers.DEFAULT_PROVIDER)
+    try:
+        spec = providers.spec(provider)
+    except providers.ProviderOptionError as exc:
+        raise SettingsError(f"{node.path}.provider: {exc}") from None
+    for key, child in node.items():
+        owners = [p.name for p in providers.PROVIDERS.values() if key in p.option_keys()]
+        if owners and provider not in owners:
+            raise SettingsError(
+                f"{child.path}: a setting of provider {' / '.join(owners)}, not of {provider} "
+                f"(set provider: {owners[0]}, or remove it)"
+            )
+    node.only(*_CLUSTER_KEYS, *spec.option_keys())
+    given = {key: node.string(key, "") for key in spec.option_keys() if node.has(key)}
+    try:
+        options = spec.resolve(given)
+    except providers.ProviderOptionError as exc:
+        raise SettingsError(f"{node.path}.{exc}") from None
+    channels = list(node.strings("default_channels"))
+    if node.has("default_channel"):
+        channels.insert(0, node.string("default_channel", ""))
+    channels = [_channel(c, f"{node.path}.default_channels[{i}]") for i, c in enumerate(channels)]
+    allowed = [
+        _channel(c, f"{node.path}.allowed_channels[{i}]")
+        for i, c in enumerate(node.strings("allowed_channels"))
+    ]
+    kubeconfig = node.string("kubeconfig", "")
+    protected = node.boolean("protected", False)
+    return ClusterSettings(
+        name=name,
+        context=node.string("context", name),
+        kubeconfig=Path(kubeconfig).expanduser() if kubeconfig else None,
+        provider=provider,
+        options=options,
+        default_channels=tuple(dict.fromkeys(channels)),
+        protected=protected,
+        policy=replace(
+            _policy(name, node.child("policy"), protected=protected, channels=frozenset(allowed)),
+            consolidation=_consolidation(node.child("consolidation")),
+        ),
+        api_qps=node.number("api_qps", DEFAULT_QPS, low=1.0, high=1000.0),
+        api_burst=node.integer("api_burst", DEFAULT_BURST, low=1, high=2000),
+        drain_report=_drain_report(node),
+        node_hour_prices={
+            pool: prices.number(pool, 0.0, low=0.0, high=10_000.0)
+            for prices in (node.child("node_hour_prices"),)
+            for pool, _ in prices.items()
+        },
+        savings_report=_savings_report(node.child("savings_report"), channels),
+    )
+
+
+def _savings_report(node: _Node, default_channels: list[str]) -> SavingsPostSpec | None:
+    """The weekly savings post, off unless the key is given; its time is checked by the schedule
+    parser, so "Mon 9" or "Montag 09:00" is refused with an example."""
+    if node.value is None:
+        return None
+    node.only("schedule", "timezone", "channel")
+    if not node.has("schedule"):
+        raise SettingsError(f'{node.path}.schedule: required, one weekday and a time, e.g. "Mon 09:00"')
+    try:
+        at = parse_post_time(node.string("schedule", ""))
+    except ScheduleError as exc:
+        raise SettingsError(f"{node.path}.schedule: {exc}") from None
+    tz = node.string("timezone", "UTC")
+    try:
+        parse_zone(tz)
+    except ScheduleError as exc:
+        raise SettingsError(f"{node.path}.timezone: {exc}") from None
+    channel = node.string("channel", default_channels[0] if default_channels else "")
+    if not channel:
+        raise SettingsError(
+            f"{node.path}.channel: no channel to post in; give one (C…) or the cluster's default_channel"
+        )
+    return SavingsPostSpec(at=at, tz=tz, channel=_channel(channel, f"{node.path}.channel"))
+
+
+def _drain_report(node: _Node) -> ReportStyle:
+    value = node.string("drain_report", "current")
+    if value == "legacy":
+        return "legacy"
+    if value != "current":
+        raise SettingsError(f"{node.path}.drain_report: expected current or legacy, got {value!r}")
+    return "current"
+
+
+def _policy(
+    cluster: str, node: _Node, *, protected: bool, channels: frozenset[str] = frozenset()
+) -> ClusterPolicy:
+    node.only(
+        "users",
+        "groups",
+        "approval_required_for",
+        "approvals_required",
+        "protected_approvals",
+        "allow_self_approval",
+        "request_ttl",
+        "drain_one_at_a_time",
+        "scale_up_ceiling",
+    )
+    tags = node.strings("approval_required_for", ("zero", "scale_down", "force"))
+    for index, tag in enumerate(tags):
+        if tag not in APPROVAL_TAGS:
+            known = ", ".join(APPROVAL_TAGS)
+            raise SettingsError(f"{node.path}.approval_required_for[{index}]: unknown kind '{tag}' ({known})")
+    ttl = node.duration("request_ttl", timedelta(minutes=30))
+    if ttl <= timedelta(0):
+        raise SettingsError(f"{node.path}.request_ttl: must be longer than zero")
+    return ClusterPolicy(
+        cluster=cluster,
+        users=_roles(node.child("users"), _SLACK_USER, "a Slack user ID (U… or W…)"),
+        groups=_roles(node.child("groups"), _SLACK_GROUP, "a Slack user group ID (S…)"),
+        approval_required_for=frozenset(tags),
+        approvals_required=node.integer("approvals_required", 1, low=1, high=10),
+        allow_self_approval=node.boolean("allow_self_approval", False),
+        protected=protected,
+        protected_approvals=node.integer("protected_approvals", 2, low=1, high=10),
+        request_ttl=ttl,
+        channels=channels,
+        drain_one_at_a_time=node.boolean("drain_one_at_a_time", False),
+        scale_up_ceiling=node.number("scale_up_ceiling", 2.0, low=1.0, high=1000.0),
+    )
+
+
+def _consolidation(node: _Node) -> ConsolidationPolicy:
+    node.only(
+        "node_grace",
+        "max_nodes",
+        "allow_alongside_autoscaler",
+        "empty_nodes",
+        "unneeded_time",
+        "empty_node_ttl",
+        "delay_after_add",
+        "empty_node_batch",
+        "interval",
+        "evictor",
+        "evictor_auto_approve",
+        *_SCALE_DOWN_KEYS,
+    )
+    if node.has("unneeded_time") and node.has("empty_node_ttl"):
+        raise SettingsError(f"{node.path}.empty_node_ttl: the older name of unneeded_time; give only one")
+    ttl_key = "empty_node_ttl" if node.has("empty_node_ttl") else "unneeded_time"
+    durations = {
+        key: node.duration(key, default)
+        for key, default in (
+            ("node_grace", timedelta(minutes=5)),
+            (ttl_key, timedelta(minutes=10)),
+            ("delay_after_add", timedelta(minutes=10)),
+        )
+    }
+    for key, value in durations.items():
+        if value < timedelta(0):
+            raise SettingsError(f"{node.path}.{key}: must not be negative")
+    interval = node.duration("interval", timedelta(seconds=60))
+    if interval < timedelta(seconds=10):
+        raise SettingsError(f"{node.path}.interval: at least 10s (each cycle lists the whole cluster)")
+    return ConsolidationPolicy(
+        node_grace=durations["node_grace"],
+        max_nodes=node.integer("max_nodes", 10, low=1, high=1000),
+        allow_alongside_autoscaler=node.boolean("allow_alongside_autoscaler", False),
+        empty_nodes=node.boolean("empty_nodes", False),
+        unneeded_time=durations[ttl_key],
+        delay_after_add=durations["delay_after_add"],
+        empty_node_batch=node.integer("empty_node_batch", 10, low=1, high=1000),
+        interval=interval,
+        evictor=node.boolean("evictor", False),
+        evictor_auto_approve=node.boolean("evictor_auto_approve", False),
+        rules=_scale_down_rules(node),
+    )
+
+
+_SCALE_DOWN_KEYS = (
+    "utilization_threshold",
+    "gpu_utilization_threshold",
+    "ignore_daemonsets_utilization",
+    "skip_nodes_with_system_pods",
+    "system_pod_disruption_timeout",
+    "skip_nodes_with_local_storage",
+    "skip_nodes_with_custom_controller_pods",
+)
+"""cluster-autoscaler's scale-down flags (underscores for dashes), with its defaults."""
+
+
+def _scale_down_rules(node: _Node) -> ScaleDownRules:
+    default = ScaleDownRules()
+    timeout = node.duration("system_pod_disruption_timeout", default.system_pod_disruption_timeout)
+    if timeout < timedelta(0):
+        raise SettingsError(f"{node.path}.system_pod_disruption_timeout: must not be negative")
+    return ScaleDownRules(
+        utilization_threshold=node.number(
+            "utilization_threshold", default.utilization_threshold, low=0.0, high=1.0
+        ),
+        gpu_utilization_threshold=node.number(
+            "gpu_utilization_threshold", default.gpu_utilization_threshold, low=0.0, high=1.0
+        ),
+        ignore_daemonsets_utilization=node.boolean(
+            "ignore_daemonsets_utilization", default.ignore_daemonsets_utilization
+        ),
+        skip_nodes_with_system_pods=node.boolean(
+            "skip_nodes_with_system_pods", default.skip_nodes_with_system_pods
+        ),
+        system_pod_disruption_timeout=timeout,
+        skip_nodes_with_local_storage=node.boolean(
+            "skip_nodes_with_local_storage", default.skip_nodes_with_local_storage
+        ),
+        skip_nodes_with_custom_controller_pods=node.boolean(
+            "skip_nodes_with_custom_controller_pods", default.skip_nodes_with_custom_controller_pods
+        ),
+    )
+
+
+def _roles(node: _Node, pattern: re.Pattern[str], what: str) -> dict[str, Role]:
+    roles: dict[str, Role] = {}
+    labels = ", ".join(r.label for r in Role)
+    for key, child in node.items():
+        if not pattern.fullmatch(key):
+            raise SettingsError(f"{child.path}: '{key}' is not {what}; use IDs, never display names")
+        value = child.value
+        if not isinstance(value, str) or value.lower() not in {r.label for r in Role}:
+            raise SettingsError(f"{child.path}: unknown role '{value}' ({labels})")
+        roles[key] = Role[value.upper()]
+    return roles
+
+
+def _channel(value: str, path: str) -> str:
+    """A channel as the config names it: its ID (`C…`, Slack's `<#C…|name>`) or `#name`. A name
+    stays a name here (loading reads no network); `with_channel_ids` replaces it with its ID before
+    anything is served, so no rule ever compares a name."""
+    found = directory.channel_id(value)
+    if found is not None:
+        return found
+    if directory.channel_name(value) is not None:
+        return value
+    raise SettingsError(f"{path}: '{value}' is not a channel ID (C… or G…) or #name")
+
+
+def channel_names(settings: Settings) -> list[str]:
+    """The `#name` channels of the config, which need Slack to become IDs."""
+    written = [*settings.channels]
+    for cluster in settings.clusters.values():
+        written += [*cluster.default_channels, *sorted(cluster.policy.channels)]
+        if cluster.savings_report is not None:
+            written.append(cluster.savings_report.channel)
+    return sorted({c for c in written if directory.channel_name(c) is not None})
+
+
+def with_channel_ids(settings: Settings, resolve: Callable[[str], str]) -> Settings:
+    """`settings` with every `#name` replaced by the ID `resolve` finds (it raises ValueError with
+    what to do, which becomes a SettingsError naming the channel)."""
+    ids: dict[str, str] = {}
+    for name in channel_names(settings):
+        try:
+            ids[name] = resolve(name)
+        except ValueError as exc:
+            raise SettingsError(f"channel {name} in the configuration: {exc}") from exc
+
+    def one(channel: str) -> str:
+        return ids.get(channel, channel)
+
+    clusters = {
+        name: replace(
+            c,
+            default_channels=tuple(dict.fromkeys(map(one, c.default_channels))),
+            policy=replace(c.policy, channels=frozenset(map(one, c.policy.channels))),
+            savings_report=c.savings_report
+            and replace(c.savings_report, channel=one(c.savings_report.channel)),
+        )
+        for name, c in settings.clusters.items()
+    }
+    channels: dict[str, str] = {}
+    for channel, cluster in settings.channels.items():
+        if channels.get(one(channel), cluster) != cluster:
+            raise SettingsError(
+                f"channel {channel} is the default channel of two clusters; a channel has one"
+            )
+        channels[one(channel)] = cluster
+    return replace(settings, clusters=clusters, channels=channels)
+
+
+def _channels(doc: _Node, clusters: Mapping[str, ClusterSettings]) -> dict[str, str]:
+    mapping: dict[str, str] = {}
+    for cluster in clusters.values():
+        for channel in cluster.default_channels:
+            if channel in mapping and mapping[channel] != cluster.name:
+                raise SettingsError(
+                    f"clusters.{cluster.name}.default_channels: {channel} is already the default channel "
+                    f"of {mapping[channel]}; a channel has one default cluster"
+                )
+            mapping[channel] = cluster.name
+    for written, child in doc.child("channels").items():
+        channel = _channel(written, child.path)
+        if child.value not in clusters:
+            known = ", ".join(sorted(clusters)) or "none configured"
+            raise SettingsError(f"{child.path}: unknown cluster '{child.value}' ({known})")
+        mapping[channel] = str(child.value)
+    return mapping
+
+
+class _Node:
+    """One place in the YAML document, so every error can name its key path."""
+
+    def __init__(self, value: Any, path: str) -> None:
+        self.value = value
+        self.path = path or "(top level)"
+        self._prefix = f"{path}." if path else ""
+
+    def _mapping(self) -> dict[str, Any]:
+        if self.value is None:
+            return {}
+        if not isinstance(self.value, dict):
+            raise SettingsError(f"{self.path}: expected a mapping of settings")
+        return self.value
+
+    def has(self, key: str) -> bool:
+        return key in self._mapping()
+
+    def only(self, *known: str) -> None:
+        for key in self._mapping():
+            if key not in known:
+                raise SettingsError(f"{self._prefix}{key}: unknown setting (known here: {', '.join(known)})")
+
+    def child(self, key: str) -> _Node:
+        return _Node(self._mapping().get(key), f"{self._prefix}{key}")
+
+    def items(self) -> list[tuple[str, _Node]]:
+        return [(str(k), _Node(v, f"{self._prefix}{k}")) for k, v in self._mapping().items()]
+
+    def _get(self, key: str) -> tuple[Any, str]:
+        return self._mapping().get(key), f"{self._prefix}{key}"
+
+    def string(self, key: str, default: str) -> str:
+        value, path = self._get(key)
+        if value is None:
+            return default
+        if not isinstance(value, str | int) or isinstance(value, bool):
+            raise SettingsError(f"{path}: expected text, got {type(value).__name__}")
+        return str(value)
+
+    def strings(self, key: str, default: tuple[str, ...] = ()) -> tuple[str, ...]:
+        value, path = self._get(key)
+        if value is None:
+            return default
+        if isinstance(value, str):
+            return (value,)
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise SettingsError(f"{path}: expected a list of text values")
+        return tuple(value)
+
+    def integer(self, key: str, default: int, *, low: int, high: int) -> int:
+        value, path = self._get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise SettingsError(f"{path}: expected a whole number from {low} to {high}, got {value!r}")
+        return value
+
+    def number(self, key: str, default: float, *, low: float, high: float) -> float:
+        value, path = self._get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+            raise SettingsError(f"{path}: expected a number from {low:g} to {high:g}, got {value!r}")
+        return float(value)
+
+    def boolean(self, key: str, default: bool) -> bool:
+        value, path = self._get(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise SettingsError(f"{path}: expected true or false, got {value!r}")
+        return value
+
+    def duration(self, key: str, default: timedelta) -> timedelta:
+        value, path = self._get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, str | int):
+            raise SettingsError(f"{path}: expected a duration such as 30m, got {value!r}")
+        try:
+            return parse_duration(str(value))
+        except (DurationError, OverflowError) as exc:
+            raise SettingsError(f"{path}: {exc}") from exc

@@ -1,0 +1,578 @@
+"""Block Kit and copy for schedules: announcement cards, `/scale schedule …` replies and two modals.
+
+Pure: built only with `slack_sdk.models.blocks` (and its `View`), no I/O, no clock: times come in
+as arguments. Messages go through `bot.slack.blocks.kit.Builder`, so Slack's limits hold, long lists end in
+"... (N more)", and an unchanged rendering is byte-identical (the sender then skips the update).
+
+Announcement buttons carry the occurrence key ("nights:2026-03-02:sleep") and nothing else. The
+click listener only accepts values made of [A-Za-z0-9_-], so the key travels base64url-encoded
+(`button_value` / `key_of`); every check is redone against SQLite at click time.
+
+Sentences the engine wrote (announcement texts, refusals) are shown as they are; the sentences
+below are the bot's own, in the style of `bot.text.messages`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from slack_sdk.models.blocks import (
+    ButtonElement,
+    ConfirmObject,
+    ConversationSelectElement,
+    DatePickerElement,
+    InputBlock,
+    MarkdownTextObject,
+    Option,
+    PlainTextInputElement,
+    PlainTextObject,
+    SectionBlock,
+    StaticSelectElement,
+    TimePickerElement,
+)
+from slack_sdk.models.views import View
+
+from bot.slack.blocks.kit import Builder, Message, esc
+from bot.slack.blocks.operations import (
+    ACTION_POSTPONE_1H,
+    ACTION_POSTPONE_UNTIL,
+    ACTION_RUN_NOW,
+    ACTION_SKIP,
+    text_message,
+)
+from bot.text import messages, mrkdwn
+from bot.text.mrkdwn import Mrkdwn, fmt
+from engine.domain.announcement import Announcement
+from engine.schedules import spec as schedule
+from engine.schedules.model import Schedule, ScheduleOutcome
+from engine.schedules.spec import Occurrence
+
+if TYPE_CHECKING:
+    from bot.ports import ProviderSchedules
+
+MESSAGE_PREFIX = "sched:"
+"""Sender key of an occurrence's announcement: `sched:<occurrence key>` (one message, edited)."""
+BACK_PREFIX = "sched-back:"
+"""Sender key of a wake's "dev-eu is back" report."""
+
+CALLBACK_POSTPONE = "scalebot.schedule.postpone_until"
+CALLBACK_ADD = "scalebot.schedule.add"
+POSTPONE_DATE, POSTPONE_TIME = "until_date", "until_time"
+ADD_FIELDS = (
+    "name",
+    "cluster",
+    "sleep_days",
+    "sleep_time",
+    "wake_days",
+    "wake_time",
+    "tz",
+    "lead",
+    "channel",
+    "approval",
+    "pools",
+    "except",
+)
+"""Block IDs of the add modal's inputs (each block's element uses the same action ID)."""
+
+_VALUE_PREFIX = "o"
+_MAX_EVENTS = 20
+
+USAGE: dict[str, str] = {
+    "add": (
+        "schedule add NAME sleep=DAYS HH:MM wake=DAYS HH:MM tz=ZONE [lead=60m,10m] [#channel] "
+        "[approval=pre|per-run] [pools=a,b [size=N]] [except=YYYY-MM-DD,…] [cluster=NAME]"
+    ),
+    "list": "schedule list [CLUSTER]",
+    "show": "schedule show NAME",
+    "pause": "schedule pause NAME",
+    "resume": "schedule resume NAME",
+    "delete": "schedule delete NAME",
+    "approve": "schedule approve NAME",
+    "unapprove": "schedule unapprove NAME",
+    "next": "schedule next [CLUSTER]",
+    "skip": "schedule skip NAME YYYY-MM-DD",
+}
+"""Usage per `schedule` verb, without the leading command."""
+
+_EXAMPLE = (
+    "e.g. `/scale schedule add nights sleep=Mon-Fri 20:00 wake=Mon-Fri 07:00 tz=Europe/Berlin "
+    "lead=60m,10m approval=per-run`"
+)
+
+
+# -- button values ---------------------------------------------------------------------------------
+
+
+def button_value(key: str) -> str:
+    """An occurrence key in the characters a button value may hold here ([A-Za-z0-9_-])."""
+    return _VALUE_PREFIX + base64.urlsafe_b64encode(key.encode()).decode().rstrip("=")
+
+
+def key_of(value: str) -> str | None:
+    """The occurrence key of a button value, or None for a value scalebot did not make."""
+    if not value.startswith(_VALUE_PREFIX):
+        return None
+    raw = value[len(_VALUE_PREFIX) :]
+    try:
+        key = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return None
+    return key if key.count(":") == 2 and key.isprintable() else None
+
+
+# -- copy ------------------------------------------------------------------------------------------
+
+
+def usage(verb: str | None = None) -> str:
+    if verb in USAGE:
+        return f"{messages.COMMAND} {USAGE[verb]}"
+    return f"{messages.COMMAND} schedule add|list|show|pause|resume|delete|approve|unapprove|next|skip …"
+
+
+def unknown_verb(word: str, suggestion: str | None) -> str:
+    hint = f" Did you mean `schedule {suggestion}`?" if suggestion else ""
+    return f"`schedule` has no subcommand `{word}`.{hint}"
+
+
+def missing_name(verb: str) -> str:
+    return f"Missing the schedule name: `{usage(verb)}`."
+
+
+def missing_option(key: str, example: str) -> str:
+    return f"Missing `{key}=`: {example}."
+
+
+def unknown_option(key: str, suggestion: str | None) -> str:
+    hint = f" Did you mean `{suggestion}=`?" if suggestion else ""
+    return f"`schedule add` has no option `{key}=`.{hint}"
+
+
+def unknown_flag(flag: str) -> str:
+    return f"`schedule` has no flag `--{flag}`; options are written `key=value`."
+
+
+def given_twice(key: str) -> str:
+    return f"`{key}=` is given twice; give it once."
+
+
+def bad_approval(value: str) -> str:
+    return (
+        f"`approval={value}` is not an approval mode: use `approval=pre` (you, an approver, approve every "
+        "run now) or `approval=per-run` (an approver approves each sleep when it starts)."
+    )
+
+
+def channel_by_name(value: str) -> str:
+    return (
+        f"`channel={value}` is not a channel: write `channel=#name`, type `#` and pick the channel as its "
+        "own word (Slack then sends a link), or leave it out to use this channel."
+    )
+
+
+def channel_name_needs_slack(value: str) -> str:
+    return (
+        f"`channel={value}`: a channel name is looked up in Slack, which is not here; "
+        "give the channel's ID (C…)."
+    )
+
+
+def bad_size(value: str) -> str:
+    return f"`size={value}` is not a pool size: use a whole number from 0 to 10000, with exactly one pool."
+
+
+def size_needs_one_pool() -> str:
+    return "`size=` scales one pool: give exactly one pool, e.g. `pools=web size=1`."
+
+
+def no_schedules(cluster: str | None) -> str:
+    return f"No schedules{f' on {cluster}' if cluster else ''} yet; {_EXAMPLE}."
+
+
+def nothing_next(cluster: str | None) -> str:
+    return f"Nothing is scheduled{f' on {cluster}' if cluster else ''}."
+
+
+def unknown_announcement() -> str:
+    return "That button does not name a scheduled event scalebot knows; nothing changed."
+
+
+def modal_unavailable() -> str:
+    return (
+        "I could not open the dialog (Slack allows 3 seconds after a click). Try again, or use "
+        "*Postpone 1h*; nothing changed."
+    )
+
+
+def add_modal_unavailable() -> str:
+    return f"I could not open the dialog; nothing changed. Type the schedule instead: `{usage('add')}`."
+
+
+def wake_for_whole_cluster(cluster: str) -> str:
+    return (
+        f"A temporary wake wakes a whole cluster and puts it back to sleep: `{messages.COMMAND} wake "
+        f"{cluster} for 3h` (pools and --workloads do not combine with `for`). Nothing changed."
+    )
+
+
+def schedule_not_added(reply: str) -> Mrkdwn:
+    return fmt(
+        "The schedule was not saved: {}. Nothing changed; `{}` opens the form again.",
+        Mrkdwn(reply.rstrip(".")) if isinstance(reply, Mrkdwn) else reply.rstrip("."),
+        f"{messages.COMMAND} schedule add",
+    )
+
+
+def schedule_added(actor: str, outcome: ScheduleOutcome) -> Mrkdwn:
+    """Told in the channel: the saved schedule and its next event, each time in the reader's zone."""
+    sched = outcome.schedule
+    if sched is None:
+        return fmt("{} added a schedule. {}", messages.who(actor), outcome.reply)
+    if outcome.next_event is None:
+        following = Mrkdwn("Nothing is scheduled in the next ten years.")
+    else:
+        occ, at = outcome.next_event
+        following = fmt("Next: {} {}.", occ.action, messages.event_time(at, sched.spec.tz))
+    return fmt("{} added a schedule. Schedule saved: {}. {}", messages.who(actor), summary(sched), following)
+
+
+def changed(actor: str, outcome: ScheduleOutcome) -> Mrkdwn:
+    """A change told in the channel; a pre-approval names the pre-approvers as mentions, a
+    temporary wake its return to sleep as a time every reader sees in their own zone."""
+    op = outcome.operation
+    if outcome.ok and op is not None and op.target.wake_for_seconds and outcome.effective is not None:
+        woke = messages.woken_for(op.id, op.target.cluster, op.plan.summary(), outcome.effective)
+        return messages.nodes_changed(actor, woke)
+    sched = outcome.schedule
+    if sched is not None and outcome.ok and sched.approval_mode == "pre_approved":
+        text = fmt(
+            "Pre-approved schedule {}: {}.",
+            sched.name,
+            messages.schedule_approval(sched.name, sched.approval),
+        )
+        return messages.nodes_changed(actor, text)
+    return messages.nodes_changed(actor, messages.outcome_text(outcome))
+
+
+def summary(sched: Schedule) -> Mrkdwn:
+    """One line for `/scale schedule list|show`: its channel and pre-approvers as Slack links."""
+    spec = sched.spec
+    wake = f" → wake {spec.wake}" if spec.wake else " (no wake)"
+    leads = ", ".join(messages.lead_text(lead) for lead in spec.lead_times) or "none"
+    holidays = ", ".join(d.isoformat() for d in sorted(spec.exceptions))
+    return fmt(
+        "{}: {}, {}; sleep {}{} ({}); announced {} before in {}; {}{}{}",
+        sched.name,
+        sched.cluster,
+        sched.target.describe(),
+        spec.sleep,
+        wake,
+        spec.tz,
+        leads,
+        mrkdwn.channel(sched.channel),
+        messages.schedule_approval(sched.name, sched.approval),
+        f"; not on {holidays}" if holidays else "",
+        "" if sched.enabled else "; paused",
+    )
+
+
+def started(reply: str) -> Mrkdwn:
+    return fmt("🔄 {}", reply)
+
+
+def failed_to_start(reply: str) -> Mrkdwn:
+    return fmt("❌ {}", reply)
+
+
+def done_without_change(reply: str) -> Mrkdwn:
+    return fmt("✅ {}", reply)
+
+
+# -- announcements ---------------------------------------------------------------------------------
+
+
+def announcement(note: Announcement, *, status: str = "", buttons: bool | None = None) -> Message:
+    """An occurrence's channel message: the engine's text (first line in bold), an optional status
+    line (what happened to it), and Postpone 1h / Postpone until… / Skip this time / Run now."""
+    show_buttons = note.buttons if buttons is None else buttons
+    lines = announcement_lines(note)
+    b = Builder()
+    head = f"{_emoji(note)} *{esc(lines[0])}*"
+    b.section("\n".join([head, *(esc(line) for line in lines[1:])]), reserve=800)
+    if status:
+        b.section(esc(status), reserve=600)
+    footer = f"Schedule `{esc(note.schedule)}` · cluster {esc(note.cluster)}"
+    if show_buttons:
+        footer += " · Postpone and Skip change only this occurrence, never the schedule"
+    b.context(footer)
+    if show_buttons:
+        b.actions(*_buttons(note))
+    fallback = fmt("{}{}", lines[0], fmt(" · {}", status) if status else "")
+    return b.build(f"sched-{note.key}", fallback)
+
+
+def announcement_lines(note: Announcement) -> list[str]:
+    """An upcoming sleep from its data (times in each reader's zone), a decision's line after it;
+    the engine's plain account for the other kinds."""
+    if note.upcoming is not None:
+        lines: list[str] = [*messages.upcoming_lines(note.cluster, note.schedule, note.upcoming)]
+        if note.decision is not None:
+            lines.append(messages.decided_line(note.decision))
+        return lines
+    if note.decision is not None:
+        return [messages.decided_line(note.decision)]
+    return note.text.splitlines() or [note.text]
+
+
+def reminder(note: Announcement) -> Message | None:
+    """The thread reply of a later lead, from the occurrence's data; None when it has none."""
+    if note.upcoming is None:
+        return None
+    return text_message(messages.reminder(note.cluster, note.upcoming, note.lead), emoji="⏰")
+
+
+def occurrence_status(key: str, text: str) -> Message:
+    """What happened to an occurrence that was never announced (e.g. a sleep that could not start)."""
+    b = Builder()
+    b.section(esc(text))
+    b.context(f"Schedule `{esc(key.rsplit(':', 2)[0])}`")
+    return b.build(f"sched-{key}", text)
+
+
+def _emoji(note: Announcement) -> str:
+    if note.kind == "back":
+        return "☀️" if " is back:" in note.text else "⚠️"
+    if note.kind == "decided":
+        if note.effective is None:
+            return "⏭️"
+        return "⏰" if note.buttons else "▶️"
+    return {"upcoming": "🌙", "late": "⏰", "missed": "⚠️"}.get(note.kind, "🗓️")
+
+
+def _buttons(note: Announcement) -> tuple[ButtonElement, ...]:
+    value = button_value(note.key)
+    run_now = ConfirmObject(
+        title=PlainTextObject(text="Run it now?"),
+        text=PlainTextObject(text=f"Start this event on {note.cluster} now instead of at its time."[:300]),
+        confirm=PlainTextObject(text="Run now"),
+        deny=PlainTextObject(text="Back"),
+    )
+    return (
+        ButtonElement(
+            text=PlainTextObject(text="Postpone 1h"),
+            action_id=ACTION_POSTPONE_1H,
+            value=value,
+            style="primary",
+        ),
+        ButtonElement(
+            text=PlainTextObject(text="Postpone until…"), action_id=ACTION_POSTPONE_UNTIL, value=value
+        ),
+        ButtonElement(text=PlainTextObject(text="Skip this time"), action_id=ACTION_SKIP, value=value),
+        ButtonElement(
+            text=PlainTextObject(text="Run now"),
+            action_id=ACTION_RUN_NOW,
+            value=value,
+            style="danger",
+            confirm=run_now,
+        ),
+    )
+
+
+# -- `/scale schedule` views (ephemeral) -----------------------------------------------------------
+
+
+def schedule_list(
+    schedules: Sequence[Schedule],
+    *,
+    cluster: str | None = None,
+    provider: Sequence[ProviderSchedules] = (),
+) -> Message:
+    """scalebot's schedules, then those the clusters' own systems keep (`provider`), read-only."""
+    b = Builder()
+    theirs = [p for p in provider if p.schedules or p.unreadable]
+    if not schedules:
+        b.section(esc(no_schedules(cluster)))
+    else:
+        b.section(f"*Schedules{f' on {esc(cluster)}' if cluster else ''}* ({len(schedules)})")
+        for sched in schedules[:40]:
+            emoji = "🗓️" if sched.enabled else "⏸️"
+            b.section(f"{emoji} {summary(sched)}", reserve=200)
+    for kept in theirs[:10]:
+        b.section(_provider_schedules(kept), reserve=300)
+    count = len(schedules) + sum(len(p.schedules) for p in theirs)
+    return b.build("schedules", f"{count} schedules" if count else no_schedules(cluster))
+
+
+def _provider_schedules(kept: ProviderSchedules) -> str:
+    """One cluster's schedules kept by its own system, labelled as theirs: scalebot never runs or
+    changes them, and they may wake what scalebot put to sleep (or the reverse)."""
+    if kept.unreadable:
+        return f"*{esc(kept.cluster)}*: its own schedules could not be read: {esc(kept.unreadable[:300])}"
+    first = kept.schedules[0]
+    lines = [
+        f"*{esc(first.system)}'s own schedules on {esc(kept.cluster)}* ({esc(first.owner)}; read-only: "
+        f"{esc(first.system)} runs them, change them there)"
+    ]
+    for sched in kept.schedules[:20]:
+        events = (("hibernate", sched.start), ("wake", sched.end))
+        parts = [f"{verb} `{esc(cron)}`" for verb, cron in events if cron]
+        zone = sched.location or "UTC, not set"
+        lines.append(f"🌙 {', '.join(parts)} ({esc(zone)})")
+    return "\n".join(lines)
+
+
+def schedule_detail(
+    sched: Schedule, events: Sequence[tuple[Occurrence, datetime]], *, now: datetime
+) -> Message:
+    b = Builder()
+    b.header(f"Schedule {sched.name}" + ("" if sched.enabled else " (paused)"))
+    b.section(summary(sched))
+    tz = sched.spec.tz
+    lines = [_event_line(occ, at, tz, now) for occ, at in events[:_MAX_EVENTS]]
+    b.section("*Next events*\n" + ("\n".join(lines) if lines else "_none_"), reserve=300)
+    created = messages.slack_time(sched.created_at, "{date_short} {time}")
+    b.context(f"Created by {messages.who(sched.created_by)} {created}")
+    return b.build(f"schedule-{sched.name}", fmt("Schedule {}: {}", sched.name, summary(sched)))
+
+
+def next_events(
+    events: Sequence[tuple[Occurrence, datetime]],
+    clusters: Mapping[str, str],
+    *,
+    tz: str,
+    now: datetime,
+    cluster: str | None = None,
+) -> Message:
+    """The next sleeps and wakes across clusters in `tz` (the reader's Slack time zone)."""
+    b = Builder()
+    if not events:
+        b.section(esc(nothing_next(cluster)))
+        return b.build("schedule-next", nothing_next(cluster))
+    rows = [
+        _event_line(occ, at, tz, now) + f" · {esc(clusters.get(occ.schedule, '?'))}"
+        for occ, at in events[:_MAX_EVENTS]
+    ]
+    b.section(f"*Next scheduled events* (times in {esc(tz)})\n" + "\n".join(rows))
+    return b.build("schedule-next", f"Next scheduled events ({tz})")
+
+
+def _event_line(occ: Occurrence, at: datetime, tz: str, now: datetime) -> str:
+    verb = "😴 sleep" if occ.action == "sleep" else "☀️ wake"
+    moved = " (moved)" if at != occ.at else ""
+    when = esc(schedule.describe(at, tz))
+    return f"• *{when}*{moved} · {verb} · `{esc(occ.schedule)}` · {schedule.in_words(at - now)}"
+
+
+# -- modals ----------------------------------------------------------------------------------------
+
+
+def postpone_modal(note: Announcement, *, tz: str, default: datetime) -> View:
+    """ "Postpone until…": a date and a time in the schedule's zone; `default` is preselected."""
+    local = default.astimezone(schedule.parse_zone(tz))
+    current = schedule.describe(note.effective, tz) if note.effective else "its time"
+    intro = (
+        f"Move *{esc(note.cluster)}*'s event of {esc(current)} to another time. Only this occurrence "
+        "moves; the schedule is unchanged. A time past the next opposite event skips it instead."
+    )
+    meta = json.dumps({"key": note.key, "channel": note.channel})
+    return View(
+        type="modal",
+        callback_id=CALLBACK_POSTPONE,
+        title=PlainTextObject(text="Postpone until…"),
+        submit=PlainTextObject(text="Postpone"),
+        close=PlainTextObject(text="Cancel"),
+        private_metadata=meta,
+        blocks=[
+            SectionBlock(text=MarkdownTextObject(text=intro)),
+            InputBlock(
+                block_id=POSTPONE_DATE,
+                label=PlainTextObject(text="Date"),
+                element=DatePickerElement(action_id=POSTPONE_DATE, initial_date=local.date().isoformat()),
+            ),
+            InputBlock(
+                block_id=POSTPONE_TIME,
+                label=PlainTextObject(text=f"Time ({tz})"[:2000]),
+                element=TimePickerElement(action_id=POSTPONE_TIME, initial_time=f"{local:%H:%M}"),
+            ),
+        ],
+    )
+
+
+def add_modal(clusters: Sequence[str], *, cluster: str | None, channel: str, tz: str) -> View:
+    """`/scale schedule add` without arguments: the same fields as the command, with time pickers."""
+    options = [Option(text=PlainTextObject(text=c[:75]), value=c[:150]) for c in clusters[:100]]
+    initial = next((o for o in options if o.value == cluster), None)
+    approval = [
+        Option(text=PlainTextObject(text="Approval at each run"), value="per_run"),
+        Option(text=PlainTextObject(text="Pre-approved by me (approvers only)"), value="pre_approved"),
+    ]
+    blocks = [
+        _text_input("name", "Name", placeholder="nights"),
+        InputBlock(
+            block_id="cluster",
+            label=PlainTextObject(text="Cluster"),
+            element=StaticSelectElement(action_id="cluster", options=options, initial_option=initial),
+        ),
+        _text_input("sleep_days", "Sleep on (days)", initial="Mon-Fri", hint="Mon-Fri, daily, Fri, Sat,Sun"),
+        _time_input("sleep_time", "Sleep at", "20:00"),
+        _text_input("wake_days", "Wake on (days)", initial="Mon-Fri", optional=True, hint="Empty: no wake"),
+        _time_input("wake_time", "Wake at", "07:00", optional=True),
+        _text_input("tz", "Time zone (IANA)", initial=tz, hint="e.g. Europe/Berlin, America/New_York, UTC"),
+        _text_input(
+            "lead", "Announce before", initial="60m,10m", optional=True, hint="Empty: no announcements"
+        ),
+        InputBlock(
+            block_id="channel",
+            label=PlainTextObject(text="Announce in"),
+            element=ConversationSelectElement(action_id="channel", initial_conversation=channel or None),
+        ),
+        InputBlock(
+            block_id="approval",
+            label=PlainTextObject(text="Approval"),
+            element=StaticSelectElement(action_id="approval", options=approval, initial_option=approval[0]),
+        ),
+        _text_input("pools", "Pools", optional=True, hint="Empty: every pool of the cluster; or web,batch"),
+        _text_input("except", "Except on", optional=True, hint="Holidays: 2026-12-24,2026-12-31"),
+    ]
+    return View(
+        type="modal",
+        callback_id=CALLBACK_ADD,
+        title=PlainTextObject(text="New schedule"),
+        submit=PlainTextObject(text="Save"),
+        close=PlainTextObject(text="Cancel"),
+        blocks=blocks,
+    )
+
+
+def _text_input(
+    block: str,
+    label: str,
+    *,
+    initial: str = "",
+    placeholder: str = "",
+    hint: str = "",
+    optional: bool = False,
+) -> InputBlock:
+    element = PlainTextInputElement(
+        action_id=block, initial_value=initial or None, placeholder=placeholder or None, max_length=200
+    )
+    return InputBlock(
+        block_id=block,
+        label=PlainTextObject(text=label),
+        element=element,
+        hint=PlainTextObject(text=hint) if hint else None,
+        optional=optional,
+    )
+
+
+def _time_input(block: str, label: str, initial: str, *, optional: bool = False) -> InputBlock:
+    return InputBlock(
+        block_id=block,
+        label=PlainTextObject(text=label),
+        element=TimePickerElement(action_id=block, initial_time=initial),
+        optional=optional,
+    )

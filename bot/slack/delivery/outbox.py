@@ -1,0 +1,149 @@
+"""What the sender must not forget across a restart: final renderings and where messages live.
+
+The sender writes an `OutboxItem` here before it accepts a final state (a decided card, a
+completed / failed operation, the final thread reply) and marks it sent after Slack said ok.
+On start it asks for `pending()` and delivers them, so the last word on an operation reaches
+Slack even if the process died first. It also remembers which Slack message (`channel`, `ts`)
+a key such as `op:<id>` was posted as, so updates after a restart edit the same message.
+
+`MemoryOutbox` is the in-process implementation for tests; production backs the Protocol with
+SQLite (engine.store.database) so it survives the process.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+if TYPE_CHECKING:
+    from engine.store.database import Store
+
+OutboxKind = Literal["message", "reply", "ephemeral"]
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxItem:
+    id: str
+    kind: OutboxKind
+    """message: post or update the message `key`; reply: a thread reply under it; ephemeral."""
+    key: str
+    channel: str
+    text: str
+    blocks: tuple[Mapping[str, Any], ...] = ()
+    """Block Kit JSON, already validated."""
+    thread_ts: str = ""
+    """kind=message: post the message itself inside this thread (a schedule announcement's)."""
+    user: str = ""
+    """kind=ephemeral: the only person who sees it."""
+    final: bool = False
+    broadcast: bool = False
+    """kind=reply: also show it in the channel (`reply_broadcast`), e.g. a failure."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "key": self.key,
+            "channel": self.channel,
+            "text": self.text,
+            "blocks": [dict(b) for b in self.blocks],
+            "thread_ts": self.thread_ts,
+            "user": self.user,
+            "final": self.final,
+            "broadcast": self.broadcast,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> OutboxItem:
+        kind = data["kind"]
+        if kind not in ("message", "reply", "ephemeral"):
+            raise ValueError(f"unknown outbox item kind {kind!r}")
+        return cls(
+            id=str(data["id"]),
+            kind=kind,
+            key=str(data.get("key") or ""),
+            channel=str(data["channel"]),
+            text=str(data.get("text") or ""),
+            blocks=tuple(data.get("blocks") or ()),
+            thread_ts=str(data.get("thread_ts") or ""),
+            user=str(data.get("user") or ""),
+            final=bool(data.get("final")),
+            broadcast=bool(data.get("broadcast")),
+        )
+
+
+class Outbox(Protocol):
+    def add(self, item: OutboxItem) -> None:
+        """Persist an item that must be delivered; durable when this returns."""
+        ...
+
+    def pending(self) -> list[OutboxItem]:
+        """Items added and not yet marked sent, oldest first."""
+        ...
+
+    def mark_sent(self, item_id: str) -> None:
+        """Delivered, or superseded by a newer rendering of the same message; idempotent."""
+        ...
+
+    def remember(self, key: str, channel: str, ts: str) -> None:
+        """The message `key` now exists in Slack as (`channel`, `ts`)."""
+        ...
+
+    def lookup(self, key: str) -> tuple[str, str] | None:
+        """(channel, ts) of the message `key`, if it was posted."""
+        ...
+
+
+class MemoryOutbox:
+    """Outbox in memory: for tests, and for a process that accepts losing finals on a crash."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: dict[str, OutboxItem] = {}
+        self._messages: dict[str, tuple[str, str]] = {}
+        self.sent: list[str] = []
+
+    def add(self, item: OutboxItem) -> None:
+        with self._lock:
+            self._items[item.id] = item
+
+    def pending(self) -> list[OutboxItem]:
+        with self._lock:
+            return list(self._items.values())
+
+    def mark_sent(self, item_id: str) -> None:
+        with self._lock:
+            if self._items.pop(item_id, None) is not None:
+                self.sent.append(item_id)
+
+    def remember(self, key: str, channel: str, ts: str) -> None:
+        with self._lock:
+            self._messages[key] = (channel, ts)
+
+    def lookup(self, key: str) -> tuple[str, str] | None:
+        with self._lock:
+            return self._messages.get(key)
+
+
+class StoreOutbox:
+    """The Outbox in scalebot's SQLite database, so owed finals survive a crash or a restart."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def add(self, item: OutboxItem) -> None:
+        self._store.outbox_add(item.id, item.to_json())
+
+    def pending(self) -> list[OutboxItem]:
+        return [OutboxItem.from_json(data) for data in self._store.outbox_pending()]
+
+    def mark_sent(self, item_id: str) -> None:
+        self._store.outbox_mark_sent(item_id)
+
+    def remember(self, key: str, channel: str, ts: str) -> None:
+        self._store.remember_message(key, channel, ts)
+
+    def lookup(self, key: str) -> tuple[str, str] | None:
+        return self._store.message(key)

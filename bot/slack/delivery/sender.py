@@ -1,0 +1,632 @@
+"""The one Slack writer: every chat.postMessage, chat.update and chat.postEphemeral goes here.
+
+One thread owns all Web API writes, so a slow or rate-limited Slack stalls nobody else (the
+engine emits events; listeners enqueue and return). What it does with the queue:
+- messages are addressed by a key (`op:<id>`): the first rendering is posted, later ones edit
+  that message in place; only the latest unsent rendering of a message is kept (coalescing),
+  and a rendering equal to what Slack already shows is not sent at all;
+- one message is updated at most every `update_interval` seconds, and all chat.update calls
+  share a token bucket below Slack's Tier 3 (~50/min per workspace);
+- chat.postMessage (thread replies included) is paced per channel: one per second after a
+  burst of at most two (Slack: about one per second, short bursts only);
+- thread replies of a message go out in order, after the message itself exists;
+- final renderings jump the queue, are never coalesced into a non-final one, are persisted in
+  the `Outbox` before being accepted and marked sent only after Slack said ok, so a restart
+  still delivers them; a final waits at least `FINAL_EDIT_GAP` after the previous edit of its
+  message, so one arriving right after an update replaces the pending edit instead of
+  editing the message twice in a moment;
+- an edit always carries `blocks` (`[]` for a text-only rendering): without it Slack keeps the
+  old blocks, and a decided card would still show Approve / Reject;
+- once a message's final rendering and its replies are delivered, its state is dropped; only
+  its key is kept (bounded), so a late event can never edit a finished message again;
+- a 429 blocks that method for its Retry-After (the sender handles it itself, so it can keep
+  coalescing and other methods keep flowing); 5xx and transport errors back off and retry.
+The WebClient given here should retry only connection errors (slack_sdk's default handler).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+import uuid
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from slack_sdk.errors import SlackApiError
+
+from bot.config.settings import SenderSettings
+from bot.slack.blocks.kit import Message
+from bot.slack.delivery.call_outcome import Result, TokenBucket, backoff, classify
+from bot.slack.delivery.outbox import Outbox, OutboxItem
+
+log = logging.getLogger(__name__)
+
+_MAX_ATTEMPTS = 8
+"""Non-final writes give up after this many failed attempts; finals never do."""
+FINAL_EDIT_GAP = 1.0
+"""Seconds between the last edit of a message and its final edit (at most `update_interval`)."""
+POST_BURST = 2.0
+"""chat.postMessage calls one channel may get at once before the per-second pace applies."""
+_FINISHED_KEYS = 10_000
+"""How many finished message keys are remembered, to refuse late renderings of them."""
+_DM_FALLBACK = "dm-fallback"
+"""Key of an ephemeral that becomes a direct message when Slack refuses it (`tell`)."""
+
+
+class SlackApi(Protocol):
+    """The part of slack_sdk.WebClient the sender uses."""
+
+    def api_call(self, api_method: str, *, json: dict[str, Any] | None = None) -> Any: ...
+
+
+def _ignore(*_: object) -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class SenderMetrics:
+    """Hooks to bind to Prometheus counters; every callable must be cheap and never raise."""
+
+    call: Callable[[str], None] = _ignore
+    """A Web API call attempt (method)."""
+    rate_limited: Callable[[str, float], None] = _ignore
+    """A 429 (method, Retry-After seconds)."""
+    error: Callable[[str, str], None] = _ignore
+    """A failed call (method, error code)."""
+    coalesced: Callable[[str], None] = _ignore
+    """A rendering that needed no call: replaced by a newer one, or unchanged (key)."""
+
+
+@dataclass(slots=True)
+class _Retry:
+    """When the next attempt may happen after failures (backoff), and how many failed."""
+
+    retry_at: float = 0.0
+    attempts: int = 0
+
+    def failed(self, now: float) -> int:
+        self.attempts += 1
+        self.retry_at = now + backoff(self.attempts)
+        return self.attempts
+
+    def reset(self) -> None:
+        self.retry_at, self.attempts = 0.0, 0
+
+
+@dataclass(slots=True)
+class _Lane(_Retry):
+    """Writes that go out strictly in order: a thread's replies, or the ephemerals."""
+
+    items: deque[tuple[int, OutboxItem]] = field(default_factory=deque)
+
+    def pop(self) -> None:
+        self.items.popleft()
+        self.reset()
+
+
+@dataclass(slots=True, kw_only=True)
+class _Msg(_Retry):
+    """One message key: where it lives, its latest unsent rendering, what Slack shows now."""
+
+    key: str
+    channel: str
+    thread_ts: str = ""
+    ts: str | None = None
+    pending: OutboxItem | None = None
+    pending_seq: int = 0
+    sent: tuple[str, tuple[Any, ...]] | None = None
+    sent_at: float = float("-inf")
+    final_done: bool = False
+    replies: _Lane = field(default_factory=_Lane)
+
+
+JobKind = Literal["post", "update", "reply", "ephemeral"]
+_METHOD: dict[JobKind, str] = {
+    "post": "chat.postMessage",
+    "update": "chat.update",
+    "reply": "chat.postMessage",
+    "ephemeral": "chat.postEphemeral",
+}
+_BASE_PRIORITY: dict[JobKind, int] = {"ephemeral": 1, "post": 2, "reply": 3, "update": 4}
+
+
+@dataclass(frozen=True, slots=True)
+class _Job:
+    kind: JobKind
+    item: OutboxItem
+    msg: _Msg | None
+
+
+class Sender:
+    def __init__(
+        self,
+        client: SlackApi,
+        outbox: Outbox,
+        *,
+        settings: SenderSettings | None = None,
+        metrics: SenderMetrics | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._client = client
+        self._outbox = outbox
+        self._settings = settings or SenderSettings()
+        self._metrics = metrics or SenderMetrics()
+        self._posted_hooks: list[Callable[[str, str, str], None]] = []
+        self._unposted_hooks: list[Callable[[str, str, str], None]] = []
+        self._unposted: list[tuple[str, str, str]] = []
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._messages: dict[str, _Msg] = {}
+        self._finished: OrderedDict[str, None] = OrderedDict()
+        self._ephemerals = _Lane()
+        self._seq = itertools.count()
+        self._blocked_until: dict[str, float] = {}
+        now = clock()
+        per_minute = self._settings.updates_per_minute
+        self._updates = TokenBucket(per_minute / 60.0, max(1.0, min(5.0, per_minute / 10)), now)
+        self._posts: dict[str, TokenBucket] = {}
+        self._busy = False
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    # -- public API (any thread) ------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Load what the outbox still owes Slack, then start the writer thread."""
+        for item in self._outbox.pending():
+            self._accept(item, persisted=True)
+        self._thread = threading.Thread(target=self._run, name="scalebot-sender", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> bool:
+        """Deliver what can be delivered within `timeout`, then stop. Undelivered finals stay in
+        the outbox for the next start. True when everything was delivered."""
+        with self._cond:
+            if self._stopping:
+                return self._idle()
+        flushed = self.flush(timeout)
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=max(1.0, timeout))
+        return flushed
+
+    def show(
+        self,
+        key: str,
+        message: Message,
+        *,
+        channel: str,
+        thread_ts: str = "",
+        final: bool = False,
+        broadcast: bool = False,
+    ) -> None:
+        """Post message `key` the first time, edit it in place afterwards; a message posted in a
+        thread (`thread_ts`) is also shown in the channel when `broadcast`."""
+        self._accept(
+            self._item(
+                "message", key, channel, message, thread_ts=thread_ts, final=final, broadcast=broadcast
+            )
+        )
+
+    def reply(
+        self, key: str, message: Message, *, channel: str, final: bool = False, broadcast: bool = False
+    ) -> None:
+        """A reply in the thread of message `key`, after the replies queued before it;
+        `broadcast` also shows it in the channel."""
+        self._accept(self._item("reply", key, channel, message, final=final, broadcast=broadcast))
+
+    def ephemeral(self, channel: str, user: str, message: Message) -> None:
+        self._accept(self._item("ephemeral", "", channel, message, user=user))
+
+    def tell(self, channel: str, user: str, message: Message) -> None:
+        """Privately: an ephemeral in `channel`, or a direct message when Slack refuses that (an
+        ephemeral needs the bot in the channel too)."""
+        self._accept(self._item("ephemeral", _DM_FALLBACK, channel, message, user=user))
+
+    def add_posted_hook(self, hook: Callable[[str, str, str], None]) -> None:
+        """Call `hook(key, channel, ts)` (on the sender thread) whenever a message is first posted."""
+        self._posted_hooks.append(hook)
+
+    def add_unposted_hook(self, hook: Callable[[str, str, str], None]) -> None:
+        """Call `hook(key, channel, error)` (on the sender thread) when the first post of a message
+        failed for good: refused (`not_in_channel`, `channel_not_found`, `is_archived`, …) or given
+        up after retries (`gave_up:<last error>`). Later renderings of it are dropped the same way."""
+        self._unposted_hooks.append(hook)
+
+    def adopt(self, key: str, channel: str, ts: str) -> None:
+        """Message `key` already exists (posted before a restart): future renderings edit it."""
+        with self._cond:
+            msg = self._message(key, channel, "")
+            if msg.ts is None:
+                msg.ts = ts
+
+    def message_ts(self, key: str) -> str | None:
+        with self._cond:
+            msg = self._messages.get(key)
+            return msg.ts if msg else None
+
+    def tracked(self) -> int:
+        """Messages whose state the sender still holds (finished ones are pruned)."""
+        with self._cond:
+            return len(self._messages)
+
+    def flush(self, timeout: float) -> bool:
+        """Wait until nothing is queued or in flight; False if `timeout` passed first."""
+        with self._cond:
+            return self._cond.wait_for(self._idle, timeout=timeout)
+
+    # -- queueing ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def _item(
+        kind: Literal["message", "reply", "ephemeral"],
+        key: str,
+        channel: str,
+        message: Message,
+        *,
+        thread_ts: str = "",
+        user: str = "",
+        final: bool = False,
+        broadcast: bool = False,
+    ) -> OutboxItem:
+        return OutboxItem(
+            id=uuid.uuid4().hex,
+            kind=kind,
+            key=key,
+            channel=channel,
+            text=message.text,
+            blocks=tuple(message.block_dicts()),
+            thread_ts=thread_ts,
+            user=user,
+            final=final,
+            broadcast=broadcast,
+        )
+
+    def _accept(self, item: OutboxItem, *, persisted: bool = False) -> None:
+        with self._cond:
+            if item.kind == "ephemeral":
+                self._ephemerals.items.append((next(self._seq), item))
+            elif item.kind == "reply":
+                msg = self._message(item.key, item.channel, "")
+                self._persist(item, persisted)
+                msg.replies.items.append((next(self._seq), item))
+            else:
+                self._accept_rendering(item, persisted)
+            self._cond.notify_all()
+
+    def _accept_rendering(self, item: OutboxItem, persisted: bool) -> None:
+        if item.key in self._finished:
+            # Its final state is in Slack and its state was pruned: nothing may edit it again.
+            self._metrics.coalesced(item.key)
+            if persisted:
+                self._drop(item)
+            return
+        msg = self._message(item.key, item.channel, item.thread_ts)
+        current = msg.pending
+        if not item.final and (msg.final_done or (current is not None and current.final)):
+            # Never let a late progress event overwrite "Completed" / "Rejected".
+            self._metrics.coalesced(item.key)
+            if persisted:
+                self._drop(item)
+            return
+        if msg.ts is not None and msg.sent == (item.text, item.blocks):
+            self._metrics.coalesced(item.key)
+            self._set_pending(msg, None)
+            if persisted:
+                self._drop(item)
+            return
+        self._persist(item, persisted)
+        self._set_pending(msg, item)
+
+    def _persist(self, item: OutboxItem, persisted: bool) -> None:
+        if item.final and not persisted:
+            try:
+                self._outbox.add(item)
+            except Exception:  # durability is best effort; delivery must still happen
+                log.exception("could not persist a final Slack message", extra={"key": item.key})
+                self._metrics.error("outbox", "persist_failed")
+
+    def _drop(self, item: OutboxItem) -> None:
+        if item.final:
+            try:
+                self._outbox.mark_sent(item.id)
+            except Exception:
+                log.exception("could not mark an outbox item done", extra={"key": item.key})
+
+    def _set_pending(self, msg: _Msg, item: OutboxItem | None) -> None:
+        if msg.pending is not None and msg.pending is not item:
+            self._metrics.coalesced(msg.key)
+            self._drop(msg.pending)
+        msg.pending = item
+        msg.pending_seq = next(self._seq)
+        msg.reset()
+
+    def _message(self, key: str, channel: str, thread_ts: str) -> _Msg:
+        msg = self._messages.get(key)
+        if msg is None:
+            msg = _Msg(key=key, channel=channel, thread_ts=thread_ts)
+            known = self._outbox.lookup(key) if key else None
+            if known is not None:
+                msg.channel, msg.ts = known
+            self._messages[key] = msg
+        return msg
+
+    def _idle(self) -> bool:
+        if self._busy or self._ephemerals.items:
+            return False
+        return all(m.pending is None and not m.replies.items for m in self._messages.values())
+
+    # -- the writer thread ------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                job = None
+                while job is None:
+                    if self._stopping:
+                        return
+                    job, wait = self._next_job(self._clock())
+                    if job is None:
+                        self._cond.wait(timeout=wait)
+                self._busy = True
+            result, detail = self._call(job)  # never raises
+            with self._cond:
+                posted = self._apply(job, result, detail)
+            if posted is not None:
+                self._announce(*posted)
+            self._report_unposted()
+            # Idle only once the new message's ts is recorded: flush() (and stop()) promise that
+            # nothing is in flight, and whoever flushed reads that ts next.
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
+
+    def _next_job(self, now: float) -> tuple[_Job | None, float | None]:
+        best: tuple[tuple[int, int], _Job] | None = None
+        waits: list[float] = []
+
+        def consider(
+            kind: JobKind, item: OutboxItem, msg: _Msg | None, seq: int, *, ready_at: float, final: bool
+        ) -> None:
+            nonlocal best
+            method = _METHOD[kind]
+            ready_at = max(ready_at, self._blocked_until.get(method, 0.0))
+            if kind == "update":
+                ready_at = max(ready_at, now + self._updates.wait_time(now))
+            elif kind in ("post", "reply"):
+                ready_at = max(ready_at, now + self._post_bucket(item.channel, now).wait_time(now))
+            if ready_at > now:
+                waits.append(ready_at - now)
+                return
+            rank = (0 if final else _BASE_PRIORITY[kind], seq)
+            if best is None or rank < best[0]:
+                best = (rank, _Job(kind, item, msg))
+
+        if self._ephemerals.items:
+            seq, item = self._ephemerals.items[0]
+            consider("ephemeral", item, None, seq, ready_at=self._ephemerals.retry_at, final=False)
+        for msg in self._messages.values():
+            if msg.pending is not None:
+                if msg.ts is None:
+                    consider(
+                        "post",
+                        msg.pending,
+                        msg,
+                        msg.pending_seq,
+                        ready_at=msg.retry_at,
+                        final=msg.pending.final,
+                    )
+                else:
+                    gap = min(FINAL_EDIT_GAP, self._interval()) if msg.pending.final else self._interval()
+                    due = max(msg.retry_at, msg.sent_at + gap)
+                    consider(
+                        "update", msg.pending, msg, msg.pending_seq, ready_at=due, final=msg.pending.final
+                    )
+            if msg.replies.items and (msg.ts is not None or msg.pending is None):
+                seq, item = msg.replies.items[0]
+                final = any(r.final for _, r in msg.replies.items)
+                consider("reply", item, msg, seq, ready_at=msg.replies.retry_at, final=final)
+        if best is None:
+            return None, min(waits) if waits else None
+        job = best[1]
+        if job.kind == "update":
+            self._updates.take(now)
+        elif job.kind in ("post", "reply"):
+            self._post_bucket(job.item.channel, now).take(now)
+        return job, None
+
+    def _interval(self) -> float:
+        return self._settings.update_interval
+
+    def _post_bucket(self, channel: str, now: float) -> TokenBucket:
+        bucket = self._posts.get(channel)
+        if bucket is None:
+            rate = self._settings.posts_per_second
+            bucket = self._posts[channel] = TokenBucket(rate, max(POST_BURST, rate), now)
+        return bucket
+
+    def _payload(self, job: _Job) -> dict[str, Any]:
+        item = job.item
+        payload: dict[str, Any] = {"channel": item.channel, "text": item.text}
+        if item.blocks or job.kind == "update":
+            payload["blocks"] = [dict(b) for b in item.blocks]
+        msg = job.msg
+        if job.kind == "post" and msg is not None and msg.thread_ts:
+            payload["thread_ts"] = msg.thread_ts
+            if item.broadcast:
+                payload["reply_broadcast"] = True
+        elif job.kind == "update" and msg is not None:
+            payload["channel"], payload["ts"] = msg.channel, msg.ts
+        elif job.kind == "reply" and msg is not None:
+            payload["channel"] = msg.channel or item.channel
+            thread = msg.thread_ts or msg.ts
+            if thread:
+                payload["thread_ts"] = thread
+                if item.broadcast:
+                    payload["reply_broadcast"] = True
+        elif job.kind == "ephemeral":
+            payload["user"] = item.user
+        return payload
+
+    def _call(self, job: _Job) -> tuple[Result, Any]:
+        """One Web API call, outside the lock. Returns (result, ts | Retry-After seconds | error)."""
+        method = _METHOD[job.kind]
+        self._metrics.call(method)
+        try:
+            response = self._client.api_call(method, json=self._payload(job))
+            return Result.OK, response.get("ts") if job.kind == "post" else None
+        except Exception as exc:
+            result, detail = classify(exc, has_blocks=bool(job.item.blocks))
+            if result is Result.PERMANENT and not isinstance(exc, SlackApiError):
+                log.exception("unexpected failure calling %s", method, extra={"key": job.item.key})
+            if result is not Result.RATE_LIMITED:
+                self._metrics.error(method, str(detail))
+            return result, detail
+
+    def _apply(self, job: _Job, result: Result, detail: Any) -> tuple[str, str, str] | None:
+        """Record a call's outcome; returns (key, channel, ts) when a message was just posted."""
+        now = self._clock()
+        method = _METHOD[job.kind]
+        if result == Result.OK:
+            return self._delivered(job, detail, now)
+        if result == Result.RATE_LIMITED:
+            log.warning("Slack rate limit on %s: waiting %.1fs (Retry-After)", method, detail)
+            self._metrics.rate_limited(method, float(detail))
+            self._blocked_until[method] = max(self._blocked_until.get(method, 0.0), now + float(detail))
+        elif result == Result.TEXT_ONLY:
+            log.error(
+                "Slack refused the blocks of %s (%s); sending text only", job.item.key or method, detail
+            )
+            self._replace(job, _text_only(job.item))
+        elif result == Result.TRANSIENT:
+            self._retry_later(job, detail, now)
+        else:
+            log.error(
+                "Slack refused %s for %s: %s; dropped", method, job.item.key or job.item.channel, detail
+            )
+            self._give_up(job, str(detail))
+            if job.kind == "ephemeral" and job.item.key == _DM_FALLBACK:
+                self._accept(_direct_message(job.item))
+        return None
+
+    def _delivered(self, job: _Job, ts: str | None, now: float) -> tuple[str, str, str] | None:
+        item, msg, lane = job.item, job.msg, self._lane(job)
+        self._drop(item)
+        if lane is not None:
+            lane.pop()
+            self._prune(msg)
+            return None
+        assert msg is not None
+        posted = None
+        if job.kind == "post" and ts:
+            msg.ts = ts
+            posted = (msg.key, msg.channel, ts)
+        msg.sent, msg.sent_at = (item.text, item.blocks), now
+        msg.final_done = msg.final_done or item.final
+        if msg.pending is item:
+            msg.pending = None
+            msg.reset()
+        elif msg.pending is not None and msg.sent == (msg.pending.text, msg.pending.blocks):
+            self._set_pending(msg, None)
+        if posted is None:
+            self._prune(msg)
+        return posted
+
+    def _prune(self, msg: _Msg | None) -> None:
+        """Forget a message once its final state and every reply are in Slack."""
+        if msg is None or not msg.final_done or msg.pending is not None or msg.replies.items:
+            return
+        if self._messages.get(msg.key) is msg:
+            del self._messages[msg.key]
+            self._finished[msg.key] = None
+            while len(self._finished) > _FINISHED_KEYS:
+                self._finished.popitem(last=False)
+
+    def _announce(self, key: str, channel: str, ts: str) -> None:
+        """Record where a message now lives; outside the lock, since both hooks may write SQLite."""
+        try:
+            self._outbox.remember(key, channel, ts)
+        except Exception:
+            log.exception("could not record where message %s was posted", key)
+        for hook in list(self._posted_hooks):
+            try:
+                hook(key, channel, ts)
+            except Exception:
+                log.exception("posted hook failed for %s", key)
+
+    def _lane(self, job: _Job) -> _Lane | None:
+        if job.kind == "ephemeral":
+            return self._ephemerals
+        return job.msg.replies if job.kind == "reply" and job.msg is not None else None
+
+    def _retry_later(self, job: _Job, error: Any, now: float) -> None:
+        state = self._lane(job) or job.msg
+        assert state is not None
+        attempts = state.failed(now)
+        log.warning("Slack %s failed (%s), attempt %d; retrying", _METHOD[job.kind], error, attempts)
+        if attempts >= _MAX_ATTEMPTS and not job.item.final:
+            log.error("giving up on %s for %s after %d attempts", _METHOD[job.kind], job.item.key, attempts)
+            self._give_up(job, f"gave_up:{error}")
+
+    def _give_up(self, job: _Job, error: str) -> None:
+        self._drop(job.item)
+        lane, msg = self._lane(job), job.msg
+        if lane is not None:
+            lane.pop()
+        elif msg is not None and msg.pending is job.item:
+            msg.pending = None
+            msg.reset()
+        if job.kind == "post" and msg is not None:
+            self._unposted.append((msg.key, msg.channel, error))
+
+    def _report_unposted(self) -> None:
+        """Tell the hooks about first posts that failed for good; outside the lock (they may write
+        SQLite and queue messages)."""
+        with self._cond:
+            failed, self._unposted = self._unposted, []
+        for key, channel, error in failed:
+            for hook in list(self._unposted_hooks):
+                try:
+                    hook(key, channel, error)
+                except Exception:
+                    log.exception("unposted hook failed for %s", key)
+
+    def _replace(self, job: _Job, item: OutboxItem) -> None:
+        lane, msg = self._lane(job), job.msg
+        if lane is not None:
+            lane.items[0] = (lane.items[0][0], item)
+        elif msg is not None and msg.pending is job.item:
+            msg.pending = item
+
+
+def _text_only(item: OutboxItem) -> OutboxItem:
+    return OutboxItem(
+        id=item.id,
+        kind=item.kind,
+        key=item.key,
+        channel=item.channel,
+        text=item.text,
+        thread_ts=item.thread_ts,
+        user=item.user,
+        final=item.final,
+        broadcast=item.broadcast,
+    )
+
+
+def _direct_message(item: OutboxItem) -> OutboxItem:
+    """An ephemeral Slack refused, as a direct message to its user (posted in the app's DM)."""
+    return OutboxItem(
+        id=uuid.uuid4().hex,
+        kind="message",
+        key=f"dm:{item.id}",
+        channel=item.user,
+        text=item.text,
+        blocks=item.blocks,
+        final=True,
+    )

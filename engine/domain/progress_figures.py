@@ -1,0 +1,149 @@
+"""An operation's progress as figures: nodes drained of total, pods evicted / remaining / total,
+the current eviction rate and the time left at that rate.
+
+Pure: computed from what the drain step keeps in `DrainProgress`, so Slack's status line, the CLI's
+live display and its final table show the same numbers for the same state.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+
+from engine.domain.operation import DrainProgress, Operation
+
+RATE_WINDOW_SECONDS = 60.0
+"""The current rate is measured over the passes of about the last minute, not since the start:
+a drain slows down at its tail (budgets, slow terminations) and the ETA should follow."""
+MAX_SAMPLES = 8
+BAR_WIDTH = 8
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressFigures:
+    nodes_drained: int
+    nodes_total: int
+    pods_evicted: int
+    """Pods asked to leave: evicted, deleted when finished, or deleted in phase 2 without having been
+    evicted (a pod phase 2 deleted while it terminated counts once, as evicted)."""
+    pods_remaining: int
+    """Pods still to be evicted: refused, waited for, queued behind a lower drain order."""
+    pods_terminating: int
+    """Evicted pods not gone yet: they hold their node back, but need no further eviction."""
+    rate_per_minute: float | None
+    """Pods evicted per minute over the last minute; None until two passes are known."""
+    eta_seconds: int | None
+    """At the current rate; 0 once nothing is left to evict; None when no rate is known."""
+    blocking: tuple[str, ...] = ()
+
+    @property
+    def pods_total(self) -> int:
+        return self.pods_evicted + self.pods_remaining
+
+    @property
+    def fraction(self) -> float:
+        """The lesser of the node and pod fractions: the bar never runs ahead of either."""
+        parts = []
+        if self.nodes_total:
+            parts.append(self.nodes_drained / self.nodes_total)
+        if self.pods_total:
+            parts.append(self.pods_evicted / self.pods_total)
+        return min(parts, default=1.0)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "nodes_drained": self.nodes_drained,
+            "nodes_total": self.nodes_total,
+            "pods_evicted": self.pods_evicted,
+            "pods_remaining": self.pods_remaining,
+            "pods_terminating": self.pods_terminating,
+            "pods_total": self.pods_total,
+            "rate_per_minute": self.rate_per_minute,
+            "eta_seconds": self.eta_seconds,
+            "blocking": list(self.blocking),
+        }
+
+
+def figures(op: Operation) -> ProgressFigures | None:
+    """The figures of an operation that has started draining; None before its first pass."""
+    drain = op.progress.drain
+    if not drain.nodes_total:
+        return None
+    done = pods_done(drain)
+    rate = rate_per_minute(drain.samples)
+    eta: int | None
+    if drain.pods_remaining == 0:
+        eta = 0
+    elif rate:
+        eta = math.ceil(drain.pods_remaining / rate * 60)
+    else:
+        eta = None
+    return ProgressFigures(
+        nodes_drained=drain.nodes_total - len(drain.busy_nodes),
+        nodes_total=drain.nodes_total,
+        pods_evicted=done,
+        pods_remaining=drain.pods_remaining,
+        pods_terminating=drain.pods_terminating,
+        rate_per_minute=rate,
+        eta_seconds=eta,
+        blocking=drain.blocking,
+    )
+
+
+def pods_done(drain: DrainProgress) -> int:
+    state = drain.state
+    passes = (state.evicted_total + state.deleted_total) if state is not None else drain.evicted
+    return passes + drain.pods_forced
+
+
+def add_sample(
+    samples: tuple[tuple[datetime, int], ...], at: datetime, done: int
+) -> tuple[tuple[datetime, int], ...]:
+    """The rate's samples after a pass at `at` with `done` pods evicted so far: those of the last
+    `RATE_WINDOW_SECONDS` (and always the one before them, so a slow pass still has a rate)."""
+    kept = [*samples, (at, done)][-MAX_SAMPLES:]
+    while len(kept) > 2 and (at - kept[1][0]).total_seconds() >= RATE_WINDOW_SECONDS:
+        kept.pop(0)
+    return tuple(kept)
+
+
+def rate_per_minute(samples: tuple[tuple[datetime, int], ...]) -> float | None:
+    if len(samples) < 2:
+        return None
+    (first_at, first), (last_at, last) = samples[0], samples[-1]
+    span = (last_at - first_at).total_seconds()
+    if span <= 0:
+        return None
+    return (last - first) / span * 60
+
+
+def bar(fraction: float, width: int = BAR_WIDTH) -> str:
+    filled = max(0, min(width, math.floor(fraction * width)))
+    return "▰" * filled + "▱" * (width - filled)
+
+
+def time_left(eta_seconds: int | None) -> str:
+    if eta_seconds is None:
+        return "time left unknown"
+    if eta_seconds == 0:
+        return "nothing left to evict"
+    if eta_seconds < 60:
+        return "under a minute left"
+    minutes = math.ceil(eta_seconds / 60)
+    if minutes < 60:
+        return f"about {minutes} min left"
+    hours, rest = divmod(minutes, 60)
+    return f"about {hours} h {rest} min left" if rest else f"about {hours} h left"
+
+
+def status_line(f: ProgressFigures) -> str:
+    """`▰▰▰▰▱▱▱▱ 12/20 nodes · 340/512 pods · about 3 min left`"""
+    return (
+        f"{bar(f.fraction)} {f.nodes_drained}/{f.nodes_total} nodes · "
+        f"{f.pods_evicted}/{f.pods_total} pods · {time_left(f.eta_seconds)}"
+    )
+
+
+def rate_text(f: ProgressFigures) -> str:
+    return "—" if f.rate_per_minute is None else f"{f.rate_per_minute:.0f} pods/min"

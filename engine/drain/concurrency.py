@@ -1,0 +1,190 @@
+"""How many evictions to keep in flight: additive increase, multiplicative decrease (AIMD).
+
+A fixed worker count is either too few (the API server could take more) or too many (429s from
+API Priority and Fairness, 5xx, latency climbing as requests queue server-side). Until its first
+decrease the controller doubles the limit each time a window of answers comes back with the
+latency flat (TCP's slow start: growing by one from 16 to 64 would take some 1,900 answers, most of
+a 100-node drain); after it, it grows the limit by one per such window, and halves
+it on a 429 or a 5xx (down to `minimum`), or when a window's median latency rises well above the
+best median seen (the queueing signal TCP Vegas and gRPC's adaptive limiters use; down to
+`initial` only, so a noisy machine never leaves fewer in flight than a fixed pool would). After
+a decrease it waits one window before judging again, so the answers to requests sent under the
+old limit do not cut it twice. It never exceeds `maximum`, which the caller bounds by the
+client's own rate limit (burst): more requests in flight than the token bucket can release at
+once only wait in the bucket.
+
+`AimdController` is pure: the caller reports each answer (`record`) with the time it took, and
+`limit` is the decision. `AdaptiveGate` applies it to a pool of workers and times the answers on
+an injected monotonic clock.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class AimdSettings:
+    initial: int = 8
+    minimum: int = 2
+    maximum: int = 64
+    window: int = 16
+    """Answers per judgement (at least the limit in flight: one round of requests)."""
+    backoff: float = 0.5
+    """Multiplicative decrease on a throttle or a latency rise."""
+    latency_rise: float = 3.0
+    """A window whose median latency exceeds the best median seen by this factor counts as queueing.
+    Not 2: on the local control plane the bare eviction loop's median went from 162 ms at 8 in
+    flight to 366 ms at 64 while its throughput still grew from 44 to 146 evictions/s
+    (docs/benchmarks.md); a factor of 2 would have held the drain near 32 in flight, at 81 % of that."""
+    slow_start: bool = True
+    """Double (rather than add one) per flat window until the first decrease."""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.minimum <= self.initial <= self.maximum:
+            raise ValueError(
+                f"need 1 <= minimum <= initial <= maximum, got {self.minimum}, {self.initial}, {self.maximum}"
+            )
+        if not 0 < self.backoff < 1 or self.latency_rise <= 1 or self.window < 1:
+            raise ValueError("backoff must be in (0, 1), latency_rise above 1, window at least 1")
+
+    def bounded(self, maximum: int) -> AimdSettings:
+        """The same settings under a lower ceiling (the client's burst)."""
+        top = max(1, min(self.maximum, maximum))
+        return AimdSettings(
+            initial=min(self.initial, top),
+            minimum=min(self.minimum, top),
+            maximum=top,
+            window=self.window,
+            backoff=self.backoff,
+            latency_rise=self.latency_rise,
+            slow_start=self.slow_start,
+        )
+
+
+@dataclass(slots=True)
+class AimdController:
+    """Not thread-safe on its own: `engine.drain.passes`'s gate calls it under its lock."""
+
+    settings: AimdSettings = field(default_factory=AimdSettings)
+    limit: int = 0
+    best_median: float | None = None
+    """The lowest window median seen: the latency of an unloaded server."""
+    history: list[tuple[str, int]] = field(default_factory=list)
+    """(why, new limit) for every change, for reports and tests."""
+    _latencies: list[float] = field(default_factory=list)
+    _skip: int = 0
+    _slow_start: bool = True
+
+    def __post_init__(self) -> None:
+        if self.limit == 0:
+            self.limit = self.settings.initial
+        self._slow_start = self.settings.slow_start
+
+    def record(self, latency_seconds: float, *, throttled: bool) -> int:
+        """One answer: its latency and whether it was a 429 or 5xx. Returns the new limit."""
+        if self._skip > 0:
+            # Sent before the last decrease: it says nothing about the new limit.
+            self._skip -= 1
+            return self.limit
+        if throttled:
+            self._decrease("throttled")
+            return self.limit
+        self._latencies.append(latency_seconds)
+        if len(self._latencies) < max(self.settings.window, self.limit):
+            return self.limit
+        median = statistics.median(self._latencies)
+        self._latencies.clear()
+        if self.best_median is None or median < self.best_median:
+            self.best_median = median
+        if median > self.best_median * self.settings.latency_rise:
+            self._decrease("latency rose")
+        elif self.limit < self.settings.maximum:
+            if self._slow_start:
+                self.limit = min(self.settings.maximum, self.limit * 2)
+                self.history.append(("slow start", self.limit))
+            else:
+                self.limit += 1
+                self.history.append(("latency flat", self.limit))
+        return self.limit
+
+    def _decrease(self, why: str) -> None:
+        # A latency rise alone never takes the limit below where it started: on a shared machine
+        # the latency is noisy, and the starting point is what a fixed pool gave before. Only the
+        # server saying it is overloaded (429/5xx) takes it further down, to the minimum.
+        floor = self.settings.minimum if why == "throttled" else self.settings.initial
+        new = max(floor, min(self.limit, int(self.limit * self.settings.backoff)))
+        self._slow_start = False
+        self._latencies.clear()
+        # The requests still in flight were sent under the old limit: skip their answers.
+        self._skip = self.limit
+        if new != self.limit:
+            self.limit = new
+            self.history.append((why, new))
+
+
+class AdaptiveGate:
+    """At most `controller.limit` callers inside at once; each one's answer time feeds the controller.
+
+    The worker pool behind it is sized for the maximum; the gate holds the extra workers back, and
+    lets them in in the order they arrived. Without that order a worker that has just left would
+    take the free place straight back with its next task (it holds the lock first), and the calls
+    parked in the gate when the limit was lower would wait until the whole pass is sent: their
+    answers come last, and a pass's progress (answers in order) would show nothing until the end.
+    `monotonic` is the clock the answer times come from (a fake one in tests). `queued()` is how
+    long the call just made on this thread waited for the client's own rate limiter: it is taken
+    out of the answer time, or the limiter's queue (which grows with the limit) would read as the
+    server slowing down and cut the limit until the client could no longer use its own rate.
+    """
+
+    def __init__(
+        self,
+        controller: AimdController,
+        monotonic: Callable[[], float],
+        queued: Callable[[], float] | None = None,
+    ) -> None:
+        self.controller = controller
+        self._monotonic = monotonic
+        self._queued = queued
+        self._changed = threading.Condition()
+        self._in_flight = 0
+        self._tickets = 0
+        """Callers that have arrived (each takes the next number)."""
+        self._admitted = 0
+        """Callers let in: the next to enter is the one holding this number."""
+        self.peak_in_flight = 0
+
+    @property
+    def waiting(self) -> int:
+        """Callers arrived and not yet let in."""
+        with self._changed:
+            return self._tickets - self._admitted
+
+    def run(self, call: Callable[[], T], throttled: Callable[[T], bool]) -> T:
+        with self._changed:
+            ticket = self._tickets
+            self._tickets += 1
+            self._changed.wait_for(
+                lambda: self._admitted == ticket and self._in_flight < self.controller.limit
+            )
+            self._admitted += 1
+            self._in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self._in_flight)
+            self._changed.notify_all()  # the next in line may fit too
+        started = self._monotonic()
+        answer: T | None = None
+        try:
+            answer = call()
+            return answer
+        finally:
+            latency = self._monotonic() - started - (self._queued() if self._queued is not None else 0.0)
+            with self._changed:
+                self._in_flight -= 1
+                self.controller.record(latency, throttled=answer is not None and throttled(answer))
+                self._changed.notify_all()
