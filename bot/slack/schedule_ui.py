@@ -131,6 +131,19 @@ class ScheduleUi:
             ACTION_RUN_NOW: self._decision(
                 lambda key, inv, g: self.schedules.run_now(key, by=inv.user, groups=g, channel=inv.channel)
             ),
+            ui.ACTION_FORCE_APPROVE: self._choice(
+                lambda key, digest, inv, g: self.schedules.approve_force(
+                    key, digest, by=inv.user, groups=g, channel=inv.channel
+                )
+            ),
+            **{
+                ui.exclude_action(i): self._choice(
+                    lambda key, pool, inv, g: self.schedules.exclude_pool(
+                        key, pool, by=inv.user, groups=g, channel=inv.channel
+                    )
+                )
+                for i in range(ui.EXCLUDE_BUTTONS)
+            },
         }
 
     def attach(
@@ -218,6 +231,7 @@ class ScheduleUi:
             "unapprove": self._manage(self.schedules.unapprove, "unapprove"),
             "next": self._next,
             "skip": self._skip_date,
+            "force": self._force_scope,
         }
         try:
             if verb not in verbs:
@@ -335,6 +349,31 @@ class ScheduleUi:
             self._decided(decide(key, inv, self._groups(inv.user)), inv)
 
         return on_click
+
+    def _choice(
+        self, decide: Callable[[str, str, Invocation, Sequence[str]], ScheduleOutcome]
+    ) -> ClickHandler:
+        """Approve with force / Leave out POOL: the value is re-parsed (key and detail), and the
+        service re-checks the clicker's role, the channel and the choice against SQLite."""
+
+        def on_click(value: str, inv: Invocation) -> None:
+            choice = ui.choice_of(value)
+            if choice is None:
+                answer(inv, blocks.text_message(ui.unknown_announcement(), emoji="⚠️"))
+                return
+            self._decided(decide(*choice, inv, self._groups(inv.user)), inv)
+
+        return on_click
+
+    def _force_scope(self, args: SubcommandArgs, inv: Invocation) -> None:
+        """`schedule force NAME --force-scope=Kind/ns/name,…|none`: the standing force scope."""
+        if len(args.args) != 2 or args.flags or [k for k, _ in args.options] != ["force-scope"]:
+            raise ScheduleUsage(messages.missing_argument("a schedule name and --force-scope=…"), "force")
+        units = args.option("force-scope") or ""
+        outcome = self.schedules.set_force_scope(
+            args.args[1], units, by=inv.user, groups=self._groups(inv.user), channel=inv.channel
+        )
+        self._tell(outcome, inv)
 
     def _postpone_until_fallback(self, value: str, inv: Invocation) -> None:
         """Reached only when `register` was not called: without it no modal can be opened in time."""

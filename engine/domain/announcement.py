@@ -26,6 +26,45 @@ class ApprovalPromise:
 
 
 @dataclass(frozen=True, slots=True)
+class ForcedPodNotice:
+    """One Pod a scheduled sleep removes only with force: its owner (the unit an approval names),
+    why a plain drain refuses it, and the pool it runs in (the pool a person may exclude)."""
+
+    pod: str
+    owner: str
+    reason: str
+    pool: str
+
+
+@dataclass(frozen=True, slots=True)
+class ForceNotice:
+    """A scheduled sleep whose plan already says it needs force: without an approved force scope
+    it would fail at once, so the announcement offers the choices (approve with force, exclude a
+    pool, skip) before it runs.
+
+    `digest` names the scope shown (its owners and budgets): an approval binds to it, so a
+    different scope at the next lead is not approved by a click on the older card."""
+
+    pods: tuple[ForcedPodNotice, ...]
+    digest: str
+    excludable: tuple[str, ...] = ()
+    """Pools that may be left out of this run (others remain to run)."""
+    approved_by: tuple[str, ...] = ()
+    """Who approved force for this run, for exactly this scope."""
+    standing_by: tuple[str, ...] = ()
+    """The schedule's standing force scope covers it: who approved that scope."""
+    excluded: tuple[str, ...] = ()
+    """Pools left out of this run."""
+
+    @property
+    def unresolved(self) -> bool:
+        """Nothing decided yet covers every Pod shown (an approval, a standing scope, exclusions)."""
+        if self.approved_by or self.standing_by:
+            return False
+        return any(p.pool not in self.excluded for p in self.pods)
+
+
+@dataclass(frozen=True, slots=True)
 class Upcoming:
     """An upcoming sleep as data: the bot renders it with times every reader sees in their own zone,
     so nothing in it goes stale ("in 60 min") in a message that is no longer edited."""
@@ -40,6 +79,8 @@ class Upcoming:
     no_wake_on: tuple[date, ...] = ()
     """Exception dates on which no wake follows this sleep."""
     approval: ApprovalPromise = ApprovalPromise("per_run")
+    force: ForceNotice | None = None
+    """Set when the plan needs force: the Pods, the choices, what was decided."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -84,6 +84,11 @@ class Schedule:
     """Who pre-approved this definition of the schedule (empty for per_run)."""
     fingerprint: str = ""
     """Hash of what the schedule does and when: a pre-approval binds to it."""
+    force_units: tuple[str, ...] = ()
+    """The standing force scope (`Kind/namespace/name` owners) its sleeps may use when their plan
+    needs force; bound to the targets, so a changed target voids it."""
+    force_by: tuple[str, ...] = ()
+    """Who approved the standing force scope."""
 
     @property
     def name(self) -> str:

@@ -23,6 +23,8 @@ DOING = {
     "skip": "skipping",
     "postpone": "postponing",
     "run_now": "running it now",
+    "exclude": "leaving a pool out of a run",
+    "force_scope": "removing a standing force scope",
 }
 """What a verb is doing, for "… needs the operator role" refusals."""
 

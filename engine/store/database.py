@@ -34,7 +34,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
@@ -190,6 +190,25 @@ class StoredRestore:
     recorded_at: datetime
     op_id: str
     extra: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ForceDecision:
+    """A decision about force on a schedule: `scope` is `ForceScope.to_json()` plus the pool of
+    each Pod shown (`pools`). On one occurrence (`key`): `needed` (what its announcement showed,
+    no `user`), `approved` (one approver's click, `digest` of the scope approved) or `excluded`
+    (`pool` left out of that run). On the schedule itself (`key` ""): `standing`, one approver's
+    approval of a standing scope, bound to the schedule's targets by `binding`."""
+
+    schedule: str
+    key: str
+    kind: str
+    user: str = ""
+    pool: str = ""
+    digest: str = ""
+    binding: str = ""
+    scope: Mapping[str, Any] = field(default_factory=dict)
+    at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -655,6 +674,21 @@ class Store:
                         "fingerprint": schedule_fingerprint(stored),
                     }
                 )
+        db.table("force_decisions").create(
+            {
+                "schedule": str,
+                "key": str,
+                "kind": str,
+                "user": str,
+                "pool": str,
+                "digest": str,
+                "binding": str,
+                "scope": str,
+                "at": str,
+            },
+            pk=("schedule", "key", "kind", "user", "pool"),
+            if_not_exists=True,
+        )
 
     # -- operations ------------------------------------------------------------------------------
 
@@ -1129,6 +1163,7 @@ class Store:
                 return False
             self.db.table("schedules").delete(name)
             self.db.table("schedule_approvals").delete_where("schedule = ?", [name])
+            self.db.table("force_decisions").delete_where("schedule = ?", [name])
             self.db.table("occurrences").delete_where(
                 "schedule = ? AND state IN ('pending', 'announced')", [name]
             )
@@ -1201,6 +1236,59 @@ class Store:
                 ScheduleApproval(r["schedule"], r["user"], datetime.fromisoformat(r["at"]), r["fingerprint"])
                 for r in rows
             ]
+
+    # -- force decisions on schedules and their occurrences ---------------------------------------
+
+    def save_force_decision(self, decision: ForceDecision) -> None:
+        """Insert or replace the decision of that (schedule, key, kind, user, pool)."""
+        with self.transaction():
+            self.db.table("force_decisions").upsert(
+                {
+                    "schedule": decision.schedule,
+                    "key": decision.key,
+                    "kind": decision.kind,
+                    "user": decision.user,
+                    "pool": decision.pool,
+                    "digest": decision.digest,
+                    "binding": decision.binding,
+                    "scope": json.dumps(dict(decision.scope), sort_keys=True),
+                    "at": decision.at.isoformat() if decision.at else "",
+                },
+                pk=("schedule", "key", "kind", "user", "pool"),
+            )
+
+    def force_decisions(self, schedule: str, *, key: str | None = None) -> list[ForceDecision]:
+        """A schedule's force decisions (`key` "" for its standing scope), oldest first."""
+        where, args = "schedule = ?", [schedule]
+        if key is not None:
+            where, args = "schedule = ? AND key = ?", [schedule, key]
+        with self._lock:
+            rows = self.db.table("force_decisions").rows_where(where, args, order_by="at, user, pool")
+            return [
+                ForceDecision(
+                    r["schedule"],
+                    r["key"],
+                    r["kind"],
+                    r["user"] or "",
+                    r["pool"] or "",
+                    r["digest"] or "",
+                    r["binding"] or "",
+                    json.loads(r["scope"] or "{}"),
+                    _time_or_none(r["at"]),
+                )
+                for r in rows
+            ]
+
+    def remove_force_decisions(self, schedule: str, *, key: str, kind: str, user: str | None = None) -> int:
+        """Remove decisions of one kind on `key` (one person's, or everyone's); how many went."""
+        where, args = "schedule = ? AND key = ? AND kind = ?", [schedule, key, kind]
+        if user is not None:
+            where, args = where + " AND user = ?", [*args, user]
+        with self.transaction():
+            table = self.db.table("force_decisions")
+            count = table.count_where(where, args)
+            table.delete_where(where, args)
+            return count
 
     # -- overrides (append-only) ------------------------------------------------------------------
 

@@ -47,7 +47,7 @@ from bot.slack.blocks.operations import (
 )
 from bot.text import messages, mrkdwn
 from bot.text.mrkdwn import Mrkdwn, fmt
-from engine.domain.announcement import Announcement
+from engine.domain.announcement import Announcement, ForceNotice
 from engine.schedules import spec as schedule
 from engine.schedules.model import Schedule, ScheduleOutcome
 from engine.schedules.spec import Occurrence
@@ -60,6 +60,12 @@ MESSAGE_PREFIX = "sched:"
 BACK_PREFIX = "sched-back:"
 """Sender key of a wake's "dev-eu is back" report."""
 
+ACTION_FORCE_APPROVE = "scalebot.schedule.force_approve"
+"""Approve with force: the value carries the occurrence key and the digest of the scope shown."""
+ACTION_EXCLUDE_POOL = "scalebot.schedule.exclude_pool"
+"""Leave one pool out of this run: the value carries the occurrence key and the pool."""
+EXCLUDE_BUTTONS = 5
+"""At most this many "Leave out POOL" buttons (an actions block's IDs are unique: one ID each)."""
 CALLBACK_POSTPONE = "scalebot.schedule.postpone_until"
 CALLBACK_ADD = "scalebot.schedule.add"
 POSTPONE_DATE, POSTPONE_TIME = "until_date", "until_time"
@@ -80,6 +86,8 @@ ADD_FIELDS = (
 """Block IDs of the add modal's inputs (each block's element uses the same action ID)."""
 
 _VALUE_PREFIX = "o"
+_CHOICE_PREFIX = "c"
+_CHOICE_SEPARATOR = "\x1f"
 _MAX_EVENTS = 20
 
 USAGE: dict[str, str] = {
@@ -96,6 +104,7 @@ USAGE: dict[str, str] = {
     "unapprove": "schedule unapprove NAME",
     "next": "schedule next [CLUSTER]",
     "skip": "schedule skip NAME YYYY-MM-DD",
+    "force": "schedule force NAME --force-scope=Kind/namespace/name,…|none",
 }
 """Usage per `schedule` verb, without the leading command."""
 
@@ -115,14 +124,43 @@ def button_value(key: str) -> str:
 
 def key_of(value: str) -> str | None:
     """The occurrence key of a button value, or None for a value scalebot did not make."""
-    if not value.startswith(_VALUE_PREFIX):
+    key = _decoded(value, _VALUE_PREFIX)
+    return key if key is not None and key.count(":") == 2 and key.isprintable() else None
+
+
+def _decoded(value: str, prefix: str) -> str | None:
+    """The text a button value made here carries (after `prefix`, base64url), or None."""
+    if not value.startswith(prefix):
         return None
-    raw = value[len(_VALUE_PREFIX) :]
+    raw = value[len(prefix) :]
     try:
-        key = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode()
+        return base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode()
     except (binascii.Error, UnicodeDecodeError, ValueError):
         return None
-    return key if key.count(":") == 2 and key.isprintable() else None
+
+
+def exclude_action(index: int) -> str:
+    return f"{ACTION_EXCLUDE_POOL}.{index}"
+
+
+def choice_value(key: str, detail: str) -> str:
+    """A force choice's value: the occurrence key and one detail (the scope digest, or a pool)."""
+    raw = f"{key}{_CHOICE_SEPARATOR}{detail}".encode()
+    return _CHOICE_PREFIX + base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def choice_of(value: str) -> tuple[str, str] | None:
+    """(occurrence key, detail) of a force choice's value, or None for a value scalebot did not
+    make; the service then checks both against SQLite (the pool offered, the scope shown)."""
+    text = _decoded(value, _CHOICE_PREFIX)
+    if text is None:
+        return None
+    key, separator, detail = text.partition(_CHOICE_SEPARATOR)
+    if not separator or key.count(":") != 2 or not key.isprintable():
+        return None
+    if not detail or len(detail) > 63 or not all(c.isalnum() or c in "-_." for c in detail):
+        return None
+    return key, detail
 
 
 # -- copy ------------------------------------------------------------------------------------------
@@ -131,7 +169,9 @@ def key_of(value: str) -> str | None:
 def usage(verb: str | None = None) -> str:
     if verb in USAGE:
         return f"{messages.COMMAND} {USAGE[verb]}"
-    return f"{messages.COMMAND} schedule add|list|show|pause|resume|delete|approve|unapprove|next|skip …"
+    return (
+        f"{messages.COMMAND} schedule add|list|show|pause|resume|delete|approve|unapprove|next|skip|force …"
+    )
 
 
 def unknown_verb(word: str, suggestion: str | None) -> str:
@@ -264,8 +304,17 @@ def summary(sched: Schedule) -> Mrkdwn:
     wake = f" → wake {spec.wake}" if spec.wake else " (no wake)"
     leads = ", ".join(messages.lead_text(lead) for lead in spec.lead_times) or "none"
     holidays = ", ".join(d.isoformat() for d in sorted(spec.exceptions))
+    force_scope = (
+        fmt(
+            "; standing force scope: {} (approved by {})",
+            ", ".join(sched.force_units),
+            mrkdwn.join(", ", [messages.who(u) for u in sched.force_by]),
+        )
+        if sched.force_units
+        else ""
+    )
     return fmt(
-        "{}: {}, {}; sleep {}{} ({}); announced {} before in {}; {}{}{}",
+        "{}: {}, {}; sleep {}{} ({}); announced {} before in {}; {}{}{}{}",
         sched.name,
         sched.cluster,
         sched.target.describe(),
@@ -276,6 +325,7 @@ def summary(sched: Schedule) -> Mrkdwn:
         mrkdwn.channel(sched.channel),
         messages.schedule_approval(sched.name, sched.approval),
         f"; not on {holidays}" if holidays else "",
+        force_scope,
         "" if sched.enabled else "; paused",
     )
 
@@ -303,6 +353,9 @@ def announcement(note: Announcement, *, status: str = "", buttons: bool | None =
     b = Builder()
     head = f"{_emoji(note)} *{esc(lines[0])}*"
     b.section("\n".join([head, *(esc(line) for line in lines[1:])]), reserve=800)
+    notice = note.upcoming.force if note.upcoming is not None else None
+    if notice is not None:
+        b.section(force_lines(notice), reserve=800)
     if status:
         b.section(esc(status), reserve=600)
     footer = f"Schedule `{esc(note.schedule)}` · cluster {esc(note.cluster)}"
@@ -310,7 +363,7 @@ def announcement(note: Announcement, *, status: str = "", buttons: bool | None =
         footer += " · Postpone and Skip change only this occurrence, never the schedule"
     b.context(footer)
     if show_buttons:
-        b.actions(*_buttons(note))
+        b.actions(*_force_buttons(note, notice), *_buttons(note))
     fallback = fmt("{}{}", lines[0], fmt(" · {}", status) if status else "")
     return b.build(f"sched-{note.key}", fallback)
 
@@ -341,6 +394,77 @@ def occurrence_status(key: str, text: str) -> Message:
     b.section(esc(text))
     b.context(f"Schedule `{esc(key.rsplit(':', 2)[0])}`")
     return b.build(f"sched-{key}", text)
+
+
+def force_lines(notice: ForceNotice, *, limit: int = 15) -> Mrkdwn:
+    """A sleep that needs force, said before it runs: each Pod with its owner, pool and why a plain
+    drain refuses it (all data from the cluster, escaped), what was decided, and the choices."""
+    lines: list[Mrkdwn] = []
+    if notice.unresolved:
+        lines.append(
+            Mrkdwn(
+                "⚠️ *This run needs force.* Without it, it fails at once: these Pods are removed only "
+                "by force."
+            )
+        )
+    else:
+        lines.append(Mrkdwn("*This run needs force* for these Pods:"))
+    for pod in notice.pods[:limit]:
+        left_out = " (pool left out of this run)" if pod.pool in notice.excluded else ""
+        pool = pod.pool or "?"
+        lines.append(fmt("• `{}` (owner {}, pool {}){}: {}", pod.pod, pod.owner, pool, left_out, pod.reason))
+    if len(notice.pods) > limit:
+        lines.append(fmt("… ({} more)", len(notice.pods) - limit))
+    if notice.approved_by:
+        who = mrkdwn.join(", ", [messages.who(u) for u in notice.approved_by])
+        lines.append(fmt("✅ Force approved for this run by {}, for exactly these owners.", who))
+    elif notice.standing_by:
+        who = mrkdwn.join(", ", [messages.who(u) for u in notice.standing_by])
+        lines.append(fmt("✅ The schedule's standing force scope covers them (approved by {}).", who))
+    for pool in notice.excluded:
+        lines.append(fmt("⏭️ Pool {} is left out of this run.", pool))
+    if notice.unresolved:
+        choices = [Mrkdwn("*Approve with force* (an approver; force is approved, never implied)")]
+        if notice.excludable:
+            choices.append(fmt("*Leave out* pool {}", ", ".join(notice.excludable)))
+        choices.append(Mrkdwn("*Skip this time*"))
+        lines.append(fmt("Choose: {}.", mrkdwn.join(", or ", choices)))
+    return mrkdwn.join("\n", lines)
+
+
+def _force_buttons(note: Announcement, notice: ForceNotice | None) -> tuple[ButtonElement, ...]:
+    if notice is None or not notice.unresolved:
+        return ()
+    owners = len({p.owner for p in notice.pods})
+    confirm = ConfirmObject(
+        title=PlainTextObject(text="Approve force for this run?"),
+        text=PlainTextObject(
+            text=(
+                f"This run of {note.schedule} on {note.cluster} may then evict the Pods of {owners} "
+                "owner(s) a plain drain refuses, as listed, and nothing else."
+            )[:300]
+        ),
+        confirm=PlainTextObject(text="Approve with force"),
+        deny=PlainTextObject(text="Back"),
+    )
+    buttons = [
+        ButtonElement(
+            text=PlainTextObject(text="Approve with force"),
+            action_id=ACTION_FORCE_APPROVE,
+            value=choice_value(note.key, notice.digest),
+            style="danger",
+            confirm=confirm,
+        )
+    ]
+    for pool in notice.excludable[:EXCLUDE_BUTTONS]:
+        buttons.append(
+            ButtonElement(
+                text=PlainTextObject(text=f"Leave out {pool}"[:75]),
+                action_id=exclude_action(len(buttons) - 1),
+                value=choice_value(note.key, pool),
+            )
+        )
+    return tuple(buttons)
 
 
 def _emoji(note: Announcement) -> str:
