@@ -11,10 +11,13 @@ self-approval) and re-parse the button value.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from bot.slack.blocks import schedules as schedule_blocks
 from engine.domain.operation import OpState
-from tests.slack.conftest import APPROVER, APPROVER_2, OPERATOR
+from tests.slack.conftest import APPROVER, APPROVER_2, CHANNEL, OPERATOR, VIEWER
 from tests.slack.harness import Call, all_text, buttons_of, wait_until
+from tests.slack.markup import foreign_tokens
 from tests.slack.test_schedules_slack import World, command, slack_api, utc, world
 from tests.unit.engine.test_force_scope import pinned
 
@@ -28,9 +31,10 @@ ADD = (
 )
 
 
-def announced(world: World) -> Call:
+def announced(world: World, *, before: Callable[[], None] = lambda: None) -> Call:
     """The schedule (created by APPROVER, pre-approved by APPROVER_2) announced at its 60-minute lead,
-    with a third pool left awake (so nothing reaches phase 2) and a do-not-disrupt Pod on web."""
+    with a third pool left awake (so nothing reaches phase 2) and a do-not-disrupt Pod on web;
+    `before` runs just before the announcement."""
     assert world.cluster is not None
     world.cluster.add_node("gpu-0", labels={"scalebot.io/pool": "gpu"})
     pinned(world.cluster, "pin-1", "web-1")
@@ -38,6 +42,7 @@ def announced(world: World) -> Call:
     assert "Schedule saved" in all_text(reply), all_text(reply)
     _, approved = command(world, "schedule approve nights", user=APPROVER_2)
     assert "Pre-approved schedule nights" in all_text(approved), all_text(approved)
+    before()
     world.at(utc(2, 18))
     world.tick()
     return world.announcement()
@@ -127,3 +132,54 @@ def test_leaving_the_pool_out_runs_the_others(world: World) -> None:
     wait_until(lambda: world.ops.get(op.id).state.is_terminal, 20, "the sleep of batch to finish")  # type: ignore[union-attr]
     assert world.ops.get(op.id).state is OpState.SUCCEEDED  # type: ignore[union-attr]
     assert world.cluster is not None and world.cluster.get_pod("shop", "pin-1") is not None
+
+
+def test_a_standing_force_scope_is_set_by_another_approver_shown_and_used_at_the_run(world: World) -> None:
+    typed = f"schedule force nights --force-scope={PIN}"
+
+    def set_scope() -> None:
+        _, own = command(world, typed, user=APPROVER)  # the schedule's creator
+        assert "you cannot approve force for a schedule you created" in all_text(own)
+        assert own.body["response_type"] == "ephemeral"
+        _, bad = command(
+            world, "schedule force nights --force-scope=Deployment/shop/Not_A_Name", user=APPROVER_2
+        )
+        assert "`Deployment/shop/Not_A_Name` is not an owner: write Kind/namespace/name" in all_text(bad)
+        _, done = command(world, typed, user=APPROVER_2)
+        assert f"Standing force scope of schedule nights: {PIN}" in all_text(done)
+        assert done.body["response_type"] == "in_channel"
+        _, shown = command(world, "schedule show nights", user=VIEWER)
+        assert f"standing force scope: {PIN} (approved by <@{APPROVER_2}>)" in all_text(shown)
+
+    card = announced(world, before=set_scope)
+
+    assert "The schedule's standing force scope covers them" in all_text(card)
+    assert schedule_blocks.ACTION_FORCE_APPROVE not in [b["action_id"] for b in buttons_of(card)]
+    world.at(utc(2, 19))
+    world.tick()
+    [op] = world.ops.list_operations()
+    assert op.plan.force_scope is not None and op.plan.force_scope.units == (PIN,)
+    actions = [(r.actor, r.action) for r in world.ops.store.audit_rows()]
+    assert (APPROVER_2, "schedule_force_scope") in actions
+    assert (APPROVER, "refused_schedule_force_scope") in actions
+
+
+def test_names_from_the_cluster_on_the_announcement_are_text_not_markup(world: World) -> None:
+    assert world.cluster is not None
+    world.cluster.add_pod(
+        "shop",
+        "odd-1",
+        node="web-2",
+        controller_kind="ReplicaSet",
+        controller_name="<!channel> <@U0EVIL> <https://evil.example|x>",
+        annotations={"karpenter.sh/do-not-disrupt": "true"},
+    )
+
+    card = announced(world)
+
+    assert "&lt;!channel&gt;" in all_text(card)
+    world.at(utc(2, 19))
+    world.tick()
+    edited(world, card, "did not start")
+    calls = [c for c in world.bot.api.calls if c.method in ("chat.postMessage", "chat.update")]
+    assert calls and foreign_tokens(calls, users=(APPROVER, APPROVER_2, OPERATOR), channels=(CHANNEL,)) == []

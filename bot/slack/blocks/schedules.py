@@ -364,7 +364,8 @@ def announcement(note: Announcement, *, status: str = "", buttons: bool | None =
     b.context(footer)
     if show_buttons:
         b.actions(*_force_buttons(note, notice), *_buttons(note))
-    fallback = fmt("{}{}", lines[0], fmt(" · {}", status) if status else "")
+    needs = " · needs force: approve it, leave out a pool, or skip" if notice and notice.unresolved else ""
+    fallback = fmt("{}{}{}", lines[0], needs, fmt(" · {}", status) if status else "")
     return b.build(f"sched-{note.key}", fallback)
 
 
