@@ -81,8 +81,7 @@ from typing import Any
 
 import yaml
 
-from bot.config import providers
-from bot.slack import directory
+from bot.config import channel_refs, providers
 from engine.domain.durations import DurationError, parse_duration
 from engine.drain.report import Style as ReportStyle
 from engine.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS
@@ -615,10 +614,10 @@ def _channel(value: str, path: str) -> str:
     """A channel as the config names it: its ID (`C…`, Slack's `<#C…|name>`) or `#name`. A name
     stays a name here (loading reads no network); `with_channel_ids` replaces it with its ID before
     anything is served, so no rule ever compares a name."""
-    found = directory.channel_id(value)
+    found = channel_refs.channel_id(value)
     if found is not None:
         return found
-    if directory.channel_name(value) is not None:
+    if channel_refs.channel_name(value) is not None:
         return value
     raise SettingsError(f"{path}: '{value}' is not a channel ID (C… or G…) or #name")
 
@@ -630,7 +629,7 @@ def channel_names(settings: Settings) -> list[str]:
         written += [*cluster.default_channels, *sorted(cluster.policy.channels)]
         if cluster.savings_report is not None:
             written.append(cluster.savings_report.channel)
-    return sorted({c for c in written if directory.channel_name(c) is not None})
+    return sorted({c for c in written if channel_refs.channel_name(c) is not None})
 
 
 def with_channel_ids(settings: Settings, resolve: Callable[[str], str]) -> Settings:

@@ -19,6 +19,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from bot.config.channel_refs import channel_id, channel_name
+
 log = logging.getLogger(__name__)
 
 NAME_TTL_SECONDS = 3600.0
@@ -40,9 +42,6 @@ CHANNEL_PAGES = 50
 
 _USER_ID = re.compile(r"[UW][A-Z0-9]{1,20}")
 _CHANNEL_ID = re.compile(r"[CG][A-Z0-9]{1,30}")
-_CHANNEL_LINK = re.compile(r"<#([CG][A-Z0-9]{1,30})(?:\|[^<>]*)?>")
-_CHANNEL_NAME = re.compile(r"#([a-z0-9][a-z0-9_\-]{0,79})")
-"""Slack channel names: lower case letters, digits, `-` and `_`, at most 80 characters."""
 
 Names = Callable[[str], str]
 """A Slack user ID -> how to show that person in plain text (the ID when nobody can tell)."""
@@ -50,20 +49,6 @@ Names = Callable[[str], str]
 
 def no_names(user_id: str) -> str:
     return user_id
-
-
-def channel_id(value: str) -> str | None:
-    """The channel ID written in `value` (`C123` or Slack's link `<#C123|name>`), else None."""
-    linked = _CHANNEL_LINK.fullmatch(value)
-    if linked:
-        return linked.group(1)
-    return value if _CHANNEL_ID.fullmatch(value) else None
-
-
-def channel_name(value: str) -> str | None:
-    """The name in a `#name` reference (without the `#`), else None."""
-    named = _CHANNEL_NAME.fullmatch(value)
-    return named.group(1) if named else None
 
 
 def display_name(user: Mapping[str, Any]) -> str:

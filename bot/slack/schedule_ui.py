@@ -17,7 +17,7 @@ ephemeral with the service's reason. Two things cannot wait for the executor, be
 modal. A global Bolt middleware (`register`) acks those requests at once and calls `views.open`
 on Bolt's own listener threads, ahead of the catch-all button listener. Modal submissions are
 validated in their view listener and refused with `response_action="errors"` naming the field.
-After any change the timer is re-armed (`SchedulerRunner.sync`).
+After any change the timer is re-armed (`ScheduleTimer.sync`, a port the runtime's timer fills).
 
 Wiring (any order: announcements that arrive before a sender is attached are kept until then):
     ui = ScheduleUi(schedules, ops, None, None, clock=clock, default_cluster=settings.default_cluster)
@@ -35,12 +35,11 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from slack_bolt import Ack, App, BoltResponse
 
 from bot.ports import OperationsPort, UserError
-from bot.runtime.timer import SchedulerRunner
 from bot.slack.blocks import operations as blocks
 from bot.slack.blocks import schedules as ui
 from bot.slack.blocks.operations import ACTION_POSTPONE_1H, ACTION_POSTPONE_UNTIL, ACTION_RUN_NOW, ACTION_SKIP
@@ -55,7 +54,7 @@ from bot.slack.dispatch import (
     answer,
     no_groups,
 )
-from bot.text import messages
+from bot.text import messages, schedule_copy
 from bot.text.commands import SubcommandArgs
 from bot.text.mrkdwn import fmt
 from bot.text.schedule_parser import (
@@ -85,13 +84,20 @@ ZONE_TTL_SECONDS = 3600.0
 _MAX_REMEMBERED = 1000
 
 
+class ScheduleTimer(Protocol):
+    """What the schedule UI needs of the timer (`bot.runtime.timer.SchedulerRunner`): re-arm it
+    from SQLite after a change, so the change takes effect before the person reads "saved"."""
+
+    def sync(self) -> None: ...
+
+
 class ScheduleUi:
     def __init__(
         self,
         schedules: Schedules,
         ops: OperationsPort,
         sender: Sender | None = None,
-        runner: SchedulerRunner | None = None,
+        runner: ScheduleTimer | None = None,
         *,
         clock: Clock,
         groups: GroupResolver = no_groups,
@@ -147,7 +153,7 @@ class ScheduleUi:
         }
 
     def attach(
-        self, *, sender: Sender | None = None, app: App | None = None, runner: SchedulerRunner | None = None
+        self, *, sender: Sender | None = None, app: App | None = None, runner: ScheduleTimer | None = None
     ) -> None:
         """Late parts: the bot's sender (then the kept announcements go out), its Bolt app (the modal
         listeners, `register`) and the timer (re-armed after every change)."""
@@ -236,10 +242,12 @@ class ScheduleUi:
         try:
             if verb not in verbs:
                 close = difflib.get_close_matches(verb, list(verbs), n=1, cutoff=0.6)
-                raise ScheduleUsage(ui.unknown_verb(args.args[0][:80], close[0] if close else None))
+                raise ScheduleUsage(
+                    schedule_copy.unknown_verb(args.args[0][:80], close[0] if close else None)
+                )
             verbs[verb](args, inv)
         except ScheduleUsage as err:
-            answer(inv, blocks.usage_error(err.message, ui.usage(err.verb)))
+            answer(inv, blocks.usage_error(err.message, schedule_copy.usage(err.verb)))
 
     def on_wake_for(self, args: SubcommandArgs, inv: Invocation) -> None:
         cluster, *pools = args.args
@@ -253,12 +261,14 @@ class ScheduleUi:
         self._tell(outcome, inv)
 
     def _help(self, args: SubcommandArgs, inv: Invocation) -> None:
-        lines = [f"`{ui.usage(verb)}`" for verb in ui.USAGE]
+        lines = [f"`{schedule_copy.usage(verb)}`" for verb in schedule_copy.USAGE]
         answer(inv, blocks.text_message("\n".join(["*Schedules*: nightly and weekend shutdowns", *lines])))
 
     def _add(self, args: SubcommandArgs, inv: Invocation) -> None:
         if len(args.args) == 1 and not args.options:
-            raise ScheduleUsage(ui.missing_name("add"), "add")  # the modal (`register`) normally takes it
+            raise ScheduleUsage(
+                schedule_copy.missing_name("add"), "add"
+            )  # the modal (`register`) normally takes it
         default = self._default_cluster(inv.channel) if self._default_cluster else None
         parsed = parse_add(
             args,
@@ -446,7 +456,10 @@ class ScheduleUi:
         sched = self.schedules.show(key.rsplit(":", 2)[0]) if key.count(":") == 2 else None
         until, errors = read_postpone_form(view_state(view), sched.spec.tz) if sched else (None, {})
         if until is None:
-            ack(response_action="errors", errors=errors or {ui.POSTPONE_DATE: ui.unknown_announcement()})
+            ack(
+                response_action="errors",
+                errors=errors or {schedule_copy.POSTPONE_DATE: ui.unknown_announcement()},
+            )
             return
         user = _who(body)[0]
         # A short SQLite transaction, done before the ack so that a refusal can name the field.
@@ -457,7 +470,7 @@ class ScheduleUi:
         if not outcome.ok:
             ack(
                 response_action="errors",
-                errors={ui.POSTPONE_TIME: messages.outcome_text(outcome, slack=False)[:300]},
+                errors={schedule_copy.POSTPONE_TIME: messages.outcome_text(outcome, slack=False)[:300]},
             )
             return
         ack()
@@ -624,7 +637,7 @@ def check_add_form(values: Mapping[str, Any]) -> tuple[AddArgs | None, dict[str,
         return None, errors
     problem = spec_problem(form)
     if problem is not None:
-        block = FIELD_BLOCK[problem.field] if problem.field else ui.ADD_FIELDS[0]
+        block = FIELD_BLOCK[problem.field] if problem.field else schedule_copy.ADD_FIELDS[0]
         return None, {block: str(problem)[:300]}
     return form, {}
 

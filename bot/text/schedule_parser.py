@@ -14,8 +14,7 @@ from dataclasses import dataclass, fields
 from datetime import UTC, date, datetime, time
 from typing import Any
 
-from bot.slack.blocks import schedules as ui
-from bot.text import messages
+from bot.text import messages, schedule_copy
 from bot.text.commands import SubcommandArgs, is_size
 from engine.schedules import spec as schedule
 from engine.schedules.model import ScheduleTarget
@@ -90,13 +89,13 @@ def parse_add(
     `find_channel`: `#name` -> channel ID (raises ValueError with what to do); without it a name is
     refused."""
     if args.flags:
-        raise ScheduleUsage(ui.unknown_flag(sorted(args.flags)[0]), "add")
+        raise ScheduleUsage(schedule_copy.unknown_flag(sorted(args.flags)[0]), "add")
     options = _add_options(args.options)
     words = list(args.args[1:])
     mentions = [m.group(1) for w in words if (m := _CHANNEL_REF.fullmatch(w))]
     words = [w for w in words if not _CHANNEL_REF.fullmatch(w)]
     if not words:
-        raise ScheduleUsage(ui.missing_name("add"), "add")
+        raise ScheduleUsage(schedule_copy.missing_name("add"), "add")
     name, rest = words[0], words[1:]
     for key in [k for k, _ in args.options if _canonical(k) in ("sleep", "wake")]:
         options[_canonical(key)] = _with_time(options[_canonical(key)], rest)
@@ -104,10 +103,10 @@ def parse_add(
         raise ScheduleUsage(messages.unexpected_arguments(rest[:5]), "add")
     if "sleep" not in options:
         example = "when the cluster goes to sleep, e.g. `sleep=Mon-Fri 20:00`"
-        raise ScheduleUsage(ui.missing_option("sleep", example), "add")
+        raise ScheduleUsage(schedule_copy.missing_option("sleep", example), "add")
     if "tz" not in options:
         raise ScheduleUsage(
-            ui.missing_option("tz", "the IANA zone of the times, e.g. `tz=Europe/Berlin`"), "add"
+            schedule_copy.missing_option("tz", "the IANA zone of the times, e.g. `tz=Europe/Berlin`"), "add"
         )
     cluster = options.get("cluster") or default_cluster
     if not cluster:
@@ -136,9 +135,11 @@ def _add_options(pairs: Sequence[tuple[str, str]]) -> dict[str, str]:
         key = _canonical(raw)
         if key not in _ADD_KEYS:
             close = difflib.get_close_matches(key, [*_ADD_KEYS, *_KEY_ALIASES], n=1, cutoff=0.6)
-            raise ScheduleUsage(ui.unknown_option(raw[:40], _canonical(close[0]) if close else None), "add")
+            raise ScheduleUsage(
+                schedule_copy.unknown_option(raw[:40], _canonical(close[0]) if close else None), "add"
+            )
         if key in options:
-            raise ScheduleUsage(ui.given_twice(key), "add")
+            raise ScheduleUsage(schedule_copy.given_twice(key), "add")
         options[key] = value.strip(_QUOTES).replace("@", " ")
     return options
 
@@ -159,9 +160,9 @@ def _target(options: Mapping[str, str]) -> ScheduleTarget:
     if size is None:
         return ScheduleTarget.zero_pools(*pools) if pools else ScheduleTarget.whole_cluster()
     if not is_size(size):
-        raise ScheduleUsage(ui.bad_size(size[:20]), "add")
+        raise ScheduleUsage(schedule_copy.bad_size(size[:20]), "add")
     if len(pools) != 1:
-        raise ScheduleUsage(ui.size_needs_one_pool(), "add")
+        raise ScheduleUsage(schedule_copy.size_needs_one_pool(), "add")
     return ScheduleTarget.scale_pool(pools[0], int(size))
 
 
@@ -169,9 +170,9 @@ def _channel(
     value: str | None, mentions: Sequence[str], *, default: str, find: Callable[[str], str] | None
 ) -> str:
     if value is not None and mentions:
-        raise ScheduleUsage(ui.given_twice("channel"), "add")
+        raise ScheduleUsage(schedule_copy.given_twice("channel"), "add")
     if len(mentions) > 1:
-        raise ScheduleUsage(ui.given_twice("channel"), "add")
+        raise ScheduleUsage(schedule_copy.given_twice("channel"), "add")
     if value is None:
         return mentions[0] if mentions else default
     linked = _CHANNEL_REF.fullmatch(value)
@@ -180,9 +181,9 @@ def _channel(
     if _CHANNEL_ID.fullmatch(value):
         return value
     if not value.startswith("#"):
-        raise ScheduleUsage(ui.channel_by_name(value[:80]), "add")
+        raise ScheduleUsage(schedule_copy.channel_by_name(value[:80]), "add")
     if find is None:  # the console: no Slack to ask
-        raise ScheduleUsage(ui.channel_name_needs_slack(value[:80]), "add")
+        raise ScheduleUsage(schedule_copy.channel_name_needs_slack(value[:80]), "add")
     try:
         # The schedule keeps the ID Slack gave for the name: its rules never compare names.
         return find(value)
@@ -193,13 +194,13 @@ def _channel(
 def _approval(value: str) -> str:
     mode = _APPROVAL.get(value.lower())
     if mode is None:
-        raise ScheduleUsage(ui.bad_approval(value[:40]), "add")
+        raise ScheduleUsage(schedule_copy.bad_approval(value[:40]), "add")
     return mode
 
 
 def name_arg(args: SubcommandArgs, verb: str) -> str:
     if len(args.args) < 2:
-        raise ScheduleUsage(ui.missing_name(verb), verb)
+        raise ScheduleUsage(schedule_copy.missing_name(verb), verb)
     if len(args.args) > 2 or args.options:
         extra = list(args.args[2:]) + [f"{k}={v}" for k, v in args.options]
         raise ScheduleUsage(messages.unexpected_arguments(extra[:5]), verb)
@@ -217,14 +218,17 @@ def optional_word(args: SubcommandArgs, verb: str) -> str | None:
 
 def read_postpone_form(values: Mapping[str, Any], tz: str) -> tuple[datetime | None, dict[str, str]]:
     """The modal's date and time, read in the schedule's zone, or errors by block ID."""
-    day_text, time_text = _field(values, ui.POSTPONE_DATE), _field(values, ui.POSTPONE_TIME)
+    day_text, time_text = (
+        _field(values, schedule_copy.POSTPONE_DATE),
+        _field(values, schedule_copy.POSTPONE_TIME),
+    )
     try:
         day = date.fromisoformat(day_text)
     except ValueError:
-        return None, {ui.POSTPONE_DATE: "Pick a date."}
+        return None, {schedule_copy.POSTPONE_DATE: "Pick a date."}
     match = _TIME_TOKEN.fullmatch(time_text)
     if match is None or int(time_text[:-3]) > 23 or int(time_text[-2:]) > 59:
-        return None, {ui.POSTPONE_TIME: "Pick a time of day (HH:MM)."}
+        return None, {schedule_copy.POSTPONE_TIME: "Pick a time of day (HH:MM)."}
     # A wall time in a DST gap reads as fold=0 and lands after the jump, as the engine's times do.
     local = datetime.combine(day, time(int(time_text[:-3]), int(time_text[-2:])), schedule.parse_zone(tz))
     return local.astimezone(UTC), {}
@@ -233,7 +237,7 @@ def read_postpone_form(values: Mapping[str, Any], tz: str) -> tuple[datetime | N
 def read_add_form(values: Mapping[str, Any]) -> tuple[AddArgs | None, dict[str, str]]:
     """The add modal's fields, each checked with the engine's own parsers so the error sits on its
     field; the service then checks the whole (cluster, pools, overlaps, leads against the gaps)."""
-    get = {block: _field(values, block) for block in ui.ADD_FIELDS}
+    get = {block: _field(values, block) for block in schedule_copy.ADD_FIELDS}
     errors: dict[str, str] = {}
     target = ScheduleTarget.whole_cluster()
     for block in ("name", "cluster", "sleep_days", "sleep_time", "tz", "channel"):

@@ -78,7 +78,7 @@ from engine.domain.operation import (
     emptied_not_removed,
     format_seconds,
 )
-from engine.drain import filters
+from engine.drain import filters, force_rules
 from engine.drain import passes as drain
 from engine.drain.concurrency import AdaptiveGate, AimdController, AimdSettings
 from engine.drain.pacing import PassFacts, PassPacing, next_pass
@@ -839,8 +839,8 @@ def _scoped_filters(op: Operation) -> tuple[filters.PodFilter, ...] | None:
     if not (op.target.force or op.plan.force_phase or op.plan.forcing):
         return None
     scope = op.plan.force_scope or force_scope.ForceScope()
-    plain = force_scope.plain_drain(opt_outs_wait=op.plan.force_phase)
-    return (force_scope.scope_guard(scope, plain), *filters.default_filters())
+    plain = force_rules.plain_drain(opt_outs_wait=op.plan.force_phase)
+    return (force_rules.scope_guard(scope, plain), *filters.default_filters())
 
 
 def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:

@@ -16,7 +16,7 @@ from typing import Any
 from engine.domain import force_scope
 from engine.domain.model import NodeInfo, PdbIndex, PdbInfo, PodInfo
 from engine.domain.operation import OperationPlan, OpKind, PoolChange, Target
-from engine.drain import filters
+from engine.drain import filters, force_rules
 from engine.pools import victims
 from engine.pools.base import Pool
 
@@ -329,8 +329,8 @@ def _force_scope(
     on `nodes` now, and the budgets selecting them."""
     wanted = set(nodes)
     on_nodes = [p for p in snap.pods if p.node_name in wanted]
-    plain = force_scope.plain_drain(opt_outs_wait=bool(phase2) or options.opt_outs_wait)
-    forced = force_scope.needing_force(
+    plain = force_rules.plain_drain(opt_outs_wait=bool(phase2) or options.opt_outs_wait)
+    forced = force_rules.needing_force(
         on_nodes, _context(snap, nodes, plain, now=now), _context(snap, nodes, options, now=now)
     )
     if not options.opt_outs_wait:  # not a full zero-scale: no phase 2

@@ -36,6 +36,7 @@ from bot.slack.blocks import schedules as schedule_blocks
 from bot.slack.delivery.outbox import MemoryOutbox
 from bot.slack.delivery.sender import Sender
 from bot.slack.schedule_ui import ScheduleUi
+from bot.text import schedule_copy
 from engine.domain.clock import FakeClock
 from engine.domain.operation import OperationRequest, OpKind, OpState, Target
 from engine.operations.runner import ClusterHandle, RunnerSettings
@@ -199,11 +200,11 @@ def submit_view(world: World, view: dict[str, Any], values: dict[str, Any], *, u
 
 def picked(date: str, time: str) -> dict[str, Any]:
     return {
-        schedule_blocks.POSTPONE_DATE: {
-            schedule_blocks.POSTPONE_DATE: {"type": "datepicker", "selected_date": date}
+        schedule_copy.POSTPONE_DATE: {
+            schedule_copy.POSTPONE_DATE: {"type": "datepicker", "selected_date": date}
         },
-        schedule_blocks.POSTPONE_TIME: {
-            schedule_blocks.POSTPONE_TIME: {"type": "timepicker", "selected_time": time}
+        schedule_copy.POSTPONE_TIME: {
+            schedule_copy.POSTPONE_TIME: {"type": "timepicker", "selected_time": time}
         },
     }
 
@@ -592,16 +593,16 @@ def test_postpone_until_opens_a_modal_and_validates_its_submission(world: World)
     assert view["callback_id"] == schedule_blocks.CALLBACK_POSTPONE
     assert json.loads(view["private_metadata"])["key"] == KEY
     pickers = {b["block_id"]: b["element"] for b in view["blocks"] if b["type"] == "input"}
-    assert pickers[schedule_blocks.POSTPONE_DATE]["initial_date"] == "2026-03-02"
-    assert pickers[schedule_blocks.POSTPONE_TIME]["initial_time"] == "21:00"
+    assert pickers[schedule_copy.POSTPONE_DATE]["initial_date"] == "2026-03-02"
+    assert pickers[schedule_copy.POSTPONE_TIME]["initial_time"] == "21:00"
 
     early = submit_view(world, view, picked("2026-03-02", "19:30"), user=OPERATOR).json()
     assert early["response_action"] == "errors"
-    assert "pick a time after Mon 20:00 CET" in early["errors"][schedule_blocks.POSTPONE_TIME]
+    assert "pick a time after Mon 20:00 CET" in early["errors"][schedule_copy.POSTPONE_TIME]
     missing = submit_view(world, view, picked("", "22:30"), user=OPERATOR).json()
-    assert missing == {"response_action": "errors", "errors": {schedule_blocks.POSTPONE_DATE: "Pick a date."}}
+    assert missing == {"response_action": "errors", "errors": {schedule_copy.POSTPONE_DATE: "Pick a date."}}
     viewer = submit_view(world, view, picked("2026-03-02", "22:30"), user=VIEWER).json()
-    assert "postponing needs the operator role" in viewer["errors"][schedule_blocks.POSTPONE_TIME]
+    assert "postponing needs the operator role" in viewer["errors"][schedule_copy.POSTPONE_TIME]
     world.bot.settle()
     assert world.updates(card.response["ts"]) == [] and world.schedules.store.overrides() == []
 

@@ -45,7 +45,7 @@ from bot.slack.blocks.operations import (
     ACTION_SKIP,
     text_message,
 )
-from bot.text import messages, mrkdwn
+from bot.text import messages, mrkdwn, schedule_copy
 from bot.text.mrkdwn import Mrkdwn, fmt
 from engine.domain.announcement import Announcement, ForceNotice
 from engine.schedules import spec as schedule
@@ -68,45 +68,10 @@ EXCLUDE_BUTTONS = 5
 """At most this many "Leave out POOL" buttons (an actions block's IDs are unique: one ID each)."""
 CALLBACK_POSTPONE = "scalebot.schedule.postpone_until"
 CALLBACK_ADD = "scalebot.schedule.add"
-POSTPONE_DATE, POSTPONE_TIME = "until_date", "until_time"
-ADD_FIELDS = (
-    "name",
-    "cluster",
-    "sleep_days",
-    "sleep_time",
-    "wake_days",
-    "wake_time",
-    "tz",
-    "lead",
-    "channel",
-    "approval",
-    "pools",
-    "except",
-)
-"""Block IDs of the add modal's inputs (each block's element uses the same action ID)."""
-
 _VALUE_PREFIX = "o"
 _CHOICE_PREFIX = "c"
 _CHOICE_SEPARATOR = "\x1f"
 _MAX_EVENTS = 20
-
-USAGE: dict[str, str] = {
-    "add": (
-        "schedule add NAME sleep=DAYS HH:MM wake=DAYS HH:MM tz=ZONE [lead=60m,10m] [#channel] "
-        "[approval=pre|per-run] [pools=a,b [size=N]] [except=YYYY-MM-DD,…] [cluster=NAME]"
-    ),
-    "list": "schedule list [CLUSTER]",
-    "show": "schedule show NAME",
-    "pause": "schedule pause NAME",
-    "resume": "schedule resume NAME",
-    "delete": "schedule delete NAME",
-    "approve": "schedule approve NAME",
-    "unapprove": "schedule unapprove NAME",
-    "next": "schedule next [CLUSTER]",
-    "skip": "schedule skip NAME YYYY-MM-DD",
-    "force": "schedule force NAME --force-scope=Kind/namespace/name,…|none",
-}
-"""Usage per `schedule` verb, without the leading command."""
 
 _EXAMPLE = (
     "e.g. `/scale schedule add nights sleep=Mon-Fri 20:00 wake=Mon-Fri 07:00 tz=Europe/Berlin "
@@ -166,69 +131,6 @@ def choice_of(value: str) -> tuple[str, str] | None:
 # -- copy ------------------------------------------------------------------------------------------
 
 
-def usage(verb: str | None = None) -> str:
-    if verb in USAGE:
-        return f"{messages.COMMAND} {USAGE[verb]}"
-    return (
-        f"{messages.COMMAND} schedule add|list|show|pause|resume|delete|approve|unapprove|next|skip|force …"
-    )
-
-
-def unknown_verb(word: str, suggestion: str | None) -> str:
-    hint = f" Did you mean `schedule {suggestion}`?" if suggestion else ""
-    return f"`schedule` has no subcommand `{word}`.{hint}"
-
-
-def missing_name(verb: str) -> str:
-    return f"Missing the schedule name: `{usage(verb)}`."
-
-
-def missing_option(key: str, example: str) -> str:
-    return f"Missing `{key}=`: {example}."
-
-
-def unknown_option(key: str, suggestion: str | None) -> str:
-    hint = f" Did you mean `{suggestion}=`?" if suggestion else ""
-    return f"`schedule add` has no option `{key}=`.{hint}"
-
-
-def unknown_flag(flag: str) -> str:
-    return f"`schedule` has no flag `--{flag}`; options are written `key=value`."
-
-
-def given_twice(key: str) -> str:
-    return f"`{key}=` is given twice; give it once."
-
-
-def bad_approval(value: str) -> str:
-    return (
-        f"`approval={value}` is not an approval mode: use `approval=pre` (you, an approver, approve every "
-        "run now) or `approval=per-run` (an approver approves each sleep when it starts)."
-    )
-
-
-def channel_by_name(value: str) -> str:
-    return (
-        f"`channel={value}` is not a channel: write `channel=#name`, type `#` and pick the channel as its "
-        "own word (Slack then sends a link), or leave it out to use this channel."
-    )
-
-
-def channel_name_needs_slack(value: str) -> str:
-    return (
-        f"`channel={value}`: a channel name is looked up in Slack, which is not here; "
-        "give the channel's ID (C…)."
-    )
-
-
-def bad_size(value: str) -> str:
-    return f"`size={value}` is not a pool size: use a whole number from 0 to 10000, with exactly one pool."
-
-
-def size_needs_one_pool() -> str:
-    return "`size=` scales one pool: give exactly one pool, e.g. `pools=web size=1`."
-
-
 def no_schedules(cluster: str | None) -> str:
     return f"No schedules{f' on {cluster}' if cluster else ''} yet; {_EXAMPLE}."
 
@@ -249,7 +151,8 @@ def modal_unavailable() -> str:
 
 
 def add_modal_unavailable() -> str:
-    return f"I could not open the dialog; nothing changed. Type the schedule instead: `{usage('add')}`."
+    typed = schedule_copy.usage("add")
+    return f"I could not open the dialog; nothing changed. Type the schedule instead: `{typed}`."
 
 
 def wake_for_whole_cluster(cluster: str) -> str:
@@ -614,14 +517,18 @@ def postpone_modal(note: Announcement, *, tz: str, default: datetime) -> View:
         blocks=[
             SectionBlock(text=MarkdownTextObject(text=intro)),
             InputBlock(
-                block_id=POSTPONE_DATE,
+                block_id=schedule_copy.POSTPONE_DATE,
                 label=PlainTextObject(text="Date"),
-                element=DatePickerElement(action_id=POSTPONE_DATE, initial_date=local.date().isoformat()),
+                element=DatePickerElement(
+                    action_id=schedule_copy.POSTPONE_DATE, initial_date=local.date().isoformat()
+                ),
             ),
             InputBlock(
-                block_id=POSTPONE_TIME,
+                block_id=schedule_copy.POSTPONE_TIME,
                 label=PlainTextObject(text=f"Time ({tz})"[:2000]),
-                element=TimePickerElement(action_id=POSTPONE_TIME, initial_time=f"{local:%H:%M}"),
+                element=TimePickerElement(
+                    action_id=schedule_copy.POSTPONE_TIME, initial_time=f"{local:%H:%M}"
+                ),
             ),
         ],
     )

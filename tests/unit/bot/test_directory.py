@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 from slack_sdk.errors import SlackApiError
 
-from bot.slack.directory import ChannelDirectory, ChannelNotFoundError, PeopleNames, channel_id, channel_name
+from bot.config.channel_refs import channel_id, channel_name
+from bot.slack.directory import ChannelDirectory, ChannelNotFoundError, PeopleNames
 
 
 class Users:
