@@ -415,8 +415,9 @@ class Schedules:
         """The announcement of a sleep at `lead`; marks the occurrence announced for that lead."""
         sched = self._require(occurrence.schedule)
         effective = schedule.effective_time(occurrence, self._overrides(sched.name)) or occurrence.at
-        summary = self._plan_summary(sched)  # a cluster listing: outside the write transaction
-        needed = self._force_needed(sched)
+        # Cluster listings: outside the write transaction.
+        plain, summary = self._planned_sleep(sched)
+        needed = self._force_needed(sched, plain) if plain is not None else None
         with self.store.transaction():
             self._record_needed(sched, occurrence.key, needed, now)
             row = self._row(occurrence)
@@ -1042,13 +1043,15 @@ class Schedules:
         occ, at = upcoming[0]
         return f"Next: {occ.action} {schedule.describe(at, sched.spec.tz)} ({schedule.in_words(at - now)})."
 
-    def _plan_summary(self, sched: Schedule) -> str:
+    def _planned_sleep(self, sched: Schedule) -> tuple[OperationPlan | None, str]:
+        """The sleep's plain plan and its one-line summary; no plan when it cannot be made now."""
         try:
-            return self.ops.plan(_sleep_request(sched)).summary()
+            plan = self.ops.plan(_sleep_request(sched))
         except UserError as exc:
-            return f"cannot plan it now ({exc})"
+            return None, f"cannot plan it now ({exc})"
         except KubeError as exc:  # the announcement still goes out; the fire plans again
-            return f"cannot plan it now (the Kubernetes API server answered: {exc})"
+            return None, f"cannot plan it now (the Kubernetes API server answered: {exc})"
+        return plan, plan.summary()
 
     # -- force: announced ahead, approved per run or standing, never implied ---------------------
 
@@ -1201,17 +1204,14 @@ class Schedules:
             True, note, changed=True, key=occ.key, effective=effective, announcement=told, decided_by=by
         )
 
-    def _force_needed(self, sched: Schedule) -> force.Needed | None:
-        """Plan the sleep plainly and forced (cluster listings, outside any transaction): what it
-        needs force for, with each Pod's pool; None when it runs without (or cannot be planned)."""
-        if sched.target.kind not in ("cluster", "pools", "scale"):
+    def _force_needed(self, sched: Schedule, plain: OperationPlan) -> force.Needed | None:
+        """Given the sleep's plain plan, plan it forced (cluster listings, outside any transaction):
+        what it needs force for, with each Pod's pool; None when it runs without (or cannot be
+        planned now)."""
+        if plain.forcing or not plain.blockers:
             return None
-        request = _sleep_request(sched)
         try:
-            plain = self.ops.plan(request)
-            if plain.forcing or not plain.blockers:
-                return None
-            scope = force.dead_end(plain, self.ops.plan(_forced(request)))
+            scope = force.dead_end(plain, self.ops.plan(_forced(_sleep_request(sched))))
             if scope is None:
                 return None
             handle = self.ops.handles[sched.cluster]

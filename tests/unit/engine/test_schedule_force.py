@@ -11,6 +11,7 @@ names, and a target change voids it.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,7 @@ import pytest
 from engine.domain.clock import FakeClock
 from engine.domain.operation import OpState
 from engine.kube.fake import FakeCluster
+from engine.operations import policy
 from engine.pools.simulated import SimulatedPoolProvider
 from engine.schedules.model import ScheduleTarget
 from tests.unit.engine import test_schedules
@@ -174,3 +176,19 @@ def test_a_standing_force_scope_is_set_by_an_approver_and_voided_by_a_target_cha
         )
     voided = world.schedules.show("nights")
     assert voided is not None and voided.force_units == () and voided.force_by == ()
+
+
+def test_a_force_approver_demoted_before_the_run_no_longer_stands_in_for_its_approval(
+    world: World, clock: FakeClock
+) -> None:
+    notice = announced(world, clock)
+    assert world.schedules.approve_force(KEY, notice.digest, by=APPROVER2).ok
+    rules = world.ops.policies["dev-eu"]
+    world.ops.policies["dev-eu"] = replace(rules, users={**rules.users, APPROVER2: policy.Role.OPERATOR})
+
+    fire(world, clock)
+
+    [op] = ops_by(world)
+    assert op.state is OpState.AWAITING_APPROVAL and op.approvals_required == 1
+    assert op.plan.forcing == ("force",) and op.plan.force_scope is not None
+    assert op.plan.force_scope.units == (PIN,), "the card asks for exactly the approved scope"
