@@ -1100,7 +1100,7 @@ class Schedules:
             refusal = self._authorise(sched.cluster, by, groups, "exclude", detail=f"{key} {pool[:63]}")
             if refusal:
                 return _refused(refusal, key=key)
-            notice = self._force_notice(sched, key)
+            notice = self._force_notice(sched, key, roles=False)  # only what it offers: no look-up
             if self._row(occ).state in HANDLED or notice is None or pool not in notice.excludable:
                 offered = ", ".join(notice.excludable) if notice else ""
                 choice = f"the pools offered are {offered}" if offered else "none is offered now"
@@ -1193,6 +1193,15 @@ class Schedules:
         why = decision.reason.replace("pre-approve a schedule", "approve force for a schedule")
         return why.replace("pre-approving a schedule", "approving force for a schedule")
 
+    def _may_force(self, sched: Schedule, user: str) -> bool:
+        """Whether `user` may approve force on `sched` now, their groups looked up again (Slack;
+        a failed look-up grants nothing)."""
+        try:
+            groups = tuple(self.ops.groups_of(user))
+        except Exception:  # fail closed, as the run's check does
+            groups = ()
+        return not self._force_refusal(sched, user, groups)
+
     def _decision_outcome(
         self, sched: Schedule, occ: Occurrence, by: str, note: str, now: datetime
     ) -> ScheduleOutcome:
@@ -1254,8 +1263,10 @@ class Schedules:
         rows = self.store.force_decisions(sched.name, key="")
         return [d for d in rows if d.kind == force.STANDING and d.binding == bound]
 
-    def _force_notice(self, sched: Schedule, key: str) -> ForceNotice | None:
-        """What the announcement says about force, from what SQLite recorded (no listing)."""
+    def _force_notice(self, sched: Schedule, key: str, *, roles: bool = True) -> ForceNotice | None:
+        """What the announcement says about force, from what SQLite recorded (no listing). With
+        `roles`, an approval counts on the card only while its author may still approve force (their
+        user groups are looked up: never inside a transaction); the run checks them again."""
         needed = self._needed(sched, key)
         if needed is None:
             return None
@@ -1267,6 +1278,9 @@ class Schedules:
             for d in self._standing(sched)
             if not force.uncovered(needed.scope, ForceScope.from_json(d.scope.get("scope") or {}))
         ]
+        if roles:
+            may = {u: self._may_force(sched, u) for u in {*approved, *standing}}
+            approved, standing = [u for u in approved if may[u]], [u for u in standing if may[u]]
         return force.notice(
             needed, approved_by=approved, standing_by=standing, excluded=self._excluded(sched, key)
         )

@@ -185,6 +185,9 @@ def test_a_force_approver_demoted_before_the_run_no_longer_stands_in_for_its_app
     assert world.schedules.approve_force(KEY, notice.digest, by=APPROVER2).ok
     rules = world.ops.policies["dev-eu"]
     world.ops.policies["dev-eu"] = replace(rules, users={**rules.users, APPROVER2: policy.Role.OPERATOR})
+    [reminder] = world.schedules.run_due(at(clock, utc(2, 18, 50)))
+    again = getattr(reminder.announcement.upcoming, "force", None)  # type: ignore[union-attr]
+    assert again is not None and again.approved_by == () and again.unresolved, "the card no longer claims it"
 
     fire(world, clock)
 
