@@ -1,5 +1,6 @@
 """The CLI's progress on a terminal: one live panel per operation, redrawn in place, and the final
-summary as a table (rich).
+summary as a table (rich); `scalebot drain`, which runs a drain without an operation, gets the
+same panel from its passes (`DrainLive`).
 
 The panels show the figures of `engine.domain.progress_figures` (the ones Slack's status line shows):
 nodes drained of total, pods evicted / remaining / total, the current rate, the time left, and a
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
@@ -20,8 +21,11 @@ from rich.panel import Panel
 from rich.table import Table
 
 from engine.domain.durations import format_duration
-from engine.domain.operation import Operation, ProgressEvent
-from engine.domain.progress_figures import bar, figures, rate_text, time_left
+from engine.domain.operation import DrainProgress, Operation, ProgressEvent
+from engine.domain.progress_figures import ProgressFigures, bar, drain_figures, figures, rate_text, time_left
+from engine.drain.driver import DrainOutcome
+from engine.drain.passes import PassResult
+from engine.drain.progress import after_pass
 
 BLOCKERS_SHOWN = 5
 BLOCKER_WIDTH = 100
@@ -29,13 +33,18 @@ BLOCKER_WIDTH = 100
 
 
 def operation_panel(op: Operation, status: str) -> Panel:
-    """One operation: its status line and, once it drains, its figures and blocking pods.
-    Text from the cluster (pod names, reasons) is escaped: it is shown, never read as markup."""
+    """One operation: its status line and, once it drains, its figures and blocking pods."""
+    title = f"{op.id} · {op.kind.value} · {op.target.cluster} · {op.plan.summary()}"
+    return progress_panel(title, status or op.state.value, figures(op))
+
+
+def progress_panel(title: str, status: str, f: ProgressFigures | None) -> Panel:
+    """A status line and, once a drain has made a pass, its figures and blocking pods. Text from
+    the cluster (pod and node names, reasons) is escaped: it is shown, never read as markup."""
     rows = Table.grid(padding=(0, 2))
     rows.add_column(style="bold")
     rows.add_column()
-    rows.add_row("status", escape(status or op.state.value))
-    f = figures(op)
+    rows.add_row("status", escape(status))
     if f is not None:
         rows.add_row("progress", f"{bar(f.fraction, 24)} {f.fraction:.0%}")
         rows.add_row("nodes", f"{f.nodes_drained}/{f.nodes_total} drained")
@@ -49,8 +58,7 @@ def operation_panel(op: Operation, status: str) -> Panel:
         if f.blocking:
             lines = [_cut(pod) for pod in f.blocking[:BLOCKERS_SHOWN]]
             rows.add_row("blocking", escape("\n".join(lines)))
-    title = escape(f"{op.id} · {op.kind.value} · {op.target.cluster} · {op.plan.summary()}")
-    return Panel(rows, title=title, title_align="left")
+    return Panel(rows, title=escape(title), title_align="left")
 
 
 def summary_table(ops: Sequence[Operation]) -> Table:
@@ -129,3 +137,99 @@ class LiveDisplay:
 
     def _render(self) -> RenderableType:
         return Group(*(operation_panel(op, status) for op, status in self._views.values()))
+
+
+class DrainLive:
+    """`scalebot drain` on a terminal: one panel, redrawn after every pass with the figures an
+    operation's panel shows (the passes folded by `engine.drain.progress`), then a summary table."""
+
+    def __init__(self, nodes: Sequence[str], console: Console | None = None) -> None:
+        self._nodes = tuple(nodes)
+        self._console = console or Console()
+        self._progress = DrainProgress()
+        self._status = "cordoned; listing the pods"
+        self._live: Live | None = None
+        count = len(self._nodes)
+        self._title = f"drain · {count} node{'s' if count != 1 else ''} · {node_list(self._nodes)}"
+
+    @property
+    def figures(self) -> ProgressFigures | None:
+        return drain_figures(self._progress)
+
+    def __enter__(self) -> DrainLive:
+        """Start redrawing the panel in place."""
+        self._live = Live(self._panel(), console=self._console, auto_refresh=False, redirect_stdout=False)
+        self._live.start(refresh=True)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Stop redrawing; the last panel stays on screen."""
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    def on_pass(self, result: PassResult, now: datetime) -> None:
+        """The driver's per-pass listener (called on the drain's own thread)."""
+        self._progress = after_pass(
+            self._progress,
+            nodes=self._nodes,
+            state=result.state,
+            report=result.report,
+            busy_nodes=result.busy_nodes,
+            now=now,
+        )
+        refused = len(result.state.failed_nodes)
+        self._status = result.report.summary_line() + (
+            f" · {refused} node{'s' if refused != 1 else ''} refused" if refused else ""
+        )
+        if self._live is not None:
+            self._live.update(self._panel(), refresh=True)
+
+    def summary(self, outcome: DrainOutcome, now: datetime) -> None:
+        """The summary table, below the last panel."""
+        self._console.print(drain_summary_table(self._nodes, outcome, self.figures, now))
+
+    def _panel(self) -> Panel:
+        return progress_panel(self._title, self._status, self.figures)
+
+
+def drain_result(outcome: DrainOutcome) -> str:
+    refused = len(outcome.failed_nodes)
+    if outcome.cancelled:
+        return "interrupted"
+    if outcome.timed_out:
+        return "timed out"
+    if refused:
+        return f"{refused} node{'s' if refused != 1 else ''} refused"
+    return "drained"
+
+
+def drain_summary_table(
+    nodes: Sequence[str], outcome: DrainOutcome, f: ProgressFigures | None, now: datetime
+) -> Table:
+    """The drain's end: how it ended, how long it took, and its last pass's figures."""
+    table = Table(title="Summary")
+    for name, justify in (
+        ("nodes", "left"),
+        ("result", "left"),
+        ("duration", "right"),
+        ("nodes drained", "right"),
+        ("pods evicted", "right"),
+        ("pods remaining", "right"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    table.add_row(
+        escape(node_list(nodes)),
+        drain_result(outcome),
+        format_duration(max(timedelta(0), now - outcome.state.started_at)),
+        f"{f.nodes_drained}/{f.nodes_total}" if f else f"0/{len(nodes)}",
+        str(f.pods_evicted) if f else "0",
+        str(f.pods_remaining) if f else "0",
+    )
+    return table
+
+
+def node_list(nodes: Sequence[str], shown: int = 3) -> str:
+    """The first `shown` node names, then how many more."""
+    more = len(nodes) - shown
+    return ", ".join(nodes[:shown]) + (f" and {more} more" if more > 0 else "")

@@ -8,6 +8,7 @@ the problem and what to do.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import getpass
 import json
 import logging
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.cli import records as cli_read
 from bot.cli import report as report_cli
-from bot.cli.live import LiveDisplay
+from bot.cli.live import DrainLive, LiveDisplay
 from bot.config import logs, providers
 from bot.runtime import wiring
 from bot.text import messages
@@ -567,20 +568,30 @@ def cmd_drain(args: argparse.Namespace) -> int:
     cancel = threading.Event()
     _on_interrupt(cancel)
 
+    # On a terminal one live panel with the figures; elsewhere the condition messages, one per change.
+    live = DrainLive([n.name for n in nodes]) if live_display(args) else None
+
     def show(report: DrainReport) -> None:
-        print(report.condition_message(args.style) or report.summary_line(), flush=True)
+        if live is None:
+            print(report.condition_message(args.style) or report.summary_line(), flush=True)
 
     for node in nodes:
         print(f"node/{node.name} {'already cordoned' if node.unschedulable else 'cordoned'}", flush=True)
-    outcome = drainer.drain_nodes(
-        api,
-        [n.name for n in nodes],
-        options=options,
-        clock=SystemClock(),
-        settings=drainer.DrainSettings(interval=interval, timeout=timeout or None, parallel=args.parallel),
-        on_report=show,
-        cancel=cancel,
-    )
+    with live if live is not None else contextlib.nullcontext():
+        outcome = drainer.drain_nodes(
+            api,
+            [n.name for n in nodes],
+            options=options,
+            clock=SystemClock(),
+            settings=drainer.DrainSettings(
+                interval=interval, timeout=timeout or None, parallel=args.parallel
+            ),
+            on_report=show,
+            on_pass=live.on_pass if live is not None else None,
+            cancel=cancel,
+        )
+    if live is not None:
+        live.summary(outcome, SystemClock().now())
     failed = outcome.failed_nodes
     if outcome.completed or (failed and not outcome.timed_out and not outcome.cancelled):
         for node in nodes:

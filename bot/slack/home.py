@@ -5,6 +5,9 @@ operation changes state, for the people who opened it in the last day. Building 
 cluster's pools (seconds on a large cluster), so it runs on the bot's executor, never on a Bolt
 listener thread; a person's tab is published at most once every `min_interval` seconds (changes in
 between are folded into the next publish), which keeps views.publish (Tier 4) far from its limit.
+Each cluster also shows what its sleeps saved: the figures of this week and of the last 28 days,
+and the chart of the whole weeks before this one, an image uploaded once a week
+(`bot.slack.home_charts`); without it, the figures stay as text and the Home says why.
 """
 
 from __future__ import annotations
@@ -14,15 +17,21 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
+from dataclasses import dataclass, replace
 from datetime import UTC, timedelta
 from typing import Any, Protocol
+
+from slack_sdk.errors import SlackApiError
 
 from bot.ports import OperationsPort
 from bot.slack import weekly_post as weekly
 from bot.slack.blocks import operations as blocks
+from bot.slack.blocks.operations import ClusterView, HomeChart
 from bot.slack.dispatch import GroupResolver
+from bot.slack.home_charts import PROCESSING_NOTE, HomeCharts
 from engine.domain.clock import SystemClock
 from engine.domain.operation import ProgressEvent
+from engine.operations.policy import Role
 from engine.savings.figures import savings
 
 log = logging.getLogger(__name__)
@@ -41,6 +50,19 @@ class HomeApi(Protocol):
 
     def chat_getPermalink(self, *, channel: str, message_ts: str) -> Any: ...  # noqa: N802 (Slack's name)
 
+    def files_upload_v2(self, *, file: bytes, filename: str, title: str, alt_txt: str) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _HomeContents:
+    """What one person's Home shows, read once and rendered once (or twice, when Slack refuses
+    the images of a first rendering)."""
+
+    clusters: tuple[tuple[ClusterView, Role], ...]
+    links: dict[str, str]
+    saved: dict[str, str]
+    charts: dict[str, HomeChart]
+
 
 class HomeTab:
     def __init__(
@@ -52,8 +74,10 @@ class HomeTab:
         groups: GroupResolver,
         min_interval: float = MIN_INTERVAL_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        charts: HomeCharts | None = None,
     ) -> None:
         self._ops, self._client, self._executor, self._groups = ops, client, executor, groups
+        self._charts = charts or HomeCharts(client)
         self._min_interval, self._clock = min_interval, clock
         self._lock = threading.Lock()
         self._watchers: dict[str, float] = {}
@@ -103,8 +127,27 @@ class HomeTab:
     def _publish(self, user: str) -> None:
         with self._lock:
             self._dirty.discard(user)  # changes from now on are either in this view or redone
+        retry = False
         try:
-            self._client.views_publish(user_id=user, view=self.view(user))
+            contents = self._contents(user)
+            try:
+                self._client.views_publish(user_id=user, view=self._render(user, contents))
+            except SlackApiError as exc:
+                shown = [c.file_id for c in contents.charts.values() if c.file_id]
+                if not shown or _error(exc) != "invalid_blocks":
+                    raise
+                # Slack has not finished processing a chart it was given (or lost it): the Home
+                # goes out without the images now; while Slack is still processing, it is
+                # published again after the interval.
+                instead, retry = self._charts.refused(shown)
+                charts = {
+                    cluster: instead.get(chart.file_id, HomeChart(note=PROCESSING_NOTE))
+                    if chart.file_id
+                    else chart
+                    for cluster, chart in contents.charts.items()
+                }
+                without = self._render(user, replace(contents, charts=charts))
+                self._client.views_publish(user_id=user, view=without)
         except Exception:
             log.exception("could not publish the Home tab", extra={"user": user})
         finally:
@@ -112,11 +155,16 @@ class HomeTab:
             with self._lock:
                 self._published[user] = self._clock()
                 self._scheduled.discard(user)
+                if retry:
+                    self._dirty.add(user)
                 again = user in self._dirty
             if again:
                 self._schedule(user)
 
     def view(self, user: str) -> dict[str, Any]:
+        return self._render(user, self._contents(user))
+
+    def _contents(self, user: str) -> _HomeContents:
         groups = self._groups(user)
         mine = []
         for cluster in self._ops.clusters():
@@ -125,18 +173,17 @@ class HomeTab:
                 mine.append((self._ops.status(cluster), role))
         links = {op.id: self._link(op.channel, op.message_ts) for s, _ in mine for op in s.running}
         now = SystemClock().now()
-        saved = {
-            s.cluster: weekly.home_line(
-                savings(
-                    self._ops.list_operations(cluster=s.cluster, limit=HISTORY_READ),
-                    now=now,
-                    tz=UTC,
-                    since=now - HOME_SAVINGS_SPAN,
-                )
-            )
-            for s, _ in mine
-        }
-        message = blocks.home_view(user, mine, {k: v for k, v in links.items() if v}, saved)
+        saved: dict[str, str] = {}
+        charts: dict[str, HomeChart] = {}
+        for status, _ in mine:
+            history = self._ops.list_operations(cluster=status.cluster, limit=HISTORY_READ)
+            report = savings(history, now=now, tz=UTC, since=now - HOME_SAVINGS_SPAN)
+            saved[status.cluster] = weekly.home_line(report)
+            charts[status.cluster] = self._charts.chart(status.cluster, history)
+        return _HomeContents(tuple(mine), {k: v for k, v in links.items() if v}, saved, charts)
+
+    def _render(self, user: str, contents: _HomeContents) -> dict[str, Any]:
+        message = blocks.home_view(user, contents.clusters, contents.links, contents.saved, contents.charts)
         return {"type": "home", "blocks": message.block_dicts()}
 
     def _link(self, channel: str, ts: str) -> str:
@@ -155,3 +202,7 @@ class HomeTab:
         with self._lock:
             self._links[key] = url
         return url
+
+
+def _error(exc: SlackApiError) -> str:
+    return str(exc.response.get("error", "")) if exc.response is not None else ""

@@ -67,7 +67,11 @@ class ProgressFigures:
 
 def figures(op: Operation) -> ProgressFigures | None:
     """The figures of an operation that has started draining; None before its first pass."""
-    drain = op.progress.drain
+    return drain_figures(op.progress.drain)
+
+
+def drain_figures(drain: DrainProgress) -> ProgressFigures | None:
+    """The figures of a drain (an operation's, or `scalebot drain`'s); None before its first pass."""
     if not drain.nodes_total:
         return None
     done = pods_done(drain)

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from engine.domain.clock import Clock
 from engine.drain import filters
@@ -71,9 +71,13 @@ def drain_nodes(
     settings: DrainSettings = DrainSettings(),
     state: drain.DrainState | None = None,
     on_report: Callable[[DrainReport], None] | None = None,
+    on_pass: Callable[[drain.PassResult, datetime], None] | None = None,
     cancel: threading.Event | None = None,
 ) -> DrainOutcome:
     """Cordon, then drain `nodes` in passes. Pass a saved `state` to resume an interrupted drain.
+
+    `on_report` is called with each pass's report whose condition message changed; `on_pass` with
+    every pass's result and time (the live progress figures move with each pass).
 
     The pods come from a `PodFeed` (one listing, then a pod watch where the API offers one), which
     also wakes the loop as soon as the pods a pass left terminating are gone.
@@ -105,6 +109,8 @@ def drain_nodes(
             )
             feed.await_gone(result.awaiting)
             state, report = result.state, result.report
+            if on_pass is not None:
+                on_pass(result, now)
             message = report.condition_message()
             if on_report is not None and message != last_message:
                 on_report(report)

@@ -56,7 +56,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from engine.domain import force_scope, progress_figures
+from engine.domain import force_scope
 from engine.domain.clock import Clock
 from engine.domain.durations import format_duration
 from engine.domain.model import PdbIndex
@@ -80,6 +80,7 @@ from engine.domain.operation import (
 )
 from engine.drain import filters, force_rules
 from engine.drain import passes as drain
+from engine.drain import progress as drain_progress
 from engine.drain.concurrency import AdaptiveGate, AimdController, AimdSettings
 from engine.drain.pacing import PassFacts, PassPacing, next_pass
 from engine.drain.pod_feed import PodFeed
@@ -104,8 +105,6 @@ CLAIM_TTL_SECONDS = 15.0
 """A runner not heard from for this long has lost its operations; it heartbeats every third of it."""
 CLAIM_POLL_SECONDS = 1.0
 """How often a standby that took over checks whether the previous runner's claim has lapsed."""
-BLOCKERS_SHOWN = 5
-"""How many blocking pods the progress figures name (the thread has the full list)."""
 
 
 def runner_identity() -> RunnerId:
@@ -875,21 +874,13 @@ def step_drain(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     # The feed wakes the runner once the pods left terminating are gone (the tail of a drain).
     feed.await_gone(result.awaiting)
     message = result.report.condition_message(h.drain_report)
-    report = result.report
-    drained = replace(
-        op.progress.drain,
+    drained = drain_progress.after_pass(
+        replace(op.progress.drain, timeouts_reported=tuple(reported)),
+        nodes=nodes,
         state=result.state,
-        evicted=result.state.evicted_total,
-        timeouts_reported=tuple(reported),
-        nodes_total=len(nodes),
-        busy_nodes=tuple(sorted(result.busy_nodes)),
-        pods_remaining=len(report.blocking_keys - set(report.terminating)),
-        pods_terminating=len(report.terminating),
-        blocking=report.blockers(BLOCKERS_SHOWN),
-    )
-    drained = replace(
-        drained,
-        samples=progress_figures.add_sample(drained.samples, now, progress_figures.pods_done(drained)),
+        report=result.report,
+        busy_nodes=result.busy_nodes,
+        now=now,
     )
     events: list[tuple[ProgressKind, str, str]] = list(timeout_events)
     if message != op.progress.drain.last_message:

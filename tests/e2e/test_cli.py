@@ -1,6 +1,7 @@
 """The `scalebot` command line against the real control plane.
 
 Covers: `drain` prints the kubectl-style lines and the changed condition messages and exits 0;
+on a terminal it draws one live panel with the drain's figures instead, then a summary table;
 `--timeout` exits 1 with the final message (a budget that allows nothing is retried until then);
 `--dry-run` and `plan drain -o json` change nothing;
 bad input (unknown node, invalid selector, missing context or kubeconfig, a forbidden call) is one
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 
 from localcluster import builders
+from tests.unit.bot.test_cli_live import ANSI, on_a_terminal_stdout
 
 pytestmark = pytest.mark.e2e
 
@@ -48,6 +50,18 @@ def unschedulable(admin_api: Any, node: str) -> bool:
     return bool(builders.get(admin_api, builders.node_path(node))["spec"].get("unschedulable"))
 
 
+def node_with_two_pods(
+    admin_api: Any, namespace: str, node_pool: Callable[..., list[str]], group_name: str
+) -> str:
+    """A node running two pods of a Deployment (grace 2 s), and a second node where they can go."""
+    group = {"scalebot.test/group": group_name}
+    [node] = node_pool(1, labels=group)
+    builders.create_deployment(admin_api, namespace, "web", 2, node_selector=group, grace=2)
+    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    node_pool(1, labels=group)
+    return node
+
+
 def test_drain_prints_progress_and_exits_zero(
     admin_api: Any,
     scalebot_kubeconfig: Path,
@@ -55,17 +69,40 @@ def test_drain_prints_progress_and_exits_zero(
     node_pool: Callable[..., list[str]],
     unique_name: str,
 ) -> None:
-    group = {"scalebot.test/group": unique_name}
-    [node] = node_pool(1, labels=group)
-    builders.create_deployment(admin_api, namespace, "web", 2, node_selector=group, grace=2)
-    builders.wait_for_deployment_available(admin_api, namespace, "web")
-    node_pool(1, labels=group)
+    node = node_with_two_pods(admin_api, namespace, node_pool, unique_name)
     result = scalebot("drain", node, "--interval", "2s", kubeconfig=scalebot_kubeconfig)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == f"node/{node} cordoned"
     assert ": deletionTimestamp set, but still not removed from the Node" in result.stdout
     assert lines[-2:] == ["Drain completed", f"node/{node} drained"]
+
+
+def test_drain_on_a_terminal_draws_the_live_panel_and_a_summary_table(
+    admin_api: Any,
+    scalebot_kubeconfig: Path,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    unique_name: str,
+) -> None:
+    node = node_with_two_pods(admin_api, namespace, node_pool, unique_name)
+
+    code, out = on_a_terminal_stdout(
+        ["drain", node, "--interval", "2s", "--kubeconfig", str(scalebot_kubeconfig)],
+        {**os.environ, "PYTHONPATH": str(REPO)},
+    )
+
+    assert code == 0, out
+    text = ANSI.sub("", out)
+    assert f"node/{node} cordoned" in text and f"node/{node} drained" in text
+    assert f"drain · 1 node · {node}" in text
+    assert "1/1 drained" in text and "2 evicted · 0 remaining · 2 total" in text, text
+    assert "Drain not completed yet" in text, "the panel's status while the evicted pods terminate"
+    assert "deletionTimestamp set" not in text, "no condition messages between the redraws"
+    [row] = [line for line in text.splitlines() if line.startswith(f"│ {node}")]
+    cells = [c.strip() for c in row.strip("│ ").split("│")]
+    assert cells[1] == "drained" and cells[3:] == ["1/1", "2", "0"], cells
+    assert builders.pods_on_node(admin_api, node, namespace=namespace) == [], "the node is empty"
 
 
 def test_drain_timeout_exits_one_with_the_blocking_message(

@@ -24,6 +24,7 @@ from slack_sdk.models.blocks import (
     ContextBlock,
     DividerBlock,
     HeaderBlock,
+    ImageBlock,
     MarkdownTextObject,
     PlainTextObject,
     SectionBlock,
@@ -140,6 +141,16 @@ class Builder:
         each = min(2_000, allowance // len(parts))
         elements = [MarkdownTextObject(text=cut_list_line(t, each)) for t in parts]
         self._add(ContextBlock(elements=elements), sum(len(e.text) for e in elements))
+
+    def image(self, file_id: str, *, title: str, alt_text: str) -> None:
+        """An uploaded image, referenced by its Slack file ID (never by a public URL)."""
+        if self.full:
+            return
+        title = title if len(title) <= HEADER_CHARS else title[: HEADER_CHARS - 1] + "…"
+        block = ImageBlock(
+            slack_file={"id": file_id}, alt_text=alt_text[:2_000], title=PlainTextObject(text=title)
+        )
+        self._add(block, len(title) + len(alt_text[:2_000]))
 
     def divider(self) -> None:
         if not self.full:

@@ -16,6 +16,7 @@ import base64
 import binascii
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -499,15 +500,28 @@ def status_view(status: ClusterView) -> Message:
     return b.build(f"status-{status.cluster}", f"Status of {status.cluster}")
 
 
+@dataclass(frozen=True, slots=True)
+class HomeChart:
+    """A cluster's savings chart on the Home tab: an uploaded image (`file_id`), or why there is
+    none (`note`, shown as text beside the figures)."""
+
+    file_id: str = ""
+    title: str = ""
+    alt_text: str = ""
+    note: str = ""
+
+
 def home_view(
     user: str,
     clusters: Sequence[tuple[ClusterView, Role]],
     links: Mapping[str, str],
     savings: Mapping[str, str] | None = None,
+    charts: Mapping[str, HomeChart] | None = None,
 ) -> Message:
     """The App Home tab of `user`: per cluster they have a role on, their role, pools and sizes,
     running and pending operations (linked to their threads: `links` maps operation ID -> URL),
-    the next scheduled event and what its sleeps saved lately (`savings`: cluster -> line)."""
+    the next scheduled event, what its sleeps saved lately (`savings`: cluster -> line) and the
+    savings chart (`charts`: cluster -> the uploaded image, or why it is not shown)."""
     b = Builder()
     b.header("scalebot")
     if not clusters:
@@ -526,6 +540,11 @@ def home_view(
         b.context(messages.next_event(status.next_event) if status.next_event else "No scheduled events.")
         if savings and savings.get(status.cluster):
             b.context(esc(savings[status.cluster]))
+        chart = (charts or {}).get(status.cluster)
+        if chart is not None and chart.file_id:
+            b.image(chart.file_id, title=chart.title, alt_text=chart.alt_text)
+        elif chart is not None and chart.note:
+            b.context(esc(chart.note))
     return b.build(f"home-{user}", "scalebot")
 
 

@@ -16,8 +16,9 @@ import re
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from rich.console import Console
@@ -40,8 +41,8 @@ def _terminal() -> tuple[Console, io.StringIO]:
     return Console(file=out, force_terminal=True, width=160, color_system=None, legacy_windows=False), out
 
 
-def _cluster(blocked: bool) -> FakeCluster:
-    cluster = FakeCluster()
+def _cluster(blocked: bool, now: Callable[[], datetime] | None = None) -> FakeCluster:
+    cluster = FakeCluster(now=now)
     for i in range(2):
         cluster.add_node(f"web-{i}", labels={"scalebot.io/pool": "web"})
         cluster.add_node(f"spare-{i}", labels={"scalebot.io/pool": "spare"})
@@ -106,6 +107,12 @@ def test_the_summary_table_carries_the_operations_summary(tmp_path: Path) -> Non
 
 def _on_a_terminal_stdout(db: Path, *args: str) -> tuple[int, str]:
     """`scalebot ARGS` with a pseudo-terminal as stdout (read as it is written, or the child blocks)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "SCALEBOT_DB")}
+    return on_a_terminal_stdout([*args, "--db", str(db)], env)
+
+
+def on_a_terminal_stdout(args: list[str], env: dict[str, str]) -> tuple[int, str]:
+    """`python -m bot ARGS` with a pseudo-terminal as stdout and stderr: its exit code and output."""
     leader, follower = os.openpty()
     chunks: list[bytes] = []
 
@@ -121,10 +128,9 @@ def _on_a_terminal_stdout(db: Path, *args: str) -> tuple[int, str]:
 
     reader = threading.Thread(target=read)
     reader.start()
-    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "SCALEBOT_DB")}
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "bot", *args, "--db", str(db)],
+            [sys.executable, "-m", "bot", *args],
             stdin=subprocess.DEVNULL,
             stdout=follower,
             stderr=follower,
