@@ -483,6 +483,9 @@ class WorkloadsProgress:
     """The sleep's or wake's report headline ("61/61 workloads restored"); "" before it ran."""
     available: WorkloadCount | None = None
     """After a wake: Deployments and StatefulSets available again."""
+    restored: tuple[str, ...] = ()
+    """`Kind/namespace/name` of each workload a wake scaled back (it follows them, with those the
+    sleep displaced with its nodes)."""
     followed_since: datetime | None = None
     """When a wake first looked at the workloads with its nodes Ready (it follows those not back)."""
     not_back: tuple[str, ...] = ()

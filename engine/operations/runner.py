@@ -792,6 +792,7 @@ def step_cordon(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
             h.pools.prepare_removal(change.pool, chosen)
     saved = op.progress.drain.state
     already = drain.cordon_nodes(h.api, nodes, now=now, executor=runner._evictions)
+    _record_displaced(runner, op, h, nodes)
     for node in nodes:
         ref = kube_events.ObjectRef.node(node)
         h.events.record(ref, reason=kube_events.CORDONED, message=f"Cordoned by scalebot (operation {op.id})")
@@ -808,6 +809,21 @@ def step_cordon(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
         progress=replace(op.progress, drain=replace(op.progress.drain, state=state, phase1_started_at=now)),
         events=[("phase", f"Cordoned {n} node{'s' if n != 1 else ''}; draining", "")],
     )
+
+
+def _record_displaced(runner: Runner, op: Operation, h: ClusterHandle, nodes: Sequence[str]) -> None:
+    """Before a sleep drains its nodes (cordoned: no new pod lands), keep which workloads have pods
+    on them: its wake follows exactly those, with the workloads it scales back, and no other."""
+    if not records_restore(op):
+        return
+    pool_of = {n: c.pool for c in op.plan.pools if c.after < c.before for n in c.nodes_to_remove}
+    pool_of.update({n: pool for pool, names in op.progress.removal.joined.items() for n in names})
+    emptied = [n for n in nodes if n in pool_of]
+    if not emptied:
+        return
+    now = runner.clock.now()
+    for pool, keys in returning.displaced_by(pool_of, h.api.list_pods(node_names=emptied)).items():
+        runner.store.record_displaced(h.name, pool, keys, op_id=op.id, at=now)
 
 
 def _drain_state(op: Operation) -> drain.DrainState:
@@ -1571,15 +1587,24 @@ def step_workloads_wake(runner: Runner, op: Operation, h: ClusterHandle) -> Step
     records = [WorkloadRecord.from_dict(r) for r in runner.store.workload_records(h.name)]
     report = h.workloads.wake(records or None)
     runner.store.clear_workload_records(h.name)
-    available = h.workloads.availability()
+    restored = tuple(o.key for o in report.changed)
+    available = h.workloads.availability(keys=_followed(runner, op, h, restored))
     workloads = WorkloadsProgress(
-        headline=report.headline, available=WorkloadCount(available.available, available.total)
+        headline=report.headline,
+        available=WorkloadCount(available.available, available.total),
+        restored=restored,
     )
     return StepResult(
         then=NEXT,
         progress=replace(op.progress, workloads=workloads),
         events=[("phase", f"Workloads: {report.headline}; {available.headline}", "")],
     )
+
+
+def _followed(runner: Runner, op: Operation, h: ClusterHandle, restored: Sequence[str]) -> frozenset[str]:
+    """The workloads a wake waits for: those it scaled back, and those whose pods were on the nodes
+    the sleeps of its pools emptied. A workload scalebot never touched is not its to report."""
+    return frozenset(restored) | runner.store.displaced(h.name, {c.pool for c in op.plan.pools})
 
 
 RETURN_POLL_SECONDS = 5.0
@@ -1592,8 +1617,8 @@ def step_workloads_return(runner: Runner, op: Operation, h: ClusterHandle) -> St
     if op.kind is not OpKind.WAKE or h.workloads is None:
         return StepResult(then=NEXT)
     now = runner.clock.now()
-    availability = h.workloads.availability()
     before = op.progress.workloads
+    availability = h.workloads.availability(keys=_followed(runner, op, h, before.restored))
     since = before.followed_since or now
     followed = replace(
         before,

@@ -32,7 +32,7 @@ import shutil
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -499,6 +499,12 @@ class Store:
         db.table("workload_records").create(
             {"cluster": str, "key": str, "record": str, "op_id": str, "at": str},
             pk=("cluster", "key"),
+            if_not_exists=True,
+        )
+        # Workloads whose pods were on the nodes a sleep removed: what its wake follows back.
+        db.table("displaced").create(
+            {"cluster": str, "pool": str, "key": str, "op_id": str, "at": str},
+            pk=("cluster", "pool", "key"),
             if_not_exists=True,
         )
         # Slack delivery: what the sender still owes (JSON items) and where each message lives.
@@ -1116,8 +1122,31 @@ class Store:
             self.db.table("workload_records").delete_where("cluster = ?", [cluster])
 
     def clear_restore(self, cluster: str, pool: str) -> None:
+        """Forget a pool's size to restore and the workloads its sleep displaced (one lifetime)."""
         with self.transaction():
             self.db.table("restore").delete_where("cluster = ? AND pool = ?", [cluster, pool])
+            self.db.table("displaced").delete_where("cluster = ? AND pool = ?", [cluster, pool])
+
+    def record_displaced(
+        self, cluster: str, pool: str, keys: Collection[str], *, op_id: str, at: datetime
+    ) -> None:
+        """Workloads (`Kind/namespace/name`) whose pods were on `pool`'s nodes as a sleep emptied them."""
+        if not keys:
+            return
+        with self.transaction():
+            self.db.table("displaced").upsert_all(
+                [
+                    {"cluster": cluster, "pool": pool, "key": key, "op_id": op_id, "at": at.isoformat()}
+                    for key in sorted(keys)
+                ],
+                pk=("cluster", "pool", "key"),
+            )
+
+    def displaced(self, cluster: str, pools: Collection[str]) -> frozenset[str]:
+        """The workloads the sleeps of `pools` displaced, until their wake clears the pool's restore."""
+        with self._lock:
+            rows = self.db.table("displaced").rows_where("cluster = ?", [cluster])
+            return frozenset(str(r["key"]) for r in rows if r["pool"] in pools)
 
     # -- schedules --------------------------------------------------------------------------------
 

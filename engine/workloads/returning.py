@@ -8,7 +8,7 @@ bounded time and then names each one still not back with the reason its pods giv
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from engine.domain.model import PodInfo
 
@@ -27,6 +27,32 @@ def owned_by(pod: PodInfo, key: str) -> bool:
         owner, _, suffix = pod.controller.name.rpartition("-")
         return pod.controller.kind == "ReplicaSet" and owner == name and bool(suffix)
     return pod.controller.kind == kind and pod.controller.name == name
+
+
+def workload_of(pod: PodInfo) -> str | None:
+    """The `Kind/namespace/name` of the Deployment or StatefulSet `pod` belongs to (None for any
+    other pod): the inverse of `owned_by`, for the workloads a sleep displaces with its nodes."""
+    owner = pod.controller
+    if owner is None:
+        return None
+    if owner.kind == "StatefulSet":
+        return f"StatefulSet/{pod.namespace}/{owner.name}"
+    deployment, _, suffix = owner.name.rpartition("-")
+    if owner.kind == "ReplicaSet" and deployment and suffix:
+        return f"Deployment/{pod.namespace}/{deployment}"
+    return None
+
+
+def displaced_by(nodes: Mapping[str, str], pods: Iterable[PodInfo]) -> dict[str, frozenset[str]]:
+    """Pool → the workloads with a pod on one of its `nodes` (node → pool) that is still running
+    there: the workloads a sleep that empties those nodes sends elsewhere, or nowhere."""
+    found: dict[str, set[str]] = {}
+    for pod in pods:
+        pool = nodes.get(pod.node_name)
+        key = workload_of(pod)
+        if pool is not None and key is not None and not pod.is_finished:
+            found.setdefault(pool, set()).add(key)
+    return {pool: frozenset(keys) for pool, keys in found.items()}
 
 
 def why_not_back(not_ready: Sequence[tuple[str, str]], pods: Iterable[PodInfo]) -> tuple[str, ...]:

@@ -141,8 +141,19 @@ class WorkloadScaler:
     def plan_sleep(self) -> WorkloadPlan:
         return plan_sleep(self.snapshot(), now=self._clock.now(), config=self.config)
 
-    def availability(self, namespaces: Collection[str] | None = None) -> Availability:
-        """Deployments/StatefulSets available in `namespaces` (default: the selected, unprotected ones)."""
+    def availability(
+        self, namespaces: Collection[str] | None = None, *, keys: Collection[str] | None = None
+    ) -> Availability:
+        """Deployments/StatefulSets available in `namespaces` (default: the selected, unprotected
+        ones), or exactly those named in `keys` (`Kind/namespace/name`) wherever they are."""
+        if keys is not None:
+            named = set(keys)
+            kinds = [
+                k for k in (Kind.DEPLOYMENT, Kind.STATEFULSET) if any(n.startswith(f"{k}/") for n in named)
+            ]
+            return compute_availability(
+                w for k in kinds for w in self._api.list_workloads(k) if w.key in named
+            )
         if namespaces is None:
             selected = self.config.selected_names(self._api.list_namespaces())
             namespaces = set(selected) - self.config.protected_namespaces

@@ -25,14 +25,18 @@ UNSCHEDULABLE = "Unschedulable: 0/2 nodes are available: 2 node(s) had untolerat
 
 
 class Deployments:
-    """WorkloadApi over a few Deployments; `back_after` looks, `shop/web` becomes available."""
+    """WorkloadApi over a few Deployments; `back_after` looks, `shop/web` becomes available.
+
+    `shop/api` is available all along; `ops/legacy` never is: neither has a pod on the nodes the
+    sleep empties, so a wake has nothing to wait for or say about them.
+    """
 
     def __init__(self, back_after: int | None) -> None:
         self.back_after = back_after
         self.looks = 0
 
     def list_namespaces(self) -> list[NamespaceInfo]:
-        return [NamespaceInfo("shop")]
+        return [NamespaceInfo("shop"), NamespaceInfo("ops")]
 
     def list_workloads(self, kind: Kind) -> list[WorkloadInfo]:
         if kind is not Kind.DEPLOYMENT:
@@ -51,6 +55,9 @@ class Deployments:
                 generation=1,
                 observed_generation=1,
                 available_replicas=2 if back else 0,
+            ),
+            WorkloadInfo(
+                Kind.DEPLOYMENT, "ops", "legacy", 1, generation=1, observed_generation=1, available_replicas=0
             ),
         ]
 
@@ -79,16 +86,21 @@ def _woken(tmp_path: Path, deployments: Deployments) -> tuple[Operations, FakeCl
     assert cluster.clock is not None
     for i in range(2):
         cluster.add_node(f"web-{i}", labels={"scalebot.io/pool": "web"})
-    # The Deployment's pods wait for a node the wake does not bring (a taint they do not tolerate).
-    for i in range(2):
+        cluster.add_node(f"ops-{i}", labels={"scalebot.io/pool": "ops"})
+        # web's pods run on the nodes the sleep empties; legacy's on a pool it leaves alone.
         cluster.add_pod(
             "shop",
             f"web-7d4b9c-{i}",
-            node="",
-            phase="Pending",
+            node=f"web-{i}",
             controller_kind="ReplicaSet",
             controller_name="web-7d4b9c",
-            unscheduled_reason=UNSCHEDULABLE,
+        )
+        cluster.add_pod(
+            "ops",
+            f"legacy-5f6a7-{i}",
+            node=f"ops-{i}",
+            controller_kind="ReplicaSet",
+            controller_name="legacy-5f6a7",
         )
     handle = ClusterHandle(
         name="dev", api=cluster, pools=SimulatedPoolProvider(cluster), workloads=WorkloadScaler(deployments)
@@ -98,9 +110,23 @@ def _woken(tmp_path: Path, deployments: Deployments) -> tuple[Operations, FakeCl
     events: list[ProgressEvent] = []
     ops.subscribe(events.append)
     for kind in (OpKind.ZERO, OpKind.WAKE):
-        out = ops.request(OperationRequest(kind=kind, target=Target(cluster="dev"), requested_by="cli:alice"))
+        target = Target(cluster="dev", pools=("web",))
+        out = ops.request(OperationRequest(kind=kind, target=target, requested_by="cli:alice"))
         assert out.ok and out.operation is not None, out.reply
         assert ops.runner.wait_idle(20)
+        if kind is OpKind.ZERO:
+            # The evicted pods come back Pending: they wait for a node the wake does not bring
+            # (a taint they do not tolerate).
+            for i in range(2):
+                cluster.add_pod(
+                    "shop",
+                    f"web-7d4b9c-p{i}",
+                    node="",
+                    phase="Pending",
+                    controller_kind="ReplicaSet",
+                    controller_name="web-7d4b9c",
+                    unscheduled_reason=UNSCHEDULABLE,
+                )
     return ops, cluster, events
 
 
@@ -111,21 +137,21 @@ def test_a_wake_names_the_workloads_still_not_back_and_why_after_following_them(
         assert wake.state is OpState.SUCCEEDED, wake.error
         texts = [e.text for e in events if e.operation.id == wake.id]
         assert any(
-            t.startswith("Nodes Ready; 1/2 workloads available, following the others for up to 3m")
+            t.startswith("Nodes Ready; 0/1 workloads available, following the others for up to 3m")
             and "Deployment/shop/web" in t
             for t in texts
         ), texts
         [final] = [e.text for e in events if e.operation.id == wake.id and e.final]
-        assert "2/2 nodes Ready" in final and "1/2 workloads available" in final
+        assert "2/2 nodes Ready" in final and "0/1 workloads available" in final
         why = (
-            "Deployment/shop/web: 0/2 replicas available; 2 pod(s) Pending (web-7d4b9c-0: "
+            "Deployment/shop/web: 0/2 replicas available; 2 pod(s) Pending (web-7d4b9c-p0: "
             + UNSCHEDULABLE
             + ")"
         )
         assert "not back: " + why in final
         assert wake.progress.workloads.not_back == (why,)
         report = wake_report(wake)
-        assert report.startswith("dev is only partly back: 2/2 nodes Ready, 1/2 workloads available")
+        assert report.startswith("dev is only partly back: 2/2 nodes Ready, 0/1 workloads available")
         assert "not back: " + why in report
     finally:
         ops.runner.stop()
@@ -138,8 +164,26 @@ def test_a_wake_reports_when_the_workloads_it_followed_are_back(tmp_path: Path) 
         [wake] = [op for op in ops.list_operations() if op.kind is OpKind.WAKE]
         assert wake.state is OpState.SUCCEEDED, wake.error
         texts = [e.text for e in events if e.operation.id == wake.id]
-        assert any(t.startswith("2/2 workloads available after ") for t in texts), texts
+        assert any(t.startswith("1/1 workloads available after ") for t in texts), texts
         assert wake.progress.workloads.not_back == ()
-        assert wake_report(wake) == "dev is back: 2/2 nodes Ready, 2/2 workloads available"
+        assert wake_report(wake) == "dev is back: 2/2 nodes Ready, 1/1 workloads available"
+    finally:
+        ops.runner.stop()
+
+
+def test_a_wake_waits_for_and_reports_only_the_workloads_its_sleep_displaced(tmp_path: Path) -> None:
+    """ops/legacy has never been available and scalebot never touched it (its pods are on a pool
+    the sleep left running): the wake neither follows it nor names it; it counts shop/web alone,
+    whose pods were on the nodes the sleep removed."""
+    ops, _, events = _woken(tmp_path, Deployments(back_after=0))
+    try:
+        [wake] = [op for op in ops.list_operations() if op.kind is OpKind.WAKE]
+        assert wake.state is OpState.SUCCEEDED, wake.error
+        texts = [e.text for e in events if e.operation.id == wake.id]
+        assert not [t for t in texts if "legacy" in t or "following" in t], texts
+        [final] = [e.text for e in events if e.operation.id == wake.id and e.final]
+        assert "1/1 workloads available" in final and "not back" not in final, final
+        assert wake.progress.workloads.not_back == ()
+        assert wake_report(wake) == "dev is back: 2/2 nodes Ready, 1/1 workloads available"
     finally:
         ops.runner.stop()
