@@ -6,6 +6,9 @@ still verifies it). Faults, each with its own probability per forwarded chunk, d
 seeded `random.Random` so a run can be repeated:
 
 - `latency`: seconds added before each chunk is forwarded (either direction);
+- `answer_latency`: seconds added before each chunk towards the client once the client has sent
+  two chunks on that connection (its TLS handshake is done): requests reach the server at once,
+  their answers come late, so a client's writes land while it waits, none is held half-sent;
 - `drop`: both sides are closed cleanly (FIN) — the request may or may not have reached the
   server, and its answer is lost;
 - `reset`: both sides are reset (SO_LINGER 0 → RST) — "connection reset by peer";
@@ -39,6 +42,7 @@ FAULTS = ("drop", "reset", "drop_after_forward")
 @dataclass
 class Faults:
     latency: float = 0.0
+    answer_latency: float = 0.0
     drop: float = 0.0
     reset: float = 0.0
     drop_after_forward: float = 0.0
@@ -73,6 +77,7 @@ class FaultProxy:
         self,
         *,
         latency: float = 0.0,
+        answer_latency: float = 0.0,
         drop: float = 0.0,
         reset: float = 0.0,
         drop_after_forward: float = 0.0,
@@ -80,7 +85,7 @@ class FaultProxy:
     ) -> None:
         """Replace the fault settings (unnamed ones go back to 0)."""
         with self._lock:
-            self.faults = Faults(latency, drop, reset, drop_after_forward, every)
+            self.faults = Faults(latency, answer_latency, drop, reset, drop_after_forward, every)
 
     def reset_open_connections(self) -> int:
         """Reset (RST) every connection open now, idle or not, such as a long-lived watch: the
@@ -138,7 +143,7 @@ class FaultProxy:
             self._threads.append(thread)
             thread.start()
 
-    def _decide(self, upstream: bool) -> tuple[float, str]:
+    def _decide(self, upstream: bool, handshaken: bool) -> tuple[float, str]:
         with self._lock:
             f = self.faults
             self.counts["chunks_up" if upstream else "chunks_down"] += 1
@@ -155,10 +160,12 @@ class FaultProxy:
                 fault = "drop_after_forward"
             if fault:
                 self.counts[fault] += 1
-            return f.latency, fault
+            held = f.answer_latency if handshaken and not upstream else 0.0
+            return f.latency + held, fault
 
     def _pump(self, client: socket.socket, server: socket.socket) -> None:
         peers = {client: server, server: client}
+        sent = 0  # chunks from the client on this connection
         try:
             while not self._closed.is_set():
                 readable, _, _ = select.select(list(peers), [], [], 0.2)
@@ -166,7 +173,8 @@ class FaultProxy:
                     data = sock.recv(65536)
                     if not data:
                         return
-                    latency, fault = self._decide(upstream=sock is client)
+                    sent += int(sock is client)
+                    latency, fault = self._decide(upstream=sock is client, handshaken=sent >= 2)
                     if latency and self._closed.wait(latency):
                         return
                     if fault == "drop":
