@@ -452,6 +452,12 @@ def _add_ops_args(parser: argparse.ArgumentParser) -> None:
     pool.add_argument(
         "--namespace", metavar="NAME", default="scalebot", help="scalebot's namespace (pool records)"
     )
+    pool.add_argument(
+        "--gitops",
+        choices=("pause", "warn"),
+        default="warn",
+        help="workloads Argo CD or Flux applies: pause their owner for the sleep, or warn (default)",
+    )
 
 
 def _short_usage(*parsers: argparse.ArgumentParser) -> None:
@@ -723,6 +729,7 @@ def _connect_cluster(args: argparse.Namespace) -> ClusterHandle:
             provider=args.provider,
             options=_provider_options(args),
             namespace=args.namespace,
+            gitops=getattr(args, "gitops", "warn"),
         )
     except wiring.WiringError as exc:
         raise CliError(str(exc)) from exc

@@ -62,6 +62,7 @@ Config file (every key optional except what a cluster needs to be reached):
           skip_nodes_with_local_storage: true
           skip_nodes_with_custom_controller_pods: true
         drain_report: current                       # Cluster API condition layout: current | legacy
+        gitops: warn                                # Argo CD / Flux owners of workloads: pause | warn
         savings_report:                             # the weekly savings post (default: off)
           schedule: Mon 09:00                       # one weekday and a 24-hour time
           timezone: Europe/Berlin                   # IANA zone (default UTC)
@@ -89,6 +90,7 @@ from engine.operations.policy import ClusterPolicy, Role
 from engine.planning.consolidation import ConsolidationPolicy, ScaleDownRules
 from engine.savings.weekly_post import SavingsPostSpec, parse_post_time
 from engine.schedules.spec import ScheduleError, parse_zone
+from engine.workloads.gitops import GITOPS_MODES, GitOpsMode
 
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _SLACK_USER = re.compile(r"[UW][A-Z0-9]+")
@@ -196,6 +198,9 @@ class ClusterSettings:
     """Pool → what one node of it costs per hour: `report savings` turns node-hours into money."""
     savings_report: SavingsPostSpec | None = None
     """When `scalebot run` posts the weekly savings (report and chart) and where; None: never."""
+    gitops: GitOpsMode = "warn"
+    """Workloads an Argo CD Application or Flux Kustomization/HelmRelease applies: "pause" pauses the
+    owner for a sleep and restores it exactly at wake; "warn" leaves it and names it in the plan."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,6 +384,7 @@ _CLUSTER_KEYS = (
     "drain_report",
     "node_hour_prices",
     "savings_report",
+    "gitops",
 )
 """Keys every cluster entry may have; the provider adds its own (bot.config.providers)."""
 
@@ -435,7 +441,16 @@ def _cluster(name: str, node: _Node) -> ClusterSettings:
             for pool, _ in prices.items()
         },
         savings_report=_savings_report(node.child("savings_report"), channels),
+        gitops=_gitops(node),
     )
+
+
+def _gitops(node: _Node) -> GitOpsMode:
+    value = node.string("gitops", "warn")
+    for mode in GITOPS_MODES:
+        if value == mode:
+            return mode
+    raise SettingsError(f"{node.path}.gitops: expected {' or '.join(GITOPS_MODES)}, got {value!r}")
 
 
 def _savings_report(node: _Node, default_channels: list[str]) -> SavingsPostSpec | None:

@@ -470,6 +470,7 @@ def _connect(settings: Settings) -> dict[str, ClusterHandle]:
                 options=c.options,
                 qps=c.api_qps,
                 burst=c.api_burst,
+                gitops=c.gitops,
             )
             handles[name] = replace(handle, drain_report=c.drain_report)
         except wiring.WiringError as exc:

@@ -19,6 +19,7 @@ from engine.store.database import Store
 
 if TYPE_CHECKING:
     from engine.workloads import WorkloadConfig
+    from engine.workloads.gitops import GitOpsMode
 
 
 SIM_CLUSTER, SIM_POOLS = "cluster", "pools"
@@ -40,9 +41,11 @@ def connect_cluster(
     qps: float = DEFAULT_QPS,
     burst: int = DEFAULT_BURST,
     workloads: WorkloadConfig | None = None,
+    gitops: GitOpsMode = "warn",
 ) -> ClusterHandle:
     """`provider` names an entry of `bot.config.providers.PROVIDERS`; `options` are its own settings
-    (validated here again, so the CLI and the config file fail the same way)."""
+    (validated here again, so the CLI and the config file fail the same way). `gitops` is the
+    cluster's setting for workloads a GitOps owner applies (when `workloads` is not given)."""
     from engine.kube.client import KubeConfigError
     from engine.workloads import WorkloadConfig, WorkloadScaler
 
@@ -65,7 +68,7 @@ def connect_cluster(
     except (KubeConfigError, providers.ProviderOptionError) as exc:
         raise WiringError(str(exc)) from exc
     scaler = WorkloadScaler.from_kube_client(
-        connected.api, workloads or WorkloadConfig(own_namespace=namespace)
+        connected.api, workloads or WorkloadConfig(own_namespace=namespace, gitops=gitops)
     )
     return ClusterHandle(name, connected.api, connected.pools, scaler)
 

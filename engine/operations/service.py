@@ -41,6 +41,7 @@ from engine.planning import advice, consolidation
 from engine.planning import preflight as planning
 from engine.pools.base import KeepsSchedules, Pool, PoolNotFound, ProviderSchedule
 from engine.store.database import ClaimHeld, LockConflict, Store
+from engine.workloads.plan import is_owner_key
 
 log = logging.getLogger(__name__)
 
@@ -251,7 +252,7 @@ class Operations:
                 if pool.restore is not None:
                     restore.setdefault(pool.name, pool.restore.desired)
             sleeping = len(self.store.workload_records(handle.name))
-            to_sleep = self._workloads_to_sleep(handle) if with_workloads else ()
+            to_sleep, workload_notes = self._workloads_to_sleep(handle) if with_workloads else ((), ())
             return planning.ClusterSnapshot(
                 cluster=handle.name,
                 pools=tuple(pools),
@@ -260,9 +261,10 @@ class Operations:
                 pdbs=tuple(pdbs.result()),
                 daemonset_keys=daemonset_keys.result(),
                 restore_sizes=restore,
-                workloads_to_sleep=len(to_sleep),
+                workloads_to_sleep=sum(1 for key in to_sleep if not is_owner_key(key)),
                 workloads_asleep=sleeping,
                 workload_keys=to_sleep,
+                workload_notes=workload_notes,
             )
 
     def _plan_consolidation(self, handle: ClusterHandle, req: OperationRequest) -> OperationPlan:
@@ -306,10 +308,14 @@ class Operations:
         return consolidation.operation_plan(handle.name, plan, pools)
 
     @staticmethod
-    def _workloads_to_sleep(handle: ClusterHandle) -> tuple[str, ...]:
+    def _workloads_to_sleep(handle: ClusterHandle) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The keys a sleep would change (GitOps owners it pauses included) and its GitOps notes."""
         if handle.workloads is None:
             raise UserError(f"cluster {handle.name} has no workloads provider configured")
-        return tuple(sorted(d.key for d in handle.workloads.plan_sleep().decisions if d.category == "change"))
+        plan = handle.workloads.plan_sleep()
+        keys = tuple(sorted(d.key for d in plan.decisions if d.category == "change"))
+        pausing = tuple(f"{d.key}: {d.outcome.reason}" for d in plan.changes if is_owner_key(d.key))
+        return keys, pausing + tuple(f"{n.key}: {n.reason}" for n in plan.gitops_notes)
 
     # -- requests and decisions -------------------------------------------------------------------
 

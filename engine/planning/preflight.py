@@ -192,6 +192,8 @@ class ClusterSnapshot:
     """Workloads with a recorded original, waiting for a wake."""
     workload_keys: tuple[str, ...] = ()
     """`Kind/namespace/name` of the workloads a sleep would change (the approved set)."""
+    workload_notes: tuple[str, ...] = ()
+    """What the approver should know about those workloads: their GitOps owners, paused or not."""
 
     def pool(self, name: str) -> Pool:
         for pool in self.pools:
@@ -214,6 +216,7 @@ def plan_operation(kind: OpKind, target: Target, snap: ClusterSnapshot, *, now: 
             cluster=snap.cluster,
             workloads=snap.workloads_to_sleep,
             workload_keys=snap.workload_keys,
+            warnings=snap.workload_notes,
         )
     pools = [snap.pool(p) for p in target.pools] if target.pools else list(snap.pools)
     if not pools:
@@ -227,7 +230,12 @@ def plan_operation(kind: OpKind, target: Target, snap: ClusterSnapshot, *, now: 
     plan = replace(plan, one_at_a_time=bool(target.one_at_a_time and plan.nodes))
     if not target.workloads:
         return plan
-    return replace(plan, workloads=snap.workloads_to_sleep, workload_keys=snap.workload_keys)
+    return replace(
+        plan,
+        workloads=snap.workloads_to_sleep,
+        workload_keys=snap.workload_keys,
+        warnings=(*plan.warnings, *snap.workload_notes),
+    )
 
 
 def _plan_resize(

@@ -10,7 +10,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from engine.domain.model import LabelSelector
-from engine.workloads.model import Kind, NamespaceInfo
+from engine.workloads.gitops import GITOPS_MODES, GitOpsMode
+from engine.workloads.model import WORKLOAD_KINDS, Kind, NamespaceInfo
 from engine.workloads.selectors import parse_selector
 
 SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
@@ -31,9 +32,12 @@ class WorkloadConfig:
     """Workloads, or whole namespaces, whose labels match are excluded unless an annotation says otherwise."""
     exclude_by_default: bool = False
     """Opt-in mode: only workloads (or namespaces) annotated `scalebot.io/exclude: "false"` sleep."""
-    kinds: frozenset[Kind] = frozenset(Kind)
+    kinds: frozenset[Kind] = WORKLOAD_KINDS
     force_restore: bool = False
     """Wake restores objects changed while asleep too (default: skip and report them)."""
+    gitops: GitOpsMode = "warn"
+    """Workloads an Argo CD Application or Flux Kustomization/HelmRelease applies: "pause" pauses
+    that owner for the sleep and restores it at wake; "warn" leaves it and says so in the plan."""
     _namespace_selector: LabelSelector = field(init=False, repr=False, compare=False)
     _exclude_selector: LabelSelector | None = field(init=False, repr=False, compare=False)
 
@@ -41,9 +45,12 @@ class WorkloadConfig:
         object.__setattr__(self, "_namespace_selector", _parse("namespace_selector", self.namespace_selector))
         exclude = _parse("exclude_selector", self.exclude_selector) if self.exclude_selector.strip() else None
         object.__setattr__(self, "_exclude_selector", exclude)
-        unknown = set(self.kinds) - set(Kind)
+        unknown = set(self.kinds) - WORKLOAD_KINDS
         if unknown:
-            raise ValueError(f"kinds: unknown {sorted(unknown)}; known: {', '.join(Kind)}")
+            known = ", ".join(k for k in Kind if k in WORKLOAD_KINDS)
+            raise ValueError(f"kinds: unknown {sorted(unknown)}; known: {known}")
+        if self.gitops not in GITOPS_MODES:
+            raise ValueError(f"gitops: {self.gitops!r} is not one of {', '.join(GITOPS_MODES)}")
 
     @property
     def protected_namespaces(self) -> frozenset[str]:

@@ -32,6 +32,13 @@ from engine.workloads.model import (
 )
 
 SCALEDOBJECTS = "scaledobjects"
+GITOPS_RESOURCES: Mapping[Kind, tuple[str, str, str]] = {
+    Kind.APPLICATION: ("argoproj.io", "v1alpha1", "applications"),
+    Kind.KUSTOMIZATION: ("kustomize.toolkit.fluxcd.io", "v1", "kustomizations"),
+    Kind.HELMRELEASE: ("helm.toolkit.fluxcd.io", "v2", "helmreleases"),
+}
+"""GitOps owners: (group, version, plural). Listed only when a workload names one; a cluster
+without the CRD answers 404, which means no such owners."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,13 +101,28 @@ class KubeWorkloadApi:
                 ),
             ),
         }
+        for kind, (group, version, plural) in GITOPS_RESOURCES.items():
+            where = {"group": group, "version": version, "plural": plural}
+            self._endpoints[kind] = _Endpoint(
+                plural,
+                partial(self._custom.list_cluster_custom_object, **where),
+                partial(self._custom.get_namespaced_custom_object, **where),
+                partial(self._custom.patch_namespaced_custom_object, **where),
+            )
 
     def list_namespaces(self) -> list[NamespaceInfo]:
         return self._kube.list_raw("namespaces", self._core.list_namespace, NamespaceInfo.from_raw)
 
     def list_workloads(self, kind: Kind) -> list[WorkloadInfo]:
         endpoint = self._endpoints[kind]
-        return self._kube.list_raw(endpoint.resource, endpoint.list_all, partial(WorkloadInfo.from_raw, kind))
+        try:
+            return self._kube.list_raw(
+                endpoint.resource, endpoint.list_all, partial(WorkloadInfo.from_raw, kind)
+            )
+        except errors.NotFound:
+            if kind in GITOPS_RESOURCES:
+                return []  # the GitOps tool is not installed
+            raise
 
     def list_hpas(self) -> list[HpaInfo]:
         call = self._autoscaling.list_horizontal_pod_autoscaler_for_all_namespaces

@@ -22,7 +22,8 @@ from typing import Any
 from engine.domain.model import OwnerRef, RawObject, format_time, parse_time
 
 FieldValue = int | bool | str | None
-"""replicas (int), suspend (bool) or KEDA's paused-replicas annotation (str, None when absent)."""
+"""replicas (int), suspend (bool; a GitOps owner's may be None: not set) or an annotation (str, None
+when absent: KEDA's paused-replicas, Argo CD's skip-reconcile)."""
 
 ORIGINAL_ANNOTATION = "scalebot.io/original"
 """Written on each object by earlier versions; now only read (a cluster they put to sleep wakes)."""
@@ -32,6 +33,7 @@ KEDA_PAUSED_ANNOTATION = "autoscaling.keda.sh/paused-replicas"
 KEDA_GROUP = "keda.sh"
 KEDA_VERSION = "v1alpha1"
 FIELD_MANAGER = "scalebot"
+ARGOCD_SKIP_RECONCILE_ANNOTATION = "argocd.argoproj.io/skip-reconcile"
 
 
 class Kind(enum.StrEnum):
@@ -39,6 +41,16 @@ class Kind(enum.StrEnum):
     STATEFULSET = "StatefulSet"
     CRONJOB = "CronJob"
     SCALEDOBJECT = "ScaledObject"
+    # GitOps owners (engine.workloads.gitops): paused for a sleep so they do not undo it.
+    APPLICATION = "Application"
+    KUSTOMIZATION = "Kustomization"
+    HELMRELEASE = "HelmRelease"
+
+
+WORKLOAD_KINDS = frozenset({Kind.DEPLOYMENT, Kind.STATEFULSET, Kind.CRONJOB, Kind.SCALEDOBJECT})
+"""The kinds a sleep scales down; the others are GitOps owners, paused only for the workloads'
+sake (`OWNER_KINDS`)."""
+OWNER_KINDS = frozenset(Kind) - WORKLOAD_KINDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +67,9 @@ class KindSpec:
         if self.field == "replicas":
             return f"{value} replica" + ("" if value == 1 else "s")
         if self.field == "suspend":
-            return f"suspend={'true' if value else 'false'}"
+            return "suspend unset" if value is None else f"suspend={'true' if value else 'false'}"
+        if self.field == "skipReconcile":
+            return "no skip-reconcile" if value is None else f'skip-reconcile="{value}"'
         return "no paused-replicas" if value is None else f'paused-replicas="{value}"'
 
     def accepts(self, value: object) -> bool:
@@ -72,6 +86,12 @@ KINDS: Mapping[Kind, KindSpec] = {
     Kind.STATEFULSET: KindSpec("replicas", 0, int),
     Kind.CRONJOB: KindSpec("suspend", True, bool),
     Kind.SCALEDOBJECT: KindSpec("pausedReplicas", "0", str, nullable=True),
+    # Argo CD stops all processing of an Application (auto-sync and self-heal included) while this
+    # annotation is "true"; Flux stops reconciling (and so correcting drift) while spec.suspend is
+    # true. "Not set" is its own original, restored as not set.
+    Kind.APPLICATION: KindSpec("skipReconcile", "true", str, nullable=True),
+    Kind.KUSTOMIZATION: KindSpec("suspend", True, bool, nullable=True),
+    Kind.HELMRELEASE: KindSpec("suspend", True, bool, nullable=True),
 }
 
 
@@ -127,6 +147,10 @@ class WorkloadInfo:
     conditions: tuple[Condition, ...] = ()
     scale_target: tuple[str, str] | None = None
     """ScaledObjects only: (kind, name) of the workload KEDA scales."""
+    manages: frozenset[str] = frozenset()
+    """GitOps owners only: keys of the objects the controller reports it applied (its status)."""
+    target_namespace: str = ""
+    """HelmReleases only: the namespace the release installs into."""
 
     @property
     def key(self) -> str:
@@ -160,6 +184,8 @@ class WorkloadInfo:
                 for c in status.get("conditions") or ()
             ),
             scale_target=_scale_target(spec) if kind is Kind.SCALEDOBJECT else None,
+            manages=_managed_keys(kind, status),
+            target_namespace=str(spec.get("targetNamespace") or "") if kind is Kind.HELMRELEASE else "",
         )
 
 
@@ -168,6 +194,11 @@ def _live_value(kind: Kind, spec: RawObject, annotations: Mapping[str, str]) -> 
         return bool(spec.get("suspend"))
     if kind is Kind.SCALEDOBJECT:
         return annotations.get(KEDA_PAUSED_ANNOTATION)
+    if kind is Kind.APPLICATION:
+        return annotations.get(ARGOCD_SKIP_RECONCILE_ANNOTATION)
+    if kind in (Kind.KUSTOMIZATION, Kind.HELMRELEASE):
+        suspend = spec.get("suspend")
+        return suspend if suspend is None or isinstance(suspend, bool) else bool(suspend)
     replicas = spec.get("replicas")
     return 1 if replicas is None else int(replicas)  # the API server's default
 
@@ -182,6 +213,29 @@ def _controller(meta: RawObject) -> OwnerRef | None:
                 api_version=ref.get("apiVersion", ""),
             )
     return None
+
+
+def _managed_keys(kind: Kind, status: RawObject) -> frozenset[str]:
+    """What a GitOps controller says it applied: Argo CD's status.resources, Flux's inventory.
+
+    Written by the controller through the status subresource, so a label on a workload cannot make
+    an owner it names claim that workload (engine.workloads.gitops).
+    """
+    if kind is Kind.APPLICATION:
+        return frozenset(
+            object_key(str(r.get("kind") or ""), str(r.get("namespace") or ""), str(r.get("name") or ""))
+            for r in status.get("resources") or ()
+            if isinstance(r, dict)
+        )
+    if kind in (Kind.KUSTOMIZATION, Kind.HELMRELEASE):
+        keys = set()
+        for entry in (status.get("inventory") or {}).get("entries") or ():
+            # Flux's object id: <namespace>_<name>_<group>_<kind> (names hold no "_").
+            parts = str((entry or {}).get("id") or "").split("_") if isinstance(entry, dict) else []
+            if len(parts) == 4:
+                keys.add(object_key(parts[3], parts[0], parts[1]))
+        return frozenset(keys)
+    return frozenset()
 
 
 def _scale_target(spec: RawObject) -> tuple[str, str] | None:

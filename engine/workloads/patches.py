@@ -1,5 +1,8 @@
 """The JSON merge patches scalebot sends: one field per kind plus its own annotations.
 
+GitOps owners: a Flux Kustomization's or HelmRelease's spec.suspend, an Argo CD Application's
+annotation argocd.argoproj.io/skip-reconcile; a value of None removes the field (restoring "not set").
+
 Deployments and StatefulSets: the patch goes to their `scale` subresource, so it carries
 `spec.replicas` and the `resourceVersion` only (the Scale object's version is its parent's, so the
 guard holds there too); scalebot writes nothing else on them. Pure. A patch names only the
@@ -13,7 +16,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.workloads.model import KEDA_PAUSED_ANNOTATION, FieldValue, Kind, WorkloadInfo
+from engine.workloads.model import (
+    ARGOCD_SKIP_RECONCILE_ANNOTATION,
+    KEDA_PAUSED_ANNOTATION,
+    FieldValue,
+    Kind,
+    WorkloadInfo,
+)
 
 Patch = Mapping[str, Any]
 _REPLICA_KINDS = (Kind.DEPLOYMENT, Kind.STATEFULSET)
@@ -31,8 +40,10 @@ def merge_patch(workload: WorkloadInfo, value: FieldValue, annotations: Mapping[
         # The scale subresource holds no annotations: a caller asking for them here is a bug.
         assert not annotations, f"annotations cannot go through {workload.key}'s scale subresource"
         body["spec"] = {"replicas": value}
-    elif workload.kind is Kind.CRONJOB:
-        body["spec"] = {"suspend": value}
+    elif workload.kind in (Kind.CRONJOB, Kind.KUSTOMIZATION, Kind.HELMRELEASE):
+        body["spec"] = {"suspend": value}  # None (a Flux owner's "not set") removes the field
+    elif workload.kind is Kind.APPLICATION:
+        metadata["annotations"][ARGOCD_SKIP_RECONCILE_ANNOTATION] = value
     else:
         metadata["annotations"][KEDA_PAUSED_ANNOTATION] = value
     return {"metadata": _with_version(metadata, workload), **body}

@@ -25,6 +25,12 @@ day-time value; an original equal to the night value stays. A legacy annotation 
 scalebot may still patch the object (CronJobs, ScaledObjects); on Deployments and StatefulSets,
 which it now changes only through `scale`, it is left in place, marked used in the ConfigMap and
 reported once (`kubectl annotate ... scalebot.io/original-` removes it).
+
+GitOps owners (engine.workloads.gitops): a workload a sleep scales down whose Argo CD Application or
+Flux Kustomization/HelmRelease confirms it applies it is named with that owner. With `gitops:
+pause` the owner gets a decision of its own, recorded like a workload and ordered before the
+workloads (paused before they are scaled down); at wake it is restored after them, exactly to what
+it was (an owner already paused before the sleep is left so). With `gitops: warn` the plan says so.
 """
 
 from __future__ import annotations
@@ -36,8 +42,10 @@ from typing import Literal
 
 from engine.workloads.config import WorkloadConfig
 from engine.workloads.exclusions import Verdict, decide, namespace_verdict
+from engine.workloads.gitops import owner_text, ownership, unconfirmed_reason, warn_reason
 from engine.workloads.model import (
     ORIGINAL_ANNOTATION,
+    OWNER_KINDS,
     HpaInfo,
     Kind,
     NamespaceInfo,
@@ -65,6 +73,8 @@ class WorkloadSnapshot:
     """Listings that failed without failing the whole snapshot (e.g. KEDA discovery)."""
     stored: StoredOriginals = field(default_factory=StoredOriginals)
     """scalebot's originals ConfigMap: the records of objects it put to sleep."""
+    owners: tuple[WorkloadInfo, ...] = ()
+    """GitOps owners (Applications, Kustomizations, HelmReleases) of the kinds some workload names."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +85,8 @@ class Decision:
     """The JSON merge patch to send, if anything has to be written."""
     record: WorkloadRecord | None = None
     """Sleep: what to persist before the patch. Wake: the record being restored."""
+    paused_by: tuple[str, ...] = ()
+    """Sleep: keys of the GitOps owners that must be paused before this workload is changed."""
 
     @property
     def key(self) -> str:
@@ -89,6 +101,8 @@ class WorkloadPlan:
     expired_exclusions: tuple[Outcome, ...] = ()
     hpa_notes: tuple[Outcome, ...] = ()
     warnings: tuple[Outcome, ...] = ()
+    gitops_notes: tuple[Outcome, ...] = ()
+    """Workloads a GitOps owner applies, with that owner (`gitops: warn`), and unconfirmed claims."""
     snapshot: WorkloadSnapshot | None = field(default=None, compare=False, repr=False)
 
     def of(self, category: Category) -> tuple[Decision, ...]:
@@ -116,7 +130,7 @@ class WorkloadPlan:
             skipped=outcomes("skipped"),
             excluded=outcomes("excluded"),
             errors=outcomes("error"),
-            notes=(*self.warnings, *self.expired_exclusions, *self.hpa_notes),
+            notes=(*self.warnings, *self.gitops_notes, *self.expired_exclusions, *self.hpa_notes),
             records=tuple(d.record for d in self.changes if d.record is not None),
         )
 
@@ -142,14 +156,74 @@ def plan_sleep(snapshot: WorkloadSnapshot, *, now: datetime, config: WorkloadCon
         verdict = decide(workload, namespace, ns_verdicts[namespace.name], config, now=now)
         expired.extend(Outcome(workload.key, note) for note in verdict.expired)
         decisions.append(_sleep_decision(workload, verdict, keda_targets, now, snapshot.stored))
+    owners, decisions, gitops_notes = _gitops(decisions, snapshot, config, now)
     return WorkloadPlan(
         action="sleep",
-        decisions=tuple(decisions),
+        decisions=(*owners, *decisions),
         expired_exclusions=tuple(expired),
         hpa_notes=notes_for_hpas(decisions, snapshot),
         warnings=snapshot.warnings,
+        gitops_notes=gitops_notes,
         snapshot=snapshot,
     )
+
+
+def _gitops(
+    decisions: list[Decision], snapshot: WorkloadSnapshot, config: WorkloadConfig, now: datetime
+) -> tuple[list[Decision], list[Decision], tuple[Outcome, ...]]:
+    """The owner decisions (pause), the workload decisions naming them, and the notes to show.
+
+    Only workloads this sleep changes, or holds a record of (a second sleep), count: an owner is
+    paused for the objects scalebot keeps at their night value, not for those it leaves alone.
+    """
+    live = {w.key: w for w in snapshot.workloads}
+    notes: list[Outcome] = []
+    needed: dict[str, WorkloadInfo] = {}
+    users: dict[str, list[str]] = {}
+    kept: list[Decision] = []
+    for d in decisions:
+        workload = live.get(d.key)
+        if workload is None or (d.category != "change" and d.record is None):
+            kept.append(d)
+            continue
+        found = ownership(workload, snapshot.owners)
+        notes.extend(Outcome(d.key, unconfirmed_reason(c)) for c in found.unconfirmed)
+        if not found.owners:
+            kept.append(d)
+        elif config.gitops == "warn":
+            if d.category == "change":
+                notes.append(Outcome(d.key, warn_reason(found.owners)))
+            kept.append(d)
+        else:
+            for owner in found.owners:
+                needed[owner.key] = owner
+                users.setdefault(owner.key, []).append(d.key)
+            kept.append(replace(d, paused_by=tuple(o.key for o in found.owners)))
+    owner_decisions = [
+        _owner_decision(needed[key], users[key], now, snapshot.stored) for key in sorted(needed)
+    ]
+    return owner_decisions, kept, tuple(notes)
+
+
+def _owner_decision(
+    owner: WorkloadInfo, workloads: Sequence[str], now: datetime, stored: StoredOriginals
+) -> Decision:
+    """Pause a GitOps owner for the sleep; its original is recorded like a workload's."""
+    spec = owner.spec
+    applies = f"{owner_text(owner)} applies {', '.join(workloads)}"
+    kept = _stored_record(owner, stored)
+    if kept is not None:
+        again = _sleep_again(owner, kept)
+        return replace(again, outcome=Outcome(owner.key, f"{again.outcome.reason}; {applies}"))
+    if same_value(owner.value, spec.target):
+        reason = f"already paused before sleep ({spec.describe(owner.value)}); stays so after wake; {applies}"
+        return Decision("unchanged", Outcome(owner.key, reason))
+    record = WorkloadRecord(owner.kind, owner.namespace, owner.name, owner.value, spec.target, now, owner.uid)
+    reason = (
+        f"{spec.describe(owner.value)} → {spec.describe(spec.target)}: paused for the sleep, restored "
+        f"at wake; {applies}"
+    )
+    return Decision("change", Outcome(owner.key, reason), merge_patch(owner, spec.target, {}), record)
 
 
 def _sleep_decision(
@@ -270,7 +344,7 @@ def plan_wake(
     to sleep is still ours to restore). With records, exactly those objects, whatever the selection;
     when an object has several records, the earliest is the day-time value.
     """
-    live = {w.key: w for w in snapshot.workloads}
+    live = {w.key: w for w in (*snapshot.workloads, *snapshot.owners)}
     decisions: list[Decision] = []
     if records is None:
         chosen, unreadable = _stored_records(snapshot, config)
@@ -281,7 +355,9 @@ def plan_wake(
         decisions.append(decide_wake(record, live.get(record.key), force_restore=force_restore))
     return WorkloadPlan(
         action="wake",
-        decisions=tuple(sorted(decisions, key=lambda d: d.key)),
+        # The workloads first, then their GitOps owners: an owner resumed before them would find
+        # them at 0 and could sync that, or race scalebot's restore.
+        decisions=tuple(sorted(decisions, key=lambda d: (is_owner_key(d.key), d.key))),
         warnings=(*snapshot.warnings, *_legacy_notes(decisions, snapshot)),
         snapshot=snapshot,
     )
@@ -370,7 +446,12 @@ def _stored_records(
     """The ConfigMap's records in scope, then legacy annotations of objects it has no record of."""
     in_scope = {ns.name for ns in snapshot.namespaces if config.selects(ns)}
     stored = snapshot.stored
-    records = [r for r in stored.records.values() if r.namespace in in_scope and r.kind in config.kinds]
+    # A GitOps owner lives in its controller's namespace, outside the selection: ours to restore.
+    records = [
+        r
+        for r in stored.records.values()
+        if r.kind in OWNER_KINDS or (r.namespace in in_scope and r.kind in config.kinds)
+    ]
     unreadable: list[Decision] = []
     for workload in snapshot.workloads:
         text = live_legacy_annotation(workload, stored)
@@ -388,6 +469,11 @@ def _stored_records(
     return records, unreadable
 
 
+def is_owner_key(key: str) -> bool:
+    """Whether a decision's key names a GitOps owner (`Application/argocd/shop`), not a workload."""
+    return key.split("/", 1)[0] in OWNER_KINDS
+
+
 def _earliest(records: Sequence[WorkloadRecord]) -> list[WorkloadRecord]:
     chosen: dict[str, WorkloadRecord] = {}
     for record in records:
@@ -403,5 +489,8 @@ def _is_earlier(a: WorkloadRecord, b: WorkloadRecord) -> bool:
 
 def with_workload(snapshot: WorkloadSnapshot, workload: WorkloadInfo) -> WorkloadSnapshot:
     """The snapshot with one object replaced by a fresh read (to decide again after a 409)."""
+    if workload.kind in OWNER_KINDS:
+        owners = tuple(o for o in snapshot.owners if o.key != workload.key)
+        return replace(snapshot, owners=(*owners, workload))
     others = tuple(w for w in snapshot.workloads if w.key != workload.key)
     return replace(snapshot, workloads=(*others, workload))

@@ -10,20 +10,26 @@ to scalebot's own ConfigMap `scalebot-workloads`, both *before* its patch is sen
 is kept before the object changes (engine-semantics §7, "record before acting") and survives a lost
 database. Nothing is written on the workloads but the field scalebot changes (replicas go through
 the `scale` subresource).
+
+GitOps owners (`gitops: pause`) are written the same way, before the workloads they apply; a
+workload whose owner could not be paused is not scaled down (its owner would put it back).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
 from engine.domain.clock import Clock, SystemClock
 from engine.kube import errors
 from engine.workloads.api import WorkloadApi
 from engine.workloads.config import WorkloadConfig
+from engine.workloads.gitops import claimed_kinds
 from engine.workloads.model import (
     ORIGINALS_CONFIGMAP,
+    OWNER_KINDS,
     HpaInfo,
     Kind,
     StoredOriginals,
@@ -36,6 +42,7 @@ from engine.workloads.plan import (
     WorkloadPlan,
     WorkloadSnapshot,
     decide_wake,
+    is_owner_key,
     notes_for_hpas,
     originals_after_wake,
     plan_sleep,
@@ -114,6 +121,14 @@ class WorkloadScaler:
             Outcome(self._configmap_key, f"key {k} is unreadable; ignored (fix or remove it)")
             for k in stored.unreadable
         ]
+        # Owners are listed only when some workload names one, or a record of one waits for a wake.
+        owner_kinds = claimed_kinds(workloads) | {r.kind for r in stored.records.values()} | set(wanted)
+        owners: list[WorkloadInfo] = []
+        for kind in sorted(owner_kinds & OWNER_KINDS):
+            none: list[WorkloadInfo] = []
+            owners += self._advisory(
+                warnings, f"{kind}s", partial(self._api.list_workloads, kind), default=none
+            )
         return WorkloadSnapshot(
             namespaces=tuple(self._api.list_namespaces()),
             workloads=tuple(workloads),
@@ -121,6 +136,7 @@ class WorkloadScaler:
             keda_available=keda,
             warnings=tuple(warnings),
             stored=stored,
+            owners=tuple(owners),
         )
 
     @property
@@ -177,7 +193,17 @@ class WorkloadScaler:
         """
         plan = plan or self.plan_sleep()
         snapshot = plan.snapshot or WorkloadSnapshot()
-        done = [self._apply_sleep(d, snapshot, record) for d in plan.decisions]
+        done: list[Decision] = []
+        not_paused: set[str] = set()
+        for decision in plan.decisions:
+            unpaused = [key for key in decision.paused_by if key in not_paused]
+            if unpaused and decision.category == "change":
+                done.append(_owner_not_paused(decision, unpaused))
+                continue
+            applied = self._apply_sleep(decision, snapshot, record)
+            if is_owner_key(applied.key) and applied.category not in ("change", "unchanged"):
+                not_paused.add(applied.key)
+            done.append(applied)
         return _report(plan, done, notes_for_hpas(done, snapshot))
 
     def _apply_sleep(
@@ -280,6 +306,13 @@ class WorkloadScaler:
             return None
 
 
+def _owner_not_paused(decision: Decision, owners: Sequence[str]) -> Decision:
+    reason = (
+        f"not scaled down: its GitOps owner {', '.join(owners)} could not be paused and would put it back"
+    )
+    return Decision("skipped", replace(decision.outcome, reason=reason))
+
+
 def _gone(decision: Decision) -> Decision:
     return Decision("skipped", replace(decision.outcome, reason="deleted before scalebot could change it"))
 
@@ -304,6 +337,6 @@ def _report(plan: WorkloadPlan, done: Sequence[Decision], hpa_notes: tuple[Outco
         skipped=outcomes("skipped"),
         excluded=outcomes("excluded"),
         errors=outcomes("error"),
-        notes=(*plan.warnings, *plan.expired_exclusions, *hpa_notes),
+        notes=(*plan.warnings, *plan.gitops_notes, *plan.expired_exclusions, *hpa_notes),
         records=tuple(d.record for d in done if d.category == "change" and d.record is not None),
     )

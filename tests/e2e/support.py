@@ -190,19 +190,28 @@ KEDA_CRD: dict[str, Any] = {
 """A minimal ScaledObject CRD (no KEDA operator here: only the API matters to scalebot)."""
 
 
-def install_keda_crd(api: Any) -> None:
-    """Create the ScaledObject CRD (after any earlier copy is fully gone) and wait until it is served."""
-    b.wait_until(lambda: b.get_or_none(api, f"{CRDS}/{KEDA_CRD_NAME}") is None, 60, "no ScaledObject CRD")
-    b.create(api, CRDS, KEDA_CRD)
+def install_crd(api: Any, crd: dict[str, Any]) -> None:
+    """Create `crd` (after any earlier copy is fully gone) and wait until it is served."""
+    name = crd["metadata"]["name"]
+    b.wait_until(lambda: b.get_or_none(api, f"{CRDS}/{name}") is None, 60, f"no CRD {name}")
+    b.create(api, CRDS, crd)
 
     def established() -> bool:
-        conditions = b.get(api, f"{CRDS}/{KEDA_CRD_NAME}").get("status", {}).get("conditions") or []
+        conditions = b.get(api, f"{CRDS}/{name}").get("status", {}).get("conditions") or []
         return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
-    b.wait_until(established, 30.0, "the ScaledObject CRD to be Established")
+    b.wait_until(established, 30.0, f"the CRD {name} to be Established")
+
+
+def remove_crd(api: Any, name: str) -> None:
+    """Delete it and wait until it is gone, so the next test can create it again."""
+    b.delete(api, f"{CRDS}/{name}")
+    b.wait_until(lambda: b.get_or_none(api, f"{CRDS}/{name}") is None, 60, f"CRD {name} gone")
+
+
+def install_keda_crd(api: Any) -> None:
+    install_crd(api, KEDA_CRD)
 
 
 def remove_keda_crd(api: Any) -> None:
-    """Delete it and wait until it is gone, so the next test can create it again."""
-    b.delete(api, f"{CRDS}/{KEDA_CRD_NAME}")
-    b.wait_until(lambda: b.get_or_none(api, f"{CRDS}/{KEDA_CRD_NAME}") is None, 60, "ScaledObject CRD gone")
+    remove_crd(api, KEDA_CRD_NAME)

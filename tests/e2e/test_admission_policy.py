@@ -9,7 +9,8 @@ write, nothing stored), so each row starts from the same object. Without the pol
 rows would be admitted: RBAC alone grants `patch` on the whole object.
 
 The CRDs: Cluster API's and Karpenter's NodePool are the real ones (from the pinned modules, as the
-harness installs them); Gardener's Shoot is the stand-in's CRD; KEDA's ScaledObject a minimal CRD.
+harness installs them); Gardener's Shoot is the stand-in's CRD; KEDA's ScaledObject and the GitOps
+owners (Argo CD's Application, Flux's Kustomization and HelmRelease) minimal CRDs.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from kubernetes.client.exceptions import ApiException
 
 from engine.kube import admission
 from localcluster import builders as b
-from tests.e2e import capi_standin, gardener_standin, grants, support
+from tests.e2e import capi_standin, gardener_standin, gitops_standin, grants, support
 
 if TYPE_CHECKING:
     from engine.kube.client import KubeClient
@@ -104,6 +105,18 @@ def _nodepool(o: Objects) -> str:
 
 def _shoot(o: Objects) -> str:
     return gardener_standin.shoots_path(o.namespace, o.shoot)
+
+
+def _application(o: Objects) -> str:
+    return gitops_standin.path(gitops_standin.ARGO, o.namespace, "shop")
+
+
+def _kustomization(o: Objects) -> str:
+    return gitops_standin.path(gitops_standin.KUSTOMIZE, o.namespace, "apps")
+
+
+def _helmrelease(o: Objects) -> str:
+    return gitops_standin.path(gitops_standin.HELM, o.namespace, "jobs")
 
 
 def _annotate(**annotations: str | None) -> Callable[[Objects], Json]:
@@ -188,6 +201,61 @@ ROWS = [
         _scaledobject,
         _annotate(**{"autoscaling.keda.sh/paused": "true"}),
         "metadata.annotations[autoscaling.keda.sh/paused]",
+    ),
+    # -- GitOps owners (`gitops: pause`): Argo CD's skip-reconcile annotation, Flux's spec.suspend
+    Row(
+        "Application",
+        "pause (skip-reconcile)",
+        _application,
+        _annotate(**{"argocd.argoproj.io/skip-reconcile": "true"}),
+        ALLOWED,
+    ),
+    Row(
+        "Application",
+        "restore (skip-reconcile removed)",
+        _application,
+        _annotate(**{"argocd.argoproj.io/skip-reconcile": None}),
+        ALLOWED,
+    ),
+    Row(
+        "Application",
+        "automated sync off",
+        _application,
+        lambda o: {"spec": {"syncPolicy": None}},
+        "spec.syncPolicy",
+    ),
+    Row(
+        "Application",
+        "the source",
+        _application,
+        lambda o: {"spec": {"source": {"repoURL": "https://attacker.example/x.git", "path": "."}}},
+        "spec.source",
+    ),
+    Row(
+        "Application",
+        "another annotation",
+        _application,
+        _annotate(**{"argocd.argoproj.io/refresh": "hard"}),
+        "metadata.annotations[argocd.argoproj.io/refresh]",
+    ),
+    Row("Application", "its status", _application, lambda o: {"status": {"resources": []}}, "status"),
+    Row("Kustomization", "suspend", _kustomization, lambda o: {"spec": {"suspend": True}}, ALLOWED),
+    Row("Kustomization", "suspend unset", _kustomization, lambda o: {"spec": {"suspend": None}}, ALLOWED),
+    Row("Kustomization", "the path", _kustomization, lambda o: {"spec": {"path": "./evil"}}, "spec.path"),
+    Row(
+        "Kustomization",
+        "a label",
+        _kustomization,
+        lambda o: {"metadata": {"labels": {"team": "x"}}},
+        "metadata.labels[team]",
+    ),
+    Row("HelmRelease", "suspend", _helmrelease, lambda o: {"spec": {"suspend": True}}, ALLOWED),
+    Row(
+        "HelmRelease",
+        "the values",
+        _helmrelease,
+        lambda o: {"spec": {"values": {"image": "attacker.example/miner"}}},
+        "spec.values",
     ),
     # -- Cluster API MachineDeployments: replicas (/scale, and with the removal ledger), min/max, records
     Row(
@@ -393,6 +461,25 @@ def objects(
             },
         },
     )
+    gitops_standin.install_crds(admin_api)
+    gitops_standin.create(
+        admin_api,
+        gitops_standin.ARGO,
+        ns,
+        {
+            "metadata": {"name": "shop"},
+            "spec": {"source": {"repoURL": "https://git.example/shop.git"}, "syncPolicy": {"automated": {}}},
+        },
+    )
+    gitops_standin.create(
+        admin_api,
+        gitops_standin.KUSTOMIZE,
+        ns,
+        {"metadata": {"name": "apps"}, "spec": {"interval": "1m", "path": "./apps"}},
+    )
+    gitops_standin.create(
+        admin_api, gitops_standin.HELM, ns, {"metadata": {"name": "jobs"}, "spec": {"values": {}}}
+    )
     template = {
         "spec": {
             "clusterName": "c1",
@@ -516,6 +603,7 @@ def objects(
     grants.remove_grant(control_plane, granted)
     b.delete(admin_api, f"{NODEPOOLS}/{nodepool}")
     support.remove_keda_crd(admin_api)
+    gitops_standin.remove_crds(admin_api)
     if made_config:
         b.delete(admin_api, f"{config_path}/scalebot-config")
 

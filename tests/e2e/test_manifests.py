@@ -80,6 +80,14 @@ USED: list[tuple[str, str, str | None]] = [
     ("patch", "cronjobs.batch", "default"),
     ("list", "horizontalpodautoscalers.autoscaling", None),
     ("patch", "scaledobjects.keda.sh", "default"),
+    # engine.workloads.gitops: the owners of GitOps-managed workloads (`gitops: pause`)
+    ("list", "applications.argoproj.io", None),
+    ("get", "applications.argoproj.io", "argocd"),
+    ("patch", "applications.argoproj.io", "argocd"),
+    ("list", "kustomizations.kustomize.toolkit.fluxcd.io", None),
+    ("patch", "kustomizations.kustomize.toolkit.fluxcd.io", "flux-system"),
+    ("list", "helmreleases.helm.toolkit.fluxcd.io", None),
+    ("patch", "helmreleases.helm.toolkit.fluxcd.io", "flux-system"),
     # engine.pools.capi
     ("list", "machinedeployments.cluster.x-k8s.io", None),
     ("patch", "machinedeployments.cluster.x-k8s.io", "default"),
@@ -114,6 +122,12 @@ REFUSED: list[tuple[str, str, str | None]] = [
     ("watch", "deployments.apps", None),
     ("watch", "cronjobs.batch", None),
     ("watch", "scaledobjects.keda.sh", None),
+    # GitOps owners: paused and restored by patch, never created, replaced or deleted.
+    ("watch", "applications.argoproj.io", None),
+    ("create", "applications.argoproj.io", "argocd"),
+    ("update", "applications.argoproj.io", "argocd"),
+    ("delete", "kustomizations.kustomize.toolkit.fluxcd.io", "flux-system"),
+    ("update", "helmreleases.helm.toolkit.fluxcd.io", "flux-system"),
     ("watch", "horizontalpodautoscalers.autoscaling", None),
     ("watch", "machinedeployments.cluster.x-k8s.io", None),
     ("watch", "machines.cluster.x-k8s.io", None),
