@@ -16,6 +16,8 @@ Config file (every key optional except what a cluster needs to be reached):
     server:   {http_port: 3000, health_port: 8080, host: 0.0.0.0}
     sender:   {update_interval: 3s, updates_per_minute: 40, posts_per_second: 1}
     workers:  8                                     # the bot's own executor for slow commands
+    calendars:                                      # iCalendar files schedules follow (calendar=NAME)
+      releases: /etc/scalebot/releases.ics          # relative paths: from the config file's folder
     channels: {C0123: dev-eu}                       # channel ID -> default cluster
     slack:                                          # who may use the bot (Slack Connect brings others)
       allowed_team_ids: [T0123]                     # default: the bot token's own workspace
@@ -76,7 +78,7 @@ import os
 import re
 from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +91,7 @@ from engine.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 from engine.operations.policy import ClusterPolicy, Role
 from engine.planning.consolidation import ConsolidationPolicy, ScaleDownRules
 from engine.savings.weekly_post import SavingsPostSpec, parse_post_time
+from engine.schedules.calendars import CalendarError, CalendarFile, load_calendar
 from engine.schedules.spec import ScheduleError, parse_zone
 from engine.workloads.gitops import GITOPS_MODES, GitOpsMode
 
@@ -218,6 +221,8 @@ class Settings:
     workloads_return_timeout: timedelta = timedelta(minutes=5)
     """How long a wake, its nodes Ready, follows the workloads not yet available before it says
     which are still not back and why."""
+    calendars: Mapping[str, CalendarFile] = field(default_factory=dict)
+    """iCalendar files by name (`calendars:`), read and checked at load: schedules follow them."""
 
     def default_cluster(self, channel: str) -> str | None:
         """The channel's cluster; with a single configured cluster, that one."""
@@ -273,7 +278,16 @@ def load(
     )
     raw = _read(config_path) if config_path else {}
     doc = _Node(raw, "")
-    doc.only("server", "sender", "workers", "channels", "clusters", "slack", "workloads_return_timeout")
+    doc.only(
+        "server",
+        "sender",
+        "workers",
+        "channels",
+        "clusters",
+        "slack",
+        "workloads_return_timeout",
+        "calendars",
+    )
     clusters = {name: _cluster(name, node) for name, node in doc.child("clusters").items()}
     channels = _channels(doc, clusters)
     return Settings(
@@ -286,7 +300,33 @@ def load(
         db_path=Path(env.get("SCALEBOT_DB") or "scalebot.db"),
         config_path=config_path,
         workloads_return_timeout=doc.duration("workloads_return_timeout", timedelta(minutes=5)),
+        calendars=_calendars(doc.child("calendars"), config_path),
     )
+
+
+_CALENDAR_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+
+
+def _calendars(node: _Node, config_path: Path | None) -> dict[str, CalendarFile]:
+    """Each `name: path` read and checked now: a bad file stops the start with what to fix."""
+    base = config_path.parent if config_path is not None else Path(".")
+    # The year its recurrences are checked around: the one the schedules start in.
+    around = datetime.now(UTC).year
+    found: dict[str, CalendarFile] = {}
+    for name, child in node.items():
+        if not _CALENDAR_NAME.fullmatch(name):
+            raise SettingsError(
+                f'{child.path}: calendar names are lowercase letters, digits, "-" or "_", e.g. releases'
+            )
+        written = node.string(name, "")
+        if not written:
+            raise SettingsError(f"{child.path}: give the path of an .ics file, e.g. /etc/scalebot/{name}.ics")
+        path = Path(written).expanduser()
+        try:
+            found[name] = load_calendar(name, path if path.is_absolute() else base / path, around=around)
+        except CalendarError as exc:
+            raise SettingsError(f"{child.path}: {exc}") from None
+    return found
 
 
 def _read(path: Path) -> Any:

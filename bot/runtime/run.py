@@ -53,6 +53,7 @@ from engine.operations.observers import ProgressListeners
 from engine.operations.runner import ClusterHandle, Runner, RunnerSettings
 from engine.operations.service import Operations
 from engine.operations.unattended import CleanupReport, Cycling, EmptyNodeCleaner, Evictor, PolicyLoop
+from engine.schedules.calendars import Calendars
 from engine.schedules.service import Schedules
 from engine.store.database import Store, StoreError
 
@@ -221,7 +222,7 @@ def build_service(settings: Settings, *, leader_election: bool | None = None) ->
     )
     ops.subscribe(METRICS.observe_event)
     METRICS.watch(OperationsState(ops, next_event))
-    schedules = Schedules(store, ops, clock)
+    schedules = Schedules(store, ops, clock, calendars=Calendars(settings.calendars))
     outbox = StoreOutbox(store)
     # Announcements that fire before the bot is attached are held and posted at attach(sender=…).
     ui = ScheduleUi(

@@ -72,6 +72,7 @@ from bot.text.schedule_parser import (
 )
 from engine.domain.announcement import Announcement
 from engine.domain.clock import Clock
+from engine.schedules import days_off
 from engine.schedules import spec as schedule
 from engine.schedules.model import ScheduleOutcome
 from engine.schedules.service import Schedules
@@ -346,7 +347,13 @@ class ScheduleUi:
             ]
         )[:20]
         clusters = {s.name: s.cluster for s in self.schedules.all_schedules()}
-        answer(inv, ui.next_events(events, clusters, tz=tz, now=now, cluster=cluster))
+        until = max((at for _, at in events), default=now)
+        days_off = [
+            (occ, why)
+            for occ, why in self.schedules.days_off_until(now, until, cluster=cluster)
+            if clusters_of.get(occ.schedule) in visible
+        ]
+        answer(inv, ui.next_events(events, clusters, tz=tz, now=now, cluster=cluster, days_off=days_off))
 
     # -- announcement buttons (bot executor) --------------------------------------------------------
 
@@ -484,6 +491,12 @@ class ScheduleUi:
         form, errors = check_add_form(view_state(view))
         if form is None:
             ack(response_action="errors", errors=errors)
+            return
+        # Whether the holidays' country and region and the calendar exist reads no cluster: at its field.
+        rule = days_off.parse_rule(holidays=form.holidays, calendar=form.calendar, action=form.on_holiday)
+        unknown = self.schedules.calendars.check(rule)
+        if unknown:
+            ack(response_action="errors", errors={FIELD_BLOCK["holidays"]: unknown[:300]})
             return
         ack()
         user = _who(body)[0]

@@ -495,9 +495,10 @@ def upcoming_lines(cluster: str, name: str, event: Upcoming) -> list[Mrkdwn]:
     else:
         exceptions = ", ".join(d.isoformat() for d in event.no_wake_on)
         back = fmt(
-            "Back {}.{}",
+            "Back {}.{}{}",
             event_time(event.wake_at, event.tz),
             f" No wake on {exceptions} (exception dates)." if event.no_wake_on else "",
+            "".join(f" {reason}." for reason in event.days_off),
         )
     if event.approval.complete:
         approval = fmt("Runs without a further approval ({}).", schedule_approval(name, event.approval))
@@ -533,7 +534,11 @@ def next_event(event: NextEvent) -> Mrkdwn:
     """A cluster's next sleep or wake, in each reader's zone (the Home tab is not re-rendered as
     time passes, so no "in 2 h")."""
     return fmt(
-        "Next scheduled event: {} ({}) {}", event.action, event.schedule, event_time(event.at, event.tz)
+        "Next scheduled event: {} ({}) {}{}",
+        event.action,
+        event.schedule,
+        event_time(event.at, event.tz),
+        "".join(f"; before it: {reason}" for reason in event.days_off),
     )
 
 

@@ -23,13 +23,17 @@ ADD_FIELDS = (
     "approval",
     "pools",
     "except",
+    "holidays",
+    "calendar",
+    "on_holiday",
 )
 """Block IDs of the add modal's inputs (each block's element uses the same action ID)."""
 
 USAGE: dict[str, str] = {
     "add": (
         "schedule add NAME sleep=DAYS HH:MM wake=DAYS HH:MM tz=ZONE [lead=60m,10m] [#channel] "
-        "[approval=pre|per-run] [pools=a,b [size=N]] [except=YYYY-MM-DD,…] [cluster=NAME]"
+        "[approval=pre|per-run] [pools=a,b [size=N]] [except=YYYY-MM-DD,…] [holidays=DE-BY] "
+        "[calendar=NAME] [on-holiday=stay-asleep|skip-wake|skip-sleep] [cluster=NAME]"
     ),
     "list": "schedule list [CLUSTER]",
     "show": "schedule show NAME",

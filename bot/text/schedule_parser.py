@@ -16,16 +16,32 @@ from typing import Any
 
 from bot.text import messages, schedule_copy
 from bot.text.commands import SubcommandArgs, is_size
+from engine.schedules import days_off
 from engine.schedules import spec as schedule
 from engine.schedules.model import ScheduleTarget
 from engine.schedules.spec import ScheduleError, SpecField
 
 _TIME_TOKEN = re.compile(r"\d{1,2}:\d{2}")
+_DATE_LIKE = re.compile(r"\d")
 _CHANNEL_REF = re.compile(r"<#([CG][A-Z0-9]{2,30})(?:\|[^>]*)?>")
 _CHANNEL_ID = re.compile(r"[CG][A-Z0-9]{2,30}")
 _QUOTES = "\"'\u201c\u201d\u2018\u2019"
 """Straight and typographic quotes (Slack clients turn " into “ ”), stripped from option values."""
-_ADD_KEYS = ("cluster", "sleep", "wake", "tz", "lead", "channel", "approval", "pools", "size", "except")
+_ADD_KEYS = (
+    "cluster",
+    "sleep",
+    "wake",
+    "tz",
+    "lead",
+    "channel",
+    "approval",
+    "pools",
+    "size",
+    "except",
+    "holidays",
+    "calendar",
+    "on_holiday",
+)
 _KEY_ALIASES = {
     "timezone": "tz",
     "zone": "tz",
@@ -33,7 +49,9 @@ _KEY_ALIASES = {
     "lead_times": "lead",
     "pool": "pools",
     "exceptions": "except",
-    "holidays": "except",
+    "on-holiday": "on_holiday",
+    "onholiday": "on_holiday",
+    "public_holidays": "holidays",
 }
 _APPROVAL = {
     "pre": "pre_approved",
@@ -70,6 +88,9 @@ class AddArgs:
     channel: str
     approval_mode: str
     exceptions: str
+    holidays: str = ""
+    calendar: str = ""
+    on_holiday: str = ""
 
     def as_kwargs(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -122,6 +143,9 @@ def parse_add(
         channel=_channel(options.get("channel"), mentions, default=channel, find=find_channel),
         approval_mode=_approval(options.get("approval", "per-run")),
         exceptions=options.get("except", ""),
+        holidays=options.get("holidays", ""),
+        calendar=options.get("calendar", ""),
+        on_holiday=options.get("on_holiday", ""),
     )
 
 
@@ -138,6 +162,8 @@ def _add_options(pairs: Sequence[tuple[str, str]]) -> dict[str, str]:
             raise ScheduleUsage(
                 schedule_copy.unknown_option(raw[:40], _canonical(close[0]) if close else None), "add"
             )
+        if key == "holidays" and _DATE_LIKE.match(value.strip(_QUOTES)):
+            key = "except"  # `holidays=2026-12-24` meant exception dates before holidays named regions
         if key in options:
             raise ScheduleUsage(schedule_copy.given_twice(key), "add")
         options[key] = value.strip(_QUOTES).replace("@", " ")
@@ -254,6 +280,7 @@ def read_add_form(values: Mapping[str, Any]) -> tuple[AddArgs | None, dict[str, 
         ("tz", schedule.parse_zone, get["tz"]),
         ("lead", schedule.parse_lead_times, get["lead"]),
         ("except", schedule.parse_dates, get["except"]),
+        ("holidays", _days_off_check(get), ""),
     ]
     if wake is not None and "wake_days" not in errors and "wake_time" not in errors:
         checks.append(("wake_days", schedule.parse_weekly, wake))
@@ -281,8 +308,25 @@ def read_add_form(values: Mapping[str, Any]) -> tuple[AddArgs | None, dict[str, 
         channel=get["channel"],
         approval_mode=get["approval"] or "per_run",
         exceptions=get["except"],
+        holidays=get["holidays"],
+        calendar=get["calendar"],
+        on_holiday=get["on_holiday"],
     )
     return form, {}
+
+
+def _days_off_check(get: Mapping[str, str]) -> Callable[[str], object]:
+    """The add modal's days-off fields, checked for their form (the service checks they exist)."""
+
+    def check(_: str) -> object:
+        try:
+            return days_off.parse_rule(
+                holidays=get["holidays"], calendar=get["calendar"], action=get["on_holiday"]
+            )
+        except days_off.DaysOffError as exc:
+            raise ScheduleError(str(exc), "holidays") from None
+
+    return check
 
 
 def spec_problem(form: AddArgs) -> ScheduleError | None:
@@ -296,6 +340,9 @@ def spec_problem(form: AddArgs) -> ScheduleError | None:
             tz=form.tz,
             lead_times=form.lead_times,
             exceptions=form.exceptions,
+            holidays=form.holidays,
+            calendar=form.calendar,
+            on_holiday=form.on_holiday,
         )
     except ScheduleError as exc:
         return exc
@@ -310,6 +357,7 @@ FIELD_BLOCK: dict[SpecField, str] = {
     "tz": "tz",
     "lead": "lead",
     "except": "except",
+    "holidays": "holidays",
     "channel": "channel",
     "target": "pools",
     "approval": "approval",

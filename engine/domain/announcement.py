@@ -78,6 +78,9 @@ class Upcoming:
     wake_at: datetime | None = None
     no_wake_on: tuple[date, ...] = ()
     """Exception dates on which no wake follows this sleep."""
+    days_off: tuple[str, ...] = ()
+    """Why the cluster stays down longer: the days off this sleep spans ("Stays asleep: Whit Monday
+    (DE-BY)"); outside text (a calendar's event names), escaped by the renderer."""
     approval: ApprovalPromise = ApprovalPromise("per_run")
     force: ForceNotice | None = None
     """Set when the plan needs force: the Pods, the choices, what was decided."""
@@ -129,3 +132,5 @@ class NextEvent:
     at: datetime
     tz: str
     """The schedule's zone: the fallback text of the time."""
+    days_off: tuple[str, ...] = ()
+    """Why the events before it do not happen ("Stays asleep: Whit Monday (DE-BY)"); outside text."""

@@ -22,6 +22,10 @@ Rules on top of engine.schedules.spec:
 - A sleep whose pools are already at the target does nothing; a wake with nothing asleep does nothing
   (the cluster was woken by hand). Both are recorded as done, with the reason.
 - Events while a schedule is paused are never run late nor announced as missed.
+- Days off (public holidays by country and region, calendar files of the configuration) are resolved
+  by `engine.schedules.calendars` when a schedule is loaded and handed to the spec as values; an
+  unknown country, region or calendar is refused when saving. Announcements, `next_event` and
+  `days_off_until` say why an event does not happen ("Stays asleep: Whit Monday (DE-BY)").
 - A temporary wake needs a schedule on the cluster: the schedule says when to sleep again.
 - Pre-approval is given per approver (`pre_approve`), by the same quorum as each run would need, and
   binds to the schedule's definition (its fingerprint): a changed definition is not pre-approved.
@@ -68,6 +72,8 @@ from engine.operations.service import Operations, UserError
 from engine.pools.base import Pool
 from engine.schedules import force
 from engine.schedules import spec as schedule
+from engine.schedules.calendars import Calendars
+from engine.schedules.days_off import DaysOffRule
 from engine.schedules.model import (
     APPROVAL_MODES,
     HANDLED,
@@ -124,13 +130,21 @@ class _Run:
 
 class Schedules:
     def __init__(
-        self, store: Store, ops: Operations, clock: Clock, *, grace: timedelta = schedule.DEFAULT_GRACE
+        self,
+        store: Store,
+        ops: Operations,
+        clock: Clock,
+        *,
+        grace: timedelta = schedule.DEFAULT_GRACE,
+        calendars: Calendars | None = None,
     ) -> None:
         self.store = store
         self.ops = ops
         self.clock = clock
         self.grace = grace
         """A missed sleep this late still runs at start-up; beyond it, it is announced as missed."""
+        self.calendars = calendars or Calendars()
+        """Public holidays (always) and the configuration's calendar files, by name."""
 
     # -- managing schedules ----------------------------------------------------------------------
 
@@ -147,6 +161,9 @@ class Schedules:
         channel: str,
         approval_mode: str,
         exceptions: str = "",
+        holidays: str = "",
+        calendar: str = "",
+        on_holiday: str = "",
         by: str,
         groups: Sequence[str] = (),
     ) -> ScheduleOutcome:
@@ -160,9 +177,15 @@ class Schedules:
                 tz=tz,
                 lead_times=lead_times,
                 exceptions=exceptions,
+                holidays=holidays,
+                calendar=calendar,
+                on_holiday=on_holiday,
             )
         except ScheduleError as exc:
             return self._refused_add(by, cluster, name, str(exc), exc.field)
+        problem = self.calendars.check(spec.days_off_rule)
+        if problem:
+            return self._refused_add(by, cluster, name, problem, "holidays")
         problem = self._check_cluster(cluster)
         if problem:
             return self._refused_add(by, cluster, name, problem, "cluster")
@@ -193,7 +216,7 @@ class Schedules:
                     f'a schedule named "{name}" exists: pick another name or delete it first',
                     "name",
                 )
-            saved = _from_stored(stored)
+            saved = self._from_stored(stored)
             self._audit(by, "schedule_add", cluster, f"{schedule_summary(saved)} [{saved.fingerprint}]")
             if mode == "pre_approved":
                 self._record_pre_approval(saved, by, groups, now)
@@ -376,7 +399,24 @@ class Schedules:
             return None
         occ, at = events[0]
         sched = self._load(occ.schedule)
-        return NextEvent(occ.action, occ.schedule, at, sched.spec.tz if sched else "UTC")
+        if sched is None:
+            return NextEvent(occ.action, occ.schedule, at, "UTC")
+        skipped = schedule.days_off_between(sched.spec, start=now, end=at)
+        reasons = tuple(dict.fromkeys(day_off.reason() for _, day_off in skipped))
+        return NextEvent(occ.action, occ.schedule, at, sched.spec.tz, days_off=reasons)
+
+    def days_off_until(
+        self, now: datetime, until: datetime, *, cluster: str | None = None
+    ) -> builtins.list[tuple[Occurrence, str]]:
+        """The sleeps and wakes a day off suppresses between `now` and `until`, each with its reason
+        ("Stays asleep: Whit Monday (DE-BY)"), soonest first: `schedule next` shows them."""
+        found: list[tuple[Occurrence, str]] = []
+        for sched in self._schedules(cluster=cluster):
+            found += [
+                (occ, day_off.reason())
+                for occ, day_off in schedule.days_off_between(sched.spec, start=now, end=until)
+            ]
+        return sorted(found, key=lambda pair: (pair[0].at, pair[0].key))
 
     def due(self, now: datetime) -> builtins.list[Due]:
         """What the timer must do at `now`, in time order."""
@@ -629,7 +669,18 @@ class Schedules:
 
     def _load(self, name: str) -> Schedule | None:
         stored = self.store.get_schedule(name)
-        return self._with_approvers(_from_stored(stored)) if stored else None
+        return self._with_approvers(self._from_stored(stored)) if stored else None
+
+    def _from_stored(self, stored: StoredSchedule) -> Schedule:
+        """A stored schedule with its days off resolved around its latest activity (not the clock:
+        the timer's paths read none), so the years it looks at move on as it runs."""
+        sched = _from_stored(stored)
+        rule = sched.spec.days_off_rule
+        if not rule:
+            return sched
+        around = (stored.last_done_at or stored.active_since).year
+        days_off = self.calendars.days_off(rule, around=around)
+        return replace(sched, spec=replace(sched.spec, days_off=days_off))
 
     def _with_approvers(self, sched: Schedule) -> Schedule:
         standing = self._standing(sched)
@@ -651,7 +702,7 @@ class Schedules:
 
     def _schedules(self, *, cluster: str | None = None, enabled_only: bool = True) -> builtins.list[Schedule]:
         stored = self.store.list_schedules(cluster=cluster)
-        return [self._with_approvers(_from_stored(s)) for s in stored if s.enabled or not enabled_only]
+        return [self._with_approvers(self._from_stored(s)) for s in stored if s.enabled or not enabled_only]
 
     def _overrides(self, name: str) -> builtins.list[Override]:
         return [
@@ -965,6 +1016,11 @@ class Schedules:
             if following is not None and not isinstance(occ, Resleep)
             else ()
         )
+        days_off = (
+            schedule.days_off_between(sched.spec, start=effective, end=following.at)
+            if following is not None
+            else []
+        )
         return Upcoming(
             event=event_kind(sched, occ),
             at=effective,
@@ -972,6 +1028,7 @@ class Schedules:
             tz=sched.spec.tz,
             wake_at=following.at if following is not None else None,
             no_wake_on=tuple(holidays),
+            days_off=tuple(dict.fromkeys(day_off.reason() for _, day_off in days_off)),
             approval=ApprovalPromise(
                 sched.approval_mode, sched.approvers, complete=self._pre_approval_complete(sched)
             ),
@@ -1616,6 +1673,7 @@ def _to_stored(
         approved_by="",
         enabled=True,
         exceptions=tuple(sorted(d.isoformat() for d in spec.exceptions)),
+        days_off=spec.days_off_rule.to_json() if spec.days_off_rule else {},
         created_by=by,
         created_at=now,
         active_since=now,
@@ -1631,6 +1689,7 @@ def _from_stored(s: StoredSchedule) -> Schedule:
         tz=s.tz,
         lead_times=tuple(timedelta(seconds=seconds) for seconds in s.lead_times),
         exceptions=frozenset(date.fromisoformat(d) for d in s.exceptions),
+        days_off_rule=DaysOffRule.from_json(dict(s.days_off)) if s.days_off else DaysOffRule(),
     )
     mode: ApprovalMode = "pre_approved" if s.approval_mode == "pre_approved" else "per_run"
     return Schedule(

@@ -32,6 +32,10 @@ Rules
   The cluster, put to sleep the evening before, stays down until the next working day's wake; the
   sleep of that date is skipped too (the cluster is already down). `skipped_wakes` lists the holidays
   a sleep spans so the bot can announce them at that shutdown.
+- Days off (public holidays, calendar days: `engine.schedules.days_off`) come in resolved, as dated
+  values; each says what it suppresses on its local date: both events (stay asleep, as exception
+  dates do), the wake only, or the sleep only (the cluster stays awake). `days_off_between` lists
+  the suppressed events with their reasons so announcements and `schedule next` can say why.
 - The idempotency key of an occurrence is "<schedule>:<local date>:<action>".
 - Overrides act on one occurrence (by key), never on the schedule; the latest decision wins. A
   postpone that reaches the next opposite event becomes a skip.
@@ -49,10 +53,14 @@ import functools
 import re
 from collections.abc import Callable, Iterator, Sequence, Set
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from typing import Literal, TypeVar
 from zoneinfo import ZoneInfo, available_timezones
+
+from engine.schedules.days_off import DayOff, DaysOffError, DaysOffRule, parse_rule
+
+NO_DAYS_OFF = DaysOffRule()
 
 Action = Literal["sleep", "wake"]
 OverrideKind = Literal["postpone", "skip", "run_now"]
@@ -123,7 +131,7 @@ _UTC_SPELLINGS = frozenset({"utc", "z", "zulu", "universal", "uct", "gmt0", "gmt
 
 
 SpecField = Literal[
-    "name", "cluster", "sleep", "wake", "tz", "lead", "except", "channel", "target", "approval"
+    "name", "cluster", "sleep", "wake", "tz", "lead", "except", "holidays", "channel", "target", "approval"
 ]
 """The part of a schedule a refusal is about (a form shows the error at that field)."""
 
@@ -182,6 +190,22 @@ class ScheduleSpec:
     tz: str
     lead_times: tuple[timedelta, ...] = ()
     exceptions: frozenset[date] = frozenset()
+    days_off_rule: DaysOffRule = NO_DAYS_OFF
+    """Where its days off come from and what it does on them (the service resolves them)."""
+    days_off: tuple[DayOff, ...] = field(default=(), compare=False)
+    """The rule's days off, resolved for the years around the schedule's activity: values, so
+    nothing here reads a calendar."""
+
+    @functools.cached_property
+    def _days_off_by_date(self) -> dict[date, tuple[DayOff, ...]]:
+        by_date: dict[date, list[DayOff]] = {}
+        for day_off in self.days_off:
+            by_date.setdefault(day_off.day, []).append(day_off)
+        return {day: tuple(found) for day, found in by_date.items()}
+
+    def day_off(self, day: date, action: Action) -> DayOff | None:
+        """The day off that suppresses `action` on local date `day`, if any."""
+        return next((d for d in self._days_off_by_date.get(day, ()) if d.skips(action)), None)
 
 
 @dataclass(frozen=True)
@@ -343,13 +367,22 @@ def parse_spec(
     tz: str,
     lead_times: str = "",
     exceptions: str = "",
+    holidays: str = "",
+    calendar: str = "",
+    on_holiday: str = "",
 ) -> ScheduleSpec:
-    """Parse every field of a schedule and validate the whole; raises ScheduleError on the first problem."""
+    """Parse every field of a schedule and validate the whole; raises ScheduleError on the first problem.
+    `holidays`, `calendar` and `on_holiday` are checked for their form only: whether the country,
+    region or calendar exists is the service's check (`engine.schedules.calendars`)."""
     window = parse_window(sleep=sleep, wake=wake, tz=tz)
     with _about("lead"):
         leads = _labelled("lead times", parse_lead_times, lead_times)
     with _about("except"):
         dates = _labelled("exception dates", parse_dates, exceptions)
+    try:
+        rule = parse_rule(holidays=holidays, calendar=calendar, action=on_holiday)
+    except DaysOffError as exc:
+        raise ScheduleError(str(exc), "holidays") from None
     spec = ScheduleSpec(
         name=name,
         cluster=cluster,
@@ -358,6 +391,7 @@ def parse_spec(
         tz=window.tz,
         lead_times=leads,
         exceptions=dates,
+        days_off_rule=rule,
     )
     validate_spec(spec)
     return spec
@@ -512,9 +546,29 @@ def skipped_wakes(spec: ScheduleSpec, sleep: Occurrence) -> tuple[date, ...]:
     )
 
 
-def _occurrences_from(spec: ScheduleSpec, first_day: date) -> Iterator[Occurrence]:
+def days_off_between(
+    spec: ScheduleSpec, *, start: datetime, end: datetime
+) -> list[tuple[Occurrence, DayOff]]:
+    """The events with start < at <= end that a day off suppresses, with it (the reason), in time order."""
+    start, end = _utc(start, "start"), _utc(end, "end")
+    if not spec.days_off:
+        return []
+    last_day = _local_date(end, spec) + timedelta(days=1)
+    found: list[tuple[Occurrence, DayOff]] = []
+    for occurrence in _occurrences_from(spec, _local_date(start, spec) - timedelta(days=1), days_off=False):
+        if occurrence.local_date > last_day:
+            break
+        day_off = spec.day_off(occurrence.local_date, occurrence.action)
+        if day_off is not None and start < occurrence.at <= end:
+            found.append((occurrence, day_off))
+    return sorted(found, key=lambda pair: _time_order(pair[0]))
+
+
+def _occurrences_from(spec: ScheduleSpec, first_day: date, *, days_off: bool = True) -> Iterator[Occurrence]:
     """Occurrences on local dates from `first_day` on, date by date; each action strictly later than
-    its previous one (a local date that does not exist yields nothing new)."""
+    its previous one (a local date that does not exist yields nothing new). Exception dates yield
+    nothing; a day off drops the events it suppresses (unless `days_off` is False: what the weekly
+    times alone would give)."""
     zone = parse_zone(spec.tz)
     timings = _timings(spec)
     latest: dict[Action, datetime] = {}
@@ -525,7 +579,7 @@ def _occurrences_from(spec: ScheduleSpec, first_day: date) -> Iterator[Occurrenc
         today = [
             Occurrence(spec.name, action, day, _resolve(day, weekly, zone))
             for action, weekly in timings
-            if day.weekday() in weekly.days
+            if day.weekday() in weekly.days and not (days_off and spec.day_off(day, action))
         ]
         for occurrence in sorted(today, key=_time_order):
             previous = latest.get(occurrence.action)

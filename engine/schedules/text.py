@@ -77,6 +77,7 @@ def schedule_summary(sched: Schedule) -> str:
         f"{sched.name}: {sched.cluster}, {sched.target.describe()}; sleep {spec.sleep}{wake} ({spec.tz}); "
         f"announced {leads} before in channel {sched.channel}; {approval}"
         + (f"; not on {holidays}" if holidays else "")
+        + (f"; {spec.days_off_rule.describe()}" if spec.days_off_rule else "")
         + ("" if sched.enabled else "; paused")
     )
 

@@ -237,6 +237,8 @@ class StoredSchedule:
     """Creation or the last resume: events before it are never run late nor announced as missed."""
     last_done_at: datetime | None = None
     """Scheduled instant of the latest occurrence run (or decided) by the timer."""
+    days_off: Mapping[str, str] = field(default_factory=dict)
+    """Public holidays / calendar the schedule follows and what it does on them (empty: none)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -623,6 +625,7 @@ class Store:
             pk="name",
             if_not_exists=True,
         )
+        self._add_columns("schedules", {"days_off": str})
         db.table("occurrences").create(
             {
                 "key": str,
@@ -1357,7 +1360,7 @@ class Store:
 
 def schedule_fingerprint(stored: StoredSchedule) -> str:
     """What a pre-approval consents to: what the schedule does, when, where it is announced."""
-    essence = {
+    essence: dict[str, Any] = {
         "cluster": stored.cluster,
         "target": dict(stored.target),
         "sleep": stored.sleep,
@@ -1368,6 +1371,8 @@ def schedule_fingerprint(stored: StoredSchedule) -> str:
         "exceptions": list(stored.exceptions),
         "approval_mode": stored.approval_mode,
     }
+    if stored.days_off:  # only when set, so the schedules saved before it keep their pre-approvals
+        essence["days_off"] = dict(stored.days_off)
     return hashlib.sha256(json.dumps(essence, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -1541,6 +1546,7 @@ def _schedule_to_row(s: StoredSchedule) -> dict[str, Any]:
         "created_at": s.created_at.isoformat(),
         "active_since": s.active_since.isoformat(),
         "last_done_at": s.last_done_at.isoformat() if s.last_done_at else "",
+        "days_off": json.dumps(dict(s.days_off), sort_keys=True) if s.days_off else "",
     }
 
 
@@ -1562,6 +1568,7 @@ def _row_to_schedule(row: Mapping[str, Any]) -> StoredSchedule:
         created_at=datetime.fromisoformat(row["created_at"]),
         active_since=datetime.fromisoformat(row["active_since"]),
         last_done_at=_time_or_none(row["last_done_at"]),
+        days_off=json.loads(row.get("days_off") or "{}"),
     )
 
 

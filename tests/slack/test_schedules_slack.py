@@ -42,6 +42,7 @@ from engine.domain.operation import OperationRequest, OpKind, OpState, Target
 from engine.operations.runner import ClusterHandle, RunnerSettings
 from engine.operations.service import Operations, new_operations
 from engine.pools.simulated import SimulatedPoolProvider
+from engine.schedules.calendars import Calendars, load_calendar
 from engine.schedules.service import Schedules
 from engine.store.database import Store
 from tests.slack.conftest import (
@@ -247,6 +248,10 @@ GOOD = "sleep=Mon-Fri 20:00 wake=Mon-Fri 07:00 tz=Europe/Berlin lead=60m,10m"
         (f"n {GOOD} extra", APPROVER, "Unexpected argument: `extra`"),
         (f"-bad {GOOD}", APPROVER, 'invalid schedule name "-bad"'),
         (f"n {GOOD} sleep=daily 21:00", APPROVER, "`sleep=` is given twice"),
+        (f"n {GOOD} holidays=XX", APPROVER, 'unknown country "XX" for holidays'),
+        (f"n {GOOD} holidays=DE-XY", APPROVER, 'unknown region "XY" of DE for holidays: use one of BB'),
+        (f"n {GOOD} calendar=freezes", APPROVER, 'unknown calendar "freezes" (calendars: none configured)'),
+        (f"n {GOOD} on-holiday=party", APPROVER, 'on_holiday "party": use stay-asleep'),
     ],
 )
 def test_bad_schedule_add_is_refused_precisely_ephemerally_and_saves_nothing(
@@ -628,6 +633,9 @@ def add_form(**changes: str) -> dict[str, Any]:
         "approval": "per_run",
         "pools": "",
         "except": "",
+        "holidays": "",
+        "calendar": "",
+        "on_holiday": "stay_asleep",
     } | changes
     kinds = {
         "sleep_time": "selected_time",
@@ -636,7 +644,7 @@ def add_form(**changes: str) -> dict[str, Any]:
     }
     out: dict[str, Any] = {}
     for block, value in fields.items():
-        if block in ("cluster", "approval"):
+        if block in ("cluster", "approval", "on_holiday"):
             out[block] = {block: {"selected_option": {"value": value}}}
         else:
             out[block] = {block: {kinds.get(block, "value"): value or None}}
@@ -673,6 +681,9 @@ def test_a_bare_schedule_add_opens_the_add_modal(world: World) -> None:
     [
         ({"name": "wake.me.at.7!"}, "name"),  # the sentence quotes "wake…": still the name's error
         ({"except": "2026-13-01"}, "except"),
+        ({"holidays": "Bavaria!"}, "holidays"),  # its form, checked by the form
+        ({"holidays": "DE-XY"}, "holidays"),  # a region the library lacks, refused by the service
+        ({"calendar": "freezes"}, "holidays"),
         ({"sleep_days": "Mon-Sun", "wake_days": "Mon-Sun", "wake_time": "20:00"}, "wake_days"),
     ],
 )
@@ -686,6 +697,18 @@ def test_the_add_form_shows_a_refusal_at_the_field_the_engine_says_it_is_about(
 
     assert refused["response_action"] == "errors" and list(refused["errors"]) == [block], refused
     assert world.schedules.all_schedules() == []
+
+
+def test_the_add_form_saves_public_holidays_and_what_to_do_on_them(world: World) -> None:
+    world.bot.command("schedule add", user=APPROVER)
+    view = world.bot.api.wait_for_call("views.open").body["view"]
+    assert {"holidays", "calendar", "on_holiday"} <= {b["block_id"] for b in view["blocks"]}
+    form = add_form(holidays="de-by", on_holiday="skip_wake")
+    assert submit_view(world, view, form, user=APPROVER).body == ""
+    world.bot.api.wait_for_call("chat.postMessage", lambda c: "added a schedule" in all_text(c))
+    [saved] = world.schedules.all_schedules()
+    assert saved.spec.days_off_rule.describe() == "holidays DE-BY: skip the wake"
+    assert {d.name for d in saved.spec.days_off} >= {"Pentecost Monday", "Good Friday"}
 
 
 def test_the_add_form_is_acked_at_once_while_the_cluster_api_is_slow(world: World) -> None:
@@ -813,3 +836,46 @@ def test_schedule_add_refuses_a_channel_name_slack_does_not_list(world: World) -
     assert "I cannot find the channel #nope" in all_text(reply), all_text(reply)
     assert reply.body["response_type"] == "ephemeral"
     assert world.schedules.all_schedules() == []
+
+
+# --- days off -------------------------------------------------------------------------------------
+
+FREEZE_ICS = """BEGIN:VCALENDAR
+VERSION:2.0
+PRODID:-//team//freeze//EN
+BEGIN:VEVENT
+UID:freeze@team
+DTSTAMP:20260101T000000Z
+SUMMARY:Freeze <!channel> & <@U0ADMIN> *now*
+DTSTART;VALUE=DATE:20260303
+END:VEVENT
+END:VCALENDAR
+"""
+
+
+def test_a_calendar_day_is_shown_with_its_reason_as_text_never_as_markup(
+    world: World, tmp_path: Path
+) -> None:
+    ics = tmp_path / "freeze.ics"
+    ics.write_text(FREEZE_ICS)
+    world.schedules.calendars = Calendars({"freeze": load_calendar("freeze", ics, around=2026)})
+    _, reply = command(world, f"{ADD} calendar=freeze")
+    assert "calendar freeze: stay asleep" in all_text(reply), all_text(reply)
+    escaped = "Freeze &lt;!channel&gt; &amp; &lt;@U0ADMIN&gt; *now* (calendar freeze)"
+    _, upcoming = command(world, "schedule next", user=VIEWER)
+    text = all_text(upcoming)
+    assert f"~Tue 01:00 EST~ · no wake · `nights` · Stays asleep: {escaped} · dev-eu" in text
+    assert f"~Tue 14:00 EST~ · no sleep · `nights` · Stays asleep: {escaped} · dev-eu" in text
+    assert "*Wed 01:00 EST* · ☀️ wake · `nights`" in text  # Wed 07:00 CET: the freeze day has none
+    command(world, "schedule approve nights", user=APPROVER_2)
+    world.at(utc(2, 18))
+    world.tick()
+    card = all_text(world.announcement())
+    assert f"Stays asleep: {escaped}." in card
+    world.at(utc(3, 0))  # Tue 01:00 CET: the next event is Wednesday's wake
+    _, status = command(world, "status dev-eu", user=VIEWER)
+    state = all_text(status)
+    assert f"Next scheduled event: wake (nights) <!date^{int(utc(4, 6).timestamp())}^" in state
+    assert f"; before it: Stays asleep: {escaped}" in state
+    for raw in ("<!channel>", "<@U0ADMIN>"):
+        assert raw not in text and raw not in card and raw not in state

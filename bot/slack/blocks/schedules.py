@@ -229,6 +229,7 @@ def summary(sched: Schedule) -> Mrkdwn:
         messages.schedule_approval(sched.name, sched.approval),
         f"; not on {holidays}" if holidays else "",
         force_scope,
+        f"; {spec.days_off_rule.describe()}" if spec.days_off_rule else "",
         "" if sched.enabled else "; paused",
     )
 
@@ -474,18 +475,31 @@ def next_events(
     tz: str,
     now: datetime,
     cluster: str | None = None,
+    days_off: Sequence[tuple[Occurrence, str]] = (),
 ) -> Message:
-    """The next sleeps and wakes across clusters in `tz` (the reader's Slack time zone)."""
+    """The next sleeps and wakes across clusters in `tz` (the reader's Slack time zone), and among
+    them, struck through, those a day off suppresses with the reason (`days_off`: outside text)."""
     b = Builder()
     if not events:
         b.section(esc(nothing_next(cluster)))
         return b.build("schedule-next", nothing_next(cluster))
+    shown = list(events[:_MAX_EVENTS])
+    last = max(at for _, at in shown)
+    skipped = [(occ.at, occ, why) for occ, why in days_off if occ.at <= last]
+    merged = sorted([(at, occ, "") for occ, at in shown] + skipped, key=lambda row: (row[0], row[1].key))
     rows = [
-        _event_line(occ, at, tz, now) + f" · {esc(clusters.get(occ.schedule, '?'))}"
-        for occ, at in events[:_MAX_EVENTS]
+        (_event_line(occ, at, tz, now) if not why else _day_off_line(occ, why, tz))
+        + f" · {esc(clusters.get(occ.schedule, '?'))}"
+        for at, occ, why in merged
     ]
     b.section(f"*Next scheduled events* (times in {esc(tz)})\n" + "\n".join(rows))
     return b.build("schedule-next", f"Next scheduled events ({tz})")
+
+
+def _day_off_line(occ: Occurrence, why: str, tz: str) -> str:
+    verb = "sleep" if occ.action == "sleep" else "wake"
+    when = esc(schedule.describe(occ.at, tz))
+    return f"• ~{when}~ · no {verb} · `{esc(occ.schedule)}` · {esc(why)}"
 
 
 def _event_line(occ: Occurrence, at: datetime, tz: str, now: datetime) -> str:
@@ -542,6 +556,11 @@ def add_modal(clusters: Sequence[str], *, cluster: str | None, channel: str, tz:
         Option(text=PlainTextObject(text="Approval at each run"), value="per_run"),
         Option(text=PlainTextObject(text="Pre-approved by me (approvers only)"), value="pre_approved"),
     ]
+    on_holiday = [
+        Option(text=PlainTextObject(text="Stay asleep (no wake, no sleep)"), value="stay_asleep"),
+        Option(text=PlainTextObject(text="Skip the wake"), value="skip_wake"),
+        Option(text=PlainTextObject(text="Skip the sleep (stay awake)"), value="skip_sleep"),
+    ]
     blocks = [
         _text_input("name", "Name", placeholder="nights"),
         InputBlock(
@@ -569,6 +588,20 @@ def add_modal(clusters: Sequence[str], *, cluster: str | None, channel: str, tz:
         ),
         _text_input("pools", "Pools", optional=True, hint="Empty: every pool of the cluster; or web,batch"),
         _text_input("except", "Except on", optional=True, hint="Holidays: 2026-12-24,2026-12-31"),
+        _text_input(
+            "holidays", "Public holidays of", optional=True, hint="Country and region, e.g. DE-BY or US"
+        ),
+        _text_input(
+            "calendar", "Calendar", optional=True, hint="A calendar of the configuration, e.g. releases"
+        ),
+        InputBlock(
+            block_id="on_holiday",
+            label=PlainTextObject(text="On a holiday or calendar day"),
+            element=StaticSelectElement(
+                action_id="on_holiday", options=on_holiday, initial_option=on_holiday[0]
+            ),
+            optional=True,
+        ),
     ]
     return View(
         type="modal",

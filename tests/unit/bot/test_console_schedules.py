@@ -85,7 +85,8 @@ def test_run_now_starts_the_announced_sleep_at_once(ops: Operations) -> None:
 
 
 def test_bare_schedule_add_asks_the_forms_fields(ops: Operations) -> None:
-    answers = ["nights", "", "Mon-Fri", "19:00", "", "", "", "30m", "", "", "batch", ""]
+    # The last three: the public holidays, the calendar, what to do on those days (none, none, default).
+    answers = ["nights", "", "Mon-Fri", "19:00", "", "", "", "30m", "", "", "batch", "", "", "", ""]
 
     out = console(ops, "schedule add\n" + "\n".join(answers) + "\nschedule list\n")
 
@@ -100,7 +101,7 @@ def test_bare_schedule_add_asks_the_forms_fields(ops: Operations) -> None:
 
 
 def test_a_bad_form_answer_names_the_field_and_saves_nothing(ops: Operations) -> None:
-    answers = ["nights", "", "Someday", "19:00", "", "", "", "", "", "", "", ""]
+    answers = ["nights", "", "Someday", "19:00", "", "", "", "", "", "", "", "", "", "", ""]
 
     out = console(ops, "schedule add\n" + "\n".join(answers) + "\nschedule list\n")
 

@@ -8,7 +8,8 @@ a repr or str.
 
 from __future__ import annotations
 
-from datetime import timedelta
+import re
+from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
@@ -438,3 +439,95 @@ def test_a_channel_name_slack_does_not_know_stops_the_start(tmp_path: Path) -> N
         SettingsError, match="channel #gone in the configuration: I cannot find the channel #gone"
     ):
         with_channel_ids(loaded, unknown)
+
+
+GOOD_ICS = """BEGIN:VCALENDAR
+VERSION:2.0
+PRODID:-//team//releases//EN
+BEGIN:VEVENT
+UID:r1@team
+DTSTAMP:20260101T000000Z
+SUMMARY:Release weekend
+DTSTART;VALUE=DATE:20270326
+DTEND;VALUE=DATE:20270329
+END:VEVENT
+BEGIN:VEVENT
+UID:r2@team
+DTSTAMP:20260101T000000Z
+SUMMARY:Quarter freeze
+DTSTART;VALUE=DATE:20270101
+RRULE:FREQ=MONTHLY;INTERVAL=3;COUNT=8
+EXDATE;VALUE=DATE:20270401
+END:VEVENT
+END:VCALENDAR
+"""
+
+
+def test_calendars_are_read_at_start_relative_to_the_config_file(tmp_path: Path) -> None:
+    (tmp_path / "releases.ics").write_text(GOOD_ICS, encoding="utf-8")
+    settings = load(write(tmp_path, "calendars:\n  releases: releases.ics\n"), ENV)
+    days = settings.calendars["releases"].days(date(2027, 1, 1), date(2027, 12, 31))
+    assert days == {
+        date(2027, 1, 1): "Quarter freeze",
+        date(2027, 3, 26): "Release weekend",
+        date(2027, 3, 27): "Release weekend",
+        date(2027, 3, 28): "Release weekend",
+        date(2027, 7, 1): "Quarter freeze",  # 2027-04-01 is excluded (EXDATE)
+        date(2027, 10, 1): "Quarter freeze",
+    }
+
+
+def _event(body: str) -> str:
+    return (
+        "BEGIN:VCALENDAR\nVERSION:2.0\nPRODID:-//t//t//EN\nBEGIN:VEVENT\nUID:x@t\n"
+        f"DTSTAMP:20260101T000000Z\n{body}\nEND:VEVENT\nEND:VCALENDAR\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "calendars.releases: calendar releases ({}): cannot read the file (No such file"),
+        ("hello: world\n", "calendars.releases: calendar releases ({}): not an iCalendar file"),
+        ("", "calendars.releases: calendar releases ({}): not an iCalendar file"),
+        (_event("SUMMARY:No date"), 'event "No date" has no DTSTART: every event needs its date'),
+        (
+            _event("SUMMARY:Every minute\nDTSTART:20260101T000000Z\nRRULE:FREQ=MINUTELY"),
+            "its events repeat more than 20000 times in the years scalebot looks at: check the RRULEs",
+        ),
+        (
+            _event("SUMMARY:Forever\nDTSTART;VALUE=DATE:20260101\nDTEND;VALUE=DATE:20290101"),
+            'event "Forever" lasts 1096 days (from 2026-01-01): check its DTEND',
+        ),
+        (_event("SUMMARY:Bad\nDTSTART;VALUE=DATE:2026-13-45"), "an event cannot be read"),
+    ],
+)
+def test_a_bad_calendar_stops_the_start_naming_the_file_and_the_fix(
+    tmp_path: Path, content: str | None, message: str
+) -> None:
+    ics = tmp_path / "releases.ics"
+    if content is not None:
+        ics.write_text(content, encoding="utf-8")
+    with pytest.raises(SettingsError) as caught:
+        load(write(tmp_path, f"calendars:\n  releases: {ics}\n"), ENV)
+    assert message.format(ics) in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("calendars:\n  Releases!: /x.ics\n", "calendars.Releases!: calendar names are lowercase letters"),
+        ("calendars:\n  releases: ''\n", "calendars.releases: give the path of an .ics file"),
+        ("calendars: [a.ics]\n", "calendars: expected a mapping of settings"),
+    ],
+)
+def test_bad_calendar_keys_are_refused_naming_the_key(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(SettingsError, match=re.escape(message)):
+        load(write(tmp_path, text), ENV)
+
+
+def test_a_calendar_file_larger_than_a_team_calendar_is_refused(tmp_path: Path) -> None:
+    ics = tmp_path / "big.ics"
+    ics.write_bytes(b"BEGIN:VCALENDAR\n" + b"X-PAD:" + b"x" * (3 * 1024 * 1024) + b"\nEND:VCALENDAR\n")
+    with pytest.raises(SettingsError, match="more than a team calendar holds"):
+        load(write(tmp_path, f"calendars:\n  big: {ics}\n"), ENV)

@@ -14,6 +14,7 @@ strictly later and monotonic, exactly one sleep per local date with the weekday)
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -24,6 +25,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.schedules import spec as schedule
+from engine.schedules.calendars import Calendars
+from engine.schedules.days_off import DayOff, DayOffAction, DaysOffRule, parse_rule
 from engine.schedules.spec import Occurrence, Override, ScheduleError, ScheduleSpec, WeeklyTime
 
 BERLIN = "Europe/Berlin"
@@ -43,6 +46,9 @@ def make_spec(
     *,
     lead_times: str = "",
     exceptions: str = "",
+    holidays: str = "",
+    calendar: str = "",
+    action: str = "",
 ) -> ScheduleSpec:
     return schedule.parse_spec(
         name="dev-eu",
@@ -52,6 +58,9 @@ def make_spec(
         tz=tz,
         lead_times=lead_times,
         exceptions=exceptions,
+        holidays=holidays,
+        calendar=calendar,
+        on_holiday=action,
     )
 
 
@@ -997,3 +1006,223 @@ def test_exactly_one_sleep_per_local_date_with_the_weekday(
     assert len(fired) == (1 if day.weekday() in days else 0)
     for at in fired:
         assert at.astimezone(ZoneInfo(zone)).date() == day
+
+
+# --- days off: public holidays and calendar days as values --------------------------------------------
+
+WHIT_MONDAY = date(2026, 5, 25)
+
+
+def with_days_off(spec: ScheduleSpec, *days_off: DayOff) -> ScheduleSpec:
+    return dataclasses.replace(spec, days_off=tuple(days_off))
+
+
+def test_a_day_off_that_stays_asleep_drops_its_wake_and_its_sleep(weekdays: ScheduleSpec) -> None:
+    spec = with_days_off(weekdays, DayOff(WHIT_MONDAY, "Whit Monday", "DE-BY", "stay_asleep"))
+    found = schedule.next_occurrences(spec, after=utc(2026, 5, 22, 12), limit=2)  # Fri 14:00 CEST
+    assert [(o.key, o.at) for o in found] == [
+        ("dev-eu:2026-05-22:sleep", utc(2026, 5, 22, 18)),
+        ("dev-eu:2026-05-26:wake", utc(2026, 5, 26, 6)),
+    ]
+    skipped = schedule.days_off_between(spec, start=found[0].at, end=found[1].at)
+    assert [(o.key, d.reason()) for o, d in skipped] == [
+        ("dev-eu:2026-05-25:wake", "Stays asleep: Whit Monday (DE-BY)"),
+        ("dev-eu:2026-05-25:sleep", "Stays asleep: Whit Monday (DE-BY)"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("action", "kept"),
+    [
+        ("skip_wake", ["dev-eu:2026-05-22:sleep", "dev-eu:2026-05-25:sleep", "dev-eu:2026-05-26:wake"]),
+        ("skip_sleep", ["dev-eu:2026-05-22:sleep", "dev-eu:2026-05-25:wake", "dev-eu:2026-05-26:wake"]),
+    ],
+)
+def test_a_day_off_can_skip_only_the_wake_or_only_the_sleep(
+    weekdays: ScheduleSpec, action: DayOffAction, kept: list[str]
+) -> None:
+    spec = with_days_off(weekdays, DayOff(WHIT_MONDAY, "Whit Monday", "DE-BY", action))
+    found = schedule.next_occurrences(spec, after=utc(2026, 5, 22, 12), limit=3)
+    assert [o.key for o in found] == kept
+
+
+def test_a_public_holiday_from_the_library_keeps_it_asleep_across_the_spring_change(
+    weekdays: ScheduleSpec,
+) -> None:
+    # Good Friday 2027-03-26 and Easter Monday 2027-03-29 around the change to CEST on the 28th.
+    rule = parse_rule(holidays="de-by")
+    spec = dataclasses.replace(weekdays, days_off_rule=rule, days_off=Calendars().days_off(rule, around=2027))
+    sleep, wake = schedule.next_occurrences(spec, after=utc(2027, 3, 25, 12), limit=2)
+    assert (sleep.key, sleep.at) == ("dev-eu:2027-03-25:sleep", utc(2027, 3, 25, 19))  # 20:00 CET
+    assert (wake.key, wake.at) == ("dev-eu:2027-03-30:wake", utc(2027, 3, 30, 6))  # 08:00 CEST
+    reasons = [d.reason() for _, d in schedule.days_off_between(spec, start=sleep.at, end=wake.at)]
+    assert reasons == [
+        "Stays asleep: Good Friday (DE-BY)",
+        "Stays asleep: Good Friday (DE-BY)",
+        "Stays asleep: Easter Monday (DE-BY)",
+        "Stays asleep: Easter Monday (DE-BY)",
+    ]
+
+
+def test_a_calendar_day_skips_the_sleep_in_the_repeated_hour_of_the_autumn_change() -> None:
+    # A daily 02:30 sleep: on 2026-10-25 02:30 happens twice; the day off drops that date's one sleep.
+    spec = with_days_off(
+        make_spec("daily 02:30", "daily 09:00", BERLIN),
+        DayOff(date(2026, 10, 25), "Release", "calendar releases", "skip_sleep"),
+    )
+    found = schedule.occurrences_between(spec, start=utc(2026, 10, 24), end=utc(2026, 10, 26, 12))
+    assert [(o.key, o.at) for o in found] == [
+        ("dev-eu:2026-10-24:sleep", utc(2026, 10, 24, 0, 30)),
+        ("dev-eu:2026-10-24:wake", utc(2026, 10, 24, 7)),
+        ("dev-eu:2026-10-25:wake", utc(2026, 10, 25, 8)),
+        ("dev-eu:2026-10-26:sleep", utc(2026, 10, 26, 1, 30)),
+        ("dev-eu:2026-10-26:wake", utc(2026, 10, 26, 8)),
+    ]
+    [(dropped, why)] = schedule.days_off_between(spec, start=utc(2026, 10, 24), end=utc(2026, 10, 26, 12))
+    assert (dropped.key, dropped.at) == ("dev-eu:2026-10-25:sleep", utc(2026, 10, 25, 0, 30))
+    assert why.reason() == "Stays awake: Release (calendar releases)"
+
+
+def test_days_off_rules_parse_and_refuse_with_an_example() -> None:
+    assert parse_rule(holidays=" de-by ", calendar="releases", action="skip-wake") == DaysOffRule(
+        "DE-BY", "releases", "skip_wake"
+    )
+    assert parse_rule() == DaysOffRule() and not DaysOffRule()
+    for kwargs, fragment in [
+        ({"holidays": "Germany/Bavaria"}, 'holidays "Germany/Bavaria": give a country code'),
+        ({"calendar": "../etc/passwd"}, 'calendar "../etc/passwd": name a calendar of the configuration'),
+        ({"action": "sleep-in"}, 'on_holiday "sleep-in": use stay-asleep'),
+    ]:
+        with pytest.raises(ScheduleError) as caught:
+            make_spec(**kwargs)  # type: ignore[arg-type]
+        assert fragment in str(caught.value)
+        assert caught.value.field == "holidays"
+
+
+# Days off drawn over the spring and autumn changes of 2026 (and the weeks around them).
+days_off_2026 = st.lists(
+    st.builds(
+        DayOff,
+        st.one_of(
+            st.dates(min_value=date(2026, 3, 20), max_value=date(2026, 4, 8)),
+            st.dates(min_value=date(2026, 10, 16), max_value=date(2026, 11, 4)),
+        ),
+        st.just("Holiday"),
+        st.sampled_from(["DE-BY", "calendar releases"]),
+        st.sampled_from(["stay_asleep", "skip_wake", "skip_sleep"]),
+    ),
+    max_size=8,
+)
+dst_instants = st.one_of(
+    st.datetimes(min_value=datetime(2026, 3, 18), max_value=datetime(2026, 4, 8), timezones=st.just(UTC)),
+    st.datetimes(min_value=datetime(2026, 10, 14), max_value=datetime(2026, 11, 4), timezones=st.just(UTC)),
+)
+
+
+def _spec_with(zone: str, sleep: WeeklyTime, wake: WeeklyTime, days_off: list[DayOff]) -> ScheduleSpec:
+    if (wake.hour, wake.minute) == (sleep.hour, sleep.minute):
+        wake = WeeklyTime(wake.days, wake.hour, (wake.minute + 1) % 60)
+    return ScheduleSpec("dev-eu", "dev-eu", sleep, wake, zone, days_off=tuple(days_off))
+
+
+@given(
+    zone=st.sampled_from(DST_ZONES),
+    sleep=weekly_times,
+    wake=weekly_times,
+    days_off=days_off_2026,
+    after=dst_instants,
+)
+@settings(deadline=None)
+def test_days_off_keep_the_dst_rules_and_each_event_is_either_scheduled_or_explained(
+    zone: str, sleep: WeeklyTime, wake: WeeklyTime, days_off: list[DayOff], after: datetime
+) -> None:
+    spec = _spec_with(zone, sleep, wake, days_off)
+    plain = dataclasses.replace(spec, days_off=())
+    end = after + timedelta(days=10)
+    kept = schedule.occurrences_between(spec, start=after, end=end)
+    explained = schedule.days_off_between(spec, start=after, end=end)
+    everything = schedule.occurrences_between(plain, start=after, end=end)
+    # Every event of the weekly times either happens or is suppressed by a day off that says why.
+    assert sorted([*kept, *(o for o, _ in explained)], key=lambda o: (o.at, o.action)) == everything
+    for occ in kept:
+        assert spec.day_off(occ.local_date, occ.action) is None
+    for occ, day_off in explained:
+        assert day_off.day == occ.local_date and day_off.skips(occ.action)
+    # At most one event per action and local date, strictly later each time.
+    for action in ("sleep", "wake"):
+        mine = [o for o in kept if o.action == action]
+        assert all(a.at < b.at and a.local_date < b.local_date for a, b in itertools.pairwise(mine))
+        following = schedule.next_occurrence(spec, action, after=after)
+        assert following is None or following.at > after
+        assert following is None or spec.day_off(following.local_date, action) is None
+        if mine:
+            assert following == mine[0]
+
+
+@given(
+    zone=st.sampled_from(DST_ZONES),
+    sleep=weekly_times,
+    wake=weekly_times,
+    days_off=days_off_2026,
+    last_done=dst_instants,
+    down_for=st.timedeltas(min_value=timedelta(0), max_value=timedelta(days=9)),
+)
+@settings(deadline=None)
+def test_missed_runs_with_days_off_in_between_decide_only_on_events_that_happen(
+    zone: str,
+    sleep: WeeklyTime,
+    wake: WeeklyTime,
+    days_off: list[DayOff],
+    last_done: datetime,
+    down_for: timedelta,
+) -> None:
+    spec = _spec_with(zone, sleep, wake, days_off)
+    now = last_done + down_for
+    decisions = schedule.decide_missed(spec, last_done=last_done, now=now)
+    for decision in decisions:
+        occ = decision.occurrence
+        assert spec.day_off(occ.local_date, occ.action) is None
+        assert last_done < occ.at <= now
+    if decisions:  # only the most recent event that happens counts; the earlier are superseded
+        assert all(d.verdict == "noop" for d in decisions[:-1])
+        start = max(last_done, now - schedule.MISSED_LOOKBACK)
+        latest = schedule.occurrences_between(spec, start=start, end=now)
+        assert decisions[-1].occurrence == latest[-1]
+        assert decisions[-1].verdict != "noop"
+
+
+@given(
+    zone=st.sampled_from(DST_ZONES),
+    sleep=weekly_times,
+    wake=weekly_times,
+    days_off=days_off_2026,
+    after=dst_instants,
+    delta=st.timedeltas(min_value=timedelta(minutes=1), max_value=timedelta(days=6)),
+)
+@settings(deadline=None)
+def test_postpone_and_skip_with_days_off_stop_only_at_an_event_that_happens(
+    zone: str,
+    sleep: WeeklyTime,
+    wake: WeeklyTime,
+    days_off: list[DayOff],
+    after: datetime,
+    delta: timedelta,
+) -> None:
+    spec = _spec_with(zone, sleep, wake, days_off)
+    [first] = schedule.next_occurrences(spec, after=after, limit=1) or [None]
+    if first is None:
+        return
+    decided = schedule.postpone(first, by="U", delta=delta, spec=spec)
+    until = first.at + delta
+    opposite = "wake" if first.action == "sleep" else "sleep"
+    happening = [
+        o for o in schedule.occurrences_between(spec, start=first.at, end=until) if o.action == opposite
+    ]
+    # A postpone turns into a skip exactly when it would pass an opposite event that happens; one a
+    # day off suppresses is no boundary.
+    assert decided.kind == ("skip" if happening else "postpone")
+    assert schedule.effective_time(first, [decided]) == (None if happening else until)
+    skipped = schedule.skip(first, by="U", spec=spec)
+    following = schedule.next_occurrence(spec, first.action, after=first.at)
+    assert schedule.effective_time(first, [skipped]) is None
+    assert following is None or schedule.effective_time(following, [skipped]) == following.at

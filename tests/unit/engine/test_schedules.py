@@ -44,10 +44,11 @@ from engine.operations.runner import ClusterHandle, RunnerSettings
 from engine.operations.runner import _summary as runner_summary
 from engine.operations.service import new_operations
 from engine.pools.simulated import SimulatedPoolProvider
+from engine.schedules.calendars import Calendars, load_calendar
 from engine.schedules.model import ScheduleTarget
 from engine.schedules.service import Schedules
 from engine.schedules.text import wake_report
-from engine.store.database import Store
+from engine.store.database import Store, schedule_fingerprint
 
 CLUSTER = "dev-eu"
 OPERATOR, APPROVER, APPROVER2, VIEWER = "U0OPER", "U0APPR", "U0APPR2", "U0VIEW"
@@ -71,6 +72,7 @@ class World:
         pools: SimulatedPoolProvider,
         *,
         run: bool = True,
+        calendars: Calendars | None = None,
         **pol: Any,
     ) -> None:
         rules = policy.ClusterPolicy(
@@ -94,7 +96,7 @@ class World:
         )
         if not run:  # like a crash right after the request: saved as running, nothing executes
             self.ops.runner.start = lambda op_id: None  # type: ignore[method-assign]
-        self.schedules = Schedules(self.ops.store, self.ops, clock)
+        self.schedules = Schedules(self.ops.store, self.ops, clock, calendars=calendars)
         self.finals: list[ProgressEvent] = []
         self.backs: list[str] = []
         self.ops.subscribe(self._on_progress)
@@ -743,3 +745,155 @@ def test_a_second_schedule_of_the_same_name_is_refused_at_the_name(world: World)
     assert add(world.schedules).ok
     again = add(world.schedules, target=ScheduleTarget.scale_pool("web", 1))
     assert not again.ok and again.field == "name" and "exists" in again.reply, again
+
+
+# --- days off: public holidays and calendar files -----------------------------------------------------
+
+RELEASES_ICS = """BEGIN:VCALENDAR
+VERSION:2.0
+PRODID:-//team//releases//EN
+BEGIN:VEVENT
+UID:release-1@team
+DTSTAMP:20260101T000000Z
+SUMMARY:Release weekend <!channel>
+DTSTART;VALUE=DATE:20260327
+DTEND;VALUE=DATE:20260330
+END:VEVENT
+BEGIN:VEVENT
+UID:freeze-1@team
+DTSTAMP:20260101T000000Z
+SUMMARY:Freeze
+DTSTART;TZID=Europe/Berlin:20261026T090000
+DTEND;TZID=Europe/Berlin:20261026T170000
+END:VEVENT
+END:VCALENDAR
+"""
+
+
+@pytest.fixture
+def days_world(tmp_path: Path, clock: FakeClock, pools: SimulatedPoolProvider) -> Iterator[World]:
+    """A world whose configuration has the calendar `releases` (RELEASES_ICS)."""
+    ics = tmp_path / "releases.ics"
+    ics.write_text(RELEASES_ICS)
+    calendars = Calendars({"releases": load_calendar("releases", ics, around=2026)})
+    w = World(tmp_path / "days-off.db", clock, pools, calendars=calendars)
+    yield w
+    w.stop()
+
+
+def fired_keys(world: World, clock: FakeClock, until: datetime) -> list[str]:
+    """Let the timer run to `until` as the bot's timer would (arming at `next_wakeups`)."""
+    keys: list[str] = []
+    while (following := world.schedules.next_wakeups(clock.now())) and following[0] <= until:
+        for out in world.schedules.run_due(at(clock, following[0])):
+            if out.operation is not None or "nothing to do" in out.reply:
+                keys.append(out.key)
+        world.settle()
+    return keys
+
+
+def test_a_public_holiday_keeps_the_cluster_asleep_across_the_spring_change(
+    days_world: World, clock: FakeClock
+) -> None:
+    world = days_world
+    at(clock, datetime(2027, 3, 25, 12, tzinfo=UTC))  # Thu; Good Friday the 26th, CEST from the 28th
+    assert add(world.schedules, holidays="DE-BY", lead_times="60m").ok
+    announced = world.schedules.run_due(at(clock, datetime(2027, 3, 25, 18, tzinfo=UTC)))
+    [note] = [o.announcement for o in announced if o.announcement is not None]
+    assert note.upcoming is not None
+    assert note.upcoming.wake_at == datetime(2027, 3, 30, 5, tzinfo=UTC)  # Tue 07:00 CEST
+    assert note.upcoming.days_off == (
+        "Stays asleep: Good Friday (DE-BY)",
+        "Stays asleep: Easter Monday (DE-BY)",
+    )
+    assert fired_keys(world, clock, datetime(2027, 3, 30, 5, tzinfo=UTC)) == [
+        "nights:2027-03-25:sleep",
+        "nights:2027-03-30:wake",
+    ]
+
+
+def test_a_public_holiday_can_skip_only_the_wake_across_the_autumn_change(
+    days_world: World, clock: FakeClock
+) -> None:
+    world = days_world
+    at(clock, datetime(2027, 10, 27, 12, tzinfo=UTC))  # Wed; CET from Sun the 31st; All Saints Mon
+    assert add(world.schedules, holidays="DE-BY", on_holiday="skip-wake", lead_times="").ok
+    friday = datetime(2027, 10, 29, 18, tzinfo=UTC)  # Fri 20:00 CEST
+    monday_sleep = datetime(2027, 11, 1, 19, tzinfo=UTC)  # Mon 20:00 CET: the sleep still runs
+    event = world.schedules.next_event(CLUSTER, friday)
+    assert event is not None and event.at == monday_sleep and event.action == "sleep"
+    assert event.days_off == ("No wake: All Saints' Day (DE-BY)",)
+    keys = fired_keys(world, clock, datetime(2027, 11, 2, 6, tzinfo=UTC))
+    assert keys == [
+        "nights:2027-10-27:sleep",
+        "nights:2027-10-28:wake",
+        "nights:2027-10-28:sleep",
+        "nights:2027-10-29:wake",
+        "nights:2027-10-29:sleep",
+        "nights:2027-11-01:sleep",
+        "nights:2027-11-02:wake",
+    ]
+
+
+def test_a_calendar_release_weekend_skips_the_sleep_across_the_spring_change(
+    days_world: World, clock: FakeClock
+) -> None:
+    world = days_world
+    at(clock, datetime(2026, 3, 26, 12, tzinfo=UTC))  # Thu; release weekend Fri 27 - Sun 29
+    assert add(world.schedules, calendar="releases", on_holiday="skip-sleep", lead_times="").ok
+    friday = datetime(2026, 3, 27, 19, tzinfo=UTC)  # Fri 20:00 CET would have slept
+    [(skipped, why)] = world.schedules.days_off_until(clock.now(), datetime(2026, 3, 30, 12, tzinfo=UTC))
+    assert (skipped.key, skipped.at) == ("nights:2026-03-27:sleep", friday)
+    assert why == "Stays awake: Release weekend <!channel> (calendar releases)"
+    assert fired_keys(world, clock, datetime(2026, 3, 30, 18, tzinfo=UTC)) == [
+        "nights:2026-03-26:sleep",
+        "nights:2026-03-27:wake",
+        "nights:2026-03-30:wake",
+        "nights:2026-03-30:sleep",  # Mon 20:00 CEST = 18:00Z: the next sleep after the weekend
+    ]
+
+
+def test_a_calendar_freeze_keeps_the_cluster_asleep_across_the_autumn_change(
+    days_world: World, clock: FakeClock
+) -> None:
+    world = days_world
+    at(clock, datetime(2026, 10, 23, 12, tzinfo=UTC))  # Fri; CET from Sun the 25th; freeze Mon 26
+    assert add(world.schedules, calendar="releases", lead_times="60m").ok
+    announced = world.schedules.run_due(at(clock, datetime(2026, 10, 23, 17, tzinfo=UTC)))
+    [note] = [o.announcement for o in announced if o.announcement is not None]
+    assert note.upcoming is not None
+    assert note.upcoming.wake_at == datetime(2026, 10, 27, 6, tzinfo=UTC)  # Tue 07:00 CET
+    assert note.upcoming.days_off == ("Stays asleep: Freeze (calendar releases)",)
+    assert fired_keys(world, clock, datetime(2026, 10, 27, 6, tzinfo=UTC)) == [
+        "nights:2026-10-23:sleep",
+        "nights:2026-10-27:wake",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("changes", "fragment"),
+    [
+        ({"holidays": "XX"}, 'unknown country "XX" for holidays'),
+        ({"holidays": "DE-XY"}, 'unknown region "XY" of DE for holidays: use one of BB, BE, BW, BY'),
+        ({"holidays": "Bavaria!"}, 'holidays "Bavaria!": give a country code'),
+        ({"calendar": "freezes"}, 'unknown calendar "freezes" (calendars: releases): add it'),
+        ({"on_holiday": "party"}, 'on_holiday "party": use stay-asleep'),
+    ],
+)
+def test_an_unknown_country_region_or_calendar_is_refused_when_saving(
+    days_world: World, clock: FakeClock, changes: dict[str, str], fragment: str
+) -> None:
+    world = days_world
+    out = add(world.schedules, **changes)
+    assert not out.ok and out.field == "holidays"
+    assert fragment in out.reply
+    assert world.ops.store.list_schedules() == []
+    assert [r.action for r in world.ops.store.audit_rows()] == ["refused_schedule_add"]
+
+
+def test_days_off_are_part_of_what_a_pre_approval_consents_to(world: World) -> None:
+    assert add(world.schedules).ok
+    [stored] = world.ops.store.list_schedules()
+    assert stored.days_off == {}
+    following = replace(stored, days_off={"holidays": "DE-BY", "calendar": "", "action": "stay_asleep"})
+    assert schedule_fingerprint(following) != schedule_fingerprint(stored)
