@@ -65,6 +65,12 @@ Config file (every key optional except what a cluster needs to be reached):
           skip_nodes_with_custom_controller_pods: true
         drain_report: current                       # Cluster API condition layout: current | legacy
         gitops: warn                                # Argo CD / Flux owners of workloads: pause | warn
+        wake_waves:                                 # wake pools in this order (default: all at once)
+          - [system]                                # a wave: its pools (all nodes Ready, ready timeout)
+          - pools: [data]                           # or with its own share and timeout
+            ready_share: 50%                        # of the wave's nodes Ready before the next wave
+            timeout: 10m                            # then the thread says what it waited for; go on
+                                                    # pools no wave names wake last, together
         savings_report:                             # the weekly savings post (default: off)
           schedule: Mon 09:00                       # one weekday and a 24-hour time
           timezone: Europe/Berlin                   # IANA zone (default UTC)
@@ -86,6 +92,7 @@ import yaml
 
 from bot.config import channel_refs, providers
 from engine.domain.durations import DurationError, parse_duration
+from engine.domain.wake_waves import WakeWaves, WaveSpec
 from engine.drain.report import Style as ReportStyle
 from engine.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 from engine.operations.policy import ClusterPolicy, Role
@@ -204,6 +211,8 @@ class ClusterSettings:
     gitops: GitOpsMode = "warn"
     """Workloads an Argo CD Application or Flux Kustomization/HelmRelease applies: "pause" pauses the
     owner for a sleep and restores it exactly at wake; "warn" leaves it and names it in the plan."""
+    wake_waves: WakeWaves = field(default_factory=WakeWaves)
+    """The order pools wake in, wave by wave (`engine.domain.wake_waves`); empty: all at once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -425,6 +434,7 @@ _CLUSTER_KEYS = (
     "node_hour_prices",
     "savings_report",
     "gitops",
+    "wake_waves",
 )
 """Keys every cluster entry may have; the provider adds its own (bot.config.providers)."""
 
@@ -482,6 +492,7 @@ def _cluster(name: str, node: _Node) -> ClusterSettings:
         },
         savings_report=_savings_report(node.child("savings_report"), channels),
         gitops=_gitops(node),
+        wake_waves=_wake_waves(node.child("wake_waves")),
     )
 
 
@@ -516,6 +527,54 @@ def _savings_report(node: _Node, default_channels: list[str]) -> SavingsPostSpec
             f"{node.path}.channel: no channel to post in; give one (C…) or the cluster's default_channel"
         )
     return SavingsPostSpec(at=at, tz=tz, channel=_channel(channel, f"{node.path}.channel"))
+
+
+def _wake_waves(node: _Node) -> WakeWaves:
+    """`wake_waves`: a list of waves, each a list of pool names or {pools, ready_share, timeout}."""
+    if node.value is None:
+        return WakeWaves()
+    if not isinstance(node.value, list) or not node.value:
+        raise SettingsError(f"{node.path}: expected a list of waves, e.g. [[system], [data], [apps]]")
+    waves: list[WaveSpec] = []
+    seen: dict[str, int] = {}
+    for i, item in enumerate(node.value):
+        wave = _Node(item if isinstance(item, dict) else {"pools": item}, f"{node.path}[{i}]")
+        wave.only("pools", "ready_share", "timeout")
+        pools = wave.strings("pools")
+        if not pools or any(not p.strip() for p in pools):
+            raise SettingsError(f"{wave.path}.pools: expected the names of the pools of this wave")
+        for pool in pools:
+            if pool in seen:
+                raise SettingsError(f"{wave.path}: pool {pool!r} is already in wave {seen[pool] + 1}")
+            seen[pool] = i
+        timeout = wave.duration("timeout", timedelta(0)) if wave.has("timeout") else None
+        if timeout is not None and timeout <= timedelta(0):
+            raise SettingsError(f"{wave.path}.timeout: expected a duration above zero, such as 10m")
+        waves.append(
+            WaveSpec(
+                pools=pools,
+                ready_share=_share(wave, "ready_share"),
+                timeout_seconds=timeout.total_seconds() if timeout is not None else None,
+            )
+        )
+    return WakeWaves(tuple(waves))
+
+
+def _share(node: _Node, key: str) -> float:
+    """A share such as `50%` or `0.5`, above 0 and at most 100%; default 100%."""
+    value, path = node._get(key)
+    if value is None:
+        return 1.0
+    text = str(value).strip()
+    try:
+        share = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        share = -1.0
+    if isinstance(value, bool) or not 0 < share <= 1:
+        raise SettingsError(
+            f"{path}: expected a share above 0 and at most 100%, such as 100% or 50%, got {value!r}"
+        )
+    return share
 
 
 def _drain_report(node: _Node) -> ReportStyle:

@@ -473,7 +473,7 @@ def _connect(settings: Settings) -> dict[str, ClusterHandle]:
                 burst=c.api_burst,
                 gitops=c.gitops,
             )
-            handles[name] = replace(handle, drain_report=c.drain_report)
+            handles[name] = replace(handle, drain_report=c.drain_report, wake_waves=c.wake_waves)
         except wiring.WiringError as exc:
             raise RunError(f"clusters.{name}: {exc}") from exc
     return handles

@@ -18,6 +18,7 @@ from typing import Protocol
 from bot.text import mrkdwn
 from bot.text.mrkdwn import Mrkdwn, fmt
 from engine.domain.announcement import ApprovalPromise, DecisionNote, EventKind, NextEvent, Upcoming
+from engine.domain.durations import format_duration
 from engine.domain.operation import OpKind, OpState
 from engine.domain.reasons import (
     AlreadyDecided,
@@ -28,6 +29,7 @@ from engine.domain.reasons import (
     Reason,
     UnknownOperation,
 )
+from engine.domain.wake_waves import WaveProgress
 from engine.schedules import spec as schedule
 
 COMMAND = "/scale"
@@ -627,3 +629,26 @@ def _plain(template: str, *args: object) -> str:
 
 def _plain_who(actor: str) -> str:
     return actor.removeprefix("cli:")
+
+
+def wave_rows(waves: Sequence[WaveProgress]) -> list[str]:
+    """A wake's waves as table rows for its final reply: pools, nodes Ready, how each ended
+    (a wave that timed out names what it waited for)."""
+    if len(waves) < 2:
+        return []
+    rows = [f"{'wave':<5} {'pools':<30} {'Ready':>7}   outcome"]
+    for i, wave in enumerate(waves, start=1):
+        took = (
+            format_duration(wave.ended_at - wave.started_at)
+            if wave.ended_at is not None and wave.started_at is not None
+            else ""
+        )
+        if wave.outcome == "timed_out":
+            outcome = f"timed out after {took}: {'; '.join(wave.waited_for) or 'its nodes'}"
+        elif wave.outcome == "ready":
+            outcome = f"Ready in {took}"
+        else:
+            outcome = "not reached" if wave.started_at is None else "waiting"
+        pools = ", ".join(wave.pools)
+        rows.append(f"{i:<5} {pools:<30} {f'{wave.ready}/{wave.wanted}':>7}   {outcome}")
+    return rows

@@ -23,6 +23,7 @@ from engine.domain.force_scope import describe as describe_scope
 from engine.domain.force_scope import heading as force_heading
 from engine.domain.node_removal import NodeRemoval
 from engine.domain.reasons import Reason
+from engine.domain.wake_waves import WaveProgress
 
 
 class OpKind(enum.StrEnum):
@@ -475,6 +476,11 @@ class WakeProgress:
     kept_cordoned: tuple[str, ...] = ()
     """Nodes back in their pool that stay cordoned: someone else had cordoned them before scalebot
     emptied them."""
+    waves: tuple[WaveProgress, ...] = ()
+    """The waves the pools wake in (`engine.domain.wake_waves`), decided at the first resize; empty
+    in rows written before waves (one wave of every pool)."""
+    wave: int = 0
+    """The index of the wave being woken."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -491,6 +497,14 @@ class WorkloadsProgress:
     not_back: tuple[str, ...] = ()
     """`Kind/namespace/name: why`, for each workload still not available when the wake stopped
     following them (`RunnerSettings.workloads_return_timeout`)."""
+    orders_done: tuple[str, ...] = ()
+    """A wake in order (`engine.workloads.order`): the wake orders restored so far ("10", "last")."""
+    waking: tuple[str, ...] = ()
+    """The keys of the wake order restored last, followed until they are available."""
+    waking_order: str = ""
+    waking_since: datetime | None = None
+    to_restore: int = 0
+    """Workloads the wake orders so far were meant to restore (the headline's "restored/to_restore")."""
 
 
 @dataclass(frozen=True, slots=True)

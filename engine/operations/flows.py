@@ -8,7 +8,8 @@ this table.
 
     sleep_workloads: workloads_sleep → record → cordon → drain → force → remove → verify
     shrink:          record → cordon → drain → force → remove → verify
-    grow:            resize → wait_ready → workloads_wake → workloads_return → finish
+    grow:            (resize → wait_ready)* → workloads_wake → workloads_return → finish
+                     (one resize and wait per wave of pools: `engine.domain.wake_waves`)
     wake_workloads:  workloads_wake → workloads_return → finish
     drain:           cordon → drain
     consolidate:     fit → cordon → drain → remove_node → consolidated  (node by node)
@@ -34,6 +35,7 @@ Outcome = Literal[
     "node_skipped",  # the next node's pods no longer fit elsewhere: try the one after
     "all_nodes_done",  # every planned node was removed or skipped
     "node_removed",  # the drained node is gone: fit the next one
+    "next_wave",  # a wave of a wake is Ready (or timed out): resize the next wave's pools
 ]
 FlowName = Literal["sleep_workloads", "shrink", "grow", "wake_workloads", "drain", "consolidate"]
 
@@ -64,7 +66,7 @@ FLOWS: Mapping[FlowName, Flow] = {
     "shrink": Flow(("record", "cordon", "drain", "force", "remove", "verify"), _SHRINK_JUMPS),
     "grow": Flow(
         ("resize", "wait_ready", "workloads_wake", "workloads_return", "finish"),
-        {("wait_ready", "no_workloads"): "workloads_return"},
+        {("wait_ready", "no_workloads"): "workloads_return", ("wait_ready", "next_wave"): "resize"},
     ),
     "wake_workloads": Flow(("workloads_wake", "workloads_return", "finish")),
     "drain": Flow(("cordon", "drain")),

@@ -5,7 +5,7 @@ persists before anything else happens. Which step comes next is the flow's (`eng
 table per kind of operation): a step only says how it ended.
 
     zero / scale down:  [workloads_sleep →] record → cordon → drain → [force] → remove → verify
-    scale up / wake:    resize → wait_ready → [workloads_wake →] finish
+    scale up / wake:    (resize → wait_ready)* → [workloads_wake →] finish   (one round per wave)
     drain:              cordon → drain
     consolidate:        (fit → cordon → drain → remove_node)* → consolidated
 
@@ -20,6 +20,11 @@ table per kind of operation): a step only says how it ended.
 - `fit` (consolidate) re-checks, against a fresh listing, that the next node's pods still fit on
   the nodes that stay (engine.planning.consolidation.recheck); a node whose pods no longer fit is skipped
   and reported, never cordoned. Nodes go one at a time, each drained and removed before the next.
+- `resize` / `wait_ready` (a wake in waves, `engine.domain.wake_waves`): the waves are decided at
+  the first resize and kept in the operation's progress; each round resizes one wave's pools and
+  waits for its share of Ready nodes (or its timeout, reported) before the next.
+- `workloads_wake` restores the workloads one wake order at a time (`engine.workloads.order`),
+  following each until it is available before the next; `workloads_sleep` goes the other way.
 - On start-up `resume_all()` continues every running operation from its current step.
 
 One runner per operation (across processes sharing the database): a runner first claims the
@@ -74,10 +79,10 @@ from engine.domain.operation import (
     ProgressKind,
     Released,
     WorkloadCount,
-    WorkloadsProgress,
     emptied_not_removed,
     format_seconds,
 )
+from engine.domain.wake_waves import WakeWaves, WaveProgress
 from engine.drain import filters, force_rules
 from engine.drain import passes as drain
 from engine.drain import progress as drain_progress
@@ -91,11 +96,12 @@ from engine.kube.errors import KubeError
 from engine.operations import log_context
 from engine.operations.fence import FencedKubeApi, FencedPools, FencedWorkloadApi
 from engine.operations.flows import NEXT, Outcome, first_step, step_after
-from engine.planning import consolidation, placement
+from engine.planning import consolidation, placement, wake_waves
 from engine.pools.base import Pool, PoolProvider, PoolSizeError, RestoreRecord, TakesBackRemoval
 from engine.store.database import ClaimHeld, Fenced, RunnerClaim, RunnerId, Store, StoredRestore, StoreError
 from engine.workloads import Decision, WorkloadPlan, WorkloadRecord, WorkloadScaler, returning
 from engine.workloads import Outcome as WorkloadOutcome
+from engine.workloads import order as wake_order
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +176,8 @@ class ClusterHandle:
     shows what happened); written through this cluster's own API server."""
     drain_report: ReportStyle = "current"
     """Layout of the drain reports: Cluster API's per-Pod condition message (v1.9+), or "legacy"."""
+    wake_waves: WakeWaves = field(default_factory=WakeWaves)
+    """The order pools wake in (`engine.domain.wake_waves`); empty: every pool at once."""
 
 
 @dataclass(slots=True)
@@ -1438,8 +1446,27 @@ def _left_to_controller(change: PoolChange, pool: Pool) -> list[str]:
     return phrases
 
 
+def _waves(runner: Runner, op: Operation, h: ClusterHandle) -> tuple[WaveProgress, ...]:
+    """The waves of this operation: as persisted, else decided now (a wake follows the cluster's
+    `wake_waves`; a scale-up, and a row written before waves, is one wave of every pool)."""
+    wake = op.progress.wake
+    if wake.waves:
+        return wake.waves
+    pools = [c.pool for c in op.plan.pools]
+    config = h.wake_waves if op.kind is OpKind.WAKE and not wake.resized_at else WakeWaves()
+    waves = wake_waves.plan_waves(pools, config, default_timeout=runner.settings.ready_timeout)
+    if wake.resized_at is not None:  # resized before waves were persisted: every pool at once
+        waves = (replace(waves[0], started_at=wake.resized_at),)
+    return waves
+
+
 def step_resize(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
-    for change in op.plan.pools:
+    """Resize the pools of the current wave (every pool, when the wake is one wave)."""
+    waves = _waves(runner, op, h)
+    index = op.progress.wake.wave
+    wave = waves[index]
+    changes = [c for c in op.plan.pools if c.pool in wave.pools]
+    for change in changes:
         size = change.after
         if size == 0 and (op.kind is OpKind.WAKE or records_restore(op)):
             pool = h.pools.get_pool(change.pool)
@@ -1452,73 +1479,123 @@ def step_resize(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
                 _record_restore(runner, op, h, pool)
         h.pools.set_size(change.pool, size)
     now = runner.clock.now()
-    return StepResult(
-        then=NEXT,
-        progress=replace(op.progress, wake=replace(op.progress.wake, resized_at=now)),
-        events=[("phase", f"Requested {op.plan.summary()}; waiting for nodes to be Ready", "")],
-    )
+    started = (*waves[:index], replace(wave, started_at=wave.started_at or now), *waves[index + 1 :])
+    if len(waves) == 1:
+        text = f"Requested {op.plan.summary()}; waiting for nodes to be Ready"
+    else:
+        requested = replace(op.plan, pools=tuple(changes)).summary()
+        text = wake_waves.started_text(started, index, requested)
+    wake = replace(op.progress.wake, resized_at=op.progress.wake.resized_at or now, waves=started)
+    return StepResult(then=NEXT, progress=replace(op.progress, wake=wake), events=[("phase", text, "")])
+
+
+def _readiness(
+    op: Operation, h: ClusterHandle, changes: Sequence[PoolChange], pools: Sequence[Pool]
+) -> tuple[dict[str, wake_waves.PoolReadiness], int | None]:
+    """Each woken pool's nodes Ready and asked for, what is not Ready, and (demand-sized pools) the
+    nodes provisioned from demand (None when no pool sizes itself so)."""
+    nodes = {n.name: n for n in h.api.list_nodes()}
+    readiness: dict[str, wake_waves.PoolReadiness] = {}
+    provisioned: int | None = None
+    for change, pool in zip(changes, pools, strict=True):
+        not_ready = [
+            f"{name}: {nodes[name].ready_reason or 'not Ready'}"
+            for name in pool.nodes
+            if name not in pool.ready_nodes and name in nodes
+        ]
+        if pool.sizes_from_demand:
+            provisioned = (provisioned or 0) + len(pool.nodes)
+            launching = pool.desired - len(pool.nodes)
+            if launching > 0:
+                not_ready.append(f"{change.pool}: {launching} node(s) launching")
+            # A sleeping pool is not waiting for anything.
+            pending = pool.pending_pods if op.kind is OpKind.WAKE else 0
+            readiness[change.pool] = wake_waves.PoolReadiness(
+                len(pool.ready_nodes), pool.desired, tuple(not_ready), pending
+            )
+            continue
+        missing = change.after - len(pool.nodes)
+        if missing > 0:
+            not_ready.append(f"{change.pool}: {missing} node(s) not registered yet")
+        readiness[change.pool] = wake_waves.PoolReadiness(
+            min(len(pool.ready_nodes), change.after), change.after, tuple(not_ready)
+        )
+    return readiness, provisioned
 
 
 def step_wait_ready(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
-    """Wait for the asked-for nodes to be Ready.
+    """Wait for the current wave's nodes to be Ready (a share of them, as configured), then go on
+    with the next wave; after the last, with the workloads. A wave out of time says what it waited
+    for and the wake goes on.
 
     A demand-sized pool (Karpenter) has no node count to wait for: its capacity is back once no pod
     is left pending and every node it provisioned is Ready; those nodes count as wanted.
     """
     now = runner.clock.now()
-    wanted, ready, not_ready = 0, 0, []
-    provisioned: int | None = None
-    pending = 0
-    nodes = {n.name: n for n in h.api.list_nodes()}
-    pools = [h.pools.get_pool(change.pool) for change in op.plan.pools]
+    waves = _waves(runner, op, h)
+    index = min(op.progress.wake.wave, len(waves) - 1)
+    awake = {p for wave in waves[: index + 1] for p in wave.pools}
+    changes = [c for c in op.plan.pools if c.pool in awake]
+    pools = [h.pools.get_pool(change.pool) for change in changes]
     followed, progress = _provider_progress(op, pools)
-    for change, pool in zip(op.plan.pools, pools, strict=True):
-        for name in pool.nodes:
-            if name not in pool.ready_nodes and name in nodes:
-                not_ready.append(f"{name}: {nodes[name].ready_reason or 'not Ready'}")
-        if pool.sizes_from_demand:
-            provisioned = (provisioned or 0) + len(pool.nodes)
-            wanted += pool.desired
-            ready += len(pool.ready_nodes)
-            if op.kind is OpKind.WAKE:  # a sleeping pool is not waiting for anything
-                pending = max(pending, pool.pending_pods)
-            launching = pool.desired - len(pool.nodes)
-            if launching > 0:
-                not_ready.append(f"{change.pool}: {launching} node(s) launching")
-            continue
-        wanted += change.after
-        ready += min(len(pool.ready_nodes), change.after)
-        missing = change.after - len(pool.nodes)
-        if missing > 0:
-            not_ready.append(f"{change.pool}: {missing} node(s) not registered yet")
-    if pending:
-        not_ready.append(f"{pending} pod(s) pending")
+    readiness, provisioned = _readiness(op, h, changes, pools)
+    ready = sum(r.ready for r in readiness.values())
+    wanted = sum(r.wanted for r in readiness.values())
+    pending = max((r.pending_pods for r in readiness.values()), default=0)
+    not_ready_all = sorted(
+        [n for r in readiness.values() for n in r.not_ready]
+        + ([f"{pending} pod(s) pending"] if pending else [])
+    )
     line = f"{ready}/{wanted} nodes Ready"
     if provisioned is not None:
         line += f", {provisioned} provisioned from demand"
         line += f", {pending} pod(s) pending" if pending else ""
+    seen = wake_waves.look(waves[index], readiness, now=now)
     after: Outcome = NEXT if op.plan.workloads else "no_workloads"
-    woke = replace(op.progress.wake, ready=ready, wanted=wanted)
+    woke = replace(op.progress.wake, ready=ready, wanted=wanted, wave=index)
     kept = sorted(n for pool in pools for n in pool.kept_cordoned)
     if kept:  # back in the pool, but someone else had cordoned them before scalebot emptied them
         woke = replace(woke, kept_cordoned=tuple(kept))
     if provisioned is not None:
         woke = replace(woke, provisioned=provisioned)
+    if not seen.outcome:
+        previous = waves[index]
+        waves = (*waves[:index], wake_waves.seen_at(previous, seen), *waves[index + 1 :])
+        events: list[tuple[ProgressKind, str, str]] = list(progress)
+        if len(waves) == 1:
+            if (op.progress.wake.ready, op.progress.wake.wanted) != (ready, wanted):
+                events.append(("report", line, ""))
+        elif (previous.ready, previous.wanted) != (seen.ready, seen.wanted) or not op.progress.wake.waves:
+            events.append(("report", wake_waves.status_text(waves, index, seen), ""))
+        data = replace(op.progress, wake=replace(woke, waves=waves), provider_progress=followed)
+        return StepResult(progress=data, wait=2.0, events=events)
+    waves = (*waves[:index], wake_waves.ended(waves[index], seen, now=now), *waves[index + 1 :])
+    woke = replace(woke, waves=waves)
+    later = wake_waves.next_wave(waves, index)
+    if len(waves) > 1:
+        ended: tuple[ProgressKind, str, str] = ("phase", wake_waves.ended_text(waves, index, now=now), "")
+        if later is not None:
+            data = replace(op.progress, wake=replace(woke, wave=later), provider_progress=followed)
+            return StepResult(then="next_wave", progress=data, events=[*progress, ended])
+        progress = [*progress, ended]
     data = replace(op.progress, wake=woke, provider_progress=followed)
     if ready >= wanted and not pending:
         return StepResult(then=after, progress=data, events=[*progress, ("phase", line, "")])
-    started = op.progress.wake.resized_at or now
-    if now >= started + runner.settings.ready_timeout:
-        detail = "; ".join(sorted(not_ready)[:10])
+    started = waves[index].started_at or now
+    if seen.outcome == "timed_out" or now >= started + runner.settings.ready_timeout:
+        detail = "; ".join(not_ready_all[:10])
         return StepResult(
             then=after,
-            progress=replace(data, wake=replace(woke, not_ready=tuple(sorted(not_ready)))),
-            events=[("phase", f"{line} after {format_duration(now - started)}: {detail}", "")],
+            progress=replace(data, wake=replace(woke, not_ready=tuple(not_ready_all))),
+            events=[*progress, ("phase", f"{line} after {format_duration(now - started)}: {detail}", "")],
         )
-    events: list[tuple[ProgressKind, str, str]] = list(progress)
-    if (op.progress.wake.ready, op.progress.wake.wanted) != (ready, wanted):
-        events.append(("report", line, ""))
-    return StepResult(progress=data, wait=2.0, events=events)
+    # The last wave reached its share with nodes of the wake still not Ready: name them and go on.
+    detail = "; ".join(not_ready_all[:10])
+    return StepResult(
+        then=after,
+        progress=replace(data, wake=replace(woke, not_ready=tuple(not_ready_all))),
+        events=[*progress, ("phase", f"{line}: {detail}" if detail else line, "")],
+    )
 
 
 def _provider_progress(
@@ -1546,7 +1623,8 @@ def step_workloads_sleep(runner: Runner, op: Operation, h: ClusterHandle) -> Ste
         runner.store.record_workload(h.name, rec.key, rec.to_dict(), op_id=op.id, at=runner.clock.now())
 
     plan, unapproved = _approved_only(h.workloads.plan_sleep(), op.plan)
-    report = h.workloads.sleep(plan, record=record)
+    # The reverse of the wake order: what the others depend on is scaled down last.
+    report = h.workloads.sleep(wake_order.in_sleep_order(plan), record=record)
     shrinking = any(c.after < c.before for c in op.plan.pools)
     text = f"Workloads: {report.headline}\n{report.render(max_items=10)}".strip()
     if unapproved:
@@ -1579,25 +1657,97 @@ _NOT_APPROVED = "not in the approved plan (appeared after the approval); left as
 
 
 def step_workloads_wake(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
-    """After the nodes are Ready: restore the originals (SQLite first, else the objects' annotations)."""
+    """After the nodes are Ready: restore the originals (SQLite first, else the objects' annotations).
+
+    Workloads with a wake order (`engine.workloads.order`) are restored one order at a time, lowest
+    first, each followed until it is available (at most `workloads_return_timeout`) before the next.
+    """
     if h.workloads is None:
         return StepResult(
             state=OpState.FAILED, error=f"cluster {h.name} has no workloads provider configured"
         )
+    before = op.progress.workloads
+    if before.waking:
+        return _follow_order(runner, op, h)
     records = [WorkloadRecord.from_dict(r) for r in runner.store.workload_records(h.name)]
-    report = h.workloads.wake(records or None)
+    plan = h.workloads.plan_wake(records or None)
+    groups = wake_order.plan_groups(plan)
+    # Once, with the first restore: the annotations that are no wake order (text from the cluster).
+    ignored = "".join(f"\n{n.key}: {n.reason}" for n in wake_order.invalid_orders(plan)[:10])
+    if not before.orders_done and not wake_order.is_ordered(groups):
+        report = h.workloads.apply_wake(plan)
+        restored = tuple(o.key for o in report.changed)
+        return _workloads_woken(runner, op, h, report.headline, restored=restored, notes=ignored)
+    group = wake_order.next_group(groups, before.orders_done)
+    if group is None:
+        return _workloads_woken(runner, op, h, before.headline, restored=before.restored)
+    report = h.workloads.apply_wake(plan, only=group.keys)
+    restored = (*before.restored, *(o.key for o in report.changed))
+    to_restore = before.to_restore + report.total
+    headline = f"{len(restored)}/{to_restore} workloads restored"
+    later = wake_order.next_group(groups, (*before.orders_done, group.label))
+    text = f"Workloads of wake order {group.label}: {report.headline}"
+    notes = "" if before.orders_done else ignored
+    progress = replace(before, headline=headline, restored=restored, to_restore=to_restore)
+    if later is None:  # the last order: the workloads_return step follows everything that is not back
+        progress = replace(progress, orders_done=(*before.orders_done, group.label))
+        return StepResult(
+            progress=replace(op.progress, workloads=progress), events=[("phase", text + notes, "")]
+        )
+    progress = replace(progress, waking=group.keys, waking_order=group.label, waking_since=runner.clock.now())
+    text += f"; waiting until they are available before wake order {later.label}"
+    return StepResult(
+        progress=replace(op.progress, workloads=progress), wait=0.5, events=[("phase", text + notes, "")]
+    )
+
+
+def _follow_order(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
+    """The wake order restored last: available, or out of time (named, and the wake goes on)?"""
+    assert h.workloads is not None
+    now = runner.clock.now()
+    before = op.progress.workloads
+    since = before.waking_since or now
+    waking = frozenset(before.waking)
+    missing = list(h.workloads.availability(keys=waking).not_ready)
+    label = before.waking_order
+    done = replace(
+        before, orders_done=(*before.orders_done, label), waking=(), waking_order="", waking_since=None
+    )
+    if not missing:
+        text = f"Workloads of wake order {label} available after {format_duration(now - since)}"
+        return StepResult(progress=replace(op.progress, workloads=done), events=[("phase", text, "")])
+    if now >= since + runner.settings.workloads_return_timeout:
+        why = returning.why_not_back(missing, h.api.list_pods())
+        text = (
+            f"Workloads of wake order {label} not all available after {format_duration(now - since)}; "
+            f"going on with the next order; not back: {returning.named(why)}"
+        )
+        return StepResult(progress=replace(op.progress, workloads=done), events=[("phase", text, "")])
+    return StepResult(wait=RETURN_POLL_SECONDS)
+
+
+def _workloads_woken(
+    runner: Runner,
+    op: Operation,
+    h: ClusterHandle,
+    headline: str,
+    *,
+    restored: tuple[str, ...],
+    notes: str = "",
+) -> StepResult:
+    assert h.workloads is not None
     runner.store.clear_workload_records(h.name)
-    restored = tuple(o.key for o in report.changed)
     available = h.workloads.availability(keys=_followed(runner, op, h, restored))
-    workloads = WorkloadsProgress(
-        headline=report.headline,
+    workloads = replace(
+        op.progress.workloads,
+        headline=headline,
         available=WorkloadCount(available.available, available.total),
         restored=restored,
     )
     return StepResult(
         then=NEXT,
         progress=replace(op.progress, workloads=workloads),
-        events=[("phase", f"Workloads: {report.headline}; {available.headline}", "")],
+        events=[("phase", f"Workloads: {headline}; {available.headline}{notes}", "")],
     )
 
 
@@ -1660,11 +1810,17 @@ def step_workloads_return(runner: Runner, op: Operation, h: ClusterHandle) -> St
 def step_finish(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     now = runner.clock.now()
     wake = op.progress.wake
-    ok = (wake.ready or 0) >= (wake.wanted or 0)
+    late = wake_waves.timed_out(wake.waves)
+    # Configured waves: each wave's share decides (a 50% wave is done with half its nodes).
+    # One wave of every pool, as before waves: all of the nodes.
+    configured = len(wake.waves) > 1 or any(w.ready_share < 1 for w in wake.waves)
+    ok = not late if configured else (wake.ready or 0) >= (wake.wanted or 0)
     if op.kind is OpKind.WAKE or (ok and ends_sleep(op)):
         _clear_restore(runner, op, h)
     state = OpState.SUCCEEDED if ok else OpState.FAILED
-    error = "" if ok else f"only {wake.ready}/{wake.wanted} nodes Ready"
+    error = ""
+    if not ok:
+        error = "; ".join(late) if len(wake.waves) > 1 else f"only {wake.ready}/{wake.wanted} nodes Ready"
     return StepResult(
         state=state,
         error=error,
@@ -1708,6 +1864,8 @@ def _final(op: Operation, data: OperationProgress, now: datetime) -> tuple[Progr
         parts.append(f"{wake.ready}/{wake.wanted} nodes Ready")
         if wake.not_ready:
             parts.append("not Ready: " + "; ".join(wake.not_ready[:5]))
+    if len(wake.waves) > 1:
+        parts.append(wake_waves.summary_text(wake.waves))
     if data.workloads.available is not None:
         parts.append(
             f"{data.workloads.available.available}/{data.workloads.available.total} workloads available"

@@ -8,6 +8,7 @@ Public surface (issue 4, "Workloads"). Modules:
   plan        PURE  plan_sleep / plan_wake → WorkloadPlan of Decisions with their merge patches
   patches     PURE  the JSON merge patches (one field per kind, resourceVersion; replicas via /scale)
   report      PURE  WorkloadReport ("61/61 workloads restored"), Availability ("61/61 workloads available")
+  order       PURE  the `scalebot.io/wake-order` annotation: wake groups (lowest first), the sleep's reverse
   api               WorkloadApi port
   kube              its adapter over engine.kube.client.KubeClient (the only module importing kubernetes)
   scaler            WorkloadScaler: snapshot (+ originals ConfigMap) → plan → patches (409-safe) → report

@@ -248,7 +248,16 @@ class WorkloadScaler:
     ) -> WorkloadReport:
         """Restore from `records` (the database) or, when None, from the objects' own annotations."""
         force = self.config.force_restore if force_restore is None else force_restore
-        plan = self.plan_wake(records, force_restore=force)
+        return self.apply_wake(self.plan_wake(records, force_restore=force), force_restore=force)
+
+    def apply_wake(
+        self, plan: WorkloadPlan, *, force_restore: bool | None = None, only: Collection[str] | None = None
+    ) -> WorkloadReport:
+        """Apply a wake plan; `only`: just the decisions of these keys (one wake order's workloads)."""
+        force = self.config.force_restore if force_restore is None else force_restore
+        if only is not None:
+            keys = set(only)
+            plan = replace(plan, decisions=tuple(d for d in plan.decisions if d.key in keys))
         done = [self._apply_wake(d, force) for d in plan.decisions]
         report = _report(plan, done, ())
         changes = originals_after_wake(done, plan.snapshot or WorkloadSnapshot())

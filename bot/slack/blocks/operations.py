@@ -355,6 +355,9 @@ def final_reply(op: Operation, text: str = "") -> Message:
         rows = [f"{'pool':<24} {'before':>6}   {'after':>5}"]
         rows += [f"{name:<24} {v.before:>6} → {v.after:>5}" for name, v in sorted(pools.items())]
         b.preformatted(rows, max_chars=4_000, reserve=1_000)
+    waves = messages.wave_rows(op.progress.wake.waves)
+    if waves:  # a wake in waves: how each wave went, and what a timed-out one waited for
+        b.preformatted(waves, max_chars=3_000, reserve=1_000)
     if op.error:
         b.section(f"*Error:* {esc(op.error)}", reserve=500)
     if text:  # the engine's own summary ("12/12 nodes Ready", which nodes are not and why)
