@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from engine.workloads.plan import WorkloadPlan
+from engine.workloads.plan import WorkloadPlan, is_owner_key
 from engine.workloads.report import Outcome
 
 WAKE_ORDER_ANNOTATION = "scalebot.io/wake-order"
@@ -80,10 +80,13 @@ def is_ordered(groups: Sequence[OrderGroup]) -> bool:
 
 
 def plan_groups(plan: WorkloadPlan) -> tuple[OrderGroup, ...]:
-    """The wake plan's workloads grouped by the wake order their live objects carry."""
+    """The wake plan's workloads grouped by the wake order their live objects carry. GitOps owners
+    (engine.workloads.gitops) are no workloads: they resume in the last group, after the workloads
+    they apply (the wake plan lists them after the workloads)."""
     live = {w.key: w for w in (plan.snapshot.workloads if plan.snapshot is not None else ())}
     return wake_groups(
-        (d.key, wake_order(live[d.key].annotations) if d.key in live else None) for d in plan.decisions
+        (d.key, wake_order(live[d.key].annotations) if d.key in live and not is_owner_key(d.key) else None)
+        for d in plan.decisions
     )
 
 
@@ -101,4 +104,6 @@ def in_sleep_order(plan: WorkloadPlan) -> WorkloadPlan:
         (d.key, wake_order(live[d.key].annotations) if d.key in live else None) for d in plan.decisions
     )
     position = {key: i for i, key in enumerate(sequence)}
-    return replace(plan, decisions=tuple(sorted(plan.decisions, key=lambda d: position[d.key])))
+    # GitOps owners stay first: each is paused before the workloads it applies are scaled down.
+    ordered = sorted(plan.decisions, key=lambda d: (not is_owner_key(d.key), position[d.key]))
+    return replace(plan, decisions=tuple(ordered))

@@ -10,13 +10,22 @@ from a real sleep plan's live objects, and the sleep's reverse order.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from engine.domain.wake_waves import WakeWaves, WaveProgress, WaveSpec
 from engine.planning import wake_waves as ww
-from engine.workloads import WorkloadConfig, WorkloadPlan, WorkloadSnapshot, order, plan_sleep
+from engine.workloads import (
+    Decision,
+    Outcome,
+    WorkloadConfig,
+    WorkloadPlan,
+    WorkloadSnapshot,
+    order,
+    plan_sleep,
+)
 from engine.workloads.model import Kind, NamespaceInfo, WorkloadInfo
 
 T0 = datetime(2026, 3, 1, 2, 0, tzinfo=UTC)
@@ -192,3 +201,14 @@ def test_a_plan_is_grouped_by_its_live_objects_and_slept_in_reverse() -> None:
         "scalebot.io/wake-order is not a whole number ('1.5'); wakes with the unordered, last"
     )
     assert "9" * 40 in notes["Deployment/shop/big"] and "9" * 41 not in notes["Deployment/shop/big"]
+
+
+def test_gitops_owners_pause_first_and_resume_last() -> None:
+    plan = _sleep_plan(("api", "20"), ("db", "10"))
+    owner = Decision("change", Outcome("Kustomization/flux-system/shop", "paused for the sleep"))
+    with_owner = replace(plan, decisions=(owner, *plan.decisions))
+    slept = [d.key for d in order.in_sleep_order(with_owner).decisions]
+    assert slept[0] == "Kustomization/flux-system/shop", "paused before the workloads it applies"
+    assert slept.index("Deployment/shop/api") < slept.index("Deployment/shop/db")
+    groups = order.plan_groups(with_owner)
+    assert groups[-1] == order.OrderGroup("last", ("Kustomization/flux-system/shop",))
