@@ -6,12 +6,21 @@ decrease the controller doubles the limit each time a window of answers comes ba
 latency flat (TCP's slow start: growing by one from 16 to 64 would take some 1,900 answers, most of
 a 100-node drain); after it, it grows the limit by one per such window, and halves
 it on a 429 or a 5xx (down to `minimum`), or when a window's median latency rises well above the
-best median seen (the queueing signal TCP Vegas and gRPC's adaptive limiters use; down to
+baseline (the queueing signal TCP Vegas and gRPC's adaptive limiters use; down to
 `initial` only, so a noisy machine never leaves fewer in flight than a fixed pool would). After
 a decrease it waits one window before judging again, so the answers to requests sent under the
 old limit do not cut it twice. It never exceeds `maximum`, which the caller bounds by the
 client's own rate limit (burst): more requests in flight than the token bucket can release at
 once only wait in the bucket.
+
+The baseline is the lowest window median over the last `baseline_windows` judged windows (BBR's
+min-RTT filter over a recent horizon; Netflix's Gradient2 limiter lets its long-term latency drift
+the same way), not the lowest ever seen: the lowest ever is the idle server at the start, and once
+the server is busier for reasons of its own (the kubelets deleting the evicted pods, other
+clients) every window would read as queueing and hold the limit at its floor for the rest of the
+drain, although cutting it did not bring the latency down. With a recent horizon, latency that
+rises and stays flat becomes the new baseline after `baseline_windows` windows and the limit grows
+again; latency that rises with the limit (our own queue) still cuts it, window after window.
 
 `AimdController` is pure: the caller reports each answer (`record`) with the time it took, and
 `limit` is the decision. `AdaptiveGate` applies it to a pool of workers and times the answers on
@@ -22,6 +31,7 @@ from __future__ import annotations
 
 import statistics
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -39,20 +49,27 @@ class AimdSettings:
     backoff: float = 0.5
     """Multiplicative decrease on a throttle or a latency rise."""
     latency_rise: float = 3.0
-    """A window whose median latency exceeds the best median seen by this factor counts as queueing.
+    """A window whose median latency exceeds the baseline by this factor counts as queueing.
     Not 2: on the local control plane the bare eviction loop's median went from 162 ms at 8 in
     flight to 366 ms at 64 while its throughput still grew from 44 to 146 evictions/s
     (docs/benchmarks.md); a factor of 2 would have held the drain near 32 in flight, at 81 % of that."""
     slow_start: bool = True
     """Double (rather than add one) per flat window until the first decrease."""
+    baseline_windows: int = 8
+    """Judged windows the latency baseline is the minimum of (at a limit of 16, some 130 answers,
+    one or two seconds of a drain). Long enough to remember the latency from before a rise that
+    our own growing limit causes (slow start reaches 64 from 16 in two windows); short enough
+    that a server busy for reasons of its own stops holding the limit at its floor within seconds."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.minimum <= self.initial <= self.maximum:
             raise ValueError(
                 f"need 1 <= minimum <= initial <= maximum, got {self.minimum}, {self.initial}, {self.maximum}"
             )
-        if not 0 < self.backoff < 1 or self.latency_rise <= 1 or self.window < 1:
-            raise ValueError("backoff must be in (0, 1), latency_rise above 1, window at least 1")
+        if not 0 < self.backoff < 1 or self.latency_rise <= 1 or self.window < 1 or self.baseline_windows < 1:
+            raise ValueError(
+                "backoff must be in (0, 1), latency_rise above 1, window and baseline_windows at least 1"
+            )
 
     def bounded(self, maximum: int) -> AimdSettings:
         """The same settings under a lower ceiling (the client's burst)."""
@@ -65,6 +82,7 @@ class AimdSettings:
             backoff=self.backoff,
             latency_rise=self.latency_rise,
             slow_start=self.slow_start,
+            baseline_windows=self.baseline_windows,
         )
 
 
@@ -74,11 +92,12 @@ class AimdController:
 
     settings: AimdSettings = field(default_factory=AimdSettings)
     limit: int = 0
-    best_median: float | None = None
-    """The lowest window median seen: the latency of an unloaded server."""
+    baseline: float | None = None
+    """The lowest median of the recent judged windows: the latency of the server unloaded by us."""
     history: list[tuple[str, int]] = field(default_factory=list)
     """(why, new limit) for every change, for reports and tests."""
     _latencies: list[float] = field(default_factory=list)
+    _recent_medians: deque[float] = field(default_factory=deque)
     _skip: int = 0
     _slow_start: bool = True
 
@@ -101,9 +120,11 @@ class AimdController:
             return self.limit
         median = statistics.median(self._latencies)
         self._latencies.clear()
-        if self.best_median is None or median < self.best_median:
-            self.best_median = median
-        if median > self.best_median * self.settings.latency_rise:
+        self._recent_medians.append(median)
+        while len(self._recent_medians) > self.settings.baseline_windows:
+            self._recent_medians.popleft()
+        self.baseline = min(self._recent_medians)
+        if median > self.baseline * self.settings.latency_rise:
             self._decrease("latency rose")
         elif self.limit < self.settings.maximum:
             if self._slow_start:
@@ -137,6 +158,14 @@ class AdaptiveGate:
     take the free place straight back with its next task (it holds the lock first), and the calls
     parked in the gate when the limit was lower would wait until the whole pass is sent: their
     answers come last, and a pass's progress (answers in order) would show nothing until the end.
+
+    Each parked caller waits on its own event, in a FIFO queue, and whoever frees a place (an
+    answer) or raises the limit hands the place over: it counts the next waiter in and wakes that
+    one only. One condition notified to all would wake every parked worker on each admission and
+    answer, each to find it is not its turn (some 1.8 ms of CPU per eviction at a limit of 16,
+    docs/benchmarks.md). A limit that shrinks admits no one until enough answers are in; one that
+    grows admits as many waiters as now fit.
+
     `monotonic` is the clock the answer times come from (a fake one in tests). `queued()` is how
     long the call just made on this thread waited for the client's own rate limiter: it is taken
     out of the answer time, or the limiter's queue (which grows with the limit) would read as the
@@ -152,31 +181,29 @@ class AdaptiveGate:
         self.controller = controller
         self._monotonic = monotonic
         self._queued = queued
-        self._changed = threading.Condition()
+        self._lock = threading.Lock()
         self._in_flight = 0
-        self._tickets = 0
-        """Callers that have arrived (each takes the next number)."""
-        self._admitted = 0
-        """Callers let in: the next to enter is the one holding this number."""
+        self._parked: deque[threading.Event] = deque()
+        """Callers waiting for a place, in the order they arrived; each is woken by its own event."""
         self.peak_in_flight = 0
 
     @property
     def waiting(self) -> int:
         """Callers arrived and not yet let in."""
-        with self._changed:
-            return self._tickets - self._admitted
+        with self._lock:
+            return len(self._parked)
 
     def run(self, call: Callable[[], T], throttled: Callable[[T], bool]) -> T:
-        with self._changed:
-            ticket = self._tickets
-            self._tickets += 1
-            self._changed.wait_for(
-                lambda: self._admitted == ticket and self._in_flight < self.controller.limit
-            )
-            self._admitted += 1
-            self._in_flight += 1
-            self.peak_in_flight = max(self.peak_in_flight, self._in_flight)
-            self._changed.notify_all()  # the next in line may fit too
+        with self._lock:
+            turn: threading.Event | None = None
+            if self._parked or self._in_flight >= self.controller.limit:
+                turn = threading.Event()
+                self._parked.append(turn)
+            else:
+                self._enter()
+        if turn is not None:
+            # Counted in by whoever set the event (`_hand_over`): the place is already ours.
+            turn.wait()
         started = self._monotonic()
         answer: T | None = None
         try:
@@ -184,7 +211,17 @@ class AdaptiveGate:
             return answer
         finally:
             latency = self._monotonic() - started - (self._queued() if self._queued is not None else 0.0)
-            with self._changed:
+            with self._lock:
                 self._in_flight -= 1
                 self.controller.record(latency, throttled=answer is not None and throttled(answer))
-                self._changed.notify_all()
+                self._hand_over()
+
+    def _enter(self) -> None:
+        self._in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self._in_flight)
+
+    def _hand_over(self) -> None:
+        """Under the lock: let in, in arrival order, as many parked callers as the limit now allows."""
+        while self._parked and self._in_flight < self.controller.limit:
+            self._enter()
+            self._parked.popleft().set()

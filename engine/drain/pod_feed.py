@@ -185,12 +185,22 @@ class PodFeed:
             return False
         if event.type == "DELETED" or pod.node_name not in self._nodes:
             self._pods.pop(pod.uid, None)
-            return self._settle_awaited()
+            return self._settle_gone(pod.uid)
         new = pod.uid not in self._pods
         self._pods[pod.uid] = pod
         return new and event.type == "ADDED"
 
+    def _settle_gone(self, uid: str) -> bool:
+        """One pod gone: True when it was the last one awaited. Work per event, not per pod
+        known: a drain of 29,000 pods sees 29,000 such events (the awaited pods are always among
+        the known ones, so removing the one that went keeps them so)."""
+        if uid not in self._awaited:
+            return False
+        self._awaited.discard(uid)
+        return not self._awaited
+
     def _settle_awaited(self) -> bool:
+        """After a fresh listing: keep awaiting only the pods still there."""
         if not self._awaited:
             return False
         self._awaited &= self._pods.keys()

@@ -39,7 +39,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from engine.domain.model import CordonResult, NodeInfo, PdbInfo, PodInfo, RawObject
 from engine.kube import errors, projection, ratelimit
-from engine.kube.api import PodEvent, PodEventType, PodListing
+from engine.kube.api import MAX_EVICTIONS_IN_FLIGHT, PodEvent, PodEventType, PodListing
 from engine.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 
 T = TypeVar("T")
@@ -51,8 +51,13 @@ PRIORITY_QPS = 5.0
 PRIORITY_BURST = 10
 """The separate budget of the requests that keep this instance alive (see `Transport`): client-go's
 defaults, ten times what Lease renewals every 2 s and a readiness probe every few seconds need."""
-DEFAULT_POOL_MAXSIZE = 32
-"""Connections kept per host: evictions run in a worker pool (default 16) next to listings."""
+OTHER_REQUESTS_IN_FLIGHT = 16
+"""Requests that run next to a drain's evictions: the pod watches of the operations running at
+once, the listing fetched ahead, the Lease, Events, the readiness probe, the pool providers."""
+DEFAULT_POOL_MAXSIZE = MAX_EVICTIONS_IN_FLIGHT + OTHER_REQUESTS_IN_FLIGHT
+"""Connections kept per host. urllib3 opens a connection for every request beyond the pool and
+closes it after the answer (a TCP connect and a TLS handshake per eviction once more are in
+flight than the pool keeps), so the pool holds every request a drain can have in flight."""
 DEFAULT_REQUEST_TIMEOUT_SECONDS = 60.0
 TAINT_CONFLICT_ATTEMPTS = 5
 USER_AGENT = "scalebot"
@@ -416,30 +421,19 @@ class KubeClient:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def evict_pod(self, pod: PodInfo, *, grace_seconds: int | None = None) -> None:
-        body = k8s.V1Eviction(
-            api_version="policy/v1",
-            kind="Eviction",
-            metadata=k8s.V1ObjectMeta(name=pod.name, namespace=pod.namespace),
-            delete_options=_delete_options(pod, grace_seconds),
-        )
+        body = _eviction_body(pod, grace_seconds)
         call = self._core.create_namespaced_pod_eviction
         self._request("create", "pods/eviction", call, pod.name, pod.namespace, body)
 
     def dry_run_remove(self, pod: PodInfo, *, evict: bool, grace_seconds: int | None = None) -> None:
         """The eviction (or DELETE) with dryRun=All, as `kubectl drain --dry-run=server` sends it: the
         server runs admission and the PodDisruptionBudget check and changes nothing."""
-        options = _delete_options(pod, grace_seconds)
-        options.dry_run = ["All"]
         if not evict:
             call = self._core.delete_namespaced_pod
-            self._request("delete", "pods", call, pod.name, pod.namespace, body=options, dry_run="All")
+            body = _delete_options(pod, grace_seconds, dry_run=True)
+            self._request("delete", "pods", call, pod.name, pod.namespace, body=body, dry_run="All")
             return
-        body = k8s.V1Eviction(
-            api_version="policy/v1",
-            kind="Eviction",
-            metadata=k8s.V1ObjectMeta(name=pod.name, namespace=pod.namespace),
-            delete_options=options,
-        )
+        body = _eviction_body(pod, grace_seconds, dry_run=True)
         call = self._core.create_namespaced_pod_eviction
         self._request("create", "pods/eviction", call, pod.name, pod.namespace, body, dry_run="All")
 
@@ -961,12 +955,27 @@ def _retry_after_header(headers: Mapping[str, str] | None) -> int | None:
         return None  # an HTTP-date; the API server only sends seconds
 
 
-def _delete_options(pod: PodInfo, grace_seconds: int | None) -> Any:
+def _delete_options(pod: PodInfo, grace_seconds: int | None, *, dry_run: bool = False) -> dict[str, Any]:
+    """A DeleteOptions body as plain JSON: the same bytes the generated `V1DeleteOptions` would
+    serialise to (its fields in its order, unset ones left out), without building a model per
+    eviction, since a drain sends thousands."""
     if not pod.uid:
         raise ValueError(f"pod {pod.key} has no UID; refusing to write without a UID precondition")
-    return k8s.V1DeleteOptions(
-        preconditions=k8s.V1Preconditions(uid=pod.uid), grace_period_seconds=grace_seconds
-    )
+    options: dict[str, Any] = {"dryRun": ["All"]} if dry_run else {}
+    if grace_seconds is not None:
+        options["gracePeriodSeconds"] = grace_seconds
+    options["preconditions"] = {"uid": pod.uid}
+    return options
+
+
+def _eviction_body(pod: PodInfo, grace_seconds: int | None, *, dry_run: bool = False) -> dict[str, Any]:
+    """A policy/v1 Eviction as plain JSON, in the field order of the generated `V1Eviction`."""
+    return {
+        "apiVersion": "policy/v1",
+        "deleteOptions": _delete_options(pod, grace_seconds, dry_run=dry_run),
+        "kind": "Eviction",
+        "metadata": {"name": pod.name, "namespace": pod.namespace},
+    }
 
 
 def _cordon_change(

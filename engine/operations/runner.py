@@ -91,7 +91,7 @@ from engine.drain.pacing import PassFacts, PassPacing, next_pass
 from engine.drain.pod_feed import PodFeed
 from engine.drain.report import Style as ReportStyle
 from engine.kube import events as kube_events
-from engine.kube.api import KubeApi, RateLimitedApi, SchedulingApi
+from engine.kube.api import MAX_EVICTIONS_IN_FLIGHT, KubeApi, RateLimitedApi, SchedulingApi
 from engine.kube.errors import KubeError
 from engine.operations import log_context
 from engine.operations.fence import FencedKubeApi, FencedPools, FencedWorkloadApi
@@ -155,7 +155,8 @@ class RunnerSettings:
     decrease, then one at a time), halve them on a 429/5xx from
     the server or a latency rise (AIMD, engine.drain.concurrency), between 2 and `max_parallel_evictions`
     and never above the client's burst."""
-    max_parallel_evictions: int = 64
+    max_parallel_evictions: int = MAX_EVICTIONS_IN_FLIGHT
+    """The adaptive limit's ceiling; the real client's connection pool is sized for it."""
     workers: int = 4
     """Operations run at once (each on its own pools, guaranteed by the locks)."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from collections.abc import Callable
@@ -50,7 +51,7 @@ def test_a_throttle_halves_the_limit_once_for_the_requests_already_in_flight() -
 def test_rising_latency_shrinks_the_limit_before_any_throttle_but_not_below_the_start() -> None:
     c = AimdController(AimdSettings(initial=4, minimum=2, maximum=20, window=4, slow_start=False))
     feed(c, 4 + 5 + 6 + 7 + 8 + 9, 0.1)
-    assert c.limit == 10 and c.best_median == pytest.approx(0.1)
+    assert c.limit == 10 and c.baseline == pytest.approx(0.1)
     feed(c, 10, 0.35)  # 3.5x the best median: requests queue at the server
     assert c.limit == 5
     assert c.history[-1] == ("latency rose", 5)
@@ -88,6 +89,48 @@ def test_slow_start_stops_at_the_maximum_and_a_throttle_ends_it() -> None:
     assert d.limit == 9, "after a throttle the limit grows by one, never doubles again"
 
 
+def test_latency_that_rises_and_stays_flat_becomes_the_baseline_and_the_limit_grows_again() -> None:
+    """The server gets busier for reasons of its own (the kubelets deleting the evicted pods): the
+    first window at the new latency cuts the limit, but cutting does not bring the latency down,
+    and once the idle windows are out of the horizon it grows again, not held at its floor."""
+    c = AimdController(
+        AimdSettings(initial=4, minimum=2, maximum=20, window=4, slow_start=False, baseline_windows=3)
+    )
+    feed(c, 4, 0.1)
+    assert c.limit == 5
+    feed(c, 5, 0.4)
+    assert c.limit == 4 and c.history[-1] == ("latency rose", 4)
+    feed(c, 100, 0.4)
+    assert c.limit >= 8, c.history
+    assert c.baseline == pytest.approx(0.4)
+    assert c.history[-1] == ("latency flat", c.limit)
+
+
+def test_latency_that_rises_with_the_limit_still_cuts_it_once_the_baseline_has_moved() -> None:
+    """Our own queue: after the baseline followed a busier server, a further rise as the limit
+    grows is judged against the new baseline and cuts it again."""
+    c = AimdController(
+        AimdSettings(initial=4, minimum=2, maximum=20, window=4, slow_start=False, baseline_windows=3)
+    )
+    feed(c, 4, 0.1)
+    feed(c, 5 + 100, 0.4)
+    grown = c.limit
+    assert grown > 4
+    feed(c, grown, 1.6)  # 4x the new baseline
+    assert c.limit == max(4, grown // 2) and c.history[-1][0] == "latency rose"
+
+
+def test_the_default_horizon_remembers_the_unloaded_latency_through_slow_start() -> None:
+    """Slow start reaches 64 from 16 in two windows: the baseline from before the climb must
+    still be there when the queue it built shows."""
+    c = AimdController(AimdSettings(initial=16, minimum=2, maximum=64))
+    feed(c, 16, 0.1)
+    feed(c, 32, 0.15)
+    assert c.limit == 64
+    feed(c, 64, 0.35)
+    assert c.limit == 32 and c.history[-1] == ("latency rose", 32)
+
+
 def test_the_ceiling_follows_the_clients_burst() -> None:
     bounded = AimdSettings(initial=8, minimum=2, maximum=64).bounded(5)
     assert (bounded.initial, bounded.minimum, bounded.maximum) == (5, 2, 5)
@@ -98,6 +141,8 @@ def test_bad_settings_are_refused() -> None:
         AimdSettings(initial=1, minimum=2)
     with pytest.raises(ValueError):
         AimdSettings(backoff=1.0)
+    with pytest.raises(ValueError):
+        AimdSettings(baseline_windows=0)
 
 
 class FakeMonotonic:
@@ -180,6 +225,117 @@ def test_the_gate_lets_callers_in_in_the_order_they_arrived() -> None:
     assert gate.waiting == 0
 
 
+def test_each_parked_caller_is_woken_once_the_place_is_handed_to_the_next_in_line_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A condition notified to all wakes every parked worker on each admission and answer, each
+    to find it is not its turn (quadratic in the callers parked): each must sleep once, and be
+    woken when its place is ready."""
+    sleeps: collections.Counter[str] = collections.Counter()
+    count_lock = threading.Lock()
+    real_wait = threading.Condition.wait
+
+    def counting_wait(self: threading.Condition, timeout: float | None = None) -> bool:
+        name = threading.current_thread().name
+        if name.startswith("parked-"):
+            with count_lock:
+                sleeps[name] += 1
+        return real_wait(self, timeout)
+
+    monkeypatch.setattr(threading.Condition, "wait", counting_wait)
+    gate = AdaptiveGate(
+        AimdController(AimdSettings(initial=1, minimum=1, maximum=1, window=1000)), time.monotonic
+    )
+    release = threading.Event()
+    entered: list[str] = []
+    holder = threading.Thread(target=gate.run, args=(lambda: release.wait(10), lambda _: False))
+    holder.start()
+    _until(lambda: gate.peak_in_flight == 1)
+    parked = [
+        threading.Thread(
+            target=gate.run,
+            args=(lambda i=i: entered.append(f"parked-{i}"), lambda _: False),
+            name=f"parked-{i}",
+        )
+        for i in range(20)
+    ]
+    try:
+        for i, thread in enumerate(parked):
+            thread.start()
+            _until(lambda i=i: gate.waiting == i + 1)
+        _until(lambda: len(sleeps) == 20)  # every one of them asleep
+        release.set()
+    finally:
+        release.set()
+        holder.join(10)
+        for thread in parked:
+            thread.join(10)
+    assert entered == [f"parked-{i}" for i in range(20)]
+    assert sum(sleeps.values()) == 20, f"woken {sum(sleeps.values())} times for 20 admissions"
+    assert gate.peak_in_flight == 1
+
+
+def test_a_shrinking_limit_admits_no_one_until_answers_bring_it_below_a_growing_one_admits_all_that_fit() -> (
+    None
+):
+    gate = AdaptiveGate(
+        AimdController(AimdSettings(initial=4, minimum=1, maximum=8, window=1000, slow_start=False)),
+        time.monotonic,
+    )
+    lock = threading.Lock()
+    inside: set[str] = set()
+    release = {
+        name: threading.Event()
+        for name in [f"first-{i}" for i in range(4)] + [f"parked-{i}" for i in range(4)]
+    }
+
+    def call(name: str) -> bool:
+        with lock:
+            inside.add(name)
+        assert release[name].wait(10)
+        with lock:
+            inside.discard(name)
+        return False
+
+    def inside_now() -> set[str]:
+        with lock:
+            return set(inside)
+
+    threads = {
+        name: threading.Thread(target=gate.run, args=(lambda name=name: call(name), lambda _: False))
+        for name in release
+    }
+    try:
+        for i in range(4):
+            threads[f"first-{i}"].start()
+        _until(lambda: len(inside_now()) == 4)
+        for i in range(4):
+            threads[f"parked-{i}"].start()
+            _until(lambda i=i: gate.waiting == i + 1)
+        gate.controller.limit = 2
+        for i in range(2):
+            release[f"first-{i}"].set()
+            threads[f"first-{i}"].join(10)
+            assert inside_now() == {f"first-{j}" for j in range(i + 1, 4)}, "admitted above the new limit"
+            assert gate.waiting == 4
+        release["first-2"].set()
+        threads["first-2"].join(10)
+        _until(lambda: "parked-0" in inside_now())
+        assert inside_now() == {"first-3", "parked-0"} and gate.waiting == 3
+        gate.controller.limit = 5
+        release["first-3"].set()
+        threads["first-3"].join(10)
+        _until(lambda: len(inside_now()) == 4)
+        assert inside_now() == {f"parked-{i}" for i in range(4)} and gate.waiting == 0
+    finally:
+        for event in release.values():
+            event.set()
+        for thread in threads.values():
+            if thread.ident is not None:
+                thread.join(10)
+    assert gate.peak_in_flight == 4
+
+
 def test_the_gate_shrinks_on_throttled_answers() -> None:
     clock = FakeMonotonic()
     gate = AdaptiveGate(AimdController(AimdSettings(initial=8, minimum=2, maximum=8, window=4)), clock)
@@ -227,4 +383,4 @@ def test_time_spent_in_the_clients_own_limiter_is_not_read_as_the_server_slowing
     for _ in range(5):
         answered_after(0.1, 0.5)  # the bucket is empty: 0.5 s in the limiter, the server as fast
     assert gate.controller.limit == 6, gate.controller.history
-    assert gate.controller.best_median == pytest.approx(0.1)
+    assert gate.controller.baseline == pytest.approx(0.1)

@@ -33,6 +33,7 @@ from engine.kube.client import KubeClient, KubeConfigError, load_configuration
 from engine.kube.events import EventRecorder, ObjectRef
 from engine.kube.lease import LeaseElector, probe_api_server
 from engine.kube.ratelimit import TokenBucket
+from engine.operations.runner import RunnerSettings
 from engine.pools.common import NodeRemovalError
 from engine.pools.labels import LabelPoolProvider
 
@@ -49,6 +50,8 @@ class Seen:
     body: Any
     content_type: str
     authorization: str = ""
+    raw: bytes = b""
+    """The body as it came over the wire."""
 
 
 @dataclass
@@ -64,17 +67,30 @@ class Answer:
 Route = Callable[[Seen], Answer]
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 128
+    """socketserver's default backlog (5) drops the SYNs of a burst of connections: the client
+    retries them after a second or more, as a loaded API server never would."""
+
+
 class FakeApiServer:
     """Routes (method, path) to scripted answers and records every request."""
 
     def __init__(self) -> None:
         self.routes: dict[tuple[str, str], Route] = {}
         self.seen: list[Seen] = []
+        self.connections = 0
+        """TCP connections accepted (a kept-alive connection serves many requests)."""
         self._lock = threading.Lock()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                super().setup()
+                with server._lock:
+                    server.connections += 1
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
@@ -90,6 +106,7 @@ class FakeApiServer:
                     body=json.loads(raw) if raw else None,
                     content_type=self.headers.get("Content-Type", ""),
                     authorization=self.headers.get("Authorization", ""),
+                    raw=raw,
                 )
                 with server._lock:
                     server.seen.append(seen)
@@ -123,7 +140,7 @@ class FakeApiServer:
             def do_DELETE(self) -> None:
                 self._serve()
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = _Server(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         # A short poll interval only makes shutdown() quick; requests are served at once anyway.
@@ -246,6 +263,73 @@ def test_eviction_posts_policy_v1_with_uid_precondition_and_grace(
         "deleteOptions": {"gracePeriodSeconds": 5, "preconditions": {"uid": "uid-1"}},
     }
     assert client.request_counts == {("create", "pods/eviction"): 1}
+
+
+@pytest.mark.parametrize("grace", [None, 0, 30])
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_the_eviction_goes_out_as_the_generated_model_would_send_it(
+    server: FakeApiServer, client: KubeClient, grace: int | None, dry_run: bool
+) -> None:
+    """The body is built as plain JSON (no model per eviction): byte for byte what the generated
+    V1Eviction serialised to, field order included."""
+    server.on("POST", EVICTION_PATH, Answer(201, {"kind": "Status", "status": "Success"}))
+    if dry_run:
+        client.dry_run_remove(POD, evict=True, grace_seconds=grace)
+    else:
+        client.evict_pod(POD, grace_seconds=grace)
+    model = kubernetes.client.V1Eviction(
+        api_version="policy/v1",
+        kind="Eviction",
+        metadata=kubernetes.client.V1ObjectMeta(name=POD.name, namespace=POD.namespace),
+        delete_options=kubernetes.client.V1DeleteOptions(
+            dry_run=["All"] if dry_run else None,
+            preconditions=kubernetes.client.V1Preconditions(uid=POD.uid),
+            grace_period_seconds=grace,
+        ),
+    )
+    wire = json.dumps(kubernetes.client.ApiClient().sanitize_for_serialization(model)).encode()
+    (seen,) = server.requests("POST")
+    assert seen.raw == wire
+
+
+def test_delete_options_go_out_as_the_generated_model_would_send_them(
+    server: FakeApiServer, client: KubeClient
+) -> None:
+    server.on("DELETE", "/api/v1/namespaces/shop/pods/web-1", Answer(200, {"kind": "Status"}))
+    client.delete_pod(POD, grace_seconds=0)
+    client.dry_run_remove(POD, evict=False)
+    models = [
+        kubernetes.client.V1DeleteOptions(
+            preconditions=kubernetes.client.V1Preconditions(uid=POD.uid), grace_period_seconds=0
+        ),
+        kubernetes.client.V1DeleteOptions(
+            dry_run=["All"], preconditions=kubernetes.client.V1Preconditions(uid=POD.uid)
+        ),
+    ]
+    sanitize = kubernetes.client.ApiClient().sanitize_for_serialization
+    assert [s.raw for s in server.requests("DELETE")] == [json.dumps(sanitize(m)).encode() for m in models]
+
+
+def test_the_connections_of_a_drains_evictions_in_flight_are_kept_and_reused(
+    server: FakeApiServer, client: KubeClient
+) -> None:
+    """As many evictions as a drain keeps in flight, twice: the second round opens no connection
+    (a pool smaller than the evictions in flight closes the extra connections after each answer,
+    and every later eviction beyond the pool pays a TCP connect and a TLS handshake again)."""
+    in_flight = RunnerSettings().max_parallel_evictions
+    all_in = threading.Barrier(in_flight, timeout=10)
+
+    def answer_when_all_are_in(seen: Seen) -> Answer:
+        all_in.wait()
+        return Answer(201, {"kind": "Status", "status": "Success"})
+
+    server.on("POST", EVICTION_PATH, answer_when_all_are_in)
+    with ThreadPoolExecutor(max_workers=in_flight) as workers:
+        list(workers.map(lambda _: client.evict_pod(POD), range(in_flight)))
+        assert server.connections == in_flight
+        list(workers.map(lambda _: client.evict_pod(POD), range(in_flight)))
+    assert len(server.requests("POST")) == 2 * in_flight
+    assert server.connections == in_flight, "connections were opened again for the second round"
 
 
 def test_pdb_429_maps_to_too_many_requests_with_the_cluster_api_key(

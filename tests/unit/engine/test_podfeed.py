@@ -202,6 +202,47 @@ def test_the_cue_comes_once_the_last_awaited_pod_is_gone(api: ScriptedApi) -> No
         feed.close()
 
 
+class CountedUid(str):
+    """A UID that counts how often it is hashed: every set or dict look-up of it is one hash."""
+
+    hashes = 0
+    lock = threading.Lock()
+
+    def __hash__(self) -> int:
+        with CountedUid.lock:
+            CountedUid.hashes += 1
+        return str.__hash__(self)
+
+
+def test_the_work_to_settle_a_deleted_pod_does_not_grow_with_the_pods_awaited() -> None:
+    """Each deletion costs the feed the same few look-ups, however many pods the drain awaits:
+    intersecting the awaited set with every pod known on each event made a 29,000-pod drain's
+    settling quadratic (some 38 s of CPU)."""
+    many = 400
+    pods = [
+        PodInfo(namespace="shop", name=f"p{i}", uid=CountedUid(f"uid-p{i}"), node_name="w-1")
+        for i in range(many)
+    ]
+    api = ScriptedApi(listings=[PodListing(pods=pods, resource_version="10")])
+    cue = threading.Event()
+    feed = PodFeed(api, ["w-1"], on_change=cue.set)  # type: ignore[arg-type]
+    try:
+        feed.pods(["w-1"])
+        stream = api.wait_for_watches(1)
+        feed.await_gone({p.uid for p in pods})
+        with CountedUid.lock:
+            CountedUid.hashes = 0
+        for i, p in enumerate(pods):
+            stream.script.put(event("DELETED", p, str(11 + i)))
+        assert cue.wait(10), "the cue once the last awaited pod is gone"
+        until(lambda: feed.pods(["w-1"]) == [], "every deletion applied")
+        with CountedUid.lock:
+            per_event = CountedUid.hashes / many
+    finally:
+        feed.close()
+    assert per_event <= 4, f"{per_event:.0f} look-ups per deleted pod, with {many} awaited"
+
+
 def test_without_a_watch_every_pass_lists() -> None:
     cluster = FakeCluster()
     cluster.add_node("w-1")
