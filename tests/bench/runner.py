@@ -1,15 +1,17 @@
 """`python -m tests.bench`: run the benchmark scenarios, print the figures, optionally write the docs.
 
     python -m tests.bench [--size small|full|smoke] [--scenario NAME ...] [--write docs/benchmarks.md]
-                          [--profile] [--no-sample] [--raw NAME ...] [--raw-sample N]
+                          [--profile] [--sample] [--raw NAME ...] [--raw-sample N]
                           [--kubectl-budget SECONDS] [--kubectl-nodes N] [--json FILE] [--from-json FILE]
 
 Scenarios (default: all): zero-scale, api-cost, raw-limit, planning, memory, slack. They share runs:
 scalebot's zero-scale run (fresh cluster; planning is measured on it first) feeds zero-scale,
 api-cost, memory and slack; kubectl's drain (fresh cluster) is zero-scale's baseline; the bare
-eviction loops (a fresh cluster each; see RAW_VARIANTS) are raw-limit's. py-spy samples the
-measured zero-scale from outside (`tests.bench.sampling`; `--no-sample` turns it off); `--profile`
-adds a cProfile'd zero-scale on one more fresh cluster, as cProfile slows the process it measures.
+eviction loops (a fresh cluster each; see RAW_VARIANTS) are raw-limit's. No measured run is
+profiled, so every contender in a comparison runs alike: `--sample` adds one more zero-scale on a
+fresh cluster with py-spy sampling it from outside (`tests.bench.sampling`: some 40 s of CPU on two
+cores at 100 nodes, which would tilt every ratio against the run it watched), and `--profile` a
+cProfile'd one, as cProfile slows the process it measures; neither is compared with anything.
 `--from-json` re-renders a saved result set without running anything.
 """
 
@@ -116,9 +118,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="points of the concurrency sweep to run (repeatable; default: smoke 8 and 64, else all)",
     )
     parser.add_argument(
-        "--no-sample",
+        "--sample",
         action="store_true",
-        help="do not attach py-spy to scalebot's measured zero-scale",
+        help="add a zero-scale run sampled by py-spy, apart from the measured ones (run 'sampled')",
     )
     parser.add_argument("--plan-rounds", type=int, default=3)
     parser.add_argument(
@@ -233,7 +235,7 @@ def run_all(
     kubectl_budget: float | None,
     kubectl_nodes: int | None = None,
     profile: bool = False,
-    sample: bool = True,
+    sample: bool = False,
     raw: Sequence[str] | None = None,
     raw_sample: int | None = None,
     plan_rounds: int = 3,
@@ -275,7 +277,6 @@ def run_all(
             echo=echo,
             planning="planning" in wanted,
             slack="slack" in wanted,
-            sample=sample,
             plan_rounds=plan_rounds,
             eviction_sample=raw_sample,
             artifacts=checkpoint.parent if checkpoint is not None else None,
@@ -326,6 +327,19 @@ def run_all(
             )
     if "planning" in only:  # explicit only: planning is otherwise measured in the scalebot run
         attempt("planning", lambda: scenarios.run_planning(size, echo=echo, plan_rounds=plan_rounds))
+    if sample:
+        # A run of its own: the sampler's CPU on this machine's two cores slows the run it watches.
+        attempt(
+            "sampled",
+            lambda: scenarios.run_scalebot(
+                size,
+                echo=echo,
+                planning=False,
+                slack=False,
+                sample=True,
+                artifacts=checkpoint.parent if checkpoint is not None else None,
+            ),
+        )
     if profile:
         attempt(
             "profile",
@@ -362,7 +376,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.kubectl_nodes is not None
         else DEFAULT_KUBECTL_NODES[size.name],
         profile=args.profile,
-        sample=not args.no_sample,
+        sample=args.sample,
         raw=args.raw,
         raw_sample=args.raw_sample if args.raw_sample is not None else DEFAULT_RAW_SAMPLE[size.name],
         plan_rounds=args.plan_rounds,
