@@ -223,6 +223,8 @@ def build_service(settings: Settings, *, leader_election: bool | None = None) ->
     ops.subscribe(METRICS.observe_event)
     METRICS.watch(OperationsState(ops, next_event))
     schedules = Schedules(store, ops, clock, calendars=Calendars(settings.calendars))
+    for problem in schedules.days_off_problems():
+        log.warning("%s", problem)
     outbox = StoreOutbox(store)
     # Announcements that fire before the bot is attached are held and posted at attach(sender=…).
     ui = ScheduleUi(

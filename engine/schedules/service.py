@@ -405,6 +405,20 @@ class Schedules:
         reasons = tuple(dict.fromkeys(day_off.reason() for _, day_off in skipped))
         return NextEvent(occ.action, occ.schedule, at, sched.spec.tz, days_off=reasons)
 
+    def days_off_problems(self) -> builtins.list[str]:
+        """Schedules whose days off cannot be followed now (their calendar left the configuration,
+        the holiday library dropped their region), each with what to do: `scalebot run` logs them
+        at start, since a schedule that silently lost its days off would sleep through a freeze."""
+        problems: list[str] = []
+        for sched in self._schedules(enabled_only=False):
+            problem = self.calendars.check(sched.spec.days_off_rule) if sched.spec.days_off_rule else ""
+            if problem:
+                problems.append(
+                    f"schedule {sched.name} ({sched.spec.days_off_rule.describe()}): {problem}; until then "
+                    "it runs without those days off (or delete the schedule)"
+                )
+        return problems
+
     def days_off_until(
         self, now: datetime, until: datetime, *, cluster: str | None = None
     ) -> builtins.list[tuple[Occurrence, str]]:

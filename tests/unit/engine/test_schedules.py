@@ -897,3 +897,16 @@ def test_days_off_are_part_of_what_a_pre_approval_consents_to(world: World) -> N
     assert stored.days_off == {}
     following = replace(stored, days_off={"holidays": "DE-BY", "calendar": "", "action": "stay_asleep"})
     assert schedule_fingerprint(following) != schedule_fingerprint(stored)
+
+
+def test_a_schedule_whose_calendar_left_the_configuration_is_named_with_what_to_do(
+    days_world: World, clock: FakeClock
+) -> None:
+    assert add(days_world.schedules, calendar="releases").ok
+    assert days_world.schedules.days_off_problems() == []
+    restarted = Schedules(days_world.ops.store, days_world.ops, clock)  # a configuration without it
+    assert restarted.days_off_problems() == [
+        'schedule nights (calendar releases: stay asleep): unknown calendar "releases" (calendars: none '
+        "configured): add it to the configuration under calendars: (name: path to an .ics file) and "
+        "restart, or leave calendar= out; until then it runs without those days off (or delete the schedule)"
+    ]
