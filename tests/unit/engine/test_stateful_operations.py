@@ -3,8 +3,10 @@
 Hypothesis drives requests, approvals, rejections, cancels, schedule firings, hand cordons, pod
 and node churn, process restarts (the store reopened, running operations resumed, also after a
 crash right after a request), Slack going down and API errors, against the in-memory cluster and
-virtual time. After every step the invariants below must hold. The examples are bounded with a
-fixed seed (derandomized) in CI, 25 examples of 12 steps; the soak raises it (`SCALEBOT_STATEFUL_EXAMPLES`).
+virtual time. The schedule follows a calendar of days off (Tuesday the 3rd and Thursday the 5th
+stay asleep), so the nights meet holidays in between. After every step the invariants below must
+hold. The examples are bounded with a fixed seed (derandomized) in CI, 25 examples of 12 steps; the
+soak raises it (`SCALEBOT_STATEFUL_EXAMPLES`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from engine.operations import policy
 from engine.operations.runner import ClusterHandle, RunnerSettings, drained_nodes
 from engine.operations.service import Operations, new_operations
 from engine.pools.simulated import SimulatedPoolProvider
+from engine.schedules.calendars import Calendars, load_calendar
 from engine.schedules.model import ScheduleTarget
 from engine.schedules.service import Schedules
 from engine.store.database import Store
@@ -43,6 +46,24 @@ NODES = [f"{pool}-{i}" for pool, n in POOLS.items() for i in range(n)]
 EXAMPLES = int(os.environ.get("SCALEBOT_STATEFUL_EXAMPLES", "25"))
 STEPS = int(os.environ.get("SCALEBOT_STATEFUL_STEPS", "12"))
 LIVE = (OpState.AWAITING_APPROVAL, OpState.RUNNING)
+DAYS_OFF = ("2026-03-03", "2026-03-05")
+FREEZE_ICS = """BEGIN:VCALENDAR
+VERSION:2.0
+PRODID:-//team//freeze//EN
+BEGIN:VEVENT
+UID:tue@team
+DTSTAMP:20260101T000000Z
+SUMMARY:Freeze
+DTSTART;VALUE=DATE:20260303
+END:VEVENT
+BEGIN:VEVENT
+UID:thu@team
+DTSTAMP:20260101T000000Z
+SUMMARY:Offsite
+DTSTART;VALUE=DATE:20260305
+END:VEVENT
+END:VCALENDAR
+"""
 
 
 class WatchedCluster(FakeCluster):
@@ -99,7 +120,10 @@ class Nights(RuleBasedStateMachine):
         self.slack_down = False
         self.pods = 0
         self.ops = self._process(run=True)
-        self.schedules = Schedules(self.ops.store, self.ops, self.clock)
+        ics = self.dir / "freeze.ics"
+        ics.write_text(FREEZE_ICS)
+        self.calendars = Calendars({"freeze": load_calendar("freeze", ics, around=START.year)})
+        self.schedules = Schedules(self.ops.store, self.ops, self.clock, calendars=self.calendars)
         out = self.schedules.add(
             name="nights",
             cluster=CLUSTER,
@@ -110,6 +134,7 @@ class Nights(RuleBasedStateMachine):
             lead_times="10m",
             channel="C0DEV",
             approval_mode="pre_approved",
+            calendar="freeze",
             by=APPROVER,
         )
         assert out.ok, out
@@ -323,11 +348,19 @@ class Nights(RuleBasedStateMachine):
         self.ops.runner.stop()
         self.ops.store.close()
         self.ops = self._process(run=True)
-        self.schedules = Schedules(self.ops.store, self.ops, self.clock)
+        self.schedules = Schedules(self.ops.store, self.ops, self.clock, calendars=self.calendars)
         self.ops.resume()
         self._settle()
 
     # -- what must always hold -------------------------------------------------------------------
+
+    @invariant()
+    def nothing_runs_on_a_day_off(self) -> None:
+        """Through restarts, missed runs and API errors, no sleep or wake of a day off ever ran."""
+        if not hasattr(self, "ops"):
+            return
+        ran = self.ops.store.list_occurrences(schedule="nights", states=("running", "done", "missed"))
+        assert not [r.key for r in ran if r.local_date in DAYS_OFF]
 
     @invariant()
     def marked_nodes_belong_to_a_live_drain_or_were_released(self) -> None:
