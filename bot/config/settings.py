@@ -70,6 +70,7 @@ Config file (every key optional except what a cluster needs to be reached):
           - pools: [data]                           # or with its own share and timeout
             ready_share: 50%                        # of the wave's nodes Ready before the next wave
             timeout: 10m                            # then the thread says what it waited for; go on
+            workloads_available: true               # and the workloads its sleep displaced available
                                                     # pools no wave names wake last, together
         savings_report:                             # the weekly savings post (default: off)
           schedule: Mon 09:00                       # one weekday and a 24-hour time
@@ -530,7 +531,8 @@ def _savings_report(node: _Node, default_channels: list[str]) -> SavingsPostSpec
 
 
 def _wake_waves(node: _Node) -> WakeWaves:
-    """`wake_waves`: a list of waves, each a list of pool names or {pools, ready_share, timeout}."""
+    """`wake_waves`: a list of waves, each a list of pool names or
+    {pools, ready_share, timeout, workloads_available}."""
     if node.value is None:
         return WakeWaves()
     if not isinstance(node.value, list) or not node.value:
@@ -539,7 +541,7 @@ def _wake_waves(node: _Node) -> WakeWaves:
     seen: dict[str, int] = {}
     for i, item in enumerate(node.value):
         wave = _Node(item if isinstance(item, dict) else {"pools": item}, f"{node.path}[{i}]")
-        wave.only("pools", "ready_share", "timeout")
+        wave.only("pools", "ready_share", "timeout", "workloads_available")
         pools = wave.strings("pools")
         if not pools or any(not p.strip() for p in pools):
             raise SettingsError(f"{wave.path}.pools: expected the names of the pools of this wave")
@@ -555,6 +557,7 @@ def _wake_waves(node: _Node) -> WakeWaves:
                 pools=pools,
                 ready_share=_share(wave, "ready_share"),
                 timeout_seconds=timeout.total_seconds() if timeout is not None else None,
+                workloads_available=wave.boolean("workloads_available", False),
             )
         )
     return WakeWaves(tuple(waves))

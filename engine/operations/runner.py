@@ -1524,6 +1524,17 @@ def _readiness(
     return readiness, provisioned
 
 
+def _wave_workloads_not_back(
+    runner: Runner, h: ClusterHandle, wave: WaveProgress
+) -> tuple[tuple[str, str], ...]:
+    """(key, why) of the workloads the sleep displaced from the wave's pools that are not available
+    yet; () for a wave that does not wait for its workloads."""
+    if not wave.workloads_available or h.workloads is None:
+        return ()
+    keys = runner.store.displaced(h.name, set(wave.pools))
+    return tuple(h.workloads.availability(keys=keys).not_ready) if keys else ()
+
+
 def step_wait_ready(runner: Runner, op: Operation, h: ClusterHandle) -> StepResult:
     """Wait for the current wave's nodes to be Ready (a share of them, as configured), then go on
     with the next wave; after the last, with the workloads. A wave out of time says what it waited
@@ -1551,7 +1562,8 @@ def step_wait_ready(runner: Runner, op: Operation, h: ClusterHandle) -> StepResu
     if provisioned is not None:
         line += f", {provisioned} provisioned from demand"
         line += f", {pending} pod(s) pending" if pending else ""
-    seen = wake_waves.look(waves[index], readiness, now=now)
+    missing = _wave_workloads_not_back(runner, h, waves[index])
+    seen = wake_waves.look(waves[index], readiness, now=now, workloads_not_back=missing)
     after: Outcome = NEXT if op.plan.workloads else "no_workloads"
     woke = replace(op.progress.wake, ready=ready, wanted=wanted, wave=index)
     kept = sorted(n for pool in pools for n in pool.kept_cordoned)
@@ -1567,7 +1579,7 @@ def step_wait_ready(runner: Runner, op: Operation, h: ClusterHandle) -> StepResu
             if (op.progress.wake.ready, op.progress.wake.wanted) != (ready, wanted):
                 events.append(("report", line, ""))
         elif (previous.ready, previous.wanted) != (seen.ready, seen.wanted) or not op.progress.wake.waves:
-            events.append(("report", wake_waves.status_text(waves, index, seen), ""))
+            events.append(("report", wake_waves.status_text(waves, index, seen, missing), ""))
         data = replace(op.progress, wake=replace(woke, waves=waves), provider_progress=followed)
         return StepResult(progress=data, wait=2.0, events=events)
     waves = (*waves[:index], wake_waves.ended(waves[index], seen, now=now), *waves[index + 1 :])

@@ -36,6 +36,7 @@ def plan_waves(
                 pools=members,
                 ready_share=spec.ready_share,
                 timeout_seconds=default_timeout.total_seconds() if timeout is None else timeout,
+                workloads_available=spec.workloads_available,
             )
         )
     rest = tuple(p for p in wanted if p not in placed)
@@ -74,21 +75,38 @@ class WaveLook:
     waited_for: tuple[str, ...] = field(default=())
 
 
-def look(wave: WaveProgress, pools: Mapping[str, PoolReadiness], *, now: datetime) -> WaveLook:
+def nodes_back(wave: WaveProgress, pools: Mapping[str, PoolReadiness]) -> bool:
+    """Whether ceil(share x its nodes) are Ready and no pod waits for capacity from its pools."""
+    mine = [pools[p] for p in wave.pools if p in pools]
+    pending = max((p.pending_pods for p in mine), default=0)
+    return sum(p.ready for p in mine) >= needed(wave.ready_share, sum(p.wanted for p in mine)) and not pending
+
+
+def look(
+    wave: WaveProgress,
+    pools: Mapping[str, PoolReadiness],
+    *,
+    now: datetime,
+    workloads_not_back: Sequence[tuple[str, str]] = (),
+) -> WaveLook:
     """Is the wave done ("ready"), out of time ("timed_out"), or still waiting ("")?
 
-    Done once ceil(share x its nodes) are Ready and no pod waits for capacity from its demand-sized
-    pools; timed out `timeout_seconds` after its pools were resized (a wave not started yet waits).
+    Done once its nodes are back (`nodes_back`) and, for a wave that waits for its workloads, none of
+    `workloads_not_back` ((key, why) of the workloads the sleep displaced from its pools that are not
+    available) is left; timed out `timeout_seconds` after its pools were resized (a wave not started
+    yet waits).
     """
     mine = [pools[p] for p in wave.pools if p in pools]
     ready = sum(p.ready for p in mine)
     wanted = sum(p.wanted for p in mine)
     pending = max((p.pending_pods for p in mine), default=0)
-    if ready >= needed(wave.ready_share, wanted) and not pending:
+    workloads = workloads_not_back if wave.workloads_available else ()
+    if nodes_back(wave, pools) and not workloads:
         return WaveLook(ready, wanted, pending, "ready")
     started = wave.started_at
     if started is not None and now >= started + timedelta(seconds=wave.timeout_seconds):
-        return WaveLook(ready, wanted, pending, "timed_out", waited_for(wave, pools))
+        missing = (*waited_for(wave, pools), *(f"{key}: {why}" for key, why in workloads))
+        return WaveLook(ready, wanted, pending, "timed_out", missing)
     return WaveLook(ready, wanted, pending, "")
 
 
@@ -145,16 +163,28 @@ def share_text(share: float) -> str:
 def started_text(waves: Sequence[WaveProgress], index: int, requested: str) -> str:
     wave = waves[index]
     what = "all of its nodes" if wave.ready_share >= 1 else f"{share_text(wave.ready_share)} of its nodes"
-    return f"{title(waves, index)}: requested {requested}; waiting for {what} to be Ready"
+    text = f"{title(waves, index)}: requested {requested}; waiting for {what} to be Ready"
+    if wave.workloads_available:
+        text += " and the workloads its sleep displaced to be available"
+    return text
 
 
-def status_text(waves: Sequence[WaveProgress], index: int, seen: WaveLook) -> str:
+def status_text(
+    waves: Sequence[WaveProgress],
+    index: int,
+    seen: WaveLook,
+    workloads_not_back: Sequence[tuple[str, str]] = (),
+) -> str:
     wave = waves[index]
     line = f"{title(waves, index)}: {seen.ready}/{seen.wanted} nodes Ready"
     if wave.ready_share < 1:
         line += f" ({needed(wave.ready_share, seen.wanted)} needed)"
     if seen.pending_pods:
         line += f", {seen.pending_pods} pod(s) pending"
+    if workloads_not_back:
+        keys = [key for key, _ in workloads_not_back]
+        line += f"; waiting for its workloads: {', '.join(keys[:5])}"
+        line += f" and {len(keys) - 5} more" if len(keys) > 5 else ""
     return line
 
 

@@ -8,7 +8,9 @@ made them): each of wave 2's nodes is created only after every node of wave 1 wa
 Ready: the wave times out, the thread names what it waited for (the pool, nodes Ready 1/2), wave 3
 still wakes, and the wake ends failed naming the wave. The Deployments wake by their
 `scalebot.io/wake-order` annotation (db 10, api 20, web without one, last), each order only after
-the one before is available, and went to sleep the other way round.
+the one before is available, and went to sleep the other way round. A wave that waits for its
+workloads (`workloads_available`) holds the next wave until the Deployments its sleep drained are
+back: one that cannot come back keeps it for the wave's whole timeout and is named.
 """
 
 from __future__ import annotations
@@ -238,3 +240,78 @@ def _seconds(value: float) -> Any:
     from datetime import timedelta
 
     return timedelta(seconds=value)
+
+
+def test_a_wave_waits_for_the_workloads_its_sleep_displaced(
+    admin_api: Any,
+    kube: KubeClient,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    pool_key: str,
+    unique_name: str,
+    tmp_path: Path,
+) -> None:
+    """Wave 1 (`workloads_available`) has its node Ready at once, but one of the Deployments the
+    sleep drained from it (dns) cannot come back: the wave waits its whole timeout, names dns and
+    not web (which came back), and only then is wave 2 resized."""
+    made = pools(node_pool, pool_key, unique_name, system=1, apps=1)
+    system, apps = f"{unique_name}-system", f"{unique_name}-apps"
+    on_system = {pool_key: system}
+    for name in ("dns", "web"):
+        builders.create_deployment(admin_api, namespace, name, 1, node_selector=on_system, grace=1)
+        builders.wait_for_deployment_available(admin_api, namespace, name)
+
+    waves = WakeWaves(
+        (
+            WaveSpec((system,), timeout_seconds=DATA_WAVE_TIMEOUT_SECONDS, workloads_available=True),
+            WaveSpec((apps,)),
+        )
+    )
+    scaler = WorkloadScaler.from_kube_client(kube, WorkloadConfig(namespaces=(namespace,)))
+    handle = replace(label_cluster(kube, pool_key), workloads=scaler, wake_waves=waves)
+    settings = replace(FAST, workloads_return_timeout=_seconds(2))
+    ops = new_operations(
+        Store(tmp_path / "db.sqlite"), {CLUSTER: handle}, {}, SystemClock(), settings=settings
+    )
+    events: list[ProgressEvent] = []
+    ops.subscribe(events.append)
+    try:
+        slept = run(
+            ops, OperationRequest(kind=OpKind.ZERO, target=Target(cluster=CLUSTER), requested_by="cli:e2e")
+        )
+        assert slept.state is OpState.SUCCEEDED, slept.error
+        # While asleep dns is changed so that its pods fit no node (Recreate: no pod of the old
+        # template stays to make it available): it cannot come back by itself.
+        path = f"/apis/apps/v1/namespaces/{namespace}/deployments/dns"
+        nowhere = {
+            "spec": {
+                "strategy": {"type": "Recreate", "rollingUpdate": None},
+                "template": {"spec": {"nodeSelector": {"scalebot.test/nowhere": "true"}}},
+            }
+        }
+        builders.patch(admin_api, path, nowhere)
+        woken = run(
+            ops, OperationRequest(kind=OpKind.WAKE, target=Target(cluster=CLUSTER), requested_by="cli:e2e")
+        )
+    finally:
+        ops.runner.stop()
+
+    first, second = woken.progress.wake.waves
+    assert (first.outcome, first.ready, first.wanted) == ("timed_out", 1, 1), "its node was Ready"
+    assert len(first.waited_for) == 1 and first.waited_for[0].startswith(f"Deployment/{namespace}/dns: ")
+    assert first.started_at is not None and second.started_at is not None
+    assert second.started_at >= first.started_at + _seconds(DATA_WAVE_TIMEOUT_SECONDS), "wave 2 waited"
+    assert second.outcome == "ready"
+    texts = [e.text for e in events if e.operation.id == woken.id]
+    assert any(
+        t.startswith(f"Wave 1/2 ({system}) timed out after") and f"Deployment/{namespace}/dns" in t
+        for t in texts
+    ), texts
+    assert woken.state is OpState.FAILED and woken.error.startswith(f"Wave 1/2 ({system}) timed out")
+    assert (
+        builders.wait_for_deployment_available(admin_api, namespace, "web")["status"]["availableReplicas"]
+        == 1
+    )
+    assert sorted(n.name for n in kube.list_nodes() if n.name in made["system"] + made["apps"]) == sorted(
+        made["system"] + made["apps"]
+    )

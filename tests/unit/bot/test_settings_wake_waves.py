@@ -1,9 +1,10 @@
 """`clusters.<name>.wake_waves`: the order pools wake in, read through the real settings loader.
 
 Covers: the short form (a list of pool names) and the long one (pools, ready_share as a percentage
-or a fraction, timeout); the default (no waves); every bad input refused with a message naming the
-key (not a list, an empty wave, a pool in two waves, a share out of range or no number, a timeout of
-zero, an unknown key, a pool list that is not text).
+or a fraction, timeout, workloads_available); the default (no waves); every bad input refused with
+a message naming the key (not a list, an empty wave, a pool in two waves, a share out of range or
+no number, a timeout of zero, an unknown key, a pool list that is not text, a flag that is not
+true or false).
 """
 
 from __future__ import annotations
@@ -27,13 +28,13 @@ def cluster_waves(tmp_path: Path, waves: str) -> WakeWaves:
 def test_waves_short_and_long_form(tmp_path: Path) -> None:
     waves = cluster_waves(
         tmp_path,
-        "[[system], {pools: [data, cache], ready_share: 50%, timeout: 10m},"
+        "[[system], {pools: [data, cache], ready_share: 50%, timeout: 10m, workloads_available: true},"
         " {pools: apps, ready_share: 0.25}]",
     )
     assert waves == WakeWaves(
         (
             WaveSpec(("system",)),
-            WaveSpec(("data", "cache"), 0.5, 600.0),
+            WaveSpec(("data", "cache"), 0.5, 600.0, workloads_available=True),
             WaveSpec(("apps",), 0.25),
         )
     )
@@ -64,6 +65,10 @@ def test_no_waves_by_default(tmp_path: Path) -> None:
             "clusters.prod.wake_waves[0].timeout: expected a duration above zero",
         ),
         ("[{pools: [a], wait: 5m}]", "clusters.prod.wake_waves[0].wait: unknown setting"),
+        (
+            "[{pools: [a], workloads_available: yes please}]",
+            "clusters.prod.wake_waves[0].workloads_available: expected",
+        ),
         ("[[{a: 1}]]", "clusters.prod.wake_waves[0].pools: expected a list of text values"),
     ],
 )

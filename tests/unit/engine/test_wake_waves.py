@@ -212,3 +212,23 @@ def test_gitops_owners_pause_first_and_resume_last() -> None:
     assert slept.index("Deployment/shop/api") < slept.index("Deployment/shop/db")
     groups = order.plan_groups(with_owner)
     assert groups[-1] == order.OrderGroup("last", ("Kustomization/flux-system/shop",))
+
+
+def test_a_wave_that_waits_for_its_workloads_is_done_only_once_they_are_back() -> None:
+    pools = {"system": ww.PoolReadiness(2, 2)}
+    missing = (("Deployment/kube-dns/coredns", "0/2 replicas available"),)
+    waiting = replace(wave("system"), workloads_available=True)
+    assert ww.look(waiting, pools, now=T0, workloads_not_back=missing).outcome == ""
+    assert ww.look(waiting, pools, now=T0).outcome == "ready"
+    assert ww.look(wave("system"), pools, now=T0, workloads_not_back=missing).outcome == "ready", (
+        "a wave that does not wait for its workloads ignores them"
+    )
+    late = ww.look(waiting, pools, now=T0 + timedelta(seconds=60), workloads_not_back=missing)
+    assert (late.outcome, late.waited_for) == (
+        "timed_out",
+        ("Deployment/kube-dns/coredns: 0/2 replicas available",),
+    )
+    seen = ww.look(waiting, pools, now=T0, workloads_not_back=missing)
+    assert ww.status_text((waiting, wave("apps")), 0, seen, missing) == (
+        "Wave 1/2 (system): 2/2 nodes Ready; waiting for its workloads: Deployment/kube-dns/coredns"
+    )
