@@ -34,6 +34,7 @@ from engine.domain.clock import ScaledClock, SystemClock
 from engine.domain.durations import DurationError, parse_duration
 from engine.domain.model import NodeInfo, parse_label_selector
 from engine.domain.operation import OperationRequest, OpKind, OpState, Outcome, ProgressEvent, Target
+from engine.domain.wake_waves import WakeWaves, WaveSpec
 from engine.drain import driver as drainer
 from engine.drain import filters
 from engine.drain import passes as drain
@@ -294,6 +295,14 @@ def _add_pool_commands(commands: Any, plan_kinds: Any) -> None:
     _add_ops_args(wake)
     wake.add_argument("pools", nargs="*", metavar="POOL", help="pools to wake (default: every sleeping pool)")
     _add_workload_flags(wake)
+    wake.add_argument(
+        "--wave",
+        action="append",
+        dest="waves",
+        metavar="POOL[,POOL...]",
+        help="wake in waves: these pools first, all of their nodes Ready before the next --wave "
+        "(the README's wake_waves); pools no --wave names wake last",
+    )
     wake.set_defaults(handler=cmd_pool_op, kind=OpKind.WAKE)
     _short_usage(scale, zero, wake)
 
@@ -715,8 +724,26 @@ def build_operations(
         print(f"SIMULATED cluster (kept in {args.db}): nothing real is changed", file=sys.stderr)
     else:
         handle = _connect_cluster(args)
+    if getattr(args, "waves", None):
+        handle = replace(handle, wake_waves=_wave_flags(args.waves))
     rules = policies(handle.name) if policies else {}
     return new_operations(store, {handle.name: handle}, rules, SystemClock(), settings=settings)
+
+
+def _wave_flags(flags: Sequence[str]) -> WakeWaves:
+    """`--wave system --wave data,cache`: one wave per flag, in order; a pool in one wave only."""
+    waves: list[WaveSpec] = []
+    placed: dict[str, int] = {}
+    for i, flag in enumerate(flags, start=1):
+        pools = tuple(p.strip() for p in flag.split(","))
+        if not all(pools):
+            raise CliError(f"--wave {flag!r}: give pool names separated by commas, e.g. --wave data,cache")
+        for pool in pools:
+            if pool in placed:
+                raise CliError(f"--wave {flag!r}: pool {pool} is already in wave {placed[pool]}")
+            placed[pool] = i
+        waves.append(WaveSpec(pools))
+    return WakeWaves(tuple(waves))
 
 
 def _connect_cluster(args: argparse.Namespace) -> ClusterHandle:
