@@ -32,6 +32,7 @@ from bot.runtime import wiring
 from bot.text import messages
 from engine.domain.clock import ScaledClock, SystemClock
 from engine.domain.durations import DurationError, parse_duration
+from engine.domain.errors import Category, ScalebotError
 from engine.domain.model import NodeInfo, parse_label_selector
 from engine.domain.operation import OperationRequest, OpKind, OpState, Outcome, ProgressEvent, Target
 from engine.domain.wake_waves import WakeWaves, WaveSpec
@@ -59,11 +60,23 @@ columns, triggers or schema version are not this scalebot's, or `--expect-head` 
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 
+EXIT_CODES = {
+    Category.USAGE: EXIT_USAGE,
+    Category.CONFIGURATION: EXIT_USAGE,
+    Category.CLUSTER: EXIT_USAGE,
+    Category.TRANSIENT: EXIT_USAGE,
+}
+"""The CLI's one mapping of a failure's category to its exit code: the command did not run as asked
+and changed nothing (2); an internal error is not caught, so its traceback shows (1)."""
+
+
 DEFAULT_GRACEFUL_WINDOW = "5m"
 
 
-class CliError(Exception):
+class CliError(ScalebotError):
     """A problem with the user's input or environment: printed as one line, exit 2."""
+
+    category = Category.USAGE
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -75,18 +88,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.configure(logging.INFO if args.verbose else logging.ERROR, json_format=args.log_format == "json")
     try:
         return int(args.handler(args))
-    except CliError as exc:
-        _error(args, f"error: {exc}")
-        return EXIT_USAGE
-    except errors.Forbidden as exc:
-        _error(args, f"error: forbidden: {exc} (check scalebot's RBAC: manifests/base/rbac.yaml)")
-        return EXIT_USAGE
-    except errors.TransportError as exc:
-        _error(args, f"error: cannot reach the Kubernetes API server: {exc}")
-        return EXIT_USAGE
-    except StoreError as exc:  # the database became locked or full after it was opened
-        _error(args, f"error: {exc}")
-        return EXIT_USAGE
+    except ScalebotError as exc:
+        code = EXIT_CODES.get(exc.category)
+        if code is None:
+            raise  # an internal error: its traceback is the report
+        _error(args, f"error: {_failure_line(exc)}")
+        return code
+
+
+def _failure_line(exc: ScalebotError) -> str:
+    """What a failed command prints after "error: ", with where to look for the two Kubernetes
+    failures an operator fixes outside scalebot."""
+    if isinstance(exc, errors.Forbidden):
+        return f"forbidden: {exc} (check scalebot's RBAC: manifests/base/rbac.yaml)"
+    if isinstance(exc, errors.TransportError):
+        return f"cannot reach the Kubernetes API server: {exc}"
+    return str(exc)
 
 
 def _error(args: argparse.Namespace, message: str) -> None:

@@ -19,6 +19,7 @@ import yaml
 
 from bot.slack.directory import Names, PeopleNames, no_names
 from engine.domain.clock import SystemClock
+from engine.domain.errors import Category, ScalebotError
 from engine.domain.operation import Operation
 from engine.operations.service import HistoryEntry, Operations, new_operations
 from engine.schedules.service import Schedules
@@ -31,8 +32,10 @@ NAME_TIMEOUT_SECONDS = 5
 """One users.info call of the CLI at most this long; a failure shows IDs from then on."""
 
 
-class ReadError(Exception):
+class ReadError(ScalebotError):
     """Bad input for a read command: `bot.cli.main` prints it as one line and exits 2."""
+
+    category = Category.USAGE
 
 
 def add_output_flag(parser: argparse.ArgumentParser) -> None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from engine.domain.errors import Category, ScalebotError
 from engine.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 from engine.pools.base import POOL_LABEL
 
@@ -33,8 +34,10 @@ if TYPE_CHECKING:
     from engine.pools.base import PoolProvider
 
 
-class ProviderOptionError(ValueError):
+class ProviderOptionError(ScalebotError, ValueError):
     """An option value the provider refuses; the message says what is expected."""
+
+    category = Category.CONFIGURATION
 
 
 @dataclass(frozen=True, slots=True)

@@ -93,6 +93,7 @@ import yaml
 
 from bot.config import channel_refs, providers
 from engine.domain.durations import DurationError, parse_duration
+from engine.domain.errors import Category, ScalebotError
 from engine.domain.wake_waves import WakeWaves, WaveSpec
 from engine.drain.report import Style as ReportStyle
 from engine.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS
@@ -119,8 +120,10 @@ APPROVAL_TAGS = (
 )
 
 
-class SettingsError(ValueError):
+class SettingsError(ScalebotError, ValueError):
     """A bad setting; the message names the key path (or environment variable) and the fix."""
+
+    category = Category.CONFIGURATION
 
 
 class Secret:

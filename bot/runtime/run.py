@@ -47,6 +47,7 @@ from bot.slack.schedule_ui import ScheduleUi
 from bot.slack.weekly_post import WeeklySavingsPoster
 from engine.domain.announcement import NextEvent
 from engine.domain.clock import SystemClock
+from engine.domain.errors import Category, ScalebotError
 from engine.kube import admission
 from engine.kube.events import EventRecorder
 from engine.operations.observers import ProgressListeners
@@ -72,8 +73,10 @@ KUBERNETES_START_TIMEOUT_SECONDS = 5.0
 """How long the start-up probe of each API server waits before warning that it does not answer."""
 
 
-class RunError(RuntimeError):
+class RunError(ScalebotError, RuntimeError):
     """scalebot cannot start; the message is one line naming the problem and the fix."""
+
+    category = Category.CONFIGURATION
 
 
 @dataclass

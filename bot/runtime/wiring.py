@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from bot.config import providers
 from engine.domain.clock import Clock, SystemClock
+from engine.domain.errors import Category, ScalebotError
 from engine.kube.fake import FakeCluster
 from engine.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 from engine.operations.runner import ClusterHandle
@@ -26,8 +27,10 @@ SIM_CLUSTER, SIM_POOLS = "cluster", "pools"
 """The parts of a simulated cluster's saved state: its Kubernetes objects, its pools' records."""
 
 
-class WiringError(ValueError):
+class WiringError(ScalebotError, ValueError):
     """A cluster cannot be connected; the message says what to fix."""
+
+    category = Category.CONFIGURATION
 
 
 def connect_cluster(

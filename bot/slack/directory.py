@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from bot.config.channel_refs import channel_id, channel_name
+from engine.domain.errors import Category, ScalebotError
 
 log = logging.getLogger(__name__)
 
@@ -138,8 +139,10 @@ def _slack_error(exc: Exception) -> str:
     return error if isinstance(error, str) else ""
 
 
-class ChannelNotFoundError(ValueError):
+class ChannelNotFoundError(ScalebotError, ValueError):
     """A `#name` scalebot could not turn into a channel ID (the message says what to do)."""
+
+    category = Category.USAGE
 
 
 class ChannelDirectory:

@@ -5,8 +5,9 @@ slow cluster snapshot (`request`, `plan`, `status`) never delays another person'
 handler makes one call on the operations port and answers: an ephemeral reply through the
 interaction's `response_url`, or an operation message through `Progress` (and so the sender).
 
-This is an entry point, so it has the catch-all: `UserError` is shown as it is; anything else
-is logged with its traceback under an incident ID, and the person gets one short sentence.
+This is an entry point, so it has the catch-all, which maps an error's category in one place
+(`error_reply`): a usage error (`UserError`, a bad command) is shown as it is; anything else is
+logged with its traceback under an incident ID, and the person gets one short sentence.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from bot.slack.channels import Access
 from bot.slack.delivery.progress import Progress
 from bot.slack.directory import Names, no_names
 from bot.text import commands, messages
+from engine.domain.errors import Category, ScalebotError
 from engine.domain.operation import Operation, OpKind, OpState, Outcome, Target
 
 log = logging.getLogger(__name__)
@@ -66,6 +68,22 @@ def _wake_for_args(target: Target) -> commands.SubcommandArgs:
 
 def new_incident() -> str:
     return secrets.token_hex(4)
+
+
+def error_reply(exc: BaseException) -> Message | None:
+    """What the person reads about a failure, by its category: the Slack side's one mapping. A
+    usage error is shown as it is; any other category (or an exception outside scalebot's root)
+    is None, and the caller logs it under an incident ID and answers one short sentence."""
+    if isinstance(exc, ScalebotError) and exc.category is Category.USAGE:
+        return usage_reply(exc)
+    return None
+
+
+def usage_reply(exc: ScalebotError) -> Message:
+    """A usage error as shown: its sentence, and the right form when the error carries one."""
+    if exc.hint:
+        return blocks.usage_error(str(exc), exc.hint)
+    return blocks.text_message(str(exc), emoji="⚠️")
 
 
 def answer(inv: Invocation, message: Message, *, visible: bool = False) -> None:
@@ -120,12 +138,13 @@ class Dispatcher:
     def _guarded(self, inv: Invocation, op_hint: str | None, work: Callable[[], None]) -> None:
         try:
             work()
-        except UserError as exc:
-            self._safe_answer(inv, blocks.text_message(str(exc), emoji="⚠️"))
-        except Exception:
-            incident = new_incident()
-            log.exception("command failed (incident %s)", incident, extra={"user": inv.user})
-            self._safe_answer(inv, blocks.text_message(messages.internal_error(incident, op_hint)))
+        except Exception as exc:
+            reply = error_reply(exc)
+            if reply is None:
+                incident = new_incident()
+                log.exception("command failed (incident %s)", incident, extra={"user": inv.user})
+                reply = blocks.text_message(messages.internal_error(incident, op_hint))
+            self._safe_answer(inv, reply)
 
     @staticmethod
     def _safe_answer(inv: Invocation, message: Message) -> None:
@@ -284,7 +303,7 @@ class Dispatcher:
             )
         except commands.UsageError as err:
             self.ops.refuse(inv.user, "advised_scale", audited, err.message)
-            answer(inv, blocks.usage_error(err.message, err.hint))
+            answer(inv, usage_reply(err))
             return None
         if typed != expected:  # names that split into other words: not what the card offered
             self.ops.refuse(inv.user, "advised_scale", audited, "the button's value is not a scale request")

@@ -53,6 +53,7 @@ from bot.slack.dispatch import (
     SubcommandHandler,
     answer,
     no_groups,
+    usage_reply,
 )
 from bot.text import messages, schedule_copy
 from bot.text.commands import SubcommandArgs
@@ -248,7 +249,7 @@ class ScheduleUi:
                 )
             verbs[verb](args, inv)
         except ScheduleUsage as err:
-            answer(inv, blocks.usage_error(err.message, schedule_copy.usage(err.verb)))
+            answer(inv, usage_reply(err))
 
     def on_wake_for(self, args: SubcommandArgs, inv: Invocation) -> None:
         cluster, *pools = args.args

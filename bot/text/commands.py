@@ -31,6 +31,7 @@ from datetime import timedelta
 
 from bot.text import messages
 from engine.domain.durations import DurationError, MissingUnitError, parse_duration
+from engine.domain.errors import Category, ScalebotError
 from engine.domain.operation import OperationRequest, OpKind, Target
 
 MAX_TEXT_CHARS = 2_000
@@ -74,8 +75,10 @@ _USER_MENTION = re.compile(r"<@([UW][A-Z0-9]{1,20})>")
 _CHANNEL_MENTION = re.compile(r"<#(C[A-Z0-9]{1,20})>")
 
 
-class UsageError(ValueError):
+class UsageError(ScalebotError, ValueError):
     """Bad command text: `message` names the problem, `hint` shows the right form."""
+
+    category = Category.USAGE
 
     def __init__(self, message: str, hint: str = "") -> None:
         super().__init__(message)

@@ -16,6 +16,7 @@ from typing import Any
 
 from bot.text import messages, schedule_copy
 from bot.text.commands import SubcommandArgs, is_size
+from engine.domain.errors import Category, ScalebotError
 from engine.schedules import days_off
 from engine.schedules import spec as schedule
 from engine.schedules.model import ScheduleTarget
@@ -65,13 +66,16 @@ _APPROVAL = {
 }
 
 
-class ScheduleUsage(ValueError):
-    """Bad `/scale schedule` text: `message` names the problem; `verb` picks the usage line."""
+class ScheduleUsage(ScalebotError, ValueError):
+    """Bad `/scale schedule` text: `message` names the problem; `verb` picks the usage line (`hint`)."""
+
+    category = Category.USAGE
 
     def __init__(self, message: str, verb: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.verb = verb
+        self.hint = schedule_copy.usage(verb)
 
 
 @dataclass(frozen=True, slots=True)

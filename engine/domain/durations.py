@@ -14,12 +14,14 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
+from engine.domain.errors import Category, ScalebotError
+
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
-class DurationError(ValueError):
-    pass
+class DurationError(ScalebotError, ValueError):
+    category = Category.USAGE
 
 
 class MissingUnitError(DurationError):

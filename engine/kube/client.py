@@ -37,6 +37,7 @@ from kubernetes.client import rest as k8s_rest
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
+from engine.domain.errors import Category, ScalebotError
 from engine.domain.model import CordonResult, NodeInfo, PdbInfo, PodInfo, RawObject
 from engine.kube import errors, projection, ratelimit
 from engine.kube.api import MAX_EVICTIONS_IN_FLIGHT, PodEvent, PodEventType, PodListing
@@ -83,8 +84,10 @@ TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
-class KubeConfigError(ValueError):
+class KubeConfigError(ScalebotError, ValueError):
     """No usable cluster configuration; the message says what to change."""
+
+    category = Category.CONFIGURATION
 
 
 class KubeClient:

@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.domain.errors import Category, ScalebotError
+
 DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
 NAMESPACE_TERMINATING_CAUSE = "NamespaceTerminating"
 MULTIPLE_PDBS_MESSAGE = (
@@ -41,8 +43,10 @@ class Cause:
 
 
 @dataclass(eq=False)
-class KubeError(Exception):
+class KubeError(ScalebotError):
     """A failed API call, with the server's Status fields (empty for transport errors)."""
+
+    category = Category.CLUSTER
 
     status: int = 0
     message: str = ""
@@ -115,11 +119,11 @@ class Forbidden(KubeError):
 
 
 class TooManyRequests(KubeError):
-    pass
+    category = Category.TRANSIENT
 
 
 class ServerError(KubeError):
-    pass
+    category = Category.TRANSIENT
 
 
 class InvalidRequest(KubeError):
@@ -127,7 +131,7 @@ class InvalidRequest(KubeError):
 
 
 class TransportError(KubeError):
-    pass
+    category = Category.TRANSIENT
 
 
 def error_from_status(status: int, body: Mapping[str, Any] | None) -> KubeError:

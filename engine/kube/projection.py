@@ -21,6 +21,7 @@ from typing import Any
 
 import msgspec
 
+from engine.domain.errors import Category, ScalebotError
 from engine.domain.model import RawObject
 
 
@@ -116,8 +117,10 @@ _EVENT_DECODER = msgspec.json.Decoder(_WatchEvent)
 _POD_DECODER = msgspec.json.Decoder(_Pod)
 
 
-class ProjectionError(ValueError):
+class ProjectionError(ScalebotError, ValueError):
     """The bytes are not a pod list's JSON (garbled or truncated on the way)."""
+
+    category = Category.TRANSIENT
 
 
 def decode_pod_list(data: bytes) -> RawObject:

@@ -64,6 +64,7 @@ from typing import Any
 from engine.domain import force_scope
 from engine.domain.clock import Clock
 from engine.domain.durations import format_duration
+from engine.domain.errors import Category, ScalebotError
 from engine.domain.model import PdbIndex
 from engine.domain.operation import (
     ConsolidationProgress,
@@ -92,7 +93,6 @@ from engine.drain.pod_feed import PodFeed
 from engine.drain.report import Style as ReportStyle
 from engine.kube import events as kube_events
 from engine.kube.api import MAX_EVICTIONS_IN_FLIGHT, KubeApi, RateLimitedApi, SchedulingApi
-from engine.kube.errors import KubeError
 from engine.operations import log_context
 from engine.operations.fence import FencedKubeApi, FencedPools, FencedWorkloadApi
 from engine.operations.flows import NEXT, Outcome, first_step, step_after
@@ -107,6 +107,10 @@ log = logging.getLogger(__name__)
 
 STEP_RETRY_SECONDS = 5.0
 STEP_RETRY_CAP_SECONDS = 15.0
+RETRIED = frozenset({Category.CLUSTER, Category.TRANSIENT})
+"""The categories of failure a step is tried again on (steps are idempotent): the runner's one
+mapping. A refusal of the API server may pass once the cluster changes, a transient failure once
+it recovers; any other category leaves the step (usage, configuration, the store's own faults)."""
 CLAIM_TTL_SECONDS = 15.0
 """A runner not heard from for this long has lost its operations; it heartbeats every third of it."""
 CLAIM_POLL_SECONDS = 1.0
@@ -588,9 +592,11 @@ class Runner:
         failures = op.progress.step_failures
         try:
             result = fn(self, replace(op, step=step), handle)
-        except KubeError as exc:
-            # Transport errors and 5xx are retried; the step is idempotent. Exponential backoff with
-            # jitter (5 s, 10 s, then 15 s), so a recovering API server is not hit in step.
+        except ScalebotError as exc:
+            if exc.category not in RETRIED:
+                raise
+            # Exponential backoff with jitter (5 s, 10 s, then 15 s), so a recovering API server
+            # is not hit in step.
             failures += 1
             wait = min(STEP_RETRY_CAP_SECONDS, STEP_RETRY_SECONDS * 2 ** (failures - 1)) * random.uniform(
                 0.8, 1.2

@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 
 from engine.domain.announcement import NextEvent
 from engine.domain.clock import Clock
+from engine.domain.errors import Category, ScalebotError
 from engine.domain.operation import (
     Operation,
     OperationPlan,
@@ -46,8 +47,10 @@ from engine.workloads.plan import is_owner_key
 log = logging.getLogger(__name__)
 
 
-class UserError(ValueError):
+class UserError(ScalebotError, ValueError):
     """Bad input from a person: the message names the problem and the valid choices."""
+
+    category = Category.USAGE
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from engine.domain import force_scope
+from engine.domain.errors import Category, ScalebotError
 from engine.domain.model import NodeInfo, PdbIndex, PdbInfo, PodInfo
 from engine.domain.operation import OperationPlan, OpKind, PoolChange, Target
 from engine.drain import filters, force_rules
@@ -170,8 +171,10 @@ def _pdb_warnings(pdbs: Sequence[PdbInfo]) -> list[str]:
     return warnings
 
 
-class PlanError(ValueError):
+class PlanError(ScalebotError, ValueError):
     """The request cannot be planned (unknown pool, size outside limits, nothing asleep)."""
+
+    category = Category.USAGE
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
+from engine.domain.errors import Category, ScalebotError
 from engine.domain.node_removal import NodeRemoval
 from engine.pools.victims import NO_HINTS, DeletionPolicy, VictimHints
 
@@ -29,15 +30,19 @@ POOL_LABEL = "scalebot.io/pool"
 """Default node label naming a node's pool for the label provider."""
 
 
-class PoolNotFound(LookupError):
+class PoolNotFound(ScalebotError, LookupError):
+    category = Category.USAGE
+
     def __init__(self, name: str, known: Sequence[str]) -> None:
         self.name = name
         self.known = tuple(sorted(known))
         super().__init__(f'pool "{name}" not found; known pools: {", ".join(self.known) or "none"}')
 
 
-class PoolSizeError(ValueError):
+class PoolSizeError(ScalebotError, ValueError):
     """A requested size outside the pool's limits (min size reached, above max)."""
+
+    category = Category.USAGE
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,6 +50,7 @@ from kubernetes import client as k8s
 
 from engine.domain.clock import Clock, SystemClock
 from engine.domain.durations import DurationError, parse_duration
+from engine.domain.errors import Category, ScalebotError
 from engine.domain.model import RawObject, format_time
 from engine.kube import errors
 from engine.kube.api import KubeApi
@@ -93,12 +94,16 @@ DEFAULT_DELETION_ORDER: DeletionPolicy = "Random"
 CONFLICT_ATTEMPTS = 5
 
 
-class ClusterApiUnavailable(LookupError):
+class ClusterApiUnavailable(ScalebotError, LookupError):
     """The API server serves no cluster.x-k8s.io version scalebot understands."""
 
+    category = Category.CONFIGURATION
 
-class WorkloadKubeconfigError(LookupError):
+
+class WorkloadKubeconfigError(ScalebotError, LookupError):
     """The Cluster's kubeconfig Secret is missing, unreadable or has no `value` key."""
+
+    category = Category.CONFIGURATION
 
 
 def workload_kubeconfig(

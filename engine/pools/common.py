@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from engine.domain.errors import Category, ScalebotError
 from engine.domain.model import format_time, parse_time
 from engine.kube import client as kube_client
 from engine.kube import errors
@@ -26,12 +27,16 @@ MERGE_PATCH = "application/merge-patch+json"
 DEFAULT_REQUEST_TIMEOUT_SECONDS = 60.0
 
 
-class NodeRemovalError(ValueError):
+class NodeRemovalError(ScalebotError, ValueError):
     """A node named for removal that is not in the pool, or not yet cordoned and drained."""
 
+    category = Category.USAGE
 
-class RestoreRecordError(ValueError):
+
+class RestoreRecordError(ScalebotError, ValueError):
     """A restore annotation that is not valid JSON of the expected shape (edited by hand?)."""
+
+    category = Category.INTERNAL
 
 
 # --------------------------------------------------------------------------------------------------

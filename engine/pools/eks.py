@@ -42,6 +42,7 @@ from typing import Any, Protocol
 from kubernetes import client as k8s
 
 from engine.domain.clock import Clock, SystemClock
+from engine.domain.errors import Category, ScalebotError
 from engine.domain.model import RawObject
 from engine.domain.node_removal import NodeRemoval
 from engine.kube import errors
@@ -130,8 +131,10 @@ class UpdateStatus:
     errors: tuple[str, ...] = ()
 
 
-class NodegroupNotFound(LookupError):
+class NodegroupNotFound(ScalebotError, LookupError):
     """The EKS cluster has no node group of that name."""
+
+    category = Category.CONFIGURATION
 
 
 class NodegroupApi(Protocol):

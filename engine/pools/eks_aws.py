@@ -18,6 +18,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
 
+from engine.domain.errors import Category, ScalebotError
 from engine.kube import errors
 from engine.pools.eks import (
     AutoScalingGroup,
@@ -53,8 +54,10 @@ PERMISSIONS = {
 }
 
 
-class AwsCallError(RuntimeError):
+class AwsCallError(ScalebotError, RuntimeError):
     """An AWS call that failed for a reason a retry does not fix; the message says which and why."""
+
+    category = Category.CONFIGURATION
 
 
 class Boto3Nodegroups:

@@ -33,6 +33,7 @@ from typing import Any
 
 from kubernetes import client as k8s
 
+from engine.domain.errors import Category, ScalebotError
 from engine.domain.model import RawObject
 from engine.domain.node_removal import NodeRemoval
 from engine.kube import errors
@@ -138,8 +139,10 @@ def _schedule_text(schedule: ProviderSchedule) -> str:
     return "hibernate: " + ", ".join(parts) + where
 
 
-class ProjectNamespaceError(ValueError):
+class ProjectNamespaceError(ScalebotError, ValueError):
     """A project's namespace cannot be read; the message says what to grant or configure."""
+
+    category = Category.CONFIGURATION
 
 
 def project_namespace(

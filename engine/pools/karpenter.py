@@ -44,6 +44,7 @@ from typing import Any
 import orjson
 from kubernetes import client as k8s
 
+from engine.domain.errors import Category, ScalebotError
 from engine.domain.model import RawObject
 from engine.kube import errors
 from engine.kube.api import KubeApi
@@ -75,8 +76,10 @@ PENDING_PODS_SELECTOR = "spec.nodeName=,status.phase=Pending"
 CONFLICT_ATTEMPTS = 5
 
 
-class KarpenterUnavailable(LookupError):
+class KarpenterUnavailable(ScalebotError, LookupError):
     """The API server does not serve karpenter.sh/v1 NodePools (Karpenter is not installed)."""
+
+    category = Category.CONFIGURATION
 
 
 class StaticNodePool(PoolNotFound):

@@ -32,6 +32,7 @@ import holidays as holiday_library
 import icalendar
 import recurring_ical_events  # type: ignore[import-untyped]
 
+from engine.domain.errors import Category, ScalebotError
 from engine.schedules.days_off import DayOff, DaysOffRule, clean_name, format_region, parse_region
 
 MAX_CALENDAR_BYTES = 2 * 1024 * 1024
@@ -47,8 +48,10 @@ ten-year search horizon of `engine.schedules.spec`."""
 _LANGUAGE = "en_US"
 
 
-class CalendarError(ValueError):
+class CalendarError(ScalebotError, ValueError):
     """A calendar file or a holiday region that cannot be used; the message says what to do."""
+
+    category = Category.CONFIGURATION
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Literal
 
+from engine.domain.errors import Category, ScalebotError
+
 DayOffAction = Literal["stay_asleep", "skip_wake", "skip_sleep"]
 DAY_OFF_ACTIONS: tuple[DayOffAction, ...] = ("stay_asleep", "skip_wake", "skip_sleep")
 ACTION_WORDS: dict[DayOffAction, str] = {
@@ -44,8 +46,10 @@ _ACTION_SPELLINGS: dict[str, DayOffAction] = {
 }
 
 
-class DaysOffError(ValueError):
+class DaysOffError(ScalebotError, ValueError):
     """A bad days-off setting; the message names it and shows an accepted example."""
+
+    category = Category.USAGE
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.domain.announcement import ForcedPodNotice, ForceNotice
+from engine.domain.errors import Category, ScalebotError
 from engine.domain.force_scope import ForceScope
 from engine.domain.operation import OperationPlan
 from engine.schedules.model import ScheduleTarget
@@ -39,8 +40,10 @@ MAX_UNITS = 50
 CLEAR_WORDS = ("none", "off")
 
 
-class ForceScopeError(ValueError):
+class ForceScopeError(ScalebotError, ValueError):
     """A typed force scope that is not one: the message names the bad part and the form."""
+
+    category = Category.USAGE
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,6 +58,7 @@ from datetime import UTC, date, datetime, timedelta, tzinfo
 from typing import Literal, TypeVar
 from zoneinfo import ZoneInfo, available_timezones
 
+from engine.domain.errors import Category, ScalebotError
 from engine.schedules.days_off import DayOff, DaysOffError, DaysOffRule, parse_rule
 
 NO_DAYS_OFF = DaysOffRule()
@@ -136,9 +137,11 @@ SpecField = Literal[
 """The part of a schedule a refusal is about (a form shows the error at that field)."""
 
 
-class ScheduleError(ValueError):
+class ScheduleError(ScalebotError, ValueError):
     """Bad schedule input or request; the message names the bad part and shows an accepted example,
     and `field` says which part of the schedule it is about (None: the request, not a field)."""
+
+    category = Category.USAGE
 
     def __init__(self, message: str, field: SpecField | None = None) -> None:
         super().__init__(message)

@@ -42,6 +42,7 @@ from typing import Any
 import msgspec
 import sqlite_utils
 
+from engine.domain.errors import Category, ScalebotError
 from engine.domain.legacy_records import progress_from_legacy, summary_from_legacy
 from engine.domain.operation import (
     Operation,
@@ -70,8 +71,10 @@ GENESIS_HASH = "0" * 64
 log = logging.getLogger(__name__)
 
 
-class StoreError(RuntimeError):
+class StoreError(ScalebotError, RuntimeError):
     """The database cannot be opened or written; the message says what to do."""
+
+    category = Category.CONFIGURATION
 
 
 class AuditUnverifiable(StoreError):
@@ -94,12 +97,16 @@ def _space_hint(path: str) -> str:
     return f"; only {free // 1024} KiB free on its disk" if free < 1024 * 1024 else ""
 
 
-class Fenced(RuntimeError):
+class Fenced(ScalebotError, RuntimeError):
     """A runner's claim on an operation was taken over: its writes are refused (nothing written)."""
 
+    category = Category.INTERNAL
 
-class ClaimHeld(RuntimeError):
+
+class ClaimHeld(ScalebotError, RuntimeError):
     """Another live runner holds the operation; the message names it."""
+
+    category = Category.TRANSIENT
 
     def __init__(self, claim: RunnerClaim, *, now: datetime, ttl_seconds: float) -> None:
         self.claim = claim
@@ -134,7 +141,9 @@ class RunnerClaim:
     heartbeat_at: datetime
 
 
-class LockConflict(Exception):
+class LockConflict(ScalebotError):
+    category = Category.TRANSIENT
+
     def __init__(self, key: str, op_id: str) -> None:
         self.key = key
         self.op_id = op_id

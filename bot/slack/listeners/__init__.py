@@ -28,6 +28,7 @@ from bot.slack.dispatch import (
     Dispatcher,
     GroupResolver,
     SubcommandHandler,
+    error_reply,
     new_incident,
     no_groups,
 )
@@ -83,8 +84,10 @@ def register_home(app: App, home: HomeTab) -> None:
 def _error_handler(sender: Sender) -> Any:
     def on_error(error: Exception, body: dict[str, Any], respond: Any, response: Any) -> BoltResponse | None:
         incident = new_incident()
-        log.error("Slack request failed (incident %s)", incident, exc_info=error)
-        message = blocks.text_message(messages.internal_error(incident, _op_hint(body)))
+        message = error_reply(error)  # a usage error is shown as it is, as the dispatcher shows it
+        if message is None:
+            log.error("Slack request failed (incident %s)", incident, exc_info=error)
+            message = blocks.text_message(messages.internal_error(incident, _op_hint(body)))
         if response is not None and "command" in body:
             # Not acked yet: the sentence becomes the ephemeral ack instead of a 500.
             return BoltResponse(status=200, body={"response_type": "ephemeral", "text": message.text})

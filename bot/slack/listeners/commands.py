@@ -17,7 +17,7 @@ from slack_bolt import Ack, App, Respond
 from bot.config.settings import Settings
 from bot.slack.blocks import operations as blocks
 from bot.slack.blocks.kit import Message
-from bot.slack.dispatch import Dispatcher, Invocation
+from bot.slack.dispatch import Dispatcher, Invocation, usage_reply
 from bot.text import commands, messages
 
 
@@ -33,7 +33,7 @@ def register(app: App, dispatcher: Dispatcher, settings: Settings, executor: Exe
                 text, default_cluster=settings.default_cluster(channel), clusters=settings.cluster_names()
             )
         except commands.UsageError as err:
-            return ack_with(ack, blocks.usage_error(err.message, err.hint))
+            return ack_with(ack, usage_reply(err))
         if isinstance(parsed, commands.Help):
             return ack_with(ack, blocks.help_view(parsed.topic))
         # A temporary wake (`wake dev-eu for 3h`) belongs to the schedules, which answer it themselves.
