@@ -306,6 +306,7 @@ class ConsoleSender:
         thread_ts: str = "",
         final: bool = False,
         broadcast: bool = False,
+        share: str = "",
     ) -> None:
         lines = self._terminal.render(message)
         with self._lock:
@@ -330,9 +331,8 @@ class ConsoleSender:
             if changed:
                 self._terminal.lines(changed, first=first, rest=" " * len(first))
 
-    def reply(
-        self, key: str, message: Message, *, channel: str, final: bool = False, broadcast: bool = False
-    ) -> None:
+    def reply(self, key: str, message: Message, **_where: object) -> None:
+        """A thread reply, printed under its message; where Slack would put it does not matter here."""
         label = _label(key)
         self._terminal.lines(self._terminal.render(message), first=f"  ↳ {label}: ", rest="      ")
 

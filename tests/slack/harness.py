@@ -6,14 +6,18 @@
   sleeps). `fail(method, times=N, status=429|500, retry_after=…, delay=…)` scripts faults for the
   next N calls of a method: the fault cases of issue 9 (429 with Retry-After, 500s, slow answers)
   are one line each.
-  It also keeps what each channel shows (`shown(channel, ts)`): chat.update without `blocks`
-  keeps the old blocks, as Slack does. `enforce_limits()` makes it answer 429 as Slack would
-  for chat.postMessage faster than one per second per channel after a burst of two, and for a
-  message edited again within half a second. `members` lists the channels the bot is in: a
-  post or an ephemeral elsewhere fails with `not_in_channel` (an ephemeral needs the bot in the
-  channel too), a direct message (channel = a user ID) always goes, and conversations.info says
-  `is_member`. users.info answers from `people` (else `user_not_found`), conversations.list pages
-  through `channel_list` with Slack's cursors.
+  It also keeps what each channel shows (`shown(channel, ts)`): chat.update without `blocks` keeps
+  the old blocks, as Slack does. `enforce_limits()` makes it answer 429 (with Retry-After, the
+  seconds until a call would be accepted) as Slack would: chat.postMessage faster than one per
+  second per channel after a burst of `post_burst` (two by default), a message edited again within
+  half a second, and the Tier methods (`TIER_LIMITS`: chat.update 50, chat.postEphemeral 100,
+  users.info 100, conversations.list 20, files.* 100 … per minute) beyond their calls per rolling
+  minute, counted per workspace and method. Refused calls do not count, and `violations` names
+  each. Off by default: a test opts in. `members` lists the channels the bot is in: a post or an
+  ephemeral elsewhere fails with `not_in_channel` (an ephemeral needs the bot in the channel too),
+  a direct message (channel = a user ID) always goes, and conversations.info says `is_member`.
+  users.info answers from `people` (else `user_not_found`), conversations.list pages through
+  `channel_list` with Slack's cursors.
   Uploads follow Slack's flow (`files_upload_v2`): files.getUploadURLExternal answers an
   `upload_url` on this server, the POST of the bytes there is recorded as method `upload`
   (body: `file_id`, raw `data`), and files.completeUploadExternal shares the files.
@@ -31,6 +35,7 @@ import hashlib
 import hmac
 import itertools
 import json
+import math
 import threading
 import time
 import urllib.error
@@ -72,9 +77,34 @@ class Fault:
 
 POST_RATE = 1.0
 POST_BURST = 2.0
+TIER_1, TIER_2, TIER_3, TIER_4 = 1, 20, 50, 100
+"""Calls per minute per workspace and method (Slack's rate-limits page: "1+ / 20+ / 50+ / 100+")."""
+TIER_LIMITS: dict[str, int] = {
+    "chat.update": TIER_3,
+    "chat.delete": TIER_3,
+    "chat.postEphemeral": TIER_4,
+    "conversations.info": TIER_3,
+    "conversations.list": TIER_2,
+    "conversations.replies": TIER_3,
+    "users.info": TIER_4,
+    "usergroups.list": TIER_2,
+    "usergroups.users.list": TIER_2,
+    "views.open": TIER_4,
+    "views.update": TIER_4,
+    "views.publish": TIER_4,
+    "files.getUploadURLExternal": TIER_4,
+    "files.completeUploadExternal": TIER_4,
+    "apps.connections.open": TIER_1,
+}
+"""Each method's tier, as Slack's method reference (and java-slack-sdk's MethodsRateLimits) lists it."""
+TIER_WINDOW = 60.0
 EDIT_GAP = 0.5
 _CLOCK_SLACK = 0.05
 """Arrival times jitter by a few ms against the sender's clock; the limits allow for that."""
+
+
+SLACK_TEAM = "T0TEST"
+"""The one workspace this local Slack serves; limits are counted per workspace."""
 
 
 class SlackApiServer:
@@ -101,6 +131,9 @@ class SlackApiServer:
         self._shown: dict[tuple[str, str], dict[str, Any]] = {}
         self._post_tokens: dict[str, tuple[float, float]] = {}
         self._edited_at: dict[tuple[str, str], float] = {}
+        self.post_burst = POST_BURST
+        self.tier_limits: dict[str, int] = dict(TIER_LIMITS)
+        self._tier_calls: dict[tuple[str, str], deque[float]] = {}
         self.violations: list[str] = []
         """Every request the limits refused, e.g. "chat.postMessage C0DEV"."""
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
@@ -149,8 +182,12 @@ class SlackApiServer:
             queue = self._faults.setdefault(method, deque())
             queue.extend(Fault(status, retry_after, delay, error) for _ in range(times))
 
-    def enforce_limits(self) -> None:
-        self.limits = True
+    def enforce_limits(self, *, post_burst: float = POST_BURST, tiers: dict[str, int] | None = None) -> None:
+        """Answer 429 as Slack would from now on; `tiers` replaces calls-per-minute limits."""
+        with self._lock:
+            self.limits = True
+            self.post_burst = post_burst
+            self.tier_limits = {**TIER_LIMITS, **(tiers or {})}
 
     def shown(self, channel: str, ts: str) -> dict[str, Any]:
         """What Slack displays for message `ts` now: {"text", "blocks"}."""
@@ -255,12 +292,13 @@ class SlackApiServer:
         """Slack's pacing, as a 429 (called under the lock)."""
         channel = str(body.get("channel") or "")
         if method == "chat.postMessage":
-            tokens, at = self._post_tokens.get(channel, (POST_BURST, now))
-            tokens = min(POST_BURST, tokens + (now - at + _CLOCK_SLACK) * POST_RATE)
+            burst = self.post_burst
+            tokens, at = self._post_tokens.get(channel, (burst, now))
+            tokens = min(burst, tokens + (now - at + _CLOCK_SLACK) * POST_RATE)
             if tokens < 1.0:
                 self.violations.append(f"{method} {channel}")
                 self._post_tokens[channel] = (tokens, now)
-                return Fault(429, 1)
+                return Fault(429, math.ceil((1.0 - tokens) / POST_RATE))
             self._post_tokens[channel] = (tokens - 1.0, now)
         elif method == "chat.update":
             key = (channel, str(body.get("ts") or ""))
@@ -268,8 +306,41 @@ class SlackApiServer:
             if last is not None and now - last < EDIT_GAP - _CLOCK_SLACK:
                 self.violations.append(f"{method} {key[1]} again after {now - last:.3f}s")
                 return Fault(429, 1)
-            self._edited_at[key] = now
+        refused = self._over_tier(method, now)
+        if refused is None and method == "chat.update":
+            self._edited_at[(channel, str(body.get("ts") or ""))] = now
+        return refused
+
+    def _over_tier(self, method: str, now: float) -> Fault | None:
+        """A Tier method's calls in the rolling minute, per workspace (the one team here)."""
+        limit = self.tier_limits.get(method)
+        if limit is None:
+            return None
+        window = self._tier_calls.setdefault((SLACK_TEAM, method), deque())
+        while window and window[0] <= now - TIER_WINDOW + _CLOCK_SLACK:
+            window.popleft()
+        if len(window) >= limit:
+            wait = window[0] + TIER_WINDOW - now
+            self.violations.append(f"{method} call {len(window) + 1} within a minute")
+            return Fault(429, max(1, math.ceil(wait)))
+        window.append(now)
         return None
+
+    def tier_peaks(self) -> dict[str, int]:
+        """Per method, the most accepted calls seen in any rolling minute (for the figures)."""
+        peaks: dict[str, int] = {}
+        by_method: dict[str, list[float]] = {}
+        for call in self.calls:
+            if call.status == 200:
+                by_method.setdefault(call.method, []).append(call.at)
+        for method, times in by_method.items():
+            times.sort()
+            start = 0
+            for end, at in enumerate(times):
+                while times[start] <= at - TIER_WINDOW:
+                    start += 1
+                peaks[method] = max(peaks.get(method, 0), end - start + 1)
+        return peaks
 
     def _canned(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
         if method == "auth.test":
@@ -278,7 +349,7 @@ class SlackApiServer:
                 "url": "https://scalebot-test.slack.com/",
                 "team": "Test",
                 "user": "scalebot",
-                "team_id": "T0TEST",
+                "team_id": SLACK_TEAM,
                 "user_id": self.BOT_USER_ID,
                 "bot_id": "B0BOT",
                 "is_enterprise_install": False,

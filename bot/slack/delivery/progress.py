@@ -201,14 +201,18 @@ class Progress:
         key = message_key(op.id)
         if event.kind == "phase" and event.text != view.last_phase:
             view.last_phase = event.text
-            self._sender.reply(key, blocks.phase_reply(op, event.text), channel=channel)
+            self._sender.reply(
+                key, blocks.phase_reply(op, event.text), channel=channel, share=op.target.cluster
+            )
         elif event.kind == "report" and event.condition:
             self._maybe_blockers(op, view, event, channel)
         elif event.kind == "final" and _ran(op):
             # A failure is also shown in the channel: people watching it must not miss it.
             failed = op.state is OpState.FAILED
             reply = blocks.final_reply(op, event.text)
-            self._sender.reply(key, reply, channel=channel, final=True, broadcast=failed)
+            self._sender.reply(
+                key, reply, channel=channel, final=True, broadcast=failed, share=op.target.cluster
+            )
         if op.state.is_terminal:
             self._views.pop(op.id, None)
 
@@ -218,7 +222,7 @@ class Progress:
             return
         view.condition_posted, view.condition_at = event.condition, now
         reply = blocks.blockers_reply(op, event.condition, summary=event.text)
-        self._sender.reply(message_key(op.id), reply, channel=channel)
+        self._sender.reply(message_key(op.id), reply, channel=channel, share=op.target.cluster)
 
     def _render(self, op: Operation, view: _View, *, refresh_decision: bool) -> str | None:
         with self._cond:
@@ -245,6 +249,7 @@ class Progress:
             # An approval card inside a thread (a schedule's announcement) is also shown in the
             # channel, so the approvers see it.
             broadcast=asking and bool(op.thread_ts),
+            share=op.target.cluster,  # clusters take turns in the workspace's budget
         )
         return channel
 

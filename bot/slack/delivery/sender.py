@@ -7,6 +7,11 @@ engine emits events; listeners enqueue and return). What it does with the queue:
   and a rendering equal to what Slack already shows is not sent at all;
 - one message is updated at most every `update_interval` seconds, and all chat.update calls
   share a token bucket below Slack's Tier 3 (~50/min per workspace);
+- that budget is shared fairly between `share`s (a message's cluster): among the writes ready
+  at once, the share served least recently goes first, so a fleet of clusters sleeping at the
+  same minute each get their turn however many messages or renderings one of them produces;
+  within a share, the message waiting longest goes first (a newer rendering replacing a pending
+  one keeps its place in line, so a message that re-renders often is not pushed to the back);
 - chat.postMessage (thread replies included) is paced per channel: one per second after a
   burst of at most two (Slack: about one per second, short bursts only);
 - thread replies of a message go out in order, after the message itself exists;
@@ -121,6 +126,8 @@ class _Msg(_Retry):
     sent: tuple[str, tuple[Any, ...]] | None = None
     sent_at: float = float("-inf")
     final_done: bool = False
+    share: str = ""
+    """Whose turn this message's writes take (the cluster), for fair sharing of the budget."""
     replies: _Lane = field(default_factory=_Lane)
 
 
@@ -165,6 +172,9 @@ class Sender:
         self._ephemerals = _Lane()
         self._seq = itertools.count()
         self._blocked_until: dict[str, float] = {}
+        self._turns = itertools.count()
+        self._served: dict[str, int] = {}
+        """The turn at which each share was last served (fair sharing picks the oldest)."""
         now = clock()
         per_minute = self._settings.updates_per_minute
         self._updates = TokenBucket(per_minute / 60.0, max(1.0, min(5.0, per_minute / 10)), now)
@@ -205,21 +215,33 @@ class Sender:
         thread_ts: str = "",
         final: bool = False,
         broadcast: bool = False,
+        share: str = "",
     ) -> None:
         """Post message `key` the first time, edit it in place afterwards; a message posted in a
-        thread (`thread_ts`) is also shown in the channel when `broadcast`."""
+        thread (`thread_ts`) is also shown in the channel when `broadcast`. `share` (the cluster)
+        is whose turn its writes take when the budget is shared."""
         self._accept(
             self._item(
                 "message", key, channel, message, thread_ts=thread_ts, final=final, broadcast=broadcast
-            )
+            ),
+            share=share,
         )
 
     def reply(
-        self, key: str, message: Message, *, channel: str, final: bool = False, broadcast: bool = False
+        self,
+        key: str,
+        message: Message,
+        *,
+        channel: str,
+        final: bool = False,
+        broadcast: bool = False,
+        share: str = "",
     ) -> None:
         """A reply in the thread of message `key`, after the replies queued before it;
         `broadcast` also shows it in the channel."""
-        self._accept(self._item("reply", key, channel, message, final=final, broadcast=broadcast))
+        self._accept(
+            self._item("reply", key, channel, message, final=final, broadcast=broadcast), share=share
+        )
 
     def ephemeral(self, channel: str, user: str, message: Message) -> None:
         self._accept(self._item("ephemeral", "", channel, message, user=user))
@@ -288,26 +310,26 @@ class Sender:
             broadcast=broadcast,
         )
 
-    def _accept(self, item: OutboxItem, *, persisted: bool = False) -> None:
+    def _accept(self, item: OutboxItem, *, persisted: bool = False, share: str = "") -> None:
         with self._cond:
             if item.kind == "ephemeral":
                 self._ephemerals.items.append((next(self._seq), item))
             elif item.kind == "reply":
-                msg = self._message(item.key, item.channel, "")
+                msg = self._message(item.key, item.channel, "", share)
                 self._persist(item, persisted)
                 msg.replies.items.append((next(self._seq), item))
             else:
-                self._accept_rendering(item, persisted)
+                self._accept_rendering(item, persisted, share)
             self._cond.notify_all()
 
-    def _accept_rendering(self, item: OutboxItem, persisted: bool) -> None:
+    def _accept_rendering(self, item: OutboxItem, persisted: bool, share: str = "") -> None:
         if item.key in self._finished:
             # Its final state is in Slack and its state was pruned: nothing may edit it again.
             self._metrics.coalesced(item.key)
             if persisted:
                 self._drop(item)
             return
-        msg = self._message(item.key, item.channel, item.thread_ts)
+        msg = self._message(item.key, item.channel, item.thread_ts, share)
         current = msg.pending
         if not item.final and (msg.final_done or (current is not None and current.final)):
             # Never let a late progress event overwrite "Completed" / "Rejected".
@@ -343,14 +365,19 @@ class Sender:
         if msg.pending is not None and msg.pending is not item:
             self._metrics.coalesced(msg.key)
             self._drop(msg.pending)
+        if msg.pending is None:
+            # A rendering replacing a pending one keeps its place in line: a message that
+            # re-renders faster than the budget allows must not fall to the back every time.
+            msg.pending_seq = next(self._seq)
         msg.pending = item
-        msg.pending_seq = next(self._seq)
         msg.reset()
 
-    def _message(self, key: str, channel: str, thread_ts: str) -> _Msg:
+    def _message(self, key: str, channel: str, thread_ts: str, share: str = "") -> _Msg:
         msg = self._messages.get(key)
+        if msg is not None and share:
+            msg.share = share
         if msg is None:
-            msg = _Msg(key=key, channel=channel, thread_ts=thread_ts)
+            msg = _Msg(key=key, channel=channel, thread_ts=thread_ts, share=share)
             known = self._outbox.lookup(key) if key else None
             if known is not None:
                 msg.channel, msg.ts = known
@@ -388,7 +415,7 @@ class Sender:
                 self._cond.notify_all()
 
     def _next_job(self, now: float) -> tuple[_Job | None, float | None]:
-        best: tuple[tuple[int, int], _Job] | None = None
+        best: tuple[tuple[int, int, int], _Job] | None = None
         waits: list[float] = []
 
         def consider(
@@ -404,7 +431,8 @@ class Sender:
             if ready_at > now:
                 waits.append(ready_at - now)
                 return
-            rank = (0 if final else _BASE_PRIORITY[kind], seq)
+            share = msg.share if msg is not None else ""
+            rank = (0 if final else _BASE_PRIORITY[kind], self._served.get(share, -1), seq)
             if best is None or rank < best[0]:
                 best = (rank, _Job(kind, item, msg))
 
@@ -435,6 +463,7 @@ class Sender:
         if best is None:
             return None, min(waits) if waits else None
         job = best[1]
+        self._served[job.msg.share if job.msg is not None else ""] = next(self._turns)
         if job.kind == "update":
             self._updates.take(now)
         elif job.kind in ("post", "reply"):

@@ -340,3 +340,110 @@ def test_token_bucket() -> None:
     bucket.take(0.0)
     assert bucket.wait_time(0.0) == pytest.approx(0.5)
     assert bucket.wait_time(0.5) == 0.0
+
+
+class VirtualClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+CALL_SECONDS = 2.0
+"""Virtual time one Web API call takes here: the budget below always has a token by then."""
+FLEET = {f"c{n}": n + 1 for n in range(6)}
+"""Cluster -> how many operation messages it has running at once (1 to 6)."""
+
+
+class FleetSlack(FakeSlack):
+    """Each call takes CALL_SECONDS of virtual time, during which every running operation of every
+    cluster reports progress again (as a fleet's drains do, far faster than Slack allows)."""
+
+    def __init__(self, clock: VirtualClock) -> None:
+        super().__init__()
+        self.clock = clock
+        self.sender: Sender | None = None
+        self.running: set[str] = set()
+        self.renderings = 0
+        self.served: list[tuple[str, str, str]] = []
+        """(method, message key, text) in call order."""
+        self.on_call: list[Any] = []
+
+    def api_call(self, api_method: str, *, json: dict[str, Any] | None = None) -> Any:
+        answer = super().api_call(api_method, json=json)
+        self.clock.now += CALL_SECONDS
+        text = str((json or {}).get("text", ""))
+        self.served.append((api_method, text.split(" ", maxsplit=1)[0], text))
+        assert self.sender is not None
+        for key in sorted(self.running):
+            self.renderings += 1
+            self.sender.show(
+                key, msg(f"{key} progress {self.renderings}"), channel=_channel(key), share=key[3:5]
+            )
+        for hook in self.on_call:
+            hook(len(self.served))
+        return answer
+
+
+def _channel(key: str) -> str:
+    return "C" + key[3:5].upper()
+
+
+def test_a_fleets_progress_shares_the_workspace_budget_fairly_and_finals_go_first(
+    outbox: MemoryOutbox,
+) -> None:
+    clock = VirtualClock()
+    slack = FleetSlack(clock)
+    pace = SenderSettings(update_interval=5.0, updates_per_minute=40, posts_per_second=1.0)
+    sender = Sender(slack, outbox, settings=pace, clock=clock)
+    slack.sender = sender
+    keys = {cluster: [f"op:{cluster}-{m}" for m in range(n)] for cluster, n in FLEET.items()}
+    progress_phase = (sum(FLEET.values()), sum(FLEET.values()) + 120)
+    finishing_first = ["c0", "c2", "c4"]
+    finals_at: dict[str, int] = {}
+
+    def script(calls: int) -> None:
+        if calls in (progress_phase[1], progress_phase[1] + 30):
+            clock.now += 10.0  # the operations end a little later, not within the edit just made
+        if calls == progress_phase[1]:  # half the fleet finishes while the rest keeps reporting
+            for cluster in finishing_first:
+                for key in keys[cluster]:
+                    slack.running.discard(key)
+                    sender.show(key, msg(f"{key} final"), channel=_channel(key), final=True, share=cluster)
+                    finals_at[key] = calls
+        if calls == progress_phase[1] + 30:
+            for cluster in ("c1", "c3", "c5"):
+                for key in keys[cluster]:
+                    slack.running.discard(key)
+                    sender.show(key, msg(f"{key} final"), channel=_channel(key), final=True, share=cluster)
+
+    slack.on_call.append(script)
+    for cluster, cluster_keys in keys.items():
+        for key in cluster_keys:
+            sender.show(key, msg(f"{key} starting"), channel=_channel(key), share=cluster)
+            slack.running.add(key)
+    sender.start()
+    try:
+        assert sender.flush(20), "the sender never caught up with the fleet"
+    finally:
+        sender.stop(1)
+
+    first, last = progress_phase
+    progress = [key for method, key, _ in slack.served[first:last] if method == "chat.update"]
+    assert len(progress) == last - first
+    per_cluster = {cluster: sum(1 for key in progress if key[3:5] == cluster) for cluster in FLEET}
+    fair = len(progress) / len(FLEET)
+    print(f"\nchat.update per cluster over {len(progress)} calls: {per_cluster} (fair share {fair:.0f})")
+    for cluster, served in per_cluster.items():
+        assert 0.75 * fair <= served <= 1.25 * fair, f"{cluster} got {served} of {len(progress)}"
+    assert slack.renderings > 10 * len(progress), "the renderings did not outpace the budget"
+
+    # The finishing half's finals are the very next writes, before any other cluster's progress.
+    after = [text for method, _, text in slack.served[last:] if method == "chat.update"]
+    finals = [f"{key} final" for cluster in finishing_first for key in keys[cluster]]
+    assert sorted(after[: len(finals)]) == sorted(finals)
+    # Every message ends on its final rendering, each edited with it exactly once.
+    final_texts = [text for method, _, text in slack.served if text.endswith(" final")]
+    assert sorted(final_texts) == sorted(f"{key} final" for ks in keys.values() for key in ks)
+    assert sender.tracked() == 0
