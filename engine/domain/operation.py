@@ -574,7 +574,7 @@ class Operation:
     plan: OperationPlan
     channel: str = ""
     step: str = ""
-    """The current step of the state machine (see engine.operations.runner)."""
+    """The current step of the state machine (see engine.operations.flows and engine.operations.steps)."""
     progress: OperationProgress = OperationProgress()
     approval_id: str = ""
     approvals_required: int = 0

@@ -3,8 +3,8 @@
 Pure. Each operation follows one flow, chosen once from its kind, target and plan (so a resumed
 operation follows the same flow from its persisted step). A step never names the step after it:
 it ends with NEXT (the following step of its flow), an outcome named in the flow's `jumps`, or
-nothing (the same step again, after a wait). `engine.operations.runner` holds the steps and applies
-this table.
+nothing (the same step again, after a wait). `engine.operations.steps` holds the steps (`STEPS`, by
+name) and `engine.operations.runner` applies this table.
 
     sleep_workloads: workloads_sleep → record → cordon → drain → force → remove → verify
     shrink:          record → cordon → drain → force → remove → verify

@@ -2,7 +2,7 @@
 out, what a timed-out wave waited for, and how the thread words it.
 
 Pure: values in (`engine.domain.wake_waves`), values out. The runner's resize and wait_ready steps
-apply them (engine.operations.runner); the configuration comes from the cluster's `wake_waves`.
+apply them (engine.operations.steps.wake); the configuration comes from the cluster's `wake_waves`.
 """
 
 from __future__ import annotations

@@ -25,10 +25,10 @@ from bot.slack.blocks.operations import ACTION_ADVISED_SCALE, ACTION_APPROVE
 from engine.domain.clock import SystemClock
 from engine.domain.operation import OperationRequest, OpKind, OpState, Target
 from engine.kube.client import KubeClient
-from engine.operations import runner
 from engine.operations.flows import NEXT
 from engine.operations.policy import ClusterPolicy, Role
 from engine.operations.service import new_operations
+from engine.operations.steps import consolidate
 from engine.planning.consolidation import ConsolidationPolicy
 from engine.store.database import Store
 from localcluster import builders
@@ -350,7 +350,7 @@ def test_a_node_whose_pods_no_longer_fit_when_its_turn_comes_is_skipped_not_cord
             }
             builders.create(admin_api, builders.pod_path(namespace), filler)
         running = replace(op, state=OpState.RUNNING, step="fit")
-        first = runner.step_fit(ops.runner, running, handle)
+        first = consolidate.step_fit(ops.runner, running, handle)
         node = op.plan.nodes[0]
         assert first.progress is not None
         skipped = first.progress.consolidation.skipped
@@ -358,11 +358,11 @@ def test_a_node_whose_pods_no_longer_fit_when_its_turn_comes_is_skipped_not_cord
         assert "no longer fits on the nodes that stay" in skipped[node]
         assert first.events[0][1].startswith(f"Skipped {node}: ")
         # The skipped node stays, so it is room again: the second node's pods fit there now.
-        second = runner.step_fit(ops.runner, replace(running, progress=first.progress), handle)
+        second = consolidate.step_fit(ops.runner, replace(running, progress=first.progress), handle)
         assert second.progress is not None
         assert second.then == NEXT and second.progress.consolidation.current == op.plan.nodes[1]
         assert f"still fit on {node}" in second.events[0][1]
-        final = runner.step_consolidated(ops.runner, replace(running, progress=first.progress), handle)
+        final = consolidate.step_consolidated(ops.runner, replace(running, progress=first.progress), handle)
         assert final.state is OpState.SUCCEEDED
         assert f"0 of 2 nodes removed; 0 Pods evicted; skipped: {node} (" in final.events[-1][1]
         # Nothing was cordoned, drained or removed.

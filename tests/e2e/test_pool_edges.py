@@ -451,7 +451,8 @@ def test_phase_two_counts_only_the_pods_scalebot_deleted(
     from engine.domain.force_scope import FORCE_PHASE, ForceScope
     from engine.domain.operation import Operation, OperationPlan, PoolChange
     from engine.drain import passes as drain
-    from engine.operations.runner import ClusterHandle, Runner, step_force
+    from engine.operations.runner import ClusterHandle, Runner
+    from engine.operations.steps.force import step_force
     from engine.pools.labels import LabelPoolProvider
     from engine.store.database import Store
 

@@ -290,7 +290,8 @@ def test_removal_sets_the_target_size_when_the_pool_grew_meanwhile(
         Target,
     )
     from engine.drain import passes as drain
-    from engine.operations.runner import ClusterHandle, Runner, step_remove
+    from engine.operations.runner import ClusterHandle, Runner
+    from engine.operations.steps.removal import step_remove
     from engine.store.database import Store
 
     md = _standin(admin_api, namespace, standins, f"md-{namespace[-6:]}")

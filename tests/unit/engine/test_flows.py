@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import pytest
 
 from engine.domain.operation import Operation, OperationPlan, OpKind, OpState, PoolChange, Target
-from engine.operations import flows, runner
+from engine.operations import flows, steps
 from engine.operations.flows import NEXT
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
@@ -37,7 +37,7 @@ UP = PoolChange("web", 0, 3)
 
 def test_the_flows_name_exactly_the_runners_steps() -> None:
     named = {step for flow in flows.FLOWS.values() for step in flow.steps}
-    assert named == set(runner._STEPS)
+    assert named == set(steps.STEPS)
     for name, flow in flows.FLOWS.items():
         assert len(set(flow.steps)) == len(flow.steps), name
         for (step, _), to in flow.jumps.items():

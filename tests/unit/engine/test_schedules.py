@@ -41,8 +41,8 @@ from engine.kube import errors
 from engine.kube.fake import FakeCluster
 from engine.operations import policy
 from engine.operations.runner import ClusterHandle, RunnerSettings
-from engine.operations.runner import _summary as runner_summary
 from engine.operations.service import new_operations
+from engine.operations.steps.report import summary_of as runner_summary
 from engine.pools.simulated import SimulatedPoolProvider
 from engine.schedules.calendars import Calendars, load_calendar
 from engine.schedules.model import ScheduleTarget

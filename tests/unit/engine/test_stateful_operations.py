@@ -30,8 +30,9 @@ from engine.domain.operation import Operation, OperationRequest, OpKind, OpState
 from engine.kube import errors
 from engine.kube.fake import FakeCluster
 from engine.operations import policy
-from engine.operations.runner import ClusterHandle, RunnerSettings, drained_nodes
+from engine.operations.runner import ClusterHandle, RunnerSettings
 from engine.operations.service import Operations, new_operations
+from engine.operations.steps.cordon_drain import drained_nodes
 from engine.pools.simulated import SimulatedPoolProvider
 from engine.schedules.calendars import Calendars, load_calendar
 from engine.schedules.model import ScheduleTarget
@@ -368,7 +369,7 @@ class Nights(RuleBasedStateMachine):
             return
         # Held: a running operation's nodes; a finished drain's (its result is cordoned nodes); a
         # phase 2 stopped for pods outside its force scope (it leaves them cordoned, on purpose,
-        # for the person who decides: re-request or uncordon, engine.operations.runner._outside_scope).
+        # for the person who decides: re-request or uncordon, engine.operations.steps.force._outside_scope).
         holders = {
             n
             for op in self.ops.store.list_operations(limit=1000)

@@ -1,0 +1,146 @@
+"""What a step is given and what it returns: the runner's public face to its steps.
+
+A step is `Step`: a function of a `StepContext`, the operation as persisted and the cluster (its
+ports fenced by the runner's claim), returning a `StepResult` the runner persists before anything
+else happens. `StepContext` is all a step may reach of the runner: the store, the clock, the
+settings, `emit`, the shared eviction executors and the per-operation pod feed and per-cluster
+eviction gate; never the runner's workers, claims or locks. `engine.operations.runner.Runner`
+implements it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Protocol
+
+from engine.domain.clock import Clock
+from engine.domain.operation import (
+    Operation,
+    OperationProgress,
+    OperationSummary,
+    OpState,
+    ProgressEvent,
+    ProgressKind,
+)
+from engine.domain.wake_waves import WakeWaves
+from engine.drain.concurrency import AdaptiveGate
+from engine.drain.pacing import PassPacing
+from engine.drain.pod_feed import PodFeed
+from engine.drain.report import Style as ReportStyle
+from engine.kube import events as kube_events
+from engine.kube.api import MAX_EVICTIONS_IN_FLIGHT, KubeApi
+from engine.operations.flows import Outcome
+from engine.planning.consolidation import ScaleDownRules
+from engine.pools.base import PoolProvider
+from engine.store.database import Store
+from engine.workloads import WorkloadScaler
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerSettings:
+    graceful_window: timedelta = timedelta(minutes=5)
+    """Phase 1 of a zero-scale: evictions that honour PDBs, before phase 2 force-deletes."""
+    drain_timeout: timedelta | None = timedelta(hours=1)
+    """A drain that is not a full shutdown gives up (and fails) after this long."""
+    verify_timeout: timedelta = timedelta(minutes=10)
+    """How long after the removal the pools may take to report their target size."""
+    ready_timeout: timedelta = timedelta(minutes=15)
+    """How long wake waits for nodes to become Ready before reporting what is not."""
+    workloads_return_timeout: timedelta = timedelta(minutes=5)
+    """How long a wake, its nodes Ready, follows the Deployments and StatefulSets not yet available
+    before it reports which are still not back and why (kube-scheduler retries an unschedulable pod
+    within 5 minutes at the latest)."""
+    pass_interval: timedelta = timedelta(seconds=20)
+    settle: timedelta = timedelta(seconds=5)
+    parallel_evictions: int = 16
+    """Evictions in flight at once; with `adaptive_evictions`, where the adaptive limit starts.
+    Also how many nodes are cordoned, uncordoned or force-deleted from at once."""
+    adaptive_evictions: bool = True
+    """Grow the evictions in flight while their latency stays flat (doubling until the first
+    decrease, then one at a time), halve them on a 429/5xx from
+    the server or a latency rise (AIMD, engine.drain.concurrency), between 2 and `max_parallel_evictions`
+    and never above the client's burst."""
+    max_parallel_evictions: int = MAX_EVICTIONS_IN_FLIGHT
+    """The adaptive limit's ceiling; the real client's connection pool is sized for it."""
+    workers: int = 4
+    """Operations run at once (each on its own pools, guaranteed by the locks)."""
+
+    @property
+    def pacing(self) -> PassPacing:
+        return PassPacing(interval=self.pass_interval, settle=self.settle)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterHandle:
+    name: str
+    api: KubeApi
+    pools: PoolProvider
+    workloads: WorkloadScaler | None = None
+    """Puts Deployments, StatefulSets, CronJobs and KEDA ScaledObjects to sleep; None if not configured."""
+    events: kube_events.Recorder = field(default_factory=kube_events.NullRecorder)
+    """Kubernetes Events on the objects scalebot changes in this cluster (so `kubectl describe` there
+    shows what happened); written through this cluster's own API server."""
+    drain_report: ReportStyle = "current"
+    """Layout of the drain reports: Cluster API's per-Pod condition message (v1.9+), or "legacy"."""
+    wake_waves: WakeWaves = field(default_factory=WakeWaves)
+    """The order pools wake in (`engine.domain.wake_waves`); empty: every pool at once."""
+
+
+@dataclass(slots=True)
+class StepResult:
+    then: Outcome | None = None
+    """How the step ended, for the flow's table (`engine.operations.flows`): NEXT, a named outcome, or None to
+    run the same step again (after `wait`)."""
+    progress: OperationProgress | None = None
+    """The operation's progress from now on (built from the one the step read); None: unchanged."""
+    wait: float = 0.0
+    state: OpState | None = None
+    events: list[tuple[ProgressKind, str, str]] = field(default_factory=list)
+    """(kind, text, condition message) to emit once the result is persisted."""
+    summary: OperationSummary | None = None
+    error: str = ""
+
+
+class StepContext(Protocol):
+    """What a step reaches of the runner that runs it (`engine.operations.runner.Runner`)."""
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def settings(self) -> RunnerSettings: ...
+
+    @property
+    def emit(self) -> Callable[[ProgressEvent], None]:
+        """Sends a progress event now (a status line), before the step's result is persisted."""
+        ...
+
+    @property
+    def scale_down(self) -> Mapping[str, ScaleDownRules]:
+        """Each cluster's cluster-autoscaler rules, for a consolidation's re-check."""
+        ...
+
+    def evictions(self) -> Executor:
+        """The shared executor for cordons, uncordons and force-deletions (`parallel_evictions` wide)."""
+        ...
+
+    def adaptive_pool(self) -> Executor | None:
+        """The executor the adaptive eviction limit draws from; None when the settings turn it off."""
+        ...
+
+    def pod_feed(self, op_id: str, api: KubeApi, nodes: Collection[str]) -> PodFeed:
+        """The operation's pod feed for these nodes (a new one when the nodes changed)."""
+        ...
+
+    def eviction_gate(self, h: ClusterHandle) -> AdaptiveGate | None:
+        """The cluster's adaptive eviction limit (None when the settings turn it off)."""
+        ...
+
+
+Step = Callable[[StepContext, Operation, ClusterHandle], StepResult]
