@@ -44,11 +44,7 @@ from dataclasses import replace
 
 from engine.domain.clock import Clock
 from engine.domain.errors import Category, ScalebotError
-from engine.domain.operation import (
-    Operation,
-    OpState,
-    ProgressEvent,
-)
+from engine.domain.operation import Operation, OpState, ProgressEvent
 from engine.drain.concurrency import AdaptiveGate, AimdController, AimdSettings
 from engine.drain.pod_feed import PodFeed
 from engine.kube.api import KubeApi, RateLimitedApi
@@ -73,7 +69,8 @@ __all__ = [
     "StepResult",
     "runner_identity",
 ]
-"""Also the values the runner's callers build it from (defined beside the steps that read them)."""
+"""ClusterHandle, RunnerSettings and StepResult are defined in `engine.operations.steps.context`, beside
+the steps that read them, and exported here too: the runner's callers build it from them."""
 
 log = logging.getLogger(__name__)
 
