@@ -18,6 +18,7 @@ speed target. Modules:
   scenarios  one function per scenario run, returning plain result records
   report     rows, the printed table and docs/benchmarks.md
   runner     the command line (`python -m tests.bench`)
+  soak       a randomized soak with the stateful test's invariants (`python -m tests.bench.soak`)
 
 and, apart from the control plane, `drain_client` (the drain's client CPU per eviction and
 evictions in flight against a local TLS stub, two trees side by side).
