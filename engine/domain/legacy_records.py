@@ -1,6 +1,6 @@
 """Operation progress and summaries as schema 3 and older stored them (free-form JSON objects).
 
-Pure. `engine.store.database` reads every operation row through these once, when it opens a database of an
+Pure. `engine.store.migrations` reads every operation row through these once, when it opens a database of an
 older schema, and writes the typed records back; nothing else reads the old shape. Lenient on
 purpose: a key that is missing or of an unexpected type reads as its default, never as an error,
 so no old row stops a database from opening.

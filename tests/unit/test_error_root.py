@@ -48,7 +48,7 @@ def test_every_exception_in_engine_and_bot_derives_from_the_root_and_names_a_cat
     names = {f"{c.__module__}.{c.__qualname__}" for c in classes}
     # The walk reaches the exceptions of every layer (or it proves nothing).
     assert {
-        "engine.store.database.LockConflict",
+        "engine.store.claims.LockConflict",
         "engine.kube.errors.TransportError",
         "engine.pools.base.PoolNotFound",
         "bot.config.settings.SettingsError",

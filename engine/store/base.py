@@ -1,0 +1,99 @@
+"""What every part of the store shares: the connection, its lock, the write transaction and the
+store's error."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import sqlite_utils
+
+from engine.domain.errors import Category, ScalebotError
+
+log = logging.getLogger("engine.store.database")
+"""The store's one logger, named as before its split, so log filters and audit-head readers keep working."""
+
+
+class StoreError(ScalebotError, RuntimeError):
+    """The database cannot be opened or written; the message says what to do."""
+
+    category = Category.CONFIGURATION
+
+
+_DAMAGED = (
+    "move it aside, keeping it for recovery (`sqlite3 FILE .recover`), and start again with a new "
+    "file; sizes to restore are also on the pool objects, so wake still works"
+)
+
+
+def _space_hint(path: str) -> str:
+    """ "; only N KiB free on its disk" when the disk holding `path` is (nearly) full."""
+    try:
+        free = shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free
+    except OSError:
+        return ""
+    return f"; only {free // 1024} KiB free on its disk" if free < 1024 * 1024 else ""
+
+
+class StoreBase:
+    """The state each part of `Store` works on (set by `Store.__init__`) and the one write
+    transaction they all take."""
+
+    path: str
+    db: sqlite_utils.Database
+    _conn: sqlite3.Connection
+    _lock: threading.RLock
+    _pending_heads: list[tuple[int, str]]
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self._lock:
+            if self._conn.in_transaction:  # nested: join the outer transaction
+                yield
+                return
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                raise StoreError(
+                    f"the database {self.path} is locked by another process or unwritable ({exc})"
+                    f"{_space_hint(self.path)}: is another scalebot using this file?"
+                ) from exc
+            self._pending_heads.clear()
+            try:
+                yield
+            except sqlite3.OperationalError as exc:  # e.g. disk full: SQLite has rolled back already
+                self._rollback()
+                raise StoreError(
+                    f"cannot write the database {self.path}: {exc}{_space_hint(self.path)}"
+                ) from exc
+            except BaseException:
+                self._rollback()
+                raise
+            try:
+                self._conn.execute("COMMIT")
+            except sqlite3.OperationalError as exc:
+                self._rollback()
+                raise StoreError(
+                    f"cannot write the database {self.path}: {exc}{_space_hint(self.path)}"
+                ) from exc
+            self._log_heads()
+
+    def _log_heads(self) -> None:
+        """Publish the committed audit rows' hashes outside the file: `verify-audit --expect-head`
+        checks a kept line against it. Only committed rows: a rolled-back one never existed."""
+        for row_id, digest in self._pending_heads:
+            log.info(
+                "audit head %s (row %d)", digest, row_id, extra={"audit_row": row_id, "audit_head": digest}
+            )
+        self._pending_heads.clear()
+
+    def _rollback(self) -> None:
+        # After SQLITE_FULL and some I/O errors SQLite has already rolled back; a second ROLLBACK
+        # would raise "no transaction is active" and hide the real error.
+        if self._conn.in_transaction:
+            self._conn.execute("ROLLBACK")
