@@ -143,7 +143,11 @@ class PodInfo:
             created_at=parse_time(meta.get("creationTimestamp")),
             cpu_request_milli=cpu,
             memory_request_bytes=memory,
-            unscheduled_reason=_unscheduled_reason(status.get("conditions") or ()),
+            unscheduled_reason=unscheduled_reason(
+                (c.get("type"), c.get("status"), c.get("reason"), c.get("message"))
+                for c in status.get("conditions") or ()
+                if isinstance(c, Mapping)
+            ),
             local_volumes=tuple(
                 str(v.get("name") or "")
                 for v in spec.get("volumes") or ()
@@ -157,10 +161,12 @@ UNSCHEDULED_REASON_CHARS = 300
 """A scheduler's message names every node group it tried; the report needs its first lines."""
 
 
-def _unscheduled_reason(conditions: Iterable[Any]) -> str:
-    for cond in conditions:
-        if isinstance(cond, Mapping) and cond.get("type") == "PodScheduled" and cond.get("status") == "False":
-            reason, message = str(cond.get("reason") or ""), str(cond.get("message") or "")
+def unscheduled_reason(conditions: Iterable[tuple[Any, Any, Any, Any]]) -> str:
+    """The pod's PodScheduled=False reason and message, from its (type, status, reason, message)
+    conditions; "" when it has none."""
+    for kind, status, reason_value, message_value in conditions:
+        if kind == "PodScheduled" and status == "False":
+            reason, message = str(reason_value or ""), str(message_value or "")
             text = f"{reason}: {message}" if reason and message else reason or message or "not scheduled"
             return text[:UNSCHEDULED_REASON_CHARS]
     return ""

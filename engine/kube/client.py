@@ -237,8 +237,8 @@ class KubeClient:
     def list_pods(self, *, node_names: Collection[str] | None = None) -> list[PodInfo]:
         if node_names is None:
             call = self._core.list_pod_for_all_namespaces
-            # Pods are the one big list: decoded into the fields PodInfo reads (engine.kube.projection).
-            return self.list_raw("pods", call, PodInfo.from_raw, decode=projection.decode_pod_list)
+            # Pods are the one big list: decoded straight into PodInfo (engine.kube.projection).
+            return self._list_pages("pods", call, _same, decode=_pod_page)[0]
         if not node_names:
             return []
         return self.list_pods_at(node_names=node_names).pods
@@ -248,9 +248,9 @@ class KubeClient:
         pods, resource_version = self._list_pages(
             "pods",
             self._core.list_pod_for_all_namespaces,
-            PodInfo.from_raw,
+            _same,
             keep=keep,
-            decode=projection.decode_pod_list,
+            decode=_pod_page,
             field_selector=selector,
         )
         return PodListing(pods=pods, resource_version=resource_version)
@@ -483,9 +483,9 @@ class KubeClient:
         self,
         resource: str,
         call: Callable[..., Any],
-        parse: Callable[[RawObject], T],
+        parse: Callable[[Any], T],
         *,
-        keep: Callable[[RawObject], bool] | None = None,
+        keep: Callable[[Any], bool] | None = None,
         decode: Callable[[bytes], Any] = orjson.loads,
         **params: Any,
     ) -> tuple[list[T], str]:
@@ -758,7 +758,7 @@ class PodWatch:
     resourceVersion on.
     """
 
-    def __init__(self, response: Any, keep: Callable[[RawObject], bool] | None) -> None:
+    def __init__(self, response: Any, keep: Callable[[PodInfo], bool] | None) -> None:
         self._response = response
         self._keep = keep
         self._closed = threading.Event()
@@ -793,23 +793,23 @@ class PodWatch:
 
     def _event(self, line: bytes) -> PodEvent:
         try:
-            kind, raw = projection.decode_watch_event(line)
+            kind, pod, raw = projection.decode_watch_event(line)
         except projection.ProjectionError as exc:
             raise errors.TransportError(message=f"watch pods: unreadable event: {exc}") from exc
-        if kind == "ERROR":
+        if pod is None:
             # 410 Gone: the resourceVersion was compacted away; the caller lists afresh.
             raise errors.error_from_status(int(raw.get("code") or 500), raw)
-        version = str((raw.get("metadata") or {}).get("resourceVersion") or "")
+        version = str(raw.get("resourceVersion") or "")
         event_type = _POD_EVENT_TYPES.get(kind)
-        if event_type is None or (self._keep is not None and not self._keep(raw)):
+        if event_type is None or (self._keep is not None and not self._keep(pod)):
             return PodEvent(type="BOOKMARK", pod=None, resource_version=version)
-        return PodEvent(type=event_type, pod=PodInfo.from_raw(raw), resource_version=version)
+        return PodEvent(type=event_type, pod=pod, resource_version=version)
 
 
 _POD_EVENT_TYPES: dict[str, PodEventType] = {"ADDED": "ADDED", "MODIFIED": "MODIFIED", "DELETED": "DELETED"}
 
 
-def _bound_to(node_names: Collection[str]) -> tuple[str, Callable[[RawObject], bool] | None]:
+def _bound_to(node_names: Collection[str]) -> tuple[str, Callable[[PodInfo], bool] | None]:
     """The field selector for the pods bound to `node_names`, and the filter the server cannot do.
 
     Pod field selectors take only `=`, `==` and `!=` (no set of values): one node is selected by
@@ -823,7 +823,18 @@ def _bound_to(node_names: Collection[str]) -> tuple[str, Callable[[RawObject], b
     if len(wanted) == 1:
         (node,) = wanted
         return f"spec.nodeName={node}", None
-    return "spec.nodeName!=", lambda raw: (raw.get("spec") or {}).get("nodeName") in wanted
+    return "spec.nodeName!=", lambda pod: pod.node_name in wanted
+
+
+def _pod_page(data: bytes) -> RawObject:
+    """A pod list page in the shape `_list_pages` reads, its items already PodInfo."""
+    page = projection.decode_pod_page(data)
+    meta = {"continue": page.continue_token, "resourceVersion": page.resource_version}
+    return {"metadata": meta, "items": page.items}
+
+
+def _same(pod: PodInfo) -> PodInfo:
+    return pod
 
 
 def configuration_from_text(text: str, *, where: str) -> Any:

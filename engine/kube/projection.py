@@ -3,13 +3,14 @@
 A pod's JSON is ~3.7 KB, of which `PodInfo.from_raw` reads a tenth. Parsing a 30,000-pod listing
 (110 MB) into Python dicts creates millions of objects and took longer than the API server took
 to send it; msgspec decodes into the Structs below and skips every other field without creating
-an object for it. The Structs are converted back to plain dicts of the same shape
-(`msgspec.to_builtins`, defaults omitted), so `PodInfo.from_raw` stays the one mapping from the
-API's JSON to scalebot's model, whichever way the JSON was parsed.
+an object for it. Pages and watch events are then built into `PodInfo` straight from the
+Structs (`pod_info`): going back to dicts first (`msgspec.to_builtins`) and through
+`PodInfo.from_raw` cost as much again as the decode itself at 30,000 pods (docs/benchmarks.md).
 
-Every field `PodInfo.from_raw` reads must be declared here; tests/unit/engine/test_projection.py
-checks that a pod decoded both ways gives the same PodInfo. Leaves are typed `Any`, so a value of
-an unexpected type is passed on for `from_raw` to judge instead of failing the whole page.
+`pod_info` is the same mapping as `PodInfo.from_raw`, field for field, including how it treats a
+missing key and a JSON null alike; tests/unit/engine/test_projection.py checks that a pod decoded
+both ways gives the same PodInfo. Leaves are typed `Any`, so a value of an unexpected type is
+passed on to the same parsers `from_raw` uses instead of failing the whole page.
 """
 
 # The field names are the API's JSON keys (msgspec matches them by name): mixedCase on purpose.
@@ -17,12 +18,23 @@ an unexpected type is passed on for `from_raw` to judge instead of failing the w
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
 from engine.domain.errors import Category, ScalebotError
-from engine.domain.model import RawObject
+from engine.domain.model import (
+    DEFAULT_TERMINATION_GRACE_SECONDS,
+    OwnerRef,
+    PodInfo,
+    RawObject,
+    parse_cpu_milli,
+    parse_quantity,
+    parse_time,
+    unscheduled_reason,
+)
 
 
 class _Base(msgspec.Struct, omit_defaults=True):
@@ -123,25 +135,125 @@ class ProjectionError(ScalebotError, ValueError):
     category = Category.TRANSIENT
 
 
-def decode_pod_list(data: bytes) -> RawObject:
-    """A PodList page as `{"metadata": {"continue": …}, "items": [pod dicts]}`, projected."""
+@dataclass(frozen=True, slots=True)
+class PodPage:
+    """One page of a pod list: its pods, and the list's continue token and resourceVersion."""
+
+    items: list[PodInfo]
+    continue_token: str
+    resource_version: str
+
+
+def decode_pod_page(data: bytes) -> PodPage:
+    """A PodList page's JSON, decoded into PodInfo values (nothing else of a pod is kept)."""
     try:
         page = _DECODER.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise ProjectionError(str(exc)) from exc
-    built: RawObject = msgspec.to_builtins(page)
-    return built
+    meta = page.metadata
+    build = _Builder()
+    return PodPage(
+        items=[build.pod_info(pod) for pod in page.items or ()],
+        continue_token=str(meta.continue_ or "") if meta is not None else "",
+        resource_version=str(meta.resourceVersion or "") if meta is not None else "",
+    )
 
 
-def decode_watch_event(line: bytes) -> tuple[str, RawObject]:
-    """One line of a pod watch: its type and its object (a pod projected as above, or for an
-    ERROR event the Status, whole)."""
+def decode_watch_event(line: bytes) -> tuple[str, PodInfo | None, RawObject]:
+    """One line of a pod watch: its type, its pod (None for an ERROR event) and the event's raw
+    part: the Status, whole, for an ERROR; `{"resourceVersion": …}` of the pod otherwise."""
     try:
         event = _EVENT_DECODER.decode(line)
         if event.type == "ERROR":
             status = msgspec.json.decode(event.object)
-            return event.type, status if isinstance(status, dict) else {}
-        built: RawObject = msgspec.to_builtins(_POD_DECODER.decode(event.object))
+            return event.type, None, status if isinstance(status, dict) else {}
+        pod = _POD_DECODER.decode(event.object)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise ProjectionError(str(exc)) from exc
-    return event.type, built
+    version = pod.metadata.resourceVersion if pod.metadata is not None else None
+    return event.type, _Builder().pod_info(pod), {"resourceVersion": str(version or "")}
+
+
+class _Builder:
+    """Builds PodInfo from decoded Structs, as `PodInfo.from_raw` does from dicts.
+
+    The pods of one page repeat the same few quantities and timestamps ("100m", "64Mi", the
+    creation second of a rollout): each distinct string is parsed once per page.
+    """
+
+    __slots__ = ("_cpu", "_memory", "_times")
+
+    def __init__(self) -> None:
+        self._cpu: dict[Any, int] = {}
+        self._memory: dict[Any, int] = {}
+        self._times: dict[Any, Any] = {}
+
+    def pod_info(self, pod: _Pod) -> PodInfo:
+        meta = pod.metadata or _NO_META
+        spec = pod.spec or _NO_SPEC
+        status = pod.status or _NO_STATUS
+        controller = None
+        for ref in meta.ownerReferences or ():
+            if ref.controller:
+                controller = OwnerRef(
+                    kind=_or_empty(ref.kind),
+                    name=_or_empty(ref.name),
+                    uid=_or_empty(ref.uid),
+                    api_version=_or_empty(ref.apiVersion),
+                )
+                break
+        cpu = memory = 0
+        for container in spec.containers or ():
+            requests = container.resources.requests if container.resources is not None else None
+            if requests is not None:
+                cpu += _once(self._cpu, parse_cpu_milli, requests.cpu)
+                memory += _once(self._memory, parse_quantity, requests.memory)
+        grace = spec.terminationGracePeriodSeconds
+        volumes = spec.volumes or ()
+        return PodInfo(
+            namespace=_or_empty(meta.namespace),
+            name=_or_empty(meta.name),
+            uid=_or_empty(meta.uid),
+            node_name=spec.nodeName or "",
+            phase=status.phase or "Pending",
+            labels=meta.labels or {},
+            annotations=meta.annotations or {},
+            controller=controller,
+            has_empty_dir=any(v.emptyDir is not msgspec.UNSET for v in volumes),
+            priority_class=spec.priorityClassName or "",
+            termination_grace_seconds=DEFAULT_TERMINATION_GRACE_SECONDS if grace is None else int(grace),
+            deletion_timestamp=parse_time(meta.deletionTimestamp),
+            finalizers=tuple(meta.finalizers or ()),
+            created_at=_once(self._times, parse_time, meta.creationTimestamp),
+            cpu_request_milli=cpu,
+            memory_request_bytes=memory,
+            unscheduled_reason=unscheduled_reason(
+                (c.type, c.status, c.reason, c.message) for c in status.conditions or ()
+            ),
+            local_volumes=tuple(
+                str(v.name or "")
+                for v in volumes
+                if v.hostPath is not msgspec.UNSET
+                or (v.emptyDir is not msgspec.UNSET and (v.emptyDir or {}).get("medium") != "Memory")
+            ),
+        )
+
+
+_NO_META = _ObjectMeta()
+_NO_SPEC = _PodSpec()
+_NO_STATUS = _PodStatus()
+
+
+def _or_empty(value: Any) -> Any:
+    """`raw.get(key, "")` of `from_raw`: a missing key and a JSON null both read as ""."""
+    return "" if value is None else value
+
+
+def _once(cache: dict[Any, Any], parse: Callable[[Any], Any], value: Any) -> Any:
+    if not isinstance(value, str):
+        return parse(value)
+    try:
+        return cache[value]
+    except KeyError:
+        parsed = cache[value] = parse(value)
+        return parsed

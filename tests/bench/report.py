@@ -216,7 +216,7 @@ def rows(results: Mapping[str, Any], other: Mapping[str, Any] | None = None) -> 
     # A planning run of its own (`--only planning`) replaces the one measured before the zero-scale.
     plan = (runs.get("planning") or {}).get("plan") or (sb or {}).get("plan")
     if "planning" in wanted and plan:
-        out += _plan_rows(plan, full=full)
+        out += _plan_rows(plan, full=full, baseline=(runs.get("planning") or {}).get("plan_baseline"))
     if "memory" in wanted and zero:
         out += _memory_rows(sb or {}, zero, runs.get("kubectl"), full=full)
     if "slack" in wanted:
@@ -598,7 +598,9 @@ def _raw_rows(zero: Mapping[str, Any], runs: Mapping[str, Any]) -> list[Row]:
     return out
 
 
-def _plan_rows(plan: Mapping[str, Any], *, full: bool) -> list[Row]:
+def _plan_rows(
+    plan: Mapping[str, Any], *, full: bool, baseline: Mapping[str, Any] | None = None
+) -> list[Row]:
     s = "planning"
     speedup = _div(plan["models_median"], plan["plan_median"])
     scope = "" if full else " (targets are for 30,000 pods)"
@@ -623,6 +625,23 @@ def _plan_rows(plan: Mapping[str, Any], *, full: bool) -> list[Row]:
                 else []
             ),
             Row(s, "  PodInfo built from the parsed JSON", seconds(a["podinfo_seconds"])),
+            *(
+                [
+                    Row(
+                        s,
+                        "  the pages decoded straight into PodInfo (what list_pods does now)",
+                        seconds(a["typed_seconds"]),
+                    ),
+                    Row(
+                        s,
+                        f"  the same pods listed by namespace, {a['namespace_streams']:.0f} at a time "
+                        "(server's answer, pages of 500)",
+                        seconds(a["server_namespaces_seconds"]),
+                    ),
+                ]
+                if "typed_seconds" in a
+                else []
+            ),
             Row(
                 s,
                 "best ratio any client could reach against the models (their time / the server's answer)",
@@ -657,6 +676,27 @@ def _plan_rows(plan: Mapping[str, Any], *, full: bool) -> list[Row]:
             _at_least(speedup, 5.0),
         ),
         *anatomy,
+        *(_baseline_plan_rows(baseline) if baseline else []),
+    ]
+
+
+def _baseline_plan_rows(baseline: Mapping[str, Any]) -> list[Row]:
+    """The same planning measured with another checkout's code, on the same cluster right after."""
+    s = "planning"
+    a = baseline.get("anatomy") or {}
+    return [
+        Row(s, "the code before (`--plan-baseline-tree`): `plan zero`", seconds(baseline["plan_median"])),
+        Row(
+            s,
+            "  its snapshot / plan_operation",
+            seconds(baseline["snapshot_median"]) + " / " + seconds(baseline["plan_operation_median"]),
+        ),
+        Row(s, "  its KubeClient.list_pods", seconds(baseline["raw_list_median"])),
+        *(
+            [Row(s, "  its anatomy: the API server's pages", seconds(a["server_pages_seconds"]))]
+            if "server_pages_seconds" in a
+            else []
+        ),
     ]
 
 

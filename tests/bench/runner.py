@@ -124,6 +124,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--plan-rounds", type=int, default=3)
     parser.add_argument(
+        "--plan-baseline-tree",
+        type=Path,
+        help="with --only planning: also measure the planning of this source tree (another commit, "
+        "e.g. from `git archive`) on the same cluster, right after",
+    )
+    parser.add_argument(
         "--scalebot-qps",
         action="append",
         type=float,
@@ -239,6 +245,7 @@ def run_all(
     raw: Sequence[str] | None = None,
     raw_sample: int | None = None,
     plan_rounds: int = 3,
+    plan_baseline_tree: Path | None = None,
     checkpoint: Path | None = None,
     only: Sequence[str] = (),
     kubectl_parallel: Sequence[str] | None = None,
@@ -326,7 +333,12 @@ def run_all(
                 ),
             )
     if "planning" in only:  # explicit only: planning is otherwise measured in the scalebot run
-        attempt("planning", lambda: scenarios.run_planning(size, echo=echo, plan_rounds=plan_rounds))
+        attempt(
+            "planning",
+            lambda: scenarios.run_planning(
+                size, echo=echo, plan_rounds=plan_rounds, baseline_tree=plan_baseline_tree
+            ),
+        )
     if sample:
         # A run of its own: the sampler's CPU on this machine's two cores slows the run it watches.
         attempt(
@@ -380,6 +392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raw=args.raw,
         raw_sample=args.raw_sample if args.raw_sample is not None else DEFAULT_RAW_SAMPLE[size.name],
         plan_rounds=args.plan_rounds,
+        plan_baseline_tree=args.plan_baseline_tree,
         checkpoint=args.json.with_suffix(".partial.json") if args.json is not None else None,
         only=args.only,
         kubectl_parallel=args.kubectl_parallel,

@@ -69,10 +69,12 @@ def run_child(
     timeout: float,
     workdir: Path,
     on_start: Callable[[int], object] | None = None,
+    tree: Path = REPO_ROOT,
 ) -> tuple[dict[str, Any], int]:
     """Run `tests.bench.child MODE`; return its JSON and its peak RSS (KiB, from wait4).
 
-    `on_start` gets the child's pid as soon as it runs (to attach a sampling profiler)."""
+    `on_start` gets the child's pid as soon as it runs (to attach a sampling profiler); `tree` is
+    the source tree it runs (another checkout measures other code on the same cluster)."""
     out = workdir / f"{mode}.json"
     log = workdir / f"{mode}.log"
     argv = [
@@ -86,9 +88,9 @@ def run_child(
         str(out),
         *args,
     ]
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(tree)}
     with log.open("wb") as sink:
-        proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdout=sink, stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.Popen(argv, cwd=tree, stdout=sink, stderr=subprocess.STDOUT, env=env)
     if on_start is not None:
         on_start(proc.pid)
     status, maxrss = _wait(proc, timeout)
@@ -223,8 +225,11 @@ def run_scalebot(
         return result
 
 
-def run_planning(size: Size, *, echo: Echo, plan_rounds: int = 3) -> dict[str, Any]:
-    """Planning alone on a fresh cluster (the same measurement run_scalebot makes first)."""
+def run_planning(
+    size: Size, *, echo: Echo, plan_rounds: int = 3, baseline_tree: Path | None = None
+) -> dict[str, Any]:
+    """Planning alone on a fresh cluster (the same measurement run_scalebot makes first); with
+    `baseline_tree`, that checkout's planning is measured too, on the same cluster, right after."""
     with fresh_cluster(size, echo=echo) as cluster, tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         echo("planning: plan zero vs generated-model listing ...")
         plan, _ = run_child(
@@ -234,7 +239,19 @@ def run_planning(size: Size, *, echo: Echo, plan_rounds: int = 3) -> dict[str, A
             timeout=3600,
             workdir=Path(tmp),
         )
-        return {"size": size.name, "populate": populate_figures(cluster), "plan": plan}
+        result = {"size": size.name, "populate": populate_figures(cluster), "plan": plan}
+        if baseline_tree is not None:
+            echo(f"planning: the same, with the code in {baseline_tree} ...")
+            (Path(tmp) / "baseline").mkdir()
+            result["plan_baseline"], _ = run_child(
+                "plan",
+                cluster.cp.scalebot_kubeconfig,
+                ["--rounds", str(plan_rounds)],
+                timeout=3600,
+                workdir=Path(tmp) / "baseline",
+                tree=baseline_tree,
+            )
+        return result
 
 
 def _slack_server() -> Any:

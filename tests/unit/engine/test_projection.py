@@ -1,4 +1,4 @@
-"""engine.kube.projection: a pod decoded into the projected fields gives the same PodInfo."""
+"""engine.kube.projection: a pod decoded straight into PodInfo gives what PodInfo.from_raw gives."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 import pytest
 
-from engine.domain.model import PodInfo
+from engine.domain.model import OwnerRef, PodInfo
 from engine.kube import projection
 
 FULL_POD: dict[str, Any] = {
@@ -51,55 +51,137 @@ def page(*pods: dict[str, Any], token: str | None = None) -> bytes:
     return orjson.dumps({"kind": "PodList", "apiVersion": "v1", "metadata": meta, "items": list(pods)})
 
 
-@pytest.mark.parametrize(
-    "pod",
-    [
-        FULL_POD,
-        {"metadata": {"name": "bare", "namespace": "ns", "uid": "u"}},
-        {
-            "metadata": {"name": "odd", "namespace": "ns", "uid": "u"},
-            "spec": {"terminationGracePeriodSeconds": None},
+ODD_PODS: list[dict[str, Any]] = [
+    {"metadata": {"name": "bare", "namespace": "ns", "uid": "u"}},
+    {
+        "metadata": {"name": "odd", "namespace": "ns", "uid": "u"},
+        "spec": {"terminationGracePeriodSeconds": None},
+    },
+    {
+        "metadata": {"name": "nulls", "namespace": "ns", "uid": "u", "labels": None},
+        "spec": {"volumes": None},
+    },
+    {"metadata": None, "spec": None, "status": None},
+    {
+        # Every kind of volume the local-storage rule reads, and the scheduler's complaint.
+        "metadata": {
+            "name": "vols",
+            "namespace": "ns",
+            "uid": "u",
+            "creationTimestamp": "2026-03-27T19:00:05Z",
         },
-        {
-            "metadata": {"name": "nulls", "namespace": "ns", "uid": "u", "labels": None},
-            "spec": {"volumes": None},
+        "spec": {
+            "volumes": [
+                {"name": "host", "hostPath": {"path": "/var"}},
+                {"name": "mem", "emptyDir": {"medium": "Memory"}},
+                {"name": "disk", "emptyDir": {"medium": ""}},
+                {"name": "nul", "emptyDir": None},
+                {"hostPath": None},
+                {"name": "cfg", "configMap": {"name": "c"}},
+            ],
         },
-    ],
-)
-def test_projected_and_full_decoding_give_the_same_pod_info(pod: dict[str, Any]) -> None:
-    projected = projection.decode_pod_list(page(pod))
-    (item,) = projected["items"]
-    assert PodInfo.from_raw(item) == PodInfo.from_raw(orjson.loads(orjson.dumps(pod)))
+        "status": {
+            "phase": "Pending",
+            "conditions": [
+                {"type": "Ready", "status": "False"},
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "0/3 nodes",
+                },
+            ],
+        },
+    },
+    {
+        "metadata": {"name": "unsched", "namespace": "ns", "uid": "u"},
+        "status": {"conditions": [{"type": "PodScheduled", "status": "False"}]},
+    },
+]
 
 
-def test_the_rest_of_the_pod_is_dropped_and_the_continue_token_kept() -> None:
-    projected = projection.decode_pod_list(page(FULL_POD, token="tok-2"))
+@pytest.mark.parametrize("pod", [FULL_POD, *ODD_PODS])
+def test_typed_decoding_and_from_raw_give_the_same_pod_info(pod: dict[str, Any]) -> None:
+    (item,) = projection.decode_pod_page(page(pod)).items
+    assert item == PodInfo.from_raw(orjson.loads(orjson.dumps(pod)))
+
+
+def test_a_page_keeps_its_order_its_continue_token_and_resource_version() -> None:
+    pods = [FULL_POD, *ODD_PODS]
+    decoded = projection.decode_pod_page(page(*pods, token="tok-2"))
     # The resourceVersion is kept too: the drain's pod watch resumes from it.
-    assert projected["metadata"] == {"continue": "tok-2", "resourceVersion": "9"}
-    (item,) = projected["items"]
-    assert "managedFields" not in item["metadata"] and "tolerations" not in item["spec"]
-    assert item["spec"]["volumes"] == [{"name": "cfg"}, {"name": "tmp", "emptyDir": {}}]
-    assert projection.decode_pod_list(page())["items"] == []
+    assert (decoded.continue_token, decoded.resource_version) == ("tok-2", "9")
+    assert decoded.items == [PodInfo.from_raw(p) for p in pods]
+    assert projection.decode_pod_page(page()).items == []
+    assert projection.decode_pod_page(page()).continue_token == ""
+
+
+def test_pods_sharing_quantities_and_timestamps_each_get_their_own_values() -> None:
+    # Parsed strings are reused within a page: the values must still be each pod's own.
+    first = {**FULL_POD, "metadata": {**FULL_POD["metadata"], "creationTimestamp": "2026-03-27T19:00:05Z"}}
+    second = {**FULL_POD, "metadata": {**FULL_POD["metadata"], "creationTimestamp": "2026-03-28T07:00:00Z"}}
+    a, b, c = projection.decode_pod_page(page(first, second, first)).items
+    assert a.created_at is not None and b.created_at is not None and a.created_at < b.created_at
+    assert a == c == PodInfo.from_raw(first) and b == PodInfo.from_raw(second)
+    assert a.cpu_request_milli == 250 and a.memory_request_bytes == 64 * 2**20
+
+
+def test_json_nulls_read_as_missing_keys() -> None:
+    # As the projection always did: a null where from_raw reads `get(key, "")` gives "", not None.
+    pod: dict[str, Any] = {
+        # JSON nulls where from_raw reads `get(key, "")`, a controller reference with holes.
+        "metadata": {
+            "name": None,
+            "namespace": None,
+            "uid": None,
+            "finalizers": None,
+            "ownerReferences": [{"controller": True, "kind": None, "name": "rs", "uid": None}],
+        },
+        "spec": {
+            "nodeName": None,
+            "priorityClassName": None,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {"resources": None},
+                {"resources": {"requests": None}},
+                {"resources": {"requests": {"cpu": 2, "memory": 1024}}},
+                {"resources": {"requests": {"cpu": "1.5", "memory": "1Gi"}}},
+                {"resources": {"requests": {"cpu": "bogus", "memory": "1e3"}}},
+            ],
+        },
+        "status": {"phase": None, "conditions": None},
+    }
+    (item,) = projection.decode_pod_page(page(pod)).items
+    assert item == PodInfo(
+        namespace="",
+        name="",
+        uid="",
+        phase="Pending",
+        controller=OwnerRef(kind="", name="rs", uid=""),
+        termination_grace_seconds=0,
+        cpu_request_milli=2000 + 1500,
+        memory_request_bytes=1024 + 2**30 + 1000,
+    )
 
 
 @pytest.mark.parametrize("data", [b"", b"{", b'{"items": 3}', b"[1, 2]", b'{"items": [{"spec": []}]}'])
 def test_garbled_answers_raise_a_projection_error(data: bytes) -> None:
     with pytest.raises(projection.ProjectionError):
-        projection.decode_pod_list(data)
+        projection.decode_pod_page(data)
 
 
-def test_a_watch_event_carries_its_type_and_the_projected_pod() -> None:
+def test_a_watch_event_carries_its_type_the_pod_and_its_resource_version() -> None:
     line = orjson.dumps({"type": "MODIFIED", "object": FULL_POD})
-    kind, raw = projection.decode_watch_event(line)
+    kind, pod, raw = projection.decode_watch_event(line)
     assert kind == "MODIFIED"
-    assert PodInfo.from_raw(raw) == PodInfo.from_raw(FULL_POD)
-    assert "managedFields" not in raw["metadata"]
+    assert pod == PodInfo.from_raw(FULL_POD)
+    assert raw == {"resourceVersion": "123"}
 
 
 def test_a_watch_error_event_is_the_status_whole() -> None:
     status = {"kind": "Status", "status": "Failure", "code": 410, "reason": "Expired", "message": "too old"}
-    kind, raw = projection.decode_watch_event(orjson.dumps({"type": "ERROR", "object": status}))
-    assert (kind, raw) == ("ERROR", status)
+    kind, pod, raw = projection.decode_watch_event(orjson.dumps({"type": "ERROR", "object": status}))
+    assert (kind, pod, raw) == ("ERROR", None, status)
 
 
 @pytest.mark.parametrize("line", [b"", b"{", b'{"type": "ADDED", "object": {"spec": []}}'])
