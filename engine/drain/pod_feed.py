@@ -45,7 +45,11 @@ class PodFeed:
         *,
         on_change: Callable[[], None] | None = None,
         name: str = "pod-watch",
+        seed: PodListing | None = None,
     ) -> None:
+        """`seed`: these nodes' pods listed just before (the plan's listing), with the listing's
+        resourceVersion: the first read starts from it and the watch from its resourceVersion
+        (replaying every change since), instead of listing the pods a second time."""
         self._api = api
         self._nodes = frozenset(nodes)
         self._on_change = on_change
@@ -58,6 +62,7 @@ class PodFeed:
         self._generation = 0
         self._stream: PodEventStream | None = None
         self._thread: threading.Thread | None = None
+        self._seed = seed if seed is not None and seed.resource_version else None
         self.listings = 0
         """Listings made (the first, one per pass while the watch was down, one per 410)."""
         self.watches = 0
@@ -88,9 +93,13 @@ class PodFeed:
             watching = not self._closed and self.breaks < MAX_BREAKS
         if not watching:
             return api.list_pods(node_names=wanted)
-        listing = api.list_pods_at(node_names=self._nodes)
         with self._lock:
-            self.listings += 1
+            listing, self._seed = self._seed, None
+        if listing is None:
+            listing = api.list_pods_at(node_names=self._nodes)
+            with self._lock:
+                self.listings += 1
+        with self._lock:
             if not self._closed:
                 self._replace(listing)
                 self._generation += 1

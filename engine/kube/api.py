@@ -161,8 +161,9 @@ class PodWatchApi(Protocol):
     Only the real client implements it; the drain lists on every pass with any other adapter.
     """
 
-    def list_pods_at(self, *, node_names: Collection[str]) -> PodListing:
-        """Like `KubeApi.list_pods(node_names=...)`, with the listing's resourceVersion."""
+    def list_pods_at(self, *, node_names: Collection[str] | None) -> PodListing:
+        """Like `KubeApi.list_pods(node_names=...)`, with the listing's resourceVersion (None:
+        every pod, bound or not)."""
         ...
 
     def watch_pods(self, *, node_names: Collection[str], resource_version: str) -> PodEventStream:

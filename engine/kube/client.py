@@ -235,15 +235,16 @@ class KubeClient:
         return NodeInfo.from_raw(self.read_json("get", "nodes", self._core.read_node, name))
 
     def list_pods(self, *, node_names: Collection[str] | None = None) -> list[PodInfo]:
-        if node_names is None:
-            call = self._core.list_pod_for_all_namespaces
-            # Pods are the one big list: decoded straight into PodInfo (engine.kube.projection).
-            return self._list_pages("pods", call, _same, decode=_pod_page)[0]
-        if not node_names:
+        if node_names is not None and not node_names:
             return []
         return self.list_pods_at(node_names=node_names).pods
 
-    def list_pods_at(self, *, node_names: Collection[str]) -> PodListing:
+    def list_pods_at(self, *, node_names: Collection[str] | None) -> PodListing:
+        if node_names is None:
+            call = self._core.list_pod_for_all_namespaces
+            # Pods are the one big list: decoded straight into PodInfo (engine.kube.projection).
+            pods, version = self._list_pages("pods", call, _same, decode=_pod_page)
+            return PodListing(pods=pods, resource_version=version)
         selector, keep = _bound_to(node_names)
         pods, resource_version = self._list_pages(
             "pods",

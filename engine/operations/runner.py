@@ -44,10 +44,11 @@ from dataclasses import replace
 
 from engine.domain.clock import Clock
 from engine.domain.errors import Category, ScalebotError
+from engine.domain.model import PodInfo
 from engine.domain.operation import Operation, OpState, ProgressEvent
 from engine.drain.concurrency import AdaptiveGate, AimdController, AimdSettings
 from engine.drain.pod_feed import PodFeed
-from engine.kube.api import KubeApi, RateLimitedApi
+from engine.kube.api import KubeApi, PodListing, RateLimitedApi
 from engine.operations import log_context
 from engine.operations.fence import FencedKubeApi, FencedPools, FencedWorkloadApi
 from engine.operations.flows import first_step, step_after
@@ -74,6 +75,10 @@ the steps that read them, and exported here too: the runner's callers build it f
 
 log = logging.getLogger(__name__)
 
+OFFERED_PODS_MAX_AGE = 60.0
+"""How old a plan's pod listing may be for a drain's pod feed to start from it (`Runner.offer_pods`):
+the watch replays every change since, so an older one is still right, but the first pass would act
+on pods that old (and a resourceVersion older than the API server keeps answers 410: a relist)."""
 STEP_RETRY_SECONDS = 5.0
 STEP_RETRY_CAP_SECONDS = 15.0
 RETRIED = frozenset({Category.CLUSTER, Category.TRANSIENT})
@@ -150,6 +155,9 @@ class Runner:
         """Per operation: set to end its wait between steps early (a cancel, or its pod feed)."""
         self._feeds: dict[str, PodFeed] = {}
         """Per draining operation: the pods of its nodes, kept current by a watch."""
+        self._offered: dict[str, tuple[frozenset[str], PodListing, float]] = {}
+        """Per cluster: the pods of the nodes its last plan drains, with the listing's
+        resourceVersion and when it was taken (`offer_pods`)."""
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._idle = threading.Condition(self._lock)
@@ -431,14 +439,36 @@ class Runner:
         """The executor the adaptive eviction limit draws from; None when the settings turn it off."""
         return self._adaptive_pool
 
-    def pod_feed(self, op_id: str, api: KubeApi, nodes: Collection[str]) -> PodFeed:
-        """The operation's pod feed for these nodes (a new one when the nodes changed)."""
+    def offer_pods(
+        self, cluster: str, nodes: Collection[str], pods: Collection[PodInfo], resource_version: str
+    ) -> None:
+        """A plan's pod listing, for the pod feed of a drain that starts soon after (`pod_feed`):
+        it starts from these pods and watches from `resource_version` instead of listing again.
+        Only the pods of the nodes the plan drains are kept."""
+        if not resource_version or not nodes:
+            return
+        wanted = frozenset(nodes)
+        listing = PodListing(
+            pods=[p for p in pods if p.node_name in wanted], resource_version=resource_version
+        )
+        with self._lock:
+            self._offered[cluster] = (wanted, listing, self.clock.monotonic())
+
+    def pod_feed(self, op_id: str, api: KubeApi, nodes: Collection[str], *, cluster: str = "") -> PodFeed:
+        """The operation's pod feed for these nodes (a new one when the nodes changed); a new one
+        starts from the cluster's offered listing when that covers the nodes and is recent."""
         with self._lock:
             feed = self._feeds.get(op_id)
             if feed is not None and feed.nodes == frozenset(nodes):
                 return feed
             wake = self._wakes.get(op_id) or threading.Event()
-            self._feeds[op_id] = PodFeed(api, nodes, on_change=wake.set, name=f"pod-watch-{op_id}")
+            offered = self._offered.pop(cluster, None)
+            seed = None
+            if offered is not None:
+                covered, listing, taken_at = offered
+                if frozenset(nodes) <= covered and self.clock.monotonic() - taken_at <= OFFERED_PODS_MAX_AGE:
+                    seed = listing
+            self._feeds[op_id] = PodFeed(api, nodes, on_change=wake.set, name=f"pod-watch-{op_id}", seed=seed)
         if feed is not None:
             feed.close()
         return self._feeds[op_id]

@@ -33,7 +33,7 @@ from engine.domain.operation import (
 )
 from engine.domain.reasons import AlreadyDecided, Busy, NeedsApprovalInstead, Reason, UnknownOperation
 from engine.drain import passes as drain
-from engine.kube.api import SchedulingApi
+from engine.kube.api import KubeApi, PodListing, PodWatchApi, SchedulingApi
 from engine.kube.errors import KubeError
 from engine.operations import policy
 from engine.operations.observers import ProgressListeners
@@ -233,6 +233,8 @@ class Operations:
             planned = planning.plan_operation(req.kind, target, snap, now=self.clock.now())
         except (planning.PlanError, PoolNotFound) as exc:
             raise UserError(str(exc)) from exc
+        # The drain that may follow starts its pod feed from this listing, not a second one.
+        self.runner.offer_pods(handle.name, planned.nodes, snap.pods, snap.pods_resource_version)
         # Why a scale-up needs approval is said on the card (warnings are not part of the plan hash).
         ceiling = policy.beyond_ceiling(self.policies[handle.name], planned)
         return replace(planned, warnings=(*ceiling, *planned.warnings)) if ceiling else planned
@@ -245,7 +247,7 @@ class Operations:
         """
         api = handle.api
         with ThreadPoolExecutor(max_workers=4, thread_name_prefix="snapshot") as listings:
-            pods = listings.submit(api.list_pods)
+            pods = listings.submit(_pod_listing, api)
             nodes = listings.submit(api.list_nodes)
             pdbs = listings.submit(api.list_pdbs)
             daemonset_keys = listings.submit(api.list_daemonset_keys)
@@ -260,8 +262,9 @@ class Operations:
                 cluster=handle.name,
                 pools=tuple(pools),
                 nodes=tuple(nodes.result()),
-                pods=tuple(pods.result()),
+                pods=tuple(pods.result().pods),
                 pdbs=tuple(pdbs.result()),
+                pods_resource_version=pods.result().resource_version,
                 daemonset_keys=daemonset_keys.result(),
                 restore_sizes=restore,
                 workloads_to_sleep=sum(1 for key in to_sleep if not is_owner_key(key)),
@@ -911,6 +914,13 @@ def _scheduling_api(handle: ClusterHandle, what: str) -> SchedulingApi:
             "is not a Kubernetes API server (the simulated cluster cannot be consolidated or advised on)"
         )
     return handle.api
+
+
+def _pod_listing(api: KubeApi) -> PodListing:
+    """Every pod, with the listing's resourceVersion when the adapter can tell it."""
+    if isinstance(api, PodWatchApi):
+        return api.list_pods_at(node_names=None)
+    return PodListing(pods=api.list_pods(), resource_version="")
 
 
 def scheduling_snapshot(handle: ClusterHandle) -> consolidation.SchedulingSnapshot:

@@ -186,6 +186,9 @@ class ClusterSnapshot:
     nodes: tuple[NodeInfo, ...]
     pods: tuple[PodInfo, ...]
     pdbs: tuple[PdbInfo, ...]
+    pods_resource_version: str = ""
+    """The pod listing's resourceVersion ("" when the adapter does not tell): a watch of these
+    pods can start from it (the drain's pod feed, `Runner.offer_pods`)."""
     daemonset_keys: frozenset[str] = frozenset()
     restore_sizes: Mapping[str, int] = field(default_factory=dict)
     """Pool → size recorded before a scale-down (SQLite, else the pool object's annotation)."""

@@ -231,7 +231,7 @@ def measure_feed(size: int) -> dict[str, Any]:
         def list_pods(self, *, node_names: Collection[str] | None = None) -> list[PodInfo]:
             return pods
 
-        def list_pods_at(self, *, node_names: Collection[str]) -> PodListing:
+        def list_pods_at(self, *, node_names: Collection[str] | None) -> PodListing:
             return PodListing(pods=pods, resource_version="1")
 
         def watch_pods(self, *, node_names: Collection[str], resource_version: str) -> Watch:

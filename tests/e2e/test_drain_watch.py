@@ -7,7 +7,8 @@ by a finalizer keeps the drain waiting (passes go on: node listings, no pod list
 drain ends once the watch reports that last pod gone. The fallback to listing
 when the watch breaks is proven through the TCP fault proxy in
 tests/reliability/test_drain_watch_faults.py; the feed's resume/410 logic in
-tests/unit/engine/test_podfeed.py.
+tests/unit/engine/test_podfeed.py. A zero-scale's drain starts its pod watch from the plan's own
+listing (its resourceVersion): the pods are listed once for plan and drain together.
 """
 
 from __future__ import annotations
@@ -16,15 +17,19 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from engine.domain.clock import SystemClock
+from engine.domain.operation import OpKind, OpState
 from engine.drain import driver as drainer
 from engine.drain import filters
+from engine.kube.api import PodListing
 from engine.kube.client import KubeClient
 from localcluster import builders
+from tests.e2e.support import make_ops, pools, request, run
 
 pytestmark = pytest.mark.e2e
 
@@ -104,3 +109,48 @@ def test_pods_are_listed_once_and_watched_however_many_passes_the_drain_takes(
     assert pod_reads / NODES <= 0.5
     # The tail ends with the held pod: the watch's cue, then the settle time.
     assert released_at and ended_at - released_at[0] < SETTINGS.settle.total_seconds() + 5
+
+
+def test_a_zero_scale_drain_watches_from_the_plans_listing_without_listing_again(
+    admin_api: Any,
+    kube: KubeClient,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    pool_key: str,
+    unique_name: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    made = pools(node_pool, pool_key, unique_name, a=2)
+    group = {"scalebot.test/group": unique_name}
+    builders.create_deployment(admin_api, namespace, "web", 4, node_selector=group, grace=1)
+    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    calls: list[tuple[str, Any, str]] = []
+    real_list, real_watch = kube.list_pods_at, kube.watch_pods
+
+    def list_pods_at(*, node_names: Any) -> PodListing:
+        listing = real_list(node_names=node_names)
+        calls.append(
+            ("list", None if node_names is None else tuple(sorted(node_names)), listing.resource_version)
+        )
+        return listing
+
+    def watch_pods(*, node_names: Any, resource_version: str) -> Any:
+        calls.append(("watch", tuple(sorted(node_names)), resource_version))
+        return real_watch(node_names=node_names, resource_version=resource_version)
+
+    monkeypatch.setattr(kube, "list_pods_at", list_pods_at)
+    monkeypatch.setattr(kube, "watch_pods", watch_pods)
+    ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
+    try:
+        op = run(ops, request(OpKind.ZERO, f"{unique_name}-a"))
+    finally:
+        ops.runner.stop()
+    assert op.state is OpState.SUCCEEDED, op.error
+    assert not [n for n in kube.list_nodes() if n.name in made["a"]], "the pool's nodes are gone"
+    # The plan listed every pod; the drain's pod feed started from that listing, not one of its own:
+    # its watch resumes from the plan's resourceVersion. (The cordon step's listing of the emptied
+    # nodes, which records the workloads the sleep displaces, is made after the cordon on purpose.)
+    watches = [c for c in calls if c[0] == "watch"]
+    assert calls[0][:2] == ("list", None), calls
+    assert watches and watches[0][1] == tuple(sorted(made["a"])) and watches[0][2] == calls[0][2], calls

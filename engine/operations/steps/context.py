@@ -134,8 +134,9 @@ class StepContext(Protocol):
         """The executor the adaptive eviction limit draws from; None when the settings turn it off."""
         ...
 
-    def pod_feed(self, op_id: str, api: KubeApi, nodes: Collection[str]) -> PodFeed:
-        """The operation's pod feed for these nodes (a new one when the nodes changed)."""
+    def pod_feed(self, op_id: str, api: KubeApi, nodes: Collection[str], *, cluster: str = "") -> PodFeed:
+        """The operation's pod feed for these nodes (a new one when the nodes changed; it starts
+        from `cluster`'s plan listing when one was offered, see `Runner.offer_pods`)."""
         ...
 
     def eviction_gate(self, h: ClusterHandle) -> AdaptiveGate | None:

@@ -185,7 +185,7 @@ def step_drain(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult:
     # Machines are removed with what is left on them; the thread says so once per pool.
     stopped, reported, timeout_events = _drain_timeouts(op, state.started_at, now)
     nodes = drained_nodes(op)
-    feed = ctx.pod_feed(op.id, h.api, nodes)
+    feed = ctx.pod_feed(op.id, h.api, nodes, cluster=h.name)
     result = drain.run_pass(
         h.api,
         nodes=[n for n in nodes if n not in stopped],

@@ -61,7 +61,7 @@ class ScriptedApi:
         self.plain_lists += 1
         return [p for p in self.listings[-1].pods if node_names is None or p.node_name in node_names]
 
-    def list_pods_at(self, *, node_names: Collection[str]) -> PodListing:
+    def list_pods_at(self, *, node_names: Collection[str] | None) -> PodListing:
         listing = self.listings.pop(0) if len(self.listings) > 1 else self.listings[0]
         return listing
 
@@ -117,6 +117,35 @@ def test_one_listing_then_the_watch_answers_every_pass(api: ScriptedApi) -> None
             feed.pods(["w-1", "w-2"])
         assert feed.listings == 1 and api.plain_lists == 0, "passes read the watch, not the API"
         assert feed.watches == 1
+    finally:
+        feed.close()
+
+
+def test_a_plans_listing_starts_the_feed_without_a_second_listing(api: ScriptedApi) -> None:
+    planned = PodListing(pods=[pod("a"), pod("p", "w-2")], resource_version="7")
+    feed = PodFeed(api, ["w-1", "w-2"], seed=planned)  # type: ignore[arg-type]
+    try:
+        assert {p.name for p in feed.pods(["w-1", "w-2"])} == {"a", "p"}, "the plan's pods, as they were"
+        stream = api.wait_for_watches(1)
+        assert api.watch_versions == ["7"], "the watch replays every change since the plan's listing"
+        stream.script.put(event("ADDED", pod("late"), "8"))
+        stream.script.put(event("DELETED", pod("a"), "9"))
+        until(lambda: {p.name for p in feed.pods(["w-1", "w-2"])} == {"p", "late"}, "the replayed events")
+        assert feed.listings == 0 and api.plain_lists == 0, "no pod listing beyond the plan's"
+    finally:
+        feed.close()
+
+
+def test_a_seed_is_used_once_a_broken_watch_lists_as_before(api: ScriptedApi) -> None:
+    api.refuse_watch = errors.error_from_status(403, {"code": 403, "reason": "Forbidden", "message": "no"})
+    feed = PodFeed(api, ["w-1"], seed=PodListing(pods=[pod("a")], resource_version="7"))  # type: ignore[arg-type]
+    try:
+        feed.pods(["w-1"])
+        api.wait_for_watches(1)
+        until(lambda: not feed.live, "the broken watch")
+        assert {p.name for p in feed.pods(["w-1"])} == {"a", "b"}, "the API's listing, not the seed"
+        api.wait_for_watches(2)
+        assert feed.listings == 1 and api.watch_versions[:2] == ["7", "10"]
     finally:
         feed.close()
 
