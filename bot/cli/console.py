@@ -61,8 +61,8 @@ from engine.domain.announcement import NextEvent
 from engine.domain.clock import Clock, FakeClock, ScaledClock, SystemClock
 from engine.domain.durations import DurationError, parse_duration
 from engine.domain.operation import Operation, OpState
+from engine.domain.settings import RunnerSettings
 from engine.operations.policy import ClusterPolicy, Role
-from engine.operations.runner import RunnerSettings
 from engine.operations.service import Operations, new_operations
 from engine.schedules.service import Schedules
 from engine.store.database import Store

@@ -35,6 +35,7 @@ from engine.domain.durations import DurationError, parse_duration
 from engine.domain.errors import Category, ScalebotError
 from engine.domain.model import NodeInfo, parse_label_selector
 from engine.domain.operation import OperationRequest, OpKind, OpState, Outcome, ProgressEvent, Target
+from engine.domain.settings import ConsolidationPolicy, ConsolidationSettings, DrainSettings, RunnerSettings
 from engine.domain.wake_waves import WakeWaves, WaveSpec
 from engine.drain import driver as drainer
 from engine.drain import filters
@@ -43,7 +44,7 @@ from engine.drain.report import DrainReport
 from engine.kube import errors
 from engine.kube.api import KubeApi
 from engine.operations.policy import ClusterPolicy
-from engine.operations.runner import ClusterHandle, RunnerSettings
+from engine.operations.runner import ClusterHandle
 from engine.operations.service import Operations, UserError, new_operations
 from engine.planning import advice, consolidation
 from engine.planning import preflight as plan
@@ -615,9 +616,7 @@ def cmd_drain(args: argparse.Namespace) -> int:
             [n.name for n in nodes],
             options=options,
             clock=SystemClock(),
-            settings=drainer.DrainSettings(
-                interval=interval, timeout=timeout or None, parallel=args.parallel
-            ),
+            settings=DrainSettings(interval=interval, timeout=timeout or None, parallel=args.parallel),
             on_report=show,
             on_pass=live.on_pass if live is not None else None,
             cancel=cancel,
@@ -845,7 +844,7 @@ def cmd_plan_consolidate(args: argparse.Namespace) -> int:
         pool_minimums={pool.name: pool.min_size for pool in pools},
         daemonset_keys=client.list_daemonset_keys(),
         now=SystemClock().now(),
-        settings=consolidation.ConsolidationSettings(node_grace=grace, max_nodes=args.max_nodes),
+        settings=ConsolidationSettings(node_grace=grace, max_nodes=args.max_nodes),
         notes=consolidation.other_consolidators(client.list_deployment_names()),
     )
     print(json.dumps(result.to_json(), indent=2) if args.output == "json" else result.to_text())
@@ -908,7 +907,7 @@ def confirm(args: argparse.Namespace, plan_text: str, what: str) -> None:
 def cmd_consolidate(args: argparse.Namespace) -> int:
     if args.max_nodes < 1:
         raise CliError("--max-nodes must be at least 1")
-    rules = consolidation.ConsolidationPolicy(
+    rules = ConsolidationPolicy(
         node_grace=_duration(args.node_grace, "--node-grace"),
         max_nodes=args.max_nodes,
         allow_alongside_autoscaler=args.allow_alongside_autoscaler,

@@ -94,11 +94,11 @@ import yaml
 from bot.config import channel_refs, providers
 from engine.domain.durations import DurationError, parse_duration
 from engine.domain.errors import Category, ScalebotError
+from engine.domain.settings import ConsolidationPolicy, ScaleDownRules
 from engine.domain.wake_waves import WakeWaves, WaveSpec
 from engine.drain.report import Style as ReportStyle
 from engine.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 from engine.operations.policy import ClusterPolicy, Role
-from engine.planning.consolidation import ConsolidationPolicy, ScaleDownRules
 from engine.savings.weekly_post import SavingsPostSpec, parse_post_time
 from engine.schedules.calendars import CalendarError, CalendarFile, load_calendar
 from engine.schedules.spec import ScheduleError, parse_zone

@@ -48,10 +48,11 @@ from bot.slack.weekly_post import WeeklySavingsPoster
 from engine.domain.announcement import NextEvent
 from engine.domain.clock import SystemClock
 from engine.domain.errors import Category, ScalebotError
+from engine.domain.settings import RunnerSettings
 from engine.kube import admission
 from engine.kube.events import EventRecorder
 from engine.operations.observers import ProgressListeners
-from engine.operations.runner import ClusterHandle, Runner, RunnerSettings
+from engine.operations.runner import ClusterHandle, Runner
 from engine.operations.service import Operations
 from engine.operations.unattended import CleanupReport, Cycling, EmptyNodeCleaner, Evictor, PolicyLoop
 from engine.schedules.calendars import Calendars

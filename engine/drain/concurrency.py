@@ -36,54 +36,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from engine.domain.settings import AimdSettings
+
 T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class AimdSettings:
-    initial: int = 8
-    minimum: int = 2
-    maximum: int = 64
-    window: int = 16
-    """Answers per judgement (at least the limit in flight: one round of requests)."""
-    backoff: float = 0.5
-    """Multiplicative decrease on a throttle or a latency rise."""
-    latency_rise: float = 3.0
-    """A window whose median latency exceeds the baseline by this factor counts as queueing.
-    Not 2: on the local control plane the bare eviction loop's median went from 162 ms at 8 in
-    flight to 366 ms at 64 while its throughput still grew from 44 to 146 evictions/s
-    (docs/benchmarks.md); a factor of 2 would have held the drain near 32 in flight, at 81 % of that."""
-    slow_start: bool = True
-    """Double (rather than add one) per flat window until the first decrease."""
-    baseline_windows: int = 8
-    """Judged windows the latency baseline is the minimum of (at a limit of 16, some 130 answers,
-    one or two seconds of a drain). Long enough to remember the latency from before a rise that
-    our own growing limit causes (slow start reaches 64 from 16 in two windows); short enough
-    that a server busy for reasons of its own stops holding the limit at its floor within seconds."""
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.minimum <= self.initial <= self.maximum:
-            raise ValueError(
-                f"need 1 <= minimum <= initial <= maximum, got {self.minimum}, {self.initial}, {self.maximum}"
-            )
-        if not 0 < self.backoff < 1 or self.latency_rise <= 1 or self.window < 1 or self.baseline_windows < 1:
-            raise ValueError(
-                "backoff must be in (0, 1), latency_rise above 1, window and baseline_windows at least 1"
-            )
-
-    def bounded(self, maximum: int) -> AimdSettings:
-        """The same settings under a lower ceiling (the client's burst)."""
-        top = max(1, min(self.maximum, maximum))
-        return AimdSettings(
-            initial=min(self.initial, top),
-            minimum=min(self.minimum, top),
-            maximum=top,
-            window=self.window,
-            backoff=self.backoff,
-            latency_rise=self.latency_rise,
-            slow_start=self.slow_start,
-            baseline_windows=self.baseline_windows,
-        )
 
 
 @dataclass(slots=True)

@@ -17,34 +17,19 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from engine.domain.clock import Clock
+from engine.domain.settings import DrainSettings
 from engine.drain import filters
 from engine.drain import passes as drain
-from engine.drain.pacing import PassFacts, PassPacing, next_pass
+from engine.drain.pacing import PassFacts, next_pass
 from engine.drain.pod_feed import PodFeed
 from engine.drain.report import DrainReport
 from engine.kube.api import KubeApi
 
 CANCEL_CHECK_SECONDS = 1.0
 """How often a wait for the next pass looks at the cancel event (it sleeps on the feed's cue)."""
-
-
-@dataclass(frozen=True, slots=True)
-class DrainSettings:
-    interval: timedelta = timedelta(seconds=20)
-    """Longest gap between two passes (Cluster API requeues a drain every 20 s)."""
-    settle: timedelta = timedelta(seconds=5)
-    """An empty listing counts only this long after the last eviction (Karpenter's MinDrainTime)."""
-    timeout: timedelta | None = None
-    """Give up after this long (from the persisted start); None waits for ever, like kubectl."""
-    parallel: int = 16
-    """Evictions in flight at once; the client's rate limiter still applies."""
-
-    @property
-    def pacing(self) -> PassPacing:
-        return PassPacing(interval=self.interval, settle=self.settle)
 
 
 @dataclass(frozen=True, slots=True)

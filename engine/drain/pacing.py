@@ -12,19 +12,12 @@ other operation fails).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
+
+from engine.domain.settings import PassPacing
 
 MIN_WAIT_SECONDS = 0.5
 """Never spin: even when a retry is due now, leave the API server half a second."""
-
-
-@dataclass(frozen=True, slots=True)
-class PassPacing:
-    interval: timedelta = timedelta(seconds=20)
-    """Longest gap between two passes (Cluster API requeues a drain every 20 s)."""
-    settle: timedelta = timedelta(seconds=5)
-    """Nothing left counts only this long after the last eviction (Karpenter's MinDrainTime): a
-    pod bound to a cordoned node by a scheduler race or `spec.nodeName` must be seen first."""
 
 
 @dataclass(frozen=True, slots=True)

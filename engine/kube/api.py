@@ -20,11 +20,6 @@ from typing import Literal, Protocol, runtime_checkable
 
 from engine.domain.model import CordonResult, NodeInfo, PdbInfo, PodInfo, RawObject
 
-MAX_EVICTIONS_IN_FLIGHT = 64
-"""The most evictions a drain keeps in flight to one API server (the adaptive limit's ceiling,
-`engine.operations.runner.RunnerSettings.max_parallel_evictions`): the real client keeps that many
-connections open, and more, so an eviction never opens one only to throw it away."""
-
 
 class KubeApi(Protocol):
     def list_nodes(self, *, label_selector: str | None = None) -> list[NodeInfo]:

@@ -39,8 +39,9 @@ from kubernetes.config.config_exception import ConfigException
 
 from engine.domain.errors import Category, ScalebotError
 from engine.domain.model import CordonResult, NodeInfo, PdbInfo, PodInfo, RawObject
+from engine.domain.settings import MAX_EVICTIONS_IN_FLIGHT
 from engine.kube import errors, projection, ratelimit
-from engine.kube.api import MAX_EVICTIONS_IN_FLIGHT, PodEvent, PodEventType, PodListing
+from engine.kube.api import PodEvent, PodEventType, PodListing
 from engine.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 
 T = TypeVar("T")

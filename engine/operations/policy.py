@@ -31,7 +31,7 @@ from datetime import datetime, timedelta
 
 from engine.domain.operation import OperationPlan, OpKind, PoolChange
 from engine.domain.reasons import ChannelNotAllowed, Reason
-from engine.planning.consolidation import ConsolidationPolicy
+from engine.domain.settings import ConsolidationPolicy
 
 EVICTOR = "policy:evictor"
 """Who requests Evictor mode's consolidations (engine.operations.unattended.Evictor)."""

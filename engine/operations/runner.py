@@ -46,16 +46,16 @@ from engine.domain.clock import Clock
 from engine.domain.errors import Category, ScalebotError
 from engine.domain.model import PodInfo
 from engine.domain.operation import Operation, OpState, ProgressEvent
-from engine.drain.concurrency import AdaptiveGate, AimdController, AimdSettings
+from engine.domain.settings import AimdSettings, RunnerSettings, ScaleDownRules
+from engine.drain.concurrency import AdaptiveGate, AimdController
 from engine.drain.pod_feed import PodFeed
 from engine.kube.api import KubeApi, PodListing, RateLimitedApi
 from engine.operations import log_context
 from engine.operations.fence import FencedKubeApi, FencedPools, FencedWorkloadApi
 from engine.operations.flows import first_step, step_after
 from engine.operations.steps import STEPS
-from engine.operations.steps.context import ClusterHandle, RunnerSettings, StepResult
+from engine.operations.steps.context import ClusterHandle, StepResult
 from engine.operations.steps.cordon_drain import give_back_nodes
-from engine.planning import consolidation
 from engine.store.database import ClaimHeld, Fenced, RunnerClaim, RunnerId, Store, StoreError
 
 __all__ = [
@@ -66,12 +66,12 @@ __all__ = [
     "STEP_RETRY_SECONDS",
     "ClusterHandle",
     "Runner",
-    "RunnerSettings",
     "StepResult",
     "runner_identity",
 ]
-"""ClusterHandle, RunnerSettings and StepResult are defined in `engine.operations.steps.context`, beside
-the steps that read them, and exported here too: the runner's callers build it from them."""
+"""ClusterHandle and StepResult are defined in `engine.operations.steps.context`, beside the steps
+that read them, and exported here too: the runner's callers build it from them (and from
+`engine.domain.settings.RunnerSettings`, with the engine's other settings)."""
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +133,7 @@ class Runner:
         self.clock = clock
         self.emit = emit
         self.settings = settings
-        self.scale_down: dict[str, consolidation.ScaleDownRules] = {}
+        self.scale_down: dict[str, ScaleDownRules] = {}
         """Each cluster's cluster-autoscaler rules (its consolidation settings), for the re-check
         before a consolidated node is cordoned; set by `Operations`. A cluster not named: defaults."""
         self._pool = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="op")

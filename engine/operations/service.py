@@ -32,12 +32,13 @@ from engine.domain.operation import (
     ProgressEvent,
 )
 from engine.domain.reasons import AlreadyDecided, Busy, NeedsApprovalInstead, Reason, UnknownOperation
+from engine.domain.settings import RunnerSettings, ScaleDownRules
 from engine.drain import passes as drain
 from engine.kube.api import KubeApi, PodListing, PodWatchApi, SchedulingApi
 from engine.kube.errors import KubeError
 from engine.operations import policy
 from engine.operations.observers import ProgressListeners
-from engine.operations.runner import ClusterHandle, Runner, RunnerSettings
+from engine.operations.runner import ClusterHandle, Runner
 from engine.planning import advice, consolidation
 from engine.planning import preflight as planning
 from engine.pools.base import KeepsSchedules, Pool, PoolNotFound, ProviderSchedule
@@ -80,7 +81,7 @@ class Advice:
     cluster: str
     scale_up: advice.ScaleUpAdvice
     underused: tuple[consolidation.Underused, ...]
-    threshold: float = consolidation.ScaleDownRules().utilization_threshold
+    threshold: float = ScaleDownRules().utilization_threshold
     """The scale-down utilization threshold the underused nodes are measured against."""
 
 

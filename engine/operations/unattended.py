@@ -39,6 +39,7 @@ from typing import Protocol
 from engine.domain.clock import Clock
 from engine.domain.model import DRAINING_TAINT_KEY, NodeInfo, RawObject
 from engine.domain.operation import OperationRequest, OpKind, Outcome, Target
+from engine.domain.settings import ConsolidationPolicy
 from engine.drain import passes as drain
 from engine.kube.api import SchedulingApi
 from engine.operations.policy import EVICTOR
@@ -62,7 +63,7 @@ class CleanupReport:
     released: tuple[str, ...] = ()
     """Nodes an interrupted batch left cordoned that are no longer due for removal: uncordoned."""
 
-    def text(self, policy: consolidation.ConsolidationPolicy) -> str:
+    def text(self, policy: ConsolidationPolicy) -> str:
         ttl = consolidation.minutes(policy.unneeded_time)
         parts = []
         if self.removed:
@@ -94,7 +95,7 @@ class EmptyNodeCleaner:
     def __init__(
         self,
         handle: ClusterHandle,
-        policy: consolidation.ConsolidationPolicy,
+        policy: ConsolidationPolicy,
         store: Store,
         clock: Clock,
         report: Callable[[CleanupReport], None],

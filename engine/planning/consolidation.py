@@ -35,6 +35,7 @@ from engine.domain.model import (
     PodInfo,
 )
 from engine.domain.operation import OperationPlan, OpKind, PoolChange
+from engine.domain.settings import ConsolidationSettings, ScaleDownRules
 from engine.drain import filters
 from engine.planning import placement
 from engine.pools.base import Pool
@@ -48,31 +49,6 @@ REPLICATED_KINDS = frozenset({"ReplicationController", "ReplicaSet", "StatefulSe
 """Controllers cluster-autoscaler knows to recreate a pod elsewhere (DaemonSet pods are skipped before)."""
 LONG_TERMINATING_EXTRA = timedelta(seconds=30)
 """A pod deleted longer ago than its grace period plus this is ignored (cluster-autoscaler's rule)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ScaleDownRules:
-    """cluster-autoscaler's scale-down settings scalebot honours, with cluster-autoscaler's defaults."""
-
-    utilization_threshold: float = 0.5
-    """--scale-down-utilization-threshold: a node whose requests exceed this share of allocatable
-    (the higher of cpu and memory) stays."""
-    gpu_utilization_threshold: float = 0.5
-    """--scale-down-gpu-utilization-threshold: the same for a GPU node, on its GPUs alone."""
-    ignore_daemonsets_utilization: bool = False
-    """--ignore-daemonsets-utilization: leave DaemonSet pods out of the figure (and their requests
-    out of allocatable)."""
-    skip_nodes_with_system_pods: bool = True
-    """--skip-nodes-with-system-pods: a kube-system pod no PodDisruptionBudget covers keeps its node
-    (DaemonSet and mirror pods excepted) ..."""
-    system_pod_disruption_timeout: timedelta = timedelta(hours=1)
-    """... until it is older than this (--blocking-system-pod-distruption-timeout, since 1.33)."""
-    skip_nodes_with_local_storage: bool = True
-    """--skip-nodes-with-local-storage: a pod with a hostPath or disk-backed emptyDir volume not
-    listed in `safe-to-evict-local-volumes` keeps its node."""
-    skip_nodes_with_custom_controller_pods: bool = True
-    """--skip-nodes-with-custom-controller-pods: a pod whose controller is not a ReplicaSet,
-    StatefulSet, Job or ReplicationController keeps its node."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,46 +105,6 @@ def node_view(raw: Mapping[str, Any], *, pool: str | None) -> NodeView:
 
 def pod_view(raw: Mapping[str, Any]) -> PodView:
     return PodView(info=PodInfo.from_raw(raw), sim=placement.pod_from_raw(raw))
-
-
-@dataclass(frozen=True, slots=True)
-class ConsolidationSettings:
-    node_grace: timedelta = timedelta(minutes=5)
-    """Nodes younger than this are left alone (they may be there for pods still arriving)."""
-    max_nodes: int = 10
-    """Nodes one plan removes at most."""
-    rules: ScaleDownRules = ScaleDownRules()
-
-
-@dataclass(frozen=True, slots=True)
-class ConsolidationPolicy:
-    """Per cluster (settings `consolidation:`): how consolidation plans, and what runs unattended."""
-
-    node_grace: timedelta = timedelta(minutes=5)
-    max_nodes: int = 10
-    allow_alongside_autoscaler: bool = False
-    """Plan and run consolidations although cluster-autoscaler, Karpenter or CAST AI run here too."""
-    empty_nodes: bool = False
-    """Remove nodes that ran only DaemonSet/mirror pods for `unneeded_time`, without asking."""
-    unneeded_time: timedelta = timedelta(minutes=10)
-    """--scale-down-unneeded-time: how long the unattended policies see a node removable (empty, or
-    in Evictor mode's plan) before they act on it."""
-    delay_after_add: timedelta = timedelta(minutes=10)
-    """--scale-down-delay-after-add: the unattended policies remove nothing for this long after a
-    node joined the cluster (scalebot reads a scale-up from the newest node's age)."""
-    rules: ScaleDownRules = ScaleDownRules()
-    empty_node_batch: int = 10
-    """Empty nodes removed at once at most (cluster-autoscaler's --max-empty-bulk-delete default)."""
-    interval: timedelta = timedelta(seconds=60)
-    """How often the unattended policies look at the cluster."""
-    evictor: bool = False
-    """Evictor mode: every cycle, propose the consolidation plan when it changed (one card)."""
-    evictor_auto_approve: bool = False
-    """Evictor mode's proposals run without an approval (never on a protected cluster)."""
-
-    @property
-    def planning(self) -> ConsolidationSettings:
-        return ConsolidationSettings(node_grace=self.node_grace, max_nodes=self.max_nodes, rules=self.rules)
 
 
 @dataclass(frozen=True, slots=True)

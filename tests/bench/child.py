@@ -51,9 +51,9 @@ from kubernetes.client import rest as k8s_rest
 from engine.domain.clock import SystemClock
 from engine.domain.model import PodInfo
 from engine.domain.operation import OperationRequest, OpKind, ProgressEvent, Target
+from engine.domain.settings import RunnerSettings
 from engine.kube import projection
 from engine.kube.client import KubeClient
-from engine.operations.runner import RunnerSettings
 from engine.operations.service import Operations, new_operations
 from engine.store.database import Store
 

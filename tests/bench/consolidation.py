@@ -18,7 +18,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from engine.domain.model import LabelSelector, PdbInfo
-from engine.planning.consolidation import ConsolidationSettings, node_view, plan_consolidation, pod_view
+from engine.domain.settings import ConsolidationSettings
+from engine.planning.consolidation import node_view, plan_consolidation, pod_view
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 OLD = (NOW - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")

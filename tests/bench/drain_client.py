@@ -151,7 +151,8 @@ class InFlight:
 
 def measure_evictions(server: str, evictions: int) -> dict[str, Any]:
     from engine.domain.model import PodInfo
-    from engine.drain.concurrency import AdaptiveGate, AimdController, AimdSettings
+    from engine.domain.settings import AimdSettings
+    from engine.drain.concurrency import AdaptiveGate, AimdController
     from engine.kube.client import KubeClient
 
     kubeconfig = Path(tempfile.mkdtemp()) / "kubeconfig"

@@ -18,8 +18,9 @@ from typing import Any, Protocol
 
 from engine.domain.clock import SystemClock
 from engine.domain.operation import OperationRequest, OpKind, Target
+from engine.domain.settings import RunnerSettings
 from engine.kube.client import KubeClient
-from engine.operations.runner import ClusterHandle, RunnerSettings
+from engine.operations.runner import ClusterHandle
 from engine.operations.service import Operations, new_operations
 from engine.pools.labels import LabelPoolProvider
 from engine.store.database import Store

@@ -24,12 +24,12 @@ from bot.runtime import wiring
 from bot.slack.blocks.operations import ACTION_ADVISED_SCALE, ACTION_APPROVE
 from engine.domain.clock import SystemClock
 from engine.domain.operation import OperationRequest, OpKind, OpState, Target
+from engine.domain.settings import ConsolidationPolicy
 from engine.kube.client import KubeClient
 from engine.operations.flows import NEXT
 from engine.operations.policy import ClusterPolicy, Role
 from engine.operations.service import new_operations
 from engine.operations.steps import consolidate
-from engine.planning.consolidation import ConsolidationPolicy
 from engine.store.database import Store
 from localcluster import builders
 from tests.e2e.test_cli import scalebot

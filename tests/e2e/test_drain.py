@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from engine.domain.clock import SystemClock
+from engine.domain.settings import DrainSettings
 from engine.drain import driver as drainer
 from engine.drain import filters
 from engine.drain import passes as drain
@@ -29,7 +30,7 @@ from localcluster import builders
 
 pytestmark = pytest.mark.e2e
 
-FAST = drainer.DrainSettings(
+FAST = DrainSettings(
     interval=timedelta(seconds=2), settle=timedelta(seconds=1), timeout=timedelta(seconds=90)
 )
 
@@ -38,7 +39,7 @@ def run_drain(
     kube: KubeClient,
     nodes: list[str],
     options: filters.DrainOptions,
-    settings: drainer.DrainSettings = FAST,
+    settings: DrainSettings = FAST,
     until: Callable[[DrainReport], None] | None = None,
 ) -> tuple[drainer.DrainOutcome, list[DrainReport]]:
     reports: list[DrainReport] = []
@@ -124,7 +125,7 @@ def test_daemonset_and_mirror_pods_stay_and_bare_pod_needs_force(
         kube,
         [node],
         filters.DrainOptions.kubectl(ignore_daemonsets=True),
-        drainer.DrainSettings(interval=timedelta(seconds=1), timeout=timedelta(seconds=5)),
+        DrainSettings(interval=timedelta(seconds=1), timeout=timedelta(seconds=5)),
     )
     # No retry changes a filter's refusal: the node's drain ends at once, like kubectl's.
     assert not outcome.timed_out and not outcome.completed
@@ -200,7 +201,7 @@ def test_pod_under_two_pdbs_is_reported_and_ends_that_nodes_drain(
     for name in ("ledger-a", "ledger-b"):
         builders.create_pdb(admin_api, namespace, name, match_labels={"app": "ledger"}, max_unavailable=1)
         builders.wait_for_pdb_observed(admin_api, namespace, name)
-    settings = drainer.DrainSettings(interval=timedelta(seconds=2), timeout=timedelta(seconds=8))
+    settings = DrainSettings(interval=timedelta(seconds=2), timeout=timedelta(seconds=8))
     outcome, _ = run_drain(kube, nodes, filters.DrainOptions.machine(), settings)
     # The 500 is final (kubectl fails the node): reported once, never waited out to the timeout.
     assert not outcome.timed_out and not outcome.completed
@@ -226,7 +227,7 @@ def test_terminating_namespace_is_waited_for_not_failed(
     builders.create_pod_with_finalizer(admin_api, namespace, "stuck", node=node, grace=1)
     builders.wait_for_pods_running(admin_api, namespace, count=1)
     builders.make_namespace_terminating(admin_api, namespace)
-    settings = drainer.DrainSettings(interval=timedelta(seconds=1), timeout=timedelta(seconds=4))
+    settings = DrainSettings(interval=timedelta(seconds=1), timeout=timedelta(seconds=4))
     outcome, _ = run_drain(kube, [node], filters.DrainOptions.machine(), settings)
     # The namespace controller already deletes the pod; the finalizer keeps it: terminating, not failed.
     assert outcome.report.terminating == (f"{namespace}/stuck",)

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from engine.domain.model import DRAINING_TAINT_KEY
+from engine.domain.settings import DrainSettings
 from localcluster import builders
 from tests.e2e.test_cli import scalebot
 
@@ -227,7 +228,7 @@ def test_drain_order_is_per_node(
             [held, free],
             options=filters.DrainOptions.kubectl(),
             clock=SystemClock(),
-            settings=drainer.DrainSettings(interval=timedelta(seconds=1), timeout=timedelta(seconds=6)),
+            settings=DrainSettings(interval=timedelta(seconds=1), timeout=timedelta(seconds=6)),
         )
     finally:
         kube.close()
@@ -288,7 +289,7 @@ def test_a_node_that_vanished_is_done_not_retried(
             [gone, present],
             options=filters.DrainOptions.machine(),
             clock=SystemClock(),
-            settings=drainer.DrainSettings(interval=timedelta(seconds=1), timeout=timedelta(seconds=20)),
+            settings=DrainSettings(interval=timedelta(seconds=1), timeout=timedelta(seconds=20)),
         )
     finally:
         kube.close()
@@ -327,7 +328,7 @@ def test_an_empty_node_is_settled_before_it_counts_as_drained(
             [node],
             options=filters.DrainOptions.machine(),
             clock=SystemClock(),
-            settings=drainer.DrainSettings(
+            settings=DrainSettings(
                 interval=timedelta(seconds=1), settle=timedelta(seconds=3), timeout=timedelta(seconds=40)
             ),
             on_report=bind_a_pod_after_the_first_pass,

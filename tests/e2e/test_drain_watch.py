@@ -24,6 +24,7 @@ import pytest
 
 from engine.domain.clock import SystemClock
 from engine.domain.operation import OpKind, OpState
+from engine.domain.settings import DrainSettings
 from engine.drain import driver as drainer
 from engine.drain import filters
 from engine.kube.api import PodListing
@@ -35,7 +36,7 @@ pytestmark = pytest.mark.e2e
 
 NODES = 8
 PASSES_WHILE_HELD = 4
-SETTINGS = drainer.DrainSettings(
+SETTINGS = DrainSettings(
     interval=timedelta(seconds=1), settle=timedelta(seconds=1), timeout=timedelta(seconds=120)
 )
 

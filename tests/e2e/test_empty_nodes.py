@@ -19,12 +19,12 @@ from bot.runtime import wiring
 from engine.domain.clock import FakeClock, SystemClock
 from engine.domain.model import DRAINING_TAINT_KEY
 from engine.domain.operation import OpKind, OpState
+from engine.domain.settings import ConsolidationPolicy
 from engine.kube.client import KubeClient
 from engine.operations.policy import ClusterPolicy, Role
 from engine.operations.runner import ClusterHandle
 from engine.operations.service import new_operations
 from engine.operations.unattended import CleanupReport, EmptyNodeCleaner, Evictor
-from engine.planning.consolidation import ConsolidationPolicy
 from engine.store.database import Store
 from localcluster import builders
 

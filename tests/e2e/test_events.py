@@ -129,8 +129,9 @@ def test_an_operation_on_cluster_b_records_its_events_in_cluster_b(
     from bot.runtime.run import with_events
     from engine.domain.clock import SystemClock
     from engine.domain.operation import OperationRequest, OpKind, OpState, Target
+    from engine.domain.settings import RunnerSettings
     from engine.kube.client import KubeClient
-    from engine.operations.runner import ClusterHandle, RunnerSettings
+    from engine.operations.runner import ClusterHandle
     from engine.operations.service import new_operations
     from engine.pools.labels import LabelPoolProvider
     from engine.store.database import Store

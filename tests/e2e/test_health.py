@@ -25,9 +25,10 @@ import pytest
 from bot.runtime import health, metrics, run
 from engine.domain.clock import SystemClock
 from engine.domain.operation import OperationRequest, OpKind, OpState, ProgressEvent, Target
+from engine.domain.settings import RunnerSettings
 from engine.kube.client import KubeClient
 from engine.kube.errors import NotFound
-from engine.operations.runner import ClusterHandle, RunnerSettings
+from engine.operations.runner import ClusterHandle
 from engine.operations.service import new_operations
 from engine.pools.labels import LabelPoolProvider
 from engine.store.database import Store

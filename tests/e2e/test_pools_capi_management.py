@@ -29,9 +29,10 @@ import yaml
 from bot.runtime import wiring
 from engine.domain.clock import SystemClock
 from engine.domain.operation import OperationRequest, OpKind, OpState, Target
+from engine.domain.settings import RunnerSettings
 from engine.kube import errors
 from engine.kube.client import KubeClient
-from engine.operations.runner import ClusterHandle, RunnerSettings
+from engine.operations.runner import ClusterHandle
 from engine.operations.service import Operations, new_operations
 from engine.pools.base import RESTORE_ANNOTATION
 from engine.pools.capi import OWN_MARK_ANNOTATION

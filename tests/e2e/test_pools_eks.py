@@ -27,7 +27,7 @@ import pytest
 from bot.runtime import wiring
 from engine.domain.clock import SystemClock
 from engine.domain.operation import OperationRequest, OpKind, OpState, Target
-from engine.operations.runner import RunnerSettings
+from engine.domain.settings import RunnerSettings
 from engine.operations.service import Operations, new_operations
 from engine.pools.eks import record_name
 from engine.store.database import Store

@@ -21,7 +21,8 @@ import pytest
 from bot.runtime import wiring
 from engine.domain.clock import SystemClock
 from engine.domain.operation import OperationRequest, OpKind, OpState, Target
-from engine.operations.runner import ClusterHandle, RunnerSettings
+from engine.domain.settings import RunnerSettings
+from engine.operations.runner import ClusterHandle
 from engine.operations.service import Operations, new_operations
 from engine.store.database import Store
 from localcluster import builders as b

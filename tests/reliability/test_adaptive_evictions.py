@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 
 from engine.domain.clock import SystemClock
+from engine.domain.settings import AimdSettings
 from engine.drain import filters
 from engine.drain import passes as drain
-from engine.drain.concurrency import AdaptiveGate, AimdController, AimdSettings
+from engine.drain.concurrency import AdaptiveGate, AimdController
 from engine.kube.client import KubeClient
 from localcluster import builders
 

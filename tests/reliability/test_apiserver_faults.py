@@ -30,8 +30,9 @@ import pytest
 
 from engine.domain.clock import SystemClock
 from engine.domain.operation import OperationRequest, OpKind, OpState, ProgressEvent, Target
+from engine.domain.settings import RunnerSettings
 from engine.kube.client import KubeClient
-from engine.operations.runner import ClusterHandle, RunnerSettings
+from engine.operations.runner import ClusterHandle
 from engine.operations.service import Operations, new_operations
 from engine.pools.labels import LabelPoolProvider
 from engine.store.database import Store

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from engine.domain.clock import SystemClock
+from engine.domain.settings import DrainSettings
 from engine.drain import driver as drainer
 from engine.drain import filters
 from engine.kube.client import KubeClient
@@ -28,7 +29,7 @@ from tests.reliability.support import proxied_kubeconfig
 
 pytestmark = pytest.mark.e2e
 
-SETTINGS = drainer.DrainSettings(
+SETTINGS = DrainSettings(
     interval=timedelta(seconds=1), settle=timedelta(seconds=1), timeout=timedelta(seconds=120)
 )
 

@@ -28,7 +28,8 @@ from typing import Any
 
 import pytest
 
-from engine.operations.runner import CLAIM_TTL_SECONDS, RunnerSettings
+from engine.domain.settings import RunnerSettings
+from engine.operations.runner import CLAIM_TTL_SECONDS
 from engine.store.database import ClaimHeld, RunnerId, Store
 from localcluster import builders
 from tests.e2e.support import scalebot_args

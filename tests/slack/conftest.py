@@ -45,9 +45,10 @@ from bot.slack.delivery.sender import Sender
 from engine.domain.clock import SystemClock
 from engine.domain.model import NodeInfo
 from engine.domain.operation import Operation, ProgressEvent, ProgressKind
+from engine.domain.settings import RunnerSettings
 from engine.kube.fake import FakeCluster
 from engine.operations import policy
-from engine.operations.runner import ClusterHandle, RunnerSettings
+from engine.operations.runner import ClusterHandle
 from engine.operations.service import Operations, new_operations
 from engine.pools.base import POOL_LABEL
 from engine.pools.simulated import SimulatedPoolProvider

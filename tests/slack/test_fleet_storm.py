@@ -35,8 +35,9 @@ from bot.slack.delivery.progress import message_key
 from bot.slack.schedule_ui import ScheduleUi
 from engine.domain.clock import FakeClock
 from engine.domain.operation import OpKind, OpState
+from engine.domain.settings import RunnerSettings
 from engine.operations import policy
-from engine.operations.runner import ClusterHandle, RunnerSettings
+from engine.operations.runner import ClusterHandle
 from engine.operations.service import Operations, new_operations
 from engine.pools.base import POOL_LABEL
 from engine.pools.simulated import SimulatedPoolProvider

@@ -39,7 +39,8 @@ from bot.slack.schedule_ui import ScheduleUi
 from bot.text import schedule_copy
 from engine.domain.clock import FakeClock
 from engine.domain.operation import OperationRequest, OpKind, OpState, Target
-from engine.operations.runner import ClusterHandle, RunnerSettings
+from engine.domain.settings import RunnerSettings
+from engine.operations.runner import ClusterHandle
 from engine.operations.service import Operations, new_operations
 from engine.pools.simulated import SimulatedPoolProvider
 from engine.schedules.calendars import Calendars, load_calendar

@@ -24,7 +24,8 @@ BLOCKED_OPERATION = """
     from engine.domain.operation import OperationRequest, OpKind, Target
     from engine.operations.service import Operations, new_operations
     from engine.pools.simulated import SimulatedPoolProvider
-    from engine.operations.runner import ClusterHandle, RunnerSettings
+    from engine.operations.runner import ClusterHandle
+    from engine.domain.settings import RunnerSettings
     from engine.store.database import Store
 
 

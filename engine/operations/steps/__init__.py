@@ -13,7 +13,7 @@ cluster's fenced ports, and is safe to repeat (a crash re-runs it from its persi
     workloads     workloads_sleep, workloads_wake, workloads_return
     consolidate   fit, remove_node, consolidated
     report        the summary and final line an operation ends with (shared, pure)
-    context       StepContext, StepResult, ClusterHandle, RunnerSettings
+    context       StepContext, StepResult, ClusterHandle (the settings: engine.domain.settings)
 
 It must not import the runner or the service: they sit above it (import-linter enforces it).
 """

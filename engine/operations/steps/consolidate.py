@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from engine.domain.durations import format_duration
 from engine.domain.operation import ConsolidationProgress, Operation, OperationSummary, OpState, PoolSizes
+from engine.domain.settings import ScaleDownRules
 from engine.kube.api import SchedulingApi
 from engine.operations.flows import NEXT
 from engine.operations.steps.context import ClusterHandle, StepContext, StepResult
@@ -51,7 +52,7 @@ def step_fit(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult:
             not_destinations=frozenset(todo[1:]) | frozenset(removed),
             daemonset_keys=h.api.list_daemonset_keys(),
             now=ctx.clock.now(),
-            rules=ctx.scale_down.get(h.name, consolidation.ScaleDownRules()),
+            rules=ctx.scale_down.get(h.name, ScaleDownRules()),
         )
     if reason:
         text = f"Skipped {node}: {reason} (not cordoned, not drained)"

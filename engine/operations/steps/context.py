@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Protocol
 
 from engine.domain.clock import Clock
@@ -25,52 +24,17 @@ from engine.domain.operation import (
     ProgressEvent,
     ProgressKind,
 )
+from engine.domain.settings import RunnerSettings, ScaleDownRules
 from engine.domain.wake_waves import WakeWaves
 from engine.drain.concurrency import AdaptiveGate
-from engine.drain.pacing import PassPacing
 from engine.drain.pod_feed import PodFeed
 from engine.drain.report import Style as ReportStyle
 from engine.kube import events as kube_events
-from engine.kube.api import MAX_EVICTIONS_IN_FLIGHT, KubeApi
+from engine.kube.api import KubeApi
 from engine.operations.flows import Outcome
-from engine.planning.consolidation import ScaleDownRules
 from engine.pools.base import PoolProvider
 from engine.store.database import Store
 from engine.workloads import WorkloadScaler
-
-
-@dataclass(frozen=True, slots=True)
-class RunnerSettings:
-    graceful_window: timedelta = timedelta(minutes=5)
-    """Phase 1 of a zero-scale: evictions that honour PDBs, before phase 2 force-deletes."""
-    drain_timeout: timedelta | None = timedelta(hours=1)
-    """A drain that is not a full shutdown gives up (and fails) after this long."""
-    verify_timeout: timedelta = timedelta(minutes=10)
-    """How long after the removal the pools may take to report their target size."""
-    ready_timeout: timedelta = timedelta(minutes=15)
-    """How long wake waits for nodes to become Ready before reporting what is not."""
-    workloads_return_timeout: timedelta = timedelta(minutes=5)
-    """How long a wake, its nodes Ready, follows the Deployments and StatefulSets not yet available
-    before it reports which are still not back and why (kube-scheduler retries an unschedulable pod
-    within 5 minutes at the latest)."""
-    pass_interval: timedelta = timedelta(seconds=20)
-    settle: timedelta = timedelta(seconds=5)
-    parallel_evictions: int = 16
-    """Evictions in flight at once; with `adaptive_evictions`, where the adaptive limit starts.
-    Also how many nodes are cordoned, uncordoned or force-deleted from at once."""
-    adaptive_evictions: bool = True
-    """Grow the evictions in flight while their latency stays flat (doubling until the first
-    decrease, then one at a time), halve them on a 429/5xx from
-    the server or a latency rise (AIMD, engine.drain.concurrency), between 2 and `max_parallel_evictions`
-    and never above the client's burst."""
-    max_parallel_evictions: int = MAX_EVICTIONS_IN_FLIGHT
-    """The adaptive limit's ceiling; the real client's connection pool is sized for it."""
-    workers: int = 4
-    """Operations run at once (each on its own pools, guaranteed by the locks)."""
-
-    @property
-    def pacing(self) -> PassPacing:
-        return PassPacing(interval=self.pass_interval, settle=self.settle)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 from bot.cli.live import DrainLive
 from engine.domain.clock import FakeClock
+from engine.domain.settings import DrainSettings
 from engine.drain import driver as drainer
 from engine.drain import filters
 from engine.kube.fake import FakeCluster
@@ -19,7 +20,7 @@ from tests.unit.bot.test_cli_live import ANSI, _terminal
 from tests.unit.bot.test_cli_live import _cluster as cluster_with_pods
 
 START = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
-SETTINGS = drainer.DrainSettings(interval=timedelta(seconds=1), timeout=timedelta(seconds=30), parallel=4)
+SETTINGS = DrainSettings(interval=timedelta(seconds=1), timeout=timedelta(seconds=30), parallel=4)
 OPTIONS = filters.DrainOptions.kubectl(ignore_daemonsets=True, delete_emptydir_data=True)
 
 

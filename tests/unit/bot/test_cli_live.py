@@ -26,8 +26,8 @@ from rich.console import Console
 from bot.cli.live import LiveDisplay, operation_panel
 from engine.domain.drain_state import DrainState
 from engine.domain.operation import DrainProgress, Operation, OpState
+from engine.domain.settings import RunnerSettings
 from engine.kube.fake import FakeCluster
-from engine.operations.runner import RunnerSettings
 from tests.unit.bot.test_cli_simulated import FAST, REPO, scalebot
 from tests.unit.engine.test_operations import finish, make_ops, zero
 

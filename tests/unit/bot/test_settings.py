@@ -22,8 +22,8 @@ from bot.config.settings import (
     load,
     with_channel_ids,
 )
+from engine.domain.settings import ScaleDownRules
 from engine.operations.policy import Role
-from engine.planning.consolidation import ScaleDownRules
 
 ENV = {"SLACK_BOT_TOKEN": "xoxb-1-secret", "SLACK_SIGNING_SECRET": "s3cr3t-signing"}
 

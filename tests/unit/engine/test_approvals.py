@@ -21,9 +21,10 @@ import pytest
 from bot.cli import main as cli
 from engine.domain.clock import FakeClock
 from engine.domain.operation import Operation, OperationRequest, OpKind, OpState, Outcome, Target
+from engine.domain.settings import RunnerSettings
 from engine.kube.fake import FakeCluster
 from engine.operations import policy
-from engine.operations.runner import ClusterHandle, RunnerSettings
+from engine.operations.runner import ClusterHandle
 from engine.operations.service import UserError, new_operations
 from engine.pools.simulated import SimulatedPoolProvider
 from engine.schedules.model import ScheduleTarget

@@ -10,7 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from engine.drain.concurrency import AdaptiveGate, AimdController, AimdSettings
+from engine.domain.settings import AimdSettings
+from engine.drain.concurrency import AdaptiveGate, AimdController
 from engine.kube import errors
 
 SETTINGS = AimdSettings(initial=4, minimum=2, maximum=10, window=4, slow_start=False)

@@ -8,11 +8,9 @@ from typing import Any
 
 from engine.domain.model import LabelSelector, PdbInfo
 from engine.domain.operation import OpKind
+from engine.domain.settings import ConsolidationPolicy, ConsolidationSettings, ScaleDownRules
 from engine.operations.policy import EVICTOR, ClusterPolicy, approvals_needed
 from engine.planning.consolidation import (
-    ConsolidationPolicy,
-    ConsolidationSettings,
-    ScaleDownRules,
     SchedulingSnapshot,
     due_empty,
     empty_nodes,

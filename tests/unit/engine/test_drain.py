@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from engine.domain.model import DRAINING_TAINT_KEY, OwnerRef, PodInfo
+from engine.domain.settings import DrainSettings
 from engine.drain import driver as drainer
 from engine.drain import filters
 from engine.drain import passes as drain
@@ -227,7 +228,7 @@ def test_drain_times_out_with_the_blocking_message(cluster: FakeCluster) -> None
         "shop", "db-0", node="w-1", controller_kind="StatefulSet", controller_name="db", labels={"app": "db"}
     )
     cluster.add_pdb("shop", "db-pdb", match_labels={"app": "db"}, disruptions_allowed=0)
-    outcome, _ = drain_all(cluster, ["w-1"], settings=drainer.DrainSettings(timeout=timedelta(minutes=2)))
+    outcome, _ = drain_all(cluster, ["w-1"], settings=DrainSettings(timeout=timedelta(minutes=2)))
     assert outcome.timed_out and not outcome.completed
     assert ": cannot evict pod as it would violate the pod's disruption budget." in (
         outcome.report.condition_message()

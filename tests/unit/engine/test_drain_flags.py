@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 from engine.domain.clock import FakeClock
 from engine.domain.model import parse_label_selector
+from engine.domain.settings import DrainSettings
 from engine.drain import driver as drainer
 from engine.drain import filters
 from engine.kube.fake import FakeCluster
@@ -36,7 +37,7 @@ def cluster_with_a_guarded_pod() -> tuple[FakeCluster, FakeClock]:
 
 
 def drain(cluster: FakeCluster, clock: FakeClock, options: filters.DrainOptions) -> drainer.DrainOutcome:
-    settings = drainer.DrainSettings(interval=timedelta(seconds=1), timeout=timedelta(seconds=10), parallel=4)
+    settings = DrainSettings(interval=timedelta(seconds=1), timeout=timedelta(seconds=10), parallel=4)
     return drainer.drain_nodes(cluster, ["w-1"], options=options, clock=clock, settings=settings)
 
 

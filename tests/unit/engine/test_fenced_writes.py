@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from engine.domain.operation import OperationRequest, OpKind, Target
+from engine.domain.settings import RunnerSettings
 from engine.kube.fake import FakeCluster
-from engine.operations.runner import CLAIM_TTL_SECONDS, ClusterHandle, RunnerSettings
+from engine.operations.runner import CLAIM_TTL_SECONDS, ClusterHandle
 from engine.operations.service import new_operations
 from engine.pools.simulated import SimulatedPoolProvider
 from engine.store.database import RunnerId, Store

@@ -27,13 +27,13 @@ import pytest
 import urllib3
 
 from engine.domain.model import PodInfo
+from engine.domain.settings import RunnerSettings
 from engine.kube import errors
 from engine.kube.api import KubeApi
 from engine.kube.client import KubeClient, KubeConfigError, load_configuration
 from engine.kube.events import EventRecorder, ObjectRef
 from engine.kube.lease import LeaseElector, probe_api_server
 from engine.kube.ratelimit import TokenBucket
-from engine.operations.runner import RunnerSettings
 from engine.pools.common import NodeRemovalError
 from engine.pools.labels import LabelPoolProvider
 

@@ -20,9 +20,10 @@ from typing import Any
 import pytest
 
 from engine.domain.operation import OperationRequest, OpKind, OpState, ProgressEvent, Target
+from engine.domain.settings import RunnerSettings
 from engine.kube.fake import FakeCluster
 from engine.operations import policy
-from engine.operations.runner import ClusterHandle, RunnerSettings
+from engine.operations.runner import ClusterHandle
 from engine.operations.service import Operations, new_operations
 from engine.pools.simulated import SimulatedPoolProvider
 from engine.store.database import Store

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from engine.drain.pacing import MIN_WAIT_SECONDS, PassFacts, PassPacing, next_pass
+from engine.domain.settings import PassPacing
+from engine.drain.pacing import MIN_WAIT_SECONDS, PassFacts, next_pass
 
 T0 = datetime(2026, 11, 25, 20, 0, tzinfo=UTC)
 PACING = PassPacing(interval=timedelta(seconds=20), settle=timedelta(seconds=5))

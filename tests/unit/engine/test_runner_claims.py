@@ -17,8 +17,9 @@ import pytest
 from bot.runtime.health import runner_healthy
 from engine.domain.clock import FakeClock
 from engine.domain.operation import OperationRequest, OpKind, OpState, ProgressEvent, Target
+from engine.domain.settings import RunnerSettings
 from engine.kube.fake import FakeCluster
-from engine.operations.runner import CLAIM_TTL_SECONDS, ClusterHandle, RunnerSettings
+from engine.operations.runner import CLAIM_TTL_SECONDS, ClusterHandle
 from engine.operations.service import Operations, new_operations
 from engine.pools.simulated import SimulatedPoolProvider
 from engine.store.database import ClaimHeld, RunnerId, Store, StoreError

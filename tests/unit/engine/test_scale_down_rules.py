@@ -15,10 +15,9 @@ from typing import Any
 import pytest
 
 from engine.domain.model import LabelSelector, PdbInfo
+from engine.domain.settings import ConsolidationPolicy, ConsolidationSettings
 from engine.planning import consolidation
 from engine.planning.consolidation import (
-    ConsolidationPolicy,
-    ConsolidationSettings,
     SchedulingSnapshot,
     empty_nodes,
     node_view,
@@ -225,7 +224,7 @@ def test_a_young_kube_system_pod_without_a_budget_keeps_its_node() -> None:
 
 
 def test_a_kube_system_pod_is_movable_with_a_budget_once_old_or_when_the_rule_is_off() -> None:
-    from engine.planning.consolidation import ScaleDownRules
+    from engine.domain.settings import ScaleDownRules
 
     young = pod("coredns", namespace="kube-system", created=NOW - timedelta(minutes=30))
     assert verdict([node()], [young], (budget("kube-system", {"app": "coredns"}),)) == ""
@@ -253,7 +252,7 @@ def test_a_node_above_the_utilization_threshold_stays_even_when_its_pods_fit_els
 
 
 def test_the_threshold_is_configurable_and_daemonset_pods_count_unless_told_otherwise() -> None:
-    from engine.planning.consolidation import ScaleDownRules
+    from engine.domain.settings import ScaleDownRules
 
     busy = [pod("web-0", cpu="600m")]
     assert verdict([node(cpu="1")], busy, settings=ConsolidationSettings(rules=ScaleDownRules(0.7))) == ""
@@ -265,7 +264,7 @@ def test_the_threshold_is_configurable_and_daemonset_pods_count_unless_told_othe
 
 
 def test_a_gpu_node_is_judged_on_its_gpus_alone_against_the_gpu_threshold() -> None:
-    from engine.planning.consolidation import ScaleDownRules
+    from engine.domain.settings import ScaleDownRules
 
     gpu_node = node(cpu="1", extra={"nvidia.com/gpu": "4"})
     cpu_heavy = [pod("train-0", cpu="900m", extra={"nvidia.com/gpu": "2"})]
@@ -283,7 +282,7 @@ def test_a_node_without_allocatable_memory_has_no_utilisation_and_stays() -> Non
 
 
 def test_advice_lists_nodes_at_or_under_the_same_threshold_as_consolidation() -> None:
-    from engine.planning.consolidation import ScaleDownRules
+    from engine.domain.settings import ScaleDownRules
 
     nodes = [node("half", cpu="1"), node("most", cpu="1"), SPARE]
     pods = [pod("a", "half", cpu="500m"), pod("b", "most", cpu="600m")]
@@ -305,7 +304,7 @@ CACHE = {"name": "cache", "emptyDir": {}}
 
 
 def test_local_storage_follows_cluster_autoscalers_rule() -> None:
-    from engine.planning.consolidation import ScaleDownRules
+    from engine.domain.settings import ScaleDownRules
 
     blocked = "shop/web-0: pod with local storage present: web-0 (volumes scratch;"
     assert verdict([node()], [pod("web-0", volumes=[SCRATCH])]).startswith(blocked)
@@ -340,7 +339,7 @@ def test_safe_to_evict_false_blocks_and_on_completion_waits() -> None:
 
 
 def test_a_pod_of_a_custom_controller_keeps_its_node_unless_the_rule_is_off() -> None:
-    from engine.planning.consolidation import ScaleDownRules
+    from engine.domain.settings import ScaleDownRules
 
     assert verdict([node()], [pod("kafka-0", owner="StrimziPodSet")]) == (
         "shop/kafka-0: shop/kafka-0 is not replicated: its controller is a StrimziPodSet "
@@ -398,7 +397,7 @@ class Case:
 
 
 def _cases() -> list[Case]:
-    from engine.planning.consolidation import ScaleDownRules
+    from engine.domain.settings import ScaleDownRules
 
     ignore_ds = ConsolidationSettings(rules=ScaleDownRules(ignore_daemonsets_utilization=True))
     kube_rs = pod("systempod", namespace="kube-system")

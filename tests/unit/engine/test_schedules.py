@@ -37,10 +37,11 @@ from engine.domain.operation import (
     WorkloadCount,
     WorkloadsProgress,
 )
+from engine.domain.settings import RunnerSettings
 from engine.kube import errors
 from engine.kube.fake import FakeCluster
 from engine.operations import policy
-from engine.operations.runner import ClusterHandle, RunnerSettings
+from engine.operations.runner import ClusterHandle
 from engine.operations.service import new_operations
 from engine.operations.steps.report import summary_of as runner_summary
 from engine.pools.simulated import SimulatedPoolProvider

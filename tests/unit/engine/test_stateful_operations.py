@@ -27,10 +27,11 @@ from engine.domain.clock import FakeClock
 from engine.domain.force_scope import ForceScope
 from engine.domain.model import DRAINING_TAINT_KEY, PdbIndex, PodInfo
 from engine.domain.operation import Operation, OperationRequest, OpKind, OpState, ProgressEvent, Target
+from engine.domain.settings import RunnerSettings
 from engine.kube import errors
 from engine.kube.fake import FakeCluster
 from engine.operations import policy
-from engine.operations.runner import ClusterHandle, RunnerSettings
+from engine.operations.runner import ClusterHandle
 from engine.operations.service import Operations, new_operations
 from engine.operations.steps.cordon_drain import drained_nodes
 from engine.pools.simulated import SimulatedPoolProvider

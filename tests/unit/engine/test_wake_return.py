@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from engine.domain.operation import OperationRequest, OpKind, OpState, ProgressEvent, Target
+from engine.domain.settings import RunnerSettings
 from engine.kube.fake import FakeCluster
-from engine.operations.runner import ClusterHandle, RunnerSettings
+from engine.operations.runner import ClusterHandle
 from engine.operations.service import Operations, new_operations
 from engine.pools.simulated import SimulatedPoolProvider
 from engine.schedules.text import wake_report

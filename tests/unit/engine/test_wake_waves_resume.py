@@ -14,9 +14,10 @@ from datetime import timedelta
 from pathlib import Path
 
 from engine.domain.operation import OperationRequest, OpKind, OpState, Target
+from engine.domain.settings import RunnerSettings
 from engine.domain.wake_waves import WakeWaves, WaveSpec
 from engine.kube.fake import FakeCluster
-from engine.operations.runner import ClusterHandle, RunnerSettings
+from engine.operations.runner import ClusterHandle
 from engine.operations.service import new_operations
 from engine.pools.base import POOL_LABEL, Pool
 from engine.pools.simulated import SimulatedPoolProvider
