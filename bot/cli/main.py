@@ -67,8 +67,8 @@ EXIT_CODES = {
     Category.CLUSTER: EXIT_USAGE,
     Category.TRANSIENT: EXIT_USAGE,
 }
-"""The CLI's one mapping of a failure's category to its exit code: the command did not run as asked
-and changed nothing (2); an internal error is not caught, so its traceback shows (1)."""
+"""The CLI's one mapping of a failure's category to its exit code: the command stopped on a failure
+its one line names (2); an internal error is not caught, so its traceback shows (1)."""
 
 
 DEFAULT_GRACEFUL_WINDOW = "5m"
