@@ -4,7 +4,7 @@ A drain pass needs the pods of its nodes. Listing them on every pass is polling 
 listings (a 1,000-node zero-scale read 1,476 pod-list pages). The feed lists once and keeps the
 listing's resourceVersion; one watch request (`PodWatchApi.watch_pods`) then follows every change
 from there: evicted pods going away, a pod bound late. A drain's pod reads become one listing
-plus one watch request per `engine.kube.client.WATCH_SECONDS`, whatever the number of passes.
+plus one watch request per `engine.kube.watch.WATCH_SECONDS`, whatever the number of passes.
 
 - The watch ends normally (the server's timeout): it resumes from the last resourceVersion seen.
 - 410 Gone (that resourceVersion was compacted away): a fresh listing, and a watch from it.

@@ -1,94 +1,71 @@
-"""The real KubeApi adapter, over the official `kubernetes` client.
+"""The real KubeApi adapter (`KubeClient`), over the official `kubernetes` client.
 
-Owns four things and nothing else:
-- loading a configuration (kubeconfig or in-cluster) into a private `ApiClient`, never the
-  library's global default, with actionable `KubeConfigError`s;
-- the client-side rate limit (`engine.kube.ratelimit.TokenBucket`) and per-(verb, resource) request
-  counts that benchmarks report as API cost, in `Transport`: one per ApiClient, the one path of
-  every request to that cluster (this client's, the pool providers', Lease, Events, /readyz);
-- reading every answer as raw JSON (`_preload_content=False` + orjson): the generated models are
-  never built, since they cost several times the parse on large lists
-  (kubernetes-client/python#1921); lists are paginated with `limit`/`continue`;
-- translating errors, once (architecture rule 5): `ApiException` becomes the
-  `engine.kube.errors` subclass for its status and Status body, and any failure without an HTTP
-  answer becomes `TransportError`, so a dropped connection is never mistaken for NotFound.
+Reads every answer as raw JSON (`_preload_content=False` + orjson): the generated models are never
+built, since they cost several times the parse on large lists (kubernetes-client/python#1921);
+lists are paginated with `limit`/`continue`. Writes are the patches and evictions kubectl sends.
+
+Its neighbours own the rest: `engine.kube.config` loads a configuration (kubeconfig or in-cluster)
+into a private `ApiClient`; `engine.kube.transport` is the one path of every request to that
+cluster (this client's, the pool providers', Lease, Events, /readyz: rate limit, counts, retries,
+error translation); `engine.kube.watch` reads watch streams.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
-import http.client
-import os
 import re
-import threading
-import weakref
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
-from functools import partial
 from typing import Any, TypeVar
 
 import orjson
-import urllib3
-import yaml
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
-from kubernetes.client import rest as k8s_rest
-from kubernetes.client.exceptions import ApiException
-from kubernetes.config.config_exception import ConfigException
 
-from engine.domain.errors import Category, ScalebotError
 from engine.domain.model import CordonResult, NodeInfo, PdbInfo, PodInfo, RawObject
-from engine.domain.settings import MAX_EVICTIONS_IN_FLIGHT
 from engine.kube import errors, projection, ratelimit
-from engine.kube.api import PodEvent, PodEventType, PodListing
+from engine.kube.api import PodListing
+from engine.kube.config import KubeConfigError, configuration_from_text, load_configuration
 from engine.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS
+from engine.kube.transport import (
+    DEFAULT_POOL_MAXSIZE,
+    DEFAULT_REQUEST_TIMEOUT_SECONDS,
+    Transport,
+    _parse,
+    _tuned,
+)
+from engine.kube.watch import WATCH_READ_TIMEOUT_SECONDS, WATCH_SECONDS, PodWatch
+
+__all__ = [
+    "DEFAULT_BURST",
+    "DEFAULT_POOL_MAXSIZE",
+    "DEFAULT_QPS",
+    "DEFAULT_REQUEST_TIMEOUT_SECONDS",
+    "JSON_MERGE_PATCH",
+    "PAGE_SIZE",
+    "STRATEGIC_MERGE_PATCH",
+    "USER_AGENT",
+    "KubeClient",
+    "KubeConfigError",
+    "PodWatch",
+    "Transport",
+    "load_configuration",
+]
 
 T = TypeVar("T")
+
 R = TypeVar("R")
 
 PAGE_SIZE = 500
 """Items per list page: kubectl's default --chunk-size."""
-PRIORITY_QPS = 5.0
-PRIORITY_BURST = 10
-"""The separate budget of the requests that keep this instance alive (see `Transport`): client-go's
-defaults, ten times what Lease renewals every 2 s and a readiness probe every few seconds need."""
-OTHER_REQUESTS_IN_FLIGHT = 16
-"""Requests that run next to a drain's evictions: the pod watches of the operations running at
-once, the listing fetched ahead, the Lease, Events, the readiness probe, the pool providers."""
-DEFAULT_POOL_MAXSIZE = MAX_EVICTIONS_IN_FLIGHT + OTHER_REQUESTS_IN_FLIGHT
-"""Connections kept per host. urllib3 opens a connection for every request beyond the pool and
-closes it after the answer (a TCP connect and a TLS handshake per eviction once more are in
-flight than the pool keeps), so the pool holds every request a drain can have in flight."""
-DEFAULT_REQUEST_TIMEOUT_SECONDS = 60.0
+
 TAINT_CONFLICT_ATTEMPTS = 5
+
 USER_AGENT = "scalebot"
-WATCH_SECONDS = 240
-"""How long the server keeps one watch request open (client-go's reflectors ask for 5-10 min);
-the drain's pod feed resumes from the last resourceVersion when it ends."""
-WATCH_READ_TIMEOUT_SECONDS = WATCH_SECONDS + 30.0
-"""A watch that stays silent past its own end has lost its connection."""
-WATCH_CHUNK_BYTES = 64 * 1024
-MAX_WATCH_EVENT_BYTES = 8 * 1024 * 1024
-"""One event is one object: a line longer than this is not a pod, and memory stays bounded."""
 
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
 JSON_MERGE_PATCH = "application/merge-patch+json"
-IN_CLUSTER_HOST_ENV = "KUBERNETES_SERVICE_HOST"
-
-# Failures that mean no HTTP answer arrived (or it was cut off). urllib3's HTTPError is the base
-# of MaxRetryError, ProtocolError, its TimeoutErrors and SSLError; OSError covers socket and ssl.
-TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
-    urllib3.exceptions.HTTPError,
-    http.client.HTTPException,
-    OSError,
-)
-
-
-class KubeConfigError(ScalebotError, ValueError):
-    """No usable cluster configuration; the message says what to change."""
-
-    category = Category.CONFIGURATION
 
 
 class KubeClient:
@@ -537,199 +514,8 @@ class KubeClient:
                     return results, version
 
 
-_TRANSPORTS: weakref.WeakKeyDictionary[Any, Transport] = weakref.WeakKeyDictionary()
-_TRANSPORTS_LOCK = threading.Lock()
-
-
-class Transport:
-    """The one way a request reaches one cluster's API server: rate limit, count, send, read the
-    raw answer, translate any failure once, and on a 401 reload the credentials and send once more.
-
-    One per `kubernetes.client.ApiClient`, hence per cluster: `KubeClient` builds it, and everything
-    else handed the same ApiClient (the pool providers' calls, the Lease, the Event recorder, the
-    readiness probe) finds it with `Transport.of`, so `api_qps`/`api_burst` bound all of them.
-
-    `priority=True` requests (Lease reads and renewals, the /readyz probe) take their tokens from
-    a separate small bucket instead: a drain that saturates the main bucket queues its callers for
-    seconds, and a leader whose renewal waits past `renew_deadline` loses its Lease (and a probe
-    that waits fails the pod). client-go controllers give leader election its own client for that
-    reason, and the API server's priority and fairness puts leases in their own level.
-    """
-
-    def __init__(
-        self,
-        api_client: Any,
-        *,
-        limiter: ratelimit.TokenBucket | None,
-        priority_limiter: ratelimit.TokenBucket | None = None,
-        timeout: float = DEFAULT_REQUEST_TIMEOUT_SECONDS,
-        reload_credentials: Callable[[], Any] | None = None,
-    ) -> None:
-        # Weakly: the registry maps the ApiClient to this transport, and a strong reference back
-        # would keep both (and their connection pools) alive forever.
-        self._api_client_ref = weakref.ref(api_client)
-        self._limiter = limiter
-        self._priority_limiter = priority_limiter or ratelimit.TokenBucket(
-            rate=PRIORITY_QPS, burst=PRIORITY_BURST
-        )
-        self._timeout = timeout
-        self._reload_credentials = reload_credentials
-        self._reload_lock = threading.Lock()
-        self._credentials_generation = 0
-        self._counts_lock = threading.Lock()
-        self._waits = threading.local()
-        self.request_counts: collections.Counter[tuple[str, str]] = collections.Counter()
-        with _TRANSPORTS_LOCK:
-            _TRANSPORTS[api_client] = self
-
-    @classmethod
-    def of(cls, api_client: Any) -> Transport:
-        """The transport of `api_client`'s cluster; one with the default limit for an ApiClient
-        no `KubeClient` was built on (a test's second identity), kept for its later requests."""
-        with _TRANSPORTS_LOCK:
-            found = _TRANSPORTS.get(api_client)
-        if found is not None:
-            return found
-        return cls(api_client, limiter=ratelimit.TokenBucket(rate=DEFAULT_QPS, burst=DEFAULT_BURST))
-
-    def _api_client(self) -> Any:
-        """The ApiClient, alive while anyone who sends through this transport holds it."""
-        api_client = self._api_client_ref()
-        if api_client is None:
-            raise errors.TransportError(message="the cluster's API client was closed")
-        return api_client
-
-    @property
-    def burst(self) -> int | None:
-        return self._limiter.burst if self._limiter is not None else None
-
-    def last_wait_seconds(self) -> float:
-        return float(getattr(self._waits, "seconds", 0.0))
-
-    def read(
-        self,
-        verb: str,
-        resource: str,
-        call: Callable[..., Any],
-        *args: Any,
-        priority: bool = False,
-        timeout: float | None = None,
-        **kwargs: Any,
-    ) -> bytes:
-        """One request's raw answer; on a 401 with a way to reload the credentials, reload and
-        send once more (a 401 with the fresh credentials too is the caller's error)."""
-        generation = self._credentials_generation
-        try:
-            return self._read(verb, resource, call, *args, priority=priority, timeout=timeout, **kwargs)
-        except errors.KubeError as exc:
-            if exc.status != 401 or self._reload_credentials is None:
-                raise
-            try:
-                self._switch_credentials(generation)
-            except (KubeConfigError, ValueError, errors.KubeError) as failed:
-                message = f"{verb} {resource}: {exc}; reloading the credentials failed: {failed}"
-                raise errors.InvalidRequest(status=401, message=message) from failed
-        return self._read(verb, resource, call, *args, priority=priority, timeout=timeout, **kwargs)
-
-    def request_json(
-        self,
-        method: str,
-        path: str,
-        *,
-        verb: str,
-        resource: str,
-        body: Any = None,
-        timeout: float | None = None,
-        content_type: str = "application/json",
-        priority: bool = False,
-    ) -> RawObject:
-        """A request by path, for APIs without a generated method scalebot uses (Leases, Events):
-        the body is sent as given (no generated model in between), the answer parsed with orjson."""
-        headers = {"Accept": "application/json"}
-        if body is not None:
-            headers["Content-Type"] = content_type
-        call = partial(self._call_path, path, method, headers, body)
-        data = self.read(verb, resource, call, priority=priority, timeout=timeout)
-        return _parse(verb, resource, data, orjson.loads) if data else {}
-
-    def probe(self, *, timeout: float) -> None:
-        """GET /readyz, on the priority budget; raises KubeError unless the server answers ready."""
-        call = partial(self._call_path, "/readyz", "GET", {"Accept": "text/plain"}, None)
-        self.read("get", "/readyz", call, priority=True, timeout=timeout)
-
-    def open(
-        self,
-        verb: str,
-        resource: str,
-        call: Callable[..., Any],
-        *args: Any,
-        priority: bool = False,
-        **kwargs: Any,
-    ) -> Any:
-        """Send one request and return the answer unread (urllib3's response): rate limit, count,
-        translate a failure to send or a non-2xx answer."""
-        limiter = self._priority_limiter if priority else self._limiter
-        self._waits.seconds = limiter.acquire() if limiter is not None else 0.0
-        with self._counts_lock:
-            self.request_counts[(verb, resource)] += 1
-        try:
-            return call(*args, _preload_content=False, **kwargs)
-        except ApiException as exc:
-            raise error_from_api_exception(exc, verb, resource) from exc
-        except TRANSPORT_ERRORS as exc:
-            raise errors.TransportError(message=f"{verb} {resource}: {_one_line(exc)}") from exc
-
-    def _read(
-        self,
-        verb: str,
-        resource: str,
-        call: Callable[..., Any],
-        *args: Any,
-        priority: bool,
-        timeout: float | None,
-        **kwargs: Any,
-    ) -> bytes:
-        request_timeout = self._timeout if timeout is None else timeout
-        response = self.open(
-            verb, resource, call, *args, priority=priority, _request_timeout=request_timeout, **kwargs
-        )
-        try:
-            return bytes(response.data or b"")
-        except TRANSPORT_ERRORS as exc:
-            raise errors.TransportError(message=f"{verb} {resource}: {_one_line(exc)}") from exc
-        finally:
-            response.release_conn()
-
-    def _call_path(self, path: str, method: str, headers: dict[str, str], body: Any, **kwargs: Any) -> Any:
-        """`ApiClient.call_api` by path (kubernetes client 36: no `param_serialize`), with its
-        auth, TLS and connection pool; its REST layer raises ApiException for a non-2xx status."""
-        response = self._api_client().call_api(
-            path, method, header_params=headers, body=body, auth_settings=["BearerToken"], **kwargs
-        )
-        if not 200 <= response.status <= 299:
-            response.release_conn()
-            raise ApiException(http_resp=response)
-        return response
-
-    def _switch_credentials(self, seen: int) -> None:
-        """Load fresh credentials into the shared ApiClient, once for all the requests that got a
-        401 with the generation `seen` (evictions run in parallel: one re-read, not sixteen)."""
-        assert self._reload_credentials is not None
-        with self._reload_lock:
-            if self._credentials_generation != seen:
-                return  # another request already switched
-            fresh = self._reload_credentials()
-            api_client = self._api_client()
-            old = api_client.rest_client
-            # Every generated API object over this ApiClient (the pool providers' too) sends
-            # through these two attributes: tokens and client certificates alike.
-            api_client.configuration = fresh
-            api_client.rest_client = k8s_rest.RESTClientObject(fresh)
-            self._credentials_generation += 1
-            old.pool_manager.clear()
-
-
 _HEAD_BYTES = 4096
+
 _CONTINUE_IN_HEAD = re.compile(rb'"metadata"\s*:\s*\{[^{}]*?"continue"\s*:\s*"([^"\\]*)"')
 
 
@@ -738,77 +524,6 @@ def _continue_token_in_head(data: bytes) -> str | None:
     writes the list's metadata before its items); None when it is not there to be read."""
     found = _CONTINUE_IN_HEAD.search(data, 0, _HEAD_BYTES)
     return found.group(1).decode("ascii", "replace") if found else None
-
-
-def _parse(verb: str, resource: str, data: bytes, decode: Callable[[bytes], Any]) -> RawObject:
-    try:
-        parsed = decode(data)
-    except (orjson.JSONDecodeError, projection.ProjectionError) as exc:
-        # A 2xx whose body is not JSON was garbled on the way (proxy, truncation): no answer.
-        raise errors.TransportError(message=f"{verb} {resource}: unreadable response: {exc}") from exc
-    if not isinstance(parsed, dict):
-        raise errors.TransportError(message=f"{verb} {resource}: response is not a JSON object")
-    return parsed
-
-
-class PodWatch:
-    """The events of one pod watch, read as raw JSON lines from the open answer, one at a time.
-
-    Memory stays bounded by one event (plus one read chunk): a line longer than
-    MAX_WATCH_EVENT_BYTES ends the watch as a transport error. Pods the selector lets through but
-    that are bound elsewhere (see `_bound_to`) come out as bookmarks: they only move the
-    resourceVersion on.
-    """
-
-    def __init__(self, response: Any, keep: Callable[[PodInfo], bool] | None) -> None:
-        self._response = response
-        self._keep = keep
-        self._closed = threading.Event()
-
-    def close(self) -> None:
-        """Ends the iteration, also from another thread (it shuts the socket a read blocks on)."""
-        self._closed.set()
-        with contextlib.suppress(*TRANSPORT_ERRORS):
-            self._response.shutdown()
-        self._response.release_conn()
-
-    def __iter__(self) -> Iterator[PodEvent]:
-        pending = bytearray()
-        try:
-            for chunk in self._response.stream(WATCH_CHUNK_BYTES, decode_content=True):
-                pending += chunk
-                while (end := pending.find(b"\n")) >= 0:
-                    line = bytes(pending[:end])
-                    del pending[: end + 1]
-                    if line.strip():
-                        yield self._event(line)
-                if len(pending) > MAX_WATCH_EVENT_BYTES:
-                    raise errors.TransportError(message="watch pods: an event longer than the limit")
-        except TRANSPORT_ERRORS as exc:
-            if self._closed.is_set():
-                return
-            raise errors.TransportError(message=f"watch pods: {_one_line(exc)}") from exc
-        finally:
-            self._response.release_conn()
-        if pending.strip() and not self._closed.is_set():
-            raise errors.TransportError(message="watch pods: the stream ended inside an event")
-
-    def _event(self, line: bytes) -> PodEvent:
-        try:
-            kind, pod, raw = projection.decode_watch_event(line)
-        except projection.ProjectionError as exc:
-            raise errors.TransportError(message=f"watch pods: unreadable event: {exc}") from exc
-        if pod is None:
-            # 410 Gone: the resourceVersion was compacted away; the caller lists afresh.
-            raise errors.error_from_status(int(raw.get("code") or 500), raw)
-        version = str(raw.get("resourceVersion") or "")
-        event_type = _POD_EVENT_TYPES.get(kind)
-        if event_type is None or (self._keep is not None and not self._keep(pod)):
-            return PodEvent(type="BOOKMARK", pod=None, resource_version=version)
-        return PodEvent(type=event_type, pod=pod, resource_version=version)
-
-
-_POD_EVENT_TYPES: dict[str, PodEventType] = {"ADDED": "ADDED", "MODIFIED": "MODIFIED", "DELETED": "DELETED"}
 
 
 def _bound_to(node_names: Collection[str]) -> tuple[str, Callable[[PodInfo], bool] | None]:
@@ -837,138 +552,6 @@ def _pod_page(data: bytes) -> RawObject:
 
 def _same(pod: PodInfo) -> PodInfo:
     return pod
-
-
-def configuration_from_text(text: str, *, where: str) -> Any:
-    """A `Configuration` from kubeconfig text (its current context); raises KubeConfigError."""
-    configuration = k8s.Configuration()
-    try:
-        document = yaml.safe_load(text)
-        if not isinstance(document, dict):
-            raise ValueError("not a kubeconfig document")
-        k8s_config.load_kube_config_from_dict(
-            config_dict=document, client_configuration=configuration, persist_config=False
-        )
-    except (ConfigException, yaml.YAMLError, KeyError, ValueError, TypeError) as exc:
-        raise KubeConfigError(f"cannot use the kubeconfig in {where}: {_one_line(exc)}") from exc
-    return configuration
-
-
-def _tuned(configuration: Any, connection_pool_maxsize: int) -> Any:
-    configuration.connection_pool_maxsize = connection_pool_maxsize
-    # One retry policy, the runner's: urllib3 would otherwise sleep on Retry-After and retry
-    # 429/503 itself, invisibly to our counters and backoff. Connection failures are retried
-    # (nothing was sent); a read failure only for idempotent methods (urllib3's rule).
-    configuration.retries = urllib3.Retry(
-        total=2, connect=2, read=1, status=0, other=0, redirect=0, respect_retry_after_header=False
-    )
-    configuration.client_go_retries = False
-    return configuration
-
-
-def load_configuration(*, kubeconfig: str | None = None, context: str | None = None) -> Any:
-    """A fresh `kubernetes.client.Configuration`, found in kubectl's order; raises KubeConfigError."""
-    configuration = k8s.Configuration()
-    path = _kubeconfig_path(kubeconfig)
-    if path is None:
-        if context:
-            raise KubeConfigError(
-                f"context {context!r} was requested but no kubeconfig was found; "
-                "pass --kubeconfig, set KUBECONFIG or create ~/.kube/config"
-            )
-        if os.environ.get(IN_CLUSTER_HOST_ENV):
-            try:
-                k8s_config.load_incluster_config(client_configuration=configuration)
-            except ConfigException as exc:
-                raise KubeConfigError(f"in-cluster configuration failed: {_one_line(exc)}") from exc
-            return configuration
-        raise KubeConfigError(
-            "no Kubernetes configuration found: pass --kubeconfig, set KUBECONFIG, "
-            "create ~/.kube/config, or run in a pod with a service account"
-        )
-    chosen = _check_context(path, context)
-    try:
-        # persist_config=False: never rewrite the user's kubeconfig (token refresh writes back).
-        k8s_config.load_kube_config(
-            config_file=path, context=chosen, client_configuration=configuration, persist_config=False
-        )
-    except (ConfigException, OSError, yaml.YAMLError, KeyError, ValueError) as exc:
-        raise KubeConfigError(f"cannot use context {chosen!r} from {path}: {_one_line(exc)}") from exc
-    return configuration
-
-
-def _kubeconfig_path(explicit: str | None) -> str | None:
-    """The kubeconfig to read (several joined by os.pathsep, as KUBECONFIG allows), or None."""
-    if explicit:
-        path = os.path.expanduser(explicit)
-        if not os.path.isfile(path):
-            raise KubeConfigError(f"kubeconfig file {path} does not exist; check the --kubeconfig path")
-        return path
-    env = os.environ.get("KUBECONFIG", "")
-    if env:
-        paths = [os.path.expanduser(p) for p in env.split(os.pathsep) if p]
-        existing = [p for p in paths if os.path.isfile(p)]
-        if not existing:
-            raise KubeConfigError(f"KUBECONFIG={env} names no existing file; fix it or unset it")
-        return os.pathsep.join(existing)
-    default = os.path.expanduser("~/.kube/config")
-    return default if os.path.isfile(default) else None
-
-
-def _check_context(path: str, context: str | None) -> str:
-    """The context to use: `context` or the current-context, checked to exist in the file(s)."""
-    names: list[str] = []
-    current: str | None = None
-    for one in path.split(os.pathsep):
-        try:
-            with open(one, encoding="utf-8") as f:
-                document = yaml.safe_load(f)
-        except (OSError, yaml.YAMLError) as exc:
-            raise KubeConfigError(f"cannot read kubeconfig {one}: {_one_line(exc)}") from exc
-        if not isinstance(document, dict):
-            raise KubeConfigError(f"kubeconfig {one} is empty or not a mapping")
-        names.extend(str(c.get("name")) for c in document.get("contexts") or () if isinstance(c, dict))
-        current = current or document.get("current-context") or None  # first file wins, as in kubectl
-    available = ", ".join(sorted(set(names))) or "(none)"
-    chosen = context or current
-    if not chosen:
-        raise KubeConfigError(f"{path} sets no current-context; pass --context, one of: {available}")
-    if chosen not in names:
-        raise KubeConfigError(f"context {chosen!r} not found in {path}; available contexts: {available}")
-    return chosen
-
-
-def error_from_api_exception(exc: ApiException, verb: str, resource: str) -> errors.KubeError:
-    status = int(exc.status or 0)
-    if status == 0:
-        # The client's own wrapper for an SSL failure: no HTTP answer arrived.
-        return errors.TransportError(message=f"{verb} {resource}: {_one_line(exc.reason or exc)}")
-    err = errors.error_from_status(status, _status_body(exc.body, status, exc.reason))
-    if err.retry_after_seconds is None:
-        err.retry_after_seconds = _retry_after_header(exc.headers)
-    return err
-
-
-def _status_body(body: str | bytes | None, status: int, http_reason: str | None) -> Mapping[str, Any]:
-    """The Status object of an error answer; a proxy's HTML or an empty body gets a short message."""
-    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else (body or "")
-    try:
-        parsed = orjson.loads(text) if text else None
-    except orjson.JSONDecodeError:
-        parsed = None
-    if isinstance(parsed, dict) and (parsed.get("kind") == "Status" or "message" in parsed):
-        return parsed
-    summary = f"HTTP {status} {http_reason or ''}".strip()
-    snippet = " ".join(text.split())[:200]
-    return {"message": f"{summary}: {snippet}" if snippet else summary}
-
-
-def _retry_after_header(headers: Mapping[str, str] | None) -> int | None:
-    value = (headers or {}).get("Retry-After")
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None  # an HTTP-date; the API server only sends seconds
 
 
 def _delete_options(pod: PodInfo, grace_seconds: int | None, *, dry_run: bool = False) -> dict[str, Any]:
@@ -1032,10 +615,6 @@ def _object_name(raw: RawObject) -> str:
 def _object_key(raw: RawObject) -> str:
     meta = raw.get("metadata") or {}
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
-
-
-def _one_line(value: object) -> str:
-    return " ".join(str(value).split())
 
 
 def _as_is(raw: RawObject) -> RawObject:

@@ -1,6 +1,6 @@
 """Errors from the Kubernetes API, translated once at the adapter.
 
-The adapter (`engine.kube.client`) turns every `ApiException` or transport failure into one of
+The adapter (`engine.kube.transport`) turns every `ApiException` or transport failure into one of
 these, chaining the original, so the rest of the engine never depends on the HTTP library:
 
     KubeError

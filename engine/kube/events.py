@@ -32,7 +32,7 @@ from typing import Any, Literal, Protocol
 from engine.domain.clock import Clock, SystemClock
 from engine.domain.model import format_time
 from engine.kube import errors
-from engine.kube.client import Transport
+from engine.kube.transport import Transport
 
 log = logging.getLogger(__name__)
 

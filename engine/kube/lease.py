@@ -17,7 +17,7 @@ The algorithm is client-go's `leaderelection` over a `Lease` lock:
 - `run()` never releases the Lease on its own: after a stop, the caller first stops the work it
   started, then calls `release()`, so a standby can never start while this instance still acts.
 
-An adapter over the cluster's one `engine.kube.client.Transport` (its rate limit, counts and error
+An adapter over the cluster's one `engine.kube.transport.Transport` (its rate limit, counts and error
 translation), on that transport's priority budget so that a saturated drain never delays a
 renewal. It sends plain dicts by path (never the generated models: a model turns a MicroTime with
 zero microseconds into a string the API server rejects). Needs `get`, `create` and `update` on
@@ -42,7 +42,7 @@ from typing import Any
 from engine.domain.clock import Clock, SystemClock
 from engine.domain.model import RawObject, parse_time
 from engine.kube import errors
-from engine.kube.client import Transport
+from engine.kube.transport import Transport
 
 log = logging.getLogger(__name__)
 
@@ -383,7 +383,7 @@ class LeaseElector:
 
     def _send(self, method: str, verb: str, path: str, *, body: Any = None, timeout: float) -> RawObject:
         # priority: a renewal that queued behind a drain's requests past renew_deadline would
-        # lose the Lease; see engine.kube.client.Transport.
+        # lose the Lease; see engine.kube.transport.Transport.
         return Transport.of(self._api).request_json(
             method, path, verb=verb, resource=RESOURCE, body=body, timeout=timeout, priority=True
         )

@@ -88,7 +88,7 @@ def decode_restore(text: str, *, where: str) -> RestoreRecord:
 @dataclass(frozen=True, slots=True)
 class RawCaller:
     """Calls a generated client method of `api_client` for raw JSON through that cluster's one
-    transport (`engine.kube.client.Transport`): its rate limit (`api_qps`/`api_burst`), request
+    transport (`engine.kube.transport.Transport`): its rate limit (`api_qps`/`api_burst`), request
     counts, credentials reload and error translation, as every request of scalebot's.
 
     Every answer is read with `_preload_content=False` and orjson (never the generated models);
