@@ -8,7 +8,7 @@ Structs (`pod_info`): going back to dicts first (`msgspec.to_builtins`) and thro
 `PodInfo.from_raw` cost as much again as the decode itself at 30,000 pods (docs/benchmarks.md).
 
 `pod_info` is the same mapping as `PodInfo.from_raw`, field for field, including how it treats a
-missing key and a JSON null alike; tests/unit/engine/test_projection.py checks that a pod decoded
+missing key and a JSON null alike; tests/unit/engine/kube/test_projection.py checks that a pod decoded
 both ways gives the same PodInfo. Leaves are typed `Any`, so a value of an unexpected type is
 passed on to the same parsers `from_raw` uses instead of failing the whole page.
 """

@@ -12,7 +12,7 @@ wakes, drains of a node, cancels while a drain runs, process restarts in the mid
 again under a running operation, Slack down (every delivery raises), hand cordons and uncordons.
 
 After every step, once no operation runs, the invariants of the stateful test
-(tests/unit/engine/test_stateful_operations.py) are checked against the real cluster:
+(tests/unit/engine/operations/test_stateful_operations.py) are checked against the real cluster:
 - scalebot's draining taint is only on nodes of a live operation (or of a phase 2 stopped for pods
   outside its force scope, which leaves them cordoned on purpose);
 - no node is cordoned that no live operation, succeeded drain or person cordoned;

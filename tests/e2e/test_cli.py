@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from localcluster import builders
-from tests.unit.bot.test_cli_live import ANSI, on_a_terminal_stdout
+from tests.unit.bot.cli.test_cli_live import ANSI, on_a_terminal_stdout
 
 pytestmark = pytest.mark.e2e
 

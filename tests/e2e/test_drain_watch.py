@@ -7,7 +7,7 @@ by a finalizer keeps the drain waiting (passes go on: node listings, no pod list
 drain ends once the watch reports that last pod gone. The fallback to listing
 when the watch breaks is proven through the TCP fault proxy in
 tests/reliability/test_drain_watch_faults.py; the feed's resume/410 logic in
-tests/unit/engine/test_podfeed.py. A zero-scale's drain starts its pod watch from the plan's own
+tests/unit/engine/drain/test_podfeed.py. A zero-scale's drain starts its pod watch from the plan's own
 listing (its resourceVersion): the pods are listed once for plan and drain together.
 """
 

@@ -16,7 +16,7 @@ One real process, the real control plane, a local Slack (Web API + Socket Mode s
   and on thread replies, a slow answer): every message arrives, no thread reply twice, one card,
   and the final state is delivered.
 
-The audit table's append-only triggers are proven in tests/unit/engine/test_operations.py
+The audit table's append-only triggers are proven in tests/unit/engine/operations/test_operations.py
 (test_audit_table_is_append_only); signatures, replays and self-approval in tests/slack.
 """
 

@@ -31,7 +31,7 @@ from engine.domain.operation import Operation, OpKind
 from tests.slack.conftest import APPROVER, VIEWER, RunningBot, make_settings
 from tests.slack.harness import Call, SlackApiServer, post
 from tests.slack.test_conversation import home_text
-from tests.unit.engine.test_savings import recorded_op
+from tests.unit.engine.savings.test_savings import recorded_op
 
 UPLOAD_STEPS = ("files.getUploadURLExternal", "upload", "files.completeUploadExternal")
 

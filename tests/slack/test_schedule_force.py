@@ -19,7 +19,7 @@ from tests.slack.conftest import APPROVER, APPROVER_2, CHANNEL, OPERATOR, VIEWER
 from tests.slack.harness import Call, all_text, buttons_of, wait_until
 from tests.slack.markup import foreign_tokens
 from tests.slack.test_schedules_slack import World, command, slack_api, utc, world
-from tests.unit.engine.test_force_scope import pinned
+from tests.unit.engine.domain.test_force_scope import pinned
 
 __all__ = ["slack_api", "world"]  # the schedule tests' fixtures
 

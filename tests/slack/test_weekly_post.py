@@ -42,8 +42,8 @@ from engine.store.database import Store, read_operations_file
 from tests.slack.conftest import APPROVER, CHANNEL, RunningBot, make_settings
 from tests.slack.harness import SlackApiServer, post
 from tests.slack.test_conversation import home_text
-from tests.unit.bot.test_scheduler import build
-from tests.unit.engine.test_savings import BERLIN, NOW, REPO, record_history, recorded_op
+from tests.unit.bot.runtime.test_scheduler import build
+from tests.unit.engine.savings.test_savings import BERLIN, NOW, REPO, record_history, recorded_op
 
 
 def test_the_weekly_post_uploads_the_chart_with_slacks_three_steps(

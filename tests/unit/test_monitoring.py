@@ -11,7 +11,7 @@ from __future__ import annotations
 from prometheus_client.exposition import generate_latest
 
 from tests import monitoring
-from tests.unit.bot import test_metrics
+from tests.unit.bot.runtime import test_metrics
 
 
 def fed() -> str:

@@ -37,7 +37,7 @@ from engine.savings.figures import asleep_series, savings
 from engine.store.database import Store, StoreError, read_operations_file
 
 BERLIN = ZoneInfo("Europe/Berlin")
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 
 
 def _utc(day: int, hour: int, minute: int = 0) -> datetime:

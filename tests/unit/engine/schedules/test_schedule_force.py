@@ -23,9 +23,9 @@ from engine.kube.fake import FakeCluster
 from engine.operations import policy
 from engine.pools.simulated import SimulatedPoolProvider
 from engine.schedules.model import ScheduleTarget
-from tests.unit.engine import test_schedules
-from tests.unit.engine.test_force_scope import pinned
-from tests.unit.engine.test_schedules import (
+from tests.unit.engine.domain.test_force_scope import pinned
+from tests.unit.engine.schedules import test_schedules
+from tests.unit.engine.schedules.test_schedules import (
     APPROVER,
     APPROVER2,
     OPERATOR,

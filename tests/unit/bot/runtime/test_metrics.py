@@ -372,7 +372,7 @@ def test_the_present_state_is_read_at_scrape_time_with_cluster_and_pool_labels()
     assert m.registry.get_sample_value("scalebot_wakes_short_total", {"cluster": "prod"}) == 0
 
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+README = Path(__file__).resolve().parents[4] / "README.md"
 _ROW = re.compile(r"^\| `(scalebot_[a-z_]+)` \| (counter|gauge|histogram) \| ([^|]*) \| [^|]+ \|$")
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-MANIFEST = Path(__file__).resolve().parents[3] / "manifests" / "slack-app.yaml"
+MANIFEST = Path(__file__).resolve().parents[4] / "manifests" / "slack-app.yaml"
 
 
 def load() -> dict[str, Any]:

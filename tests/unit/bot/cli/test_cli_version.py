@@ -9,7 +9,7 @@ import pytest
 
 from bot.cli import main as cli
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 
 
 def test_version_is_the_projects(capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from engine.domain.operation import Operation, OpKind, OpState
 from engine.store.database import Store
-from tests.unit.bot.test_cli_simulated import FAST, scalebot
+from tests.unit.bot.cli.test_cli_simulated import FAST, scalebot
 
 
 def _wakes(db: Path) -> list[Operation]:

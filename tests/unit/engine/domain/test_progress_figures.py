@@ -16,7 +16,7 @@ from engine.domain.drain_state import DrainState
 from engine.domain.operation import DrainProgress, Operation, ProgressEvent
 from engine.domain.progress_figures import add_sample, bar, figures, rate_per_minute, status_line, time_left
 from engine.kube.fake import FakeCluster
-from tests.unit.engine.test_operations import finish, make_ops, zero
+from tests.unit.engine.operations.test_operations import finish, make_ops, zero
 
 T0 = datetime(2026, 3, 2, 14, 0, tzinfo=UTC)
 

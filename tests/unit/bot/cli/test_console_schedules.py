@@ -20,7 +20,7 @@ from engine.domain.operation import OpKind, OpState
 from engine.operations.service import Operations
 from engine.schedules.model import ScheduleTarget
 from engine.schedules.service import Schedules
-from tests.unit.bot.test_console import ARROW, CLUSTER, console
+from tests.unit.bot.cli.test_console import ARROW, CLUSTER, console
 
 THURSDAY = datetime(2026, 3, 5, 14, 0, tzinfo=UTC)
 ADD = "schedule add weekend sleep=Fri 20:00 wake=Mon 07:00 tz=UTC lead=60m,10m"

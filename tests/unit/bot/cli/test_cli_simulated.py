@@ -24,7 +24,7 @@ from engine.schedules.model import ScheduleTarget
 from engine.schedules.service import Schedules
 from engine.store.database import Store
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 FAST = ["--graceful-window", "1s"]
 """Phase 1 of the simulated zero-scale ends after a second (the PDB-blocked pods are then deleted)."""
 

@@ -16,8 +16,8 @@ from engine.domain.settings import DrainSettings
 from engine.drain import driver as drainer
 from engine.drain import filters
 from engine.kube.fake import FakeCluster
-from tests.unit.bot.test_cli_live import ANSI, _terminal
-from tests.unit.bot.test_cli_live import _cluster as cluster_with_pods
+from tests.unit.bot.cli.test_cli_live import ANSI, _terminal
+from tests.unit.bot.cli.test_cli_live import _cluster as cluster_with_pods
 
 START = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 SETTINGS = DrainSettings(interval=timedelta(seconds=1), timeout=timedelta(seconds=30), parallel=4)

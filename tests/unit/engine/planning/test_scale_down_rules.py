@@ -648,7 +648,7 @@ def test_cluster_autoscalers_scale_down_cases(case: Case) -> None:
 def test_every_difference_from_cluster_autoscaler_is_in_the_documented_table() -> None:
     from pathlib import Path
 
-    table = (Path(__file__).parents[3] / "docs" / "cluster-autoscaler.md").read_text()
+    table = (Path(__file__).parents[4] / "docs" / "cluster-autoscaler.md").read_text()
     differences = {c.difference for c in _cases() if c.difference}
     assert differences  # the table has some, and each is written down
     for difference in differences:

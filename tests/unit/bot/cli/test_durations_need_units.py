@@ -19,7 +19,7 @@ from bot.cli.console import simulated_operations
 from bot.config.settings import SettingsError, load
 from engine.domain.clock import FakeClock
 from engine.domain.durations import DurationError, parse_duration
-from tests.unit.bot.test_console import START, console
+from tests.unit.bot.cli.test_console import START, console
 
 ENV = {"SLACK_BOT_TOKEN": "xoxb-1-secret", "SLACK_SIGNING_SECRET": "s3cr3t-signing"}
 

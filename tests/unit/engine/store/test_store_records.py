@@ -39,7 +39,7 @@ from engine.domain.operation import (
 from engine.kube.fake import FakeCluster
 from engine.schedules.text import wake_report
 from engine.store.database import SCHEMA_VERSION, Store, StoreError
-from tests.unit.engine.test_operations import cluster, finish, make_ops, zero  # noqa: F401 (fixture)
+from tests.unit.engine.operations.test_operations import cluster, finish, make_ops, zero  # noqa: F401 (fixture)
 
 
 def _set_row(db: Path, op_id: str, *, step: str, step_data: object, result: object, schema: int) -> None:

@@ -28,8 +28,8 @@ from engine.domain.drain_state import DrainState
 from engine.domain.operation import DrainProgress, Operation, OpState
 from engine.domain.settings import RunnerSettings
 from engine.kube.fake import FakeCluster
-from tests.unit.bot.test_cli_simulated import FAST, REPO, scalebot
-from tests.unit.engine.test_operations import finish, make_ops, zero
+from tests.unit.bot.cli.test_cli_simulated import FAST, REPO, scalebot
+from tests.unit.engine.operations.test_operations import finish, make_ops, zero
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # One plain line per change: an ISO 8601 time with its zone, the operation, the text.

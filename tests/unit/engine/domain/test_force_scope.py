@@ -18,8 +18,8 @@ import pytest
 from engine.domain.operation import Operation, OperationRequest, OpKind, OpState, ProgressEvent, Target
 from engine.kube.fake import FakeCluster
 from engine.operations.service import Operations
-from tests.unit.engine import test_operations
-from tests.unit.engine.test_operations import APPROVER, OPERATOR, make_ops
+from tests.unit.engine.operations import test_operations
+from tests.unit.engine.operations.test_operations import APPROVER, OPERATOR, make_ops
 
 cluster = test_operations.cluster
 """The fixture of the operations tests: pools web (3 nodes, a ReplicaSet's Pod on each) and batch."""
