@@ -53,7 +53,7 @@ def test_every_exception_in_engine_and_bot_derives_from_the_root_and_names_a_cat
         "engine.pools.base.PoolNotFound",
         "bot.config.settings.SettingsError",
         "bot.text.commands.UsageError",
-        "bot.cli.main.CliError",
+        "bot.cli.common.CliError",
     } <= names
     assert len(classes) >= 40
     outside = sorted(f"{c.__module__}.{c.__qualname__}" for c in classes if not issubclass(c, ScalebotError))

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from bot.cli import main as cli
+from bot.cli.parser import build_parser
 
 
 def help_of(capsys: pytest.CaptureFixture[str], *command: str) -> str:
     with pytest.raises(SystemExit) as exited:
-        cli.build_parser().parse_args([*command, "--help"])
+        build_parser().parse_args([*command, "--help"])
     assert exited.value.code == 0
     return capsys.readouterr().out
 

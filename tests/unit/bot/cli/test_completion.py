@@ -10,11 +10,12 @@ import pytest
 
 from bot.cli import completion
 from bot.cli import main as cli
+from bot.cli.parser import build_parser
 
 
 def complete(line: str) -> list[str]:
     """What bash offers for `line` (a trailing space: completing a new word)."""
-    script = completion.script(cli.build_parser(), "bash")
+    script = completion.script(build_parser(), "bash")
     driver = (
         f"{script}\n"
         f"COMP_WORDS=({line})\n"

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli import main as cli
+from bot.cli.common import CliError
+from bot.cli.parser import build_parser
+from bot.cli.service import _provider_options
 from bot.config import providers, settings
 from bot.config.providers import Connected, Connection, Option, ProviderOptionError, ProviderSpec
 from bot.runtime import wiring
@@ -49,7 +51,7 @@ def test_resolve_fills_defaults_and_validates() -> None:
 def test_every_consumer_reads_the_one_table() -> None:
     names = providers.names()
     assert names[0] == providers.DEFAULT_PROVIDER
-    parser = cli.build_parser()
+    parser = build_parser()
     zero = parser.parse_args(["zero", "--provider", names[-1]])
     assert zero.provider == names[-1]
     with pytest.raises(SystemExit):
@@ -63,11 +65,11 @@ def test_every_consumer_reads_the_one_table() -> None:
 
 
 def test_cli_refuses_another_providers_flag() -> None:
-    args = cli.build_parser().parse_args(["zero", "--provider", "capi", "--pool-label", "x/y"])
-    with pytest.raises(cli.CliError, match="--pool-label is not an option of --provider capi"):
-        cli._provider_options(args)
-    args = cli.build_parser().parse_args(["zero", "--pool-label", "x/y"])
-    assert cli._provider_options(args) == {"pool_label": "x/y"}
+    args = build_parser().parse_args(["zero", "--provider", "capi", "--pool-label", "x/y"])
+    with pytest.raises(CliError, match="--pool-label is not an option of --provider capi"):
+        _provider_options(args)
+    args = build_parser().parse_args(["zero", "--pool-label", "x/y"])
+    assert _provider_options(args) == {"pool_label": "x/y"}
 
 
 EKS_ENV = {"SLACK_BOT_TOKEN": "xoxb-1-secret", "SLACK_SIGNING_SECRET": "s3cr3t-signing"}
@@ -123,10 +125,10 @@ def test_bad_eks_settings_name_the_key(tmp_path: Path, entry: str, message: str)
 
 
 def test_eks_cli_flags_and_a_missing_cluster_in_wiring() -> None:
-    args = cli.build_parser().parse_args(
+    args = build_parser().parse_args(
         ["zero", "--provider", "eks", "--eks-cluster", "prod", "--node-groups", "web"]
     )
-    assert cli._provider_options(args) == {"eks_cluster": "prod", "node_groups": "web"}
+    assert _provider_options(args) == {"eks_cluster": "prod", "node_groups": "web"}
     with pytest.raises(wiring.WiringError, match="eks_cluster: required"):
         wiring.connect_cluster("x", provider="eks", options={"node_groups": "web"})
 

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from bot.cli import main as cli
+from bot.cli.operations import EXIT_AUDIT_BROKEN
 from engine.domain.clock import FakeClock
 from engine.domain.operation import Operation, OperationRequest, OpKind, OpState, Outcome, Target
 from engine.domain.settings import RunnerSettings
@@ -484,7 +485,7 @@ def test_the_audit_hash_chain_detects_edits_and_deletions(
     conn.execute("UPDATE audit SET actor = 'U0SOMEONE' WHERE id = 2")
     conn.commit()
     assert [p.row_id for p in w.store.verify_audit()[1]] == [2]
-    assert cli.main(["operations", "verify-audit", "--db", str(db)]) == cli.EXIT_AUDIT_BROKEN
+    assert cli.main(["operations", "verify-audit", "--db", str(db)]) == EXIT_AUDIT_BROKEN
     assert "audit row 2: its content does not match its hash" in capsys.readouterr().err
     # verify-audit opened the file read-only: the dropped trigger stays dropped.
     conn.execute("DROP TRIGGER audit_no_delete")

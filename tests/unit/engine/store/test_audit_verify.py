@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 
 from bot.cli import main as cli
+from bot.cli.common import EXIT_OK, EXIT_USAGE
+from bot.cli.operations import EXIT_AUDIT_BROKEN
 from engine.store.database import SCHEMA_VERSION, Store, StoreError, verify_audit_file
 
 AT = datetime(2026, 3, 2, 16, 0, tzinfo=UTC)
@@ -66,7 +68,7 @@ def test_a_healthy_database_prints_its_head_and_row_count(
     logged = [r.audit_head for r in caplog.records if hasattr(r, "audit_head")]
     assert len(logged) == 3
 
-    assert _verify_unchanged(db) == cli.EXIT_OK
+    assert _verify_unchanged(db) == EXIT_OK
 
     out = capsys.readouterr().out
     assert "3 rows" in out and f"head {logged[-1]}" in out
@@ -86,7 +88,7 @@ def test_dropped_hash_columns_and_an_edited_row_fail_and_leave_the_file_byte_ide
         "BEGIN SELECT RAISE(ABORT, 'audit is append-only'); END",
     )
 
-    assert _verify_unchanged(db) == cli.EXIT_AUDIT_BROKEN
+    assert _verify_unchanged(db) == EXIT_AUDIT_BROKEN
 
     err = capsys.readouterr().err
     assert "NOT verified" in err and "`prev_hash` or `hash`" in err
@@ -109,7 +111,7 @@ def test_an_edited_row_fails_and_leaves_the_file_byte_identical(
         "BEGIN SELECT RAISE(ABORT, 'audit is append-only'); END",
     )
 
-    assert _verify_unchanged(db) == cli.EXIT_AUDIT_BROKEN
+    assert _verify_unchanged(db) == EXIT_AUDIT_BROKEN
 
     assert "audit row 2: its content does not match its hash" in capsys.readouterr().err
 
@@ -136,7 +138,7 @@ def test_a_missing_trigger_or_another_schema_version_fails_without_migrating(
     db = _database(tmp_path / "scalebot.db")
     _tamper(db, *statements)
 
-    assert _verify_unchanged(db) == cli.EXIT_AUDIT_BROKEN
+    assert _verify_unchanged(db) == EXIT_AUDIT_BROKEN
 
     assert says in capsys.readouterr().err
 
@@ -148,10 +150,10 @@ def test_expect_head_passes_for_a_kept_head_and_fails_for_one_not_in_the_chain(
         db = _database(tmp_path / "scalebot.db")
     kept = [r.audit_head for r in caplog.records if hasattr(r, "audit_head")][1]  # row 2's line
 
-    assert _verify_unchanged(db, "--expect-head", kept) == cli.EXIT_OK
+    assert _verify_unchanged(db, "--expect-head", kept) == EXIT_OK
     assert "is row 2 (1 row(s) appended since)" in capsys.readouterr().out
 
-    assert _verify_unchanged(db, "--expect-head", "ab" * 32) == cli.EXIT_AUDIT_BROKEN
+    assert _verify_unchanged(db, "--expect-head", "ab" * 32) == EXIT_AUDIT_BROKEN
     assert "is not in the chain" in capsys.readouterr().err
 
 
@@ -166,8 +168,8 @@ def test_a_rechained_forgery_is_caught_by_the_kept_head(
     forged = tmp_path / "forged.db"
     _rechain_with_edit(db, forged)
 
-    assert _verify_unchanged(forged) == cli.EXIT_OK  # the chain alone cannot tell
-    assert _verify_unchanged(forged, "--expect-head", kept) == cli.EXIT_AUDIT_BROKEN
+    assert _verify_unchanged(forged) == EXIT_OK  # the chain alone cannot tell
+    assert _verify_unchanged(forged, "--expect-head", kept) == EXIT_AUDIT_BROKEN
     assert "is not in the chain" in capsys.readouterr().err
 
 
@@ -185,7 +187,7 @@ def _rechain_with_edit(source: Path, target: Path) -> None:
 def test_expect_head_must_be_a_sha256(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = _database(tmp_path / "scalebot.db")
 
-    assert _verify_unchanged(db, "--expect-head", "not-a-hash") == cli.EXIT_USAGE
+    assert _verify_unchanged(db, "--expect-head", "not-a-hash") == EXIT_USAGE
 
     assert "64 hex digits" in capsys.readouterr().err
 
@@ -197,7 +199,7 @@ def test_a_write_ahead_log_without_its_index_is_refused_not_created(
     (tmp_path / "scalebot.db-wal").write_bytes(b"")
     before = _fingerprint(db)
 
-    assert _verify(db) == cli.EXIT_USAGE
+    assert _verify(db) == EXIT_USAGE
 
     assert _fingerprint(db) == before
     assert "scalebot.db-shm" in capsys.readouterr().err

@@ -1,0 +1,79 @@
+"""`scalebot operations list|show|cancel|verify-audit` and `scalebot resume`: the operations already
+recorded (list and show read the database only) and the audit log's hash chain."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+
+from bot.cli import records as cli_read
+from bot.cli.common import EXIT_OK, CliError, _user, live_display
+from bot.cli.service import build_operations, follow
+from bot.text import messages
+from engine.store.database import AuditUnverifiable, StoreError, verify_audit_file
+
+EXIT_AUDIT_BROKEN = 1
+"""`operations verify-audit`: the hash chain is broken (a row was edited, inserted or deleted), its
+columns, triggers or schema version are not this scalebot's, or `--expect-head` is not in it."""
+
+
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    ops = build_operations(args)
+    return follow(ops, None, live=live_display(args))
+
+
+def cmd_verify_audit(args: argparse.Namespace) -> int:
+    """Re-compute the audit log's hash chain, read-only: exit 0 when intact, 1 naming each break."""
+    expect = args.expect_head.strip().lower() if args.expect_head else None
+    if expect is not None and not _SHA256_HEX.fullmatch(expect):
+        raise CliError(f"--expect-head {args.expect_head!r} is not a SHA-256 hash (64 hex digits)")
+    try:
+        check = verify_audit_file(args.db, expect_head=expect)
+    except AuditUnverifiable as exc:
+        print(f"audit log NOT verified: {exc}", file=sys.stderr)
+        return EXIT_AUDIT_BROKEN
+    except StoreError as exc:
+        raise CliError(str(exc)) from exc
+    for problem in check.problems:
+        print(f"audit row {problem.row_id}: {problem.reason}", file=sys.stderr)
+    for alteration in check.altered:
+        print(f"audit log NOT verified: {alteration}", file=sys.stderr)
+    if check.problems or check.altered:
+        breaks = f"{len(check.problems)} break(s) in {check.rows} rows"
+        print(f"the audit log of {args.db} was altered: {breaks}", file=sys.stderr)
+        return EXIT_AUDIT_BROKEN
+    if expect is not None and check.expected_row is None:
+        print(
+            f"audit log NOT verified: the kept head {expect} is not in the chain of {args.db} "
+            f"(head {check.head}, {check.rows} rows): rows up to it were rewritten or removed",
+            file=sys.stderr,
+        )
+        return EXIT_AUDIT_BROKEN
+    print(f"audit log intact: {check.rows} rows, hash chain verified, head {check.head}")
+    if check.expected_row is not None:
+        since = check.rows - check.expected_row
+        print(f"kept head {expect} is row {check.expected_row} ({since} row(s) appended since)")
+    return EXIT_OK
+
+
+def cmd_operations(args: argparse.Namespace) -> int:
+    if args.action == "verify-audit":
+        return cmd_verify_audit(args)
+    if args.action != "list" and not args.operation_id:
+        raise CliError(f"`operations {args.action}` needs an operation ID (see `scalebot operations list`)")
+    if args.action in ("list", "show"):  # the database only: no kubeconfig needed
+        try:
+            (cli_read.list_operations if args.action == "list" else cli_read.show_operation)(args)
+        except cli_read.ReadError as exc:
+            raise CliError(str(exc)) from exc
+        return EXIT_OK
+    ops = build_operations(args)
+    outcome = ops.cancel(args.operation_id, by=_user())
+    if not outcome.ok:
+        raise CliError(messages.outcome_text(outcome, slack=False))
+    print(messages.outcome_text(outcome, slack=False))
+    return EXIT_OK

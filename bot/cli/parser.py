@@ -1,0 +1,440 @@
+"""The `scalebot` argument tree: every command, its flags and its handler (the `cmd_*` function of
+the command group's module), the flag groups the commands share, and `completion`, which prints a
+shell script generated from this tree."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from bot.cli import records as cli_read
+from bot.cli import report as report_cli
+from bot.cli.common import DEFAULT_GRACEFUL_WINDOW, EXIT_OK, LOG_FORMATS, _read
+from bot.cli.drain import cmd_cordon, cmd_drain
+from bot.cli.operations import cmd_operations, cmd_resume
+from bot.cli.plans import cmd_plan_advise, cmd_plan_consolidate, cmd_plan_drain, cmd_plan_op
+from bot.cli.pools import cmd_consolidate, cmd_pool_op
+from bot.cli.serve import cmd_console, cmd_demo, cmd_run, cmd_sandbox
+from bot.config import providers
+from engine.domain.operation import OpKind
+
+DESCRIPTION = (
+    "scalebot: drain nodes and scale node pools to zero and back, now or on a schedule, with approvals."
+)
+"""The first line of `scalebot --help` (and of `bot.cli.main`'s docstring)."""
+
+
+def _installed_version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("scalebot")
+    except metadata.PackageNotFoundError:  # a source tree that was never installed
+        return "unknown (not installed)"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="scalebot", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"scalebot {_installed_version()}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log every step to stderr")
+    parser.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default=os.environ.get("SCALEBOT_LOG_FORMAT") or "text",
+        help="log line format (default: $SCALEBOT_LOG_FORMAT, else text)",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    drain = commands.add_parser("drain", help="cordon and drain nodes (kubectl drain semantics)")
+    _add_cluster_args(drain)
+    _add_node_args(drain)
+    _add_filter_args(drain)
+    drain.add_argument("--timeout", default="0", help="give up after this long, e.g. 10m (default 0: wait)")
+    drain.add_argument(
+        "--grace-period",
+        type=int,
+        default=None,
+        metavar="SECONDS",
+        help="termination grace for evicted pods (default: each pod's own)",
+    )
+    drain.add_argument(
+        "--parallel", type=int, default=16, metavar="N", help="evictions in flight (default 16)"
+    )
+    drain.add_argument("--interval", default="20s", help="longest gap between drain passes (default 20s)")
+    drain.add_argument(
+        "--dry-run",
+        nargs="?",
+        const="client",
+        default="none",
+        choices=("none", "client", "server"),
+        help="client: print the plan; server: also send each eviction with dryRun=All (the API server "
+        "checks PDBs and admission); nothing is changed",
+    )
+    drain.add_argument(
+        "--pod-selector", metavar="SELECTOR", help="only drain the pods matching this label selector"
+    )
+    drain.add_argument(
+        "--disable-eviction",
+        action="store_true",
+        help="delete pods instead of evicting them, bypassing PodDisruptionBudgets (asks like --force)",
+    )
+    _add_yes_flag(drain)
+    drain.add_argument(
+        "--style",
+        choices=("current", "legacy"),
+        default="current",
+        help="Cluster API condition message layout: per-Pod lines (v1.9+, default) or grouped (legacy)",
+    )
+    drain.set_defaults(handler=cmd_drain)
+
+    for name, verb in (("cordon", "mark nodes unschedulable"), ("uncordon", "mark nodes schedulable")):
+        sub = commands.add_parser(name, help=verb)
+        _add_cluster_args(sub)
+        _add_node_args(sub)
+        sub.set_defaults(handler=cmd_cordon, unschedulable=name == "cordon")
+
+    plan_cmd = commands.add_parser("plan", help="show what an operation would do, changing nothing")
+    plan_kinds = plan_cmd.add_subparsers(dest="plan_kind", required=True, metavar="KIND")
+    plan_drain = plan_kinds.add_parser("drain", help="pre-flight of a drain")
+    _add_cluster_args(plan_drain)
+    _add_node_args(plan_drain)
+    _add_filter_args(plan_drain)
+    plan_drain.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    plan_drain.set_defaults(handler=cmd_plan_drain)
+
+    _add_pool_commands(commands, plan_kinds)
+
+    demo = commands.add_parser(
+        "demo", help="zero-scale and wake the built-in SIMULATED cluster, for a first look"
+    )
+    demo.set_defaults(handler=cmd_demo)
+
+    con = commands.add_parser(
+        "console", help="the /scale commands, approvals and live progress in a terminal"
+    )
+    _add_ops_args(con)
+    con.add_argument(
+        "--clock-speed",
+        type=float,
+        default=1.0,
+        metavar="FACTOR",
+        help="with --simulated: run the clock this many times faster (600: a weekend in 5 minutes)",
+    )
+    con.set_defaults(handler=cmd_console)
+
+    run = commands.add_parser("run", help="serve Slack (Socket Mode or HTTP), run operations and schedules")
+    run.add_argument("--config", help="config file (default $SCALEBOT_CONFIG); see the README's reference")
+    run.add_argument(
+        "--leader-election",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="hold a Lease so one instance acts (default: on inside Kubernetes)",
+    )
+    run.set_defaults(handler=cmd_run)
+
+    sandbox = commands.add_parser("sandbox", help="a local control plane with kwok nodes to play with")
+    sandbox.add_argument("action", choices=("up", "down"))
+    sandbox.add_argument(
+        "--state-dir",
+        type=Path,
+        default=Path(".scalebot-sandbox"),
+        help="where the sandbox keeps its kubeconfigs and process ids",
+    )
+    sandbox.set_defaults(handler=cmd_sandbox)
+
+    _add_read_commands(commands)
+
+    completion = commands.add_parser("completion", help="print a shell completion script (bash or zsh)")
+    completion.add_argument("shell", choices=("bash", "zsh"))
+    completion.set_defaults(handler=cmd_completion)
+    return parser
+
+
+def _add_read_commands(commands: Any) -> None:
+    """`status` and `schedule list|next`: the database only, no kubeconfig (bot.cli.records)."""
+    db_help = "SQLite database (default $SCALEBOT_DB or ./scalebot.db)"
+    status = commands.add_parser(
+        "status", help="operations in flight, pools asleep, the next scheduled event"
+    )
+    sched = commands.add_parser(
+        "schedule", help="the schedules (add and change them in Slack or the console)"
+    )
+    sched.add_argument("action", choices=("list", "next"))
+    for parser in (status, sched):
+        parser.add_argument("cluster", nargs="?", metavar="CLUSTER", help="only this cluster")
+        parser.add_argument(
+            "--db", metavar="FILE", default=os.environ.get("SCALEBOT_DB", "scalebot.db"), help=db_help
+        )
+        cli_read.add_output_flag(parser)
+    status.set_defaults(handler=_read(cli_read.status))
+    sched.set_defaults(
+        handler=_read(
+            lambda a: (cli_read.list_schedules if a.action == "list" else cli_read.next_schedule_events)(a)
+        )
+    )
+
+
+def cmd_completion(args: argparse.Namespace) -> int:
+    from bot.cli import completion
+
+    print(completion.script(build_parser(), args.shell), end="")
+    return EXIT_OK
+
+
+def _add_pace_flag(parser: Any) -> None:
+    parser.add_argument(
+        "--one-at-a-time",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="drain non-empty nodes one at a time, empty ones together, as cluster-autoscaler does "
+        "(default: the cluster's policy drain_one_at_a_time, else all at once)",
+    )
+
+
+def _add_pool_commands(commands: Any, plan_kinds: Any) -> None:
+    scale = commands.add_parser("scale", help="scale one node pool to N nodes (drains what it removes)")
+    _add_ops_args(scale)
+    scale.add_argument("pool", metavar="POOL", help="the pool to scale")
+    scale.add_argument("size", type=int, metavar="N", help="its new number of nodes")
+    _add_yes_flag(scale)
+    _add_pace_flag(scale)
+    scale.set_defaults(handler=cmd_pool_op, kind=OpKind.SCALE)
+
+    zero = commands.add_parser("zero", help="scale pools (default: every pool) to 0; two phases when all go")
+    _add_ops_args(zero)
+    zero.add_argument("pools", nargs="*", metavar="POOL", help="pools to scale to 0 (default: every pool)")
+    _add_yes_flag(zero)
+    _add_workload_flags(zero)
+    _add_pace_flag(zero)
+    zero.set_defaults(handler=cmd_pool_op, kind=OpKind.ZERO)
+
+    wake = commands.add_parser(
+        "wake", help="restore pools to the sizes recorded before they were scaled down"
+    )
+    _add_ops_args(wake)
+    wake.add_argument("pools", nargs="*", metavar="POOL", help="pools to wake (default: every sleeping pool)")
+    _add_workload_flags(wake)
+    wake.add_argument(
+        "--wave",
+        action="append",
+        dest="waves",
+        metavar="POOL[,POOL...]",
+        help="wake in waves: these pools first, all of their nodes Ready before the next --wave "
+        "(the README's wake_waves); pools no --wave names wake last",
+    )
+    wake.set_defaults(handler=cmd_pool_op, kind=OpKind.WAKE)
+    _short_usage(scale, zero, wake)
+
+    consolidate_op = commands.add_parser(
+        "consolidate",
+        help="remove nodes whose pods fit on the others, one by one (fit re-checked before each)",
+    )
+    _add_ops_args(consolidate_op)
+    consolidate_op.add_argument("pools", nargs="*", metavar="POOL", help="only nodes of these pools go")
+    _add_consolidation_flags(consolidate_op)
+    consolidate_op.set_defaults(handler=cmd_consolidate, kind=OpKind.CONSOLIDATE)
+
+    _add_operations_command(commands)
+
+    resume = commands.add_parser("resume", help="continue operations interrupted by a stop or a crash")
+    _add_ops_args(resume)
+    resume.set_defaults(handler=cmd_resume)
+
+    consolidate = plan_kinds.add_parser(
+        "consolidate", help="which nodes could go because their pods fit on the others (changes nothing)"
+    )
+    _add_ops_args(consolidate)
+    consolidate.add_argument(
+        "--node-grace", default="5m", help="leave nodes younger than this alone (default 5m)"
+    )
+    consolidate.add_argument(
+        "--max-nodes", type=int, default=10, help="remove at most this many (default 10)"
+    )
+    consolidate.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    consolidate.set_defaults(handler=cmd_plan_consolidate)
+
+    advise = plan_kinds.add_parser(
+        "advise", help="which pool to grow for the unschedulable pods, by how many nodes (changes nothing)"
+    )
+    _add_ops_args(advise)
+    advise.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    advise.set_defaults(handler=cmd_plan_advise)
+
+    for kind in (OpKind.ZERO, OpKind.SCALE, OpKind.WAKE):
+        sub = plan_kinds.add_parser(kind.value, help=f"pre-flight of `{kind.value}`")
+        _add_ops_args(sub)
+        sub.add_argument("pools", nargs="*", metavar="POOL")
+        if kind is OpKind.SCALE:
+            sub.add_argument("--size", type=int, required=True)
+        sub.add_argument("-o", "--output", choices=("text", "json"), default="text")
+        sub.set_defaults(handler=cmd_plan_op, kind=kind)
+
+
+def _add_operations_command(commands: Any) -> None:
+    opers = commands.add_parser(
+        "operations",
+        aliases=["ops"],
+        help="list, show or cancel operations; verify-audit checks the audit log",
+    )
+    _add_ops_args(opers)
+    opers.add_argument(
+        "action", nargs="?", choices=("list", "show", "cancel", "verify-audit"), default="list"
+    )
+    opers.add_argument("operation_id", nargs="?")
+    opers.add_argument(
+        "--expect-head",
+        metavar="HASH",
+        help="verify-audit: fail unless this hash (an `audit head` log line kept elsewhere) is in the chain",
+    )
+    cli_read.add_output_flag(opers)
+    opers.set_defaults(handler=cmd_operations)
+    report_cli.add_parser(commands, _read)
+
+
+def _add_consolidation_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--node-grace", default="5m", help="leave nodes younger than this alone (default 5m)")
+    parser.add_argument("--max-nodes", type=int, default=10, help="remove at most this many (default 10)")
+    parser.add_argument(
+        "--allow-alongside-autoscaler",
+        action="store_true",
+        help="consolidate although cluster-autoscaler, Karpenter or CAST AI run on the cluster",
+    )
+
+
+def _add_workload_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--workloads",
+        action="store_true",
+        help="also scale Deployments/StatefulSets to 0, suspend CronJobs, pause KEDA (and back on wake)",
+    )
+    parser.add_argument(
+        "--workloads-only",
+        action="store_true",
+        help="only workloads, no node pools (for clusters whose autoscaler empties the nodes itself)",
+    )
+
+
+def _add_cluster_args(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    parser.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)",
+    )
+    parser.add_argument("--context", metavar="NAME", help="kubeconfig context (default: the current context)")
+
+
+def _add_ops_args(parser: argparse.ArgumentParser) -> None:
+    """The cluster, database and pool provider options every pool command shares, in groups of their
+    own so `--help` shows the command's own flags first (`_short_usage` keeps them off the usage line)."""
+    cluster = parser.add_argument_group("cluster and database")
+    _add_cluster_args(cluster)
+    cluster.add_argument(
+        "--cluster", metavar="NAME", help="name recorded for this cluster (default: the context name)"
+    )
+    cluster.add_argument(
+        "--simulated",
+        action="store_true",
+        help="the built-in SIMULATED cluster instead (its state is kept in the database)",
+    )
+    cluster.add_argument(
+        "--db",
+        metavar="FILE",
+        default=os.environ.get("SCALEBOT_DB", "scalebot.db"),
+        help="SQLite database (default $SCALEBOT_DB or ./scalebot.db)",
+    )
+    cluster.add_argument(
+        "--graceful-window",
+        metavar="DURATION",
+        help=f"phase 1 of a full shutdown (default {DEFAULT_GRACEFUL_WINDOW}; 12s on the simulated cluster)",
+    )
+    cluster.add_argument(
+        "--drain-timeout",
+        metavar="DURATION",
+        default="1h",
+        help="give up on a partial drain after (default 1h)",
+    )
+    cluster.add_argument(
+        "--workloads-return-timeout",
+        metavar="DURATION",
+        default="5m",
+        help="how long a wake follows workloads not yet available once its nodes are Ready (default 5m)",
+    )
+    pool = parser.add_argument_group(
+        "pool provider", "what a pool is, and the options of each provider (the README lists them)"
+    )
+    pool.add_argument(
+        "--provider",
+        choices=providers.names(),
+        default=providers.DEFAULT_PROVIDER,
+        metavar="NAME",
+        help=f"{', '.join(providers.names())} (default {providers.DEFAULT_PROVIDER})",
+    )
+    for option in providers.all_options().values():
+        owners = ", ".join(p.name for p in providers.PROVIDERS.values() if option.key in p.option_keys())
+        pool.add_argument(
+            option.flag,
+            dest=f"provider_{option.key}",
+            metavar="VALUE",
+            help=f"{owners}: {_first_clause(option.help)}",
+        )
+    pool.add_argument(
+        "--namespace", metavar="NAME", default="scalebot", help="scalebot's namespace (pool records)"
+    )
+    pool.add_argument(
+        "--gitops",
+        choices=("pause", "warn"),
+        default="warn",
+        help="workloads Argo CD or Flux applies: pause their owner for the sleep, or warn (default)",
+    )
+
+
+def _short_usage(*parsers: argparse.ArgumentParser) -> None:
+    """`scalebot zero [POOL ...] [options]`: the positionals, not the shared options, on the usage line."""
+    for parser in parsers:
+        shown = " ".join(
+            f"[{a.metavar or a.dest} ...]" if a.nargs == "*" else str(a.metavar or a.dest)
+            for a in parser._actions
+            if not a.option_strings
+        )
+        parser.usage = f"{parser.prog} {shown + ' ' if shown else ''}[options]"
+
+
+def _first_clause(text: str) -> str:
+    """A provider option's help up to its first parenthesis or semicolon: one line in `--help`."""
+    for mark in (" (", ";"):
+        text = text.split(mark, 1)[0]
+    return text
+
+
+def _add_node_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("nodes", nargs="*", metavar="NODE")
+    parser.add_argument("-l", "--selector", help="select nodes by label, e.g. scalebot.io/pool=batch")
+
+
+def _add_filter_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--force", action="store_true", help="also evict pods without a controller and opted-out pods"
+    )
+    parser.add_argument(
+        "--ignore-daemonsets",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="leave DaemonSet pods in place (default: yes)",
+    )
+    parser.add_argument(
+        "--delete-emptydir-data",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="evict pods with emptyDir volumes, losing that data (default: yes)",
+    )
+
+
+def _add_yes_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-y",
+        "--yes",
+        action="store_true",
+        help="do not ask for confirmation (needed when stdin is not a terminal)",
+    )

@@ -1,0 +1,40 @@
+"""`scalebot zero`, `scale`, `wake` and `consolidate`: pool operations through the operations service,
+confirmed on a terminal (or with --yes) when they remove nodes."""
+
+from __future__ import annotations
+
+import argparse
+
+from bot.cli.common import CliError, _duration, confirm, live_display
+from bot.cli.service import _request, build_operations, follow
+from engine.domain.operation import OpKind
+from engine.domain.settings import ConsolidationPolicy
+from engine.operations.policy import ClusterPolicy
+from engine.operations.service import UserError
+
+
+def cmd_pool_op(args: argparse.Namespace) -> int:
+    ops = build_operations(args)
+    request = _request(args, ops)
+    if args.kind in (OpKind.ZERO, OpKind.SCALE) and not args.yes:
+        try:
+            planned = ops.plan(request)
+        except UserError as exc:
+            raise CliError(str(exc)) from exc
+        if any(p.after < p.before for p in planned.pools) or planned.workloads:
+            confirm(args, planned.to_text(), f"{args.kind.value} {planned.summary()}")
+    return follow(ops, lambda: ops.request(request), live=live_display(args))
+
+
+def cmd_consolidate(args: argparse.Namespace) -> int:
+    if args.max_nodes < 1:
+        raise CliError("--max-nodes must be at least 1")
+    rules = ConsolidationPolicy(
+        node_grace=_duration(args.node_grace, "--node-grace"),
+        max_nodes=args.max_nodes,
+        allow_alongside_autoscaler=args.allow_alongside_autoscaler,
+    )
+    ops = build_operations(
+        args, policies=lambda name: {name: ClusterPolicy(cluster=name, consolidation=rules)}
+    )
+    return follow(ops, lambda: ops.request(_request(args, ops)), live=live_display(args))
