@@ -64,8 +64,6 @@ def _pod(
         (_pod({"disk": "ssd"}), False),  # a label the NodePool never sets
         (_pod({"kubernetes.io/hostname": "gone-node"}), False),
         (_pod(tolerations=[]), False),  # the NoSchedule taint (PreferNoSchedule does not count)
-        # Input to the pure matcher, never a pod on a cluster: the tolerate-everything form matches.
-        (_pod(tolerations=[{"operator": "Exists"}]), True),
         (_pod(tolerations=[{"key": "dedicated", "operator": "Exists"}]), True),
         (_pod(tolerations=[{"key": "dedicated", "operator": "Equal", "value": "db"}]), False),
         # required node affinity: every expression of a term, any term
