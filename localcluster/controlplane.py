@@ -49,7 +49,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from kubernetes.client.exceptions import ApiException
 
-from localcluster import builders
+from localcluster import bodies, objects, rest, waits
 from localcluster.binaries import REPO_ROOT, ensure_binaries
 
 ADMIN_USER = "admin"
@@ -509,11 +509,11 @@ class ControlPlane:
 
     def admin_api_client(self, *, pool_size: int = 32) -> Any:
         """A kubernetes ApiClient as admin; close() it when done."""
-        return builders.api_client_from_kubeconfig(self.admin_kubeconfig, pool_size=pool_size)
+        return rest.api_client_from_kubeconfig(self.admin_kubeconfig, pool_size=pool_size)
 
     def scalebot_api_client(self, *, pool_size: int = 32) -> Any:
         """A kubernetes ApiClient as the scalebot ServiceAccount; close() it when done."""
-        return builders.api_client_from_kubeconfig(self.scalebot_kubeconfig, pool_size=pool_size)
+        return rest.api_client_from_kubeconfig(self.scalebot_kubeconfig, pool_size=pool_size)
 
     def rss_kib(self) -> dict[str, tuple[int, int]]:
         """Component -> (RSS, peak RSS) in KiB."""
@@ -818,7 +818,7 @@ class ControlPlane:
                 raise ControlPlaneError(f"{name} exited during start-up:\n{_tail(self.log_path(name))}")
             return check()
 
-        builders.wait_until(ready, timeout, f"{name} to become ready", interval=0.05, max_interval=0.25)
+        waits.wait_until(ready, timeout, f"{name} to become ready", interval=0.05, max_interval=0.25)
 
     def _start_with_port_retry(self, name: str, port_keys: Sequence[str], check: Callable[[], bool]) -> None:
         """Start a component; if it lost a race for its port (EADDRINUSE), pick new ports and retry."""
@@ -853,7 +853,7 @@ class ControlPlane:
     def _start_apiserver_component(self) -> None:
         try:
             self._start_with_port_retry("kube-apiserver", ("apiserver",), self._apiserver_ready)
-        except builders.WaitTimeout as exc:
+        except waits.WaitTimeout as exc:
             ctx = ssl.create_default_context(cafile=str(self.ca_file))
             _, verbose = _http_get(f"{self.api_url}/readyz?verbose", context=ctx, token=self.admin_token)
             raise ControlPlaneError(f"{exc}\n/readyz?verbose:\n{verbose}") from exc
@@ -896,7 +896,7 @@ class ControlPlane:
                     if not doc:
                         continue
                     try:
-                        builders.create(api, _resource_path(doc), doc)
+                        rest.create(api, _resource_path(doc), doc)
                     except ApiException as exc:
                         if exc.status != 409:  # already there (an apiserver restart keeps etcd)
                             raise ControlPlaneError(
@@ -919,7 +919,7 @@ class ControlPlane:
 
         def refused() -> bool:
             try:
-                builders.raw_request(api, "POST", path, body=body, query={"dryRun": "All"})
+                rest.raw_request(api, "POST", path, body=body, query={"dryRun": "All"})
             except ApiException as exc:
                 if exc.status == 403 and "scalebot-workloads" in str(exc.body):
                     return True
@@ -927,7 +927,7 @@ class ControlPlane:
             return False
 
         try:
-            builders.wait_until(refused, 30.0, "the admission policy scalebot-fields to be in force")
+            waits.wait_until(refused, 30.0, "the admission policy scalebot-fields to be in force")
         finally:
             api.close()
 
@@ -940,8 +940,8 @@ class ControlPlane:
         }
         path = f"/api/v1/namespaces/{SCALEBOT_NAMESPACE}/serviceaccounts/{SCALEBOT_SERVICEACCOUNT}/token"
         # The ServiceAccount was just created: retry briefly on 404 while the API server's cache catches up.
-        result: dict[str, Any] = builders.wait_until(
-            lambda: builders.create(api, path, body),
+        result: dict[str, Any] = waits.wait_until(
+            lambda: rest.create(api, path, body),
             15.0,
             "a TokenRequest for scalebot/scalebot",
             ignore=(ApiException,),
@@ -1004,23 +1004,23 @@ class ControlPlane:
         try:
             # Controllers work: the serviceaccount controller fills a fresh namespace, the disruption
             # controller observes a PDB.
-            builders.create_namespace(api, PROBE, timeout=self.startup_timeout)
-            builders.create_pdb(api, PROBE, "probe", match_labels={"app": "probe"}, max_unavailable=1)
-            builders.wait_for_pdb_observed(api, PROBE, "probe", timeout=self.startup_timeout)
+            objects.create_namespace(api, PROBE, timeout=self.startup_timeout)
+            objects.create_pdb(api, PROBE, "probe", match_labels={"app": "probe"}, max_unavailable=1)
+            waits.wait_for_pdb_observed(api, PROBE, "probe", timeout=self.startup_timeout)
             # kwok works: a probe node becomes Ready.
-            builders.create(api, builders.node_path(), builders.node_body(node, PROBE))
-            builders.wait_for_nodes_ready(api, [node], timeout=self.startup_timeout)
+            rest.create(api, rest.node_path(), bodies.node_body(node, PROBE))
+            waits.wait_for_nodes_ready(api, [node], timeout=self.startup_timeout)
             # Scheduler and kwok together: a one-replica Deployment becomes available with a pod IP.
-            builders.create_deployment(api, PROBE, "probe", 1, node_selector={"kubernetes.io/hostname": node})
-            builders.wait_for_deployment_available(api, PROBE, "probe", timeout=self.startup_timeout)
-            pods = builders.list_pods(api, PROBE, label_selector="app=probe")
+            objects.create_deployment(api, PROBE, "probe", 1, node_selector={"kubernetes.io/hostname": node})
+            waits.wait_for_deployment_available(api, PROBE, "probe", timeout=self.startup_timeout)
+            pods = rest.list_pods(api, PROBE, label_selector="app=probe")
             if not pods or not (pods[0].get("status") or {}).get("podIP"):
                 raise ControlPlaneError(f"probe pod has no podIP: {orjson.dumps(pods).decode()[:2000]}")
         finally:
             # The probe must not linger: a Ready, schedulable node would attract test workloads.
             with contextlib.suppress(Exception):
-                builders.delete(api, builders.node_path(node))
-                builders.delete_namespace(api, PROBE)
+                rest.delete(api, rest.node_path(node))
+                objects.delete_namespace(api, PROBE)
             api.close()
 
     # ------------------------------------------------------------------------------------------
@@ -1052,7 +1052,7 @@ class ControlPlane:
                         self.log_path("kube-apiserver"), 50
                     ):
                         raise
-                    builders.wait_until(
+                    waits.wait_until(
                         lambda: _port_free(self.api_port), 10, f"port {self.api_port} to be released"
                     )
             return time.monotonic() - t

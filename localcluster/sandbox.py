@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from localcluster import builders
+from localcluster import bodies, objects, waits
 from localcluster.controlplane import ControlPlane
 
 STATE_FILE = "sandbox.json"
@@ -64,26 +64,26 @@ def status(state_dir: Path) -> dict[str, Any] | None:
 def _populate_demo(api: Any) -> dict[str, Any]:
     """Three pools, Deployments (one under a PDB allowing 1, one allowing 0), a DaemonSet, a bare pod."""
     for pool, count in DEMO_POOLS.items():
-        builders.create_node_pool(api, pool, count, wait_ready=False)
-    builders.wait_for_nodes_ready(
+        objects.create_node_pool(api, pool, count, wait_ready=False)
+    waits.wait_for_nodes_ready(
         api, [f"{pool}-{i:02d}" for pool, count in DEMO_POOLS.items() for i in range(count)], timeout=60
     )
     ns = DEMO_NAMESPACE
-    builders.create_namespace(api, ns)
-    builders.create_deployment(api, ns, "web", 4, node_selector={builders.POOL_LABEL: "pool-a"})
-    builders.create_deployment(api, ns, "api", 3, node_selector={builders.POOL_LABEL: "pool-b"})
-    builders.create_deployment(
-        api, ns, "worker", 2, node_selector={builders.POOL_LABEL: "pool-c"}, empty_dir=True
+    objects.create_namespace(api, ns)
+    objects.create_deployment(api, ns, "web", 4, node_selector={bodies.POOL_LABEL: "pool-a"})
+    objects.create_deployment(api, ns, "api", 3, node_selector={bodies.POOL_LABEL: "pool-b"})
+    objects.create_deployment(
+        api, ns, "worker", 2, node_selector={bodies.POOL_LABEL: "pool-c"}, empty_dir=True
     )
-    builders.create_deployment(api, ns, "ledger", 1, node_selector={builders.POOL_LABEL: "pool-b"})
-    builders.create_pdb(api, ns, "web", match_labels={"app": "web"}, max_unavailable=1)
-    builders.create_pdb(api, ns, "ledger", match_labels={"app": "ledger"}, min_available=1)
-    builders.create_daemonset(api, ns, "node-agent")
-    builders.create_bare_pod(api, ns, "debug-shell", node="pool-c-00")
+    objects.create_deployment(api, ns, "ledger", 1, node_selector={bodies.POOL_LABEL: "pool-b"})
+    objects.create_pdb(api, ns, "web", match_labels={"app": "web"}, max_unavailable=1)
+    objects.create_pdb(api, ns, "ledger", match_labels={"app": "ledger"}, min_available=1)
+    objects.create_daemonset(api, ns, "node-agent")
+    objects.create_bare_pod(api, ns, "debug-shell", node="pool-c-00")
     total_nodes = sum(DEMO_POOLS.values())
-    builders.wait_for_pods_running(api, ns, count=4 + 3 + 2 + 1 + total_nodes + 1, timeout=120)
-    builders.wait_for_pdb_observed(api, ns, "web", expected_pods=4)
-    builders.wait_for_pdb_observed(api, ns, "ledger", expected_pods=1)
+    waits.wait_for_pods_running(api, ns, count=4 + 3 + 2 + 1 + total_nodes + 1, timeout=120)
+    waits.wait_for_pdb_observed(api, ns, "web", expected_pods=4)
+    waits.wait_for_pdb_observed(api, ns, "ledger", expected_pods=1)
     return {
         "namespace": ns,
         "pools": DEMO_POOLS,

@@ -81,16 +81,16 @@ def describe(pods: Sequence[Json], events: Sequence[Json], nodes: Sequence[Json]
 
 def read_cluster_state(api: Any, namespace: str | None, node_prefix: str | None) -> str:
     """`describe` over what the admin client reads now; the nodes are those named `node_prefix…`."""
-    from localcluster import builders
+    from localcluster import rest
 
     def items(path: str) -> list[Json]:
-        return builders.list_items(api, path, timeout=READ_TIMEOUT_SECONDS)
+        return rest.list_items(api, path, timeout=READ_TIMEOUT_SECONDS)
 
-    pods = items(builders.pod_path(namespace)) if namespace else []
+    pods = items(rest.pod_path(namespace)) if namespace else []
     events = items(f"/api/v1/namespaces/{namespace}/events") if namespace else []
     nodes = [
         n
-        for n in items(builders.node_path())
+        for n in items(rest.node_path())
         if node_prefix and str((n.get("metadata") or {}).get("name", "")).startswith(node_prefix)
     ]
     return describe(pods, events, nodes)

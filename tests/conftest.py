@@ -227,19 +227,19 @@ def kube(scalebot_kubeconfig: Path) -> Iterator[Any]:
 
 @pytest.fixture
 def namespace(admin_api: Any, unique_name: str) -> Iterator[str]:
-    from localcluster import builders
+    from localcluster import faults, objects
 
     name = f"e2e-{unique_name}"
-    builders.create_namespace(admin_api, name)
+    objects.create_namespace(admin_api, name)
     yield name
     # Let pods held by the test finalizer go, then delete without waiting (namespaces are unique).
-    builders.release_namespace(admin_api, name)
-    builders.delete_namespace(admin_api, name)
+    faults.release_namespace(admin_api, name)
+    objects.delete_namespace(admin_api, name)
 
 
 @pytest.fixture
 def node_pool(admin_api: Any, unique_name: str) -> Iterator[Callable[..., list[str]]]:
-    from localcluster import builders
+    from localcluster import objects
 
     created: list[str] = []
     counter = [0]
@@ -247,9 +247,9 @@ def node_pool(admin_api: Any, unique_name: str) -> Iterator[Callable[..., list[s
     def make(count: int, **kwargs: Any) -> list[str]:
         name = kwargs.pop("name", None) or f"{unique_name}-p{counter[0]}"
         counter[0] += 1
-        names = builders.create_node_pool(admin_api, name, count, **kwargs)
+        names = objects.create_node_pool(admin_api, name, count, **kwargs)
         created.extend(names)
         return names
 
     yield make
-    builders.delete_nodes(admin_api, created)
+    objects.delete_nodes(admin_api, created)

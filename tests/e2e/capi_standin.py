@@ -31,7 +31,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from localcluster import builders as b
+from localcluster import bodies, rest, waits
 from tests.e2e.support import StandInLoop
 
 GROUP = "cluster.x-k8s.io"
@@ -85,14 +85,14 @@ class StandIn:
 
     def create(self, replicas: int, *, annotations: dict[str, str] | None = None) -> list[str]:
         """Cluster (once), MachineDeployment, MachineSet, then reconcile: returns the node names."""
-        if b.get_or_none(self.api, path(self.namespace, "clusters", self.cluster)) is None:
+        if rest.get_or_none(self.api, path(self.namespace, "clusters", self.cluster)) is None:
             cluster = {
                 "apiVersion": f"{GROUP}/{VERSION}",
                 "kind": "Cluster",
                 "metadata": {"name": self.cluster, "namespace": self.namespace},
                 "spec": {"controlPlaneEndpoint": {"host": "127.0.0.1", "port": 6443}},
             }
-            b.create(self.api, path(self.namespace, "clusters"), cluster)
+            rest.create(self.api, path(self.namespace, "clusters"), cluster)
         labels = {DEPLOYMENT_LABEL: self.deployment, CLUSTER_LABEL: self.cluster}
         template = {"metadata": {"labels": labels}, "spec": _machine_spec(self.cluster, self.deployment)}
         md = {
@@ -111,7 +111,7 @@ class StandIn:
                 "template": template,
             },
         }
-        created = b.create(self.api, path(self.namespace, "machinedeployments"), md)
+        created = rest.create(self.api, path(self.namespace, "machinedeployments"), md)
         ms_labels = {**labels, SET_LABEL: self.machineset}
         ms = {
             "apiVersion": f"{GROUP}/{VERSION}",
@@ -137,20 +137,20 @@ class StandIn:
                 "template": {**template, "metadata": {"labels": ms_labels}},
             },
         }
-        b.create(self.api, path(self.namespace, "machinesets"), ms)
+        rest.create(self.api, path(self.namespace, "machinesets"), ms)
         created_nodes = self.reconcile()
-        b.wait_for_nodes_ready(self.nodes, created_nodes)
+        waits.wait_for_nodes_ready(self.nodes, created_nodes)
         return created_nodes
 
     # -- the controller -----------------------------------------------------------------------------
 
     def machines(self) -> list[Json]:
-        return b.list_items(
+        return rest.list_items(
             self.api, path(self.namespace, "machines"), label_selector=f"{DEPLOYMENT_LABEL}={self.deployment}"
         )
 
     def replicas(self) -> int:
-        md = b.get(self.api, path(self.namespace, "machinedeployments", self.deployment))
+        md = rest.get(self.api, path(self.namespace, "machinedeployments", self.deployment))
         return int(md["spec"].get("replicas") or 0)
 
     def reconcile(self) -> list[str]:
@@ -159,7 +159,9 @@ class StandIn:
         for machine in self.machines():
             if machine["metadata"].get("deletionTimestamp"):
                 self._finish(machine)
-        b.patch(self.api, path(self.namespace, "machinesets", self.machineset), {"spec": {"replicas": want}})
+        rest.patch(
+            self.api, path(self.namespace, "machinesets", self.machineset), {"spec": {"replicas": want}}
+        )
         live = [m for m in self.machines() if not m["metadata"].get("deletionTimestamp")]
         if len(live) > want:
             self._delete(sorted(live, key=_deletion_priority)[: len(live) - want])
@@ -174,13 +176,13 @@ class StandIn:
     def _delete(self, machines: list[Json]) -> None:
         for machine in machines:
             name = machine["metadata"]["name"]
-            b.delete(self.api, path(self.namespace, "machines", name))
+            rest.delete(self.api, path(self.namespace, "machines", name))
             self._finish(machine)
 
     def _finish(self, machine: Json, *, force: bool = False) -> None:
         """The Machine controller's deletion: wait for pre-drain hooks, then Node and finalizer go."""
         name = machine["metadata"]["name"]
-        current = b.get_or_none(self.api, path(self.namespace, "machines", name))
+        current = rest.get_or_none(self.api, path(self.namespace, "machines", name))
         if current is None:
             return
         hooks = [
@@ -198,7 +200,7 @@ class StandIn:
             present = list((current.get("status") or {}).get("conditions") or ())
             conditions = [c for c in present if c["type"] != "Deleting"]
             if deleting not in present:
-                b.patch(
+                rest.patch(
                     self.api,
                     path(self.namespace, "machines", name, sub="status"),
                     {"status": {"conditions": [*conditions, deleting]}},
@@ -206,13 +208,13 @@ class StandIn:
             return
         node = ((current.get("status") or {}).get("nodeRef") or {}).get("name")
         if node:
-            b.delete(self.nodes, b.node_path(node))
+            rest.delete(self.nodes, rest.node_path(node))
         try:
-            b.patch(self.api, path(self.namespace, "machines", name), {"metadata": {"finalizers": None}})
+            rest.patch(self.api, path(self.namespace, "machines", name), {"metadata": {"finalizers": None}})
         except ApiException as exc:
             if exc.status != 404:  # finished meanwhile by the other reconcile
                 raise
-        b.delete(self.api, path(self.namespace, "machines", name))
+        rest.delete(self.api, path(self.namespace, "machines", name))
 
     def _free_names(self, count: int) -> list[str]:
         taken = {m["metadata"]["name"] for m in self.machines()}
@@ -238,10 +240,10 @@ class StandIn:
             },
             "spec": _machine_spec(self.cluster, name),
         }
-        b.create(self.api, path(self.namespace, "machines"), machine)
-        node = b.node_body(name, self.deployment, labels=self.node_labels)
-        b.create(self.nodes, b.node_path(), node)
-        b.patch(
+        rest.create(self.api, path(self.namespace, "machines"), machine)
+        node = bodies.node_body(name, self.deployment, labels=self.node_labels)
+        rest.create(self.nodes, rest.node_path(), node)
+        rest.patch(
             self.api,
             path(self.namespace, "machines", name, sub="status"),
             {"status": {"nodeRef": {"name": name}}},

@@ -26,7 +26,7 @@ from typing import Any
 import boto3
 
 from engine.pools.eks import NODEGROUP_LABEL
-from localcluster import builders as b
+from localcluster import bodies, objects, rest, waits
 from tests.aws_endpoint import REGION
 from tests.e2e.support import StandInLoop
 
@@ -82,7 +82,7 @@ class EksStandIn:
         with self._lock:
             self._pushed[name] = (min_size, max_size, desired)
         self.reconcile()
-        b.wait_for_nodes_ready(self.kube, self.node_names(name))
+        waits.wait_for_nodes_ready(self.kube, self.node_names(name))
 
     # -- what tests read ---------------------------------------------------------------------------
 
@@ -107,7 +107,8 @@ class EksStandIn:
     def node_names(self, name: str | None = None) -> list[str]:
         selector = f"{STANDIN_LABEL}={self.cluster}" + (f",{NODEGROUP_LABEL}={name}" if name else "")
         return sorted(
-            n["metadata"]["name"] for n in b.list_items(self.kube, b.node_path(), label_selector=selector)
+            n["metadata"]["name"]
+            for n in rest.list_items(self.kube, rest.node_path(), label_selector=selector)
         )
 
     @staticmethod
@@ -141,9 +142,9 @@ class EksStandIn:
         }
         present = {
             n["metadata"]["name"]: n
-            for n in b.list_items(
+            for n in rest.list_items(
                 self.kube,
-                b.node_path(),
+                rest.node_path(),
                 label_selector=f"{STANDIN_LABEL}={self.cluster},{NODEGROUP_LABEL}={name}",
             )
         }
@@ -157,17 +158,17 @@ class EksStandIn:
                 "topology.kubernetes.io/zone": zone,
                 "team": "web",
             }
-            body = b.node_body(node, name, labels=labels, cpu="2", memory="8Gi")
+            body = bodies.node_body(node, name, labels=labels, cpu="2", memory="8Gi")
             body["spec"]["providerID"] = f"aws:///{zone}/{instance}"
-            b.create(self.kube, b.node_path(), body)
+            rest.create(self.kube, rest.node_path(), body)
         wanted = {self.node_name(name, i) for i in serving}
         gone = [n for n in present if n not in wanted]
         if gone:
             # The cloud node lifecycle controller deletes the Node of an instance that is gone.
-            b.delete_nodes(self.kube, gone)
+            objects.delete_nodes(self.kube, gone)
 
     def cleanup(self) -> None:
-        b.delete_nodes(self.kube, self.node_names())
+        objects.delete_nodes(self.kube, self.node_names())
 
 
 def standin_loop(standin: EksStandIn) -> StandInLoop:

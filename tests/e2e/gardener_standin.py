@@ -24,7 +24,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from localcluster import builders as b
+from localcluster import bodies, objects, rest, waits
 from tests.e2e.support import StandInLoop
 
 GROUP = "core.gardener.cloud"
@@ -187,10 +187,10 @@ def install_crd(api: Any) -> None:
     """The Shoot and Project CRDs, once per control plane."""
     for crd, plural in ((CRD, "shoots"), (PROJECT_CRD, "projects")):
         crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-        if b.get_or_none(api, f"{crds}/{plural}.{GROUP}") is None:
-            b.create(api, crds, crd)
-        b.wait_until(
-            lambda plural=plural: b.get(api, f"/apis/{GROUP}/{VERSION}/{plural}"),
+        if rest.get_or_none(api, f"{crds}/{plural}.{GROUP}") is None:
+            rest.create(api, crds, crd)
+        waits.wait_until(
+            lambda plural=plural: rest.get(api, f"/apis/{GROUP}/{VERSION}/{plural}"),
             60,
             f"{plural} served",
             ignore=(ApiException,),
@@ -230,18 +230,18 @@ class ShootStandIn:
                 "hibernation": {"enabled": False, "schedules": schedules or []},
             },
         }
-        b.create(self.garden, shoots_path(self.namespace), shoot)
+        rest.create(self.garden, shoots_path(self.namespace), shoot)
         self.reconcile()
-        b.wait_for_nodes_ready(self.nodes_api, self.node_names())
+        waits.wait_for_nodes_ready(self.nodes_api, self.node_names())
 
     def shoot(self) -> Json:
-        return b.get(self.garden, shoots_path(self.namespace, self.name))
+        return rest.get(self.garden, shoots_path(self.namespace, self.name))
 
     def node_names(self, pool: str | None = None) -> list[str]:
         selector = f"{SHOOT_LABEL}={self.name}" + (f",{POOL_LABEL}={pool}" if pool else "")
         return sorted(
             n["metadata"]["name"]
-            for n in b.list_items(self.nodes_api, b.node_path(), label_selector=selector)
+            for n in rest.list_items(self.nodes_api, rest.node_path(), label_selector=selector)
         )
 
     def reconcile(self) -> None:
@@ -269,14 +269,16 @@ class ShootStandIn:
         if {k: previous.get(k) for k in ("observedGeneration", "hibernated")} != {
             k: status[k] for k in ("observedGeneration", "hibernated")
         } or (previous.get("lastOperation") or {}).get("state") != status["lastOperation"]["state"]:
-            b.patch(self.garden, shoots_path(self.namespace, self.name, sub="status"), {"status": status})
+            rest.patch(self.garden, shoots_path(self.namespace, self.name, sub="status"), {"status": status})
 
     def _converge(self, pool: str, want: int) -> bool:
         selector = f"{SHOOT_LABEL}={self.name},{POOL_LABEL}={pool}"
-        nodes = b.list_items(self.nodes_api, b.node_path(), label_selector=selector)
+        nodes = rest.list_items(self.nodes_api, rest.node_path(), label_selector=selector)
         if len(nodes) > want:
             surplus = sorted(nodes, key=lambda n: (not n["spec"].get("unschedulable"), n["metadata"]["name"]))
-            b.delete_nodes(self.nodes_api, [n["metadata"]["name"] for n in surplus[: len(nodes) - want]])
+            objects.delete_nodes(
+                self.nodes_api, [n["metadata"]["name"] for n in surplus[: len(nodes) - want]]
+            )
             return True
         if len(nodes) < want:
             taken = {n["metadata"]["name"] for n in nodes}
@@ -287,12 +289,12 @@ class ShootStandIn:
             ]
             labels = {SHOOT_LABEL: self.name, POOL_LABEL: pool}
             for name in names[: want - len(nodes)]:
-                b.create(self.nodes_api, b.node_path(), b.node_body(name, pool, labels=labels))
+                rest.create(self.nodes_api, rest.node_path(), bodies.node_body(name, pool, labels=labels))
             return True
         return False
 
     def cleanup(self) -> None:
-        b.delete_nodes(self.nodes_api, self.node_names())
+        objects.delete_nodes(self.nodes_api, self.node_names())
 
 
 def standin_loop(standin: ShootStandIn) -> StandInLoop:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from localcluster import builders as b
+from localcluster import rest, waits
 from tests.e2e import support
 from tests.e2e.support import StandInLoop
 
@@ -63,7 +63,7 @@ def path(kind: tuple[str, str, str, str], namespace: str, name: str = "") -> str
 
 def create(api: Any, kind: tuple[str, str, str, str], namespace: str, body: dict[str, Any]) -> dict[str, Any]:
     group, version, _, name = kind
-    return b.create(api, path(kind, namespace), {"apiVersion": f"{group}/{version}", "kind": name, **body})
+    return rest.create(api, path(kind, namespace), {"apiVersion": f"{group}/{version}", "kind": name, **body})
 
 
 class GitOpsStandIn:
@@ -77,7 +77,7 @@ class GitOpsStandIn:
         """`<controller>: <deployment>` for every revert, in order."""
 
     def reconcile(self) -> None:
-        for app in b.list_items(self.admin, path(ARGO, self.namespace)):
+        for app in rest.list_items(self.admin, path(ARGO, self.namespace)):
             annotations = app["metadata"].get("annotations") or {}
             automated = (app.get("spec", {}).get("syncPolicy") or {}).get("automated")
             if annotations.get(SKIP_RECONCILE) == "true" or automated is None:
@@ -87,19 +87,19 @@ class GitOpsStandIn:
             for r in (app.get("status") or {}).get("resources") or ():
                 if r.get("kind") == "Deployment":
                     self._heal("argocd-application-controller", r["namespace"], r["name"])
-        for ks in b.list_items(self.admin, path(KUSTOMIZE, self.namespace)):
+        for ks in rest.list_items(self.admin, path(KUSTOMIZE, self.namespace)):
             if ks.get("spec", {}).get("suspend"):
                 continue
             for entry in (ks.get("status") or {}).get("inventory", {}).get("entries") or ():
                 namespace, name, _, kind = entry["id"].split("_")
                 if kind == "Deployment":
                     self._heal("kustomize-controller", namespace, name)
-        for hr in b.list_items(self.admin, path(HELM, self.namespace)):
+        for hr in rest.list_items(self.admin, path(HELM, self.namespace)):
             if hr.get("spec", {}).get("suspend"):
                 continue
             target = hr["spec"].get("targetNamespace") or hr["metadata"]["namespace"]
             selector = f"helm.toolkit.fluxcd.io/name={hr['metadata']['name']}"
-            for d in b.list_items(
+            for d in rest.list_items(
                 self.admin, f"/apis/apps/v1/namespaces/{target}/deployments", label_selector=selector
             ):
                 self._heal("helm-controller", target, d["metadata"]["name"])
@@ -108,8 +108,8 @@ class GitOpsStandIn:
     def _heal(self, controller: str, namespace: str, name: str) -> None:
         deployment = f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}"
         want = self.desired[name]
-        if b.get(self.admin, deployment)["spec"]["replicas"] != want:
-            b.raw_request(
+        if rest.get(self.admin, deployment)["spec"]["replicas"] != want:
+            rest.raw_request(
                 self.admin,
                 "PATCH",
                 deployment,
@@ -122,7 +122,7 @@ class GitOpsStandIn:
     def wait_passes(self, count: int, timeout: float = 30.0) -> None:
         """Wait until `count` more complete passes have run (each saw every owner as it is now)."""
         target = self.passes + count
-        b.wait_until(lambda: self.passes >= target, timeout, f"{count} stand-in GitOps passes")
+        waits.wait_until(lambda: self.passes >= target, timeout, f"{count} stand-in GitOps passes")
         assert not self.errors, self.errors
 
 

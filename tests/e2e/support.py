@@ -24,7 +24,7 @@ from engine.operations.runner import ClusterHandle
 from engine.operations.service import Operations, new_operations
 from engine.pools.labels import LabelPoolProvider
 from engine.store.database import Store
-from localcluster import builders as b
+from localcluster import rest, waits
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = "e2e"
@@ -146,7 +146,7 @@ def wait_for_return(admin_api: Any, namespace: str, name: str, *, node_prefix: s
     passes) with the pods, events and nodes as they were then; the test fails only past the
     scheduler's own retry bound.
     """
-    from localcluster.builders import WaitTimeout, wait_for_deployment_available
+    from localcluster.waits import WaitTimeout, wait_for_deployment_available
     from tests.cluster_state import read_cluster_state
     from tests.conftest import note_in_summary
 
@@ -158,8 +158,8 @@ def wait_for_return(admin_api: Any, namespace: str, name: str, *, node_prefix: s
         f"Deployment {namespace}/{name} was not available {PROMPT_RETURN_SECONDS:.0f} s after a wake; "
         f"the cluster then:\n{state}"
     )
-    rest = SCHEDULER_RETRY_BOUND_SECONDS - PROMPT_RETURN_SECONDS
-    return wait_for_deployment_available(admin_api, namespace, name, timeout=rest)
+    remaining = SCHEDULER_RETRY_BOUND_SECONDS - PROMPT_RETURN_SECONDS
+    return wait_for_deployment_available(admin_api, namespace, name, timeout=remaining)
 
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
@@ -194,20 +194,20 @@ KEDA_CRD: dict[str, Any] = {
 def install_crd(api: Any, crd: dict[str, Any]) -> None:
     """Create `crd` (after any earlier copy is fully gone) and wait until it is served."""
     name = crd["metadata"]["name"]
-    b.wait_until(lambda: b.get_or_none(api, f"{CRDS}/{name}") is None, 60, f"no CRD {name}")
-    b.create(api, CRDS, crd)
+    waits.wait_until(lambda: rest.get_or_none(api, f"{CRDS}/{name}") is None, 60, f"no CRD {name}")
+    rest.create(api, CRDS, crd)
 
     def established() -> bool:
-        conditions = b.get(api, f"{CRDS}/{name}").get("status", {}).get("conditions") or []
+        conditions = rest.get(api, f"{CRDS}/{name}").get("status", {}).get("conditions") or []
         return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
-    b.wait_until(established, 30.0, f"the CRD {name} to be Established")
+    waits.wait_until(established, 30.0, f"the CRD {name} to be Established")
 
 
 def remove_crd(api: Any, name: str) -> None:
     """Delete it and wait until it is gone, so the next test can create it again."""
-    b.delete(api, f"{CRDS}/{name}")
-    b.wait_until(lambda: b.get_or_none(api, f"{CRDS}/{name}") is None, 60, f"CRD {name} gone")
+    rest.delete(api, f"{CRDS}/{name}")
+    waits.wait_until(lambda: rest.get_or_none(api, f"{CRDS}/{name}") is None, 60, f"CRD {name} gone")
 
 
 def install_keda_crd(api: Any) -> None:

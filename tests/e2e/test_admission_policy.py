@@ -25,7 +25,8 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from engine.kube import admission
-from localcluster import builders as b
+from localcluster import rest, waits
+from localcluster.objects import cordon
 from tests.e2e import capi_standin, gardener_standin, gitops_standin, grants, support
 
 if TYPE_CHECKING:
@@ -75,8 +76,8 @@ def _ns(o: Objects, plural: str, name: str, group: str = "") -> str:
 
 
 def _worker(o: Objects, **changes: Any) -> list[Json]:
-    first, *rest = o.shoot_workers
-    return [{**first, **changes}, *rest]
+    first, *others = o.shoot_workers
+    return [{**first, **changes}, *others]
 
 
 def _node(o: Objects) -> str:
@@ -408,7 +409,7 @@ ROWS = [
 
 def _send(api: Any, row: Row, objects: Objects) -> None:
     path, body = row.path(objects), row.body(objects)
-    b.raw_request(
+    rest.raw_request(
         api,
         row.method,
         path,
@@ -423,9 +424,9 @@ def objects(
     control_plane: ControlPlane, admin_api: Any, namespace: str, unique_name: str, node_pool: Any
 ) -> Iterator[Objects]:
     node, cordoned = node_pool(2)
-    b.cordon(admin_api, cordoned)
+    cordon(admin_api, cordoned)
     ns = namespace
-    b.create(
+    rest.create(
         admin_api,
         f"/apis/batch/v1/namespaces/{ns}/cronjobs",
         {
@@ -448,7 +449,7 @@ def objects(
         },
     )
     support.install_keda_crd(admin_api)
-    b.create(
+    rest.create(
         admin_api,
         f"/apis/keda.sh/v1alpha1/namespaces/{ns}/scaledobjects",
         {
@@ -492,7 +493,7 @@ def objects(
         }
     }
     labels = {"cluster.x-k8s.io/deployment-name": "md", "cluster.x-k8s.io/cluster-name": "c1"}
-    b.create(
+    rest.create(
         admin_api,
         capi_standin.path(ns, "machinedeployments"),
         {
@@ -507,7 +508,7 @@ def objects(
             },
         },
     )
-    b.create(
+    rest.create(
         admin_api,
         capi_standin.path(ns, "machines"),
         {
@@ -524,9 +525,9 @@ def objects(
         str(control_plane.cache_dir / "karpenter-crds" / "karpenter.sh_nodepools.yaml"),
     )
     assert result.returncode == 0, result.stderr
-    b.wait_until(lambda: b.get(admin_api, NODEPOOLS), 60, "NodePools served", ignore=(ApiException,))
+    waits.wait_until(lambda: rest.get(admin_api, NODEPOOLS), 60, "NodePools served", ignore=(ApiException,))
     nodepool = f"np-{unique_name}"[:63]
-    b.create(
+    rest.create(
         admin_api,
         NODEPOOLS,
         {
@@ -557,7 +558,7 @@ def objects(
     )
     gardener_standin.install_crd(admin_api)
     workers = [gardener_standin.worker("w1", 2, 3), gardener_standin.worker("w2", 1, 2)]
-    b.create(
+    rest.create(
         admin_api,
         gardener_standin.shoots_path(ns),
         {
@@ -572,9 +573,9 @@ def objects(
         control_plane, grants.GARDENER_SHOOTS, ns, ["eu1"], subject=grants.SCALEBOT_SA
     )
     config_path = "/api/v1/namespaces/scalebot/configmaps"
-    made_config = b.get_or_none(admin_api, f"{config_path}/scalebot-config") is None
+    made_config = rest.get_or_none(admin_api, f"{config_path}/scalebot-config") is None
     if made_config:
-        b.create(
+        rest.create(
             admin_api,
             config_path,
             {
@@ -584,8 +585,8 @@ def objects(
                 "data": {"config.yaml": ""},
             },
         )
-    node_raw = b.get(admin_api, f"/api/v1/nodes/{node}")
-    shoot = b.get(admin_api, gardener_standin.shoots_path(ns, "eu1"))
+    node_raw = rest.get(admin_api, f"/api/v1/nodes/{node}")
+    shoot = rest.get(admin_api, gardener_standin.shoots_path(ns, "eu1"))
     yield Objects(
         namespace=ns,
         node=node,
@@ -601,11 +602,11 @@ def objects(
         record=unique_name,
     )
     grants.remove_grant(control_plane, granted)
-    b.delete(admin_api, f"{NODEPOOLS}/{nodepool}")
+    rest.delete(admin_api, f"{NODEPOOLS}/{nodepool}")
     support.remove_keda_crd(admin_api)
     gitops_standin.remove_crds(admin_api)
     if made_config:
-        b.delete(admin_api, f"{config_path}/scalebot-config")
+        rest.delete(admin_api, f"{config_path}/scalebot-config")
 
 
 def test_scalebot_may_change_only_the_fields_it_owns(scalebot_api: Any, objects: Objects) -> None:
@@ -614,7 +615,7 @@ def test_scalebot_may_change_only_the_fields_it_owns(scalebot_api: Any, objects:
         try:
             _send(scalebot_api, row, objects)
         except ApiException as exc:
-            message = str(b.status_of(exc).get("message") or exc.body)
+            message = str(rest.status_of(exc).get("message") or exc.body)
             outcomes[f"{row.kind}: {row.what}"] = f"{exc.status} {message}"
         else:
             outcomes[f"{row.kind}: {row.what}"] = "admitted"
@@ -649,8 +650,8 @@ def test_the_control_plane_enforces_the_shipped_policy(admin_api: Any) -> None:
     """What the e2e tests run under is manifests/base/admission-policy.yaml as shipped."""
     shipped = {d["kind"]: d for d in yaml.safe_load_all(POLICY_FILE.read_text()) if d}
     group = "/apis/admissionregistration.k8s.io/v1"
-    policy = b.get(admin_api, f"{group}/validatingadmissionpolicies/scalebot-fields")
-    binding = b.get(admin_api, f"{group}/validatingadmissionpolicybindings/scalebot-fields")
+    policy = rest.get(admin_api, f"{group}/validatingadmissionpolicies/scalebot-fields")
+    binding = rest.get(admin_api, f"{group}/validatingadmissionpolicybindings/scalebot-fields")
     want = shipped["ValidatingAdmissionPolicy"]["spec"]
     live = policy["spec"]
     assert {k: live[k] for k in want if k != "matchConstraints"} == {

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 
-from localcluster import builders
+from localcluster import objects
 from localcluster.binaries import ensure_go_tool
 
 if TYPE_CHECKING:
@@ -170,9 +170,9 @@ def test_the_rendered_objects_pass_a_server_side_dry_run(
     """Into a namespace of the test's own (the grants' namespaces too), as `helm install` would."""
     namespaces = [f"{unique_name}-sb", f"{unique_name}-capi", f"{unique_name}-gd"]
     # The namespace warns at PodSecurity `restricted` as manifests/base/namespace.yaml does.
-    builders.create_namespace(admin_api, namespaces[0], labels=POD_SECURITY)
+    objects.create_namespace(admin_api, namespaces[0], labels=POD_SECURITY)
     for name in namespaces[1:]:
-        builders.create_namespace(admin_api, name)
+        objects.create_namespace(admin_api, name)
     try:
         args = ["--namespace", namespaces[0]]
         if values == "full":
@@ -193,4 +193,4 @@ def test_the_rendered_objects_pass_a_server_side_dry_run(
         assert "PodSecurity" not in result.stderr, result.stderr
     finally:
         for name in namespaces:
-            builders.delete_namespace(admin_api, name)
+            objects.delete_namespace(admin_api, name)

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from localcluster import builders
+from localcluster import objects, rest, waits
 from tests.unit.bot.cli.test_cli_live import ANSI, on_a_terminal_stdout
 
 pytestmark = pytest.mark.e2e
@@ -47,7 +47,7 @@ def scalebot(
 
 
 def unschedulable(admin_api: Any, node: str) -> bool:
-    return bool(builders.get(admin_api, builders.node_path(node))["spec"].get("unschedulable"))
+    return bool(rest.get(admin_api, rest.node_path(node))["spec"].get("unschedulable"))
 
 
 def node_with_two_pods(
@@ -56,8 +56,8 @@ def node_with_two_pods(
     """A node running two pods of a Deployment (grace 2 s), and a second node where they can go."""
     group = {"scalebot.test/group": group_name}
     [node] = node_pool(1, labels=group)
-    builders.create_deployment(admin_api, namespace, "web", 2, node_selector=group, grace=2)
-    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    objects.create_deployment(admin_api, namespace, "web", 2, node_selector=group, grace=2)
+    waits.wait_for_deployment_available(admin_api, namespace, "web")
     node_pool(1, labels=group)
     return node
 
@@ -102,7 +102,7 @@ def test_drain_on_a_terminal_draws_the_live_panel_and_a_summary_table(
     [row] = [line for line in text.splitlines() if line.startswith(f"│ {node}")]
     cells = [c.strip() for c in row.strip("│ ").split("│")]
     assert cells[1] == "drained" and cells[3:] == ["1/1", "2", "0"], cells
-    assert builders.pods_on_node(admin_api, node, namespace=namespace) == [], "the node is empty"
+    assert rest.pods_on_node(admin_api, node, namespace=namespace) == [], "the node is empty"
 
 
 def test_drain_timeout_exits_one_with_the_blocking_message(
@@ -114,10 +114,10 @@ def test_drain_timeout_exits_one_with_the_blocking_message(
     group = {"scalebot.test/group": namespace}
     [node] = node_pool(1, labels=group)
     # A budget that allows no disruption: refused with 429, retried until the timeout.
-    builders.create_deployment(admin_api, namespace, "guarded", 1, node_selector=group, grace=1)
-    builders.create_pdb(admin_api, namespace, "guarded", match_labels={"app": "guarded"}, max_unavailable=0)
-    builders.wait_for_pdb_observed(admin_api, namespace, "guarded", expected_pods=1)
-    builders.wait_for_pods_running(admin_api, namespace, count=1)
+    objects.create_deployment(admin_api, namespace, "guarded", 1, node_selector=group, grace=1)
+    objects.create_pdb(admin_api, namespace, "guarded", match_labels={"app": "guarded"}, max_unavailable=0)
+    waits.wait_for_pdb_observed(admin_api, namespace, "guarded", expected_pods=1)
+    waits.wait_for_pods_running(admin_api, namespace, count=1)
     result = scalebot("drain", node, "--timeout", "3s", "--interval", "1s", kubeconfig=scalebot_kubeconfig)
     assert result.returncode == 1
     assert "error: drain did not complete within 3s:" in result.stderr
@@ -132,7 +132,7 @@ def test_dry_run_and_plan_change_nothing(
     node_pool: Callable[..., list[str]],
 ) -> None:
     [node] = node_pool(1)
-    builders.create_bare_pod(admin_api, namespace, "bare", node=node)
+    objects.create_bare_pod(admin_api, namespace, "bare", node=node)
     dry = scalebot("drain", node, "--dry-run", kubeconfig=scalebot_kubeconfig)
     assert dry.returncode == 0 and "Nothing was changed (plan only)." in dry.stdout
     plan = scalebot("plan", "drain", node, "-o", "json", kubeconfig=scalebot_kubeconfig)
@@ -188,10 +188,8 @@ def test_forbidden_call_is_reported_and_changes_nothing(
     # An identity with only the built-in `view` role (no access to nodes): RBAC must refuse the cordon.
     reader = tmp_path / "reader.kubeconfig"
     reader.write_text(control_plane.scalebot_kubeconfig.read_text())
-    builders.create(
-        admin_api, "/api/v1/namespaces/scalebot/serviceaccounts", {"metadata": {"name": "reader"}}
-    )
-    builders.create(
+    rest.create(admin_api, "/api/v1/namespaces/scalebot/serviceaccounts", {"metadata": {"name": "reader"}})
+    rest.create(
         admin_api,
         "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
         {
@@ -200,7 +198,7 @@ def test_forbidden_call_is_reported_and_changes_nothing(
             "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": "scalebot"}],
         },
     )
-    token = builders.create(
+    token = rest.create(
         admin_api,
         "/api/v1/namespaces/scalebot/serviceaccounts/reader/token",
         {"spec": {"expirationSeconds": 600}},
@@ -216,7 +214,5 @@ def test_forbidden_call_is_reported_and_changes_nothing(
         assert result.stderr.startswith("error: forbidden:") and "manifests/base/rbac.yaml" in result.stderr
         assert not unschedulable(admin_api, node)
     finally:
-        builders.delete(
-            admin_api, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/scalebot-e2e-reader"
-        )
-        builders.delete(admin_api, "/api/v1/namespaces/scalebot/serviceaccounts/reader")
+        rest.delete(admin_api, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/scalebot-e2e-reader")
+        rest.delete(admin_api, "/api/v1/namespaces/scalebot/serviceaccounts/reader")

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from localcluster import builders
+from localcluster import objects, rest, waits
 from tests.cluster_state import read_cluster_state
 
 pytestmark = pytest.mark.e2e
@@ -22,15 +22,15 @@ def test_the_reader_says_why_a_pod_is_pending_and_which_nodes_the_test_has(
     admin_api: Any, namespace: str, node_pool: Callable[..., list[str]], unique_name: str
 ) -> None:
     ready, cordoned = node_pool(2, name=f"{unique_name}-a")
-    builders.patch(admin_api, builders.node_path(cordoned), {"spec": {"unschedulable": True}})
-    builders.create_deployment(admin_api, namespace, "web", 1, node_selector={"scalebot.test/nowhere": "x"})
+    rest.patch(admin_api, rest.node_path(cordoned), {"spec": {"unschedulable": True}})
+    objects.create_deployment(admin_api, namespace, "web", 1, node_selector={"scalebot.test/nowhere": "x"})
 
     def unschedulable() -> bool:
-        pods = builders.list_pods(admin_api, namespace)
+        pods = rest.list_pods(admin_api, namespace)
         conditions = [c for p in pods for c in (p.get("status") or {}).get("conditions") or ()]
         return any(c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable" for c in conditions)
 
-    builders.wait_until(unschedulable, 60, "the scheduler to find web's pod unschedulable")
+    waits.wait_until(unschedulable, 60, "the scheduler to find web's pod unschedulable")
     state = read_cluster_state(admin_api, namespace, unique_name)
     lines = state.splitlines()
     [pod] = [line for line in lines if line.startswith("pod web-")]

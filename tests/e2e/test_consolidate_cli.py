@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from localcluster import builders
+from localcluster import objects, rest, waits
 from tests.e2e.test_cli import scalebot
 
 pytestmark = pytest.mark.e2e
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.e2e
 
 def _pods(api: Any, node: str) -> list[tuple[str, str]]:
     """(namespace/name, uid) of the pods on a node: a pod moved or replaced would change it."""
-    pods = builders.pods_on_node(api, node)
+    pods = rest.pods_on_node(api, node)
     return sorted(
         (f"{p['metadata']['namespace']}/{p['metadata']['name']}", p["metadata"]["uid"]) for p in pods
     )
@@ -39,9 +39,9 @@ def test_plan_consolidate_lists_removable_nodes_with_moves_and_keeps_blocked_one
     nodes = node_pool(3, name=f"{unique_name}-c", labels=group, cpu="4")
     # Small enough that the bare pod's node stays under the 50% utilization threshold wherever the
     # scheduler puts both replicas: the bare pod, not utilization, is what keeps that node.
-    builders.create_deployment(admin_api, namespace, "web", 2, node_selector=group, cpu="500m", grace=1)
-    builders.wait_for_deployment_available(admin_api, namespace, "web")
-    builders.create_bare_pod(admin_api, namespace, "lonely", node=nodes[0], grace=1)
+    objects.create_deployment(admin_api, namespace, "web", 2, node_selector=group, cpu="500m", grace=1)
+    waits.wait_for_deployment_available(admin_api, namespace, "web")
+    objects.create_bare_pod(admin_api, namespace, "lonely", node=nodes[0], grace=1)
     before = {n: _pods(admin_api, n) for n in nodes}
 
     result = scalebot(
@@ -65,7 +65,7 @@ def test_plan_consolidate_lists_removable_nodes_with_moves_and_keeps_blocked_one
         assert {m["to"] for m in removal["moves"]} <= set(nodes) - set(removed)
     # A plan changes nothing.
     assert {n: _pods(admin_api, n) for n in nodes} == before
-    assert not any(builders.get(admin_api, builders.node_path(n))["spec"].get("unschedulable") for n in nodes)
+    assert not any(rest.get(admin_api, rest.node_path(n))["spec"].get("unschedulable") for n in nodes)
 
 
 def test_plan_consolidate_refuses_the_simulated_cluster() -> None:
@@ -85,17 +85,17 @@ def test_plan_advise_names_the_pool_that_wastes_least_for_an_unschedulable_pod(
     small = node_pool(1, name=f"{unique_name}-small", labels=group, cpu="2", memory="4Gi")
     big = node_pool(1, name=f"{unique_name}-big", labels=group, cpu="8", memory="32Gi")
     for node in small + big:  # full, as far as the scheduler is concerned: only new nodes would help
-        builders.cordon(admin_api, node)
-    builders.create_deployment(admin_api, namespace, "web", 1, node_selector=group, cpu="1500m", memory="1Gi")
+        objects.cordon(admin_api, node)
+    objects.create_deployment(admin_api, namespace, "web", 1, node_selector=group, cpu="1500m", memory="1Gi")
 
     def unschedulable() -> bool:
-        pods = builders.list_pods(admin_api, namespace)
+        pods = rest.list_pods(admin_api, namespace)
         return bool(pods) and any(
             c.get("reason") == "Unschedulable" for c in (pods[0].get("status") or {}).get("conditions") or ()
         )
 
-    builders.wait_until(unschedulable, 30, "the pod to be marked Unschedulable")
-    [pod] = [f"{namespace}/{p['metadata']['name']}" for p in builders.list_pods(admin_api, namespace)]
+    waits.wait_until(unschedulable, 30, "the pod to be marked Unschedulable")
+    [pod] = [f"{namespace}/{p['metadata']['name']}" for p in rest.list_pods(admin_api, namespace)]
 
     result = scalebot("plan", "advise", "-o", "json", kubeconfig=scalebot_kubeconfig)
     assert result.returncode == 0, result.stderr

@@ -31,7 +31,7 @@ from engine.operations.policy import ClusterPolicy, Role
 from engine.operations.service import new_operations
 from engine.operations.steps import consolidate
 from engine.store.database import Store
-from localcluster import builders
+from localcluster import bodies, objects, rest, waits
 from tests.e2e.test_cli import scalebot
 from tests.e2e.test_slack_run import APPROVER, CHANNEL, OPERATOR, SECRET, scalebot_run
 from tests.slack.harness import Signer, SlackApiServer, all_text, buttons_of, post
@@ -59,31 +59,31 @@ def half_empty_pool(
     """
     nodes = node_pool(NODES, name=pool, labels={pool_key: pool}, cpu="4")
     for node in nodes[1:]:
-        builders.cordon(admin_api, node)
-    builders.create_deployment(
+        objects.cordon(admin_api, node)
+    objects.create_deployment(
         admin_api, namespace, "web", 2, node_selector={pool_key: pool}, cpu="900m", grace=1
     )
-    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    waits.wait_for_deployment_available(admin_api, namespace, "web")
     for previous, node in itertools.pairwise(nodes):
-        builders.cordon(admin_api, previous)
-        builders.uncordon(admin_api, node)
+        objects.cordon(admin_api, previous)
+        objects.uncordon(admin_api, node)
         replicas = 2 * (nodes.index(node) + 1)
-        builders.patch(
+        rest.patch(
             admin_api,
             f"/apis/apps/v1/namespaces/{namespace}/deployments/web",
             {"spec": {"replicas": replicas}},
         )
-        builders.wait_for_deployment_available(admin_api, namespace, "web")
+        waits.wait_for_deployment_available(admin_api, namespace, "web")
     for node in nodes:
-        builders.uncordon(admin_api, node)
-    builders.create_pdb(admin_api, namespace, "web", match_labels={"app": "web"}, min_available=REPLICAS - 1)
-    builders.wait_for_pdb_observed(admin_api, namespace, "web", expected_pods=REPLICAS)
+        objects.uncordon(admin_api, node)
+    objects.create_pdb(admin_api, namespace, "web", match_labels={"app": "web"}, min_available=REPLICAS - 1)
+    waits.wait_for_pdb_observed(admin_api, namespace, "web", expected_pods=REPLICAS)
     assert sorted(pods_per_node(admin_api, namespace).values()) == [2] * NODES
     return nodes
 
 
 def pods_per_node(admin_api: Any, namespace: str) -> Counter[str]:
-    pods = builders.list_pods(admin_api, namespace)
+    pods = rest.list_pods(admin_api, namespace)
     return Counter(
         p["spec"].get("nodeName", "") for p in pods if p["metadata"].get("deletionTimestamp") is None
     )
@@ -91,16 +91,14 @@ def pods_per_node(admin_api: Any, namespace: str) -> Counter[str]:
 
 def assert_consolidated(admin_api: Any, namespace: str, nodes: list[str]) -> list[str]:
     """Two nodes left, every pod Running on them, the PDB healthy; returns the removed nodes."""
-    remaining = [n for n in nodes if builders.get_or_none(admin_api, builders.node_path(n)) is not None]
+    remaining = [n for n in nodes if rest.get_or_none(admin_api, rest.node_path(n)) is not None]
     assert len(remaining) == NODES - 2, remaining
-    builders.wait_for_deployment_available(admin_api, namespace, "web")
-    pods = [
-        p for p in builders.list_pods(admin_api, namespace) if p["metadata"].get("deletionTimestamp") is None
-    ]
+    waits.wait_for_deployment_available(admin_api, namespace, "web")
+    pods = [p for p in rest.list_pods(admin_api, namespace) if p["metadata"].get("deletionTimestamp") is None]
     assert len(pods) == REPLICAS
-    assert all(builders.pod_is_running(p) for p in pods), [p["status"].get("phase") for p in pods]
+    assert all(waits.pod_is_running(p) for p in pods), [p["status"].get("phase") for p in pods]
     assert {p["spec"]["nodeName"] for p in pods} <= set(remaining)
-    pdb = builders.get(admin_api, f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/web")
+    pdb = rest.get(admin_api, f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/web")
     assert pdb["status"]["currentHealthy"] >= pdb["status"]["desiredHealthy"] == REPLICAS - 1
     return sorted(set(nodes) - set(remaining))
 
@@ -145,18 +143,18 @@ def test_cli_consolidate_never_drains_or_removes_a_node_cluster_autoscaler_is_de
     # One Deployment per node, placed with the other two nodes cordoned.
     for node, deployment, cpu in ((tainted, "small", "100m"), (first, "web-a", "1"), (second, "web-b", "1")):
         for other in {tainted, first, second} - {node}:
-            builders.cordon(admin_api, other)
-        builders.uncordon(admin_api, node)
-        builders.create_deployment(
+            objects.cordon(admin_api, other)
+        objects.uncordon(admin_api, node)
+        objects.create_deployment(
             admin_api, namespace, deployment, 1, node_selector=selector, cpu=cpu, grace=1
         )
-        builders.wait_for_deployment_available(admin_api, namespace, deployment)
+        waits.wait_for_deployment_available(admin_api, namespace, deployment)
     for node in (tainted, first, second):
-        builders.uncordon(admin_api, node)
+        objects.uncordon(admin_api, node)
     taint = {"key": "ToBeDeletedByClusterAutoscaler", "value": str(int(time.time())), "effect": "NoSchedule"}
-    builders.patch(admin_api, builders.node_path(tainted), {"spec": {"taints": [taint]}})
+    rest.patch(admin_api, rest.node_path(tainted), {"spec": {"taints": [taint]}})
     on_tainted = [
-        (p["metadata"]["name"], p["metadata"]["uid"]) for p in builders.pods_on_node(admin_api, tainted)
+        (p["metadata"]["name"], p["metadata"]["uid"]) for p in rest.pods_on_node(admin_api, tainted)
     ]
     assert [name for name, _ in on_tainted if name.startswith("small-")], on_tainted
 
@@ -173,10 +171,10 @@ def test_cli_consolidate_never_drains_or_removes_a_node_cluster_autoscaler_is_de
     assert tainted not in operation.plan.nodes
     assert "1 of 1 nodes removed" in result.stdout
     # The tainted node: still there, never cordoned or tainted by scalebot, its pod never evicted.
-    node = builders.get(admin_api, builders.node_path(tainted))
+    node = rest.get(admin_api, rest.node_path(tainted))
     assert not node["spec"].get("unschedulable")
     assert [t["key"] for t in node["spec"]["taints"]] == ["ToBeDeletedByClusterAutoscaler"]
-    after = [(p["metadata"]["name"], p["metadata"]["uid"]) for p in builders.pods_on_node(admin_api, tainted)]
+    after = [(p["metadata"]["name"], p["metadata"]["uid"]) for p in rest.pods_on_node(admin_api, tainted)]
     assert after == on_tainted
 
 
@@ -260,16 +258,16 @@ def test_slack_advise_names_the_least_waste_pool_and_its_click_requests_that_sca
     nodes = node_pool(1, name=small, labels={**group, pool_key: small}, cpu="2", memory="4Gi")
     nodes += node_pool(1, name=big, labels={**group, pool_key: big}, cpu="8", memory="32Gi")
     for node in nodes:  # full, as far as the scheduler is concerned: only a new node would help
-        builders.cordon(admin_api, node)
-    builders.create_deployment(admin_api, namespace, "web", 1, node_selector=group, cpu="1500m", memory="1Gi")
+        objects.cordon(admin_api, node)
+    objects.create_deployment(admin_api, namespace, "web", 1, node_selector=group, cpu="1500m", memory="1Gi")
 
     def unschedulable() -> bool:
-        pods = builders.list_pods(admin_api, namespace)
+        pods = rest.list_pods(admin_api, namespace)
         return bool(pods) and any(
             c.get("reason") == "Unschedulable" for c in (pods[0].get("status") or {}).get("conditions") or ()
         )
 
-    builders.wait_until(unschedulable, 30, "the pod to be marked Unschedulable")
+    waits.wait_until(unschedulable, 30, "the pod to be marked Unschedulable")
     cluster = {
         "kubeconfig": str(scalebot_kubeconfig),
         "context": "",
@@ -346,9 +344,9 @@ def test_a_node_whose_pods_no_longer_fit_when_its_turn_comes_is_skipped_not_cord
         for index, node in enumerate(sorted(set(nodes) - set(op.plan.nodes))):
             filler = {
                 "metadata": {"name": f"filler-{index}"},
-                "spec": builders.pod_spec(node=node, cpu="2", grace=0),
+                "spec": bodies.pod_spec(node=node, cpu="2", grace=0),
             }
-            builders.create(admin_api, builders.pod_path(namespace), filler)
+            rest.create(admin_api, rest.pod_path(namespace), filler)
         running = replace(op, state=OpState.RUNNING, step="fit")
         first = consolidate.step_fit(ops.runner, running, handle)
         node = op.plan.nodes[0]
@@ -375,5 +373,5 @@ def test_a_node_whose_pods_no_longer_fit_when_its_turn_comes_is_skipped_not_cord
 
 
 def exists_uncordoned(admin_api: Any, node: str) -> bool:
-    found = builders.get_or_none(admin_api, builders.node_path(node))
+    found = rest.get_or_none(admin_api, rest.node_path(node))
     return found is not None and not found["spec"].get("unschedulable")

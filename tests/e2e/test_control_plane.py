@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import urllib3
 
-from localcluster import builders as b
+from localcluster import bodies, faults, objects, populate, rest, waits
 from localcluster.binaries import REPO_ROOT, ensure_binaries
 from localcluster.controlplane import ControlPlane
 
@@ -36,11 +36,11 @@ NodePool = Callable[..., list[str]]
 
 
 def _pod(api: Any, ns: str, name: str) -> dict[str, Any] | None:
-    return b.get_or_none(api, b.pod_path(ns, name))
+    return rest.get_or_none(api, rest.pod_path(ns, name))
 
 
 def _node(api: Any, name: str) -> dict[str, Any]:
-    return b.get(api, b.node_path(name))
+    return rest.get(api, rest.node_path(name))
 
 
 def _ready_status(node: dict[str, Any]) -> str:
@@ -54,16 +54,16 @@ def test_eviction_refused_with_429_when_pdb_allows_no_disruption(
     admin_api: Any, namespace: str, node_pool: NodePool
 ) -> None:
     nodes = node_pool(1)
-    b.create_deployment(
-        admin_api, namespace, "web", 1, node_selector={b.POOL_LABEL: _pool_of(admin_api, nodes[0])}
+    objects.create_deployment(
+        admin_api, namespace, "web", 1, node_selector={bodies.POOL_LABEL: _pool_of(admin_api, nodes[0])}
     )
-    b.create_pdb(admin_api, namespace, "web", match_labels={"app": "web"}, min_available=1)
-    (pod,) = b.wait_for_pods_running(admin_api, namespace, label_selector="app=web", count=1)
-    pdb = b.wait_for_pdb_observed(admin_api, namespace, "web", expected_pods=1)
+    objects.create_pdb(admin_api, namespace, "web", match_labels={"app": "web"}, min_available=1)
+    (pod,) = waits.wait_for_pods_running(admin_api, namespace, label_selector="app=web", count=1)
+    pdb = waits.wait_for_pdb_observed(admin_api, namespace, "web", expected_pods=1)
     assert pdb["status"]["disruptionsAllowed"] == 0
 
     name = pod["metadata"]["name"]
-    result = b.evict(admin_api, namespace, name)
+    result = rest.evict(admin_api, namespace, name)
 
     assert result.status == 429, result.body
     assert result.reason == "TooManyRequests"
@@ -79,15 +79,15 @@ def test_two_pdbs_for_one_pod_make_eviction_fail_with_500(
     admin_api: Any, namespace: str, node_pool: NodePool
 ) -> None:
     (node,) = node_pool(1)
-    b.create_bare_pod(admin_api, namespace, "shared", node=node, labels={"app": "shared", "tier": "x"})
+    objects.create_bare_pod(admin_api, namespace, "shared", node=node, labels={"app": "shared", "tier": "x"})
     # Both budgets would allow the eviction on their own.
-    b.create_pdb(admin_api, namespace, "by-app", match_labels={"app": "shared"}, min_available=0)
-    b.create_pdb(admin_api, namespace, "by-tier", match_labels={"tier": "x"}, min_available=0)
-    b.wait_for_pods_running(admin_api, namespace, count=1)
-    b.wait_for_pdb_observed(admin_api, namespace, "by-app", expected_pods=1)
-    b.wait_for_pdb_observed(admin_api, namespace, "by-tier", expected_pods=1)
+    objects.create_pdb(admin_api, namespace, "by-app", match_labels={"app": "shared"}, min_available=0)
+    objects.create_pdb(admin_api, namespace, "by-tier", match_labels={"tier": "x"}, min_available=0)
+    waits.wait_for_pods_running(admin_api, namespace, count=1)
+    waits.wait_for_pdb_observed(admin_api, namespace, "by-app", expected_pods=1)
+    waits.wait_for_pdb_observed(admin_api, namespace, "by-tier", expected_pods=1)
 
-    result = b.evict(admin_api, namespace, "shared")
+    result = rest.evict(admin_api, namespace, "shared")
 
     assert result.status == 500, result.body
     assert result.message == TWO_PDBS
@@ -99,26 +99,28 @@ def test_evicted_replicaset_pod_is_replaced_on_another_ready_schedulable_node(
 ) -> None:
     nodes = node_pool(4)
     pool = _pool_of(admin_api, nodes[0])
-    b.create_deployment(admin_api, namespace, "api", 2, node_selector={b.POOL_LABEL: pool}, grace=2)
-    before = b.wait_for_pods_running(admin_api, namespace, label_selector="app=api", count=2)
+    objects.create_deployment(
+        admin_api, namespace, "api", 2, node_selector={bodies.POOL_LABEL: pool}, grace=2
+    )
+    before = waits.wait_for_pods_running(admin_api, namespace, label_selector="app=api", count=2)
     victim = before[0]
     victim_node = victim["spec"]["nodeName"]
     other_cordoned = next(n for n in nodes if n != victim_node)
     cordoned = {victim_node, other_cordoned}
     for node in cordoned:  # as a drain does: cordon first, then evict
-        b.cordon(admin_api, node)
+        objects.cordon(admin_api, node)
 
-    result = b.evict(admin_api, namespace, victim["metadata"]["name"])
+    result = rest.evict(admin_api, namespace, victim["metadata"]["name"])
     assert result.status == 201, result.body
 
     old_names = {p["metadata"]["name"] for p in before}
 
     def replacement() -> dict[str, Any] | None:
-        pods = b.list_pods(admin_api, namespace, label_selector="app=api")
-        new = [p for p in pods if p["metadata"]["name"] not in old_names and b.pod_is_running(p)]
+        pods = rest.list_pods(admin_api, namespace, label_selector="app=api")
+        new = [p for p in pods if p["metadata"]["name"] not in old_names and waits.pod_is_running(p)]
         return new[0] if new else None
 
-    new_pod = b.wait_until(replacement, 30, "a Running replacement pod")
+    new_pod = waits.wait_until(replacement, 30, "a Running replacement pod")
     target = new_pod["spec"]["nodeName"]
     assert target not in cordoned
     assert target in nodes
@@ -128,8 +130,8 @@ def test_evicted_replicaset_pod_is_replaced_on_another_ready_schedulable_node(
     assert new_pod["metadata"]["ownerReferences"][0]["kind"] == "ReplicaSet"
 
     # More replicas: still none on the cordoned nodes.
-    b.patch(admin_api, f"/apis/apps/v1/namespaces/{namespace}/deployments/api", {"spec": {"replicas": 6}})
-    pods = b.wait_for_pods_running(admin_api, namespace, label_selector="app=api", count=6, timeout=30)
+    rest.patch(admin_api, f"/apis/apps/v1/namespaces/{namespace}/deployments/api", {"spec": {"replicas": 6}})
+    pods = waits.wait_for_pods_running(admin_api, namespace, label_selector="app=api", count=6, timeout=30)
     placed = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods}
     survivors = {p["metadata"]["name"] for p in before[1:]}
     assert not {n for name, n in placed.items() if name not in survivors} & cordoned, placed
@@ -140,20 +142,20 @@ def test_graceful_delete_keeps_pod_until_its_grace_period_has_passed(
 ) -> None:
     (node,) = node_pool(1)
     grace = 6
-    b.create_bare_pod(admin_api, namespace, "slow", node=node, grace=grace)
-    b.wait_for_pods_running(admin_api, namespace, count=1)
+    objects.create_bare_pod(admin_api, namespace, "slow", node=node, grace=grace)
+    waits.wait_for_pods_running(admin_api, namespace, count=1)
 
     deleted_at = time.monotonic()
-    b.delete(admin_api, b.pod_path(namespace, "slow"))
+    rest.delete(admin_api, rest.pod_path(namespace, "slow"))
 
     def terminating() -> bool:
         pod = _pod(admin_api, namespace, "slow")
         return pod is not None and "deletionTimestamp" in pod["metadata"]
 
     # First half: a few seconds later it is still there, marked for deletion.
-    b.assert_stays(terminating, grace - 2.5, "the Terminating pod existing")
+    waits.assert_stays(terminating, grace - 2.5, "the Terminating pod existing")
     # Second half: kwok's delete stage removes it at the grace deadline.
-    b.wait_until(lambda: _pod(admin_api, namespace, "slow") is None, grace + 10, "the pod to be gone")
+    waits.wait_until(lambda: _pod(admin_api, namespace, "slow") is None, grace + 10, "the pod to be gone")
     elapsed = time.monotonic() - deleted_at
     assert grace - 1.5 <= elapsed <= grace + 8, elapsed
 
@@ -162,27 +164,27 @@ def test_pod_with_finalizer_stays_until_the_finalizer_is_removed(
     admin_api: Any, namespace: str, node_pool: NodePool
 ) -> None:
     (node,) = node_pool(1)
-    b.create_pod_with_finalizer(admin_api, namespace, "held", node=node, grace=1)
-    b.wait_for_pods_running(admin_api, namespace, count=1)
-    b.delete(admin_api, b.pod_path(namespace, "held"))
+    objects.create_pod_with_finalizer(admin_api, namespace, "held", node=node, grace=1)
+    waits.wait_for_pods_running(admin_api, namespace, count=1)
+    rest.delete(admin_api, rest.pod_path(namespace, "held"))
 
     def present() -> bool:
         return _pod(admin_api, namespace, "held") is not None
 
-    b.assert_stays(present, 3.0, "the pod held by its finalizer, past its 1 s deadline")
+    waits.assert_stays(present, 3.0, "the pod held by its finalizer, past its 1 s deadline")
     pod = _pod(admin_api, namespace, "held")
-    assert pod is not None and pod["metadata"]["finalizers"] == [b.TEST_FINALIZER]
+    assert pod is not None and pod["metadata"]["finalizers"] == [bodies.TEST_FINALIZER]
     assert "deletionTimestamp" in pod["metadata"]
 
-    b.remove_finalizers(admin_api, namespace, "held")
-    b.wait_until(lambda: not present(), 10, "the pod to be gone once its finalizer is removed")
+    objects.remove_finalizers(admin_api, namespace, "held")
+    waits.wait_until(lambda: not present(), 10, "the pod to be gone once its finalizer is removed")
 
 
 def test_scalebot_identity_is_least_privilege_and_can_evict(
     admin_api: Any, scalebot_api: Any, scalebot_kubeconfig: Path, namespace: str, node_pool: NodePool
 ) -> None:
     assert scalebot_kubeconfig.is_file()
-    review = b.create(
+    review = rest.create(
         scalebot_api,
         "/apis/authentication.k8s.io/v1/selfsubjectreviews",
         {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
@@ -192,12 +194,12 @@ def test_scalebot_identity_is_least_privilege_and_can_evict(
     # API Priority and Fairness puts scalebot in workload-low (admin is exempt).
     levels = {
         item["metadata"]["uid"]: item["metadata"]["name"]
-        for item in b.list_items(
+        for item in rest.list_items(
             admin_api, "/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations"
         )
     }
-    as_bot = b.send_request(scalebot_api, "GET", "/api/v1/nodes")
-    as_admin = b.send_request(admin_api, "GET", "/api/v1/nodes")
+    as_bot = rest.send_request(scalebot_api, "GET", "/api/v1/nodes")
+    as_admin = rest.send_request(admin_api, "GET", "/api/v1/nodes")
     assert as_bot.status == 200
     assert levels[as_bot.headers["X-Kubernetes-PF-PriorityLevel-UID"]] == "workload-low"
     assert levels[as_admin.headers["X-Kubernetes-PF-PriorityLevel-UID"]] == "exempt"
@@ -211,20 +213,20 @@ def test_scalebot_identity_is_least_privilege_and_can_evict(
     ]
     for method, path in refused:
         body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}} if method == "POST" else None
-        response = b.send_request(scalebot_api, method, path, body=body)
+        response = rest.send_request(scalebot_api, method, path, body=body)
         assert response.status == 403, (method, path, response.status)
         assert json.loads(response.data)["reason"] == "Forbidden"
-    assert b.get(admin_api, f"/api/v1/namespaces/{namespace}")["status"]["phase"] == "Active"
+    assert rest.get(admin_api, f"/api/v1/namespaces/{namespace}")["status"]["phase"] == "Active"
 
     # Inside its rules: evict a pod whose budget allows it.
     (node,) = node_pool(1)
-    b.create_bare_pod(admin_api, namespace, "evictable", node=node, grace=0)
-    b.create_pdb(admin_api, namespace, "evictable", match_labels={"app": "evictable"}, min_available=0)
-    b.wait_for_pods_running(admin_api, namespace, count=1)
-    b.wait_for_pdb_observed(admin_api, namespace, "evictable", expected_pods=1, disruptions_allowed=1)
-    result = b.evict(scalebot_api, namespace, "evictable")
+    objects.create_bare_pod(admin_api, namespace, "evictable", node=node, grace=0)
+    objects.create_pdb(admin_api, namespace, "evictable", match_labels={"app": "evictable"}, min_available=0)
+    waits.wait_for_pods_running(admin_api, namespace, count=1)
+    waits.wait_for_pdb_observed(admin_api, namespace, "evictable", expected_pods=1, disruptions_allowed=1)
+    result = rest.evict(scalebot_api, namespace, "evictable")
     assert result.status == 201, result.body
-    b.wait_for_pod_gone(admin_api, namespace, "evictable", timeout=15)
+    waits.wait_for_pod_gone(admin_api, namespace, "evictable", timeout=15)
 
 
 def test_kubectl_from_the_build_reports_the_pinned_version(control_plane: ControlPlane) -> None:
@@ -239,31 +241,31 @@ def test_kubectl_from_the_build_reports_the_pinned_version(control_plane: Contro
 
 def test_terminating_namespace_refuses_evictions(admin_api: Any, namespace: str, node_pool: NodePool) -> None:
     (node,) = node_pool(1)
-    b.create_bare_pod(admin_api, namespace, "lingering", node=node, grace=60)
-    b.wait_for_pods_running(admin_api, namespace, count=1)
+    objects.create_bare_pod(admin_api, namespace, "lingering", node=node, grace=60)
+    waits.wait_for_pods_running(admin_api, namespace, count=1)
 
-    ns = b.make_namespace_terminating(admin_api, namespace)
+    ns = faults.make_namespace_terminating(admin_api, namespace)
     assert ns["status"]["phase"] == "Terminating"
     # The namespace controller has deleted the pod gracefully; it lingers for its grace period.
     pod = _pod(admin_api, namespace, "lingering")
     assert pod is not None and pod["metadata"]["deletionGracePeriodSeconds"] == 60
 
-    result = b.evict(admin_api, namespace, "lingering")
+    result = rest.evict(admin_api, namespace, "lingering")
     assert result.status == 403, result.body
     assert result.has_cause("NamespaceTerminating"), result.body
     assert result.message.endswith("because it is being terminated")
 
     # Once the pod is gone the rest is deleted, except the holder: still Terminating.
-    b.delete(admin_api, b.pod_path(namespace, "lingering"), grace=0)
+    rest.delete(admin_api, rest.pod_path(namespace, "lingering"), grace=0)
     holder = f"/api/v1/namespaces/{namespace}/configmaps/scalebot-terminating-holder"
-    b.wait_until(
-        lambda: "deletionTimestamp" in b.get(admin_api, holder)["metadata"], 30, "the holder to be deleted"
+    waits.wait_until(
+        lambda: "deletionTimestamp" in rest.get(admin_api, holder)["metadata"], 30, "the holder to be deleted"
     )
-    assert b.get(admin_api, f"/api/v1/namespaces/{namespace}")["status"]["phase"] == "Terminating"
+    assert rest.get(admin_api, f"/api/v1/namespaces/{namespace}")["status"]["phase"] == "Terminating"
 
-    b.release_namespace(admin_api, namespace)
-    b.wait_until(
-        lambda: b.get_or_none(admin_api, f"/api/v1/namespaces/{namespace}") is None,
+    faults.release_namespace(admin_api, namespace)
+    waits.wait_until(
+        lambda: rest.get_or_none(admin_api, f"/api/v1/namespaces/{namespace}") is None,
         30,
         "the namespace to be gone",
     )
@@ -271,62 +273,62 @@ def test_terminating_namespace_refuses_evictions(admin_api: Any, namespace: str,
 
 def test_unreachable_node_is_not_revived_by_kwok(admin_api: Any, namespace: str, node_pool: NodePool) -> None:
     lost, sentinel = node_pool(2)
-    b.create_bare_pod(admin_api, namespace, "stranded", node=lost)
-    b.wait_for_pods_running(admin_api, namespace, count=1)
-    b.make_node_unreachable(admin_api, lost)
+    objects.create_bare_pod(admin_api, namespace, "stranded", node=lost)
+    waits.wait_for_pods_running(admin_api, namespace, count=1)
+    faults.make_node_unreachable(admin_api, lost)
     assert _ready_status(_node(admin_api, lost)) == "Unknown"
 
     # Barrier: knock the still-managed sentinel over the same way; kwok must notice and revive it.
     # Once it has, kwok has processed newer events than our change to `lost`.
-    b.patch(
+    rest.patch(
         admin_api,
-        b.node_path(sentinel) + "/status",
+        rest.node_path(sentinel) + "/status",
         {"status": {"conditions": [{"type": "Ready", "status": "Unknown", "reason": "Test"}]}},
         kind="strategic",
     )
-    b.wait_until(
+    waits.wait_until(
         lambda: _ready_status(_node(admin_api, sentinel)) == "True", 15, "kwok to revive the sentinel"
     )
     assert _ready_status(_node(admin_api, lost)) == "Unknown"
 
-    assert not b.pod_is_running(b.get(admin_api, b.pod_path(namespace, "stranded")))
+    assert not waits.pod_is_running(rest.get(admin_api, rest.pod_path(namespace, "stranded")))
 
     # The node lifecycle controller reacts as to a real lost node.
     def tainted() -> bool:
         taints = _node(admin_api, lost)["spec"].get("taints") or []
         return any(t["key"] == "node.kubernetes.io/unreachable" for t in taints)
 
-    b.wait_until(tainted, 30, "the unreachable taint on the lost node")
+    waits.wait_until(tainted, 30, "the unreachable taint on the lost node")
     assert _ready_status(_node(admin_api, lost)) == "Unknown"
-    assert not b.pod_is_running(b.get(admin_api, b.pod_path(namespace, "stranded")))
+    assert not waits.pod_is_running(rest.get(admin_api, rest.pod_path(namespace, "stranded")))
 
     # Back in kwok's hands the node is Ready again and, as a returning kubelet would, so is its pod.
-    b.restore_node(admin_api, lost)
+    faults.restore_node(admin_api, lost)
     assert _ready_status(_node(admin_api, lost)) == "True"
-    b.wait_for_pods_running(admin_api, namespace, count=1, timeout=15)
+    waits.wait_for_pods_running(admin_api, namespace, count=1, timeout=15)
 
 
 def test_builders_create_running_shapes(admin_api: Any, namespace: str, node_pool: NodePool) -> None:
     nodes = node_pool(2)
     pool = _pool_of(admin_api, nodes[0])
-    sel = {b.POOL_LABEL: pool}
-    b.create_statefulset(admin_api, namespace, "db", 2, node_selector=sel)
-    b.create_daemonset(admin_api, namespace, "agent", node_selector=sel)
-    b.create_deployment(admin_api, namespace, "cache", 1, node_selector=sel, empty_dir=True)
-    b.create_mirror_like_pod(admin_api, namespace, "static-etcd", node=nodes[0])
-    b.create_pod_safe_to_evict_false(admin_api, namespace, "precious", node=nodes[0])
-    b.create_pod_do_not_disrupt(admin_api, namespace, "karpenter-pinned", node=nodes[1])
-    pods = b.wait_for_pods_running(admin_api, namespace, count=2 + 2 + 1 + 3)
+    sel = {bodies.POOL_LABEL: pool}
+    objects.create_statefulset(admin_api, namespace, "db", 2, node_selector=sel)
+    objects.create_daemonset(admin_api, namespace, "agent", node_selector=sel)
+    objects.create_deployment(admin_api, namespace, "cache", 1, node_selector=sel, empty_dir=True)
+    objects.create_mirror_like_pod(admin_api, namespace, "static-etcd", node=nodes[0])
+    objects.create_pod_safe_to_evict_false(admin_api, namespace, "precious", node=nodes[0])
+    objects.create_pod_do_not_disrupt(admin_api, namespace, "karpenter-pinned", node=nodes[1])
+    pods = waits.wait_for_pods_running(admin_api, namespace, count=2 + 2 + 1 + 3)
 
     by_name = {p["metadata"]["name"]: p for p in pods}
     assert {by_name["db-0"]["spec"]["nodeName"], by_name["db-1"]["spec"]["nodeName"]} <= set(nodes)
     assert sorted(
         p["spec"]["nodeName"] for p in pods if p["metadata"]["name"].startswith("agent-")
     ) == sorted(nodes)
-    assert b.MIRROR_ANNOTATION in by_name["static-etcd"]["metadata"]["annotations"]
+    assert bodies.MIRROR_ANNOTATION in by_name["static-etcd"]["metadata"]["annotations"]
     assert by_name["static-etcd"]["metadata"]["ownerReferences"][0]["kind"] == "Node"
-    assert by_name["precious"]["metadata"]["annotations"] == b.SAFE_TO_EVICT_FALSE
-    assert by_name["karpenter-pinned"]["metadata"]["annotations"] == b.DO_NOT_DISRUPT
+    assert by_name["precious"]["metadata"]["annotations"] == bodies.SAFE_TO_EVICT_FALSE
+    assert by_name["karpenter-pinned"]["metadata"]["annotations"] == bodies.DO_NOT_DISRUPT
     ips = [p["status"].get("podIP") for p in pods]
     assert all(ips) and len(set(ips)) == len(ips)
     node = _node(admin_api, nodes[0])
@@ -335,7 +337,7 @@ def test_builders_create_running_shapes(admin_api: Any, namespace: str, node_poo
 
 
 def _pool_of(api: Any, node: str) -> str:
-    return str(_node(api, node)["metadata"]["labels"][b.POOL_LABEL])
+    return str(_node(api, node)["metadata"]["labels"][bodies.POOL_LABEL])
 
 
 @pytest.mark.bench
@@ -345,7 +347,7 @@ def test_bench_populate_1000_nodes_30000_pods() -> None:
     with ControlPlane() as cp:
         api = cp.admin_api_client(pool_size=48)
         try:
-            report = b.populate(api, nodes=1000, pods_per_node=30, workers=32, progress=print)
+            report = populate.populate(api, nodes=1000, pods_per_node=30, workers=32, progress=print)
         finally:
             api.close()
         rss = cp.rss_kib()
@@ -362,7 +364,7 @@ def test_apiserver_restarts_on_the_same_port_with_the_same_data() -> None:
         admin_api, scalebot_api = cp.admin_api_client(), cp.scalebot_api_client()
         try:
             port = cp.api_port
-            marker = b.create(
+            marker = rest.create(
                 admin_api,
                 "/api/v1/namespaces/default/configmaps",
                 {
@@ -376,22 +378,22 @@ def test_apiserver_restarts_on_the_same_port_with_the_same_data() -> None:
             stopped = time.monotonic()
             cp.stop_apiserver()
             with pytest.raises(urllib3.exceptions.HTTPError):
-                b.send_request(admin_api, "GET", "/version", timeout=2)
+                rest.send_request(admin_api, "GET", "/version", timeout=2)
 
             seconds = cp.start_apiserver()
             down = time.monotonic() - stopped - seconds
             print(f"kube-apiserver stopped in {down:.1f} s, back in {seconds:.1f} s")
             assert cp.api_port == port
-            again = b.get(admin_api, "/api/v1/namespaces/default/configmaps/survives")
+            again = rest.get(admin_api, "/api/v1/namespaces/default/configmaps/survives")
             assert again["metadata"]["uid"] == marker["metadata"]["uid"]
             # The ServiceAccount token stays valid: same signing key, same issuer.
-            assert b.send_request(scalebot_api, "GET", "/api/v1/nodes").status == 200
+            assert rest.send_request(scalebot_api, "GET", "/api/v1/nodes").status == 200
             # The rest of the control plane reconnects: kwok still brings up nodes, the scheduler binds.
-            b.create_node_pool(admin_api, "after-restart", 1, timeout=60)
-            b.create_deployment(
-                admin_api, "default", "after", 1, node_selector={b.POOL_LABEL: "after-restart"}
+            objects.create_node_pool(admin_api, "after-restart", 1, timeout=60)
+            objects.create_deployment(
+                admin_api, "default", "after", 1, node_selector={bodies.POOL_LABEL: "after-restart"}
             )
-            b.wait_for_deployment_available(admin_api, "default", "after", timeout=60)
+            waits.wait_for_deployment_available(admin_api, "default", "after", timeout=60)
         finally:
             admin_api.close()
             scalebot_api.close()
@@ -441,7 +443,7 @@ def test_no_process_outlives_its_owner(sig: signal.Signals) -> None:
 
         child.send_signal(sig)
         child.wait(timeout=180)  # an orderly teardown on a loaded 2-core machine can take a minute
-        b.wait_until(
+        waits.wait_until(
             lambda: not any(_alive(pid) for pid in pids.values()),
             15,
             f"every component to exit after {sig.name}",
@@ -489,24 +491,24 @@ def test_sandbox_outlives_the_command_and_down_stops_it(tmp_path: Path) -> None:
         assert state is not None
         pids = [p["pid"] for p in state["processes"]]
         assert len(pids) == 5 and all(_alive(pid) for pid in pids)
-        api = b.api_client_from_kubeconfig(info["admin_kubeconfig"])
+        api = rest.api_client_from_kubeconfig(info["admin_kubeconfig"])
         try:
-            nodes = b.list_items(api, "/api/v1/nodes", label_selector=b.POOL_LABEL)
-            pools = {n["metadata"]["labels"][b.POOL_LABEL] for n in nodes}
+            nodes = rest.list_items(api, "/api/v1/nodes", label_selector=bodies.POOL_LABEL)
+            pools = {n["metadata"]["labels"][bodies.POOL_LABEL] for n in nodes}
             assert pools == {"pool-a", "pool-b", "pool-c"}
-            assert all(b.node_is_ready(n) for n in nodes)
-            ledger = b.list_pods(api, "demo", label_selector="app=ledger")
-            assert b.evict(api, "demo", ledger[0]["metadata"]["name"]).status == 429
+            assert all(waits.node_is_ready(n) for n in nodes)
+            ledger = rest.list_pods(api, "demo", label_selector="app=ledger")
+            assert rest.evict(api, "demo", ledger[0]["metadata"]["name"]).status == 429
         finally:
             api.close()
-        bot = b.api_client_from_kubeconfig(info["scalebot_kubeconfig"])
+        bot = rest.api_client_from_kubeconfig(info["scalebot_kubeconfig"])
         try:
-            assert b.send_request(bot, "GET", "/api/v1/secrets").status == 403
+            assert rest.send_request(bot, "GET", "/api/v1/secrets").status == 403
         finally:
             bot.close()
     finally:
         assert sandbox.down(state_dir)
-    b.wait_until(lambda: not any(_alive(pid) for pid in pids), 15, "the sandbox processes to exit")
+    waits.wait_until(lambda: not any(_alive(pid) for pid in pids), 15, "the sandbox processes to exit")
     assert not Path(info["run_dir"]).exists()
     assert sandbox.status(state_dir) is None
     assert not sandbox.down(state_dir)

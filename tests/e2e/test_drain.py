@@ -26,7 +26,7 @@ from engine.drain import filters
 from engine.drain import passes as drain
 from engine.drain.report import DrainReport
 from engine.kube.client import KubeClient
-from localcluster import builders
+from localcluster import faults, objects, rest, waits
 
 pytestmark = pytest.mark.e2e
 
@@ -67,10 +67,10 @@ def group(unique_name: str) -> dict[str, str]:
 def deployment_on(
     admin_api: Any, namespace: str, name: str, replicas: int, group: dict[str, str], **kw: Any
 ) -> None:
-    builders.create_deployment(
+    objects.create_deployment(
         admin_api, namespace, name, replicas, node_selector=group, grace=kw.pop("grace", 2), **kw
     )
-    builders.wait_for_deployment_available(admin_api, namespace, name)
+    waits.wait_for_deployment_available(admin_api, namespace, name)
 
 
 def test_pdb_allowing_nothing_reports_server_reason_then_completes_when_relaxed(
@@ -82,14 +82,14 @@ def test_pdb_allowing_nothing_reports_server_reason_then_completes_when_relaxed(
 ) -> None:
     nodes = node_pool(2, labels=group)
     deployment_on(admin_api, namespace, "web", 2, group)
-    builders.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=2)
-    builders.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
+    objects.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=2)
+    waits.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
     spare = node_pool(2, labels=group)  # somewhere for the replacements to go
     assert spare
 
     def relax_once_blocked(report: DrainReport) -> None:
         if any("web-pdb" in key for key in report.failed):
-            builders.patch(
+            rest.patch(
                 admin_api,
                 f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/web-pdb",
                 {"spec": {"minAvailable": 1}},
@@ -103,8 +103,8 @@ def test_pdb_allowing_nothing_reports_server_reason_then_completes_when_relaxed(
         "The disruption budget web-pdb needs 2 healthy pods and has 2 currently: " in message
     )
     assert outcome.completed, outcome.report.condition_message()
-    assert builders.list_pods(admin_api, namespace) and all(
-        p["spec"].get("nodeName") not in nodes for p in builders.list_pods(admin_api, namespace)
+    assert rest.list_pods(admin_api, namespace) and all(
+        p["spec"].get("nodeName") not in nodes for p in rest.list_pods(admin_api, namespace)
     ), "replacements never land on the cordoned nodes"
 
 
@@ -116,10 +116,10 @@ def test_daemonset_and_mirror_pods_stay_and_bare_pod_needs_force(
     group: dict[str, str],
 ) -> None:
     [node] = node_pool(1, labels=group)
-    builders.create_daemonset(admin_api, namespace, "agent", node_selector=group)
-    builders.create_mirror_like_pod(admin_api, namespace, "static-web", node=node)
-    builders.create_bare_pod(admin_api, namespace, "bare", node=node, grace=1)
-    builders.wait_for_pods_running(admin_api, namespace, count=3)
+    objects.create_daemonset(admin_api, namespace, "agent", node_selector=group)
+    objects.create_mirror_like_pod(admin_api, namespace, "static-web", node=node)
+    objects.create_bare_pod(admin_api, namespace, "bare", node=node, grace=1)
+    waits.wait_for_pods_running(admin_api, namespace, count=3)
 
     outcome, _ = run_drain(
         kube,
@@ -135,13 +135,11 @@ def test_daemonset_and_mirror_pods_stay_and_bare_pod_needs_force(
     assert outcome.failed_nodes == {
         node: f"cannot delete Pods that declare no controller (use --force to override): {namespace}/bare"
     }
-    assert len(builders.list_pods(admin_api, namespace)) == 3, (
-        "kubectl semantics: nothing on the node evicted"
-    )
+    assert len(rest.list_pods(admin_api, namespace)) == 3, "kubectl semantics: nothing on the node evicted"
 
     forced, _ = run_drain(kube, [node], filters.DrainOptions.kubectl(ignore_daemonsets=True, force=True))
     assert forced.completed
-    names = sorted(p["metadata"]["name"] for p in builders.list_pods(admin_api, namespace))
+    names = sorted(p["metadata"]["name"] for p in rest.list_pods(admin_api, namespace))
     assert names[0].startswith("agent-") and names[1:] == ["static-web"]
 
 
@@ -153,8 +151,8 @@ def test_finalizer_keeps_pod_under_deletion_timestamp_until_removed(
     group: dict[str, str],
 ) -> None:
     [node] = node_pool(1, labels=group)
-    builders.create_pod_with_finalizer(admin_api, namespace, "held", node=node, grace=1, owner_references=())
-    builders.wait_for_pods_running(admin_api, namespace, count=1)
+    objects.create_pod_with_finalizer(admin_api, namespace, "held", node=node, grace=1, owner_references=())
+    waits.wait_for_pods_running(admin_api, namespace, count=1)
     options = filters.DrainOptions.machine()
     state = drain.DrainState(started_at=SystemClock().now())
     with ThreadPoolExecutor(4) as pool:
@@ -162,15 +160,15 @@ def test_finalizer_keeps_pod_under_deletion_timestamp_until_removed(
             kube, nodes=[node], state=state, options=options, now=SystemClock().now(), executor=pool
         )
         assert first.report.evicted == (f"{namespace}/held",)
-        builders.wait_until(
-            lambda: builders.get(admin_api, builders.pod_path(namespace, "held"))["metadata"].get(
+        waits.wait_until(
+            lambda: rest.get(admin_api, rest.pod_path(namespace, "held"))["metadata"].get(
                 "deletionTimestamp"
             ),
             10,
             "deletionTimestamp set",
         )
-        builders.assert_stays(
-            lambda: builders.get_or_none(admin_api, builders.pod_path(namespace, "held")) is not None,
+        waits.assert_stays(
+            lambda: rest.get_or_none(admin_api, rest.pod_path(namespace, "held")) is not None,
             3,
             "a pod with a finalizer outlives its grace period",
         )
@@ -184,7 +182,7 @@ def test_finalizer_keeps_pod_under_deletion_timestamp_until_removed(
             f"):\n* Pod {namespace}/held: deletionTimestamp set, but still not removed from the Node"
         )
         assert later.report.evicted == (), "a terminating pod is never evicted twice"
-    builders.remove_finalizers(admin_api, namespace, "held")
+    objects.remove_finalizers(admin_api, namespace, "held")
     outcome, _ = run_drain(kube, [node], options)
     assert outcome.completed
 
@@ -199,8 +197,8 @@ def test_pod_under_two_pdbs_is_reported_and_ends_that_nodes_drain(
     nodes = node_pool(1, labels=group)
     deployment_on(admin_api, namespace, "ledger", 1, group)
     for name in ("ledger-a", "ledger-b"):
-        builders.create_pdb(admin_api, namespace, name, match_labels={"app": "ledger"}, max_unavailable=1)
-        builders.wait_for_pdb_observed(admin_api, namespace, name)
+        objects.create_pdb(admin_api, namespace, name, match_labels={"app": "ledger"}, max_unavailable=1)
+        waits.wait_for_pdb_observed(admin_api, namespace, name)
     settings = DrainSettings(interval=timedelta(seconds=2), timeout=timedelta(seconds=8))
     outcome, _ = run_drain(kube, nodes, filters.DrainOptions.machine(), settings)
     # The 500 is final (kubectl fails the node): reported once, never waited out to the timeout.
@@ -224,15 +222,15 @@ def test_terminating_namespace_is_waited_for_not_failed(
     group: dict[str, str],
 ) -> None:
     [node] = node_pool(1, labels=group)
-    builders.create_pod_with_finalizer(admin_api, namespace, "stuck", node=node, grace=1)
-    builders.wait_for_pods_running(admin_api, namespace, count=1)
-    builders.make_namespace_terminating(admin_api, namespace)
+    objects.create_pod_with_finalizer(admin_api, namespace, "stuck", node=node, grace=1)
+    waits.wait_for_pods_running(admin_api, namespace, count=1)
+    faults.make_namespace_terminating(admin_api, namespace)
     settings = DrainSettings(interval=timedelta(seconds=1), timeout=timedelta(seconds=4))
     outcome, _ = run_drain(kube, [node], filters.DrainOptions.machine(), settings)
     # The namespace controller already deletes the pod; the finalizer keeps it: terminating, not failed.
     assert outcome.report.terminating == (f"{namespace}/stuck",)
     assert not outcome.report.failed
-    builders.release_namespace(admin_api, namespace)
+    faults.release_namespace(admin_api, namespace)
 
 
 def test_unreachable_node_is_drained_with_one_second_grace(
@@ -245,8 +243,8 @@ def test_unreachable_node_is_drained_with_one_second_grace(
     nodes = node_pool(1, labels=group)
     deployment_on(admin_api, namespace, "web", 1, group, grace=600)
     node_pool(1, labels=group)  # room for the replacement (created after, so the pod is on nodes[0])
-    builders.make_node_unreachable(admin_api, nodes[0])
-    builders.wait_until(lambda: kube.get_node(nodes[0]).is_unreachable, 20, "Ready=Unknown seen by scalebot")
+    faults.make_node_unreachable(admin_api, nodes[0])
+    waits.wait_until(lambda: kube.get_node(nodes[0]).is_unreachable, 20, "Ready=Unknown seen by scalebot")
     state = drain.DrainState(started_at=SystemClock().now())
     with ThreadPoolExecutor(2) as pool:
         result = drain.run_pass(
@@ -258,7 +256,7 @@ def test_unreachable_node_is_drained_with_one_second_grace(
             executor=pool,
         )
     [evicted] = result.report.evicted
-    pod = builders.get(admin_api, builders.pod_path(namespace, evicted.split("/")[1]))
+    pod = rest.get(admin_api, rest.pod_path(namespace, evicted.split("/")[1]))
     assert pod["metadata"]["deletionGracePeriodSeconds"] == 1
     # Nothing deletes pods on a lost node; once deleted more than 1 s ago they no longer hold the drain.
     outcome, _ = run_drain(kube, nodes, filters.DrainOptions.machine())
@@ -300,7 +298,7 @@ def test_restarted_drain_ends_in_the_same_state(
     deployment_on(admin_api, namespace, "web", 6, group, grace=3)
     node_pool(2, labels=group)
     already = {nodes[0]}
-    builders.cordon(admin_api, nodes[0])
+    objects.cordon(admin_api, nodes[0])
     state = drain.DrainState(
         started_at=SystemClock().now(),
         already_cordoned=drain.cordon_nodes(kube, nodes, now=SystemClock().now()),
@@ -328,7 +326,7 @@ def test_restarted_drain_ends_in_the_same_state(
     fresh.close()
     assert outcome.completed
     assert outcome.state.already_cordoned == already
-    assert all(p["spec"].get("nodeName") not in nodes for p in builders.list_pods(admin_api, namespace))
+    assert all(p["spec"].get("nodeName") not in nodes for p in rest.list_pods(admin_api, namespace))
     assert fresh.request_counts[("create", "pods/eviction")] == 0 or outcome.state.evicted_total == 6
 
 
@@ -344,10 +342,10 @@ def test_decisions_match_kubectl_dry_run_server(
 ) -> None:
     nodes = node_pool(2, labels=group)
     deployment_on(admin_api, namespace, "web", 4, group)
-    builders.create_daemonset(admin_api, namespace, "agent", node_selector=group)
-    builders.create_bare_pod(admin_api, namespace, "bare", node=nodes[0])
-    builders.create_mirror_like_pod(admin_api, namespace, "static", node=nodes[1])
-    builders.wait_for_pods_running(admin_api, namespace, count=8)
+    objects.create_daemonset(admin_api, namespace, "agent", node_selector=group)
+    objects.create_bare_pod(admin_api, namespace, "bare", node=nodes[0])
+    objects.create_mirror_like_pod(admin_api, namespace, "static", node=nodes[1])
+    waits.wait_for_pods_running(admin_api, namespace, count=8)
     options = filters.DrainOptions.kubectl(force=force, ignore_daemonsets=True, delete_emptydir_data=True)
     ctx = filters.DrainContext(
         options=options, now=SystemClock().now(), daemonset_keys=kube.list_daemonset_keys()

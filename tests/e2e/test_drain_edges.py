@@ -17,14 +17,14 @@ import pytest
 
 from engine.domain.model import DRAINING_TAINT_KEY
 from engine.domain.settings import DrainSettings
-from localcluster import builders
+from localcluster import objects, rest, waits
 from tests.e2e.test_cli import scalebot
 
 pytestmark = pytest.mark.e2e
 
 
 def node_spec(admin_api: Any, node: str) -> dict[str, Any]:
-    spec: dict[str, Any] = builders.get(admin_api, builders.node_path(node))["spec"]
+    spec: dict[str, Any] = rest.get(admin_api, rest.node_path(node))["spec"]
     return spec
 
 
@@ -82,7 +82,7 @@ def test_operations_uncordon_removes_the_draining_taint(
 
 
 def pods_by_name(admin_api: Any, node: str, namespace: str) -> dict[str, dict[str, Any]]:
-    return {p["metadata"]["name"]: p for p in builders.pods_on_node(admin_api, node, namespace=namespace)}
+    return {p["metadata"]["name"]: p for p in rest.pods_on_node(admin_api, node, namespace=namespace)}
 
 
 def test_bare_pod_ends_that_nodes_drain_at_once_and_the_other_node_drains(
@@ -96,10 +96,10 @@ def test_bare_pod_ends_that_nodes_drain_at_once_and_the_other_node_drains(
     free_group = {"scalebot.test/group": f"{unique_name}-f"}
     [refused] = node_pool(1, labels=refused_group)
     [free] = node_pool(1, labels=free_group)
-    builders.create_deployment(admin_api, namespace, "kept", 1, node_selector=refused_group, grace=1)
-    builders.create_deployment(admin_api, namespace, "moved", 1, node_selector=free_group, grace=1)
-    builders.create_bare_pod(admin_api, namespace, "bare", node=refused)
-    builders.wait_for_pods_running(admin_api, namespace, count=3)
+    objects.create_deployment(admin_api, namespace, "kept", 1, node_selector=refused_group, grace=1)
+    objects.create_deployment(admin_api, namespace, "moved", 1, node_selector=free_group, grace=1)
+    objects.create_bare_pod(admin_api, namespace, "bare", node=refused)
+    waits.wait_for_pods_running(admin_api, namespace, count=3)
     before = pods_by_name(admin_api, refused, namespace)
     assert len(before) == 2
 
@@ -122,7 +122,7 @@ def test_bare_pod_ends_that_nodes_drain_at_once_and_the_other_node_drains(
     for name, pod in after.items():
         assert pod["metadata"]["uid"] == before[name]["metadata"]["uid"]
         assert "deletionTimestamp" not in pod["metadata"]
-    assert builders.pods_on_node(admin_api, free, namespace=namespace) == []
+    assert rest.pods_on_node(admin_api, free, namespace=namespace) == []
 
 
 def test_pod_under_two_budgets_ends_that_nodes_drain(
@@ -137,12 +137,12 @@ def test_pod_under_two_budgets_ends_that_nodes_drain(
     free_group = {"scalebot.test/group": f"{unique_name}-f"}
     [refused] = node_pool(1, labels=refused_group)
     [free] = node_pool(1, labels=free_group)
-    builders.create_deployment(admin_api, namespace, "guarded", 1, node_selector=refused_group, grace=1)
-    builders.create_deployment(admin_api, namespace, "moved", 1, node_selector=free_group, grace=1)
+    objects.create_deployment(admin_api, namespace, "guarded", 1, node_selector=refused_group, grace=1)
+    objects.create_deployment(admin_api, namespace, "moved", 1, node_selector=free_group, grace=1)
     for pdb in ("one", "two"):
-        builders.create_pdb(admin_api, namespace, pdb, match_labels={"app": "guarded"}, max_unavailable=1)
-        builders.wait_for_pdb_observed(admin_api, namespace, pdb, expected_pods=1)
-    builders.wait_for_pods_running(admin_api, namespace, count=2)
+        objects.create_pdb(admin_api, namespace, pdb, match_labels={"app": "guarded"}, max_unavailable=1)
+        waits.wait_for_pdb_observed(admin_api, namespace, pdb, expected_pods=1)
+    waits.wait_for_pods_running(admin_api, namespace, count=2)
 
     started = time.monotonic()
     result = scalebot("drain", refused, free, "--interval", "1s", kubeconfig=scalebot_kubeconfig, timeout=60)
@@ -154,7 +154,7 @@ def test_pod_under_two_budgets_ends_that_nodes_drain(
     assert line.startswith(f'error: unable to drain node "{refused}" due to error: ')
     assert "more than one PodDisruptionBudget" in line
     assert result.stdout.splitlines()[-1] == f"node/{free} drained"
-    [guarded] = builders.pods_on_node(admin_api, refused, namespace=namespace)
+    [guarded] = rest.pods_on_node(admin_api, refused, namespace=namespace)
     assert "deletionTimestamp" not in guarded["metadata"]
 
 
@@ -163,8 +163,8 @@ def test_grace_period_minus_one_uses_the_pods_own_grace_period(
 ) -> None:
     """kubectl: `--grace-period -1` sends no grace period, so the pod's own (here 30 s) applies."""
     [node] = node_pool(1)
-    builders.create_pod_with_finalizer(admin_api, namespace, "held", node=node, grace=30)
-    builders.wait_for_pods_running(admin_api, namespace, count=1)
+    objects.create_pod_with_finalizer(admin_api, namespace, "held", node=node, grace=30)
+    waits.wait_for_pods_running(admin_api, namespace, count=1)
     try:
         result = scalebot(
             "drain",
@@ -180,11 +180,11 @@ def test_grace_period_minus_one_uses_the_pods_own_grace_period(
             kubeconfig=scalebot_kubeconfig,
         )
         assert result.returncode == 1, result.stdout + result.stderr
-        pod = builders.get(admin_api, builders.pod_path(namespace, "held"))
+        pod = rest.get(admin_api, rest.pod_path(namespace, "held"))
         assert "deletionTimestamp" in pod["metadata"]
         assert pod["metadata"]["deletionGracePeriodSeconds"] == 30
     finally:
-        builders.remove_finalizers(admin_api, namespace, "held")
+        objects.remove_finalizers(admin_api, namespace, "held")
 
 
 def test_drain_order_is_per_node(
@@ -206,10 +206,10 @@ def test_drain_order_is_per_node(
     free_group = {"scalebot.test/group": f"{unique_name}-f"}
     [held] = node_pool(1, labels=held_group)
     [free] = node_pool(1, labels=free_group)
-    builders.create_deployment(admin_api, namespace, "guarded", 1, node_selector=held_group, grace=1)
-    builders.create_pdb(admin_api, namespace, "guarded", match_labels={"app": "guarded"}, max_unavailable=0)
-    builders.wait_for_pdb_observed(admin_api, namespace, "guarded", expected_pods=1)
-    builders.create_deployment(
+    objects.create_deployment(admin_api, namespace, "guarded", 1, node_selector=held_group, grace=1)
+    objects.create_pdb(admin_api, namespace, "guarded", match_labels={"app": "guarded"}, max_unavailable=0)
+    waits.wait_for_pdb_observed(admin_api, namespace, "guarded", expected_pods=1)
+    objects.create_deployment(
         admin_api,
         namespace,
         "critical",
@@ -218,8 +218,8 @@ def test_drain_order_is_per_node(
         grace=1,
         priority_class="system-cluster-critical",
     )
-    builders.wait_for_pods_running(admin_api, namespace, count=2)
-    [critical] = builders.pods_on_node(admin_api, free, namespace=namespace)
+    waits.wait_for_pods_running(admin_api, namespace, count=2)
+    [critical] = rest.pods_on_node(admin_api, free, namespace=namespace)
 
     kube = KubeClient.from_config(kubeconfig=str(scalebot_kubeconfig))
     try:
@@ -239,7 +239,7 @@ def test_drain_order_is_per_node(
     assert len(pods) == 1 and pods[0].startswith(f"{namespace}/guarded-")
     left = [
         p
-        for p in builders.pods_on_node(admin_api, free, namespace=namespace)
+        for p in rest.pods_on_node(admin_api, free, namespace=namespace)
         if p["metadata"]["uid"] == critical["metadata"]["uid"] and "deletionTimestamp" not in p["metadata"]
     ]
     assert left == [], "the critical pod on the free node was evicted"
@@ -257,16 +257,16 @@ def test_a_kind_named_daemonset_in_another_group_is_an_ordinary_controller(
         "uid": "00000000-0000-4000-8000-000000000001",
         "controller": True,
     }
-    builders.create_bare_pod(
+    objects.create_bare_pod(
         admin_api, namespace, "collector-x1", node=node, grace=1, owner_references=[owner]
     )
-    builders.wait_for_pods_running(admin_api, namespace, count=1)
+    waits.wait_for_pods_running(admin_api, namespace, count=1)
 
     result = scalebot("drain", node, "--interval", "1s", "--timeout", "30s", kubeconfig=scalebot_kubeconfig)
 
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.splitlines()[-1] == f"node/{node} drained"
-    assert builders.pods_on_node(admin_api, node, namespace=namespace) == []
+    assert rest.pods_on_node(admin_api, node, namespace=namespace) == []
 
 
 def test_a_node_that_vanished_is_done_not_retried(
@@ -281,7 +281,7 @@ def test_a_node_that_vanished_is_done_not_retried(
     from engine.kube.client import KubeClient
 
     gone, present = node_pool(2)
-    builders.delete_nodes(admin_api, [gone])
+    objects.delete_nodes(admin_api, [gone])
     kube = KubeClient.from_config(kubeconfig=str(scalebot_kubeconfig))
     try:
         outcome = drainer.drain_nodes(
@@ -319,7 +319,7 @@ def test_an_empty_node_is_settled_before_it_counts_as_drained(
         passes.append(report)
         if len(passes) == 1:
             assert report.completed, "the first pass found the node empty"
-            builders.create_bare_pod(admin_api, namespace, "late", node=node, grace=1)
+            objects.create_bare_pod(admin_api, namespace, "late", node=node, grace=1)
 
     kube = KubeClient.from_config(kubeconfig=str(scalebot_kubeconfig))
     try:
@@ -338,4 +338,4 @@ def test_an_empty_node_is_settled_before_it_counts_as_drained(
 
     assert outcome.completed
     assert outcome.state.evicted_total == 1
-    assert builders.pods_on_node(admin_api, node, namespace=namespace) == []
+    assert rest.pods_on_node(admin_api, node, namespace=namespace) == []

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from localcluster import builders
+from localcluster import objects, rest, waits
 from tests.e2e.test_cli import scalebot, unschedulable
 
 pytestmark = pytest.mark.e2e
@@ -23,15 +23,15 @@ pytestmark = pytest.mark.e2e
 def guarded_node(admin_api: Any, namespace: str, node_pool: Callable[..., list[str]]) -> str:
     group = {"scalebot.test/group": namespace}
     [node] = node_pool(1, labels=group)
-    builders.create_deployment(admin_api, namespace, "guarded", 1, node_selector=group, grace=1)
-    builders.create_pdb(admin_api, namespace, "guarded", match_labels={"app": "guarded"}, max_unavailable=0)
-    builders.wait_for_pdb_observed(admin_api, namespace, "guarded", expected_pods=1)
-    builders.wait_for_pods_running(admin_api, namespace, count=1)
+    objects.create_deployment(admin_api, namespace, "guarded", 1, node_selector=group, grace=1)
+    objects.create_pdb(admin_api, namespace, "guarded", match_labels={"app": "guarded"}, max_unavailable=0)
+    waits.wait_for_pdb_observed(admin_api, namespace, "guarded", expected_pods=1)
+    waits.wait_for_pods_running(admin_api, namespace, count=1)
     return node
 
 
 def pod_names(admin_api: Any, namespace: str) -> list[str]:
-    listed = builders.get(admin_api, f"/api/v1/namespaces/{namespace}/pods")
+    listed = rest.get(admin_api, f"/api/v1/namespaces/{namespace}/pods")
     return sorted(p["metadata"]["name"] for p in listed["items"])
 
 

@@ -29,7 +29,7 @@ from engine.drain import driver as drainer
 from engine.drain import filters
 from engine.kube.api import PodListing
 from engine.kube.client import KubeClient
-from localcluster import builders
+from localcluster import objects, rest, waits
 from tests.e2e.support import make_ops, pools, request, run
 
 pytestmark = pytest.mark.e2e
@@ -54,30 +54,30 @@ def test_pods_are_listed_once_and_watched_however_many_passes_the_drain_takes(
 ) -> None:
     group = {"scalebot.test/group": unique_name}
     nodes = node_pool(NODES, labels=group)
-    builders.create_deployment(admin_api, namespace, "web", 2 * NODES, node_selector=group, grace=1)
-    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    objects.create_deployment(admin_api, namespace, "web", 2 * NODES, node_selector=group, grace=1)
+    waits.wait_for_deployment_available(admin_api, namespace, "web")
     # Held by a finalizer after its eviction: the drain's tail, for as long as the test says.
-    builders.create_pod_with_finalizer(
+    objects.create_pod_with_finalizer(
         admin_api, namespace, "held", node=nodes[0], grace=1, owner_references=()
     )
-    builders.wait_for_pods_running(admin_api, namespace, count=2 * NODES + 1)
+    waits.wait_for_pods_running(admin_api, namespace, count=2 * NODES + 1)
 
     released_at: list[float] = []
     failure: list[BaseException] = []
 
     def release_after_some_passes() -> None:
         try:
-            held = builders.pod_path(namespace, "held")
-            builders.wait_until(
-                lambda: builders.get(admin_api, held)["metadata"].get("deletionTimestamp"), 60, "held evicted"
+            held = rest.pod_path(namespace, "held")
+            waits.wait_until(
+                lambda: rest.get(admin_api, held)["metadata"].get("deletionTimestamp"), 60, "held evicted"
             )
             # Each pass lists the nodes once: let the drain run several passes on the held pod.
             first = kube.request_counts[("list", "nodes")]
-            builders.wait_until(
+            waits.wait_until(
                 lambda: kube.request_counts[("list", "nodes")] >= first + PASSES_WHILE_HELD, 60, "passes"
             )
             released_at.append(time.monotonic())
-            builders.remove_finalizers(admin_api, namespace, "held")
+            objects.remove_finalizers(admin_api, namespace, "held")
         except BaseException as exc:  # reported by the test, never lost in the thread
             failure.append(exc)
 
@@ -92,7 +92,7 @@ def test_pods_are_listed_once_and_watched_however_many_passes_the_drain_takes(
         helper.join(timeout=90)
     assert not failure, failure
     assert outcome.completed, outcome.report.condition_message()
-    assert not [p for n in nodes for p in builders.pods_on_node(admin_api, n)], "the nodes are empty"
+    assert not [p for n in nodes for p in rest.pods_on_node(admin_api, n)], "the nodes are empty"
 
     counts = reads(kube)
     passes = counts[("list", "nodes")] - 1  # one listing is the cordon's; each pass lists once
@@ -124,8 +124,8 @@ def test_a_zero_scale_drain_watches_from_the_plans_listing_without_listing_again
 ) -> None:
     made = pools(node_pool, pool_key, unique_name, a=2)
     group = {"scalebot.test/group": unique_name}
-    builders.create_deployment(admin_api, namespace, "web", 4, node_selector=group, grace=1)
-    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    objects.create_deployment(admin_api, namespace, "web", 4, node_selector=group, grace=1)
+    waits.wait_for_deployment_available(admin_api, namespace, "web")
     calls: list[tuple[str, Any, str]] = []
     real_list, real_watch = kube.list_pods_at, kube.watch_pods
 

@@ -26,7 +26,7 @@ from engine.operations.runner import ClusterHandle
 from engine.operations.service import new_operations
 from engine.operations.unattended import CleanupReport, EmptyNodeCleaner, Evictor
 from engine.store.database import Store
-from localcluster import builders
+from localcluster import objects, rest, waits
 
 pytestmark = pytest.mark.e2e
 
@@ -46,7 +46,7 @@ def handle(scalebot_kubeconfig: Path, unique_name: str) -> Iterator[ClusterHandl
 
 
 def exists(admin_api: Any, node: str) -> bool:
-    return builders.get_or_none(admin_api, builders.node_path(node)) is not None
+    return rest.get_or_none(admin_api, rest.node_path(node)) is not None
 
 
 def test_a_node_empty_past_its_ttl_is_removed_and_one_empty_for_less_is_not(
@@ -59,9 +59,9 @@ def test_a_node_empty_past_its_ttl_is_removed_and_one_empty_for_less_is_not(
 ) -> None:
     pool = f"{unique_name}-e"
     busy, mirror_only, later = node_pool(3, name=pool, labels={f"{unique_name}.scalebot.test/pool": pool})
-    builders.create_bare_pod(admin_api, namespace, "keeps-busy", node=busy, grace=0)
-    builders.create_bare_pod(admin_api, namespace, "leaves", node=later, grace=0)
-    builders.create_mirror_like_pod(admin_api, namespace, "static", node=mirror_only, grace=0)
+    objects.create_bare_pod(admin_api, namespace, "keeps-busy", node=busy, grace=0)
+    objects.create_bare_pod(admin_api, namespace, "leaves", node=later, grace=0)
+    objects.create_mirror_like_pod(admin_api, namespace, "static", node=mirror_only, grace=0)
     clock = FakeClock(datetime.now(UTC))
     reports: list[CleanupReport] = []
     policy = ConsolidationPolicy(
@@ -74,8 +74,8 @@ def test_a_node_empty_past_its_ttl_is_removed_and_one_empty_for_less_is_not(
 
     assert cleaner.cycle() is None  # t=0: mirror_only is empty from now on
     assert set(cleaner.since) == {mirror_only}
-    builders.delete(admin_api, builders.pod_path(namespace, "leaves"), grace=0)
-    builders.wait_for_pod_gone(admin_api, namespace, "leaves")
+    rest.delete(admin_api, rest.pod_path(namespace, "leaves"), grace=0)
+    waits.wait_for_pod_gone(admin_api, namespace, "leaves")
 
     clock.advance(180)
     assert cleaner.cycle() is None  # t=3 min: `later` is empty from now on; nothing has had 5 min
@@ -86,7 +86,7 @@ def test_a_node_empty_past_its_ttl_is_removed_and_one_empty_for_less_is_not(
     assert first is not None and first.removed == ((mirror_only, pool),)
     assert not exists(admin_api, mirror_only)
     assert exists(admin_api, later) and exists(admin_api, busy)
-    assert not builders.get(admin_api, builders.node_path(later))["spec"].get("unschedulable")
+    assert not rest.get(admin_api, rest.node_path(later))["spec"].get("unschedulable")
 
     clock.advance(120)
     assert cleaner.cycle() is None  # t=7 min: `later` at 4 min
@@ -117,8 +117,8 @@ def test_a_batch_cut_short_after_its_cordon_is_settled_by_the_next_process_and_a
     still_empty, got_pod, by_human, busy = node_pool(
         4, name=pool, labels={f"{unique_name}.scalebot.test/pool": pool}
     )
-    builders.create_bare_pod(admin_api, namespace, "keeps-busy", node=busy, grace=0)
-    builders.cordon(admin_api, by_human)  # empty, but a person cordoned it: never ours to touch
+    objects.create_bare_pod(admin_api, namespace, "keeps-busy", node=busy, grace=0)
+    objects.cordon(admin_api, by_human)  # empty, but a person cordoned it: never ours to touch
     policy = ConsolidationPolicy(
         empty_nodes=True,
         node_grace=timedelta(0),
@@ -141,9 +141,9 @@ def test_a_batch_cut_short_after_its_cordon_is_settled_by_the_next_process_and_a
         first.cycle()
     monkeypatch.undo()
     for node in (still_empty, got_pod):
-        spec = builders.get(admin_api, builders.node_path(node))["spec"]
+        spec = rest.get(admin_api, rest.node_path(node))["spec"]
         assert spec.get("unschedulable") and any(t["key"] == DRAINING_TAINT_KEY for t in spec["taints"])
-    builders.create_bare_pod(admin_api, namespace, "arrives", node=got_pod, grace=0)
+    objects.create_bare_pod(admin_api, namespace, "arrives", node=got_pod, grace=0)
 
     # The next process: a fresh policy on the same database, with no memory of "empty since".
     reports: list[CleanupReport] = []
@@ -152,16 +152,16 @@ def test_a_batch_cut_short_after_its_cordon_is_settled_by_the_next_process_and_a
     assert result is not None and reports == [result]
     assert result.removed == ((still_empty, pool),) and result.released == (got_pod,)
     assert not exists(admin_api, still_empty)
-    got_pod_spec = builders.get(admin_api, builders.node_path(got_pod))["spec"]
+    got_pod_spec = rest.get(admin_api, rest.node_path(got_pod))["spec"]
     assert not got_pod_spec.get("unschedulable")
     assert not any(t["key"] == DRAINING_TAINT_KEY for t in got_pod_spec.get("taints") or ())
-    human_spec = builders.get(admin_api, builders.node_path(by_human))["spec"]
+    human_spec = rest.get(admin_api, rest.node_path(by_human))["spec"]
     assert human_spec.get("unschedulable") and exists(admin_api, busy)
     # The interrupted batch's locks are gone: operations on the pool are free again.
     assert Store(db).lock_holder([f"pool:dev/{pool}", f"node:dev/{got_pod}"]) is None
     assert "Uncordoned, left cordoned by an interrupted clean-up" in result.text(policy)
     assert second.cycle() is None  # settled: nothing more to do
-    assert builders.get(admin_api, builders.node_path(by_human))["spec"].get("unschedulable")
+    assert rest.get(admin_api, rest.node_path(by_human))["spec"].get("unschedulable")
 
 
 def test_evictor_mode_proposes_once_per_change_and_refuses_beside_another_autoscaler(
@@ -175,10 +175,10 @@ def test_evictor_mode_proposes_once_per_change_and_refuses_beside_another_autosc
     pool_key = f"{unique_name}.scalebot.test/pool"
     pool = f"{unique_name}-v"
     node_pool(3, name=pool, labels={pool_key: pool})
-    builders.create_deployment(
+    objects.create_deployment(
         admin_api, namespace, "web", 2, node_selector={pool_key: pool}, cpu="1", grace=1
     )
-    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    waits.wait_for_deployment_available(admin_api, namespace, "web")
     rules = ClusterPolicy(
         cluster="dev",
         users={"U0APPROVER": Role.APPROVER},
@@ -203,7 +203,7 @@ def test_evictor_mode_proposes_once_per_change_and_refuses_beside_another_autosc
         second = evictor.cycle()  # the cluster changed: a new proposal
         assert second is not None and second.operation is not None and second.operation.id != proposal.id
         assert ops.reject(second.operation.approval_id, by="U0APPROVER").ok
-        builders.create_deployment(admin_api, namespace, "cluster-autoscaler", 0)
+        objects.create_deployment(admin_api, namespace, "cluster-autoscaler", 0)
         assert evictor.cycle() is None and evictor.cycle() is None
         assert len(said) == 1  # the refusal is said once, not every cycle
         assert "cluster-autoscaler removes underused nodes by itself" in said[0]
@@ -214,9 +214,9 @@ def test_evictor_mode_proposes_once_per_change_and_refuses_beside_another_autosc
         # The stand-in autoscaler is seen cluster-wide: gone before the next test, not only once
         # its namespace finishes terminating, or that test's Evictor refuses beside it too.
         autoscaler = f"/apis/apps/v1/namespaces/{namespace}/deployments/cluster-autoscaler"
-        builders.delete(admin_api, autoscaler, propagation="Foreground")
-        builders.wait_until(
-            lambda: builders.get_or_none(admin_api, autoscaler) is None, 60, "the stand-in autoscaler gone"
+        rest.delete(admin_api, autoscaler, propagation="Foreground")
+        waits.wait_until(
+            lambda: rest.get_or_none(admin_api, autoscaler) is None, 60, "the stand-in autoscaler gone"
         )
 
 
@@ -257,10 +257,10 @@ def test_evictor_mode_proposes_a_node_only_once_it_has_been_unneeded_for_the_unn
     pool_key = f"{unique_name}.scalebot.test/pool"
     pool = f"{unique_name}-u"
     node_pool(3, name=pool, labels={pool_key: pool})
-    builders.create_deployment(
+    objects.create_deployment(
         admin_api, namespace, "web", 2, node_selector={pool_key: pool}, cpu="1", grace=1
     )
-    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    waits.wait_for_deployment_available(admin_api, namespace, "web")
     rules = ClusterPolicy(
         cluster="dev",
         users={"U0APPROVER": Role.APPROVER},

@@ -18,7 +18,7 @@ import pytest
 from kubernetes import client as k8s
 
 from engine.kube import events
-from localcluster import builders
+from localcluster import objects, rest
 
 pytestmark = pytest.mark.e2e
 
@@ -32,7 +32,7 @@ def recorder(scalebot_api: Any) -> Iterator[events.EventRecorder]:
 
 def events_about(api: Any, namespace: str, kind: str, name: str) -> list[dict[str, Any]]:
     selector = f"involvedObject.kind={kind},involvedObject.name={name}"
-    return builders.list_items(api, f"/api/v1/namespaces/{namespace}/events", field_selector=selector)
+    return rest.list_items(api, f"/api/v1/namespaces/{namespace}/events", field_selector=selector)
 
 
 def test_node_events_are_aggregated_and_shown_by_kubectl_describe(
@@ -138,7 +138,7 @@ def test_an_operation_on_cluster_b_records_its_events_in_cluster_b(
 
     node_pool(1, name=f"{unique_name}-a")  # cluster A has nodes of its own: it is the first cluster
     b_admin = cluster_b.admin_api_client(pool_size=4)
-    (node,) = builders.create_node_pool(b_admin, f"{unique_name}-b", 1)
+    (node,) = objects.create_node_pool(b_admin, f"{unique_name}-b", 1)
     clients = [
         KubeClient.from_config(kubeconfig=str(scalebot_kubeconfig)),
         KubeClient.from_config(kubeconfig=str(cluster_b.scalebot_kubeconfig)),

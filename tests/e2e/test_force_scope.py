@@ -16,7 +16,7 @@ import pytest
 
 from engine.domain.operation import OpKind, OpState, ProgressEvent
 from engine.kube.client import KubeClient
-from localcluster import builders
+from localcluster import objects, rest, waits
 from tests.e2e.support import make_ops, pools, request, run
 
 pytestmark = pytest.mark.e2e
@@ -33,20 +33,20 @@ def test_a_pod_bound_after_the_cordon_outside_the_scope_is_not_force_deleted_in_
 ) -> None:
     made = pools(node_pool, pool_key, unique_name, a=2)
     group = {"scalebot.test/group": unique_name}
-    builders.create_deployment(admin_api, namespace, "web", 2, node_selector=group, grace=2)
-    builders.wait_for_deployment_available(admin_api, namespace, "web")
-    builders.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=2)
-    builders.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
+    objects.create_deployment(admin_api, namespace, "web", 2, node_selector=group, grace=2)
+    waits.wait_for_deployment_available(admin_api, namespace, "web")
+    objects.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=2)
+    waits.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
     ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
     bound: list[str] = []
 
     def after_the_cordon(event: ProgressEvent) -> None:
         if not bound and event.text.startswith("Cordoned"):
             bound.append("intruder")
-            builders.create_bare_pod(
+            objects.create_bare_pod(
                 admin_api, namespace, "intruder", node=made["a"][0], labels={"app": "intruder"}, grace=1
             )
-            builders.create_pdb(
+            objects.create_pdb(
                 admin_api, namespace, "intruder", match_labels={"app": "intruder"}, min_available=1
             )
 
@@ -61,8 +61,8 @@ def test_a_pod_bound_after_the_cordon_outside_the_scope_is_not_force_deleted_in_
     assert f"{namespace}/intruder (owner Pod/{namespace}/intruder" in op.error
     assert f"Pod/{namespace}/intruder was not in the approved force scope" in op.error
     assert op.progress.drain.force_deleted == ()
-    intruder = builders.get(admin_api, builders.pod_path(namespace, "intruder"))
+    intruder = rest.get(admin_api, rest.pod_path(namespace, "intruder"))
     assert "deletionTimestamp" not in intruder["metadata"], "never force-deleted"
-    web = [p for p in builders.list_pods(admin_api, namespace) if p["metadata"]["name"].startswith("web-")]
+    web = [p for p in rest.list_pods(admin_api, namespace) if p["metadata"]["name"].startswith("web-")]
     assert len(web) == 2 and not any("deletionTimestamp" in p["metadata"] for p in web)
     assert {n.name for n in kube.list_nodes()} >= set(made["a"]), "no node was removed"

@@ -32,7 +32,7 @@ from engine.pools.labels import LabelPoolProvider
 from engine.store.database import Store
 from engine.workloads import WorkloadConfig, WorkloadScaler
 from engine.workloads.gitops import GitOpsMode
-from localcluster import builders as b
+from localcluster import objects, rest, waits
 from tests.e2e import gitops_standin as standin
 from tests.e2e.support import FAST, pools, run
 
@@ -60,7 +60,7 @@ class Shop:
         flux = {"kustomize.toolkit.fluxcd.io/name": "apps", "kustomize.toolkit.fluxcd.io/namespace": ns}
         helm = {"helm.toolkit.fluxcd.io/name": "jobs", "helm.toolkit.fluxcd.io/namespace": ns}
         for name, labels in (("web", argo), ("api", flux), ("jobs", helm)):
-            b.create_deployment(
+            objects.create_deployment(
                 admin, ns, name, DESIRED[name], node_selector=node_selector, labels=labels, cpu="10m", grace=1
             )
         standin.create(
@@ -110,11 +110,11 @@ class Shop:
         )
 
     def owner(self, kind: tuple[str, str, str, str], name: str) -> Json:
-        return b.get(self.admin, standin.path(kind, self.ns, name))
+        return rest.get(self.admin, standin.path(kind, self.ns, name))
 
     def owners(self) -> dict[str, Json]:
         """What a restore must give back exactly: each owner's annotations, labels and spec."""
-        objects = {
+        owners = {
             "Application": self.owner(standin.ARGO, "shop"),
             "Kustomization": self.owner(standin.KUSTOMIZE, "apps"),
             "HelmRelease": self.owner(standin.HELM, "jobs"),
@@ -123,12 +123,12 @@ class Shop:
             kind: copy.deepcopy(
                 {k: o["metadata"].get(k) or {} for k in ("annotations", "labels")} | {"spec": o["spec"]}
             )
-            for kind, o in objects.items()
+            for kind, o in owners.items()
         }
 
     def replicas(self) -> dict[str, int]:
         apps = f"/apis/apps/v1/namespaces/{self.ns}/deployments"
-        return {name: b.get(self.admin, f"{apps}/{name}")["spec"]["replicas"] for name in DESIRED}
+        return {name: rest.get(self.admin, f"{apps}/{name}")["spec"]["replicas"] for name in DESIRED}
 
 
 @pytest.fixture
@@ -241,7 +241,7 @@ def test_warn_names_each_owner_in_the_plan_and_the_thread_and_leaves_them(
         assert f"Deployment/{ns}/web: applied by Argo CD Application {ns}/shop" in said
         assert shop.owners() == before, "warn leaves the owners alone"
         # What the warning is about: the (stand-in) controllers put the unsuspended ones back.
-        b.wait_until(
+        waits.wait_until(
             lambda: (r := shop.replicas())["web"] == 3 and r["api"] == 2, 30, "the stand-in to undo the sleep"
         )
         assert shop.replicas()["jobs"] == 0, "its HelmRelease was suspended before the sleep"

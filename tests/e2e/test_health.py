@@ -32,7 +32,7 @@ from engine.operations.runner import ClusterHandle
 from engine.operations.service import new_operations
 from engine.pools.labels import LabelPoolProvider
 from engine.store.database import Store
-from localcluster import builders
+from localcluster import objects, rest, waits
 
 if TYPE_CHECKING:
     from localcluster.controlplane import ControlPlane
@@ -134,7 +134,7 @@ def test_a_hung_check_is_bounded_and_not_stacked(serve: Callable[..., health.Hea
         assert len(runs) == 1
     finally:
         release.set()
-    builders.wait_until(lambda: get(server, "/readyz")[0] == 200, 10, "/readyz to recover")
+    waits.wait_until(lambda: get(server, "/readyz")[0] == 200, 10, "/readyz to recover")
 
 
 def test_an_unwritable_database_is_not_ready(
@@ -185,12 +185,12 @@ def test_readyz_follows_the_api_server(
             status, body, _ = get(server, "/readyz")
             return body if status == 503 else None
 
-        body = builders.wait_until(not_ready_body, 30, "/readyz to report the outage")
+        body = waits.wait_until(not_ready_body, 30, "/readyz to report the outage")
         assert "[-]kubernetes failed: get /readyz:" in body
         assert "[+]database ok" in body and "[+]slack ok" in body
         assert get(server, "/healthz")[0] == 200, "liveness does not depend on the API server"
         own_control_plane.start_apiserver()
-        builders.wait_until(lambda: get(server, "/readyz")[0] == 200, 60, "/readyz to recover")
+        waits.wait_until(lambda: get(server, "/readyz")[0] == 200, 60, "/readyz to recover")
     finally:
         own_control_plane.start_apiserver()  # no-op when it runs; leaves the module's plane usable
         store.close()
@@ -209,10 +209,10 @@ def test_metrics_show_a_real_drain(
 ) -> None:
     group = {"scalebot.test/group": unique_name}
     nodes = node_pool(2, labels=group)
-    builders.create_deployment(admin_api, namespace, "web", 3, node_selector=group, grace=1)
-    builders.wait_for_deployment_available(admin_api, namespace, "web")
-    builders.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=3)
-    builders.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
+    objects.create_deployment(admin_api, namespace, "web", 3, node_selector=group, grace=1)
+    waits.wait_for_deployment_available(admin_api, namespace, "web")
+    objects.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=3)
+    waits.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
 
     kube = KubeClient.from_config(kubeconfig=str(scalebot_kubeconfig))
     provider = LabelPoolProvider(
@@ -233,7 +233,7 @@ def test_metrics_show_a_real_drain(
     def relax_once_blocked(event: ProgressEvent) -> None:
         # The PDB refuses every eviction first (429s), then allows them.
         if "web-pdb" in event.condition:
-            builders.patch(
+            rest.patch(
                 admin_api,
                 f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/web-pdb",
                 {"spec": {"minAvailable": 0}},

@@ -42,7 +42,7 @@ import pytest
 import yaml
 
 from bot.slack.blocks.operations import ACTION_APPROVE
-from localcluster import builders
+from localcluster import waits
 from localcluster.controlplane import free_port
 from tests.conftest import note_in_summary
 from tests.slack.harness import Signer, SlackApiServer, all_text, get, post
@@ -505,7 +505,7 @@ def test_run_serves_health_and_answers_a_signed_slash_command(
         except OSError:
             return False
 
-    builders.wait_until(serving, 60, "scalebot run in the image ready on /readyz")
+    waits.wait_until(serving, 60, "scalebot run in the image ready on /readyz")
     assert get(f"http://127.0.0.1:{health_port}/healthz").status == 200
     readyz = get(f"http://127.0.0.1:{health_port}/readyz")
     assert "database ok" in readyz.body and "kubernetes ok" in readyz.body, readyz.body

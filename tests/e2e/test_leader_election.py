@@ -23,7 +23,7 @@ import pytest
 
 from engine.domain.model import parse_time
 from engine.kube import errors, lease
-from localcluster import builders
+from localcluster import rest, waits
 
 pytestmark = pytest.mark.e2e
 
@@ -64,7 +64,7 @@ class Candidate:
 def lease_name(unique_name: str, admin_api: Any) -> Iterator[str]:
     name = f"le-{unique_name}"
     yield name
-    builders.delete(admin_api, lease_path(name))
+    rest.delete(admin_api, lease_path(name))
 
 
 @pytest.fixture
@@ -98,12 +98,12 @@ def lease_path(name: str) -> str:
 
 
 def read_lease(api: Any, name: str) -> dict[str, Any]:
-    spec: dict[str, Any] = builders.get(api, lease_path(name))["spec"]
+    spec: dict[str, Any] = rest.get(api, lease_path(name))["spec"]
     return spec
 
 
 def first_leader(*candidates: Candidate, timeout: float = 10.0) -> Candidate:
-    return builders.wait_until(
+    return waits.wait_until(
         lambda: next((c for c in candidates if c.started.is_set()), None), timeout, "a leader to be elected"
     )
 
@@ -170,7 +170,7 @@ def test_a_stale_write_never_steals_a_renewed_lease(
     assert read_lease(admin_api, lease_name)["leaseTransitions"] == 0
     # Someone else takes the Lease behind a's back (a's cached resourceVersion is now stale).
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    builders.patch(
+    rest.patch(
         admin_api,
         lease_path(lease_name),
         {"spec": {"holderIdentity": "intruder", "renewTime": now, "leaseDurationSeconds": 60}},

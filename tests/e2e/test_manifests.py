@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from bot.config import settings
-from localcluster import builders
+from localcluster import rest
 from tests.e2e import grants
 
 if TYPE_CHECKING:
@@ -218,7 +218,7 @@ def _review(api: Any, verb: str, resource: str, namespace: str | None, name: str
         "kind": "SelfSubjectAccessReview",
         "spec": {"resourceAttributes": attributes},
     }
-    review = builders.create(api, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", body)
+    review = rest.create(api, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", body)
     return "yes" if review["status"].get("allowed") else "no"
 
 
@@ -234,7 +234,7 @@ def test_overlay_passes_a_server_side_dry_run(
 ) -> None:
     # The control plane installed namespace.yaml when it minted scalebot's identity; a dry run of
     # a Namespace creates nothing, so the namespaced objects need the real one to exist already.
-    assert builders.get_or_none(admin_api, "/api/v1/namespaces/scalebot") is not None
+    assert rest.get_or_none(admin_api, "/api/v1/namespaces/scalebot") is not None
     result = control_plane.kubectl("apply", "--dry-run=server", "-k", str(OVERLAYS / overlay), timeout=120)
     assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
     applied = {
@@ -299,9 +299,9 @@ def test_the_e2e_identity_is_exactly_the_shipped_rbac(admin_api: Any) -> None:
         for d in yaml.safe_load_all(path.read_text())
     }
     for name in ("scalebot", "scalebot-simulated-nodes"):
-        live_role = builders.get(admin_api, f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{name}")
+        live_role = rest.get(admin_api, f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{name}")
         assert live_role["rules"] == shipped[("ClusterRole", name)]["rules"]
-    live = builders.get(
+    live = rest.get(
         admin_api, "/apis/rbac.authorization.k8s.io/v1/namespaces/scalebot/roles/scalebot-leader-election"
     )
     assert live["rules"] == shipped[("Role", "scalebot-leader-election")]["rules"]
@@ -311,7 +311,7 @@ def test_the_e2e_identity_is_exactly_the_shipped_rbac(admin_api: Any) -> None:
         ("ClusterRoleBinding", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings"),
         ("RoleBinding", "/apis/rbac.authorization.k8s.io/v1/rolebindings"),
     ):
-        for binding in builders.list_items(admin_api, path):
+        for binding in rest.list_items(admin_api, path):
             for subject in binding.get("subjects") or ():
                 is_sa = (
                     subject.get("kind") == "ServiceAccount"
@@ -376,8 +376,8 @@ def base_only_api(control_plane: ControlPlane, admin_api: Any) -> Iterator[Any]:
     ns, name = "scalebot", "scalebot-base-only"
     rbac = "/apis/rbac.authorization.k8s.io/v1"
     subject = [{"kind": "ServiceAccount", "name": name, "namespace": ns}]
-    builders.create(admin_api, f"/api/v1/namespaces/{ns}/serviceaccounts", {"metadata": {"name": name}})
-    builders.create(
+    rest.create(admin_api, f"/api/v1/namespaces/{ns}/serviceaccounts", {"metadata": {"name": name}})
+    rest.create(
         admin_api,
         f"{rbac}/clusterrolebindings",
         {
@@ -386,7 +386,7 @@ def base_only_api(control_plane: ControlPlane, admin_api: Any) -> Iterator[Any]:
             "subjects": subject,
         },
     )
-    token = builders.create(
+    token = rest.create(
         admin_api,
         f"/api/v1/namespaces/{ns}/serviceaccounts/{name}/token",
         {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
@@ -397,13 +397,13 @@ def base_only_api(control_plane: ControlPlane, admin_api: Any) -> Iterator[Any]:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "base-only.kubeconfig"
         path.write_text(yaml.safe_dump(config))
-        api = builders.api_client_from_kubeconfig(path, pool_size=8)
+        api = rest.api_client_from_kubeconfig(path, pool_size=8)
     try:
         yield api
     finally:
         api.close()
-        builders.delete(admin_api, f"{rbac}/clusterrolebindings/{name}")
-        builders.delete(admin_api, f"/api/v1/namespaces/{ns}/serviceaccounts/{name}")
+        rest.delete(admin_api, f"{rbac}/clusterrolebindings/{name}")
+        rest.delete(admin_api, f"/api/v1/namespaces/{ns}/serviceaccounts/{name}")
 
 
 def test_the_base_rbac_alone_cannot_create_nodes(base_only_api: Any) -> None:

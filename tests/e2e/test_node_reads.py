@@ -23,7 +23,7 @@ from engine.domain.model import DRAINING_TAINT_KEY
 from engine.domain.operation import OpKind, OpState
 from engine.drain.passes import cordon_nodes
 from engine.kube.client import KubeClient
-from localcluster import builders
+from localcluster import objects, rest, waits
 from tests.e2e.support import make_ops, pools, request, run
 
 pytestmark = pytest.mark.e2e
@@ -44,8 +44,8 @@ def test_a_zero_scale_of_label_pools_reads_no_node_by_itself(
     made = pools(node_pool, pool_key, unique_name, a=NODES_PER_POOL, b=NODES_PER_POOL)
     nodes = [n for names in made.values() for n in names]
     group = {"scalebot.test/group": unique_name}
-    builders.create_deployment(admin_api, namespace, "web", len(nodes), node_selector=group, grace=1)
-    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    objects.create_deployment(admin_api, namespace, "web", len(nodes), node_selector=group, grace=1)
+    waits.wait_for_deployment_available(admin_api, namespace, "web")
 
     ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
     try:
@@ -81,11 +81,11 @@ def test_a_cordon_meeting_a_concurrent_writer_keeps_its_taint(
         if (verb, resource) == ("patch", "nodes") and args and args[0] == target:
             with lock:
                 if not written:
-                    node = builders.get(admin_api, builders.node_path(target))
+                    node = rest.get(admin_api, rest.node_path(target))
                     taints = [*(node["spec"].get("taints") or ()), THEIR_TAINT]
                     version = node["metadata"]["resourceVersion"]
                     body = {"metadata": {"resourceVersion": version}, "spec": {"taints": taints}}
-                    builders.patch(admin_api, builders.node_path(target), body)
+                    rest.patch(admin_api, rest.node_path(target), body)
                     written.append(version)
         return send(verb, resource, call, *args, **kwargs)
 
@@ -95,12 +95,12 @@ def test_a_cordon_meeting_a_concurrent_writer_keeps_its_taint(
 
     assert written, "the other writer wrote between the listing and the patch"
     assert already == frozenset()
-    node = builders.get(admin_api, builders.node_path(target))
+    node = rest.get(admin_api, rest.node_path(target))
     keys = [t["key"] for t in node["spec"].get("taints") or ()]
     assert THEIR_TAINT["key"] in keys, "their taint survived scalebot's patch"
     assert DRAINING_TAINT_KEY in keys and node["spec"].get("unschedulable") is True
     for name in nodes:
-        spec = builders.get(admin_api, builders.node_path(name))["spec"]
+        spec = rest.get(admin_api, rest.node_path(name))["spec"]
         assert spec.get("unschedulable") is True and DRAINING_TAINT_KEY in [t["key"] for t in spec["taints"]]
     counts = kube.request_counts
     # One listing; a write a node; each conflict cost one GET (of that node) and one write more.

@@ -31,7 +31,7 @@ from engine.operations.runner import ClusterHandle
 from engine.operations.service import new_operations
 from engine.pools.labels import LabelPoolProvider
 from engine.store.database import Store
-from localcluster import builders
+from localcluster import objects, rest, waits
 from tests.e2e.support import FAST, REPO, journal, make_ops, pools, request, run, scalebot_args
 
 pytestmark = pytest.mark.e2e
@@ -48,11 +48,11 @@ def test_full_zero_scale_forces_blockers_in_phase_two_and_wake_restores(
 ) -> None:
     made = pools(node_pool, pool_key, unique_name, a=2, b=2)
     group = {"scalebot.test/group": unique_name}
-    builders.create_deployment(admin_api, namespace, "web", 4, node_selector=group, grace=2)
-    builders.wait_for_deployment_available(admin_api, namespace, "web")
-    builders.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=4)
-    builders.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
-    builders.create_deployment(
+    objects.create_deployment(admin_api, namespace, "web", 4, node_selector=group, grace=2)
+    waits.wait_for_deployment_available(admin_api, namespace, "web")
+    objects.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=4)
+    waits.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
+    objects.create_deployment(
         admin_api,
         namespace,
         "notebook",
@@ -61,8 +61,8 @@ def test_full_zero_scale_forces_blockers_in_phase_two_and_wake_restores(
         grace=2,
         pod_annotations={"karpenter.sh/do-not-disrupt": "true"},
     )
-    builders.wait_for_deployment_available(admin_api, namespace, "notebook")
-    builders.create_daemonset(admin_api, namespace, "agent", node_selector=group)
+    waits.wait_for_deployment_available(admin_api, namespace, "notebook")
+    objects.create_daemonset(admin_api, namespace, "agent", node_selector=group)
 
     ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
     events: list[ProgressEvent] = []
@@ -89,7 +89,7 @@ def test_full_zero_scale_forces_blockers_in_phase_two_and_wake_restores(
     assert woken.state is OpState.SUCCEEDED, woken.error
     assert woken.summary.nodes_ready == (4, 4)
     assert sorted(n.name for n in kube.list_nodes() if n.name in all_nodes) == sorted(all_nodes)
-    web = builders.wait_for_deployment_available(admin_api, namespace, "web", timeout=90)
+    web = waits.wait_for_deployment_available(admin_api, namespace, "web", timeout=90)
     assert web["status"]["availableReplicas"] == 4
     ops.runner.stop()
 
@@ -105,18 +105,18 @@ def test_partial_zero_scale_waits_for_the_pdb_and_never_force_deletes(
 ) -> None:
     pools(node_pool, pool_key, unique_name, a=1)
     group = {"scalebot.test/group": unique_name}
-    builders.create_deployment(admin_api, namespace, "web", 3, node_selector=group, grace=1)
-    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    objects.create_deployment(admin_api, namespace, "web", 3, node_selector=group, grace=1)
+    waits.wait_for_deployment_available(admin_api, namespace, "web")
     pools(node_pool, pool_key, unique_name, b=2)  # after the pods are placed: all of them are on pool a
-    builders.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=3)
-    builders.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
+    objects.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=3)
+    waits.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
     ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
     relaxed = []
 
     def relax(event: ProgressEvent) -> None:
         if "web-pdb" in event.condition and not relaxed:
             relaxed.append(True)
-            builders.patch(
+            rest.patch(
                 admin_api,
                 f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/web-pdb",
                 {"spec": {"minAvailable": 2}},
@@ -162,14 +162,14 @@ def test_kill_9_during_phase_one_and_during_wake_then_resume(
 ) -> None:
     made = pools(node_pool, pool_key, unique_name, a=2)
     group = {"scalebot.test/group": unique_name}
-    builders.create_deployment(admin_api, namespace, "web", 2, node_selector=group, grace=1)
-    builders.wait_for_deployment_available(admin_api, namespace, "web")
-    builders.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=2)
-    builders.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
+    objects.create_deployment(admin_api, namespace, "web", 2, node_selector=group, grace=1)
+    waits.wait_for_deployment_available(admin_api, namespace, "web")
+    objects.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=2)
+    waits.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
     db = tmp_path / "scalebot.db"
 
     proc = cli("zero", "--yes", kubeconfig=scalebot_kubeconfig, db=db, pool_key=pool_key)
-    builders.wait_until(
+    waits.wait_until(
         lambda: db.exists() and any(step == "drain" for _, step, _ in journal(db)), 60, "phase 1 under way"
     )
     kill_9(proc)
@@ -186,7 +186,7 @@ def test_kill_9_during_phase_one_and_during_wake_then_resume(
     assert not [n for n in kube.list_nodes() if n.name in made["a"]]
 
     wake = cli("wake", kubeconfig=scalebot_kubeconfig, db=db, pool_key=pool_key)
-    builders.wait_until(lambda: len({op for op, _, _ in journal(db)}) == 2, 60, "the wake operation exists")
+    waits.wait_until(lambda: len({op for op, _, _ in journal(db)}) == 2, 60, "the wake operation exists")
     kill_9(wake)
     again = cli("resume", kubeconfig=scalebot_kubeconfig, db=db, pool_key=pool_key)
     out, _ = again.communicate(timeout=120)
@@ -233,7 +233,7 @@ def test_second_operation_on_a_busy_pool_is_refused_and_other_pools_run(
     # when the second request arrives.
     held = [f"held-{i}" for i in range(len(made["a"]))]
     for pod, node in zip(held, made["a"], strict=True):
-        builders.create_pod_with_finalizer(admin_api, namespace, pod, node=node, grace=1)
+        objects.create_pod_with_finalizer(admin_api, namespace, pod, node=node, grace=1)
     ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
     try:
         first = ops.request(
@@ -250,14 +250,14 @@ def test_second_operation_on_a_busy_pool_is_refused_and_other_pools_run(
             op = ops.get(first_id)
             return op is not None and op.state is OpState.RUNNING and op.step == "drain"
 
-        builders.wait_until(draining, 60, "the first operation to be draining")
+        waits.wait_until(draining, 60, "the first operation to be draining")
         busy = ops.request(request(OpKind.ZERO, f"{unique_name}-a"))
         assert not busy.ok and first_id in busy.reply
         other = ops.request(request(OpKind.ZERO, f"{unique_name}-b"))
         assert other.ok and other.operation is not None, other.reply
         assert ops.get(first_id).state is OpState.RUNNING  # type: ignore[union-attr]
         for pod in held:
-            builders.remove_finalizers(admin_api, namespace, pod)
+            objects.remove_finalizers(admin_api, namespace, pod)
         assert ops.runner.wait_idle(90)
         assert ops.get(first_id).state is OpState.SUCCEEDED  # type: ignore[union-attr]
         assert ops.get(other.operation.id).state is OpState.SUCCEEDED  # type: ignore[union-attr]
@@ -280,10 +280,10 @@ def test_workloads_only_sleep_and_wake_through_operations(
 
     pools(node_pool, pool_key, unique_name, a=2)
     group = {"scalebot.test/group": unique_name}
-    builders.create_deployment(admin_api, namespace, "web", 3, node_selector=group, grace=1)
-    builders.create_statefulset(admin_api, namespace, "db", 2, node_selector=group, grace=1)
-    builders.create_deployment(admin_api, namespace, "idle", 0, node_selector=group)
-    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    objects.create_deployment(admin_api, namespace, "web", 3, node_selector=group, grace=1)
+    objects.create_statefulset(admin_api, namespace, "db", 2, node_selector=group, grace=1)
+    objects.create_deployment(admin_api, namespace, "idle", 0, node_selector=group)
+    waits.wait_for_deployment_available(admin_api, namespace, "web")
     scaler = WorkloadScaler.from_kube_client(kube, WorkloadConfig(namespaces=(namespace,)))
     provider = LabelPoolProvider(kube, kube.api_client, label=pool_key, namespace="scalebot")
     ops = new_operations(
@@ -300,13 +300,11 @@ def test_workloads_only_sleep_and_wake_through_operations(
     slept = run(ops, sleep)
     assert slept.state is OpState.SUCCEEDED, slept.error
     apps = f"/apis/apps/v1/namespaces/{namespace}"
-    assert builders.get(admin_api, f"{apps}/deployments/web")["spec"]["replicas"] == 0
-    assert builders.get(admin_api, f"{apps}/statefulsets/db")["spec"]["replicas"] == 0
+    assert rest.get(admin_api, f"{apps}/deployments/web")["spec"]["replicas"] == 0
+    assert rest.get(admin_api, f"{apps}/statefulsets/db")["spec"]["replicas"] == 0
     assert len(ops.store.workload_records("e2e")) == 2
     assert (
-        builders.get_or_none(
-            admin_api, f"/api/v1/namespaces/scalebot/configmaps/scalebot-pool-{unique_name}-a"
-        )
+        rest.get_or_none(admin_api, f"/api/v1/namespaces/scalebot/configmaps/scalebot-pool-{unique_name}-a")
         is None
     ), "no node pool was touched"
 
@@ -317,9 +315,9 @@ def test_workloads_only_sleep_and_wake_through_operations(
         ),
     )
     assert woken.state is OpState.SUCCEEDED, woken.error
-    assert builders.get(admin_api, f"{apps}/deployments/web")["spec"]["replicas"] == 3
-    assert builders.get(admin_api, f"{apps}/statefulsets/db")["spec"]["replicas"] == 2
-    assert builders.get(admin_api, f"{apps}/deployments/idle")["spec"]["replicas"] == 0
+    assert rest.get(admin_api, f"{apps}/deployments/web")["spec"]["replicas"] == 3
+    assert rest.get(admin_api, f"{apps}/statefulsets/db")["spec"]["replicas"] == 2
+    assert rest.get(admin_api, f"{apps}/deployments/idle")["spec"]["replicas"] == 0
     assert ops.store.workload_records("e2e") == []
     ops.runner.stop()
 
@@ -333,7 +331,7 @@ def test_a_sleep_scales_only_the_workloads_it_was_approved_for(
     """A Deployment created between the approval and the workloads step is left as it is."""
     from engine.workloads import WorkloadConfig, WorkloadScaler
 
-    builders.create_deployment(admin_api, namespace, "web", 1, grace=1)
+    objects.create_deployment(admin_api, namespace, "web", 1, grace=1)
     scaler = WorkloadScaler.from_kube_client(kube, WorkloadConfig(namespaces=(namespace,)))
     provider = LabelPoolProvider(kube, kube.api_client, label="scalebot.test/none", namespace="scalebot")
     ops = new_operations(
@@ -352,14 +350,14 @@ def test_a_sleep_scales_only_the_workloads_it_was_approved_for(
         out = ops.request(sleep)
         assert out.ok and out.operation is not None, out.reply
         assert out.operation.plan.workload_keys == (f"Deployment/{namespace}/web",)
-        builders.create_deployment(admin_api, namespace, "late", 2, grace=1)  # after the approval
+        objects.create_deployment(admin_api, namespace, "late", 2, grace=1)  # after the approval
         start(out.operation.id)
         assert ops.runner.wait_idle(60), "the sleep did not finish"
         slept = ops.get(out.operation.id)
         assert slept is not None and slept.state is OpState.SUCCEEDED, slept and slept.error
         apps = f"/apis/apps/v1/namespaces/{namespace}"
-        assert builders.get(admin_api, f"{apps}/deployments/web")["spec"]["replicas"] == 0
-        assert builders.get(admin_api, f"{apps}/deployments/late")["spec"]["replicas"] == 2
+        assert rest.get(admin_api, f"{apps}/deployments/web")["spec"]["replicas"] == 0
+        assert rest.get(admin_api, f"{apps}/deployments/late")["spec"]["replicas"] == 2
         assert [r["name"] for r in ops.store.workload_records("e2e")] == ["web"]
     finally:
         ops.runner.stop()

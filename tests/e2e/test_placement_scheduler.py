@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from engine.planning import placement
-from localcluster import builders as b
+from localcluster import bodies, objects, rest, waits
 
 pytestmark = pytest.mark.e2e
 
@@ -31,7 +31,7 @@ Json = dict[str, Any]
 
 def _scheduled(api: Any, namespace: str, name: str) -> Json | None:
     """The pod once the scheduler decided: bound (nodeName set) or marked Unschedulable."""
-    pod = b.get(api, b.pod_path(namespace, name))
+    pod = rest.get(api, rest.pod_path(namespace, name))
     if (pod.get("spec") or {}).get("nodeName"):
         return pod
     for cond in (pod.get("status") or {}).get("conditions") or ():
@@ -53,7 +53,7 @@ class RandomCluster:
             taints = [self.own_taint]
             if rng.random() < 0.25:
                 taints.append({"key": "dedicated", "value": "gpu", "effect": "NoSchedule"})
-            body = b.node_body(
+            body = bodies.node_body(
                 f"{self.group}-{i}",
                 f"{self.group}-pool",
                 labels={
@@ -86,7 +86,7 @@ class RandomCluster:
             )
         container: Json = {
             "name": "app",
-            "image": b.PAUSE_IMAGE,
+            "image": bodies.PAUSE_IMAGE,
             "resources": {
                 "requests": {
                     "cpu": rng.choice(("100m", "500m", "1", "1500m")),
@@ -142,15 +142,15 @@ class RandomCluster:
 def own_nodes(admin_api: Any) -> Iterator[Callable[[list[tuple[str, Json]]], list[str]]]:
     created: list[str] = []
 
-    def make(bodies: list[tuple[str, Json]]) -> list[str]:
-        for name, body in bodies:
-            b.create(admin_api, b.node_path(), body)
+    def make(named_bodies: list[tuple[str, Json]]) -> list[str]:
+        for name, body in named_bodies:
+            rest.create(admin_api, rest.node_path(), body)
             created.append(name)
-        b.wait_for_nodes_ready(admin_api, [n for n, _ in bodies])
-        return [n for n, _ in bodies]
+        waits.wait_for_nodes_ready(admin_api, [n for n, _ in named_bodies])
+        return [n for n, _ in named_bodies]
 
     yield make
-    b.delete_nodes(admin_api, created)
+    objects.delete_nodes(admin_api, created)
 
 
 @pytest.mark.parametrize("seed", [11, 23, 37, 41])
@@ -167,16 +167,16 @@ def test_every_pod_the_simulator_places_is_bound_by_kube_scheduler(
         body = cluster.pod(f"p{i:02d}")
         # Read as the scheduler sees them now: the node lifecycle controller lifts not-ready taints
         # some moments after a node turns Ready.
-        nodes = [placement.node_from_raw(b.get(admin_api, b.node_path(n))) for n in names]
+        nodes = [placement.node_from_raw(rest.get(admin_api, rest.node_path(n))) for n in names]
         residents = [
             placement.pod_from_raw(p)
-            for p in b.list_items(admin_api, b.pod_path(namespace))
+            for p in rest.list_items(admin_api, rest.pod_path(namespace))
             if (p.get("spec") or {}).get("nodeName")
         ]
         wanted = placement.pod_from_raw({**body, "metadata": {**body["metadata"], "namespace": namespace}})
         predicted = placement.place(nodes, residents, [wanted])
-        b.create(admin_api, b.pod_path(namespace), body)
-        decided = b.wait_until(
+        rest.create(admin_api, rest.pod_path(namespace), body)
+        decided = waits.wait_until(
             lambda n=body["metadata"]["name"]: _scheduled(admin_api, namespace, n), 30, "a decision"
         )
         bound_to = decided["spec"].get("nodeName")
@@ -190,8 +190,8 @@ def test_every_pod_the_simulator_places_is_bound_by_kube_scheduler(
             agreed += 1
         if not bound_to:
             # A pending pod could be bound later and change what the next pods see: gone at once.
-            b.delete(admin_api, b.pod_path(namespace, body["metadata"]["name"]), grace=0)
-            b.wait_for_pod_gone(admin_api, namespace, body["metadata"]["name"])
+            rest.delete(admin_api, rest.pod_path(namespace, body["metadata"]["name"]), grace=0)
+            waits.wait_for_pod_gone(admin_api, namespace, body["metadata"]["name"])
     print(
         f"seed {seed}: {bound}/14 bound; agreed {agreed}, safe misses {len(conservative)}, wrong {len(wrong)}"
     )

@@ -29,7 +29,7 @@ from engine.domain.operation import (
     Target,
 )
 from engine.kube.client import KubeClient
-from localcluster import builders
+from localcluster import objects, rest, waits
 from tests.e2e.support import FAST, make_ops, pools, request, run
 
 pytestmark = pytest.mark.e2e
@@ -50,9 +50,9 @@ def test_opted_out_pods_block_a_scale_down(
     # One opted-out pod on each node: whichever node the scale-down picks holds one.
     names = [f"keep-{i}" for i in range(len(made["a"]))]
     for pod, node in zip(names, made["a"], strict=True):
-        builders.create_bare_pod(admin_api, namespace, pod, node=node, grace=1, annotations=OPT_OUT)
-    builders.wait_for_pods_running(admin_api, namespace, count=2)
-    before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in builders.list_pods(admin_api, namespace)}
+        objects.create_bare_pod(admin_api, namespace, pod, node=node, grace=1, annotations=OPT_OUT)
+    waits.wait_for_pods_running(admin_api, namespace, count=2)
+    before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in rest.list_pods(admin_api, namespace)}
     ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
     try:
         out = ops.request(
@@ -75,10 +75,10 @@ def test_opted_out_pods_block_a_scale_down(
         assert op.error is not None and victim in op.error and "karpenter.sh/do-not-disrupt=true" in op.error
     finally:
         ops.runner.stop()
-    after = builders.list_pods(admin_api, namespace)
+    after = rest.list_pods(admin_api, namespace)
     assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in after} == before
     assert all("deletionTimestamp" not in p["metadata"] for p in after)
-    nodes = builders.get(admin_api, builders.node_path())["items"]
+    nodes = rest.get(admin_api, rest.node_path())["items"]
     assert sorted(
         n["metadata"]["name"] for n in nodes if n["metadata"].get("labels", {}).get(pool_key)
     ) == sorted(made["a"])
@@ -125,11 +125,11 @@ def test_phase_two_is_withdrawn_when_another_pool_appears_during_phase_one(
 
     made = pools(node_pool, pool_key, unique_name, a=1)
     group = {"scalebot.test/group": unique_name}
-    builders.create_deployment(admin_api, namespace, "guarded", 1, node_selector=group, grace=1)
-    builders.create_pdb(admin_api, namespace, "guarded", match_labels={"app": "guarded"}, max_unavailable=0)
-    builders.wait_for_pdb_observed(admin_api, namespace, "guarded", expected_pods=1)
-    builders.wait_for_pods_running(admin_api, namespace, count=1)
-    [guarded] = builders.pods_on_node(admin_api, made["a"][0], namespace=namespace)
+    objects.create_deployment(admin_api, namespace, "guarded", 1, node_selector=group, grace=1)
+    objects.create_pdb(admin_api, namespace, "guarded", match_labels={"app": "guarded"}, max_unavailable=0)
+    waits.wait_for_pdb_observed(admin_api, namespace, "guarded", expected_pods=1)
+    waits.wait_for_pods_running(admin_api, namespace, count=1)
+    [guarded] = rest.pods_on_node(admin_api, made["a"][0], namespace=namespace)
     settings = replace(FAST, graceful_window=timedelta(seconds=6), drain_timeout=timedelta(seconds=15))
     ops = make_ops(kube, pool_key, tmp_path / "db.sqlite", settings)
     try:
@@ -142,7 +142,7 @@ def test_phase_two_is_withdrawn_when_another_pool_appears_during_phase_one(
             op = ops.get(op_id)
             return op is not None and op.state is OpState.RUNNING and op.step == "drain"
 
-        builders.wait_until(draining, 60, "phase 1 to be draining")
+        waits.wait_until(draining, 60, "phase 1 to be draining")
         # Someone brings up another pool during phase 1: the cluster no longer all goes to zero.
         pools(node_pool, pool_key, unique_name, b=1)
         assert ops.runner.wait_idle(90)
@@ -153,13 +153,13 @@ def test_phase_two_is_withdrawn_when_another_pool_appears_during_phase_one(
     assert op.state is OpState.FAILED
     assert f"{unique_name}-b (1)" in op.progress.drain.force_withdrawn
     assert op.error == "drain did not complete within 15s"
-    pod = builders.get(admin_api, builders.pod_path(namespace, guarded["metadata"]["name"]))
+    pod = rest.get(admin_api, rest.pod_path(namespace, guarded["metadata"]["name"]))
     assert pod["metadata"]["uid"] == guarded["metadata"]["uid"]
     assert "deletionTimestamp" not in pod["metadata"], "never force-deleted"
 
 
 def _node(admin_api: Any, name: str) -> dict[str, Any]:
-    node: dict[str, Any] = builders.get(admin_api, builders.node_path(name))
+    node: dict[str, Any] = rest.get(admin_api, rest.node_path(name))
     return node
 
 
@@ -184,9 +184,9 @@ def test_a_failed_operation_uncordons_what_it_cordoned_and_names_what_stays(
     """
     made = pools(node_pool, pool_key, unique_name, a=2, b=1)
     earlier, free = made["a"]
-    builders.cordon(admin_api, earlier)
-    builders.create_bare_pod(admin_api, namespace, "keep", node=free, grace=1, annotations=OPT_OUT)
-    builders.wait_for_pods_running(admin_api, namespace, count=1)
+    objects.cordon(admin_api, earlier)
+    objects.create_bare_pod(admin_api, namespace, "keep", node=free, grace=1, annotations=OPT_OUT)
+    waits.wait_for_pods_running(admin_api, namespace, count=1)
     ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
     events: list[ProgressEvent] = []
     ops.subscribe(events.append)
@@ -212,7 +212,7 @@ def _wait_for_step(ops: Any, op_id: str, step: str) -> None:
         op = ops.get(op_id)
         return op is not None and op.state is OpState.RUNNING and op.step == step
 
-    builders.wait_until(there, 60, f"the operation to reach {step}")
+    waits.wait_until(there, 60, f"the operation to reach {step}")
 
 
 def test_a_node_that_joins_a_pool_going_to_zero_is_drained_too(
@@ -233,10 +233,10 @@ def test_a_node_that_joins_a_pool_going_to_zero_is_drained_too(
     [first] = pools(node_pool, pool_key, unique_name, a=1)["a"]
     pool = f"{unique_name}-a"
     group = {"scalebot.test/group": unique_name}
-    builders.create_deployment(admin_api, namespace, "guarded", 1, node_selector=group, grace=1)
-    builders.create_pdb(admin_api, namespace, "guarded", match_labels={"app": "guarded"}, max_unavailable=0)
-    builders.wait_for_pdb_observed(admin_api, namespace, "guarded", expected_pods=1)
-    builders.wait_for_pods_running(admin_api, namespace, count=1)
+    objects.create_deployment(admin_api, namespace, "guarded", 1, node_selector=group, grace=1)
+    objects.create_pdb(admin_api, namespace, "guarded", match_labels={"app": "guarded"}, max_unavailable=0)
+    waits.wait_for_pdb_observed(admin_api, namespace, "guarded", expected_pods=1)
+    waits.wait_for_pods_running(admin_api, namespace, count=1)
     settings = replace(FAST, graceful_window=timedelta(seconds=5))
     ops = make_ops(kube, pool_key, tmp_path / "db.sqlite", settings)
     try:
@@ -275,11 +275,9 @@ def test_a_scale_down_whose_pool_grew_meanwhile_ends_with_the_reason(
     made = pools(node_pool, pool_key, unique_name, a=2)
     pool = f"{unique_name}-a"
     for i, node in enumerate(made["a"]):
-        builders.create_bare_pod(
-            admin_api, namespace, f"held-{i}", node=node, grace=1, labels={"app": "held"}
-        )
-    builders.create_pdb(admin_api, namespace, "held", match_labels={"app": "held"}, min_available=2)
-    builders.wait_for_pdb_observed(admin_api, namespace, "held", expected_pods=2)
+        objects.create_bare_pod(admin_api, namespace, f"held-{i}", node=node, grace=1, labels={"app": "held"})
+    objects.create_pdb(admin_api, namespace, "held", match_labels={"app": "held"}, min_available=2)
+    waits.wait_for_pdb_observed(admin_api, namespace, "held", expected_pods=2)
     ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
     try:
         out = ops.request(
@@ -292,7 +290,7 @@ def test_a_scale_down_whose_pool_grew_meanwhile_ends_with_the_reason(
         assert out.ok and out.operation is not None, out.reply
         _wait_for_step(ops, out.operation.id, "drain")
         [late] = node_pool(1, name=f"{unique_name}-late", labels={pool_key: pool})
-        builders.delete(admin_api, f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/held")
+        rest.delete(admin_api, f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/held")
         assert ops.runner.wait_idle(60), "the operation never ended"
         op = ops.get(out.operation.id)
         relocked = ops.request(request(OpKind.ZERO, pool))
@@ -365,11 +363,11 @@ def test_phase_two_is_withdrawn_when_a_node_in_no_pool_could_run_the_pods(
 
     made = pools(node_pool, pool_key, unique_name, a=1)
     group = {"scalebot.test/group": unique_name}
-    builders.create_deployment(admin_api, namespace, "guarded", 1, node_selector=group, grace=1)
-    builders.create_pdb(admin_api, namespace, "guarded", match_labels={"app": "guarded"}, max_unavailable=0)
-    builders.wait_for_pdb_observed(admin_api, namespace, "guarded", expected_pods=1)
-    builders.wait_for_pods_running(admin_api, namespace, count=1)
-    [guarded] = builders.pods_on_node(admin_api, made["a"][0], namespace=namespace)
+    objects.create_deployment(admin_api, namespace, "guarded", 1, node_selector=group, grace=1)
+    objects.create_pdb(admin_api, namespace, "guarded", match_labels={"app": "guarded"}, max_unavailable=0)
+    waits.wait_for_pdb_observed(admin_api, namespace, "guarded", expected_pods=1)
+    waits.wait_for_pods_running(admin_api, namespace, count=1)
+    [guarded] = rest.pods_on_node(admin_api, made["a"][0], namespace=namespace)
     # Made after the pod is bound, so the pod is on the pool's node; it carries no pool label.
     [spare] = node_pool(1, labels=group)
     settings = replace(FAST, graceful_window=timedelta(seconds=5), drain_timeout=timedelta(seconds=12))
@@ -385,7 +383,7 @@ def test_phase_two_is_withdrawn_when_a_node_in_no_pool_could_run_the_pods(
         f"({namespace}/{guarded['metadata']['name']} → {spare})"
     )
     assert op.error == "drain did not complete within 12s"
-    pod = builders.get(admin_api, builders.pod_path(namespace, guarded["metadata"]["name"]))
+    pod = rest.get(admin_api, rest.pod_path(namespace, guarded["metadata"]["name"]))
     assert pod["metadata"]["uid"] == guarded["metadata"]["uid"]
     assert "deletionTimestamp" not in pod["metadata"], "never force-deleted"
 
@@ -409,9 +407,9 @@ def test_one_at_a_time_drains_non_empty_nodes_in_turn(
 
     made = pools(node_pool, pool_key, unique_name, a=3, b=1)
     first, second, _empty = made["a"]
-    builders.create_bare_pod(admin_api, namespace, "one", node=first, grace=1)
-    builders.create_bare_pod(admin_api, namespace, "two", node=second, grace=1)
-    builders.wait_for_pods_running(admin_api, namespace, count=2)
+    objects.create_bare_pod(admin_api, namespace, "one", node=first, grace=1)
+    objects.create_bare_pod(admin_api, namespace, "two", node=second, grace=1)
+    waits.wait_for_pods_running(admin_api, namespace, count=2)
     ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
     ops.policies["e2e"] = ClusterPolicy(cluster="e2e", drain_one_at_a_time=True)
     events: list[ProgressEvent] = []
@@ -458,9 +456,9 @@ def test_phase_two_counts_only_the_pods_scalebot_deleted(
 
     [node] = pools(node_pool, pool_key, unique_name, a=1)["a"]
     for name in ("self", "ours", "left"):
-        builders.create_bare_pod(admin_api, namespace, name, node=node, grace=1)
-    builders.wait_for_pods_running(admin_api, namespace, count=3)
-    uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in builders.list_pods(admin_api, namespace)}
+        objects.create_bare_pod(admin_api, namespace, name, node=node, grace=1)
+    waits.wait_for_pods_running(admin_api, namespace, count=3)
+    uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in rest.list_pods(admin_api, namespace)}
     store = Store(tmp_path / "db.sqlite")
     op_id = "op-restarted"
     now = SystemClock().now()
@@ -474,8 +472,8 @@ def test_phase_two_counts_only_the_pods_scalebot_deleted(
             detail=f"{namespace}/{name} uid={uids[name]} grace=0 terminating={terminating} reason=x",
         )
     for name in ("self", "ours"):
-        builders.delete(admin_api, builders.pod_path(namespace, name), grace=0)
-        builders.wait_for_pod_gone(admin_api, namespace, name)
+        rest.delete(admin_api, rest.pod_path(namespace, name), grace=0)
+        waits.wait_for_pod_gone(admin_api, namespace, name)
     pool = f"{unique_name}-a"
     plan = OperationPlan(
         kind=OpKind.ZERO,

@@ -36,7 +36,7 @@ from engine.pools.capi import (
 )
 from engine.pools.common import NodeRemovalError
 from engine.pools.victims import choose_victims
-from localcluster import builders as b
+from localcluster import rest, waits
 from tests.e2e.capi_standin import StandIn, path
 
 NOW = datetime(2026, 3, 27, 19, 0, tzinfo=UTC)
@@ -53,10 +53,10 @@ def capi_served(admin_api: Any) -> None:
     from kubernetes.client.exceptions import ApiException
 
     def listable(plural: str) -> Callable[[], dict[str, Any]]:
-        return lambda: b.get(admin_api, f"/apis/cluster.x-k8s.io/v1beta2/{plural}")
+        return lambda: rest.get(admin_api, f"/apis/cluster.x-k8s.io/v1beta2/{plural}")
 
     for plural in ("clusters", "machinedeployments", "machinesets", "machines"):
-        b.wait_until(listable(plural), 60, f"{plural} served", ignore=(ApiException,))
+        waits.wait_until(listable(plural), 60, f"{plural} served", ignore=(ApiException,))
 
 
 @pytest.fixture
@@ -83,7 +83,7 @@ def _record(desired: int, operation: str) -> RestoreRecord:
 
 
 def _md(admin_api: Any, namespace: str, name: str) -> dict[str, Any]:
-    return b.get(admin_api, path(namespace, "machinedeployments", name))
+    return rest.get(admin_api, path(namespace, "machinedeployments", name))
 
 
 def _annotations(obj: dict[str, Any]) -> dict[str, str]:
@@ -135,15 +135,15 @@ def test_scale_down_removes_exactly_the_chosen_machines_then_zero_and_wake(
     assert orjson.loads(_annotations(_md(admin_api, namespace, pool))[REMOVED_MACHINES_ANNOTATION]) == chosen
     md.reconcile()
     assert _machine_names(md) == [nodes[0], nodes[2]]
-    assert all(b.get_or_none(admin_api, b.node_path(n)) is None for n in chosen)
+    assert all(rest.get_or_none(admin_api, rest.node_path(n)) is None for n in chosen)
     provider.remove_nodes(pool, chosen)  # and after it acted
     assert md.replicas() == 2
     assert provider.get_pool(pool).nodes == (nodes[0], nodes[2])
 
     # To zero: min-size 1 would undo it, so it becomes 0 in the same write as the replicas.
-    rest = [nodes[0], nodes[2]]
-    provider.prepare_removal(pool, rest)
-    provider.remove_nodes(pool, rest)
+    kept = [nodes[0], nodes[2]]
+    provider.prepare_removal(pool, kept)
+    provider.remove_nodes(pool, kept)
     zero = _md(admin_api, namespace, pool)
     assert zero["spec"]["replicas"] == 0
     assert _annotations(zero)[MIN_SIZE_ANNOTATION] == "0"
@@ -162,7 +162,7 @@ def test_scale_down_removes_exactly_the_chosen_machines_then_zero_and_wake(
     assert REMOVED_MACHINES_ANNOTATION not in _annotations(awake)
     created = md.reconcile()
     assert len(created) == 4
-    b.wait_until(lambda: len(provider.get_pool(pool).ready_nodes) == 4, 60, "4 Ready nodes after wake")
+    waits.wait_until(lambda: len(provider.get_pool(pool).ready_nodes) == 4, 60, "4 Ready nodes after wake")
     provider.set_size(pool, 4)  # idempotent
     assert md.replicas() == 4
 
@@ -183,7 +183,7 @@ def test_victim_choice_follows_a_hand_placed_delete_machine_annotation(
     md = _standin(admin_api, namespace, standins, f"hand-{namespace[-6:]}")
     nodes = md.create(3)
     machine = path(namespace, "machines", nodes[2])
-    b.patch(admin_api, machine, {"metadata": {"annotations": {DELETE_MACHINE_ANNOTATION: "yes"}}})
+    rest.patch(admin_api, machine, {"metadata": {"annotations": {DELETE_MACHINE_ANNOTATION: "yes"}}})
     hints = provider.victim_hints(md.deployment)
     assert hints.marked == {nodes[2]} and not hints.deleting and not hints.unhealthy
     pool_nodes = [n for n in kube.list_nodes() if n.name in nodes]
@@ -299,7 +299,7 @@ def test_removal_sets_the_target_size_when_the_pool_grew_meanwhile(
     pool = md.deployment
     victims = [nodes[1], nodes[2]]
     provider.prepare_removal(pool, victims)
-    b.patch(admin_api, path(namespace, "machinedeployments", pool), {"spec": {"replicas": 4}})
+    rest.patch(admin_api, path(namespace, "machinedeployments", pool), {"spec": {"replicas": 4}})
     md.reconcile()
     assert len(md.machines()) == 4
     now = SystemClock().now()
@@ -345,7 +345,7 @@ def test_cancel_removal_takes_back_only_scalebots_marks_of_machines_not_yet_coun
     md = _standin(admin_api, namespace, standins, f"md-{namespace[-6:]}")
     by_hand, ours, counted = md.create(3)
     pool = md.deployment
-    b.patch(
+    rest.patch(
         admin_api,
         path(namespace, "machines", by_hand),
         {"metadata": {"annotations": {DELETE_MACHINE_ANNOTATION: "yes"}}},

@@ -38,7 +38,7 @@ from engine.pools.base import RESTORE_ANNOTATION
 from engine.pools.capi import OWN_MARK_ANNOTATION
 from engine.pools.victims import DELETE_MACHINE_ANNOTATION
 from engine.store.database import Store
-from localcluster import builders as b
+from localcluster import objects, rest, waits
 from localcluster.controlplane import ControlPlane
 from tests.e2e import grants
 from tests.e2e.capi_standin import Reconciler, StandIn, path
@@ -71,8 +71,8 @@ def management_admin(management: ControlPlane) -> Iterator[Any]:
     from kubernetes.client.exceptions import ApiException
 
     for plural in ("clusters", "machinedeployments", "machinesets", "machines"):
-        b.wait_until(
-            lambda plural=plural: b.get(api, f"/apis/cluster.x-k8s.io/v1beta2/{plural}"),
+        waits.wait_until(
+            lambda plural=plural: rest.get(api, f"/apis/cluster.x-k8s.io/v1beta2/{plural}"),
             60,
             f"{plural} served",
             ignore=(ApiException,),
@@ -83,9 +83,9 @@ def management_admin(management: ControlPlane) -> Iterator[Any]:
 
 @pytest.fixture
 def capi_namespace(management_admin: Any, unique_name: str) -> Iterator[str]:
-    b.create(management_admin, "/api/v1/namespaces", {"metadata": {"name": unique_name}})
+    rest.create(management_admin, "/api/v1/namespaces", {"metadata": {"name": unique_name}})
     yield unique_name
-    b.delete(management_admin, f"/api/v1/namespaces/{unique_name}", propagation="Background")
+    rest.delete(management_admin, f"/api/v1/namespaces/{unique_name}", propagation="Background")
 
 
 def _secret_for_scalebot(
@@ -102,7 +102,7 @@ def _secret_for_scalebot(
         "type": "cluster.x-k8s.io/secret",
         "data": {"value": _encoded(kubeconfig.read_text() if isinstance(kubeconfig, Path) else kubeconfig)},
     }
-    b.create(api, f"/api/v1/namespaces/{namespace}/secrets", secret)
+    rest.create(api, f"/api/v1/namespaces/{namespace}/secrets", secret)
     grants.apply_grant(plane, grants.CAPI_KUBECONFIG, namespace, [name])
 
 
@@ -196,7 +196,9 @@ def _run_with_standin(site: Site, ops: Operations, kind: OpKind, *standins: Stan
     reconciler = Reconciler(list(standins)).start()
     try:
         op = _run(ops, kind)
-        b.wait_until(lambda: all(len(s.machines()) == s.replicas() for s in standins), 30, "Machines follow")
+        waits.wait_until(
+            lambda: all(len(s.machines()) == s.replicas() for s in standins), 30, "Machines follow"
+        )
     finally:
         reconciler.stop()
     assert not reconciler.errors, reconciler.errors
@@ -210,8 +212,8 @@ def test_zero_and_wake_of_one_cluster_leave_the_other_untouched(site: Site) -> N
     beta_before = {m["metadata"]["name"]: m["metadata"]["uid"] for m in beta.machines()}
     site.grant_kubeconfig_secret()
     on_alpha = {"scalebot.io/pool": "alpha-md"}
-    b.create_deployment(workload, site.namespace, "web", 2, node_selector=on_alpha, grace=1)
-    b.wait_for_deployment_available(workload, site.namespace, "web")
+    objects.create_deployment(workload, site.namespace, "web", 2, node_selector=on_alpha, grace=1)
+    waits.wait_for_deployment_available(workload, site.namespace, "web")
 
     handle = site.connect()
     assert [p.name for p in handle.pools.list_pools()] == ["alpha-md"]
@@ -224,7 +226,7 @@ def test_zero_and_wake_of_one_cluster_leave_the_other_untouched(site: Site) -> N
         assert zero.state is OpState.SUCCEEDED, zero.error
         assert zero.summary.pods_evicted == 2, "the drain ran in the workload cluster"
         assert alpha.replicas() == 0 and not alpha.machines()
-        pods = b.list_items(workload, f"/api/v1/namespaces/{site.namespace}/pods")
+        pods = rest.list_items(workload, f"/api/v1/namespaces/{site.namespace}/pods")
         assert not {p["spec"].get("nodeName") for p in pods} & set(alpha_nodes)
 
         wake = _run_with_standin(site, ops, OpKind.WAKE, alpha, beta)
@@ -236,7 +238,7 @@ def test_zero_and_wake_of_one_cluster_leave_the_other_untouched(site: Site) -> N
 
     assert beta.replicas() == 2
     assert {m["metadata"]["name"]: m["metadata"]["uid"] for m in beta.machines()} == beta_before
-    beta_md = b.get(site.management_admin, path(site.capi_namespace, "machinedeployments", "beta-md"))
+    beta_md = rest.get(site.management_admin, path(site.capi_namespace, "machinedeployments", "beta-md"))
     assert RESTORE_ANNOTATION not in (beta_md["metadata"].get("annotations") or {})
     for machine in beta.machines():
         assert "cluster.x-k8s.io/delete-machine" not in (machine["metadata"].get("annotations") or {})
@@ -255,10 +257,12 @@ def _alpha_with_blocked_pods(site: Site) -> tuple[list[str], ClusterHandle]:
     nodes = site.alpha.create(2)
     site.grant_kubeconfig_secret()
     workload, namespace = site.workload_admin, site.namespace
-    b.create_deployment(workload, namespace, "db", 2, node_selector={"scalebot.io/pool": "alpha-md"}, grace=1)
-    b.wait_for_deployment_available(workload, namespace, "db")
-    b.create_pdb(workload, namespace, "db-pdb", match_labels={"app": "db"}, min_available=2)
-    b.wait_for_pdb_observed(workload, namespace, "db-pdb")
+    objects.create_deployment(
+        workload, namespace, "db", 2, node_selector={"scalebot.io/pool": "alpha-md"}, grace=1
+    )
+    waits.wait_for_deployment_available(workload, namespace, "db")
+    objects.create_pdb(workload, namespace, "db-pdb", match_labels={"app": "db"}, min_available=2)
+    waits.wait_for_pdb_observed(workload, namespace, "db-pdb")
     return nodes, site.connect()
 
 
@@ -270,7 +274,9 @@ def test_a_cancelled_scale_down_takes_back_its_delete_machine_marks_and_leaves_a
     nodes, handle = _alpha_with_blocked_pods(site)
     machine_of = {m["status"]["nodeRef"]["name"]: m["metadata"]["name"] for m in site.alpha.machines()}
     by_hand, ours = (path(site.capi_namespace, "machines", machine_of[n]) for n in nodes)
-    b.patch(site.management_admin, by_hand, {"metadata": {"annotations": {DELETE_MACHINE_ANNOTATION: "yes"}}})
+    rest.patch(
+        site.management_admin, by_hand, {"metadata": {"annotations": {DELETE_MACHINE_ANNOTATION: "yes"}}}
+    )
     # Phase 1 long enough that the PDB holds the drain until the cancel (no forced phase 2).
     settings = replace(FAST, graceful_window=timedelta(minutes=5), drain_timeout=timedelta(minutes=5))
     ops = new_operations(Store(site.db), {"alpha": handle}, {}, SystemClock(), settings=settings)
@@ -278,13 +284,13 @@ def test_a_cancelled_scale_down_takes_back_its_delete_machine_marks_and_leaves_a
     ops.subscribe(lambda event: texts.append(event.text))
 
     def annotations(machine: str) -> dict[str, str]:
-        return dict(b.get(site.management_admin, machine)["metadata"].get("annotations") or {})
+        return dict(rest.get(site.management_admin, machine)["metadata"].get("annotations") or {})
 
     try:
         out = ops.request(_request(OpKind.ZERO))
         assert out.ok and out.operation is not None, out.reply
         op_id = out.operation.id
-        b.wait_until(
+        waits.wait_until(
             lambda: (op := ops.get(op_id)) is not None and op.step == "drain", 60, "the drain under way"
         )
         assert DELETE_MACHINE_ANNOTATION in annotations(ours), "marked at the cordon step"
@@ -304,7 +310,7 @@ def test_a_cancelled_scale_down_takes_back_its_delete_machine_marks_and_leaves_a
 def test_exclude_node_draining_removes_the_machine_without_a_drain(site: Site) -> None:
     nodes, handle = _alpha_with_blocked_pods(site)
     for machine in site.alpha.machines():
-        b.patch(
+        rest.patch(
             site.management_admin,
             path(site.capi_namespace, "machines", machine["metadata"]["name"]),
             {"metadata": {"annotations": {"machine.cluster.x-k8s.io/exclude-node-draining": ""}}},
@@ -326,7 +332,7 @@ def test_node_drain_timeout_stops_the_drain_and_removal_goes_on(site: Site) -> N
     """A full zero-scale would force-delete the blocked pods after the 5 s phase 1; the pool's
     3 s nodeDrainTimeout ends the drain first, and the Machines go as Cluster API lets them."""
     _, handle = _alpha_with_blocked_pods(site)
-    b.patch(
+    rest.patch(
         site.management_admin,
         path(site.capi_namespace, "machinedeployments", "alpha-md"),
         {"spec": {"template": {"spec": {"deletion": {"nodeDrainTimeoutSeconds": 3}}}}},
@@ -358,7 +364,7 @@ def test_a_pre_drain_hook_is_waited_for_and_reported(site: Site) -> None:
     hooked_machine = next(m for m in site.alpha.machines() if m["status"]["nodeRef"]["name"] == nodes[0])
     hook = "pre-drain.delete.hook.machine.cluster.x-k8s.io/etcd-member"
     machine_path = path(site.capi_namespace, "machines", hooked_machine["metadata"]["name"])
-    b.patch(site.management_admin, machine_path, {"metadata": {"annotations": {hook: "kcp"}}})
+    rest.patch(site.management_admin, machine_path, {"metadata": {"annotations": {hook: "kcp"}}})
     ops = site.operations(site.connect())
     plan = ops.plan(_request(OpKind.ZERO))
     assert plan.nodes == (nodes[1],), "scalebot drains only the node without a hook"
@@ -370,9 +376,9 @@ def test_a_pre_drain_hook_is_waited_for_and_reported(site: Site) -> None:
         out = ops.request(_request(OpKind.ZERO))
         assert out.ok, out.reply
         waiting = f"Waiting for Cluster API: node {nodes[0]}: Machine waits for pre-drain hook(s) {hook}"
-        b.wait_until(lambda: waiting in texts, 60, "the hook reported in the thread")
-        b.wait_until(
-            lambda: b.get(site.management_admin, machine_path)["metadata"].get("deletionTimestamp"),
+        waits.wait_until(lambda: waiting in texts, 60, "the hook reported in the thread")
+        waits.wait_until(
+            lambda: rest.get(site.management_admin, machine_path)["metadata"].get("deletionTimestamp"),
             30,
             "the Machine deleted (scalebot lowered the replicas) and held by its hook",
         )
@@ -380,10 +386,10 @@ def test_a_pre_drain_hook_is_waited_for_and_reported(site: Site) -> None:
         condition = (
             f"Deleting True (WaitingForPreDrainHook: Waiting for pre-drain hooks to succeed (hooks: {hook}))"
         )
-        b.wait_until(
+        waits.wait_until(
             lambda: any(condition in t for t in texts), 30, "the Machine's own condition in the thread"
         )
-        b.patch(site.management_admin, machine_path, {"metadata": {"annotations": {hook: None}}})
+        rest.patch(site.management_admin, machine_path, {"metadata": {"annotations": {hook: None}}})
         assert ops.runner.wait_idle(60), "operation did not finish once the hook was removed"
     finally:
         ops.runner.stop()
@@ -403,7 +409,7 @@ def test_removal_waits_for_volumes_to_detach(site: Site) -> None:
             "volumesAttached": [{"name": "kubernetes.io/csi/ebs.csi.aws.com^vol-0a1", "devicePath": ""}]
         }
     }
-    b.patch(site.workload_admin, b.node_path(nodes[0]) + "/status", attached)
+    rest.patch(site.workload_admin, rest.node_path(nodes[0]) + "/status", attached)
     ops = site.operations(site.connect())
     assert ops.plan(_request(OpKind.ZERO)).pools[0].detach_wait == tuple(sorted(nodes))
     texts: list[str] = []
@@ -415,9 +421,11 @@ def test_removal_waits_for_volumes_to_detach(site: Site) -> None:
         waiting = (
             f"Waiting for volumes to detach before removal, as Cluster API does: {nodes[0]} (1 attached)"
         )
-        b.wait_until(lambda: waiting in texts, 60, "the wait for the volume reported in the thread")
+        waits.wait_until(lambda: waiting in texts, 60, "the wait for the volume reported in the thread")
         assert site.alpha.replicas() == 2, "nothing removed while a volume is attached"
-        b.patch(site.workload_admin, b.node_path(nodes[0]) + "/status", {"status": {"volumesAttached": None}})
+        rest.patch(
+            site.workload_admin, rest.node_path(nodes[0]) + "/status", {"status": {"volumesAttached": None}}
+        )
         assert ops.runner.wait_idle(60), "operation did not finish once the volume detached"
     finally:
         ops.runner.stop()
@@ -430,11 +438,11 @@ def test_removal_waits_for_volumes_to_detach(site: Site) -> None:
 def _bound_token(admin: Any, holder: str) -> str:
     """A token for scalebot's ServiceAccount that the API server rejects once the Secret `holder`
     (in scalebot's namespace) is deleted: credentials that can be revoked, as a rotation does."""
-    secret = b.create(admin, "/api/v1/namespaces/scalebot/secrets", {"metadata": {"name": holder}})
+    secret = rest.create(admin, "/api/v1/namespaces/scalebot/secrets", {"metadata": {"name": holder}})
     ref = {"kind": "Secret", "apiVersion": "v1", "name": holder, "uid": secret["metadata"]["uid"]}
     request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest"}
     path = "/api/v1/namespaces/scalebot/serviceaccounts/scalebot/token"
-    issued = b.create(admin, path, {**request, "spec": {"boundObjectRef": ref}})
+    issued = rest.create(admin, path, {**request, "spec": {"boundObjectRef": ref}})
     return str(issued["status"]["token"])
 
 
@@ -447,7 +455,7 @@ def _kubeconfig_with(plane: ControlPlane, token: str) -> str:
 
 def _revoke(site: Site, holder: str, kubeconfig: str) -> None:
     """Delete the token's holder and wait until the API server answers its token with 401."""
-    b.delete(site.workload_admin, f"/api/v1/namespaces/scalebot/secrets/{holder}")
+    rest.delete(site.workload_admin, f"/api/v1/namespaces/scalebot/secrets/{holder}")
     revoked = KubeClient.from_kubeconfig_text(kubeconfig, where="the revoked token")
 
     def rejected() -> bool:
@@ -458,7 +466,7 @@ def _revoke(site: Site, holder: str, kubeconfig: str) -> None:
         return False
 
     try:
-        b.wait_until(rejected, 30, f"the token bound to {holder} is rejected")
+        waits.wait_until(rejected, 30, f"the token bound to {holder} is rejected")
     finally:
         revoked.close()
 
@@ -475,7 +483,7 @@ def test_rotated_workload_credentials_are_read_again_from_the_secret_after_a_401
     try:
         assert handle.api.list_nodes(), "connected with the first credentials"
         secret = f"/api/v1/namespaces/{site.capi_namespace}/secrets/alpha-kubeconfig"
-        b.patch(site.management_admin, secret, {"data": {"value": _encoded(second)}})  # the rotation
+        rest.patch(site.management_admin, secret, {"data": {"value": _encoded(second)}})  # the rotation
         _revoke(site, holders[0], first)
 
         listed = {n.name for n in handle.api.list_nodes()}

@@ -31,7 +31,7 @@ from engine.domain.settings import RunnerSettings
 from engine.operations.service import Operations, new_operations
 from engine.pools.eks import record_name
 from engine.store.database import Store
-from localcluster import builders as b
+from localcluster import objects, rest, waits
 from tests.aws_endpoint import REGION, aws_environment, moto_endpoint
 from tests.e2e.eks_standin import EksStandIn, standin_loop
 
@@ -62,7 +62,7 @@ def eks(admin_api: Any, aws: str, unique_name: str) -> Iterator[EksStandIn]:
     yield standin
     standin.cleanup()
     for name in standin.eks.list_nodegroups(clusterName=standin.cluster)["nodegroups"]:
-        b.delete(admin_api, f"/api/v1/namespaces/scalebot/configmaps/{record_name(name)}")
+        rest.delete(admin_api, f"/api/v1/namespaces/scalebot/configmaps/{record_name(name)}")
 
 
 def _run(ops: Operations, kind: OpKind, *pools: str, size: int | None = None) -> Any:
@@ -78,7 +78,7 @@ def _run(ops: Operations, kind: OpKind, *pools: str, size: int | None = None) ->
 def _pod_uids(admin_api: Any, namespace: str, app: str) -> dict[str, str]:
     return {
         p["metadata"]["uid"]: p["spec"].get("nodeName", "")
-        for p in b.list_pods(admin_api, namespace)
+        for p in rest.list_pods(admin_api, namespace)
         if p["metadata"].get("labels", {}).get("app") == app
     }
 
@@ -99,10 +99,10 @@ def test_scale_down_terminates_the_drained_instances_and_zero_wake_restore_exact
     first = eks.node_name(web, launched[0])
     # The pods sit on the node of the oldest instance: scalebot drains the two others (fewest pods),
     # while the group itself, asked for a desired capacity of 1, would terminate the two oldest.
-    b.create_deployment(
+    objects.create_deployment(
         admin_api, namespace, "keeper", 2, node_selector={"kubernetes.io/hostname": first}, grace=1
     )
-    b.wait_for_deployment_available(admin_api, namespace, "keeper", timeout=60)
+    waits.wait_for_deployment_available(admin_api, namespace, "keeper", timeout=60)
     keepers = _pod_uids(admin_api, namespace, "keeper")
 
     handle = wiring.connect_cluster(
@@ -132,10 +132,10 @@ def test_scale_down_terminates_the_drained_instances_and_zero_wake_restore_exact
         assert eks.scaling(web) == (1, 5, 1)
         # (With the stand-in's push of a lowered desired capacity, the group would settle at one
         # instance too: wait for that, then look at which one stayed.)
-        b.wait_until(lambda: len(eks.instances(web)) == 1, 30, "the group down to one instance")
+        waits.wait_until(lambda: len(eks.instances(web)) == 1, 30, "the group down to one instance")
         assert eks.group(web)["DesiredCapacity"] == 1
         assert eks.instances(web) == [launched[0]], "exactly the drained nodes' instances were terminated"
-        b.wait_until(lambda: eks.node_names(web) == [first], 30, "the drained instances' Nodes gone")
+        waits.wait_until(lambda: eks.node_names(web) == [first], 30, "the drained instances' Nodes gone")
         assert _pod_uids(admin_api, namespace, "keeper") == keepers, "the node that stays was not disturbed"
         assert eks.scaling(batch) == (2, 4, 2)
 
@@ -147,7 +147,7 @@ def test_scale_down_terminates_the_drained_instances_and_zero_wake_restore_exact
         for name in (web, batch):
             group = eks.group(name)
             assert (group["MinSize"], group["DesiredCapacity"], group["Instances"]) == (0, 0, [])
-        b.wait_until(lambda: not eks.node_names(), 30, "every Node gone")
+        waits.wait_until(lambda: not eks.node_names(), 30, "every Node gone")
         assert "Removed 3 nodes" in texts, texts
         assert texts[-1].endswith(f"3 nodes removed; pools {batch} 2 → 0, {web} 1 → 0"), texts
 
@@ -164,7 +164,7 @@ def test_scale_down_terminates_the_drained_instances_and_zero_wake_restore_exact
         assert progress[-1] == f"pool {batch}: node group ACTIVE; 2 of 2 instances InService", progress
         assert "3/3 nodes Ready" in texts, texts
         for name in (web, batch):
-            stored = b.get(admin_api, f"/api/v1/namespaces/scalebot/configmaps/{record_name(name)}")
+            stored = rest.get(admin_api, f"/api/v1/namespaces/scalebot/configmaps/{record_name(name)}")
             assert "scalebot.io/restore" not in (stored["metadata"].get("annotations") or {}), (
                 "cleared by wake"
             )

@@ -25,7 +25,7 @@ from engine.domain.settings import RunnerSettings
 from engine.operations.runner import ClusterHandle
 from engine.operations.service import Operations, new_operations
 from engine.store.database import Store
-from localcluster import builders as b
+from localcluster import rest, waits
 from localcluster.controlplane import ControlPlane
 from tests.e2e import grants
 from tests.e2e.gardener_standin import GROUP, VERSION, ShootStandIn, install_crd, standin_loop, worker
@@ -112,7 +112,7 @@ def test_scale_a_worker_then_hibernate_and_wake(
         scaled = _run(ops, OpKind.SCALE, "batch", size=1)
         assert scaled.state is OpState.SUCCEEDED, scaled.error
         assert _workers(shoot)["batch"] == (1, 5), "minimum edited, maximum kept"
-        b.wait_until(lambda: len(shoot.node_names("batch")) == 1, 30, "batch down to one node")
+        waits.wait_until(lambda: len(shoot.node_names("batch")) == 1, 30, "batch down to one node")
 
         zero = _run(ops, OpKind.ZERO)
         assert zero.state is OpState.SUCCEEDED, zero.error
@@ -188,7 +188,7 @@ def test_the_shoots_namespace_is_read_from_its_project(
     project = f"p{namespace[-6:]}"
     projects = f"/apis/{GROUP}/{VERSION}/projects"
     body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Project", "metadata": {"name": project}}
-    b.create(admin_api, projects, {**body, "spec": {"namespace": namespace}})
+    rest.create(admin_api, projects, {**body, "spec": {"namespace": namespace}})
     options = {"project": project, "shoot": shoot.name, "shoot_kubeconfig": str(scalebot_kubeconfig)}
 
     def connect() -> ClusterHandle:
@@ -216,4 +216,4 @@ def test_the_shoots_namespace_is_read_from_its_project(
     finally:
         if applied:
             grants.remove_grant(control_plane, applied)
-        b.delete(admin_api, f"{projects}/{project}")
+        rest.delete(admin_api, f"{projects}/{project}")

@@ -24,7 +24,7 @@ from engine.domain.node_removal import NodeRemoval
 from engine.kube.client import KubeClient
 from engine.pools.base import PoolSizeError, RestoreRecord
 from engine.pools.labels import EMPTIED_ANNOTATION, KWOK_ANNOTATION, LabelPoolProvider
-from localcluster import builders
+from localcluster import objects, rest, waits
 from tests.e2e.support import REPO, scalebot_args
 
 pytestmark = pytest.mark.e2e
@@ -36,9 +36,9 @@ def cloud_nodes(
     """Nodes that look like cloud VMs to scalebot: no kwok annotation, an AWS providerID."""
     names = node_pool(count, name=pool, labels={pool_key: pool})
     for index, name in enumerate(names):
-        builders.patch(
+        rest.patch(
             admin_api,
-            builders.node_path(name),
+            rest.node_path(name),
             {
                 "metadata": {"annotations": {KWOK_ANNOTATION: None}},
                 "spec": {"providerID": f"aws:///eu-west-1a/i-0{index:016x}"},
@@ -71,9 +71,9 @@ def test_unbacked_nodes_are_emptied_not_removed_and_wake_returns_them(
 ) -> None:
     pool = f"{unique_name}-vm"
     names = cloud_nodes(admin_api, node_pool, pool, pool_key, 2)
-    uids = {n: builders.get(admin_api, builders.node_path(n))["metadata"]["uid"] for n in names}
-    builders.create_deployment(admin_api, namespace, "web", 2, node_selector={pool_key: pool}, grace=1)
-    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    uids = {n: rest.get(admin_api, rest.node_path(n))["metadata"]["uid"] for n in names}
+    objects.create_deployment(admin_api, namespace, "web", 2, node_selector={pool_key: pool}, grace=1)
+    waits.wait_for_deployment_available(admin_api, namespace, "web")
     db = tmp_path / "scalebot.db"
 
     plan = cli("plan", "zero", kubeconfig=scalebot_kubeconfig, db=db, pool_key=pool_key)
@@ -88,7 +88,7 @@ def test_unbacked_nodes_are_emptied_not_removed_and_wake_returns_them(
     assert "Removed 0 nodes; emptied 2 nodes without removing them" in zero.stdout
     assert "0 nodes removed; 2 nodes emptied, not removed" in zero.stdout
     for name in names:
-        node = builders.get(admin_api, builders.node_path(name))
+        node = rest.get(admin_api, rest.node_path(name))
         assert node["metadata"]["uid"] == uids[name], f"{name} was deleted and re-created"
         assert node["spec"].get("unschedulable") is True
         assert EMPTIED_ANNOTATION in node["metadata"]["annotations"]
@@ -102,12 +102,12 @@ def test_unbacked_nodes_are_emptied_not_removed_and_wake_returns_them(
     assert wake.returncode == 0, wake.stdout + wake.stderr
     assert "2/2 nodes Ready" in wake.stdout
     for name in names:
-        node = builders.get(admin_api, builders.node_path(name))
+        node = rest.get(admin_api, rest.node_path(name))
         assert node["metadata"]["uid"] == uids[name]
         assert not node["spec"].get("unschedulable")
         assert EMPTIED_ANNOTATION not in (node["metadata"].get("annotations") or {})
         assert not [t for t in node["spec"].get("taints") or () if t["key"].startswith("scalebot.io/")]
-    builders.wait_for_deployment_available(admin_api, namespace, "web", timeout=90)
+    waits.wait_for_deployment_available(admin_api, namespace, "web", timeout=90)
 
 
 def test_wake_leaves_a_node_cordoned_by_someone_else_before_the_zero_cordoned_and_names_it(
@@ -125,7 +125,7 @@ def test_wake_leaves_a_node_cordoned_by_someone_else_before_the_zero_cordoned_an
     pool = f"{unique_name}-vm"
     names = cloud_nodes(admin_api, node_pool, pool, pool_key, 3)
     theirs = names[1]
-    builders.cordon(admin_api, theirs)  # a person's cordon, before scalebot comes
+    objects.cordon(admin_api, theirs)  # a person's cordon, before scalebot comes
     db = tmp_path / "scalebot.db"
 
     zero = cli("zero", "--yes", kubeconfig=scalebot_kubeconfig, db=db, pool_key=pool_key)
@@ -140,7 +140,7 @@ def test_wake_leaves_a_node_cordoned_by_someone_else_before_the_zero_cordoned_an
         in wake.stdout
     ), wake.stdout
     for name in names:
-        node = builders.get(admin_api, builders.node_path(name))
+        node = rest.get(admin_api, rest.node_path(name))
         annotations = node["metadata"].get("annotations") or {}
         assert bool(node["spec"].get("unschedulable")) is (name == theirs), name
         assert not [t for t in node["spec"].get("taints") or () if t["key"].startswith("scalebot.io/")], name
@@ -169,7 +169,7 @@ def test_opted_in_node_deletion_deletes_but_never_fakes_a_real_node_back(
     provider.record_restore(pool, record)
     provider.prepare_removal(pool, names)
     for name in names:
-        builders.cordon(admin_api, name)
+        objects.cordon(admin_api, name)
     provider.remove_nodes(pool, names)
     assert not [n for n in kube.list_nodes() if n.name in names]
     with pytest.raises(PoolSizeError, match="had real machines behind them"):

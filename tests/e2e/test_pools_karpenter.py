@@ -28,7 +28,7 @@ import pytest
 
 from engine.pools.base import RESTORE_ANNOTATION
 from engine.pools.karpenter import NODEPOOL_LABEL, SAVED_ANNOTATION
-from localcluster import builders as b
+from localcluster import objects, rest, waits
 from localcluster.controlplane import ControlPlane
 
 pytestmark = pytest.mark.e2e
@@ -49,7 +49,7 @@ DISRUPTION = {
 def nodepool(karpenter: ControlPlane, admin_api: Any, namespace: str, unique_name: str) -> Iterator[str]:
     """A NodePool of one-pod nodes (c-2x: 1900m allocatable, the pods ask for 1 CPU)."""
     name = f"np-{unique_name}"[:63]
-    b.create(
+    rest.create(
         admin_api,
         NODECLASSES,
         {
@@ -84,25 +84,25 @@ def nodepool(karpenter: ControlPlane, admin_api: Any, namespace: str, unique_nam
             },
         },
     }
-    b.create(admin_api, NODEPOOLS, body)
+    rest.create(admin_api, NODEPOOLS, body)
     yield name
     # The workloads go first: Karpenter's termination drain never evicts a do-not-disrupt pod.
-    b.delete(admin_api, f"/apis/apps/v1/namespaces/{namespace}/deployments")
-    b.wait_until(lambda: not b.list_pods(admin_api, namespace), 60, f"pods of {namespace} gone")
+    rest.delete(admin_api, f"/apis/apps/v1/namespaces/{namespace}/deployments")
+    waits.wait_until(lambda: not rest.list_pods(admin_api, namespace), 60, f"pods of {namespace} gone")
     # Deleting the NodePool makes Karpenter terminate its nodes (owner references).
-    b.delete(admin_api, f"{NODEPOOLS}/{name}")
-    b.wait_until(lambda: not _claims(admin_api, name), 120, f"NodeClaims of {name} gone")
-    b.delete(admin_api, f"{NODECLASSES}/{name}")
+    rest.delete(admin_api, f"{NODEPOOLS}/{name}")
+    waits.wait_until(lambda: not _claims(admin_api, name), 120, f"NodeClaims of {name} gone")
+    rest.delete(admin_api, f"{NODECLASSES}/{name}")
 
 
 def _claims(admin_api: Any, pool: str) -> list[dict[str, Any]]:
-    return b.list_items(admin_api, NODECLAIMS, label_selector=f"{NODEPOOL_LABEL}={pool}")
+    return rest.list_items(admin_api, NODECLAIMS, label_selector=f"{NODEPOOL_LABEL}={pool}")
 
 
 def _pool_nodes(admin_api: Any, pool: str) -> list[str]:
     return sorted(
         n["metadata"]["name"]
-        for n in b.list_items(admin_api, b.node_path(), label_selector=f"{NODEPOOL_LABEL}={pool}")
+        for n in rest.list_items(admin_api, rest.node_path(), label_selector=f"{NODEPOOL_LABEL}={pool}")
     )
 
 
@@ -138,8 +138,8 @@ def test_zero_and_wake_through_the_real_karpenter_controller(
     karpenter: ControlPlane, admin_api: Any, namespace: str, nodepool: str, tmp_path: Path
 ) -> None:
     selector = {NODEPOOL_LABEL: nodepool}
-    b.create_deployment(admin_api, namespace, "web", 3, node_selector=selector, grace=2, cpu="1")
-    b.create_deployment(
+    objects.create_deployment(admin_api, namespace, "web", 3, node_selector=selector, grace=2, cpu="1")
+    objects.create_deployment(
         admin_api,
         namespace,
         "notebook",
@@ -150,8 +150,8 @@ def test_zero_and_wake_through_the_real_karpenter_controller(
         pod_annotations={"karpenter.sh/do-not-disrupt": "true"},
     )
     # Pending pods -> Karpenter launches NodeClaims -> kwok nodes -> the pods run.
-    b.wait_for_deployment_available(admin_api, namespace, "web", timeout=120)
-    b.wait_for_deployment_available(admin_api, namespace, "notebook", timeout=120)
+    waits.wait_for_deployment_available(admin_api, namespace, "web", timeout=120)
+    waits.wait_for_deployment_available(admin_api, namespace, "notebook", timeout=120)
     # One node per pod on a quiet machine; under load the real controller can launch one more
     # NodeClaim before the first ones register (its batching window sees the pods twice). The
     # test follows what Karpenter did, and each figure below must match it exactly.
@@ -164,7 +164,7 @@ def test_zero_and_wake_through_the_real_karpenter_controller(
     # scale N > 0 is refused, with the reason, and changes nothing.
     # (Karpenter keeps updating the NodePool's status: compare what scalebot could write.)
     def written() -> tuple[Any, ...]:
-        meta = b.get(admin_api, f"{NODEPOOLS}/{nodepool}")["metadata"]
+        meta = rest.get(admin_api, f"{NODEPOOLS}/{nodepool}")["metadata"]
         return meta["generation"], meta.get("annotations")
 
     before = written()
@@ -184,7 +184,7 @@ def test_zero_and_wake_through_the_real_karpenter_controller(
     assert f"{count} nodes removed" in out
     assert _claims(admin_api, nodepool) == []
     assert _pool_nodes(admin_api, nodepool) == []
-    asleep = b.get(admin_api, f"{NODEPOOLS}/{nodepool}")
+    asleep = rest.get(admin_api, f"{NODEPOOLS}/{nodepool}")
     assert asleep["spec"]["limits"] == {"cpu": "0", "memory": "160Gi", "nodes": "0"}
     assert asleep["spec"]["disruption"]["budgets"] == [{"nodes": "0"}]
     saved = orjson.loads(asleep["metadata"]["annotations"][SAVED_ANNOTATION])
@@ -193,21 +193,21 @@ def test_zero_and_wake_through_the_real_karpenter_controller(
 
     # Asleep: the Deployments' pods are pending again, and Karpenter refuses them for the limits.
     def refused_for_limits() -> bool:
-        events = b.list_items(admin_api, f"/api/v1/namespaces/{namespace}/events")
+        events = rest.list_items(admin_api, f"/api/v1/namespaces/{namespace}/events")
         return any(
             e.get("reason") == "FailedScheduling"
             and "node limits have been exhausted for nodepool" in (e.get("message") or "")
             for e in events
         )
 
-    b.wait_until(refused_for_limits, 60, "Karpenter refusing the pending pods for the NodePool's limits")
+    waits.wait_until(refused_for_limits, 60, "Karpenter refusing the pending pods for the NodePool's limits")
     assert _claims(admin_api, nodepool) == [], "Karpenter provisioned while asleep"
     assert _pool_nodes(admin_api, nodepool) == []
 
     # Wake: limits and disruption exactly as they were; Karpenter provisions for the pending pods.
     wake = _scalebot(karpenter, db, "wake")
     assert wake.returncode == 0, wake.stdout + wake.stderr
-    awake = b.get(admin_api, f"{NODEPOOLS}/{nodepool}")
+    awake = rest.get(admin_api, f"{NODEPOOLS}/{nodepool}")
     assert awake["spec"]["limits"] == LIMITS
     assert awake["spec"]["disruption"] == DISRUPTION
     annotations = awake["metadata"].get("annotations") or {}
@@ -221,7 +221,9 @@ def test_zero_and_wake_through_the_real_karpenter_controller(
     assert ready[1] == ready[2] == str(reported) and reported >= 4, wake.stdout
     provisioned = _pool_nodes(admin_api, nodepool)
     assert len(provisioned) >= reported and not set(provisioned) & set(nodes)
-    assert b.wait_for_deployment_available(admin_api, namespace, "web")["status"]["availableReplicas"] == 3
+    assert (
+        waits.wait_for_deployment_available(admin_api, namespace, "web")["status"]["availableReplicas"] == 3
+    )
 
 
 def test_an_idle_nodepool_is_capped_by_zero_and_restored_by_wake(
@@ -232,23 +234,23 @@ def test_an_idle_nodepool_is_capped_by_zero_and_restored_by_wake(
     NodePool carries does not hold the wait for nodes (it would wait its 15-minute ready timeout),
     and the wake neither follows nor names its Deployment: the sleep never touched it (no pod of it
     was on a node the sleep removed, and it was not scaled down)."""
-    b.create_deployment(admin_api, namespace, "elsewhere", 1, node_selector={"disk": "ssd"}, cpu="1")
-    b.wait_until(
-        lambda: [p for p in b.list_pods(admin_api, namespace) if p["status"].get("phase") == "Pending"],
+    objects.create_deployment(admin_api, namespace, "elsewhere", 1, node_selector={"disk": "ssd"}, cpu="1")
+    waits.wait_until(
+        lambda: [p for p in rest.list_pods(admin_api, namespace) if p["status"].get("phase") == "Pending"],
         60,
         "a pod pending for a label the NodePool never sets",
     )
     db = tmp_path / "db.sqlite"
     zero = _scalebot(karpenter, db, "zero")
     assert zero.returncode == 0, zero.stdout + zero.stderr
-    asleep = b.get(admin_api, f"{NODEPOOLS}/{nodepool}")
+    asleep = rest.get(admin_api, f"{NODEPOOLS}/{nodepool}")
     assert asleep["spec"]["limits"] == {"cpu": "0", "memory": "160Gi", "nodes": "0"}
     assert asleep["spec"]["disruption"]["budgets"] == [{"nodes": "0"}]
     assert orjson.loads(asleep["metadata"]["annotations"][RESTORE_ANNOTATION])["desired"] == 0
 
     wake = _scalebot(karpenter, db, "wake", "--workloads-return-timeout", "15s")
     assert wake.returncode == 0, wake.stdout + wake.stderr
-    awake = b.get(admin_api, f"{NODEPOOLS}/{nodepool}")
+    awake = rest.get(admin_api, f"{NODEPOOLS}/{nodepool}")
     assert awake["spec"]["limits"] == LIMITS
     assert awake["spec"]["disruption"] == DISRUPTION
     assert "0 nodes provisioned" in wake.stdout
@@ -263,7 +265,7 @@ def test_a_static_nodepool_is_refused_and_left_alone_by_zero(
     """A static NodePool (`spec.replicas`, alpha) keeps a fixed node count: it is no pool of
     scalebot's, so naming it is refused, and zero (which caps the dynamic NodePool beside it) leaves
     it as it was (capping it with a cpu limit would not even be accepted)."""
-    dynamic = b.get(admin_api, f"{NODEPOOLS}/{nodepool}")
+    dynamic = rest.get(admin_api, f"{NODEPOOLS}/{nodepool}")
     static = f"{nodepool}-static"[:63]
     body = {
         "apiVersion": "karpenter.sh/v1",
@@ -271,9 +273,9 @@ def test_a_static_nodepool_is_refused_and_left_alone_by_zero(
         "metadata": {"name": static},
         "spec": {"replicas": 0, "limits": {"nodes": "5"}, "template": dynamic["spec"]["template"]},
     }
-    b.create(admin_api, NODEPOOLS, body)
+    rest.create(admin_api, NODEPOOLS, body)
     try:
-        before = b.get(admin_api, f"{NODEPOOLS}/{static}")
+        before = rest.get(admin_api, f"{NODEPOOLS}/{static}")
         assert before["spec"]["replicas"] == 0
         db = tmp_path / "db.sqlite"
         refused = _scalebot(karpenter, db, "scale", static, "0", "--yes")
@@ -282,14 +284,14 @@ def test_a_static_nodepool_is_refused_and_left_alone_by_zero(
         zero = _scalebot(karpenter, db, "zero")
         assert zero.returncode == 0, zero.stdout + zero.stderr
         assert static not in zero.stdout
-        after = b.get(admin_api, f"{NODEPOOLS}/{static}")
+        after = rest.get(admin_api, f"{NODEPOOLS}/{static}")
         assert after["spec"] == before["spec"]
         # (Karpenter adds its own nodepool-hash annotations in its own time.)
         assert not [k for k in after["metadata"].get("annotations") or {} if k.startswith("scalebot.io/")]
-        assert b.get(admin_api, f"{NODEPOOLS}/{nodepool}")["spec"]["limits"]["nodes"] == "0", (
+        assert rest.get(admin_api, f"{NODEPOOLS}/{nodepool}")["spec"]["limits"]["nodes"] == "0", (
             "the dynamic one sleeps"
         )
         wake = _scalebot(karpenter, db, "wake")
         assert wake.returncode == 0, wake.stdout + wake.stderr
     finally:
-        b.delete(admin_api, f"{NODEPOOLS}/{static}")
+        rest.delete(admin_api, f"{NODEPOOLS}/{static}")

@@ -30,7 +30,7 @@ from engine.pools.labels import (
     node_template,
 )
 from engine.pools.victims import choose_victims
-from localcluster import builders as b
+from localcluster import rest, waits
 
 NodePool = Callable[..., list[str]]
 NOW = datetime(2026, 3, 27, 19, 0, tzinfo=UTC)
@@ -47,7 +47,7 @@ def _can(scalebot_api: Any, verb: str, resource: str, namespace: str = "") -> bo
         "kind": "SelfSubjectAccessReview",
         "spec": {"resourceAttributes": {"verb": verb, "resource": resource, "namespace": namespace}},
     }
-    answer = b.create(scalebot_api, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", review)
+    answer = rest.create(scalebot_api, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", review)
     return bool(answer["status"].get("allowed"))
 
 
@@ -68,8 +68,8 @@ def label_pool_rbac(admin_api: Any, scalebot_api: Any, namespace: str) -> Iterat
             {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "create", "patch"]}
         ],
     }
-    b.create(admin_api, f"{rbac}/clusterroles", cluster_role)
-    b.create(
+    rest.create(admin_api, f"{rbac}/clusterroles", cluster_role)
+    rest.create(
         admin_api,
         f"{rbac}/clusterrolebindings",
         {
@@ -78,8 +78,8 @@ def label_pool_rbac(admin_api: Any, scalebot_api: Any, namespace: str) -> Iterat
             "subjects": [SCALEBOT_SA],
         },
     )
-    b.create(admin_api, f"{rbac}/namespaces/{namespace}/roles", role)
-    b.create(
+    rest.create(admin_api, f"{rbac}/namespaces/{namespace}/roles", role)
+    rest.create(
         admin_api,
         f"{rbac}/namespaces/{namespace}/rolebindings",
         {
@@ -88,7 +88,7 @@ def label_pool_rbac(admin_api: Any, scalebot_api: Any, namespace: str) -> Iterat
             "subjects": [SCALEBOT_SA],
         },
     )
-    b.wait_until(
+    waits.wait_until(
         lambda: (
             _can(scalebot_api, "create", "nodes") and _can(scalebot_api, "patch", "configmaps", namespace)
         ),
@@ -96,8 +96,8 @@ def label_pool_rbac(admin_api: Any, scalebot_api: Any, namespace: str) -> Iterat
         "the temporary RBAC to reach the authorizer",
     )
     yield
-    b.delete(admin_api, f"{rbac}/clusterrolebindings/{name}")
-    b.delete(admin_api, f"{rbac}/clusterroles/{name}")
+    rest.delete(admin_api, f"{rbac}/clusterrolebindings/{name}")
+    rest.delete(admin_api, f"{rbac}/clusterroles/{name}")
 
 
 @pytest.fixture
@@ -114,7 +114,7 @@ def _pool_of(nodes: list[str]) -> str:
 
 
 def _configmap(admin_api: Any, namespace: str, pool: str) -> dict[str, Any]:
-    return b.get(admin_api, f"/api/v1/namespaces/{namespace}/configmaps/{configmap_name(pool)}")
+    return rest.get(admin_api, f"/api/v1/namespaces/{namespace}/configmaps/{configmap_name(pool)}")
 
 
 def _templates(admin_api: Any, namespace: str, pool: str) -> dict[str, Any]:
@@ -123,7 +123,7 @@ def _templates(admin_api: Any, namespace: str, pool: str) -> dict[str, Any]:
 
 
 def _wait_ready(provider: LabelPoolProvider, pool: str, count: int) -> None:
-    b.wait_until(
+    waits.wait_until(
         lambda: len(provider.get_pool(pool).ready_nodes) == count, 60, f"{count} Ready nodes in pool {pool}"
     )
 
@@ -155,7 +155,7 @@ def test_shrink_to_zero_and_wake_recreates_the_same_nodes(
     provider.remove_nodes(pool, victims)
     (survivor,) = set(nodes) - set(victims)
     assert provider.get_pool(pool).nodes == (survivor,)
-    assert all(b.get_or_none(admin_api, b.node_path(n)) is None for n in victims)
+    assert all(rest.get_or_none(admin_api, rest.node_path(n)) is None for n in victims)
     provider.remove_nodes(pool, victims)  # repeat after a "crash": nothing left to do, no error
 
     cordon_nodes(kube, [survivor], now=NOW)
@@ -182,7 +182,7 @@ def test_shrink_to_zero_and_wake_recreates_the_same_nodes(
     woken = provider.get_pool(pool)
     assert woken.nodes == tuple(nodes) and woken.desired == 3
     for name in nodes:
-        node = b.get(admin_api, b.node_path(name))
+        node = rest.get(admin_api, rest.node_path(name))
         assert node["metadata"]["labels"]["tier"] == "gpu"
         assert not node["spec"].get("unschedulable")
         assert [t for t in node["spec"]["taints"] if t["key"] == "dedicated"] == [GPU_TAINT]
@@ -223,7 +223,7 @@ def test_templates_are_taken_before_the_drain_and_never_replaced(
     nodes = node_pool(2)
     pool = _pool_of(nodes)
     provider.prepare_removal(pool, [nodes[0]])  # no restore record yet: templates only
-    b.patch(admin_api, b.node_path(nodes[0]), {"metadata": {"labels": {"changed": "at-night"}}})
+    rest.patch(admin_api, rest.node_path(nodes[0]), {"metadata": {"labels": {"changed": "at-night"}}})
     cordon_nodes(kube, [nodes[0]], now=NOW)
     provider.remove_nodes(pool, [nodes[0]])
     template = _templates(admin_api, namespace, pool)[nodes[0]]
@@ -249,7 +249,7 @@ def test_removal_refuses_uncordoned_and_foreign_nodes(
     cordon_nodes(kube, other, now=NOW)
     with pytest.raises(NodeRemovalError, match=f"node {other[0]} is not in label pool {pool}"):
         provider.remove_nodes(pool, other)
-    assert all(b.get_or_none(admin_api, b.node_path(n)) is not None for n in [*mine, *other])
+    assert all(rest.get_or_none(admin_api, rest.node_path(n)) is not None for n in [*mine, *other])
     provider.remove_nodes(pool, ["no-such-node"])  # already gone: nothing to do
 
 

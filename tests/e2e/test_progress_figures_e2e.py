@@ -14,7 +14,7 @@ import pytest
 from engine.domain.operation import OpKind, OpState, ProgressEvent
 from engine.domain.progress_figures import ProgressFigures, figures
 from engine.kube.client import KubeClient
-from localcluster import builders
+from localcluster import objects, waits
 from tests.e2e.support import make_ops, pools, request, run
 
 pytestmark = pytest.mark.e2e
@@ -31,12 +31,12 @@ def test_figures_of_a_real_zero_scale(
 ) -> None:
     made = pools(node_pool, pool_key, unique_name, a=2)
     group = {"scalebot.test/group": unique_name}
-    builders.create_deployment(admin_api, namespace, "web", 4, node_selector=group, grace=1)
-    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    objects.create_deployment(admin_api, namespace, "web", 4, node_selector=group, grace=1)
+    waits.wait_for_deployment_available(admin_api, namespace, "web")
     pools(node_pool, pool_key, unique_name, b=1)  # after the pods are placed: all of them are on pool a
     # A budget paces the evictions: the drain takes more than one pass, so a rate can be measured.
-    builders.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, max_unavailable=1)
-    builders.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
+    objects.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, max_unavailable=1)
+    waits.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
     ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
     seen: list[ProgressFigures] = []
 

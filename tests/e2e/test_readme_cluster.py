@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from localcluster import builders
+from localcluster import objects, waits
 from tests.e2e.support import CLUSTER
 from tests.readme_walkthrough import blocks, commands
 
@@ -33,8 +33,8 @@ def test_part_three_runs_as_written_against_a_cluster(
 ) -> None:
     pool = f"{unique_name}-web"
     [node] = node_pool(1, labels={pool_key: pool})
-    builders.create_deployment(admin_api, namespace, "web", 1, node_selector={pool_key: pool}, grace=1)
-    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    objects.create_deployment(admin_api, namespace, "web", 1, node_selector={pool_key: pool}, grace=1)
+    waits.wait_for_deployment_available(admin_api, namespace, "web")
     assert [c.split()[1] for c in commands("3.")] == ["plan", "drain", "zero", "ops", "wake"]
     script = "\n".join(blocks("3.")).replace("NODE", node).replace("POOL", pool)
     shell = "set -euo pipefail\n" + (
@@ -73,4 +73,4 @@ def test_part_three_runs_as_written_against_a_cluster(
     assert f"evicting pod {namespace}/web-" in done.stdout and "(server dry run)" in done.stdout
     assert "zero " in done.stdout and ": continue? [y/N]" in done.stdout
     assert '"kind": "zero"' in done.stdout and '"state": "succeeded"' in done.stdout
-    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    waits.wait_for_deployment_available(admin_api, namespace, "web")

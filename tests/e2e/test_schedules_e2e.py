@@ -38,7 +38,7 @@ from engine.pools.labels import LabelPoolProvider
 from engine.schedules.service import Schedules
 from engine.store.database import Store
 from engine.workloads import WorkloadConfig, WorkloadScaler
-from localcluster import builders
+from localcluster import objects, rest, waits
 from tests.conftest import note_in_summary
 from tests.e2e.support import FAST, wait_for_return
 from tests.slack.conftest import (
@@ -87,7 +87,7 @@ def run_handle(
 ) -> ClusterHandle:
     """Cluster "dev-eu": the test's pools, and a workloads provider that sees the test's namespace alone."""
     labels = {"metadata": {"labels": {RUN_LABEL: unique_name}}}
-    builders.patch(admin_api, f"/api/v1/namespaces/{namespace}", labels)
+    rest.patch(admin_api, f"/api/v1/namespaces/{namespace}", labels)
     config = WorkloadConfig(namespace_selector=f"{RUN_LABEL}={unique_name}")
     scaler = WorkloadScaler.from_kube_client(kube, config)
     provider = LabelPoolProvider(kube, kube.api_client, label=pool_key, namespace="scalebot")
@@ -156,8 +156,8 @@ def test_a_scheduled_night_zero_scales_the_real_cluster_and_the_morning_restores
     for name, count in (("a", 2), ("b", 1)):
         full = f"{unique_name}-{name}"
         nodes += node_pool(count, name=full, labels={pool_key: full, **group})
-    builders.create_deployment(admin_api, namespace, "web", 3, node_selector=group, grace=1)
-    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    objects.create_deployment(admin_api, namespace, "web", 3, node_selector=group, grace=1)
+    waits.wait_for_deployment_available(admin_api, namespace, "web")
     kube = world.ops.handles["dev-eu"].api
 
     result, url = world.bot.command(
@@ -241,8 +241,8 @@ def test_a_scheduled_wake_after_a_zero_with_workloads_reports_the_workloads_it_r
     for name, count in (("a", 2), ("b", 1)):
         full = f"{unique_name}-{name}"
         nodes += node_pool(count, name=full, labels={pool_key: full, **group})
-    builders.create_deployment(admin_api, namespace, "web", 2, node_selector=group, grace=1)
-    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    objects.create_deployment(admin_api, namespace, "web", 2, node_selector=group, grace=1)
+    waits.wait_for_deployment_available(admin_api, namespace, "web")
     _, url = world.bot.command(
         "schedule add nights sleep=Mon-Fri 20:00 wake=Mon-Fri 07:00 tz=Europe/Berlin lead=60m "
         "approval=pre <#C0DEV|platform>",
@@ -272,8 +272,7 @@ def test_a_scheduled_wake_after_a_zero_with_workloads_reports_the_workloads_it_r
     slept = world.ops.get(asked.operation.id)
     assert slept is not None and slept.state is OpState.SUCCEEDED, slept and slept.error
     assert (
-        builders.get(admin_api, f"/apis/apps/v1/namespaces/{namespace}/deployments/web")["spec"]["replicas"]
-        == 0
+        rest.get(admin_api, f"/apis/apps/v1/namespaces/{namespace}/deployments/web")["spec"]["replicas"] == 0
     )
 
     world.at(next_week(0, 20))  # Monday 20:00: the schedule's sleep finds the cluster asleep already

@@ -26,7 +26,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from bot.slack.blocks.operations import ACTION_APPROVE
-from localcluster import builders
+from localcluster import rest, waits
 from localcluster.binaries import ensure_go_tool
 from tests import monitoring
 from tests.slack.harness import Signer, SlackApiServer, all_text, buttons_of, get, post
@@ -151,7 +151,7 @@ def scalebot_run(
     )
     url = f"http://127.0.0.1:{http_port}"
     try:
-        builders.wait_until(lambda: _ready(url, proc), 30, "scalebot run serving /healthz")
+        waits.wait_until(lambda: _ready(url, proc), 30, "scalebot run serving /healthz")
         yield url, proc
     finally:
         if proc.poll() is None:
@@ -218,9 +218,7 @@ def test_zero_request_approval_progress_and_completion(
     replies = [c for c in slack.calls_to("chat.postMessage") if c.body.get("thread_ts") == card_ts]
     assert any("Cordoned 2 nodes" in all_text(c) for c in replies)
     assert "pools" in all_text(final) and f"{pool} 2 → 0" in all_text(final)
-    assert not [
-        n for n in builders.list_items(kube_admin, builders.node_path()) if n["metadata"]["name"] in nodes
-    ]
+    assert not [n for n in rest.list_items(kube_admin, rest.node_path()) if n["metadata"]["name"] in nodes]
     # One by the start-up check (a refused token is one line, exit 2), one by Bolt's token
     # verification; none per request.
     assert len(slack.calls_to("auth.test")) == 2

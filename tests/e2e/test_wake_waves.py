@@ -33,7 +33,7 @@ from engine.operations.service import new_operations
 from engine.store.database import Store
 from engine.workloads import WorkloadConfig, WorkloadScaler
 from engine.workloads.order import WAKE_ORDER_ANNOTATION
-from localcluster import builders
+from localcluster import objects, rest, waits
 from tests.e2e.support import CLUSTER, FAST, label_cluster, pools, run
 
 pytestmark = pytest.mark.e2e
@@ -133,18 +133,16 @@ def test_pools_wake_in_waves_and_workloads_by_their_wake_order(
     group = {"scalebot.test/group": unique_name}
     # No pod of the test lands there, before or after the wake (its re-created Node keeps the taint).
     taint = {"key": "scalebot.test/stalled", "value": "true", "effect": "NoSchedule"}
-    builders.patch(admin_api, builders.node_path(stalled), {"spec": {"taints": [taint]}})
+    rest.patch(admin_api, rest.node_path(stalled), {"spec": {"taints": [taint]}})
     for name, replicas, wake_order in (("db", 2, "10"), ("api", 2, "20"), ("web", 2, None)):
-        builders.create_deployment(admin_api, namespace, name, replicas, node_selector=group, grace=1)
+        objects.create_deployment(admin_api, namespace, name, replicas, node_selector=group, grace=1)
         if wake_order is not None:
             path = f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}"
-            builders.patch(
-                admin_api, path, {"metadata": {"annotations": {WAKE_ORDER_ANNOTATION: wake_order}}}
-            )
+            rest.patch(admin_api, path, {"metadata": {"annotations": {WAKE_ORDER_ANNOTATION: wake_order}}})
     for name in ("db", "api", "web"):
-        builders.wait_for_deployment_available(admin_api, namespace, name)
+        waits.wait_for_deployment_available(admin_api, namespace, name)
     # Its re-created Node will not be Ready: kwok no longer selects it (no kubelet behind it either).
-    builders.patch(admin_api, builders.node_path(stalled), {"metadata": {"labels": {"type": STALLED_TYPE}}})
+    rest.patch(admin_api, rest.node_path(stalled), {"metadata": {"labels": {"type": STALLED_TYPE}}})
 
     waves = WakeWaves(
         (
@@ -258,8 +256,8 @@ def test_a_wave_waits_for_the_workloads_its_sleep_displaced(
     system, apps = f"{unique_name}-system", f"{unique_name}-apps"
     on_system = {pool_key: system}
     for name in ("dns", "web"):
-        builders.create_deployment(admin_api, namespace, name, 1, node_selector=on_system, grace=1)
-        builders.wait_for_deployment_available(admin_api, namespace, name)
+        objects.create_deployment(admin_api, namespace, name, 1, node_selector=on_system, grace=1)
+        waits.wait_for_deployment_available(admin_api, namespace, name)
 
     waves = WakeWaves(
         (
@@ -289,7 +287,7 @@ def test_a_wave_waits_for_the_workloads_its_sleep_displaced(
                 "template": {"spec": {"nodeSelector": {"scalebot.test/nowhere": "true"}}},
             }
         }
-        builders.patch(admin_api, path, nowhere)
+        rest.patch(admin_api, path, nowhere)
         woken = run(
             ops, OperationRequest(kind=OpKind.WAKE, target=Target(cluster=CLUSTER), requested_by="cli:e2e")
         )
@@ -309,8 +307,7 @@ def test_a_wave_waits_for_the_workloads_its_sleep_displaced(
     ), texts
     assert woken.state is OpState.FAILED and woken.error.startswith(f"Wave 1/2 ({system}) timed out")
     assert (
-        builders.wait_for_deployment_available(admin_api, namespace, "web")["status"]["availableReplicas"]
-        == 1
+        waits.wait_for_deployment_available(admin_api, namespace, "web")["status"]["availableReplicas"] == 1
     )
     assert sorted(n.name for n in kube.list_nodes() if n.name in made["system"] + made["apps"]) == sorted(
         made["system"] + made["apps"]

@@ -33,7 +33,7 @@ from engine.workloads import (
 from engine.workloads.config import DEFAULT_OWN_NAMESPACE
 from engine.workloads.kube import KubeWorkloadApi
 from engine.workloads.model import ORIGINALS_CONFIGMAP as CONFIGMAP
-from localcluster import builders as b
+from localcluster import bodies, objects, rest, waits
 from tests.e2e import support
 
 pytestmark = pytest.mark.e2e
@@ -52,7 +52,9 @@ def _can(api: Any, group: str, resource: str, verb: str) -> bool:
         "spec": {"resourceAttributes": {"group": group, "resource": resource, "verb": verb}},
     }
     return bool(
-        b.create(api, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", review)["status"]["allowed"]
+        rest.create(api, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", review)["status"][
+            "allowed"
+        ]
     )
 
 
@@ -78,34 +80,34 @@ class Cluster:
         self.admin, self.main, self.pool = admin, main, pool
         self.extra: list[str] = []
         self.run = main  # unique per test: the label value that selects this test's namespaces
-        b.patch(admin, f"/api/v1/namespaces/{main}", {"metadata": {"labels": {RUN_LABEL: self.run}}})
+        rest.patch(admin, f"/api/v1/namespaces/{main}", {"metadata": {"labels": {RUN_LABEL: self.run}}})
 
     def config(self, **kwargs: Any) -> WorkloadConfig:
         return WorkloadConfig(namespace_selector=f"{RUN_LABEL}={self.run}", **kwargs)
 
     def namespace(self, suffix: str, **annotations: str) -> str:
         name = f"{self.main}-{suffix}"
-        b.create_namespace(self.admin, name, labels={RUN_LABEL: self.run})
+        objects.create_namespace(self.admin, name, labels={RUN_LABEL: self.run})
         self.extra.append(name)
         if annotations:
-            b.patch(self.admin, f"/api/v1/namespaces/{name}", {"metadata": {"annotations": annotations}})
+            rest.patch(self.admin, f"/api/v1/namespaces/{name}", {"metadata": {"annotations": annotations}})
         return name
 
     def deployment(self, name: str, replicas: int, *, ns: str = "", **annotations: str) -> None:
         ns = ns or self.main
-        b.create_deployment(
-            self.admin, ns, name, replicas, node_selector={b.POOL_LABEL: self.pool}, cpu="10m"
+        objects.create_deployment(
+            self.admin, ns, name, replicas, node_selector={bodies.POOL_LABEL: self.pool}, cpu="10m"
         )
         if annotations:
-            b.patch(self.admin, _path("Deployment", ns, name), {"metadata": {"annotations": annotations}})
+            rest.patch(self.admin, _path("Deployment", ns, name), {"metadata": {"annotations": annotations}})
 
     def statefulset(self, name: str, replicas: int) -> None:
-        b.create_statefulset(
-            self.admin, self.main, name, replicas, node_selector={b.POOL_LABEL: self.pool}, cpu="10m"
+        objects.create_statefulset(
+            self.admin, self.main, name, replicas, node_selector={bodies.POOL_LABEL: self.pool}, cpu="10m"
         )
 
     def cronjob(self, name: str, *, suspend: bool) -> None:
-        container = {"name": "job", "image": b.PAUSE_IMAGE}
+        container = {"name": "job", "image": bodies.PAUSE_IMAGE}
         body = {
             "apiVersion": "batch/v1",
             "kind": "CronJob",
@@ -118,20 +120,22 @@ class Cluster:
                 },
             },
         }
-        b.create(self.admin, f"/apis/batch/v1/namespaces/{self.main}/cronjobs", body)
+        rest.create(self.admin, f"/apis/batch/v1/namespaces/{self.main}/cronjobs", body)
 
     def get(self, kind: str, name: str, ns: str = "") -> Json:
-        return b.get(self.admin, _path(kind, ns or self.main, name))
+        return rest.get(self.admin, _path(kind, ns or self.main, name))
 
     def stored(self, kind: str, name: str) -> dict[str, Any] | None:
         """scalebot's record of one object in its ConfigMap `scalebot-workloads` (None: no record)."""
-        cm = b.get_or_none(self.admin, f"/api/v1/namespaces/{DEFAULT_OWN_NAMESPACE}/configmaps/{CONFIGMAP}")
+        cm = rest.get_or_none(
+            self.admin, f"/api/v1/namespaces/{DEFAULT_OWN_NAMESPACE}/configmaps/{CONFIGMAP}"
+        )
         text = ((cm or {}).get("data") or {}).get(f"{kind.lower()}.{self.main}.{name}")
         return None if text is None else dict(json.loads(text))
 
     def set_replicas(self, name: str, replicas: int) -> None:
         """Another writer (a person, GitOps) changes a sleeping workload."""
-        b.patch(self.admin, _path("Deployment", self.main, name), {"spec": {"replicas": replicas}})
+        rest.patch(self.admin, _path("Deployment", self.main, name), {"spec": {"replicas": replicas}})
 
 
 @pytest.fixture
@@ -141,7 +145,7 @@ def cluster(admin_api: Any, namespace: str, node_pool: NodePool, unique_name: st
     env = Cluster(admin_api, namespace, pool)
     yield env
     for name in env.extra:
-        b.delete_namespace(admin_api, name)
+        objects.delete_namespace(admin_api, name)
 
 
 _PATHS = {
@@ -185,7 +189,7 @@ def _patches(kube: KubeClient) -> int:
 
 
 def _wait_available(scaler: WorkloadScaler, available: int, total: int) -> None:
-    b.wait_until(
+    waits.wait_until(
         lambda: scaler.availability()[:2] == (available, total),
         90.0,
         f"{available}/{total} workloads available",
@@ -225,7 +229,7 @@ def test_sleep_and_wake_round_trip_with_exclusions(cluster: Cluster, kube: KubeC
             ],
         },
     }
-    b.create(cluster.admin, f"/apis/autoscaling/v2/namespaces/{main}/horizontalpodautoscalers", hpa)
+    rest.create(cluster.admin, f"/apis/autoscaling/v2/namespaces/{main}/horizontalpodautoscalers", hpa)
     scaler = WorkloadScaler.from_kube_client(
         kube, cluster.config(excluded_namespaces=(*SYSTEM_NAMESPACES, protected))
     )
@@ -304,7 +308,7 @@ def test_sleep_and_wake_round_trip_with_exclusions(cluster: Cluster, kube: KubeC
         conditions = cluster.get("HorizontalPodAutoscaler", "web").get("status", {}).get("conditions") or []
         return any(c["type"] == "ScalingActive" and c["reason"] == "ScalingDisabled" for c in conditions)
 
-    b.wait_until(scaling_disabled, 90.0, "HPA web to report ScalingDisabled")
+    waits.wait_until(scaling_disabled, 90.0, "HPA web to report ScalingDisabled")
 
     # A second sleep in the same night writes nothing and keeps the day-time values.
     before = _patches(kube)
@@ -342,12 +346,12 @@ def test_sleep_and_wake_round_trip_with_exclusions(cluster: Cluster, kube: KubeC
 def test_availability_reports_what_is_not_available(cluster: Cluster, kube: KubeClient) -> None:
     cluster.deployment("web", 2)
     # No node carries this pool label: the pod stays Pending.
-    b.create_deployment(
-        cluster.admin, cluster.main, "nowhere", 1, node_selector={b.POOL_LABEL: "no-such-pool"}
+    objects.create_deployment(
+        cluster.admin, cluster.main, "nowhere", 1, node_selector={bodies.POOL_LABEL: "no-such-pool"}
     )
     scaler = WorkloadScaler.from_kube_client(kube, cluster.config())
 
-    b.wait_until(
+    waits.wait_until(
         lambda: (a := scaler.availability()).available == 1 and a.not_ready[0][1] != "0/1 replicas available",
         90.0,
         "web available and the Deployment controller's verdict on nowhere",
@@ -448,7 +452,7 @@ def test_a_workload_put_to_sleep_by_the_previous_version_wakes(cluster: Cluster,
     legacy = '{"replicas":3,"set":0,"at":"2026-05-04T18:00:00Z"}'
     cluster.deployment("web", 0, **{ORIGINAL_ANNOTATION: legacy})
     cluster.statefulset("db", 0)
-    b.patch(
+    rest.patch(
         cluster.admin,
         _path("StatefulSet", main, "db"),
         {"metadata": {"annotations": {ORIGINAL_ANNOTATION: '{"replicas":2,"set":0}'}}},
@@ -536,7 +540,7 @@ def _scaledobject(cluster: Cluster, name: str, target: str, paused: str | None) 
             "triggers": [],
         },
     }
-    b.create(cluster.admin, f"/apis/keda.sh/v1alpha1/namespaces/{cluster.main}/scaledobjects", body)
+    rest.create(cluster.admin, f"/apis/keda.sh/v1alpha1/namespaces/{cluster.main}/scaledobjects", body)
 
 
 def test_keda_paused_replicas_round_trip(
@@ -546,7 +550,7 @@ def test_keda_paused_replicas_round_trip(
     api = KubeWorkloadApi(kube)
     assert api.has_keda() is False
     keda_crd()
-    b.wait_until(api.has_keda, 30.0, "keda.sh/v1alpha1 in scalebot's discovery")
+    waits.wait_until(api.has_keda, 30.0, "keda.sh/v1alpha1 in scalebot's discovery")
     cluster.deployment("worker", 2)
     cluster.deployment("consumer", 1)
     cluster.deployment("web", 1)

@@ -29,7 +29,7 @@ from typing import IO, Any
 
 import yaml
 
-from localcluster import builders
+from localcluster import objects, rest, waits
 from tests.slack.harness import SlackApiServer, get
 
 REPO = Path(__file__).resolve().parents[2]
@@ -168,16 +168,16 @@ def pool_held_by_a_pdb(
     pool = f"{unique_name}-a"
     nodes = node_pool(1, name=pool, labels={pool_key: pool})
     node_pool(1, name=f"{unique_name}-b", labels={pool_key: f"{unique_name}-b"})
-    builders.create_deployment(admin_api, namespace, "web", 1, node_selector={pool_key: pool}, grace=1)
-    builders.wait_for_deployment_available(admin_api, namespace, "web")
-    builders.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=1)
-    builders.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
+    objects.create_deployment(admin_api, namespace, "web", 1, node_selector={pool_key: pool}, grace=1)
+    waits.wait_for_deployment_available(admin_api, namespace, "web")
+    objects.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=1)
+    waits.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
     return pool, nodes
 
 
 def release_pdb(admin_api: Any, namespace: str) -> None:
     """Delete the PDB of `pool_held_by_a_pdb`: the drain completes."""
-    builders.delete(admin_api, f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/web-pdb")
+    rest.delete(admin_api, f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/web-pdb")
 
 
 # -- kubeconfigs ---------------------------------------------------------------------------------------
@@ -265,7 +265,7 @@ def wait_healthy(url: str, proc: Proc, timeout: float = 60.0) -> None:
         except OSError:
             return False
 
-    builders.wait_until(ready, timeout, f"{url}/healthz")
+    waits.wait_until(ready, timeout, f"{url}/healthz")
 
 
 def poll(predicate: Callable[[], Any], timeout: float, what: str, *, interval: float = 0.02) -> Any:

@@ -24,7 +24,7 @@ from engine.drain import filters
 from engine.drain import passes as drain
 from engine.drain.concurrency import AdaptiveGate, AimdController
 from engine.kube.client import KubeClient
-from localcluster import builders
+from localcluster import objects, rest, waits
 
 pytestmark = pytest.mark.e2e
 
@@ -36,7 +36,7 @@ PODS = 48
 def throttled_evictions(admin_api: Any, namespace: str, unique_name: str) -> Iterator[str]:
     """A priority level of one share that rejects what it cannot seat, for our evictions only."""
     level = f"{unique_name}-tiny"
-    builders.create(
+    rest.create(
         admin_api,
         f"{FLOWCONTROL}/prioritylevelconfigurations",
         {
@@ -51,7 +51,7 @@ def throttled_evictions(admin_api: Any, namespace: str, unique_name: str) -> Ite
             },
         },
     )
-    builders.create(
+    rest.create(
         admin_api,
         f"{FLOWCONTROL}/flowschemas",
         {
@@ -84,8 +84,8 @@ def throttled_evictions(admin_api: Any, namespace: str, unique_name: str) -> Ite
     try:
         yield level
     finally:
-        builders.delete(admin_api, f"{FLOWCONTROL}/flowschemas/{level}")
-        builders.delete(admin_api, f"{FLOWCONTROL}/prioritylevelconfigurations/{level}")
+        rest.delete(admin_api, f"{FLOWCONTROL}/flowschemas/{level}")
+        rest.delete(admin_api, f"{FLOWCONTROL}/prioritylevelconfigurations/{level}")
 
 
 def test_evictions_answered_429_by_the_server_shrink_the_concurrency(
@@ -98,8 +98,8 @@ def test_evictions_answered_429_by_the_server_shrink_the_concurrency(
 ) -> None:
     group = {"scalebot.test/group": unique_name}
     nodes = node_pool(4, labels=group)
-    builders.create_deployment(admin_api, namespace, "web", PODS, node_selector=group, grace=1)
-    builders.wait_for_deployment_available(admin_api, namespace, "web", timeout=120)
+    objects.create_deployment(admin_api, namespace, "web", PODS, node_selector=group, grace=1)
+    waits.wait_for_deployment_available(admin_api, namespace, "web", timeout=120)
     gate = AdaptiveGate(
         AimdController(AimdSettings(initial=16, minimum=2, maximum=64, window=16)), SystemClock().monotonic
     )

@@ -27,7 +27,7 @@ from engine.operations.runner import ClusterHandle
 from engine.operations.service import new_operations
 from engine.pools.labels import LabelPoolProvider
 from engine.store.database import Store
-from localcluster import builders
+from localcluster import objects, rest, waits
 from tests.reliability.support import Processes, journal, operations, poll
 
 pytestmark = pytest.mark.e2e
@@ -60,12 +60,12 @@ def test_a_pdb_that_never_allows_eviction(
     group = {"scalebot.test/group": unique_name}
     pool_a, pool_b = f"{unique_name}-a", f"{unique_name}-b"
     nodes_a = node_pool(1, name=pool_a, labels={pool_key: pool_a, **group})
-    builders.create_deployment(admin_api, namespace, "web", 2, node_selector=group, grace=1)
-    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    objects.create_deployment(admin_api, namespace, "web", 2, node_selector=group, grace=1)
+    waits.wait_for_deployment_available(admin_api, namespace, "web")
     nodes_b = node_pool(1, name=pool_b, labels={pool_key: pool_b, **group})
-    builders.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available="100%")
-    builders.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
-    web = sorted(p["metadata"]["name"] for p in builders.list_pods(admin_api, namespace))
+    objects.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available="100%")
+    waits.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
+    web = sorted(p["metadata"]["name"] for p in rest.list_pods(admin_api, namespace))
 
     provider = LabelPoolProvider(kube, kube.api_client, label=pool_key, namespace="scalebot")
     ops = new_operations(
@@ -93,9 +93,9 @@ def test_a_pdb_that_never_allows_eviction(
         assert failed.error == "drain did not complete within 6s"
         assert kube.request_counts[("delete", "pods")] == 0, "no DELETE, with or without grace"
         assert "force" not in [r.step for r in ops.store.journal_rows(failed.id)]
-        assert sorted(p["metadata"]["name"] for p in builders.list_pods(admin_api, namespace)) == web
-        assert all(builders.pod_is_running(p) for p in builders.list_pods(admin_api, namespace))
-        names = {n["metadata"]["name"] for n in builders.list_items(admin_api, builders.node_path())}
+        assert sorted(p["metadata"]["name"] for p in rest.list_pods(admin_api, namespace)) == web
+        assert all(waits.pod_is_running(p) for p in rest.list_pods(admin_api, namespace))
+        names = {n["metadata"]["name"] for n in rest.list_items(admin_api, rest.node_path())}
         assert set(nodes_a) <= names, "a failed partial zero-scale removes no node"
 
         # 2. Every pool: phase 1 honours the PDB for the whole window, then phase 2 deletes.
@@ -115,7 +115,7 @@ def test_a_pdb_that_never_allows_eviction(
     forced = [r for r in ops.store.audit_rows(op_id=done.id) if r.action == "force_delete_pod"]
     assert len(forced) == len(web)
     assert phase1 is not None and all(r.at >= phase1 + WINDOW for r in forced), "only after the window"
-    names = {n["metadata"]["name"] for n in builders.list_items(admin_api, builders.node_path())}
+    names = {n["metadata"]["name"] for n in rest.list_items(admin_api, rest.node_path())}
     assert not names & {*nodes_a, *nodes_b}
 
 
@@ -134,10 +134,10 @@ def test_two_processes_racing_for_one_pool(
     node_pool(1, name=pool, labels={pool_key: pool, **group})
     node_pool(1, name=f"{unique_name}-b", labels={pool_key: f"{unique_name}-b", **group})
     # A pod that cannot leave: whoever wins holds the pool for the whole (long) drain timeout.
-    builders.create_deployment(admin_api, namespace, "web", 1, node_selector={pool_key: pool}, grace=1)
-    builders.wait_for_deployment_available(admin_api, namespace, "web")
-    builders.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=1)
-    builders.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
+    objects.create_deployment(admin_api, namespace, "web", 1, node_selector={pool_key: pool}, grace=1)
+    waits.wait_for_deployment_available(admin_api, namespace, "web")
+    objects.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=1)
+    waits.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
     db = tmp_path / "scalebot.db"
     args = [
         "zero",

@@ -36,7 +36,7 @@ from engine.operations.runner import ClusterHandle
 from engine.operations.service import Operations, new_operations
 from engine.pools.labels import LabelPoolProvider
 from engine.store.database import Store
-from localcluster import builders
+from localcluster import objects, rest, waits
 from tests.reliability.faultproxy import FAULTS, FaultProxy
 from tests.reliability.support import proxied_kubeconfig
 
@@ -87,7 +87,7 @@ class Watcher:
             self.pods_at_completion = [
                 f"{p['metadata']['namespace']}/{p['metadata']['name']}"
                 for node in self.nodes
-                for p in builders.pods_on_node(self.admin, node)
+                for p in rest.pods_on_node(self.admin, node)
                 if not _is_daemon(p)
             ]
 
@@ -135,12 +135,12 @@ def retries() -> Iterator[Retries]:
 def _cluster(admin: Any, name: str, key: str, *, replicas: int) -> tuple[str, list[str], list[str]]:
     """Pool a (2 nodes) running `replicas` web pods, then pool b (1 node) for them to move to."""
     namespace = f"rel-{name}"
-    builders.create_namespace(admin, namespace)
+    objects.create_namespace(admin, namespace)
     group = {"scalebot.test/group": name}
-    a = builders.create_node_pool(admin, f"{name}-a", 2, labels={key: f"{name}-a", **group})
-    builders.create_deployment(admin, namespace, "web", replicas, node_selector=group, grace=1)
-    builders.wait_for_deployment_available(admin, namespace, "web", timeout=90)
-    b = builders.create_node_pool(admin, f"{name}-b", 1, labels={key: f"{name}-b", **group})
+    a = objects.create_node_pool(admin, f"{name}-a", 2, labels={key: f"{name}-a", **group})
+    objects.create_deployment(admin, namespace, "web", replicas, node_selector=group, grace=1)
+    waits.wait_for_deployment_available(admin, namespace, "web", timeout=90)
+    b = objects.create_node_pool(admin, f"{name}-b", 1, labels={key: f"{name}-b", **group})
     return namespace, a, b
 
 
@@ -165,8 +165,8 @@ def test_apiserver_down_in_the_middle_of_a_drain_then_back(
     key = f"{unique_name}.scalebot.test/pool"
     namespace, nodes_a, _ = _cluster(own_admin, unique_name, key, replicas=3)
     # One pod at a time: the drain needs several passes, so the outage lands in its middle.
-    builders.create_pdb(own_admin, namespace, "web-pdb", match_labels={"app": "web"}, max_unavailable=1)
-    builders.wait_for_pdb_observed(own_admin, namespace, "web-pdb")
+    objects.create_pdb(own_admin, namespace, "web-pdb", match_labels={"app": "web"}, max_unavailable=1)
+    waits.wait_for_pdb_observed(own_admin, namespace, "web-pdb")
     ops, kube = _ops(own_cp.scalebot_kubeconfig, key, tmp_path / "db.sqlite")
     watcher = Watcher(own_admin, nodes_a)
     ops.subscribe(watcher)
@@ -179,13 +179,13 @@ def test_apiserver_down_in_the_middle_of_a_drain_then_back(
             op = ops.get(op_id)
             return op is not None and op.progress.drain.evicted >= 1
 
-        builders.wait_until(evicted, 60, "the first eviction")
+        waits.wait_until(evicted, 60, "the first eviction")
 
         own_cp.stop_apiserver()
         down_at = time.monotonic()
         try:
             # The outage: the operation stays running and its steps fail with transport errors.
-            builders.wait_until(
+            waits.wait_until(
                 lambda: time.monotonic() - down_at >= OUTAGE_SECONDS, OUTAGE_SECONDS + 5, "the outage"
             )
             during = ops.get(op_id)
@@ -207,9 +207,9 @@ def test_apiserver_down_in_the_middle_of_a_drain_then_back(
     gaps = [b - a for a, b in itertools.pairwise(retries.step_retries(op_id, down_at))]
     assert len(gaps) >= 1, "the outage failed the step fewer than twice"
     assert min(gaps) >= 4.0, f"failed steps are retried after a pause, never in a loop: {gaps}"
-    names = {n["metadata"]["name"] for n in builders.list_items(own_admin, builders.node_path())}
+    names = {n["metadata"]["name"] for n in rest.list_items(own_admin, rest.node_path())}
     assert not names & set(nodes_a)
-    web = builders.wait_for_deployment_available(own_admin, namespace, "web", timeout=60)
+    web = waits.wait_for_deployment_available(own_admin, namespace, "web", timeout=60)
     assert web["status"]["availableReplicas"] == 3
     rows = [(r.step, r.event) for r in ops.store.journal_rows(op_id)]
     assert [s for s, _ in rows] == ["record", "cordon", "drain", "remove", "verify", "verify"], rows
@@ -234,7 +234,7 @@ def test_fault_proxy_drops_resets_and_delays_the_drain_still_completes(
             # A dense burst (every other request chunk) until each kind of fault was injected and
             # one got past urllib3's own retries to the engine; then latency only, to the end.
             proxy.set(latency=0.02, every=2)
-            builders.wait_until(
+            waits.wait_until(
                 lambda: retries.records and all(proxy.counts[k] for k in FAULTS), 60, "faults to bite"
             )
             proxy.set(latency=0.02)
@@ -247,7 +247,7 @@ def test_fault_proxy_drops_resets_and_delays_the_drain_still_completes(
     assert retries.records, "scalebot saw failures and retried"
     assert watcher.pods_at_completion == [], "a transport error was read as 'pod gone'"
     assert kube.request_counts[("delete", "pods")] == 0, "a partial zero-scale never deletes a pod"
-    names = {n["metadata"]["name"] for n in builders.list_items(own_admin, builders.node_path())}
+    names = {n["metadata"]["name"] for n in rest.list_items(own_admin, rest.node_path())}
     assert not names & set(nodes_a)
-    web = builders.wait_for_deployment_available(own_admin, namespace, "web", timeout=60)
+    web = waits.wait_for_deployment_available(own_admin, namespace, "web", timeout=60)
     assert web["status"]["availableReplicas"] == 4

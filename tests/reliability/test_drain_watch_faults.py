@@ -23,7 +23,7 @@ from engine.domain.settings import DrainSettings
 from engine.drain import driver as drainer
 from engine.drain import filters
 from engine.kube.client import KubeClient
-from localcluster import builders
+from localcluster import objects, rest, waits
 from tests.reliability.faultproxy import FaultProxy
 from tests.reliability.support import proxied_kubeconfig
 
@@ -64,12 +64,12 @@ def test_a_broken_pod_watch_falls_back_to_listing_and_the_drain_completes(
 ) -> None:
     group = {"scalebot.test/group": unique_name}
     nodes = node_pool(3, labels=group)
-    builders.create_deployment(admin_api, namespace, "web", 6, node_selector=group, grace=1)
-    builders.wait_for_deployment_available(admin_api, namespace, "web")
-    builders.create_pod_with_finalizer(
+    objects.create_deployment(admin_api, namespace, "web", 6, node_selector=group, grace=1)
+    waits.wait_for_deployment_available(admin_api, namespace, "web")
+    objects.create_pod_with_finalizer(
         admin_api, namespace, "held", node=nodes[0], grace=1, owner_references=()
     )
-    builders.wait_for_pods_running(admin_api, namespace, count=7)
+    waits.wait_for_pods_running(admin_api, namespace, count=7)
 
     failure: list[BaseException] = []
     cut: list[int] = []
@@ -79,10 +79,10 @@ def test_a_broken_pod_watch_falls_back_to_listing_and_the_drain_completes(
 
         def break_the_watch_then_release() -> None:
             try:
-                held = builders.pod_path(namespace, "held")
-                builders.wait_until(
+                held = rest.pod_path(namespace, "held")
+                waits.wait_until(
                     lambda: (
-                        builders.get(admin_api, held)["metadata"].get("deletionTimestamp")
+                        rest.get(admin_api, held)["metadata"].get("deletionTimestamp")
                         and kube.request_counts[("watch", "pods")] >= 1
                     ),
                     60,
@@ -90,7 +90,7 @@ def test_a_broken_pod_watch_falls_back_to_listing_and_the_drain_completes(
                 )
                 cut.append(proxy.reset_open_connections())
                 # The fallback: a pass lists the pods again, then watches from that listing.
-                builders.wait_until(
+                waits.wait_until(
                     lambda: (
                         kube.request_counts[("list", "pods")] >= 2
                         and kube.request_counts[("watch", "pods")] >= 2
@@ -98,7 +98,7 @@ def test_a_broken_pod_watch_falls_back_to_listing_and_the_drain_completes(
                     60,
                     "a listing after the break, and a new watch",
                 )
-                builders.remove_finalizers(admin_api, namespace, "held")
+                objects.remove_finalizers(admin_api, namespace, "held")
             except BaseException as exc:  # reported by the test, never lost in the thread
                 failure.append(exc)
 
@@ -116,4 +116,4 @@ def test_a_broken_pod_watch_falls_back_to_listing_and_the_drain_completes(
     assert breaks.messages, "the watch broke"
     assert outcome.completed, outcome.report.condition_message()
     # Checked behind the proxy's back: nothing but what a drain leaves is on the nodes.
-    assert not [p for n in nodes for p in builders.pods_on_node(admin_api, n)], "the nodes are empty"
+    assert not [p for n in nodes for p in rest.pods_on_node(admin_api, n)], "the nodes are empty"

@@ -31,7 +31,7 @@ import pytest
 from engine.domain.settings import RunnerSettings
 from engine.operations.runner import CLAIM_TTL_SECONDS
 from engine.store.database import ClaimHeld, RunnerId, Store
-from localcluster import builders
+from localcluster import objects, rest, waits
 from tests.e2e.support import scalebot_args
 from tests.reliability.faultproxy import FaultProxy
 from tests.reliability.support import Processes, last_step, operations, poll, proxied_kubeconfig
@@ -50,7 +50,7 @@ def _running(admin_api: Any, namespace: str) -> set[str]:
     """UIDs of the namespace's pods that are not being deleted."""
     return {
         p["metadata"]["uid"]
-        for p in builders.list_pods(admin_api, namespace)
+        for p in rest.list_pods(admin_api, namespace)
         if not p["metadata"].get("deletionTimestamp")
     }
 
@@ -81,8 +81,8 @@ def test_a_runner_that_lost_its_claim_stops_before_its_next_kubernetes_write(
     pool = f"{unique_name}-a"
     nodes = node_pool(2, name=pool, labels={pool_key: pool})
     # Its replacements stay Pending on the cordoned nodes: no pod but A's evictions changes state.
-    builders.create_deployment(admin_api, namespace, "web", PODS, node_selector={pool_key: pool}, grace=1)
-    builders.wait_for_deployment_available(admin_api, namespace, "web", timeout=120)
+    objects.create_deployment(admin_api, namespace, "web", PODS, node_selector={pool_key: pool}, grace=1)
+    waits.wait_for_deployment_available(admin_api, namespace, "web", timeout=120)
     db = tmp_path / "scalebot.db"
 
     with FaultProxy(control_plane.api_port, seed=5, lifetime=600) as proxy:
@@ -136,6 +136,6 @@ def test_a_runner_that_lost_its_claim_stops_before_its_next_kubernetes_write(
     assert code == 1, out[-3000:]
     assert "was claimed by another runner: this runner stopped without writing anything more" in out, out
     for node in nodes:
-        live = builders.get(admin_api, builders.node_path(node))
+        live = rest.get(admin_api, rest.node_path(node))
         assert live["spec"].get("unschedulable") is True, f"{node} was uncordoned by the fenced runner"
     assert operations(db)[op_id] == ("running", "drain"), "the operation is the new runner's to go on with"

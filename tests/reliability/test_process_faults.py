@@ -31,7 +31,7 @@ import msgspec
 import pytest
 
 from engine.domain.operation import OperationProgress
-from localcluster import builders
+from localcluster import objects, rest, waits
 from tests.e2e.support import scalebot_args
 from tests.reliability.faultproxy import FaultProxy
 from tests.reliability.support import (
@@ -71,7 +71,7 @@ def _writes_refused(admin_api: Any, control_plane: Any, node: str, name: str) ->
     """
     policy = f"/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/hold-{name}"
     binding = f"/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/hold-{name}"
-    builders.create(
+    rest.create(
         admin_api,
         policy.rsplit("/", 1)[0],
         {
@@ -103,7 +103,7 @@ def _writes_refused(admin_api: Any, control_plane: Any, node: str, name: str) ->
             },
         },
     )
-    builders.create(
+    rest.create(
         admin_api,
         binding.rsplit("/", 1)[0],
         {
@@ -116,10 +116,10 @@ def _writes_refused(admin_api: Any, control_plane: Any, node: str, name: str) ->
     scalebot = control_plane.scalebot_api_client()
 
     def refused() -> bool:
-        answer = builders.send_request(
+        answer = rest.send_request(
             scalebot,
             "PATCH",
-            builders.node_path(node),
+            rest.node_path(node),
             # A change scalebot's own field policy allows (the cordon field, unchanged), so only
             # the test's hold policy can refuse it.
             body={"spec": {"unschedulable": False}},
@@ -129,12 +129,12 @@ def _writes_refused(admin_api: Any, control_plane: Any, node: str, name: str) ->
         return int(answer.status) == 403
 
     try:
-        builders.wait_until(refused, 30, "the admission policy to be in force")
+        waits.wait_until(refused, 30, "the admission policy to be in force")
         yield
     finally:
-        builders.delete(admin_api, binding)
-        builders.delete(admin_api, policy)
-        builders.wait_until(lambda: not refused(), 30, "the admission policy to be gone")
+        rest.delete(admin_api, binding)
+        rest.delete(admin_api, policy)
+        waits.wait_until(lambda: not refused(), 30, "the admission policy to be gone")
         scalebot.close()
 
 
@@ -168,27 +168,25 @@ def test_sigkill_during_cordon_force_and_node_removal_then_resume(
     pool = f"{unique_name}-a"
     nodes = node_pool(2, name=pool, labels={pool_key: pool, "scalebot.test/group": unique_name})
     group = {"scalebot.test/group": unique_name}
-    builders.create_deployment(admin_api, namespace, "web", 2, node_selector=group, grace=1)
-    builders.wait_for_deployment_available(admin_api, namespace, "web")
-    builders.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=2)
-    builders.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
-    web_pods = {p["metadata"]["name"]: p["metadata"]["uid"] for p in builders.list_pods(admin_api, namespace)}
+    objects.create_deployment(admin_api, namespace, "web", 2, node_selector=group, grace=1)
+    waits.wait_for_deployment_available(admin_api, namespace, "web")
+    objects.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=2)
+    waits.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
+    web_pods = {p["metadata"]["name"]: p["metadata"]["uid"] for p in rest.list_pods(admin_api, namespace)}
     assert len(web_pods) == 2
 
     db = tmp_path / "scalebot.db"
 
     def cordoned() -> list[str]:
         return [
-            n
-            for n in nodes
-            if (builders.get(admin_api, builders.node_path(n))["spec"] or {}).get("unschedulable")
+            n for n in nodes if (rest.get(admin_api, rest.node_path(n))["spec"] or {}).get("unschedulable")
         ]
 
     def pods_left() -> list[str]:
         """The original web pods still there (their ReplicaSet recreates Pending copies at once)."""
         return [
             p["metadata"]["name"]
-            for p in builders.list_pods(admin_api, namespace)
+            for p in rest.list_pods(admin_api, namespace)
             if p["metadata"]["name"] in web_pods
         ]
 
@@ -236,9 +234,7 @@ def test_sigkill_during_cordon_force_and_node_removal_then_resume(
     assert rows[-1][2] == "succeeded"
 
     # The end state: every node of the (only) pool is gone, each web pod was force-deleted once.
-    assert not [
-        n for n in builders.list_items(admin_api, builders.node_path()) if n["metadata"]["name"] in nodes
-    ]
+    assert not [n for n in rest.list_items(admin_api, rest.node_path()) if n["metadata"]["name"] in nodes]
     data = _progress(db, op_id)
     assert sorted(data.drain.force_deleted) == sorted(f"{namespace}/{name}" for name in web_pods), data
     import sqlite3
@@ -274,11 +270,11 @@ def test_run_sigkill_while_a_slack_reply_is_in_flight_then_sigterm_mid_step(
     group = {"scalebot.test/group": unique_name}
     pool_a, pool_b = f"{unique_name}-a", f"{unique_name}-b"
     nodes_a = node_pool(2, name=pool_a, labels={pool_key: pool_a, **group})
-    builders.create_deployment(admin_api, namespace, "web", 2, node_selector=group, grace=1)
-    builders.wait_for_deployment_available(admin_api, namespace, "web")
+    objects.create_deployment(admin_api, namespace, "web", 2, node_selector=group, grace=1)
+    waits.wait_for_deployment_available(admin_api, namespace, "web")
     nodes_b = node_pool(1, name=pool_b, labels={pool_key: pool_b, **group})  # after: web runs on pool a
-    builders.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=2)
-    builders.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
+    objects.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=2)
+    waits.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
     db = tmp_path / "scalebot.db"
 
     with slack_server() as slack, FaultProxy(control_plane.api_port) as proxy:
@@ -320,9 +316,9 @@ def test_run_sigkill_while_a_slack_reply_is_in_flight_then_sigterm_mid_step(
         wait_healthy(setup.url, third)
         poll(lambda: sum(e == "resumed" for _, _, e, _ in journal(db, op_id)) == 2, 60, "the second resume")
         # Nothing blocks any more: the blocked pods go away (the next pass finds the nodes empty).
-        builders.delete(admin_api, f"/apis/apps/v1/namespaces/{namespace}/deployments/web", grace=0)
-        for pod in builders.list_pods(admin_api, namespace):
-            builders.delete(admin_api, builders.pod_path(namespace, pod["metadata"]["name"]), grace=0)
+        rest.delete(admin_api, f"/apis/apps/v1/namespaces/{namespace}/deployments/web", grace=0)
+        for pod in rest.list_pods(admin_api, namespace):
+            rest.delete(admin_api, rest.pod_path(namespace, pod["metadata"]["name"]), grace=0)
         # SIGKILL during the last step, then a restart without latency: the resumed operation
         # ends within milliseconds, while the new process is still starting its Slack side
         # (auth.test answers slowly), and its final message must still reach the thread.
@@ -353,7 +349,7 @@ def test_run_sigkill_while_a_slack_reply_is_in_flight_then_sigterm_mid_step(
     updates = [c for c in slack.calls_to("chat.update", ok_only=True) if c.body.get("ts") == parent_ts]
     assert updates and "Completed" in all_text(updates[-1])
     assert _count(db, "SELECT COUNT(*) FROM outbox") == 0, "nothing is still owed to Slack"
-    names = {n["metadata"]["name"] for n in builders.list_items(admin_api, builders.node_path())}
+    names = {n["metadata"]["name"] for n in rest.list_items(admin_api, rest.node_path())}
     assert not names & set(nodes_a) and set(nodes_b) <= names
     for proc in procs.started:
         assert "Traceback" not in proc.output(), proc.output()[-3000:]

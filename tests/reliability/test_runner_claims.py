@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from engine.operations.runner import CLAIM_TTL_SECONDS
-from localcluster import builders
+from localcluster import rest, waits
 from tests.e2e.support import scalebot_args
 from tests.reliability.support import (
     Processes,
@@ -84,7 +84,7 @@ def test_a_second_runner_is_refused_and_a_frozen_one_is_fenced(
     refused = procs.scalebot("resume", *args, name="resume-early", env={"POD_NAME": "runner-b"})
     assert refused.wait(60) == 2, "still refused within the TTL (a frozen process is not a dead one)"
     # Wait out the TTL (real time: the claim's heartbeat is wall-clock time written by runner-a).
-    builders.wait_until(
+    waits.wait_until(
         lambda: time.monotonic() - frozen_at > CLAIM_TTL_SECONDS + 1, CLAIM_TTL_SECONDS + 5, "the TTL"
     )
     takeover = procs.scalebot("resume", *args, name="resume-takeover", env={"POD_NAME": "runner-b"})
@@ -105,5 +105,5 @@ def test_a_second_runner_is_refused_and_a_frozen_one_is_fenced(
     journal = _journal(db, op_id)
     assert {r for i, _, _, r in journal if i < taken_at} == {"runner-a"}
     assert {r for i, _, _, r in journal if i >= taken_at} == {"runner-b"}, journal
-    names = {n["metadata"]["name"] for n in builders.list_items(admin_api, builders.node_path())}
+    names = {n["metadata"]["name"] for n in rest.list_items(admin_api, rest.node_path())}
     assert not names & set(nodes)

@@ -33,7 +33,7 @@ import pytest
 import yaml
 
 from bot.slack.blocks.operations import ACTION_APPROVE
-from localcluster import builders
+from localcluster import rest
 from tests.reliability.support import (
     APPROVER,
     APPROVER2,
@@ -194,13 +194,13 @@ def test_full_flow_under_slack_faults_protected_approvals_and_no_secret_anywhere
         assert conn.execute("SELECT COUNT(*) FROM outbox").fetchone() == (0,)
         approvals = [a for (a,) in conn.execute("SELECT actor FROM audit WHERE action = 'approve'")]
     assert sorted(approvals) == sorted([APPROVER, APPROVER2])
-    names = {n["metadata"]["name"] for n in builders.list_items(admin_api, builders.node_path())}
+    names = {n["metadata"]["name"] for n in rest.list_items(admin_api, rest.node_path())}
     assert not names & set(nodes_a)
 
     # No secret anywhere it could leak to. The log is the process's raw output stream; its
     # formatter masks Slack-token shapes (`xoxb-***`), so a mask in it would mean a token reached a
     # log call: none may appear. Kubernetes Events (what `kubectl describe` shows) are read back.
-    events = builders.list_items(admin_api, "/api/v1/events") + builders.list_items(
+    events = rest.list_items(admin_api, "/api/v1/events") + rest.list_items(
         admin_api, "/apis/events.k8s.io/v1/events"
     )
     places = {

@@ -32,7 +32,7 @@ import pytest
 import yaml
 
 from engine.store.database import Store
-from localcluster import builders
+from localcluster import rest, waits
 from tests.e2e.support import scalebot_args
 from tests.reliability.support import (
     PYTHON,
@@ -84,10 +84,10 @@ def _one_error_line(proc: Proc) -> str:
 def _untouched(admin_api: Any, nodes: list[str], pool: str) -> None:
     """Nothing changed in the cluster: no cordon, no draining taint, no pool record."""
     for name in nodes:
-        node = builders.get(admin_api, builders.node_path(name))
+        node = rest.get(admin_api, rest.node_path(name))
         assert not (node.get("spec") or {}).get("unschedulable"), name
         assert not (node.get("spec") or {}).get("taints"), name
-    record = builders.get_or_none(admin_api, f"/api/v1/namespaces/scalebot/configmaps/scalebot-pool-{pool}")
+    record = rest.get_or_none(admin_api, f"/api/v1/namespaces/scalebot/configmaps/scalebot-pool-{pool}")
     assert record is None, "no size was recorded on the pool"
 
 
@@ -119,7 +119,7 @@ def test_database_locked_by_another_process(
         name="holder",
         stdin=subprocess.PIPE,
     )
-    builders.wait_until(lambda: "locked" in holder.output(), 15, "the helper to hold the lock")
+    waits.wait_until(lambda: "locked" in holder.output(), 15, "the helper to hold the lock")
 
     blocked = procs.scalebot(*_zero_args(scalebot_kubeconfig, db, pool_key, pool), name="zero-locked")
     assert blocked.wait(40) == 2
@@ -281,7 +281,7 @@ def test_disk_full_while_an_operation_runs(
         assert again.wait(60) == 0, again.output()[-3000:]
         rows = journal(db, op_id)  # before the tmpfs (and the database on it) goes away
     assert steps_in_order(rows) == ["record", "cordon", "drain", "remove", "verify"], rows
-    names = {n["metadata"]["name"] for n in builders.list_items(admin_api, builders.node_path())}
+    names = {n["metadata"]["name"] for n in rest.list_items(admin_api, rest.node_path())}
     assert not names & set(nodes)
 
 

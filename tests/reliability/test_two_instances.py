@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from localcluster import builders
+from localcluster import objects, rest, waits
 from tests.reliability.faultproxy import FaultProxy
 from tests.reliability.support import (
     CHANNEL,
@@ -60,13 +60,13 @@ TOKENS = {"scalebot-a": "xoxb-1-instance-a", "scalebot-b": "xoxb-1-instance-b"}
 @pytest.fixture
 def fresh_lease(admin_api: Any) -> Iterator[None]:
     """scalebot's Lease (its default name) starts absent and is removed afterwards."""
-    builders.delete(admin_api, LEASE)
+    rest.delete(admin_api, LEASE)
     yield
-    builders.delete(admin_api, LEASE)
+    rest.delete(admin_api, LEASE)
 
 
 def _holder(admin_api: Any) -> str:
-    lease = builders.get_or_none(admin_api, LEASE)
+    lease = rest.get_or_none(admin_api, LEASE)
     return str(((lease or {}).get("spec") or {}).get("holderIdentity") or "")
 
 
@@ -90,10 +90,10 @@ def test_only_the_leader_acts_and_the_standby_takes_over_after_a_kill(
     pool_a = f"{unique_name}-a"
     nodes_a = node_pool(1, name=pool_a, labels={pool_key: pool_a})
     node_pool(1, name=f"{unique_name}-b", labels={pool_key: f"{unique_name}-b"})
-    builders.create_deployment(admin_api, namespace, "web", 1, node_selector={pool_key: pool_a}, grace=1)
-    builders.wait_for_deployment_available(admin_api, namespace, "web")
-    builders.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=1)
-    builders.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
+    objects.create_deployment(admin_api, namespace, "web", 1, node_selector={pool_key: pool_a}, grace=1)
+    waits.wait_for_deployment_available(admin_api, namespace, "web")
+    objects.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=1)
+    waits.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
     db = tmp_path / "scalebot.db"
 
     with slack_server() as slack, FaultProxy(control_plane.api_port) as proxy:
@@ -167,9 +167,9 @@ def test_only_the_leader_acts_and_the_standby_takes_over_after_a_kill(
         print(f"takeover: Lease and operation resumed {took:.1f} s after the SIGKILL")
 
         # Unblock the drain: the pod goes away, the new leader finishes from the database.
-        builders.delete(admin_api, f"/apis/apps/v1/namespaces/{namespace}/deployments/web", grace=0)
-        for pod in builders.list_pods(admin_api, namespace):
-            builders.delete(admin_api, builders.pod_path(namespace, pod["metadata"]["name"]), grace=0)
+        rest.delete(admin_api, f"/apis/apps/v1/namespaces/{namespace}/deployments/web", grace=0)
+        for pod in rest.list_pods(admin_api, namespace):
+            rest.delete(admin_api, rest.pod_path(namespace, pod["metadata"]["name"]), grace=0)
         # SIGTERM the new leader during the operation's last step: the step ends the operation
         # while the process shuts down, and its final message still goes out before it exits.
         poll(lambda: last_step(db) == "verify", 60, "the verify step")
@@ -197,7 +197,7 @@ def test_only_the_leader_acts_and_the_standby_takes_over_after_a_kill(
     assert len([c for c in slack.calls_to("chat.postMessage") if not c.body.get("thread_ts")]) == 1
     updates = [c for c in slack.calls_to("chat.update", ok_only=True) if c.body.get("ts") == parent_ts]
     assert _by(updates[-1]) == standby and "Completed" in all_text(updates[-1]), "the same card, edited"
-    names = {n["metadata"]["name"] for n in builders.list_items(admin_api, builders.node_path())}
+    names = {n["metadata"]["name"] for n in rest.list_items(admin_api, rest.node_path())}
     assert not names & set(nodes_a)
 
 

@@ -103,25 +103,25 @@ def test_a_failed_e2e_test_reports_the_cluster_state_and_a_passing_one_does_not(
 def test_a_slow_return_after_a_wake_is_noted_with_the_cluster_state_and_waited_for(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from localcluster import builders
+    from localcluster import waits
     from tests import cluster_state, conftest
     from tests.e2e import support
 
-    waits: list[float] = []
+    timeouts: list[float] = []
 
     def wait(api: object, namespace: str, name: str, *, timeout: float) -> dict[str, object]:
-        waits.append(timeout)
-        if len(waits) == 1:
-            raise builders.WaitTimeout("not yet")
+        timeouts.append(timeout)
+        if len(timeouts) == 1:
+            raise waits.WaitTimeout("not yet")
         return {"status": {"availableReplicas": 3}}
 
     notes: list[str] = []
-    monkeypatch.setattr(builders, "wait_for_deployment_available", wait)
+    monkeypatch.setattr(waits, "wait_for_deployment_available", wait)
     monkeypatch.setattr(cluster_state, "read_cluster_state", lambda api, ns, prefix: f"STATE {ns} {prefix}")
     monkeypatch.setattr(conftest, "note_in_summary", notes.append)
     back = support.wait_for_return(object(), "ns", "web", node_prefix="pool")
     assert back == {"status": {"availableReplicas": 3}}
-    assert waits == [
+    assert timeouts == [
         support.PROMPT_RETURN_SECONDS,
         support.SCHEDULER_RETRY_BOUND_SECONDS - support.PROMPT_RETURN_SECONDS,
     ]
