@@ -1,0 +1,82 @@
+"""The fleet storm with real control planes among the clusters, in one `scalebot run`-style process.
+
+The wiring of tests/slack/test_fleet_storm.py (tests/slack/fleet.py: one `Operations` on SQLite, the
+real runner, the schedule service and timer callbacks, Bolt over HTTP and the sender against the
+local Web API enforcing Slack's limits), over a fleet of REAL clusters plus SIMULATED ones:
+
+- two real local control planes (the session's and a second one started here), each with two label
+  pools of kwok nodes (2 + 1) carrying a 3-replica Deployment (`tests.slack.fleet.real_cluster`);
+  scalebot reaches each as its own ServiceAccount (the plane's scalebot kubeconfig), so the
+  scheduled sleep really evicts the pods, cordons and deletes every node of both pools;
+- three simulated clusters behind a seeded API round trip (10 ms + exp(10 ms)).
+
+Every cluster has a pre-approved "Mon-Fri 20:00" schedule in its own channel; all fire on the same
+tick. Covers: every sleep succeeds (the real pools are empty afterwards), every final rendering
+and closing line reaches Slack, no Tier method above its limit in any minute, no 429, and slash
+commands sent concurrently for the storm's whole length are each answered, their acks with
+p99 < 300 ms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.operations.runner import ClusterHandle
+from localcluster.controlplane import ControlPlane
+from tests.slack.fleet import (
+    Latency,
+    check_storm,
+    describe,
+    fleet_world,
+    percentile,
+    real_cluster,
+    run_storm,
+    simulated_cluster,
+)
+from tests.slack.harness import SlackApiServer
+
+pytestmark = pytest.mark.e2e
+
+SIMULATED = 3
+ACK_P99_BOUND = 0.3
+"""Seconds: the issue's target (Slack's own deadline is 3 s)."""
+
+
+@pytest.fixture(scope="module")
+def second_plane(control_plane: ControlPlane) -> Iterator[ControlPlane]:
+    """A second API server (about 6 s to start): the fleet's second real cluster."""
+    plane = ControlPlane(control_plane.cache_dir, echo=lambda _: None)
+    with plane:
+        yield plane
+
+
+@pytest.fixture
+def slack() -> Iterator[SlackApiServer]:
+    api = SlackApiServer().start()
+    yield api
+    api.close()
+
+
+def test_a_fleet_with_two_real_control_planes_sleeps_within_slacks_limits_and_acks_fast(
+    control_plane: ControlPlane, second_plane: ControlPlane, slack: SlackApiServer, tmp_path: Path
+) -> None:
+    with (
+        real_cluster(control_plane, "real-1") as first,
+        real_cluster(second_plane, "real-2") as second,
+    ):
+        handles: dict[str, ClusterHandle] = {"real-1": first.handle, "real-2": second.handle}
+        for n in range(SIMULATED):
+            handles[f"dev-{n}"] = simulated_cluster(f"dev-{n}", Latency(floor=0.010, tail=0.010), seed=n)
+        with fleet_world(slack, handles, tmp_path / "scalebot.db") as world:
+            storm = run_storm(world, timeout=180)
+            check_storm(world, storm)
+            print("\n" + describe(world, storm, f"2 real control planes + {SIMULATED} simulated clusters"))
+        assert first.nodes and first.nodes_left() == [], "the first plane's pools are empty"
+        assert second.nodes and second.nodes_left() == [], "the second plane's pools are empty"
+
+    assert len(slack.calls_to("chat.update", ok_only=True)) >= 2 * len(handles)
+    assert [c for c in slack.calls if c.status == 429] == []
+    assert percentile([a.elapsed for a in storm.acks], 99) < ACK_P99_BOUND
