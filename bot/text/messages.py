@@ -7,6 +7,9 @@ and is rendered here, for Slack and (`slack=False`) for the CLI; the engine's ot
 Slack mrkdwn: a sentence that carries a mention, a channel or a date is `bot.text.mrkdwn.Mrkdwn`, built
 with `mrkdwn.fmt` so the names and texts in it are escaped; renderers escape every other sentence
 once, whole (`mrkdwn.escape`), so text from a cluster, a user or a config is never markup.
+
+One module over 600 lines on purpose: keeping every sentence in one place is what keeps the bot's
+wording consistent and reviewable as a whole.
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ them; `engine.store.database` persists them; the bot, the scheduler and the CLI 
 
 States: awaiting_approval → running → succeeded | failed, plus rejected, expired, superseded and
 cancelled. An operation that needs no approval starts in running.
+
+One module over 600 lines on purpose: the request, plan, progress, summary and events are the parts
+of one `Operation` value, persisted and rendered together.
 """
 
 from __future__ import annotations

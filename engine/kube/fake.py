@@ -15,6 +15,9 @@ This is a model, not evidence of how Kubernetes behaves: the e2e suite is. Simpl
 every Running pod counts as Ready; PodDisruptionBudgets have either a fixed allowance that only
 evictions change or a `min_available` the allowance is recomputed from; one listing is one
 request (no pagination); label selectors support `=`, `==`, `!=`, `in`, `notin`, `key`, `!key`.
+
+One module over 600 lines on purpose: it is one model of one API server, and its checks (eviction,
+preconditions, finalizers, recreation) all read and change the same objects and clock in `FakeCluster`.
 """
 
 from __future__ import annotations

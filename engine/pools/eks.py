@@ -28,6 +28,9 @@ EC2 instance behind it. desired/min/max are the node group's `scalingConfig`.
 Pure parts (instance ids from providerIDs, which instances a removal terminates, the scaling config
 for a size) are module functions over small dataclasses; AWS sits behind `NodegroupApi`
 (engine.pools.eks_aws implements it with boto3).
+
+One module over 600 lines on purpose: it is one provider, whose pure rules, workload-cluster side
+and AWS calls above follow one node group through one removal or resize.
 """
 
 from __future__ import annotations

@@ -37,6 +37,9 @@ scalebot's namespace:
   are capped at 256 KiB in total, a ConfigMap at 1 MiB, about a thousand templates.)
 A pool whose nodes are all gone still exists while its ConfigMap does, so `wake` can find it:
 `list_pools` merges the nodes' labels and the ConfigMaps.
+
+One module over 600 lines on purpose: it is one provider, and the ConfigMap, its node templates and
+the removal rules above are read and written together by every resize and wake.
 """
 
 from __future__ import annotations

@@ -27,6 +27,8 @@ engine emits events; listeners enqueue and return). What it does with the queue:
 - a 429 blocks that method for its Retry-After (the sender handles it itself, so it can keep
   coalescing and other methods keep flowing); 5xx and transport errors back off and retry.
 The WebClient given here should retry only connection errors (slack_sdk's default handler).
+One module over 600 lines on purpose: the rules above act on one queue owned by one thread, and
+splitting them would share that queue's state across modules.
 """
 
 from __future__ import annotations
