@@ -35,7 +35,8 @@ from engine.planning import preflight as plan
 
 
 def connect(args: argparse.Namespace) -> KubeApi:
-    from engine.kube.client import KubeClient, KubeConfigError
+    from engine.kube.client import KubeClient
+    from engine.kube.config import KubeConfigError
 
     try:
         return KubeClient.from_config(kubeconfig=args.kubeconfig, context=args.context)

@@ -11,7 +11,9 @@ from bot.cli import records as cli_read
 from bot.cli.common import EXIT_OK, CliError, _user, live_display
 from bot.cli.service import build_operations, follow
 from bot.text import messages
-from engine.store.database import AuditUnverifiable, StoreError, verify_audit_file
+from engine.store.audit import AuditUnverifiable
+from engine.store.base import StoreError
+from engine.store.readonly import verify_audit_file
 
 EXIT_AUDIT_BROKEN = 1
 """`operations verify-audit`: the hash chain is broken (a row was edited, inserted or deleted), its

@@ -25,7 +25,8 @@ from engine.operations.service import HistoryEntry, Operations, new_operations
 from engine.schedules.service import Schedules
 from engine.schedules.text import schedule_summary
 from engine.schedules.timer import first_of_each
-from engine.store.database import Store, StoreError
+from engine.store.base import StoreError
+from engine.store.database import Store
 
 OUTPUTS = ("text", "json", "yaml")
 NAME_TIMEOUT_SECONDS = 5

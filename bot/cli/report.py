@@ -20,7 +20,8 @@ from engine.domain.clock import SystemClock
 from engine.domain.durations import parse_duration
 from engine.domain.operation import Operation
 from engine.savings.figures import PoolKey, SavingsReport, savings
-from engine.store.database import StoreError, read_operations_file
+from engine.store.base import StoreError
+from engine.store.readonly import read_operations_file
 
 
 def add_parser(

@@ -33,7 +33,9 @@ from engine.domain.wake_waves import WakeWaves, WaveSpec
 from engine.operations.policy import ClusterPolicy
 from engine.operations.runner import ClusterHandle
 from engine.operations.service import Operations, new_operations
-from engine.store.database import ClaimHeld, Store, StoreError
+from engine.store.base import StoreError
+from engine.store.claims import ClaimHeld
+from engine.store.database import Store
 
 
 def build_operations(

@@ -57,7 +57,8 @@ from engine.operations.service import Operations
 from engine.operations.unattended import CleanupReport, Cycling, EmptyNodeCleaner, Evictor, PolicyLoop
 from engine.schedules.calendars import Calendars
 from engine.schedules.service import Schedules
-from engine.store.database import Store, StoreError
+from engine.store.base import StoreError
+from engine.store.database import Store
 
 log = logging.getLogger(__name__)
 

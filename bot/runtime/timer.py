@@ -43,13 +43,13 @@ from apscheduler.triggers.date import DateTrigger
 from engine.domain.announcement import Announcement, NextEvent
 from engine.domain.clock import Clock, wall_seconds
 from engine.domain.operation import ProgressEvent
-from engine.schedules import spec as schedule
+from engine.schedules import one_off
 from engine.schedules.model import ScheduleOutcome
 from engine.schedules.service import Schedules
 
 log = logging.getLogger(__name__)
 
-MISFIRE_GRACE_SECONDS = int(schedule.MISSED_LOOKBACK.total_seconds())
+MISFIRE_GRACE_SECONDS = int(one_off.MISSED_LOOKBACK.total_seconds())
 """Late jobs still run: the service, not the timer, decides what is too late (module docstring)."""
 JOB_PREFIX = "schedules@"
 SAVINGS_JOB_PREFIX = "savings@"

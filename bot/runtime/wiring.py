@@ -49,7 +49,7 @@ def connect_cluster(
     """`provider` names an entry of `bot.config.providers.PROVIDERS`; `options` are its own settings
     (validated here again, so the CLI and the config file fail the same way). `gitops` is the
     cluster's setting for workloads a GitOps owner applies (when `workloads` is not given)."""
-    from engine.kube.client import KubeConfigError
+    from engine.kube.config import KubeConfigError
     from engine.workloads import WorkloadConfig, WorkloadScaler
 
     try:

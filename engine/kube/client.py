@@ -8,6 +8,9 @@ Its neighbours own the rest: `engine.kube.config` loads a configuration (kubecon
 into a private `ApiClient`; `engine.kube.transport` is the one path of every request to that
 cluster (this client's, the pool providers', Lease, Events, /readyz: rate limit, counts, retries,
 error translation); `engine.kube.watch` reads watch streams.
+
+One module over 600 lines on purpose: `KubeClient` is one method per call of the `KubeApi` port,
+and its module functions are the request bodies those methods send.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from kubernetes import client as k8s
 from engine.domain.model import CordonResult, NodeInfo, PdbInfo, PodInfo, RawObject
 from engine.kube import errors, projection, ratelimit
 from engine.kube.api import PodListing
-from engine.kube.config import KubeConfigError, configuration_from_text, load_configuration
+from engine.kube.config import configuration_from_text, load_configuration
 from engine.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 from engine.kube.transport import (
     DEFAULT_POOL_MAXSIZE,
@@ -37,19 +40,11 @@ from engine.kube.transport import (
 from engine.kube.watch import WATCH_READ_TIMEOUT_SECONDS, WATCH_SECONDS, PodWatch
 
 __all__ = [
-    "DEFAULT_BURST",
-    "DEFAULT_POOL_MAXSIZE",
-    "DEFAULT_QPS",
-    "DEFAULT_REQUEST_TIMEOUT_SECONDS",
     "JSON_MERGE_PATCH",
     "PAGE_SIZE",
     "STRATEGIC_MERGE_PATCH",
     "USER_AGENT",
     "KubeClient",
-    "KubeConfigError",
-    "PodWatch",
-    "Transport",
-    "load_configuration",
 ]
 
 T = TypeVar("T")

@@ -26,7 +26,7 @@ from engine.workloads.api import WorkloadApi
 from engine.workloads.model import HpaInfo, Kind, NamespaceInfo, WorkloadInfo
 
 FenceCheck = Callable[[], None]
-"""Raises `engine.store.database.Fenced` when the runner may no longer write; returns otherwise."""
+"""Raises `engine.store.claims.Fenced` when the runner may no longer write; returns otherwise."""
 
 
 class FencedKubeApi:

@@ -56,7 +56,9 @@ from engine.operations.flows import first_step, step_after
 from engine.operations.steps import STEPS
 from engine.operations.steps.context import ClusterHandle, StepResult
 from engine.operations.steps.cordon_drain import give_back_nodes
-from engine.store.database import ClaimHeld, Fenced, RunnerClaim, RunnerId, Store, StoreError
+from engine.store.base import StoreError
+from engine.store.claims import ClaimHeld, Fenced, RunnerClaim, RunnerId
+from engine.store.database import Store
 
 __all__ = [
     "CLAIM_POLL_SECONDS",

@@ -42,7 +42,8 @@ from engine.operations.runner import ClusterHandle, Runner
 from engine.planning import advice, consolidation
 from engine.planning import preflight as planning
 from engine.pools.base import KeepsSchedules, Pool, PoolNotFound, ProviderSchedule
-from engine.store.database import ClaimHeld, LockConflict, Store
+from engine.store.claims import ClaimHeld, LockConflict
+from engine.store.database import Store
 from engine.workloads.plan import is_owner_key
 
 log = logging.getLogger(__name__)
@@ -802,7 +803,7 @@ class Operations:
     def resume(self, *, wait_for_claims: bool = False) -> list[str]:
         """At start-up: expire stale approvals and continue every running operation.
 
-        Raises `engine.store.database.ClaimHeld` (nothing started) when another live runner holds one of
+        Raises `engine.store.claims.ClaimHeld` (nothing started) when another live runner holds one of
         them; `wait_for_claims` (a new leader) waits for such claims to lapse instead.
         """
         self.expire_stale()

@@ -46,7 +46,8 @@ from engine.operations.policy import EVICTOR
 from engine.operations.runner import ClusterHandle
 from engine.operations.service import Operations, UserError
 from engine.planning import consolidation
-from engine.store.database import LockConflict, Store
+from engine.store.claims import LockConflict
+from engine.store.database import Store
 
 log = logging.getLogger(__name__)
 

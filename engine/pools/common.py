@@ -16,8 +16,8 @@ import orjson
 
 from engine.domain.errors import Category, ScalebotError
 from engine.domain.model import format_time, parse_time
-from engine.kube import client as kube_client
 from engine.kube import errors
+from engine.kube.transport import Transport
 from engine.pools.base import RESTORE_ANNOTATION, RestoreRecord
 
 FIELD_MANAGER = "scalebot"
@@ -102,7 +102,7 @@ class RawCaller:
     def __call__(
         self, verb: str, resource: str, method: Callable[..., Any], *args: Any, **kwargs: Any
     ) -> Any:
-        transport = kube_client.Transport.of(self.api_client)
+        transport = Transport.of(self.api_client)
         data = transport.read(verb, resource, method, *args, timeout=self.timeout, **kwargs)
         try:
             return orjson.loads(data) if data else {}

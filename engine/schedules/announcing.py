@@ -17,6 +17,7 @@ from engine.domain.operation import OperationPlan
 from engine.kube.errors import KubeError
 from engine.operations import policy
 from engine.operations.service import UserError
+from engine.schedules import one_off, recurrence
 from engine.schedules import spec as schedule
 from engine.schedules.base import (
     SchedulesBase,
@@ -30,7 +31,7 @@ from engine.schedules.model import (
 )
 from engine.schedules.spec import Occurrence
 from engine.schedules.timer import event_kind
-from engine.store.database import StoredOccurrence
+from engine.store.schedules import StoredOccurrence
 
 
 class Announcing(SchedulesBase):
@@ -41,7 +42,7 @@ class Announcing(SchedulesBase):
     def announce(self, occurrence: Occurrence, lead: timedelta, now: datetime) -> Announcement:
         """The announcement of a sleep at `lead`; marks the occurrence announced for that lead."""
         sched = self._require(occurrence.schedule)
-        effective = schedule.effective_time(occurrence, self._overrides(sched.name)) or occurrence.at
+        effective = one_off.effective_time(occurrence, self._overrides(sched.name)) or occurrence.at
         # Cluster listings: outside the write transaction.
         plain, summary = self._planned_sleep(sched)
         needed = self._force_needed(sched, plain) if plain is not None else None
@@ -94,14 +95,14 @@ class Announcing(SchedulesBase):
         self, sched: Schedule, occ: Occurrence, effective: datetime, summary: str
     ) -> Upcoming:
         """An upcoming sleep as data: when, what, the wake that follows, what approval it needs."""
-        following = schedule.next_occurrence(sched.spec, "wake", after=effective)
+        following = recurrence.next_occurrence(sched.spec, "wake", after=effective)
         holidays = (
-            schedule.skipped_wakes(sched.spec, occ)
+            recurrence.skipped_wakes(sched.spec, occ)
             if following is not None and not isinstance(occ, Resleep)
             else ()
         )
         days_off = (
-            schedule.days_off_between(sched.spec, start=effective, end=following.at)
+            recurrence.days_off_between(sched.spec, start=effective, end=following.at)
             if following is not None
             else []
         )

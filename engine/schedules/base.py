@@ -53,13 +53,8 @@ from engine.schedules.timer import (
     occurrence_on,
     upcoming,
 )
-from engine.store.database import (
-    ForceDecision,
-    Store,
-    StoredOccurrence,
-    StoredSchedule,
-    schedule_fingerprint,
-)
+from engine.store.database import Store
+from engine.store.schedules import ForceDecision, StoredOccurrence, StoredSchedule, schedule_fingerprint
 
 
 @dataclass(frozen=True, slots=True)

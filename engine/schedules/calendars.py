@@ -3,7 +3,7 @@ iCalendar files kept in the configuration (team freezes, release weekends).
 
 The adapter between those sources and the pure schedule arithmetic: `Calendars.days_off` turns a
 schedule's `DaysOffRule` into dated `DayOff` values for a span of years, which the service hands to
-`engine.schedules.spec`. Nothing in spec or timer reads a calendar.
+`engine.schedules.recurrence`. Nothing in spec, recurrence, one_off or timer reads a calendar.
 
 A calendar file is read and checked once, when the configuration is loaded (`load_calendar`): a
 file that cannot be read, is not iCalendar, is too large, or whose recurrences expand to more days
@@ -44,7 +44,7 @@ MAX_EVENT_DAYS = 400
 """One event longer than this is a mistake (a missing DTEND year): refused."""
 YEARS_BEFORE, YEARS_AFTER = 1, 11
 """The years resolved around a schedule's latest activity: the look-back of missed runs and the
-ten-year search horizon of `engine.schedules.spec`."""
+ten-year search horizon of `engine.schedules.recurrence`."""
 _LANGUAGE = "en_US"
 
 

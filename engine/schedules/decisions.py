@@ -9,6 +9,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from engine.domain.announcement import DecisionNote
+from engine.schedules import one_off
 from engine.schedules import spec as schedule
 from engine.schedules.announcing import Announcing
 from engine.schedules.base import (
@@ -21,10 +22,7 @@ from engine.schedules.model import (
 )
 from engine.schedules.spec import Occurrence, Override, ScheduleError
 from engine.schedules.timer import reached_lead
-from engine.store.database import (
-    StoredOccurrence,
-    StoredOverride,
-)
+from engine.store.schedules import StoredOccurrence, StoredOverride
 
 
 class OccurrenceDecisions(Announcing):
@@ -48,7 +46,7 @@ class OccurrenceDecisions(Announcing):
             by,
             groups,
             "postpone",
-            lambda s, occ, ovs, now: schedule.postpone(occ, by=by, delta=delta, spec=s.spec, overrides=ovs),
+            lambda s, occ, ovs, now: one_off.postpone(occ, by=by, delta=delta, spec=s.spec, overrides=ovs),
             channel=channel,
         )
 
@@ -60,7 +58,7 @@ class OccurrenceDecisions(Announcing):
             by,
             groups,
             "postpone",
-            lambda s, occ, ovs, now: schedule.postpone_until(
+            lambda s, occ, ovs, now: one_off.postpone_until(
                 occ, by=by, until=until, spec=s.spec, overrides=ovs
             ),
             channel=channel,
@@ -72,7 +70,7 @@ class OccurrenceDecisions(Announcing):
             by,
             groups,
             "skip",
-            lambda s, occ, ovs, now: schedule.skip(occ, by=by, spec=s.spec),
+            lambda s, occ, ovs, now: one_off.skip(occ, by=by, spec=s.spec),
             channel=channel,
         )
 
@@ -82,7 +80,7 @@ class OccurrenceDecisions(Announcing):
             by,
             groups,
             "run_now",
-            lambda s, occ, ovs, now: schedule.run_now(occ, by=by, now=now, spec=s.spec),
+            lambda s, occ, ovs, now: one_off.run_now(occ, by=by, now=now, spec=s.spec),
             channel=channel,
         )
         if not decided.ok:
@@ -126,7 +124,7 @@ class OccurrenceDecisions(Announcing):
             except ScheduleError as exc:
                 return _refused(str(exc), key=key)
             self._save_override(sched, override, now)
-            effective = schedule.effective_time(occ, [*overrides, override])
+            effective = one_off.effective_time(occ, [*overrides, override])
             row = self._after_decision(sched, row, effective, now, override)
         decided = DecisionNote(by, override.note)
         note = self._decided_announcement(sched, occ, row, effective=effective, now=now, decision=decided)

@@ -10,6 +10,7 @@ from datetime import date, datetime
 
 from engine.domain.announcement import ApprovalMode
 from engine.operations import policy
+from engine.schedules import one_off
 from engine.schedules import spec as schedule
 from engine.schedules.base import (
     SchedulesBase,
@@ -27,10 +28,7 @@ from engine.schedules.text import (
     voided_pre_approval,
 )
 from engine.schedules.timer import occurrences_on
-from engine.store.database import (
-    ScheduleApproval,
-    StoredSchedule,
-)
+from engine.store.schedules import ScheduleApproval, StoredSchedule
 
 
 def _check_channel(channel: str) -> str:
@@ -282,7 +280,7 @@ class ScheduleEditing(SchedulesBase):
             todo = [
                 occ
                 for occ in occurrences_on(sched.spec, local)
-                if occ.key not in handled and (schedule.effective_time(occ, overrides) or now) > now
+                if occ.key not in handled and (one_off.effective_time(occ, overrides) or now) > now
             ]
             if not todo:
                 return _refused(
@@ -290,7 +288,7 @@ class ScheduleEditing(SchedulesBase):
                     "no sleep or wake that day, or they are past"
                 )
             for occ in todo:
-                self._save_override(sched, schedule.skip(occ, by=by, spec=sched.spec), now)
+                self._save_override(sched, one_off.skip(occ, by=by, spec=sched.spec), now)
                 self._close_row(sched, occ, "skipped", now, note=f"skipped by {by}")
         what = " and the ".join(f"{occ.action} of {schedule.describe(occ, sched.spec.tz)}" for occ in todo)
         return ScheduleOutcome(

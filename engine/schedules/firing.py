@@ -21,7 +21,7 @@ from engine.domain.operation import (
 from engine.domain.reasons import NoScheduleToResleep
 from engine.operations.service import UserError
 from engine.pools.base import Pool
-from engine.schedules import force
+from engine.schedules import force, one_off, recurrence
 from engine.schedules import spec as schedule
 from engine.schedules.base import (
     SchedulesBase,
@@ -98,7 +98,7 @@ class Firing(SchedulesBase):
             for occ, at in self._upcoming(sched, now, limit=UPCOMING_PER_SCHEDULE):
                 instants.add(at)
                 if occ.action == "sleep":
-                    leads = schedule.announcement_times(occ, sched.spec.lead_times, at=at)
+                    leads = recurrence.announcement_times(occ, sched.spec.lead_times, at=at)
                     instants.update(instant for _, instant in leads if instant > now)
         return sorted(instants)
 
@@ -134,7 +134,7 @@ class Firing(SchedulesBase):
                 return ScheduleOutcome(True, f"{cap(what)} is already {row.state}; nothing to do", key=key)
             if not sched.enabled:
                 return _refused(f"schedule {sched.name} is paused; resume it first", key=key)
-            effective = schedule.effective_time(occ, self._overrides(sched.name))
+            effective = one_off.effective_time(occ, self._overrides(sched.name))
             if effective is None:
                 self._close_row(sched, occ, "skipped", now, note="skipped")
                 self._mark_done(sched, occ, now)
@@ -197,7 +197,7 @@ class Firing(SchedulesBase):
                 reason=NoScheduleToResleep(cluster),
             )
         try:
-            resleeps = [(s, schedule.temporary_wake(now, duration, s.spec)) for s in scheds]
+            resleeps = [(s, one_off.temporary_wake(now, duration, s.spec)) for s in scheds]
         except ScheduleError as exc:
             return _refused(str(exc))
         seconds = int(duration.total_seconds())
@@ -266,7 +266,7 @@ class Firing(SchedulesBase):
         """Missed beyond the grace (announced) or nothing to do (skipped, superseded, a manual action won)."""
         sched = self._require(item.occurrence.schedule)
         reason = item.decision.reason if item.decision else ""
-        skipped = schedule.effective_time(item.occurrence, self._overrides(sched.name)) is None
+        skipped = one_off.effective_time(item.occurrence, self._overrides(sched.name)) is None
         state = "skipped" if skipped else "missed"
         with self.store.transaction():
             if self._row(item.occurrence).state in HANDLED:
@@ -375,11 +375,11 @@ class Firing(SchedulesBase):
         """Skip the scheduled sleeps inside a temporary wake and record its re-sleep."""
         tz = sched.spec.tz
         until = schedule.describe(resleep_at, tz)
-        for occ in schedule.held_sleeps(sched.spec, woke_at=now, resleep_at=resleep_at):
+        for occ in one_off.held_sleeps(sched.spec, woke_at=now, resleep_at=resleep_at):
             note = f"The sleep of {schedule.describe(occ, tz)} is held by a temporary wake until {until}."
             self._save_override(sched, Override(occ.key, "skip", None, by, note), now)
             self._close_row(sched, occ, "skipped", now, note=note)
-        following = schedule.next_occurrence(sched.spec, "sleep", after=now)
+        following = recurrence.next_occurrence(sched.spec, "sleep", after=now)
         if following is not None and following.at == resleep_at:
             return f"{sched.name}: back to sleep at the scheduled sleep, {until}."
         local = resleep_at.astimezone(schedule.parse_zone(tz)).date()

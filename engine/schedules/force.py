@@ -31,7 +31,7 @@ from engine.domain.operation import OperationPlan
 from engine.schedules.model import ScheduleTarget
 
 NEEDED, APPROVED, EXCLUDED, STANDING = "needed", "approved", "excluded", "standing"
-"""The kinds of force decisions stored (`engine.store.database.ForceDecision`)."""
+"""The kinds of force decisions stored (`engine.store.schedules.ForceDecision`)."""
 
 _NAME = r"[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?"
 _UNIT = re.compile(rf"[A-Z][A-Za-z0-9]{{0,62}}/{_NAME}/{_NAME}")

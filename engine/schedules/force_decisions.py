@@ -18,8 +18,7 @@ from engine.domain.operation import OperationPlan
 from engine.kube.errors import KubeError
 from engine.operations import policy
 from engine.operations.service import UserError
-from engine.schedules import force
-from engine.schedules import spec as schedule
+from engine.schedules import force, one_off
 from engine.schedules.announcing import Announcing
 from engine.schedules.base import (
     _forced,
@@ -32,7 +31,7 @@ from engine.schedules.model import (
     ScheduleOutcome,
 )
 from engine.schedules.spec import Occurrence
-from engine.store.database import ForceDecision
+from engine.store.schedules import ForceDecision
 
 
 def _force_problem(occ: Occurrence, state: str, needed: force.Needed | None, shown: str) -> str:
@@ -205,7 +204,7 @@ class ForceDecisions(Announcing):
         self, sched: Schedule, occ: Occurrence, by: str, note: str, now: datetime
     ) -> ScheduleOutcome:
         row = self._row(occ)
-        effective = schedule.effective_time(occ, self._overrides(sched.name))
+        effective = one_off.effective_time(occ, self._overrides(sched.name))
         decided = DecisionNote(by, note)
         told = self._decided_announcement(sched, occ, row, effective=effective, now=now, decision=decided)
         return ScheduleOutcome(

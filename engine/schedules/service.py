@@ -5,8 +5,9 @@ Owns schedules as data (`add`, `pause`, `resume`, `delete`, `skip_date`), what i
 `next_wakeups`: the instants the bot's timer must wake up at), announcements before a sleep, the
 decisions people take on one occurrence (postpone, skip, run now), firing an occurrence through
 `Operations.request` exactly like a human request (`requested_by="schedule:<name>"`), the catch-up at
-start-up and temporary wakes. The arithmetic (DST, overrides, missed runs) is `engine.schedules.spec`'s; this
-module applies it to what SQLite says. The values are `engine.schedules.model`'s, what is due when is
+start-up and temporary wakes. The arithmetic (DST, overrides, missed runs) is
+`engine.schedules.recurrence`'s and `engine.schedules.one_off`'s; this module applies it to what
+SQLite says. The values are `engine.schedules.model`'s, what is due when is
 `engine.schedules.timer`'s (pure, given what this module reads), the plain text `engine.schedules.text`'s.
 
 `Schedules` stays one class, composed of one mixin per concern over `engine.schedules.base.SchedulesBase`
@@ -25,7 +26,7 @@ the injected clock once. SQLite is the source of truth: an occurrence becomes ha
 skipped, missed) once, by its key, inside one write transaction, so a second fire of the same key, or a
 postpone racing a fire, cannot run it twice.
 
-Rules on top of engine.schedules.spec:
+Rules on top of engine.schedules.recurrence and engine.schedules.one_off:
 - Sleeps are announced at each lead time (the disruptive event); a wake posts its report when done
   ("dev-eu is back: 24/24 nodes Ready").
 - Only the shortest lead already reached is announced (a timer that wakes late does not post "in
@@ -55,7 +56,7 @@ from datetime import datetime, timedelta
 from engine.domain.announcement import NextEvent
 from engine.domain.clock import Clock
 from engine.operations.service import Operations
-from engine.schedules import spec as schedule
+from engine.schedules import one_off, recurrence
 from engine.schedules.announcing import Announcing
 from engine.schedules.base import SchedulesBase
 from engine.schedules.calendars import Calendars
@@ -77,7 +78,7 @@ class Schedules(ScheduleEditing, OccurrenceDecisions, Firing, ForceDecisions, An
         ops: Operations,
         clock: Clock,
         *,
-        grace: timedelta = schedule.DEFAULT_GRACE,
+        grace: timedelta = one_off.DEFAULT_GRACE,
         calendars: Calendars | None = None,
     ) -> None:
         self.store = store
@@ -111,7 +112,7 @@ class Schedules(ScheduleEditing, OccurrenceDecisions, Firing, ForceDecisions, An
         sched = self._load(occ.schedule)
         if sched is None:
             return NextEvent(occ.action, occ.schedule, at, "UTC")
-        skipped = schedule.days_off_between(sched.spec, start=now, end=at)
+        skipped = recurrence.days_off_between(sched.spec, start=now, end=at)
         reasons = tuple(dict.fromkeys(day_off.reason() for _, day_off in skipped))
         return NextEvent(occ.action, occ.schedule, at, sched.spec.tz, days_off=reasons)
 
@@ -138,7 +139,7 @@ class Schedules(ScheduleEditing, OccurrenceDecisions, Firing, ForceDecisions, An
         for sched in self._schedules(cluster=cluster):
             found += [
                 (occ, day_off.reason())
-                for occ, day_off in schedule.days_off_between(sched.spec, start=now, end=until)
+                for occ, day_off in recurrence.days_off_between(sched.spec, start=now, end=until)
             ]
         return sorted(found, key=lambda pair: (pair[0].at, pair[0].key))
 

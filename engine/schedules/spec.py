@@ -1,9 +1,13 @@
-"""Schedules: parse and validate them, and compute when their sleeps and wakes happen.
+"""Schedules: parse and validate them, and the values the schedule arithmetic works on.
 
 Owns the schedule value (`ScheduleSpec`), its occurrences (`Occurrence`, with the idempotency key),
-announcements, one-occurrence overrides (postpone / skip / run now), the missed-run decision taken at
-start-up and at each fire, and the temporary-wake rule. The bot layer stores schedules, overrides and
-done keys in SQLite and uses APScheduler only as a timer that wakes it at the instants computed here.
+one-occurrence overrides (`Override`) and the missed-run verdict (`MissedDecision`) as values, the
+parsing and validation of what people type, and how an instant or a span is described. When the
+sleeps and wakes happen is `engine.schedules.recurrence`; what overrides, missed runs and manual
+wakes change is `engine.schedules.one_off`. The bot layer stores schedules, overrides and done
+keys in SQLite and uses APScheduler only as a timer that wakes it at the instants computed there.
+It stays one module (a little over 600 lines): the values, their parser and their validation are one
+language, and each parse error names the value's own field and example.
 
 Pure: stdlib only (zoneinfo reads the time-zone database), no other I/O, no clock. Every instant comes
 in as an argument (`after=`, `now=`) and every instant going out is an aware UTC `datetime`.
@@ -14,36 +18,7 @@ Rules
 - Zones are IANA names only: a name must contain "/" ("Europe/Berlin") or be "UTC". Abbreviations
   such as CET, PST or EST are refused even though zoneinfo loads some of them: they name no place's
   DST rules. Schedules store the zone by name.
-- Weekdays and dates are local: an occurrence belongs to the local date of its wall time and fires on
-  the local weekday (a Berlin "Mon 00:30" is Sunday 23:30 UTC).
-- DST, Vixie-cron-like: each action fires at most once per local date.
-  * A wall time that occurs twice (autumn) fires once, at its first occurrence (fold=0): Berlin
-    2026-10-25 02:30 fires at 00:30Z only. APScheduler's CronTrigger fires it twice (00:30Z and
-    01:30Z); that is why APScheduler is only the timer and the idempotency key decides.
-  * A wall time that does not exist (spring gap) fires once, after the jump: shifted forward by the
-    size of the gap (the PEP 495 fold=0 reading, and what APScheduler does): Berlin 2026-03-29
-    02:30 fires at 01:30Z = 03:30 CEST; Lord Howe 2026-10-04 02:00 fires at 15:30Z = 02:30 +11. The
-    occurrence keeps its scheduled local date even where the shift crosses midnight (America/Nuuk's
-    gap is 23:00-24:00: 23:30 on 2026-03-28 fires at 00:30 on the 29th, key "...:2026-03-28:...").
-  * A local date that does not exist at all (Pacific/Apia skipped 2011-12-30) adds no extra firing.
-  * Arithmetic is done on UTC instants; no timedelta is ever added to a zoneinfo-local datetime
-    (that is wall-clock arithmetic and resets `fold`).
-- Exception dates (holidays, local dates) are non-working days: no wake and no sleep on that date.
-  The cluster, put to sleep the evening before, stays down until the next working day's wake; the
-  sleep of that date is skipped too (the cluster is already down). `skipped_wakes` lists the holidays
-  a sleep spans so the bot can announce them at that shutdown.
-- Days off (public holidays, calendar days: `engine.schedules.days_off`) come in resolved, as dated
-  values; each says what it suppresses on its local date: both events (stay asleep, as exception
-  dates do), the wake only, or the sleep only (the cluster stays awake). `days_off_between` lists
-  the suppressed events with their reasons so announcements and `schedule next` can say why.
 - The idempotency key of an occurrence is "<schedule>:<local date>:<action>".
-- Overrides act on one occurrence (by key), never on the schedule; the latest decision wins. A
-  postpone that reaches the next opposite event becomes a skip.
-- Missed runs (`decide_missed`): only the most recent due event counts; a missed sleep runs late
-  within the grace window and is announced as missed beyond it (never silently dropped); a missed
-  wake always runs; a manual action after the occurrence wins.
-- A cluster woken by hand is not put back to sleep before the next scheduled sleep; a temporary wake
-  re-sleeps at its expiry only if the schedule has the cluster asleep then.
 """
 
 from __future__ import annotations
@@ -51,7 +26,7 @@ from __future__ import annotations
 import difflib
 import functools
 import re
-from collections.abc import Callable, Iterator, Sequence, Set
+from collections.abc import Callable, Iterator, Set
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta, tzinfo
@@ -71,16 +46,6 @@ _T = TypeVar("_T")
 
 DAY_NAMES = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 ALL_DAYS = frozenset(range(7))
-DEFAULT_GRACE = timedelta(hours=1)
-"""A missed sleep this late still runs (announced as late); beyond it, it is announced as missed."""
-MISSED_LOOKBACK = timedelta(days=7)
-"""Start-up looks back at most this far (Gardener's trigger-deadline cap), whatever `last_done` says."""
-ON_TIME = timedelta(minutes=1)
-"""A run this close to its instant is on time: the timer's own jitter is not "late"."""
-MAX_TEMPORARY_WAKE = timedelta(days=7)
-"""A temporary wake longer than a week is a schedule change, not a one-off."""
-SEARCH_HORIZON_DAYS = 3700
-"""Occurrence searches stop after about ten years of local dates (exceptions are a finite list)."""
 
 _FULL_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _DAY_LOOKUP = {name.lower(): i for i, name in enumerate(DAY_NAMES)} | {
@@ -490,378 +455,11 @@ def _event_text(minute_of_fortnight: int, action: Action) -> str:
     return f"{action} {DAY_NAMES[day]} {minute // 60:02d}:{minute % 60:02d}"
 
 
-# --- occurrences --------------------------------------------------------------------------------------
-
-
-def next_occurrences(spec: ScheduleSpec, *, after: datetime, limit: int = 10) -> list[Occurrence]:
-    """The next `limit` sleeps and wakes strictly after `after`, in time order (DST rules: module doc)."""
-    after = _utc(after, "after")
-    found: list[Occurrence] = []
-    stop_after: date | None = None
-    for occurrence in _occurrences_from(spec, _local_date(after, spec) - timedelta(days=1)):
-        if limit <= 0 or (stop_after is not None and occurrence.local_date > stop_after):
-            break
-        if occurrence.at > after:
-            found.append(occurrence)
-            if stop_after is None and len(found) >= limit:
-                # one more local date, in case a gap-shifted time sorts after the next date's first event
-                stop_after = occurrence.local_date + timedelta(days=1)
-    return sorted(found, key=_time_order)[: max(limit, 0)]
-
-
-def next_occurrence(spec: ScheduleSpec, action: Action, *, after: datetime) -> Occurrence | None:
-    """The next `action` strictly after `after`; None for a wake when the schedule has none."""
-    after = _utc(after, "after")
-    if action == "wake" and spec.wake is None:
-        return None
-    for occurrence in _occurrences_from(spec, _local_date(after, spec) - timedelta(days=1)):
-        if occurrence.action == action and occurrence.at > after:
-            return occurrence
-    return None
-
-
-def occurrences_between(spec: ScheduleSpec, *, start: datetime, end: datetime) -> list[Occurrence]:
-    """Occurrences with start < at <= end, in time order."""
-    start, end = _utc(start, "start"), _utc(end, "end")
-    last_day = _local_date(end, spec) + timedelta(days=1)
-    found: list[Occurrence] = []
-    for occurrence in _occurrences_from(spec, _local_date(start, spec) - timedelta(days=1)):
-        if occurrence.local_date > last_day:
-            break
-        if start < occurrence.at <= end:
-            found.append(occurrence)
-    return sorted(found, key=_time_order)
-
-
-def skipped_wakes(spec: ScheduleSpec, sleep: Occurrence) -> tuple[date, ...]:
-    """Exception dates whose wake falls between this sleep and the next wake (announce them at the sleep)."""
-    if spec.wake is None:
-        return ()
-    following = next_occurrence(spec, "wake", after=sleep.at)
-    end = following.local_date if following is not None else sleep.local_date
-    zone = parse_zone(spec.tz)
-    return tuple(
-        day
-        for day in sorted(spec.exceptions)
-        if sleep.local_date <= day < end
-        and day.weekday() in spec.wake.days
-        and _resolve(day, spec.wake, zone) > sleep.at
-    )
-
-
-def days_off_between(
-    spec: ScheduleSpec, *, start: datetime, end: datetime
-) -> list[tuple[Occurrence, DayOff]]:
-    """The events with start < at <= end that a day off suppresses, with it (the reason), in time order."""
-    start, end = _utc(start, "start"), _utc(end, "end")
-    if not spec.days_off:
-        return []
-    last_day = _local_date(end, spec) + timedelta(days=1)
-    found: list[tuple[Occurrence, DayOff]] = []
-    for occurrence in _occurrences_from(spec, _local_date(start, spec) - timedelta(days=1), days_off=False):
-        if occurrence.local_date > last_day:
-            break
-        day_off = spec.day_off(occurrence.local_date, occurrence.action)
-        if day_off is not None and start < occurrence.at <= end:
-            found.append((occurrence, day_off))
-    return sorted(found, key=lambda pair: _time_order(pair[0]))
-
-
-def _occurrences_from(spec: ScheduleSpec, first_day: date, *, days_off: bool = True) -> Iterator[Occurrence]:
-    """Occurrences on local dates from `first_day` on, date by date; each action strictly later than
-    its previous one (a local date that does not exist yields nothing new). Exception dates yield
-    nothing; a day off drops the events it suppresses (unless `days_off` is False: what the weekly
-    times alone would give)."""
-    zone = parse_zone(spec.tz)
-    timings = _timings(spec)
-    latest: dict[Action, datetime] = {}
-    for offset in range(SEARCH_HORIZON_DAYS):
-        day = first_day + timedelta(days=offset)
-        if day in spec.exceptions:
-            continue
-        today = [
-            Occurrence(spec.name, action, day, _resolve(day, weekly, zone))
-            for action, weekly in timings
-            if day.weekday() in weekly.days and not (days_off and spec.day_off(day, action))
-        ]
-        for occurrence in sorted(today, key=_time_order):
-            previous = latest.get(occurrence.action)
-            if previous is None or occurrence.at > previous:
-                latest[occurrence.action] = occurrence.at
-                yield occurrence
-
-
-def _resolve(day: date, weekly: WeeklyTime, zone: ZoneInfo) -> datetime:
-    """The UTC instant of `weekly`'s wall time on local date `day`, read with fold=0: the first of two
-    repeated instants, or, for a time in a spring gap, the time shifted forward by the gap."""
-    wall = datetime(day.year, day.month, day.day, weekly.hour, weekly.minute, tzinfo=zone, fold=0)
-    return wall.astimezone(UTC)
-
-
 def _timings(spec: ScheduleSpec) -> list[tuple[Action, WeeklyTime]]:
     timings: list[tuple[Action, WeeklyTime]] = [("sleep", spec.sleep)]
     if spec.wake is not None:
         timings.append(("wake", spec.wake))
     return timings
-
-
-def _time_order(occurrence: Occurrence) -> tuple[datetime, str]:
-    return occurrence.at, occurrence.action
-
-
-def _local_date(instant: datetime, spec: ScheduleSpec) -> date:
-    return instant.astimezone(parse_zone(spec.tz)).date()
-
-
-# --- announcements and overrides ----------------------------------------------------------------------
-
-
-def announcement_times(
-    occurrence: Occurrence, lead_times: Sequence[timedelta], *, at: datetime | None = None
-) -> list[tuple[timedelta, datetime]]:
-    """(lead, instant) pairs, earliest announcement first: fire - lead, computed in UTC. `at` replaces
-    the scheduled instant (a postponed occurrence is announced again from its new time)."""
-    fire = _utc(at if at is not None else occurrence.at, "at")
-    return [(lead, fire - lead) for lead in sorted(set(lead_times), reverse=True)]
-
-
-def effective_time(occurrence: Occurrence, overrides: Sequence[Override]) -> datetime | None:
-    """When this occurrence runs given the overrides (in the order they were decided; the latest for
-    its key wins): the scheduled instant, a postponed one, the "run now" instant, or None if skipped."""
-    decision = _latest_override(occurrence, overrides)
-    if decision is None:
-        return occurrence.at
-    if decision.until is None:
-        return None
-    return decision.until.astimezone(UTC)
-
-
-def postpone(
-    occurrence: Occurrence,
-    *,
-    by: str,
-    delta: timedelta,
-    spec: ScheduleSpec,
-    overrides: Sequence[Override] = (),
-) -> Override:
-    """Move this occurrence `delta` later than its current effective time (postpones add up)."""
-    if delta <= timedelta(0):
-        raise ScheduleError(f"postpone by {_span(delta)}: the delay must be positive, e.g. 1 h")
-    current = _current_time(occurrence, overrides, spec)
-    return postpone_until(occurrence, by=by, until=current + delta, spec=spec, overrides=overrides)
-
-
-def postpone_until(
-    occurrence: Occurrence,
-    *,
-    by: str,
-    until: datetime,
-    spec: ScheduleSpec,
-    overrides: Sequence[Override] = (),
-) -> Override:
-    """Move this occurrence to `until`. Reaching the next opposite event (the next wake for a sleep,
-    the next sleep for a wake; the next of its own kind without a wake) turns it into a skip, and the
-    returned override's note says so. The schedule itself never changes."""
-    until = _utc(until, "until")
-    current = _current_time(occurrence, overrides, spec)
-    what = f"the {occurrence.action} of {describe(occurrence, spec.tz)}"
-    if until <= current:
-        raise ScheduleError(
-            f"cannot postpone {what} to {describe(until, spec.tz)}: "
-            f"pick a time after {describe(current, spec.tz)}"
-        )
-    limit = _next_opposite(spec, occurrence)
-    if limit is not None and until >= limit.at:
-        note = (
-            f"Postponing {what} to {describe(until, spec.tz)} would pass the next {limit.action} "
-            f"({describe(limit, spec.tz)}), so this {occurrence.action} is skipped instead; "
-            "the schedule is unchanged."
-        )
-        return Override(occurrence.key, "skip", None, by, note)
-    later = _span(until - occurrence.at)
-    note = f"{what[0].upper()}{what[1:]} is postponed to {describe(until, spec.tz)} ({later} later)."
-    return Override(occurrence.key, "postpone", until, by, note)
-
-
-def skip(occurrence: Occurrence, *, by: str, spec: ScheduleSpec) -> Override:
-    """Skip this occurrence only; the next one runs as usual."""
-    note = (
-        f"The {occurrence.action} of {describe(occurrence, spec.tz)} is skipped; the schedule is unchanged."
-    )
-    return Override(occurrence.key, "skip", None, by, note)
-
-
-def run_now(occurrence: Occurrence, *, by: str, now: datetime, spec: ScheduleSpec) -> Override:
-    """Run this occurrence at `now` instead of its scheduled instant."""
-    note = f"The {occurrence.action} of {describe(occurrence, spec.tz)} was started early."
-    return Override(occurrence.key, "run_now", _utc(now, "now"), by, note)
-
-
-def _latest_override(occurrence: Occurrence, overrides: Sequence[Override]) -> Override | None:
-    matching = [override for override in overrides if override.key == occurrence.key]
-    return matching[-1] if matching else None
-
-
-def _current_time(occurrence: Occurrence, overrides: Sequence[Override], spec: ScheduleSpec) -> datetime:
-    current = effective_time(occurrence, overrides)
-    if current is None:
-        raise ScheduleError(
-            f"the {occurrence.action} of {describe(occurrence, spec.tz)} is already skipped: "
-            "nothing to postpone"
-        )
-    return current
-
-
-def _next_opposite(spec: ScheduleSpec, occurrence: Occurrence) -> Occurrence | None:
-    opposite = next_occurrence(spec, _OPPOSITE[occurrence.action], after=occurrence.at)
-    return opposite or next_occurrence(spec, occurrence.action, after=occurrence.at)
-
-
-# --- missed runs --------------------------------------------------------------------------------------
-
-
-def decide_missed(
-    spec: ScheduleSpec,
-    *,
-    last_done: datetime | None,
-    now: datetime,
-    grace: timedelta = DEFAULT_GRACE,
-    manual_action_at: datetime | None = None,
-    done_keys: Set[str] = frozenset(),
-    overrides: Sequence[Override] = (),
-) -> list[MissedDecision]:
-    """Decide, at start-up or at a fire, about occurrences due between `last_done` (capped at
-    `now` - 7 days) and `now`, in time order.
-
-    Only the most recent due event counts: earlier undone ones come back as "noop" (superseded), so
-    nothing disappears silently. For the most recent one: already done → no decisions at all; skipped
-    → noop; a manual action after it → noop (the human wins); on time (< 1 min) → run; a wake →
-    run_late (a missed wake always runs); a sleep within `grace` → run_late; older → announce_missed.
-    Postponed occurrences are due at their new instant.
-    """
-    now = _utc(now, "now")
-    start = now - MISSED_LOOKBACK
-    if last_done is not None:
-        start = max(start, _utc(last_done, "last_done"))
-    due = _due(spec, start=start, now=now, overrides=overrides)
-    if not due or due[-1][0].key in done_keys:
-        return []
-    latest, latest_at = due[-1]
-    decisions = [
-        _superseded(occurrence, at, latest, spec, now=now)
-        for occurrence, at in due[:-1]
-        if occurrence.key not in done_keys and at is not None
-    ]
-    manual = None if manual_action_at is None else _utc(manual_action_at, "manual_action_at")
-    decided = _latest_override(latest, overrides)
-    skipped_by = decided.by if decided is not None and latest_at is None else ""
-    decisions.append(
-        _decide_latest(
-            spec, latest, latest_at, now=now, grace=grace, manual_action_at=manual, skipped_by=skipped_by
-        )
-    )
-    return decisions
-
-
-def _due(
-    spec: ScheduleSpec, *, start: datetime, now: datetime, overrides: Sequence[Override]
-) -> list[tuple[Occurrence, datetime | None]]:
-    """Occurrences scheduled in (start, now] that are due (effective time <= now, or skipped), by time."""
-    pairs = [(occ, effective_time(occ, overrides)) for occ in occurrences_between(spec, start=start, end=now)]
-    due = [(occ, at) for occ, at in pairs if at is None or at <= now]
-    return sorted(due, key=lambda pair: (pair[1] or pair[0].at, pair[0].action))
-
-
-def _superseded(
-    occurrence: Occurrence, at: datetime, latest: Occurrence, spec: ScheduleSpec, *, now: datetime
-) -> MissedDecision:
-    reason = (
-        f"the {occurrence.action} of {describe(occurrence, spec.tz)} was missed and is superseded by the "
-        f"later {latest.action} of {describe(latest, spec.tz)}: only the most recent event counts"
-    )
-    return MissedDecision(occurrence, "noop", now - at, reason)
-
-
-def _decide_latest(
-    spec: ScheduleSpec,
-    occurrence: Occurrence,
-    at: datetime | None,
-    *,
-    now: datetime,
-    grace: timedelta,
-    manual_action_at: datetime | None,
-    skipped_by: str,
-) -> MissedDecision:
-    what = f"the {occurrence.action} of {describe(occurrence, spec.tz)}"
-    if at is None:
-        return MissedDecision(occurrence, "noop", timedelta(0), f"{what} was skipped by {skipped_by}")
-    late_by = max(now - at, timedelta(0))
-    late = _span(late_by)
-    if manual_action_at is not None and manual_action_at > at:
-        manual = describe(manual_action_at, spec.tz)
-        reason = f"a manual action at {manual} came after {what}; the manual action wins"
-        return MissedDecision(occurrence, "noop", late_by, reason)
-    if late_by < ON_TIME:
-        return MissedDecision(occurrence, "run", late_by, f"{what} is due")
-    if occurrence.action == "wake":
-        return MissedDecision(
-            occurrence, "run_late", late_by, f"{what} was missed by {late}; a missed wake always runs"
-        )
-    if late_by <= grace:
-        reason = f"{what} was missed by {late}, within the {_span(grace)} grace: it runs {late} late"
-        return MissedDecision(occurrence, "run_late", late_by, reason)
-    reason = f"{what} was missed by {late}, beyond the {_span(grace)} grace: not run, announced as missed"
-    return MissedDecision(occurrence, "announce_missed", late_by, reason)
-
-
-# --- manual and temporary wakes -----------------------------------------------------------------------
-
-
-def scheduled_state(spec: ScheduleSpec, *, at: datetime) -> State:
-    """The state the schedule wants at `at`: that of its latest event at or before `at` (looking back
-    two weeks; nothing in that time, e.g. a long holiday, means asleep)."""
-    at = _utc(at, "at")
-    recent = occurrences_between(spec, start=at - 2 * MISSED_LOOKBACK, end=at)
-    return "awake" if recent and recent[-1].action == "wake" else "asleep"
-
-
-def next_sleep_after_manual_wake(
-    spec: ScheduleSpec, *, woke_at: datetime, expires_at: datetime | None = None
-) -> datetime | None:
-    """When a cluster woken by hand goes back to sleep.
-
-    Without an expiry: at the next scheduled sleep after the wake, never earlier (a missed sleep
-    before the manual wake does not put it back down: `decide_missed` gives noop). With an expiry (a
-    temporary wake): at the expiry if the schedule has the cluster asleep then; if the schedule has
-    it awake then (it woke it meanwhile), the cluster simply follows the schedule to its next sleep.
-    None only if the schedule has no sleep within the search horizon.
-    """
-    woke_at = _utc(woke_at, "woke_at")
-    if expires_at is not None:
-        expires_at = _utc(expires_at, "expires_at")
-        if scheduled_state(spec, at=expires_at) == "asleep":
-            return expires_at
-    following = next_occurrence(spec, "sleep", after=expires_at or woke_at)
-    return following.at if following is not None else None
-
-
-def temporary_wake(now: datetime, duration: timedelta, spec: ScheduleSpec) -> datetime:
-    """The re-sleep instant of "wake dev-eu for 3h" started at `now`: `now + duration` (in UTC) when the
-    schedule has the cluster asleep then, else the schedule's next sleep after that. Scheduled sleeps
-    before the returned instant are held back (`held_sleeps`: the bot skips them, by the requester)."""
-    now = _utc(now, "now")
-    if not timedelta(0) < duration <= MAX_TEMPORARY_WAKE:
-        raise ScheduleError(
-            f"temporary wake of {_span(duration)}: give a duration above 0 and at most 7 days, e.g. 3h"
-        )
-    resleep = next_sleep_after_manual_wake(spec, woke_at=now, expires_at=now + duration)
-    return resleep if resleep is not None else now + duration
-
-
-def held_sleeps(spec: ScheduleSpec, *, woke_at: datetime, resleep_at: datetime) -> list[Occurrence]:
-    """Scheduled sleeps strictly between a temporary wake and its re-sleep instant."""
-    between = occurrences_between(spec, start=woke_at, end=resleep_at)
-    return [o for o in between if o.action == "sleep" and o.at < _utc(resleep_at, "resleep_at")]
 
 
 # --- display ------------------------------------------------------------------------------------------

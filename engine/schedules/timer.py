@@ -2,9 +2,9 @@
 
 Pure: the service (`engine.schedules.service`) reads a schedule's overrides, handled keys, re-sleeps and
 announcements from SQLite and hands them in; nothing here reads the clock or the store. The arithmetic
-(DST, overrides, missed runs) is `engine.schedules.spec`'s; this module applies the schedules' rules on top:
-only the shortest lead already reached is announced, a re-sleep is a sleep, and a weekend shutdown is
-told apart from a nightly one.
+(DST, overrides, missed runs) is `engine.schedules.recurrence`'s and `engine.schedules.one_off`'s;
+this module applies the schedules' rules on top: only the shortest lead already reached is
+announced, a re-sleep is a sleep, and a weekend shutdown is told apart from a nightly one.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime, time, timedelta
 
 from engine.domain.announcement import EventKind
+from engine.schedules import one_off, recurrence
 from engine.schedules import spec as schedule
 from engine.schedules.model import Due, DueWhat, Resleep, Schedule
 from engine.schedules.spec import MissedDecision, Occurrence, Override, ScheduleSpec
@@ -46,14 +47,14 @@ def upcoming(
     scheduled in the past week counts too."""
 
     def still_to_come(occurrences: Sequence[Occurrence]) -> list[tuple[Occurrence, datetime]]:
-        pairs = [(occ, schedule.effective_time(occ, overrides)) for occ in occurrences]
+        pairs = [(occ, one_off.effective_time(occ, overrides)) for occ in occurrences]
         return [(occ, at) for occ, at in pairs if at is not None and at > now and occ.key not in handled]
 
-    earlier = schedule.occurrences_between(sched.spec, start=now - schedule.MISSED_LOOKBACK, end=now)
+    earlier = recurrence.occurrences_between(sched.spec, start=now - one_off.MISSED_LOOKBACK, end=now)
     found = still_to_come([*earlier, *resleeps])
     fetch = limit
     while True:  # skipped and already-run occurrences drop out: look further until `limit` remain
-        future = schedule.next_occurrences(sched.spec, after=now, limit=fetch)
+        future = recurrence.next_occurrences(sched.spec, after=now, limit=fetch)
         coming = still_to_come(future)
         if len(coming) >= limit or len(future) < fetch or fetch >= _MAX_FETCH:
             break
@@ -70,7 +71,7 @@ def due_fires(
     handled: frozenset[str],
     overrides: Sequence[Override],
 ) -> list[Due]:
-    decisions = schedule.decide_missed(
+    decisions = one_off.decide_missed(
         sched.spec,
         last_done=max(sched.active_since, sched.last_done_at or sched.active_since),
         now=now,
@@ -93,7 +94,7 @@ def due_resleeps(
     """A temporary wake's re-sleep is a sleep: on time it runs, within the grace it runs late."""
     found: list[Due] = []
     for occ in resleeps:
-        at = schedule.effective_time(occ, overrides)
+        at = one_off.effective_time(occ, overrides)
         if at is not None and at > now:
             continue
         decision = resleep_decision(occ, at, now=now, grace=grace, tz=sched.spec.tz)
@@ -143,7 +144,7 @@ def occurrence_on(spec: ScheduleSpec, day: date, action: str) -> Occurrence | No
 def occurrences_on(spec: ScheduleSpec, day: date) -> list[Occurrence]:
     """Occurrences of one local date (searched two days either side: zones reach ±14 h)."""
     midnight = datetime.combine(day, time(0), tzinfo=UTC)
-    found = schedule.occurrences_between(
+    found = recurrence.occurrences_between(
         spec, start=midnight - timedelta(days=2), end=midnight + timedelta(days=3)
     )
     return [o for o in found if o.local_date == day]
@@ -156,7 +157,7 @@ def resleep_decision(
     if at is None:
         return MissedDecision(occ, "noop", timedelta(0), f"{what} was skipped")
     late = now - at
-    if late < schedule.ON_TIME:
+    if late < one_off.ON_TIME:
         return MissedDecision(occ, "run", late, f"{what} is due")
     span = schedule.in_words(-late).removesuffix(" ago")
     if late <= grace:
@@ -171,7 +172,7 @@ def event_kind(sched: Schedule, occ: Occurrence) -> EventKind:
         return "return_to_sleep"
     if sched.target.kind == "scale":
         return "scale_down"
-    following = schedule.next_occurrence(sched.spec, "wake", after=occ.at)
+    following = recurrence.next_occurrence(sched.spec, "wake", after=occ.at)
     if following is None:
         return "shutdown"
     days = (following.local_date - occ.local_date).days

@@ -19,5 +19,6 @@ deletion drops its approvals), which a mixin does with a plain `self.transaction
 connection. Composition would change every caller (`store.operations.save_progress`) or need a
 forwarding method per method; mixins keep each concern in its own file, callers and tests
 unchanged, and `mypy --strict` checks each mixin against the attributes `StoreBase` declares.
-`engine.store.database` re-exports the names callers import from it.
+Callers import `Store` from `engine.store.database` and every other name from the module that owns
+it (errors from `base`, claims from `claims`, stored rows from their concern).
 """

@@ -24,8 +24,9 @@ cannot be rebuilt from it at start-up. The only module that knows SQL.
 The store is one `Store`, composed of one part per concern (see the package docstring):
 `operations` (operations, journal, votes), `claims` (runner claims, locks), `audit`, `schedules`,
 `restore` (sizes and workloads a sleep keeps), `outbox`, `savings`, `simulation`, `migrations`;
-`readonly` reads a file without changing it. This module opens the file and composes the parts,
-and is where callers import the store's names from.
+`readonly` reads a file without changing it. This module opens the file and composes the parts;
+every other name is imported from the part that owns it (`engine.store.claims.Fenced`,
+`engine.store.base.StoreError`, ...).
 """
 
 from __future__ import annotations
@@ -37,50 +38,18 @@ from pathlib import Path
 
 import sqlite_utils
 
-from engine.store.audit import AuditProblem, AuditRow, AuditStore, AuditUnverifiable
+from engine.store.audit import AuditStore
 from engine.store.base import _DAMAGED, StoreBase, StoreError, _space_hint
-from engine.store.claims import ClaimHeld, ClaimsStore, Fenced, LockConflict, RunnerClaim, RunnerId
-from engine.store.migrations import SCHEMA_VERSION, MigrationsStore
-from engine.store.operations import JournalRow, OperationsStore
+from engine.store.claims import ClaimsStore
+from engine.store.migrations import MigrationsStore
+from engine.store.operations import OperationsStore
 from engine.store.outbox import OutboxStore
-from engine.store.readonly import AuditCheck, read_operations_file, verify_audit_file
-from engine.store.restore import RestoreStore, StoredRestore
+from engine.store.restore import RestoreStore
 from engine.store.savings import SavingsStore
-from engine.store.schedules import (
-    ForceDecision,
-    ScheduleApproval,
-    SchedulesStore,
-    StoredOccurrence,
-    StoredOverride,
-    StoredSchedule,
-    schedule_fingerprint,
-)
+from engine.store.schedules import SchedulesStore
 from engine.store.simulation import SimulationStore
 
-__all__ = [
-    "SCHEMA_VERSION",
-    "AuditCheck",
-    "AuditProblem",
-    "AuditRow",
-    "AuditUnverifiable",
-    "ClaimHeld",
-    "Fenced",
-    "ForceDecision",
-    "JournalRow",
-    "LockConflict",
-    "RunnerClaim",
-    "RunnerId",
-    "ScheduleApproval",
-    "Store",
-    "StoreError",
-    "StoredOccurrence",
-    "StoredOverride",
-    "StoredRestore",
-    "StoredSchedule",
-    "read_operations_file",
-    "schedule_fingerprint",
-    "verify_audit_file",
-]
+__all__ = ["Store"]
 
 
 OPEN_BUSY_SECONDS = 10.0

@@ -31,7 +31,7 @@ from typing import Any
 
 import orjson
 
-from engine.kube.client import DEFAULT_BURST, DEFAULT_QPS
+from engine.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 from localcluster import builders
 from localcluster.binaries import REPO_ROOT
 from tests.bench import child, sampling

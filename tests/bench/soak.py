@@ -55,7 +55,8 @@ from engine.operations.runner import ClusterHandle
 from engine.operations.service import Operations, new_operations
 from engine.operations.steps.cordon_drain import drained_nodes
 from engine.pools.labels import LabelPoolProvider
-from engine.store.database import Store, StoreError
+from engine.store.base import StoreError
+from engine.store.database import Store
 from localcluster import builders
 from localcluster.binaries import ensure_binaries
 from localcluster.controlplane import ControlPlane

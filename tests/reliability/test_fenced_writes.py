@@ -30,7 +30,8 @@ import pytest
 
 from engine.domain.settings import RunnerSettings
 from engine.operations.runner import CLAIM_TTL_SECONDS
-from engine.store.database import ClaimHeld, RunnerId, Store
+from engine.store.claims import ClaimHeld, RunnerId
+from engine.store.database import Store
 from localcluster import objects, rest, waits
 from tests.e2e.support import scalebot_args
 from tests.reliability.faultproxy import FaultProxy

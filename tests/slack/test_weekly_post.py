@@ -38,7 +38,8 @@ from bot.text.savings_chart import HEIGHT_PX, WIDTH_PX, png_bytes
 from engine.domain.clock import FakeClock, SystemClock
 from engine.domain.operation import OpKind
 from engine.savings.figures import savings
-from engine.store.database import Store, read_operations_file
+from engine.store.database import Store
+from engine.store.readonly import read_operations_file
 from tests.slack.conftest import APPROVER, CHANNEL, RunningBot, make_settings
 from tests.slack.harness import SlackApiServer, post
 from tests.slack.test_conversation import home_text

@@ -22,7 +22,8 @@ from engine.kube import errors as kube_errors
 from engine.operations import runner
 from engine.operations.service import UserError
 from engine.pools.base import PoolNotFound
-from engine.store.database import Fenced, StoreError
+from engine.store.base import StoreError
+from engine.store.claims import Fenced
 
 
 def _modules(package: ModuleType) -> list[ModuleType]:

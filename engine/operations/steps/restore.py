@@ -11,7 +11,7 @@ from engine.domain.operation import Operation, OpKind
 from engine.operations.flows import NEXT
 from engine.operations.steps.context import ClusterHandle, StepContext, StepResult
 from engine.pools.base import Pool, RestoreRecord
-from engine.store.database import StoredRestore
+from engine.store.restore import StoredRestore
 
 
 def records_restore(op: Operation) -> bool:

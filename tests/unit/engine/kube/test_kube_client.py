@@ -30,7 +30,8 @@ from engine.domain.model import PodInfo
 from engine.domain.settings import RunnerSettings
 from engine.kube import errors
 from engine.kube.api import KubeApi
-from engine.kube.client import KubeClient, KubeConfigError, load_configuration
+from engine.kube.client import KubeClient
+from engine.kube.config import KubeConfigError, load_configuration
 from engine.kube.events import EventRecorder, ObjectRef
 from engine.kube.lease import LeaseElector, probe_api_server
 from engine.kube.ratelimit import TokenBucket

@@ -21,7 +21,8 @@ from engine.kube.fake import FakeCluster
 from engine.operations.runner import CLAIM_TTL_SECONDS, ClusterHandle
 from engine.operations.service import new_operations
 from engine.pools.simulated import SimulatedPoolProvider
-from engine.store.database import RunnerId, Store
+from engine.store.claims import RunnerId
+from engine.store.database import Store
 
 A = RunnerId(owner="scalebot-a", host="host-a", pid=101, nonce="a")
 B = RunnerId(owner="scalebot-b", host="host-b", pid=202, nonce="b")
@@ -92,7 +93,7 @@ def test_the_fenced_ports_refuse_every_write_and_pass_reads_and_optional_ports_t
     from engine.kube.api import PodWatchApi
     from engine.operations.fence import FencedKubeApi, FencedPools
     from engine.pools.base import TakesBackRemoval
-    from engine.store.database import Fenced
+    from engine.store.claims import Fenced
 
     cluster = FakeCluster()
     cluster.add_node("web-0", labels={"scalebot.io/pool": "web"})

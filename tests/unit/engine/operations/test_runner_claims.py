@@ -22,7 +22,9 @@ from engine.kube.fake import FakeCluster
 from engine.operations.runner import CLAIM_TTL_SECONDS, ClusterHandle
 from engine.operations.service import Operations, new_operations
 from engine.pools.simulated import SimulatedPoolProvider
-from engine.store.database import ClaimHeld, RunnerId, Store, StoreError
+from engine.store.base import StoreError
+from engine.store.claims import ClaimHeld, RunnerId
+from engine.store.database import Store
 
 A = RunnerId(owner="scalebot-a", host="host-a", pid=101, nonce="a")
 B = RunnerId(owner="scalebot-b", host="host-b", pid=202, nonce="b")

@@ -34,7 +34,9 @@ from engine.domain.operation import (
     Target,
 )
 from engine.savings.figures import asleep_series, savings
-from engine.store.database import Store, StoreError, read_operations_file
+from engine.store.base import StoreError
+from engine.store.database import Store
+from engine.store.readonly import read_operations_file
 
 BERLIN = ZoneInfo("Europe/Berlin")
 REPO = Path(__file__).resolve().parents[4]

@@ -1,4 +1,5 @@
-"""Schedules (engine.schedules.spec), on injected instants only: nothing sleeps, nothing reads the clock.
+"""Schedules (engine.schedules.spec, .recurrence, .one_off), on injected instants only: nothing sleeps,
+nothing reads the clock.
 
 Covers: parsing (weekday/time expressions, wrapping ranges, IANA zones only, lead times, dates, windows)
 and every parser error; spec validation (empty days, a wake colliding with the sleep, lead times longer
@@ -24,6 +25,7 @@ from apscheduler.triggers.cron import CronTrigger
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine.schedules import one_off, recurrence
 from engine.schedules import spec as schedule
 from engine.schedules.calendars import Calendars
 from engine.schedules.days_off import DayOff, DayOffAction, DaysOffRule, parse_rule
@@ -67,14 +69,14 @@ def make_spec(
 def fires_on(spec: ScheduleSpec, local_date: date, action: schedule.Action = "sleep") -> list[datetime]:
     """Every instant `action` fires for one local date (searching two days either side)."""
     around = datetime(local_date.year, local_date.month, local_date.day, tzinfo=UTC)
-    found = schedule.occurrences_between(
+    found = recurrence.occurrences_between(
         spec, start=around - 3 * timedelta(days=1), end=around + 3 * timedelta(days=1)
     )
     return [o.at for o in found if o.local_date == local_date and o.action == action]
 
 
 def occurrence(spec: ScheduleSpec, action: schedule.Action, *, after: datetime) -> Occurrence:
-    found = schedule.next_occurrence(spec, action, after=after)
+    found = recurrence.next_occurrence(spec, action, after=after)
     assert found is not None
     return found
 
@@ -423,7 +425,7 @@ def test_the_fired_instant_in_local_words(zone: str, time: str, local_date: date
 
 def test_the_repeated_hour_yields_one_key_per_local_date() -> None:
     spec = make_spec("daily 02:30", None, BERLIN)
-    found = schedule.next_occurrences(spec, after=utc(2026, 10, 23, 12), limit=3)
+    found = recurrence.next_occurrences(spec, after=utc(2026, 10, 23, 12), limit=3)
     assert [o.key for o in found] == [
         "dev-eu:2026-10-24:sleep",
         "dev-eu:2026-10-25:sleep",
@@ -454,14 +456,14 @@ def test_apscheduler_fires_twice_in_autumn_where_we_fire_once() -> None:
         utc(2026, 10, 25, 0, 30),
         utc(2026, 10, 25, 1, 30),
     ]
-    ours = schedule.occurrences_between(make_spec("daily 02:30", None, BERLIN), start=start, end=end)
+    ours = recurrence.occurrences_between(make_spec("daily 02:30", None, BERLIN), start=start, end=end)
     assert [o.at for o in ours] == [utc(2026, 10, 25, 0, 30)]
 
 
 def test_apscheduler_and_we_agree_on_the_spring_gap() -> None:
     start, end = utc(2026, 3, 28, 12), utc(2026, 3, 29, 12)
     assert apscheduler_fires(BERLIN, 2, 30, start, end) == [utc(2026, 3, 29, 1, 30)]
-    ours = schedule.occurrences_between(make_spec("daily 02:30", None, BERLIN), start=start, end=end)
+    ours = recurrence.occurrences_between(make_spec("daily 02:30", None, BERLIN), start=start, end=end)
     assert [o.at for o in ours] == [utc(2026, 3, 29, 1, 30)]
 
 
@@ -471,7 +473,7 @@ def test_apscheduler_fires_twice_at_lord_howe_half_hour_fall_back() -> None:
         utc(2026, 4, 4, 14, 30),
         utc(2026, 4, 4, 15, 0),
     ]
-    ours = schedule.occurrences_between(
+    ours = recurrence.occurrences_between(
         make_spec("daily 01:30", None, "Australia/Lord_Howe"), start=start, end=end
     )
     assert [o.at for o in ours] == [utc(2026, 4, 4, 14, 30)]
@@ -488,7 +490,7 @@ def test_the_weekend_window_spans_the_dst_change(
     after: datetime, sleep_at: datetime, wake_at: datetime, hours: int
 ) -> None:
     spec = make_spec("Fri 20:00", "Mon 08:00", BERLIN)
-    sleep, wake = schedule.next_occurrences(spec, after=after, limit=2)
+    sleep, wake = recurrence.next_occurrences(spec, after=after, limit=2)
     assert (sleep.action, sleep.at, wake.action, wake.at) == ("sleep", sleep_at, "wake", wake_at)
     assert wake.at - sleep.at == timedelta(hours=hours)
     assert wake.at.astimezone(ZoneInfo(BERLIN)).strftime("%a %H:%M") == "Mon 08:00"
@@ -505,7 +507,7 @@ def test_the_weekday_is_the_local_weekday() -> None:
 
 def test_next_occurrences_interleave_sleeps_and_wakes_in_time_order() -> None:
     spec = make_spec("Mon-Fri 20:00", "Mon-Fri 08:00", BERLIN)
-    found = schedule.next_occurrences(spec, after=utc(2026, 1, 9, 12), limit=4)  # Fri 13:00 CET
+    found = recurrence.next_occurrences(spec, after=utc(2026, 1, 9, 12), limit=4)  # Fri 13:00 CET
     assert [(o.action, o.at) for o in found] == [
         ("sleep", utc(2026, 1, 9, 19)),
         ("wake", utc(2026, 1, 12, 7)),
@@ -524,14 +526,14 @@ def test_after_is_exclusive() -> None:
 
 def test_a_schedule_without_wake_has_no_next_wake() -> None:
     spec = make_spec("Fri 19:00", None, BERLIN)
-    assert schedule.next_occurrence(spec, "wake", after=utc(2026, 1, 1)) is None
-    assert {o.action for o in schedule.next_occurrences(spec, after=utc(2026, 1, 1), limit=5)} == {"sleep"}
+    assert recurrence.next_occurrence(spec, "wake", after=utc(2026, 1, 1)) is None
+    assert {o.action for o in recurrence.next_occurrences(spec, after=utc(2026, 1, 1), limit=5)} == {"sleep"}
 
 
 def test_naive_instants_are_refused() -> None:
     spec = make_spec()
     with pytest.raises(ScheduleError, match="after must be timezone-aware"):
-        schedule.next_occurrences(spec, after=datetime(2026, 1, 1, 12))
+        recurrence.next_occurrences(spec, after=datetime(2026, 1, 1, 12))
 
 
 # --- exception dates (holidays) -----------------------------------------------------------------------
@@ -539,14 +541,14 @@ def test_naive_instants_are_refused() -> None:
 
 def test_a_holiday_skips_its_wake_and_its_sleep_and_the_cluster_stays_down() -> None:
     spec = make_spec("Mon-Fri 20:00", "Mon-Fri 08:00", BERLIN, exceptions="2026-12-24,2026-12-25")
-    found = schedule.next_occurrences(spec, after=utc(2026, 12, 23, 12), limit=3)
+    found = recurrence.next_occurrences(spec, after=utc(2026, 12, 23, 12), limit=3)
     assert [(o.key, o.at) for o in found] == [
         ("dev-eu:2026-12-23:sleep", utc(2026, 12, 23, 19)),
         ("dev-eu:2026-12-28:wake", utc(2026, 12, 28, 7)),  # Thu 24 and Fri 25 are holidays
         ("dev-eu:2026-12-28:sleep", utc(2026, 12, 28, 19)),
     ]
-    assert schedule.skipped_wakes(spec, found[0]) == (date(2026, 12, 24), date(2026, 12, 25))
-    assert schedule.skipped_wakes(spec, found[2]) == ()
+    assert recurrence.skipped_wakes(spec, found[0]) == (date(2026, 12, 24), date(2026, 12, 25))
+    assert recurrence.skipped_wakes(spec, found[2]) == ()
 
 
 def test_a_holiday_on_monday_keeps_the_weekend_going_until_tuesday() -> None:
@@ -554,7 +556,7 @@ def test_a_holiday_on_monday_keeps_the_weekend_going_until_tuesday() -> None:
     sleep = occurrence(spec, "sleep", after=utc(2026, 4, 1))
     assert sleep.local_date == date(2026, 4, 3)
     assert occurrence(spec, "wake", after=sleep.at).at == utc(2026, 4, 7, 6)  # Tue 08:00 CEST
-    assert schedule.skipped_wakes(spec, sleep) == (date(2026, 4, 6),)
+    assert recurrence.skipped_wakes(spec, sleep) == (date(2026, 4, 6),)
 
 
 # --- announcements and display ------------------------------------------------------------------------
@@ -563,7 +565,7 @@ def test_a_holiday_on_monday_keeps_the_weekend_going_until_tuesday() -> None:
 def test_announcements_fire_at_each_lead_time_before_the_event() -> None:
     spec = make_spec("Fri 19:00", "Mon 07:00", BERLIN, lead_times="10m,60m")
     sleep = occurrence(spec, "sleep", after=utc(2026, 1, 5))
-    assert schedule.announcement_times(sleep, spec.lead_times) == [
+    assert recurrence.announcement_times(sleep, spec.lead_times) == [
         (60 * M, utc(2026, 1, 9, 17, 0)),
         (10 * M, utc(2026, 1, 9, 17, 50)),
     ]
@@ -577,13 +579,13 @@ def test_announcement_arithmetic_is_done_in_utc_across_the_autumn_change() -> No
     spec = make_spec("Sat 20:00", "Sun 03:00", BERLIN, lead_times="60m")
     wake = occurrence(spec, "wake", after=utc(2026, 10, 24))
     assert wake.at == utc(2026, 10, 25, 2)
-    assert schedule.announcement_times(wake, spec.lead_times) == [(H, utc(2026, 10, 25, 1))]
+    assert recurrence.announcement_times(wake, spec.lead_times) == [(H, utc(2026, 10, 25, 1))]
 
 
 def test_a_postponed_occurrence_is_announced_from_its_new_time() -> None:
     spec = make_spec("Fri 19:00", "Mon 07:00", BERLIN, lead_times="10m")
     sleep = occurrence(spec, "sleep", after=utc(2026, 1, 5))
-    assert schedule.announcement_times(sleep, spec.lead_times, at=utc(2026, 1, 9, 20)) == [
+    assert recurrence.announcement_times(sleep, spec.lead_times, at=utc(2026, 1, 9, 20)) == [
         (10 * M, utc(2026, 1, 9, 19, 50))
     ]
 
@@ -623,9 +625,9 @@ def weekdays() -> ScheduleSpec:
 
 def test_skip_affects_only_that_occurrence(weekdays: ScheduleSpec) -> None:
     tonight, tomorrow = (
-        o for o in schedule.next_occurrences(weekdays, after=utc(2026, 1, 13, 12), limit=3)[::2]
+        o for o in recurrence.next_occurrences(weekdays, after=utc(2026, 1, 13, 12), limit=3)[::2]
     )
-    decision = schedule.skip(tonight, by="U_ALICE", spec=weekdays)
+    decision = one_off.skip(tonight, by="U_ALICE", spec=weekdays)
     assert decision == Override(
         "dev-eu:2026-01-13:sleep",
         "skip",
@@ -633,51 +635,51 @@ def test_skip_affects_only_that_occurrence(weekdays: ScheduleSpec) -> None:
         "U_ALICE",
         "The sleep of Tue 20:00 CET is skipped; the schedule is unchanged.",
     )
-    assert schedule.effective_time(tonight, [decision]) is None
-    assert schedule.effective_time(tomorrow, [decision]) == utc(2026, 1, 14, 19)
+    assert one_off.effective_time(tonight, [decision]) is None
+    assert one_off.effective_time(tomorrow, [decision]) == utc(2026, 1, 14, 19)
 
 
 def test_postpone_moves_only_that_occurrence(weekdays: ScheduleSpec) -> None:
     tonight = occurrence(weekdays, "sleep", after=utc(2026, 1, 13, 12))
     tomorrow = occurrence(weekdays, "sleep", after=tonight.at)
-    decision = schedule.postpone(tonight, by="U_ALICE", delta=H, spec=weekdays)
+    decision = one_off.postpone(tonight, by="U_ALICE", delta=H, spec=weekdays)
     assert (decision.kind, decision.until, decision.by) == ("postpone", utc(2026, 1, 13, 20), "U_ALICE")
     assert decision.note == "The sleep of Tue 20:00 CET is postponed to Tue 21:00 CET (60 min later)."
-    assert schedule.effective_time(tonight, [decision]) == utc(2026, 1, 13, 20)
-    assert schedule.effective_time(tomorrow, [decision]) == tomorrow.at == utc(2026, 1, 14, 19)
+    assert one_off.effective_time(tonight, [decision]) == utc(2026, 1, 13, 20)
+    assert one_off.effective_time(tomorrow, [decision]) == tomorrow.at == utc(2026, 1, 14, 19)
 
 
 def test_postpones_add_up(weekdays: ScheduleSpec) -> None:
     tonight = occurrence(weekdays, "sleep", after=utc(2026, 1, 13, 12))
-    first = schedule.postpone(tonight, by="U_ALICE", delta=H, spec=weekdays)
-    second = schedule.postpone(tonight, by="U_BOB", delta=H, spec=weekdays, overrides=[first])
-    assert schedule.effective_time(tonight, [first, second]) == utc(2026, 1, 13, 21)
+    first = one_off.postpone(tonight, by="U_ALICE", delta=H, spec=weekdays)
+    second = one_off.postpone(tonight, by="U_BOB", delta=H, spec=weekdays, overrides=[first])
+    assert one_off.effective_time(tonight, [first, second]) == utc(2026, 1, 13, 21)
 
 
 def test_postpone_past_the_next_wake_becomes_a_skip(weekdays: ScheduleSpec) -> None:
     tonight = occurrence(weekdays, "sleep", after=utc(2026, 1, 13, 12))
-    decision = schedule.postpone(tonight, by="U_ALICE", delta=13 * H, spec=weekdays)
+    decision = one_off.postpone(tonight, by="U_ALICE", delta=13 * H, spec=weekdays)
     assert decision.kind == "skip"
     assert decision.until is None
     assert decision.note == (
         "Postponing the sleep of Tue 20:00 CET to Wed 09:00 CET would pass the next wake (Wed 08:00 CET), "
         "so this sleep is skipped instead; the schedule is unchanged."
     )
-    assert schedule.effective_time(tonight, [decision]) is None
+    assert one_off.effective_time(tonight, [decision]) is None
 
 
 def test_postpone_until_exactly_the_next_wake_is_a_skip(weekdays: ScheduleSpec) -> None:
     tonight = occurrence(weekdays, "sleep", after=utc(2026, 1, 13, 12))
-    assert schedule.postpone_until(tonight, by="U", until=utc(2026, 1, 14, 7), spec=weekdays).kind == "skip"
+    assert one_off.postpone_until(tonight, by="U", until=utc(2026, 1, 14, 7), spec=weekdays).kind == "skip"
     assert (
-        schedule.postpone_until(tonight, by="U", until=utc(2026, 1, 14, 6, 59), spec=weekdays).kind
+        one_off.postpone_until(tonight, by="U", until=utc(2026, 1, 14, 6, 59), spec=weekdays).kind
         == "postpone"
     )
 
 
 def test_postponing_a_wake_past_the_next_sleep_skips_the_wake(weekdays: ScheduleSpec) -> None:
     morning = occurrence(weekdays, "wake", after=utc(2026, 1, 13, 0))
-    decision = schedule.postpone(morning, by="U_ALICE", delta=12 * H, spec=weekdays)
+    decision = one_off.postpone(morning, by="U_ALICE", delta=12 * H, spec=weekdays)
     assert decision.kind == "skip"
     assert "would pass the next sleep (Tue 20:00 CET)" in decision.note
 
@@ -685,18 +687,18 @@ def test_postponing_a_wake_past_the_next_sleep_skips_the_wake(weekdays: Schedule
 def test_without_a_wake_a_postpone_is_bounded_by_the_next_sleep() -> None:
     spec = make_spec("Fri 19:00", None, BERLIN)
     friday = occurrence(spec, "sleep", after=utc(2026, 1, 5))
-    assert schedule.postpone(friday, by="U", delta=3 * timedelta(days=1), spec=spec).kind == "postpone"
-    assert schedule.postpone(friday, by="U", delta=7 * timedelta(days=1), spec=spec).kind == "skip"
+    assert one_off.postpone(friday, by="U", delta=3 * timedelta(days=1), spec=spec).kind == "postpone"
+    assert one_off.postpone(friday, by="U", delta=7 * timedelta(days=1), spec=spec).kind == "skip"
 
 
 def test_the_latest_decision_for_an_occurrence_wins(weekdays: ScheduleSpec) -> None:
     tonight = occurrence(weekdays, "sleep", after=utc(2026, 1, 13, 12))
-    postponed = schedule.postpone(tonight, by="U_ALICE", delta=H, spec=weekdays)
-    skipped = schedule.skip(tonight, by="U_BOB", spec=weekdays)
-    started = schedule.run_now(tonight, by="U_CAROL", now=utc(2026, 1, 13, 18, 30), spec=weekdays)
-    assert schedule.effective_time(tonight, [postponed, skipped]) is None
-    assert schedule.effective_time(tonight, [skipped, postponed]) == utc(2026, 1, 13, 20)
-    assert schedule.effective_time(tonight, [postponed, skipped, started]) == utc(2026, 1, 13, 18, 30)
+    postponed = one_off.postpone(tonight, by="U_ALICE", delta=H, spec=weekdays)
+    skipped = one_off.skip(tonight, by="U_BOB", spec=weekdays)
+    started = one_off.run_now(tonight, by="U_CAROL", now=utc(2026, 1, 13, 18, 30), spec=weekdays)
+    assert one_off.effective_time(tonight, [postponed, skipped]) is None
+    assert one_off.effective_time(tonight, [skipped, postponed]) == utc(2026, 1, 13, 20)
+    assert one_off.effective_time(tonight, [postponed, skipped, started]) == utc(2026, 1, 13, 18, 30)
 
 
 @pytest.mark.parametrize(
@@ -712,14 +714,14 @@ def test_bad_postpones_are_refused(weekdays: ScheduleSpec, call: str, fragment: 
     tonight = occurrence(weekdays, "sleep", after=utc(2026, 1, 13, 12))
     with pytest.raises(ScheduleError) as caught:
         if call == "negative":
-            schedule.postpone(tonight, by="U", delta=-H, spec=weekdays)
+            one_off.postpone(tonight, by="U", delta=-H, spec=weekdays)
         elif call == "earlier":
-            schedule.postpone_until(tonight, by="U", until=utc(2026, 1, 13, 18), spec=weekdays)
+            one_off.postpone_until(tonight, by="U", until=utc(2026, 1, 13, 18), spec=weekdays)
         elif call == "skipped":
-            skipped = schedule.skip(tonight, by="U", spec=weekdays)
-            schedule.postpone(tonight, by="U", delta=H, spec=weekdays, overrides=[skipped])
+            skipped = one_off.skip(tonight, by="U", spec=weekdays)
+            one_off.postpone(tonight, by="U", delta=H, spec=weekdays, overrides=[skipped])
         else:
-            schedule.postpone_until(tonight, by="U", until=datetime(2026, 1, 13, 22), spec=weekdays)
+            one_off.postpone_until(tonight, by="U", until=datetime(2026, 1, 13, 22), spec=weekdays)
     assert fragment in str(caught.value)
 
 
@@ -746,7 +748,7 @@ MON_WAKE = utc(2026, 1, 12, 7)  # Mon 08:00 CET
 
 
 def test_a_sleep_missed_within_grace_runs_late(weekdays: ScheduleSpec) -> None:
-    (decision,) = schedule.decide_missed(weekdays, last_done=FRI_WAKE, now=FRI_SLEEP + 30 * M)
+    (decision,) = one_off.decide_missed(weekdays, last_done=FRI_WAKE, now=FRI_SLEEP + 30 * M)
     assert decision.occurrence.key == "dev-eu:2026-01-09:sleep"
     assert (decision.verdict, decision.late_by) == ("run_late", 30 * M)
     assert decision.reason == (
@@ -755,7 +757,7 @@ def test_a_sleep_missed_within_grace_runs_late(weekdays: ScheduleSpec) -> None:
 
 
 def test_a_sleep_missed_beyond_grace_is_announced_not_dropped(weekdays: ScheduleSpec) -> None:
-    (decision,) = schedule.decide_missed(weekdays, last_done=FRI_WAKE, now=FRI_SLEEP + 2 * H)
+    (decision,) = one_off.decide_missed(weekdays, last_done=FRI_WAKE, now=FRI_SLEEP + 2 * H)
     assert (decision.verdict, decision.late_by) == ("announce_missed", 2 * H)
     assert decision.reason == (
         "the sleep of Fri 20:00 CET was missed by 2 h, beyond the 60 min grace: not run, announced as missed"
@@ -763,18 +765,18 @@ def test_a_sleep_missed_beyond_grace_is_announced_not_dropped(weekdays: Schedule
 
 
 def test_the_grace_window_is_configurable_and_inclusive(weekdays: ScheduleSpec) -> None:
-    (decision,) = schedule.decide_missed(weekdays, last_done=FRI_WAKE, now=FRI_SLEEP + 2 * H, grace=2 * H)
+    (decision,) = one_off.decide_missed(weekdays, last_done=FRI_WAKE, now=FRI_SLEEP + 2 * H, grace=2 * H)
     assert decision.verdict == "run_late"
 
 
 def test_an_occurrence_on_time_just_runs(weekdays: ScheduleSpec) -> None:
-    (decision,) = schedule.decide_missed(weekdays, last_done=FRI_WAKE, now=FRI_SLEEP + timedelta(seconds=5))
+    (decision,) = one_off.decide_missed(weekdays, last_done=FRI_WAKE, now=FRI_SLEEP + timedelta(seconds=5))
     assert (decision.verdict, decision.reason) == ("run", "the sleep of Fri 20:00 CET is due")
 
 
 def test_only_the_most_recent_due_event_counts(weekdays: ScheduleSpec) -> None:
     # down at 20:00 and up at 08:00 both missed → only the wake is acted on; the sleep is reported
-    decisions = schedule.decide_missed(weekdays, last_done=utc(2026, 1, 8, 7), now=FRI_WAKE + 30 * M)
+    decisions = one_off.decide_missed(weekdays, last_done=utc(2026, 1, 8, 7), now=FRI_WAKE + 30 * M)
     assert [(d.occurrence.key, d.verdict) for d in decisions] == [
         ("dev-eu:2026-01-08:sleep", "noop"),
         ("dev-eu:2026-01-09:wake", "run_late"),
@@ -783,14 +785,14 @@ def test_only_the_most_recent_due_event_counts(weekdays: ScheduleSpec) -> None:
 
 
 def test_a_missed_wake_always_runs_however_late(weekdays: ScheduleSpec) -> None:
-    (decision,) = schedule.decide_missed(weekdays, last_done=FRI_SLEEP, now=MON_WAKE + 5 * H)
+    (decision,) = one_off.decide_missed(weekdays, last_done=FRI_SLEEP, now=MON_WAKE + 5 * H)
     assert decision.occurrence.key == "dev-eu:2026-01-12:wake"
     assert (decision.verdict, decision.late_by) == ("run_late", 5 * H)
     assert decision.reason == "the wake of Mon 08:00 CET was missed by 5 h; a missed wake always runs"
 
 
 def test_a_manual_action_after_the_occurrence_wins(weekdays: ScheduleSpec) -> None:
-    (decision,) = schedule.decide_missed(
+    (decision,) = one_off.decide_missed(
         weekdays, last_done=FRI_WAKE, now=FRI_SLEEP + 30 * M, manual_action_at=FRI_SLEEP + 15 * M
     )
     assert decision.verdict == "noop"
@@ -800,7 +802,7 @@ def test_a_manual_action_after_the_occurrence_wins(weekdays: ScheduleSpec) -> No
 
 
 def test_a_manual_action_before_the_occurrence_does_not_cancel_it(weekdays: ScheduleSpec) -> None:
-    (decision,) = schedule.decide_missed(
+    (decision,) = one_off.decide_missed(
         weekdays, last_done=FRI_WAKE, now=FRI_SLEEP + 30 * M, manual_action_at=FRI_SLEEP - H
     )
     assert decision.verdict == "run_late"
@@ -808,18 +810,18 @@ def test_a_manual_action_before_the_occurrence_does_not_cancel_it(weekdays: Sche
 
 def test_done_keys_yield_nothing(weekdays: ScheduleSpec) -> None:
     done = frozenset({"dev-eu:2026-01-09:sleep"})
-    assert schedule.decide_missed(weekdays, last_done=FRI_WAKE, now=FRI_SLEEP + 30 * M, done_keys=done) == []
-    assert schedule.decide_missed(weekdays, last_done=FRI_SLEEP, now=FRI_SLEEP + 30 * M) == []
+    assert one_off.decide_missed(weekdays, last_done=FRI_WAKE, now=FRI_SLEEP + 30 * M, done_keys=done) == []
+    assert one_off.decide_missed(weekdays, last_done=FRI_SLEEP, now=FRI_SLEEP + 30 * M) == []
 
 
 def test_nothing_due_means_no_decision(weekdays: ScheduleSpec) -> None:
-    assert schedule.decide_missed(weekdays, last_done=FRI_SLEEP, now=utc(2026, 1, 11, 12)) == []
+    assert one_off.decide_missed(weekdays, last_done=FRI_SLEEP, now=utc(2026, 1, 11, 12)) == []
 
 
 def test_the_lookback_is_capped_at_seven_days(weekdays: ScheduleSpec) -> None:
     now = utc(2026, 1, 14, 12)  # Wed 13:00 CET, down for a month
     for last_done in (None, utc(2025, 12, 1)):
-        decisions = schedule.decide_missed(weekdays, last_done=last_done, now=now)
+        decisions = one_off.decide_missed(weekdays, last_done=last_done, now=now)
         assert all(now - timedelta(days=7) < d.occurrence.at <= now for d in decisions)
         assert len(decisions) == 10  # 5 sleeps and 5 wakes in the last 7 days
         assert [d.verdict for d in decisions] == ["noop"] * 9 + ["run_late"]
@@ -828,8 +830,8 @@ def test_the_lookback_is_capped_at_seven_days(weekdays: ScheduleSpec) -> None:
 
 def test_a_skipped_occurrence_is_not_run_late(weekdays: ScheduleSpec) -> None:
     tonight = occurrence(weekdays, "sleep", after=FRI_WAKE)
-    skipped = schedule.skip(tonight, by="U_ALICE", spec=weekdays)
-    (decision,) = schedule.decide_missed(
+    skipped = one_off.skip(tonight, by="U_ALICE", spec=weekdays)
+    (decision,) = one_off.decide_missed(
         weekdays, last_done=FRI_WAKE, now=FRI_SLEEP + 30 * M, overrides=[skipped]
     )
     assert (decision.verdict, decision.reason) == (
@@ -840,13 +842,13 @@ def test_a_skipped_occurrence_is_not_run_late(weekdays: ScheduleSpec) -> None:
 
 def test_a_postponed_occurrence_is_due_at_its_new_time(weekdays: ScheduleSpec) -> None:
     tonight = occurrence(weekdays, "sleep", after=FRI_WAKE)
-    postponed = schedule.postpone(tonight, by="U_ALICE", delta=2 * H, spec=weekdays)
+    postponed = one_off.postpone(tonight, by="U_ALICE", delta=2 * H, spec=weekdays)
     done = frozenset({"dev-eu:2026-01-09:wake"})
-    before = schedule.decide_missed(
+    before = one_off.decide_missed(
         weekdays, last_done=None, now=FRI_SLEEP + H, overrides=[postponed], done_keys=done
     )
     assert before == []  # the latest due event (the Friday wake) is done; the sleep is not due yet
-    (after,) = schedule.decide_missed(
+    (after,) = one_off.decide_missed(
         weekdays, last_done=FRI_WAKE, now=FRI_SLEEP + 2 * H + 10 * M, overrides=[postponed]
     )
     assert (after.occurrence.key, after.verdict, after.late_by) == (
@@ -861,16 +863,16 @@ def test_a_postponed_occurrence_is_due_at_its_new_time(weekdays: ScheduleSpec) -
 
 def test_a_temporary_wake_at_the_weekend_resleeps_after_its_duration(weekdays: ScheduleSpec) -> None:
     now = utc(2026, 1, 10, 9)  # Sat 10:00 CET, asleep since Friday
-    resleep = schedule.temporary_wake(now, 3 * H, weekdays)
+    resleep = one_off.temporary_wake(now, 3 * H, weekdays)
     assert resleep == utc(2026, 1, 10, 12)
-    assert schedule.held_sleeps(weekdays, woke_at=now, resleep_at=resleep) == []
+    assert one_off.held_sleeps(weekdays, woke_at=now, resleep_at=resleep) == []
 
 
 def test_a_temporary_wake_holds_back_the_scheduled_sleep_inside_it(weekdays: ScheduleSpec) -> None:
     now = utc(2026, 1, 9, 18)  # Fri 19:00 CET, one hour before the scheduled sleep
-    resleep = schedule.temporary_wake(now, 3 * H, weekdays)
+    resleep = one_off.temporary_wake(now, 3 * H, weekdays)
     assert resleep == utc(2026, 1, 9, 21)
-    assert [o.key for o in schedule.held_sleeps(weekdays, woke_at=now, resleep_at=resleep)] == [
+    assert [o.key for o in one_off.held_sleeps(weekdays, woke_at=now, resleep_at=resleep)] == [
         "dev-eu:2026-01-09:sleep"
     ]
 
@@ -879,14 +881,14 @@ def test_a_temporary_wake_overtaken_by_the_scheduled_wake_follows_the_schedule(
     weekdays: ScheduleSpec,
 ) -> None:
     now = utc(2026, 1, 12, 5)  # Mon 06:00 CET, scheduled wake at 08:00
-    resleep = schedule.temporary_wake(now, 3 * H, weekdays)
+    resleep = one_off.temporary_wake(now, 3 * H, weekdays)
     assert resleep == utc(2026, 1, 12, 19)  # the regular Mon 20:00 sleep, not 09:00
-    assert schedule.held_sleeps(weekdays, woke_at=now, resleep_at=resleep) == []
+    assert one_off.held_sleeps(weekdays, woke_at=now, resleep_at=resleep) == []
 
 
 def test_a_temporary_wake_counts_real_hours_across_the_spring_change(weekdays: ScheduleSpec) -> None:
     now = utc(2026, 3, 28, 22)  # Sat 23:00 CET
-    resleep = schedule.temporary_wake(now, 4 * H, weekdays)
+    resleep = one_off.temporary_wake(now, 4 * H, weekdays)
     assert resleep == utc(2026, 3, 29, 2)
     assert schedule.describe(resleep, BERLIN) == "Sun 04:00 CEST"
 
@@ -894,22 +896,20 @@ def test_a_temporary_wake_counts_real_hours_across_the_spring_change(weekdays: S
 @pytest.mark.parametrize("duration", [timedelta(0), -H, timedelta(days=8)])
 def test_bad_temporary_wake_durations_are_refused(weekdays: ScheduleSpec, duration: timedelta) -> None:
     with pytest.raises(ScheduleError, match="give a duration above 0 and at most 7 days"):
-        schedule.temporary_wake(utc(2026, 1, 10, 9), duration, weekdays)
+        one_off.temporary_wake(utc(2026, 1, 10, 9), duration, weekdays)
 
 
 def test_a_cluster_woken_by_hand_sleeps_at_the_next_scheduled_sleep(weekdays: ScheduleSpec) -> None:
-    assert schedule.next_sleep_after_manual_wake(weekdays, woke_at=utc(2026, 1, 10, 9)) == utc(
-        2026, 1, 12, 19
-    )
-    assert schedule.next_sleep_after_manual_wake(weekdays, woke_at=utc(2026, 1, 12, 18)) == utc(
+    assert one_off.next_sleep_after_manual_wake(weekdays, woke_at=utc(2026, 1, 10, 9)) == utc(2026, 1, 12, 19)
+    assert one_off.next_sleep_after_manual_wake(weekdays, woke_at=utc(2026, 1, 12, 18)) == utc(
         2026, 1, 12, 19
     )
 
 
 def test_the_scheduled_state(weekdays: ScheduleSpec) -> None:
-    assert schedule.scheduled_state(weekdays, at=utc(2026, 1, 10, 12)) == "asleep"
-    assert schedule.scheduled_state(weekdays, at=utc(2026, 1, 12, 12)) == "awake"
-    assert schedule.scheduled_state(weekdays, at=MON_WAKE) == "awake"
+    assert one_off.scheduled_state(weekdays, at=utc(2026, 1, 10, 12)) == "asleep"
+    assert one_off.scheduled_state(weekdays, at=utc(2026, 1, 12, 12)) == "awake"
+    assert one_off.scheduled_state(weekdays, at=MON_WAKE) == "awake"
 
 
 # --- properties ---------------------------------------------------------------------------------------
@@ -985,8 +985,8 @@ def test_next_occurrence_is_strictly_after_and_monotonic(
     second = occurrence(spec, "sleep", after=first.at)
     assert after < first.at < second.at
     assert first.local_date < second.local_date
-    assert schedule.occurrences_between(spec, start=after, end=first.at) == [first]
-    upcoming = schedule.next_occurrences(spec, after=after, limit=3)
+    assert recurrence.occurrences_between(spec, start=after, end=first.at) == [first]
+    upcoming = recurrence.next_occurrences(spec, after=after, limit=3)
     assert upcoming[:2] == [first, second]
     assert all(a.at < b.at for a, b in itertools.pairwise(upcoming))
 
@@ -1019,12 +1019,12 @@ def with_days_off(spec: ScheduleSpec, *days_off: DayOff) -> ScheduleSpec:
 
 def test_a_day_off_that_stays_asleep_drops_its_wake_and_its_sleep(weekdays: ScheduleSpec) -> None:
     spec = with_days_off(weekdays, DayOff(WHIT_MONDAY, "Whit Monday", "DE-BY", "stay_asleep"))
-    found = schedule.next_occurrences(spec, after=utc(2026, 5, 22, 12), limit=2)  # Fri 14:00 CEST
+    found = recurrence.next_occurrences(spec, after=utc(2026, 5, 22, 12), limit=2)  # Fri 14:00 CEST
     assert [(o.key, o.at) for o in found] == [
         ("dev-eu:2026-05-22:sleep", utc(2026, 5, 22, 18)),
         ("dev-eu:2026-05-26:wake", utc(2026, 5, 26, 6)),
     ]
-    skipped = schedule.days_off_between(spec, start=found[0].at, end=found[1].at)
+    skipped = recurrence.days_off_between(spec, start=found[0].at, end=found[1].at)
     assert [(o.key, d.reason()) for o, d in skipped] == [
         ("dev-eu:2026-05-25:wake", "Stays asleep: Whit Monday (DE-BY)"),
         ("dev-eu:2026-05-25:sleep", "Stays asleep: Whit Monday (DE-BY)"),
@@ -1042,7 +1042,7 @@ def test_a_day_off_can_skip_only_the_wake_or_only_the_sleep(
     weekdays: ScheduleSpec, action: DayOffAction, kept: list[str]
 ) -> None:
     spec = with_days_off(weekdays, DayOff(WHIT_MONDAY, "Whit Monday", "DE-BY", action))
-    found = schedule.next_occurrences(spec, after=utc(2026, 5, 22, 12), limit=3)
+    found = recurrence.next_occurrences(spec, after=utc(2026, 5, 22, 12), limit=3)
     assert [o.key for o in found] == kept
 
 
@@ -1052,10 +1052,10 @@ def test_a_public_holiday_from_the_library_keeps_it_asleep_across_the_spring_cha
     # Good Friday 2027-03-26 and Easter Monday 2027-03-29 around the change to CEST on the 28th.
     rule = parse_rule(holidays="de-by")
     spec = dataclasses.replace(weekdays, days_off_rule=rule, days_off=Calendars().days_off(rule, around=2027))
-    sleep, wake = schedule.next_occurrences(spec, after=utc(2027, 3, 25, 12), limit=2)
+    sleep, wake = recurrence.next_occurrences(spec, after=utc(2027, 3, 25, 12), limit=2)
     assert (sleep.key, sleep.at) == ("dev-eu:2027-03-25:sleep", utc(2027, 3, 25, 19))  # 20:00 CET
     assert (wake.key, wake.at) == ("dev-eu:2027-03-30:wake", utc(2027, 3, 30, 6))  # 08:00 CEST
-    reasons = [d.reason() for _, d in schedule.days_off_between(spec, start=sleep.at, end=wake.at)]
+    reasons = [d.reason() for _, d in recurrence.days_off_between(spec, start=sleep.at, end=wake.at)]
     assert reasons == [
         "Stays asleep: Good Friday (DE-BY)",
         "Stays asleep: Good Friday (DE-BY)",
@@ -1070,7 +1070,7 @@ def test_a_calendar_day_skips_the_sleep_in_the_repeated_hour_of_the_autumn_chang
         make_spec("daily 02:30", "daily 09:00", BERLIN),
         DayOff(date(2026, 10, 25), "Release", "calendar releases", "skip_sleep"),
     )
-    found = schedule.occurrences_between(spec, start=utc(2026, 10, 24), end=utc(2026, 10, 26, 12))
+    found = recurrence.occurrences_between(spec, start=utc(2026, 10, 24), end=utc(2026, 10, 26, 12))
     assert [(o.key, o.at) for o in found] == [
         ("dev-eu:2026-10-24:sleep", utc(2026, 10, 24, 0, 30)),
         ("dev-eu:2026-10-24:wake", utc(2026, 10, 24, 7)),
@@ -1078,7 +1078,7 @@ def test_a_calendar_day_skips_the_sleep_in_the_repeated_hour_of_the_autumn_chang
         ("dev-eu:2026-10-26:sleep", utc(2026, 10, 26, 1, 30)),
         ("dev-eu:2026-10-26:wake", utc(2026, 10, 26, 8)),
     ]
-    [(dropped, why)] = schedule.days_off_between(spec, start=utc(2026, 10, 24), end=utc(2026, 10, 26, 12))
+    [(dropped, why)] = recurrence.days_off_between(spec, start=utc(2026, 10, 24), end=utc(2026, 10, 26, 12))
     assert (dropped.key, dropped.at) == ("dev-eu:2026-10-25:sleep", utc(2026, 10, 25, 0, 30))
     assert why.reason() == "Stays awake: Release (calendar releases)"
 
@@ -1139,9 +1139,9 @@ def test_days_off_keep_the_dst_rules_and_each_event_is_either_scheduled_or_expla
     spec = _spec_with(zone, sleep, wake, days_off)
     plain = dataclasses.replace(spec, days_off=())
     end = after + timedelta(days=10)
-    kept = schedule.occurrences_between(spec, start=after, end=end)
-    explained = schedule.days_off_between(spec, start=after, end=end)
-    everything = schedule.occurrences_between(plain, start=after, end=end)
+    kept = recurrence.occurrences_between(spec, start=after, end=end)
+    explained = recurrence.days_off_between(spec, start=after, end=end)
+    everything = recurrence.occurrences_between(plain, start=after, end=end)
     # Every event of the weekly times either happens or is suppressed by a day off that says why.
     assert sorted([*kept, *(o for o, _ in explained)], key=lambda o: (o.at, o.action)) == everything
     for occ in kept:
@@ -1152,7 +1152,7 @@ def test_days_off_keep_the_dst_rules_and_each_event_is_either_scheduled_or_expla
     for action in ("sleep", "wake"):
         mine = [o for o in kept if o.action == action]
         assert all(a.at < b.at and a.local_date < b.local_date for a, b in itertools.pairwise(mine))
-        following = schedule.next_occurrence(spec, action, after=after)
+        following = recurrence.next_occurrence(spec, action, after=after)
         assert following is None or following.at > after
         assert following is None or spec.day_off(following.local_date, action) is None
         if mine:
@@ -1178,15 +1178,15 @@ def test_missed_runs_with_days_off_in_between_decide_only_on_events_that_happen(
 ) -> None:
     spec = _spec_with(zone, sleep, wake, days_off)
     now = last_done + down_for
-    decisions = schedule.decide_missed(spec, last_done=last_done, now=now)
+    decisions = one_off.decide_missed(spec, last_done=last_done, now=now)
     for decision in decisions:
         occ = decision.occurrence
         assert spec.day_off(occ.local_date, occ.action) is None
         assert last_done < occ.at <= now
     if decisions:  # only the most recent event that happens counts; the earlier are superseded
         assert all(d.verdict == "noop" for d in decisions[:-1])
-        start = max(last_done, now - schedule.MISSED_LOOKBACK)
-        latest = schedule.occurrences_between(spec, start=start, end=now)
+        start = max(last_done, now - one_off.MISSED_LOOKBACK)
+        latest = recurrence.occurrences_between(spec, start=start, end=now)
         assert decisions[-1].occurrence == latest[-1]
         assert decisions[-1].verdict != "noop"
 
@@ -1209,20 +1209,20 @@ def test_postpone_and_skip_with_days_off_stop_only_at_an_event_that_happens(
     delta: timedelta,
 ) -> None:
     spec = _spec_with(zone, sleep, wake, days_off)
-    [first] = schedule.next_occurrences(spec, after=after, limit=1) or [None]
+    [first] = recurrence.next_occurrences(spec, after=after, limit=1) or [None]
     if first is None:
         return
-    decided = schedule.postpone(first, by="U", delta=delta, spec=spec)
+    decided = one_off.postpone(first, by="U", delta=delta, spec=spec)
     until = first.at + delta
     opposite = "wake" if first.action == "sleep" else "sleep"
     happening = [
-        o for o in schedule.occurrences_between(spec, start=first.at, end=until) if o.action == opposite
+        o for o in recurrence.occurrences_between(spec, start=first.at, end=until) if o.action == opposite
     ]
     # A postpone turns into a skip exactly when it would pass an opposite event that happens; one a
     # day off suppresses is no boundary.
     assert decided.kind == ("skip" if happening else "postpone")
-    assert schedule.effective_time(first, [decided]) == (None if happening else until)
-    skipped = schedule.skip(first, by="U", spec=spec)
-    following = schedule.next_occurrence(spec, first.action, after=first.at)
-    assert schedule.effective_time(first, [skipped]) is None
-    assert following is None or schedule.effective_time(following, [skipped]) == following.at
+    assert one_off.effective_time(first, [decided]) == (None if happening else until)
+    skipped = one_off.skip(first, by="U", spec=spec)
+    following = recurrence.next_occurrence(spec, first.action, after=first.at)
+    assert one_off.effective_time(first, [skipped]) is None
+    assert following is None or one_off.effective_time(following, [skipped]) == following.at

@@ -49,7 +49,8 @@ from engine.schedules.calendars import Calendars, load_calendar
 from engine.schedules.model import ScheduleTarget
 from engine.schedules.service import Schedules
 from engine.schedules.text import wake_report
-from engine.store.database import Store, schedule_fingerprint
+from engine.store.database import Store
+from engine.store.schedules import schedule_fingerprint
 
 CLUSTER = "dev-eu"
 OPERATOR, APPROVER, APPROVER2, VIEWER = "U0OPER", "U0APPR", "U0APPR2", "U0VIEW"

@@ -21,7 +21,10 @@ import pytest
 from bot.cli import main as cli
 from bot.cli.common import EXIT_OK, EXIT_USAGE
 from bot.cli.operations import EXIT_AUDIT_BROKEN
-from engine.store.database import SCHEMA_VERSION, Store, StoreError, verify_audit_file
+from engine.store.base import StoreError
+from engine.store.database import Store
+from engine.store.migrations import SCHEMA_VERSION
+from engine.store.readonly import verify_audit_file
 
 AT = datetime(2026, 3, 2, 16, 0, tzinfo=UTC)
 

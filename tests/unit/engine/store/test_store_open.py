@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from engine.store import database as store_module
-from engine.store.database import Store, StoreError
+from engine.store.base import StoreError
+from engine.store.database import Store
 
 
 @contextmanager

@@ -38,7 +38,9 @@ from engine.domain.operation import (
 )
 from engine.kube.fake import FakeCluster
 from engine.schedules.text import wake_report
-from engine.store.database import SCHEMA_VERSION, Store, StoreError
+from engine.store.base import StoreError
+from engine.store.database import Store
+from engine.store.migrations import SCHEMA_VERSION
 from tests.unit.engine.operations.test_operations import cluster, finish, make_ops, zero  # noqa: F401 (fixture)
 
 
