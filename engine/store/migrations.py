@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from engine.domain.legacy_records import progress_from_legacy, summary_from_legacy
 from engine.store.audit import (
@@ -24,6 +25,198 @@ A database of a newer schema is refused: this version cannot know what the newer
 
 TYPED_RECORDS_SCHEMA = 4
 AUDIT_CHAIN_SCHEMA = 3
+
+
+@dataclass(frozen=True)
+class _Table:
+    """A table as the current schema has it: created if missing; `added` are the columns a later
+    version added (an older file gets them by ALTER TABLE), `indexes` the column lists indexed."""
+
+    name: str
+    columns: Mapping[str, type]
+    pk: str | tuple[str, ...]
+    added: Mapping[str, type] = field(default_factory=dict)
+    indexes: tuple[tuple[str, ...], ...] = ()
+
+
+_OPERATION_TABLES = (
+    _Table(
+        "operations",
+        {
+            "id": str,
+            "kind": str,
+            "cluster": str,
+            "target": str,
+            "state": str,
+            "requested_by": str,
+            "channel": str,
+            "created_at": str,
+            "updated_at": str,
+            "plan": str,
+            "plan_hash": str,
+            "step": str,
+            "step_data": str,
+            "approval_id": str,
+            "approvals_required": int,
+            "expires_at": str,
+            "message_ts": str,
+            "thread_ts": str,
+            "result": str,
+            "error": str,
+        },
+        pk="id",
+        added={"initiated_by": str},
+        indexes=(("approval_id",), ("state",)),
+    ),
+    _Table(
+        "journal",
+        {"id": int, "at": str, "op_id": str, "step": str, "event": str, "detail": str},
+        pk="id",
+        added={"runner": str},
+        indexes=(("op_id",),),
+    ),
+    # One runner per operation: the claim's token fences the writes of a runner that lost it.
+    _Table(
+        "runner_claims",
+        {
+            "op_id": str,
+            "owner": str,
+            "host": str,
+            "pid": int,
+            "nonce": str,
+            "token": int,
+            "heartbeat_at": str,
+        },
+        pk="op_id",
+    ),
+    _Table(
+        "audit",
+        {"id": int, "at": str, "actor": str, "action": str, "op_id": str, "cluster": str, "detail": str},
+        pk="id",
+        indexes=(("op_id",),),
+    ),
+)
+"""Created before the audit chain's migration, which reads the audit table."""
+
+_STATE_TABLES = (
+    _Table("votes", {"approval_id": str, "user": str, "vote": str, "at": str}, pk=("approval_id", "user")),
+    _Table("locks", {"key": str, "op_id": str, "at": str}, pk="key"),
+    _Table(
+        "restore",
+        {
+            "cluster": str,
+            "pool": str,
+            "desired": int,
+            "min_size": int,
+            "max_size": int,
+            "recorded_at": str,
+            "op_id": str,
+            "extra": str,
+        },
+        pk=("cluster", "pool"),
+    ),
+    _Table(
+        "workload_records",
+        {"cluster": str, "key": str, "record": str, "op_id": str, "at": str},
+        pk=("cluster", "key"),
+    ),
+    # Workloads whose pods were on the nodes a sleep removed: what its wake follows back.
+    _Table(
+        "displaced",
+        {"cluster": str, "pool": str, "key": str, "op_id": str, "at": str},
+        pk=("cluster", "pool", "key"),
+    ),
+    # Slack delivery: what the sender still owes (JSON items) and where each message lives.
+    _Table("outbox", {"id": str, "seq": int, "item": str, "sent": int}, pk="id"),
+    _Table("messages", {"key": str, "channel": str, "ts": str}, pk="key"),
+    # The built-in simulated cluster (`--simulated`): its objects as JSON, one row per part, so
+    # that separate commands on the same file see one cluster, as they would a real one.
+    _Table(
+        "simulation", {"cluster": str, "part": str, "state": str, "saved_at": str}, pk=("cluster", "part")
+    ),
+    # The last week whose savings post each cluster claimed (a restart never posts it twice).
+    _Table("savings_posts", {"cluster": str, "week": str, "claimed_at": str}, pk="cluster"),
+)
+
+_SCHEDULE_TABLES = (
+    _Table(
+        "schedules",
+        {
+            "name": str,
+            "cluster": str,
+            "target": str,
+            "sleep": str,
+            "wake": str,
+            "tz": str,
+            "lead_times": str,
+            "channel": str,
+            "approval_mode": str,
+            "approved_by": str,
+            "enabled": int,
+            "exceptions": str,
+            "created_by": str,
+            "created_at": str,
+            "active_since": str,
+            "last_done_at": str,
+        },
+        pk="name",
+        added={"days_off": str},
+    ),
+    _Table(
+        "occurrences",
+        {
+            "key": str,
+            "schedule": str,
+            "action": str,
+            "local_date": str,
+            "due_at": str,
+            "state": str,
+            "kind": str,
+            "op_id": str,
+            "announce_channel": str,
+            "announce_ts": str,
+            "announced_for": str,
+            "announced_lead": int,
+            "summary": str,
+            "note": str,
+            "done_at": str,
+        },
+        pk="key",
+        indexes=(("schedule", "state"), ("op_id",)),
+    ),
+    _Table(
+        "overrides",
+        {
+            "id": int,
+            "key": str,
+            "schedule": str,
+            "kind": str,
+            "until": str,
+            "by": str,
+            "at": str,
+            "note": str,
+        },
+        pk="id",
+        indexes=(("schedule",),),
+    ),
+)
+"""Created before `schedule_approvals`, whose first creation reads the schedules."""
+
+_FORCE_DECISIONS = _Table(
+    "force_decisions",
+    {
+        "schedule": str,
+        "key": str,
+        "kind": str,
+        "user": str,
+        "pool": str,
+        "digest": str,
+        "binding": str,
+        "scope": str,
+        "at": str,
+    },
+    pk=("schedule", "key", "kind", "user", "pool"),
+)
 
 
 class MigrationsStore(StoreBase):
@@ -52,111 +245,11 @@ class MigrationsStore(StoreBase):
             )
         if "meta" not in db.table_names():
             db.table("meta").create({"key": str, "value": str}, pk="key")
-        db.table("operations").create(
-            {
-                "id": str,
-                "kind": str,
-                "cluster": str,
-                "target": str,
-                "state": str,
-                "requested_by": str,
-                "channel": str,
-                "created_at": str,
-                "updated_at": str,
-                "plan": str,
-                "plan_hash": str,
-                "step": str,
-                "step_data": str,
-                "approval_id": str,
-                "approvals_required": int,
-                "expires_at": str,
-                "message_ts": str,
-                "thread_ts": str,
-                "result": str,
-                "error": str,
-            },
-            pk="id",
-            if_not_exists=True,
-        )
-        self._add_columns("operations", {"initiated_by": str})
-        db.table("operations").create_index(["approval_id"], if_not_exists=True)
-        db.table("operations").create_index(["state"], if_not_exists=True)
-        db.table("journal").create(
-            {"id": int, "at": str, "op_id": str, "step": str, "event": str, "detail": str},
-            pk="id",
-            if_not_exists=True,
-        )
-        db.table("journal").create_index(["op_id"], if_not_exists=True)
-        if "runner" not in db.table("journal").columns_dict:
-            db.table("journal").add_column("runner", str)
-        # One runner per operation: the claim's token fences the writes of a runner that lost it.
-        db.table("runner_claims").create(
-            {
-                "op_id": str,
-                "owner": str,
-                "host": str,
-                "pid": int,
-                "nonce": str,
-                "token": int,
-                "heartbeat_at": str,
-            },
-            pk="op_id",
-            if_not_exists=True,
-        )
-        db.table("audit").create(
-            {"id": int, "at": str, "actor": str, "action": str, "op_id": str, "cluster": str, "detail": str},
-            pk="id",
-            if_not_exists=True,
-        )
-        db.table("audit").create_index(["op_id"], if_not_exists=True)
+        for table in _OPERATION_TABLES:
+            self._create(table)
         self._migrate_audit_chain(found)
-        db.table("votes").create(
-            {"approval_id": str, "user": str, "vote": str, "at": str},
-            pk=("approval_id", "user"),
-            if_not_exists=True,
-        )
-        db.table("locks").create({"key": str, "op_id": str, "at": str}, pk="key", if_not_exists=True)
-        db.table("restore").create(
-            {
-                "cluster": str,
-                "pool": str,
-                "desired": int,
-                "min_size": int,
-                "max_size": int,
-                "recorded_at": str,
-                "op_id": str,
-                "extra": str,
-            },
-            pk=("cluster", "pool"),
-            if_not_exists=True,
-        )
-        db.table("workload_records").create(
-            {"cluster": str, "key": str, "record": str, "op_id": str, "at": str},
-            pk=("cluster", "key"),
-            if_not_exists=True,
-        )
-        # Workloads whose pods were on the nodes a sleep removed: what its wake follows back.
-        db.table("displaced").create(
-            {"cluster": str, "pool": str, "key": str, "op_id": str, "at": str},
-            pk=("cluster", "pool", "key"),
-            if_not_exists=True,
-        )
-        # Slack delivery: what the sender still owes (JSON items) and where each message lives.
-        db.table("outbox").create(
-            {"id": str, "seq": int, "item": str, "sent": int}, pk="id", if_not_exists=True
-        )
-        db.table("messages").create({"key": str, "channel": str, "ts": str}, pk="key", if_not_exists=True)
-        # The built-in simulated cluster (`--simulated`): its objects as JSON, one row per part, so
-        # that separate commands on the same file see one cluster, as they would a real one.
-        db.table("simulation").create(
-            {"cluster": str, "part": str, "state": str, "saved_at": str},
-            pk=("cluster", "part"),
-            if_not_exists=True,
-        )
-        # The last week whose savings post each cluster claimed (a restart never posts it twice).
-        db.table("savings_posts").create(
-            {"cluster": str, "week": str, "claimed_at": str}, pk="cluster", if_not_exists=True
-        )
+        for table in _STATE_TABLES:
+            self._create(table)
         self._migrate_schedules()
         self._restore_append_only_triggers(found)
         if found < TYPED_RECORDS_SCHEMA:
@@ -198,6 +291,13 @@ class MigrationsStore(StoreBase):
                 (_encode(progress), _encode(summary), op_id),
             )
 
+    def _create(self, table: _Table) -> None:
+        """Create the table unless it exists, add the columns later versions added, then its indexes."""
+        self.db.table(table.name).create(dict(table.columns), pk=table.pk, if_not_exists=True)
+        self._add_columns(table.name, dict(table.added))
+        for columns in table.indexes:
+            self.db.table(table.name).create_index(list(columns), if_not_exists=True)
+
     def _add_columns(self, table: str, columns: Mapping[str, type]) -> None:
         existing = self.db.table(table).columns_dict
         for name, kind in columns.items():
@@ -235,67 +335,8 @@ class MigrationsStore(StoreBase):
 
     def _migrate_schedules(self) -> None:
         db = self.db
-        db.table("schedules").create(
-            {
-                "name": str,
-                "cluster": str,
-                "target": str,
-                "sleep": str,
-                "wake": str,
-                "tz": str,
-                "lead_times": str,
-                "channel": str,
-                "approval_mode": str,
-                "approved_by": str,
-                "enabled": int,
-                "exceptions": str,
-                "created_by": str,
-                "created_at": str,
-                "active_since": str,
-                "last_done_at": str,
-            },
-            pk="name",
-            if_not_exists=True,
-        )
-        self._add_columns("schedules", {"days_off": str})
-        db.table("occurrences").create(
-            {
-                "key": str,
-                "schedule": str,
-                "action": str,
-                "local_date": str,
-                "due_at": str,
-                "state": str,
-                "kind": str,
-                "op_id": str,
-                "announce_channel": str,
-                "announce_ts": str,
-                "announced_for": str,
-                "announced_lead": int,
-                "summary": str,
-                "note": str,
-                "done_at": str,
-            },
-            pk="key",
-            if_not_exists=True,
-        )
-        db.table("occurrences").create_index(["schedule", "state"], if_not_exists=True)
-        db.table("occurrences").create_index(["op_id"], if_not_exists=True)
-        db.table("overrides").create(
-            {
-                "id": int,
-                "key": str,
-                "schedule": str,
-                "kind": str,
-                "until": str,
-                "by": str,
-                "at": str,
-                "note": str,
-            },
-            pk="id",
-            if_not_exists=True,
-        )
-        db.table("overrides").create_index(["schedule"], if_not_exists=True)
+        for table in _SCHEDULE_TABLES:
+            self._create(table)
         if "schedule_approvals" not in db.table_names():
             db.table("schedule_approvals").create(
                 {"schedule": str, "user": str, "at": str, "fingerprint": str},
@@ -315,18 +356,4 @@ class MigrationsStore(StoreBase):
                         "fingerprint": schedule_fingerprint(stored),
                     }
                 )
-        db.table("force_decisions").create(
-            {
-                "schedule": str,
-                "key": str,
-                "kind": str,
-                "user": str,
-                "pool": str,
-                "digest": str,
-                "binding": str,
-                "scope": str,
-                "at": str,
-            },
-            pk=("schedule", "key", "kind", "user", "pool"),
-            if_not_exists=True,
-        )
+        self._create(_FORCE_DECISIONS)
