@@ -7,6 +7,8 @@ eviction API (429 for a PDB that allows nothing, pods lingering until their grac
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from engine.kube.fake import FakeCluster
 
 POOL_LABEL = "scalebot.io/pool"
@@ -28,55 +30,70 @@ def populate(cluster: FakeCluster) -> None:
                 controller_name="node-exporter",
             )
     cluster.add_daemonset("monitoring", "node-exporter")
-    for i in range(2):
-        cluster.add_pod(
-            "kube-system",
-            f"coredns-{i}",
-            node=f"system-{i}",
-            controller_kind="ReplicaSet",
-            controller_name="coredns",
-            labels={"k8s-app": "kube-dns"},
-            grace=DEMO_GRACE_SECONDS,
-            priority_class="system-cluster-critical",
-        )
+    _workload(
+        cluster,
+        "kube-system",
+        "ReplicaSet",
+        "coredns",
+        [(f"coredns-{i}", f"system-{i}") for i in range(2)],
+        labels={"k8s-app": "kube-dns"},
+        priority_class="system-cluster-critical",
+    )
     cluster.add_pdb("kube-system", "coredns", match_labels={"k8s-app": "kube-dns"}, disruptions_allowed=1)
-    for i in range(6):
-        cluster.add_pod(
-            "shop",
-            f"web-{i}",
-            node=f"web-{i % 3}",
-            controller_kind="ReplicaSet",
-            controller_name="web",
-            labels={"app": "web"},
-            grace=DEMO_GRACE_SECONDS,
-        )
-    cluster.add_pdb("shop", "web", match_labels={"app": "web"}, disruptions_allowed=2)
-    cluster.add_pod(
+    _workload(
+        cluster,
         "shop",
-        "postgres-0",
-        node="web-2",
-        controller_kind="StatefulSet",
-        controller_name="postgres",
-        labels={"app": "postgres"},
-        grace=DEMO_GRACE_SECONDS,
+        "ReplicaSet",
+        "web",
+        [(f"web-{i}", f"web-{i % 3}") for i in range(6)],
+        labels={"app": "web"},
+    )
+    cluster.add_pdb("shop", "web", match_labels={"app": "web"}, disruptions_allowed=2)
+    _workload(
+        cluster, "shop", "StatefulSet", "postgres", [("postgres-0", "web-2")], labels={"app": "postgres"}
     )
     cluster.add_pdb("shop", "postgres", match_labels={"app": "postgres"}, disruptions_allowed=0)
-    for i in range(3):
-        cluster.add_pod(
-            "batch",
-            f"report-{i}",
-            node=f"batch-{i}",
-            controller_kind="ReplicaSet",
-            controller_name="report",
-            empty_dir=True,
-            grace=DEMO_GRACE_SECONDS,
-        )
-    cluster.add_pod(
+    _workload(
+        cluster,
         "batch",
-        "notebook",
-        node="batch-1",
-        controller_kind="ReplicaSet",
-        controller_name="notebook",
-        annotations={"karpenter.sh/do-not-disrupt": "true"},
-        grace=DEMO_GRACE_SECONDS,
+        "ReplicaSet",
+        "report",
+        [(f"report-{i}", f"batch-{i}") for i in range(3)],
+        empty_dir=True,
     )
+    _workload(
+        cluster,
+        "batch",
+        "ReplicaSet",
+        "notebook",
+        [("notebook", "batch-1")],
+        annotations={"karpenter.sh/do-not-disrupt": "true"},
+    )
+
+
+def _workload(
+    cluster: FakeCluster,
+    namespace: str,
+    controller_kind: str,
+    controller_name: str,
+    placements: Sequence[tuple[str, str]],
+    *,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    empty_dir: bool = False,
+    priority_class: str = "",
+) -> None:
+    """The pods of one controller, (pod name, node) each, with the demo's short grace period."""
+    for name, node in placements:
+        cluster.add_pod(
+            namespace,
+            name,
+            node=node,
+            controller_kind=controller_kind,
+            controller_name=controller_name,
+            labels=labels,
+            annotations=annotations,
+            empty_dir=empty_dir,
+            grace=DEMO_GRACE_SECONDS,
+            priority_class=priority_class,
+        )
