@@ -26,7 +26,6 @@ from slack_sdk.web import SlackResponse
 from bot.runtime import metrics
 from engine.domain.announcement import NextEvent
 from engine.domain.drain_state import DrainState, PodFailure
-from engine.domain.model import NodeInfo
 from engine.domain.operation import (
     DrainProgress,
     Operation,
@@ -41,6 +40,7 @@ from engine.domain.operation import (
 )
 from engine.kube import errors
 from engine.pools.base import Pool, RestoreRecord
+from tests.builders import node
 
 T0 = datetime(2026, 3, 1, 22, 0, tzinfo=UTC)
 PDB_KEY = (
@@ -280,10 +280,6 @@ def test_losing_the_lease_is_counted(m: metrics.Metrics) -> None:
     m.set_leader(False)
     assert value(m, "scalebot_leader_lost_total") == 1
     assert value(m, "scalebot_leader") == 0
-
-
-def node(name: str, *, ready: str = "True", unschedulable: bool = False) -> NodeInfo:
-    return NodeInfo(name=name, ready=ready, unschedulable=unschedulable)
 
 
 def test_pool_nodes_count_each_node_once_and_what_a_wake_brings_back() -> None:

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from engine.domain.model import DRAINING_TAINT_KEY, OwnerRef, PodInfo
+from engine.domain.model import DRAINING_TAINT_KEY, PodInfo
 from engine.domain.settings import DrainSettings
 from engine.drain import driver as drainer
 from engine.drain import filters
@@ -23,6 +23,8 @@ from engine.drain import passes as drain
 from engine.drain.report import DrainReport
 from engine.kube import errors
 from engine.kube.fake import FakeCluster
+from tests import builders
+from tests.builders import owner
 
 START = datetime(2026, 3, 27, 19, 0, 5, tzinfo=UTC)
 
@@ -267,9 +269,8 @@ def test_cancel_stops_the_loop(cluster: FakeCluster) -> None:
 
 
 def test_evictions_are_interleaved_across_controllers_so_concurrent_ones_rarely_share_a_pdb() -> None:
-    def pod(name: str, owner: str) -> tuple[PodInfo, filters.Action]:
-        ref = OwnerRef(kind="ReplicaSet", name=owner, uid=f"uid-{owner}")
-        return PodInfo(namespace="shop", name=name, uid=name, controller=ref), filters.Action.EVICT
+    def pod(name: str, controller: str) -> tuple[PodInfo, filters.Action]:
+        return builders.pod(name, controller=owner("ReplicaSet", controller)), filters.Action.EVICT
 
     due = [
         pod("a-0", "a"),

@@ -13,23 +13,16 @@ from typing import Any
 import pytest
 
 from engine.domain import model
-from engine.domain.model import OwnerRef, PodInfo
+from engine.domain.model import PodInfo
 from engine.drain import filters
 from engine.drain.filters import Action, DrainContext, DrainOptions, Verdict
+from tests.builders import DS
+from tests.builders import pod as make_pod
 
 NOW = datetime(2026, 3, 27, 19, 0, 5, tzinfo=UTC)
 KUBECTL = DrainOptions.kubectl()
 KUBECTL_ALL = DrainOptions.kubectl(force=True, ignore_daemonsets=True, delete_emptydir_data=True)
 MACHINE = DrainOptions.machine()
-
-RS = OwnerRef(kind="ReplicaSet", name="web-5d8f", uid="rs-uid", api_version="apps/v1")
-DS = OwnerRef(kind="DaemonSet", name="fluentd", uid="ds-uid", api_version="apps/v1")
-
-
-def make_pod(name: str = "web-0", namespace: str = "shop", **kwargs: Any) -> PodInfo:
-    kwargs.setdefault("controller", RS)
-    kwargs.setdefault("node_name", "w-1")
-    return PodInfo(namespace=namespace, name=name, uid=f"uid-{namespace}-{name}", **kwargs)
 
 
 def make_ctx(
@@ -46,11 +39,11 @@ def verdict(pod: PodInfo, options: DrainOptions = MACHINE, **ctx_kwargs: Any) ->
 
 
 def ds_pod(**kwargs: Any) -> PodInfo:
-    return make_pod("fluentd-x7k2p", "kube-system", controller=DS, **kwargs)
+    return make_pod("fluentd-x7k2p", namespace="kube-system", controller=DS, **kwargs)
 
 
 def bare_pod(**kwargs: Any) -> PodInfo:
-    return make_pod("debug", "ops", controller=None, **kwargs)
+    return make_pod("debug", namespace="ops", controller=None, **kwargs)
 
 
 # --- presets -------------------------------------------------------------------------------------
@@ -218,7 +211,9 @@ def test_finished_daemonset_pod_is_deleted_even_without_ignore_daemonsets() -> N
 
 
 def test_mirror_pod_is_skipped() -> None:
-    pod = make_pod("kube-apiserver-w-1", "kube-system", annotations={model.MIRROR_ANNOTATION: "abc"})
+    pod = make_pod(
+        "kube-apiserver-w-1", namespace="kube-system", annotations={model.MIRROR_ANNOTATION: "abc"}
+    )
     assert verdict(pod, KUBECTL) == Verdict(Action.SKIP, filters.MIRROR_REASON)
 
 
@@ -508,7 +503,12 @@ def test_caller_can_append_a_filter_to_the_defaults() -> None:
 
 
 def test_classify_pods_sorts_by_key_in_plain_string_order() -> None:
-    pods = [make_pod("web-2"), make_pod("web-10"), make_pod("Zeta", "shop"), make_pod("a", "default")]
+    pods = [
+        make_pod("web-2"),
+        make_pod("web-10"),
+        make_pod("Zeta", namespace="shop"),
+        make_pod("a", namespace="default"),
+    ]
     keys = [pod.key for pod, _ in filters.classify_pods(pods, make_ctx())]
     assert keys == ["default/a", "shop/Zeta", "shop/web-10", "shop/web-2"]
 

@@ -13,6 +13,7 @@ from engine.domain.model import (
     PodInfo,
     pdbs_for_pod,
 )
+from tests import builders
 
 NAMESPACES = st.sampled_from(["a", "b"])
 LABELS = st.dictionaries(st.sampled_from(["app", "tier", "team"]), st.sampled_from(["x", "y"]), max_size=3)
@@ -56,8 +57,8 @@ def test_the_index_matches_the_plain_scan(pdbs: list[PdbInfo], pods: list[PodInf
 
 
 def test_an_empty_selector_selects_nothing_through_the_index_too() -> None:
-    pod = PodInfo(namespace="a", name="web", uid="u1", node_name="n1", labels={"app": "x"})
-    empty = PdbInfo(namespace="a", name="all", selector=LabelSelector())
-    web = PdbInfo(namespace="a", name="web", selector=LabelSelector(match_labels={"app": "x"}))
-    other_ns = PdbInfo(namespace="b", name="web", selector=LabelSelector(match_labels={"app": "x"}))
+    pod = builders.pod("web", namespace="a", labels={"app": "x"})
+    empty = builders.pdb("all", namespace="a", match_labels={})
+    web = builders.pdb("web", namespace="a", match_labels={"app": "x"})
+    other_ns = builders.pdb("web", namespace="b", match_labels={"app": "x"})
     assert PdbIndex([empty, web, other_ns]).for_pod(pod) == [web]

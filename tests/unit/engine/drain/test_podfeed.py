@@ -19,13 +19,10 @@ from engine.drain.pod_feed import MAX_BREAKS, PodFeed
 from engine.kube import errors
 from engine.kube.api import PodEvent, PodListing
 from engine.kube.fake import FakeCluster
+from tests.builders import pod
 
 END = object()
 """The server ended the watch normally (its timeout)."""
-
-
-def pod(name: str, node: str = "w-1") -> PodInfo:
-    return PodInfo(namespace="shop", name=name, uid=f"uid-{name}", node_name=node)
 
 
 @dataclass
@@ -100,7 +97,7 @@ def event(kind: str, p: PodInfo | None, version: str) -> PodEvent:
 @pytest.fixture
 def api() -> ScriptedApi:
     return ScriptedApi(
-        listings=[PodListing(pods=[pod("a"), pod("b"), pod("c", "w-2")], resource_version="10")]
+        listings=[PodListing(pods=[pod("a"), pod("b"), pod("c", node="w-2")], resource_version="10")]
     )
 
 
@@ -122,7 +119,7 @@ def test_one_listing_then_the_watch_answers_every_pass(api: ScriptedApi) -> None
 
 
 def test_a_plans_listing_starts_the_feed_without_a_second_listing(api: ScriptedApi) -> None:
-    planned = PodListing(pods=[pod("a"), pod("p", "w-2")], resource_version="7")
+    planned = PodListing(pods=[pod("a"), pod("p", node="w-2")], resource_version="7")
     feed = PodFeed(api, ["w-1", "w-2"], seed=planned)  # type: ignore[arg-type]
     try:
         assert {p.name for p in feed.pods(["w-1", "w-2"])} == {"a", "p"}, "the plan's pods, as they were"

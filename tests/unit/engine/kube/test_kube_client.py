@@ -37,6 +37,8 @@ from engine.kube.lease import LeaseElector, probe_api_server
 from engine.kube.ratelimit import TokenBucket
 from engine.pools.common import NodeRemovalError
 from engine.pools.labels import LabelPoolProvider
+from tests import builders
+from tests.builders import raw_pod
 
 PDB_MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget."
 POD = PodInfo(namespace="shop", name="web-1", uid="uid-1", node_name="n1")
@@ -185,21 +187,11 @@ def status_body(
     return body
 
 
-def raw_pod(name: str, node: str, namespace: str = "shop") -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"},
-        "spec": {"nodeName": node, "containers": [{"name": "c"}]},
-        "status": {"phase": "Running"},
-    }
-
-
 def raw_node(
     name: str, *, unschedulable: bool = False, taints: list[dict[str, str]] | None = None
 ) -> dict[str, Any]:
-    spec: dict[str, Any] = {"unschedulable": True} if unschedulable else {}
-    if taints is not None:
-        spec["taints"] = taints
-    return {"metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": "41"}, "spec": spec}
+    """The shared raw node at resourceVersion 41 (what the taint patches are guarded by)."""
+    return builders.raw_node(name, unschedulable=unschedulable, taints=taints or (), resource_version="41")
 
 
 def write_kubeconfig(path: Path, server_url: str, *, contexts: tuple[str, ...] = ("alpha", "beta")) -> Path:
@@ -487,10 +479,13 @@ def test_list_pods_paginates_with_continue_as_raw_json(
 ) -> None:
     def pages(seen: Seen) -> Answer:
         if seen.query.get("continue") == "tok-1":
-            return Answer(200, {"metadata": {}, "items": [raw_pod("web-3", "n2")]})
+            return Answer(200, {"metadata": {}, "items": [raw_pod("web-3", node="n2")]})
         return Answer(
             200,
-            {"metadata": {"continue": "tok-1"}, "items": [raw_pod("web-1", "n1"), raw_pod("web-2", "n1")]},
+            {
+                "metadata": {"continue": "tok-1"},
+                "items": [raw_pod("web-1", node="n1"), raw_pod("web-2", node="n1")],
+            },
         )
 
     server.on("GET", "/api/v1/pods", pages)
@@ -509,7 +504,12 @@ def test_list_pods_paginates_with_continue_as_raw_json(
 def test_one_node_uses_a_field_selector_and_many_nodes_one_listing(
     server: FakeApiServer, client: KubeClient
 ) -> None:
-    items = [raw_pod("a", "n1"), raw_pod("b", "n2"), raw_pod("c", "n3"), raw_pod("pending", "")]
+    items = [
+        raw_pod("a", node="n1"),
+        raw_pod("b", node="n2"),
+        raw_pod("c", node="n3"),
+        raw_pod("pending", node=""),
+    ]
     server.on("GET", "/api/v1/pods", Answer(200, {"metadata": {}, "items": items}))
     client.list_pods(node_names=["n1"])
     assert server.requests("GET")[0].query == {"limit": "500", "fieldSelector": "spec.nodeName=n1"}
@@ -528,8 +528,8 @@ def test_an_expired_continue_token_falls_back_to_one_full_list(
         if "continue" in seen.query:
             return Answer(410, status_body(410, "Expired", "The provided continue parameter is too old"))
         if "limit" in seen.query:
-            return Answer(200, {"metadata": {"continue": "old"}, "items": [raw_pod("a", "n1")]})
-        return Answer(200, {"metadata": {}, "items": [raw_pod("a", "n1"), raw_pod("b", "n1")]})
+            return Answer(200, {"metadata": {"continue": "old"}, "items": [raw_pod("a", node="n1")]})
+        return Answer(200, {"metadata": {}, "items": [raw_pod("a", node="n1"), raw_pod("b", node="n1")]})
 
     server.on("GET", "/api/v1/pods", pages)
     assert [p.name for p in client.list_pods()] == ["a", "b"]
@@ -744,7 +744,7 @@ def test_label_pool_reads_named_nodes_from_its_listing_and_gets_only_the_missing
 
 
 def test_delete_pod_sends_uid_precondition_and_grace(server: FakeApiServer, client: KubeClient) -> None:
-    server.on("DELETE", "/api/v1/namespaces/shop/pods/web-1", Answer(200, raw_pod("web-1", "n1")))
+    server.on("DELETE", "/api/v1/namespaces/shop/pods/web-1", Answer(200, raw_pod("web-1", node="n1")))
     server.on("DELETE", "/api/v1/nodes/n1", Answer(200, {"kind": "Status", "status": "Success"}))
     client.delete_pod(POD, grace_seconds=0)
     client.delete_node("n1")
@@ -869,10 +869,10 @@ def test_the_next_page_is_on_its_way_while_this_one_is_decoded(
     def pages(seen: Seen) -> Answer:
         if seen.query.get("continue") == "tok-1":
             second_requested.set()
-            return Answer(200, {"metadata": {"resourceVersion": "7"}, "items": [raw_pod("c", "n2")]})
+            return Answer(200, {"metadata": {"resourceVersion": "7"}, "items": [raw_pod("c", node="n2")]})
         return Answer(
             200,
-            {"metadata": {"resourceVersion": "7", "continue": "tok-1"}, "items": [raw_pod("a", "n1")]},
+            {"metadata": {"resourceVersion": "7", "continue": "tok-1"}, "items": [raw_pod("a", node="n1")]},
         )
 
     overlapped: list[bool] = []
@@ -901,10 +901,10 @@ def test_a_pod_watch_reads_events_line_by_line_and_stops_on_410(
         return {**pod, "metadata": {**pod["metadata"], "resourceVersion": version}}
 
     stream = (
-        event("ADDED", versioned(raw_pod("a", "n1"), "11"))
-        + event("MODIFIED", versioned(raw_pod("elsewhere", "n9"), "12"))
+        event("ADDED", versioned(raw_pod("a", node="n1"), "11"))
+        + event("MODIFIED", versioned(raw_pod("elsewhere", node="n9"), "12"))
         + event("BOOKMARK", {"kind": "Pod", "metadata": {"resourceVersion": "13"}})
-        + event("DELETED", versioned(raw_pod("a", "n1"), "14"))
+        + event("DELETED", versioned(raw_pod("a", node="n1"), "14"))
         + event("ERROR", status_body(410, "Expired", "too old resource version: 10 (14)"))
     )
     server.on("GET", "/api/v1/pods", Answer(200, stream))

@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from engine.domain.model import DRAINING_TAINT_KEY, NodeInfo
 from engine.operations.unattended import as_uncordoned
+from tests.builders import raw_node
+
+TAINTS = [
+    {"key": DRAINING_TAINT_KEY, "value": "1700000000", "effect": "NoSchedule"},
+    {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"},
+]
 
 
-def _node(name: str) -> dict[str, object]:
-    return {
-        "metadata": {"name": name},
-        "spec": {
-            "unschedulable": True,
-            "taints": [
-                {"key": DRAINING_TAINT_KEY, "value": "1700000000", "effect": "NoSchedule"},
-                {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"},
-            ],
-        },
-    }
+def _node(name: str) -> dict[str, Any]:
+    """Cordoned by scalebot (its taint) and tainted by someone else."""
+    return raw_node(name, unschedulable=True, taints=TAINTS)
 
 
 def test_only_the_named_nodes_lose_the_cordon_and_only_scalebots_taint() -> None:

@@ -29,6 +29,8 @@ TEMPLATE = NodePoolTemplate.from_spec("web", SPEC)
 TOLERATES = [{"key": "dedicated", "operator": "Equal", "value": "web", "effect": "NoSchedule"}]
 
 
+# Only the scheduling constraints, not tests.builders.raw_pod: the shared pod tolerates kwok's taint,
+# and the tolerations (and selectors) are what this table varies.
 def _pod(
     selector: dict[str, str] | None = None,
     *,

@@ -10,6 +10,8 @@ from engine.domain.node_removal import NodeRemoval
 from engine.pools.labels import node_backing, removal_for
 
 
+# Bare metadata, not tests.builders.raw_node: the shared node carries kwok's annotation, and which
+# annotation, finalizer or providerID a node has is what these cases vary.
 def node(
     *, finalizers: tuple[str, ...] = (), annotations: dict[str, str] | None = None, provider_id: str = ""
 ) -> dict[str, Any]:

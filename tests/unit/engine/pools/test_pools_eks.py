@@ -44,6 +44,8 @@ def _nodegroup(name: str = "web", *, scaling: Scaling = DAY, status: str = "ACTI
     return Nodegroup(name, status, scaling, (f"eks-{name}",))
 
 
+# An EksNode (an instance of a node group, as the EKS API describes it), not a Kubernetes Node: the
+# shared builders in tests/builders.py make the cluster's side.
 def _node(name: str, nodegroup: str = "web", instance: str = "") -> EksNode:
     return EksNode(name, nodegroup, instance or f"i-{name.encode().hex()}", ready=True)
 

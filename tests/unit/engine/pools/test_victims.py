@@ -25,27 +25,16 @@ from engine.pools.victims import (
     utilisation,
     victim_key,
 )
+from tests import builders
+from tests.builders import DS
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 GI = 1024**3
-RS = OwnerRef(kind="ReplicaSet", name="web-5d8f", uid="rs-uid")
-DS = OwnerRef(kind="DaemonSet", name="fluentd", uid="ds-uid", api_version="apps/v1")
 
 
 def node(name: str, age_days: float = 10, **kwargs: Any) -> Node:
-    kwargs.setdefault("ready", "True")
-    kwargs.setdefault("cpu_allocatable_milli", 4000)
-    kwargs.setdefault("memory_allocatable_bytes", 16 * GI)
-    return Node(name=name, uid=f"uid-{name}", created_at=T0 - timedelta(days=age_days), **kwargs)
-
-
-def pod(name: str, on: str, **kwargs: Any) -> PodInfo:
-    kwargs.setdefault("controller", RS)
-    return PodInfo(namespace="shop", name=name, uid=f"uid-{name}", node_name=on, **kwargs)
-
-
-def pods_on(on: str, count: int, **kwargs: Any) -> list[PodInfo]:
-    return [pod(f"{on}-p{i}", on, **kwargs) for i in range(count)]
+    """The shared node (4 CPUs, 16 GiB, Ready), its age counted back from this file's T0."""
+    return builders.node(name, created_at=T0 - timedelta(days=age_days), **kwargs)
 
 
 def all_orders(nodes: list[Node], pods: list[PodInfo], **kwargs: Any) -> set[tuple[str, ...]]:
@@ -62,7 +51,7 @@ def test_already_deleting_comes_first_even_if_busy_young_and_healthy() -> None:
         node("b", age_days=1, deletion_timestamp=T0),
         node("c", annotations={"cluster.x-k8s.io/delete-machine": "yes"}),
     ]
-    pods = pods_on("b", 5)
+    pods = builders.pods_on("b", 5)
     assert choose_victims(nodes, pods, 3) == ["b", "c", "a"]
 
 
@@ -83,7 +72,7 @@ def test_unhealthy_beats_cordoned(ready: str) -> None:
 
 def test_cordoned_beats_fewer_evictable_pods() -> None:
     nodes = [node("a"), node("b", unschedulable=True)]
-    pods = pods_on("b", 3)
+    pods = builders.pods_on("b", 3)
     assert choose_victims(nodes, pods, 2) == ["b", "a"]
 
 
@@ -99,28 +88,31 @@ def test_cordoned_beats_fewer_evictable_pods() -> None:
 def test_drain_taints_count_as_cordoned(taint: str) -> None:
     tainted = node("b", taints=(Taint(key=taint, effect="NoSchedule"),))
     assert is_emptying(tainted)
-    assert choose_victims([node("a"), tainted], pods_on("b", 2), 1) == ["b"]
+    assert choose_victims([node("a"), tainted], builders.pods_on("b", 2), 1) == ["b"]
 
 
 def test_an_unrelated_taint_is_not_cordoned() -> None:
     tainted = node("b", taints=(Taint(key="dedicated", value="gpu", effect="NoSchedule"),))
     assert not is_emptying(tainted)
-    assert choose_victims([node("a"), tainted], pods_on("b", 1), 2) == ["a", "b"]
+    assert choose_victims([node("a"), tainted], builders.pods_on("b", 1), 2) == ["a", "b"]
 
 
 def test_fewest_evictable_pods_beats_utilisation() -> None:
     nodes = [node("a"), node("b"), node("c")]
     pods = [
-        *pods_on("a", 2, cpu_request_milli=10),  # 2 pods, nearly idle
-        pod("b-big", "b", cpu_request_milli=3900),  # 1 pod, nearly full
-        *pods_on("c", 3),
+        *builders.pods_on("a", 2, cpu_request_milli=10),  # 2 pods, nearly idle
+        builders.pod("b-big", node="b", cpu_request_milli=3900),  # 1 pod, nearly full
+        *builders.pods_on("c", 3),
     ]
     assert choose_victims(nodes, pods, 3) == ["b", "a", "c"]
 
 
 def test_least_utilised_beats_policy() -> None:
     nodes = [node("old", age_days=100), node("young", age_days=1)]
-    pods = [pod("x", "old", cpu_request_milli=2000), pod("y", "young", cpu_request_milli=1000)]
+    pods = [
+        builders.pod("x", node="old", cpu_request_milli=2000),
+        builders.pod("y", node="young", cpu_request_milli=1000),
+    ]
     assert choose_victims(nodes, pods, 2, policy="Oldest") == ["young", "old"]
     assert choose_victims(nodes, pods, 2, policy="Newest") == ["young", "old"]
 
@@ -128,8 +120,12 @@ def test_least_utilised_beats_policy() -> None:
 def test_utilisation_uses_the_larger_of_cpu_and_memory() -> None:
     nodes = [node("cpu-heavy"), node("mem-heavy")]
     pods = [
-        pod("x", "cpu-heavy", cpu_request_milli=2000, memory_request_bytes=1 * GI),  # max(0.5, 1/16)
-        pod("y", "mem-heavy", cpu_request_milli=100, memory_request_bytes=12 * GI),  # max(1/40, 0.75)
+        builders.pod(
+            "x", node="cpu-heavy", cpu_request_milli=2000, memory_request_bytes=1 * GI
+        ),  # max(0.5, 1/16)
+        builders.pod(
+            "y", node="mem-heavy", cpu_request_milli=100, memory_request_bytes=12 * GI
+        ),  # max(1/40, 0.75)
     ]
     assert choose_victims(nodes, pods, 2) == ["cpu-heavy", "mem-heavy"]
 
@@ -194,16 +190,18 @@ def test_random_rank_of_a_node_survives_other_nodes_joining() -> None:
 
 def test_daemonset_mirror_finished_and_terminating_pods_are_not_evictable() -> None:
     counted = [
-        pod("rs", "a"),
-        pod("bare", "a", controller=None),
-        pod("orphan-like-sts", "a", controller=OwnerRef(kind="StatefulSet", name="db", uid="u")),
+        builders.pod("rs", node="a"),
+        builders.pod("bare", node="a", controller=None),
+        builders.pod(
+            "orphan-like-sts", node="a", controller=OwnerRef(kind="StatefulSet", name="db", uid="u")
+        ),
     ]
     ignored = [
-        pod("ds", "a", controller=DS),
-        pod("mirror", "a", controller=None, annotations={"kubernetes.io/config.mirror": "x"}),
-        pod("done", "a", phase="Succeeded"),
-        pod("failed", "a", phase="Failed"),
-        pod("leaving", "a", deletion_timestamp=T0),
+        builders.pod("ds", node="a", controller=DS),
+        builders.pod("mirror", node="a", controller=None, annotations={"kubernetes.io/config.mirror": "x"}),
+        builders.pod("done", node="a", phase="Succeeded"),
+        builders.pod("failed", node="a", phase="Failed"),
+        builders.pod("leaving", node="a", deletion_timestamp=T0),
     ]
     assert [p.name for p in counted + ignored if is_evictable(p)] == ["rs", "bare", "orphan-like-sts"]
     assert evictable_count(counted + ignored) == 3
@@ -212,9 +210,9 @@ def test_daemonset_mirror_finished_and_terminating_pods_are_not_evictable() -> N
 def test_a_node_with_only_daemonset_and_mirror_pods_is_empty() -> None:
     nodes = [node("a"), node("b")]
     pods = [
-        pod("ds-b", "b", controller=DS),
-        pod("mirror-b", "b", controller=None, annotations={"kubernetes.io/config.mirror": "x"}),
-        pod("web", "a"),
+        builders.pod("ds-b", node="b", controller=DS),
+        builders.pod("mirror-b", node="b", controller=None, annotations={"kubernetes.io/config.mirror": "x"}),
+        builders.pod("web", node="a"),
     ]
     assert choose_victims(nodes, pods, 1) == ["b"]
 
@@ -222,24 +220,26 @@ def test_a_node_with_only_daemonset_and_mirror_pods_is_empty() -> None:
 def test_utilisation_figures() -> None:
     n = node("a", cpu_allocatable_milli=4000, memory_allocatable_bytes=8 * GI)
     pods = [
-        pod("x", "a", cpu_request_milli=1000, memory_request_bytes=1 * GI),
-        pod("ds", "a", controller=DS, cpu_request_milli=1000),  # DaemonSet pods hold resources
-        pod("done", "a", phase="Succeeded", cpu_request_milli=4000),  # finished ones do not
-        pod("elsewhere", "b", cpu_request_milli=4000),  # not on this node
+        builders.pod("x", node="a", cpu_request_milli=1000, memory_request_bytes=1 * GI),
+        builders.pod("ds", node="a", controller=DS, cpu_request_milli=1000),  # DaemonSet pods hold resources
+        builders.pod("done", node="a", phase="Succeeded", cpu_request_milli=4000),  # finished ones do not
+        builders.pod("elsewhere", node="b", cpu_request_milli=4000),  # not on this node
     ]
     assert utilisation(n, pods) == 0.5
-    assert utilisation(n, [pod("m", "a", memory_request_bytes=6 * GI)]) == 0.75
+    assert utilisation(n, [builders.pod("m", node="a", memory_request_bytes=6 * GI)]) == 0.75
     assert utilisation(n, []) == 0.0
 
 
 def test_unknown_allocatable_is_left_out_of_utilisation() -> None:
     n = node("a", cpu_allocatable_milli=0, memory_allocatable_bytes=10 * GI)
-    assert utilisation(n, [pod("x", "a", cpu_request_milli=500, memory_request_bytes=GI)]) == 0.1
+    assert (
+        utilisation(n, [builders.pod("x", node="a", cpu_request_milli=500, memory_request_bytes=GI)]) == 0.1
+    )
 
 
 def test_pods_without_a_node_are_ignored() -> None:
     nodes = [node("a"), node("b")]
-    pods = [*pods_on("b", 1), *[pod(f"pending-{i}", "") for i in range(5)]]
+    pods = [*builders.pods_on("b", 1), *[builders.pod(f"pending-{i}", node="") for i in range(5)]]
     assert choose_victims(nodes, pods, 2) == ["a", "b"]
 
 
@@ -254,7 +254,7 @@ def test_machine_hints_rank_like_the_node_signals() -> None:
 
 def test_victim_key_layout() -> None:
     n = node("a", age_days=0, annotations={"cluster.x-k8s.io/delete-machine": "t"})
-    key = victim_key(n, pods_on("a", 2, cpu_request_milli=400), policy="Oldest", seed=0)
+    key = victim_key(n, builders.pods_on("a", 2, cpu_request_milli=400), policy="Oldest", seed=0)
     assert key == (True, False, True, True, 2, 0.2, T0.timestamp(), "a")
     hinted = victim_key(n, [], policy="Newest", seed=0, hints=VictimHints(deleting=frozenset({"a"})))
     assert hinted[:5] == (False, False, True, True, 0)
@@ -274,7 +274,11 @@ def test_full_order_is_deterministic_for_every_input_permutation() -> None:
         node("marked", annotations={"cluster.x-k8s.io/delete-machine": "2026-03-01T00:00:00Z"}),
         node("deleting", deletion_timestamp=T0),
     ]
-    pods = [*pods_on("busy-old", 2), *pods_on("busy-young", 2), *pods_on("cordoned", 4)]
+    pods = [
+        *builders.pods_on("busy-old", 2),
+        *builders.pods_on("busy-young", 2),
+        *builders.pods_on("cordoned", 4),
+    ]
     expected = ("deleting", "marked", "not-ready", "cordoned", "idle", "busy-old", "busy-young")
     assert all_orders(nodes, pods) == {expected}
     assert all_orders(nodes, pods, policy="Newest") == {(*expected[:5], "busy-young", "busy-old")}
