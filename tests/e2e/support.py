@@ -1,30 +1,36 @@
 """Set-up shared by the e2e and reliability suites on the real control plane.
 
 A cluster here is this test's own label pools (its `pool_key` fixture, from tests/conftest.py, as
-is `kube`, scalebot's own client): `pools()` makes them, `make_ops()` gives the real Operations over
-them (cluster "e2e"), `request()` / `run()` ask for an operation and wait for its end;
-`scalebot_args()` is the command line of `python -m bot` against the same cluster, and `journal()`
-reads the operations' journal as a second reader would.
+is `kube`, scalebot's own client): `pools()` makes them (all under the selector `group()`),
+`operations()` gives the real Operations over them (cluster "e2e") for a block, its runner stopped
+when the block ends; `deployment()` / `budget()` put workloads and their PodDisruptionBudgets there
+and wait until the controllers have seen them; `request()` / `run()` ask for an operation and wait
+for its end, `finish()` / `wait_for_step()` wait for one already asked for; `scalebot_args()` is
+the command line of `python -m bot` against the same cluster, and `journal()` reads the
+operations' journal as a second reader would.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
 from engine.domain.clock import SystemClock
-from engine.domain.operation import OperationRequest, OpKind, Target
+from engine.domain.operation import Operation, OperationRequest, OpKind, OpState, Target
 from engine.domain.settings import RunnerSettings
 from engine.kube.client import KubeClient
 from engine.operations.runner import ClusterHandle
 from engine.operations.service import Operations, new_operations
 from engine.pools.labels import LabelPoolProvider
 from engine.store.database import Store
-from localcluster import rest, waits
+from engine.workloads import WorkloadConfig, WorkloadScaler
+from localcluster import objects, rest, waits
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = "e2e"
@@ -38,6 +44,15 @@ FAST = RunnerSettings(
 )
 
 
+GROUP_LABEL = "scalebot.test/group"
+"""Every node `pools()` makes carries it with the test's unique name: the test's pods select it."""
+
+
+def group(unique_name: str) -> dict[str, str]:
+    """The node selector of all the test's pools (and of no other test's nodes)."""
+    return {GROUP_LABEL: unique_name}
+
+
 def label_cluster(kube: KubeClient, pool_key: str, *, name: str = CLUSTER) -> ClusterHandle:
     """The test's label pools as one cluster, as scalebot's ServiceAccount sees it."""
     return ClusterHandle(
@@ -45,10 +60,30 @@ def label_cluster(kube: KubeClient, pool_key: str, *, name: str = CLUSTER) -> Cl
     )
 
 
-def make_ops(kube: KubeClient, pool_key: str, db: Path, settings: RunnerSettings = FAST) -> Operations:
-    return new_operations(
-        Store(db), {CLUSTER: label_cluster(kube, pool_key)}, {}, SystemClock(), settings=settings
-    )
+def with_workloads(kube: KubeClient, pool_key: str, namespace: str, **changes: Any) -> ClusterHandle:
+    """`label_cluster` whose workloads provider scales the Deployments and StatefulSets of
+    `namespace`; `changes` sets other fields of the handle (e.g. `wake_waves`)."""
+    scaler = WorkloadScaler.from_kube_client(kube, WorkloadConfig(namespaces=(namespace,)))
+    return dataclasses.replace(label_cluster(kube, pool_key), workloads=scaler, **changes)
+
+
+@contextmanager
+def operations(
+    kube: KubeClient,
+    pool_key: str,
+    db: Path,
+    settings: RunnerSettings = FAST,
+    *,
+    handle: ClusterHandle | None = None,
+) -> Iterator[Operations]:
+    """The real Operations over the test's cluster (`handle`, by default its label pools), whose
+    runner is stopped when the block ends, whether the test passed or not."""
+    cluster = handle if handle is not None else label_cluster(kube, pool_key)
+    ops = new_operations(Store(db), {CLUSTER: cluster}, {}, SystemClock(), settings=settings)
+    try:
+        yield ops
+    finally:
+        ops.runner.stop()
 
 
 def pools(
@@ -58,24 +93,73 @@ def pools(
     made = {}
     for name, count in sizes.items():
         full = f"{unique_name}-{name}"
-        made[name] = node_pool(count, name=full, labels={pool_key: full, "scalebot.test/group": unique_name})
+        made[name] = node_pool(count, name=full, labels={pool_key: full, **group(unique_name)})
     return made
 
 
-def request(kind: OpKind, *pool_names: str) -> OperationRequest:
-    return OperationRequest(
-        kind=kind, target=Target(cluster=CLUSTER, pools=pool_names), requested_by="cli:e2e"
+def deployment(
+    admin_api: Any, namespace: str, name: str, replicas: int, *, grace: int = 1, **kwargs: Any
+) -> dict[str, Any]:
+    """A Deployment of pause pods (selector app=<name>), once it is available; `kwargs` go to
+    `objects.create_deployment` (node_selector, pod_annotations, ...)."""
+    objects.create_deployment(admin_api, namespace, name, replicas, grace=grace, **kwargs)
+    return waits.wait_for_deployment_available(admin_api, namespace, name)
+
+
+def budget(
+    admin_api: Any,
+    namespace: str,
+    name: str,
+    *,
+    app: str,
+    min_available: int | str | None = None,
+    max_unavailable: int | str | None = None,
+    expected_pods: int | None = None,
+) -> dict[str, Any]:
+    """A PodDisruptionBudget over the pods app=<app>, once the disruption controller has observed
+    it (with `expected_pods`: once it counts that many); until then it refuses every eviction."""
+    objects.create_pdb(
+        admin_api,
+        namespace,
+        name,
+        match_labels={"app": app},
+        min_available=min_available,
+        max_unavailable=max_unavailable,
     )
+    return waits.wait_for_pdb_observed(admin_api, namespace, name, expected_pods=expected_pods)
+
+
+def request(kind: OpKind, *pool_names: str, requested_by: str = "cli:e2e", **target: Any) -> OperationRequest:
+    """An operation on the test's cluster: its pools (none: all of them) and other `Target` fields
+    (size, force, workloads, workloads_only, ...)."""
+    return OperationRequest(
+        kind=kind, target=Target(cluster=CLUSTER, pools=pool_names, **target), requested_by=requested_by
+    )
+
+
+def finish(ops: Operations, op_id: str, timeout: float = 120) -> Operation:
+    """Wait for the end of the operation already requested; return it as stored."""
+    assert ops.runner.wait_idle(timeout), "operation did not finish in time"
+    op = ops.get(op_id)
+    assert op is not None
+    return op
 
 
 def run(ops: Operations, req: OperationRequest, timeout: float = 120) -> Any:
     """Request, wait for the end, return the operation as stored."""
     out = ops.request(req)
     assert out.ok, out.reply
-    assert ops.runner.wait_idle(timeout), "operation did not finish in time"
-    op = ops.get(out.operation.id)
-    assert op is not None
-    return op
+    return finish(ops, out.operation.id, timeout)
+
+
+def wait_for_step(ops: Operations, op_id: str, step: str, timeout: float = 60) -> None:
+    """Wait until the operation is running its `step` (e.g. "drain": phase 1 under way)."""
+
+    def there() -> bool:
+        op = ops.get(op_id)
+        return op is not None and op.state is OpState.RUNNING and op.step == step
+
+    waits.wait_until(there, timeout, f"the operation to reach {step}")
 
 
 def scalebot_args(kubeconfig: Path, db: Path, pool_key: str, *, graceful_window: str = "") -> list[str]:

@@ -30,7 +30,7 @@ from engine.drain import filters
 from engine.kube.api import PodListing
 from engine.kube.client import KubeClient
 from localcluster import objects, rest, waits
-from tests.e2e.support import make_ops, pools, request, run
+from tests.e2e.support import deployment, group, operations, pools, request, run
 
 pytestmark = pytest.mark.e2e
 
@@ -52,10 +52,9 @@ def test_pods_are_listed_once_and_watched_however_many_passes_the_drain_takes(
     node_pool: Callable[..., list[str]],
     unique_name: str,
 ) -> None:
-    group = {"scalebot.test/group": unique_name}
-    nodes = node_pool(NODES, labels=group)
-    objects.create_deployment(admin_api, namespace, "web", 2 * NODES, node_selector=group, grace=1)
-    waits.wait_for_deployment_available(admin_api, namespace, "web")
+    on_group = group(unique_name)
+    nodes = node_pool(NODES, labels=on_group)
+    deployment(admin_api, namespace, "web", 2 * NODES, node_selector=on_group)
     # Held by a finalizer after its eviction: the drain's tail, for as long as the test says.
     objects.create_pod_with_finalizer(
         admin_api, namespace, "held", node=nodes[0], grace=1, owner_references=()
@@ -123,9 +122,7 @@ def test_a_zero_scale_drain_watches_from_the_plans_listing_without_listing_again
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     made = pools(node_pool, pool_key, unique_name, a=2)
-    group = {"scalebot.test/group": unique_name}
-    objects.create_deployment(admin_api, namespace, "web", 4, node_selector=group, grace=1)
-    waits.wait_for_deployment_available(admin_api, namespace, "web")
+    deployment(admin_api, namespace, "web", 4, node_selector=group(unique_name))
     calls: list[tuple[str, Any, str]] = []
     real_list, real_watch = kube.list_pods_at, kube.watch_pods
 
@@ -142,11 +139,8 @@ def test_a_zero_scale_drain_watches_from_the_plans_listing_without_listing_again
 
     monkeypatch.setattr(kube, "list_pods_at", list_pods_at)
     monkeypatch.setattr(kube, "watch_pods", watch_pods)
-    ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
-    try:
+    with operations(kube, pool_key, tmp_path / "db.sqlite") as ops:
         op = run(ops, request(OpKind.ZERO, f"{unique_name}-a"))
-    finally:
-        ops.runner.stop()
     assert op.state is OpState.SUCCEEDED, op.error
     assert not [n for n in kube.list_nodes() if n.name in made["a"]], "the pool's nodes are gone"
     # The plan listed every pod; the drain's pod feed started from that listing, not one of its own:

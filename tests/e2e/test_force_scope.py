@@ -16,8 +16,8 @@ import pytest
 
 from engine.domain.operation import OpKind, OpState, ProgressEvent
 from engine.kube.client import KubeClient
-from localcluster import objects, rest, waits
-from tests.e2e.support import make_ops, pools, request, run
+from localcluster import objects, rest
+from tests.e2e.support import budget, deployment, group, operations, pools, request, run
 
 pytestmark = pytest.mark.e2e
 
@@ -32,12 +32,8 @@ def test_a_pod_bound_after_the_cordon_outside_the_scope_is_not_force_deleted_in_
     tmp_path: Path,
 ) -> None:
     made = pools(node_pool, pool_key, unique_name, a=2)
-    group = {"scalebot.test/group": unique_name}
-    objects.create_deployment(admin_api, namespace, "web", 2, node_selector=group, grace=2)
-    waits.wait_for_deployment_available(admin_api, namespace, "web")
-    objects.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=2)
-    waits.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
-    ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
+    deployment(admin_api, namespace, "web", 2, node_selector=group(unique_name), grace=2)
+    budget(admin_api, namespace, "web-pdb", app="web", min_available=2)
     bound: list[str] = []
 
     def after_the_cordon(event: ProgressEvent) -> None:
@@ -50,11 +46,9 @@ def test_a_pod_bound_after_the_cordon_outside_the_scope_is_not_force_deleted_in_
                 admin_api, namespace, "intruder", match_labels={"app": "intruder"}, min_available=1
             )
 
-    ops.subscribe(after_the_cordon)
-    try:
+    with operations(kube, pool_key, tmp_path / "db.sqlite") as ops:
+        ops.subscribe(after_the_cordon)
         op = run(ops, request(OpKind.ZERO))
-    finally:
-        ops.runner.stop()
 
     assert bound == ["intruder"]
     assert op.state is OpState.FAILED and op.plan.force_phase

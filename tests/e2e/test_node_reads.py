@@ -23,8 +23,8 @@ from engine.domain.model import DRAINING_TAINT_KEY
 from engine.domain.operation import OpKind, OpState
 from engine.drain.passes import cordon_nodes
 from engine.kube.client import KubeClient
-from localcluster import objects, rest, waits
-from tests.e2e.support import make_ops, pools, request, run
+from localcluster import rest
+from tests.e2e.support import deployment, group, operations, pools, request, run
 
 pytestmark = pytest.mark.e2e
 
@@ -43,15 +43,10 @@ def test_a_zero_scale_of_label_pools_reads_no_node_by_itself(
 ) -> None:
     made = pools(node_pool, pool_key, unique_name, a=NODES_PER_POOL, b=NODES_PER_POOL)
     nodes = [n for names in made.values() for n in names]
-    group = {"scalebot.test/group": unique_name}
-    objects.create_deployment(admin_api, namespace, "web", len(nodes), node_selector=group, grace=1)
-    waits.wait_for_deployment_available(admin_api, namespace, "web")
+    deployment(admin_api, namespace, "web", len(nodes), node_selector=group(unique_name))
 
-    ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
-    try:
+    with operations(kube, pool_key, tmp_path / "db.sqlite") as ops:
         op = run(ops, request(OpKind.ZERO))
-    finally:
-        ops.runner.stop()
     assert op.state is OpState.SUCCEEDED, op.error
     assert sorted(op.plan.nodes) == sorted(nodes)
     assert not [n for n in kube.list_nodes() if n.name in nodes], "every node of both pools is gone"

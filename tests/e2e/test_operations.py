@@ -24,15 +24,24 @@ from typing import Any
 
 import pytest
 
-from engine.domain.clock import SystemClock
-from engine.domain.operation import OperationRequest, OpKind, OpState, ProgressEvent, Target
+from engine.domain.operation import OpKind, OpState, ProgressEvent
 from engine.kube.client import KubeClient
-from engine.operations.runner import ClusterHandle
-from engine.operations.service import new_operations
-from engine.pools.labels import LabelPoolProvider
-from engine.store.database import Store
 from localcluster import objects, rest, waits
-from tests.e2e.support import FAST, REPO, journal, make_ops, pools, request, run, scalebot_args
+from tests.e2e.support import (
+    REPO,
+    budget,
+    deployment,
+    finish,
+    group,
+    journal,
+    operations,
+    pools,
+    request,
+    run,
+    scalebot_args,
+    wait_for_step,
+    with_workloads,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -47,51 +56,42 @@ def test_full_zero_scale_forces_blockers_in_phase_two_and_wake_restores(
     tmp_path: Path,
 ) -> None:
     made = pools(node_pool, pool_key, unique_name, a=2, b=2)
-    group = {"scalebot.test/group": unique_name}
-    objects.create_deployment(admin_api, namespace, "web", 4, node_selector=group, grace=2)
-    waits.wait_for_deployment_available(admin_api, namespace, "web")
-    objects.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=4)
-    waits.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
-    objects.create_deployment(
-        admin_api,
-        namespace,
-        "notebook",
-        1,
-        node_selector=group,
-        grace=2,
-        pod_annotations={"karpenter.sh/do-not-disrupt": "true"},
+    on_group = group(unique_name)
+    deployment(admin_api, namespace, "web", 4, node_selector=on_group, grace=2)
+    budget(admin_api, namespace, "web-pdb", app="web", min_available=4)
+    opted_out = {"karpenter.sh/do-not-disrupt": "true"}
+    deployment(
+        admin_api, namespace, "notebook", 1, node_selector=on_group, grace=2, pod_annotations=opted_out
     )
-    waits.wait_for_deployment_available(admin_api, namespace, "notebook")
-    objects.create_daemonset(admin_api, namespace, "agent", node_selector=group)
+    objects.create_daemonset(admin_api, namespace, "agent", node_selector=on_group)
 
-    ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
-    events: list[ProgressEvent] = []
-    ops.subscribe(events.append)
-    plan = ops.plan(request(OpKind.ZERO))
-    assert plan.force_phase and len(plan.nodes) == 4
-    assert {pod.split("/")[0] for pod, _ in plan.blockers} == {namespace}
-    op = run(ops, request(OpKind.ZERO))
-    assert op.state is OpState.SUCCEEDED, op.error
-    conditions = [e.condition for e in events if e.condition]
-    assert any("The disruption budget web-pdb needs 4 healthy pods" in c for c in conditions)
-    # Cluster API's current layout: "* Pod ns/notebook-…: waiting for completion".
-    waiting = re.compile(rf"^\* Pods? [^\n]*{namespace}/notebook-[^\n]*: waiting for completion$", re.M)
-    assert any(waiting.search(c) for c in conditions), conditions[-3:]
-    forced = op.progress.drain.force_deleted
-    assert sum(p.startswith(f"{namespace}/web-") for p in forced) == 4
-    assert sum(p.startswith(f"{namespace}/notebook-") for p in forced) == 1
-    all_nodes = [n for names in made.values() for n in names]
-    assert not [n for n in kube.list_nodes() if n.name in all_nodes], "every node of every pool is gone"
-    audit = [r.detail for r in ops.store.audit_rows(op_id=op.id) if r.action == "force_delete_pod"]
-    assert len(audit) == 5 and any("web-pdb" in d for d in audit)
+    with operations(kube, pool_key, tmp_path / "db.sqlite") as ops:
+        events: list[ProgressEvent] = []
+        ops.subscribe(events.append)
+        plan = ops.plan(request(OpKind.ZERO))
+        assert plan.force_phase and len(plan.nodes) == 4
+        assert {pod.split("/")[0] for pod, _ in plan.blockers} == {namespace}
+        op = run(ops, request(OpKind.ZERO))
+        assert op.state is OpState.SUCCEEDED, op.error
+        conditions = [e.condition for e in events if e.condition]
+        assert any("The disruption budget web-pdb needs 4 healthy pods" in c for c in conditions)
+        # Cluster API's current layout: "* Pod ns/notebook-…: waiting for completion".
+        waiting = re.compile(rf"^\* Pods? [^\n]*{namespace}/notebook-[^\n]*: waiting for completion$", re.M)
+        assert any(waiting.search(c) for c in conditions), conditions[-3:]
+        forced = op.progress.drain.force_deleted
+        assert sum(p.startswith(f"{namespace}/web-") for p in forced) == 4
+        assert sum(p.startswith(f"{namespace}/notebook-") for p in forced) == 1
+        all_nodes = [n for names in made.values() for n in names]
+        assert not [n for n in kube.list_nodes() if n.name in all_nodes], "every node of every pool is gone"
+        audit = [r.detail for r in ops.store.audit_rows(op_id=op.id) if r.action == "force_delete_pod"]
+        assert len(audit) == 5 and any("web-pdb" in d for d in audit)
 
-    woken = run(ops, request(OpKind.WAKE))
-    assert woken.state is OpState.SUCCEEDED, woken.error
-    assert woken.summary.nodes_ready == (4, 4)
-    assert sorted(n.name for n in kube.list_nodes() if n.name in all_nodes) == sorted(all_nodes)
-    web = waits.wait_for_deployment_available(admin_api, namespace, "web", timeout=90)
-    assert web["status"]["availableReplicas"] == 4
-    ops.runner.stop()
+        woken = run(ops, request(OpKind.WAKE))
+        assert woken.state is OpState.SUCCEEDED, woken.error
+        assert woken.summary.nodes_ready == (4, 4)
+        assert sorted(n.name for n in kube.list_nodes() if n.name in all_nodes) == sorted(all_nodes)
+        web = waits.wait_for_deployment_available(admin_api, namespace, "web", timeout=90)
+        assert web["status"]["availableReplicas"] == 4
 
 
 def test_partial_zero_scale_waits_for_the_pdb_and_never_force_deletes(
@@ -104,13 +104,9 @@ def test_partial_zero_scale_waits_for_the_pdb_and_never_force_deletes(
     tmp_path: Path,
 ) -> None:
     pools(node_pool, pool_key, unique_name, a=1)
-    group = {"scalebot.test/group": unique_name}
-    objects.create_deployment(admin_api, namespace, "web", 3, node_selector=group, grace=1)
-    waits.wait_for_deployment_available(admin_api, namespace, "web")
+    deployment(admin_api, namespace, "web", 3, node_selector=group(unique_name))
     pools(node_pool, pool_key, unique_name, b=2)  # after the pods are placed: all of them are on pool a
-    objects.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=3)
-    waits.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
-    ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
+    budget(admin_api, namespace, "web-pdb", app="web", min_available=3)
     relaxed = []
 
     def relax(event: ProgressEvent) -> None:
@@ -122,14 +118,14 @@ def test_partial_zero_scale_waits_for_the_pdb_and_never_force_deletes(
                 {"spec": {"minAvailable": 2}},
             )
 
-    ops.subscribe(relax)
-    op = run(ops, request(OpKind.ZERO, f"{unique_name}-a"))
+    with operations(kube, pool_key, tmp_path / "db.sqlite") as ops:
+        ops.subscribe(relax)
+        op = run(ops, request(OpKind.ZERO, f"{unique_name}-a"))
     assert not op.plan.force_phase
     assert op.state is OpState.SUCCEEDED, op.error
     assert relaxed, "the PDB blocked the drain first"
     assert op.progress.drain.force_deleted == ()
     assert kube.request_counts[("delete", "pods")] == 0, "a partial zero-scale never sends a DELETE"
-    ops.runner.stop()
 
 
 def cli(*args: str, kubeconfig: Path, db: Path, pool_key: str) -> subprocess.Popen[str]:
@@ -161,11 +157,8 @@ def test_kill_9_during_phase_one_and_during_wake_then_resume(
     tmp_path: Path,
 ) -> None:
     made = pools(node_pool, pool_key, unique_name, a=2)
-    group = {"scalebot.test/group": unique_name}
-    objects.create_deployment(admin_api, namespace, "web", 2, node_selector=group, grace=1)
-    waits.wait_for_deployment_available(admin_api, namespace, "web")
-    objects.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=2)
-    waits.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
+    deployment(admin_api, namespace, "web", 2, node_selector=group(unique_name))
+    budget(admin_api, namespace, "web-pdb", app="web", min_available=2)
     db = tmp_path / "scalebot.db"
 
     proc = cli("zero", "--yes", kubeconfig=scalebot_kubeconfig, db=db, pool_key=pool_key)
@@ -205,17 +198,15 @@ def test_wake_after_losing_the_database_restores_from_pool_records(
     tmp_path: Path,
 ) -> None:
     made = pools(node_pool, pool_key, unique_name, a=3, b=1)
-    ops = make_ops(kube, pool_key, tmp_path / "first.db")
-    assert run(ops, request(OpKind.ZERO, f"{unique_name}-a")).state is OpState.SUCCEEDED
-    ops.runner.stop()
+    with operations(kube, pool_key, tmp_path / "first.db") as ops:
+        assert run(ops, request(OpKind.ZERO, f"{unique_name}-a")).state is OpState.SUCCEEDED
     (tmp_path / "first.db").unlink()
 
-    fresh = make_ops(kube, pool_key, tmp_path / "second.db")
-    plan = fresh.plan(request(OpKind.WAKE))
-    assert [(p.pool, p.after) for p in plan.pools] == [(f"{unique_name}-a", 3)]
-    assert run(fresh, request(OpKind.WAKE)).state is OpState.SUCCEEDED
+    with operations(kube, pool_key, tmp_path / "second.db") as fresh:
+        plan = fresh.plan(request(OpKind.WAKE))
+        assert [(p.pool, p.after) for p in plan.pools] == [(f"{unique_name}-a", 3)]
+        assert run(fresh, request(OpKind.WAKE)).state is OpState.SUCCEEDED
     assert sorted(n.name for n in kube.list_nodes() if n.name in made["a"]) == sorted(made["a"])
-    fresh.runner.stop()
 
 
 def test_second_operation_on_a_busy_pool_is_refused_and_other_pools_run(
@@ -234,23 +225,11 @@ def test_second_operation_on_a_busy_pool_is_refused_and_other_pools_run(
     held = [f"held-{i}" for i in range(len(made["a"]))]
     for pod, node in zip(held, made["a"], strict=True):
         objects.create_pod_with_finalizer(admin_api, namespace, pod, node=node, grace=1)
-    ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
-    try:
-        first = ops.request(
-            OperationRequest(
-                kind=OpKind.SCALE,
-                target=Target(cluster="e2e", pools=(f"{unique_name}-a",), size=1),
-                requested_by="cli:a",
-            )
-        )
+    with operations(kube, pool_key, tmp_path / "db.sqlite") as ops:
+        first = ops.request(request(OpKind.SCALE, f"{unique_name}-a", size=1, requested_by="cli:a"))
         assert first.ok and first.operation is not None
         first_id = first.operation.id
-
-        def draining() -> bool:
-            op = ops.get(first_id)
-            return op is not None and op.state is OpState.RUNNING and op.step == "drain"
-
-        waits.wait_until(draining, 60, "the first operation to be draining")
+        wait_for_step(ops, first_id, "drain")
         busy = ops.request(request(OpKind.ZERO, f"{unique_name}-a"))
         assert not busy.ok and first_id in busy.reply
         other = ops.request(request(OpKind.ZERO, f"{unique_name}-b"))
@@ -263,8 +242,6 @@ def test_second_operation_on_a_busy_pool_is_refused_and_other_pools_run(
         assert ops.get(other.operation.id).state is OpState.SUCCEEDED  # type: ignore[union-attr]
         sizes = {p.name: p.desired for p in ops.status("e2e").pools}
         assert sizes == {f"{unique_name}-a": 1, f"{unique_name}-b": 0, f"{unique_name}-c": 1}
-    finally:
-        ops.runner.stop()
 
 
 def test_workloads_only_sleep_and_wake_through_operations(
@@ -276,50 +253,32 @@ def test_workloads_only_sleep_and_wake_through_operations(
     unique_name: str,
     tmp_path: Path,
 ) -> None:
-    from engine.workloads import WorkloadConfig, WorkloadScaler
 
     pools(node_pool, pool_key, unique_name, a=2)
-    group = {"scalebot.test/group": unique_name}
-    objects.create_deployment(admin_api, namespace, "web", 3, node_selector=group, grace=1)
-    objects.create_statefulset(admin_api, namespace, "db", 2, node_selector=group, grace=1)
-    objects.create_deployment(admin_api, namespace, "idle", 0, node_selector=group)
+    on_group = group(unique_name)
+    objects.create_deployment(admin_api, namespace, "web", 3, node_selector=on_group, grace=1)
+    objects.create_statefulset(admin_api, namespace, "db", 2, node_selector=on_group, grace=1)
+    objects.create_deployment(admin_api, namespace, "idle", 0, node_selector=on_group)
     waits.wait_for_deployment_available(admin_api, namespace, "web")
-    scaler = WorkloadScaler.from_kube_client(kube, WorkloadConfig(namespaces=(namespace,)))
-    provider = LabelPoolProvider(kube, kube.api_client, label=pool_key, namespace="scalebot")
-    ops = new_operations(
-        Store(tmp_path / "db.sqlite"),
-        {"e2e": ClusterHandle("e2e", kube, provider, scaler)},
-        {},
-        SystemClock(),
-        settings=FAST,
-    )
-    sleep = OperationRequest(
-        kind=OpKind.ZERO, target=Target(cluster="e2e", workloads_only=True), requested_by="cli:e2e"
-    )
-    assert ops.plan(sleep).workloads == 2, "web and db change; idle is already at 0"
-    slept = run(ops, sleep)
-    assert slept.state is OpState.SUCCEEDED, slept.error
-    apps = f"/apis/apps/v1/namespaces/{namespace}"
-    assert rest.get(admin_api, f"{apps}/deployments/web")["spec"]["replicas"] == 0
-    assert rest.get(admin_api, f"{apps}/statefulsets/db")["spec"]["replicas"] == 0
-    assert len(ops.store.workload_records("e2e")) == 2
-    assert (
-        rest.get_or_none(admin_api, f"/api/v1/namespaces/scalebot/configmaps/scalebot-pool-{unique_name}-a")
-        is None
-    ), "no node pool was touched"
+    handle = with_workloads(kube, pool_key, namespace)
+    with operations(kube, pool_key, tmp_path / "db.sqlite", handle=handle) as ops:
+        sleep = request(OpKind.ZERO, workloads_only=True)
+        assert ops.plan(sleep).workloads == 2, "web and db change; idle is already at 0"
+        slept = run(ops, sleep)
+        assert slept.state is OpState.SUCCEEDED, slept.error
+        apps = f"/apis/apps/v1/namespaces/{namespace}"
+        assert rest.get(admin_api, f"{apps}/deployments/web")["spec"]["replicas"] == 0
+        assert rest.get(admin_api, f"{apps}/statefulsets/db")["spec"]["replicas"] == 0
+        assert len(ops.store.workload_records("e2e")) == 2
+        pool_record = f"/api/v1/namespaces/scalebot/configmaps/scalebot-pool-{unique_name}-a"
+        assert rest.get_or_none(admin_api, pool_record) is None, "no node pool was touched"
 
-    woken = run(
-        ops,
-        OperationRequest(
-            kind=OpKind.WAKE, target=Target(cluster="e2e", workloads_only=True), requested_by="cli:e2e"
-        ),
-    )
-    assert woken.state is OpState.SUCCEEDED, woken.error
-    assert rest.get(admin_api, f"{apps}/deployments/web")["spec"]["replicas"] == 3
-    assert rest.get(admin_api, f"{apps}/statefulsets/db")["spec"]["replicas"] == 2
-    assert rest.get(admin_api, f"{apps}/deployments/idle")["spec"]["replicas"] == 0
-    assert ops.store.workload_records("e2e") == []
-    ops.runner.stop()
+        woken = run(ops, request(OpKind.WAKE, workloads_only=True))
+        assert woken.state is OpState.SUCCEEDED, woken.error
+        assert rest.get(admin_api, f"{apps}/deployments/web")["spec"]["replicas"] == 3
+        assert rest.get(admin_api, f"{apps}/statefulsets/db")["spec"]["replicas"] == 2
+        assert rest.get(admin_api, f"{apps}/deployments/idle")["spec"]["replicas"] == 0
+        assert ops.store.workload_records("e2e") == []
 
 
 def test_a_sleep_scales_only_the_workloads_it_was_approved_for(
@@ -329,35 +288,20 @@ def test_a_sleep_scales_only_the_workloads_it_was_approved_for(
     tmp_path: Path,
 ) -> None:
     """A Deployment created between the approval and the workloads step is left as it is."""
-    from engine.workloads import WorkloadConfig, WorkloadScaler
-
     objects.create_deployment(admin_api, namespace, "web", 1, grace=1)
-    scaler = WorkloadScaler.from_kube_client(kube, WorkloadConfig(namespaces=(namespace,)))
-    provider = LabelPoolProvider(kube, kube.api_client, label="scalebot.test/none", namespace="scalebot")
-    ops = new_operations(
-        Store(tmp_path / "db.sqlite"),
-        {"e2e": ClusterHandle("e2e", kube, provider, scaler)},
-        {},
-        SystemClock(),
-        settings=FAST,
-    )
-    start = ops.runner.start
-    ops.runner.start = lambda op_id: None  # type: ignore[method-assign]
-    try:
-        sleep = OperationRequest(
-            kind=OpKind.ZERO, target=Target(cluster="e2e", workloads_only=True), requested_by="cli:e2e"
-        )
-        out = ops.request(sleep)
+    no_pools = "scalebot.test/none"
+    handle = with_workloads(kube, no_pools, namespace)
+    with operations(kube, no_pools, tmp_path / "db.sqlite", handle=handle) as ops:
+        start = ops.runner.start
+        ops.runner.start = lambda op_id: None  # type: ignore[method-assign]
+        out = ops.request(request(OpKind.ZERO, workloads_only=True))
         assert out.ok and out.operation is not None, out.reply
         assert out.operation.plan.workload_keys == (f"Deployment/{namespace}/web",)
         objects.create_deployment(admin_api, namespace, "late", 2, grace=1)  # after the approval
         start(out.operation.id)
-        assert ops.runner.wait_idle(60), "the sleep did not finish"
-        slept = ops.get(out.operation.id)
-        assert slept is not None and slept.state is OpState.SUCCEEDED, slept and slept.error
+        slept = finish(ops, out.operation.id, 60)
+        assert slept.state is OpState.SUCCEEDED, slept.error
         apps = f"/apis/apps/v1/namespaces/{namespace}"
         assert rest.get(admin_api, f"{apps}/deployments/web")["spec"]["replicas"] == 0
         assert rest.get(admin_api, f"{apps}/deployments/late")["spec"]["replicas"] == 2
         assert [r["name"] for r in ops.store.workload_records("e2e")] == ["web"]
-    finally:
-        ops.runner.stop()

@@ -21,7 +21,6 @@ from engine.domain.model import DRAINING_TAINT_KEY as DRAINING
 from engine.domain.operation import (
     DrainProgress,
     OperationProgress,
-    OperationRequest,
     OpKind,
     OpState,
     ProgressEvent,
@@ -30,7 +29,7 @@ from engine.domain.operation import (
 )
 from engine.kube.client import KubeClient
 from localcluster import objects, rest, waits
-from tests.e2e.support import FAST, make_ops, pools, request, run
+from tests.e2e.support import FAST, budget, finish, group, operations, pools, request, run, wait_for_step
 
 pytestmark = pytest.mark.e2e
 
@@ -53,28 +52,17 @@ def test_opted_out_pods_block_a_scale_down(
         objects.create_bare_pod(admin_api, namespace, pod, node=node, grace=1, annotations=OPT_OUT)
     waits.wait_for_pods_running(admin_api, namespace, count=2)
     before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in rest.list_pods(admin_api, namespace)}
-    ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
-    try:
-        out = ops.request(
-            OperationRequest(
-                kind=OpKind.SCALE,
-                target=Target(cluster="e2e", pools=(f"{unique_name}-a",), size=1),
-                requested_by="cli:e2e",
-            )
-        )
+    with operations(kube, pool_key, tmp_path / "db.sqlite") as ops:
+        out = ops.request(request(OpKind.SCALE, f"{unique_name}-a", size=1))
         assert out.ok and out.operation is not None, out.reply
         plan = out.operation.plan
         [victim] = plan.nodes
         [(blocker, why)] = plan.blockers
         assert blocker in {f"{namespace}/{n}" for n in names}
         assert "karpenter.sh/do-not-disrupt=true" in why
-        assert ops.runner.wait_idle(90)
-        op = ops.get(out.operation.id)
-        assert op is not None
+        op = finish(ops, out.operation.id, 90)
         assert op.state is OpState.FAILED
         assert op.error is not None and victim in op.error and "karpenter.sh/do-not-disrupt=true" in op.error
-    finally:
-        ops.runner.stop()
     after = rest.list_pods(admin_api, namespace)
     assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in after} == before
     assert all("deletionTimestamp" not in p["metadata"] for p in after)
@@ -93,22 +81,14 @@ def test_wake_restores_the_size_last_chosen_by_a_scale(
 ) -> None:
     pools(node_pool, pool_key, unique_name, a=3)
     pool = f"{unique_name}-a"
-    ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
-    try:
-        scaled = run(
-            ops,
-            OperationRequest(
-                kind=OpKind.SCALE, target=Target(cluster="e2e", pools=(pool,), size=2), requested_by="cli:e2e"
-            ),
-        )
+    with operations(kube, pool_key, tmp_path / "db.sqlite") as ops:
+        scaled = run(ops, request(OpKind.SCALE, pool, size=2))
         assert scaled.state is OpState.SUCCEEDED, scaled.error
         zeroed = run(ops, request(OpKind.ZERO, pool))
         assert zeroed.state is OpState.SUCCEEDED, zeroed.error
         woken = run(ops, request(OpKind.WAKE, pool))
         assert woken.state is OpState.SUCCEEDED, woken.error
         sizes = {p.name: p.desired for p in ops.status("e2e").pools}
-    finally:
-        ops.runner.stop()
     assert sizes == {pool: 2}
 
 
@@ -124,38 +104,32 @@ def test_phase_two_is_withdrawn_when_another_pool_appears_during_phase_one(
     from dataclasses import replace
 
     made = pools(node_pool, pool_key, unique_name, a=1)
-    group = {"scalebot.test/group": unique_name}
-    objects.create_deployment(admin_api, namespace, "guarded", 1, node_selector=group, grace=1)
-    objects.create_pdb(admin_api, namespace, "guarded", match_labels={"app": "guarded"}, max_unavailable=0)
-    waits.wait_for_pdb_observed(admin_api, namespace, "guarded", expected_pods=1)
-    waits.wait_for_pods_running(admin_api, namespace, count=1)
-    [guarded] = rest.pods_on_node(admin_api, made["a"][0], namespace=namespace)
+    guarded = _guarded_pod(admin_api, namespace, made["a"][0], unique_name)
     settings = replace(FAST, graceful_window=timedelta(seconds=6), drain_timeout=timedelta(seconds=15))
-    ops = make_ops(kube, pool_key, tmp_path / "db.sqlite", settings)
-    try:
+    with operations(kube, pool_key, tmp_path / "db.sqlite", settings) as ops:
         out = ops.request(request(OpKind.ZERO))
         assert out.ok and out.operation is not None, out.reply
         assert out.operation.plan.force_phase
-        op_id = out.operation.id
-
-        def draining() -> bool:
-            op = ops.get(op_id)
-            return op is not None and op.state is OpState.RUNNING and op.step == "drain"
-
-        waits.wait_until(draining, 60, "phase 1 to be draining")
+        wait_for_step(ops, out.operation.id, "drain")
         # Someone brings up another pool during phase 1: the cluster no longer all goes to zero.
         pools(node_pool, pool_key, unique_name, b=1)
-        assert ops.runner.wait_idle(90)
-        op = ops.get(op_id)
-    finally:
-        ops.runner.stop()
-    assert op is not None
+        op = finish(ops, out.operation.id, 90)
     assert op.state is OpState.FAILED
     assert f"{unique_name}-b (1)" in op.progress.drain.force_withdrawn
     assert op.error == "drain did not complete within 15s"
     pod = rest.get(admin_api, rest.pod_path(namespace, guarded["metadata"]["name"]))
     assert pod["metadata"]["uid"] == guarded["metadata"]["uid"]
     assert "deletionTimestamp" not in pod["metadata"], "never force-deleted"
+
+
+def _guarded_pod(admin_api: Any, namespace: str, node: str, unique_name: str) -> dict[str, Any]:
+    """The one pod of Deployment `guarded` (on `node`, the test's only node when it is made), under
+    a PodDisruptionBudget that allows no eviction."""
+    objects.create_deployment(admin_api, namespace, "guarded", 1, node_selector=group(unique_name), grace=1)
+    budget(admin_api, namespace, "guarded", app="guarded", max_unavailable=0, expected_pods=1)
+    waits.wait_for_pods_running(admin_api, namespace, count=1)
+    [guarded] = rest.pods_on_node(admin_api, node, namespace=namespace)
+    return guarded
 
 
 def _node(admin_api: Any, name: str) -> dict[str, Any]:
@@ -187,13 +161,10 @@ def test_a_failed_operation_uncordons_what_it_cordoned_and_names_what_stays(
     objects.cordon(admin_api, earlier)
     objects.create_bare_pod(admin_api, namespace, "keep", node=free, grace=1, annotations=OPT_OUT)
     waits.wait_for_pods_running(admin_api, namespace, count=1)
-    ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
     events: list[ProgressEvent] = []
-    ops.subscribe(events.append)
-    try:
+    with operations(kube, pool_key, tmp_path / "db.sqlite") as ops:
+        ops.subscribe(events.append)
         op = run(ops, request(OpKind.ZERO, f"{unique_name}-a"))
-    finally:
-        ops.runner.stop()
     assert op.state is OpState.FAILED
     assert "karpenter.sh/do-not-disrupt=true" in op.error
     assert op.progress.drain.released == Released(uncordoned=(free,), kept_cordoned=(earlier,))
@@ -205,14 +176,6 @@ def test_a_failed_operation_uncordons_what_it_cordoned_and_names_what_stays(
     assert f"Uncordoned the nodes this operation cordoned: {free}." in final
     assert f"Still cordoned, as they were before this operation: {earlier}" in final
     assert f"`scalebot uncordon {earlier}`" in final
-
-
-def _wait_for_step(ops: Any, op_id: str, step: str) -> None:
-    def there() -> bool:
-        op = ops.get(op_id)
-        return op is not None and op.state is OpState.RUNNING and op.step == step
-
-    waits.wait_until(there, 60, f"the operation to reach {step}")
 
 
 def test_a_node_that_joins_a_pool_going_to_zero_is_drained_too(
@@ -232,24 +195,15 @@ def test_a_node_that_joins_a_pool_going_to_zero_is_drained_too(
 
     [first] = pools(node_pool, pool_key, unique_name, a=1)["a"]
     pool = f"{unique_name}-a"
-    group = {"scalebot.test/group": unique_name}
-    objects.create_deployment(admin_api, namespace, "guarded", 1, node_selector=group, grace=1)
-    objects.create_pdb(admin_api, namespace, "guarded", match_labels={"app": "guarded"}, max_unavailable=0)
-    waits.wait_for_pdb_observed(admin_api, namespace, "guarded", expected_pods=1)
-    waits.wait_for_pods_running(admin_api, namespace, count=1)
+    _guarded_pod(admin_api, namespace, first, unique_name)
     settings = replace(FAST, graceful_window=timedelta(seconds=5))
-    ops = make_ops(kube, pool_key, tmp_path / "db.sqlite", settings)
-    try:
+    with operations(kube, pool_key, tmp_path / "db.sqlite", settings) as ops:
         out = ops.request(request(OpKind.ZERO))
         assert out.ok and out.operation is not None, out.reply
-        _wait_for_step(ops, out.operation.id, "drain")
+        wait_for_step(ops, out.operation.id, "drain")
         # A node joins the pool during phase 1; the Deployment's replacement pod can land on it.
-        [late] = node_pool(1, name=f"{unique_name}-late", labels={pool_key: pool, **group})
-        assert ops.runner.wait_idle(120), "the operation never ended"
-        op = ops.get(out.operation.id)
-    finally:
-        ops.runner.stop()
-    assert op is not None
+        [late] = node_pool(1, name=f"{unique_name}-late", labels={pool_key: pool, **group(unique_name)})
+        op = finish(ops, out.operation.id, 120)
     assert op.state is OpState.SUCCEEDED, op.error
     assert op.progress.removal.joined == {pool: (late,)}
     [change] = op.progress.removal.pool_changes
@@ -276,27 +230,15 @@ def test_a_scale_down_whose_pool_grew_meanwhile_ends_with_the_reason(
     pool = f"{unique_name}-a"
     for i, node in enumerate(made["a"]):
         objects.create_bare_pod(admin_api, namespace, f"held-{i}", node=node, grace=1, labels={"app": "held"})
-    objects.create_pdb(admin_api, namespace, "held", match_labels={"app": "held"}, min_available=2)
-    waits.wait_for_pdb_observed(admin_api, namespace, "held", expected_pods=2)
-    ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
-    try:
-        out = ops.request(
-            OperationRequest(
-                kind=OpKind.SCALE,
-                target=Target(cluster="e2e", pools=(pool,), size=1, force=True),
-                requested_by="cli:e2e",
-            )
-        )
+    budget(admin_api, namespace, "held", app="held", min_available=2, expected_pods=2)
+    with operations(kube, pool_key, tmp_path / "db.sqlite") as ops:
+        out = ops.request(request(OpKind.SCALE, pool, size=1, force=True))
         assert out.ok and out.operation is not None, out.reply
-        _wait_for_step(ops, out.operation.id, "drain")
+        wait_for_step(ops, out.operation.id, "drain")
         [late] = node_pool(1, name=f"{unique_name}-late", labels={pool_key: pool})
         rest.delete(admin_api, f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/held")
-        assert ops.runner.wait_idle(60), "the operation never ended"
-        op = ops.get(out.operation.id)
+        op = finish(ops, out.operation.id, 60)
         relocked = ops.request(request(OpKind.ZERO, pool))
-    finally:
-        ops.runner.stop()
-    assert op is not None
     assert op.state is OpState.FAILED
     assert op.error.startswith(f"pool {pool} is at 2, expected 1: label pool {pool} has 2 nodes")
     [change] = op.progress.removal.pool_changes
@@ -321,23 +263,15 @@ def test_a_scale_after_a_zero_is_what_wake_keeps(
     """
     pools(node_pool, pool_key, unique_name, a=3)
     pool = f"{unique_name}-a"
-    ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
-    try:
+    with operations(kube, pool_key, tmp_path / "db.sqlite") as ops:
         zeroed = run(ops, request(OpKind.ZERO, pool))
         assert zeroed.state is OpState.SUCCEEDED, zeroed.error
-        scaled = run(
-            ops,
-            OperationRequest(
-                kind=OpKind.SCALE, target=Target(cluster="e2e", pools=(pool,), size=2), requested_by="cli:e2e"
-            ),
-        )
+        scaled = run(ops, request(OpKind.SCALE, pool, size=2))
         assert scaled.state is OpState.SUCCEEDED, scaled.error
         woken = ops.request(request(OpKind.WAKE, pool))
         assert ops.runner.wait_idle(60)
         sizes = {p.name: p.desired for p in ops.status("e2e").pools}
         restore = [r for r in ops.store.restore_records("e2e") if r.pool == pool]
-    finally:
-        ops.runner.stop()
     assert not woken.ok
     assert woken.reply == f"{pool} is not asleep: no sizes were recorded by a scale-down"
     assert sizes == {pool: 2}
@@ -362,20 +296,12 @@ def test_phase_two_is_withdrawn_when_a_node_in_no_pool_could_run_the_pods(
     from dataclasses import replace
 
     made = pools(node_pool, pool_key, unique_name, a=1)
-    group = {"scalebot.test/group": unique_name}
-    objects.create_deployment(admin_api, namespace, "guarded", 1, node_selector=group, grace=1)
-    objects.create_pdb(admin_api, namespace, "guarded", match_labels={"app": "guarded"}, max_unavailable=0)
-    waits.wait_for_pdb_observed(admin_api, namespace, "guarded", expected_pods=1)
-    waits.wait_for_pods_running(admin_api, namespace, count=1)
-    [guarded] = rest.pods_on_node(admin_api, made["a"][0], namespace=namespace)
+    guarded = _guarded_pod(admin_api, namespace, made["a"][0], unique_name)
     # Made after the pod is bound, so the pod is on the pool's node; it carries no pool label.
-    [spare] = node_pool(1, labels=group)
+    [spare] = node_pool(1, labels=group(unique_name))
     settings = replace(FAST, graceful_window=timedelta(seconds=5), drain_timeout=timedelta(seconds=12))
-    ops = make_ops(kube, pool_key, tmp_path / "db.sqlite", settings)
-    try:
+    with operations(kube, pool_key, tmp_path / "db.sqlite", settings) as ops:
         op = run(ops, request(OpKind.ZERO))
-    finally:
-        ops.runner.stop()
     assert op.plan.force_phase
     assert op.state is OpState.FAILED
     assert op.progress.drain.force_withdrawn == (
@@ -410,14 +336,11 @@ def test_one_at_a_time_drains_non_empty_nodes_in_turn(
     objects.create_bare_pod(admin_api, namespace, "one", node=first, grace=1)
     objects.create_bare_pod(admin_api, namespace, "two", node=second, grace=1)
     waits.wait_for_pods_running(admin_api, namespace, count=2)
-    ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
-    ops.policies["e2e"] = ClusterPolicy(cluster="e2e", drain_one_at_a_time=True)
     events: list[ProgressEvent] = []
-    ops.subscribe(events.append)
-    try:
+    with operations(kube, pool_key, tmp_path / "db.sqlite") as ops:
+        ops.policies["e2e"] = ClusterPolicy(cluster="e2e", drain_one_at_a_time=True)
+        ops.subscribe(events.append)
         op = run(ops, request(OpKind.ZERO, f"{unique_name}-a"))
-    finally:
-        ops.runner.stop()
     assert op.plan.one_at_a_time
     assert "non-empty nodes are drained one at a time; empty nodes together" in op.plan.to_text()
     assert op.state is OpState.SUCCEEDED, op.error

@@ -14,8 +14,7 @@ import pytest
 from engine.domain.operation import OpKind, OpState, ProgressEvent
 from engine.domain.progress_figures import ProgressFigures, figures
 from engine.kube.client import KubeClient
-from localcluster import objects, waits
-from tests.e2e.support import make_ops, pools, request, run
+from tests.e2e.support import budget, deployment, group, operations, pools, request, run
 
 pytestmark = pytest.mark.e2e
 
@@ -30,14 +29,10 @@ def test_figures_of_a_real_zero_scale(
     tmp_path: Path,
 ) -> None:
     made = pools(node_pool, pool_key, unique_name, a=2)
-    group = {"scalebot.test/group": unique_name}
-    objects.create_deployment(admin_api, namespace, "web", 4, node_selector=group, grace=1)
-    waits.wait_for_deployment_available(admin_api, namespace, "web")
+    deployment(admin_api, namespace, "web", 4, node_selector=group(unique_name))
     pools(node_pool, pool_key, unique_name, b=1)  # after the pods are placed: all of them are on pool a
     # A budget paces the evictions: the drain takes more than one pass, so a rate can be measured.
-    objects.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, max_unavailable=1)
-    waits.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
-    ops = make_ops(kube, pool_key, tmp_path / "db.sqlite")
+    budget(admin_api, namespace, "web-pdb", app="web", max_unavailable=1)
     seen: list[ProgressFigures] = []
 
     def record(event: ProgressEvent) -> None:
@@ -45,9 +40,9 @@ def test_figures_of_a_real_zero_scale(
         if f is not None and event.kind == "report":
             seen.append(f)
 
-    ops.subscribe(record)
-    op = run(ops, request(OpKind.ZERO, f"{unique_name}-a"))
-    ops.runner.stop()
+    with operations(kube, pool_key, tmp_path / "db.sqlite") as ops:
+        ops.subscribe(record)
+        op = run(ops, request(OpKind.ZERO, f"{unique_name}-a"))
 
     assert op.state is OpState.SUCCEEDED, op.error
     assert sorted(op.plan.nodes) == sorted(made["a"])

@@ -25,16 +25,12 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes import watch
 
-from engine.domain.clock import SystemClock
-from engine.domain.operation import OperationRequest, OpKind, OpState, ProgressEvent, Target
+from engine.domain.operation import OpKind, OpState, ProgressEvent
 from engine.domain.wake_waves import WakeWaves, WaveSpec
 from engine.kube.client import KubeClient
-from engine.operations.service import new_operations
-from engine.store.database import Store
-from engine.workloads import WorkloadConfig, WorkloadScaler
 from engine.workloads.order import WAKE_ORDER_ANNOTATION
 from localcluster import objects, rest, waits
-from tests.e2e.support import CLUSTER, FAST, label_cluster, pools, run
+from tests.e2e.support import FAST, deployment, group, operations, pools, request, run, with_workloads
 
 pytestmark = pytest.mark.e2e
 
@@ -130,12 +126,13 @@ def test_pools_wake_in_waves_and_workloads_by_their_wake_order(
     made = pools(node_pool, pool_key, unique_name, system=2, data=2, apps=2)
     system, data, apps = (f"{unique_name}-{p}" for p in ("system", "data", "apps"))
     stalled = made["data"][1]
-    group = {"scalebot.test/group": unique_name}
     # No pod of the test lands there, before or after the wake (its re-created Node keeps the taint).
     taint = {"key": "scalebot.test/stalled", "value": "true", "effect": "NoSchedule"}
     rest.patch(admin_api, rest.node_path(stalled), {"spec": {"taints": [taint]}})
     for name, replicas, wake_order in (("db", 2, "10"), ("api", 2, "20"), ("web", 2, None)):
-        objects.create_deployment(admin_api, namespace, name, replicas, node_selector=group, grace=1)
+        objects.create_deployment(
+            admin_api, namespace, name, replicas, node_selector=group(unique_name), grace=1
+        )
         if wake_order is not None:
             path = f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}"
             rest.patch(admin_api, path, {"metadata": {"annotations": {WAKE_ORDER_ANNOTATION: wake_order}}})
@@ -151,20 +148,13 @@ def test_pools_wake_in_waves_and_workloads_by_their_wake_order(
             WaveSpec((apps,)),
         )
     )
-    scaler = WorkloadScaler.from_kube_client(kube, WorkloadConfig(namespaces=(namespace,)))
-    handle = replace(label_cluster(kube, pool_key), workloads=scaler, wake_waves=waves)
-    ops = new_operations(Store(tmp_path / "db.sqlite"), {CLUSTER: handle}, {}, SystemClock(), settings=FAST)
+    handle = with_workloads(kube, pool_key, namespace, wake_waves=waves)
     events: list[ProgressEvent] = []
-    ops.subscribe(events.append)
     deployments = Watching(k8s.AppsV1Api(admin_api).list_namespaced_deployment, namespace=namespace).start()
     watches.append(deployments)
-    try:
-        slept = run(
-            ops,
-            OperationRequest(
-                kind=OpKind.ZERO, target=Target(cluster=CLUSTER, workloads=True), requested_by="cli:e2e"
-            ),
-        )
+    with operations(kube, pool_key, tmp_path / "db.sqlite", handle=handle) as ops:
+        ops.subscribe(events.append)
+        slept = run(ops, request(OpKind.ZERO, workloads=True))
         assert slept.state is OpState.SUCCEEDED, slept.error
         at_sleep = deployments.seen.snapshot()
         asleep = [n for kind, n, d in at_sleep if kind == "MODIFIED" and d["spec"]["replicas"] == 0]
@@ -174,15 +164,7 @@ def test_pools_wake_in_waves_and_workloads_by_their_wake_order(
             k8s.CoreV1Api(admin_api).list_node, label_selector=f"scalebot.test/group={unique_name}"
         ).start()
         watches.append(nodes)
-        woken = run(
-            ops,
-            OperationRequest(
-                kind=OpKind.WAKE, target=Target(cluster=CLUSTER, workloads=True), requested_by="cli:e2e"
-            ),
-            timeout=300,
-        )
-    finally:
-        ops.runner.stop()
+        woken = run(ops, request(OpKind.WAKE, workloads=True), timeout=300)
     assert not nodes.seen.errors and not deployments.seen.errors, (nodes.seen.errors, deployments.seen.errors)
 
     # The pools: wave 2 only after wave 1's nodes were Ready, wave 3 only after wave 2 ended.
@@ -256,8 +238,7 @@ def test_a_wave_waits_for_the_workloads_its_sleep_displaced(
     system, apps = f"{unique_name}-system", f"{unique_name}-apps"
     on_system = {pool_key: system}
     for name in ("dns", "web"):
-        objects.create_deployment(admin_api, namespace, name, 1, node_selector=on_system, grace=1)
-        waits.wait_for_deployment_available(admin_api, namespace, name)
+        deployment(admin_api, namespace, name, 1, node_selector=on_system)
 
     waves = WakeWaves(
         (
@@ -265,18 +246,12 @@ def test_a_wave_waits_for_the_workloads_its_sleep_displaced(
             WaveSpec((apps,)),
         )
     )
-    scaler = WorkloadScaler.from_kube_client(kube, WorkloadConfig(namespaces=(namespace,)))
-    handle = replace(label_cluster(kube, pool_key), workloads=scaler, wake_waves=waves)
+    handle = with_workloads(kube, pool_key, namespace, wake_waves=waves)
     settings = replace(FAST, workloads_return_timeout=_seconds(2))
-    ops = new_operations(
-        Store(tmp_path / "db.sqlite"), {CLUSTER: handle}, {}, SystemClock(), settings=settings
-    )
     events: list[ProgressEvent] = []
-    ops.subscribe(events.append)
-    try:
-        slept = run(
-            ops, OperationRequest(kind=OpKind.ZERO, target=Target(cluster=CLUSTER), requested_by="cli:e2e")
-        )
+    with operations(kube, pool_key, tmp_path / "db.sqlite", settings, handle=handle) as ops:
+        ops.subscribe(events.append)
+        slept = run(ops, request(OpKind.ZERO))
         assert slept.state is OpState.SUCCEEDED, slept.error
         # While asleep dns is changed so that its pods fit no node (Recreate: no pod of the old
         # template stays to make it available): it cannot come back by itself.
@@ -288,11 +263,7 @@ def test_a_wave_waits_for_the_workloads_its_sleep_displaced(
             }
         }
         rest.patch(admin_api, path, nowhere)
-        woken = run(
-            ops, OperationRequest(kind=OpKind.WAKE, target=Target(cluster=CLUSTER), requested_by="cli:e2e")
-        )
-    finally:
-        ops.runner.stop()
+        woken = run(ops, request(OpKind.WAKE))
 
     first, second = woken.progress.wake.waves
     assert (first.outcome, first.ready, first.wanted) == ("timed_out", 1, 1), "its node was Ready"
