@@ -67,19 +67,10 @@ def raw_pod(
     return raw
 
 
-def pod(
-    name: str = "web-0",
-    *,
-    namespace: str = NAMESPACE,
-    node: str = NODE,
-    controller: OwnerRef | None = RS,
-    uid: str | None = None,
-    **fields: Any,
-) -> PodInfo:
-    """The adapter's view of `raw_pod` with the same arguments, then `fields` (any `PodInfo`
-    field: phase, labels, deletion_timestamp, ...) set on it."""
-    raw = raw_pod(name, namespace=namespace, node=node, controller=controller, uid=uid)
-    return dataclasses.replace(PodInfo.from_raw(raw), **fields)
+def pod(name: str = "web-0", *, node: str = NODE, **fields: Any) -> PodInfo:
+    """The adapter's view of `raw_pod(name, node=node)`, then `fields` (any `PodInfo` field:
+    namespace, controller, uid, phase, labels, deletion_timestamp, ...) set on it."""
+    return dataclasses.replace(PodInfo.from_raw(raw_pod(name, node=node)), **fields)
 
 
 def pods_on(node: str, count: int, **fields: Any) -> list[PodInfo]:
