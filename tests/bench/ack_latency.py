@@ -39,7 +39,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bot.cli.console import console_policy
-from bot.config.settings import ClusterSettings, Secret, ServerSettings, Settings, SlackSettings
+from bot.config.cluster_settings import ClusterSettings
+from bot.config.settings import Secret, ServerSettings, Settings, SlackSettings
 from bot.runtime import run, wiring
 from engine.domain.model import NodeInfo
 from engine.kube.fake import FakeCluster

@@ -36,7 +36,8 @@ from typing import Any
 import pytest
 from slack_bolt import App
 
-from bot.config.settings import ClusterSettings, Secret, SenderSettings, Settings, SlackSettings
+from bot.config.cluster_settings import ClusterSettings
+from bot.config.settings import Secret, SenderSettings, Settings, SlackSettings
 from bot.slack.app import HttpServer, build_app, serve_http, start_socket_mode, stop_socket_mode, web_client
 from bot.slack.blocks import operations as blocks
 from bot.slack.delivery.outbox import MemoryOutbox

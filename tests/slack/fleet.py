@@ -31,7 +31,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bot.config.settings import ClusterSettings, Secret, SenderSettings, Settings, SlackSettings
+from bot.config.cluster_settings import ClusterSettings
+from bot.config.settings import Secret, SenderSettings, Settings, SlackSettings
 from bot.runtime.timer import SchedulerRunner
 from bot.slack.app import serve_http
 from bot.slack.delivery.progress import message_key

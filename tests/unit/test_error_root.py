@@ -52,7 +52,7 @@ def test_every_exception_in_engine_and_bot_derives_from_the_root_and_names_a_cat
         "engine.store.claims.LockConflict",
         "engine.kube.errors.TransportError",
         "engine.pools.base.PoolNotFound",
-        "bot.config.settings.SettingsError",
+        "bot.config.document.SettingsError",
         "bot.text.commands.UsageError",
         "bot.cli.common.CliError",
     } <= names
