@@ -132,16 +132,11 @@ def pod_body(
     annotations: Mapping[str, str] | None = None,
     finalizers: Sequence[str] = (),
     owner_references: Sequence[Mapping[str, Any]] = (),
-    grace: int = 30,
-    empty_dir: bool = False,
-    priority_class: str | None = None,
-    tolerations: Sequence[Mapping[str, Any]] = (),
-    cpu: str = "100m",
-    memory: str = "64Mi",
+    **spec: Any,
 ) -> Json:
     """A pause pod with spec.nodeName set when `node` is given (no scheduler involved), by default
-    without an owner. `namespace` goes into the metadata only when given (a POST takes it from the
-    path)."""
+    without an owner; `spec` goes to `pod_spec` (grace, empty_dir, priority_class, tolerations, cpu,
+    memory). `namespace` goes into the metadata only when given (a POST takes it from the path)."""
     metadata: Json = {"name": name, "labels": dict(labels or {"app": name})}
     if namespace is not None:
         metadata["namespace"] = namespace
@@ -151,20 +146,7 @@ def pod_body(
         metadata["finalizers"] = list(finalizers)
     if owner_references:
         metadata["ownerReferences"] = [dict(o) for o in owner_references]
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": metadata,
-        "spec": pod_spec(
-            node=node,
-            grace=grace,
-            empty_dir=empty_dir,
-            priority_class=priority_class,
-            tolerations=tolerations,
-            cpu=cpu,
-            memory=memory,
-        ),
-    }
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec(node=node, **spec)}
 
 
 def mirror_like_pod_body(namespace: str, name: str, *, node: str, node_uid: str, grace: int = 30) -> Json:
@@ -182,22 +164,15 @@ def mirror_like_pod_body(namespace: str, name: str, *, node: str, node_uid: str,
             "kubernetes.io/config.hash": config_hash,
             "kubernetes.io/config.source": "file",
         },
-        "ownerReferences": [
-            {
-                "apiVersion": "v1",
-                "kind": "Node",
-                "name": node,
-                "uid": node_uid,
-                "controller": True,
-            }
-        ],
+        "ownerReferences": [owner_reference("Node", node, node_uid, api_version="v1")],
     }
     spec = pod_spec(node=node, grace=grace)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
 def owner_reference(kind: str, name: str, uid: str, *, api_version: str = "apps/v1") -> Json:
-    """A controller ownerReference, as a ReplicaSet, StatefulSet, DaemonSet or Job sets on its pods."""
+    """A controller ownerReference, as a ReplicaSet, StatefulSet, DaemonSet or Job sets on its pods
+    (and a Node on its mirror pods)."""
     return {"apiVersion": api_version, "kind": kind, "name": name, "uid": uid, "controller": True}
 
 
@@ -221,27 +196,13 @@ def deployment_body(
     name: str,
     replicas: int,
     *,
-    node_selector: Mapping[str, str] | None = None,
     labels: Mapping[str, str] | None = None,
     pod_annotations: Mapping[str, str] | None = None,
-    grace: int = 30,
-    empty_dir: bool = False,
-    priority_class: str | None = None,
-    tolerations: Sequence[Mapping[str, Any]] = (),
-    cpu: str = "100m",
-    memory: str = "64Mi",
+    **spec: Any,
 ) -> Json:
-    """A Deployment of pause pods (selector app=<name>, plus `labels` on the pods)."""
+    """A Deployment of pause pods (selector app=<name>, plus `labels` on the pods); `spec` goes to
+    `pod_spec` (node_selector, grace, empty_dir, priority_class, tolerations, cpu, memory)."""
     selector = {"app": name}
-    spec = pod_spec(
-        node_selector=node_selector,
-        grace=grace,
-        empty_dir=empty_dir,
-        priority_class=priority_class,
-        tolerations=tolerations,
-        cpu=cpu,
-        memory=memory,
-    )
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -250,7 +211,7 @@ def deployment_body(
             "replicas": replicas,
             "selector": {"matchLabels": selector},
             "revisionHistoryLimit": 2,
-            "template": _template(selector, labels, pod_annotations, spec),
+            "template": _template(selector, labels, pod_annotations, pod_spec(**spec)),
         },
     }
 
@@ -259,18 +220,14 @@ def statefulset_body(
     name: str,
     replicas: int,
     *,
-    node_selector: Mapping[str, str] | None = None,
     labels: Mapping[str, str] | None = None,
     pod_annotations: Mapping[str, str] | None = None,
-    grace: int = 30,
-    tolerations: Sequence[Mapping[str, Any]] = (),
     parallel: bool = True,
-    cpu: str = "100m",
-    memory: str = "64Mi",
+    **spec: Any,
 ) -> Json:
-    """A StatefulSet of pause pods; Parallel pod management unless parallel=False (faster to create)."""
+    """A StatefulSet of pause pods; Parallel pod management unless parallel=False (faster to create);
+    `spec` goes to `pod_spec` (node_selector, grace, tolerations, cpu, memory)."""
     selector = {"app": name}
-    spec = pod_spec(node_selector=node_selector, grace=grace, tolerations=tolerations, cpu=cpu, memory=memory)
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -280,7 +237,7 @@ def statefulset_body(
             "serviceName": name,
             "podManagementPolicy": "Parallel" if parallel else "OrderedReady",
             "selector": {"matchLabels": selector},
-            "template": _template(selector, labels, pod_annotations, spec),
+            "template": _template(selector, labels, pod_annotations, pod_spec(**spec)),
         },
     }
 
@@ -288,23 +245,23 @@ def statefulset_body(
 def daemonset_body(
     name: str,
     *,
-    node_selector: Mapping[str, str] | None = None,
     labels: Mapping[str, str] | None = None,
-    grace: int = 30,
     cpu: str = "10m",
     memory: str = "16Mi",
+    **spec: Any,
 ) -> Json:
-    """A DaemonSet that tolerates every taint (as node agents do); scope it with node_selector."""
+    """A DaemonSet that tolerates every taint (as node agents do); scope it with node_selector. `spec`
+    goes to `pod_spec` (node_selector, grace)."""
     selector = {"app": name}
-    spec = pod_spec(node_selector=node_selector, grace=grace, cpu=cpu, memory=memory)
-    spec["tolerations"] = [{"operator": "Exists"}]
+    pod = pod_spec(cpu=cpu, memory=memory, **spec)
+    pod["tolerations"] = [{"operator": "Exists"}]
     return {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
         "metadata": {"name": name, "labels": {**(labels or {}), **selector}},
         "spec": {
             "selector": {"matchLabels": selector},
-            "template": _template(selector, labels, None, spec),
+            "template": _template(selector, labels, None, pod),
         },
     }
 

@@ -8,7 +8,7 @@ pool) and waits where its callers always need it (nodes Ready, the namespace's S
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
@@ -49,25 +49,20 @@ def create_node_pool(
     name: str,
     count: int,
     *,
-    labels: Mapping[str, str] | None = None,
-    taints: Sequence[Mapping[str, str]] = (),
-    cpu: str = "4",
-    memory: str = "16Gi",
-    pods: int = 110,
     wait_ready: bool = True,
     timeout: float = 120.0,
     workers: int = DEFAULT_WORKERS,
+    **node: Any,
 ) -> list[str]:
     """Create `count` kwok nodes named `<name>-<i>` in pool `name`; return their names.
 
     Nodes carry `type=kwok` (kwok manages them), `scalebot.io/pool=<name>` and the annotation
-    `kwok.x-k8s.io/node: fake`. Waits for kwok to make them Ready unless wait_ready=False.
+    `kwok.x-k8s.io/node: fake`; `node` is `bodies.node_body`'s (labels, taints, cpu, memory, pods).
+    Waits for kwok to make them Ready unless wait_ready=False.
     """
     width = max(2, len(str(count - 1)))
     names = [f"{name}-{i:0{width}d}" for i in range(count)]
-    bodies = [
-        node_body(n, name, labels=labels, taints=taints, cpu=cpu, memory=memory, pods=pods) for n in names
-    ]
+    bodies = [node_body(n, name, **node) for n in names]
     run_parallel(lambda body: create(api, node_path(), body), bodies, workers=workers)
     if wait_ready:
         wait_for_nodes_ready(api, names, timeout=timeout)
@@ -112,35 +107,11 @@ def delete_namespace(api: Any, name: str) -> None:
 # Pods
 
 
-def create_bare_pod(
-    api: Any,
-    namespace: str,
-    name: str,
-    *,
-    node: str,
-    labels: Mapping[str, str] | None = None,
-    annotations: Mapping[str, str] | None = None,
-    finalizers: Sequence[str] = (),
-    grace: int = 30,
-    empty_dir: bool = False,
-    priority_class: str | None = None,
-    owner_references: Sequence[Mapping[str, Any]] = (),
-    tolerations: Sequence[Mapping[str, Any]] = (),
-) -> Json:
-    """A pod with spec.nodeName set (no scheduler involved) and, by default, no owner."""
-    body = pod_body(
-        name,
-        node=node,
-        labels=labels,
-        annotations=annotations,
-        finalizers=finalizers,
-        owner_references=owner_references,
-        grace=grace,
-        empty_dir=empty_dir,
-        priority_class=priority_class,
-        tolerations=tolerations,
-    )
-    return create(api, pod_path(namespace), body)
+def create_bare_pod(api: Any, namespace: str, name: str, *, node: str, **options: Any) -> Json:
+    """A pod with spec.nodeName set (no scheduler involved) and, by default, no owner; `options` are
+    `bodies.pod_body`'s (labels, annotations, finalizers, owner_references, grace, empty_dir,
+    priority_class, tolerations)."""
+    return create(api, pod_path(namespace), pod_body(name, node=node, **options))
 
 
 def create_pod_with_finalizer(
@@ -181,99 +152,31 @@ def remove_finalizers(api: Any, namespace: str, name: str) -> Json | None:
 # Workloads and budgets
 
 
-def create_deployment(
-    api: Any,
-    namespace: str,
-    name: str,
-    replicas: int,
-    *,
-    node_selector: Mapping[str, str] | None = None,
-    labels: Mapping[str, str] | None = None,
-    pod_annotations: Mapping[str, str] | None = None,
-    grace: int = 30,
-    empty_dir: bool = False,
-    priority_class: str | None = None,
-    tolerations: Sequence[Mapping[str, Any]] = (),
-    cpu: str = "100m",
-    memory: str = "64Mi",
-) -> Json:
-    """A Deployment of pause pods (selector app=<name>, plus `labels` on the pods)."""
-    body = deployment_body(
-        name,
-        replicas,
-        node_selector=node_selector,
-        labels=labels,
-        pod_annotations=pod_annotations,
-        grace=grace,
-        empty_dir=empty_dir,
-        priority_class=priority_class,
-        tolerations=tolerations,
-        cpu=cpu,
-        memory=memory,
-    )
+def create_deployment(api: Any, namespace: str, name: str, replicas: int, **options: Any) -> Json:
+    """A Deployment of pause pods (selector app=<name>); `options` are `bodies.deployment_body`'s
+    (node_selector, labels, pod_annotations, grace, empty_dir, priority_class, tolerations, cpu,
+    memory)."""
+    body = deployment_body(name, replicas, **options)
     return create(api, f"/apis/apps/v1/namespaces/{quoted(namespace)}/deployments", body)
 
 
-def create_statefulset(
-    api: Any,
-    namespace: str,
-    name: str,
-    replicas: int,
-    *,
-    node_selector: Mapping[str, str] | None = None,
-    labels: Mapping[str, str] | None = None,
-    pod_annotations: Mapping[str, str] | None = None,
-    grace: int = 30,
-    tolerations: Sequence[Mapping[str, Any]] = (),
-    parallel: bool = True,
-    cpu: str = "100m",
-    memory: str = "64Mi",
-) -> Json:
-    """A StatefulSet of pause pods; Parallel pod management unless parallel=False (faster to create)."""
-    body = statefulset_body(
-        name,
-        replicas,
-        node_selector=node_selector,
-        labels=labels,
-        pod_annotations=pod_annotations,
-        grace=grace,
-        tolerations=tolerations,
-        parallel=parallel,
-        cpu=cpu,
-        memory=memory,
-    )
+def create_statefulset(api: Any, namespace: str, name: str, replicas: int, **options: Any) -> Json:
+    """A StatefulSet of pause pods, Parallel unless parallel=False; `options` are
+    `bodies.statefulset_body`'s (node_selector, labels, pod_annotations, grace, tolerations,
+    parallel, cpu, memory)."""
+    body = statefulset_body(name, replicas, **options)
     return create(api, f"/apis/apps/v1/namespaces/{quoted(namespace)}/statefulsets", body)
 
 
-def create_daemonset(
-    api: Any,
-    namespace: str,
-    name: str,
-    *,
-    node_selector: Mapping[str, str] | None = None,
-    labels: Mapping[str, str] | None = None,
-    grace: int = 30,
-    cpu: str = "10m",
-    memory: str = "16Mi",
-) -> Json:
-    """A DaemonSet that tolerates every taint (as node agents do); scope it with node_selector."""
-    body = daemonset_body(
-        name, node_selector=node_selector, labels=labels, grace=grace, cpu=cpu, memory=memory
-    )
+def create_daemonset(api: Any, namespace: str, name: str, **options: Any) -> Json:
+    """A DaemonSet that tolerates every taint (as node agents do); `options` are
+    `bodies.daemonset_body`'s (node_selector, labels, grace, cpu, memory)."""
+    body = daemonset_body(name, **options)
     return create(api, f"/apis/apps/v1/namespaces/{quoted(namespace)}/daemonsets", body)
 
 
-def create_pdb(
-    api: Any,
-    namespace: str,
-    name: str,
-    *,
-    match_labels: Mapping[str, str],
-    min_available: int | str | None = None,
-    max_unavailable: int | str | None = None,
-) -> Json:
-    """A policy/v1 PodDisruptionBudget; give exactly one of min_available / max_unavailable."""
-    body = pdb_body(
-        name, match_labels=match_labels, min_available=min_available, max_unavailable=max_unavailable
-    )
+def create_pdb(api: Any, namespace: str, name: str, **options: Any) -> Json:
+    """A policy/v1 PodDisruptionBudget; `options` are `bodies.pdb_body`'s (match_labels and exactly
+    one of min_available / max_unavailable)."""
+    body = pdb_body(name, **options)
     return create(api, f"/apis/policy/v1/namespaces/{quoted(namespace)}/poddisruptionbudgets", body)

@@ -79,24 +79,14 @@ def send_request(
     )
 
 
-def raw_request(
-    api: Any,
-    method: str,
-    path: str,
-    *,
-    body: Any = None,
-    query: Mapping[str, str | int | bool] | None = None,
-    content_type: str = "application/json",
-    timeout: float = 30.0,
-) -> Any:
-    """Send one request and return the decoded JSON (None for an empty body).
+def raw_request(api: Any, method: str, path: str, **request: Any) -> Any:
+    """Send one request (`request`: `send_request`'s body, query, content_type, timeout) and return
+    the decoded JSON (None for an empty body).
 
     Raises the client's `ApiException` for non-2xx answers, with `.status` and `.body` (the server's
     Status object as text) set, exactly as the generated API methods do.
     """
-    response = send_request(
-        api, method, path, body=body, query=query, content_type=content_type, timeout=timeout
-    )
+    response = send_request(api, method, path, **request)
     if not 200 <= response.status <= 299:
         raise ApiException(http_resp=response)
     return orjson.loads(response.data) if response.data else None

@@ -52,7 +52,9 @@ def raw_pod(
     """A pod as the API server returns it: the control plane's pod body (`bodies.pod_body`, whose
     keyword arguments `body` takes) bound to `node` ("" for an unscheduled pod), with its uid,
     namespace, controller reference and phase."""
-    references = () if controller is None else (_owner_reference(controller),)
+    references = []
+    if (ref := controller) is not None:
+        references.append(bodies.owner_reference(ref.kind, ref.name, ref.uid, api_version=ref.api_version))
     raw = bodies.pod_body(
         name,
         node=node or None,
@@ -76,16 +78,6 @@ def pod(name: str = "web-0", *, node: str = NODE, **fields: Any) -> PodInfo:
 def pods_on(node: str, count: int, **fields: Any) -> list[PodInfo]:
     """`count` pods named `<node>-p<i>` on `node`."""
     return [pod(f"{node}-p{i}", node=node, **fields) for i in range(count)]
-
-
-def _owner_reference(ref: OwnerRef) -> Json:
-    return {
-        "apiVersion": ref.api_version,
-        "kind": ref.kind,
-        "name": ref.name,
-        "uid": ref.uid,
-        "controller": True,
-    }
 
 
 # --------------------------------------------------------------------------------------------------

@@ -253,7 +253,6 @@ def test_workloads_only_sleep_and_wake_through_operations(
     unique_name: str,
     tmp_path: Path,
 ) -> None:
-
     pools(node_pool, pool_key, unique_name, a=2)
     on_group = group(unique_name)
     objects.create_deployment(admin_api, namespace, "web", 3, node_selector=on_group, grace=1)
