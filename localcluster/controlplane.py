@@ -12,16 +12,17 @@ start order, on `stop()`, on leaving the `with` block, on interpreter exit (atex
 (turned into SystemExit so the same path runs) and, if the Python process is killed outright, by the
 kernel (PR_SET_PDEATHSIG). A *detached* control plane (`scalebot sandbox up`) skips all of that so
 it outlives the command; `localcluster.sandbox.down` stops it from the recorded pids.
+
+The credentials are `localcluster.pki`'s and the children's exit hooks and readings
+`localcluster.processes`'. The rest stays one module (over 600 lines) on purpose: `ControlPlane` is
+one lifecycle (flags, start order, readiness ladder, scalebot's identity, teardown) whose steps
+share its ports, pids and run directory.
 """
 
 from __future__ import annotations
 
-import atexit
-import base64
 import contextlib
 import ctypes
-import datetime as dt
-import ipaddress
 import os
 import secrets
 import shutil
@@ -35,22 +36,28 @@ import threading
 import time
 import urllib.error
 import urllib.request
-import weakref
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 import orjson
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from kubernetes.client.exceptions import ApiException
 
 from localcluster import bodies, objects, rest, waits
 from localcluster.binaries import REPO_ROOT, ensure_binaries
+from localcluster.pki import _kubeconfig, _write_pki
+from localcluster.processes import (
+    _LIBC,
+    _LIVE,
+    LOG_TAIL_LINES,
+    _Component,
+    _die_with_parent,
+    _install_process_hooks,
+    _pid_alive,
+    _rss_kib,
+    _tail,
+)
 
 ADMIN_USER = "admin"
 SCALEBOT_NAMESPACE = "scalebot"
@@ -74,7 +81,6 @@ MANIFEST_DIR = REPO_ROOT / "manifests"
 DEFAULT_NODE_LEASE_SECONDS = 40  # kubelet's default node lease duration
 POD_CIDR = "10.128.0.1/12"  # about a million pod IPs for kwok; kwok's default /24 holds 254
 SERVICE_CIDR = "10.96.0.0/16"  # outside the pod range
-LOG_TAIL_LINES = 50
 ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "karpenter")
 """Start order; `karpenter` (Karpenter's kwok cloud provider) runs only once `start_karpenter()` asks."""
 PROBE = "localcluster-probe"
@@ -121,57 +127,6 @@ class ControlPlaneError(RuntimeError):
     """Start-up or a readiness step failed; the message carries each component's log tail."""
 
 
-@dataclass
-class _Component:
-    name: str
-    log_path: Path
-    popen: subprocess.Popen[bytes] | None = None
-    pid: int | None = None
-    restarts: int = 0
-    argv: list[str] = field(default_factory=list)
-
-
-_LIVE: weakref.WeakSet[ControlPlane] = weakref.WeakSet()
-_HOOKS = {"installed": False}
-_HOOKS_LOCK = threading.Lock()
-
-
-def _stop_all_live() -> None:
-    for cp in list(_LIVE):
-        with contextlib.suppress(Exception):
-            cp.stop()
-
-
-def _exit_on_signal(signum: int, _frame: object) -> None:
-    # Raising SystemExit unwinds `with` blocks and pytest finalizers, then atexit runs: the same
-    # orderly teardown as a normal exit. Only installed where the default action would kill us.
-    raise SystemExit(128 + signum)
-
-
-def _install_process_hooks() -> None:
-    with _HOOKS_LOCK:
-        if _HOOKS["installed"]:
-            return
-        _HOOKS["installed"] = True
-        atexit.register(_stop_all_live)
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGTERM, signal.SIGHUP):
-                if signal.getsignal(sig) is signal.SIG_DFL:
-                    signal.signal(sig, _exit_on_signal)
-
-
-_PR_SET_PDEATHSIG = 1
-_LIBC: dict[str, Any] = {}
-
-
-def _die_with_parent() -> None:
-    """preexec_fn: ask the kernel to SIGKILL the child if the parent dies without cleaning up.
-
-    The libc handle is resolved in the parent (see _spawn): the forked child only makes the call.
-    """
-    _LIBC["prctl"](_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-
-
 def free_port(exclude: set[int] | None = None) -> int:
     """A currently free loopback port (bind to port 0, read it, close). Callers retry on EADDRINUSE."""
     while True:
@@ -180,18 +135,6 @@ def free_port(exclude: set[int] | None = None) -> int:
             port = int(sock.getsockname()[1])
         if not exclude or port not in exclude:
             return port
-
-
-def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
-    try:
-        with path.open("rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - 256 * 1024))
-            data = fh.read().decode("utf-8", "replace")
-    except OSError as exc:
-        return f"(no log: {exc})"
-    return "\n".join(data.splitlines()[-lines:])
 
 
 def _http_get(
@@ -219,127 +162,6 @@ def _insecure_context() -> ssl.SSLContext:
     return ctx
 
 
-def _pem_key(key: rsa.RSAPrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.TraditionalOpenSSL,
-        serialization.NoEncryption(),
-    )
-
-
-def _write_pki(run_dir: Path) -> None:
-    """A CA, a serving certificate for 127.0.0.1/localhost signed by it, and the service-account keys.
-
-    A real CA (as envtest's TinyCA does) lets every client verify TLS: no insecure-skip-tls-verify,
-    hence no urllib3 InsecureRequestWarning (which the test suite turns into an error).
-    """
-    pki = run_dir / "pki"
-    pki.mkdir(mode=0o700)
-    now = dt.datetime.now(dt.UTC)
-    ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "scalebot-localcluster-ca")])
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=30))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_cert_sign=True,
-                crl_sign=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    serving_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    serving_cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
-        .issuer_name(ca_name)
-        .public_key(serving_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=30))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [
-                    x509.IPAddress(ipaddress.IPv4Address("127.0.0.1")),
-                    x509.IPAddress(ipaddress.IPv4Address("10.96.0.1")),
-                    x509.DNSName("localhost"),
-                    x509.DNSName("kubernetes"),
-                    x509.DNSName("kubernetes.default.svc"),
-                ]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_encipherment=True,
-                key_cert_sign=False,
-                crl_sign=False,
-                content_commitment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    (pki / "ca.crt").write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
-    (pki / "apiserver.crt").write_bytes(serving_cert.public_bytes(serialization.Encoding.PEM))
-    (pki / "apiserver.key").write_bytes(_pem_key(serving_key))
-    (pki / "sa.key").write_bytes(_pem_key(sa_key))
-    (pki / "sa.pub").write_bytes(
-        sa_key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
-    )
-    for name in ("apiserver.key", "sa.key"):
-        (pki / name).chmod(0o600)
-
-
-def _kubeconfig(server: str, ca_pem: bytes, user: str, token: str) -> str:
-    doc = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "localcluster",
-                "cluster": {
-                    "server": server,
-                    "certificate-authority-data": base64.b64encode(ca_pem).decode(),
-                },
-            }
-        ],
-        "users": [{"name": user, "user": {"token": token}}],
-        "contexts": [{"name": user, "context": {"cluster": "localcluster", "user": user}}],
-        "current-context": user,
-    }
-    return yaml.safe_dump(doc, sort_keys=False)
-
-
 def _resource_path(doc: dict[str, Any]) -> str:
     """Collection path for a manifest object (simple kinds: plural = lower-case kind + s, -y -> -ies)."""
     group_version = doc["apiVersion"]
@@ -350,20 +172,6 @@ def _resource_path(doc: dict[str, Any]) -> str:
     if namespace:
         return f"{prefix}/namespaces/{namespace}/{plural}"
     return f"{prefix}/{plural}"
-
-
-def _rss_kib(pid: int) -> tuple[int, int]:
-    """(current RSS, peak RSS) in KiB from /proc; (0, 0) if the process is gone."""
-    rss = hwm = 0
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                rss = int(line.split()[1])
-            elif line.startswith("VmHWM:"):
-                hwm = int(line.split()[1])
-    except (OSError, ValueError):
-        return 0, 0
-    return rss, hwm
 
 
 class ControlPlane:
@@ -1113,20 +921,6 @@ class ControlPlane:
 # Popen objects of detached components are kept referenced so that garbage collection never warns
 # "subprocess N is still running" about processes that are meant to outlive this interpreter.
 _DETACHED: list[subprocess.Popen[bytes]] = []
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        # A zombie (exited, not yet reaped by its new parent) counts as gone.
-        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 def _port_free(port: int) -> bool:
