@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 from bot.runtime import wiring
 from bot.runtime.timer import SchedulerRunner
 from bot.slack.blocks import operations as blocks
+from bot.slack.blocks import schedule_modals
 from bot.slack.blocks import schedules as schedule_ui_blocks
 from bot.slack.blocks.kit import Message
 from bot.slack.delivery.progress import KEY_PREFIX, Progress
@@ -757,7 +758,7 @@ def _schedule_form(s: _Session) -> None:
     """`schedule add` alone: the add form's fields as questions (Enter keeps the default), checked
     as the form is, then saved by the same code as a submitted form."""
     clusters = s.ops.clusters()
-    view = schedule_ui_blocks.add_modal(clusters, cluster=s.default_cluster, channel=CHANNEL, tz="UTC")
+    view = schedule_modals.add_modal(clusters, cluster=s.default_cluster, channel=CHANNEL, tz="UTC")
     s.terminal.lines(["New schedule (Enter keeps the value in brackets; Ctrl-D cancels):"])
     values: dict[str, Any] = {}
     for block in view.to_dict()["blocks"]:

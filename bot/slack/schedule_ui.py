@@ -24,6 +24,10 @@ Wiring (any order: announcements that arrive before a sender is attached are kep
     bot = build_bot(settings, ops, outbox=..., subcommands=ui.subcommands(), clicks=ui.clicks())
     runner = SchedulerRunner(schedules, clock, ui.on_announce, ui.on_fired)
     ui.attach(sender=bot.sender, app=bot.app, runner=runner)
+
+One module over 600 lines on purpose: `ScheduleUi` is one adapter, and its commands, clicks, modals
+and timer messages all end in the same few helpers (`_tell`, `_show_result` onto the occurrence's
+one message, `_sync` re-arming the timer), so its handlers stay a few lines each.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from slack_bolt import Ack, App, BoltResponse
 
 from bot.ports import OperationsPort, UserError
 from bot.slack.blocks import operations as blocks
+from bot.slack.blocks import schedule_modals
 from bot.slack.blocks import schedules as ui
 from bot.slack.blocks.operations import ACTION_POSTPONE_1H, ACTION_POSTPONE_UNTIL, ACTION_RUN_NOW, ACTION_SKIP
 from bot.slack.delivery.sender import Sender
@@ -435,7 +440,7 @@ class ScheduleUi:
         note = self._note_for(key, sched.cluster, sched.channel)
         now = self.clock.now()
         default = max(note.effective or now, now) + timedelta(hours=1)
-        view = ui.postpone_modal(note, tz=sched.spec.tz, default=default)
+        view = schedule_modals.postpone_modal(note, tz=sched.spec.tz, default=default)
         self._views_open(body, view, channel, user, ui.modal_unavailable())
 
     def _open_add(self, body: dict[str, Any]) -> None:
@@ -446,7 +451,7 @@ class ScheduleUi:
         known = self._cached_zone(user)
 
         def form(tz: str) -> Any:
-            return ui.add_modal(self.ops.clusters(), cluster=default, channel=channel, tz=tz)
+            return schedule_modals.add_modal(self.ops.clusters(), cluster=default, channel=channel, tz=tz)
 
         opened = self._views_open(body, form(known or "UTC"), channel, user, ui.add_modal_unavailable())
         if known is not None or opened is None:
