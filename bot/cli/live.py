@@ -23,9 +23,7 @@ from rich.table import Table
 from engine.domain.durations import format_duration
 from engine.domain.operation import DrainProgress, Operation, ProgressEvent
 from engine.domain.progress_figures import ProgressFigures, bar, drain_figures, figures, rate_text, time_left
-from engine.drain.driver import DrainOutcome
-from engine.drain.passes import PassResult
-from engine.drain.progress import after_pass
+from engine.operations.service_nodes import DrainOutcome, DrainReport
 
 BLOCKERS_SHOWN = 5
 BLOCKER_WIDTH = 100
@@ -168,18 +166,11 @@ class DrainLive:
             self._live.stop()
             self._live = None
 
-    def on_pass(self, result: PassResult, now: datetime) -> None:
-        """The driver's per-pass listener (called on the drain's own thread)."""
-        self._progress = after_pass(
-            self._progress,
-            nodes=self._nodes,
-            state=result.state,
-            report=result.report,
-            busy_nodes=result.busy_nodes,
-            now=now,
-        )
-        refused = len(result.state.failed_nodes)
-        self._status = result.report.summary_line() + (
+    def on_progress(self, progress: DrainProgress, report: DrainReport) -> None:
+        """The drain's figures after each pass (called on the drain's own thread)."""
+        self._progress = progress
+        refused = len(progress.state.failed_nodes) if progress.state is not None else 0
+        self._status = report.summary_line() + (
             f" · {refused} node{'s' if refused != 1 else ''} refused" if refused else ""
         )
         if self._live is not None:

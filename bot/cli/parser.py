@@ -26,6 +26,9 @@ DESCRIPTION = (
 """The first line of `scalebot --help` (and of `bot.cli.main`'s docstring)."""
 
 
+AUDITED = ": its audit log records the change, and its operations' locks are respected"
+
+
 def _installed_version() -> str:
     from importlib import metadata
 
@@ -47,51 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    drain = commands.add_parser("drain", help="cordon and drain nodes (kubectl drain semantics)")
-    _add_cluster_args(drain)
-    _add_node_args(drain)
-    _add_filter_args(drain)
-    drain.add_argument("--timeout", default="0", help="give up after this long, e.g. 10m (default 0: wait)")
-    drain.add_argument(
-        "--grace-period",
-        type=int,
-        default=None,
-        metavar="SECONDS",
-        help="termination grace for evicted pods (default: each pod's own)",
-    )
-    drain.add_argument(
-        "--parallel", type=int, default=16, metavar="N", help="evictions in flight (default 16)"
-    )
-    drain.add_argument("--interval", default="20s", help="longest gap between drain passes (default 20s)")
-    drain.add_argument(
-        "--dry-run",
-        nargs="?",
-        const="client",
-        default="none",
-        choices=("none", "client", "server"),
-        help="client: print the plan; server: also send each eviction with dryRun=All (the API server "
-        "checks PDBs and admission); nothing is changed",
-    )
-    drain.add_argument(
-        "--pod-selector", metavar="SELECTOR", help="only drain the pods matching this label selector"
-    )
-    drain.add_argument(
-        "--disable-eviction",
-        action="store_true",
-        help="delete pods instead of evicting them, bypassing PodDisruptionBudgets (asks like --force)",
-    )
-    _add_yes_flag(drain)
-    drain.add_argument(
-        "--style",
-        choices=("current", "legacy"),
-        default="current",
-        help="Cluster API condition message layout: per-Pod lines (v1.9+, default) or grouped (legacy)",
-    )
-    drain.set_defaults(handler=cmd_drain)
+    _add_drain_command(commands)
 
     for name, verb in (("cordon", "mark nodes unschedulable"), ("uncordon", "mark nodes schedulable")):
         sub = commands.add_parser(name, help=verb)
         _add_cluster_args(sub)
+        _add_recorded_args(sub)
         _add_node_args(sub)
         sub.set_defaults(handler=cmd_cordon, unschedulable=name == "cordon")
 
@@ -152,9 +116,54 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_drain_command(commands: Any) -> None:
+    """`scalebot drain`: kubectl drain's flags, and the database and cluster name of its record."""
+    drain = commands.add_parser("drain", help="cordon and drain nodes (kubectl drain semantics)")
+    _add_cluster_args(drain)
+    _add_recorded_args(drain)
+    _add_node_args(drain)
+    _add_filter_args(drain)
+    drain.add_argument("--timeout", default="0", help="give up after this long, e.g. 10m (default 0: wait)")
+    drain.add_argument(
+        "--grace-period",
+        type=int,
+        default=None,
+        metavar="SECONDS",
+        help="termination grace for evicted pods (default: each pod's own)",
+    )
+    drain.add_argument(
+        "--parallel", type=int, default=16, metavar="N", help="evictions in flight (default 16)"
+    )
+    drain.add_argument("--interval", default="20s", help="longest gap between drain passes (default 20s)")
+    drain.add_argument(
+        "--dry-run",
+        nargs="?",
+        const="client",
+        default="none",
+        choices=("none", "client", "server"),
+        help="client: print the plan; server: also send each eviction with dryRun=All (the API server "
+        "checks PDBs and admission); nothing is changed",
+    )
+    drain.add_argument(
+        "--pod-selector", metavar="SELECTOR", help="only drain the pods matching this label selector"
+    )
+    drain.add_argument(
+        "--disable-eviction",
+        action="store_true",
+        help="delete pods instead of evicting them, bypassing PodDisruptionBudgets (asks like --force)",
+    )
+    _add_yes_flag(drain)
+    drain.add_argument(
+        "--style",
+        choices=("current", "legacy"),
+        default="current",
+        help="Cluster API condition message layout: per-Pod lines (v1.9+, default) or grouped (legacy)",
+    )
+    drain.set_defaults(handler=cmd_drain)
+
+
 def _add_read_commands(commands: Any) -> None:
     """`status` and `schedule list|next`: the database only, no kubeconfig (bot.cli.records)."""
-    db_help = "SQLite database (default $SCALEBOT_DB or ./scalebot.db)"
     status = commands.add_parser(
         "status", help="operations in flight, pools asleep, the next scheduled event"
     )
@@ -164,9 +173,7 @@ def _add_read_commands(commands: Any) -> None:
     sched.add_argument("action", choices=("list", "next"))
     for parser in (status, sched):
         parser.add_argument("cluster", nargs="?", metavar="CLUSTER", help="only this cluster")
-        parser.add_argument(
-            "--db", metavar="FILE", default=os.environ.get("SCALEBOT_DB", "scalebot.db"), help=db_help
-        )
+        _add_db_arg(parser)
         cli_read.add_output_flag(parser)
     status.set_defaults(handler=_read(cli_read.status))
     sched.set_defaults(
@@ -330,20 +337,13 @@ def _add_ops_args(parser: argparse.ArgumentParser) -> None:
     own so `--help` shows the command's own flags first (`_short_usage` keeps them off the usage line)."""
     cluster = parser.add_argument_group("cluster and database")
     _add_cluster_args(cluster)
-    cluster.add_argument(
-        "--cluster", metavar="NAME", help="name recorded for this cluster (default: the context name)"
-    )
+    _add_cluster_name_arg(cluster)
     cluster.add_argument(
         "--simulated",
         action="store_true",
         help="the built-in SIMULATED cluster instead (its state is kept in the database)",
     )
-    cluster.add_argument(
-        "--db",
-        metavar="FILE",
-        default=os.environ.get("SCALEBOT_DB", "scalebot.db"),
-        help="SQLite database (default $SCALEBOT_DB or ./scalebot.db)",
-    )
+    _add_db_arg(cluster)
     cluster.add_argument(
         "--graceful-window",
         metavar="DURATION",
@@ -406,6 +406,28 @@ def _first_clause(text: str) -> str:
     for mark in (" (", ";"):
         text = text.split(mark, 1)[0]
     return text
+
+
+def _add_recorded_args(parser: argparse.ArgumentParser) -> None:
+    """`--cluster` and `--db` of the node commands: the name the cluster's operations lock it under,
+    and the database whose locks they respect and whose audit log records them."""
+    _add_cluster_name_arg(parser)
+    _add_db_arg(parser, AUDITED)
+
+
+def _add_cluster_name_arg(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    parser.add_argument(
+        "--cluster", metavar="NAME", help="name recorded for this cluster (default: the context name)"
+    )
+
+
+def _add_db_arg(parser: argparse.ArgumentParser | argparse._ArgumentGroup, what: str = "") -> None:
+    parser.add_argument(
+        "--db",
+        metavar="FILE",
+        default=os.environ.get("SCALEBOT_DB", "scalebot.db"),
+        help=f"SQLite database{what} (default $SCALEBOT_DB or ./scalebot.db)",
+    )
 
 
 def _add_node_args(parser: argparse.ArgumentParser) -> None:

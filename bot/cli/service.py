@@ -39,12 +39,16 @@ from engine.store.database import Store
 
 
 def build_operations(
-    args: argparse.Namespace, *, policies: Callable[[str], Mapping[str, ClusterPolicy]] | None = None
+    args: argparse.Namespace,
+    *,
+    policies: Callable[[str], Mapping[str, ClusterPolicy]] | None = None,
+    record: bool = True,
 ) -> Operations:
     """Operations on the cluster the arguments name (or the simulated one) and the SQLite file.
 
     `policies(cluster name)`: who may do what there; none for the CLI itself, whose user holds the
-    kubeconfig and acts as admin.
+    kubeconfig and acts as admin. `record=False`: a read that keeps nothing (`plan consolidate`,
+    `plan advise`), over a database in memory instead of the file.
     """
     # The simulated cluster's pods go in seconds: its phase 1 is 12 s, as in the demo and the console.
     window = args.graceful_window or ("12s" if args.simulated else DEFAULT_GRACEFUL_WINDOW)
@@ -53,10 +57,7 @@ def build_operations(
         drain_timeout=_duration(args.drain_timeout, "--drain-timeout") or None,
         workloads_return_timeout=_duration(args.workloads_return_timeout, "--workloads-return-timeout"),
     )
-    try:
-        store = Store(args.db)
-    except StoreError as exc:
-        raise CliError(str(exc)) from exc
+    store = _store(args.db if record else ":memory:")
     if args.simulated:
         handle, _ = wiring.simulated_cluster(store=store)
         # Simulated pods and nodes answer at once: no need to wait real-cluster intervals for them.
@@ -68,6 +69,30 @@ def build_operations(
         handle = replace(handle, wake_waves=_wave_flags(args.waves))
     rules = policies(handle.name) if policies else {}
     return new_operations(store, {handle.name: handle}, rules, SystemClock(), settings=settings)
+
+
+def node_operations(args: argparse.Namespace, *, record: bool = True) -> Operations:
+    """Operations on the cluster of `--kubeconfig`/`--context` (named `--cluster`, as the bot's
+    configuration names it, for its operations' locks), for the node commands (`drain`, `cordon`,
+    `uncordon`, `plan drain`): their pools are the default provider's, and what they do is recorded in
+    the `--db` file's audit log (`record=False`: a read, over a database in memory)."""
+    store = _store(args.db if record else ":memory:")
+    try:
+        handle = wiring.connect_cluster(
+            getattr(args, "cluster", None) or args.context or "default",
+            kubeconfig=args.kubeconfig,
+            context=args.context,
+        )
+    except wiring.WiringError as exc:
+        raise CliError(str(exc)) from exc
+    return new_operations(store, {handle.name: handle}, {}, SystemClock())
+
+
+def _store(path: str) -> Store:
+    try:
+        return Store(path)
+    except StoreError as exc:
+        raise CliError(str(exc)) from exc
 
 
 def _wave_flags(flags: Sequence[str]) -> WakeWaves:

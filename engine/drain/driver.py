@@ -58,8 +58,10 @@ def drain_nodes(
     on_report: Callable[[DrainReport], None] | None = None,
     on_pass: Callable[[drain.PassResult, datetime], None] | None = None,
     cancel: threading.Event | None = None,
+    pod_filters: Sequence[filters.PodFilter] | None = None,
 ) -> DrainOutcome:
     """Cordon, then drain `nodes` in passes. Pass a saved `state` to resume an interrupted drain.
+    `pod_filters`: the pass's filters instead of the defaults (a forced drain's scope guard first).
 
     `on_report` is called with each pass's report whose condition message changed; `on_pass` with
     every pass's result and time (the live progress figures move with each pass).
@@ -87,6 +89,7 @@ def drain_nodes(
                 nodes=nodes,
                 state=state,
                 options=options,
+                pod_filters=pod_filters,
                 now=now,
                 executor=pool,
                 pods_of=feed.pods,

@@ -101,6 +101,14 @@ class RateLimitedApi(Protocol):
 
 
 @runtime_checkable
+class ServerDryRunApi(Protocol):
+    """Evictions and deletions sent with `dryRun=All`: the API server checks budgets and admission
+    and changes nothing (`scalebot drain --dry-run=server`). Only the real client implements it."""
+
+    def dry_run_remove(self, pod: PodInfo, *, evict: bool, grace_seconds: int | None = None) -> None: ...
+
+
+@runtime_checkable
 class SchedulingApi(Protocol):
     """Whole objects as the API server returns them, for the scheduler model (engine.planning.placement).
 

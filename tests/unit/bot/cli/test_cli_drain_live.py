@@ -1,4 +1,4 @@
-"""`scalebot drain`'s live panel on a terminal, from the real drain driver's passes.
+"""`scalebot drain`'s live panel on a terminal, from the passes of the operations service's drain.
 
 Covers: the panel is redrawn in place after the passes with the figures an operation's panel shows
 (nodes drained of total, pods evicted / remaining / total, the pods holding the drain back), and
@@ -14,14 +14,18 @@ from bot.cli.live import DrainLive
 from engine.domain.clock import FakeClock
 from engine.domain.settings import DrainSettings
 from engine.drain import driver as drainer
-from engine.drain import filters
 from engine.kube.fake import FakeCluster
+from engine.operations.runner import ClusterHandle
+from engine.operations.service import new_operations
+from engine.operations.service_nodes import DrainFlags
+from engine.pools.simulated import SimulatedPoolProvider
+from engine.store.database import Store
 from tests.unit.bot.cli.test_cli_live import ANSI, _terminal
 from tests.unit.bot.cli.test_cli_live import _cluster as cluster_with_pods
 
 START = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 SETTINGS = DrainSettings(interval=timedelta(seconds=1), timeout=timedelta(seconds=30), parallel=4)
-OPTIONS = filters.DrainOptions.kubectl(ignore_daemonsets=True, delete_emptydir_data=True)
+FLAGS = DrainFlags(ignore_daemonsets=True, delete_emptydir_data=True)
 
 
 def _cluster() -> tuple[FakeCluster, FakeClock]:
@@ -33,13 +37,13 @@ def _cluster() -> tuple[FakeCluster, FakeClock]:
 def _drain_live(
     cluster: FakeCluster, clock: FakeClock, nodes: list[str]
 ) -> tuple[drainer.DrainOutcome, str, str]:
-    """The real driver with the live panel on a terminal: the outcome, the raw terminal output
+    """The service's drain with the live panel on a terminal: the outcome, the raw terminal output
     and the text it shows (control sequences removed)."""
     console, out = _terminal()
+    handle = ClusterHandle(name="dev", api=cluster, pools=SimulatedPoolProvider(cluster))
+    ops = new_operations(Store(":memory:"), {"dev": handle}, {}, clock)
     with DrainLive(nodes, console) as live:
-        outcome = drainer.drain_nodes(
-            cluster, nodes, options=OPTIONS, clock=clock, settings=SETTINGS, on_pass=live.on_pass
-        )
+        outcome = ops.drain_nodes("dev", nodes, FLAGS, SETTINGS, by="cli:test", on_progress=live.on_progress)
     live.summary(outcome, clock.now())
     raw = out.getvalue()
     return outcome, raw, ANSI.sub("", raw)

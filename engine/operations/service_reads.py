@@ -1,0 +1,277 @@
+"""The operations service's read-only views: operations and their history, a cluster's status, the
+plan of a request (and the snapshot it is made from), previews and advice. Changes nothing but the
+audit rows of refusals."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+
+from engine.domain.operation import (
+    Operation,
+    OperationPlan,
+    OperationRequest,
+    OpKind,
+    OpState,
+)
+from engine.domain.settings import ConsolidationSettings
+from engine.kube.api import KubeApi, PodListing, PodWatchApi, SchedulingApi
+from engine.kube.errors import KubeError
+from engine.operations import policy
+from engine.operations.runner import ClusterHandle
+from engine.operations.service_base import (
+    Advice,
+    ClusterStatus,
+    HistoryEntry,
+    OperationsBase,
+    ProviderSchedules,
+    UserError,
+)
+from engine.planning import advice, consolidation
+from engine.planning import preflight as planning
+from engine.pools.base import KeepsSchedules, PoolNotFound
+from engine.workloads.plan import is_owner_key
+
+log = logging.getLogger(__name__)
+
+
+class Reads(OperationsBase):
+    """Read-only views: operations and their history, cluster status, plans, advice."""
+
+    def list_operations(
+        self, *, cluster: str | None = None, active_only: bool = False, limit: int = 20
+    ) -> list[Operation]:
+        states = [OpState.AWAITING_APPROVAL, OpState.RUNNING] if active_only else None
+        return self.store.list_operations(cluster=cluster, states=states, limit=limit)
+
+    def history(self, op_id: str) -> list[HistoryEntry]:
+        entries = [
+            HistoryEntry(r.at, r.actor, r.action, r.detail) for r in self.store.audit_rows(op_id=op_id)
+        ]
+        entries += [
+            HistoryEntry(r.at, "scalebot", f"{r.step}: {r.event}", r.detail)
+            for r in self.store.journal_rows(op_id)
+        ]
+        return sorted(entries, key=lambda e: e.at)
+
+    def status(self, cluster: str) -> ClusterStatus:
+        handle = self._handle(cluster)
+        return ClusterStatus(
+            cluster=cluster,
+            pools=handle.pools.list_pools(),
+            running=self.list_operations(cluster=cluster, active_only=True),
+            next_event=self._next_event(cluster) if self._next_event else None,
+        )
+
+    def provider_schedules(self, cluster: str) -> ProviderSchedules | None:
+        """The schedules `cluster`'s pool system keeps itself; None when it keeps none."""
+        pools = self._handle(cluster).pools
+        if not isinstance(pools, KeepsSchedules):
+            return None
+        try:
+            return ProviderSchedules(cluster, pools.provider_schedules())
+        except (KubeError, PoolNotFound) as exc:
+            # One unreachable Shoot must not hide scalebot's own schedules.
+            log.warning("could not read %s's own schedules: %s", cluster, exc)
+            return ProviderSchedules(cluster, unreadable=str(exc))
+
+    def plan(self, req: OperationRequest) -> OperationPlan:
+        handle = self._handle(req.target.cluster)
+        if req.kind is OpKind.CONSOLIDATE:
+            return self._plan_consolidation(handle, req)
+        try:
+            snap = self.snapshot(handle, with_workloads=req.target.workloads or req.target.workloads_only)
+            target = req.target
+            if target.one_at_a_time is None:  # the request did not say: the cluster's policy decides
+                target = replace(target, one_at_a_time=self.policies[handle.name].drain_one_at_a_time)
+            planned = planning.plan_operation(req.kind, target, snap, now=self.clock.now())
+        except (planning.PlanError, PoolNotFound) as exc:
+            raise UserError(str(exc)) from exc
+        # The drain that may follow starts its pod feed from this listing, not a second one.
+        self.runner.offer_pods(handle.name, planned.nodes, snap.pods, snap.pods_resource_version)
+        # Why a scale-up needs approval is said on the card (warnings are not part of the plan hash).
+        ceiling = policy.beyond_ceiling(self.policies[handle.name], planned)
+        return replace(planned, warnings=(*ceiling, *planned.warnings)) if ceiling else planned
+
+    def snapshot(self, handle: ClusterHandle, *, with_workloads: bool = False) -> planning.ClusterSnapshot:
+        """One listing of each kind of object; sizes to restore from SQLite, else the pool objects.
+
+        The listings go out together: the pods (the long one, its pages decoded while the next
+        is on its way) alongside nodes, budgets and DaemonSets, and the pools on this thread.
+        """
+        api = handle.api
+        with ThreadPoolExecutor(max_workers=4, thread_name_prefix="snapshot") as listings:
+            pods = listings.submit(_pod_listing, api)
+            nodes = listings.submit(api.list_nodes)
+            pdbs = listings.submit(api.list_pdbs)
+            daemonset_keys = listings.submit(api.list_daemonset_keys)
+            pools = handle.pools.list_pools()
+            restore = {r.pool: r.desired for r in self.store.restore_records(handle.name)}
+            for pool in pools:
+                if pool.restore is not None:
+                    restore.setdefault(pool.name, pool.restore.desired)
+            sleeping = len(self.store.workload_records(handle.name))
+            to_sleep, workload_notes = self._workloads_to_sleep(handle) if with_workloads else ((), ())
+            return planning.ClusterSnapshot(
+                cluster=handle.name,
+                pools=tuple(pools),
+                nodes=tuple(nodes.result()),
+                pods=tuple(pods.result().pods),
+                pdbs=tuple(pdbs.result()),
+                pods_resource_version=pods.result().resource_version,
+                daemonset_keys=daemonset_keys.result(),
+                restore_sizes=restore,
+                workloads_to_sleep=sum(1 for key in to_sleep if not is_owner_key(key)),
+                workloads_asleep=sleeping,
+                workload_keys=to_sleep,
+                workload_notes=workload_notes,
+            )
+
+    def _plan_consolidation(self, handle: ClusterHandle, req: OperationRequest) -> OperationPlan:
+        pol = self.policies[handle.name].consolidation
+        snap = scheduling_snapshot(handle)
+        if snap.autoscalers and not pol.allow_alongside_autoscaler:
+            raise UserError(
+                f"cluster {handle.name} already has an autoscaler that removes nodes: "
+                + "; ".join(snap.autoscalers)
+                + ". scalebot will not fight it; set clusters."
+                + f"{handle.name}.consolidation.allow_alongside_autoscaler: true to consolidate anyway"
+            )
+        pools = handle.pools.list_pools()
+        known = {p.name for p in pools}
+        unknown = [p for p in req.target.pools if p not in known]
+        if unknown:
+            raise UserError(
+                f"pool(s) not found in {handle.name}: {', '.join(unknown)}; pools: {', '.join(sorted(known))}"
+            )
+        now = self.clock.now()
+        if req.requested_by == policy.EVICTOR:
+            # cluster-autoscaler's --scale-down-delay-after-add, for the unattended proposals only.
+            hold = consolidation.scale_up_hold(snap.nodes, now, pol.delay_after_add)
+            if hold:
+                raise UserError(f"nothing to consolidate on {handle.name} yet: {hold}")
+        plan = consolidation.plan_consolidation(
+            snap.nodes,
+            snap.pods,
+            handle.api.list_pdbs(),
+            pool_minimums={p.name: p.min_size for p in pools},
+            daemonset_keys=handle.api.list_daemonset_keys(),
+            now=now,
+            settings=pol.planning,
+            notes=snap.autoscalers,
+            removable_pools=frozenset(req.target.pools or known),
+        )
+        if not plan.remove:
+            kept = "; ".join(f"{k.node}: {k.reason}" for k in plan.keep[:5])
+            more = f" ... ({len(plan.keep) - 5} more)" if len(plan.keep) > 5 else ""
+            raise UserError(f"nothing to consolidate on {handle.name}: every node stays ({kept}{more})")
+        return consolidation.operation_plan(handle.name, plan, pools)
+
+    @staticmethod
+    def _workloads_to_sleep(handle: ClusterHandle) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The keys a sleep would change (GitOps owners it pauses included) and its GitOps notes."""
+        if handle.workloads is None:
+            raise UserError(f"cluster {handle.name} has no workloads provider configured")
+        plan = handle.workloads.plan_sleep()
+        keys = tuple(sorted(d.key for d in plan.decisions if d.category == "change"))
+        pausing = tuple(f"{d.key}: {d.outcome.reason}" for d in plan.changes if is_owner_key(d.key))
+        return keys, pausing + tuple(f"{n.key}: {n.reason}" for n in plan.gitops_notes)
+
+    def visible_clusters(self, by: str, groups: Sequence[str] = ()) -> list[str]:
+        return [c for c in self.clusters() if self.role(c, by, groups) is not None]
+
+    def preview(self, req: OperationRequest, *, groups: Sequence[str] = ()) -> OperationPlan:
+        """`plan`, asked by a person: viewer role, and at most `plan_burst` per `plan_window` each,
+        since every plan lists the whole cluster. Raises UserError with the refusal."""
+        cluster, by = req.target.cluster, req.requested_by
+        self._allow_read(cluster, by=by, groups=groups, what="plan")
+        return self.plan(req)
+
+    def advise(self, cluster: str, *, by: str, groups: Sequence[str] = ()) -> Advice:
+        """Scale-up advice for the pending pods and the underused nodes: a read, limited like `plan`."""
+        self._allow_read(cluster, by=by, groups=groups, what="advise")
+        handle = self._handle(cluster)
+        api = _scheduling_api(handle, "scale-up advice")
+        pools = handle.pools.list_pools()
+        nodes, bound = api.list_nodes_json(), api.list_bound_pods_json()
+        snap = consolidation.snapshot_from_raw(pools, nodes, bound)
+        pol = self.policies[cluster].consolidation
+        plan = consolidation.plan_consolidation(
+            snap.nodes,
+            snap.pods,
+            handle.api.list_pdbs(),
+            pool_minimums={p.name: p.min_size for p in pools},
+            daemonset_keys=handle.api.list_daemonset_keys(),
+            now=self.clock.now(),
+            settings=replace(pol.planning, max_nodes=len(nodes) or 1),
+            removable_pools=frozenset(p.name for p in pools),
+        )
+        return Advice(
+            cluster=cluster,
+            scale_up=advice.advise_from_raw(pools, nodes, bound, api.list_unbound_pods_json()),
+            underused=consolidation.underused(snap, plan, now=self.clock.now(), rules=pol.rules),
+            threshold=pol.rules.utilization_threshold,
+        )
+
+    def consolidation_preview(
+        self, cluster: str, settings: ConsolidationSettings, *, by: str, groups: Sequence[str] = ()
+    ) -> consolidation.ConsolidationPlan:
+        """`plan consolidate`: which nodes could go because their pods fit on the others, where each
+        pod would go and why every other node stays, under `settings`; the autoscalers that already
+        remove nodes are noted, not refused (nothing is changed). A read, limited like `plan`."""
+        self._allow_read(cluster, by=by, groups=groups, what="plan")
+        handle = self._handle(cluster)
+        api = _scheduling_api(handle, "consolidation")
+        # Pool membership comes from the pool provider (labels or Cluster API), not from one label.
+        pools = handle.pools.list_pools()
+        snap = consolidation.snapshot_from_raw(pools, api.list_nodes_json(), api.list_bound_pods_json())
+        return consolidation.plan_consolidation(
+            snap.nodes,
+            snap.pods,
+            handle.api.list_pdbs(),
+            pool_minimums={pool.name: pool.min_size for pool in pools},
+            daemonset_keys=handle.api.list_daemonset_keys(),
+            now=self.clock.now(),
+            settings=settings,
+            notes=consolidation.other_consolidators(api.list_deployment_names()),
+        )
+
+    def scale_up_advice(self, cluster: str, *, by: str, groups: Sequence[str] = ()) -> advice.ScaleUpAdvice:
+        """`plan advise`: which pool to grow for the unschedulable pods, and by how many nodes. A
+        read, limited like `plan`."""
+        self._allow_read(cluster, by=by, groups=groups, what="advise")
+        handle = self._handle(cluster)
+        api = _scheduling_api(handle, "scale-up advice")
+        return advice.advise_from_raw(
+            handle.pools.list_pools(),
+            api.list_nodes_json(),
+            api.list_bound_pods_json(),
+            api.list_unbound_pods_json(),
+        )
+
+
+def _scheduling_api(handle: ClusterHandle, what: str) -> SchedulingApi:
+    if not isinstance(handle.api, SchedulingApi):
+        raise UserError(
+            f"{what} models the scheduler from whole Node and Pod objects: cluster {handle.name} "
+            "is not a Kubernetes API server (the simulated cluster cannot be consolidated or advised on)"
+        )
+    return handle.api
+
+
+def _pod_listing(api: KubeApi) -> PodListing:
+    """Every pod, with the listing's resourceVersion when the adapter can tell it."""
+    if isinstance(api, PodWatchApi):
+        return api.list_pods_at(node_names=None)
+    return PodListing(pods=api.list_pods(), resource_version="")
+
+
+def scheduling_snapshot(handle: ClusterHandle) -> consolidation.SchedulingSnapshot:
+    """Nodes (with their pool, from the pool provider) and bound pods, whole, as the scheduler sees them."""
+    api = _scheduling_api(handle, "consolidation")
+    snap = consolidation.snapshot_from_raw(
+        handle.pools.list_pools(), api.list_nodes_json(), api.list_bound_pods_json()
+    )
+    return replace(snap, autoscalers=consolidation.other_consolidators(api.list_deployment_names()))
