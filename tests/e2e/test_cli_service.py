@@ -28,7 +28,7 @@ from engine.kube.client import KubeClient
 from engine.operations import policy
 from engine.operations.service import new_operations
 from engine.store.database import Store
-from localcluster import builders
+from localcluster import objects, rest, waits
 from tests.e2e.support import REPO, label_cluster
 
 pytestmark = pytest.mark.e2e
@@ -66,16 +66,16 @@ def node_running(
     """A node of its own running one pod of Deployment `name`, under a budget when `pdb` says so."""
     group = {"scalebot.test/group": namespace}
     [node] = node_pool(1, labels=group)
-    builders.create_deployment(admin_api, namespace, name, 1, node_selector=group, grace=1)
+    objects.create_deployment(admin_api, namespace, name, 1, node_selector=group, grace=1)
     if pdb:
-        builders.create_pdb(admin_api, namespace, name, match_labels={"app": name}, **pdb)
-        builders.wait_for_pdb_observed(admin_api, namespace, name, expected_pods=1)
-    builders.wait_for_pods_running(admin_api, namespace, count=1)
+        objects.create_pdb(admin_api, namespace, name, match_labels={"app": name}, **pdb)
+        waits.wait_for_pdb_observed(admin_api, namespace, name, expected_pods=1)
+    waits.wait_for_pods_running(admin_api, namespace, count=1)
     return node
 
 
 def unschedulable(admin_api: Any, node: str) -> bool:
-    return bool(builders.get(admin_api, builders.node_path(node))["spec"].get("unschedulable"))
+    return bool(rest.get(admin_api, rest.node_path(node))["spec"].get("unschedulable"))
 
 
 def test_a_cli_drain_of_a_node_an_operation_holds_is_refused_and_audited(
@@ -161,7 +161,7 @@ def test_a_forced_cli_drain_does_not_force_a_bare_pod_bound_after_it_started(
         first = child.stdout.readline()
         assert first == f"node/{node} cordoned\n", first
         # Bound by name after the cordon: the drain's force scope was fixed before it began.
-        builders.create_bare_pod(admin_api, namespace, "late", node=node, grace=1)
+        objects.create_bare_pod(admin_api, namespace, "late", node=node, grace=1)
         out, err = child.communicate(timeout=90)
     finally:
         if child.poll() is None:
@@ -172,7 +172,7 @@ def test_a_forced_cli_drain_does_not_force_a_bare_pod_bound_after_it_started(
     refusal = "cannot delete Pods outside the approved force scope"
     assert f'error: unable to drain node "{node}" due to error: {refusal}' in err
     assert f"Pod/{namespace}/late was not in the approved force scope" in err
-    names = [p["metadata"]["name"] for p in builders.pods_on_node(admin_api, node, namespace=namespace)]
+    names = [p["metadata"]["name"] for p in rest.pods_on_node(admin_api, node, namespace=namespace)]
     assert "late" in names, "the bare Pod was not forced"
     [started] = [r for r in Store(db).audit_rows() if r.action == "drain"]
     assert started.detail == f"{node}; forced (force) within the scope: no unit"

@@ -18,7 +18,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.cli.console import SIMULATED_BANNER, message_lines, mrkdwn_lines, run_console, simulated_operations
+from bot.cli.console import SIMULATED_BANNER, run_console, simulated_operations
+from bot.cli.console_screen import message_lines, mrkdwn_lines
 from bot.slack.blocks import operations as blocks
 from bot.text import commands
 from engine.domain.clock import FakeClock
