@@ -12,6 +12,10 @@ its own and nothing the parent did (populating 30,000 pods) is counted. Results 
          is attached against a local Web API, and the run can be profiled with cProfile.
   plan   `Operations.plan(zero)` (raw-JSON snapshot + `plan_operation`) against the same pod listing
          deserialised into the generated `V1PodList` models; alternating rounds, medians.
+  night  one half of the realistic night: `Operations.request` of a zero-scale with workloads
+         (workloads to zero, then every pool), or of the wake with workloads (pools back,
+         workloads restored and awaited); production wiring, runner defaults, one SQLite file
+         for both halves (as a scalebot restarted overnight keeps its database).
   evict  the bare eviction loop: one listing, then eviction POSTs for the same pods a drain
          evicts, from a thread pool of the drain's size, with the same client and QPS settings and
          no drain logic.
@@ -400,6 +404,50 @@ def mode_zero(args: argparse.Namespace) -> dict[str, Any]:
         }
 
 
+def mode_night(args: argparse.Namespace) -> dict[str, Any]:
+    """One half of the realistic night (`--half sleep|wake`, `--db` kept between the halves):
+    `Operations.request` of a zero-scale with workloads, or of the wake with workloads, with the
+    production wiring and runner defaults: the calls `scalebot zero --workloads` and `scalebot wake
+    --workloads` make (a schedule's own requests name pools only)."""
+    from bot.runtime import wiring
+
+    requests = install_request_log()
+    handle = wiring.connect_cluster(CLUSTER, kubeconfig=args.kubeconfig)
+    ops = new_operations(Store(Path(args.db)), {CLUSTER: handle}, {}, SystemClock())
+    events: list[dict[str, Any]] = []
+    ops.subscribe(
+        lambda e: events.append(
+            {"at": time.monotonic(), "kind": e.kind, "text": e.text, "step": e.operation.step}
+        )
+    )
+    kind = OpKind.ZERO if args.half == "sleep" else OpKind.WAKE
+    cpu_start = cpu_seconds()
+    started = time.monotonic()
+    outcome = ops.request(
+        OperationRequest(kind=kind, target=Target(cluster=CLUSTER, workloads=True), requested_by=REQUESTED_BY)
+    )
+    if not outcome.ok or outcome.operation is None:
+        raise SystemExit(f"{args.half} refused: {outcome.reply}")
+    finished = ops.runner.wait_idle(args.timeout)
+    ended = time.monotonic()
+    op = ops.get(outcome.operation.id)
+    ops.runner.stop()
+    assert op is not None
+    return {
+        "started": started,
+        "ended": ended,
+        "finished": finished,
+        "state": op.state.value,
+        "error": op.error,
+        "result": msgspec.to_builtins(op.summary),
+        "workloads_planned": outcome.operation.plan.workloads,
+        "counts": [[v, r, n] for (v, r), n in sorted(requests.counts.items())],
+        "cpu_seconds": cpu_seconds() - cpu_start,
+        "vmhwm_kib": proc_status_kib("VmHWM"),
+        "events": events,
+    }
+
+
 def handle_counts(handle: Any) -> Counter[tuple[str, str]]:
     counts = getattr(handle.api, "request_counts", None)
     return Counter(counts) if counts is not None else Counter()
@@ -641,7 +689,7 @@ def read_covered(path: str | None) -> frozenset[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.child")
-    parser.add_argument("mode", choices=("zero", "plan", "evict"))
+    parser.add_argument("mode", choices=("zero", "plan", "evict", "night"))
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--timeout", type=float, default=7200.0)
@@ -662,8 +710,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, help="evict: only the first N pods of the order")
     parser.add_argument("--sample", type=int, help="zero: also record how long the first N evictions took")
     parser.add_argument("--covered", help="file of workload names under a PDB (for latency splits)")
+    parser.add_argument("--half", choices=("sleep", "wake"), help="night: which half to run")
+    parser.add_argument("--db", help="night: scalebot's SQLite file, kept from the sleep to the wake")
     args = parser.parse_args(argv)
-    modes = {"zero": mode_zero, "plan": mode_plan, "evict": mode_evict}
+    modes = {"zero": mode_zero, "plan": mode_plan, "evict": mode_evict, "night": mode_night}
     result = modes[args.mode](args)
     result["pid"] = os.getpid()
     Path(args.out).write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))

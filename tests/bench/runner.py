@@ -13,6 +13,9 @@ fresh cluster with py-spy sampling it from outside (`tests.bench.sampling`: some
 cores at 100 nodes, which would tilt every ratio against the run it watched), and `--profile` a
 cProfile'd one, as cProfile slows the process it measures; neither is compared with anything.
 `--from-json` re-renders a saved result set without running anything.
+`--scenario night` (never in the default set) runs the realistic night instead: `night` and
+`night_downscaler` (tests/bench/night.py), each on a fresh cluster; `--write` then fills only the
+night section of the file for that size.
 """
 
 from __future__ import annotations
@@ -35,10 +38,13 @@ import orjson
 
 from engine.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 from localcluster.binaries import REPO_ROOT, ensure_binaries
-from tests.bench import report, scenarios
+from tests.bench import night, report, scenarios
 from tests.bench.cluster import REDUCED_LOAD_LEASE_SECONDS, SIZES, Size, machine_description
 
 REDUCED_SUFFIX = "_reduced"
+NIGHT = "night"
+NIGHT_RUNS = ("night", "night_downscaler")
+"""The realistic night's runs (`tests.bench.night`): scalebot's, and the anchor's workload half."""
 DEFAULT_KUBECTL_BUDGET: dict[str, float | None] = {"smoke": 60.0, "small": None, "full": 2400.0}
 """Seconds after which kubectl is stopped and its total extrapolated (None: let it finish). At the
 full size kubectl needs hours (5 QPS, node after node), so it is stopped after 40 minutes."""
@@ -80,7 +86,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m tests.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--size", choices=sorted(SIZES), default="small")
     parser.add_argument(
-        "--scenario", action="append", choices=report.SCENARIOS, help="repeatable; default: all"
+        "--scenario",
+        action="append",
+        choices=(*report.SCENARIOS, NIGHT),
+        help=f"repeatable; default: all but {NIGHT} (the realistic night: two clusters of its own)",
     )
     parser.add_argument("--write", type=Path, help="rewrite this markdown file (docs/benchmarks.md)")
     parser.add_argument("--json", type=Path, help="also write the raw result set here")
@@ -277,30 +286,32 @@ def run_all(
         if checkpoint is not None:
             checkpoint.write_bytes(orjson.dumps({"runs": runs, "errors": errors}, option=orjson.OPT_INDENT_2))
 
-    attempt(
-        "scalebot",
-        lambda: scenarios.run_scalebot(
-            size,
-            echo=echo,
-            planning="planning" in wanted,
-            slack="slack" in wanted,
-            plan_rounds=plan_rounds,
-            eviction_sample=raw_sample,
-            artifacts=checkpoint.parent if checkpoint is not None else None,
-        ),
-    )
-    for qps in scalebot_qps:
+    drain_scenarios = [w for w in wanted if w != NIGHT]  # the night alone needs no zero-scale run
+    if drain_scenarios:
         attempt(
-            f"scalebot_qps{qps:g}",
-            lambda q=qps: scenarios.run_scalebot(
+            "scalebot",
+            lambda: scenarios.run_scalebot(
                 size,
                 echo=echo,
-                planning=False,
-                slack=False,
+                planning="planning" in wanted,
+                slack="slack" in wanted,
+                plan_rounds=plan_rounds,
                 eviction_sample=raw_sample,
-                api_limit=(q, int(2 * q)),
+                artifacts=checkpoint.parent if checkpoint is not None else None,
             ),
         )
+        for qps in scalebot_qps:
+            attempt(
+                f"scalebot_qps{qps:g}",
+                lambda q=qps: scenarios.run_scalebot(
+                    size,
+                    echo=echo,
+                    planning=False,
+                    slack=False,
+                    eviction_sample=raw_sample,
+                    api_limit=(q, int(2 * q)),
+                ),
+            )
     if "zero-scale" in wanted:
         attempt(
             "kubectl",
@@ -332,6 +343,9 @@ def run_all(
                     size, echo=echo, qps=0.0, burst=1, order="spread", limit=raw_sample, workers=w
                 ),
             )
+    if NIGHT in wanted:
+        attempt("night", lambda: night.run_night(size, echo=echo))
+        attempt("night_downscaler", lambda: night.run_night_downscaler(size, echo=echo))
     if "planning" in only:  # explicit only: planning is otherwise measured in the scalebot run
         attempt(
             "planning",
@@ -366,6 +380,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.reduced_load:
         size = dataclasses.replace(size, node_lease_seconds=REDUCED_LOAD_LEASE_SECONDS)
     wanted = list(args.scenario or report.SCENARIOS)
+    if any(name in NIGHT_RUNS for name in args.only) and NIGHT not in wanted:
+        wanted.append(NIGHT)
     budget = args.kubectl_budget if args.kubectl_budget is not None else DEFAULT_KUBECTL_BUDGET[size.name]
     budget = budget if budget and budget > 0 else None
 
@@ -431,6 +447,25 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def render(results: dict[str, Any], write: Path | None, echo: Callable[[str], None]) -> int:
     """Print a result set's figures and, with `write`, merge it into the markdown file."""
+    runs = results.get("runs") or {}
+    if runs and set(runs) <= set(NIGHT_RUNS):  # the night alone: its own section of the file
+        lines = night.markdown(runs, size=SIZES[results["size"]])
+        for line in lines:
+            echo(line)
+        echo(f"command: {results.get('command')}")
+        start_load = (results.get("machine") or {}).get("load")
+        echo(f"load average at the start: {start_load}; at the end: {results.get('load_after')}")
+        if write is not None:
+            end_load = " / ".join(f"{v:.2f}" for v in results.get("load_after") or ())
+            ran = (
+                f"Run on {results.get('date')} (`{results.get('command')}`); machine load average "
+                f"{start_load}, {end_load} at the end."
+            )
+            night.write_section(write, results["size"], [ran, "", *lines])
+            echo(f"wrote the night section of {write}")
+        for error in results.get("errors") or ():
+            echo(f"error: {error}")
+        return 1 if results.get("errors") else 0
     other = None
     if write is not None:
         sets, _ = report.load_embedded(write)
