@@ -389,25 +389,22 @@ def run_night_downscaler(
 # -- the report -----------------------------------------------------------------------------------------
 
 
+def measured(half: Mapping[str, Any]) -> night_model.Measured:
+    """One half of the downscaler run as the model's measured input."""
+    return night_model.Measured(
+        cycle_seconds=sum(c["seconds"] for c in half["cycles"]),
+        after_cycle_seconds=half["after_cycle_seconds"],
+        cycles=len(half["cycles"]),
+    )
+
+
 def anchor_timelines(
     anchor: Mapping[str, Any], *, nodes: int, pools: int, worst: bool = False
 ) -> tuple[night_model.Timeline, night_model.Timeline]:
-    sleep, wake = anchor["sleep"], anchor["wake"]
+    settings = night_model.Anchor(worst=worst)
     return (
-        night_model.night(
-            nodes=nodes,
-            downscaler_cycles=len(sleep["cycles"]),
-            downscaler_cycle_seconds=sum(c["seconds"] for c in sleep["cycles"]),
-            pods_gone_seconds=sleep["after_cycle_seconds"],
-            worst=worst,
-        ),
-        night_model.morning(
-            pools=pools,
-            downscaler_cycles=len(wake["cycles"]),
-            downscaler_cycle_seconds=sum(c["seconds"] for c in wake["cycles"]),
-            pods_available_seconds=wake["after_cycle_seconds"],
-            worst=worst,
-        ),
+        night_model.night(nodes=nodes, measured=measured(anchor["sleep"]), anchor=settings),
+        night_model.morning(pools=pools, measured=measured(anchor["wake"]), anchor=settings),
     )
 
 

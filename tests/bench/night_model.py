@@ -73,6 +73,30 @@ class CloudAssumptions:
 
 
 @dataclass(frozen=True)
+class Anchor:
+    """The anchor's settings: the tools' defaults, the cloud's assumed times, and whether every
+    periodic loop is just missed (`worst`) or waited for half an interval (typical)."""
+
+    downscaler: DownscalerDefaults = DownscalerDefaults()
+    ca: AutoscalerDefaults = AutoscalerDefaults()
+    cloud: CloudAssumptions = CloudAssumptions()
+    worst: bool = False
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What the real downscaler run measured for one half of the night."""
+
+    cycle_seconds: float
+    """Its cycles' time in all (listing and updating every workload)."""
+    after_cycle_seconds: float
+    """From the last cycle's end until every workload pod was gone (night) or every workload
+    Available (morning, on nodes that were there)."""
+    cycles: int = 1
+    """Cycles run: more than one when updates met a conflict and waited for the next tick."""
+
+
+@dataclass(frozen=True)
 class Phase:
     name: str
     seconds: float
@@ -112,6 +136,15 @@ def batch_period(ca: AutoscalerDefaults, cloud: CloudAssumptions) -> float:
     return max(ca.scan_interval, after_delete, ca.node_delete_delay_after_taint + cloud.delete_call_seconds)
 
 
+def _next_tick(downscaler: DownscalerDefaults, worst: bool) -> Phase:
+    return Phase(
+        "kube-downscaler's next loop",
+        _tick_wait(downscaler.interval_seconds, worst),
+        "flag",
+        f"--interval {downscaler.interval_seconds:g}s: {'a whole' if worst else 'half an'} interval",
+    )
+
+
 def _retries(cycles: int, downscaler: DownscalerDefaults) -> Phase:
     """Updates that met a conflict wait for the loop's next tick (`--max-retries-on-conflict` 0)."""
     return Phase(
@@ -122,43 +155,27 @@ def _retries(cycles: int, downscaler: DownscalerDefaults) -> Phase:
     )
 
 
-def night(
-    *,
-    nodes: int,
-    downscaler_cycle_seconds: float,
-    pods_gone_seconds: float,
-    downscaler_cycles: int = 1,
-    downscaler: DownscalerDefaults = DownscalerDefaults(),
-    ca: AutoscalerDefaults = AutoscalerDefaults(),
-    cloud: CloudAssumptions = CloudAssumptions(),
-    worst: bool = False,
-) -> Timeline:
+def night(*, nodes: int, measured: Measured, anchor: Anchor = Anchor()) -> Timeline:
     """From the start of the downtime window to the last node gone.
 
-    The two measured inputs come from the real downscaler run: its cycle (listing and patching
-    every workload) and the time until the last workload pod was gone (nodes then hold DaemonSet
-    pods only, which cluster-autoscaler treats as empty). No scale-up is assumed in the ten minutes
+    The measured inputs come from the real downscaler run: its cycle (listing and patching every
+    workload) and the time until the last workload pod was gone (nodes then hold DaemonSet pods
+    only, which cluster-autoscaler treats as empty). No scale-up is assumed in the ten minutes
     before (`--scale-down-delay-after-add` would add to the wait otherwise)."""
+    downscaler, ca, cloud = anchor.downscaler, anchor.ca, anchor.cloud
     batches = deletion_batches(nodes, ca)
     period = batch_period(ca, cloud)
     return Timeline(
         (
+            _next_tick(downscaler, anchor.worst),
             Phase(
-                "kube-downscaler's next loop",
-                _tick_wait(downscaler.interval_seconds, worst),
-                "flag",
-                f"--interval {downscaler.interval_seconds:g}s: {'a whole' if worst else 'half an'} interval",
+                "kube-downscaler's cycle (list, patch every workload)", measured.cycle_seconds, "measured", ""
             ),
-            Phase(
-                "kube-downscaler's cycle (list, patch every workload)",
-                downscaler_cycle_seconds,
-                "measured",
-                "",
-            ),
-            Phase("until the last workload pod is gone", pods_gone_seconds, "measured", ""),
+            _retries(measured.cycles, downscaler),
+            Phase("until the last workload pod is gone", measured.after_cycle_seconds, "measured", ""),
             Phase(
                 "cluster-autoscaler's next scan finds the nodes unneeded",
-                _tick_wait(ca.scan_interval, worst),
+                _tick_wait(ca.scan_interval, anchor.worst),
                 "flag",
                 f"--scan-interval {ca.scan_interval:g}s",
             ),
@@ -182,27 +199,12 @@ def night(
                 f"--node-delete-delay-after-taint {ca.node_delete_delay_after_taint:g}s "
                 f"+ delete call {cloud.delete_call_seconds:g}s (assumed)",
             ),
-            Phase(
-                "instances stopped, Node objects gone",
-                cloud.node_gone_seconds,
-                "assumption",
-                "cloud",
-            ),
+            Phase("instances stopped, Node objects gone", cloud.node_gone_seconds, "assumption", "cloud"),
         )
     )
 
 
-def morning(
-    *,
-    pools: int,
-    downscaler_cycle_seconds: float,
-    pods_available_seconds: float,
-    downscaler_cycles: int = 1,
-    downscaler: DownscalerDefaults = DownscalerDefaults(),
-    ca: AutoscalerDefaults = AutoscalerDefaults(),
-    cloud: CloudAssumptions = CloudAssumptions(),
-    worst: bool = False,
-) -> Timeline:
+def morning(*, pools: int, measured: Measured, anchor: Anchor = Anchor()) -> Timeline:
     """From the end of the downtime window to every workload Available again.
 
     Measured inputs (the real downscaler run): its restore cycle, and the time from its end until
@@ -210,21 +212,17 @@ def morning(
     the pods go Pending, cluster-autoscaler's next scan asks for nodes, one node group per loop
     (`--parallel-scale-up` false; the benchmark pins each workload to its pool, so every pool is a
     node group of its own to grow), and the cloud provisions them."""
+    downscaler, ca, cloud = anchor.downscaler, anchor.ca, anchor.cloud
     groups = max(1, pools)
     loops = 1 if ca.parallel_scale_up else groups
     return Timeline(
         (
-            Phase(
-                "kube-downscaler's next loop",
-                _tick_wait(downscaler.interval_seconds, worst),
-                "flag",
-                f"--interval {downscaler.interval_seconds:g}s",
-            ),
-            Phase("kube-downscaler's restore cycle", downscaler_cycle_seconds, "measured", ""),
-            _retries(downscaler_cycles, downscaler),
+            _next_tick(downscaler, anchor.worst),
+            Phase("kube-downscaler's restore cycle", measured.cycle_seconds, "measured", ""),
+            _retries(measured.cycles, downscaler),
             Phase(
                 "cluster-autoscaler's next scan sees the Pending pods",
-                _tick_wait(ca.scan_interval, worst),
+                _tick_wait(ca.scan_interval, anchor.worst),
                 "flag",
                 f"--scan-interval {ca.scan_interval:g}s, --new-pod-scale-up-delay 0s",
             ),
@@ -241,7 +239,10 @@ def morning(
                 f"FAQ: 3-4 min on GCE; capped by --max-node-provision-time {ca.max_node_provision_time:g}s",
             ),
             Phase(
-                "pods scheduled and started, every workload Available", pods_available_seconds, "measured", ""
+                "pods scheduled and started, every workload Available",
+                measured.after_cycle_seconds,
+                "measured",
+                "",
             ),
         )
     )

@@ -11,6 +11,7 @@ import pytest
 from tests.bench import downscaler, night_model
 from tests.bench.night import Sample, workload_asleep, workload_available
 
+M = night_model.Measured
 CA = night_model.AutoscalerDefaults()
 CLOUD = night_model.CloudAssumptions()
 
@@ -38,7 +39,7 @@ def test_a_batch_waits_for_the_next_scan_unless_the_delete_takes_longer() -> Non
 
 
 def test_the_night_is_the_measured_parts_plus_the_flags_plus_the_cloud() -> None:
-    t = night_model.night(nodes=100, downscaler_cycle_seconds=4.0, pods_gone_seconds=20.0)
+    t = night_model.night(nodes=100, measured=M(4.0, 20.0))
     assert t.of("measured") == 24.0
     # half a downscaler interval + half a scan + unneeded time + 9 batch gaps + taint + delete call
     assert t.of("flag") == pytest.approx(15 + 5 + 600 + 9 * 10 + 5 + 2)
@@ -47,34 +48,31 @@ def test_the_night_is_the_measured_parts_plus_the_flags_plus_the_cloud() -> None
 
 
 def test_at_worst_each_loop_is_just_missed() -> None:
-    typical = night_model.night(nodes=100, downscaler_cycle_seconds=4.0, pods_gone_seconds=20.0)
-    worst = night_model.night(nodes=100, downscaler_cycle_seconds=4.0, pods_gone_seconds=20.0, worst=True)
+    typical = night_model.night(nodes=100, measured=M(4.0, 20.0))
+    worst = night_model.night(nodes=100, measured=M(4.0, 20.0), anchor=night_model.Anchor(worst=True))
     assert worst.total - typical.total == pytest.approx(15 + 5)
 
 
 def test_a_thousand_nodes_take_ninety_more_batches() -> None:
-    small = night_model.night(nodes=100, downscaler_cycle_seconds=0.0, pods_gone_seconds=0.0)
-    full = night_model.night(nodes=1000, downscaler_cycle_seconds=0.0, pods_gone_seconds=0.0)
+    small = night_model.night(nodes=100, measured=M(0.0, 0.0))
+    full = night_model.night(nodes=1000, measured=M(0.0, 0.0))
     assert full.total - small.total == pytest.approx(90 * 10)
 
 
 def test_the_morning_grows_one_node_group_per_loop_then_waits_for_the_cloud() -> None:
-    t = night_model.morning(pools=4, downscaler_cycle_seconds=3.0, pods_available_seconds=30.0)
+    t = night_model.morning(pools=4, measured=M(3.0, 30.0))
     assert t.of("measured") == 33.0
     assert t.of("flag") == pytest.approx(15 + 5 + 3 * 10)
     assert t.of("assumption") == CLOUD.provision_seconds
     parallel = night_model.morning(
-        pools=4,
-        downscaler_cycle_seconds=3.0,
-        pods_available_seconds=30.0,
-        ca=replace(CA, parallel_scale_up=True),
+        pools=4, measured=M(3.0, 30.0), anchor=night_model.Anchor(ca=replace(CA, parallel_scale_up=True))
     )
     assert t.total - parallel.total == pytest.approx(30.0)
 
 
 def test_provisioning_is_capped_by_the_max_node_provision_time() -> None:
     slow = replace(CLOUD, provision_seconds=3600.0)
-    t = night_model.morning(pools=1, downscaler_cycle_seconds=0.0, pods_available_seconds=0.0, cloud=slow)
+    t = night_model.morning(pools=1, measured=M(0.0, 0.0), anchor=night_model.Anchor(cloud=slow))
     assert t.of("assumption") == CA.max_node_provision_time
 
 
@@ -87,8 +85,8 @@ def test_scalebot_gets_the_same_cloud_times_added() -> None:
 
 def test_every_phase_is_finite_and_not_negative() -> None:
     for t in (
-        night_model.night(nodes=1, downscaler_cycle_seconds=0.0, pods_gone_seconds=0.0, worst=True),
-        night_model.morning(pools=0, downscaler_cycle_seconds=0.0, pods_available_seconds=0.0),
+        night_model.night(nodes=1, measured=M(0.0, 0.0), anchor=night_model.Anchor(worst=True)),
+        night_model.morning(pools=0, measured=M(0.0, 0.0)),
     ):
         assert t.phases and all(math.isfinite(p.seconds) and p.seconds >= 0 for p in t.phases)
 
@@ -167,8 +165,6 @@ def test_all_back_needs_every_node_workload_cronjob_and_the_daemonset() -> None:
 
 
 def test_each_retry_cycle_waits_for_the_next_tick() -> None:
-    once = night_model.morning(pools=1, downscaler_cycle_seconds=2.0, pods_available_seconds=0.0)
-    thrice = night_model.morning(
-        pools=1, downscaler_cycle_seconds=2.0, pods_available_seconds=0.0, downscaler_cycles=3
-    )
+    once = night_model.morning(pools=1, measured=M(2.0, 0.0))
+    thrice = night_model.morning(pools=1, measured=M(2.0, 0.0, cycles=3))
     assert thrice.total - once.total == pytest.approx(2 * 30.0)
