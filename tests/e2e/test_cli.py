@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from localcluster import objects, rest, waits
+from tests.e2e import support
 from tests.unit.bot.cli.test_cli_live import ANSI, on_a_terminal_stdout
 
 pytestmark = pytest.mark.e2e
@@ -54,10 +55,9 @@ def node_with_two_pods(
     admin_api: Any, namespace: str, node_pool: Callable[..., list[str]], group_name: str
 ) -> str:
     """A node running two pods of a Deployment (grace 2 s), and a second node where they can go."""
-    group = {"scalebot.test/group": group_name}
+    group = support.group(group_name)
     [node] = node_pool(1, labels=group)
-    objects.create_deployment(admin_api, namespace, "web", 2, node_selector=group, grace=2)
-    waits.wait_for_deployment_available(admin_api, namespace, "web")
+    support.deployment(admin_api, namespace, "web", 2, node_selector=group, grace=2)
     node_pool(1, labels=group)
     return node
 
@@ -111,12 +111,11 @@ def test_drain_timeout_exits_one_with_the_blocking_message(
     namespace: str,
     node_pool: Callable[..., list[str]],
 ) -> None:
-    group = {"scalebot.test/group": namespace}
+    group = support.group(namespace)
     [node] = node_pool(1, labels=group)
     # A budget that allows no disruption: refused with 429, retried until the timeout.
     objects.create_deployment(admin_api, namespace, "guarded", 1, node_selector=group, grace=1)
-    objects.create_pdb(admin_api, namespace, "guarded", match_labels={"app": "guarded"}, max_unavailable=0)
-    waits.wait_for_pdb_observed(admin_api, namespace, "guarded", expected_pods=1)
+    support.budget(admin_api, namespace, "guarded", app="guarded", max_unavailable=0, expected_pods=1)
     waits.wait_for_pods_running(admin_api, namespace, count=1)
     result = scalebot("drain", node, "--timeout", "3s", "--interval", "1s", kubeconfig=scalebot_kubeconfig)
     assert result.returncode == 1

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from localcluster import objects, rest, waits
+from tests.e2e import support
 from tests.e2e.test_cli import scalebot
 
 pytestmark = pytest.mark.e2e
@@ -35,12 +36,11 @@ def test_plan_consolidate_lists_removable_nodes_with_moves_and_keeps_blocked_one
     node_pool: Callable[..., list[str]],
     unique_name: str,
 ) -> None:
-    group = {"scalebot.test/group": unique_name}
+    group = support.group(unique_name)
     nodes = node_pool(3, name=f"{unique_name}-c", labels=group, cpu="4")
     # Small enough that the bare pod's node stays under the 50% utilization threshold wherever the
     # scheduler puts both replicas: the bare pod, not utilization, is what keeps that node.
-    objects.create_deployment(admin_api, namespace, "web", 2, node_selector=group, cpu="500m", grace=1)
-    waits.wait_for_deployment_available(admin_api, namespace, "web")
+    support.deployment(admin_api, namespace, "web", 2, node_selector=group, cpu="500m", grace=1)
     objects.create_bare_pod(admin_api, namespace, "lonely", node=nodes[0], grace=1)
     before = {n: _pods(admin_api, n) for n in nodes}
 
@@ -81,7 +81,7 @@ def test_plan_advise_names_the_pool_that_wastes_least_for_an_unschedulable_pod(
     node_pool: Callable[..., list[str]],
     unique_name: str,
 ) -> None:
-    group = {"scalebot.test/group": unique_name}
+    group = support.group(unique_name)
     small = node_pool(1, name=f"{unique_name}-small", labels=group, cpu="2", memory="4Gi")
     big = node_pool(1, name=f"{unique_name}-big", labels=group, cpu="8", memory="32Gi")
     for node in small + big:  # full, as far as the scheduler is concerned: only new nodes would help

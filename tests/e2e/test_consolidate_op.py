@@ -32,6 +32,7 @@ from engine.operations.service import new_operations
 from engine.operations.steps import consolidate
 from engine.store.database import Store
 from localcluster import bodies, objects, rest, waits
+from tests.e2e import support
 from tests.e2e.test_cli import scalebot
 from tests.e2e.test_slack_run import APPROVER, CHANNEL, OPERATOR, SECRET, scalebot_run
 from tests.slack.harness import Signer, SlackApiServer, all_text, buttons_of, post
@@ -254,7 +255,7 @@ def test_slack_advise_names_the_least_waste_pool_and_its_click_requests_that_sca
 ) -> None:
     pool_key = f"{unique_name}.scalebot.test/pool"
     small, big = f"{unique_name}-small", f"{unique_name}-big"
-    group = {"scalebot.test/group": unique_name}
+    group = support.group(unique_name)
     nodes = node_pool(1, name=small, labels={**group, pool_key: small}, cpu="2", memory="4Gi")
     nodes += node_pool(1, name=big, labels={**group, pool_key: big}, cpu="8", memory="32Gi")
     for node in nodes:  # full, as far as the scheduler is concerned: only a new node would help

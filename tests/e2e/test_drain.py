@@ -27,6 +27,7 @@ from engine.drain import passes as drain
 from engine.drain.report import DrainReport
 from engine.kube.client import KubeClient
 from localcluster import faults, objects, rest, waits
+from tests.e2e import support
 
 pytestmark = pytest.mark.e2e
 
@@ -55,22 +56,16 @@ def run_drain(
     return outcome, reports
 
 
-GROUP_LABEL = "scalebot.test/group"
-
-
 @pytest.fixture
 def group(unique_name: str) -> dict[str, str]:
     """A label shared by the nodes of one test (drained and spare), so its pods stay on them."""
-    return {GROUP_LABEL: unique_name}
+    return support.group(unique_name)
 
 
 def deployment_on(
-    admin_api: Any, namespace: str, name: str, replicas: int, group: dict[str, str], **kw: Any
+    admin_api: Any, namespace: str, name: str, replicas: int, group: dict[str, str], *, grace: int = 2
 ) -> None:
-    objects.create_deployment(
-        admin_api, namespace, name, replicas, node_selector=group, grace=kw.pop("grace", 2), **kw
-    )
-    waits.wait_for_deployment_available(admin_api, namespace, name)
+    support.deployment(admin_api, namespace, name, replicas, node_selector=group, grace=grace)
 
 
 def test_pdb_allowing_nothing_reports_server_reason_then_completes_when_relaxed(
@@ -82,8 +77,7 @@ def test_pdb_allowing_nothing_reports_server_reason_then_completes_when_relaxed(
 ) -> None:
     nodes = node_pool(2, labels=group)
     deployment_on(admin_api, namespace, "web", 2, group)
-    objects.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=2)
-    waits.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
+    support.budget(admin_api, namespace, "web-pdb", app="web", min_available=2)
     spare = node_pool(2, labels=group)  # somewhere for the replacements to go
     assert spare
 
@@ -197,8 +191,7 @@ def test_pod_under_two_pdbs_is_reported_and_ends_that_nodes_drain(
     nodes = node_pool(1, labels=group)
     deployment_on(admin_api, namespace, "ledger", 1, group)
     for name in ("ledger-a", "ledger-b"):
-        objects.create_pdb(admin_api, namespace, name, match_labels={"app": "ledger"}, max_unavailable=1)
-        waits.wait_for_pdb_observed(admin_api, namespace, name)
+        support.budget(admin_api, namespace, name, app="ledger", max_unavailable=1)
     settings = DrainSettings(interval=timedelta(seconds=2), timeout=timedelta(seconds=8))
     outcome, _ = run_drain(kube, nodes, filters.DrainOptions.machine(), settings)
     # The 500 is final (kubectl fails the node): reported once, never waited out to the timeout.

@@ -18,6 +18,7 @@ import pytest
 from engine.domain.model import DRAINING_TAINT_KEY
 from engine.domain.settings import DrainSettings
 from localcluster import objects, rest, waits
+from tests.e2e import support
 from tests.e2e.test_cli import scalebot
 
 pytestmark = pytest.mark.e2e
@@ -140,8 +141,7 @@ def test_pod_under_two_budgets_ends_that_nodes_drain(
     objects.create_deployment(admin_api, namespace, "guarded", 1, node_selector=refused_group, grace=1)
     objects.create_deployment(admin_api, namespace, "moved", 1, node_selector=free_group, grace=1)
     for pdb in ("one", "two"):
-        objects.create_pdb(admin_api, namespace, pdb, match_labels={"app": "guarded"}, max_unavailable=1)
-        waits.wait_for_pdb_observed(admin_api, namespace, pdb, expected_pods=1)
+        support.budget(admin_api, namespace, pdb, app="guarded", max_unavailable=1, expected_pods=1)
     waits.wait_for_pods_running(admin_api, namespace, count=2)
 
     started = time.monotonic()
@@ -207,8 +207,7 @@ def test_drain_order_is_per_node(
     [held] = node_pool(1, labels=held_group)
     [free] = node_pool(1, labels=free_group)
     objects.create_deployment(admin_api, namespace, "guarded", 1, node_selector=held_group, grace=1)
-    objects.create_pdb(admin_api, namespace, "guarded", match_labels={"app": "guarded"}, max_unavailable=0)
-    waits.wait_for_pdb_observed(admin_api, namespace, "guarded", expected_pods=1)
+    support.budget(admin_api, namespace, "guarded", app="guarded", max_unavailable=0, expected_pods=1)
     objects.create_deployment(
         admin_api,
         namespace,

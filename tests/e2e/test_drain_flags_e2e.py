@@ -15,17 +15,17 @@ from typing import Any
 import pytest
 
 from localcluster import objects, rest, waits
+from tests.e2e import support
 from tests.e2e.test_cli import scalebot, unschedulable
 
 pytestmark = pytest.mark.e2e
 
 
 def guarded_node(admin_api: Any, namespace: str, node_pool: Callable[..., list[str]]) -> str:
-    group = {"scalebot.test/group": namespace}
+    group = support.group(namespace)
     [node] = node_pool(1, labels=group)
     objects.create_deployment(admin_api, namespace, "guarded", 1, node_selector=group, grace=1)
-    objects.create_pdb(admin_api, namespace, "guarded", match_labels={"app": "guarded"}, max_unavailable=0)
-    waits.wait_for_pdb_observed(admin_api, namespace, "guarded", expected_pods=1)
+    support.budget(admin_api, namespace, "guarded", app="guarded", max_unavailable=0, expected_pods=1)
     waits.wait_for_pods_running(admin_api, namespace, count=1)
     return node
 

@@ -25,7 +25,7 @@ from engine.kube.client import KubeClient
 from engine.pools.base import PoolSizeError, RestoreRecord
 from engine.pools.labels import EMPTIED_ANNOTATION, KWOK_ANNOTATION, LabelPoolProvider
 from localcluster import objects, rest, waits
-from tests.e2e.support import REPO, scalebot_args
+from tests.e2e.support import REPO, deployment, scalebot_args
 
 pytestmark = pytest.mark.e2e
 
@@ -72,8 +72,7 @@ def test_unbacked_nodes_are_emptied_not_removed_and_wake_returns_them(
     pool = f"{unique_name}-vm"
     names = cloud_nodes(admin_api, node_pool, pool, pool_key, 2)
     uids = {n: rest.get(admin_api, rest.node_path(n))["metadata"]["uid"] for n in names}
-    objects.create_deployment(admin_api, namespace, "web", 2, node_selector={pool_key: pool}, grace=1)
-    waits.wait_for_deployment_available(admin_api, namespace, "web")
+    deployment(admin_api, namespace, "web", 2, node_selector={pool_key: pool}, grace=1)
     db = tmp_path / "scalebot.db"
 
     plan = cli("plan", "zero", kubeconfig=scalebot_kubeconfig, db=db, pool_key=pool_key)

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from localcluster import objects, waits
-from tests.e2e.support import CLUSTER
+from localcluster import waits
+from tests.e2e.support import CLUSTER, deployment
 from tests.readme_walkthrough import blocks, commands
 
 pytestmark = pytest.mark.e2e
@@ -33,8 +33,7 @@ def test_part_three_runs_as_written_against_a_cluster(
 ) -> None:
     pool = f"{unique_name}-web"
     [node] = node_pool(1, labels={pool_key: pool})
-    objects.create_deployment(admin_api, namespace, "web", 1, node_selector={pool_key: pool}, grace=1)
-    waits.wait_for_deployment_available(admin_api, namespace, "web")
+    deployment(admin_api, namespace, "web", 1, node_selector={pool_key: pool}, grace=1)
     assert [c.split()[1] for c in commands("3.")] == ["plan", "drain", "zero", "ops", "wake"]
     script = "\n".join(blocks("3.")).replace("NODE", node).replace("POOL", pool)
     shell = "set -euo pipefail\n" + (

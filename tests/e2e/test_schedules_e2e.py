@@ -38,9 +38,9 @@ from engine.pools.labels import LabelPoolProvider
 from engine.schedules.service import Schedules
 from engine.store.database import Store
 from engine.workloads import WorkloadConfig, WorkloadScaler
-from localcluster import objects, rest, waits
+from localcluster import rest
 from tests.conftest import note_in_summary
-from tests.e2e.support import FAST, wait_for_return
+from tests.e2e.support import FAST, deployment, group, wait_for_return
 from tests.slack.conftest import (
     APPROVER,
     APPROVER_2,
@@ -151,13 +151,12 @@ def test_a_scheduled_night_zero_scales_the_real_cluster_and_the_morning_restores
     pool_key: str,
     unique_name: str,
 ) -> None:
-    group = {"scalebot.test/group": unique_name}
+    on_group = group(unique_name)
     nodes = []
     for name, count in (("a", 2), ("b", 1)):
         full = f"{unique_name}-{name}"
-        nodes += node_pool(count, name=full, labels={pool_key: full, **group})
-    objects.create_deployment(admin_api, namespace, "web", 3, node_selector=group, grace=1)
-    waits.wait_for_deployment_available(admin_api, namespace, "web")
+        nodes += node_pool(count, name=full, labels={pool_key: full, **on_group})
+    deployment(admin_api, namespace, "web", 3, node_selector=on_group, grace=1)
     kube = world.ops.handles["dev-eu"].api
 
     result, url = world.bot.command(
@@ -236,13 +235,12 @@ def test_a_scheduled_wake_after_a_zero_with_workloads_reports_the_workloads_it_r
     unique_name: str,
 ) -> None:
     world = world_with_workloads
-    group = {"scalebot.test/group": unique_name}
+    on_group = group(unique_name)
     nodes = []
     for name, count in (("a", 2), ("b", 1)):
         full = f"{unique_name}-{name}"
-        nodes += node_pool(count, name=full, labels={pool_key: full, **group})
-    objects.create_deployment(admin_api, namespace, "web", 2, node_selector=group, grace=1)
-    waits.wait_for_deployment_available(admin_api, namespace, "web")
+        nodes += node_pool(count, name=full, labels={pool_key: full, **on_group})
+    deployment(admin_api, namespace, "web", 2, node_selector=on_group, grace=1)
     _, url = world.bot.command(
         "schedule add nights sleep=Mon-Fri 20:00 wake=Mon-Fri 07:00 tz=Europe/Berlin lead=60m "
         "approval=pre <#C0DEV|platform>",
