@@ -84,7 +84,7 @@ def one(clusters: int, real: int, latency: Latency) -> dict[str, Any]:
         cache = ensure_binaries() if real else None
         for r in range(real):
             plane = stack.enter_context(ControlPlane(cache, echo=lambda _: None))
-            handles[f"real-{r + 1}"] = stack.enter_context(real_cluster(plane, f"real-{r + 1}"))
+            handles[f"real-{r + 1}"] = stack.enter_context(real_cluster(plane, f"real-{r + 1}")).handle
         api = SlackApiServer().start()
         stack.callback(api.close)
         rss_before = _rss_mib()

@@ -422,13 +422,13 @@ def run_storm(
     )
     world.bot.settle(timeout=30)
 
-    started = time.monotonic()
     writes_before = len(world.store.writes)
-    world.fire_at(SLEEP_AT)
-    if scripted_429:  # Slack throttles the bot once in the middle of the storm
-        api.fail("chat.update", times=1, status=429, retry_after=2)
+    started = time.monotonic()
     probe = AckProbe(world, interval=probe_interval, per_tick=probe_per_tick).start()
     try:
+        world.fire_at(SLEEP_AT)
+        if scripted_429:  # Slack throttles the bot once in the middle of the storm
+            api.fail("chat.update", times=1, status=429, retry_after=2)
         try:
             wait_until(world.all_finished, timeout, "every sleep to finish", poll=0.05)
         except AssertionError as unfinished:
@@ -479,7 +479,9 @@ def check_storm(world: FleetWorld, storm: Storm) -> None:
     for ack in storm.acks:  # each command was served, not only acknowledged
         assert ack.cluster in all_text(world.bot.wait_reply(ack.response_url, timeout=30))
     sent = [a.sent - storm.started for a in storm.acks]
-    assert min(sent) < 1.0 and max(sent) > storm.completed - 2.0, "the commands span the storm"
+    assert min(sent) < 1.0 and max(sent) > storm.completed - 2.0, (
+        f"the commands span the storm: sent {min(sent):.1f}-{max(sent):.1f}s, done at {storm.completed:.1f}s"
+    )
 
 
 def describe(world: FleetWorld, storm: Storm, what: str) -> str:
