@@ -129,8 +129,25 @@ class Condition:
     message: str = ""
 
 
+class _ObjectOfAKind:
+    """What a workload and the record of its change share: both name one object of one kind."""
+
+    __slots__ = ()
+    kind: Kind
+    namespace: str
+    name: str
+
+    @property
+    def key(self) -> str:
+        return object_key(self.kind, self.namespace, self.name)
+
+    @property
+    def spec(self) -> KindSpec:
+        return KINDS[self.kind]
+
+
 @dataclass(frozen=True, slots=True)
-class WorkloadInfo:
+class WorkloadInfo(_ObjectOfAKind):
     kind: Kind
     namespace: str
     name: str
@@ -151,14 +168,6 @@ class WorkloadInfo:
     """GitOps owners only: keys of the objects the controller reports it applied (its status)."""
     target_namespace: str = ""
     """HelmReleases only: the namespace the release installs into."""
-
-    @property
-    def key(self) -> str:
-        return object_key(self.kind, self.namespace, self.name)
-
-    @property
-    def spec(self) -> KindSpec:
-        return KINDS[self.kind]
 
     @classmethod
     def from_raw(cls, kind: Kind, raw: RawObject) -> WorkloadInfo:
@@ -274,7 +283,7 @@ class HpaInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class WorkloadRecord:
+class WorkloadRecord(_ObjectOfAKind):
     """What one object looked like before scalebot changed it, and what scalebot set."""
 
     kind: Kind
@@ -285,14 +294,6 @@ class WorkloadRecord:
     recorded_at: datetime | None = None
     uid: str = ""
     """Empty when unknown (a record read back from the object itself is that object's)."""
-
-    @property
-    def key(self) -> str:
-        return object_key(self.kind, self.namespace, self.name)
-
-    @property
-    def spec(self) -> KindSpec:
-        return KINDS[self.kind]
 
     def annotation_value(self) -> str:
         """`{"replicas":3,"set":0,"at":"2026-05-04T18:00:00Z"}` (the key depends on the kind)."""
