@@ -57,7 +57,7 @@ from bot.cli.console_screen import (
 from bot.runtime import wiring
 from bot.runtime.timer import SchedulerRunner
 from bot.slack.blocks import operations as blocks
-from bot.slack.blocks import schedule_modals
+from bot.slack.blocks import schedule_modals, views
 from bot.slack.blocks import schedules as schedule_ui_blocks
 from bot.slack.delivery.progress import Progress
 from bot.slack.dispatch import Dispatcher, Invocation, new_incident
@@ -362,7 +362,7 @@ def _slash(s: _Session, text: str) -> None:
             _mentions(text, s.users), default_cluster=s.default_cluster, clusters=s.ops.clusters()
         )
     except commands.UsageError as err:
-        s.terminal.lines(s.terminal.render(blocks.usage_error(err.message, err.hint)), first=ONLY_YOU)
+        s.terminal.lines(s.terminal.render(views.usage_error(err.message, err.hint)), first=ONLY_YOU)
         return
     s.dispatcher.run(parsed, s.invocation())
     if isinstance(parsed, commands.Help) and parsed.topic is None:

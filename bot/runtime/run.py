@@ -40,7 +40,7 @@ from bot.runtime.metrics import DEFAULT as METRICS
 from bot.runtime.metrics import OperationsState
 from bot.runtime.timer import SchedulerRunner
 from bot.slack.app import Bot, build_bot, group_resolver, web_client
-from bot.slack.blocks import operations as blocks
+from bot.slack.blocks import views
 from bot.slack.delivery.outbox import StoreOutbox
 from bot.slack.directory import ChannelDirectory
 from bot.slack.schedule_ui import ScheduleUi
@@ -264,7 +264,7 @@ def build_service(settings: Settings, *, leader_election: bool | None = None) ->
                 log.info("%s", text)
                 return
             key = f"policy-{cluster}-{clock.now().isoformat()}"
-            service.bot.sender.show(key, blocks.text_message(text, emoji="🧹"), channel=channel, final=True)
+            service.bot.sender.show(key, views.text_message(text, emoji="🧹"), channel=channel, final=True)
 
         def report(result: CleanupReport) -> None:
             say(result.cluster, result.text(policies[result.cluster].consolidation))

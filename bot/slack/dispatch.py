@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from bot.ports import OperationsPort, UserError
 from bot.slack.blocks import operations as blocks
+from bot.slack.blocks import views
 from bot.slack.blocks.kit import Message
 from bot.slack.channels import Access
 from bot.slack.delivery.progress import Progress
@@ -82,8 +83,8 @@ def error_reply(exc: BaseException) -> Message | None:
 def usage_reply(exc: ScalebotError) -> Message:
     """A usage error as shown: its sentence, and the right form when the error carries one."""
     if exc.hint:
-        return blocks.usage_error(str(exc), exc.hint)
-    return blocks.text_message(str(exc), emoji="⚠️")
+        return views.usage_error(str(exc), exc.hint)
+    return views.text_message(str(exc), emoji="⚠️")
 
 
 def answer(inv: Invocation, message: Message, *, visible: bool = False) -> None:
@@ -143,7 +144,7 @@ class Dispatcher:
             if reply is None:
                 incident = new_incident()
                 log.exception("command failed (incident %s)", incident, extra={"user": inv.user})
-                reply = blocks.text_message(messages.internal_error(incident, op_hint))
+                reply = views.text_message(messages.internal_error(incident, op_hint))
             self._safe_answer(inv, reply)
 
     @staticmethod
@@ -158,7 +159,7 @@ class Dispatcher:
     def _run(self, command: commands.Command, inv: Invocation) -> None:
         match command:
             case commands.Help(topic):
-                answer(inv, blocks.help_view(topic))
+                answer(inv, views.help_view(topic))
             case commands.Status(cluster):
                 self._status(cluster, inv)
             case commands.Whoami(cluster, user):
@@ -177,16 +178,16 @@ class Dispatcher:
                 self._reply_outcome(outcome, inv, visible=outcome.ok and outcome.changed)
             case commands.Advise(cluster):
                 found = self.ops.advise(cluster, by=inv.user, groups=self.groups(inv.user))
-                answer(inv, blocks.advice_view(cluster, found.scale_up, found.underused, found.threshold))
+                answer(inv, views.advice_view(cluster, found.scale_up, found.underused, found.threshold))
             case commands.OpsList(cluster, active_only):
                 self._ops_list(cluster, active_only, inv)
             case commands.OpsShow(op_id):
                 op = self.ops.get(op_id)
                 if op is None:
-                    answer(inv, blocks.text_message(messages.no_operation(op_id), emoji="⚠️"))
+                    answer(inv, views.text_message(messages.no_operation(op_id), emoji="⚠️"))
                 else:
                     self._readable(op.target.cluster, inv, "ops")
-                    answer(inv, blocks.ops_show(op, self.ops.history(op_id), names=self.names))
+                    answer(inv, views.ops_show(op, self.ops.history(op_id), names=self.names))
             case commands.OpsCancel(op_id):
                 cancelled = self.ops.cancel(
                     op_id, by=inv.user, groups=self.groups(inv.user), channel=inv.channel
@@ -195,7 +196,7 @@ class Dispatcher:
             case commands.SubcommandArgs():
                 handler = self.subcommands.get(command.name)
                 if handler is None:
-                    answer(inv, blocks.text_message(messages.schedules_unavailable()))
+                    answer(inv, views.text_message(messages.schedules_unavailable()))
                 else:
                     handler(command, inv)
 
@@ -208,10 +209,10 @@ class Dispatcher:
     def _status(self, cluster: str | None, inv: Invocation) -> None:
         if cluster is not None:
             self._readable(cluster, inv, "status")
-            answer(inv, blocks.status_view(self.ops.status(cluster)))
+            answer(inv, views.status_view(self.ops.status(cluster)))
         else:
             visible = self.ops.visible_clusters(inv.user, self.groups(inv.user))
-            answer(inv, blocks.statuses_view([self.ops.status(c) for c in visible]))
+            answer(inv, views.statuses_view([self.ops.status(c) for c in visible]))
 
     def _ops_list(self, cluster: str | None, active_only: bool, inv: Invocation) -> None:
         if cluster is not None:
@@ -224,7 +225,7 @@ class Dispatcher:
                 for op in self.ops.list_operations(active_only=active_only, limit=100)
                 if op.target.cluster in visible
             ][:20]
-        answer(inv, blocks.ops_list(ops, cluster=cluster))
+        answer(inv, views.ops_list(ops, cluster=cluster))
 
     def _whoami(self, cluster: str | None, user: str, inv: Invocation) -> None:
         """One's own roles on every cluster; someone else's only where the asker may look (a role
@@ -239,7 +240,7 @@ class Dispatcher:
                     reply = messages.whoami_others_needs_role()
                     raise UserError(self.ops.refuse(inv.user, "whoami", "", reply).reply)
         groups = self.groups(user)
-        answer(inv, blocks.whoami_view(user, {c: self.ops.role(c, user, groups) for c in clusters}))
+        answer(inv, views.whoami_view(user, {c: self.ops.role(c, user, groups) for c in clusters}))
 
     def _request(self, command: commands.Request, inv: Invocation) -> None:
         temporary = command.target.wake_for_seconds is not None and not command.plan_only
@@ -248,12 +249,12 @@ class Dispatcher:
             return
         req = command.to_operation_request(user=inv.user, channel=inv.channel)
         if command.plan_only:
-            answer(inv, blocks.plan_view(self.ops.preview(req, groups=self.groups(inv.user))))
+            answer(inv, views.plan_view(self.ops.preview(req, groups=self.groups(inv.user))))
             return
         access = self.can_post(inv.channel) if self.can_post is not None else Access.YES
         if access is Access.NO:
             # The card could not be posted: accept nothing, hold no lock, say what to do.
-            answer(inv, blocks.text_message(messages.not_in_channel(), emoji="⚠️"))
+            answer(inv, views.text_message(messages.not_in_channel(), emoji="⚠️"))
             return
         # Unknown: nothing runs before its card is in the channel; a refused card cancels it.
         unknown = access is Access.UNKNOWN
@@ -283,16 +284,16 @@ class Dispatcher:
         elif action_id in self.clicks:
             self.clicks[action_id](value, inv)
         else:
-            answer(inv, blocks.text_message(messages.unknown_button()))
+            answer(inv, views.text_message(messages.unknown_button()))
 
     def _advised_scale(self, value: str, inv: Invocation) -> commands.Request | None:
         """The advice card's scale button as the typed `scale POOL N cluster=NAME` it stands for:
         the value is re-read through the command parser (size bounds, names, known clusters), so a
         tampered value is refused exactly as the typed command would be (the pool is checked by the
         plan, as for the typed command). None: refused, and the person was told why."""
-        advised = blocks.parse_advised_scale(value)
+        advised = views.parse_advised_scale(value)
         if advised is None:
-            answer(inv, blocks.text_message(messages.unknown_button()))
+            answer(inv, views.text_message(messages.unknown_button()))
             return None
         cluster, pool, size = advised
         audited = cluster if cluster in self.ops.clusters() else ""
@@ -307,7 +308,7 @@ class Dispatcher:
             return None
         if typed != expected:  # names that split into other words: not what the card offered
             self.ops.refuse(inv.user, "advised_scale", audited, "the button's value is not a scale request")
-            answer(inv, blocks.text_message(messages.unknown_button()))
+            answer(inv, views.text_message(messages.unknown_button()))
             return None
         return expected
 
@@ -340,4 +341,4 @@ class Dispatcher:
         emoji = "" if outcome.ok else "⚠️"
         said = messages.outcome_text(outcome)
         text = messages.nodes_changed(inv.user, said) if visible else said
-        answer(inv, blocks.text_message(text, emoji=emoji), visible=visible)
+        answer(inv, views.text_message(text, emoji=emoji), visible=visible)

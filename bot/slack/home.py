@@ -25,8 +25,8 @@ from slack_sdk.errors import SlackApiError
 
 from bot.ports import OperationsPort
 from bot.slack import weekly_post as weekly
-from bot.slack.blocks import operations as blocks
-from bot.slack.blocks.operations import ClusterView, HomeChart
+from bot.slack.blocks import views
+from bot.slack.blocks.views import ClusterView, HomeChart
 from bot.slack.dispatch import GroupResolver
 from bot.slack.home_charts import PROCESSING_NOTE, HomeCharts
 from engine.domain.clock import SystemClock
@@ -183,7 +183,7 @@ class HomeTab:
         return _HomeContents(tuple(mine), {k: v for k, v in links.items() if v}, saved, charts)
 
     def _render(self, user: str, contents: _HomeContents) -> dict[str, Any]:
-        message = blocks.home_view(user, contents.clusters, contents.links, contents.saved, contents.charts)
+        message = views.home_view(user, contents.clusters, contents.links, contents.saved, contents.charts)
         return {"type": "home", "blocks": message.block_dicts()}
 
     def _link(self, channel: str, ts: str) -> str:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any, Protocol
 
-from bot.slack.blocks.operations import HomeChart
+from bot.slack.blocks.views import HomeChart
 from bot.slack.weekly_post import cluster_report
 from engine.domain.clock import SystemClock
 from engine.domain.operation import Operation

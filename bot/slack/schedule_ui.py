@@ -44,8 +44,7 @@ from typing import Any, Protocol
 from slack_bolt import Ack, App, BoltResponse
 
 from bot.ports import OperationsPort, UserError
-from bot.slack.blocks import operations as blocks
-from bot.slack.blocks import schedule_modals
+from bot.slack.blocks import schedule_modals, views
 from bot.slack.blocks import schedules as ui
 from bot.slack.blocks.operations import ACTION_POSTPONE_1H, ACTION_POSTPONE_UNTIL, ACTION_RUN_NOW, ACTION_SKIP
 from bot.slack.delivery.sender import Sender
@@ -259,7 +258,7 @@ class ScheduleUi:
     def on_wake_for(self, args: SubcommandArgs, inv: Invocation) -> None:
         cluster, *pools = args.args
         if pools or args.flags:
-            answer(inv, blocks.text_message(ui.wake_for_whole_cluster(cluster), emoji="⚠️"))
+            answer(inv, views.text_message(ui.wake_for_whole_cluster(cluster), emoji="⚠️"))
             return
         duration = timedelta(seconds=int(args.option("seconds") or 0))
         outcome = self.schedules.wake_for(
@@ -269,7 +268,7 @@ class ScheduleUi:
 
     def _help(self, args: SubcommandArgs, inv: Invocation) -> None:
         lines = [f"`{schedule_copy.usage(verb)}`" for verb in schedule_copy.USAGE]
-        answer(inv, blocks.text_message("\n".join(["*Schedules*: nightly and weekend shutdowns", *lines])))
+        answer(inv, views.text_message("\n".join(["*Schedules*: nightly and weekend shutdowns", *lines])))
 
     def _add(self, args: SubcommandArgs, inv: Invocation) -> None:
         if len(args.args) == 1 and not args.options:
@@ -288,7 +287,7 @@ class ScheduleUi:
         if not outcome.ok:
             raise ScheduleUsage(messages.outcome_text(outcome), "add")
         self._sync()
-        answer(inv, blocks.text_message(ui.schedule_added(inv.user, outcome)), visible=True)
+        answer(inv, views.text_message(ui.schedule_added(inv.user, outcome)), visible=True)
 
     def _list(self, args: SubcommandArgs, inv: Invocation) -> None:
         cluster = optional_word(args, "list")
@@ -312,7 +311,7 @@ class ScheduleUi:
         name = name_arg(args, "show")
         sched = self.schedules.show(name)
         if sched is None:
-            answer(inv, blocks.text_message(self._unknown(name), emoji="⚠️"))
+            answer(inv, views.text_message(self._unknown(name), emoji="⚠️"))
             return
         self._visible(sched.cluster, inv, "schedule_show")
         now = self.clock.now()
@@ -367,7 +366,7 @@ class ScheduleUi:
         def on_click(value: str, inv: Invocation) -> None:
             key = ui.key_of(value)
             if key is None:
-                answer(inv, blocks.text_message(ui.unknown_announcement(), emoji="⚠️"))
+                answer(inv, views.text_message(ui.unknown_announcement(), emoji="⚠️"))
                 return
             self._decided(decide(key, inv, self._groups(inv.user)), inv)
 
@@ -382,7 +381,7 @@ class ScheduleUi:
         def on_click(value: str, inv: Invocation) -> None:
             choice = ui.choice_of(value)
             if choice is None:
-                answer(inv, blocks.text_message(ui.unknown_announcement(), emoji="⚠️"))
+                answer(inv, views.text_message(ui.unknown_announcement(), emoji="⚠️"))
                 return
             self._decided(decide(*choice, inv, self._groups(inv.user)), inv)
 
@@ -400,7 +399,7 @@ class ScheduleUi:
 
     def _postpone_until_fallback(self, value: str, inv: Invocation) -> None:
         """Reached only when `register` was not called: without it no modal can be opened in time."""
-        answer(inv, blocks.text_message(ui.modal_unavailable(), emoji="⚠️"))
+        answer(inv, views.text_message(ui.modal_unavailable(), emoji="⚠️"))
 
     def _decided(self, outcome: ScheduleOutcome, inv: Invocation | None) -> None:
         """Every decision edits the announcement in place; a refusal is told to the clicker only."""
@@ -409,7 +408,7 @@ class ScheduleUi:
         if outcome.operation is not None or (not outcome.ok and outcome.announcement is not None):
             self._show_result(outcome)  # Run now: started, or why it could not start
         if not outcome.ok and inv is not None:
-            answer(inv, blocks.text_message(messages.outcome_text(outcome), emoji="⚠️"))
+            answer(inv, views.text_message(messages.outcome_text(outcome), emoji="⚠️"))
         if outcome.changed:
             self._sync()
 
@@ -519,7 +518,7 @@ class ScheduleUi:
             self._whisper(form.channel, user, ui.schedule_not_added(messages.outcome_text(outcome)))
             return
         if self._sender is not None:  # the modal has no response_url: tell the channel through the sender
-            added = blocks.text_message(ui.schedule_added(user, outcome))
+            added = views.text_message(ui.schedule_added(user, outcome))
             self._sender.show(f"sched-added:{uuid.uuid4().hex}", added, channel=form.channel, final=True)
         self._sync()
 
@@ -589,9 +588,9 @@ class ScheduleUi:
     def _tell(self, outcome: ScheduleOutcome, inv: Invocation) -> None:
         if outcome.ok and outcome.changed:
             self._sync()  # armed before the person reads "saved"
-            answer(inv, blocks.text_message(ui.changed(inv.user, outcome)), visible=True)
+            answer(inv, views.text_message(ui.changed(inv.user, outcome)), visible=True)
         else:
-            answer(inv, blocks.text_message(messages.outcome_text(outcome), emoji="" if outcome.ok else "⚠️"))
+            answer(inv, views.text_message(messages.outcome_text(outcome), emoji="" if outcome.ok else "⚠️"))
 
     def _sync(self) -> None:
         if self.runner is None:
@@ -645,7 +644,7 @@ class ScheduleUi:
 
     def _whisper(self, channel: str, user: str, text: str) -> None:
         if self._sender is not None and channel and user:
-            self._sender.ephemeral(channel, user, blocks.text_message(text, emoji="⚠️"))
+            self._sender.ephemeral(channel, user, views.text_message(text, emoji="⚠️"))
 
 
 def check_add_form(values: Mapping[str, Any]) -> tuple[AddArgs | None, dict[str, str]]:

@@ -21,7 +21,7 @@ import pytest
 
 from bot.config.settings import Secret, SenderSettings, Settings, SlackSettings
 from bot.slack.app import web_client
-from bot.slack.blocks import operations as blocks
+from bot.slack.blocks import views
 from bot.slack.delivery.outbox import MemoryOutbox
 from bot.slack.delivery.sender import Sender
 from tests.reliability.support import InFlightSlack, slack_server
@@ -64,7 +64,7 @@ def _texts(slack: InFlightSlack, method: str, *, replies: bool) -> list[str]:
 
 def test_slack_not_answering_for_a_while(slack: InFlightSlack, sender: tuple[Sender, MemoryOutbox]) -> None:
     s, outbox = sender
-    s.show("op:1", blocks.text_message("running"), channel="C1")
+    s.show("op:1", views.text_message("running"), channel="C1")
     assert s.flush(5)
     # Slack goes quiet: the next 3 replies and 2 edits are accepted, then dropped unprocessed.
     for _ in range(3):
@@ -72,11 +72,11 @@ def test_slack_not_answering_for_a_while(slack: InFlightSlack, sender: tuple[Sen
     for _ in range(2):
         slack.hold(lambda method, _: method == "chat.update", CLIENT_TIMEOUT + 0.5, processed=False)
 
-    s.reply("op:1", blocks.text_message("Cordoned 2 nodes"), channel="C1")
-    s.show("op:1", blocks.text_message("draining"), channel="C1")
-    s.reply("op:1", blocks.text_message("Drain completed"), channel="C1")
-    s.show("op:1", blocks.text_message("succeeded"), channel="C1", final=True)
-    s.reply("op:1", blocks.text_message("Completed in 1m"), channel="C1", final=True)
+    s.reply("op:1", views.text_message("Cordoned 2 nodes"), channel="C1")
+    s.show("op:1", views.text_message("draining"), channel="C1")
+    s.reply("op:1", views.text_message("Drain completed"), channel="C1")
+    s.show("op:1", views.text_message("succeeded"), channel="C1", final=True)
+    s.reply("op:1", views.text_message("Completed in 1m"), channel="C1", final=True)
 
     assert s.flush(60), "everything was delivered once Slack answered again"
     assert slack.held == 0
@@ -99,10 +99,10 @@ def test_a_reply_slack_posted_but_answered_too_late_is_not_repeated(
     slack: InFlightSlack, sender: tuple[Sender, MemoryOutbox]
 ) -> None:
     s, _ = sender
-    s.show("op:1", blocks.text_message("running"), channel="C1")
+    s.show("op:1", views.text_message("running"), channel="C1")
     assert s.flush(5)
     slack.hold(_is_reply, CLIENT_TIMEOUT + 1.0, processed=True)
-    s.reply("op:1", blocks.text_message("Cordoned 2 nodes"), channel="C1")
+    s.reply("op:1", views.text_message("Cordoned 2 nodes"), channel="C1")
     assert s.flush(30)
     slack.wait_for(lambda cs: len(slack.held_bodies) == 1 and slack.held == 0, 10, "the late answer")
     slack.wait_for(lambda cs: any(c.body == slack.held_bodies[0] for c in cs), 10, "the held reply")

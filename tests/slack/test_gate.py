@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from bot.slack.blocks import operations as blocks
+from bot.slack.blocks import views
 from engine.domain.operation import OpState
 from engine.operations import policy
 from tests.slack.conftest import (
@@ -144,11 +145,11 @@ def test_a_stored_vote_counts_only_while_its_author_may_still_approve(
 
 def test_a_tampered_advice_button_is_refused_like_the_typed_command(bot: RunningBot) -> None:
     for value, why in (
-        (blocks.advised_scale_value("dev-eu", "web", 10**15), "is not a pool size"),
-        (blocks.advised_scale_value("dev-eu", "nope", 4), "nope"),
-        (blocks.advised_scale_value("staging", "web", 4), "Unknown cluster `staging`"),
-        (blocks.advised_scale_value("dev-eu", "web 4 cluster=prod", 4), "Unexpected argument"),
-        (blocks.advised_scale_value("dev-eu cluster=prod", "api", 4), "not one scalebot handles"),
+        (views.advised_scale_value("dev-eu", "web", 10**15), "is not a pool size"),
+        (views.advised_scale_value("dev-eu", "nope", 4), "nope"),
+        (views.advised_scale_value("staging", "web", 4), "Unknown cluster `staging`"),
+        (views.advised_scale_value("dev-eu", "web 4 cluster=prod", 4), "Unexpected argument"),
+        (views.advised_scale_value("dev-eu cluster=prod", "api", 4), "not one scalebot handles"),
     ):
         assert value is not None
         _, url = bot.click(blocks.ACTION_ADVISED_SCALE, value, user=OPERATOR)
@@ -158,7 +159,7 @@ def test_a_tampered_advice_button_is_refused_like_the_typed_command(bot: Running
     assert bot.cluster.writes() == 0
 
     # The same button with a value scalebot would make is an ordinary scale request.
-    good = blocks.advised_scale_value("dev-eu", "web", 4)
+    good = views.advised_scale_value("dev-eu", "web", 4)
     assert good is not None
     bot.click(blocks.ACTION_ADVISED_SCALE, good, user=OPERATOR)
     bot.settle()

@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from bot.slack.blocks import operations as blocks
+from bot.slack.blocks import views
 from bot.slack.dispatch import Invocation, answer
 from bot.text.commands import SubcommandArgs
 from engine.domain.operation import OperationSummary, OpState, PoolSizes
@@ -463,11 +464,11 @@ def test_schedule_work_plugs_in_subcommands_and_buttons(make_bot: Callable[..., 
 
     def schedule(args: SubcommandArgs, inv: Invocation) -> None:
         seen.append(("schedule", args.args))
-        answer(inv, blocks.text_message("3 schedules"))
+        answer(inv, views.text_message("3 schedules"))
 
     def skip(value: str, inv: Invocation) -> None:
         seen.append(("skip", (value, inv.user, inv.channel)))
-        answer(inv, blocks.text_message("skipped tonight"))
+        answer(inv, views.text_message("skipped tonight"))
 
     bot = make_bot(subcommands={"schedule": schedule}, clicks={blocks.ACTION_SKIP: skip})
 

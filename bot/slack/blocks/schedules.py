@@ -28,13 +28,8 @@ from slack_sdk.models.blocks import (
 )
 
 from bot.slack.blocks.kit import Builder, Message, esc
-from bot.slack.blocks.operations import (
-    ACTION_POSTPONE_1H,
-    ACTION_POSTPONE_UNTIL,
-    ACTION_RUN_NOW,
-    ACTION_SKIP,
-    text_message,
-)
+from bot.slack.blocks.operations import ACTION_POSTPONE_1H, ACTION_POSTPONE_UNTIL, ACTION_RUN_NOW, ACTION_SKIP
+from bot.slack.blocks.views import text_message
 from bot.text import messages, mrkdwn, schedule_copy
 from bot.text.mrkdwn import Mrkdwn, fmt
 from engine.domain.announcement import Announcement, ForceNotice

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from bot.ports import OperationsPort, Unshown
 from bot.slack.blocks import operations as blocks
+from bot.slack.blocks import views
 from bot.slack.delivery.sender import Sender
 from bot.text import messages
 from bot.text.mrkdwn import Mrkdwn
@@ -161,7 +162,7 @@ class Progress:
             self._sender.tell(
                 channel,
                 op.requested_by,
-                blocks.text_message(
+                views.text_message(
                     messages.card_not_posted(op.kind, op.target.cluster, channel, error), emoji="⚠️"
                 ),
             )

@@ -18,7 +18,7 @@ from slack_bolt import App, BoltResponse
 
 from bot.config.settings import Settings
 from bot.ports import OperationsPort
-from bot.slack.blocks import operations as blocks
+from bot.slack.blocks import views
 from bot.slack.delivery.progress import Progress
 from bot.slack.delivery.sender import Sender
 from bot.slack.directory import Names, no_names
@@ -87,7 +87,7 @@ def _error_handler(sender: Sender) -> Any:
         message = error_reply(error)  # a usage error is shown as it is, as the dispatcher shows it
         if message is None:
             log.error("Slack request failed (incident %s)", incident, exc_info=error)
-            message = blocks.text_message(messages.internal_error(incident, _op_hint(body)))
+            message = views.text_message(messages.internal_error(incident, _op_hint(body)))
         if response is not None and "command" in body:
             # Not acked yet: the sentence becomes the ephemeral ack instead of a 500.
             return BoltResponse(status=200, body={"response_type": "ephemeral", "text": message.text})

@@ -22,6 +22,7 @@ from slack_bolt import Ack, App, Respond
 from slack_sdk import WebClient
 
 from bot.slack.blocks import operations as blocks
+from bot.slack.blocks import views
 from bot.slack.blocks.kit import Message
 from bot.slack.delivery.sender import Sender
 from bot.slack.dispatch import Dispatcher, Invocation, answer
@@ -41,7 +42,7 @@ def register(app: App, dispatcher: Dispatcher, executor: Executor, sender: Sende
         inv = Invocation(user=_user(body), channel=_channel(body), respond=respond)
         action = _action(body)
         if action is None or not inv.user or action[0] not in handled:
-            executor.submit(answer, inv, blocks.text_message(messages.unknown_button()))
+            executor.submit(answer, inv, views.text_message(messages.unknown_button()))
         elif action[0] == blocks.ACTION_REJECT and _ask_why(client, body, action[1], inv.channel):
             return
         else:

@@ -15,7 +15,7 @@ from typing import Any
 from slack_bolt import Ack, App, Respond
 
 from bot.config.settings import Settings
-from bot.slack.blocks import operations as blocks
+from bot.slack.blocks import views
 from bot.slack.blocks.kit import Message
 from bot.slack.dispatch import Dispatcher, Invocation, usage_reply
 from bot.text import commands, messages
@@ -26,7 +26,7 @@ def register(app: App, dispatcher: Dispatcher, settings: Settings, executor: Exe
     def scale(ack: Ack, command: dict[str, Any], respond: Respond) -> None:
         user, channel = str(command.get("user_id") or ""), str(command.get("channel_id") or "")
         if not user or not channel:
-            return ack_with(ack, blocks.text_message(messages.malformed_request()))
+            return ack_with(ack, views.text_message(messages.malformed_request()))
         try:
             text = str(command.get("text") or "")
             parsed = commands.parse(
@@ -35,13 +35,13 @@ def register(app: App, dispatcher: Dispatcher, settings: Settings, executor: Exe
         except commands.UsageError as err:
             return ack_with(ack, usage_reply(err))
         if isinstance(parsed, commands.Help):
-            return ack_with(ack, blocks.help_view(parsed.topic))
+            return ack_with(ack, views.help_view(parsed.topic))
         # A temporary wake (`wake dev-eu for 3h`) belongs to the schedules, which answer it themselves.
         if isinstance(parsed, commands.Request) and (
             parsed.plan_only or parsed.target.wake_for_seconds is None
         ):
             planning = messages.planning(parsed.kind, parsed.target.cluster, plan_only=parsed.plan_only)
-            ack_with(ack, blocks.text_message(planning))
+            ack_with(ack, views.text_message(planning))
         else:
             ack()
         executor.submit(dispatcher.run, parsed, Invocation(user=user, channel=channel, respond=respond))

@@ -20,7 +20,7 @@ import pytest
 
 from bot.cli.console import SIMULATED_BANNER, run_console, simulated_operations
 from bot.cli.console_screen import message_lines, mrkdwn_lines
-from bot.slack.blocks import operations as blocks
+from bot.slack.blocks import views
 from bot.text import commands
 from engine.domain.clock import FakeClock
 from engine.domain.operation import OpKind, OpState
@@ -117,7 +117,7 @@ def test_help_lists_the_slash_commands_and_the_console_ones(ops: Operations) -> 
 def test_bad_input_gets_the_slack_usage_text_and_changes_nothing(ops: Operations, garbage: str) -> None:
     with pytest.raises(commands.UsageError) as err:
         commands.parse(garbage, default_cluster=CLUSTER, clusters=[CLUSTER])
-    slack = blocks.usage_error(err.value.message, err.value.hint)
+    slack = views.usage_error(err.value.message, err.value.hint)
     expected = message_lines(slack.text, slack.block_dicts(), {})
 
     out = console(ops, garbage + "\n")

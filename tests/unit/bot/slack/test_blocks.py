@@ -21,6 +21,7 @@ import pytest
 
 from bot.slack.blocks import kit as blockkit
 from bot.slack.blocks import operations as blocks
+from bot.slack.blocks import views
 from bot.slack.blocks.kit import Message
 from bot.text import messages
 from bot.text.mrkdwn import Mrkdwn
@@ -309,15 +310,15 @@ def test_views_with_huge_inputs_stay_within_limits() -> None:
     history = [Entry(NOW, "U0OPS", "drain: evicted", "x" * 500) for _ in range(5_000)]
 
     assert_within_limits(
-        blocks.status_view(Status("dev-eu", pools, ops, NextEvent("sleep", "n" * 63, NOW, "Europe/Berlin")))
+        views.status_view(Status("dev-eu", pools, ops, NextEvent("sleep", "n" * 63, NOW, "Europe/Berlin")))
     )
-    assert_within_limits(blocks.statuses_view([Status(f"c{i}", pools, ops, None) for i in range(20)]))
-    assert_within_limits(blocks.ops_list(ops))
-    assert_within_limits(blocks.ops_show(op(error="e" * 5000), history))
-    assert_within_limits(blocks.whoami_view("U1", {f"cluster-{i}": Role.APPROVER for i in range(300)}))
-    assert_within_limits(blocks.help_view())
-    assert_within_limits(blocks.usage_error("x" * 5000, "/scale help"))
-    assert_within_limits(blocks.text_message("y" * 20_000))
+    assert_within_limits(views.statuses_view([Status(f"c{i}", pools, ops, None) for i in range(20)]))
+    assert_within_limits(views.ops_list(ops))
+    assert_within_limits(views.ops_show(op(error="e" * 5000), history))
+    assert_within_limits(views.whoami_view("U1", {f"cluster-{i}": Role.APPROVER for i in range(300)}))
+    assert_within_limits(views.help_view())
+    assert_within_limits(views.usage_error("x" * 5000, "/scale help"))
+    assert_within_limits(views.text_message("y" * 20_000))
     assert_within_limits(
         blocks.final_reply(
             op(
@@ -354,7 +355,7 @@ def test_status_shows_each_pools_provider_and_what_zero_really_does() -> None:
         ),
         Pool("md", "capi", 3, nodes=("m1", "m2", "m3")),
     ]
-    text = json.dumps([b.to_dict() for b in blocks.status_view(Status("dev", pools, [], None)).blocks])
+    text = json.dumps([b.to_dict() for b in views.status_view(Status("dev", pools, [], None)).blocks])
     assert "cloud                labels" in text
     assert (
         "zero empties the nodes (cordon + drain), removes none (no backing); 2 emptied, not removed" in text
@@ -368,7 +369,7 @@ def test_plan_of_a_pool_that_can_only_be_emptied_says_so() -> None:
         "cloud", 2, 0, nodes_to_remove=("n1", "n2"), removal=NodeRemoval.EMPTY, removal_reason="no backing"
     )
     plan = OperationPlan(kind=OpKind.ZERO, cluster="dev", pools=(change,), nodes=("n1", "n2"))
-    text = json.dumps([b.to_dict() for b in blocks.plan_view(plan).blocks])
+    text = json.dumps([b.to_dict() for b in views.plan_view(plan).blocks])
     assert "Nodes to empty, not remove" in text and "Nodes to remove" not in text
     assert "will be emptied (cordoned and drained), not removed: no backing" in text
     assert OperationPlan.from_json(plan.to_json()) == plan
@@ -399,12 +400,12 @@ def test_every_operation_kind_has_its_words(kind: OpKind) -> None:
 
 
 def test_the_advice_button_value_round_trips_and_refuses_anything_else() -> None:
-    value = blocks.advised_scale_value("dev.eu-1", "web-a", 12)
+    value = views.advised_scale_value("dev.eu-1", "web-a", 12)
     assert value is not None and re.fullmatch(r"[A-Za-z0-9_-]{1,200}", value)
-    assert blocks.parse_advised_scale(value) == ("dev.eu-1", "web-a", 12)
-    assert blocks.parse_advised_scale("op-1234") is None
-    assert blocks.parse_advised_scale("WyJhIiwiYiIsImMiXQ") is None  # ["a","b","c"]: no size
-    assert blocks.advised_scale_value("c", "p" * 200, 1) is None
+    assert views.parse_advised_scale(value) == ("dev.eu-1", "web-a", 12)
+    assert views.parse_advised_scale("op-1234") is None
+    assert views.parse_advised_scale("WyJhIiwiYiIsImMiXQ") is None  # ["a","b","c"]: no size
+    assert views.advised_scale_value("c", "p" * 200, 1) is None
 
 
 def test_schedule_list_shows_a_pool_systems_own_schedules_as_theirs_and_an_unreadable_one() -> None:
@@ -474,6 +475,6 @@ def test_a_failed_operations_headline_says_what_failed_and_what_next() -> None:
 
 def test_whoami_names_the_person_as_a_mention_in_the_notification_text_too() -> None:
     # The fallback text is what a notification shows: a bare ID there is unreadable.
-    shown = blocks.whoami_view("U0ANN", {"dev-eu": Role.OPERATOR})
+    shown = views.whoami_view("U0ANN", {"dev-eu": Role.OPERATOR})
     assert shown.text == "Roles of <@U0ANN>"
-    assert blocks.whoami_view("cli:ann", {}).text == "Roles of ann (CLI)"
+    assert views.whoami_view("cli:ann", {}).text == "Roles of ann (CLI)"

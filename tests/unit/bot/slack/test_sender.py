@@ -21,7 +21,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web import SlackResponse
 
 from bot.config.settings import SenderSettings
-from bot.slack.blocks import operations as blocks
+from bot.slack.blocks import views
 from bot.slack.blocks.kit import Message
 from bot.slack.delivery.call_outcome import TokenBucket
 from bot.slack.delivery.outbox import MemoryOutbox
@@ -31,7 +31,7 @@ FAST = SenderSettings(update_interval=0.05, updates_per_minute=6000, posts_per_s
 
 
 def msg(text: str) -> Message:
-    return blocks.text_message(text)
+    return views.text_message(text)
 
 
 @dataclass
