@@ -1,7 +1,13 @@
 """Domain values the engine decides on: pods, nodes and PodDisruptionBudgets.
 
 Pure: no I/O, no clock. Each value is built from the raw JSON the API server returns
-(`from_raw`), reading only the fields scalebot uses. Parsing raw JSON instead of the
+(`from_raw`), reading only the fields scalebot uses; a pod's scheduling fields (`scheduling_fields`)
+are read by the same code here and in engine.kube.projection's typed decode, so the planners see one
+projection whichever road a pod came by.
+
+Over 600 lines on purpose: the values and their one projection from the API's JSON belong together,
+and the scheduling values' module (engine.domain.scheduling) cannot hold their projection without an
+import cycle (it needs LabelSelector and the quantity parsers defined here). Parsing raw JSON instead of the
 generated client models is what keeps a 30,000-pod listing fast (the models take
 roughly 8x longer to deserialise).
 """
@@ -12,7 +18,17 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
+
+from engine.domain.scheduling import (
+    NO_SCHEDULING,
+    AffinityTerm,
+    NodeRequirement,
+    NodeSelectorTerm,
+    PodScheduling,
+    SpreadConstraint,
+    Toleration,
+)
 
 RawObject = Mapping[str, Any]
 
@@ -83,6 +99,8 @@ class PodInfo:
     local_volumes: tuple[str, ...] = ()
     """Names of the volumes whose data lives on the node and dies with it, as cluster-autoscaler
     counts them: hostPath, and emptyDir unless its medium is Memory."""
+    scheduling: PodScheduling = NO_SCHEDULING
+    """What the pod asks of the scheduler: engine.planning.placement models it."""
 
     @property
     def key(self) -> str:
@@ -120,12 +138,15 @@ class PodInfo:
                     api_version=ref.get("apiVersion", ""),
                 )
                 break
-        cpu = memory = 0
-        for container in spec.get("containers") or ():
-            requests = (container.get("resources") or {}).get("requests") or {}
-            cpu += parse_cpu_milli(requests.get("cpu"))
-            memory += parse_quantity(requests.get("memory"))
         grace = spec.get("terminationGracePeriodSeconds")
+        zoned = [
+            v.get("name", "")
+            for v in spec.get("volumes") or ()
+            if v.get("persistentVolumeClaim") or v.get("ephemeral")
+        ]
+        fields = scheduling_fields(
+            spec, namespace=meta.get("namespace", ""), labels=meta.get("labels") or {}, zoned_volumes=zoned
+        )
         return cls(
             namespace=meta.get("namespace", ""),
             name=meta.get("name", ""),
@@ -141,8 +162,6 @@ class PodInfo:
             deletion_timestamp=parse_time(meta.get("deletionTimestamp")),
             finalizers=tuple(meta.get("finalizers") or ()),
             created_at=parse_time(meta.get("creationTimestamp")),
-            cpu_request_milli=cpu,
-            memory_request_bytes=memory,
             unscheduled_reason=unscheduled_reason(
                 (c.get("type"), c.get("status"), c.get("reason"), c.get("message"))
                 for c in status.get("conditions") or ()
@@ -154,6 +173,7 @@ class PodInfo:
                 if "hostPath" in v
                 or ("emptyDir" in v and (v.get("emptyDir") or {}).get("medium") != "Memory")
             ),
+            **fields._asdict(),
         )
 
 
@@ -170,6 +190,208 @@ def unscheduled_reason(conditions: Iterable[tuple[Any, Any, Any, Any]]) -> str:
             text = f"{reason}: {message}" if reason and message else reason or message or "not scheduled"
             return text[:UNSCHEDULED_REASON_CHARS]
     return ""
+
+
+SUPPORTED_TOPOLOGY_KEYS = frozenset(
+    {"kubernetes.io/hostname", "topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone"}
+)
+"""The topology keys the scheduler model (engine.planning.placement) counts domains of."""
+
+
+def parse_resources(raw: Mapping[str, Any]) -> dict[str, int]:
+    """A resource list (requests, allocatable, overhead): cpu in millicores, the rest as integers."""
+    return {
+        name: parse_cpu_milli(value) if name == "cpu" else parse_quantity(value)
+        for name, value in raw.items()
+    }
+
+
+def container_requests(raw_resources: Mapping[str, Any]) -> dict[str, int]:
+    """A container's requests (`resources`' JSON); a resource with a limit and no request is given
+    the limit as its request."""
+    return parse_resources({**(raw_resources.get("limits") or {}), **(raw_resources.get("requests") or {})})
+
+
+def effective_requests(
+    containers: Iterable[Mapping[str, int]],
+    init_containers: Iterable[tuple[Mapping[str, int], bool]],
+    overhead: Mapping[str, int],
+) -> dict[str, int]:
+    """The scheduler's view of a pod's requests, from its containers' (`container_requests`), its
+    init containers' with whether each is a sidecar (restartPolicy Always), and its overhead.
+
+    max(sum of app containers + restartable (sidecar) init containers, each regular init container +
+    the sidecars started before it), plus the pod overhead.
+    """
+    total: dict[str, int] = {}
+    for requests in containers:
+        _add(total, requests)
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    for requests, sidecar in init_containers:
+        if sidecar:
+            _add(sidecars, requests)
+            continue
+        for resource, amount in requests.items():
+            init_peak[resource] = max(init_peak.get(resource, 0), amount + sidecars.get(resource, 0))
+    _add(total, sidecars)
+    for resource, amount in init_peak.items():
+        total[resource] = max(total.get(resource, 0), amount)
+    _add(total, overhead)
+    return {k: v for k, v in total.items() if v}
+
+
+def _add(total: dict[str, int], amounts: Mapping[str, int]) -> None:
+    for resource, amount in amounts.items():
+        total[resource] = total.get(resource, 0) + amount
+
+
+class SchedulingFields(NamedTuple):
+    """The fields of PodInfo read from the pod's containers and scheduling rules (`scheduling_fields`)."""
+
+    cpu_request_milli: int
+    memory_request_bytes: int
+    scheduling: PodScheduling
+
+
+def scheduling_fields(
+    spec: RawObject, *, namespace: str, labels: Mapping[str, str], zoned_volumes: Sequence[str]
+) -> SchedulingFields:
+    """PodInfo's fields from a pod spec's containers (`containers`, `initContainers`, `overhead`)
+    and scheduling rules (`nodeSelector`, `tolerations`, `affinity`, `topologySpreadConstraints`,
+    `resourceClaims`), with the names of its volumes that may be bound to a zone (PersistentVolumeClaims
+    and ephemeral volumes). Every replica of a workload has the same: engine.kube.projection calls it
+    once per distinct value on a page.
+
+    What the scheduler model does not cover is listed in `unmodelled`: required pod affinity, terms on
+    other topology keys or with namespace selectors, zoned volumes, dynamic resource claims.
+    """
+    containers = spec.get("containers") or ()
+    cpu = memory = 0
+    for container in containers:
+        requests = (container.get("resources") or {}).get("requests") or {}
+        cpu += parse_cpu_milli(requests.get("cpu"))
+        memory += parse_quantity(requests.get("memory"))
+    affinity = spec.get("affinity") or {}
+    unmodelled: list[str] = []
+    if (affinity.get("podAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution"):
+        unmodelled.append("required pod affinity")
+    anti = []
+    for raw_term in (affinity.get("podAntiAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or ():
+        term, problem = _affinity_term(raw_term, namespace)
+        if problem:
+            unmodelled.append(problem)
+        elif term is not None:
+            anti.append(term)
+    spread = []
+    for raw_constraint in spec.get("topologySpreadConstraints") or ():
+        constraint, problem = _spread_constraint(raw_constraint, labels)
+        if problem:
+            unmodelled.append(problem)
+        elif constraint is not None:
+            spread.append(constraint)
+    unmodelled.extend(f"volume {name} may be bound to a zone" for name in zoned_volumes)
+    if spec.get("resourceClaims"):
+        unmodelled.append("dynamic resource claims")
+    return SchedulingFields(
+        cpu,
+        memory,
+        PodScheduling(
+            requests=effective_requests(
+                [container_requests(c.get("resources") or {}) for c in containers],
+                [
+                    (container_requests(c.get("resources") or {}), c.get("restartPolicy") == "Always")
+                    for c in spec.get("initContainers") or ()
+                ],
+                parse_resources(spec.get("overhead") or {}),
+            ),
+            node_selector=dict(spec.get("nodeSelector") or {}),
+            tolerations=tuple(
+                Toleration(
+                    key=t.get("key") or "",
+                    operator=t.get("operator") or "Equal",
+                    value=t.get("value") or "",
+                    effect=t.get("effect") or "",
+                )
+                for t in spec.get("tolerations") or ()
+            ),
+            host_ports=tuple(
+                (p.get("protocol") or "TCP", int(p["hostPort"]))
+                for c in containers
+                for p in c.get("ports") or ()
+                if p.get("hostPort")
+            ),
+            node_affinity=_node_affinity(affinity.get("nodeAffinity") or {}),
+            anti_affinity=tuple(anti),
+            spread=tuple(spread),
+            unmodelled=tuple(unmodelled),
+        ),
+    )
+
+
+def _node_affinity(raw: RawObject) -> tuple[NodeSelectorTerm, ...] | None:
+    required = raw.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if not required:
+        return None
+    return tuple(
+        NodeSelectorTerm(
+            requirements=tuple(
+                NodeRequirement(
+                    key=e.get("key", ""), operator=e.get("operator", ""), values=tuple(e.get("values") or ())
+                )
+                for e in term.get("matchExpressions") or ()
+            )
+            + tuple(
+                NodeRequirement(
+                    key=e.get("key", ""),
+                    operator=e.get("operator", ""),
+                    values=tuple(e.get("values") or ()),
+                    field=True,
+                )
+                for e in term.get("matchFields") or ()
+            )
+        )
+        for term in required.get("nodeSelectorTerms") or ()
+    )
+
+
+def _affinity_term(raw: RawObject, namespace: str) -> tuple[AffinityTerm | None, str]:
+    key = raw.get("topologyKey", "")
+    if key not in SUPPORTED_TOPOLOGY_KEYS:
+        return None, f"pod anti-affinity on {key or 'no topology key'}"
+    if raw.get("namespaceSelector") is not None:
+        return None, "pod anti-affinity with a namespace selector"
+    if raw.get("matchLabelKeys") or raw.get("mismatchLabelKeys"):
+        return None, "pod anti-affinity with matchLabelKeys"
+    namespaces = frozenset(raw.get("namespaces") or (namespace,))
+    return AffinityTerm(LabelSelector.from_raw(raw.get("labelSelector")), namespaces, key), ""
+
+
+def _spread_constraint(raw: RawObject, labels: Mapping[str, str]) -> tuple[SpreadConstraint | None, str]:
+    if raw.get("whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule":
+        return None, ""  # ScheduleAnyway is a preference
+    key = raw.get("topologyKey", "")
+    if key not in SUPPORTED_TOPOLOGY_KEYS:
+        return None, f"topology spread on {key or 'no topology key'}"
+    if raw.get("nodeAffinityPolicy", "Honor") != "Honor" or raw.get("nodeTaintsPolicy", "Ignore") != "Ignore":
+        return None, "topology spread with non-default node policies"
+    selector = LabelSelector.from_raw(raw.get("labelSelector"))
+    extra = {k: labels[k] for k in raw.get("matchLabelKeys") or () if k in labels}
+    if extra:
+        selector = LabelSelector(
+            match_labels={**selector.match_labels, **extra}, match_expressions=selector.match_expressions
+        )
+    if raw.get("labelSelector") is None:
+        # No selector matches no pods: the constraint counts nothing and never blocks.
+        return None, ""
+    return SpreadConstraint(
+        max_skew=int(raw.get("maxSkew", 1)),
+        topology_key=key,
+        selector=selector,
+        min_domains=int(raw.get("minDomains") or 1),
+    ), ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +433,11 @@ class NodeInfo:
     deletion_timestamp: datetime | None = None
     volumes_attached: int = 0
     """Entries of status.volumesAttached: volumes still attached to the node's machine."""
+    allocatable: Mapping[str, int] = field(default_factory=dict)
+    """Every resource of status.allocatable (`parse_resources`): cpu in millicores, memory in bytes, pods
+    as a count, extended resources as integers. The scheduler model reads it."""
+    capacity: Mapping[str, int] = field(default_factory=dict)
+    """status.capacity the same way: scale-up advice computes a new node's waste on it."""
 
     @property
     def is_unreachable(self) -> bool:
@@ -230,7 +457,7 @@ class NodeInfo:
         for cond in status.get("conditions") or ():
             if cond.get("type") == "Ready":
                 ready, reason = cond.get("status", "Unknown"), cond.get("reason", "")
-        allocatable = status.get("allocatable") or {}
+        allocatable = parse_resources(status.get("allocatable") or {})
         return cls(
             name=meta.get("name", ""),
             uid=meta.get("uid", ""),
@@ -243,11 +470,13 @@ class NodeInfo:
             unschedulable=bool(spec.get("unschedulable")),
             ready=ready,
             ready_reason=reason,
-            cpu_allocatable_milli=parse_cpu_milli(allocatable.get("cpu")),
-            memory_allocatable_bytes=parse_quantity(allocatable.get("memory")),
+            cpu_allocatable_milli=allocatable.get("cpu", 0),
+            memory_allocatable_bytes=allocatable.get("memory", 0),
             created_at=parse_time(meta.get("creationTimestamp")),
             deletion_timestamp=parse_time(meta.get("deletionTimestamp")),
             volumes_attached=len(status.get("volumesAttached") or ()),
+            allocatable=allocatable,
+            capacity=parse_resources(status.get("capacity") or {}),
         )
 
 

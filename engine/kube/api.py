@@ -18,7 +18,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
-from engine.domain.model import CordonResult, NodeInfo, PdbInfo, PodInfo, RawObject
+from engine.domain.model import CordonResult, NodeInfo, PdbInfo, PodInfo
 
 
 class KubeApi(Protocol):
@@ -110,17 +110,16 @@ class ServerDryRunApi(Protocol):
 
 @runtime_checkable
 class SchedulingApi(Protocol):
-    """Whole objects as the API server returns them, for the scheduler model (engine.planning.placement).
+    """Pods as the scheduler model (engine.planning.placement) reads them: every pod's
+    `PodInfo.scheduling` projected from the API server's whole object (nodes come from `list_nodes`).
 
     Only the real client implements it: the in-memory cluster keeps no scheduling fields, so
     consolidation and scale-up advice refuse it rather than plan on a partial picture.
     """
 
-    def list_nodes_json(self) -> list[RawObject]: ...
+    def list_bound_pods(self) -> list[PodInfo]: ...
 
-    def list_bound_pods_json(self) -> list[RawObject]: ...
-
-    def list_unbound_pods_json(self) -> list[RawObject]: ...
+    def list_unbound_pods(self) -> list[PodInfo]: ...
 
     def list_deployment_names(self) -> list[tuple[str, str]]: ...
 

@@ -249,21 +249,17 @@ class KubeClient:
         )
         return PodWatch(response, keep)
 
-    def list_nodes_json(self) -> list[RawObject]:
-        """Every node as the API returns it: the scheduling model reads fields NodeInfo leaves out."""
-        return self.list_raw("nodes", self._core.list_node, _as_is)
+    def list_bound_pods(self) -> list[PodInfo]:
+        """Every pod bound to a node, with what the scheduler reads (affinity, tolerations, ports)."""
+        return self._pods_where("spec.nodeName!=")
 
-    def list_bound_pods_json(self) -> list[RawObject]:
-        """Every pod bound to a node, whole (affinity, tolerations, ports: what the scheduler reads)."""
-        return self.list_raw(
-            "pods", self._core.list_pod_for_all_namespaces, _as_is, field_selector="spec.nodeName!="
-        )
+    def list_unbound_pods(self) -> list[PodInfo]:
+        """Every pod bound to no node yet: the pending pods scale-up advice is about."""
+        return self._pods_where("spec.nodeName=")
 
-    def list_unbound_pods_json(self) -> list[RawObject]:
-        """Every pod bound to no node yet, whole: the pending pods scale-up advice is about."""
-        return self.list_raw(
-            "pods", self._core.list_pod_for_all_namespaces, _as_is, field_selector="spec.nodeName="
-        )
+    def _pods_where(self, field_selector: str) -> list[PodInfo]:
+        call = self._core.list_pod_for_all_namespaces
+        return self._list_pages("pods", call, _same, decode=_pod_page, field_selector=field_selector)[0]
 
     def list_deployment_names(self) -> list[tuple[str, str]]:
         """(namespace, name) of every Deployment: enough to tell which autoscalers run here."""

@@ -18,7 +18,7 @@ passed on to the same parsers `from_raw` uses instead of failing the whole page.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,15 +30,19 @@ from engine.domain.model import (
     OwnerRef,
     PodInfo,
     RawObject,
-    parse_cpu_milli,
-    parse_quantity,
+    SchedulingFields,
     parse_time,
+    scheduling_fields,
     unscheduled_reason,
 )
 
 
 class _Base(msgspec.Struct, omit_defaults=True):
     pass
+
+
+_ABSENT = msgspec.Raw(b"")
+"""A missing key kept as bytes: reads as None, as a JSON null does."""
 
 
 class _OwnerReference(_Base):
@@ -62,33 +66,33 @@ class _ObjectMeta(_Base):
     resourceVersion: Any = None
 
 
-class _Requests(_Base):
-    cpu: Any = None
-    memory: Any = None
-
-
-class _Resources(_Base):
-    requests: _Requests | None = None
-
-
-class _Container(_Base):
-    resources: _Resources | None = None
-
-
 class _Volume(_Base):
     # Presence is what counts ("emptyDir": {} is the common form), so the value is kept as is; the
-    # name, hostPath and emptyDir's medium are what cluster-autoscaler's local-storage rule reads.
+    # name, hostPath and emptyDir's medium are what cluster-autoscaler's local-storage rule reads,
+    # a claim (persistentVolumeClaim, ephemeral) what the scheduler model cannot place.
     name: Any = msgspec.UNSET
     emptyDir: Any = msgspec.UNSET
     hostPath: Any = msgspec.UNSET
+    persistentVolumeClaim: Any = msgspec.UNSET
+    ephemeral: Any = msgspec.UNSET
 
 
 class _PodSpec(_Base):
     nodeName: Any = None
-    containers: list[_Container] | None = None
     volumes: list[_Volume] | None = None
     priorityClassName: Any = None
     terminationGracePeriodSeconds: Any = None
+    # Containers and scheduling rules, the same for every replica of a workload: kept as bytes and
+    # read once per distinct value of a page, by the code PodInfo.from_raw reads them with
+    # (`scheduling_fields`).
+    containers: msgspec.Raw = _ABSENT
+    initContainers: msgspec.Raw = _ABSENT
+    nodeSelector: msgspec.Raw = _ABSENT
+    tolerations: msgspec.Raw = _ABSENT
+    affinity: msgspec.Raw = _ABSENT
+    topologySpreadConstraints: msgspec.Raw = _ABSENT
+    overhead: msgspec.Raw = _ABSENT
+    resourceClaims: msgspec.Raw = _ABSENT
 
 
 class _PodCondition(_Base):
@@ -177,16 +181,16 @@ def decode_watch_event(line: bytes) -> tuple[str, PodInfo | None, RawObject]:
 class _Builder:
     """Builds PodInfo from decoded Structs, as `PodInfo.from_raw` does from dicts.
 
-    The pods of one page repeat the same few quantities and timestamps ("100m", "64Mi", the
-    creation second of a rollout): each distinct string is parsed once per page.
+    The pods of one page repeat the same few quantities, timestamps and scheduling fields ("100m",
+    "64Mi", the creation second of a rollout, a Deployment's tolerations and selectors): each
+    distinct value is parsed once per page.
     """
 
-    __slots__ = ("_cpu", "_memory", "_times")
+    __slots__ = ("_scheduling", "_times")
 
     def __init__(self) -> None:
-        self._cpu: dict[Any, int] = {}
-        self._memory: dict[Any, int] = {}
         self._times: dict[Any, Any] = {}
+        self._scheduling: dict[Any, SchedulingFields] = {}
 
     def pod_info(self, pod: _Pod) -> PodInfo:
         meta = pod.metadata or _NO_META
@@ -202,21 +206,18 @@ class _Builder:
                     api_version=_or_empty(ref.apiVersion),
                 )
                 break
-        cpu = memory = 0
-        for container in spec.containers or ():
-            requests = container.resources.requests if container.resources is not None else None
-            if requests is not None:
-                cpu += _once(self._cpu, parse_cpu_milli, requests.cpu)
-                memory += _once(self._memory, parse_quantity, requests.memory)
         grace = spec.terminationGracePeriodSeconds
         volumes = spec.volumes or ()
+        namespace = _or_empty(meta.namespace)
+        labels = meta.labels or {}
+        cpu, memory, scheduling = self._scheduling_of(spec, namespace, labels, volumes)
         return PodInfo(
-            namespace=_or_empty(meta.namespace),
+            namespace=namespace,
             name=_or_empty(meta.name),
             uid=_or_empty(meta.uid),
             node_name=spec.nodeName or "",
             phase=status.phase or "Pending",
-            labels=meta.labels or {},
+            labels=labels,
             annotations=meta.annotations or {},
             controller=controller,
             has_empty_dir=any(v.emptyDir is not msgspec.UNSET for v in volumes),
@@ -236,7 +237,64 @@ class _Builder:
                 if v.hostPath is not msgspec.UNSET
                 or (v.emptyDir is not msgspec.UNSET and (v.emptyDir or {}).get("medium") != "Memory")
             ),
+            scheduling=scheduling,
         )
+
+    def _scheduling_of(
+        self, spec: _PodSpec, namespace: str, labels: Any, volumes: Sequence[_Volume]
+    ) -> SchedulingFields:
+        """`scheduling_fields`, once per distinct value of the fields it reads on this page."""
+        zoned = (
+            tuple(
+                "" if v.name is msgspec.UNSET else v.name
+                for v in volumes
+                if v.persistentVolumeClaim or v.ephemeral
+            )
+            if volumes
+            else ()
+        )
+        # bytes() of a kept value costs more than the rest of the key: absent ones (most) are skipped.
+        affinity = b"" if spec.affinity is _ABSENT else bytes(spec.affinity)
+        spread = b"" if spec.topologySpreadConstraints is _ABSENT else bytes(spec.topologySpreadConstraints)
+        key = (
+            b"" if spec.containers is _ABSENT else bytes(spec.containers),
+            b"" if spec.initContainers is _ABSENT else bytes(spec.initContainers),
+            b"" if spec.overhead is _ABSENT else bytes(spec.overhead),
+            b"" if spec.nodeSelector is _ABSENT else bytes(spec.nodeSelector),
+            b"" if spec.tolerations is _ABSENT else bytes(spec.tolerations),
+            affinity,
+            spread,
+            b"" if spec.resourceClaims is _ABSENT else bytes(spec.resourceClaims),
+            zoned,
+            # An anti-affinity term without namespaces means the pod's own namespace.
+            namespace if affinity else "",
+            # matchLabelKeys copy the pod's own labels into a spread constraint's selector.
+            tuple(sorted(labels.items())) if spread and b"matchLabelKeys" in spread else (),
+        )
+        try:
+            return self._scheduling[key]
+        except KeyError:
+            fields = self._scheduling[key] = scheduling_fields(
+                {
+                    "containers": _json(spec.containers),
+                    "initContainers": _json(spec.initContainers),
+                    "overhead": _json(spec.overhead),
+                    "nodeSelector": _json(spec.nodeSelector),
+                    "tolerations": _json(spec.tolerations),
+                    "affinity": _json(spec.affinity),
+                    "topologySpreadConstraints": _json(spec.topologySpreadConstraints),
+                    "resourceClaims": _json(spec.resourceClaims),
+                },
+                namespace=namespace,
+                labels=labels,
+                zoned_volumes=zoned,
+            )
+            return fields
+
+
+def _json(raw: msgspec.Raw) -> Any:
+    """A kept JSON value as builtins; None when absent (as `raw.get(key)` reads a missing key)."""
+    return msgspec.json.decode(raw) if raw else None
 
 
 _NO_META = _ObjectMeta()

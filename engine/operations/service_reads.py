@@ -195,8 +195,8 @@ class Reads(OperationsBase):
         handle = self._handle(cluster)
         api = _scheduling_api(handle, "scale-up advice")
         pools = handle.pools.list_pools()
-        nodes, bound = api.list_nodes_json(), api.list_bound_pods_json()
-        snap = consolidation.snapshot_from_raw(pools, nodes, bound)
+        nodes, bound = handle.api.list_nodes(), api.list_bound_pods()
+        snap = consolidation.snapshot(pools, nodes, bound)
         pol = self.policies[cluster].consolidation
         plan = consolidation.plan_consolidation(
             snap.nodes,
@@ -210,7 +210,7 @@ class Reads(OperationsBase):
         )
         return Advice(
             cluster=cluster,
-            scale_up=advice.advise_from_raw(pools, nodes, bound, api.list_unbound_pods_json()),
+            scale_up=advice.advise(pools, nodes, bound, api.list_unbound_pods()),
             underused=consolidation.underused(snap, plan, now=self.clock.now(), rules=pol.rules),
             threshold=pol.rules.utilization_threshold,
         )
@@ -226,7 +226,7 @@ class Reads(OperationsBase):
         api = _scheduling_api(handle, "consolidation")
         # Pool membership comes from the pool provider (labels or Cluster API), not from one label.
         pools = handle.pools.list_pools()
-        snap = consolidation.snapshot_from_raw(pools, api.list_nodes_json(), api.list_bound_pods_json())
+        snap = consolidation.snapshot(pools, handle.api.list_nodes(), api.list_bound_pods())
         return consolidation.plan_consolidation(
             snap.nodes,
             snap.pods,
@@ -244,11 +244,8 @@ class Reads(OperationsBase):
         self._allow_read(cluster, by=by, groups=groups, what="advise")
         handle = self._handle(cluster)
         api = _scheduling_api(handle, "scale-up advice")
-        return advice.advise_from_raw(
-            handle.pools.list_pools(),
-            api.list_nodes_json(),
-            api.list_bound_pods_json(),
-            api.list_unbound_pods_json(),
+        return advice.advise(
+            handle.pools.list_pools(), handle.api.list_nodes(), api.list_bound_pods(), api.list_unbound_pods()
         )
 
 
@@ -271,7 +268,5 @@ def _pod_listing(api: KubeApi) -> PodListing:
 def scheduling_snapshot(handle: ClusterHandle) -> consolidation.SchedulingSnapshot:
     """Nodes (with their pool, from the pool provider) and bound pods, whole, as the scheduler sees them."""
     api = _scheduling_api(handle, "consolidation")
-    snap = consolidation.snapshot_from_raw(
-        handle.pools.list_pools(), api.list_nodes_json(), api.list_bound_pods_json()
-    )
+    snap = consolidation.snapshot(handle.pools.list_pools(), handle.api.list_nodes(), api.list_bound_pods())
     return replace(snap, autoscalers=consolidation.other_consolidators(api.list_deployment_names()))

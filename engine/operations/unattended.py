@@ -37,7 +37,7 @@ from datetime import datetime
 from typing import Protocol
 
 from engine.domain.clock import Clock
-from engine.domain.model import DRAINING_TAINT_KEY, NodeInfo, RawObject
+from engine.domain.model import DRAINING_TAINT_KEY, NodeInfo
 from engine.domain.operation import OperationRequest, OpKind, Outcome, Target
 from engine.domain.settings import ConsolidationPolicy
 from engine.drain import passes as drain
@@ -121,11 +121,9 @@ class EmptyNodeCleaner:
             return None
         now = self.clock.now()
         pools = self.handle.pools.list_pools()
-        raw_nodes = api.list_nodes_json()
-        interrupted = self._interrupted(raw_nodes)
-        snap = consolidation.snapshot_from_raw(
-            pools, as_uncordoned(raw_nodes, interrupted), api.list_bound_pods_json()
-        )
+        nodes = api.list_nodes()
+        interrupted = self._interrupted(nodes)
+        snap = consolidation.snapshot(pools, as_uncordoned(nodes, interrupted), api.list_bound_pods())
         empty = consolidation.empty_nodes(snap, pools=pools, now=now, settings=self.policy.planning)
         self.since = consolidation.track_since(self.since, empty, now)
         for node in interrupted:
@@ -177,10 +175,10 @@ class EmptyNodeCleaner:
         self.report(result)
         return result
 
-    def _interrupted(self, raw_nodes: Sequence[RawObject]) -> tuple[str, ...]:
+    def _interrupted(self, nodes: Sequence[NodeInfo]) -> tuple[str, ...]:
         """Nodes an interrupted batch of ours cordoned: our taint, and our lock on the node."""
         ours = []
-        for node in map(NodeInfo.from_raw, raw_nodes):
+        for node in nodes:
             key = f"node:{self.handle.name}/{node.name}"
             tainted = any(t.key == DRAINING_TAINT_KEY for t in node.taints)
             if tainted and self.store.lock_holder([key]) == (key, self.owner):
@@ -215,21 +213,17 @@ class EmptyNodeCleaner:
         return CleanupReport(cluster=self.handle.name, removed=tuple(removed), given_back=tuple(busy))
 
 
-def as_uncordoned(raw_nodes: Sequence[RawObject], names: Collection[str]) -> list[RawObject]:
+def as_uncordoned(nodes: Sequence[NodeInfo], names: Collection[str]) -> list[NodeInfo]:
     """The listing with `names` shown as they were before our cordon (no unschedulable, no taint
     of ours), so the usual rules judge whether they are still empty and eligible."""
-    if not names:
-        return list(raw_nodes)
-    shown: list[RawObject] = []
-    for raw in raw_nodes:
-        if (raw.get("metadata") or {}).get("name") not in names:
-            shown.append(raw)
-            continue
-        spec = dict(raw.get("spec") or {})
-        spec.pop("unschedulable", None)
-        spec["taints"] = [t for t in spec.get("taints") or () if t.get("key") != DRAINING_TAINT_KEY]
-        shown.append({**raw, "spec": spec})
-    return shown
+    return [
+        replace(
+            node, unschedulable=False, taints=tuple(t for t in node.taints if t.key != DRAINING_TAINT_KEY)
+        )
+        if node.name in names
+        else node
+        for node in nodes
+    ]
 
 
 class Evictor:

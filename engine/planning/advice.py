@@ -17,11 +17,11 @@ Each option renders cluster-autoscaler's own log line: "Expanding Node Group web
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from engine.domain.model import DRAINING_TAINT_KEY, RawObject
+from engine.domain.model import DRAINING_TAINT_KEY, NodeInfo, PodInfo
 from engine.planning import placement
 from engine.pools.base import Pool
 from engine.pools.victims import AUTOSCALER_TAINTS
@@ -32,13 +32,13 @@ CPU, MEMORY = placement.CPU, placement.MEMORY
 @dataclass(frozen=True, slots=True)
 class PoolTemplate:
     pool: str
-    node: placement.SimNode
+    node: NodeInfo
     """What a new node of the pool looks like (allocatable, labels, taints)."""
     capacity: dict[str, int]
     """Capacity of such a node (cpu in millicores, memory in bytes): waste is computed on it."""
     size: int
     max_size: int | None = None
-    daemonsets: tuple[placement.SimPod, ...] = ()
+    daemonsets: tuple[PodInfo, ...] = ()
     """Pods every new node runs as well (DaemonSets that select it): they use room, not waste it."""
 
 
@@ -115,55 +115,46 @@ class ScaleUpAdvice:
         return "\n".join(lines)
 
 
-def is_unschedulable(raw: Mapping[str, Any]) -> bool:
+def is_unschedulable(pod: PodInfo) -> bool:
     """A pending pod the scheduler gave up on for now (PodScheduled=False, reason Unschedulable)."""
-    if (raw.get("spec") or {}).get("nodeName"):
-        return False
-    return any(
-        c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
-        for c in (raw.get("status") or {}).get("conditions") or ()
-    )
+    reason = pod.unscheduled_reason
+    return not pod.node_name and (reason == "Unschedulable" or reason.startswith("Unschedulable: "))
 
 
-def template_from_raw(
+def template_of(
     pool: str,
-    node: Mapping[str, Any],
+    node: NodeInfo,
     *,
     size: int,
     max_size: int | None,
-    daemonsets: Sequence[placement.SimPod] = (),
+    daemonsets: Sequence[PodInfo] = (),
 ) -> PoolTemplate:
     """A pool's new node modelled on one of its nodes (capacity from status.capacity, else allocatable)."""
-    status = node.get("status") or {}
-    sim = placement.node_from_raw(node)
     # Taints that describe this node's state, not the pool's: a new node would not have them.
-    sim = replace(sim, taints=tuple(t for t in sim.taints if not _state_taint(t.key)))
-    capacity = placement.node_from_raw({"status": {"allocatable": status.get("capacity") or {}}}).allocatable
+    model = replace(node, taints=tuple(t for t in node.taints if not _state_taint(t.key)))
     return PoolTemplate(
         pool=pool,
-        node=sim,
-        capacity={r: capacity.get(r) or sim.allocatable.get(r, 0) for r in (CPU, MEMORY)},
+        node=model,
+        capacity={r: node.capacity.get(r) or node.allocatable.get(r, 0) for r in (CPU, MEMORY)},
         size=size,
         max_size=max_size,
         daemonsets=tuple(daemonsets),
     )
 
 
-def advise_from_raw(
+def advise(
     pools: Sequence[Pool],
-    nodes: Sequence[RawObject],
-    bound_pods: Sequence[RawObject],
-    unbound_pods: Sequence[RawObject],
+    nodes: Sequence[NodeInfo],
+    bound_pods: Sequence[PodInfo],
+    unbound_pods: Sequence[PodInfo],
 ) -> ScaleUpAdvice:
     """Advice from one listing: each pool's template modelled on one of its nodes (and the DaemonSet
     pods that node runs), for the pods the scheduler reported Unschedulable."""
-    by_name = {(raw.get("metadata") or {}).get("name", ""): raw for raw in nodes}
-    daemonset_pods: dict[str, list[placement.SimPod]] = {}
-    for raw in bound_pods:
-        owners = (raw.get("metadata") or {}).get("ownerReferences") or ()
-        if any(o.get("kind") == "DaemonSet" and o.get("controller") for o in owners):
-            pod = placement.pod_from_raw(raw)
-            daemonset_pods.setdefault(pod.node, []).append(pod)
+    by_name = {node.name: node for node in nodes}
+    daemonset_pods: dict[str, list[PodInfo]] = {}
+    for pod in bound_pods:
+        if pod.controller is not None and pod.controller.kind == "DaemonSet":
+            daemonset_pods.setdefault(pod.node_name, []).append(pod)
     templates, notes = [], []
     for pool in pools:
         model = next((n for n in pool.nodes if n in by_name), None)
@@ -171,7 +162,7 @@ def advise_from_raw(
             notes.append(f"pool {pool.name} has no node to model a new one on (it is at zero)")
             continue
         templates.append(
-            template_from_raw(
+            template_of(
                 pool.name,
                 by_name[model],
                 size=pool.desired,
@@ -179,12 +170,12 @@ def advise_from_raw(
                 daemonsets=daemonset_pods.get(model, ()),
             )
         )
-    pending = [placement.pod_from_raw(raw) for raw in unbound_pods if is_unschedulable(raw)]
+    pending = [pod for pod in unbound_pods if is_unschedulable(pod)]
     return advise_scale_up(pending, templates, notes=notes)
 
 
 def advise_scale_up(
-    pending: Sequence[placement.SimPod], templates: Sequence[PoolTemplate], *, notes: Sequence[str] = ()
+    pending: Sequence[PodInfo], templates: Sequence[PoolTemplate], *, notes: Sequence[str] = ()
 ) -> ScaleUpAdvice:
     options: list[ExpansionOption] = []
     why_not: dict[str, str] = {}
@@ -201,18 +192,21 @@ def advise_scale_up(
 
 
 def _estimate(
-    pending: Sequence[placement.SimPod], template: PoolTemplate
+    pending: Sequence[PodInfo], template: PoolTemplate
 ) -> tuple[ExpansionOption | None, dict[str, str]]:
     """Pack the pending pods onto new nodes of one pool: the binpacking estimate."""
     room = None if template.max_size is None else max(0, template.max_size - template.size)
-    new_nodes: list[placement.SimNode] = []
-    residents: list[placement.SimPod] = []
-    placed: list[placement.SimPod] = []
+    new_nodes: list[NodeInfo] = []
+    residents: list[PodInfo] = []
+    placed: list[PodInfo] = []
     rejected: dict[str, str] = {}
     limited = False
-    for pod in sorted(pending, key=lambda p: (-p.requests.get(CPU, 0), -p.requests.get(MEMORY, 0), p.key)):
-        if pod.unsupported:
-            rejected[pod.key] = "not modelled: " + "; ".join(pod.unsupported)
+    for pod in sorted(
+        pending,
+        key=lambda p: (-p.scheduling.requests.get(CPU, 0), -p.scheduling.requests.get(MEMORY, 0), p.key),
+    ):
+        if pod.scheduling.unmodelled:
+            rejected[pod.key] = "not modelled: " + "; ".join(pod.scheduling.unmodelled)
             continue
         result = placement.place(new_nodes, residents, [pod])
         if not result.fits:
@@ -230,7 +224,7 @@ def _estimate(
             new_nodes.append(fresh)
             residents.extend(_daemonsets_on(template, fresh))
             result = trial
-        residents.append(replace(pod, node=result.assignments[pod.key]))
+        residents.append(replace(pod, node_name=result.assignments[pod.key]))
         placed.append(pod)
     if not placed:
         return None, rejected
@@ -240,9 +234,12 @@ def _estimate(
             pool=template.pool,
             nodes=n,
             pods=tuple(sorted(p.key for p in placed)),
-            wasted_cpu=_waste(template.capacity.get(CPU, 0) * n, sum(p.requests.get(CPU, 0) for p in placed)),
+            wasted_cpu=_waste(
+                template.capacity.get(CPU, 0) * n, sum(p.scheduling.requests.get(CPU, 0) for p in placed)
+            ),
             wasted_memory=_waste(
-                template.capacity.get(MEMORY, 0) * n, sum(p.requests.get(MEMORY, 0) for p in placed)
+                template.capacity.get(MEMORY, 0) * n,
+                sum(p.scheduling.requests.get(MEMORY, 0) for p in placed),
             ),
             limited_by_max=limited,
             size=template.size,
@@ -251,14 +248,14 @@ def _estimate(
     )
 
 
-def _new_node(template: PoolTemplate, index: int) -> placement.SimNode:
+def _new_node(template: PoolTemplate, index: int) -> NodeInfo:
     name = f"{template.pool}-new-{index}"
     labels = {**template.node.labels, placement.HOSTNAME_KEY: name}
     return replace(template.node, name=name, labels=labels, unschedulable=False)
 
 
-def _daemonsets_on(template: PoolTemplate, node: placement.SimNode) -> list[placement.SimPod]:
-    return [replace(ds, name=f"{ds.name}-{node.name}", node=node.name) for ds in template.daemonsets]
+def _daemonsets_on(template: PoolTemplate, node: NodeInfo) -> list[PodInfo]:
+    return [replace(ds, name=f"{ds.name}-{node.name}", node_name=node.name) for ds in template.daemonsets]
 
 
 # cluster-autoscaler sanitises its node templates the same way (utils/taints): node conditions, cordons

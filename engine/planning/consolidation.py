@@ -53,17 +53,10 @@ LONG_TERMINATING_EXTRA = timedelta(seconds=30)
 
 @dataclass(frozen=True, slots=True)
 class NodeView:
-    """A node as both the drain rules (NodeInfo) and the scheduler model (SimNode) see it."""
+    """A node with the pool it belongs to (membership from the pool provider, not one label)."""
 
     info: NodeInfo
-    sim: placement.SimNode
     pool: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class PodView:
-    info: PodInfo
-    sim: placement.SimPod
 
 
 # Deployments whose name says another tool already consolidates this cluster. Matched on the names their
@@ -86,25 +79,14 @@ def other_consolidators(deployments: Sequence[tuple[str, str]]) -> tuple[str, ..
     return tuple(notes)
 
 
-def snapshot_from_raw(
-    pools: Sequence[Pool], nodes: Sequence[Mapping[str, Any]], bound_pods: Sequence[Mapping[str, Any]]
+def snapshot(
+    pools: Sequence[Pool], nodes: Sequence[NodeInfo], bound_pods: Sequence[PodInfo]
 ) -> SchedulingSnapshot:
     """Nodes with their pool (membership from the pool provider, not one label) and bound pods."""
     pool_of = {node: pool.name for pool in pools for node in pool.nodes}
     return SchedulingSnapshot(
-        nodes=tuple(
-            node_view(raw, pool=pool_of.get((raw.get("metadata") or {}).get("name", ""))) for raw in nodes
-        ),
-        pods=tuple(pod_view(raw) for raw in bound_pods),
+        nodes=tuple(NodeView(node, pool=pool_of.get(node.name)) for node in nodes), pods=tuple(bound_pods)
     )
-
-
-def node_view(raw: Mapping[str, Any], *, pool: str | None) -> NodeView:
-    return NodeView(info=NodeInfo.from_raw(raw), sim=placement.node_from_raw(raw), pool=pool)
-
-
-def pod_view(raw: Mapping[str, Any]) -> PodView:
-    return PodView(info=PodInfo.from_raw(raw), sim=placement.pod_from_raw(raw))
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +94,7 @@ class SchedulingSnapshot:
     """The cluster as the scheduler model sees it, taken once: nodes (with their pool) and bound pods."""
 
     nodes: tuple[NodeView, ...]
-    pods: tuple[PodView, ...]
+    pods: tuple[PodInfo, ...]
     autoscalers: tuple[str, ...] = ()
     """Notes naming the other consolidators that run here (`other_consolidators`)."""
 
@@ -165,7 +147,7 @@ class ConsolidationPlan:
 
 def plan_consolidation(
     nodes: Sequence[NodeView],
-    pods: Sequence[PodView],
+    pods: Sequence[PodInfo],
     pdbs: Sequence[PdbInfo],
     *,
     pool_minimums: Mapping[str, int],
@@ -189,7 +171,7 @@ def plan_consolidation(
     }
 
     kept: list[NodeKept] = []
-    candidates: list[tuple[NodeView, list[PodView]]] = []
+    candidates: list[tuple[NodeView, list[PodInfo]]] = []
     for node in nodes:
         residents = on_node[node.info.name]
         reason = (
@@ -197,7 +179,7 @@ def plan_consolidation(
             or _ineligible(node, now, settings)
             or _utilisation_reason(utilisation(node, residents, settings.rules, now), settings.rules)
         )
-        movable: list[PodView] = []
+        movable: list[PodInfo] = []
         if not reason:
             reason, movable = _movable_pods(residents, ctx, index, settings.rules)
         if reason:
@@ -205,14 +187,18 @@ def plan_consolidation(
         else:
             candidates.append((node, movable))
     candidates.sort(
-        key=lambda c: (len(c[1]), sum(p.sim.requests.get(placement.CPU, 0) for p in c[1]), c[0].info.name)
+        key=lambda c: (
+            len(c[1]),
+            sum(p.scheduling.requests.get(placement.CPU, 0) for p in c[1]),
+            c[0].info.name,
+        )
     )
 
     # A node that takes pods moved off an earlier candidate stays: removing it too would evict those
     # pods a second time (cluster-autoscaler keeps such destinations as well).
     receives: dict[str, str] = {}
     # The cluster as the plan goes: removed nodes dropped, moved pods on their new node.
-    simulation = placement.Simulation([n.sim for n in nodes], (p.sim for p in pods if not p.info.is_finished))
+    simulation = placement.Simulation([n.info for n in nodes], (p for p in pods if not p.is_finished))
     removals: list[NodeRemoval] = []
     for node, movable in candidates:
         name = node.info.name
@@ -226,7 +212,7 @@ def plan_consolidation(
         if node.pool is not None and minimum is not None and pool_left[node.pool] - 1 < minimum:
             kept.append(NodeKept(name, node.pool, f"pool {node.pool} is at its minimum size ({minimum})"))
             continue
-        result = simulation.place([p.sim for p in movable], exclude=(name,), all_or_nothing=True)
+        result = simulation.place(movable, exclude=(name,), all_or_nothing=True)
         if not result.fits:
             stuck, why = next(iter(result.unplaced.items()))
             kept.append(NodeKept(name, node.pool, f"{stuck} fits on no other node: {why}"))
@@ -242,12 +228,12 @@ def plan_consolidation(
     )
 
 
-def _live_pods_by_node(nodes: Sequence[NodeView], pods: Sequence[PodView]) -> dict[str, list[PodView]]:
+def _live_pods_by_node(nodes: Sequence[NodeView], pods: Sequence[PodInfo]) -> dict[str, list[PodInfo]]:
     """Each node's pods that still hold resources (finished pods do not)."""
-    on_node: dict[str, list[PodView]] = {n.info.name: [] for n in nodes}
+    on_node: dict[str, list[PodInfo]] = {n.info.name: [] for n in nodes}
     for pod in pods:
-        if pod.info.node_name in on_node and not pod.info.is_finished:
-            on_node[pod.info.node_name].append(pod)
+        if pod.node_name in on_node and not pod.is_finished:
+            on_node[pod.node_name].append(pod)
     return on_node
 
 
@@ -291,29 +277,29 @@ def _ineligible(node: NodeView, now: datetime, settings: ConsolidationSettings) 
 
 
 def _movable_pods(
-    pods: Sequence[PodView], ctx: filters.DrainContext, index: PdbIndex, rules: ScaleDownRules
-) -> tuple[str, list[PodView]]:
+    pods: Sequence[PodInfo], ctx: filters.DrainContext, index: PdbIndex, rules: ScaleDownRules
+) -> tuple[str, list[PodInfo]]:
     """The pods that would have to move, or why the node cannot be emptied now."""
-    movable: list[PodView] = []
+    movable: list[PodInfo] = []
     for pod in pods:
-        verdict = filters.classify(pod.info, ctx)
+        verdict = filters.classify(pod, ctx)
         if verdict.action is filters.Action.BLOCK:
-            return f"{pod.info.key}: {verdict.reason}", []
+            return f"{pod.key}: {verdict.reason}", []
         if verdict.action is filters.Action.WAIT:
-            return f"{pod.info.key}: {verdict.reason or 'would be waited for until it completes'}", []
-        if verdict.action is not filters.Action.EVICT or pod.info.is_terminating:
+            return f"{pod.key}: {verdict.reason or 'would be waited for until it completes'}", []
+        if verdict.action is not filters.Action.EVICT or pod.is_terminating:
             continue
-        budgets = index.for_pod(pod.info)
-        blocker = scale_down_blocker(pod.info, has_budget=bool(budgets), rules=rules, now=ctx.now)
+        budgets = index.for_pod(pod)
+        blocker = scale_down_blocker(pod, has_budget=bool(budgets), rules=rules, now=ctx.now)
         if blocker:
-            return f"{pod.info.key}: {blocker}", []
+            return f"{pod.key}: {blocker}", []
         if len(budgets) > 1:
             return (
-                f"{pod.info.key}: covered by {len(budgets)} PodDisruptionBudgets (evictions are refused)",
+                f"{pod.key}: covered by {len(budgets)} PodDisruptionBudgets (evictions are refused)",
                 [],
             )
         if budgets and budgets[0].disruptions_allowed <= 0:
-            return f"{pod.info.key}: PodDisruptionBudget {budgets[0].key} allows 0 disruptions now", []
+            return f"{pod.key}: PodDisruptionBudget {budgets[0].key} allows 0 disruptions now", []
         movable.append(pod)
     return "", movable
 
@@ -369,9 +355,9 @@ class Utilisation:
     """The node reports no allocatable amount of `resource`: no figure can be computed."""
 
 
-def utilisation(node: NodeView, pods: Sequence[PodView], rules: ScaleDownRules, now: datetime) -> Utilisation:
+def utilisation(node: NodeView, pods: Sequence[PodInfo], rules: ScaleDownRules, now: datetime) -> Utilisation:
     """cluster-autoscaler's utilisation: GPUs alone on a GPU node, else the higher of cpu and memory."""
-    gpu = node.sim.allocatable.get(GPU_RESOURCE, 0) > 0
+    gpu = node.info.allocatable.get(GPU_RESOURCE, 0) > 0
     best: Utilisation | None = None
     for resource in (GPU_RESOURCE,) if gpu else (placement.CPU, placement.MEMORY):
         share = resource_share(node, pods, resource, rules, now)
@@ -385,20 +371,20 @@ def utilisation(node: NodeView, pods: Sequence[PodView], rules: ScaleDownRules, 
 
 
 def resource_share(
-    node: NodeView, pods: Sequence[PodView], resource: str, rules: ScaleDownRules, now: datetime
+    node: NodeView, pods: Sequence[PodInfo], resource: str, rules: ScaleDownRules, now: datetime
 ) -> float | None:
     """Σ requests ÷ allocatable of `resource` over the node's live pods; None when the node reports
     no allocatable amount. DaemonSet and mirror pods count (unless `ignore_daemonsets_utilization`,
     which also takes their requests out of allocatable); pods terminating far past their grace do not."""
-    allocatable = node.sim.allocatable.get(resource, 0)
+    allocatable = node.info.allocatable.get(resource, 0)
     if allocatable <= 0:
         return None
     requested = set_aside = 0
     for pod in pods:
-        amount = pod.sim.requests.get(resource, 0)
-        if rules.ignore_daemonsets_utilization and _is_daemonset_pod(pod.info):
+        amount = pod.scheduling.requests.get(resource, 0)
+        if rules.ignore_daemonsets_utilization and _is_daemonset_pod(pod):
             set_aside += amount
-        elif not _long_terminating(pod.info, now):
+        elif not _long_terminating(pod, now):
             requested += amount
     room = allocatable - set_aside
     return requested / room if room > 0 else float(requested > 0)
@@ -517,15 +503,15 @@ def recheck(
     if view.info.is_cordoned:
         return (), "cordoned since the plan (someone or something else is draining it)"
     ctx = _drain_context(snap.nodes, daemonset_keys, now)
-    live = [p for p in snap.pods if p.info.node_name == node and not p.info.is_finished]
+    live = [p for p in snap.pods if p.node_name == node and not p.is_finished]
     reason, movable = _movable_pods(live, ctx, PdbIndex(pdbs), rules)
     if reason:
         return (), reason
     simulation = placement.Simulation(
-        [n.sim for n in snap.nodes], (p.sim for p in snap.pods if not p.info.is_finished)
+        [n.info for n in snap.nodes], (p for p in snap.pods if not p.is_finished)
     )
     excluded = tuple(sorted({node, *not_destinations} & set(views)))
-    result = simulation.place([p.sim for p in movable], exclude=excluded, all_or_nothing=True)
+    result = simulation.place(movable, exclude=excluded, all_or_nothing=True)
     if not result.fits:
         stuck, why = next(iter(result.unplaced.items()))
         return (), f"{stuck} no longer fits on the nodes that stay: {why}"
@@ -590,7 +576,7 @@ def empty_nodes(
 ) -> tuple[str, ...]:
     """Nodes of a pool that run nothing but DaemonSet/mirror pods and pass the removal rules
     (Ready, not cordoned, not annotated scale-down-disabled, older than the grace period)."""
-    busy = {p.info.node_name for p in snap.pods if not is_empty_node_pod(p.info)}
+    busy = {p.node_name for p in snap.pods if not is_empty_node_pod(p)}
     names = frozenset(p.name for p in pools)
     on_node = _live_pods_by_node(snap.nodes, snap.pods)
     rules = settings.rules

@@ -17,9 +17,9 @@ import tracemalloc
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from engine.domain.model import LabelSelector, PdbInfo
+from engine.domain.model import LabelSelector, NodeInfo, PdbInfo, PodInfo
 from engine.domain.settings import ConsolidationSettings
-from engine.planning.consolidation import node_view, plan_consolidation, pod_view
+from engine.planning.consolidation import NodeView, plan_consolidation
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 OLD = (NOW - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -129,8 +129,11 @@ def measure(nodes: int, pods_per_node: int, rounds: int) -> dict[str, Any]:
     result = None
     for _ in range(rounds):
         t0 = time.perf_counter()
-        views = [node_view(n, pool=n["metadata"]["labels"]["scalebot.io/pool"]) for n in raw_nodes]
-        pods = [pod_view(p) for p in raw_pods]
+        views = [
+            NodeView(NodeInfo.from_raw(n), pool=n["metadata"]["labels"]["scalebot.io/pool"])
+            for n in raw_nodes
+        ]
+        pods = [PodInfo.from_raw(p) for p in raw_pods]
         t1 = time.perf_counter()
         result = plan_consolidation(
             views,
@@ -145,10 +148,12 @@ def measure(nodes: int, pods_per_node: int, rounds: int) -> dict[str, Any]:
         decode.append(t1 - t0)
         planning.append(t2 - t1)
     tracemalloc.start()
-    views = [node_view(n, pool=n["metadata"]["labels"]["scalebot.io/pool"]) for n in raw_nodes]
+    views = [
+        NodeView(NodeInfo.from_raw(n), pool=n["metadata"]["labels"]["scalebot.io/pool"]) for n in raw_nodes
+    ]
     plan_consolidation(
         views,
-        [pod_view(p) for p in raw_pods],
+        [PodInfo.from_raw(p) for p in raw_pods],
         pdbs,
         pool_minimums=pools,
         daemonset_keys=frozenset({"kube-system/agent"}),

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from engine.domain.model import NodeInfo, PodInfo
 from engine.planning import placement
 from localcluster import bodies, objects, rest, waits
 
@@ -167,13 +168,13 @@ def test_every_pod_the_simulator_places_is_bound_by_kube_scheduler(
         body = cluster.pod(f"p{i:02d}")
         # Read as the scheduler sees them now: the node lifecycle controller lifts not-ready taints
         # some moments after a node turns Ready.
-        nodes = [placement.node_from_raw(rest.get(admin_api, rest.node_path(n))) for n in names]
+        nodes = [NodeInfo.from_raw(rest.get(admin_api, rest.node_path(n))) for n in names]
         residents = [
-            placement.pod_from_raw(p)
+            PodInfo.from_raw(p)
             for p in rest.list_items(admin_api, rest.pod_path(namespace))
             if (p.get("spec") or {}).get("nodeName")
         ]
-        wanted = placement.pod_from_raw({**body, "metadata": {**body["metadata"], "namespace": namespace}})
+        wanted = PodInfo.from_raw({**body, "metadata": {**body["metadata"], "namespace": namespace}})
         predicted = placement.place(nodes, residents, [wanted])
         rest.create(admin_api, rest.pod_path(namespace), body)
         decided = waits.wait_until(

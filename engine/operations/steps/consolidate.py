@@ -40,10 +40,7 @@ def step_fit(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult:
     if not reason:
         if not isinstance(h.api, SchedulingApi):
             return StepResult(state=OpState.FAILED, error=f"cluster {h.name} is not a Kubernetes API server")
-        snap = consolidation.SchedulingSnapshot(
-            nodes=tuple(consolidation.node_view(raw, pool=None) for raw in h.api.list_nodes_json()),
-            pods=tuple(consolidation.pod_view(raw) for raw in h.api.list_bound_pods_json()),
-        )
+        snap = consolidation.snapshot((), h.api.list_nodes(), h.api.list_bound_pods())
         moves, reason = consolidation.recheck(
             node,
             snap,

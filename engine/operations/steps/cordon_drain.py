@@ -13,13 +13,13 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any
 
 from engine.domain import force_scope
 from engine.domain.durations import format_duration
+from engine.domain.model import NodeInfo
 from engine.domain.operation import (
     Operation,
     OpKind,
@@ -352,7 +352,7 @@ def _pool_less_refuge(op: Operation, h: ClusterHandle, now: datetime) -> str:
         return ""  # the in-memory cluster has no scheduling fields: nothing to model
     in_pools = {n for p in h.pools.list_pools() for n in (*p.nodes, *p.emptied)}
     leaving = set(drained_nodes(op)) | in_pools
-    refuges = [raw for raw in h.api.list_nodes_json() if _is_refuge(raw, leaving)]
+    refuges = [node for node in h.api.list_nodes() if _is_refuge(node, leaving)]
     if not refuges:
         return ""
     ctx = filters.DrainContext(
@@ -367,9 +367,9 @@ def _pool_less_refuge(op: Operation, h: ClusterHandle, now: datetime) -> str:
     }
     if not remaining:
         return ""
-    bound = [placement.pod_from_raw(raw) for raw in h.api.list_bound_pods_json()]
+    bound = h.api.list_bound_pods()
     fits = placement.place(
-        [placement.node_from_raw(raw) for raw in refuges],
+        refuges,
         [p for p in bound if p.key not in remaining],
         [p for p in bound if p.key in remaining],
     ).assignments
@@ -380,16 +380,14 @@ def _pool_less_refuge(op: Operation, h: ClusterHandle, now: datetime) -> str:
     return f"nodes in no pool could still run {len(fits)} of the remaining Pods ({where}{more})"
 
 
-def _is_refuge(raw: Mapping[str, Any], leaving: set[str]) -> bool:
-    meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
-    if meta.get("name") in leaving or spec.get("unschedulable") or meta.get("deletionTimestamp"):
+def _is_refuge(node: NodeInfo, leaving: set[str]) -> bool:
+    if node.name in leaving or node.unschedulable or node.deletion_timestamp is not None:
         return False
-    if CONTROL_PLANE_KEYS & set(meta.get("labels") or {}):
+    if CONTROL_PLANE_KEYS & set(node.labels):
         return False
-    if any(t.get("key") in CONTROL_PLANE_KEYS for t in spec.get("taints") or ()):
+    if any(t.key in CONTROL_PLANE_KEYS for t in node.taints):
         return False
-    ready = [c for c in status.get("conditions") or () if c.get("type") == "Ready"]
-    return bool(ready) and ready[0].get("status") == "True"
+    return node.ready == "True"
 
 
 def give_back_nodes(ctx: StepContext, op: Operation, h: ClusterHandle, result: StepResult) -> StepResult:

@@ -8,6 +8,7 @@ import orjson
 import pytest
 
 from engine.domain.model import OwnerRef, PodInfo
+from engine.domain.scheduling import PodScheduling
 from engine.kube import projection
 
 FULL_POD: dict[str, Any] = {
@@ -100,7 +101,85 @@ ODD_PODS: list[dict[str, Any]] = [
 ]
 
 
-@pytest.mark.parametrize("pod", [FULL_POD, *ODD_PODS])
+SCHEDULING_POD: dict[str, Any] = {
+    # Every field the scheduler model reads.
+    "metadata": {"name": "db-0", "namespace": "shop", "uid": "u", "labels": {"app": "db", "rev": "3"}},
+    "spec": {
+        "nodeName": "n1",
+        "containers": [
+            {"name": "a", "resources": {"requests": {"cpu": "250m", "nvidia.com/gpu": "1"}},
+             "ports": [{"containerPort": 80, "hostPort": 8080},
+                       {"containerPort": 53, "hostPort": 53, "protocol": "UDP"}]},
+            {"name": "b", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}},
+             "ports": [{"containerPort": 9}]},
+        ],
+        "initContainers": [
+            {"name": "side", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m"}}},
+            {"name": "init", "resources": {"requests": {"cpu": "2"}}},
+        ],
+        "overhead": {"cpu": "10m"},
+        "nodeSelector": {"pool": "db"},
+        "tolerations": [{"key": "k", "operator": "Exists"},
+                        {"key": "d", "value": "x", "effect": "NoSchedule"}],
+        "affinity": {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "gen", "operator": "Gt", "values": ["4"]}],
+                 "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n9"]}]},
+            ]}},
+            "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "rack"}]},
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "db"}}},
+                {"topologyKey": "rack", "labelSelector": {"matchLabels": {"app": "db"}}},
+            ]},
+        },
+        "topologySpreadConstraints": [
+            {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+             "labelSelector": {"matchLabels": {"app": "db"}}, "matchLabelKeys": ["rev"], "minDomains": 2},
+        ],
+        "volumes": [
+            {"name": "data", "persistentVolumeClaim": {"claimName": "data"}},
+            {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}},
+        ],
+        "resourceClaims": [{"name": "gpu"}],
+    },
+}  # fmt: skip
+
+
+def test_the_scheduling_fields_are_read_whole() -> None:
+    (pod,) = projection.decode_pod_page(page(SCHEDULING_POD)).items
+    asks = pod.scheduling
+    # app 250m + 1000m + sidecar 100m = 1350m < init 2000m + sidecar 100m; + 10m overhead.
+    assert asks.requests == {"cpu": 2110, "nvidia.com/gpu": 1, "memory": 1024**3}
+    assert asks.host_ports == (("TCP", 8080), ("UDP", 53))
+    assert asks.node_selector == {"pool": "db"} and len(asks.tolerations) == 2
+    assert asks.node_affinity is not None and len(asks.node_affinity[0].requirements) == 2
+    assert [t.topology_key for t in asks.anti_affinity] == ["kubernetes.io/hostname"]
+    assert asks.anti_affinity[0].namespaces == frozenset({"shop"})
+    assert asks.spread[0].selector.match_labels == {"app": "db", "rev": "3"}
+    assert asks.unmodelled == (
+        "required pod affinity",
+        "pod anti-affinity on rack",
+        "volume data may be bound to a zone",
+        "volume scratch may be bound to a zone",
+        "dynamic resource claims",
+    )
+    # What the drain reads stays the plain sum of the app containers' requests.
+    assert (pod.cpu_request_milli, pod.memory_request_bytes) == (250, 0)
+
+
+def test_replicas_sharing_scheduling_fields_keep_their_own_namespace_and_labels() -> None:
+    other = {
+        **SCHEDULING_POD,
+        "metadata": {"name": "db-1", "namespace": "blog", "labels": {"app": "db", "rev": "4"}},
+    }
+    first, second = projection.decode_pod_page(page(SCHEDULING_POD, other)).items
+    assert second.scheduling.anti_affinity[0].namespaces == frozenset({"blog"})
+    assert second.scheduling.spread[0].selector.match_labels == {"app": "db", "rev": "4"}
+    assert first.scheduling.spread[0].selector.match_labels == {"app": "db", "rev": "3"}
+    assert second == PodInfo.from_raw(other)
+
+
+@pytest.mark.parametrize("pod", [FULL_POD, SCHEDULING_POD, *ODD_PODS])
 def test_typed_decoding_and_from_raw_give_the_same_pod_info(pod: dict[str, Any]) -> None:
     (item,) = projection.decode_pod_page(page(pod)).items
     assert item == PodInfo.from_raw(orjson.loads(orjson.dumps(pod)))
@@ -161,6 +240,7 @@ def test_json_nulls_read_as_missing_keys() -> None:
         termination_grace_seconds=0,
         cpu_request_milli=2000 + 1500,
         memory_request_bytes=1024 + 2**30 + 1000,
+        scheduling=PodScheduling(requests={"cpu": 2000 + 1500, "memory": 1024 + 2**30 + 1000}),
     )
 
 

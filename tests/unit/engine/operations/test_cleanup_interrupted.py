@@ -20,13 +20,13 @@ def _node(name: str) -> dict[str, Any]:
 
 
 def test_only_the_named_nodes_lose_the_cordon_and_only_scalebots_taint() -> None:
-    shown = [NodeInfo.from_raw(raw) for raw in as_uncordoned([_node("ours"), _node("theirs")], {"ours"})]
+    shown = as_uncordoned([NodeInfo.from_raw(_node("ours")), NodeInfo.from_raw(_node("theirs"))], {"ours"})
     ours, theirs = shown
     assert not ours.unschedulable and [t.key for t in ours.taints] == ["dedicated"]
     assert theirs.unschedulable and [t.key for t in theirs.taints] == [DRAINING_TAINT_KEY, "dedicated"]
 
 
 def test_the_listing_itself_is_not_changed() -> None:
-    raw = _node("ours")
-    as_uncordoned([raw], {"ours"})
-    assert raw["spec"] == _node("ours")["spec"]
+    listed = NodeInfo.from_raw(_node("ours"))
+    as_uncordoned([listed], {"ours"})
+    assert listed == NodeInfo.from_raw(_node("ours"))

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from engine.domain.model import Taint
+from engine.domain.model import NodeInfo, PodInfo, Taint
+from engine.domain.scheduling import PodScheduling, Toleration
 from engine.planning.advice import PoolTemplate, advise_scale_up
-from engine.planning.placement import SimNode, SimPod, Toleration
 
 GiB = 1024**3
 
@@ -12,7 +12,7 @@ GiB = 1024**3
 def template(
     pool: str, cpu: int, mem_gib: int, *, size: int = 1, max_size: int | None = None, **kw: object
 ) -> PoolTemplate:
-    node = SimNode(
+    node = NodeInfo(
         name=f"{pool}-0",
         allocatable={"cpu": cpu, "memory": mem_gib * GiB, "pods": 110},
         labels={"pool": pool},
@@ -28,8 +28,9 @@ def template(
     )
 
 
-def pending(name: str, cpu: int, mem_gib: float, **kw: object) -> SimPod:
-    return SimPod(namespace="shop", name=name, requests={"cpu": cpu, "memory": int(mem_gib * GiB)}, **kw)  # type: ignore[arg-type]
+def pending(name: str, cpu: int, mem_gib: float, **kw: object) -> PodInfo:
+    asks = PodScheduling(requests={"cpu": cpu, "memory": int(mem_gib * GiB)}, **kw)  # type: ignore[arg-type]
+    return PodInfo(namespace="shop", name=name, uid=name, scheduling=asks)
 
 
 def test_the_waste_line_matches_cluster_autoscaler() -> None:
@@ -69,7 +70,9 @@ def test_the_pool_maximum_and_taints_limit_what_a_pool_can_take() -> None:
 
 
 def test_daemonsets_on_new_nodes_take_room() -> None:
-    ds = SimPod(namespace="kube-system", name="agent", requests={"cpu": 1000})
+    ds = PodInfo(
+        namespace="kube-system", name="agent", uid="agent", scheduling=PodScheduling(requests={"cpu": 1000})
+    )
     advice = advise_scale_up([pending("p", 3500, 1)], [template("web", 4000, 8, daemonsets=(ds,))])
     assert advice.best is None
     assert advice.unhelped["shop/p"] == "pool web: a new node: 0/1 nodes are available: 1 Insufficient cpu."

@@ -6,19 +6,18 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from engine.domain.model import LabelSelector, PdbInfo
+from engine.domain.model import LabelSelector, NodeInfo, PdbInfo, PodInfo
 from engine.domain.operation import OpKind
 from engine.domain.settings import ConsolidationPolicy, ConsolidationSettings, ScaleDownRules
 from engine.operations.policy import EVICTOR, ClusterPolicy, approvals_needed
 from engine.planning.consolidation import (
+    NodeView,
     SchedulingSnapshot,
     due_empty,
     empty_nodes,
-    node_view,
     operation_plan,
     other_consolidators,
     plan_consolidation,
-    pod_view,
     recheck,
     track_since,
 )
@@ -64,8 +63,8 @@ def plan(
     nodes: list[dict[str, Any]], pods: list[dict[str, Any]], pdbs: tuple[PdbInfo, ...] = (), **kw: Any
 ) -> Any:
     return plan_consolidation(
-        [node_view(n, pool=n["metadata"]["labels"][POOL]) for n in nodes],
-        [pod_view(p) for p in pods],
+        [NodeView(NodeInfo.from_raw(n), pool=n["metadata"]["labels"][POOL]) for n in nodes],
+        [PodInfo.from_raw(p) for p in pods],
         pdbs,
         pool_minimums=kw.pop("pool_minimums", {"web": 0}),
         daemonset_keys=frozenset({"kube-system/node-exporter"}),
@@ -182,8 +181,8 @@ def test_other_autoscalers_are_named_so_the_plan_does_not_fight_them() -> None:
 
 def snapshot(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> SchedulingSnapshot:
     return SchedulingSnapshot(
-        nodes=tuple(node_view(n, pool=n["metadata"]["labels"][POOL]) for n in nodes),
-        pods=tuple(pod_view(p) for p in pods),
+        nodes=tuple(NodeView(NodeInfo.from_raw(n), pool=n["metadata"]["labels"][POOL]) for n in nodes),
+        pods=tuple(PodInfo.from_raw(p) for p in pods),
     )
 
 

@@ -15,33 +15,36 @@ from collections.abc import Mapping, Sequence
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.domain.model import LabelSelector, Taint
-from engine.planning.placement import (
-    HOSTNAME_KEY,
-    ZONE_KEY,
+from engine.domain.model import LabelSelector, NodeInfo, PodInfo, Taint
+from engine.domain.scheduling import (
     AffinityTerm,
     NodeRequirement,
     NodeSelectorTerm,
-    SimNode,
-    SimPod,
+    PodScheduling,
     SpreadConstraint,
     Toleration,
-    effective_requests,
-    node_from_raw,
-    place,
-    pod_from_raw,
 )
+from engine.planning.placement import HOSTNAME_KEY, ZONE_KEY, place
 
 GiB = 1024**3
 
 
-def node(name: str, cpu: int = 4000, mem: int = 8 * GiB, pods: int = 110, **kw: object) -> SimNode:
+def node(name: str, cpu: int = 4000, mem: int = 8 * GiB, pods: int = 110, **kw: object) -> NodeInfo:
     labels = {HOSTNAME_KEY: name, **dict(kw.pop("labels", {}))}  # type: ignore[call-overload]
-    return SimNode(name=name, allocatable={"cpu": cpu, "memory": mem, "pods": pods}, labels=labels, **kw)  # type: ignore[arg-type]
+    return NodeInfo(name=name, allocatable={"cpu": cpu, "memory": mem, "pods": pods}, labels=labels, **kw)  # type: ignore[arg-type]
 
 
-def pod(name: str, cpu: int = 500, mem: int = GiB, ns: str = "shop", **kw: object) -> SimPod:
-    return SimPod(namespace=ns, name=name, requests={"cpu": cpu, "memory": mem}, **kw)  # type: ignore[arg-type]
+def pod(
+    name: str,
+    cpu: int = 500,
+    mem: int = GiB,
+    ns: str = "shop",
+    node: str = "",
+    labels: dict[str, str] | None = None,
+    **scheduling: object,
+) -> PodInfo:
+    asks = PodScheduling(requests={"cpu": cpu, "memory": mem}, **scheduling)  # type: ignore[arg-type]
+    return PodInfo(namespace=ns, name=name, uid=name, node_name=node, labels=labels or {}, scheduling=asks)
 
 
 # -- examples --------------------------------------------------------------------------------------
@@ -163,7 +166,7 @@ def test_what_is_not_modelled_never_fits() -> None:
             "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
         },
     }
-    result = place([node("a")], [], [pod_from_raw(raw)])
+    result = place([node("a")], [], [PodInfo.from_raw(raw)])
     why = "not modelled, so not assumed to fit: required pod affinity; volume data may be bound to a zone"
     assert result.unplaced == {"shop/p": why}
 
@@ -181,11 +184,11 @@ def test_effective_requests_follow_the_scheduler_for_init_and_sidecar_containers
         "overhead": {"cpu": "10m"},
     }
     # app 200m + 1000m + sidecar 100m = 1300m; init 2000m + the sidecar before it = 2100m; + 10m overhead.
-    assert effective_requests(spec) == {"cpu": 2110, "memory": 100 * 1024**2}
+    assert PodInfo.from_raw({"spec": spec}).scheduling.requests == {"cpu": 2110, "memory": 100 * 1024**2}
 
 
 def test_from_raw_reads_what_the_api_returns() -> None:
-    n = node_from_raw(
+    n = NodeInfo.from_raw(
         {
             "metadata": {"name": "w1", "labels": {ZONE_KEY: "z"}},
             "spec": {"unschedulable": True, "taints": [{"key": "k", "effect": "NoExecute"}]},
@@ -193,12 +196,8 @@ def test_from_raw_reads_what_the_api_returns() -> None:
         }
     )
     assert n.allocatable == {"cpu": 3500, "memory": 7 * GiB, "pods": 58, "nvidia.com/gpu": 1}
-    assert (
-        n.labels == {HOSTNAME_KEY: "w1", ZONE_KEY: "z"}
-        and n.unschedulable
-        and n.taints == (Taint("k", "NoExecute"),)
-    )
-    p = pod_from_raw(
+    assert n.labels == {ZONE_KEY: "z"} and n.unschedulable and n.taints == (Taint("k", "NoExecute"),)
+    p = PodInfo.from_raw(
         {
             "metadata": {"namespace": "shop", "name": "web-1", "labels": {"app": "web", "rev": "7"}},
             "spec": {
@@ -217,11 +216,19 @@ def test_from_raw_reads_what_the_api_returns() -> None:
             },
         }
     )  # fmt: skip
-    assert p.node == "w1" and p.requests == {"cpu": 250} and p.host_ports == (("TCP", 8080),)
-    assert p.tolerations == (Toleration(key="k", operator="Exists"),)
-    assert p.spread == (
+    asks = p.scheduling
+    assert p.node_name == "w1" and asks.requests == {"cpu": 250} and asks.host_ports == (("TCP", 8080),)
+    assert asks.tolerations == (Toleration(key="k", operator="Exists"),)
+    assert asks.spread == (
         SpreadConstraint(1, ZONE_KEY, LabelSelector(match_labels={"app": "web", "rev": "7"})),
     )
+
+
+def test_a_node_without_the_hostname_label_counts_as_its_own_domain() -> None:
+    bare = [NodeInfo(name=name, allocatable={"cpu": 4000, "memory": 8 * GiB}) for name in ("a", "b")]
+    apart = AffinityTerm(LabelSelector(match_labels={"app": "db"}), frozenset({"shop"}), HOSTNAME_KEY)
+    dbs = [pod(f"db-{i}", labels={"app": "db"}, anti_affinity=(apart,)) for i in range(2)]
+    assert sorted(place(bare, [], dbs).assignments.values()) == ["a", "b"]
 
 
 # -- properties ------------------------------------------------------------------------------------
@@ -236,7 +243,7 @@ TAINTS = (
 
 
 @st.composite
-def clusters(draw: st.DrawFn) -> tuple[list[SimNode], list[SimPod], list[SimPod]]:
+def clusters(draw: st.DrawFn) -> tuple[list[NodeInfo], list[PodInfo], list[PodInfo]]:
     nodes = []
     for i in range(draw(st.integers(1, 5))):
         labels = {key: draw(st.sampled_from(values)) for key, values in LABELS.items()}
@@ -254,7 +261,7 @@ def clusters(draw: st.DrawFn) -> tuple[list[SimNode], list[SimPod], list[SimPod]
     apart = AffinityTerm(LabelSelector(match_labels={"app": "db"}), frozenset({"shop"}), HOSTNAME_KEY)
     in_z1 = NodeSelectorTerm((NodeRequirement(ZONE_KEY, "In", ("z1",)),))
 
-    def some_pod(name: str, on: str = "") -> SimPod:
+    def some_pod(name: str, on: str = "") -> PodInfo:
         app = draw(st.sampled_from(("web", "db", "batch")))
         return pod(
             name,
@@ -278,18 +285,20 @@ def clusters(draw: st.DrawFn) -> tuple[list[SimNode], list[SimPod], list[SimPod]
 
 
 def _violations(
-    nodes: Sequence[SimNode], residents: Sequence[SimPod], placed: Mapping[str, SimPod]
+    nodes: Sequence[NodeInfo], residents: Sequence[PodInfo], placed: Mapping[str, PodInfo]
 ) -> list[str]:
     """Every rule broken by the final arrangement, read independently of the simulator."""
     by_name = {n.name: n for n in nodes}
-    on_node: dict[str, list[SimPod]] = {n.name: [p for p in residents if p.node == n.name] for n in nodes}
+    on_node: dict[str, list[PodInfo]] = {
+        n.name: [p for p in residents if p.node_name == n.name] for n in nodes
+    }
     for where, p in placed.items():
         on_node[where.split("@")[1]].append(p)
     problems = []
     for name, pods in on_node.items():
         n = by_name[name]
         for resource in ("cpu", "memory"):
-            if sum(p.requests.get(resource, 0) for p in pods) > n.allocatable[resource]:
+            if sum(p.scheduling.requests.get(resource, 0) for p in pods) > n.allocatable[resource]:
                 problems.append(f"{name}: {resource} over allocatable")
         if len(pods) > n.allocatable["pods"]:
             problems.append(f"{name}: too many pods")
@@ -299,21 +308,26 @@ def _violations(
         if n.unschedulable:
             blocking.append(Taint("node.kubernetes.io/unschedulable", "NoSchedule"))
         for t in blocking:
-            if not any(tol.tolerates(t) for tol in p.tolerations):
+            if not any(tol.tolerates(t) for tol in p.scheduling.tolerations):
                 problems.append(f"{p.key} on {n.name}: untolerated {t}")
-        if any(n.labels.get(k) != v for k, v in p.node_selector.items()):
+        if any(n.labels.get(k) != v for k, v in p.scheduling.node_selector.items()):
             problems.append(f"{p.key} on {n.name}: node selector")
-        if p.node_affinity is not None and not any(
-            all(n.labels.get(r.key) in r.values for r in term.requirements) for term in p.node_affinity
+        if p.scheduling.node_affinity is not None and not any(
+            all(n.labels.get(r.key) in r.values for r in term.requirements)
+            for term in p.scheduling.node_affinity
         ):
             problems.append(f"{p.key} on {n.name}: node affinity")
         others = [o for o in on_node[n.name] if o is not p]
         for o in others:
             if any(
-                t.selector.matches(o.labels) and o.namespace in t.namespaces for t in p.anti_affinity
-            ) or any(t.selector.matches(p.labels) and p.namespace in t.namespaces for t in o.anti_affinity):
+                t.selector.matches(o.labels) and o.namespace in t.namespaces
+                for t in p.scheduling.anti_affinity
+            ) or any(
+                t.selector.matches(p.labels) and p.namespace in t.namespaces
+                for t in o.scheduling.anti_affinity
+            ):
                 problems.append(f"{p.key} and {o.key} on {n.name}: anti-affinity")
-            if set(p.host_ports) & set(o.host_ports):
+            if set(p.scheduling.host_ports) & set(o.scheduling.host_ports):
                 problems.append(f"{p.key} and {o.key} on {n.name}: host port")
     return problems
 
@@ -321,7 +335,7 @@ def _violations(
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(clusters())
 def test_every_placement_respects_allocatable_taints_selectors_anti_affinity_and_ports(
-    cluster: tuple[list[SimNode], list[SimPod], list[SimPod]],
+    cluster: tuple[list[NodeInfo], list[PodInfo], list[PodInfo]],
 ) -> None:
     nodes, residents, incoming = cluster
     result = place(nodes, residents, incoming)
@@ -338,7 +352,7 @@ def test_every_placement_respects_allocatable_taints_selectors_anti_affinity_and
 @settings(max_examples=200, deadline=None)
 @given(clusters())
 def test_other_pods_never_make_room_for_a_pod_that_fits_nowhere_alone(
-    cluster: tuple[list[SimNode], list[SimPod], list[SimPod]],
+    cluster: tuple[list[NodeInfo], list[PodInfo], list[PodInfo]],
 ) -> None:
     nodes, residents, incoming = cluster
     result = place(nodes, residents, incoming)

@@ -14,15 +14,14 @@ from typing import Any
 
 import pytest
 
-from engine.domain.model import LabelSelector, PdbInfo
+from engine.domain.model import LabelSelector, NodeInfo, PdbInfo, PodInfo
 from engine.domain.settings import ConsolidationPolicy, ConsolidationSettings
 from engine.planning import consolidation
 from engine.planning.consolidation import (
+    NodeView,
     SchedulingSnapshot,
     empty_nodes,
-    node_view,
     plan_consolidation,
-    pod_view,
     recheck,
     underused,
 )
@@ -128,8 +127,8 @@ def verdict(
 ) -> str:
     """ "" when the candidate `node` is removed, else why it stays."""
     result = plan_consolidation(
-        [node_view(n, pool=n["metadata"]["labels"][POOL]) for n in [*nodes, SPARE]],
-        [pod_view(p) for p in pods],
+        [NodeView(NodeInfo.from_raw(n), pool=n["metadata"]["labels"][POOL]) for n in [*nodes, SPARE]],
+        [PodInfo.from_raw(p) for p in pods],
         pdbs,
         pool_minimums={"web": 0, "spare": 1},
         daemonset_keys=daemonsets,
@@ -144,8 +143,8 @@ def verdict(
 
 def snapshot(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> SchedulingSnapshot:
     return SchedulingSnapshot(
-        nodes=tuple(node_view(n, pool=n["metadata"]["labels"][POOL]) for n in nodes),
-        pods=tuple(pod_view(p) for p in pods),
+        nodes=tuple(NodeView(NodeInfo.from_raw(n), pool=n["metadata"]["labels"][POOL]) for n in nodes),
+        pods=tuple(PodInfo.from_raw(p) for p in pods),
     )
 
 
@@ -191,7 +190,7 @@ def test_a_ready_uncordoned_node_another_autoscaler_is_removing_is_never_planned
 def test_a_node_another_autoscaler_deletes_no_longer_counts_towards_its_pools_minimum() -> None:
     leaving = node("leaving", taints=(("ToBeDeletedByClusterAutoscaler", "NoSchedule"),))
     result = plan_consolidation(
-        [node_view(n, pool="web") for n in (leaving, node())],
+        [NodeView(NodeInfo.from_raw(n), pool="web") for n in (leaving, node())],
         [],
         (),
         pool_minimums={"web": 1},
@@ -365,7 +364,7 @@ def test_nothing_is_removed_unattended_within_the_delay_after_a_node_joined() ->
     from engine.planning.consolidation import scale_up_hold
 
     fresh = node("fresh", creationTimestamp=stamp(NOW - timedelta(minutes=3)))
-    views = [node_view(n, pool="web") for n in (node(), fresh)]
+    views = [NodeView(NodeInfo.from_raw(n), pool="web") for n in (node(), fresh)]
     assert scale_up_hold(views, NOW, timedelta(minutes=10)) == (
         "node fresh joined 3 min ago; nothing is removed until 10 min after a scale-up (delay_after_add)"
     )
