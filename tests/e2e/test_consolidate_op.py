@@ -61,10 +61,7 @@ def half_empty_pool(
     nodes = node_pool(NODES, name=pool, labels={pool_key: pool}, cpu="4")
     for node in nodes[1:]:
         objects.cordon(admin_api, node)
-    objects.create_deployment(
-        admin_api, namespace, "web", 2, node_selector={pool_key: pool}, cpu="900m", grace=1
-    )
-    waits.wait_for_deployment_available(admin_api, namespace, "web")
+    support.deployment(admin_api, namespace, "web", 2, node_selector={pool_key: pool}, cpu="900m", grace=1)
     for previous, node in itertools.pairwise(nodes):
         objects.cordon(admin_api, previous)
         objects.uncordon(admin_api, node)

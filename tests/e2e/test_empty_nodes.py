@@ -27,6 +27,7 @@ from engine.operations.service import new_operations
 from engine.operations.unattended import CleanupReport, EmptyNodeCleaner, Evictor
 from engine.store.database import Store
 from localcluster import objects, rest, waits
+from tests.e2e import support
 
 pytestmark = pytest.mark.e2e
 
@@ -175,10 +176,7 @@ def test_evictor_mode_proposes_once_per_change_and_refuses_beside_another_autosc
     pool_key = f"{unique_name}.scalebot.test/pool"
     pool = f"{unique_name}-v"
     node_pool(3, name=pool, labels={pool_key: pool})
-    objects.create_deployment(
-        admin_api, namespace, "web", 2, node_selector={pool_key: pool}, cpu="1", grace=1
-    )
-    waits.wait_for_deployment_available(admin_api, namespace, "web")
+    support.deployment(admin_api, namespace, "web", 2, node_selector={pool_key: pool}, cpu="1", grace=1)
     rules = ClusterPolicy(
         cluster="dev",
         users={"U0APPROVER": Role.APPROVER},
@@ -257,10 +255,7 @@ def test_evictor_mode_proposes_a_node_only_once_it_has_been_unneeded_for_the_unn
     pool_key = f"{unique_name}.scalebot.test/pool"
     pool = f"{unique_name}-u"
     node_pool(3, name=pool, labels={pool_key: pool})
-    objects.create_deployment(
-        admin_api, namespace, "web", 2, node_selector={pool_key: pool}, cpu="1", grace=1
-    )
-    waits.wait_for_deployment_available(admin_api, namespace, "web")
+    support.deployment(admin_api, namespace, "web", 2, node_selector={pool_key: pool}, cpu="1", grace=1)
     rules = ClusterPolicy(
         cluster="dev",
         users={"U0APPROVER": Role.APPROVER},

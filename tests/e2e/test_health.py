@@ -32,7 +32,8 @@ from engine.operations.runner import ClusterHandle
 from engine.operations.service import new_operations
 from engine.pools.labels import LabelPoolProvider
 from engine.store.database import Store
-from localcluster import objects, rest, waits
+from localcluster import rest, waits
+from tests.e2e import support
 
 if TYPE_CHECKING:
     from localcluster.controlplane import ControlPlane
@@ -207,12 +208,10 @@ def test_metrics_show_a_real_drain(
     serve: Callable[..., health.HealthServer],
     tmp_path: Path,
 ) -> None:
-    group = {"scalebot.test/group": unique_name}
+    group = support.group(unique_name)
     nodes = node_pool(2, labels=group)
-    objects.create_deployment(admin_api, namespace, "web", 3, node_selector=group, grace=1)
-    waits.wait_for_deployment_available(admin_api, namespace, "web")
-    objects.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=3)
-    waits.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
+    support.deployment(admin_api, namespace, "web", 3, node_selector=group, grace=1)
+    support.budget(admin_api, namespace, "web-pdb", app="web", min_available=3)
 
     kube = KubeClient.from_config(kubeconfig=str(scalebot_kubeconfig))
     provider = LabelPoolProvider(

@@ -40,7 +40,7 @@ from engine.pools.victims import DELETE_MACHINE_ANNOTATION
 from engine.store.database import Store
 from localcluster import objects, rest, waits
 from localcluster.controlplane import ControlPlane
-from tests.e2e import grants
+from tests.e2e import grants, support
 from tests.e2e.capi_standin import Reconciler, StandIn, path
 
 pytestmark = pytest.mark.e2e
@@ -257,12 +257,8 @@ def _alpha_with_blocked_pods(site: Site) -> tuple[list[str], ClusterHandle]:
     nodes = site.alpha.create(2)
     site.grant_kubeconfig_secret()
     workload, namespace = site.workload_admin, site.namespace
-    objects.create_deployment(
-        workload, namespace, "db", 2, node_selector={"scalebot.io/pool": "alpha-md"}, grace=1
-    )
-    waits.wait_for_deployment_available(workload, namespace, "db")
-    objects.create_pdb(workload, namespace, "db-pdb", match_labels={"app": "db"}, min_available=2)
-    waits.wait_for_pdb_observed(workload, namespace, "db-pdb")
+    support.deployment(workload, namespace, "db", 2, node_selector={"scalebot.io/pool": "alpha-md"}, grace=1)
+    support.budget(workload, namespace, "db-pdb", app="db", min_available=2)
     return nodes, site.connect()
 
 

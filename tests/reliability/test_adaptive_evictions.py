@@ -25,6 +25,7 @@ from engine.drain import passes as drain
 from engine.drain.concurrency import AdaptiveGate, AimdController
 from engine.kube.client import KubeClient
 from localcluster import objects, rest, waits
+from tests.e2e import support
 
 pytestmark = pytest.mark.e2e
 
@@ -96,7 +97,7 @@ def test_evictions_answered_429_by_the_server_shrink_the_concurrency(
     unique_name: str,
     throttled_evictions: str,
 ) -> None:
-    group = {"scalebot.test/group": unique_name}
+    group = support.group(unique_name)
     nodes = node_pool(4, labels=group)
     objects.create_deployment(admin_api, namespace, "web", PODS, node_selector=group, grace=1)
     waits.wait_for_deployment_available(admin_api, namespace, "web", timeout=120)

@@ -27,7 +27,8 @@ from engine.operations.runner import ClusterHandle
 from engine.operations.service import new_operations
 from engine.pools.labels import LabelPoolProvider
 from engine.store.database import Store
-from localcluster import objects, rest, waits
+from localcluster import rest, waits
+from tests.e2e import support
 from tests.reliability.support import Processes, journal, operations, poll
 
 pytestmark = pytest.mark.e2e
@@ -57,14 +58,12 @@ def test_a_pdb_that_never_allows_eviction(
     unique_name: str,
     tmp_path: Path,
 ) -> None:
-    group = {"scalebot.test/group": unique_name}
+    group = support.group(unique_name)
     pool_a, pool_b = f"{unique_name}-a", f"{unique_name}-b"
     nodes_a = node_pool(1, name=pool_a, labels={pool_key: pool_a, **group})
-    objects.create_deployment(admin_api, namespace, "web", 2, node_selector=group, grace=1)
-    waits.wait_for_deployment_available(admin_api, namespace, "web")
+    support.deployment(admin_api, namespace, "web", 2, node_selector=group, grace=1)
     nodes_b = node_pool(1, name=pool_b, labels={pool_key: pool_b, **group})
-    objects.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available="100%")
-    waits.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
+    support.budget(admin_api, namespace, "web-pdb", app="web", min_available="100%")
     web = sorted(p["metadata"]["name"] for p in rest.list_pods(admin_api, namespace))
 
     provider = LabelPoolProvider(kube, kube.api_client, label=pool_key, namespace="scalebot")
@@ -129,15 +128,13 @@ def test_two_processes_racing_for_one_pool(
     procs: Processes,
     tmp_path: Path,
 ) -> None:
-    group = {"scalebot.test/group": unique_name}
+    group = support.group(unique_name)
     pool = f"{unique_name}-a"
     node_pool(1, name=pool, labels={pool_key: pool, **group})
     node_pool(1, name=f"{unique_name}-b", labels={pool_key: f"{unique_name}-b", **group})
     # A pod that cannot leave: whoever wins holds the pool for the whole (long) drain timeout.
-    objects.create_deployment(admin_api, namespace, "web", 1, node_selector={pool_key: pool}, grace=1)
-    waits.wait_for_deployment_available(admin_api, namespace, "web")
-    objects.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=1)
-    waits.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
+    support.deployment(admin_api, namespace, "web", 1, node_selector={pool_key: pool}, grace=1)
+    support.budget(admin_api, namespace, "web-pdb", app="web", min_available=1)
     db = tmp_path / "scalebot.db"
     args = [
         "zero",

@@ -24,6 +24,7 @@ from engine.drain import driver as drainer
 from engine.drain import filters
 from engine.kube.client import KubeClient
 from localcluster import objects, rest, waits
+from tests.e2e import support
 from tests.reliability.faultproxy import FaultProxy
 from tests.reliability.support import proxied_kubeconfig
 
@@ -62,10 +63,9 @@ def test_a_broken_pod_watch_falls_back_to_listing_and_the_drain_completes(
     breaks: WatchBreaks,
     tmp_path: Path,
 ) -> None:
-    group = {"scalebot.test/group": unique_name}
+    group = support.group(unique_name)
     nodes = node_pool(3, labels=group)
-    objects.create_deployment(admin_api, namespace, "web", 6, node_selector=group, grace=1)
-    waits.wait_for_deployment_available(admin_api, namespace, "web")
+    support.deployment(admin_api, namespace, "web", 6, node_selector=group, grace=1)
     objects.create_pod_with_finalizer(
         admin_api, namespace, "held", node=nodes[0], grace=1, owner_references=()
     )

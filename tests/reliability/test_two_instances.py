@@ -29,7 +29,8 @@ from typing import Any
 
 import pytest
 
-from localcluster import objects, rest, waits
+from localcluster import rest
+from tests.e2e import support
 from tests.reliability.faultproxy import FaultProxy
 from tests.reliability.support import (
     CHANNEL,
@@ -90,10 +91,8 @@ def test_only_the_leader_acts_and_the_standby_takes_over_after_a_kill(
     pool_a = f"{unique_name}-a"
     nodes_a = node_pool(1, name=pool_a, labels={pool_key: pool_a})
     node_pool(1, name=f"{unique_name}-b", labels={pool_key: f"{unique_name}-b"})
-    objects.create_deployment(admin_api, namespace, "web", 1, node_selector={pool_key: pool_a}, grace=1)
-    waits.wait_for_deployment_available(admin_api, namespace, "web")
-    objects.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=1)
-    waits.wait_for_pdb_observed(admin_api, namespace, "web-pdb")
+    support.deployment(admin_api, namespace, "web", 1, node_selector={pool_key: pool_a}, grace=1)
+    support.budget(admin_api, namespace, "web-pdb", app="web", min_available=1)
     db = tmp_path / "scalebot.db"
 
     with slack_server() as slack, FaultProxy(control_plane.api_port) as proxy:
