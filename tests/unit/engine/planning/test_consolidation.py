@@ -28,6 +28,9 @@ OLD = (NOW - timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
 POOL = "scalebot.io/pool"
 
 
+# Own raw objects, not tests/builders.py's: the planners read every label, toleration and request, and the
+# shared kwok node and pause pod carry kwok's labels, annotation and toleration; each scenario here
+# states exactly what its nodes offer and its pods ask.
 def raw_node(
     name: str, pool: str = "web", *, cpu: str = "4", created: str = OLD, **meta: Any
 ) -> dict[str, Any]:

@@ -29,6 +29,9 @@ from engine.planning.placement import HOSTNAME_KEY, ZONE_KEY, place
 GiB = 1024**3
 
 
+# Own builders, not tests/builders.py's: the planners read every label, toleration and request, and the
+# shared kwok node and pause pod carry kwok's labels, annotation and toleration; each scenario here
+# states exactly what its nodes offer and its pods ask.
 def node(name: str, cpu: int = 4000, mem: int = 8 * GiB, pods: int = 110, **kw: object) -> NodeInfo:
     labels = {HOSTNAME_KEY: name, **dict(kw.pop("labels", {}))}  # type: ignore[call-overload]
     return NodeInfo(name=name, allocatable={"cpu": cpu, "memory": mem, "pods": pods}, labels=labels, **kw)  # type: ignore[arg-type]

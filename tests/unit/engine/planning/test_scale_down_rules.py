@@ -35,6 +35,9 @@ def stamp(at: datetime) -> str:
     return at.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# Own raw objects, not tests/builders.py's: the planners read every label, toleration and request, and the
+# shared kwok node and pause pod carry kwok's labels, annotation and toleration; each scenario here
+# states exactly what its nodes offer and its pods ask.
 def node(
     name: str = "node",
     pool: str = "web",
