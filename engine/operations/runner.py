@@ -7,6 +7,8 @@ operation): a step only says how it ended. A step reaches the runner only throug
 `engine.operations.steps.context.StepContext`, which the Runner implements: the store, the clock,
 the settings, `emit`, the eviction executors, the pod feed and the eviction gate. This module
 keeps the rest: the workers, the claims, persistence and dispatch.
+It stays one module (about 600 lines) on purpose: those four share one `Runner`'s state (its
+workers, the claims it heartbeats, the step it persists and dispatches next).
 
 On start-up `resume_all()` continues every running operation from its current step.
 
