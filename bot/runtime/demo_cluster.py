@@ -7,7 +7,8 @@ eviction API (429 for a PDB that allows nothing, pods lingering until their grac
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from typing import TypedDict, Unpack
 
 from engine.kube.fake import FakeCluster
 
@@ -30,70 +31,49 @@ def populate(cluster: FakeCluster) -> None:
                 controller_name="node-exporter",
             )
     cluster.add_daemonset("monitoring", "node-exporter")
+    dns = {"k8s-app": "kube-dns"}
+    coredns = {f"coredns-{i}": f"system-{i}" for i in range(2)}
     _workload(
-        cluster,
-        "kube-system",
-        "ReplicaSet",
-        "coredns",
-        [(f"coredns-{i}", f"system-{i}") for i in range(2)],
-        labels={"k8s-app": "kube-dns"},
-        priority_class="system-cluster-critical",
+        cluster, "kube-system", "coredns", coredns, labels=dns, priority_class="system-cluster-critical"
     )
-    cluster.add_pdb("kube-system", "coredns", match_labels={"k8s-app": "kube-dns"}, disruptions_allowed=1)
-    _workload(
-        cluster,
-        "shop",
-        "ReplicaSet",
-        "web",
-        [(f"web-{i}", f"web-{i % 3}") for i in range(6)],
-        labels={"app": "web"},
-    )
+    cluster.add_pdb("kube-system", "coredns", match_labels=dns, disruptions_allowed=1)
+    _workload(cluster, "shop", "web", {f"web-{i}": f"web-{i % 3}" for i in range(6)}, labels={"app": "web"})
     cluster.add_pdb("shop", "web", match_labels={"app": "web"}, disruptions_allowed=2)
     _workload(
-        cluster, "shop", "StatefulSet", "postgres", [("postgres-0", "web-2")], labels={"app": "postgres"}
+        cluster, "shop", "postgres", {"postgres-0": "web-2"}, kind="StatefulSet", labels={"app": "postgres"}
     )
     cluster.add_pdb("shop", "postgres", match_labels={"app": "postgres"}, disruptions_allowed=0)
-    _workload(
-        cluster,
-        "batch",
-        "ReplicaSet",
-        "report",
-        [(f"report-{i}", f"batch-{i}") for i in range(3)],
-        empty_dir=True,
-    )
-    _workload(
-        cluster,
-        "batch",
-        "ReplicaSet",
-        "notebook",
-        [("notebook", "batch-1")],
-        annotations={"karpenter.sh/do-not-disrupt": "true"},
-    )
+    _workload(cluster, "batch", "report", {f"report-{i}": f"batch-{i}" for i in range(3)}, empty_dir=True)
+    keep = {"karpenter.sh/do-not-disrupt": "true"}
+    _workload(cluster, "batch", "notebook", {"notebook": "batch-1"}, annotations=keep)
+
+
+class _PodFields(TypedDict, total=False):
+    """What a workload's pods carry beyond their controller (`FakeCluster.add_pod`'s own names)."""
+
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    empty_dir: bool
+    priority_class: str
 
 
 def _workload(
     cluster: FakeCluster,
     namespace: str,
-    controller_kind: str,
-    controller_name: str,
-    placements: Sequence[tuple[str, str]],
+    controller: str,
+    pods: Mapping[str, str],
     *,
-    labels: Mapping[str, str] | None = None,
-    annotations: Mapping[str, str] | None = None,
-    empty_dir: bool = False,
-    priority_class: str = "",
+    kind: str = "ReplicaSet",
+    **fields: Unpack[_PodFields],
 ) -> None:
-    """The pods of one controller, (pod name, node) each, with the demo's short grace period."""
-    for name, node in placements:
+    """The pods of one controller (pod name -> node), with the demo's short grace period."""
+    for name, node in pods.items():
         cluster.add_pod(
             namespace,
             name,
             node=node,
-            controller_kind=controller_kind,
-            controller_name=controller_name,
-            labels=labels,
-            annotations=annotations,
-            empty_dir=empty_dir,
+            controller_kind=kind,
+            controller_name=controller,
             grace=DEMO_GRACE_SECONDS,
-            priority_class=priority_class,
+            **fields,
         )
