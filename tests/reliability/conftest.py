@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.reliability.support import Processes
+from tests.reliability.support import Processes, pool_and_spare, pool_held_by_a_pdb
 
 
 @pytest.fixture
@@ -18,3 +19,17 @@ def procs(tmp_path: Path) -> Iterator[Processes]:
         yield registry
     finally:
         registry.cleanup()
+
+
+@pytest.fixture
+def spare_pool(node_pool: Callable[..., list[str]], pool_key: str, unique_name: str) -> tuple[str, list[str]]:
+    """Pool `<name>-a` (one node) and its nodes, with a one-node pool `<name>-b` beside it."""
+    return pool_and_spare(node_pool, pool_key, unique_name)
+
+
+@pytest.fixture
+def held_pool(
+    admin_api: Any, namespace: str, node_pool: Callable[..., list[str]], pool_key: str, unique_name: str
+) -> tuple[str, list[str]]:
+    """`spare_pool` whose one `web` pod a PDB keeps in place until `support.release_pdb`."""
+    return pool_held_by_a_pdb(admin_api, namespace, node_pool, pool_key, unique_name)

@@ -159,15 +159,23 @@ def steps_in_order(rows: Sequence[tuple[str, str, str, str]]) -> list[str]:
 # -- scenarios -----------------------------------------------------------------------------------------
 
 
-def pool_held_by_a_pdb(
-    admin_api: Any, namespace: str, node_pool: Callable[..., list[str]], pool_key: str, unique_name: str
+def pool_and_spare(
+    node_pool: Callable[..., list[str]], pool_key: str, unique_name: str
 ) -> tuple[str, list[str]]:
-    """Pool `<name>-a` (one node) running one `web` pod that a PDB (minAvailable 1) keeps in place,
-    and pool `<name>-b` for its replacement: a zero-scale of `-a` drains as long as the test wants
-    (until it deletes the PDB). Returns pool `-a` and its nodes."""
+    """Pool `<name>-a` (one node), the one a test acts on, and pool `<name>-b` (one node) beside it
+    for what leaves `-a`. Returns pool `-a` and its nodes."""
     pool = f"{unique_name}-a"
     nodes = node_pool(1, name=pool, labels={pool_key: pool})
     node_pool(1, name=f"{unique_name}-b", labels={pool_key: f"{unique_name}-b"})
+    return pool, nodes
+
+
+def pool_held_by_a_pdb(
+    admin_api: Any, namespace: str, node_pool: Callable[..., list[str]], pool_key: str, unique_name: str
+) -> tuple[str, list[str]]:
+    """`pool_and_spare`, with one `web` pod on `-a` that a PDB (minAvailable 1) keeps in place: a
+    zero-scale of `-a` drains as long as the test wants (until it deletes the PDB)."""
+    pool, nodes = pool_and_spare(node_pool, pool_key, unique_name)
     objects.create_deployment(admin_api, namespace, "web", 1, node_selector={pool_key: pool}, grace=1)
     waits.wait_for_deployment_available(admin_api, namespace, "web")
     objects.create_pdb(admin_api, namespace, "web-pdb", match_labels={"app": "web"}, min_available=1)

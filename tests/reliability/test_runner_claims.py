@@ -20,7 +20,6 @@ from __future__ import annotations
 import signal
 import sqlite3
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,6 @@ from tests.reliability.support import (
     last_step,
     operations,
     poll,
-    pool_held_by_a_pdb,
     release_pdb,
 )
 
@@ -54,13 +52,12 @@ def test_a_second_runner_is_refused_and_a_frozen_one_is_fenced(
     admin_api: Any,
     scalebot_kubeconfig: Path,
     namespace: str,
-    node_pool: Callable[..., list[str]],
+    held_pool: tuple[str, list[str]],
     pool_key: str,
-    unique_name: str,
     procs: Processes,
     tmp_path: Path,
 ) -> None:
-    pool, nodes = pool_held_by_a_pdb(admin_api, namespace, node_pool, pool_key, unique_name)
+    pool, nodes = held_pool
     db = tmp_path / "scalebot.db"
     args = scalebot_args(scalebot_kubeconfig, db, pool_key)
 

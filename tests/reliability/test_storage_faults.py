@@ -24,7 +24,7 @@ import random
 import signal
 import sqlite3
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,6 @@ from tests.reliability.support import (
     last_step,
     operations,
     poll,
-    pool_held_by_a_pdb,
     release_pdb,
     run_setup,
     slack_server,
@@ -95,15 +94,12 @@ def _untouched(admin_api: Any, nodes: list[str], pool: str) -> None:
 def test_database_locked_by_another_process(
     admin_api: Any,
     scalebot_kubeconfig: Path,
-    node_pool: Callable[..., list[str]],
+    spare_pool: tuple[str, list[str]],
     pool_key: str,
-    unique_name: str,
     procs: Processes,
     tmp_path: Path,
 ) -> None:
-    pool = f"{unique_name}-a"
-    nodes = node_pool(1, name=pool, labels={pool_key: pool})
-    node_pool(1, name=f"{unique_name}-b", labels={pool_key: f"{unique_name}-b"})
+    pool, nodes = spare_pool
     db = tmp_path / "scalebot.db"
     Store(db).close()
     holder = procs.start(
@@ -168,15 +164,12 @@ def _fill(path: Path) -> None:
 def test_disk_full(
     admin_api: Any,
     scalebot_kubeconfig: Path,
-    node_pool: Callable[..., list[str]],
+    spare_pool: tuple[str, list[str]],
     pool_key: str,
-    unique_name: str,
     procs: Processes,
     tmp_path: Path,
 ) -> None:
-    pool = f"{unique_name}-a"
-    nodes = node_pool(1, name=pool, labels={pool_key: pool})
-    node_pool(1, name=f"{unique_name}-b", labels={pool_key: f"{unique_name}-b"})
+    pool, nodes = spare_pool
     with _small_disk(tmp_path / "small") as mounted:
         db = tmp_path / "small" / "scalebot.db"
         Store(db).close()  # an existing database, as after earlier runs
@@ -221,15 +214,14 @@ def test_disk_full_while_an_operation_runs(
     admin_api: Any,
     scalebot_kubeconfig: Path,
     namespace: str,
-    node_pool: Callable[..., list[str]],
+    held_pool: tuple[str, list[str]],
     pool_key: str,
-    unique_name: str,
     procs: Processes,
     tmp_path: Path,
 ) -> None:
     """The disk fills while `scalebot run` drains: the operation stops at its last saved step, in
     one piece; /healthz says so (503, naming it); after a restart with space it finishes."""
-    pool, nodes = pool_held_by_a_pdb(admin_api, namespace, node_pool, pool_key, unique_name)
+    pool, nodes = held_pool
     # 2 MiB: the WAL never reaches SQLite's auto-checkpoint (1000 pages), so it only grows and the
     # next commit after the disk is full must fail (a reset WAL would be overwritten in place).
     with _small_disk(tmp_path / "small", size="2m") as mounted, slack_server() as slack:
