@@ -5,7 +5,7 @@ Run from the repository root (`python -m tests.bench --help`):
     .venv/bin/python -m tests.bench --size small                      # 100 nodes / 3,000 pods
     .venv/bin/python -m tests.bench --size full --write docs/benchmarks.md   # 1,000 / 30,000
 
-Every scenario gets a fresh control plane and the same `localcluster.builders.populate` shape, so
+Every scenario gets a fresh control plane and the same `localcluster.populate` shape, so
 scalebot and its baselines face identical clusters. scalebot runs in a child process of its own
 (`tests.bench.child`) as the `scalebot` ServiceAccount, through the production wiring
 (`bot.runtime.wiring.connect_cluster`, `engine.operations.service.Operations`), so its memory is its

@@ -1,7 +1,7 @@
 """Fresh clusters for the benchmarks, and what the benchmarks read from them.
 
 `fresh_cluster(size)` starts a new `ControlPlane` (its own temp dir), builds the benchmark shape
-with `localcluster.builders.populate` as admin, and yields a `Cluster`. It also reads the API
+with `localcluster.populate.populate` as admin, and yields a `Cluster`. It also reads the API
 server's Prometheus text (`/metrics`) and the control-plane processes' CPU time from /proc, so
 each scenario can report what the server saw and what it cost.
 """
