@@ -253,24 +253,39 @@ class _Builder:
             if volumes
             else ()
         )
-        # bytes() of a kept value costs more than the rest of the key: absent ones (most) are skipped.
-        affinity = b"" if spec.affinity is _ABSENT else bytes(spec.affinity)
-        spread = b"" if spec.topologySpreadConstraints is _ABSENT else bytes(spec.topologySpreadConstraints)
-        key = (
-            b"" if spec.containers is _ABSENT else bytes(spec.containers),
-            b"" if spec.initContainers is _ABSENT else bytes(spec.initContainers),
-            b"" if spec.overhead is _ABSENT else bytes(spec.overhead),
-            b"" if spec.nodeSelector is _ABSENT else bytes(spec.nodeSelector),
-            b"" if spec.tolerations is _ABSENT else bytes(spec.tolerations),
-            affinity,
-            spread,
-            b"" if spec.resourceClaims is _ABSENT else bytes(spec.resourceClaims),
-            zoned,
-            # An anti-affinity term without namespaces means the pod's own namespace.
-            namespace if affinity else "",
-            # matchLabelKeys copy the pod's own labels into a spread constraint's selector.
-            tuple(sorted(labels.items())) if spread and b"matchLabelKeys" in spread else (),
-        )
+        # bytes() of a kept value costs more than the rest of the key: absent ones are skipped, and
+        # most pods have none of the rare fields (a 3-tuple key cannot equal the 11-tuple one).
+        key: tuple[Any, ...]
+        if (
+            spec.initContainers is _ABSENT
+            and spec.overhead is _ABSENT
+            and spec.affinity is _ABSENT
+            and spec.topologySpreadConstraints is _ABSENT
+            and spec.resourceClaims is _ABSENT
+            and not zoned
+        ):
+            key = (
+                b"" if spec.containers is _ABSENT else bytes(spec.containers),
+                b"" if spec.nodeSelector is _ABSENT else bytes(spec.nodeSelector),
+                b"" if spec.tolerations is _ABSENT else bytes(spec.tolerations),
+            )
+        else:
+            affinity, spread = bytes(spec.affinity), bytes(spec.topologySpreadConstraints)
+            key = (
+                bytes(spec.containers),
+                bytes(spec.initContainers),
+                bytes(spec.overhead),
+                bytes(spec.nodeSelector),
+                bytes(spec.tolerations),
+                affinity,
+                spread,
+                bytes(spec.resourceClaims),
+                zoned,
+                # An anti-affinity term without namespaces means the pod's own namespace.
+                namespace if affinity else "",
+                # matchLabelKeys copy the pod's own labels into a spread constraint's selector.
+                tuple(sorted(labels.items())) if b"matchLabelKeys" in spread else (),
+            )
         try:
             return self._scheduling[key]
         except KeyError:
