@@ -508,6 +508,15 @@ class WorkloadsProgress:
     waking_since: datetime | None = None
     to_restore: int = 0
     """Workloads the wake orders so far were meant to restore (the headline's "restored/to_restore")."""
+    scaled_to_zero: tuple[str, ...] = ()
+    """A sleep: `Kind/namespace/name` of the Deployments and StatefulSets it scaled to zero (their
+    controllers delete their pods: the drain waits for them rather than evict them)."""
+    leaving_since: datetime | None = None
+    """A sleep, its nodes cordoned: when it began waiting for those pods to leave its nodes."""
+    leaving: int = 0
+    """Their pods on the drained nodes when that wait began."""
+    left: int = 0
+    """Of them, the pods that left with their workload (no eviction) before the drain."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -106,6 +106,11 @@ class RunnerSettings:
     """How long a wake, its nodes Ready, follows the Deployments and StatefulSets not yet available
     before it reports which are still not back and why (kube-scheduler retries an unschedulable pod
     within 5 minutes at the latest)."""
+    workloads_leave_timeout: timedelta = timedelta(seconds=120)
+    """How long a sleep with workloads, its nodes cordoned, waits for the pods of the Deployments
+    and StatefulSets it scaled to zero to leave those nodes (their controllers delete them) before
+    the drain: an eviction of such a pod is wasted (and refused while a PodDisruptionBudget holds
+    it). Pods still there after it are drained like any other."""
     pass_interval: timedelta = timedelta(seconds=20)
     settle: timedelta = timedelta(seconds=5)
     parallel_evictions: int = 16

@@ -6,7 +6,8 @@ it ends with NEXT (the following step of its flow), an outcome named in the flow
 nothing (the same step again, after a wait). `engine.operations.steps` holds the steps (`STEPS`, by
 name) and `engine.operations.runner` applies this table.
 
-    sleep_workloads: workloads_sleep → record → cordon → drain → force → remove → verify
+    sleep_workloads: workloads_sleep → record → cordon → workloads_leave → drain → force → remove
+                     → verify
     shrink:          record → cordon → drain → force → remove → verify
     grow:            (resize → wait_ready)* → workloads_wake → workloads_return → finish
                      (one resize and wait per wave of pools: `engine.domain.wake_waves`)
@@ -25,6 +26,10 @@ from engine.domain.operation import Operation, OpKind
 
 NEXT: Final = "next"
 """A step's outcome: go on with the following step of the flow."""
+
+FEED_STEPS: Final = frozenset({"workloads_leave", "drain"})
+"""The steps that read the drained nodes' pods from the operation's pod feed: it stays open (one
+watch) from one to the next, and closes as the operation leaves them."""
 
 Outcome = Literal[
     "next",
@@ -60,7 +65,7 @@ _SHRINK_JUMPS: Mapping[tuple[str, Outcome], str] = {
 
 FLOWS: Mapping[FlowName, Flow] = {
     "sleep_workloads": Flow(
-        ("workloads_sleep", "record", "cordon", "drain", "force", "remove", "verify"),
+        ("workloads_sleep", "record", "cordon", "workloads_leave", "drain", "force", "remove", "verify"),
         {**_SHRINK_JUMPS, ("workloads_sleep", "nothing_to_shrink"): "verify"},
     ),
     "shrink": Flow(("record", "cordon", "drain", "force", "remove", "verify"), _SHRINK_JUMPS),

@@ -54,7 +54,7 @@ from engine.drain.pod_feed import PodFeed
 from engine.kube.api import KubeApi, PodListing, RateLimitedApi
 from engine.operations import log_context
 from engine.operations.fence import FencedKubeApi, FencedPools, FencedWorkloadApi
-from engine.operations.flows import first_step, step_after
+from engine.operations.flows import FEED_STEPS, first_step, step_after
 from engine.operations.steps import STEPS
 from engine.operations.steps.context import ClusterHandle, StepResult
 from engine.operations.steps.cordon_drain import give_back_nodes
@@ -345,7 +345,7 @@ class Runner:
             if result.state is OpState.FAILED:
                 result = self._give_back_nodes(op, result)
             op = self._persist(op, result)
-            if op.step != "drain" or op.state is not OpState.RUNNING:
+            if op.step not in FEED_STEPS or op.state is not OpState.RUNNING:
                 self._close_feed(op_id)
             if op.state is not OpState.RUNNING:
                 return

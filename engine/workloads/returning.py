@@ -8,7 +8,7 @@ bounded time and then names each one still not back with the reason its pods giv
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from engine.domain.model import PodInfo
 
@@ -41,6 +41,13 @@ def workload_of(pod: PodInfo) -> str | None:
     if owner.kind == "ReplicaSet" and deployment and suffix:
         return f"Deployment/{pod.namespace}/{deployment}"
     return None
+
+
+def leaving_with(scaled_to_zero: Collection[str], pods: Iterable[PodInfo]) -> list[PodInfo]:
+    """The pods of the workloads (`Kind/namespace/name`) scaled to zero: their controllers delete
+    them, terminating or not yet, so a drain that evicts them only duplicates that (or is refused
+    by their PodDisruptionBudget until it is done)."""
+    return [pod for pod in pods if workload_of(pod) in scaled_to_zero]
 
 
 def displaced_by(nodes: Mapping[str, str], pods: Iterable[PodInfo]) -> dict[str, frozenset[str]]:

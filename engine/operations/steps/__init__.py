@@ -10,7 +10,7 @@ cluster's fenced ports, and is safe to repeat (a crash re-runs it from its persi
     force         force (phase 2 of a full zero-scale, within the approved force scope)
     removal       remove, verify
     wake          resize, wait_ready (in waves), finish
-    workloads     workloads_sleep, workloads_wake, workloads_return
+    workloads     workloads_sleep, workloads_leave, workloads_wake, workloads_return
     consolidate   fit, remove_node, consolidated
     report        the summary and final line an operation ends with (shared, pure)
     context       StepContext, StepResult, ClusterHandle (the settings: engine.domain.settings)
@@ -29,7 +29,12 @@ from engine.operations.steps.force import step_force
 from engine.operations.steps.removal import step_remove, step_verify
 from engine.operations.steps.restore import step_record
 from engine.operations.steps.wake import step_finish, step_resize, step_wait_ready
-from engine.operations.steps.workloads import step_workloads_return, step_workloads_sleep, step_workloads_wake
+from engine.operations.steps.workloads import (
+    step_workloads_leave,
+    step_workloads_return,
+    step_workloads_sleep,
+    step_workloads_wake,
+)
 
 STEPS: Mapping[str, Step] = {
     "fit": step_fit,
@@ -44,6 +49,7 @@ STEPS: Mapping[str, Step] = {
     "resize": step_resize,
     "wait_ready": step_wait_ready,
     "workloads_sleep": step_workloads_sleep,
+    "workloads_leave": step_workloads_leave,
     "workloads_wake": step_workloads_wake,
     "workloads_return": step_workloads_return,
     "finish": step_finish,

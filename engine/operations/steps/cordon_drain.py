@@ -400,7 +400,7 @@ def give_back_nodes(ctx: StepContext, op: Operation, h: ClusterHandle, result: S
     """
     progress = result.progress or op.progress
     state = progress.drain.state
-    if op.step not in ("cordon", "drain"):
+    if op.step not in ("cordon", "workloads_leave", "drain"):
         return result
     unmarked = take_back_marks(h, op)
     if state is None:

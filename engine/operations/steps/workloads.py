@@ -1,6 +1,7 @@
-"""The `workloads_sleep`, `workloads_wake` and `workloads_return` steps.
+"""The `workloads_sleep`, `workloads_leave`, `workloads_wake` and `workloads_return` steps.
 
 `workloads_sleep` scales down what the approved plan lists, in reverse wake order;
+`workloads_leave`, the nodes cordoned, lets the pods of what it scaled to zero leave before the drain;
 `workloads_wake` restores the workloads one wake order at a time (`engine.workloads.order`),
 following each until it is available before the next; `workloads_return` follows the workloads
 the wake scaled back or the sleep displaced, for a bounded time, and names those not back and why.
@@ -15,6 +16,7 @@ from engine.domain.durations import format_duration
 from engine.domain.operation import Operation, OperationPlan, OpKind, OpState, ProgressKind, WorkloadCount
 from engine.operations.flows import NEXT
 from engine.operations.steps.context import ClusterHandle, StepContext, StepResult
+from engine.operations.steps.cordon_drain import drained_nodes
 from engine.workloads import Decision, WorkloadPlan, WorkloadRecord, returning
 from engine.workloads import Outcome as WorkloadOutcome
 from engine.workloads import order as wake_order
@@ -37,11 +39,65 @@ def step_workloads_sleep(ctx: StepContext, op: Operation, h: ClusterHandle) -> S
     text = f"Workloads: {report.headline}\n{report.render(max_items=10)}".strip()
     if unapproved:
         text += f"\nNot in the approved plan, left as they are: {', '.join(unapproved)}"
+    # A repeat (after a crash) finds them asleep already: keep those the first run scaled down.
+    scaled = {*op.progress.workloads.scaled_to_zero, *(r.key for r in report.records if _to_zero(r))}
+    workloads = replace(op.progress.workloads, headline=report.headline, scaled_to_zero=tuple(sorted(scaled)))
     return StepResult(
         then=NEXT if shrinking else "nothing_to_shrink",
-        progress=replace(op.progress, workloads=replace(op.progress.workloads, headline=report.headline)),
+        progress=replace(op.progress, workloads=workloads),
         events=[("phase", text, "")],
     )
+
+
+def _to_zero(record: WorkloadRecord) -> bool:
+    """A Deployment or StatefulSet set to no replicas: its controller deletes its pods."""
+    return record.kind in ("Deployment", "StatefulSet") and record.target == 0
+
+
+def step_workloads_leave(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult:
+    """Between the cordon and the drain: wait until the pods of the workloads the sleep scaled to
+    zero have left the drained nodes, for at most `workloads_leave_timeout`.
+
+    Their controllers delete them anyway; evicting them first only doubles that work (2,900
+    evictions at 100 nodes) and, under a PodDisruptionBudget, is refused until the controller is
+    done. The pod feed's watch wakes the step when the last one is gone. Whatever is still there
+    after the bound is drained like any other pod, so no pod stays on a removed node by this wait.
+    The drain's phase 1 (its graceful window) starts when the wait ends.
+    """
+    now = ctx.clock.now()
+    before = op.progress.workloads
+    nodes = drained_nodes(op)
+    feed = ctx.pod_feed(op.id, h.api, nodes, cluster=h.name)
+    leaving = returning.leaving_with(frozenset(before.scaled_to_zero), feed.pods(nodes))
+    since = before.leaving_since or now
+    counted = before.leaving if before.leaving_since is not None else len(leaving)
+    limit = ctx.settings.workloads_leave_timeout
+    if leaving and now < since + limit:
+        feed.await_gone([p.uid for p in leaving])
+        events: list[tuple[ProgressKind, str, str]] = []
+        if before.leaving_since is None:
+            text = (
+                f"Waiting up to {format_duration(limit)} for {len(leaving)} Pods of the workloads scaled "
+                "to zero to leave with them before draining"
+            )
+            events.append(("phase", text, ""))
+        # The feed's watch wakes the step as soon as the last one is gone; without a live watch it
+        # looks again at the drain's pass interval.
+        wait = (since + limit - now).total_seconds()
+        if not feed.live:
+            wait = min(wait, ctx.settings.pass_interval.total_seconds())
+        waiting = replace(before, leaving_since=since, leaving=counted)
+        return StepResult(progress=replace(op.progress, workloads=waiting), wait=wait, events=events)
+    left = before.left + max(0, counted - len(leaving))
+    done = replace(before, leaving_since=None, leaving=0, left=left)
+    drain = replace(op.progress.drain, phase1_started_at=now)
+    progress = replace(op.progress, workloads=done, drain=drain)
+    if not counted:
+        return StepResult(then=NEXT, progress=progress)
+    text = f"{counted - len(leaving)} Pods left with their workloads in {format_duration(now - since)}"
+    if leaving:
+        text += f"; {len(leaving)} still there are drained like the others"
+    return StepResult(then=NEXT, progress=progress, events=[("phase", text, "")])
 
 
 def _approved_only(plan: WorkloadPlan, approved: OperationPlan) -> tuple[WorkloadPlan, list[str]]:
