@@ -21,6 +21,7 @@ from engine.operations.service import (
     Unshown,
     UserError,
 )
+from engine.operations.service_nodes import Cordoned
 
 __all__ = [
     "Advice",
@@ -107,7 +108,7 @@ class OperationsPort(Protocol):
         unschedulable: bool,
         groups: Sequence[str] = (),
         channel: str = "",
-    ) -> Outcome: ...
+    ) -> Cordoned: ...
 
     def refuse(self, by: str, what: str, cluster: str, reason: str) -> Outcome:
         """Audit a refusal decided outside the engine (a request from another workspace)."""

@@ -145,7 +145,7 @@ def _server_dry_run(ops: Operations, nodes: list[NodeInfo], flags: DrainFlags) -
 def cmd_cordon(args: argparse.Namespace) -> int:
     ops = node_operations(args)
     nodes = selected_nodes(ops, args)
-    done = ops.cordon_nodes(
+    done = ops.cordon(
         ops.clusters()[0], [n.name for n in nodes], by=_user(), unschedulable=args.unschedulable
     )
     if not done.outcome.ok:

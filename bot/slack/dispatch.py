@@ -174,7 +174,7 @@ class Dispatcher:
                     unschedulable=unschedulable,
                     groups=self.groups(inv.user),
                     channel=inv.channel,
-                )
+                ).outcome
                 self._reply_outcome(outcome, inv, visible=outcome.ok and outcome.changed)
             case commands.Advise(cluster):
                 found = self.ops.advise(cluster, by=inv.user, groups=self.groups(inv.user))

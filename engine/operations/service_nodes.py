@@ -129,25 +129,11 @@ class NodeActions(OperationsBase):
         unschedulable: bool,
         groups: Sequence[str] = (),
         channel: str = "",
-    ) -> Outcome:
+    ) -> Cordoned:
         """Cordon or uncordon nodes by hand: operator role; refused on a protected cluster or where
         the policy lists the verb among what needs approval (ask for a `drain` instead, which is
-        approved like any operation); refused while an operation holds the node or its pool."""
-        return self.cordon_nodes(
-            cluster, nodes, by=by, unschedulable=unschedulable, groups=groups, channel=channel
-        ).outcome
-
-    def cordon_nodes(
-        self,
-        cluster: str,
-        nodes: Sequence[str],
-        *,
-        by: str,
-        unschedulable: bool,
-        groups: Sequence[str] = (),
-        channel: str = "",
-    ) -> Cordoned:
-        """`cordon`, also naming the nodes whose flag changed (the CLI prints one line per node)."""
+        approved like any operation); refused while an operation holds the node or its pool. The
+        answer names the nodes whose flag changed (the CLI prints one line per node)."""
         handle = self._handle(cluster)
         verb = "cordon" if unschedulable else "uncordon"
         refusal = self._by_hand_refusal(cluster, verb, by=by, groups=groups, channel=channel)

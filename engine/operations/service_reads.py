@@ -8,6 +8,7 @@ import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from datetime import datetime
 
 from engine.domain.operation import (
     Operation,
@@ -31,7 +32,7 @@ from engine.operations.service_base import (
 )
 from engine.planning import advice, consolidation
 from engine.planning import preflight as planning
-from engine.pools.base import KeepsSchedules, PoolNotFound
+from engine.pools.base import KeepsSchedules, Pool, PoolNotFound
 from engine.workloads.plan import is_owner_key
 
 log = logging.getLogger(__name__)
@@ -152,16 +153,9 @@ class Reads(OperationsBase):
             hold = consolidation.scale_up_hold(snap.nodes, now, pol.delay_after_add)
             if hold:
                 raise UserError(f"nothing to consolidate on {handle.name} yet: {hold}")
-        plan = consolidation.plan_consolidation(
-            snap.nodes,
-            snap.pods,
-            handle.api.list_pdbs(),
-            pool_minimums={p.name: p.min_size for p in pools},
-            daemonset_keys=handle.api.list_daemonset_keys(),
-            now=now,
-            settings=pol.planning,
-            notes=snap.autoscalers,
-            removable_pools=frozenset(req.target.pools or known),
+        removable = frozenset(req.target.pools or known)
+        plan = _consolidation_plan(
+            handle, snap, pools, now=now, settings=pol.planning, removable_pools=removable
         )
         if not plan.remove:
             kept = "; ".join(f"{k.node}: {k.reason}" for k in plan.keep[:5])
@@ -198,12 +192,10 @@ class Reads(OperationsBase):
         nodes, bound = handle.api.list_nodes(), api.list_bound_pods()
         snap = consolidation.snapshot(pools, nodes, bound)
         pol = self.policies[cluster].consolidation
-        plan = consolidation.plan_consolidation(
-            snap.nodes,
-            snap.pods,
-            handle.api.list_pdbs(),
-            pool_minimums={p.name: p.min_size for p in pools},
-            daemonset_keys=handle.api.list_daemonset_keys(),
+        plan = _consolidation_plan(
+            handle,
+            snap,
+            pools,
             now=self.clock.now(),
             settings=replace(pol.planning, max_nodes=len(nodes) or 1),
             removable_pools=frozenset(p.name for p in pools),
@@ -227,16 +219,8 @@ class Reads(OperationsBase):
         # Pool membership comes from the pool provider (labels or Cluster API), not from one label.
         pools = handle.pools.list_pools()
         snap = consolidation.snapshot(pools, handle.api.list_nodes(), api.list_bound_pods())
-        return consolidation.plan_consolidation(
-            snap.nodes,
-            snap.pods,
-            handle.api.list_pdbs(),
-            pool_minimums={pool.name: pool.min_size for pool in pools},
-            daemonset_keys=handle.api.list_daemonset_keys(),
-            now=self.clock.now(),
-            settings=settings,
-            notes=consolidation.other_consolidators(api.list_deployment_names()),
-        )
+        snap = replace(snap, autoscalers=consolidation.other_consolidators(api.list_deployment_names()))
+        return _consolidation_plan(handle, snap, pools, now=self.clock.now(), settings=settings)
 
     def scale_up_advice(self, cluster: str, *, by: str, groups: Sequence[str] = ()) -> advice.ScaleUpAdvice:
         """`plan advise`: which pool to grow for the unschedulable pods, and by how many nodes. A
@@ -247,6 +231,30 @@ class Reads(OperationsBase):
         return advice.advise(
             handle.pools.list_pools(), handle.api.list_nodes(), api.list_bound_pods(), api.list_unbound_pods()
         )
+
+
+def _consolidation_plan(
+    handle: ClusterHandle,
+    snap: consolidation.SchedulingSnapshot,
+    pools: Sequence[Pool],
+    *,
+    now: datetime,
+    settings: ConsolidationSettings,
+    removable_pools: frozenset[str] | None = None,
+) -> consolidation.ConsolidationPlan:
+    """The consolidation plan over `snap`, with the cluster's budgets and DaemonSets, every pool kept
+    at or above its minimum size and the other autoscalers `snap` found named in its notes."""
+    return consolidation.plan_consolidation(
+        snap.nodes,
+        snap.pods,
+        handle.api.list_pdbs(),
+        pool_minimums={pool.name: pool.min_size for pool in pools},
+        daemonset_keys=handle.api.list_daemonset_keys(),
+        now=now,
+        settings=settings,
+        notes=snap.autoscalers,
+        removable_pools=removable_pools,
+    )
 
 
 def _scheduling_api(handle: ClusterHandle, what: str) -> SchedulingApi:

@@ -426,20 +426,20 @@ def test_cordon_needs_a_role_respects_locks_and_protected_clusters_and_refusals_
     make: Callable[..., World], cluster: FakeCluster
 ) -> None:
     w = make()
-    viewer = w.ops.cordon(CLUSTER, ["batch-0"], by=VIEWER, unschedulable=True)
+    viewer = w.ops.cordon(CLUSTER, ["batch-0"], by=VIEWER, unschedulable=True).outcome
     assert not viewer.ok and "operator role" in viewer.reply
     op = w.ops.request(zero(OPERATOR)).operation  # awaiting approval: holds pool web
     assert op is not None
-    busy = w.ops.cordon(CLUSTER, ["web-1"], by=OPERATOR, unschedulable=True)
+    busy = w.ops.cordon(CLUSTER, ["web-1"], by=OPERATOR, unschedulable=True).outcome
     assert not busy.ok and op.id in busy.reply
     assert not cluster.get_node("web-1").unschedulable  # type: ignore[union-attr]
-    assert w.ops.cordon(CLUSTER, ["batch-0"], by=OPERATOR, unschedulable=True).ok
+    assert w.ops.cordon(CLUSTER, ["batch-0"], by=OPERATOR, unschedulable=True).outcome.ok
     protected = make(protected=True)
-    refused = protected.ops.cordon(CLUSTER, ["batch-1"], by=OPERATOR, unschedulable=True)
+    refused = protected.ops.cordon(CLUSTER, ["batch-1"], by=OPERATOR, unschedulable=True).outcome
     assert not refused.ok and "protected" in refused.reply
     assert w.actions().count("refused_cordon") == 2 and "cordon" in w.actions()
     assert protected.actions() == ["refused_cordon"]
-    listed = protected.ops.cordon(CLUSTER, ["batch-1"], by=OPERATOR, unschedulable=False)
+    listed = protected.ops.cordon(CLUSTER, ["batch-1"], by=OPERATOR, unschedulable=False).outcome
     assert not listed.ok
 
 
