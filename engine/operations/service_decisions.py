@@ -138,15 +138,9 @@ class Decisions(OperationsBase):
 
     def approve(self, approval_id: str, *, by: str, groups: Sequence[str] = (), channel: str = "") -> Outcome:
         """`channel`: where the click came from (the channel rule of the request applies to it)."""
-        op = self.store.operation_by_approval(approval_id)
-        if op is None:
-            return Outcome(False, "unknown request: it may belong to another scalebot instance")
-        elsewhere = self.origin_refusal(op.target.cluster, by=by, channel=channel, what="approve", op=op)
-        if elsewhere is not None:
-            return elsewhere
-        early = self._check_decidable(op, by=by, groups=groups, action="approve")
-        if early is not None:
-            return early
+        op = self._decidable(approval_id, by=by, groups=groups, channel=channel, action="approve")
+        if isinstance(op, Outcome):
+            return op
         seen = frozenset(self._approvers(approval_id)) | {by}
         standing = self._standing_voters(op, by=by, groups=groups, note=False)
         with self.store.transaction():
@@ -244,15 +238,11 @@ class Decisions(OperationsBase):
     def reject(
         self, approval_id: str, *, by: str, groups: Sequence[str] = (), reason: str = "", channel: str = ""
     ) -> Outcome:
-        op = self.store.operation_by_approval(approval_id)
-        if op is None:
-            return Outcome(False, "unknown request: it may belong to another scalebot instance")
-        elsewhere = self.origin_refusal(op.target.cluster, by=by, channel=channel, what="reject", op=op)
-        if elsewhere is not None:
-            return elsewhere
-        early = self._check_decidable(op, by=by, groups=groups, action="reject", allow_requester=True)
-        if early is not None:
-            return early
+        op = self._decidable(
+            approval_id, by=by, groups=groups, channel=channel, action="reject", allow_requester=True
+        )
+        if isinstance(op, Outcome):
+            return op
         with self.store.transaction():
             current = self.store.get_operation(op.id)
             assert current is not None
@@ -370,6 +360,29 @@ class Decisions(OperationsBase):
         """
         self.expire_stale()
         return self.runner.resume_all(wait_for_claims=wait_for_claims)
+
+    def _decidable(
+        self,
+        approval_id: str,
+        *,
+        by: str,
+        groups: Sequence[str],
+        channel: str,
+        action: str,
+        allow_requester: bool = False,
+    ) -> Operation | Outcome:
+        """The operation a click on `approval_id` decides, or the answer refusing the click: an
+        unknown ID, a click from outside the request's channels, a decision no longer possible."""
+        op = self.store.operation_by_approval(approval_id)
+        if op is None:
+            return Outcome(False, "unknown request: it may belong to another scalebot instance")
+        elsewhere = self.origin_refusal(op.target.cluster, by=by, channel=channel, what=action, op=op)
+        if elsewhere is not None:
+            return elsewhere
+        early = self._check_decidable(
+            op, by=by, groups=groups, action=action, allow_requester=allow_requester
+        )
+        return op if early is None else early
 
     def _check_decidable(
         self, op: Operation, *, by: str, groups: Sequence[str], action: str, allow_requester: bool = False
