@@ -45,6 +45,21 @@ def _now() -> str:
 # Unreachable nodes
 
 
+def _set_node_type(api: Any, node: str, node_type: str, *, original: str | None) -> None:
+    """Set which kwok stages drive `node` (its type label), remembering the type to restore
+    (`original`; None forgets it)."""
+    patch(
+        api,
+        node_path(node),
+        {
+            "metadata": {
+                "labels": {KWOK_NODE_LABEL: node_type},
+                "annotations": {_ORIGINAL_TYPE_ANNOTATION: original},
+            }
+        },
+    )
+
+
 def make_node_unreachable(api: Any, node: str, *, mark_pods_not_ready: bool = True) -> Json:
     """Make a node look like its kubelet vanished: Ready=Unknown, and nobody puts it back.
 
@@ -61,16 +76,7 @@ def make_node_unreachable(api: Any, node: str, *, mark_pods_not_ready: bool = Tr
     """
     current = get(api, node_path(node))
     original = current["metadata"].get("labels", {}).get(KWOK_NODE_LABEL, KWOK_NODE_LABEL_VALUE)
-    patch(
-        api,
-        node_path(node),
-        {
-            "metadata": {
-                "labels": {KWOK_NODE_LABEL: UNREACHABLE_LABEL_VALUE},
-                "annotations": {_ORIGINAL_TYPE_ANNOTATION: original},
-            }
-        },
-    )
+    _set_node_type(api, node, UNREACHABLE_LABEL_VALUE, original=original)
     now = _now()
     unknown = {
         "status": "Unknown",
@@ -117,16 +123,7 @@ def restore_node(api: Any, node: str, *, timeout: float = 30.0) -> None:
     original = (
         current["metadata"].get("annotations", {}).get(_ORIGINAL_TYPE_ANNOTATION, KWOK_NODE_LABEL_VALUE)
     )
-    patch(
-        api,
-        node_path(node),
-        {
-            "metadata": {
-                "labels": {KWOK_NODE_LABEL: original},
-                "annotations": {_ORIGINAL_TYPE_ANNOTATION: None},
-            }
-        },
-    )
+    _set_node_type(api, node, original, original=None)
     wait_for_nodes_ready(api, [node], timeout=timeout)
     nudge = {"metadata": {"annotations": {"scalebot.test/node-restored": _now()}}}
     pods = pods_on_node(api, node)
