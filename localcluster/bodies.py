@@ -202,18 +202,10 @@ def deployment_body(
 ) -> Json:
     """A Deployment of pause pods (selector app=<name>, plus `labels` on the pods); `spec` goes to
     `pod_spec` (node_selector, grace, empty_dir, priority_class, tolerations, cpu, memory)."""
-    selector = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "labels": {**(labels or {}), **selector}},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": selector},
-            "revisionHistoryLimit": 2,
-            "template": _template(selector, labels, pod_annotations, pod_spec(**spec)),
-        },
-    }
+    fields = {"revisionHistoryLimit": 2}
+    return _replicated(
+        "Deployment", name, replicas, labels=labels, pod_annotations=pod_annotations, pod=spec, fields=fields
+    )
 
 
 def statefulset_body(
@@ -227,17 +219,34 @@ def statefulset_body(
 ) -> Json:
     """A StatefulSet of pause pods; Parallel pod management unless parallel=False (faster to create);
     `spec` goes to `pod_spec` (node_selector, grace, tolerations, cpu, memory)."""
+    fields = {"serviceName": name, "podManagementPolicy": "Parallel" if parallel else "OrderedReady"}
+    return _replicated(
+        "StatefulSet", name, replicas, labels=labels, pod_annotations=pod_annotations, pod=spec, fields=fields
+    )
+
+
+def _replicated(
+    kind: str,
+    name: str,
+    replicas: int,
+    *,
+    labels: Mapping[str, str] | None,
+    pod_annotations: Mapping[str, str] | None,
+    pod: Mapping[str, Any],
+    fields: Mapping[str, Any],
+) -> Json:
+    """An apps/v1 controller of `replicas` pause pods selected by app=<name>: `fields` are its kind's
+    own spec fields, `pod` goes to `pod_spec`."""
     selector = {"app": name}
     return {
         "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
+        "kind": kind,
         "metadata": {"name": name, "labels": {**(labels or {}), **selector}},
         "spec": {
             "replicas": replicas,
-            "serviceName": name,
-            "podManagementPolicy": "Parallel" if parallel else "OrderedReady",
+            **fields,
             "selector": {"matchLabels": selector},
-            "template": _template(selector, labels, pod_annotations, pod_spec(**spec)),
+            "template": _template(selector, labels, pod_annotations, pod_spec(**pod)),
         },
     }
 

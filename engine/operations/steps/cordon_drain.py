@@ -22,6 +22,7 @@ from engine.domain.durations import format_duration
 from engine.domain.model import NodeInfo
 from engine.domain.operation import (
     Operation,
+    OperationProgress,
     OpKind,
     OpState,
     PoolChange,
@@ -242,13 +243,7 @@ def step_drain(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult:
         # No retry changes a refusal like this one: fail now with the reason (kubectl exits 1)
         # rather than wait out the timeout. A full zero-scale leaves such nodes to phase 2.
         error = "; ".join(f"node {node}: {reason}" for node, reason in sorted(refused.items()))
-        _record_nodes(h, op, kube_events.DRAIN_FAILED, f"{error} (operation {op.id})", warning=True)
-        return StepResult(
-            progress=data,
-            state=OpState.FAILED,
-            error=error,
-            events=[*events, ("final", f"Failed: {error}", message)],
-        )
+        return _drain_failed(h, op, data, events, error, final=(f"Failed: {error}", message))
     if decision.done and not refused:
         events.append(("phase", result.report.summary_line(), ""))
         _record_nodes(h, op, kube_events.DRAINED, f"Drain completed (operation {op.id})")
@@ -279,15 +274,24 @@ def step_drain(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult:
         return StepResult(then=NEXT, progress=data, events=events)  # phase 2
     if not forcing and timeout is not None and decision.deadline_reached:
         error = f"drain did not complete within {format_duration(timeout)}"
-        _record_nodes(h, op, kube_events.DRAIN_FAILED, f"{error} (operation {op.id})", warning=True)
-        return StepResult(
-            progress=data,
-            state=OpState.FAILED,
-            error=error,
-            events=[*events, ("final", f"Failed: {error}\n{message}", message)],
-        )
+        return _drain_failed(h, op, data, events, error, final=(f"Failed: {error}\n{message}", message))
     # From the clock after the pass: a pass that evicted for minutes has used up part of the wait.
     return StepResult(progress=data, wait=decision.wait_seconds(ctx.clock.now()), events=events)
+
+
+def _drain_failed(
+    h: ClusterHandle,
+    op: Operation,
+    data: OperationProgress,
+    events: Sequence[tuple[ProgressKind, str, str]],
+    error: str,
+    *,
+    final: tuple[str, str],
+) -> StepResult:
+    """The drain fails the operation with `error`: a DrainFailed event on each of its nodes and
+    `final` (the line and its detail) as the last event."""
+    _record_nodes(h, op, kube_events.DRAIN_FAILED, f"{error} (operation {op.id})", warning=True)
+    return StepResult(progress=data, state=OpState.FAILED, error=error, events=[*events, ("final", *final)])
 
 
 def _record_nodes(
