@@ -22,6 +22,7 @@ ADD_FIELDS = (
     "channel",
     "approval",
     "pools",
+    "workloads",
     "except",
     "holidays",
     "calendar",
@@ -32,8 +33,8 @@ ADD_FIELDS = (
 USAGE: dict[str, str] = {
     "add": (
         "schedule add NAME sleep=DAYS HH:MM wake=DAYS HH:MM tz=ZONE [lead=60m,10m] [#channel] "
-        "[approval=pre|per-run] [pools=a,b [size=N]] [except=YYYY-MM-DD,…] [holidays=DE-BY] "
-        "[calendar=NAME] [on-holiday=stay-asleep|skip-wake|skip-sleep] [cluster=NAME]"
+        "[approval=pre|per-run] [pools=a,b [size=N]] [workloads=yes|only] [except=YYYY-MM-DD,…] "
+        "[holidays=DE-BY] [calendar=NAME] [on-holiday=stay-asleep|skip-wake|skip-sleep] [cluster=NAME]"
     ),
     "list": "schedule list [CLUSTER]",
     "show": "schedule show NAME",
@@ -110,3 +111,18 @@ def bad_size(value: str) -> str:
 
 def size_needs_one_pool() -> str:
     return "`size=` scales one pool: give exactly one pool, e.g. `pools=web size=1`."
+
+
+def bad_workloads(value: str) -> str:
+    return (
+        f"`workloads={value}` is not a choice: `yes` scales the workloads to zero before the pools "
+        "(the wake restores them), `only` sleeps the workloads alone, `no` leaves them running."
+    )
+
+
+def workloads_only_takes_no_pools() -> str:
+    return "`workloads=only` changes no node pool: drop `pools=` and `size=`, or use `workloads=yes`."
+
+
+def workloads_need_zero() -> str:
+    return "`workloads=yes` goes with pools scaled to 0: drop `size=`, or the workloads option."

@@ -10,7 +10,7 @@ import difflib
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from datetime import UTC, date, datetime, time
 from typing import Any
 
@@ -38,6 +38,7 @@ _ADD_KEYS = (
     "approval",
     "pools",
     "size",
+    "workloads",
     "except",
     "holidays",
     "calendar",
@@ -184,15 +185,29 @@ def _with_time(value: str, rest: list[str]) -> str:
     return value  # the engine's parser names what is missing ("missing time after …")
 
 
+_WORKLOADS = {"yes": True, "true": True, "on": True, "no": False, "false": False, "off": False}
+
+
 def _target(options: Mapping[str, str]) -> ScheduleTarget:
     pools = [p for p in re.split(r"[,\s]+", options.get("pools", "")) if p]
     size = options.get("size")
+    workloads = options.get("workloads", "").strip().lower() or "no"
+    if workloads == "only":
+        if pools or size is not None:
+            raise ScheduleUsage(schedule_copy.workloads_only_takes_no_pools(), "add")
+        return ScheduleTarget.workloads_only()
+    if workloads not in _WORKLOADS:
+        raise ScheduleUsage(schedule_copy.bad_workloads(workloads[:20]), "add")
+    with_workloads = _WORKLOADS[workloads]
     if size is None:
-        return ScheduleTarget.zero_pools(*pools) if pools else ScheduleTarget.whole_cluster()
+        target = ScheduleTarget.zero_pools(*pools) if pools else ScheduleTarget.whole_cluster()
+        return replace(target, workloads=with_workloads)
     if not is_size(size):
         raise ScheduleUsage(schedule_copy.bad_size(size[:20]), "add")
     if len(pools) != 1:
         raise ScheduleUsage(schedule_copy.size_needs_one_pool(), "add")
+    if with_workloads:
+        raise ScheduleUsage(schedule_copy.workloads_need_zero(), "add")
     return ScheduleTarget.scale_pool(pools[0], int(size))
 
 
@@ -296,7 +311,7 @@ def read_add_form(values: Mapping[str, Any]) -> tuple[AddArgs | None, dict[str, 
         except ScheduleError as exc:
             errors[block] = str(exc)[:300]
     try:
-        target = _target({"pools": get["pools"]})
+        target = _target({"pools": get["pools"], "workloads": get["workloads"]})
     except ScheduleUsage as exc:
         errors["pools"] = exc.message
     if errors:

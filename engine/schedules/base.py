@@ -80,6 +80,8 @@ def _target_problem(cluster: str, target: ScheduleTarget, pools: Mapping[str, Po
         return f"the pools target needs at least one pool; pools of {cluster}: {known}"
     if target.kind != "scale":
         return ""
+    if target.workloads:
+        return "workloads go to sleep with the cluster or its pools at 0, not with a pool scaled to a size"
     if len(target.pools) != 1 or target.size is None:
         return "the scale target needs exactly one pool and a size, e.g. pool web to 1"
     pool = pools[target.pools[0]]
@@ -89,12 +91,12 @@ def _target_problem(cluster: str, target: ScheduleTarget, pools: Mapping[str, Po
 
 
 def _pool_set(target: ScheduleTarget, everything: set[str]) -> set[str]:
-    """The pools a schedule acts on; "workloads" stands for the workloads of the cluster."""
+    """The pools a schedule acts on; "(workloads)" stands for the workloads of the cluster, which a
+    sleep with workloads scales whichever pools it zeroes."""
+    workloads = {"(workloads)"} if target.kind == "workloads" or target.workloads else set()
     if target.kind == "cluster":
-        return set(everything)
-    if target.kind == "workloads":
-        return {"(workloads)"}
-    return set(target.pools)
+        return set(everything) | workloads
+    return set(target.pools) | workloads
 
 
 @overload
@@ -119,6 +121,9 @@ def _sleep_request(
     """The sleep's request; `pools`: the pools this run acts on when some were left out of it
     (None: the schedule's target as it is; empty: nothing is left, no request)."""
     target = sched.target
+    if target.kind == "workloads":
+        workloads_only = Target(cluster=sched.cluster, workloads_only=True)
+        return _request(OpKind.ZERO, workloads_only, sched, thread_ts, on_behalf=on_behalf)
     if pools is not None:
         if not pools:
             return None
@@ -127,14 +132,29 @@ def _sleep_request(
     if target.kind == "scale":
         return _request(
             OpKind.SCALE,
-            Target(cluster=sched.cluster, pools=target.pools, size=target.size),
+            Target(cluster=sched.cluster, pools=target.pools, size=target.size, workloads=target.workloads),
             sched,
             thread_ts,
             on_behalf=on_behalf,
         )
-    return _request(
-        OpKind.ZERO, Target(cluster=sched.cluster, pools=target.pools), sched, thread_ts, on_behalf=on_behalf
+    zero = Target(cluster=sched.cluster, pools=target.pools, workloads=target.workloads)
+    return _request(OpKind.ZERO, zero, sched, thread_ts, on_behalf=on_behalf)
+
+
+def _wake_request(
+    sched: Schedule, asleep: set[str], *, workloads_asleep: bool, on_behalf: tuple[str, ...] = ()
+) -> OperationRequest | None:
+    """The wake's request: the schedule's pools that are asleep, and the workloads when its sleeps
+    scale them (restored from their records even once the pools are up); None: nothing is asleep."""
+    wanted = asleep if sched.target.kind == "cluster" else asleep & set(sched.target.pools)
+    workloads = sched.target.kind == "workloads" or sched.target.workloads
+    if not wanted and not (workloads and workloads_asleep):
+        return None
+    pools = () if sched.target.kind == "cluster" else tuple(sorted(wanted))
+    wake = Target(
+        cluster=sched.cluster, pools=pools, workloads=sched.target.workloads, workloads_only=not wanted
     )
+    return _request(OpKind.WAKE, wake, sched, "", on_behalf=on_behalf)
 
 
 def _request(
@@ -354,11 +374,15 @@ class SchedulesBase:
     def _check_target(self, cluster: str, target: ScheduleTarget) -> str:
         if target.kind not in TARGET_KINDS:
             return f'unknown target "{str(target.kind)[:40]}": use cluster, pools, scale or workloads'
-        if target.kind == "workloads":
+        if target.kind == "workloads" and (target.pools or target.size is not None):
+            return "a workloads-only target takes no pools and no size: it changes no node pool"
+        if (target.kind == "workloads" or target.workloads) and self.ops.handles[cluster].workloads is None:
             return (
-                "workloads-only schedules are not available yet: the operations service has no "
-                "workloads-only operation; schedule the cluster or its pools instead"
+                f"cluster {cluster} has no workloads provider configured: "
+                "schedule its pools without their workloads"
             )
+        if target.kind == "workloads":
+            return ""
         pools = {p.name: p for p in self._pools(cluster)}
         return _target_problem(cluster, target, pools)
 

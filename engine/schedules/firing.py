@@ -27,10 +27,10 @@ from engine.schedules.base import (
     SchedulesBase,
     _forced,
     _refused,
-    _request,
     _Run,
     _sleep_request,
     _title,
+    _wake_request,
 )
 from engine.schedules.model import (
     HANDLED,
@@ -293,14 +293,14 @@ class Firing(SchedulesBase):
         on_behalf = (by,) if by else ()
         if occ.action == "wake":
             asleep = self._asleep_pools(sched.cluster)
-            wanted = asleep if sched.target.kind == "cluster" else asleep & set(sched.target.pools)
-            if not wanted:
+            workloads_asleep = bool(self.store.workload_records(sched.cluster))
+            wake = _wake_request(sched, asleep, workloads_asleep=workloads_asleep, on_behalf=on_behalf)
+            if wake is None:
                 return _Run(True, "done", f"{cap(what)}: nothing to do, {sched.cluster} is already awake")
-            pools = () if sched.target.kind == "cluster" else tuple(sorted(wanted))
-            request = _request(
-                OpKind.WAKE, Target(cluster=sched.cluster, pools=pools), sched, "", on_behalf=on_behalf
-            )
+            request = wake
         else:
+            if sched.target.kind == "workloads" and self.store.workload_records(sched.cluster):
+                return _Run(True, "done", f"{cap(what)}: nothing to do, the workloads are asleep already")
             if _already_asleep(sched.target, self._pools(sched.cluster)):
                 return _Run(True, "done", f"{cap(what)}: nothing to do, {sched.target.describe()} already")
             excluded = self._excluded(sched, occ.key)

@@ -28,11 +28,15 @@ HANDLED = frozenset({"running", "done", "skipped", "missed"})
 
 @dataclass(frozen=True, slots=True)
 class ScheduleTarget:
-    """What a sleep does: zero the cluster, zero some pools, scale one pool to N, or workloads only."""
+    """What a sleep does: zero the cluster, zero some pools, scale one pool to N, or workloads only.
+
+    `workloads`: a cluster or pools sleep scales the workloads to zero first (Deployments and
+    StatefulSets to 0, CronJobs suspended) and its wake restores them."""
 
     kind: TargetKind
     pools: tuple[str, ...] = ()
     size: int | None = None
+    workloads: bool = False
 
     @classmethod
     def whole_cluster(cls) -> ScheduleTarget:
@@ -51,20 +55,29 @@ class ScheduleTarget:
         return cls("workloads")
 
     def describe(self) -> str:
+        if self.kind == "workloads":
+            return "workloads only"
+        with_workloads = " with workloads" if self.workloads else ""
         if self.kind == "cluster":
-            return "every pool to 0"
+            return f"every pool to 0{with_workloads}"
         if self.kind == "pools":
-            return f"pool{'s' if len(self.pools) != 1 else ''} {', '.join(self.pools)} to 0"
-        if self.kind == "scale":
-            return f"pool {', '.join(self.pools)} to {self.size}"
-        return "workloads only"
+            return f"pool{'s' if len(self.pools) != 1 else ''} {', '.join(self.pools)} to 0{with_workloads}"
+        return f"pool {', '.join(self.pools)} to {self.size}{with_workloads}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "pools": list(self.pools), "size": self.size}
+        data: dict[str, Any] = {"kind": self.kind, "pools": list(self.pools), "size": self.size}
+        if self.workloads:  # only when set: the schedules saved before it keep their fingerprints
+            data["workloads"] = True
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ScheduleTarget:
-        return cls(data["kind"], tuple(data.get("pools") or ()), data.get("size"))
+        return cls(
+            data["kind"],
+            tuple(data.get("pools") or ()),
+            data.get("size"),
+            workloads=data.get("workloads") is True,
+        )
 
 
 @dataclass(frozen=True, slots=True)

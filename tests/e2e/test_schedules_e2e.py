@@ -12,6 +12,8 @@ scaling every pool for real, with the operation's card, phases and final summary
 thread and the announcement edited to say it started; the wake restoring every node and the Deployment,
 threaded there too, and "dev-eu is back: 3/3 nodes Ready" posted when it is done. And a scheduled wake
 after a person's `zero --workloads`: the wake restores the workloads too and its report counts them.
+And a schedule added with `workloads=yes`: its sleep scales the Deployment to 0 before the pools, its
+wake scales it back.
 """
 
 from __future__ import annotations
@@ -143,6 +145,15 @@ def slack_world(handle: ClusterHandle, db: Path, *, start: datetime = MON_17_CET
         api.close()
 
 
+def two_pools(node_pool: Callable[..., list[str]], pool_key: str, unique_name: str) -> list[str]:
+    """Pool -a of two nodes and pool -b of one, in the test's node group: their node names."""
+    nodes = []
+    for name, count in (("a", 2), ("b", 1)):
+        full = f"{unique_name}-{name}"
+        nodes += node_pool(count, name=full, labels={pool_key: full, **group(unique_name)})
+    return nodes
+
+
 def test_a_scheduled_night_zero_scales_the_real_cluster_and_the_morning_restores_it(
     admin_api: Any,
     world: World,
@@ -152,10 +163,7 @@ def test_a_scheduled_night_zero_scales_the_real_cluster_and_the_morning_restores
     unique_name: str,
 ) -> None:
     on_group = group(unique_name)
-    nodes = []
-    for name, count in (("a", 2), ("b", 1)):
-        full = f"{unique_name}-{name}"
-        nodes += node_pool(count, name=full, labels={pool_key: full, **on_group})
+    nodes = two_pools(node_pool, pool_key, unique_name)
     deployment(admin_api, namespace, "web", 3, node_selector=on_group, grace=1)
     kube = world.ops.handles["dev-eu"].api
 
@@ -236,10 +244,7 @@ def test_a_scheduled_wake_after_a_zero_with_workloads_reports_the_workloads_it_r
 ) -> None:
     world = world_with_workloads
     on_group = group(unique_name)
-    nodes = []
-    for name, count in (("a", 2), ("b", 1)):
-        full = f"{unique_name}-{name}"
-        nodes += node_pool(count, name=full, labels={pool_key: full, **on_group})
+    nodes = two_pools(node_pool, pool_key, unique_name)
     deployment(admin_api, namespace, "web", 2, node_selector=on_group, grace=1)
     _, url = world.bot.command(
         "schedule add nights sleep=Mon-Fri 20:00 wake=Mon-Fri 07:00 tz=Europe/Berlin lead=60m "
@@ -290,5 +295,51 @@ def test_a_scheduled_wake_after_a_zero_with_workloads_reports_the_workloads_it_r
     back = world.bot.api.wait_for_call("chat.postMessage", lambda c: "back:" in all_text(c), timeout=30)
     available = woken.summary.workloads.available
     assert f"3/3 nodes Ready, {available}/1 workloads available" in all_text(back), all_text(back)
+    web = wait_for_return(admin_api, namespace, "web", node_prefix=unique_name)
+    assert web["status"]["availableReplicas"] == 2
+
+
+def test_a_scheduled_night_with_workloads_scales_the_deployment_to_zero_and_the_wake_restores_it(
+    admin_api: Any,
+    world: World,
+    namespace: str,
+    node_pool: Callable[..., list[str]],
+    pool_key: str,
+    unique_name: str,
+) -> None:
+    on_group = group(unique_name)
+    nodes = two_pools(node_pool, pool_key, unique_name)
+    deployment(admin_api, namespace, "web", 2, node_selector=on_group, grace=1)
+    web_path = f"/apis/apps/v1/namespaces/{namespace}/deployments/web"
+    kube = world.ops.handles["dev-eu"].api
+    _, url = world.bot.command(
+        "schedule add nights sleep=Mon-Fri 20:00 wake=Mon-Fri 07:00 tz=Europe/Berlin approval=pre "
+        "workloads=yes <#C0DEV|platform>",
+        user=APPROVER,
+    )
+    assert "every pool to 0 with workloads" in all_text(world.bot.wait_reply(url))
+    _, url = world.bot.command("schedule approve nights", user=APPROVER_2)
+    assert "Pre-approved schedule nights" in all_text(world.bot.wait_reply(url))
+
+    world.at(utc(2, 19))  # Monday 20:00 CET: the sleep
+    world.tick()
+    [sleep] = world.ops.list_operations()
+    assert (sleep.kind, sleep.requested_by, sleep.target.workloads) == (OpKind.ZERO, "schedule:nights", True)
+    assert sleep.plan.workloads == 1, "web is the one workload the sleep scales down"
+    assert world.ops.runner.wait_idle(180), "the scheduled sleep did not finish"
+    slept = world.ops.get(sleep.id)
+    assert slept is not None and slept.state is OpState.SUCCEEDED, slept and slept.error
+    assert rest.get(admin_api, web_path)["spec"]["replicas"] == 0
+    assert not [n for n in kube.list_nodes() if n.name in nodes], "every node of every pool is gone"
+
+    world.at(utc(3, 6))  # Tuesday 07:00 CET: the wake
+    world.tick()
+    wake = next(op for op in world.ops.list_operations() if op.kind is OpKind.WAKE)
+    assert wake.requested_by == "schedule:nights" and wake.plan.workloads == 1
+    assert world.ops.runner.wait_idle(180), "the scheduled wake did not finish"
+    woken = world.ops.get(wake.id)
+    assert woken is not None and woken.state is OpState.SUCCEEDED, woken and woken.error
+    assert sorted(n.name for n in kube.list_nodes() if n.name in nodes) == sorted(nodes)
+    assert rest.get(admin_api, web_path)["spec"]["replicas"] == 2
     web = wait_for_return(admin_api, namespace, "web", node_prefix=unique_name)
     assert web["status"]["availableReplicas"] == 2

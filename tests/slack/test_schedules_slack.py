@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -44,8 +44,11 @@ from engine.operations.runner import ClusterHandle
 from engine.operations.service import Operations, new_operations
 from engine.pools.simulated import SimulatedPoolProvider
 from engine.schedules.calendars import Calendars, load_calendar
+from engine.schedules.model import ScheduleTarget
 from engine.schedules.service import Schedules
 from engine.store.database import Store
+from engine.workloads import WorkloadScaler
+from engine.workloads.model import HpaInfo, Kind, NamespaceInfo, WorkloadInfo
 from tests.slack.conftest import (
     APPROVER,
     APPROVER_2,
@@ -136,6 +139,36 @@ def slack_api() -> Iterator[SlackApiServer]:
     api.close()
 
 
+class NoWorkloads:
+    """A cluster with no Deployment, StatefulSet or CronJob: schedules may scale its workloads (it
+    has a workloads provider), and here only their words are tested; the real path is
+    tests/e2e/test_schedules_e2e.py."""
+
+    def list_namespaces(self) -> list[NamespaceInfo]:
+        return []
+
+    def list_workloads(self, kind: Kind) -> list[WorkloadInfo]:
+        return []
+
+    def list_hpas(self) -> list[HpaInfo]:
+        return []
+
+    def has_keda(self) -> bool:
+        return False
+
+    def get_workload(self, kind: Kind, namespace: str, name: str) -> WorkloadInfo:
+        raise AssertionError("no workload to read")
+
+    def patch_workload(self, kind: Kind, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        raise AssertionError("no workload to scale")
+
+    def read_originals(self, namespace: str) -> Mapping[str, str]:
+        return {}
+
+    def write_originals(self, namespace: str, changes: Mapping[str, str | None]) -> None:
+        raise AssertionError("no workload to record")
+
+
 @pytest.fixture
 def world(slack_api: SlackApiServer, tmp_path: Path) -> Iterator[World]:
     clock = FakeClock(MON_17_CET)
@@ -146,7 +179,11 @@ def world(slack_api: SlackApiServer, tmp_path: Path) -> Iterator[World]:
     later: list[Schedules] = []  # as `scalebot run` wires it: status asks the schedules made after
     ops = new_operations(
         Store(tmp_path / "scalebot.db"),
-        {"dev-eu": ClusterHandle("dev-eu", cluster, SimulatedPoolProvider(cluster))},
+        {
+            "dev-eu": ClusterHandle(
+                "dev-eu", cluster, SimulatedPoolProvider(cluster), WorkloadScaler(NoWorkloads())
+            )
+        },
         {"dev-eu": POLICIES["dev-eu"]},
         clock,
         settings=RunnerSettings(workers=2, parallel_evictions=4),
@@ -238,6 +275,9 @@ GOOD = "sleep=Mon-Fri 20:00 wake=Mon-Fri 07:00 tz=Europe/Berlin lead=60m,10m"
         ),
         (f"n {GOOD} pools=web,nope", APPROVER, "unknown pool(s) nope in dev-eu; pools: batch, web"),
         (f"n {GOOD} pools=web size=\uff13", APPROVER, "is not a pool size"),
+        (f"n {GOOD} workloads=maybe", APPROVER, "`workloads=maybe` is not a choice: `yes` scales"),
+        (f"n {GOOD} pools=web workloads=only", APPROVER, "`workloads=only` changes no node pool"),
+        (f"n {GOOD} pools=web size=1 workloads=yes", APPROVER, "`workloads=yes` goes with pools scaled to 0"),
         (f"n {GOOD} except=2026-02-30", APPROVER, 'invalid date "2026-02-30"'),
         (f"n {GOOD} approval=sometimes", APPROVER, "`approval=sometimes` is not an approval mode"),
         (f"n {GOOD} approval=pre", OPERATOR, "pre-approving a schedule needs the approver role on dev-eu"),
@@ -633,6 +673,7 @@ def add_form(**changes: str) -> dict[str, Any]:
         "channel": CHANNEL,
         "approval": "per_run",
         "pools": "",
+        "workloads": "no",
         "except": "",
         "holidays": "",
         "calendar": "",
@@ -645,7 +686,7 @@ def add_form(**changes: str) -> dict[str, Any]:
     }
     out: dict[str, Any] = {}
     for block, value in fields.items():
-        if block in ("cluster", "approval", "on_holiday"):
+        if block in ("cluster", "approval", "workloads", "on_holiday"):
             out[block] = {block: {"selected_option": {"value": value}}}
         else:
             out[block] = {block: {kinds.get(block, "value"): value or None}}
@@ -710,6 +751,28 @@ def test_the_add_form_saves_public_holidays_and_what_to_do_on_them(world: World)
     [saved] = world.schedules.all_schedules()
     assert saved.spec.days_off_rule.describe() == "holidays DE-BY: skip the wake"
     assert {d.name for d in saved.spec.days_off} >= {"Pentecost Monday", "Good Friday"}
+
+
+def test_a_schedule_that_sleeps_the_workloads_is_said_typed_or_picked_in_the_form(world: World) -> None:
+    _, reply = command(world, f"schedule add nights {GOOD} pools=web workloads=yes")
+    assert "nights: dev-eu, pool web to 0 with workloads;" in all_text(reply)
+    [saved] = world.schedules.all_schedules()
+    assert saved.target == ScheduleTarget("pools", ("web",), workloads=True)
+    _, listed = command(world, "schedule list", user=VIEWER)
+    assert "nights: dev-eu, pool web to 0 with workloads" in all_text(listed)
+
+    world.bot.command("schedule add", user=APPROVER)
+    view = world.bot.api.wait_for_call("views.open").body["view"]
+    picker = next(b for b in view["blocks"] if b["block_id"] == "workloads")
+    assert [o["value"] for o in picker["element"]["options"]] == ["no", "yes", "only"]
+    # Two schedules scaling the same workloads would fight, whichever pools each zeroes.
+    assert submit_view(world, view, add_form(name="pods", workloads="only"), user=APPROVER).body == ""
+    told = world.bot.api.wait_for_call("chat.postEphemeral")
+    assert "not saved" in told.body["text"] and "overlaps schedule nights" in told.body["text"]
+    command(world, "schedule delete nights")
+    assert submit_view(world, view, add_form(name="pods", workloads="only"), user=APPROVER).body == ""
+    world.bot.api.wait_for_call("chat.postMessage", lambda c: "pods: dev-eu, workloads only" in all_text(c))
+    assert [s.target for s in world.schedules.all_schedules()] == [ScheduleTarget.workloads_only()]
 
 
 def test_the_add_form_is_acked_at_once_while_the_cluster_api_is_slow(world: World) -> None:

@@ -82,6 +82,11 @@ def add_modal(clusters: Sequence[str], *, cluster: str | None, channel: str, tz:
         Option(text=PlainTextObject(text="Skip the wake"), value="skip_wake"),
         Option(text=PlainTextObject(text="Skip the sleep (stay awake)"), value="skip_sleep"),
     ]
+    workloads = [
+        Option(text=PlainTextObject(text="Leave them running"), value="no"),
+        Option(text=PlainTextObject(text="Scale them to zero first"), value="yes"),
+        Option(text=PlainTextObject(text="Only the workloads (no pool changes)"), value="only"),
+    ]
     blocks = [
         _text_input("name", "Name", placeholder="nights"),
         InputBlock(
@@ -102,12 +107,15 @@ def add_modal(clusters: Sequence[str], *, cluster: str | None, channel: str, tz:
             label=PlainTextObject(text="Announce in"),
             element=ConversationSelectElement(action_id="channel", initial_conversation=channel or None),
         ),
-        InputBlock(
-            block_id="approval",
-            label=PlainTextObject(text="Approval"),
-            element=StaticSelectElement(action_id="approval", options=approval, initial_option=approval[0]),
-        ),
+        _select_input("approval", "Approval", approval),
         _text_input("pools", "Pools", optional=True, hint="Empty: every pool of the cluster; or web,batch"),
+        _select_input(
+            "workloads",
+            "Workloads",
+            workloads,
+            optional=True,
+            hint="Scaled to zero before the pools (CronJobs suspended); the wake restores them",
+        ),
         _text_input("except", "Except on", optional=True, hint="Holidays: 2026-12-24,2026-12-31"),
         _text_input(
             "holidays", "Public holidays of", optional=True, hint="Country and region, e.g. DE-BY or US"
@@ -115,14 +123,7 @@ def add_modal(clusters: Sequence[str], *, cluster: str | None, channel: str, tz:
         _text_input(
             "calendar", "Calendar", optional=True, hint="A calendar of the configuration, e.g. releases"
         ),
-        InputBlock(
-            block_id="on_holiday",
-            label=PlainTextObject(text="On a holiday or calendar day"),
-            element=StaticSelectElement(
-                action_id="on_holiday", options=on_holiday, initial_option=on_holiday[0]
-            ),
-            optional=True,
-        ),
+        _select_input("on_holiday", "On a holiday or calendar day", on_holiday, optional=True),
     ]
     return View(
         type="modal",
@@ -150,6 +151,19 @@ def _text_input(
         block_id=block,
         label=PlainTextObject(text=label),
         element=element,
+        hint=PlainTextObject(text=hint) if hint else None,
+        optional=optional,
+    )
+
+
+def _select_input(
+    block: str, label: str, options: list[Option], *, optional: bool = False, hint: str = ""
+) -> InputBlock:
+    """A choice among `options`, the first one picked."""
+    return InputBlock(
+        block_id=block,
+        label=PlainTextObject(text=label),
+        element=StaticSelectElement(action_id=block, options=options, initial_option=options[0]),
         hint=PlainTextObject(text=hint) if hint else None,
         optional=optional,
     )

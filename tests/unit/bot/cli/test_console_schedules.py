@@ -85,14 +85,16 @@ def test_run_now_starts_the_announced_sleep_at_once(ops: Operations) -> None:
 
 
 def test_bare_schedule_add_asks_the_forms_fields(ops: Operations) -> None:
-    # The last three: the public holidays, the calendar, what to do on those days (none, none, default).
-    answers = ["nights", "", "Mon-Fri", "19:00", "", "", "", "30m", "", "", "batch", "", "", "", ""]
+    # After the pools: the workloads (left running), the exception dates, the public holidays, the
+    # calendar, what to do on those days (none, none, none, default).
+    answers = ["nights", "", "Mon-Fri", "19:00", "", "", "", "30m", "", "", "batch", "", "", "", "", ""]
 
     out = console(ops, "schedule add\n" + "\n".join(answers) + "\nschedule list\n")
 
     assert "  Name []: nights" in out
     assert "  Cluster (simulated) [simulated]: " in out
     assert "  Announce before (optional) [60m,10m]: 30m" in out
+    assert "  Workloads (no / yes / only) (optional) [no]: " in out
     assert (
         "Schedule saved: nights: simulated, pool batch to 0; sleep Mon-Fri 19:00 → wake Mon-Fri 07:00 (UTC)"
         in out
@@ -101,7 +103,7 @@ def test_bare_schedule_add_asks_the_forms_fields(ops: Operations) -> None:
 
 
 def test_a_bad_form_answer_names_the_field_and_saves_nothing(ops: Operations) -> None:
-    answers = ["nights", "", "Someday", "19:00", "", "", "", "", "", "", "", "", "", "", ""]
+    answers = ["nights", "", "Someday", "19:00", "", "", "", "", "", "", "", "", "", "", "", ""]
 
     out = console(ops, "schedule add\n" + "\n".join(answers) + "\nschedule list\n")
 

@@ -12,6 +12,7 @@ the append-only overrides table. The timer itself (APScheduler) is tested in tes
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import replace
@@ -45,6 +46,7 @@ from engine.operations.runner import ClusterHandle
 from engine.operations.service import new_operations
 from engine.operations.steps.report import summary_of as runner_summary
 from engine.pools.simulated import SimulatedPoolProvider
+from engine.schedules.base import _sleep_request, _wake_request
 from engine.schedules.calendars import Calendars, load_calendar
 from engine.schedules.model import ScheduleTarget
 from engine.schedules.service import Schedules
@@ -219,7 +221,12 @@ def test_a_valid_schedule_is_saved_audited_and_armed(world: World) -> None:
         ),
         ({"target": ScheduleTarget("pools")}, "the pools target needs at least one pool"),
         ({"target": ScheduleTarget.scale_pool("web", -1)}, "pool web cannot be scaled to -1"),
-        ({"target": ScheduleTarget.workloads_only()}, "workloads-only schedules are not available yet"),
+        (
+            {"target": ScheduleTarget("cluster", workloads=True)},
+            "cluster dev-eu has no workloads provider configured",
+        ),
+        ({"target": ScheduleTarget.workloads_only()}, "cluster dev-eu has no workloads provider configured"),
+        ({"target": ScheduleTarget("workloads", ("web",))}, "a workloads-only target takes no pools"),
         ({"approval_mode": "sometimes"}, 'unknown approval mode "sometimes": use pre_approved or per_run'),
         ({"channel": " "}, "missing channel"),
     ],
@@ -899,6 +906,74 @@ def test_days_off_are_part_of_what_a_pre_approval_consents_to(world: World) -> N
     assert stored.days_off == {}
     following = replace(stored, days_off={"holidays": "DE-BY", "calendar": "", "action": "stay_asleep"})
     assert schedule_fingerprint(following) != schedule_fingerprint(stored)
+
+
+def test_the_workloads_flag_is_part_of_what_a_pre_approval_consents_to(world: World) -> None:
+    assert add(world.schedules).ok
+    [approved] = world.schedules.all_schedules()
+    assert approved.approvers == (APPROVER2,)
+    [stored] = world.ops.store.list_schedules()
+    assert "workloads" not in stored.target, "a schedule saved before the flag keeps its fingerprint"
+    # The same schedule, changed to scale the workloads too: its pre-approval does not carry over.
+    with_workloads = ScheduleTarget.from_json(stored.target)
+    changed = replace(stored, target=replace(with_workloads, workloads=True).to_json())
+    assert schedule_fingerprint(changed) != schedule_fingerprint(stored)
+    world.ops.store.db.table("schedules").update("nights", {"target": json.dumps(changed.target)})
+    [edited] = world.schedules.all_schedules()
+    assert edited.target.workloads and edited.approvers == ()
+
+
+def test_a_target_with_workloads_round_trips_and_a_row_saved_before_it_loads_unchanged() -> None:
+    target = ScheduleTarget("pools", ("web",), workloads=True)
+    assert ScheduleTarget.from_json(target.to_json()) == target
+    old_row = {"kind": "cluster", "pools": [], "size": None}
+    assert ScheduleTarget.from_json(old_row) == ScheduleTarget.whole_cluster()
+    assert ScheduleTarget.whole_cluster().to_json() == old_row
+    assert target.describe() == "pool web to 0 with workloads"
+    assert replace(target, kind="cluster", pools=()).describe() == "every pool to 0 with workloads"
+
+
+@pytest.mark.parametrize(
+    ("target", "sleep", "wake"),
+    [
+        (
+            ScheduleTarget("cluster", workloads=True),
+            Target(cluster=CLUSTER, workloads=True),
+            Target(cluster=CLUSTER, workloads=True),
+        ),
+        (
+            ScheduleTarget("pools", ("web",), workloads=True),
+            Target(cluster=CLUSTER, pools=("web",), workloads=True),
+            Target(cluster=CLUSTER, pools=("web",), workloads=True),
+        ),
+        (
+            ScheduleTarget.workloads_only(),
+            Target(cluster=CLUSTER, workloads_only=True),
+            Target(cluster=CLUSTER, workloads_only=True),
+        ),
+    ],
+)
+def test_a_schedules_sleep_and_wake_carry_its_workloads(
+    world: World, target: ScheduleTarget, sleep: Target, wake: Target
+) -> None:
+    assert add(world.schedules).ok
+    sched = replace(world.schedules.all_schedules()[0], target=target)
+    assert _sleep_request(sched).target == sleep
+    asleep = {"web"} if target.kind != "workloads" else set()
+    woken = _wake_request(sched, asleep, workloads_asleep=True)
+    assert woken is not None and woken.target == wake
+
+
+def test_a_scheduled_wake_restores_the_workloads_its_sleep_scaled_once_the_pools_are_up(world: World) -> None:
+    assert add(world.schedules).ok
+    sched = world.schedules.all_schedules()[0]
+    with_workloads = replace(sched, target=ScheduleTarget("cluster", workloads=True))
+    woken = _wake_request(with_workloads, set(), workloads_asleep=True)
+    assert woken is not None and woken.target == Target(cluster=CLUSTER, workloads=True, workloads_only=True)
+    assert _wake_request(with_workloads, set(), workloads_asleep=False) is None
+    assert _wake_request(sched, set(), workloads_asleep=True) is None, (
+        "without the flag, a person's workloads"
+    )
 
 
 def test_a_schedule_whose_calendar_left_the_configuration_is_named_with_what_to_do(
