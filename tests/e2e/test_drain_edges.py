@@ -72,7 +72,7 @@ def test_operations_uncordon_removes_the_draining_taint(
         ops = new_operations(
             Store(tmp_path / "ops.db"), {"e2e": ClusterHandle("e2e", kube, provider)}, {}, SystemClock()
         )
-        outcome = ops.cordon("e2e", [node], by="cli:sre", unschedulable=False)
+        outcome = ops.cordon("e2e", [node], by="cli:sre", unschedulable=False).outcome
     finally:
         kube.close()
 
