@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from localcluster import builders
+from localcluster import bodies, objects, populate, rest, waits
 from localcluster.controlplane import DEFAULT_NODE_LEASE_SECONDS, ControlPlane
+from localcluster.populate import PopulateReport
 
 Echo = Callable[[str], None]
 
@@ -85,7 +86,7 @@ class Cluster:
     admin: Any
     """kubernetes ApiClient as admin (fixtures, /metrics)."""
     size: Size
-    populate: builders.PopulateReport
+    populate: PopulateReport
     nodes: list[str]
     loadavg_before: tuple[float, float, float]
     covered_workloads: list[str] = field(default_factory=list)
@@ -100,7 +101,7 @@ class Cluster:
         return self.cp.bin_dir / "kubectl"
 
     def metrics(self) -> Metrics:
-        response = builders.send_request(self.admin, "GET", "/metrics", timeout=60.0)
+        response = rest.send_request(self.admin, "GET", "/metrics", timeout=60.0)
         return Metrics.parse(response.data.decode("utf-8", "replace"))
 
     def component_cpu_seconds(self) -> dict[str, float]:
@@ -111,7 +112,7 @@ class Cluster:
 
     def cordon_all(self) -> None:
         """Cordon every node as admin (for scenarios that must start from cordoned nodes)."""
-        builders.run_parallel(lambda n: builders.cordon(self.admin, n), self.nodes, workers=16)
+        rest.run_parallel(lambda n: objects.cordon(self.admin, n), self.nodes, workers=16)
 
 
 @contextlib.contextmanager
@@ -120,7 +121,7 @@ def fresh_cluster(size: Size, *, echo: Echo, populate_timeout: float = 7200.0) -
     with ControlPlane(echo=echo, node_lease_seconds=size.node_lease_seconds) as cp:
         admin = cp.admin_api_client(pool_size=48)
         try:
-            report = builders.populate(
+            report = populate.populate(
                 admin,
                 nodes=size.nodes,
                 pods_per_node=size.pods_per_node,
@@ -132,7 +133,7 @@ def fresh_cluster(size: Size, *, echo: Echo, populate_timeout: float = 7200.0) -
             )
             nodes = sorted(
                 n["metadata"]["name"]
-                for n in builders.list_items(admin, builders.node_path(), label_selector=builders.POOL_LABEL)
+                for n in rest.list_items(admin, rest.node_path(), label_selector=bodies.POOL_LABEL)
             )
             covered = wait_for_pdbs_settled(admin, report.namespaces)
             yield Cluster(cp, admin, size, report, nodes, os.getloadavg(), covered)
@@ -152,7 +153,7 @@ def wait_for_pdbs_settled(admin: Any, namespaces: list[str], *, timeout: float =
     def settled() -> bool:
         covered.clear()
         for ns in namespaces:
-            page = builders.raw_request(admin, "GET", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets")
+            page = rest.raw_request(admin, "GET", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets")
             for pdb in page.get("items") or ():
                 status = pdb.get("status") or {}
                 if status.get("observedGeneration") != pdb["metadata"].get("generation"):
@@ -164,7 +165,7 @@ def wait_for_pdbs_settled(admin: Any, namespaces: list[str], *, timeout: float =
                     covered.append(str(app))
         return True
 
-    builders.wait_until(settled, timeout, "every PDB observed with all its pods healthy", interval=0.5)
+    waits.wait_until(settled, timeout, "every PDB observed with all its pods healthy", interval=0.5)
     return sorted(covered)
 
 
@@ -261,8 +262,8 @@ def machine_description() -> dict[str, str]:
     meminfo: dict[str, int] = {}
     with contextlib.suppress(OSError):
         for line in Path("/proc/meminfo").read_text().splitlines():
-            key, _, rest = line.partition(":")
-            meminfo[key] = int(rest.split()[0]) if rest.split() else 0
+            key, _, value = line.partition(":")
+            meminfo[key] = int(value.split()[0]) if value.split() else 0
     load = os.getloadavg()
     return {
         "cpu": f"{cpus} x {model}",

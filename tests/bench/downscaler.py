@@ -33,7 +33,7 @@ from typing import Any
 import orjson
 import yaml
 
-from localcluster import builders
+from localcluster import objects, rest, waits
 
 ORIGINAL_REPLICAS_ANNOTATION = "downscaler/original-replicas"
 INCLUDE_RESOURCES = ("deployments", "statefulsets", "cronjobs")
@@ -79,22 +79,22 @@ RBAC: tuple[tuple[str, dict[str, Any]], ...] = (
 def install_identity(admin: Any, api_url: str, ca_file: Path, out: Path) -> Path:
     """Create the `kube-downscaler` ServiceAccount with its ClusterRole; write a kubeconfig with a
     TokenRequest token for it to `out`."""
-    builders.create_namespace(admin, NAMESPACE)
-    builders.create(
+    objects.create_namespace(admin, NAMESPACE)
+    rest.create(
         admin,
         f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts",
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": SERVICE_ACCOUNT}},
     )
     for path, body in RBAC:
-        builders.create(admin, path, body)
+        rest.create(admin, path, body)
     token_path = f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{SERVICE_ACCOUNT}/token"
     request = {
         "apiVersion": "authentication.k8s.io/v1",
         "kind": "TokenRequest",
         "spec": {"expirationSeconds": 7200},
     }
-    token = builders.wait_until(
-        lambda: builders.create(admin, token_path, request)["status"]["token"],
+    token = waits.wait_until(
+        lambda: rest.create(admin, token_path, request)["status"]["token"],
         15.0,
         "a TokenRequest for kube-downscaler",
         ignore=(Exception,),
@@ -181,9 +181,7 @@ class Downscaler:
     def _send(self, cycle: Cycle, method: str, what: str, path: str, body: Any = None) -> Any:
         cycle.requests[f"{method} {what}"] += 1
         content_type = "application/merge-patch+json" if method == "PATCH" else "application/json"
-        return builders.raw_request(
-            self.api, method, path, body=body, content_type=content_type, timeout=120.0
-        )
+        return rest.raw_request(self.api, method, path, body=body, content_type=content_type, timeout=120.0)
 
     def cycle(self, action: str) -> Cycle:
         """One loop cycle deciding `action` ("sleep": inside the downtime window; "wake": after it)."""
@@ -196,11 +194,11 @@ class Downscaler:
             by_namespace: dict[str, list[dict[str, Any]]] = {}
             for obj in listing.get("items") or ():
                 by_namespace.setdefault(obj["metadata"]["namespace"], []).append(obj)
-            for namespace, objects in sorted(by_namespace.items()):
+            for namespace, in_namespace in sorted(by_namespace.items()):
                 if namespace in EXCLUDE_NAMESPACES:
                     continue
                 self._send(cycle, "GET", "namespaces", f"/api/v1/namespaces/{namespace}")
-                for obj in objects:
+                for obj in in_namespace:
                     body = change(obj, kind)
                     if body is None:
                         continue

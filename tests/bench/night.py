@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from localcluster import builders
+from localcluster import bodies, rest, waits
 from tests.bench import downscaler, night_model
 from tests.bench.cluster import Cluster, Echo, Size, fresh_cluster, identity_requests
 from tests.bench.scenarios import BenchError, populate_figures, run_child
@@ -47,7 +47,7 @@ def add_cronjobs(cluster: Cluster) -> list[str]:
     for i in range(count):
         namespace = namespaces[i % len(namespaces)]
         name = f"cron{i:04d}"
-        pod = builders.pod_spec(grace=cluster.size.grace_seconds)
+        pod = bodies.pod_spec(grace=cluster.size.grace_seconds)
         pod["restartPolicy"] = "Never"
         body = {
             "apiVersion": "batch/v1",
@@ -59,7 +59,7 @@ def add_cronjobs(cluster: Cluster) -> list[str]:
                 "jobTemplate": {"spec": {"template": {"spec": pod}}},
             },
         }
-        builders.create(cluster.admin, f"/apis/batch/v1/namespaces/{namespace}/cronjobs", body)
+        rest.create(cluster.admin, f"/apis/batch/v1/namespaces/{namespace}/cronjobs", body)
         names.append(f"{namespace}/{name}")
     return names
 
@@ -129,14 +129,14 @@ class Observer:
 
     def read(self) -> Sample:
         admin, selector = self.cluster.admin, f"{POPULATE_LABEL}={POPULATE_VALUE}"
-        nodes = builders.list_items(admin, builders.node_path(), label_selector=builders.POOL_LABEL)
+        nodes = rest.list_items(admin, rest.node_path(), label_selector=bodies.POOL_LABEL)
         workloads = [
-            *builders.list_items(admin, "/apis/apps/v1/deployments", label_selector=selector),
-            *builders.list_items(admin, "/apis/apps/v1/statefulsets", label_selector=selector),
+            *rest.list_items(admin, "/apis/apps/v1/deployments", label_selector=selector),
+            *rest.list_items(admin, "/apis/apps/v1/statefulsets", label_selector=selector),
         ]
-        cronjobs = builders.list_items(admin, "/apis/batch/v1/cronjobs", label_selector=selector)
-        daemonsets = builders.list_items(admin, "/apis/apps/v1/daemonsets", label_selector=selector)
-        ready = sum(1 for n in nodes if builders.node_is_ready(n))
+        cronjobs = rest.list_items(admin, "/apis/batch/v1/cronjobs", label_selector=selector)
+        daemonsets = rest.list_items(admin, "/apis/apps/v1/daemonsets", label_selector=selector)
+        ready = sum(1 for n in nodes if waits.node_is_ready(n))
         ds_ready = bool(daemonsets) and all(
             int((d.get("status") or {}).get("numberAvailable") or 0) == ready
             and int((d.get("status") or {}).get("desiredNumberScheduled") or 0) == ready
@@ -188,7 +188,7 @@ def read_originals(cluster: Cluster) -> dict[str, int]:
     return {
         _key(w): int((w.get("spec") or {}).get("replicas", 1))
         for path in ("/apis/apps/v1/deployments", "/apis/apps/v1/statefulsets")
-        for w in builders.list_items(cluster.admin, path, label_selector=selector)
+        for w in rest.list_items(cluster.admin, path, label_selector=selector)
     }
 
 
@@ -210,7 +210,7 @@ def wait_quiet(cluster: Cluster, *, reads: int = 3, timeout: float = 600.0) -> N
                     "/apis/apps/v1/statefulsets",
                     "/apis/batch/v1/cronjobs",
                 )
-                for obj in builders.list_items(cluster.admin, path, label_selector=selector)
+                for obj in rest.list_items(cluster.admin, path, label_selector=selector)
             ),
             default=0,
         )
@@ -219,7 +219,7 @@ def wait_quiet(cluster: Cluster, *, reads: int = 3, timeout: float = 600.0) -> N
         seen.append(newest())
         return len(seen) >= reads and len(set(seen[-reads:])) == 1
 
-    builders.wait_until(quiet, timeout, "the workloads to settle", interval=1.0, max_interval=1.0)
+    waits.wait_until(quiet, timeout, "the workloads to settle", interval=1.0, max_interval=1.0)
 
 
 def _cpu_between(a: Sample, b: Sample) -> dict[str, float]:
@@ -275,7 +275,7 @@ def run_night(size: Size, *, echo: Echo) -> dict[str, Any]:
                     if out["state"] != "succeeded":
                         break
                     # The night: the pools stay at zero until the observer has seen it (or it never comes).
-                    builders.wait_until(
+                    waits.wait_until(
                         lambda since=out["started"]: observer.first(since, lambda s: s.nodes == 0),
                         120.0,
                         "the observer to see zero nodes after the sleep",
@@ -329,7 +329,7 @@ def run_night_downscaler(
         kubeconfig = downscaler.install_identity(
             cluster.admin, cluster.cp.api_url, cluster.cp.ca_file, Path(tmp) / "kube-downscaler.kubeconfig"
         )
-        api = builders.api_client_from_kubeconfig(kubeconfig, pool_size=2)
+        api = rest.api_client_from_kubeconfig(kubeconfig, pool_size=2)
         loop = downscaler.Downscaler(api)
         observer = Observer(cluster, originals).start()
         echo(
@@ -355,14 +355,14 @@ def run_night_downscaler(
                 while cycles[-1].failures and len(cycles) < max_cycles:
                     cycles.append(loop.cycle(half))
                 try:
-                    done = builders.wait_until(
+                    done = waits.wait_until(
                         lambda t=test, since=started: observer.first(since, t),
                         wait_seconds,
                         f"the downscaler's {half}",
                         interval=0.5,
                         max_interval=1.0,
                     )
-                except builders.WaitTimeout as exc:
+                except waits.WaitTimeout as exc:
                     failures = [f for c in cycles for f in c.failures][-5:]
                     raise BenchError(
                         f"{exc}; last sample {observer.samples[-1]}; failures {failures}"
@@ -573,6 +573,6 @@ def write_section(path: Path, size: str, lines: Sequence[str]) -> None:
     text = path.read_text()
     if begin not in text or end not in text:
         raise SystemExit(f"{path} has no {begin} … {end} markers: add them where the figures go")
-    head, rest = text.split(begin, 1)
-    _, tail = rest.split(end, 1)
+    head, after = text.split(begin, 1)
+    _, tail = after.split(end, 1)
     path.write_text(head + begin + "\n" + "\n".join(lines).rstrip("\n") + "\n" + end + tail)

@@ -32,7 +32,7 @@ from typing import Any
 import orjson
 
 from engine.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS
-from localcluster import builders
+from localcluster import bodies, rest
 from localcluster.binaries import REPO_ROOT
 from tests.bench import child, sampling
 from tests.bench.cluster import (
@@ -268,11 +268,11 @@ def _pods_left(cluster: Cluster) -> dict[str, int]:
     """Nodes left, and non-DaemonSet pods still bound to one of the benchmark's nodes."""
     nodes = set(cluster.nodes)
     remaining_nodes = [
-        n for n in builders.list_items(cluster.admin, builders.node_path()) if n["metadata"]["name"] in nodes
+        n for n in rest.list_items(cluster.admin, rest.node_path()) if n["metadata"]["name"] in nodes
     ]
     pods = [
         p
-        for p in builders.list_pods(cluster.admin)
+        for p in rest.list_pods(cluster.admin)
         if (p.get("spec") or {}).get("nodeName") in nodes
         and not any(o.get("kind") == "DaemonSet" for o in p["metadata"].get("ownerReferences") or ())
     ]
@@ -339,7 +339,7 @@ def slack_figures(
 
 def _grant_kubectl_drain(cluster: Cluster) -> None:
     rbac = "/apis/rbac.authorization.k8s.io/v1"
-    builders.create(
+    rest.create(
         cluster.admin,
         f"{rbac}/clusterroles",
         {
@@ -349,7 +349,7 @@ def _grant_kubectl_drain(cluster: Cluster) -> None:
             "rules": [{"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get"]}],
         },
     )
-    builders.create(
+    rest.create(
         cluster.admin,
         f"{rbac}/clusterrolebindings",
         {
@@ -554,7 +554,7 @@ per node with N running at once (`xargs -P N`): 16, and KUBECTL_AT_SCALEBOT_QPS 
 def kubectl_commands(mode: str, pools: Mapping[str, Sequence[str]], parallel: int | None) -> list[list[str]]:
     """The target arguments of each kubectl command of a parallel baseline."""
     if mode == "pool":
-        return [["-l", f"{builders.POOL_LABEL}={pool}"] for pool in sorted(pools)]
+        return [["-l", f"{bodies.POOL_LABEL}={pool}"] for pool in sorted(pools)]
     nodes = [n for pool in sorted(pools) for n in pools[pool]]
     if mode == "node":
         return [[n] for n in nodes]
@@ -578,10 +578,8 @@ def run_kubectl_parallel(
         _grant_kubectl_drain(cluster)
         kubeconfig = cluster.cp.scalebot_kubeconfig
         pools: dict[str, list[str]] = {}
-        for node in builders.list_items(
-            cluster.admin, builders.node_path(), label_selector=builders.POOL_LABEL
-        ):
-            pools.setdefault(node["metadata"]["labels"][builders.POOL_LABEL], []).append(
+        for node in rest.list_items(cluster.admin, rest.node_path(), label_selector=bodies.POOL_LABEL):
+            pools.setdefault(node["metadata"]["labels"][bodies.POOL_LABEL], []).append(
                 node["metadata"]["name"]
             )
         commands = kubectl_commands(mode, pools, parallel)

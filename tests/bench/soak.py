@@ -57,7 +57,7 @@ from engine.operations.steps.cordon_drain import drained_nodes
 from engine.pools.labels import LabelPoolProvider
 from engine.store.base import StoreError
 from engine.store.database import Store
-from localcluster import builders
+from localcluster import objects, rest, waits
 from localcluster.binaries import ensure_binaries
 from localcluster.controlplane import ControlPlane
 
@@ -128,23 +128,21 @@ class Soak:
     # -- set-up ------------------------------------------------------------------------------------
 
     def build_cluster(self) -> None:
-        builders.create_namespace(self.admin, NAMESPACE)
+        objects.create_namespace(self.admin, NAMESPACE)
         for pool, size in POOLS.items():
-            builders.create_node_pool(self.admin, pool, size, labels={POOL_KEY: pool})
-            builders.create_deployment(
+            objects.create_node_pool(self.admin, pool, size, labels={POOL_KEY: pool})
+            objects.create_deployment(
                 self.admin, NAMESPACE, pool, 2 * size, node_selector={POOL_KEY: pool}, grace=1
             )
         # One pod no eviction may remove: a drain of its node waits, fails at its timeout and
         # gives the node back; a whole-cluster zero force-deletes it in phase 2 (within its scope).
-        builders.create_deployment(
+        objects.create_deployment(
             self.admin, NAMESPACE, "guarded", 1, node_selector={POOL_KEY: "web"}, grace=1
         )
-        builders.create_pdb(
-            self.admin, NAMESPACE, "guarded", match_labels={"app": "guarded"}, min_available=1
-        )
+        objects.create_pdb(self.admin, NAMESPACE, "guarded", match_labels={"app": "guarded"}, min_available=1)
         for name in (*POOLS, "guarded"):
-            builders.wait_for_deployment_available(self.admin, NAMESPACE, name, timeout=120)
-        builders.wait_for_pdb_observed(self.admin, NAMESPACE, "guarded")
+            waits.wait_for_deployment_available(self.admin, NAMESPACE, name, timeout=120)
+        waits.wait_for_pdb_observed(self.admin, NAMESPACE, "guarded")
 
     def _process(self) -> Operations:
         if self.kube is not None:
@@ -198,7 +196,7 @@ class Soak:
     # -- helpers -----------------------------------------------------------------------------------
 
     def _nodes(self) -> list[dict[str, Any]]:
-        return builders.list_items(self.admin, builders.node_path(), label_selector=POOL_KEY)
+        return rest.list_items(self.admin, rest.node_path(), label_selector=POOL_KEY)
 
     def _ops(self, *states: OpState) -> list[Operation]:
         return self.ops.store.list_operations(states=list(states), limit=10_000)
@@ -312,10 +310,10 @@ class Soak:
             return
         node = self.rng.choice(nodes)
         if self.rng.random() < 0.5:
-            builders.cordon(self.admin, node)
+            objects.cordon(self.admin, node)
             self.hand_cordoned.add(node)
         else:
-            builders.uncordon(self.admin, node)
+            objects.uncordon(self.admin, node)
             self.hand_cordoned.discard(node)
 
     STEPS: ClassVar[dict[str, tuple[float, Callable[[Soak], None]]]] = {
