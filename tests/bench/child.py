@@ -60,6 +60,7 @@ from engine.kube import projection
 from engine.kube.client import KubeClient
 from engine.operations.service import Operations, new_operations
 from engine.store.database import Store
+from tests.bench.planning_client import raw_as_builtins
 
 CLUSTER = "bench"
 REQUESTED_BY = "cli:bench"
@@ -564,7 +565,9 @@ def listing_anatomy(core: Any) -> dict[str, float]:
     del parsed
     # The decode before typed decoding: Structs back to dicts, then PodInfo.from_raw over them.
     t = time.monotonic()
-    projected = [msgspec.to_builtins(projection._DECODER.decode(page)) for page in pages]
+    projected = [
+        msgspec.to_builtins(projection._DECODER.decode(page), enc_hook=raw_as_builtins) for page in pages
+    ]
     project = time.monotonic() - t
     t = time.monotonic()
     pods = [PodInfo.from_raw(raw) for page in projected for raw in page.get("items") or ()]

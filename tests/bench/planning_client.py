@@ -159,12 +159,12 @@ def before(data: list[bytes]) -> list[PodInfo]:
     """The decode before typed decoding: Structs back to dicts, then PodInfo.from_raw."""
     out = []
     for page in data:
-        built = msgspec.to_builtins(projection._DECODER.decode(page), enc_hook=_raw_as_builtins)
+        built = msgspec.to_builtins(projection._DECODER.decode(page), enc_hook=raw_as_builtins)
         out.extend(PodInfo.from_raw(raw) for raw in built.get("items") or ())
     return out
 
 
-def _raw_as_builtins(value: Any) -> Any:
+def raw_as_builtins(value: Any) -> Any:
     """The fields the Structs keep as bytes (containers, scheduling rules), as dicts for from_raw."""
     if isinstance(value, msgspec.Raw):
         return msgspec.json.decode(value)
