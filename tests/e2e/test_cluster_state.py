@@ -22,6 +22,13 @@ def test_the_reader_says_why_a_pod_is_pending_and_which_nodes_the_test_has(
     admin_api: Any, namespace: str, node_pool: Callable[..., list[str]], unique_name: str
 ) -> None:
     ready, cordoned = node_pool(2, name=f"{unique_name}-a")
+
+    def untainted() -> bool:
+        # The node lifecycle controller lifts the not-ready taint a moment after kwok reports the
+        # node Ready; until then the scheduler names that taint, not the selector, as the reason.
+        return not (rest.get(admin_api, rest.node_path(ready)).get("spec") or {}).get("taints")
+
+    waits.wait_until(untainted, 60, "the not-ready taint to leave the Ready node")
     rest.patch(admin_api, rest.node_path(cordoned), {"spec": {"unschedulable": True}})
     objects.create_deployment(admin_api, namespace, "web", 1, node_selector={"scalebot.test/nowhere": "x"})
 
