@@ -166,13 +166,11 @@ def _connect_capi(connection: Connection) -> Connected:
         workload = connection.kube(kubeconfig=kubeconfig or None, context=context or None)
     else:
         try:
-            text = workload_kubeconfig(management.api_client, namespace, name)
+            inline = workload_kubeconfig(management.api_client, namespace, name)
         except WorkloadKubeconfigError as exc:
             raise ProviderOptionError(f"cluster {namespace}/{name}: {exc}") from exc
-        where = f"Secret {namespace}/{name}-kubeconfig"
-        workload = KubeClient.from_kubeconfig_text(
-            text,
-            where=where,
+        workload = KubeClient.from_inline_kubeconfig(
+            inline,
             qps=connection.qps,
             burst=connection.burst,
             # Rotated or expired credentials (a 401): read the Secret again, as clusterctl would.
