@@ -57,7 +57,7 @@ from engine.operations.service import Operations
 from engine.operations.unattended import CleanupReport, Cycling, EmptyNodeCleaner, Evictor, PolicyLoop
 from engine.schedules.calendars import Calendars
 from engine.schedules.service import Schedules
-from engine.store.base import StoreError
+from engine.store.base import StoreError, audit_log
 from engine.store.database import Store
 
 log = logging.getLogger(__name__)
@@ -189,8 +189,7 @@ def weekly_poster(settings: Settings, store: Store) -> WeeklySavingsPoster | Non
     return WeeklySavingsPoster(specs, store, lambda: client, settings.node_hour_prices())
 
 
-def build_service(settings: Settings, *, leader_election: bool | None = None) -> Service:
-    handles = {name: with_events(handle) for name, handle in _connect(settings).items()}
+def _open_store(settings: Settings) -> Store:
     try:
         store = Store(settings.db_path)
     except StoreError as exc:  # its message names the file and what to do (damaged, locked, full)
@@ -199,6 +198,20 @@ def build_service(settings: Settings, *, leader_election: bool | None = None) ->
         raise RunError(
             f"cannot use the database {settings.db_path}: {exc} (set SCALEBOT_DB to a writable path)"
         ) from exc
+    if not store.audit_keyed:
+        # On the audit heads' logger: printed at the default level, beside the heads it qualifies.
+        audit_log.warning(
+            "the audit chain of %s is unkeyed: anyone with write access to the file can rewrite it "
+            "consistently, and only the audit heads kept from this log reveal it; set "
+            "SCALEBOT_AUDIT_KEY_FILE (a mounted Secret) or SCALEBOT_AUDIT_KEY to key it",
+            settings.db_path,
+        )
+    return store
+
+
+def build_service(settings: Settings, *, leader_election: bool | None = None) -> Service:
+    handles = {name: with_events(handle) for name, handle in _connect(settings).items()}
+    store = _open_store(settings)
     # The first cluster's API server holds the Lease and answers the readiness check.
     api_client = getattr(next(iter(handles.values())).api, "api_client", None)
     clock = SystemClock()

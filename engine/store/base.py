@@ -18,6 +18,13 @@ from engine.domain.errors import Category, ScalebotError
 log = logging.getLogger("engine.store.database")
 """The store's one logger, named as before its split, so log filters and audit-head readers keep working."""
 
+AUDIT_HEAD_LOGGER = "engine.store.database.audit"
+audit_log = logging.getLogger(AUDIT_HEAD_LOGGER)
+"""The `audit head` lines: at INFO whatever the process's log level (the CLI's default is ERROR),
+because a head kept outside the file is what reveals a consistently rewritten chain;
+`bot.config.logs` lets this logger through at its default level."""
+audit_log.setLevel(logging.INFO)
+
 
 class StoreError(ScalebotError, RuntimeError):
     """The database cannot be opened or written; the message says what to do."""
@@ -87,7 +94,7 @@ class StoreBase:
         """Publish the committed audit rows' hashes outside the file: `verify-audit --expect-head`
         checks a kept line against it. Only committed rows: a rolled-back one never existed."""
         for row_id, digest in self._pending_heads:
-            log.info(
+            audit_log.info(
                 "audit head %s (row %d)", digest, row_id, extra={"audit_row": row_id, "audit_head": digest}
             )
         self._pending_heads.clear()

@@ -38,7 +38,13 @@ from pathlib import Path
 
 import sqlite_utils
 
-from engine.store.audit import AuditStore
+from engine.store.audit import (
+    FROM_ENVIRONMENT,
+    AuditKey,
+    AuditStore,
+    _FromEnvironment,
+    audit_key_from_environment,
+)
 from engine.store.base import _DAMAGED, StoreBase, StoreError, _space_hint
 from engine.store.claims import ClaimsStore
 from engine.store.migrations import MigrationsStore
@@ -104,8 +110,17 @@ class Store(
 ):
     """The database: opened (and migrated) by the constructor, one part per concern."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(
+        self, path: str | Path, *, audit_key: AuditKey | _FromEnvironment | None = FROM_ENVIRONMENT
+    ) -> None:
+        """`audit_key`: the key of the audit chain (default: `SCALEBOT_AUDIT_KEY` or
+        `SCALEBOT_AUDIT_KEY_FILE`, so every store a process opens chains with the same key;
+        None: unkeyed). Raises StoreError when the key does not fit the file's chain."""
         self.path = str(path)
+        if isinstance(audit_key, _FromEnvironment):
+            audit_key = audit_key_from_environment()
+        self._audit_key = audit_key
+        self._keyed_from = None
         try:
             conn, problems = _connect_when_free(self.path)
         except sqlite3.OperationalError as exc:  # cannot open, I/O error, locked, disk full
@@ -127,6 +142,7 @@ class Store(
         try:
             with self.transaction():
                 self._migrate()
+                self._check_audit_key()
         except BaseException:
             conn.close()
             raise
