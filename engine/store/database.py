@@ -10,11 +10,13 @@ cannot be rebuilt from it at start-up. The only module that knows SQL.
   second approval vote, a pool lock) is taken inside one write transaction.
 - The journal, the audit table and the schedule overrides are append-only: triggers abort any
   UPDATE or DELETE, so no code path (and no bug) can rewrite history. Each audit row also carries
-  the SHA-256 of the previous row (`prev_hash`) and its own (`hash`): someone with write access to
-  the file who drops the triggers and edits, inserts or deletes a row breaks the chain, which
-  `verify_audit` reports; `verify_audit_file` (`scalebot operations verify-audit`) checks a file
-  opened read-only, never migrating it. Every committed audit row's hash is also logged ("audit
-  head"), so a copy of the chain's head lives where an operator of the file cannot rewrite it.
+  the hash of the previous row (`prev_hash`) and its own (`hash`; HMAC-SHA256 with the audit key,
+  `engine.store.audit`), and a trigger refuses an inserted row not chained to the head: someone
+  with write access to the file who drops the triggers and edits, inserts or deletes a row breaks
+  the chain, which `verify_audit` reports; `verify_audit_file` (`scalebot operations verify-audit`)
+  checks a file opened read-only, never migrating it. Every committed audit row's hash is also
+  logged ("audit head"), so a copy of the chain's head lives where an operator of the file cannot
+  rewrite it.
 - Operation state changes are compare-and-set (`transition`, `save_progress`): the write names the
   state it expects and does nothing when another thread or process moved the operation first. A
   finished operation's locks are released in the same transaction as its final state.
