@@ -57,7 +57,7 @@ from engine.operations.service import Operations
 from engine.operations.unattended import CleanupReport, Cycling, EmptyNodeCleaner, Evictor, PolicyLoop
 from engine.schedules.calendars import Calendars
 from engine.schedules.service import Schedules
-from engine.store.base import StoreError, audit_log
+from engine.store.base import StoreError
 from engine.store.database import Store
 
 log = logging.getLogger(__name__)
@@ -198,14 +198,6 @@ def _open_store(settings: Settings) -> Store:
         raise RunError(
             f"cannot use the database {settings.db_path}: {exc} (set SCALEBOT_DB to a writable path)"
         ) from exc
-    if not store.audit_keyed:
-        # On the audit heads' logger: printed at the default level, beside the heads it qualifies.
-        audit_log.warning(
-            "the audit chain of %s is unkeyed: anyone with write access to the file can rewrite it "
-            "consistently, and only the audit heads kept from this log reveal it; set "
-            "SCALEBOT_AUDIT_KEY_FILE (a mounted Secret) or SCALEBOT_AUDIT_KEY to key it",
-            settings.db_path,
-        )
     return store
 
 
