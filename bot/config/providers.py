@@ -31,6 +31,7 @@ from engine.pools.base import POOL_LABEL
 
 if TYPE_CHECKING:
     from engine.kube.client import KubeClient
+    from engine.kube.inline_kubeconfig import InlineKubeconfig
     from engine.pools.base import PoolProvider
 
 
@@ -174,12 +175,24 @@ def _connect_capi(connection: Connection) -> Connected:
             qps=connection.qps,
             burst=connection.burst,
             # Rotated or expired credentials (a 401): read the Secret again, as clusterctl would.
-            reread=lambda: workload_kubeconfig(management.api_client, namespace, name),
+            reread=lambda: _reread_workload_kubeconfig(management, namespace, name),
         )
     pools = ClusterApiPoolProvider(
         management.api_client, namespace=namespace, cluster=name, node_api=workload
     )
     return Connected(workload, pools)
+
+
+def _reread_workload_kubeconfig(management: KubeClient, namespace: str, name: str) -> InlineKubeconfig:
+    """The Secret read and checked again after a 401; a Secret that is gone or now refused (a
+    program, a file path, another server) makes that request's 401 name why (KubeConfigError)."""
+    from engine.kube.config import KubeConfigError
+    from engine.pools.capi import WorkloadKubeconfigError, workload_kubeconfig
+
+    try:
+        return workload_kubeconfig(management.api_client, namespace, name)
+    except WorkloadKubeconfigError as exc:
+        raise KubeConfigError(str(exc)) from exc
 
 
 def _connect_karpenter(connection: Connection) -> Connected:

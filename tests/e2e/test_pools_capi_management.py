@@ -307,6 +307,34 @@ def test_a_kubeconfig_secret_with_an_exec_plugin_is_refused_and_the_plugin_never
     assert not marker.exists()
 
 
+def test_a_program_put_into_the_secret_after_the_start_is_refused_at_the_reread(
+    site: Site, tmp_path: Path
+) -> None:
+    """The Secret is read again on each 401: an exec plugin written into it then is refused the
+    same way, the 401 names the field, and the command never runs."""
+    site.alpha.create(1)
+    holder = f"{site.capi_namespace}-first"
+    first = _kubeconfig_with(site.workload, _bound_token(site.workload_admin, holder))
+    _secret_for_scalebot(site.management, site.management_admin, site.capi_namespace, "alpha", first)
+    handle = site.connect()
+    try:
+        assert handle.api.list_nodes(), "connected with the Secret's credentials"
+        marker = tmp_path / "exec-plugin-ran"
+        secret = f"/api/v1/namespaces/{site.capi_namespace}/secrets/alpha-kubeconfig"
+        program = _encoded(_kubeconfig_running(site.workload, marker))
+        rest.patch(site.management_admin, secret, {"data": {"value": program}})
+        _revoke(site, holder, first)
+
+        with pytest.raises(errors.KubeError) as refused:
+            handle.api.list_nodes()
+        assert refused.value.status == 401
+        assert "reloading the credentials failed" in str(refused.value)
+        assert "user.exec refused (a credential plugin runs a command inside scalebot)" in str(refused.value)
+        assert not marker.exists(), "the exec plugin ran"
+    finally:
+        handle.api.close()
+
+
 def test_a_kubeconfig_secret_naming_another_server_is_refused(site: Site) -> None:
     """The Secret may only name the Cluster's own spec.controlPlaneEndpoint: pointed at another API
     server (here the management cluster's), scalebot refuses to send anything there."""
