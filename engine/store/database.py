@@ -140,6 +140,7 @@ class Store(
         self.db = sqlite_utils.Database(conn)
         self._lock = threading.RLock()
         self._pending_heads: list[tuple[int, str]] = []
+        self._head_listeners = []
         """Audit rows written in the open transaction: their heads are logged once it commits."""
         try:
             with self.transaction():
