@@ -301,6 +301,67 @@ def _connect_eks(connection: Connection) -> Connected:
     return Connected(api, pools)
 
 
+def _gcp_name(what: str, pattern: str, example: str) -> Callable[[str], None]:
+    def check(value: str) -> None:
+        if not re.fullmatch(pattern, value):
+            raise ProviderOptionError(f"'{value}' is not a {what} (e.g. {example})")
+
+    return check
+
+
+_GKE_NAME = r"[a-z]([-a-z0-9]{0,38}[a-z0-9])?"
+_GCP_LOCATION = r"[a-z]+-[a-z]+\d+(-[a-z])?"
+
+
+def _gke_node_pools(value: str) -> None:
+    names = [n.strip() for n in value.split(",")]
+    if any(not n for n in names):
+        raise ProviderOptionError(f"'{value}' has an empty name (node pool names separated by commas)")
+    for name in names:
+        _gcp_name("GKE node pool name", _GKE_NAME, "default-pool")(name)
+
+
+GKE_EXTRA_MISSING = (
+    "provider gke needs the Google Cloud SDK (google-cloud-container, google-cloud-compute), which is not "
+    "installed: pip install 'scalebot[gke]' (scripts/test's .venv has it)"
+)
+
+
+def _connect_gke(connection: Connection) -> Connected:
+    """The entry's kubeconfig/context reach the GKE cluster's API server (Nodes, Pods, scalebot's
+    ConfigMaps); node pools and instance groups are reached with Application Default Credentials."""
+    from engine.pools.cloud import KubeRecords
+    from engine.pools.gke import NODE_POOL_LABEL, GkePoolProvider
+
+    try:
+        from engine.pools.gke_google import GcpCallError, GoogleNodePools
+    except ModuleNotFoundError as exc:  # an extra: only GKE users carry the Google Cloud SDK
+        if (exc.name or "").split(".")[0] != "google":
+            raise
+        raise ProviderOptionError(GKE_EXTRA_MISSING) from exc
+
+    options = connection.options
+    try:
+        google = GoogleNodePools(
+            options["gke_project"],
+            options["gke_location"],
+            options["gke_cluster"],
+            endpoint_url=options["gke_endpoint_url"] or None,
+        )
+    except GcpCallError as exc:
+        raise ProviderOptionError(str(exc)) from exc
+    api = connection.workload()
+    pools = tuple(n.strip() for n in options["node_pools"].split(",") if n.strip())
+    kube = KubeRecords(
+        api.api_client,
+        provider="gke",
+        pool_label=NODE_POOL_LABEL,
+        namespace=connection.namespace,
+        cloud_cluster=google.cluster,
+    )
+    return Connected(api, GkePoolProvider(google, kube, node_pools=pools))
+
+
 PROVIDERS: Mapping[str, ProviderSpec] = {
     spec.name: spec
     for spec in (
@@ -387,6 +448,41 @@ PROVIDERS: Mapping[str, ProviderSpec] = {
                 Option(
                     "aws_endpoint_url",
                     "for tests only: send EKS and Auto Scaling calls to this endpoint (a local AWS stand-in)",
+                    check=_endpoint_url,
+                ),
+            ),
+        ),
+        ProviderSpec(
+            name="gke",
+            summary="a pool is a GKE node pool; drained nodes' instances are deleted from its groups",
+            connect=_connect_gke,
+            options=(
+                Option(
+                    "gke_project",
+                    "the Google Cloud project of the GKE cluster",
+                    check=_gcp_name("Google Cloud project ID", r"[a-z][-a-z0-9]{4,28}[a-z0-9]", "my-project"),
+                    required=True,
+                ),
+                Option(
+                    "gke_location",
+                    "the cluster's location: a region (regional cluster) or a zone (zonal cluster)",
+                    check=_gcp_name("Google Cloud region or zone", _GCP_LOCATION, "europe-west1"),
+                    required=True,
+                ),
+                Option(
+                    "gke_cluster",
+                    "the GKE cluster whose node pools are pools; kubeconfig and context reach its API server",
+                    check=_gcp_name("GKE cluster name", _GKE_NAME, "prod-eu"),
+                    required=True,
+                ),
+                Option(
+                    "node_pools",
+                    "the node pools that are pools, separated by commas (default: every node pool)",
+                    check=_gke_node_pools,
+                ),
+                Option(
+                    "gke_endpoint_url",
+                    "for tests only: send GKE and Compute Engine calls to this endpoint (a local stand-in)",
                     check=_endpoint_url,
                 ),
             ),
