@@ -155,3 +155,42 @@ def test_eks_without_the_aws_sdk_says_how_to_install_it(monkeypatch: pytest.Monk
         "provider eks needs the AWS SDK (boto3), which is not installed: pip install 'scalebot[eks]' "
         "(the container image and scripts/test's .venv have it)"
     )
+
+
+GKE = "    gke_project: acme-prod\n    gke_location: europe-west1\n    gke_cluster: prod-eu\n"
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ("    gke_location: europe-west1\n    gke_cluster: prod\n", "clusters.prod.gke_project: required"),
+        (
+            GKE.replace("acme-prod", "Acme"),
+            "clusters.prod.gke_project: 'Acme' is not a Google Cloud project ID",
+        ),
+        (GKE.replace("europe-west1", "Europe"), "clusters.prod.gke_location: 'Europe' is not a Google Cloud"),
+        (GKE + "    node_pools: web,,batch\n", "clusters.prod.node_pools: 'web,,batch' has an empty name"),
+        (
+            GKE + "    node_pools: web, Pool_1\n",
+            "clusters.prod.node_pools: 'Pool_1' is not a GKE node pool name",
+        ),
+        (
+            GKE + "    gke_endpoint_url: localhost\n",
+            "clusters.prod.gke_endpoint_url: 'localhost' is not an http",
+        ),
+    ],
+)
+def test_bad_gke_settings_name_the_key(tmp_path: Path, entry: str, message: str) -> None:
+    path = tmp_path / "scalebot.yaml"
+    path.write_text(f"clusters:\n  prod:\n    provider: gke\n{entry}", encoding="utf-8")
+    with pytest.raises(settings.SettingsError) as info:
+        settings.load(path, EKS_ENV)
+    assert message in str(info.value)
+
+
+def test_gke_without_the_google_sdk_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "google.cloud.container_v1", None)
+    monkeypatch.delitem(sys.modules, "engine.pools.gke_google", raising=False)
+    options = {"gke_project": "acme-prod", "gke_location": "europe-west1", "gke_cluster": "prod"}
+    with pytest.raises(wiring.WiringError, match=r"pip install 'scalebot\[gke\]'"):
+        wiring.connect_cluster("x", provider="gke", options=options)
