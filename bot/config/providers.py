@@ -362,6 +362,54 @@ def _connect_gke(connection: Connection) -> Connected:
     return Connected(api, GkePoolProvider(google, kube, node_pools=pools))
 
 
+def _aks_agent_pools(value: str) -> None:
+    names = [n.strip() for n in value.split(",")]
+    if any(not n for n in names):
+        raise ProviderOptionError(f"'{value}' has an empty name (agent pool names separated by commas)")
+    for name in names:
+        _gcp_name(
+            "AKS agent pool name (lowercase letters and digits, at most 12)", r"[a-z][a-z0-9]{0,11}", "user1"
+        )(name)
+
+
+AKS_EXTRA_MISSING = (
+    "provider aks needs the Azure SDK (azure-mgmt-containerservice, azure-identity), which is not "
+    "installed: pip install 'scalebot[aks]' (scripts/test's .venv has it)"
+)
+
+
+def _connect_aks(connection: Connection) -> Connected:
+    """The entry's kubeconfig/context reach the AKS cluster's API server (Nodes, Pods, scalebot's
+    ConfigMaps); agent pools are reached through Azure Resource Manager with DefaultAzureCredential."""
+    from engine.pools.aks import AGENT_POOL_LABEL, AksPoolProvider
+    from engine.pools.cloud import KubeRecords
+
+    try:
+        from engine.pools.aks_azure import AzureAgentPools
+    except ModuleNotFoundError as exc:  # an extra: only AKS users carry the Azure SDK
+        if (exc.name or "").split(".")[0] != "azure":
+            raise
+        raise ProviderOptionError(AKS_EXTRA_MISSING) from exc
+
+    options = connection.options
+    azure = AzureAgentPools(
+        options["aks_subscription"],
+        options["aks_resource_group"],
+        options["aks_cluster"],
+        endpoint_url=options["aks_endpoint_url"] or None,
+    )
+    api = connection.workload()
+    pools = tuple(n.strip() for n in options["agent_pools"].split(",") if n.strip())
+    kube = KubeRecords(
+        api.api_client,
+        provider="aks",
+        pool_label=AGENT_POOL_LABEL,
+        namespace=connection.namespace,
+        cloud_cluster=f"{options['aks_subscription']}/{options['aks_resource_group']}/{options['aks_cluster']}",
+    )
+    return Connected(api, AksPoolProvider(azure, kube, agent_pools=pools))
+
+
 PROVIDERS: Mapping[str, ProviderSpec] = {
     spec.name: spec
     for spec in (
@@ -483,6 +531,47 @@ PROVIDERS: Mapping[str, ProviderSpec] = {
                 Option(
                     "gke_endpoint_url",
                     "for tests only: send GKE and Compute Engine calls to this endpoint (a local stand-in)",
+                    check=_endpoint_url,
+                ),
+            ),
+        ),
+        ProviderSpec(
+            name="aks",
+            summary="a pool is an AKS agent pool; drained nodes' machines are deleted by name",
+            connect=_connect_aks,
+            options=(
+                Option(
+                    "aks_subscription",
+                    "the Azure subscription ID of the AKS cluster",
+                    check=_gcp_name(
+                        "subscription ID",
+                        r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+                        "a GUID",
+                    ),
+                    required=True,
+                ),
+                Option(
+                    "aks_resource_group",
+                    "the resource group of the AKS cluster",
+                    check=_gcp_name("resource group name", r"[-\w._()]{1,89}[-\w_()]", "rg-prod"),
+                    required=True,
+                ),
+                Option(
+                    "aks_cluster",
+                    "the AKS cluster of the agent pools (kubeconfig and context reach its API server)",
+                    check=_gcp_name(
+                        "AKS cluster name", r"[A-Za-z0-9][-A-Za-z0-9_]{0,61}[A-Za-z0-9]", "prod-eu"
+                    ),
+                    required=True,
+                ),
+                Option(
+                    "agent_pools",
+                    "the agent pools that are pools, separated by commas (default: every agent pool)",
+                    check=_aks_agent_pools,
+                ),
+                Option(
+                    "aks_endpoint_url",
+                    "for tests only: send Azure Resource Manager calls to this endpoint (a local stand-in)",
                     check=_endpoint_url,
                 ),
             ),
