@@ -301,10 +301,10 @@ def _connect_eks(connection: Connection) -> Connected:
     return Connected(api, pools)
 
 
-def _gcp_name(what: str, pattern: str, example: str) -> Callable[[str], None]:
+def _cloud_name(what: str, pattern: str, example: str) -> Callable[[str], None]:
     def check(value: str) -> None:
         if not re.fullmatch(pattern, value):
-            raise ProviderOptionError(f"'{value}' is not a {what} (e.g. {example})")
+            raise ProviderOptionError(f"'{value}' is not {what} (e.g. {example})")
 
     return check
 
@@ -318,7 +318,7 @@ def _gke_node_pools(value: str) -> None:
     if any(not n for n in names):
         raise ProviderOptionError(f"'{value}' has an empty name (node pool names separated by commas)")
     for name in names:
-        _gcp_name("GKE node pool name", _GKE_NAME, "default-pool")(name)
+        _cloud_name("a GKE node pool name", _GKE_NAME, "default-pool")(name)
 
 
 GKE_EXTRA_MISSING = (
@@ -367,8 +367,10 @@ def _aks_agent_pools(value: str) -> None:
     if any(not n for n in names):
         raise ProviderOptionError(f"'{value}' has an empty name (agent pool names separated by commas)")
     for name in names:
-        _gcp_name(
-            "AKS agent pool name (lowercase letters and digits, at most 12)", r"[a-z][a-z0-9]{0,11}", "user1"
+        _cloud_name(
+            "an AKS agent pool name (lowercase letters and digits, at most 12)",
+            r"[a-z][a-z0-9]{0,11}",
+            "user1",
         )(name)
 
 
@@ -508,19 +510,21 @@ PROVIDERS: Mapping[str, ProviderSpec] = {
                 Option(
                     "gke_project",
                     "the Google Cloud project of the GKE cluster",
-                    check=_gcp_name("Google Cloud project ID", r"[a-z][-a-z0-9]{4,28}[a-z0-9]", "my-project"),
+                    check=_cloud_name(
+                        "a Google Cloud project ID", r"[a-z][-a-z0-9]{4,28}[a-z0-9]", "my-project"
+                    ),
                     required=True,
                 ),
                 Option(
                     "gke_location",
                     "the cluster's location: a region (regional cluster) or a zone (zonal cluster)",
-                    check=_gcp_name("Google Cloud region or zone", _GCP_LOCATION, "europe-west1"),
+                    check=_cloud_name("a Google Cloud region or zone", _GCP_LOCATION, "europe-west1"),
                     required=True,
                 ),
                 Option(
                     "gke_cluster",
                     "the GKE cluster whose node pools are pools; kubeconfig and context reach its API server",
-                    check=_gcp_name("GKE cluster name", _GKE_NAME, "prod-eu"),
+                    check=_cloud_name("a GKE cluster name", _GKE_NAME, "prod-eu"),
                     required=True,
                 ),
                 Option(
@@ -543,8 +547,8 @@ PROVIDERS: Mapping[str, ProviderSpec] = {
                 Option(
                     "aks_subscription",
                     "the Azure subscription ID of the AKS cluster",
-                    check=_gcp_name(
-                        "subscription ID",
+                    check=_cloud_name(
+                        "a subscription ID",
                         r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
                         "a GUID",
                     ),
@@ -553,14 +557,14 @@ PROVIDERS: Mapping[str, ProviderSpec] = {
                 Option(
                     "aks_resource_group",
                     "the resource group of the AKS cluster",
-                    check=_gcp_name("resource group name", r"[-\w._()]{1,89}[-\w_()]", "rg-prod"),
+                    check=_cloud_name("a resource group name", r"[-\w._()]{1,89}[-\w_()]", "rg-prod"),
                     required=True,
                 ),
                 Option(
                     "aks_cluster",
                     "the AKS cluster of the agent pools (kubeconfig and context reach its API server)",
-                    check=_gcp_name(
-                        "AKS cluster name", r"[A-Za-z0-9][-A-Za-z0-9_]{0,61}[A-Za-z0-9]", "prod-eu"
+                    check=_cloud_name(
+                        "an AKS cluster name", r"[A-Za-z0-9]([-A-Za-z0-9_]{0,61}[A-Za-z0-9])?", "prod-eu"
                     ),
                     required=True,
                 ),
