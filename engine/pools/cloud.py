@@ -202,14 +202,20 @@ class KubeRecords:
         pool_label: str,
         namespace: str,
         cloud_cluster: str,
+        pool_name_label: str = POOL_NAME_LABEL,
+        cluster_annotation: str = CLUSTER_ANNOTATION,
         request_timeout_seconds: float = DEFAULT_REQUEST_TIMEOUT_SECONDS,
     ) -> None:
+        """`pool_name_label` and `cluster_annotation` name the pool and the cloud cluster on each
+        record (the eks provider keeps the names its records have always had)."""
         self._core = k8s.CoreV1Api(api_client)
         self._call = RawCaller(api_client, request_timeout_seconds)
         self.provider = provider
         self.pool_label = pool_label
         self.namespace = namespace
         self.cloud_cluster = cloud_cluster
+        self._pool_name_label = pool_name_label
+        self._cluster_annotation = cluster_annotation
 
     def nodes(self, pool: str | None) -> list[CloudNode]:
         """Nodes of one pool (None: of every pool)."""
@@ -239,9 +245,9 @@ class KubeRecords:
         records: dict[str, RestoreRecord] = {}
         for raw in page.get("items") or ():
             meta = raw.get("metadata") or {}
-            if (meta.get("annotations") or {}).get(CLUSTER_ANNOTATION) != self.cloud_cluster:
+            if (meta.get("annotations") or {}).get(self._cluster_annotation) != self.cloud_cluster:
                 continue
-            pool = str((meta.get("labels") or {}).get(POOL_NAME_LABEL) or "")
+            pool = str((meta.get("labels") or {}).get(self._pool_name_label) or "")
             record = self._decode(pool, raw) if pool else None
             if record is not None:
                 records[pool] = record
@@ -293,8 +299,11 @@ class KubeRecords:
             "metadata": {
                 "name": record_name(self.provider, pool),
                 "namespace": self.namespace,
-                "labels": {**MANAGED_BY, PROVIDER_LABEL: self.provider, POOL_NAME_LABEL: pool},
-                "annotations": {RESTORE_ANNOTATION: restore_text, CLUSTER_ANNOTATION: self.cloud_cluster},
+                "labels": {**MANAGED_BY, PROVIDER_LABEL: self.provider, self._pool_name_label: pool},
+                "annotations": {
+                    RESTORE_ANNOTATION: restore_text,
+                    self._cluster_annotation: self.cloud_cluster,
+                },
             },
         }
         call = self._core.create_namespaced_config_map
