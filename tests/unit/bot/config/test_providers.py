@@ -189,7 +189,8 @@ def test_bad_gke_settings_name_the_key(tmp_path: Path, entry: str, message: str)
 
 
 def test_gke_without_the_google_sdk_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "google.cloud.container_v1", None)
+    # The first import of the adapter's: the SDK may already be loaded by another test.
+    monkeypatch.setitem(sys.modules, "google.api_core", None)
     monkeypatch.delitem(sys.modules, "engine.pools.gke_google", raising=False)
     options = {"gke_project": "acme-prod", "gke_location": "europe-west1", "gke_cluster": "prod"}
     with pytest.raises(wiring.WiringError, match=r"pip install 'scalebot\[gke\]'"):
@@ -233,7 +234,7 @@ def test_bad_aks_settings_name_the_key(tmp_path: Path, entry: str, message: str)
 
 
 def test_aks_without_the_azure_sdk_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "azure.mgmt.containerservice", None)
+    monkeypatch.setitem(sys.modules, "azure.core.exceptions", None)
     monkeypatch.delitem(sys.modules, "engine.pools.aks_azure", raising=False)
     options = {
         "aks_subscription": "00000000-0000-4000-8000-000000000001",
