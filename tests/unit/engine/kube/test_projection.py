@@ -268,3 +268,27 @@ def test_a_watch_error_event_is_the_status_whole() -> None:
 def test_a_garbled_watch_line_raises_a_projection_error(line: bytes) -> None:
     with pytest.raises(projection.ProjectionError):
         projection.decode_watch_event(line)
+
+
+def test_a_page_is_decoded_with_the_garbage_collector_paused() -> None:
+    """A page's pods are all kept: a collection during the decode would only scan them."""
+    import gc
+
+    items = [{**FULL_POD, "metadata": {**FULL_POD["metadata"], "name": f"p-{i}"}} for i in range(2000)]
+    page = orjson.dumps({"kind": "PodList", "metadata": {"resourceVersion": "7"}, "items": items})
+    collections: list[str] = []
+
+    def seen(phase: str, info: dict[str, int]) -> None:
+        collections.append(phase)
+
+    gc.callbacks.append(seen)
+    try:
+        decoded = projection.decode_pod_page(page)
+        assert collections == [] and gc.isenabled()
+        gc.disable()  # a caller's own pause is kept
+        projection.decode_pod_page(page)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+        gc.callbacks.remove(seen)
+    assert len(decoded.items) == 2000
