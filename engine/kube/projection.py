@@ -177,18 +177,42 @@ def decode_pod_page(data: bytes) -> PodPage:
 
 
 def decode_watch_event(line: bytes) -> tuple[str, PodInfo | None, RawObject]:
-    """One line of a pod watch: its type, its pod (None for an ERROR event) and the event's raw
-    part: the Status, whole, for an ERROR; `{"resourceVersion": …}` of the pod otherwise."""
-    try:
-        event = _EVENT_DECODER.decode(line)
-        if event.type == "ERROR":
-            status = msgspec.json.decode(event.object)
-            return event.type, None, status if isinstance(status, dict) else {}
-        pod = _POD_DECODER.decode(event.object)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise ProjectionError(str(exc)) from exc
-    version = pod.metadata.resourceVersion if pod.metadata is not None else None
-    return event.type, _Builder().pod_info(pod), {"resourceVersion": str(version or "")}
+    """One line of a pod watch, decoded on its own (`WatchDecoder.decode`, without its cache)."""
+    return WatchDecoder().decode(line)
+
+
+class WatchDecoder:
+    """Decodes the events of one watch; the values pods repeat are parsed once per watch.
+
+    A watch's events are the pods of a few workloads changing again and again (a drain's pods
+    evicted, then deleted): their containers, tolerations and selectors, and their creation
+    times, are few. Decoding each event on its own re-parsed them every time, three times the
+    cost per pod of a listing (docs/benchmarks.md). The cache is kept per watch and bounded:
+    past MAX_CACHED values it starts afresh.
+    """
+
+    MAX_CACHED = 4096
+
+    __slots__ = ("_build",)
+
+    def __init__(self) -> None:
+        self._build = _Builder()
+
+    def decode(self, line: bytes) -> tuple[str, PodInfo | None, RawObject]:
+        """One line of a pod watch: its type, its pod (None for an ERROR event) and the event's
+        raw part: the Status, whole, for an ERROR; `{"resourceVersion": …}` of the pod otherwise."""
+        try:
+            event = _EVENT_DECODER.decode(line)
+            if event.type == "ERROR":
+                status = msgspec.json.decode(event.object)
+                return event.type, None, status if isinstance(status, dict) else {}
+            pod = _POD_DECODER.decode(event.object)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise ProjectionError(str(exc)) from exc
+        version = pod.metadata.resourceVersion if pod.metadata is not None else None
+        if self._build.cached > self.MAX_CACHED:
+            self._build = _Builder()
+        return event.type, self._build.pod_info(pod), {"resourceVersion": str(version or "")}
 
 
 class _Builder:
@@ -204,6 +228,11 @@ class _Builder:
     def __init__(self) -> None:
         self._times: dict[Any, Any] = {}
         self._scheduling: dict[Any, SchedulingFields] = {}
+
+    @property
+    def cached(self) -> int:
+        """How many parsed values are kept."""
+        return len(self._times) + len(self._scheduling)
 
     def pod_info(self, pod: _Pod) -> PodInfo:
         meta = pod.metadata or _NO_META
