@@ -7,8 +7,9 @@ Two runs, each on a fresh cluster of the benchmark shape plus a few CronJobs (`a
                     the `LabelPoolProvider` deleting the Node objects and re-creating them from their
                     templates, kwok making them Ready)
   night_downscaler  the anchor's workload half for real (`tests.bench.downscaler`: one
-                    kube-downscaler cycle at the window's start, one at its end); its
-                    cluster-autoscaler half is `tests.bench.night_model`, applied in the report
+                    kube-downscaler cycle at the window's start, one at its end); its node half
+                    (cluster-autoscaler at its defaults and tuned, Karpenter) is
+                    `tests.bench.night_model`, applied in the report
 
 An `Observer` reads the cluster as admin once a second (nodes of the pools, every workload's
 replicas and availability, the CronJobs' suspend, the control plane's CPU time), the same way for
