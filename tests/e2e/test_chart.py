@@ -47,7 +47,7 @@ POD_SECURITY = {
     "pod-security.kubernetes.io/warn": "restricted",
 }
 CLUSTER_SCOPED_POLICY = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
-MONITORING_KINDS = {"PrometheusRule"}
+MONITORING_KINDS = {"PrometheusRule", "ServiceMonitor"}
 """Objects of the Prometheus Operator's CRDs, which the local control plane does not serve."""
 
 
@@ -114,6 +114,71 @@ def test_the_values_schema_refuses_bad_values_naming_the_key(helm: Path, setting
     assert result.returncode != 0
     assert "values don't meet the specifications of the schema" in result.stderr
     assert f"at '{key}'" in result.stderr, result.stderr
+
+
+def _by_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [d for d in docs if d["kind"] == kind]
+
+
+def test_the_knobs_platform_teams_expect_reach_the_objects(helm: Path) -> None:
+    """ci/full-values.yaml sets every knob: each lands where Kubernetes reads it."""
+    docs = template(helm, "--values", str(FULL))
+    (account,) = _by_kind(docs, "ServiceAccount")
+    assert account["metadata"]["name"] == "scalebot-sa"
+    assert account["metadata"]["annotations"] == {
+        "eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/scalebot"
+    }
+    bindings = _by_kind(docs, "RoleBinding") + _by_kind(docs, "ClusterRoleBinding")
+    assert bindings and all(
+        b["subjects"] == [{"kind": "ServiceAccount", "name": "scalebot-sa", "namespace": "scalebot"}]
+        for b in bindings
+    )
+    policies = _by_kind(docs, "ValidatingAdmissionPolicy")
+    assert sorted(p["metadata"]["name"] for p in policies) == ["platform-scalebot-shoots", "scalebot-fields"]
+    assert all(":scalebot-sa'" in p["spec"]["matchConditions"][0]["expression"] for p in policies)
+    (deployment,) = _by_kind(docs, "Deployment")
+    assert deployment["metadata"]["name"] == "platform-scalebot", "fullnameOverride"
+    pod = deployment["spec"]["template"]
+    spec = pod["spec"]
+    (container,) = spec["containers"]
+    assert spec["serviceAccountName"] == "scalebot-sa"
+    assert spec["imagePullSecrets"] == [{"name": "regcred"}]
+    assert spec["priorityClassName"] == "system-cluster-critical"
+    assert spec["topologySpreadConstraints"][0]["topologyKey"] == "topology.kubernetes.io/zone"
+    assert pod["metadata"]["labels"]["example.com/cost-center"] == "platform"
+    assert container["image"] == "registry.example.com/scalebot@sha256:" + "0123456789abcdef" * 4
+    assert {"name": "AWS_REGION", "value": "eu-west-1"} in container["env"]
+    assert container["envFrom"][1:] == [{"secretRef": {"name": "scalebot-extra", "optional": True}}]
+    (monitor,) = _by_kind(docs, "ServiceMonitor")
+    (metrics,) = [s for s in _by_kind(docs, "Service") if s["metadata"]["name"].endswith("-metrics")]
+    assert monitor["metadata"]["labels"]["release"] == "prometheus"
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= metrics["metadata"]["labels"].items()
+    assert metrics["spec"]["ports"] == [
+        {"name": "health", "port": 9090, "targetPort": "health", "protocol": "TCP"}
+    ]
+    peers = {p["metadata"]["name"]: p["spec"]["ingress"][0]["from"] for p in _by_kind(docs, "NetworkPolicy")}
+    assert peers["platform-scalebot"][1]["namespaceSelector"]["matchLabels"] == {
+        "kubernetes.io/metadata.name": "observability"
+    }
+    assert peers["platform-scalebot-events"][0]["namespaceSelector"]["matchLabels"] == {
+        "kubernetes.io/metadata.name": "ingress-system"
+    }
+
+
+def test_an_existing_service_account_is_bound_not_created(helm: Path) -> None:
+    docs = template(
+        helm, "--set", "serviceAccount.create=false", "--set", "serviceAccount.name=platform-bots"
+    )
+    assert not _by_kind(docs, "ServiceAccount")
+    (deployment,) = _by_kind(docs, "Deployment")
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == "platform-bots"
+    assert all(
+        b["subjects"][0]["name"] == "platform-bots"
+        for b in _by_kind(docs, "RoleBinding") + _by_kind(docs, "ClusterRoleBinding")
+    )
+    (policy,) = _by_kind(docs, "ValidatingAdmissionPolicy")
+    assert policy["spec"]["matchConditions"][0]["expression"].endswith("endsWith(':platform-bots')")
+    assert _by_kind(docs, "NetworkPolicy"), "on by default"
 
 
 @pytest.mark.parametrize(("mode", "overlay"), [("socket", "socket-mode"), ("http", "http")])
