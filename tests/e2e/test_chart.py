@@ -48,6 +48,15 @@ POD_SECURITY = {
 }
 CLUSTER_SCOPED_POLICY = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 MONITORING_KINDS = {"PrometheusRule", "ServiceMonitor"}
+OPTIONAL_GROUPS = {
+    "cluster.x-k8s.io": "capi",
+    "karpenter.sh": "karpenter",
+    "keda.sh": "keda",
+    "argoproj.io": "gitops",
+    "kustomize.toolkit.fluxcd.io": "gitops",
+    "helm.toolkit.fluxcd.io": "gitops",
+}
+"""The ClusterRole's rules the chart renders only when the config uses them (the base holds all)."""
 """Objects of the Prometheus Operator's CRDs, which the local control plane does not serve."""
 
 
@@ -165,6 +174,25 @@ def test_the_knobs_platform_teams_expect_reach_the_objects(helm: Path) -> None:
     }
 
 
+def _optional_rules(docs: list[dict[str, Any]]) -> set[str]:
+    (role,) = [d for d in _by_kind(docs, "ClusterRole") if d["metadata"]["name"] == "scalebot"]
+    return {OPTIONAL_GROUPS[g] for r in role["rules"] for g in r["apiGroups"] if g in OPTIONAL_GROUPS}
+
+
+def test_rbac_is_rendered_only_for_the_providers_and_integrations_in_use(helm: Path) -> None:
+    """A label-pools-only release holds no Cluster API, Karpenter, KEDA, Argo CD or Flux rule."""
+    assert _optional_rules(template(helm)) == set()
+    assert _optional_rules(template(helm, "--set", "config.clusters.management.provider=capi")) == {"capi"}
+    assert _optional_rules(template(helm, "--set", "config.clusters.management.provider=karpenter")) == {
+        "karpenter"
+    }
+    assert _optional_rules(template(helm, "--set", "config.clusters.management.gitops=pause")) == {"gitops"}
+    assert _optional_rules(template(helm, "--set", "rbac.keda=true", "--set", "rbac.gitops=true")) == {
+        "keda",
+        "gitops",
+    }
+
+
 def test_an_existing_service_account_is_bound_not_created(helm: Path) -> None:
     docs = template(
         helm, "--set", "serviceAccount.create=false", "--set", "serviceAccount.name=platform-bots"
@@ -187,6 +215,9 @@ def test_helm_and_kustomize_render_the_same_objects(
 ) -> None:
     rendered = normalised(template(helm, "--set", f"slack.mode={mode}"))
     kustomized = normalised(kustomize(control_plane, MANIFESTS / "overlays" / overlay))
+    # The default config is label pools only: the chart leaves out the optional rules, in order.
+    role = kustomized[("ClusterRole", "scalebot")]
+    role["rules"] = [r for r in role["rules"] if not set(r["apiGroups"]) & set(OPTIONAL_GROUPS)]
     assert sorted(rendered) == sorted(kustomized)
     for key, obj in kustomized.items():
         assert rendered[key] == obj, key
