@@ -54,15 +54,17 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   namespace: {{ .Release.Namespace }}
 {{- end -}}
 
-{{/* The admission policy's pool label keys, as a CEL list: every cluster's `pool_label` (the
-labels provider's default when unset). Only label-key characters pass, so config text never
+{{/* The admission policy's pool label keys, as a CEL list: the `pool_label` of every cluster of
+the labels provider (its default when unset), the only provider that deletes Node objects. Only label-key characters pass, so config text never
 becomes CEL. */}}
 {{- define "scalebot.poolLabels" -}}
 {{- $labels := list -}}
 {{- range $name, $cluster := .Values.config.clusters -}}
+{{- if eq (default "labels" $cluster.provider) "labels" -}}
 {{- $label := default "scalebot.io/pool" $cluster.pool_label -}}
 {{- if regexMatch "^[A-Za-z0-9][-A-Za-z0-9_./]*$" $label -}}
 {{- $labels = append $labels $label -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 [{{- range $i, $label := $labels | uniq | sortAlpha }}{{ if $i }}, {{ end }}'{{ $label }}'{{ end -}}]
