@@ -293,3 +293,25 @@ def test_the_rendered_objects_pass_a_server_side_dry_run(
     finally:
         for name in namespaces:
             objects.delete_namespace(admin_api, name)
+
+
+@pytest.mark.parametrize("mode", ["socket", "http"])
+def test_the_notes_give_the_next_steps(
+    helm: Path, control_plane: ControlPlane, unique_name: str, mode: str
+) -> None:
+    """What `helm install` prints: the Slack app, the mode's token, how to check /readyz, and the
+    truth about failover (one instance, no standby). A client-side dry run, under a release and
+    namespace of its own (helm still looks for objects it would adopt; the suite's control plane
+    holds scalebot's, and the cluster-scoped policy is left out for the same reason)."""
+    release = f"notes-{unique_name[-6:]}"
+    result = run(
+        helm, "install", release, CHART, "--namespace", release, "--dry-run=client",
+        "--kubeconfig", control_plane.admin_kubeconfig, "--set", f"slack.mode={mode}",
+        "--set", "admissionPolicy.enabled=false", check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    notes = result.stdout[result.stdout.index("NOTES:") :]
+    assert "manifests/slack-app.yaml" in notes and "/readyz" in notes and "no standby" in notes
+    assert ("SLACK_APP_TOKEN" in notes, "SLACK_SIGNING_SECRET" in notes) == (mode == "socket", mode == "http")
+    assert ("/slack/events" in notes) == (mode == "http")
+    assert "admission policy is off" in notes
