@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 
-from localcluster import objects
+from localcluster import objects, rest
 from localcluster.binaries import ensure_go_tool
 
 if TYPE_CHECKING:
@@ -315,3 +315,112 @@ def test_the_notes_give_the_next_steps(
     assert ("SLACK_APP_TOKEN" in notes, "SLACK_SIGNING_SECRET" in notes) == (mode == "socket", mode == "http")
     assert ("/slack/events" in notes) == (mode == "http")
     assert "admission policy is off" in notes
+
+
+def test_helm_installs_upgrades_and_uninstalls_into_the_control_plane(
+    helm: Path, control_plane: ControlPlane, admin_api: Any, node_pool: Any, unique_name: str
+) -> None:
+    """`helm install --wait` into the suite's control plane (kwok runs the pod on a node of the
+    test's own; a static volume stands in for a storage class), `helm upgrade` with a config change
+    rolls the pod, `helm uninstall` leaves nothing of the release behind. Under a release and
+    namespace of its own, without the cluster-scoped admission policy the control plane already
+    holds (helm would refuse to adopt it)."""
+    release, namespace = f"sb-{unique_name[-6:]}", f"{unique_name}-helm"[:63]
+    storage_class = f"{release}-static"
+    node_pool(1)
+    objects.create_namespace(admin_api, namespace)
+    volume = f"/api/v1/persistentvolumes/{release}-data"
+    rest.create(
+        admin_api,
+        "/api/v1/persistentvolumes",
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": f"{release}-data"},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": storage_class,
+                "persistentVolumeReclaimPolicy": "Retain",
+                "hostPath": {"path": f"/tmp/{release}"},
+            },
+        },
+    )
+    rest.create(
+        admin_api,
+        f"/api/v1/namespaces/{namespace}/secrets",
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "scalebot-slack"},
+            "stringData": {"SLACK_BOT_TOKEN": "xoxb-test", "SLACK_APP_TOKEN": "xapp-test"},
+        },
+    )
+    common = [
+        "--namespace", namespace, "--kubeconfig", str(control_plane.admin_kubeconfig),
+        "--set", "admissionPolicy.enabled=false", "--set", f"persistence.storageClassName={storage_class}",
+        "--set", "terminationGracePeriodSeconds=1",  # Recreate waits for the old pod: keep it short
+    ]  # fmt: skip
+
+    def pods() -> set[str]:
+        items = rest.list_items(admin_api, f"/api/v1/namespaces/{namespace}/pods")
+        return {p["metadata"]["name"] for p in items if not p["metadata"].get("deletionTimestamp")}
+
+    def helm_ok(*args: str) -> None:
+        result = run(helm, *args, check=False)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+    try:
+        helm_ok("install", release, str(CHART), *common, "--wait", "--timeout", "180s")
+        (first,) = pods()
+        helm_ok(
+            "upgrade",
+            release,
+            str(CHART),
+            *common,
+            "--set",
+            "config.workers=4",
+            "--wait",
+            "--timeout",
+            "180s",
+        )
+        (second,) = pods()
+        assert second != first, "the config change rolled the pod"
+        helm_ok(
+            "uninstall",
+            release,
+            "--namespace",
+            namespace,
+            "--kubeconfig",
+            str(control_plane.admin_kubeconfig),
+            "--wait",
+        )
+        selector = f"app.kubernetes.io/instance={release}"
+        left = [
+            f"{path.rsplit('/', 1)[-1]}/{item['metadata']['name']}"
+            for path in (
+                f"/apis/apps/v1/namespaces/{namespace}/deployments",
+                f"/api/v1/namespaces/{namespace}/configmaps",
+                f"/api/v1/namespaces/{namespace}/persistentvolumeclaims",
+                f"/api/v1/namespaces/{namespace}/serviceaccounts",
+                f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies",
+                f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles",
+                "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+                "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+            )
+            for item in rest.list_items(admin_api, path, label_selector=selector)
+        ]
+        assert left == [], "helm uninstall left these behind"
+    finally:
+        run(
+            helm,
+            "uninstall",
+            release,
+            "--namespace",
+            namespace,
+            "--kubeconfig",
+            str(control_plane.admin_kubeconfig),
+            check=False,
+        )
+        objects.delete_namespace(admin_api, namespace)
+        rest.delete(admin_api, volume)
