@@ -34,7 +34,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.log_format not in LOG_FORMATS:  # argparse checks choices on the command line only
         parser.error(f"SCALEBOT_LOG_FORMAT: '{args.log_format}' is not one of {', '.join(LOG_FORMATS)}")
     # Progress already goes to stdout; the log is for -v (the operation log with node=/pod= fields).
-    logs.configure(logging.INFO if args.verbose else logging.ERROR, json_format=args.log_format == "json")
+    logs.configure(
+        logging.INFO if args.verbose else logging.ERROR,
+        json_format=args.log_format == "json",
+        audit_heads=getattr(args, "audit_heads", False),
+    )
     try:
         return int(args.handler(args))
     except ScalebotError as exc:

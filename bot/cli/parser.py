@@ -96,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="hold a Lease so one instance acts (default: on inside Kubernetes)",
     )
-    run.set_defaults(handler=cmd_run)
+    # The service publishes each audit head at its default log level (bot.config.logs).
+    run.set_defaults(handler=cmd_run, audit_heads=True)
 
     sandbox = commands.add_parser("sandbox", help="a local control plane with kwok nodes to play with")
     sandbox.add_argument("action", choices=("up", "down"))
@@ -293,7 +294,8 @@ def _add_operations_command(commands: Any) -> None:
     opers.add_argument(
         "--expect-head",
         metavar="HASH",
-        help="verify-audit: fail unless this hash (an `audit head` log line kept elsewhere) is in the chain",
+        help="verify-audit: fail unless this hash (the last `audit head` log line, kept elsewhere) is "
+        "the chain's head; rows after it are listed",
     )
     cli_read.add_output_flag(opers)
     opers.set_defaults(handler=cmd_operations)

@@ -66,6 +66,7 @@ __all__ = [
     "CLAIM_POLL_SECONDS",
     "CLAIM_TTL_SECONDS",
     "RETRIED",
+    "SHOWN",
     "STEP_RETRY_CAP_SECONDS",
     "STEP_RETRY_SECONDS",
     "ClusterHandle",
@@ -89,6 +90,9 @@ RETRIED = frozenset({Category.CLUSTER, Category.TRANSIENT})
 """The categories of failure a step is tried again on (steps are idempotent): the runner's one
 mapping. A refusal of the API server may pass once the cluster changes, a transient failure once
 it recovers; any other category leaves the step (usage, configuration, the store's own faults)."""
+SHOWN = frozenset({Category.USAGE, Category.CONFIGURATION})
+"""The categories of failure that end a step's operation with their own message (what the user
+can act on); any other one not RETRIED is an internal error, its details in the log."""
 CLAIM_TTL_SECONDS = 15.0
 """A runner not heard from for this long has lost its operations; it heartbeats every third of it."""
 CLAIM_POLL_SECONDS = 1.0
@@ -536,6 +540,15 @@ class Runner:
         try:
             result = fn(self, replace(op, step=step), handle)
         except ScalebotError as exc:
+            if exc.category in SHOWN and not isinstance(exc, StoreError):
+                # A refusal the user can act on (a cloud's permission denied or quota): the
+                # operation fails with it, in one line, and the nodes are given back. The store's
+                # own faults stop the runner as before (_fault).
+                error = " ".join(str(exc).split())
+                log.warning("step %s failed: %s", step, error, extra={"operation": op.id})
+                return StepResult(
+                    state=OpState.FAILED, error=error, events=[("final", f"Failed: {error}", "")]
+                )
             if exc.category not in RETRIED:
                 raise
             # Exponential backoff with jitter (5 s, 10 s, then 15 s), so a recovering API server

@@ -10,11 +10,13 @@ cannot be rebuilt from it at start-up. The only module that knows SQL.
   second approval vote, a pool lock) is taken inside one write transaction.
 - The journal, the audit table and the schedule overrides are append-only: triggers abort any
   UPDATE or DELETE, so no code path (and no bug) can rewrite history. Each audit row also carries
-  the SHA-256 of the previous row (`prev_hash`) and its own (`hash`): someone with write access to
-  the file who drops the triggers and edits, inserts or deletes a row breaks the chain, which
-  `verify_audit` reports; `verify_audit_file` (`scalebot operations verify-audit`) checks a file
-  opened read-only, never migrating it. Every committed audit row's hash is also logged ("audit
-  head"), so a copy of the chain's head lives where an operator of the file cannot rewrite it.
+  the hash of the previous row (`prev_hash`) and its own (`hash`; HMAC-SHA256 with the audit key,
+  `engine.store.audit`), and a trigger refuses an inserted row not chained to the head: someone
+  with write access to the file who drops the triggers and edits, inserts or deletes a row breaks
+  the chain, which `verify_audit` reports; `verify_audit_file` (`scalebot operations verify-audit`)
+  checks a file opened read-only, never migrating it. Every committed audit row's hash is also
+  logged ("audit head"), so a copy of the chain's head lives where an operator of the file cannot
+  rewrite it.
 - Operation state changes are compare-and-set (`transition`, `save_progress`): the write names the
   state it expects and does nothing when another thread or process moved the operation first. A
   finished operation's locks are released in the same transaction as its final state.
@@ -38,7 +40,13 @@ from pathlib import Path
 
 import sqlite_utils
 
-from engine.store.audit import AuditStore
+from engine.store.audit import (
+    FROM_ENVIRONMENT,
+    AuditKey,
+    AuditStore,
+    _FromEnvironment,
+    audit_key_from_environment,
+)
 from engine.store.base import _DAMAGED, StoreBase, StoreError, _space_hint
 from engine.store.claims import ClaimsStore
 from engine.store.migrations import MigrationsStore
@@ -104,8 +112,17 @@ class Store(
 ):
     """The database: opened (and migrated) by the constructor, one part per concern."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(
+        self, path: str | Path, *, audit_key: AuditKey | _FromEnvironment | None = FROM_ENVIRONMENT
+    ) -> None:
+        """`audit_key`: the key of the audit chain (default: `SCALEBOT_AUDIT_KEY` or
+        `SCALEBOT_AUDIT_KEY_FILE`, so every store a process opens chains with the same key;
+        None: unkeyed). Raises StoreError when the key does not fit the file's chain."""
         self.path = str(path)
+        if isinstance(audit_key, _FromEnvironment):
+            audit_key = audit_key_from_environment()
+        self._audit_key = audit_key
+        self._keyed_from = None
         try:
             conn, problems = _connect_when_free(self.path)
         except sqlite3.OperationalError as exc:  # cannot open, I/O error, locked, disk full
@@ -123,10 +140,12 @@ class Store(
         self.db = sqlite_utils.Database(conn)
         self._lock = threading.RLock()
         self._pending_heads: list[tuple[int, str]] = []
+        self._head_listeners = []
         """Audit rows written in the open transaction: their heads are logged once it commits."""
         try:
             with self.transaction():
                 self._migrate()
+                self._check_audit_key()
         except BaseException:
             conn.close()
             raise

@@ -479,7 +479,10 @@ def test_a_refused_action_is_refused_by_the_api_server_too(control_plane: Contro
 # -- opt-in grants (manifests/grants): applied to the cluster that holds the object ----------------
 
 GRANT_RULES = {
-    grants.CAPI_KUBECONFIG: [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}],
+    grants.CAPI_KUBECONFIG: [
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
+        {"apiGroups": ["cluster.x-k8s.io"], "resources": ["clusters"], "verbs": ["get"]},
+    ],
     grants.GARDENER_SHOOTS: [
         {"apiGroups": ["core.gardener.cloud"], "resources": ["shoots"], "verbs": ["get", "patch"]}
     ],
@@ -539,6 +542,9 @@ def test_the_grants_allow_exactly_the_named_objects(
         ("watch", "secrets", namespace, ""): "no",
         ("update", "secrets", namespace, "alpha-kubeconfig"): "no",
         ("get", "secrets", "default", "alpha-kubeconfig"): "no",  # another namespace
+        ("get", "clusters.cluster.x-k8s.io", namespace, "alpha"): "yes",  # its controlPlaneEndpoint
+        ("get", "clusters.cluster.x-k8s.io", namespace, "beta"): "no",
+        ("list", "clusters.cluster.x-k8s.io", namespace, ""): "no",
         ("get", "shoots.core.gardener.cloud", namespace, "eu1"): "yes",
         ("patch", "shoots.core.gardener.cloud", namespace, "eu1"): "yes",
         ("patch", "shoots.core.gardener.cloud", namespace, "eu2"): "no",
