@@ -12,11 +12,10 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from bot.cli.common import EXIT_USAGE, LOG_FORMATS
+from bot.cli.common import EXIT_OK, EXIT_USAGE, LOG_FORMATS
 from bot.cli.parser import build_parser
 from bot.config import logs
 from engine.domain.errors import Category, ScalebotError
-from engine.kube import errors
 
 EXIT_CODES = {
     Category.USAGE: EXIT_USAGE,
@@ -36,7 +35,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Progress already goes to stdout; the log is for -v (the operation log with node=/pod= fields).
     logs.configure(logging.INFO if args.verbose else logging.ERROR, json_format=args.log_format == "json")
     try:
-        return int(args.handler(args))
+        code = args.handler(args)  # imports what the command needs (bot.cli.parser.command)
+        return EXIT_OK if code is None else int(code)
     except ScalebotError as exc:
         code = EXIT_CODES.get(exc.category)
         if code is None:
@@ -48,6 +48,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _failure_line(exc: ScalebotError) -> str:
     """What a failed command prints after "error: ", with where to look for the two Kubernetes
     failures an operator fixes outside scalebot."""
+    from engine.kube import errors  # only on a failure: most commands never load the cluster client
+
     if isinstance(exc, errors.Forbidden):
         return f"forbidden: {exc} (check scalebot's RBAC: manifests/base/rbac.yaml)"
     if isinstance(exc, errors.TransportError):

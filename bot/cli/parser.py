@@ -1,24 +1,29 @@
 """The `scalebot` argument tree: every command, its flags and its handler (the `cmd_*` function of
-the command group's module), the flag groups the commands share, and `completion`, which prints a
-shell script generated from this tree."""
+the command group's module, named here and imported only when that command runs), the flag groups
+the commands share, and `completion`, which prints a shell script generated from this tree.
+
+This module imports no command module, no engine service and no Kubernetes, Slack or plotting
+library: `--version`, `--help` and `completion` answer from the tree alone, and each command pays
+only for what it uses (a test runs them with `-X importtime`).
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bot.cli import records as cli_read
-from bot.cli import report as report_cli
-from bot.cli.common import DEFAULT_GRACEFUL_WINDOW, EXIT_OK, LOG_FORMATS, _read
-from bot.cli.drain import cmd_cordon, cmd_drain
-from bot.cli.operations import cmd_operations, cmd_resume
-from bot.cli.plans import cmd_plan_advise, cmd_plan_consolidate, cmd_plan_drain, cmd_plan_op
-from bot.cli.pools import cmd_consolidate, cmd_pool_op
-from bot.cli.serve import cmd_console, cmd_demo, cmd_run, cmd_sandbox
+from bot.cli.common import DEFAULT_GRACEFUL_WINDOW, EXIT_OK, LOG_FORMATS
 from bot.config import providers
-from engine.domain.operation import OpKind
+
+Handler = Callable[[argparse.Namespace], int | None]
+"""A command: its exit code (None: 0)."""
+
+OUTPUTS = ("text", "json", "yaml")
+"""The read commands' `-o` formats, as kubectl's `get` has them."""
 
 DESCRIPTION = (
     "scalebot: drain nodes and scale node pools to zero and back, now or on a schedule, with approvals."
@@ -38,9 +43,33 @@ def _installed_version() -> str:
         return "unknown (not installed)"
 
 
+def command(target: str) -> Handler:
+    """The handler `module:function`, imported when its command runs, not when the tree is built."""
+    module, name = target.split(":")
+
+    def run(args: argparse.Namespace) -> int | None:
+        handler: Handler = getattr(importlib.import_module(module), name)
+        return handler(args)
+
+    run.__qualname__ = run.__name__ = target
+    return run
+
+
+class _Version(argparse.Action):
+    """`--version`: the installed distribution's version, read only when asked for (reading the
+    package metadata costs every other command time)."""
+
+    def __init__(self, option_strings: list[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(f"scalebot {_installed_version()}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="scalebot", description=DESCRIPTION)
-    parser.add_argument("--version", action="version", version=f"scalebot {_installed_version()}")
+    parser.add_argument("--version", action=_Version, help="print scalebot's version and exit")
     parser.add_argument("-v", "--verbose", action="store_true", help="log every step to stderr")
     parser.add_argument(
         "--log-format",
@@ -57,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_cluster_args(sub)
         _add_recorded_args(sub)
         _add_node_args(sub)
-        sub.set_defaults(handler=cmd_cordon, unschedulable=name == "cordon")
+        sub.set_defaults(handler=command("bot.cli.drain:cmd_cordon"), unschedulable=name == "cordon")
 
     plan_cmd = commands.add_parser("plan", help="show what an operation would do, changing nothing")
     plan_kinds = plan_cmd.add_subparsers(dest="plan_kind", required=True, metavar="KIND")
@@ -66,14 +95,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_node_args(plan_drain)
     _add_filter_args(plan_drain)
     plan_drain.add_argument("-o", "--output", choices=("text", "json"), default="text")
-    plan_drain.set_defaults(handler=cmd_plan_drain)
+    plan_drain.set_defaults(handler=command("bot.cli.plans:cmd_plan_drain"))
 
     _add_pool_commands(commands, plan_kinds)
 
     demo = commands.add_parser(
         "demo", help="zero-scale and wake the built-in SIMULATED cluster, for a first look"
     )
-    demo.set_defaults(handler=cmd_demo)
+    demo.set_defaults(handler=command("bot.cli.serve:cmd_demo"))
 
     con = commands.add_parser(
         "console", help="the /scale commands, approvals and live progress in a terminal"
@@ -86,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FACTOR",
         help="with --simulated: run the clock this many times faster (600: a weekend in 5 minutes)",
     )
-    con.set_defaults(handler=cmd_console)
+    con.set_defaults(handler=command("bot.cli.serve:cmd_console"))
 
     run = commands.add_parser("run", help="serve Slack (Socket Mode or HTTP), run operations and schedules")
     run.add_argument("--config", help="config file (default $SCALEBOT_CONFIG); see the README's reference")
@@ -96,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="hold a Lease so one instance acts (default: on inside Kubernetes)",
     )
-    run.set_defaults(handler=cmd_run)
+    run.set_defaults(handler=command("bot.cli.serve:cmd_run"))
 
     sandbox = commands.add_parser("sandbox", help="a local control plane with kwok nodes to play with")
     sandbox.add_argument("action", choices=("up", "down"))
@@ -106,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=Path(".scalebot-sandbox"),
         help="where the sandbox keeps its kubeconfigs and process ids",
     )
-    sandbox.set_defaults(handler=cmd_sandbox)
+    sandbox.set_defaults(handler=command("bot.cli.serve:cmd_sandbox"))
 
     _add_read_commands(commands)
 
@@ -159,7 +188,7 @@ def _add_drain_command(commands: Any) -> None:
         default="current",
         help="Cluster API condition message layout: per-Pod lines (v1.9+, default) or grouped (legacy)",
     )
-    drain.set_defaults(handler=cmd_drain)
+    drain.set_defaults(handler=command("bot.cli.drain:cmd_drain"))
 
 
 def _add_read_commands(commands: Any) -> None:
@@ -174,12 +203,14 @@ def _add_read_commands(commands: Any) -> None:
     for parser in (status, sched):
         parser.add_argument("cluster", nargs="?", metavar="CLUSTER", help="only this cluster")
         _add_db_arg(parser)
-        cli_read.add_output_flag(parser)
-    status.set_defaults(handler=_read(cli_read.status))
-    sched.set_defaults(
-        handler=_read(
-            lambda a: (cli_read.list_schedules if a.action == "list" else cli_read.next_schedule_events)(a)
-        )
+        add_output_flag(parser)
+    status.set_defaults(handler=command("bot.cli.records:status"))
+    sched.set_defaults(handler=command("bot.cli.records:cmd_schedule"))
+
+
+def add_output_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-o", "--output", choices=OUTPUTS, default="text", help="output format (default text)"
     )
 
 
@@ -207,7 +238,7 @@ def _add_pool_commands(commands: Any, plan_kinds: Any) -> None:
     scale.add_argument("size", type=int, metavar="N", help="its new number of nodes")
     _add_yes_flag(scale)
     _add_pace_flag(scale)
-    scale.set_defaults(handler=cmd_pool_op, kind=OpKind.SCALE)
+    scale.set_defaults(handler=command("bot.cli.pools:cmd_pool_op"), kind="scale")
 
     zero = commands.add_parser("zero", help="scale pools (default: every pool) to 0; two phases when all go")
     _add_ops_args(zero)
@@ -215,7 +246,7 @@ def _add_pool_commands(commands: Any, plan_kinds: Any) -> None:
     _add_yes_flag(zero)
     _add_workload_flags(zero)
     _add_pace_flag(zero)
-    zero.set_defaults(handler=cmd_pool_op, kind=OpKind.ZERO)
+    zero.set_defaults(handler=command("bot.cli.pools:cmd_pool_op"), kind="zero")
 
     wake = commands.add_parser(
         "wake", help="restore pools to the sizes recorded before they were scaled down"
@@ -231,7 +262,7 @@ def _add_pool_commands(commands: Any, plan_kinds: Any) -> None:
         help="wake in waves: these pools first, all of their nodes Ready before the next --wave "
         "(the README's wake_waves); pools no --wave names wake last",
     )
-    wake.set_defaults(handler=cmd_pool_op, kind=OpKind.WAKE)
+    wake.set_defaults(handler=command("bot.cli.pools:cmd_pool_op"), kind="wake")
     _short_usage(scale, zero, wake)
 
     consolidate_op = commands.add_parser(
@@ -241,13 +272,13 @@ def _add_pool_commands(commands: Any, plan_kinds: Any) -> None:
     _add_ops_args(consolidate_op)
     consolidate_op.add_argument("pools", nargs="*", metavar="POOL", help="only nodes of these pools go")
     _add_consolidation_flags(consolidate_op)
-    consolidate_op.set_defaults(handler=cmd_consolidate, kind=OpKind.CONSOLIDATE)
+    consolidate_op.set_defaults(handler=command("bot.cli.pools:cmd_consolidate"), kind="consolidate")
 
     _add_operations_command(commands)
 
     resume = commands.add_parser("resume", help="continue operations interrupted by a stop or a crash")
     _add_ops_args(resume)
-    resume.set_defaults(handler=cmd_resume)
+    resume.set_defaults(handler=command("bot.cli.operations:cmd_resume"))
 
     consolidate = plan_kinds.add_parser(
         "consolidate", help="which nodes could go because their pods fit on the others (changes nothing)"
@@ -260,23 +291,23 @@ def _add_pool_commands(commands: Any, plan_kinds: Any) -> None:
         "--max-nodes", type=int, default=10, help="remove at most this many (default 10)"
     )
     consolidate.add_argument("-o", "--output", choices=("text", "json"), default="text")
-    consolidate.set_defaults(handler=cmd_plan_consolidate)
+    consolidate.set_defaults(handler=command("bot.cli.plans:cmd_plan_consolidate"))
 
     advise = plan_kinds.add_parser(
         "advise", help="which pool to grow for the unschedulable pods, by how many nodes (changes nothing)"
     )
     _add_ops_args(advise)
     advise.add_argument("-o", "--output", choices=("text", "json"), default="text")
-    advise.set_defaults(handler=cmd_plan_advise)
+    advise.set_defaults(handler=command("bot.cli.plans:cmd_plan_advise"))
 
-    for kind in (OpKind.ZERO, OpKind.SCALE, OpKind.WAKE):
-        sub = plan_kinds.add_parser(kind.value, help=f"pre-flight of `{kind.value}`")
+    for kind in ("zero", "scale", "wake"):
+        sub = plan_kinds.add_parser(kind, help=f"pre-flight of `{kind}`")
         _add_ops_args(sub)
         sub.add_argument("pools", nargs="*", metavar="POOL")
-        if kind is OpKind.SCALE:
+        if kind == "scale":
             sub.add_argument("--size", type=int, required=True)
         sub.add_argument("-o", "--output", choices=("text", "json"), default="text")
-        sub.set_defaults(handler=cmd_plan_op, kind=kind)
+        sub.set_defaults(handler=command("bot.cli.plans:cmd_plan_op"), kind=kind)
 
 
 def _add_operations_command(commands: Any) -> None:
@@ -295,9 +326,38 @@ def _add_operations_command(commands: Any) -> None:
         metavar="HASH",
         help="verify-audit: fail unless this hash (an `audit head` log line kept elsewhere) is in the chain",
     )
-    cli_read.add_output_flag(opers)
-    opers.set_defaults(handler=cmd_operations)
-    report_cli.add_parser(commands, _read)
+    add_output_flag(opers)
+    opers.set_defaults(handler=command("bot.cli.operations:cmd_operations"))
+    _add_report_command(commands)
+
+
+def _add_report_command(commands: Any) -> None:
+    """`report savings`: the operation history read-only (bot.cli.report)."""
+    report = commands.add_parser("report", help="reports from the operation history (no kubeconfig)")
+    kinds = report.add_subparsers(dest="report", required=True, metavar="REPORT")
+    saved = kinds.add_parser(
+        "savings", help="node-hours (and money, given prices) saved by sleeps, per cluster, pool and week"
+    )
+    saved.add_argument(
+        "--since",
+        metavar="WHEN",
+        help="from this date/time (ISO 8601, e.g. 2026-03-01) or this long ago (e.g. 28d)",
+    )
+    saved.add_argument(
+        "--tz", default="UTC", metavar="ZONE", help="weeks start Monday 00:00 here (default UTC)"
+    )
+    saved.add_argument("--png", metavar="FILE", help="also draw the weekly chart into this PNG file")
+    saved.add_argument("--config", help="config file with node_hour_prices (default $SCALEBOT_CONFIG)")
+    _add_db_arg(saved, ", read-only")
+    saved.add_argument("-o", "--output", choices=("text", "json"), default="text", help="output format")
+    saved.add_argument(
+        "--post",
+        action="store_true",
+        help="post each cluster's report with its chart to the cluster's default channel now (needs the "
+        "config, SLACK_BOT_TOKEN and the files:write scope); scalebot run posts weekly by itself "
+        "where clusters.<name>.savings_report is set",
+    )
+    saved.set_defaults(handler=command("bot.cli.report:cmd_savings"))
 
 
 def _add_consolidation_flags(parser: argparse.ArgumentParser) -> None:

@@ -27,7 +27,7 @@ from bot.config import providers
 from bot.runtime import wiring
 from bot.text import messages
 from engine.domain.clock import SystemClock
-from engine.domain.operation import OperationRequest, OpState, Outcome, ProgressEvent, Target
+from engine.domain.operation import OperationRequest, OpKind, OpState, Outcome, ProgressEvent, Target
 from engine.domain.settings import RunnerSettings
 from engine.domain.wake_waves import WakeWaves, WaveSpec
 from engine.operations.policy import ClusterPolicy
@@ -151,7 +151,7 @@ def _request(args: argparse.Namespace, ops: Operations) -> OperationRequest:
         workloads_only=getattr(args, "workloads_only", False),
         one_at_a_time=getattr(args, "one_at_a_time", None),
     )
-    return OperationRequest(kind=args.kind, target=target, requested_by=_user())
+    return OperationRequest(kind=OpKind(args.kind), target=target, requested_by=_user())
 
 
 def follow(ops: Operations, start: Callable[[], Outcome] | None, *, live: bool = False) -> int:

@@ -38,10 +38,11 @@ from pathlib import Path
 
 import sqlite_utils
 
+from engine.store import readonly
 from engine.store.audit import AuditStore
 from engine.store.base import _DAMAGED, StoreBase, StoreError, _space_hint
 from engine.store.claims import ClaimsStore
-from engine.store.migrations import MigrationsStore
+from engine.store.migrations import SCHEMA_VERSION, MigrationsStore
 from engine.store.operations import OperationsStore
 from engine.store.outbox import OutboxStore
 from engine.store.restore import RestoreStore
@@ -119,17 +120,63 @@ class Store(
             conn.close()
             found = " ".join(" ".join(problems).split())[:200]
             raise StoreError(f"the database {self.path} is damaged ({found}): {_DAMAGED}")
-        self._conn = conn
-        self.db = sqlite_utils.Database(conn)
-        self._lock = threading.RLock()
-        self._pending_heads: list[tuple[int, str]] = []
-        """Audit rows written in the open transaction: their heads are logged once it commits."""
+        self._attach(conn)
         try:
             with self.transaction():
                 self._migrate()
         except BaseException:
             conn.close()
             raise
+
+    @classmethod
+    def read_only(cls, path: str | Path) -> Store:
+        """The file opened for reading only (`mode=ro`, as `readonly` opens it): never created,
+        migrated or written (a write raises). A file of an older schema is read from a copy in
+        memory, migrated there, so it reads as this version's; a newer one is refused. Raises
+        StoreError naming the file (`no database at PATH` when there is none)."""
+        conn = readonly.open_read_only(str(path))
+        try:
+            found = readonly.schema_version(conn)
+            tables = {
+                str(row[0]) for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise StoreError(f"cannot read the database {path}: {exc}") from exc
+        if found < 0 or "operations" not in tables:
+            conn.close()
+            what = (
+                f"has an unreadable schema version: {_DAMAGED}" if found < 0 else "is not a scalebot database"
+            )
+            raise StoreError(f"{path} {what}")
+        if found > SCHEMA_VERSION:
+            conn.close()
+            raise StoreError(
+                f"the database {path} was written by a newer scalebot (schema {found}; this version "
+                f"reads schema {SCHEMA_VERSION} and older): read it with the newer scalebot"
+            )
+        store = cls.__new__(cls)
+        store.path = str(path)
+        if found == SCHEMA_VERSION:
+            store._attach(conn)
+            return store
+        # Older: the schema this version reads, built on a copy; the file keeps its own.
+        copy = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        try:
+            conn.backup(copy)
+        finally:
+            conn.close()
+        store._attach(copy)
+        with store.transaction():
+            store._migrate()
+        return store
+
+    def _attach(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+        self.db = sqlite_utils.Database(conn)
+        self._lock = threading.RLock()
+        self._pending_heads: list[tuple[int, str]] = []
+        """Audit rows written in the open transaction: their heads are logged once it commits."""
 
     def close(self) -> None:
         with self._lock:
