@@ -1,9 +1,10 @@
-"""`scalebot completion bash|zsh`: shell completion generated from the command line's own parser.
+"""`scalebot completion bash|zsh|fish`: shell completion generated from the command line's own parser.
 
 Generated rather than written by hand, so a new command or flag completes without anyone
 remembering to add it. Each command path ("", "plan", "plan drain", …) completes to its
 subcommands, its flags and the choices of its positionals; a flag with fixed choices (`-o`,
-`--provider`) completes to them. zsh loads the same function through `bashcompinit`.
+`--provider`) completes to them. zsh loads the same function through `bashcompinit`; fish gets
+the same three tables as fish functions.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import argparse
 import shlex
 from collections.abc import Iterator
 
-SHELLS = ("bash", "zsh")
+SHELLS = ("bash", "zsh", "fish")
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -51,7 +52,10 @@ def _flag_choices(parser: argparse.ArgumentParser) -> dict[str, list[str]]:
 
 
 def script(parser: argparse.ArgumentParser, shell: str) -> str:
-    """The completion script for `shell` (bash or zsh), for `source <(scalebot completion bash)`."""
+    """The completion script for `shell` (bash, zsh or fish), for `source <(scalebot completion bash)`
+    (fish: `scalebot completion fish | source`)."""
+    if shell == "fish":
+        return _fish(parser)
     prog = parser.prog
     func = "_" + prog.replace("-", "_")
     cases, subs, flags = [], [], []
@@ -101,3 +105,57 @@ complete -F {func} {prog}
     if shell == "zsh":
         return f"#compdef {prog}\nautoload -U +X bashcompinit && bashcompinit\n{body}"
     return body
+
+
+def _fish(parser: argparse.ArgumentParser) -> str:
+    prog = parser.prog
+    func = "__" + prog.replace("-", "_")
+    cases, subs, flags = [], [], []
+    for path, sub in _paths(parser):
+        quoted = shlex.quote(path) if path else "''"
+        cases.append(f"        case {quoted}\n            echo {shlex.quote(' '.join(_words(sub)))}")
+        subs.append(f"        case {quoted}\n            echo {shlex.quote(' '.join(_subparsers(sub)))}")
+        for flag, choices in _flag_choices(sub).items():
+            key = shlex.quote(path + " " + flag)
+            flags.append(f"        case {key}\n            echo {shlex.quote(' '.join(choices))}")
+    nl = "\n"
+    return f"""# {prog} fish completion, generated from its parser: {prog} completion fish | source
+function {func}_words
+    switch $argv[1]
+{nl.join(cases)}
+    end
+end
+function {func}_subcommands
+    switch $argv[1]
+{nl.join(subs)}
+    end
+end
+function {func}_flag_values
+    switch $argv[1]
+{nl.join(flags)}
+        case '*'
+            return 1
+    end
+end
+function {func}_complete
+    set -l tokens (commandline -opc)
+    set -l cur (commandline -ct)
+    set -l path ''
+    for word in $tokens[2..-1]
+        if contains -- $word (string split ' ' -- ({func}_subcommands "$path"))
+            set path (string trim -- "$path $word")
+        end
+    end
+    if set -l values ({func}_flag_values "$path $tokens[-1]")
+        string split ' ' -- $values
+        return
+    end
+    for word in (string split ' ' -- ({func}_words "$path"))
+        # flags only once a dash is typed, as kubectl does
+        if string match -q -- '-*' $cur; or not string match -q -- '-*' $word
+            echo $word
+        end
+    end
+end
+complete -c {prog} -f -a '({func}_complete)'
+"""

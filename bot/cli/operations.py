@@ -66,8 +66,6 @@ def cmd_verify_audit(args: argparse.Namespace) -> int:
 def cmd_operations(args: argparse.Namespace) -> int:
     if args.action == "verify-audit":
         return cmd_verify_audit(args)
-    if args.action != "list" and not args.operation_id:
-        raise CliError(f"`operations {args.action}` needs an operation ID (see `scalebot operations list`)")
     if args.action in ("list", "show"):  # the database only, read-only: no kubeconfig needed
         return (cli_read.list_operations if args.action == "list" else cli_read.show_operation)(args)
     from bot.cli.service import build_operations  # the cluster client: only to cancel

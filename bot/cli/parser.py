@@ -139,10 +139,134 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_read_commands(commands)
 
-    completion = commands.add_parser("completion", help="print a shell completion script (bash or zsh)")
-    completion.add_argument("shell", choices=("bash", "zsh"))
+    completion = commands.add_parser("completion", help="print a shell completion script (bash, zsh or fish)")
+    completion.add_argument("shell", choices=("bash", "zsh", "fish"))
     completion.set_defaults(handler=cmd_completion)
+    _finish(parser)
     return parser
+
+
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "drain": (
+        "scalebot drain node-1 node-2",
+        "scalebot drain -l scalebot.io/pool=batch --timeout 10m",
+        "scalebot drain node-1 --dry-run=server",
+        "scalebot drain node-1 --force --yes",
+    ),
+    "cordon": ("scalebot cordon node-1", "scalebot cordon -l scalebot.io/pool=batch"),
+    "uncordon": ("scalebot uncordon node-1", "scalebot uncordon -l scalebot.io/pool=batch"),
+    "plan": ("scalebot plan zero", "scalebot plan drain node-1 -o json"),
+    "plan drain": ("scalebot plan drain node-1", "scalebot plan drain -l scalebot.io/pool=batch -o json"),
+    "plan consolidate": ("scalebot plan consolidate", "scalebot plan consolidate --max-nodes 3 -o json"),
+    "plan advise": ("scalebot plan advise", "scalebot plan advise -o json"),
+    "plan zero": ("scalebot plan zero", "scalebot plan zero web batch --simulated"),
+    "plan scale": ("scalebot plan scale web --size 2",),
+    "plan wake": ("scalebot plan wake", "scalebot plan wake web"),
+    "demo": ("scalebot demo",),
+    "console": ("scalebot console --simulated", "scalebot console --simulated --clock-speed 600"),
+    "run": (
+        "scalebot run --config scalebot.yaml",
+        "scalebot run --config scalebot.yaml --no-leader-election",
+    ),
+    "sandbox": ("scalebot sandbox up", "scalebot sandbox down"),
+    "status": ("scalebot status", "scalebot status dev-eu -o yaml"),
+    "schedule": ("scalebot schedule list", "scalebot schedule next dev-eu -o json"),
+    "completion": ("scalebot completion bash", "scalebot completion zsh", "scalebot completion fish"),
+    "scale": ("scalebot scale web 2", "scalebot scale web 1 --one-at-a-time --yes"),
+    "zero": ("scalebot zero --simulated --yes", "scalebot zero web batch", "scalebot zero --workloads --yes"),
+    "wake": (
+        "scalebot wake --simulated",
+        "scalebot wake web",
+        "scalebot wake --wave system --wave web,batch",
+    ),
+    "consolidate": ("scalebot consolidate", "scalebot consolidate web --max-nodes 2"),
+    "operations": (
+        "scalebot ops list",
+        "scalebot ops list -o wide",
+        "scalebot ops show op-1a2b3c4d -o yaml",
+        "scalebot ops cancel op-1a2b3c4d",
+        "scalebot ops verify-audit --db scalebot.db",
+    ),
+    "operations list": (
+        "scalebot ops list",
+        "scalebot ops list -o wide",
+        "scalebot ops list -o name --db /var/lib/scalebot.db",
+    ),
+    "operations show": ("scalebot ops show op-1a2b3c4d", "scalebot ops show op-1a2b3c4d -o json"),
+    "operations cancel": ("scalebot ops cancel op-1a2b3c4d", "scalebot ops cancel op-1a2b3c4d --simulated"),
+    "operations verify-audit": (
+        "scalebot ops verify-audit --db scalebot.db",
+        "scalebot ops verify-audit --db copy.db --expect-head HASH",
+    ),
+    "resume": ("scalebot resume", "scalebot resume --simulated"),
+    "report": ("scalebot report savings", "scalebot report savings --since 28d --tz Europe/Berlin"),
+    "report savings": (
+        "scalebot report savings",
+        "scalebot report savings --since 2026-03-01 --png savings.png",
+        "scalebot report savings -o json --config scalebot.yaml",
+    ),
+}
+"""Each command's Examples section in its `--help` (a test parses every one)."""
+
+
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The commands under `parser` by name, aliases included."""
+    found: dict[str, argparse.ArgumentParser] = {}
+    for action in parser._actions:  # argparse offers no public walk of its tree
+        if isinstance(action, argparse._SubParsersAction):
+            found.update(action.choices)
+    return found
+
+
+def command_paths(
+    parser: argparse.ArgumentParser, path: str = ""
+) -> list[tuple[str, argparse.ArgumentParser]]:
+    """Every command of the tree by its path ("", "plan", "plan drain", ...), each parser once (an
+    alias such as `ops` is left out: its parser is `operations`')."""
+    found = [(path, parser)]
+    seen: set[int] = set()
+    for name, sub in subcommands(parser).items():
+        if id(sub) in seen:
+            continue
+        seen.add(id(sub))
+        found += command_paths(sub, f"{path} {name}".strip())
+    return found
+
+
+def parser_of(args: argparse.Namespace, default: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The parser of the command `args` were parsed for (its usage goes with an error about it)."""
+    found = getattr(args, "command_parser", None)
+    return found if isinstance(found, argparse.ArgumentParser) else default
+
+
+def _finish(parser: argparse.ArgumentParser) -> None:
+    """What every command has besides its own flags: the global flags, accepted after the verb as
+    kubectl accepts them (`scalebot ops list -v`), its Examples, and a pointer back to its parser."""
+    for path, sub in command_paths(parser):
+        if not path:
+            continue
+        sub.set_defaults(command_parser=sub)
+        given = {flag for action in sub._actions for flag in action.option_strings}
+        if "--verbose" not in given:
+            common = sub.add_argument_group("global options")
+            # SUPPRESS: set only when given here, so a value given before the verb stays.
+            common.add_argument(
+                "-v",
+                "--verbose",
+                action="store_true",
+                default=argparse.SUPPRESS,
+                help="log every step to stderr",
+            )
+            common.add_argument(
+                "--log-format",
+                choices=LOG_FORMATS,
+                default=argparse.SUPPRESS,
+                help="log line format: text or json",
+            )
+        examples = EXAMPLES.get(path)
+        if examples:
+            sub.formatter_class = argparse.RawDescriptionHelpFormatter
+            sub.epilog = "Examples:\n" + "\n".join(f"  {line}" for line in examples)
 
 
 def _add_drain_command(commands: Any) -> None:
@@ -202,15 +326,21 @@ def _add_read_commands(commands: Any) -> None:
     sched.add_argument("action", choices=("list", "next"))
     for parser in (status, sched):
         parser.add_argument("cluster", nargs="?", metavar="CLUSTER", help="only this cluster")
-        _add_db_arg(parser)
-        add_output_flag(parser)
+        _add_db_arg(parser, ", read-only")
+        add_output_flag(parser, wide=parser is sched)
     status.set_defaults(handler=command("bot.cli.records:status"))
     sched.set_defaults(handler=command("bot.cli.records:cmd_schedule"))
 
 
-def add_output_flag(parser: argparse.ArgumentParser) -> None:
+def add_output_flag(parser: argparse.ArgumentParser, *, wide: bool = True) -> None:
+    """`-o` of a read command; a list also has kubectl's `wide` (more columns) and `name` (IDs only)."""
+    choices = (*OUTPUTS, "wide", "name") if wide else OUTPUTS
     parser.add_argument(
-        "-o", "--output", choices=OUTPUTS, default="text", help="output format (default text)"
+        "-o",
+        "--output",
+        choices=choices,
+        default="text",
+        help=f"output format: {', '.join(choices)} (default text)",
     )
 
 
@@ -311,23 +441,35 @@ def _add_pool_commands(commands: Any, plan_kinds: Any) -> None:
 
 
 def _add_operations_command(commands: Any) -> None:
+    """`operations list|show|cancel|verify-audit`, each with its own flags: only `cancel` reaches the
+    cluster; `list` and `show` read the database read-only (`operations` alone lists)."""
     opers = commands.add_parser(
         "operations",
         aliases=["ops"],
         help="list, show or cancel operations; verify-audit checks the audit log",
     )
-    _add_ops_args(opers)
-    opers.add_argument(
-        "action", nargs="?", choices=("list", "show", "cancel", "verify-audit"), default="list"
-    )
-    opers.add_argument("operation_id", nargs="?")
-    opers.add_argument(
+    actions = opers.add_subparsers(dest="action", metavar="ACTION")
+    listed = actions.add_parser("list", help="the recent operations, newest first (read-only)")
+    show = actions.add_parser("show", help="one operation: its plan, journal and audit trail (read-only)")
+    show.add_argument("operation_id", metavar="ID")
+    for read in (listed, show):
+        _add_db_arg(read, ", read-only")
+        add_output_flag(read, wide=read is listed)
+    cancel = actions.add_parser("cancel", help="cancel an operation waiting for approval or running")
+    cancel.add_argument("operation_id", metavar="ID")
+    _add_ops_args(cancel)
+    _short_usage(cancel)
+    verify = actions.add_parser("verify-audit", help="re-compute the audit log's hash chain (read-only)")
+    _add_db_arg(verify, ", read-only")
+    verify.add_argument(
         "--expect-head",
         metavar="HASH",
-        help="verify-audit: fail unless this hash (an `audit head` log line kept elsewhere) is in the chain",
+        help="fail unless this hash (an `audit head` log line kept elsewhere) is in the chain",
     )
-    add_output_flag(opers)
-    opers.set_defaults(handler=command("bot.cli.operations:cmd_operations"))
+    default_db = os.environ.get("SCALEBOT_DB", "scalebot.db")
+    opers.set_defaults(
+        handler=command("bot.cli.operations:cmd_operations"), action="list", db=default_db, output="text"
+    )
     _add_report_command(commands)
 
 

@@ -60,8 +60,28 @@ def stamp(at: datetime | None) -> str:
     return at.isoformat(timespec="seconds") if at is not None else ""
 
 
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """kubectl's columns: a header row, each column as wide as its widest cell, three spaces apart
+    (the last column, free text, is not padded)."""
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=True)]
+    return [
+        "   ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in (header, *rows)
+    ]
+
+
+def age(since: datetime, now: datetime) -> str:
+    """kubectl's AGE: the largest unit that fits, "45s", "12m", "5h", "3d"."""
+    seconds = max(0, int((now - since).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= 2 * size or (unit == "m" and seconds >= size):
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
 def emit(data: Any, output: str, text: Callable[[], Sequence[str]]) -> None:
-    """Print `data` as json or yaml, or the `text` lines."""
+    """Print `data` as json or yaml, or the `text` lines (also for `wide` and `name`, which the
+    command's `text` lines show)."""
     if output == "json":
         print(json.dumps(data, indent=2, ensure_ascii=False))
     elif output == "yaml":
@@ -141,21 +161,30 @@ def people_names(env: Mapping[str, str]) -> Names:
 
 
 def list_operations(args: argparse.Namespace) -> int:
+    """The recent operations, newest first: a header row and one row each (`-o wide` adds who asked,
+    the creation time and the error; `-o name` prints `operation/ID` lines)."""
     found = open_records(args.db).list_operations(limit=50)
-    names = people_names(os.environ) if args.output == "text" else no_names
-    emit(
-        [operation_json(op) for op in found],
-        args.output,
-        lambda: (
-            [
-                f"{op.id}  {op.state.value:<17} {op.kind.value:<5} {names(op.requested_by):<16} "
-                f"{stamp(op.created_at)}  {op.plan.summary()}"
-                for op in found
-            ]
-            or ["no operations recorded in " + args.db]
-        ),
-    )
+    emit([operation_json(op) for op in found], args.output, lambda: _operation_rows(found, args))
     return EXIT_OK
+
+
+def _operation_rows(found: Sequence[Operation], args: argparse.Namespace) -> list[str]:
+    if not found:
+        return ["no operations recorded in " + args.db]
+    if args.output == "name":
+        return [f"operation/{op.id}" for op in found]
+    now = SystemClock().now()
+    header = ["ID", "STATE", "KIND", "CLUSTER", "AGE", "SUMMARY"]
+    rows = [
+        [op.id, op.state.value, op.kind.value, op.target.cluster, age(op.created_at, now), op.plan.summary()]
+        for op in found
+    ]
+    if args.output == "wide":
+        names = people_names(os.environ)
+        header[-1:] = ["REQUESTED BY", "CREATED", "SUMMARY", "ERROR"]
+        for row, op in zip(rows, found, strict=True):
+            row[-1:] = [names(op.requested_by), stamp(op.created_at), op.plan.summary(), op.error or ""]
+    return table(header, rows)
 
 
 def show_operation(args: argparse.Namespace) -> int:
@@ -216,11 +245,24 @@ def list_schedules(args: argparse.Namespace) -> None:
             for s in found
         ],
         args.output,
-        lambda: (
-            [f"{s.name}: {schedule_summary(s)}{'' if s.enabled else ' (paused)'}" for s in found]
-            or [f"no schedules in {args.db}"]
-        ),
+        lambda: _schedule_rows(found, schedule_summary, args),
     )
+
+
+def _schedule_rows(
+    found: Sequence[Any], summary: Callable[[Any], str], args: argparse.Namespace
+) -> list[str]:
+    if not found:
+        return [f"no schedules in {args.db}"]
+    if args.output == "name":
+        return [f"schedule/{s.name}" for s in found]
+    header = ["NAME", "CLUSTER", "STATUS", "SCHEDULE"]
+    rows = [[s.name, s.cluster, "active" if s.enabled else "paused", summary(s)] for s in found]
+    if args.output == "wide":
+        header.append("CHANNEL")
+        for row, sched in zip(rows, found, strict=True):
+            row.append(sched.channel or "")
+    return table(header, rows)
 
 
 def next_schedule_events(args: argparse.Namespace) -> None:
@@ -242,8 +284,10 @@ def next_schedule_events(args: argparse.Namespace) -> None:
         rows,
         args.output,
         lambda: (
-            [f"{r['at']}  {r['event']:<5} {r['schedule']}  ({r['cluster']})" for r in rows]
-            or [f"nothing scheduled in {args.db}"]
+            ([f"schedule/{r['schedule']}" for r in rows] if args.output == "name" else [])
+            or table(["AT", "EVENT", "SCHEDULE", "CLUSTER"], [list(r.values()) for r in rows])
+            if rows
+            else [f"nothing scheduled in {args.db}"]
         ),
     )
 

@@ -59,7 +59,7 @@ def test_zero_then_wake_in_separate_processes_act_on_one_simulated_cluster(tmp_p
     assert len(handle.api.list_nodes()) == 8, "every pool is back at its recorded size"
     assert all(pool.restore is None for pool in handle.pools.list_pools())
 
-    listed = scalebot(db, "ops", "list", "--simulated", "-o", "json")
+    listed = scalebot(db, "ops", "list", "-o", "json")
     assert listed.returncode == 0, listed.stderr
     ops = json.loads(listed.stdout)
     assert [(o["kind"], o["state"]) for o in ops] == [("wake", "succeeded"), ("zero", "succeeded")]

@@ -1,4 +1,4 @@
-"""`scalebot completion bash|zsh`: the script completes commands, nested commands, flags, positional
+"""`scalebot completion bash|zsh|fish`: the script completes commands, nested commands, flags, positional
 choices and flag values, generated from the parser (checked by running bash on it)."""
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ def complete(line: str) -> list[str]:
         ("scalebot ops ", ["cancel", "list", "show", "verify-audit"]),
         ("scalebot plan ", ["advise", "consolidate", "drain", "scale", "wake", "zero"]),
         ("scalebot drain --pod", ["--pod-selector"]),
-        ("scalebot ops list -o ", ["text", "json", "yaml"]),
-        ("scalebot completion ", ["bash", "zsh"]),
+        ("scalebot ops list -o ", ["text", "json", "yaml", "wide", "name"]),
+        ("scalebot completion ", ["bash", "fish", "zsh"]),
     ],
 )
 def test_bash_completes_the_parsers_words(line: str, offered: list[str]) -> None:
@@ -65,3 +65,14 @@ def test_zsh_loads_the_same_function_through_bashcompinit(capsys: pytest.Capture
     assert "complete -F _scalebot scalebot" in script
     if shutil.which("zsh"):
         subprocess.run(["zsh", "-n"], input=script, text=True, check=True, timeout=30)
+
+
+def test_fish_gets_the_same_tables(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["completion", "fish"]) == 0
+    script = capsys.readouterr().out
+
+    assert "complete -c scalebot -f -a '(__scalebot_complete)'" in script
+    assert "        case 'ops list'\n" in script and "        case 'plan drain'\n" in script
+    assert "        case 'ops list -o'\n            echo 'text json yaml wide name'" in script
+    if shutil.which("fish"):
+        subprocess.run(["fish", "--no-execute"], input=script, text=True, check=True, timeout=30)
