@@ -38,6 +38,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"SCALEBOT_LOG_FORMAT: '{args.log_format}' is not one of {', '.join(LOG_FORMATS)}")
     # Progress already goes to stdout; the log is for -v (the operation log with node=/pod= fields).
     logs.configure(logging.INFO if args.verbose else logging.ERROR, json_format=args.log_format == "json")
+    # A library's warning (urllib3's InsecureRequestWarning for a kubeconfig that skips TLS
+    # verification) is a log line too: shown with -v, as JSON under --log-format json.
+    logging.captureWarnings(True)
     try:
         code = args.handler(args)  # imports what the command needs (bot.cli.parser.command)
         return EXIT_OK if code is None else int(code)

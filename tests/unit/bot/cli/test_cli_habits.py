@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -82,3 +84,32 @@ def test_read_commands_offer_only_the_flags_that_apply(capsys: pytest.CaptureFix
         for flag in ("--eks-cluster", "--kubeconfig", "--provider", "--simulated", "--graceful-window"):
             assert flag not in text, (command, flag)
         assert "--db FILE" in text and "Examples:" in text
+
+
+WARN_AFTER_MAIN = """
+import sys, warnings
+from urllib3.exceptions import InsecureRequestWarning
+from bot.cli.main import main
+main(sys.argv[1:])
+warnings.warn("Unverified HTTPS request is being made to host '127.0.0.1'", InsecureRequestWarning)
+"""
+
+
+@pytest.mark.parametrize("flags", [[], ["-v", "--log-format", "json"]], ids=["quiet", "json"])
+def test_library_warnings_are_log_lines(flags: list[str], tmp_path: Path) -> None:
+    """No InsecureRequestWarning on stderr by default; with -v it is a log line (JSON if asked)."""
+    done = subprocess.run(
+        [sys.executable, "-c", WARN_AFTER_MAIN, "status", "--db", str(tmp_path / "typo.db"), *flags],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+
+    lines = done.stderr.splitlines()
+    if not flags:
+        assert lines == [f"error: no database at {tmp_path / 'typo.db'}"]
+    else:
+        error, warning = (json.loads(line) for line in lines)
+        assert error["msg"] == f"error: no database at {tmp_path / 'typo.db'}"
+        assert warning["level"] == "WARNING" and "InsecureRequestWarning" in warning["msg"]
