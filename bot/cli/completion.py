@@ -14,6 +14,9 @@ import shlex
 from collections.abc import Iterator
 
 SHELLS = ("bash", "zsh", "fish")
+DYNAMIC = ("operations show", "operations cancel", "ops show", "ops cancel")
+"""The commands whose ID completes from the database (`ops list -o name`, a read of a few tenths of
+a second, honouring a `--db` already typed)."""
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -83,9 +86,10 @@ def script(parser: argparse.ArgumentParser, shell: str) -> str:
   esac
 }}
 {func}() {{
-  local cur="${{COMP_WORDS[COMP_CWORD]}}" prev="${{COMP_WORDS[COMP_CWORD-1]}}" path="" word i values
+  local cur="${{COMP_WORDS[COMP_CWORD]}}" prev="${{COMP_WORDS[COMP_CWORD-1]}}" path="" word i values db=()
   for ((i = 1; i < COMP_CWORD; i++)); do
     word="${{COMP_WORDS[i]}}"
+    [[ "$word" == --db ]] && db=(--db "${{COMP_WORDS[i+1]}}")
     case " $({func}_subcommands "$path") " in
       *" $word "*) path="${{path:+$path }}$word" ;;
     esac
@@ -95,6 +99,11 @@ def script(parser: argparse.ArgumentParser, shell: str) -> str:
     return 0
   fi
   values=""
+  case "$path" in
+    {"|".join(shlex.quote(p) for p in DYNAMIC)})
+      [[ "$cur" == -* ]] ||
+        values="$({prog} ops list -o name "${{db[@]}}" 2>/dev/null | sed 's,^operation/,,') " ;;
+  esac
   for word in $({func}_words "$path"); do  # flags only once a dash is typed, as kubectl does
     [[ "$cur" != -* && "$word" == -* ]] || values+="$word "
   done

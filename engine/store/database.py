@@ -24,7 +24,9 @@ cannot be rebuilt from it at start-up. The only module that knows SQL.
 The store is one `Store`, composed of one part per concern (see the package docstring):
 `operations` (operations, journal, votes), `claims` (runner claims, locks), `audit`, `schedules`,
 `restore` (sizes and workloads a sleep keeps), `outbox`, `savings`, `simulation`, `migrations`;
-`readonly` reads a file without changing it. This module opens the file and composes the parts;
+`readonly` reads a file without changing it, and `Store.read_only` gives the CLI's read commands a
+store over such a connection (never migrated: an older schema is migrated in a copy in memory).
+This module opens the file and composes the parts;
 every other name is imported from the part that owns it (`engine.store.claims.Fenced`,
 `engine.store.base.StoreError`, ...).
 """

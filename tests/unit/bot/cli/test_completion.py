@@ -3,20 +3,28 @@ choices and flag values, generated from the parser (checked by running bash on i
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from bot.cli import completion
 from bot.cli import main as cli
 from bot.cli.parser import build_parser
+from tests.unit.bot.cli.test_cli_reads import _database
+
+REPO = Path(__file__).resolve().parents[4]
 
 
-def complete(line: str) -> list[str]:
-    """What bash offers for `line` (a trailing space: completing a new word)."""
+def complete(line: str, *, cwd: Path | None = None) -> list[str]:
+    """What bash offers for `line` (a trailing space: completing a new word); `scalebot` itself is
+    this interpreter's `-m bot`, run in `cwd`."""
     script = completion.script(build_parser(), "bash")
     driver = (
+        f'scalebot() {{ {shlex.quote(sys.executable)} -m bot "$@"; }}\n'
         f"{script}\n"
         f"COMP_WORDS=({line})\n"
         '[[ "$LINE" == *" " ]] && COMP_WORDS+=("")\n'
@@ -26,7 +34,8 @@ def complete(line: str) -> list[str]:
     )
     done = subprocess.run(
         ["bash", "--norc", "--noprofile", "-c", driver],
-        env={"LINE": line, "PATH": "/usr/bin:/bin"},
+        env={"LINE": line, "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)},
+        cwd=cwd,
         capture_output=True,
         text=True,
         check=True,
@@ -76,3 +85,11 @@ def test_fish_gets_the_same_tables(capsys: pytest.CaptureFixture[str]) -> None:
     assert "        case 'ops list -o'\n            echo 'text json yaml wide name'" in script
     if shutil.which("fish"):
         subprocess.run(["fish", "--no-execute"], input=script, text=True, check=True, timeout=30)
+
+
+def test_operation_ids_complete_from_the_database(tmp_path: Path) -> None:
+    _database(tmp_path / "elsewhere.db")
+
+    assert complete("scalebot ops show --db elsewhere.db ", cwd=tmp_path) == ["op-1"]
+    assert complete("scalebot operations cancel --db elsewhere.db op-", cwd=tmp_path) == ["op-1"]
+    assert complete("scalebot ops show ", cwd=tmp_path) == [], "no ./scalebot.db: nothing, and no error"
