@@ -92,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan_kinds = plan_cmd.add_subparsers(dest="plan_kind", required=True, metavar="KIND")
     plan_drain = plan_kinds.add_parser("drain", help="pre-flight of a drain")
     _add_cluster_args(plan_drain)
+    _add_db_arg(plan_drain, " (with --simulated: the simulated cluster's)")
     _add_node_args(plan_drain)
     _add_filter_args(plan_drain)
     plan_drain.add_argument("-o", "--output", choices=("text", "json"), default="text")
@@ -152,8 +153,13 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "scalebot drain -l scalebot.io/pool=batch --timeout 10m",
         "scalebot drain node-1 --dry-run=server",
         "scalebot drain node-1 --force --yes",
+        "scalebot drain --simulated -l scalebot.io/pool=batch",
     ),
-    "cordon": ("scalebot cordon node-1", "scalebot cordon -l scalebot.io/pool=batch"),
+    "cordon": (
+        "scalebot cordon node-1",
+        "scalebot cordon -l scalebot.io/pool=batch",
+        "scalebot cordon --simulated web-0",
+    ),
     "uncordon": ("scalebot uncordon node-1", "scalebot uncordon -l scalebot.io/pool=batch"),
     "plan": ("scalebot plan zero", "scalebot plan drain node-1 -o json"),
     "plan drain": ("scalebot plan drain node-1", "scalebot plan drain -l scalebot.io/pool=batch -o json"),
@@ -635,6 +641,11 @@ def _add_db_arg(parser: argparse.ArgumentParser | argparse._ArgumentGroup, what:
 def _add_node_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("nodes", nargs="*", metavar="NODE")
     parser.add_argument("-l", "--selector", help="select nodes by label, e.g. scalebot.io/pool=batch")
+    parser.add_argument(
+        "--simulated",
+        action="store_true",
+        help="the built-in SIMULATED cluster instead (its state is kept in --db), to rehearse",
+    )
 
 
 def _add_filter_args(parser: argparse.ArgumentParser) -> None:

@@ -76,6 +76,12 @@ def node_operations(args: argparse.Namespace, *, record: bool = True) -> Operati
     configuration names it, for its operations' locks), for the node commands (`drain`, `cordon`,
     `uncordon`, `plan drain`): their pools are the default provider's, and what they do is recorded in
     the `--db` file's audit log (`record=False`: a read, over a database in memory)."""
+    if getattr(args, "simulated", False):
+        # The simulated cluster lives in the --db file, so a plan over memory would not see it.
+        store = _store(args.db)
+        handle, _ = wiring.simulated_cluster(store=store)
+        print(f"SIMULATED cluster (kept in {args.db}): nothing real is changed", file=sys.stderr)
+        return new_operations(store, {handle.name: handle}, {}, SystemClock())
     store = _store(args.db if record else ":memory:")
     try:
         handle = wiring.connect_cluster(
