@@ -166,7 +166,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "plan consolidate": ("scalebot plan consolidate", "scalebot plan consolidate --max-nodes 3 -o json"),
     "plan advise": ("scalebot plan advise", "scalebot plan advise -o json"),
     "plan zero": ("scalebot plan zero", "scalebot plan zero web batch --simulated"),
-    "plan scale": ("scalebot plan scale web --size 2",),
+    "plan scale": ("scalebot plan scale web 2", "scalebot plan scale batch 0 --simulated"),
     "plan wake": ("scalebot plan wake", "scalebot plan wake web"),
     "demo": ("scalebot demo",),
     "console": ("scalebot console --simulated", "scalebot console --simulated --clock-speed 600"),
@@ -439,11 +439,14 @@ def _add_pool_commands(commands: Any, plan_kinds: Any) -> None:
     for kind in ("zero", "scale", "wake"):
         sub = plan_kinds.add_parser(kind, help=f"pre-flight of `{kind}`")
         _add_ops_args(sub)
-        sub.add_argument("pools", nargs="*", metavar="POOL")
-        if kind == "scale":
-            sub.add_argument("--size", type=int, required=True)
+        if kind == "scale":  # the words of `scale POOL N` itself
+            sub.add_argument("pool", metavar="POOL", help="the pool to scale")
+            sub.add_argument("size", type=int, metavar="N", help="its new number of nodes")
+        else:
+            sub.add_argument("pools", nargs="*", metavar="POOL")
         sub.add_argument("-o", "--output", choices=("text", "json"), default="text")
         sub.set_defaults(handler=command("bot.cli.plans:cmd_plan_op"), kind=kind)
+        _short_usage(sub)
 
 
 def _add_operations_command(commands: Any) -> None:

@@ -113,3 +113,18 @@ def test_library_warnings_are_log_lines(flags: list[str], tmp_path: Path) -> Non
         error, warning = (json.loads(line) for line in lines)
         assert error["msg"] == f"error: no database at {tmp_path / 'typo.db'}"
         assert warning["level"] == "WARNING" and "InsecureRequestWarning" in warning["msg"]
+
+
+def test_plan_scale_takes_the_words_of_scale(capsys: pytest.CaptureFixture[str]) -> None:
+    """One name for one thing: `plan scale POOL N` previews `scale POOL N`."""
+    planned = build_parser().parse_args(["plan", "scale", "web", "2"])
+    scaled = build_parser().parse_args(["scale", "web", "2"])
+
+    assert (
+        (planned.pool, planned.size, planned.kind)
+        == (scaled.pool, scaled.size, scaled.kind)
+        == ("web", 2, "scale")
+    )
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["plan", "scale", "--help"])
+    assert capsys.readouterr().out.startswith("usage: scalebot plan scale POOL N [options]\n")
