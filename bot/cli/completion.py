@@ -38,6 +38,8 @@ def _words(parser: argparse.ArgumentParser) -> list[str]:
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             continue
+        if action.help == argparse.SUPPRESS:  # a global flag accepted where it does not apply
+            continue
         if action.option_strings:
             words += [o for o in action.option_strings if o.startswith("--")] or action.option_strings
         elif action.choices:

@@ -247,7 +247,9 @@ def parser_of(args: argparse.Namespace, default: argparse.ArgumentParser) -> arg
 
 def _finish(parser: argparse.ArgumentParser) -> None:
     """What every command has besides its own flags: the global flags, accepted after the verb as
-    kubectl accepts them (`scalebot ops list -v`), its Examples, and a pointer back to its parser."""
+    kubectl accepts them (`scalebot ops list -v --kubeconfig FILE`; `--kubeconfig`, `--context` and
+    `--db` only in the help of the commands they apply to), its Examples, and a pointer back to its
+    parser."""
     for path, sub in command_paths(parser):
         if not path:
             continue
@@ -269,6 +271,11 @@ def _finish(parser: argparse.ArgumentParser) -> None:
                 default=argparse.SUPPRESS,
                 help="log line format: text or json",
             )
+        for flag, metavar in (("--kubeconfig", "FILE"), ("--context", "NAME"), ("--db", "FILE")):
+            if flag not in given:
+                # kubectl's global flags are accepted by every command; where one does not apply
+                # it is left out of the help (SUPPRESS) and ignored.
+                sub.add_argument(flag, metavar=metavar, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
         examples = EXAMPLES.get(path)
         if examples:
             sub.formatter_class = argparse.RawDescriptionHelpFormatter

@@ -128,3 +128,17 @@ def test_plan_scale_takes_the_words_of_scale(capsys: pytest.CaptureFixture[str])
     with pytest.raises(SystemExit):
         build_parser().parse_args(["plan", "scale", "--help"])
     assert capsys.readouterr().out.startswith("usage: scalebot plan scale POOL N [options]\n")
+
+
+def test_kubectls_global_flags_are_accepted_where_they_do_not_apply(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A script that passes --kubeconfig and --context to every command still works on `ops list`
+    (which reads only the database), and `completion` takes them too, as kubectl's commands do."""
+    db = tmp_path / "scalebot.db"
+    _database(db)
+    flags = ["--kubeconfig", str(tmp_path / "none"), "--context", "prod"]
+
+    assert cli.main(["ops", "list", "--db", str(db), *flags, "-o", "name"]) == EXIT_OK
+    assert cli.main(["completion", "bash", *flags]) == EXIT_OK
+    assert capsys.readouterr().out.startswith("operation/op-1\n# scalebot bash completion")
