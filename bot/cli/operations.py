@@ -9,16 +9,6 @@ import sys
 
 from bot.cli import records as cli_read
 from bot.cli.common import EXIT_OK, CliError, _user, live_display
-from bot.cli.service import build_operations, follow
-from bot.text import messages
-from engine.store.audit import (
-    AUDIT_KEY_ENV,
-    AUDIT_KEY_FILE_ENV,
-    AuditUnverifiable,
-    audit_key_from_environment,
-)
-from engine.store.base import StoreError
-from engine.store.readonly import verify_audit_file
 
 EXIT_AUDIT_BROKEN = 1
 """`operations verify-audit`: the hash chain is broken (a row was edited, inserted or deleted), its
@@ -30,6 +20,8 @@ _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
+    from bot.cli.service import build_operations, follow
+
     ops = build_operations(args)
     return follow(ops, None, live=live_display(args))
 
@@ -37,6 +29,15 @@ def cmd_resume(args: argparse.Namespace) -> int:
 def cmd_verify_audit(args: argparse.Namespace) -> int:
     """Re-compute the audit log's hash chain, read-only, with the audit key of the environment:
     exit 0 when intact, 1 naming each break or each row appended after `--expect-head`."""
+    from engine.store.audit import (
+        AUDIT_KEY_ENV,
+        AUDIT_KEY_FILE_ENV,
+        AuditUnverifiable,
+        audit_key_from_environment,
+    )
+    from engine.store.base import StoreError
+    from engine.store.readonly import verify_audit_file
+
     expect = args.expect_head.strip().lower() if args.expect_head else None
     if expect is not None and not _SHA256_HEX.fullmatch(expect):
         raise CliError(f"--expect-head {args.expect_head!r} is not a SHA-256 hash (64 hex digits)")
@@ -88,14 +89,11 @@ def cmd_verify_audit(args: argparse.Namespace) -> int:
 def cmd_operations(args: argparse.Namespace) -> int:
     if args.action == "verify-audit":
         return cmd_verify_audit(args)
-    if args.action != "list" and not args.operation_id:
-        raise CliError(f"`operations {args.action}` needs an operation ID (see `scalebot operations list`)")
-    if args.action in ("list", "show"):  # the database only: no kubeconfig needed
-        try:
-            (cli_read.list_operations if args.action == "list" else cli_read.show_operation)(args)
-        except cli_read.ReadError as exc:
-            raise CliError(str(exc)) from exc
-        return EXIT_OK
+    if args.action in ("list", "show"):  # the database only, read-only: no kubeconfig needed
+        return (cli_read.list_operations if args.action == "list" else cli_read.show_operation)(args)
+    from bot.cli.service import build_operations  # the cluster client: only to cancel
+    from bot.text import messages
+
     ops = build_operations(args)
     outcome = ops.cancel(args.operation_id, by=_user())
     if not outcome.ok:

@@ -66,7 +66,7 @@ def verify_audit_file(
     refused: reading it would create one. Raises AuditUnverifiable when the schema version,
     the chain's columns or the append-only triggers are not this scalebot's, StoreError when the
     file cannot be read."""
-    conn = _open_read_only(path)
+    conn = open_read_only(path)
     try:
         altered = _require_chain_schema(conn, path)
         rows = conn.execute(_AUDIT_CHAIN_ROWS).fetchall()
@@ -90,7 +90,7 @@ def verify_audit_file(
 def read_operations_file(path: str) -> list[Operation]:
     """Every operation recorded in a database file, read-only and never migrating (as
     `verify_audit_file` opens it): for reports that must not change the file they read."""
-    conn = _open_read_only(path)
+    conn = open_read_only(path)
     conn.row_factory = sqlite3.Row
     try:
         found = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
@@ -107,10 +107,11 @@ def read_operations_file(path: str) -> list[Operation]:
     return [_row_to_op(dict(row)) for row in rows]
 
 
-def _open_read_only(path: str) -> sqlite3.Connection:
+def open_read_only(path: str) -> sqlite3.Connection:
+    """A connection that cannot change the file (`Store.read_only`, the audit check, reports)."""
     file = Path(path)
     if not file.is_file():
-        raise StoreError(f"no database file at {path}")
+        raise StoreError(f"no database at {path}")
     wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
     if wal.exists() and not shm.exists():
         raise StoreError(
@@ -126,6 +127,14 @@ def _open_read_only(path: str) -> sqlite3.Connection:
     return conn
 
 
+def schema_version(conn: sqlite3.Connection) -> int:
+    """The file's schema version: 0 for a file scalebot never opened, -1 for one it cannot read."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone() is None:
+        return 0
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return int(row[0]) if row and str(row[0]).isdecimal() else -1
+
+
 def _require_chain_schema(conn: sqlite3.Connection, path: str) -> tuple[str, ...]:
     """Raises when the rows cannot be checked (schema version, chain columns); returns what else
     was altered (the append-only triggers), for the caller to report with the rows' own breaks."""
@@ -133,10 +142,7 @@ def _require_chain_schema(conn: sqlite3.Connection, path: str) -> tuple[str, ...
         (str(kind), str(name)): str(sql)
         for kind, name, sql in conn.execute("SELECT type, name, sql FROM sqlite_master").fetchall()
     }
-    found = 0
-    if ("table", "meta") in objects:
-        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        found = int(row[0]) if row and str(row[0]).isdecimal() else -1
+    found = schema_version(conn)
     if found != SCHEMA_VERSION:
         newer = found > SCHEMA_VERSION
         raise AuditUnverifiable(
