@@ -107,7 +107,7 @@ class OccurrenceDecisions(Announcing):
         """One decision on one occurrence, in one write transaction (a fire cannot slip in between)."""
         now = self.clock.now()
         with self.store.transaction():
-            found = self._clicked(key, by, channel, verb)
+            found = self._clicked(key, by, channel, verb, groups)
             if isinstance(found, ScheduleOutcome):
                 return found
             sched, occ = found

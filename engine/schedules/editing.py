@@ -103,7 +103,7 @@ class ScheduleEditing(SchedulesBase):
         problem = self.calendars.check(spec.days_off_rule)
         if problem:
             return self._refused_add(by, cluster, name, problem, "holidays")
-        problem = self._check_cluster(cluster)
+        problem = self._check_cluster(cluster, by, groups, "add")
         if problem:
             return self._refused_add(by, cluster, name, problem, "cluster")
         refusal = self._check_creator(cluster, by, groups, approval_mode)  # audited by the check
@@ -152,9 +152,9 @@ class ScheduleEditing(SchedulesBase):
     ) -> ScheduleOutcome:
         """One approver's pre-approval of the schedule as it is now defined; the runs go without a
         further approval once as many distinct approvers as a run needs have given theirs."""
-        sched = self._load(name)
+        sched = self._visible(name, by, groups, "pre_approve")
         if sched is None:
-            return _refused(self._unknown_schedule(name))
+            return _refused(self._unknown_schedule(name, by, groups))
         misplaced = self._misplaced(sched.cluster, by, channel, "pre_approve")
         if misplaced is not None:
             return misplaced
@@ -235,8 +235,11 @@ class ScheduleEditing(SchedulesBase):
         """Withdraw one's own pre-approval of a schedule: no role needed and from any channel, since
         taking one's approval back only ever narrows what runs unasked."""
         sched = self._load(name)
-        if sched is None:
-            return _refused(self._unknown_schedule(name))
+        # Someone whose role was taken away may still withdraw their own pre-approval; anyone else
+        # without a role there gets the answer of an unknown schedule.
+        gave = sched is not None and any(a.user == by for a in self.store.schedule_approvals(name))
+        if sched is None or (not gave and self._visible(name, by, groups, "unapprove") is None):
+            return _refused(self._unknown_schedule(name, by, groups))
         with self.store.transaction():
             withdrawn = self.store.remove_schedule_approvals(name, user=by)
             if withdrawn:
@@ -260,9 +263,9 @@ class ScheduleEditing(SchedulesBase):
         self, name: str, day: date | str, *, by: str, groups: Sequence[str] = (), channel: str = ""
     ) -> ScheduleOutcome:
         """Skip the sleep and the wake of one local date (a one-off holiday); the schedule is unchanged."""
-        sched = self._load(name)
+        sched = self._visible(name, by, groups, "skip")
         if sched is None:
-            return _refused(self._unknown_schedule(name))
+            return _refused(self._unknown_schedule(name, by, groups))
         misplaced = self._misplaced(sched.cluster, by, channel, "skip")
         if misplaced is not None:
             return misplaced
