@@ -1005,3 +1005,18 @@ def test_a_person_without_a_role_on_a_cluster_learns_nothing_of_its_schedules(wo
     )
     refused = {r.action for r in world.ops.store.audit_rows() if r.cluster == "prod"}
     assert {"refused_schedule_pause", "refused_schedule_skip", "refused_schedule_run_now"} <= refused
+
+
+def test_run_now_on_a_run_nobody_was_told_of_is_refused_privately_and_nothing_starts(world: World) -> None:
+    """A pre-approved schedule: "Run now" with a button value made for next week's sleep (never
+    announced) would start a zero-scale now with no approval. Refused to the clicker alone."""
+    added(world)
+    value = schedule_blocks.button_value("nights:2026-03-09:sleep")
+    _, url = world.bot.click(blocks.ACTION_RUN_NOW, value, user=OPERATOR)
+    reply = world.bot.wait_reply(url)
+    text = all_text(reply)
+    assert reply.body["response_type"] == "ephemeral", reply.body
+    assert "Run now starts only the announced sleep" in text and "asks for approval" in text, text
+    world.bot.settle()
+    assert world.ops.list_operations() == [] and world.ops.store.overrides() == []
+    assert "refused_schedule_run_now" in [r.action for r in world.ops.store.audit_rows()]
