@@ -362,13 +362,12 @@ class SchedulesBase:
         have = f"you are {role.label}" if role is not None else "you have no role there"
         return f"{DOING.get(verb, verb)} needs the {need.label} role on {cluster}; {have}"
 
-    def _check_cluster(self, cluster: str, by: str, groups: Sequence[str], verb: str) -> str:
+    def _check_cluster(self, cluster: str, by: str, groups: Sequence[str]) -> str:
         """ "" for a cluster `by` has a role on. Otherwise one answer whether it exists or not, naming
-        only the clusters they have a role on (as `whoami`): nobody learns of the others here."""
+        only the clusters they have a role on (as `whoami`): nobody learns of the others here. The
+        caller audits the refusal."""
         if cluster in self.ops.clusters() and self.ops.role(cluster, by, groups) is not None:
             return ""
-        if cluster in self.ops.clusters():
-            self._audit(by, f"refused_schedule_{verb}", cluster, "no role on the cluster")
         visible = [c for c in self.ops.clusters() if self.ops.role(c, by, groups) is not None]
         return f'unknown cluster "{cluster[:63]}"; clusters: {", ".join(visible) or "none"}'
 

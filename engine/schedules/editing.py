@@ -103,7 +103,7 @@ class ScheduleEditing(SchedulesBase):
         problem = self.calendars.check(spec.days_off_rule)
         if problem:
             return self._refused_add(by, cluster, name, problem, "holidays")
-        problem = self._check_cluster(cluster, by, groups, "add")
+        problem = self._check_cluster(cluster, by, groups)
         if problem:
             return self._refused_add(by, cluster, name, problem, "cluster")
         refusal = self._check_creator(cluster, by, groups, approval_mode)  # audited by the check

@@ -989,6 +989,8 @@ def test_a_person_without_a_role_on_a_cluster_learns_nothing_of_its_schedules(wo
     assert 'unknown cluster "prod"; clusters: dev-eu' in said("schedule list prod")
     assert 'unknown cluster "nope"; clusters: dev-eu' in said("schedule list nope")
     assert 'unknown cluster "prod"; clusters: dev-eu' in said("schedule next prod")
+    assert 'unknown cluster "prod"; clusters: dev-eu' in said(f"schedule add mine {GOOD} cluster=prod")
+    assert 'unknown cluster "prod"; clusters: dev-eu' in said("wake prod for 2h")
     listed = said("schedule list")
     assert "nights" in listed and "payments" not in listed
     # A button value made up for prod's schedule gets an unknown key's answer.
