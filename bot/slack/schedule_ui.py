@@ -283,7 +283,9 @@ class ScheduleUi:
             clusters=self.ops.visible_clusters(inv.user, self._groups(inv.user)),
             find_channel=self._channels.resolve if self._channels is not None else None,
         )
-        outcome = self.schedules.add(**parsed.as_kwargs(), by=inv.user, groups=self._groups(inv.user))
+        outcome = self.schedules.add(
+            **parsed.as_kwargs(), by=inv.user, groups=self._groups(inv.user), typed_in=inv.channel
+        )
         if not outcome.ok:
             raise ScheduleUsage(messages.outcome_text(outcome), "add")
         self._sync()

@@ -83,8 +83,11 @@ class ScheduleEditing(SchedulesBase):
         on_holiday: str = "",
         by: str,
         groups: Sequence[str] = (),
+        typed_in: str | None = None,
     ) -> ScheduleOutcome:
-        """Validate and save a schedule; every refusal names the problem and nothing is saved."""
+        """Validate and save a schedule; every refusal names the problem and nothing is saved.
+        `typed_in`: the channel the command was typed in (Slack), which must be one the cluster is
+        operated from, as for any request; `channel` is where its announcements go."""
         try:
             spec = schedule.parse_spec(
                 name=name,
@@ -109,6 +112,9 @@ class ScheduleEditing(SchedulesBase):
         refusal = self._check_creator(cluster, by, groups, approval_mode)  # audited by the check
         if refusal:
             return replace(_refused(refusal), field="approval")
+        misplaced = None if typed_in is None else self._misplaced(cluster, by, typed_in, "add")
+        if misplaced is not None:
+            return replace(misplaced, field="cluster")
         where = policy.channel_allowed(self.ops.policies[cluster], channel.strip())
         problem = _check_channel(channel) or where.reason
         if problem:

@@ -1022,3 +1022,16 @@ def test_run_now_on_a_run_nobody_was_told_of_is_refused_privately_and_nothing_st
     world.bot.settle()
     assert world.ops.list_operations() == [] and world.ops.store.overrides() == []
     assert "refused_schedule_run_now" in [r.action for r in world.ops.store.audit_rows()]
+
+
+def test_a_schedule_for_prod_is_not_added_from_dev_eus_channel(world_with_prod: World) -> None:
+    """Channels separate clusters: typed in dev-eu's channel, a schedule of prod is refused even when
+    it would announce in prod's channel; typed in prod's channel it is saved."""
+    world = world_with_prod
+    text = f"schedule add p {GOOD} cluster=prod <#{PROD_CHANNEL}|prod-ops>"
+    _, url = world.bot.command(text, user=APPROVER, channel=CHANNEL)
+    refused = all_text(world.bot.wait_reply(url))
+    assert "prod is operated only from" in refused and PROD_CHANNEL in refused, refused
+    assert world.schedules.all_schedules() == []
+    _, url = world.bot.command(text, user=APPROVER, channel=PROD_CHANNEL)
+    assert "Schedule saved" in all_text(world.bot.wait_reply(url))
