@@ -34,8 +34,9 @@ Config file (every key optional except what a cluster needs to be reached):
         pool_label: scalebot.io/pool                # the provider's own options (bot.config.providers)
         api_qps: 200                                # client-side requests/s to the API server; api_burst: 300
         default_channels: [C0123]                   # or default_channel: C0123
-        allowed_channels: [C0123]                   # operate it only from these (default: any but DMs
-                                                    # when protected)
+        allowed_channels: [C0123]                   # operate it only from these (default: the channels
+                                                    # mapped to it: default_channels and `channels:`;
+                                                    # with none, any channel but another cluster's)
         protected: false
         policy:
           users: {U0ADMIN: admin, U0OPS: operator}
@@ -210,7 +211,54 @@ class Settings:
         }
 
     def policies(self) -> dict[str, ClusterPolicy]:
-        return {name: c.policy for name, c in self.clusters.items()}
+        """Each cluster's policy, with the channels it is operated from (`cluster_policies`)."""
+        return cluster_policies(self.clusters, self.channels)
+
+
+def own_channels(cluster: ClusterSettings, channels: Mapping[str, str]) -> frozenset[str]:
+    """The channels a cluster is operated from: its `allowed_channels` when given, else the channels
+    mapped to it (its `default_channels` and the `channels:` entries naming it)."""
+    if cluster.policy.channels:
+        return cluster.policy.channels
+    mapped = {c for c, name in channels.items() if name == cluster.name}
+    return frozenset(mapped | set(cluster.default_channels))
+
+
+def cluster_policies(
+    clusters: Mapping[str, ClusterSettings], channels: Mapping[str, str]
+) -> dict[str, ClusterPolicy]:
+    """Channels separate clusters by default: a cluster's requests, clicks and approvals come from
+    its own channels (`own_channels`); one with none of its own is still never operated from
+    another cluster's, so a channel mapped to dev-eu cannot reach prod."""
+    own = {name: own_channels(c, channels) for name, c in clusters.items()}
+    return {
+        name: replace(
+            c.policy,
+            channels=own[name],
+            other_channels=frozenset().union(*(mine for other, mine in own.items() if other != name)),
+        )
+        for name, c in clusters.items()
+    }
+
+
+def check_channel_separation(clusters: Mapping[str, ClusterSettings], channels: Mapping[str, str]) -> None:
+    """A protected cluster never accepts other channels: `scalebot run` needs it to have channels of
+    its own, and its `allowed_channels` may not name a channel mapped to another cluster."""
+    for name, cluster in clusters.items():
+        if not cluster.protected:
+            continue
+        if not own_channels(cluster, channels):
+            raise SettingsError(
+                f"clusters.{name}: a protected cluster is operated only from its own channels; give it "
+                "default_channels (or allowed_channels)"
+            )
+        for channel in sorted(cluster.policy.channels):
+            theirs = channels.get(channel)
+            if theirs is not None and theirs != name:
+                raise SettingsError(
+                    f"clusters.{name}.allowed_channels: {channel} is the channel of {theirs}; a protected "
+                    "cluster never accepts another cluster's channel"
+                )
 
 
 SECRET_ENV = ("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET")
@@ -251,6 +299,8 @@ def load(
     )
     clusters = {name: _cluster(name, node) for name, node in doc.child("clusters").items()}
     channels = _channels(doc, clusters)
+    if require_slack:  # the CLI and the console are in no channel
+        check_channel_separation(clusters, channels)
     return Settings(
         slack=_slack(env, require_slack, doc.child("slack")),
         clusters=clusters,
@@ -410,6 +460,7 @@ def with_channel_ids(settings: Settings, resolve: Callable[[str], str]) -> Setti
                 f"channel {channel} is the default channel of two clusters; a channel has one"
             )
         channels[one(channel)] = cluster
+    check_channel_separation(clusters, channels)  # names now IDs: compared as they will be used
     return replace(settings, clusters=clusters, channels=channels)
 
 
