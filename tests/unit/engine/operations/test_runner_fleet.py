@@ -98,9 +98,7 @@ def fleet(tmp_path: Path) -> Iterator[Callable[[dict[str, FakeCluster], RunnerSe
     built: list[Operations] = []
 
     def build(clusters: dict[str, FakeCluster], settings: RunnerSettings) -> Operations:
-        handles = {
-            name: ClusterHandle(name=name, api=c, pools=SimulatedPoolProvider(c)) for name, c in clusters.items()
-        }
+        handles = {name: ClusterHandle(name, c, SimulatedPoolProvider(c)) for name, c in clusters.items()}
         ops = new_operations(
             Store(tmp_path / f"fleet-{len(built)}.db"), handles, {}, StoppedClock(), settings=settings
         )
