@@ -249,17 +249,15 @@ class FairExecutor:
             return len(self._threads)
 
     def shutdown(self, *, wait: bool = False) -> None:
-        """Calls not started are cancelled; with `wait`, the calls in flight are waited for."""
+        """The workers end once no call is left; with `wait`, this waits for them.
+
+        Calls already queued still run (a pass under way when the process stops gets its answers,
+        as with a `ThreadPoolExecutor`), and a call submitted later still runs too: a step that is
+        finishing must not fail for want of a worker."""
         with self._lock:
             self._shutdown = True
-            dropped = [item for lane in self._lanes.values() for item in lane._queue]
-            for lane in self._lanes.values():
-                lane._queue.clear()
-            self._turns.clear()
             threads = list(self._threads)
             self._work.notify_all()
-        for future, _ in dropped:
-            future.cancel()
         if wait:
             for thread in threads:
                 if thread is not threading.current_thread():
@@ -269,8 +267,6 @@ class FairExecutor:
 
     def _enqueue(self, lane: Lane, future: Future[Any], call: Callable[[], Any]) -> None:
         with self._lock:
-            if self._shutdown:
-                raise RuntimeError("cannot schedule new calls after shutdown")
             lane._queue.append((future, call))
             if not lane._queued_for_turn:
                 lane._queued_for_turn = True

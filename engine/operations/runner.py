@@ -326,8 +326,15 @@ class Runner:
     def cancel(self, op_id: str) -> None:
         with self._lock:
             run = self._runs.get(op_id)
-            if run is not None:
-                run.cancel.set()
+            if run is None:
+                return
+            run.cancel.set()
+            if run.phase == "queued":
+                # Not admitted yet: its cancel (one short turn) does not wait for a place.
+                self._queue.remove(op_id)
+                run.phase = "ready"
+                self._submit(op_id)
+            else:
                 self._wake_locked(op_id)
 
     def stop(self, *, timeout: float | None = None) -> None:

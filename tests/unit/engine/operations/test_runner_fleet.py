@@ -171,3 +171,38 @@ def test_a_second_clusters_drain_evicts_while_the_first_clusters_pass_is_in_flig
         assert len(first.list_pods(node_names=["web-0"])) == 100, "none of them was answered"
     finally:
         first.release.set()
+
+
+def test_operations_over_the_per_cluster_limit_wait_their_turn_claimed(
+    fleet: Callable[[dict[str, FakeCluster], RunnerSettings], Operations],
+) -> None:
+    clock = StoppedClock()
+    cluster = FakeCluster(now=clock.now)
+    populate(cluster, 1, pdb=True)
+    cluster.add_node("batch-0", labels={POOL_LABEL: "batch"})
+    cluster.add_pod("batch", "job-0", node="batch-0", controller_kind="ReplicaSet", controller_name="job")
+    cluster.add_pdb("batch", "job", match_labels={}, disruptions_allowed=0)
+    ops = fleet({"dev": cluster}, RunnerSettings(workers=2, max_operations_per_cluster=1))
+
+    def zero_pool(pool: str) -> str:
+        target = Target(cluster="dev", pools=(pool,))
+        out = ops.request(OperationRequest(kind=OpKind.ZERO, target=target, requested_by="cli:a"))
+        assert out.ok and out.operation is not None, out.reply
+        return out.operation.id
+
+    web = zero_pool("web")
+    wait_until(lambda: ops.runner.load().waiting == 1, "the first operation waiting in its drain")
+    batch = zero_pool("batch")
+    assert ops.runner.load().queued == 1 and ops.runner.is_running(batch)
+    queued = ops.get(batch)
+    assert queued is not None and queued.step == "", "not started while the cluster's place is taken"
+    claim = ops.store.runner_claim(batch)
+    assert claim is not None and claim.nonce == ops.runner.identity.nonce, "claimed while it waits"
+
+    assert ops.cancel(web, by="cli:a").ok
+    wait_until(lambda: not ops.runner.is_running(web), "the first operation cancelled")
+    wait_until(
+        lambda: (op := ops.get(batch)) is not None and op.step == "drain", "the second started in its turn"
+    )
+    first = ops.get(web)
+    assert first is not None and first.state.value == "cancelled"
