@@ -164,6 +164,7 @@ class _Timers:
         self._changed = threading.Event()
         self._heap: list[tuple[float, int, str]] = []
         self._numbers = itertools.count(1)
+        self._cancelled: set[int] = set()
         self._stopped = False
         self._thread: threading.Thread | None = None
 
@@ -179,6 +180,14 @@ class _Timers:
                 self._thread.start()
             self._changed.set()
         return number
+
+    def cancel(self, number: int) -> None:
+        """The timer is no longer wanted (its operation woke early): a virtual clock must not
+        jump to its deadline for nobody."""
+        with self._lock:
+            if number:
+                self._cancelled.add(number)
+                self._changed.set()
 
     def stop(self) -> None:
         with self._lock:
@@ -197,9 +206,12 @@ class _Timers:
                 self._changed.clear()
                 now = self._clock.monotonic()
                 due: list[tuple[str, int]] = []
-                while self._heap and self._heap[0][0] <= now:
+                while self._heap and (self._heap[0][0] <= now or self._heap[0][1] in self._cancelled):
                     _, number, op_id = heapq.heappop(self._heap)
-                    due.append((op_id, number))
+                    if number in self._cancelled:
+                        self._cancelled.discard(number)
+                    else:
+                        due.append((op_id, number))
                 until = self._heap[0][0] - now if self._heap else None
             for op_id, number in due:
                 self._fire(op_id, number)
@@ -400,6 +412,7 @@ class Runner:
             return
         if run.phase == "waiting":
             run.phase = "ready"
+            self._timers.cancel(run.timer)
             run.timer = 0
             if not self._submit(op_id):
                 run.phase = "waiting"
