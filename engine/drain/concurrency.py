@@ -301,6 +301,15 @@ class FairExecutor:
             return lane, future, call
         return None
 
+    def _startable(self, enough: int) -> int:
+        """Calls that could start now (counted up to `enough`)."""
+        count = 0
+        for lane in self._turns:
+            count += max(0, min(len(lane._queue), max(1, lane._limit()) - lane.in_flight))
+            if count >= enough:
+                break
+        return count
+
     def _serve(self) -> None:
         while True:
             with self._lock:
@@ -329,11 +338,15 @@ class FairExecutor:
                     lane.in_flight -= 1
                     self._in_flight -= 1
                     # An answer frees a place (and may have raised an AIMD limit); this worker
-                    # takes the next call itself, and the idle ones look again when more calls
-                    # wait than this worker can start (a limit that grew admits several).
-                    if self._idle > self._waking and any(t._queue for t in self._turns):
-                        self._waking = self._idle
-                        self._work.notify_all()
+                    # takes the next call itself, and wakes idle workers only for the calls
+                    # beyond that one which may start now (a limit that grew admits several):
+                    # waking every idle worker on each answer would cost more CPU than the calls.
+                    spare = self._idle - self._waking
+                    if spare > 0:
+                        startable = self._startable(spare + 1) - 1
+                        if startable > 0:
+                            self._waking += min(spare, startable)
+                            self._work.notify(min(spare, startable))
 
 
 class Lane(Executor):
