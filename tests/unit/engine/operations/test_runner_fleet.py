@@ -206,3 +206,38 @@ def test_operations_over_the_per_cluster_limit_wait_their_turn_claimed(
     )
     first = ops.get(web)
     assert first is not None and first.state.value == "cancelled"
+
+
+def test_a_stop_ends_waiting_operations_at_once_and_the_next_runner_resumes_each_one(
+    fleet: Callable[[dict[str, FakeCluster], RunnerSettings], Operations], tmp_path: Path
+) -> None:
+    clock = StoppedClock()
+    clusters = {f"c{i:02d}": FakeCluster(now=clock.now) for i in range(20)}
+    for cluster in clusters.values():
+        populate(cluster, 1, pdb=True)
+    settings = RunnerSettings(workers=2, max_operations=15)
+    first = fleet(clusters, settings)
+    ids = []
+    for name in clusters:
+        out = first.request(zero(name))
+        assert out.ok and out.operation is not None, out.reply
+        ids.append(out.operation.id)
+    wait_until(lambda: first.runner.load().waiting == 15, "15 waiting in phase 1, 5 queued")
+    assert first.runner.load().queued == 5
+
+    first.runner.stop()
+    assert first.runner.wait_idle(10), "no waiting or queued operation outlives the stop"
+    claims = [first.store.runner_claim(i) for i in ids]
+    assert all(c is None or not c.nonce for c in claims), "every claim given up"
+
+    # The next start: the same database, a new runner; every operation continues from its step.
+    handles = {name: ClusterHandle(name, c, SimulatedPoolProvider(c)) for name, c in clusters.items()}
+    second = new_operations(Store(tmp_path / "fleet-0.db"), handles, {}, clock, settings=settings)
+    try:
+        assert sorted(second.runner.resume_all()) == sorted(ids)
+        wait_until(lambda: second.runner.load().waiting == 15, "15 waiting again after the restart")
+        assert second.runner.load().queued == 5
+        resumed = [r for i in ids for r in second.store.journal_rows(i) if r.event == "resumed"]
+        assert len(resumed) == 15, "each admitted operation journaled once as resumed"
+    finally:
+        second.runner.stop()
