@@ -1,4 +1,4 @@
-"""Runs operations step by step on bounded workers; every step is persisted and safe to repeat.
+"""Runs operations step by step on a bounded step pool; every step is persisted and safe to repeat.
 
 Each step (`engine.operations.steps`, one module per kind of step) reads the operation, acts
 through the ports and returns a `StepResult` that the runner persists before anything else
@@ -6,9 +6,17 @@ happens. Which step comes next is the flow's (`engine.operations.flows`, one tab
 operation): a step only says how it ended. A step reaches the runner only through
 `engine.operations.steps.context.StepContext`, which the Runner implements: the store, the clock,
 the settings, `emit`, the eviction executors, the pod feed and the eviction gate. This module
-keeps the rest: the workers, the claims, persistence and dispatch.
-It stays one module (about 600 lines) on purpose: those four share one `Runner`'s state (its
-workers, the claims it heartbeats, the step it persists and dispatches next).
+keeps the rest: admission, the step pool, the claims, persistence and dispatch.
+It stays one module on purpose: those share one `Runner`'s state (the operations it holds and
+what each is doing, the claims it heartbeats, the step it persists and dispatches next).
+
+Waiting holds nothing. An operation is admitted while fewer than `max_operations` are in
+progress (`max_operations_per_cluster` on its cluster), else it waits, claimed, in the order it
+came. Each of its turns runs one step on the step pool (`workers` threads) and persists it; a
+step that asks to wait (`StepResult.wait`) sets a timer (`engine.operations.timers`), and the
+operation's next turn is submitted when the timer fires, when its pod feed sees the pods it
+waits for gone, or when it is cancelled. Evictions, cordons and force-deletions go through one
+process-wide `engine.drain.concurrency.FairExecutor` with a lane per cluster.
 
 On start-up `resume_all()` continues every running operation from its current step.
 
@@ -34,8 +42,6 @@ The runner never calls Slack: it emits `ProgressEvent`s; the bot renders and sen
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import logging
 import os
 import random
@@ -61,6 +67,7 @@ from engine.operations.flows import FEED_STEPS, first_step, step_after
 from engine.operations.steps import STEPS
 from engine.operations.steps.context import ClusterHandle, StepResult
 from engine.operations.steps.cordon_drain import give_back_nodes
+from engine.operations.timers import StepTimers
 from engine.store.base import StoreError
 from engine.store.claims import ClaimHeld, Fenced, RunnerClaim, RunnerId
 from engine.store.database import Store
@@ -149,80 +156,6 @@ class _Run:
     warned: bool = False
 
 
-class _Timers:
-    """One thread that brings waiting operations back at their time, on the runner's clock.
-
-    The wait goes through `Clock.wait`, so a virtual clock advances to the next deadline at once
-    (as each worker's own wait did before) and a scaled one shrinks it; with nothing due the thread
-    waits, in real time, for the next timer to be set.
-    """
-
-    def __init__(self, clock: Clock, fire: Callable[[str, int], None]) -> None:
-        self._clock = clock
-        self._fire = fire
-        self._lock = threading.Lock()
-        self._changed = threading.Event()
-        self._heap: list[tuple[float, int, str]] = []
-        self._numbers = itertools.count(1)
-        self._cancelled: set[int] = set()
-        self._stopped = False
-        self._thread: threading.Thread | None = None
-
-    def set(self, seconds: float, op_id: str) -> int:
-        """A timer `seconds` from now; its number (0: none, the timers are stopped)."""
-        with self._lock:
-            if self._stopped:
-                return 0
-            number = next(self._numbers)
-            heapq.heappush(self._heap, (self._clock.monotonic() + seconds, number, op_id))
-            if self._thread is None and not self._stopped:
-                self._thread = threading.Thread(target=self._run, name="op-timers", daemon=True)
-                self._thread.start()
-            self._changed.set()
-        return number
-
-    def cancel(self, number: int) -> None:
-        """The timer is no longer wanted (its operation woke early): a virtual clock must not
-        jump to its deadline for nobody."""
-        with self._lock:
-            if number:
-                self._cancelled.add(number)
-                self._changed.set()
-
-    def stop(self) -> None:
-        with self._lock:
-            self._stopped = True
-            self._heap.clear()
-            self._changed.set()
-            thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=5)
-
-    def _run(self) -> None:
-        while True:
-            with self._lock:
-                if self._stopped:
-                    return
-                self._changed.clear()
-                now = self._clock.monotonic()
-                due: list[tuple[str, int]] = []
-                while self._heap and (self._heap[0][0] <= now or self._heap[0][1] in self._cancelled):
-                    _, number, op_id = heapq.heappop(self._heap)
-                    if number in self._cancelled:
-                        self._cancelled.discard(number)
-                    else:
-                        due.append((op_id, number))
-                until = self._heap[0][0] - now if self._heap else None
-            for op_id, number in due:
-                self._fire(op_id, number)
-            if due:
-                continue
-            if until is None:
-                self._changed.wait()  # real time: a virtual clock's wait would not block
-            else:
-                self._clock.wait(self._changed, until)
-
-
 class Runner:
     def __init__(
         self,
@@ -252,7 +185,7 @@ class Runner:
         before a consolidated node is cordoned; set by `Operations`. A cluster not named: defaults."""
         self._pool = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="op")
         """Runs steps: a turn holds a worker for one step, never for the wait after it."""
-        self._timers = _Timers(clock, self._timer_fired)
+        self._timers = StepTimers(clock, self._timer_fired)
         self._io = FairExecutor(settings.max_evictions_in_flight, name="evict")
         """Every cluster's cordons, evictions and force-deletions: one lane per cluster and kind."""
         self._gates: dict[str, AdaptiveGate] = {}
