@@ -19,6 +19,12 @@ Config file (every key optional except what a cluster needs to be reached):
     server:   {http_port: 3000, health_port: 8080, host: 0.0.0.0}
     sender:   {update_interval: 3s, updates_per_minute: 40, posts_per_second: 1}
     workers:  8                                     # the bot's own executor for slow commands
+    runner:                                         # how many operations run at once, and how
+      max_operations: 200                           # in progress at once (waiting ones included)
+      max_operations_per_cluster: 8                 # ... on one cluster; more wait their turn
+      step_workers: 32                              # threads running steps (a wait holds none)
+      max_evictions_in_flight: 128                  # evictions/cordons in flight, every cluster
+      max_evictions_per_cluster: 64                 # one cluster's ceiling (below the above)
     calendars:                                      # iCalendar files schedules follow (calendar=NAME)
       releases: /etc/scalebot/releases.ics          # relative paths: from the config file's folder
     channels: {C0123: dev-eu}                       # channel ID -> default cluster
@@ -99,6 +105,7 @@ from bot.config import channel_refs
 from bot.config.cluster_settings import ClusterSettings, _channel, _cluster
 from bot.config.document import SettingsError as SettingsError  # noqa: PLC0414 (load's error: callers catch it here)
 from bot.config.document import _Node
+from engine.domain.settings import RunnerSettings
 from engine.operations.policy import ClusterPolicy
 from engine.schedules.calendars import CalendarError, CalendarFile, load_calendar
 
@@ -185,6 +192,8 @@ class Settings:
     which are still not back and why."""
     calendars: Mapping[str, CalendarFile] = field(default_factory=dict)
     """iCalendar files by name (`calendars:`), read and checked at load: schedules follow them."""
+    runner: RunnerSettings = RunnerSettings()
+    """The operation runner `scalebot run` uses (`runner:`; `workloads_return_timeout` included)."""
 
     def default_cluster(self, channel: str) -> str | None:
         """The channel's cluster; with a single configured cluster, that one."""
@@ -296,11 +305,13 @@ def load(
         "slack",
         "workloads_return_timeout",
         "calendars",
+        "runner",
     )
     clusters = {name: _cluster(name, node) for name, node in doc.child("clusters").items()}
     channels = _channels(doc, clusters)
     if require_slack:  # the CLI and the console are in no channel
         check_channel_separation(clusters, channels)
+    workloads_return_timeout = doc.duration("workloads_return_timeout", timedelta(minutes=5))
     return Settings(
         slack=_slack(env, require_slack, doc.child("slack")),
         clusters=clusters,
@@ -310,8 +321,47 @@ def load(
         workers=doc.integer("workers", 8, low=1, high=64),
         db_path=Path(env.get("SCALEBOT_DB") or "scalebot.db"),
         config_path=config_path,
-        workloads_return_timeout=doc.duration("workloads_return_timeout", timedelta(minutes=5)),
+        workloads_return_timeout=workloads_return_timeout,
         calendars=_calendars(doc.child("calendars"), config_path),
+        runner=_runner(doc.child("runner"), workloads_return_timeout),
+    )
+
+
+def _runner(node: _Node, workloads_return_timeout: timedelta) -> RunnerSettings:
+    """`runner:`: how many operations one instance runs at once, and how many evictions it sends."""
+    node.only(
+        "max_operations",
+        "max_operations_per_cluster",
+        "step_workers",
+        "max_evictions_in_flight",
+        "max_evictions_per_cluster",
+    )
+    default = RunnerSettings()
+    total = node.integer("max_operations", default.max_operations, low=1, high=10_000)
+    per_cluster = node.integer(
+        "max_operations_per_cluster", default.max_operations_per_cluster, low=1, high=1_000
+    )
+    if per_cluster > total:
+        raise SettingsError(
+            f"{node.path}.max_operations_per_cluster: {per_cluster} is more than max_operations ({total}); "
+            "one cluster cannot run more operations than the whole instance"
+        )
+    in_flight = node.integer("max_evictions_in_flight", default.max_evictions_in_flight, low=2, high=1_024)
+    cluster_ceiling = min(default.max_parallel_evictions, in_flight - 1)
+    per_cluster_evictions = node.integer("max_evictions_per_cluster", cluster_ceiling, low=2, high=256)
+    if per_cluster_evictions >= in_flight:
+        raise SettingsError(
+            f"{node.path}.max_evictions_per_cluster: {per_cluster_evictions} must be below "
+            f"max_evictions_in_flight ({in_flight}), so a cluster whose evictions hang leaves room "
+            "for the others"
+        )
+    return RunnerSettings(
+        workloads_return_timeout=workloads_return_timeout,
+        max_operations=total,
+        max_operations_per_cluster=per_cluster,
+        workers=node.integer("step_workers", default.workers, low=1, high=256),
+        max_evictions_in_flight=in_flight,
+        max_parallel_evictions=per_cluster_evictions,
     )
 
 

@@ -48,7 +48,6 @@ from bot.slack.weekly_post import WeeklySavingsPoster
 from engine.domain.announcement import NextEvent
 from engine.domain.clock import SystemClock
 from engine.domain.errors import Category, ScalebotError
-from engine.domain.settings import RunnerSettings
 from engine.kube import admission
 from engine.kube.events import EventRecorder, ObjectRef, Recorder
 from engine.operations.observers import ProgressListeners
@@ -225,7 +224,7 @@ def build_service(settings: Settings, *, leader_election: bool | None = None) ->
             handles,
             clock,
             listeners.emit,
-            RunnerSettings(workloads_return_timeout=settings.workloads_return_timeout),
+            settings.runner,
         ),
         settings.policies(),
         clock,

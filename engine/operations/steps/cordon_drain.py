@@ -105,7 +105,7 @@ def step_cordon(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult
         if chosen:
             h.pools.prepare_removal(change.pool, chosen)
     saved = op.progress.drain.state
-    already = drain.cordon_nodes(h.api, nodes, now=now, executor=ctx.evictions())
+    already = drain.cordon_nodes(h.api, nodes, now=now, executor=ctx.evictions(h.name))
     _record_displaced(ctx, op, h, nodes)
     for node in nodes:
         ref = kube_events.ObjectRef.node(node)
@@ -201,7 +201,7 @@ def step_drain(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult:
         options=_options(op),
         pod_filters=_scoped_filters(op),
         now=now,
-        executor=ctx.adaptive_pool() or ctx.evictions(),
+        executor=ctx.eviction_executor(h),
         gate=ctx.eviction_gate(h),
         on_progress=progress,
         one_at_a_time=op.plan.one_at_a_time,
@@ -421,7 +421,7 @@ def give_back_nodes(ctx: StepContext, op: Operation, h: ClusterHandle, result: S
         kept: list[str] = []
     else:
         uncordoned = drain.uncordon_nodes(
-            h.api, drained_nodes(op), keep_cordoned=state.already_cordoned, executor=ctx.evictions()
+            h.api, drained_nodes(op), keep_cordoned=state.already_cordoned, executor=ctx.evictions(h.name)
         )
         kept = sorted(state.already_cordoned & set(drained_nodes(op)))
     note = release_note(uncordoned, kept, unmarked)
