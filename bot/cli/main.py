@@ -60,15 +60,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _failure_line(exc: ScalebotError) -> str:
-    """What a failed command prints after "error: ", with where to look for the two Kubernetes
-    failures an operator fixes outside scalebot."""
-    from engine.kube import errors  # only on a failure: most commands never load the cluster client
+    """What a failed command prints after "error: ": the cause in the words Slack gives it too
+    (`bot.text.messages.failure_cause`) when it is fixed outside scalebot, else the error itself."""
+    from bot.text import messages  # only on a failure: the usual run never renders messages
 
-    if isinstance(exc, errors.Forbidden):
-        return f"forbidden: {exc} (check scalebot's RBAC: manifests/base/rbac.yaml)"
-    if isinstance(exc, errors.TransportError):
-        return f"cannot reach the Kubernetes API server: {exc}"
-    return str(exc)
+    return messages.failure_cause(exc) or str(exc)
 
 
 def _error(args: argparse.Namespace, message: str) -> None:

@@ -6,7 +6,8 @@ handler makes one call on the operations port and answers: an ephemeral reply th
 interaction's `response_url`, or an operation message through `Progress` (and so the sender).
 
 This is an entry point, so it has the catch-all, which maps an error's category in one place
-(`error_reply`): a usage error (`UserError`, a bad command) is shown as it is; anything else is
+(`error_reply`): a usage error (`UserError`, a bad command) is shown as it is, a cause fixed outside
+scalebot (API server unreachable, RBAC) is named as the CLI names it; anything else is
 logged with its traceback under an incident ID, and the person gets one short sentence.
 """
 
@@ -73,10 +74,14 @@ def new_incident() -> str:
 
 def error_reply(exc: BaseException) -> Message | None:
     """What the person reads about a failure, by its category: the Slack side's one mapping. A
-    usage error is shown as it is; any other category (or an exception outside scalebot's root)
-    is None, and the caller logs it under an incident ID and answers one short sentence."""
+    usage error is shown as it is, and so is a failure fixed outside scalebot (the API server
+    unreachable, RBAC refusing), in the CLI's words; anything else (or an exception outside
+    scalebot's root) is None, and the caller logs it under an incident ID and answers one short sentence."""
     if isinstance(exc, ScalebotError) and exc.category is Category.USAGE:
         return usage_reply(exc)
+    cause = messages.failure_cause(exc)
+    if cause is not None:  # fixed outside scalebot: its cause, as the CLI prints it
+        return views.text_message(messages.outside_failure(cause), emoji="⚠️")
     return None
 
 

@@ -22,6 +22,7 @@ from bot.text import mrkdwn
 from bot.text.mrkdwn import Mrkdwn, fmt
 from engine.domain.announcement import ApprovalPromise, DecisionNote, EventKind, NextEvent, Upcoming
 from engine.domain.durations import format_duration
+from engine.domain.errors import OutsideFault, ScalebotError
 from engine.domain.operation import OpKind, OpState
 from engine.domain.reasons import (
     AlreadyDecided,
@@ -195,6 +196,38 @@ def internal_error(incident: str, op_id: str | None = None) -> str:
         f"Something failed{about}. Nothing more will happen for this request; "
         f"the details are in scalebot's log under incident `{incident}`."
     )
+
+
+def outside_fault(exc: BaseException) -> OutsideFault | None:
+    """The fault outside scalebot behind a failure, following the chain of causes (a step's error
+    raised from the API server's), or None when its fix is not outside scalebot."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ScalebotError) and current.outside_fault is not None:
+            return current.outside_fault
+        current = current.__cause__
+    return None
+
+
+def failure_cause(exc: BaseException) -> str | None:
+    """The one line naming a failure's cause when it is fixed outside scalebot, the same words in
+    the CLI's error line and in Slack (plain text: the Slack renderer escapes it); None for any
+    other failure."""
+    fault = outside_fault(exc)
+    if fault is None:
+        return None
+    detail = str(exc)
+    if fault is OutsideFault.API_UNREACHABLE:
+        return f"cannot reach the Kubernetes API server: {detail}"
+    return f"forbidden: {detail} (check scalebot's RBAC: manifests/base/rbac.yaml)"
+
+
+def outside_failure(cause: str) -> str:
+    """The Slack reply to a request that failed on a cause fixed outside scalebot. Every request
+    reads the cluster before it writes, so an unanswered first call changes nothing."""
+    return f"{cause[:1].upper()}{cause[1:]}. Nothing was changed; ask again once it is fixed."
 
 
 def malformed_request() -> str:

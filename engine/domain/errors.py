@@ -35,9 +35,21 @@ class Category(Enum):
     """scalebot's own state is not what it wrote or expects: a bug or tampering, for the log."""
 
 
+class OutsideFault(Enum):
+    """A failure whose fix lies outside scalebot, named so every front door gives the same cause
+    (the CLI's error line, the Slack reply) instead of an incident ID that only the log explains."""
+
+    API_UNREACHABLE = "api-unreachable"
+    """The Kubernetes API server gave no HTTP answer (down, wrong address, network, TLS)."""
+    FORBIDDEN = "forbidden"
+    """The API server refused scalebot's ServiceAccount (RBAC)."""
+
+
 class ScalebotError(Exception):
     """The root of every scalebot exception; `category` says what kind of failure it is."""
 
     category: ClassVar[Category] = Category.INTERNAL
+    outside_fault: ClassVar[OutsideFault | None] = None
+    """Set where the cause is fixed outside scalebot (see `OutsideFault`); None otherwise."""
     hint: str = ""
     """The right form of what was asked, when the error knows it (a usage line); "" otherwise."""

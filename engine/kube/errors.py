@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.domain.errors import Category, ScalebotError
+from engine.domain.errors import Category, OutsideFault, ScalebotError
 
 DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
 NAMESPACE_TERMINATING_CAUSE = "NamespaceTerminating"
@@ -115,7 +115,7 @@ class Conflict(KubeError):
 
 
 class Forbidden(KubeError):
-    pass
+    outside_fault = OutsideFault.FORBIDDEN
 
 
 class TooManyRequests(KubeError):
@@ -132,6 +132,7 @@ class InvalidRequest(KubeError):
 
 class TransportError(KubeError):
     category = Category.TRANSIENT
+    outside_fault = OutsideFault.API_UNREACHABLE
 
 
 def error_from_status(status: int, body: Mapping[str, Any] | None) -> KubeError:

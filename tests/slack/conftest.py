@@ -6,7 +6,8 @@ web and batch, a PodDisruptionBudget that allows no disruption of shop/db-0; its
 the protected prod (its channel C0PROD). The policies are the configuration's, with the channels
 `scalebot run` gives them: each cluster is operated from its own channel. `ControlledCluster` adds
 test controls on the Kubernetes side only: `gate` (close it and every listing blocks until the test
-opens it), `delay` (every listing takes that long) and `fail_next` (the next listing raises).
+opens it), `delay` (every listing takes that long), `fail_next` (the next listing raises) and
+`unreachable` (every request fails with no answer, as with the API server down).
 
 The runner is held by default (`make_bot(run=False)`): an operation moves to running in SQLite,
 its locks are taken, but no step executes; the test plays the runner's progress events with
@@ -48,6 +49,7 @@ from engine.domain.clock import SystemClock
 from engine.domain.model import NodeInfo
 from engine.domain.operation import Operation, ProgressEvent, ProgressKind
 from engine.domain.settings import RunnerSettings
+from engine.kube import errors
 from engine.kube.fake import FakeCluster
 from engine.operations import policy
 from engine.operations.runner import ClusterHandle
@@ -117,6 +119,13 @@ class ControlledCluster(FakeCluster):
         """Set when a listing reached the gate (so a test knows the engine is inside it)."""
         self.delay = 0.0
         self.error: Exception | None = None
+        self.unreachable = False
+        """Every request fails as the HTTP adapter fails when the API server gives no answer."""
+
+    def _request_locked(self, verb: str, resource: str) -> None:
+        if self.unreachable:
+            raise errors.TransportError(message=f"{verb} {resource}: Connection refused")
+        super()._request_locked(verb, resource)
 
     def list_nodes(self, *, label_selector: str | None = None) -> list[NodeInfo]:
         self.entered.set()

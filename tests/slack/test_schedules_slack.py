@@ -1035,3 +1035,19 @@ def test_a_schedule_for_prod_is_not_added_from_dev_eus_channel(world_with_prod: 
     assert world.schedules.all_schedules() == []
     _, url = world.bot.command(text, user=APPROVER, channel=PROD_CHANNEL)
     assert "Schedule saved" in all_text(world.bot.wait_reply(url))
+
+
+def test_schedule_add_with_the_api_server_down_names_the_cause_and_saves_nothing(world: World) -> None:
+    assert world.cluster is not None
+    world.cluster.unreachable = True
+
+    _, reply = world.bot.command(ADD, user=APPROVER)
+
+    call = world.bot.wait_reply(reply)
+    said = all_text(call)
+    assert "Cannot reach the Kubernetes API server" in said and "Nothing was changed" in said, said
+    assert "incident" not in said and call.body["response_type"] == "ephemeral"
+    world.bot.settle()
+    assert world.schedules.all_schedules() == [] and world.schedules.store.list_schedules() == []
+    assert world.bot.api.calls_to("chat.postMessage") == []
+    assert world.runner.armed() == []
