@@ -49,8 +49,7 @@ def progress_panel(title: str, status: str, f: ProgressFigures | None) -> Panel:
         rows.add_row("nodes", f"{f.nodes_drained}/{f.nodes_total} drained")
         rows.add_row(
             "pods",
-            f"{f.pods_evicted} evicted · {f.pods_remaining} remaining · {f.pods_total} total"
-            + (f" · {f.pods_terminating} terminating" if f.pods_terminating else ""),
+            pods_line(f),
         )
         rows.add_row("rate", rate_text(f))
         rows.add_row("ETA", time_left(f.eta_seconds))
@@ -58,6 +57,19 @@ def progress_panel(title: str, status: str, f: ProgressFigures | None) -> Panel:
             lines = [_cut(pod) for pod in f.blocking[:BLOCKERS_SHOWN]]
             rows.add_row("blocking", escape("\n".join(lines)))
     return Panel(rows, title=escape(title), title_align="left")
+
+
+def pods_line(f: ProgressFigures) -> str:
+    """The pods as the summary counts them: evicted and force-deleted named apart, never summed."""
+    parts = [f"{f.pods_evicted} evicted"]
+    if f.pods_force_deleted:
+        parts.append(f"{f.pods_force_deleted} force-deleted")
+    if f.pods_deleted:
+        parts.append(f"{f.pods_deleted} finished deleted")
+    parts += [f"{f.pods_remaining} remaining", f"{f.pods_total} total"]
+    if f.pods_terminating:
+        parts.append(f"{f.pods_terminating} terminating")
+    return " · ".join(parts)
 
 
 WIDE_SUMMARY = 100
@@ -95,7 +107,7 @@ def summary_table(ops: Sequence[Operation], width: int = WIDE_SUMMARY) -> Table:
             format_duration(timedelta(seconds=s.duration_seconds)) if s else "—",
             f"{f.nodes_drained}/{f.nodes_total}" if f else "—",
             str(s.pods_evicted) if s else str(f.pods_evicted) if f else "—",
-            str(s.pods_force_deleted) if s else "—",
+            str(s.pods_force_deleted) if s else str(f.pods_force_deleted) if f else "—",
             str(s.nodes_removed) if s else "—",
         )
     return table

@@ -16,6 +16,9 @@ from engine.domain.operation import DrainProgress, Operation
 RATE_WINDOW_SECONDS = 60.0
 """The current rate is measured over the passes of about the last minute, not since the start:
 a drain slows down at its tail (budgets, slow terminations) and the ETA should follow."""
+MIN_RATE_SPAN_SECONDS = 10.0
+"""The shortest span a rate is measured over: the first pass evicts a burst a few milliseconds after
+the drain starts, which is not thousands of pods a minute."""
 MAX_SAMPLES = 8
 BAR_WIDTH = 8
 
@@ -24,9 +27,16 @@ BAR_WIDTH = 8
 class ProgressFigures:
     nodes_drained: int
     nodes_total: int
+    pods_done: int
+    """Pods asked to leave, each once: evicted, deleted when finished, or deleted in phase 2 without
+    having been evicted (a pod phase 2 deleted while it terminated counts once, as evicted)."""
     pods_evicted: int
-    """Pods asked to leave: evicted, deleted when finished, or deleted in phase 2 without having been
-    evicted (a pod phase 2 deleted while it terminated counts once, as evicted)."""
+    """Of them, those evicted through the Eviction API: the count the operation's summary gives."""
+    pods_deleted: int
+    """Finished pods (Succeeded, Failed) deleted rather than evicted."""
+    pods_force_deleted: int
+    """Pods phase 2 force-deleted, as the summary counts them (a pod evicted first, then force-deleted
+    while it terminated, is in both counts but once in `pods_done`)."""
     pods_remaining: int
     """Pods still to be evicted: refused, waited for, queued behind a lower drain order."""
     pods_terminating: int
@@ -39,7 +49,7 @@ class ProgressFigures:
 
     @property
     def pods_total(self) -> int:
-        return self.pods_evicted + self.pods_remaining
+        return self.pods_done + self.pods_remaining
 
     @property
     def fraction(self) -> float:
@@ -48,14 +58,17 @@ class ProgressFigures:
         if self.nodes_total:
             parts.append(self.nodes_drained / self.nodes_total)
         if self.pods_total:
-            parts.append(self.pods_evicted / self.pods_total)
+            parts.append(self.pods_done / self.pods_total)
         return min(parts, default=1.0)
 
     def to_json(self) -> dict[str, object]:
         return {
             "nodes_drained": self.nodes_drained,
             "nodes_total": self.nodes_total,
+            "pods_done": self.pods_done,
             "pods_evicted": self.pods_evicted,
+            "pods_deleted": self.pods_deleted,
+            "pods_force_deleted": self.pods_force_deleted,
             "pods_remaining": self.pods_remaining,
             "pods_terminating": self.pods_terminating,
             "pods_total": self.pods_total,
@@ -86,7 +99,10 @@ def drain_figures(drain: DrainProgress) -> ProgressFigures | None:
     return ProgressFigures(
         nodes_drained=drain.nodes_total - len(drain.busy_nodes),
         nodes_total=drain.nodes_total,
-        pods_evicted=done,
+        pods_done=done,
+        pods_evicted=drain.state.evicted_total if drain.state is not None else drain.evicted,
+        pods_deleted=drain.state.deleted_total if drain.state is not None else 0,
+        pods_force_deleted=len(drain.force_deleted),
         pods_remaining=drain.pods_remaining,
         pods_terminating=drain.pods_terminating,
         rate_per_minute=rate,
@@ -101,14 +117,26 @@ def pods_done(drain: DrainProgress) -> int:
     return passes + drain.pods_forced
 
 
+def first_samples(started_at: datetime, done: int) -> tuple[tuple[datetime, int], ...]:
+    """The rate's baseline: `done` pods when the drain started. Without it the first pass's
+    evictions (often most of a small drain's) fall before the first sample, and the rate of the
+    passes after it is 0 however many pods left."""
+    return ((started_at, done),)
+
+
 def add_sample(
     samples: tuple[tuple[datetime, int], ...], at: datetime, done: int
 ) -> tuple[tuple[datetime, int], ...]:
     """The rate's samples after a pass at `at` with `done` pods evicted so far: those of the last
-    `RATE_WINDOW_SECONDS` (and always the one before them, so a slow pass still has a rate)."""
-    kept = [*samples, (at, done)][-MAX_SAMPLES:]
+    `RATE_WINDOW_SECONDS` (and always the one before them, so a slow pass still has a rate). At
+    most `MAX_SAMPLES`: the rate reads the oldest and the newest, so a pass between them goes
+    first; dropping the oldest instead would shrink the window to the last few passes (a second
+    apart when nothing is left to wait for), and the rate would read 0 a few seconds after a burst."""
+    kept = [*samples, (at, done)]
     while len(kept) > 2 and (at - kept[1][0]).total_seconds() >= RATE_WINDOW_SECONDS:
         kept.pop(0)
+    while len(kept) > MAX_SAMPLES:
+        kept.pop(1)
     return tuple(kept)
 
 
@@ -119,7 +147,7 @@ def rate_per_minute(samples: tuple[tuple[datetime, int], ...]) -> float | None:
     span = (last_at - first_at).total_seconds()
     if span <= 0:
         return None
-    return (last - first) / span * 60
+    return (last - first) / max(span, MIN_RATE_SPAN_SECONDS) * 60
 
 
 def bar(fraction: float, width: int = BAR_WIDTH) -> str:
@@ -145,7 +173,7 @@ def status_line(f: ProgressFigures) -> str:
     """`▰▰▰▰▱▱▱▱ 12/20 nodes · 340/512 pods · about 3 min left`"""
     return (
         f"{bar(f.fraction)} {f.nodes_drained}/{f.nodes_total} nodes · "
-        f"{f.pods_evicted}/{f.pods_total} pods · {time_left(f.eta_seconds)}"
+        f"{f.pods_done}/{f.pods_total} pods · {time_left(f.eta_seconds)}"
     )
 
 

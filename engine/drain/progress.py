@@ -41,7 +41,10 @@ def after_pass(
         pods_terminating=len(report.terminating),
         blocking=report.blockers(BLOCKERS_SHOWN),
     )
+    samples = previous.samples or progress_figures.first_samples(
+        state.started_at, progress_figures.pods_done(previous)
+    )
     return replace(
         drained,
-        samples=progress_figures.add_sample(drained.samples, now, progress_figures.pods_done(drained)),
+        samples=progress_figures.add_sample(samples, now, progress_figures.pods_done(drained)),
     )

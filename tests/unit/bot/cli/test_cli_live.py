@@ -232,3 +232,37 @@ def test_the_summary_is_readable_at_80_columns() -> None:
     out = io.StringIO()
     Console(file=out, force_terminal=True, width=160, color_system=None).print(summary_table([op], 160))
     assert "production-eu-west-1" in out.getvalue() and "consolidate" in out.getvalue()
+
+
+def test_the_panel_names_evicted_and_force_deleted_pods_as_the_summary_does() -> None:
+    """6 pods evicted, 7 force-deleted in phase 2 without an eviction: the panel says 6 evicted and
+    7 force-deleted (as the summary table beside it), not 13 evicted."""
+    at = datetime(2026, 3, 2, 19, 0, tzinfo=UTC)
+    op = Operation(
+        id="op-figures",
+        kind=OpKind.ZERO,
+        target=Target(cluster="dev"),
+        state=OpState.RUNNING,
+        requested_by="cli:alice",
+        created_at=at,
+        updated_at=at,
+        plan=OperationPlan(kind=OpKind.ZERO, cluster="dev"),
+    )
+    forced = tuple(f"shop/db-{i}" for i in range(7))
+    drain = DrainProgress(
+        state=DrainState(started_at=at, evicted_total=6),
+        nodes_total=1,
+        pods_forced=7,
+        force_deleted=forced,
+        samples=((at, 0), (at + timedelta(seconds=30), 13)),
+    )
+    op = replace(op, progress=replace(op.progress, drain=drain))
+    console, out = _terminal()
+    console.print(operation_panel(op, "draining"))
+    console.print(summary_table([op], console.width))
+    shown = ANSI.sub("", out.getvalue())
+    assert "6 evicted · 7 force-deleted · 0 remaining · 13 total" in shown, shown
+    assert "26 pods/min" in shown and "nothing left to evict" in shown, shown
+    row = next(line for line in shown.splitlines() if "op-figures" in line and "running" in line)
+    cells = [cell.strip() for cell in row.strip("│ ").split("│")]
+    assert cells[-3:] == ["6", "7", "—"], row  # pods evicted, force-deleted, nodes removed

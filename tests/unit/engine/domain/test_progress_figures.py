@@ -3,7 +3,8 @@
 Covers: the pure figures and their status line from a drain's state (exact values); the rate
 over about the last minute, not since the start; a real zero-scale on the in-memory cluster
 (through `Operations`, the runner and SQLite) reports figures whose totals match the plan and
-whose final figures equal the operation's summary.
+whose final figures equal the operation's summary (evicted and force-deleted named apart); a first
+pass that evicts most pods still gives a rate and an ETA.
 """
 
 from __future__ import annotations
@@ -12,9 +13,21 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from engine.domain.drain_state import DrainState
 from engine.domain.operation import DrainProgress, Operation, ProgressEvent
-from engine.domain.progress_figures import add_sample, bar, figures, rate_per_minute, status_line, time_left
+from engine.domain.progress_figures import (
+    add_sample,
+    bar,
+    drain_figures,
+    figures,
+    rate_per_minute,
+    status_line,
+    time_left,
+)
+from engine.drain.progress import after_pass
+from engine.drain.report import DrainReport
 from engine.kube.fake import FakeCluster
 from tests.unit.engine.operations.test_operations import finish, make_ops, zero
 
@@ -49,7 +62,8 @@ def test_figures_of_a_drain_half_way(tmp_path: Path) -> None:
 
     assert f is not None
     assert (f.nodes_drained, f.nodes_total) == (12, 20)
-    assert (f.pods_evicted, f.pods_remaining, f.pods_total, f.pods_terminating) == (340, 172, 512, 12)
+    assert (f.pods_done, f.pods_remaining, f.pods_total, f.pods_terminating) == (340, 172, 512, 12)
+    assert (f.pods_evicted, f.pods_deleted, f.pods_force_deleted) == (330, 10, 0)
     assert f.rate_per_minute == 240.0
     assert f.eta_seconds == 43  # 172 pods at 240 a minute
     assert f.blocking == ("shop/db-0: the disruption budget db needs 1 healthy pods",)
@@ -163,4 +177,49 @@ def test_after_phase_2_every_pod_counts_once_and_nothing_remains(tmp_path: Path)
     last = figures(op)
     assert last is not None
     assert (last.nodes_drained, last.nodes_total, last.pods_remaining) == (2, 2, 0)
-    assert (last.pods_evicted, last.pods_total) == (op.summary.pods_evicted + 2, 4)
+    assert (last.pods_done, last.pods_total) == (op.summary.pods_evicted + 2, 4)
+    # The panel and the summary count the same things, evicted and force-deleted named apart.
+    assert (last.pods_evicted, last.pods_force_deleted) == (
+        op.summary.pods_evicted,
+        op.summary.pods_force_deleted,
+    )
+
+
+def test_a_first_pass_that_evicts_most_pods_still_gives_a_rate_and_an_eta() -> None:
+    """13 pods evicted by the first pass, then passes that wait on the rest: the rate counts the
+    first pass's evictions (from the drain's start), so the ETA is known."""
+    state = DrainState(started_at=T0)
+    report = DrainReport()
+    progress = DrainProgress()
+    for second, evicted, remaining in ((10, 13, 3), (30, 13, 3), (50, 14, 2)):
+        state = replace(state, evicted_total=evicted)
+        progress = after_pass(
+            progress,
+            nodes=("web-0",),
+            state=state,
+            report=report,
+            busy_nodes=("web-0",),
+            now=T0 + timedelta(seconds=second),
+        )
+        progress = replace(progress, pods_remaining=remaining)
+    f = drain_figures(progress)
+    assert f is not None
+    assert f.rate_per_minute == pytest.approx(16.8)  # 14 pods in the 50 s since the drain started
+    assert f.eta_seconds == 8  # 2 pods left at 16.8 a minute
+
+
+def test_many_quick_passes_keep_the_whole_minute() -> None:
+    """13 pods in the first 2 s, then a pass a second with nothing more: 10 s later the rate is
+    still the minute's (13 pods over 12 s), not the last 8 passes' 0."""
+    samples = add_sample((), T0, 0)
+    samples = add_sample(samples, T0 + timedelta(seconds=2), 13)
+    for second in range(3, 13):
+        samples = add_sample(samples, T0 + timedelta(seconds=second), 13)
+    assert len(samples) <= 8
+    assert samples[0] == (T0, 0)
+    assert rate_per_minute(samples) == 65.0
+
+
+def test_a_burst_just_after_the_start_is_not_read_as_thousands_a_minute() -> None:
+    samples = add_sample(add_sample((), T0, 0), T0 + timedelta(milliseconds=20), 6)
+    assert rate_per_minute(samples) == 36.0  # 6 pods over the shortest span measured, 10 s
