@@ -230,3 +230,34 @@ def test_cordon_drain_and_uncordon_rehearse_on_the_simulated_cluster(tmp_path: P
     uncordon = scalebot(db, "uncordon", "--simulated", "batch-0")
     assert uncordon.returncode == 0, uncordon.stderr
     assert not node("batch-0").unschedulable
+
+
+def test_a_rehearsal_can_be_repeated_the_wake_brings_the_pods_back(tmp_path: Path) -> None:
+    """zero, wake, zero again: the wake brings the workloads' pods back as their controllers would
+    (Pending while the pools slept, running once the nodes are back), so the second zero-scale
+    drains the same pods as the first."""
+    db = tmp_path / "scalebot.db"
+    first, _ = wiring.simulated_cluster(store=Store(db))
+    at_start = sorted(
+        (p.namespace, p.controller.name if p.controller else p.name) for p in first.api.list_pods()
+    )
+
+    zero = scalebot(db, "zero", "--simulated", *FAST, "--yes")
+    assert zero.returncode == 0, zero.stderr
+    assert scalebot(db, "wake", "--simulated").returncode == 0
+
+    woken, _ = wiring.simulated_cluster(store=Store(db))
+    pods = woken.api.list_pods()
+    assert all(p.node_name and p.phase == "Running" for p in pods), [p.key for p in pods if not p.node_name]
+    assert sorted((p.namespace, p.controller.name if p.controller else p.name) for p in pods) == at_start
+
+    again = scalebot(db, "zero", "--simulated", *FAST, "--yes")
+    assert again.returncode == 0, again.stdout + again.stderr
+    # Both runs found the same 13 workload pods to drain, and the budgets allow the same again.
+    for run in (zero, again):
+        assert "Drain not completed yet: 13 Pods remaining" in run.stdout, run.stdout
+    budgets = [
+        sorted(re.findall(r"PodDisruptionBudget \S+ allows [^:\n]*", run.stdout)) for run in (zero, again)
+    ]
+    assert budgets[0] == budgets[1], budgets
+    assert "Pods evicted" in again.stdout, again.stdout
