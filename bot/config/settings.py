@@ -17,7 +17,7 @@ Environment (secrets live only here, never in the file):
 
 Config file (every key optional except what a cluster needs to be reached):
     server:   {http_port: 3000, health_port: 8080, host: 0.0.0.0}
-    sender:   {update_interval: 3s, updates_per_minute: 40, posts_per_second: 1}
+    sender:   {update_interval: 3s, updates_per_minute: 40, posts_per_second: 1, posts_per_minute: 120}
     workers:  8                                     # the bot's own executor for slow commands
     calendars:                                      # iCalendar files schedules follow (calendar=NAME)
       releases: /etc/scalebot/releases.ics          # relative paths: from the config file's folder
@@ -165,6 +165,11 @@ class SenderSettings:
     """Global chat.update budget; Tier 3 is about 50/min per workspace, this leaves headroom."""
     posts_per_second: float = 1.0
     """chat.postMessage per channel (Slack allows about one per second, with short bursts)."""
+    posts_per_minute: float = 120.0
+    """chat.postMessage across the workspace (every channel, thread replies and direct messages):
+    never more in any rolling minute. Slack documents "several hundred a minute" per workspace and
+    app, with no figure; 120 is that phrase read at its lowest (200) with 40 % to spare, because a
+    refusal then lands on whichever post comes next, a final one included."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,13 +365,14 @@ def _server(node: _Node) -> ServerSettings:
 
 
 def _sender(node: _Node) -> SenderSettings:
-    node.only("update_interval", "updates_per_minute", "posts_per_second")
+    node.only("update_interval", "updates_per_minute", "posts_per_second", "posts_per_minute")
     interval = node.duration("update_interval", timedelta(seconds=3))
     per_minute = node.number("updates_per_minute", 40.0, low=1.0, high=50.0)
     return SenderSettings(
         update_interval=interval.total_seconds(),
         updates_per_minute=per_minute,
         posts_per_second=node.number("posts_per_second", 1.0, low=0.1, high=10.0),
+        posts_per_minute=node.number("posts_per_minute", 120.0, low=10.0, high=600.0),
     )
 
 

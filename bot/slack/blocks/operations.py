@@ -146,6 +146,9 @@ def _operation_message(
     if figures is not None:  # the figures lead the status line; the thread keeps the details
         shown = fmt("{}\n{}", progress_figures.status_line(figures), shown)
     b.section(messages.state_line(op.state, shown), reserve=400)
+    waves = messages.wave_rows(op.progress.wake.waves) if op.state.is_terminal else []
+    if waves:  # a wake in waves that ended: how each wave went (its phases edited this card)
+        b.preformatted(waves, max_chars=3_000, reserve=1_000)
     footer = [f"`{op.id}`"]
     if op.state is OpState.AWAITING_APPROVAL:
         if approvers is not None:
@@ -305,12 +308,6 @@ def reject_modal(*, approval_id: str, channel: str) -> View:
 
 
 # -- thread replies ------------------------------------------------------------------------------
-
-
-def phase_reply(op: Operation, text: str) -> Message:
-    b = Builder()
-    b.section(f"🔹 {esc(text)}")
-    return b.build(f"phase-{op.id}", text)
 
 
 def blockers_reply(op: Operation, condition: str, *, summary: str = "") -> Message:

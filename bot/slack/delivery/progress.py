@@ -10,8 +10,13 @@ Per operation (message key `op:<id>`):
 - the parent message is the approval card while awaiting approval and becomes the progress
   parent afterwards (decision line, status line with emoji, Cancel while running), edited in
   place; terminal states are final renderings, which the sender never drops;
-- thread replies: each phase change, the DrainingSucceeded condition when it changed (at most
-  once per `blocker_interval`, because drains report every pass), and the final summary.
+- phase changes and the final summary of a schedule's or the CLI's operation that succeeded edit
+  that message (its status line); a thread reply is posted only when someone must act or is
+  waiting for the answer, since every post counts against the workspace's chat.postMessage budget
+  that a fleet's clusters share: a drain blocked (the DrainingSucceeded condition when it changed,
+  at most once per `blocker_interval`, because drains report every pass), a failure (also shown in
+  the channel), an operation cancelled after it had started (what it left behind, such as nodes
+  cordoned before it), and the end of a person's request (the reply mentions them).
 
 A card Slack refuses to post (the bot is not in the channel, which `conversations.info` could not
 tell beforehand; the channel is gone or archived) must not leave a request nobody sees holding its
@@ -56,7 +61,6 @@ class _View:
     decision_loaded: bool = False
     condition_posted: str = ""
     condition_at: float = float("-inf")
-    last_phase: str = ""
 
 
 class Progress:
@@ -200,14 +204,9 @@ class Progress:
         if channel is None:
             return
         key = message_key(op.id)
-        if event.kind == "phase" and event.text != view.last_phase:
-            view.last_phase = event.text
-            self._sender.reply(
-                key, blocks.phase_reply(op, event.text), channel=channel, share=op.target.cluster
-            )
-        elif event.kind == "report" and event.condition:
+        if event.kind == "report" and event.condition:
             self._maybe_blockers(op, view, event, channel)
-        elif event.kind == "final" and _ran(op):
+        elif event.kind == "final" and _needs_reply(op):
             # A failure is also shown in the channel: people watching it must not miss it.
             failed = op.state is OpState.FAILED
             reply = blocks.final_reply(op, event.text)
@@ -255,11 +254,13 @@ class Progress:
         return channel
 
 
-def _ran(op: Operation) -> bool:
-    """Only an operation that did something gets a final summary in its thread."""
-    return op.state in (OpState.SUCCEEDED, OpState.FAILED) or (
-        op.state is OpState.CANCELLED and bool(op.step)
-    )
+def _needs_reply(op: Operation) -> bool:
+    """A final summary in the thread only when someone must look: a failure, a cancel that left
+    work behind, or a person's own request ending (the reply mentions them: an edit notifies
+    nobody). A schedule's or the CLI's success says everything on its card (the status line)."""
+    if op.state is OpState.FAILED or (op.state is OpState.CANCELLED and bool(op.step)):
+        return True
+    return op.state is OpState.SUCCEEDED and _is_person(op.requested_by)
 
 
 def _is_person(actor: str) -> bool:

@@ -179,13 +179,6 @@ def test_progress_parent_offers_cancel_only_while_running() -> None:
     assert "✅ Completed in 4m05s" in json.dumps(done, ensure_ascii=False)
 
 
-def test_phase_reply_exact_shape() -> None:
-    dicts = blocks.phase_reply(op(), "Phase 2: force-deleting 3 Pods").block_dicts()
-    assert [{k: v for k, v in b.items() if k != "block_id"} for b in dicts] == [
-        {"type": "section", "text": {"type": "mrkdwn", "text": "🔹 Phase 2: force-deleting 3 Pods"}}
-    ]
-
-
 def test_rendering_is_deterministic_and_revisions_get_new_block_ids() -> None:
     first = blocks.progress_parent(op(state=OpState.RUNNING), status="Draining: 3 Pods left").block_dicts()
     again = blocks.progress_parent(op(state=OpState.RUNNING), status="Draining: 3 Pods left").block_dicts()
