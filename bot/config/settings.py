@@ -22,6 +22,7 @@ Config file (every key optional except what a cluster needs to be reached):
     calendars:                                      # iCalendar files schedules follow (calendar=NAME)
       releases: /etc/scalebot/releases.ics          # relative paths: from the config file's folder
     channels: {C0123: dev-eu}                       # channel ID -> default cluster
+    fleet_digest_channel: C0FLEET                   # optional: one summary of the schedules of a minute
     slack:                                          # who may use the bot (Slack Connect brings others)
       allowed_team_ids: [T0123]                     # default: the bot token's own workspace
       allowed_enterprise_ids: [E0123]               # default: not checked
@@ -189,6 +190,8 @@ class Settings:
     which are still not back and why."""
     calendars: Mapping[str, CalendarFile] = field(default_factory=dict)
     """iCalendar files by name (`calendars:`), read and checked at load: schedules follow them."""
+    fleet_digest_channel: str | None = None
+    """Channel ID where the schedules that fire in the same minute get one summary message."""
 
     def default_cluster(self, channel: str) -> str | None:
         """The channel's cluster; with a single configured cluster, that one."""
@@ -253,6 +256,7 @@ def load(
         "slack",
         "workloads_return_timeout",
         "calendars",
+        "fleet_digest_channel",
     )
     clusters = {name: _cluster(name, node) for name, node in doc.child("clusters").items()}
     channels = _channels(doc, clusters)
@@ -267,6 +271,7 @@ def load(
         config_path=config_path,
         workloads_return_timeout=doc.duration("workloads_return_timeout", timedelta(minutes=5)),
         calendars=_calendars(doc.child("calendars"), config_path),
+        fleet_digest_channel=_digest_channel(doc),
     )
 
 
@@ -362,6 +367,16 @@ def _server(node: _Node) -> ServerSettings:
         http_port=node.integer("http_port", 3000, low=0, high=65535),
         health_port=node.integer("health_port", 8080, low=0, high=65535),
     )
+
+
+def _digest_channel(doc: _Node) -> str | None:
+    written = doc.string("fleet_digest_channel", "")
+    if not written:
+        return None
+    channel = channel_refs.channel_id(written)
+    if channel is None:
+        raise SettingsError(f"fleet_digest_channel: {written!r} is not a channel ID (C…)")
+    return channel
 
 
 def _sender(node: _Node) -> SenderSettings:

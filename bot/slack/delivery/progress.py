@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from bot.ports import OperationsPort, Unshown
 from bot.slack.blocks import operations as blocks
 from bot.slack.blocks import views
+from bot.slack.delivery.digest import FleetDigest
 from bot.slack.delivery.sender import Sender
 from bot.text import messages
 from bot.text.mrkdwn import Mrkdwn
@@ -61,6 +62,8 @@ class _View:
     decision_loaded: bool = False
     condition_posted: str = ""
     condition_at: float = float("-inf")
+    held_up: bool = False
+    """The drain's last report named what blocks it (a fleet digest shows "needs attention")."""
 
 
 class Progress:
@@ -72,12 +75,16 @@ class Progress:
         channel_for: Callable[[Operation], str | None] | None = None,
         blocker_interval: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
+        digest: FleetDigest | None = None,
     ) -> None:
         self._ops = ops
         self._sender = sender
         self._channel_for = channel_for
         self._blocker_interval = blocker_interval
         self._clock = clock
+        self._digest = digest
+        self._cards: dict[str, tuple[str, str]] = {}
+        """Where each operation's card was posted (channel, ts), for the digest's links."""
         self._queue: queue.Queue[ProgressEvent | Operation | None] = queue.Queue()
         self._views: dict[str, _View] = {}
         self._outstanding = 0
@@ -136,6 +143,8 @@ class Progress:
         op_id = key[len(KEY_PREFIX) :]
         self._ops.set_message(op_id, channel=channel, ts=ts)
         with self._cond:
+            if self._digest is not None:
+                self._cards[op_id] = (channel, ts)
             held = op_id in self._held
             self._held.discard(op_id)
         if held:
@@ -181,6 +190,7 @@ class Progress:
             try:
                 if isinstance(item, Operation):
                     self._render(item, self._view(item.id), refresh_decision=True)
+                    self._note_digest(item, self._view(item.id))
                 else:
                     self._handle(item)
             except Exception:  # one bad event must not end live progress for everyone
@@ -201,6 +211,9 @@ class Progress:
         if event.kind in ("phase", "report") or (event.kind == "final" and op.state in _SUMMARISED):
             view.status = event.text
         channel = self._render(op, view, refresh_decision=event.kind in ("state", "final"))
+        if event.kind == "report":
+            view.held_up = bool(event.condition)
+        self._note_digest(op, view)
         if channel is None:
             return
         key = message_key(op.id)
@@ -215,6 +228,15 @@ class Progress:
             )
         if op.state.is_terminal:
             self._views.pop(op.id, None)
+
+    def _note_digest(self, op: Operation, view: _View) -> None:
+        if self._digest is None:
+            return
+        with self._cond:
+            card = self._cards.pop(op.id, None) if op.state.is_terminal else self._cards.get(op.id)
+        if card is None and op.message_ts:
+            card = (op.channel, op.message_ts)
+        self._digest.note(op, held_up=view.held_up, card=card)
 
     def _maybe_blockers(self, op: Operation, view: _View, event: ProgressEvent, channel: str) -> None:
         now = self._clock()
