@@ -243,6 +243,10 @@ class TimedStore(Store):
         self.writes.append(Write(asked, got - asked, time.monotonic() - asked))
 
 
+DIGEST_CHANNEL = "C0FLEETDIGEST"
+"""`fleet_digest_channel` of a fleet built with `digest=True`."""
+
+
 def channel_of(n: int) -> str:
     return f"C0FLEET{n}"
 
@@ -280,6 +284,7 @@ def fleet_world(
     db: Path,
     *,
     runner: RunnerSettings = PRODUCTION_RUNNER,
+    digest: bool = False,
 ) -> Iterator[FleetWorld]:
     """One `Operations` over `handles`, each cluster with a pre-approved "Mon-Fri 20:00" schedule
     announcing ten minutes ahead in its own channel, and the bot serving HTTP; all stopped after."""
@@ -302,6 +307,7 @@ def fleet_world(
         },
         channels={channel_of(n): name for n, name in enumerate(names)},
         sender=PRODUCTION_SENDER,
+        fleet_digest_channel=DIGEST_CHANNEL if digest else None,
     )
     ui = ScheduleUi(schedules, ops, clock=clock, default_cluster=None)
     bot = assemble(api, Engine(ops, {}), settings, subcommands=ui.subcommands(), clicks=ui.clicks())

@@ -16,8 +16,10 @@ per-minute limit in any rolling minute; a plain night posts two messages per clu
 announcement and the operation's card in its thread; phases and the summary are edits); slash
 commands sent concurrently for the storm's whole length are answered fast (p99 of their ack
 latency) and each gets its reply. A scripted 429 in the middle of the storm is honoured: no
-chat.update until its Retry-After has passed. Sixty-four clusters announcing and firing in the
-same minute never take more chat.postMessage than the workspace budget in any rolling minute.
+chat.update until its Retry-After has passed. The fleet digest (`fleet_digest_channel`) is one
+post for the minute, whose last edit has every cluster done, each linking to its card. Sixty-four
+clusters announcing and firing in the same minute never take more chat.postMessage than the
+workspace budget in any rolling minute.
 """
 
 from __future__ import annotations
@@ -28,8 +30,10 @@ from pathlib import Path
 
 import pytest
 
+from bot.slack.delivery.progress import message_key
 from tests.slack.fleet import (
     ACK_P99_BOUND,
+    DIGEST_CHANNEL,
     PROBE_INTERVAL,
     PROBE_PER_TICK,
     PRODUCTION_SENDER,
@@ -46,7 +50,7 @@ from tests.slack.fleet import (
     run_storm,
     simulated_cluster,
 )
-from tests.slack.harness import SlackApiServer, wait_until
+from tests.slack.harness import SlackApiServer, all_text, wait_until
 
 FLEET = int(os.environ.get("SCALEBOT_FLEET_CLUSTERS", "5"))
 LARGE_FLEET = 64
@@ -61,7 +65,7 @@ API_LATENCY = Latency(floor=0.010, tail=0.010)
 @pytest.fixture
 def fleet(slack_api: SlackApiServer, tmp_path: Path) -> Iterator[FleetWorld]:
     handles = {f"dev-{n}": simulated_cluster(f"dev-{n}", API_LATENCY, seed=n) for n in range(FLEET)}
-    with fleet_world(slack_api, handles, tmp_path / "scalebot.db") as world:
+    with fleet_world(slack_api, handles, tmp_path / "scalebot.db", digest=True) as world:
         yield world
 
 
@@ -77,6 +81,15 @@ def test_a_fleets_schedules_firing_in_one_minute_stay_within_slacks_limits(fleet
     print("\n" + describe(fleet, storm, f"{FLEET} simulated clusters (API round trip 10 ms + exp(10 ms))"))
     assert percentile([a.elapsed for a in storm.acks], 99) < ACK_P99_BOUND
     assert set(posts_by_channel(fleet).values()) == {POSTS_PER_NIGHT}, posts_by_channel(fleet)
+    # The fleet digest: one message for the minute, its last edit every cluster done, each linked.
+    digest = [c for c in api.calls if c.status == 200 and c.body.get("channel") == DIGEST_CHANNEL]
+    assert [c.method for c in digest].count("chat.postMessage") == 1
+    final = all_text(digest[-1])
+    assert f"{FLEET} done" in final and "running" not in final, final
+    for op in fleet.operations():
+        where = fleet.bot.outbox.lookup(message_key(op.id))
+        assert where is not None
+        assert f"archives/{where[0]}/p{where[1].replace('.', '')}|{op.target.cluster}>" in final
 
 
 @pytest.fixture
