@@ -9,11 +9,9 @@ import getpass
 import signal
 import sys
 import threading
-from collections.abc import Callable
 from datetime import timedelta
 from types import FrameType
 
-from bot.cli import records as cli_read
 from engine.domain.durations import DurationError, parse_duration
 from engine.domain.errors import Category, ScalebotError
 
@@ -26,17 +24,6 @@ class CliError(ScalebotError):
     """A problem with the user's input or environment: printed as one line, exit 2."""
 
     category = Category.USAGE
-
-
-def _read(command: Callable[[argparse.Namespace], None]) -> Callable[[argparse.Namespace], int]:
-    def run(args: argparse.Namespace) -> int:
-        try:
-            command(args)
-        except cli_read.ReadError as exc:
-            raise CliError(str(exc)) from exc
-        return EXIT_OK
-
-    return run
 
 
 def _duration(text: str, flag: str) -> timedelta:

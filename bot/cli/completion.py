@@ -1,9 +1,10 @@
-"""`scalebot completion bash|zsh`: shell completion generated from the command line's own parser.
+"""`scalebot completion bash|zsh|fish`: shell completion generated from the command line's own parser.
 
 Generated rather than written by hand, so a new command or flag completes without anyone
 remembering to add it. Each command path ("", "plan", "plan drain", …) completes to its
 subcommands, its flags and the choices of its positionals; a flag with fixed choices (`-o`,
-`--provider`) completes to them. zsh loads the same function through `bashcompinit`.
+`--provider`) completes to them. zsh loads the same function through `bashcompinit`; fish gets
+the same three tables as fish functions.
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ import argparse
 import shlex
 from collections.abc import Iterator
 
-SHELLS = ("bash", "zsh")
+SHELLS = ("bash", "zsh", "fish")
+DYNAMIC = ("operations show", "operations cancel", "ops show", "ops cancel")
+"""The commands whose ID completes from the database (`ops list -o name`, a read of a few tenths of
+a second, honouring a `--db` already typed)."""
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -34,6 +38,8 @@ def _words(parser: argparse.ArgumentParser) -> list[str]:
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             continue
+        if action.help == argparse.SUPPRESS:  # a global flag accepted where it does not apply
+            continue
         if action.option_strings:
             words += [o for o in action.option_strings if o.startswith("--")] or action.option_strings
         elif action.choices:
@@ -51,7 +57,10 @@ def _flag_choices(parser: argparse.ArgumentParser) -> dict[str, list[str]]:
 
 
 def script(parser: argparse.ArgumentParser, shell: str) -> str:
-    """The completion script for `shell` (bash or zsh), for `source <(scalebot completion bash)`."""
+    """The completion script for `shell` (bash, zsh or fish), for `source <(scalebot completion bash)`
+    (fish: `scalebot completion fish | source`)."""
+    if shell == "fish":
+        return _fish(parser)
     prog = parser.prog
     func = "_" + prog.replace("-", "_")
     cases, subs, flags = [], [], []
@@ -79,9 +88,10 @@ def script(parser: argparse.ArgumentParser, shell: str) -> str:
   esac
 }}
 {func}() {{
-  local cur="${{COMP_WORDS[COMP_CWORD]}}" prev="${{COMP_WORDS[COMP_CWORD-1]}}" path="" word i values
+  local cur="${{COMP_WORDS[COMP_CWORD]}}" prev="${{COMP_WORDS[COMP_CWORD-1]}}" path="" word i values db=()
   for ((i = 1; i < COMP_CWORD; i++)); do
     word="${{COMP_WORDS[i]}}"
+    [[ "$word" == --db ]] && db=(--db "${{COMP_WORDS[i+1]}}")
     case " $({func}_subcommands "$path") " in
       *" $word "*) path="${{path:+$path }}$word" ;;
     esac
@@ -91,6 +101,11 @@ def script(parser: argparse.ArgumentParser, shell: str) -> str:
     return 0
   fi
   values=""
+  case "$path" in
+    {"|".join(shlex.quote(p) for p in DYNAMIC)})
+      [[ "$cur" == -* ]] ||
+        values="$({prog} ops list -o name "${{db[@]}}" 2>/dev/null | sed 's,^operation/,,') " ;;
+  esac
   for word in $({func}_words "$path"); do  # flags only once a dash is typed, as kubectl does
     [[ "$cur" != -* && "$word" == -* ]] || values+="$word "
   done
@@ -101,3 +116,57 @@ complete -F {func} {prog}
     if shell == "zsh":
         return f"#compdef {prog}\nautoload -U +X bashcompinit && bashcompinit\n{body}"
     return body
+
+
+def _fish(parser: argparse.ArgumentParser) -> str:
+    prog = parser.prog
+    func = "__" + prog.replace("-", "_")
+    cases, subs, flags = [], [], []
+    for path, sub in _paths(parser):
+        quoted = shlex.quote(path) if path else "''"
+        cases.append(f"        case {quoted}\n            echo {shlex.quote(' '.join(_words(sub)))}")
+        subs.append(f"        case {quoted}\n            echo {shlex.quote(' '.join(_subparsers(sub)))}")
+        for flag, choices in _flag_choices(sub).items():
+            key = shlex.quote(path + " " + flag)
+            flags.append(f"        case {key}\n            echo {shlex.quote(' '.join(choices))}")
+    nl = "\n"
+    return f"""# {prog} fish completion, generated from its parser: {prog} completion fish | source
+function {func}_words
+    switch $argv[1]
+{nl.join(cases)}
+    end
+end
+function {func}_subcommands
+    switch $argv[1]
+{nl.join(subs)}
+    end
+end
+function {func}_flag_values
+    switch $argv[1]
+{nl.join(flags)}
+        case '*'
+            return 1
+    end
+end
+function {func}_complete
+    set -l tokens (commandline -opc)
+    set -l cur (commandline -ct)
+    set -l path ''
+    for word in $tokens[2..-1]
+        if contains -- $word (string split ' ' -- ({func}_subcommands "$path"))
+            set path (string trim -- "$path $word")
+        end
+    end
+    if set -l values ({func}_flag_values "$path $tokens[-1]")
+        string split ' ' -- $values
+        return
+    end
+    for word in (string split ' ' -- ({func}_words "$path"))
+        # flags only once a dash is typed, as kubectl does
+        if string match -q -- '-*' $cur; or not string match -q -- '-*' $word
+            echo $word
+        end
+    end
+end
+complete -c {prog} -f -a '({func}_complete)'
+"""

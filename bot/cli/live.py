@@ -14,6 +14,7 @@ import threading
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.markup import escape
@@ -59,29 +60,37 @@ def progress_panel(title: str, status: str, f: ProgressFigures | None) -> Panel:
     return Panel(rows, title=escape(title), title_align="left")
 
 
-def summary_table(ops: Sequence[Operation]) -> Table:
+WIDE_SUMMARY = 100
+"""Below this many columns the summary drops kind and cluster (each panel's title names them), as
+kubectl drops columns: the ID and the state are never cut."""
+
+
+def summary_table(ops: Sequence[Operation], width: int = WIDE_SUMMARY) -> Table:
     """What each operation ended with: the summary's figures (the final message's); an operation
-    that ended without a summary (a failed drain) shows what its last pass counted."""
-    table = Table(title="Summary")
-    for name, justify in (
-        ("operation", "left"),
-        ("kind", "left"),
-        ("cluster", "left"),
-        ("state", "left"),
-        ("duration", "right"),
-        ("nodes drained", "right"),
-        ("pods evicted", "right"),
-        ("force-deleted", "right"),
-        ("nodes removed", "right"),
-    ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    that ended without a summary (a failed drain) shows what its last pass counted. `width`: the
+    terminal's columns (readable at 80)."""
+    wide = width >= WIDE_SUMMARY
+    # kubectl's borderless columns when narrow: the frame's 20 characters are the ID's and the state's.
+    table = Table(
+        title="Summary",
+        box=box.HEAVY_HEAD if wide else box.SIMPLE_HEAD,
+        pad_edge=wide,
+        collapse_padding=not wide,
+    )
+    table.add_column("operation", no_wrap=True, min_width=max((len(op.id) for op in ops), default=0))
+    if wide:
+        table.add_column("kind")
+        table.add_column("cluster")
+    table.add_column("state", no_wrap=True, min_width=max((len(op.state.value) for op in ops), default=0))
+    for name in ("duration", "nodes\ndrained", "pods\nevicted", "force-\ndeleted", "nodes\nremoved"):
+        table.add_column(name, justify="right", no_wrap=True)
     for op in ops:
         s = op.summary
         f = figures(op)
+        about = [op.kind.value, escape(op.target.cluster)] if wide else []
         table.add_row(
             op.id,
-            op.kind.value,
-            escape(op.target.cluster),
+            *about,
             op.state.value,
             format_duration(timedelta(seconds=s.duration_seconds)) if s else "—",
             f"{f.nodes_drained}/{f.nodes_total}" if f else "—",
@@ -131,7 +140,7 @@ class LiveDisplay:
                 self._live.stop()
                 self._live = None
         if ops:
-            self._console.print(summary_table(ops))
+            self._console.print(summary_table(ops, self._console.width))
 
     def _render(self) -> RenderableType:
         return Group(*(operation_panel(op, status) for op, status in self._views.values()))

@@ -1,42 +1,56 @@
 """scalebot: drain nodes and scale node pools to zero and back, now or on a schedule, with approvals.
 
-Exit codes: 0 done; 1 the operation did not complete (timeout, refused pods); 2 bad input or
-configuration (nothing was changed); 130 interrupted. Errors are one line on stderr that names
-the problem and what to do.
+Exit codes, as kubectl's: 0 done; 1 the run failed or the cluster refused it (a timeout, refused
+pods, a forbidden call, an unreachable API server); 2 bad input or configuration (nothing was
+changed); 130 interrupted. Errors are one line on stderr that names the problem and what to do.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
-from bot.cli.common import EXIT_USAGE, LOG_FORMATS
-from bot.cli.parser import build_parser
+from bot.cli.common import EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE, LOG_FORMATS
+from bot.cli.parser import build_parser, parser_of
 from bot.config import logs
 from engine.domain.errors import Category, ScalebotError
-from engine.kube import errors
 
 EXIT_CODES = {
     Category.USAGE: EXIT_USAGE,
     Category.CONFIGURATION: EXIT_USAGE,
-    Category.CLUSTER: EXIT_USAGE,
-    Category.TRANSIENT: EXIT_USAGE,
+    Category.CLUSTER: EXIT_INCOMPLETE,
+    Category.TRANSIENT: EXIT_INCOMPLETE,
 }
-"""The CLI's one mapping of a failure's category to its exit code: the command stopped on a failure
-its one line names (2); an internal error is not caught, so its traceback shows (1)."""
+"""The CLI's one mapping of a failure's category to its exit code, kubectl's: bad input or
+configuration 2; the cluster refused or failed the call 1 (its one line names it); an internal
+error is not caught, so its traceback shows (1)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # the usage of the command given, not the top level's (argparse's default)
+        parser_of(args, parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.log_format not in LOG_FORMATS:  # argparse checks choices on the command line only
         parser.error(f"SCALEBOT_LOG_FORMAT: '{args.log_format}' is not one of {', '.join(LOG_FORMATS)}")
     # Progress already goes to stdout; the log is for -v (the operation log with node=/pod= fields).
-    logs.configure(logging.INFO if args.verbose else logging.ERROR, json_format=args.log_format == "json")
+    logs.configure(
+        logging.INFO if args.verbose else logging.ERROR,
+        json_format=args.log_format == "json",
+        audit_heads=getattr(args, "audit_heads", False),
+    )
+    # A library's warning (urllib3's InsecureRequestWarning for a kubeconfig that skips TLS
+    # verification) is a log line too: shown with -v, as JSON under --log-format json.
+    logging.captureWarnings(True)
     try:
-        return int(args.handler(args))
+        code = args.handler(args)  # imports what the command needs (bot.cli.parser.command)
+        return EXIT_OK if code is None else int(code)
+    except BrokenPipeError:  # `scalebot ops list | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return EXIT_OK
     except ScalebotError as exc:
         code = EXIT_CODES.get(exc.category)
         if code is None:
@@ -48,6 +62,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _failure_line(exc: ScalebotError) -> str:
     """What a failed command prints after "error: ", with where to look for the two Kubernetes
     failures an operator fixes outside scalebot."""
+    from engine.kube import errors  # only on a failure: most commands never load the cluster client
+
     if isinstance(exc, errors.Forbidden):
         return f"forbidden: {exc} (check scalebot's RBAC: manifests/base/rbac.yaml)"
     if isinstance(exc, errors.TransportError):

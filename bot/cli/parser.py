@@ -1,24 +1,29 @@
 """The `scalebot` argument tree: every command, its flags and its handler (the `cmd_*` function of
-the command group's module), the flag groups the commands share, and `completion`, which prints a
-shell script generated from this tree."""
+the command group's module, named here and imported only when that command runs), the flag groups
+the commands share, and `completion`, which prints a shell script generated from this tree.
+
+This module imports no command module, no engine service and no Kubernetes, Slack or plotting
+library: `--version`, `--help` and `completion` answer from the tree alone, and each command pays
+only for what it uses (a test runs them with `-X importtime`).
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bot.cli import records as cli_read
-from bot.cli import report as report_cli
-from bot.cli.common import DEFAULT_GRACEFUL_WINDOW, EXIT_OK, LOG_FORMATS, _read
-from bot.cli.drain import cmd_cordon, cmd_drain
-from bot.cli.operations import cmd_operations, cmd_resume
-from bot.cli.plans import cmd_plan_advise, cmd_plan_consolidate, cmd_plan_drain, cmd_plan_op
-from bot.cli.pools import cmd_consolidate, cmd_pool_op
-from bot.cli.serve import cmd_console, cmd_demo, cmd_run, cmd_sandbox
+from bot.cli.common import DEFAULT_GRACEFUL_WINDOW, EXIT_OK, LOG_FORMATS
 from bot.config import providers
-from engine.domain.operation import OpKind
+
+Handler = Callable[[argparse.Namespace], int | None]
+"""A command: its exit code (None: 0)."""
+
+OUTPUTS = ("text", "json", "yaml")
+"""The read commands' `-o` formats, as kubectl's `get` has them."""
 
 DESCRIPTION = (
     "scalebot: drain nodes and scale node pools to zero and back, now or on a schedule, with approvals."
@@ -38,9 +43,33 @@ def _installed_version() -> str:
         return "unknown (not installed)"
 
 
+def command(target: str) -> Handler:
+    """The handler `module:function`, imported when its command runs, not when the tree is built."""
+    module, name = target.split(":")
+
+    def run(args: argparse.Namespace) -> int | None:
+        handler: Handler = getattr(importlib.import_module(module), name)
+        return handler(args)
+
+    run.__qualname__ = run.__name__ = target
+    return run
+
+
+class _Version(argparse.Action):
+    """`--version`: the installed distribution's version, read only when asked for (reading the
+    package metadata costs every other command time)."""
+
+    def __init__(self, option_strings: list[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(f"scalebot {_installed_version()}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="scalebot", description=DESCRIPTION)
-    parser.add_argument("--version", action="version", version=f"scalebot {_installed_version()}")
+    parser.add_argument("--version", action=_Version, help="print scalebot's version and exit")
     parser.add_argument("-v", "--verbose", action="store_true", help="log every step to stderr")
     parser.add_argument(
         "--log-format",
@@ -57,23 +86,24 @@ def build_parser() -> argparse.ArgumentParser:
         _add_cluster_args(sub)
         _add_recorded_args(sub)
         _add_node_args(sub)
-        sub.set_defaults(handler=cmd_cordon, unschedulable=name == "cordon")
+        sub.set_defaults(handler=command("bot.cli.drain:cmd_cordon"), unschedulable=name == "cordon")
 
     plan_cmd = commands.add_parser("plan", help="show what an operation would do, changing nothing")
     plan_kinds = plan_cmd.add_subparsers(dest="plan_kind", required=True, metavar="KIND")
     plan_drain = plan_kinds.add_parser("drain", help="pre-flight of a drain")
     _add_cluster_args(plan_drain)
+    _add_db_arg(plan_drain, " (with --simulated: the simulated cluster's)")
     _add_node_args(plan_drain)
     _add_filter_args(plan_drain)
     plan_drain.add_argument("-o", "--output", choices=("text", "json"), default="text")
-    plan_drain.set_defaults(handler=cmd_plan_drain)
+    plan_drain.set_defaults(handler=command("bot.cli.plans:cmd_plan_drain"))
 
     _add_pool_commands(commands, plan_kinds)
 
     demo = commands.add_parser(
         "demo", help="zero-scale and wake the built-in SIMULATED cluster, for a first look"
     )
-    demo.set_defaults(handler=cmd_demo)
+    demo.set_defaults(handler=command("bot.cli.serve:cmd_demo"))
 
     con = commands.add_parser(
         "console", help="the /scale commands, approvals and live progress in a terminal"
@@ -86,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FACTOR",
         help="with --simulated: run the clock this many times faster (600: a weekend in 5 minutes)",
     )
-    con.set_defaults(handler=cmd_console)
+    con.set_defaults(handler=command("bot.cli.serve:cmd_console"))
 
     run = commands.add_parser("run", help="serve Slack (Socket Mode or HTTP), run operations and schedules")
     run.add_argument("--config", help="config file (default $SCALEBOT_CONFIG); see the README's reference")
@@ -96,7 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="hold a Lease so one instance acts (default: on inside Kubernetes)",
     )
-    run.set_defaults(handler=cmd_run)
+    # The service publishes each audit head at its default log level (bot.config.logs).
+    run.set_defaults(handler=command("bot.cli.serve:cmd_run"), audit_heads=True)
 
     sandbox = commands.add_parser("sandbox", help="a local control plane with kwok nodes to play with")
     sandbox.add_argument("action", choices=("up", "down"))
@@ -106,14 +137,150 @@ def build_parser() -> argparse.ArgumentParser:
         default=Path(".scalebot-sandbox"),
         help="where the sandbox keeps its kubeconfigs and process ids",
     )
-    sandbox.set_defaults(handler=cmd_sandbox)
+    sandbox.set_defaults(handler=command("bot.cli.serve:cmd_sandbox"))
 
     _add_read_commands(commands)
 
-    completion = commands.add_parser("completion", help="print a shell completion script (bash or zsh)")
-    completion.add_argument("shell", choices=("bash", "zsh"))
+    completion = commands.add_parser("completion", help="print a shell completion script (bash, zsh or fish)")
+    completion.add_argument("shell", choices=("bash", "zsh", "fish"))
     completion.set_defaults(handler=cmd_completion)
+    _finish(parser)
     return parser
+
+
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "drain": (
+        "scalebot drain node-1 node-2",
+        "scalebot drain -l scalebot.io/pool=batch --timeout 10m",
+        "scalebot drain node-1 --dry-run=server",
+        "scalebot drain node-1 --force --yes",
+        "scalebot drain --simulated -l scalebot.io/pool=batch",
+    ),
+    "cordon": (
+        "scalebot cordon node-1",
+        "scalebot cordon -l scalebot.io/pool=batch",
+        "scalebot cordon --simulated web-0",
+    ),
+    "uncordon": ("scalebot uncordon node-1", "scalebot uncordon -l scalebot.io/pool=batch"),
+    "plan": ("scalebot plan zero", "scalebot plan drain node-1 -o json"),
+    "plan drain": ("scalebot plan drain node-1", "scalebot plan drain -l scalebot.io/pool=batch -o json"),
+    "plan consolidate": ("scalebot plan consolidate", "scalebot plan consolidate --max-nodes 3 -o json"),
+    "plan advise": ("scalebot plan advise", "scalebot plan advise -o json"),
+    "plan zero": ("scalebot plan zero", "scalebot plan zero web batch --simulated"),
+    "plan scale": ("scalebot plan scale web 2", "scalebot plan scale batch 0 --simulated"),
+    "plan wake": ("scalebot plan wake", "scalebot plan wake web"),
+    "demo": ("scalebot demo",),
+    "console": ("scalebot console --simulated", "scalebot console --simulated --clock-speed 600"),
+    "run": (
+        "scalebot run --config scalebot.yaml",
+        "scalebot run --config scalebot.yaml --no-leader-election",
+    ),
+    "sandbox": ("scalebot sandbox up", "scalebot sandbox down"),
+    "status": ("scalebot status", "scalebot status dev-eu -o yaml"),
+    "schedule": ("scalebot schedule list", "scalebot schedule next dev-eu -o json"),
+    "completion": ("scalebot completion bash", "scalebot completion zsh", "scalebot completion fish"),
+    "scale": ("scalebot scale web 2", "scalebot scale web 1 --one-at-a-time --yes"),
+    "zero": ("scalebot zero --simulated --yes", "scalebot zero web batch", "scalebot zero --workloads --yes"),
+    "wake": (
+        "scalebot wake --simulated",
+        "scalebot wake web",
+        "scalebot wake --wave system --wave web,batch",
+    ),
+    "consolidate": ("scalebot consolidate", "scalebot consolidate web --max-nodes 2"),
+    "operations": (
+        "scalebot ops list",
+        "scalebot ops list -o wide",
+        "scalebot ops show op-1a2b3c4d -o yaml",
+        "scalebot ops cancel op-1a2b3c4d",
+        "scalebot ops verify-audit --db scalebot.db",
+    ),
+    "operations list": (
+        "scalebot ops list",
+        "scalebot ops list -o wide",
+        "scalebot ops list -o name --db /var/lib/scalebot.db",
+    ),
+    "operations show": ("scalebot ops show op-1a2b3c4d", "scalebot ops show op-1a2b3c4d -o json"),
+    "operations cancel": ("scalebot ops cancel op-1a2b3c4d", "scalebot ops cancel op-1a2b3c4d --simulated"),
+    "operations verify-audit": (
+        "scalebot ops verify-audit --db scalebot.db",
+        "scalebot ops verify-audit --db copy.db --expect-head HASH",
+    ),
+    "resume": ("scalebot resume", "scalebot resume --simulated"),
+    "report": ("scalebot report savings", "scalebot report savings --since 28d --tz Europe/Berlin"),
+    "report savings": (
+        "scalebot report savings",
+        "scalebot report savings --since 2026-03-01 --png savings.png",
+        "scalebot report savings -o json --config scalebot.yaml",
+    ),
+}
+"""Each command's Examples section in its `--help` (a test parses every one)."""
+
+
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The commands under `parser` by name, aliases included."""
+    found: dict[str, argparse.ArgumentParser] = {}
+    for action in parser._actions:  # argparse offers no public walk of its tree
+        if isinstance(action, argparse._SubParsersAction):
+            found.update(action.choices)
+    return found
+
+
+def command_paths(
+    parser: argparse.ArgumentParser, path: str = ""
+) -> list[tuple[str, argparse.ArgumentParser]]:
+    """Every command of the tree by its path ("", "plan", "plan drain", ...), each parser once (an
+    alias such as `ops` is left out: its parser is `operations`')."""
+    found = [(path, parser)]
+    seen: set[int] = set()
+    for name, sub in subcommands(parser).items():
+        if id(sub) in seen:
+            continue
+        seen.add(id(sub))
+        found += command_paths(sub, f"{path} {name}".strip())
+    return found
+
+
+def parser_of(args: argparse.Namespace, default: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The parser of the command `args` were parsed for (its usage goes with an error about it)."""
+    found = getattr(args, "command_parser", None)
+    return found if isinstance(found, argparse.ArgumentParser) else default
+
+
+def _finish(parser: argparse.ArgumentParser) -> None:
+    """What every command has besides its own flags: the global flags, accepted after the verb as
+    kubectl accepts them (`scalebot ops list -v --kubeconfig FILE`; `--kubeconfig`, `--context` and
+    `--db` only in the help of the commands they apply to), its Examples, and a pointer back to its
+    parser."""
+    for path, sub in command_paths(parser):
+        if not path:
+            continue
+        sub.set_defaults(command_parser=sub)
+        given = {flag for action in sub._actions for flag in action.option_strings}
+        if "--verbose" not in given:
+            common = sub.add_argument_group("global options")
+            # SUPPRESS: set only when given here, so a value given before the verb stays.
+            common.add_argument(
+                "-v",
+                "--verbose",
+                action="store_true",
+                default=argparse.SUPPRESS,
+                help="log every step to stderr",
+            )
+            common.add_argument(
+                "--log-format",
+                choices=LOG_FORMATS,
+                default=argparse.SUPPRESS,
+                help="log line format: text or json",
+            )
+        for flag, metavar in (("--kubeconfig", "FILE"), ("--context", "NAME"), ("--db", "FILE")):
+            if flag not in given:
+                # kubectl's global flags are accepted by every command; where one does not apply
+                # it is left out of the help (SUPPRESS) and ignored.
+                sub.add_argument(flag, metavar=metavar, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        examples = EXAMPLES.get(path)
+        if examples:
+            sub.formatter_class = argparse.RawDescriptionHelpFormatter
+            sub.epilog = "Examples:\n" + "\n".join(f"  {line}" for line in examples)
 
 
 def _add_drain_command(commands: Any) -> None:
@@ -159,7 +326,7 @@ def _add_drain_command(commands: Any) -> None:
         default="current",
         help="Cluster API condition message layout: per-Pod lines (v1.9+, default) or grouped (legacy)",
     )
-    drain.set_defaults(handler=cmd_drain)
+    drain.set_defaults(handler=command("bot.cli.drain:cmd_drain"))
 
 
 def _add_read_commands(commands: Any) -> None:
@@ -173,13 +340,21 @@ def _add_read_commands(commands: Any) -> None:
     sched.add_argument("action", choices=("list", "next"))
     for parser in (status, sched):
         parser.add_argument("cluster", nargs="?", metavar="CLUSTER", help="only this cluster")
-        _add_db_arg(parser)
-        cli_read.add_output_flag(parser)
-    status.set_defaults(handler=_read(cli_read.status))
-    sched.set_defaults(
-        handler=_read(
-            lambda a: (cli_read.list_schedules if a.action == "list" else cli_read.next_schedule_events)(a)
-        )
+        _add_db_arg(parser, ", read-only")
+        add_output_flag(parser, wide=parser is sched)
+    status.set_defaults(handler=command("bot.cli.records:status"))
+    sched.set_defaults(handler=command("bot.cli.records:cmd_schedule"))
+
+
+def add_output_flag(parser: argparse.ArgumentParser, *, wide: bool = True) -> None:
+    """`-o` of a read command; a list also has kubectl's `wide` (more columns) and `name` (IDs only)."""
+    choices = (*OUTPUTS, "wide", "name") if wide else OUTPUTS
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=choices,
+        default="text",
+        help=f"output format: {', '.join(choices)} (default text)",
     )
 
 
@@ -207,7 +382,7 @@ def _add_pool_commands(commands: Any, plan_kinds: Any) -> None:
     scale.add_argument("size", type=int, metavar="N", help="its new number of nodes")
     _add_yes_flag(scale)
     _add_pace_flag(scale)
-    scale.set_defaults(handler=cmd_pool_op, kind=OpKind.SCALE)
+    scale.set_defaults(handler=command("bot.cli.pools:cmd_pool_op"), kind="scale")
 
     zero = commands.add_parser("zero", help="scale pools (default: every pool) to 0; two phases when all go")
     _add_ops_args(zero)
@@ -215,7 +390,7 @@ def _add_pool_commands(commands: Any, plan_kinds: Any) -> None:
     _add_yes_flag(zero)
     _add_workload_flags(zero)
     _add_pace_flag(zero)
-    zero.set_defaults(handler=cmd_pool_op, kind=OpKind.ZERO)
+    zero.set_defaults(handler=command("bot.cli.pools:cmd_pool_op"), kind="zero")
 
     wake = commands.add_parser(
         "wake", help="restore pools to the sizes recorded before they were scaled down"
@@ -231,7 +406,7 @@ def _add_pool_commands(commands: Any, plan_kinds: Any) -> None:
         help="wake in waves: these pools first, all of their nodes Ready before the next --wave "
         "(the README's wake_waves); pools no --wave names wake last",
     )
-    wake.set_defaults(handler=cmd_pool_op, kind=OpKind.WAKE)
+    wake.set_defaults(handler=command("bot.cli.pools:cmd_pool_op"), kind="wake")
     _short_usage(scale, zero, wake)
 
     consolidate_op = commands.add_parser(
@@ -241,13 +416,13 @@ def _add_pool_commands(commands: Any, plan_kinds: Any) -> None:
     _add_ops_args(consolidate_op)
     consolidate_op.add_argument("pools", nargs="*", metavar="POOL", help="only nodes of these pools go")
     _add_consolidation_flags(consolidate_op)
-    consolidate_op.set_defaults(handler=cmd_consolidate, kind=OpKind.CONSOLIDATE)
+    consolidate_op.set_defaults(handler=command("bot.cli.pools:cmd_consolidate"), kind="consolidate")
 
     _add_operations_command(commands)
 
     resume = commands.add_parser("resume", help="continue operations interrupted by a stop or a crash")
     _add_ops_args(resume)
-    resume.set_defaults(handler=cmd_resume)
+    resume.set_defaults(handler=command("bot.cli.operations:cmd_resume"))
 
     consolidate = plan_kinds.add_parser(
         "consolidate", help="which nodes could go because their pods fit on the others (changes nothing)"
@@ -260,44 +435,89 @@ def _add_pool_commands(commands: Any, plan_kinds: Any) -> None:
         "--max-nodes", type=int, default=10, help="remove at most this many (default 10)"
     )
     consolidate.add_argument("-o", "--output", choices=("text", "json"), default="text")
-    consolidate.set_defaults(handler=cmd_plan_consolidate)
+    consolidate.set_defaults(handler=command("bot.cli.plans:cmd_plan_consolidate"))
 
     advise = plan_kinds.add_parser(
         "advise", help="which pool to grow for the unschedulable pods, by how many nodes (changes nothing)"
     )
     _add_ops_args(advise)
     advise.add_argument("-o", "--output", choices=("text", "json"), default="text")
-    advise.set_defaults(handler=cmd_plan_advise)
+    advise.set_defaults(handler=command("bot.cli.plans:cmd_plan_advise"))
 
-    for kind in (OpKind.ZERO, OpKind.SCALE, OpKind.WAKE):
-        sub = plan_kinds.add_parser(kind.value, help=f"pre-flight of `{kind.value}`")
+    for kind in ("zero", "scale", "wake"):
+        sub = plan_kinds.add_parser(kind, help=f"pre-flight of `{kind}`")
         _add_ops_args(sub)
-        sub.add_argument("pools", nargs="*", metavar="POOL")
-        if kind is OpKind.SCALE:
-            sub.add_argument("--size", type=int, required=True)
+        if kind == "scale":  # the words of `scale POOL N` itself
+            sub.add_argument("pool", metavar="POOL", help="the pool to scale")
+            sub.add_argument("size", type=int, metavar="N", help="its new number of nodes")
+        else:
+            sub.add_argument("pools", nargs="*", metavar="POOL")
         sub.add_argument("-o", "--output", choices=("text", "json"), default="text")
-        sub.set_defaults(handler=cmd_plan_op, kind=kind)
+        sub.set_defaults(handler=command("bot.cli.plans:cmd_plan_op"), kind=kind)
+        _short_usage(sub)
 
 
 def _add_operations_command(commands: Any) -> None:
+    """`operations list|show|cancel|verify-audit`, each with its own flags: only `cancel` reaches the
+    cluster; `list` and `show` read the database read-only (`operations` alone lists)."""
     opers = commands.add_parser(
         "operations",
         aliases=["ops"],
         help="list, show or cancel operations; verify-audit checks the audit log",
     )
-    _add_ops_args(opers)
-    opers.add_argument(
-        "action", nargs="?", choices=("list", "show", "cancel", "verify-audit"), default="list"
-    )
-    opers.add_argument("operation_id", nargs="?")
-    opers.add_argument(
+    actions = opers.add_subparsers(dest="action", metavar="ACTION")
+    listed = actions.add_parser("list", help="the recent operations, newest first (read-only)")
+    show = actions.add_parser("show", help="one operation: its plan, journal and audit trail (read-only)")
+    show.add_argument("operation_id", metavar="ID")
+    for read in (listed, show):
+        _add_db_arg(read, ", read-only")
+        add_output_flag(read, wide=read is listed)
+    cancel = actions.add_parser("cancel", help="cancel an operation waiting for approval or running")
+    cancel.add_argument("operation_id", metavar="ID")
+    _add_ops_args(cancel)
+    _short_usage(cancel)
+    verify = actions.add_parser("verify-audit", help="re-compute the audit log's hash chain (read-only)")
+    _add_db_arg(verify, ", read-only")
+    verify.add_argument(
         "--expect-head",
         metavar="HASH",
-        help="verify-audit: fail unless this hash (an `audit head` log line kept elsewhere) is in the chain",
+        help="fail unless this hash (the last `audit head` log line, kept elsewhere) is the chain's "
+        "head; rows after it are listed",
     )
-    cli_read.add_output_flag(opers)
-    opers.set_defaults(handler=cmd_operations)
-    report_cli.add_parser(commands, _read)
+    default_db = os.environ.get("SCALEBOT_DB", "scalebot.db")
+    opers.set_defaults(
+        handler=command("bot.cli.operations:cmd_operations"), action="list", db=default_db, output="text"
+    )
+    _add_report_command(commands)
+
+
+def _add_report_command(commands: Any) -> None:
+    """`report savings`: the operation history read-only (bot.cli.report)."""
+    report = commands.add_parser("report", help="reports from the operation history (no kubeconfig)")
+    kinds = report.add_subparsers(dest="report", required=True, metavar="REPORT")
+    saved = kinds.add_parser(
+        "savings", help="node-hours (and money, given prices) saved by sleeps, per cluster, pool and week"
+    )
+    saved.add_argument(
+        "--since",
+        metavar="WHEN",
+        help="from this date/time (ISO 8601, e.g. 2026-03-01) or this long ago (e.g. 28d)",
+    )
+    saved.add_argument(
+        "--tz", default="UTC", metavar="ZONE", help="weeks start Monday 00:00 here (default UTC)"
+    )
+    saved.add_argument("--png", metavar="FILE", help="also draw the weekly chart into this PNG file")
+    saved.add_argument("--config", help="config file with node_hour_prices (default $SCALEBOT_CONFIG)")
+    _add_db_arg(saved, ", read-only")
+    saved.add_argument("-o", "--output", choices=("text", "json"), default="text", help="output format")
+    saved.add_argument(
+        "--post",
+        action="store_true",
+        help="post each cluster's report with its chart to the cluster's default channel now (needs the "
+        "config, SLACK_BOT_TOKEN and the files:write scope); scalebot run posts weekly by itself "
+        "where clusters.<name>.savings_report is set",
+    )
+    saved.set_defaults(handler=command("bot.cli.report:cmd_savings"))
 
 
 def _add_consolidation_flags(parser: argparse.ArgumentParser) -> None:
@@ -433,6 +653,11 @@ def _add_db_arg(parser: argparse.ArgumentParser | argparse._ArgumentGroup, what:
 def _add_node_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("nodes", nargs="*", metavar="NODE")
     parser.add_argument("-l", "--selector", help="select nodes by label, e.g. scalebot.io/pool=batch")
+    parser.add_argument(
+        "--simulated",
+        action="store_true",
+        help="the built-in SIMULATED cluster instead (its state is kept in --db), to rehearse",
+    )
 
 
 def _add_filter_args(parser: argparse.ArgumentParser) -> None:

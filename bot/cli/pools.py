@@ -16,13 +16,13 @@ from engine.operations.service import UserError
 def cmd_pool_op(args: argparse.Namespace) -> int:
     ops = build_operations(args)
     request = _request(args, ops)
-    if args.kind in (OpKind.ZERO, OpKind.SCALE) and not args.yes:
+    if request.kind in (OpKind.ZERO, OpKind.SCALE) and not args.yes:
         try:
             planned = ops.plan(request)
         except UserError as exc:
             raise CliError(str(exc)) from exc
         if any(p.after < p.before for p in planned.pools) or planned.workloads:
-            confirm(args, planned.to_text(), f"{args.kind.value} {planned.summary()}")
+            confirm(args, planned.to_text(), f"{request.kind.value} {planned.summary()}")
     return follow(ops, lambda: ops.request(request), live=live_display(args))
 
 

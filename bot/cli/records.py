@@ -4,31 +4,38 @@
 recorded there, the simulated one included), so they work on a laptop with no cluster access. Each takes
 `-o text|json|yaml` as kubectl's `get` does; json and yaml carry the same fields, times in ISO 8601
 with their zone (UTC).
+
+They open the file read-only (`Store.read_only`): a missing file is refused (`no database at PATH`,
+exit 2) rather than created, a read-only copy reads, and nothing is migrated or written (an older
+schema is read through a migrated copy in memory). They read the store itself, not the operations
+service, whose import brings the cluster client: `ops list` and `status` answer in a fraction of a
+second. Only the schedule views load the schedule service (days off, overrides), and `status` only
+when the database holds a schedule.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import yaml
 
+from bot.cli.common import EXIT_OK
 from bot.slack.directory import Names, PeopleNames, no_names
 from engine.domain.clock import SystemClock
 from engine.domain.errors import Category, ScalebotError
-from engine.domain.operation import Operation
-from engine.operations.service import HistoryEntry, Operations, new_operations
-from engine.schedules.service import Schedules
-from engine.schedules.text import schedule_summary
-from engine.schedules.timer import first_of_each
-from engine.store.base import StoreError
-from engine.store.database import Store
+from engine.domain.operation import Operation, OpState
 
-OUTPUTS = ("text", "json", "yaml")
+if TYPE_CHECKING:
+    from engine.schedules.service import Schedules
+    from engine.store.database import Store
+
 NAME_TIMEOUT_SECONDS = 5
 """One users.info call of the CLI at most this long; a failure shows IDs from then on."""
 
@@ -39,10 +46,13 @@ class ReadError(ScalebotError):
     category = Category.USAGE
 
 
-def add_output_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-o", "--output", choices=OUTPUTS, default="text", help="output format (default text)"
-    )
+class HistoryEntry(NamedTuple):
+    """One line of an operation's history: an audit row or a step of its journal."""
+
+    at: datetime
+    actor: str
+    action: str
+    detail: str
 
 
 def stamp(at: datetime | None) -> str:
@@ -50,8 +60,28 @@ def stamp(at: datetime | None) -> str:
     return at.isoformat(timespec="seconds") if at is not None else ""
 
 
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """kubectl's columns: a header row, each column as wide as its widest cell, three spaces apart
+    (the last column, free text, is not padded)."""
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=True)]
+    return [
+        "   ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in (header, *rows)
+    ]
+
+
+def age(since: datetime, now: datetime) -> str:
+    """kubectl's AGE: the largest unit that fits, "45s", "12m", "5h", "3d"."""
+    seconds = max(0, int((now - since).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= 2 * size or (unit == "m" and seconds >= size):
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
 def emit(data: Any, output: str, text: Callable[[], Sequence[str]]) -> None:
-    """Print `data` as json or yaml, or the `text` lines."""
+    """Print `data` as json or yaml, or the `text` lines (also for `wide` and `name`, which the
+    command's `text` lines show)."""
     if output == "json":
         print(json.dumps(data, indent=2, ensure_ascii=False))
     elif output == "yaml":
@@ -61,13 +91,39 @@ def emit(data: Any, output: str, text: Callable[[], Sequence[str]]) -> None:
             print(line)
 
 
-def open_records(db: str) -> Operations:
-    """The operations service over the database alone: no cluster is connected, nothing runs."""
+def open_records(db: str) -> Store:
+    """The database, read-only: never created, migrated or written."""
+    with _numpy_unseen():
+        from engine.store.base import StoreError
+        from engine.store.database import Store
     try:
-        store = Store(db)
+        return Store.read_only(db)
     except StoreError as exc:
         raise ReadError(str(exc)) from exc
-    return new_operations(store, {}, {}, SystemClock())
+
+
+@contextlib.contextmanager
+def _numpy_unseen() -> Iterator[None]:
+    """sqlite-utils imports numpy, when installed (matplotlib brings it), only to store numpy
+    values, which the store never writes; that import is a fifth of a read command's time. A read
+    command that is first to load the store hides numpy from it; numpy imports normally after."""
+    hidden = "numpy" not in sys.modules
+    if hidden:
+        sys.modules["numpy"] = None  # type: ignore[assignment]  # import raises ImportError
+    try:
+        yield
+    finally:
+        if hidden and sys.modules.get("numpy", 0) is None:
+            del sys.modules["numpy"]
+
+
+def history(store: Store, op_id: str) -> list[HistoryEntry]:
+    """An operation's audit rows and journal steps in time order (as `Operations.history` has them)."""
+    entries = [HistoryEntry(r.at, r.actor, r.action, r.detail) for r in store.audit_rows(op_id=op_id)]
+    entries += [
+        HistoryEntry(r.at, "scalebot", f"{r.step}: {r.event}", r.detail) for r in store.journal_rows(op_id)
+    ]
+    return sorted(entries, key=lambda e: e.at)
 
 
 def operation_json(op: Operation, history: Sequence[HistoryEntry] | None = None) -> dict[str, Any]:
@@ -104,34 +160,44 @@ def people_names(env: Mapping[str, str]) -> Names:
     return PeopleNames(WebClient(token=token, base_url=base_url, timeout=NAME_TIMEOUT_SECONDS))
 
 
-def list_operations(args: argparse.Namespace) -> None:
-    ops = open_records(args.db)
-    found = ops.list_operations(limit=50)
-    names = people_names(os.environ) if args.output == "text" else no_names
-    emit(
-        [operation_json(op) for op in found],
-        args.output,
-        lambda: (
-            [
-                f"{op.id}  {op.state.value:<17} {op.kind.value:<5} {names(op.requested_by):<16} "
-                f"{stamp(op.created_at)}  {op.plan.summary()}"
-                for op in found
-            ]
-            or ["no operations recorded in " + args.db]
-        ),
-    )
+def list_operations(args: argparse.Namespace) -> int:
+    """The recent operations, newest first: a header row and one row each (`-o wide` adds who asked,
+    the creation time and the error; `-o name` prints `operation/ID` lines)."""
+    found = open_records(args.db).list_operations(limit=50)
+    emit([operation_json(op) for op in found], args.output, lambda: _operation_rows(found, args))
+    return EXIT_OK
 
 
-def show_operation(args: argparse.Namespace) -> None:
-    ops = open_records(args.db)
-    op = ops.get(args.operation_id)
+def _operation_rows(found: Sequence[Operation], args: argparse.Namespace) -> list[str]:
+    if not found:
+        return ["no operations recorded in " + args.db]
+    if args.output == "name":
+        return [f"operation/{op.id}" for op in found]
+    now = SystemClock().now()
+    header = ["ID", "STATE", "KIND", "CLUSTER", "AGE", "SUMMARY"]
+    rows = [
+        [op.id, op.state.value, op.kind.value, op.target.cluster, age(op.created_at, now), op.plan.summary()]
+        for op in found
+    ]
+    if args.output == "wide":
+        names = people_names(os.environ)
+        header[-1:] = ["REQUESTED BY", "CREATED", "SUMMARY", "ERROR"]
+        for row, op in zip(rows, found, strict=True):
+            row[-1:] = [names(op.requested_by), stamp(op.created_at), op.plan.summary(), op.error or ""]
+    return table(header, rows)
+
+
+def show_operation(args: argparse.Namespace) -> int:
+    store = open_records(args.db)
+    op = store.get_operation(args.operation_id)
     if op is None:
         raise ReadError(
             f"no operation {args.operation_id} in {args.db}; `scalebot operations list` shows the recent ones"
         )
-    history = ops.history(op.id)
+    entries = history(store, op.id)
     names = people_names(os.environ) if args.output == "text" else no_names
-    emit(operation_json(op, history), args.output, lambda: _show_lines(op, history, names))
+    emit(operation_json(op, entries), args.output, lambda: _show_lines(op, entries, names))
+    return EXIT_OK
 
 
 def _show_lines(op: Operation, history: Sequence[HistoryEntry], names: Names) -> list[str]:
@@ -148,13 +214,25 @@ def _show_lines(op: Operation, history: Sequence[HistoryEntry], names: Names) ->
     return lines
 
 
-def _schedules(args: argparse.Namespace) -> Schedules:
-    ops = open_records(args.db)
-    return Schedules(ops.store, ops, ops.clock)
+def _schedules(store: Store) -> Schedules:
+    """The schedule service over the read-only store (its days off and overrides applied); no
+    cluster is connected and nothing runs."""
+    from engine.operations.service import new_operations
+    from engine.schedules.service import Schedules
+
+    clock = SystemClock()
+    return Schedules(store, new_operations(store, {}, {}, clock), clock)
+
+
+def cmd_schedule(args: argparse.Namespace) -> int:
+    (list_schedules if args.action == "list" else next_schedule_events)(args)
+    return EXIT_OK
 
 
 def list_schedules(args: argparse.Namespace) -> None:
-    found = _schedules(args).all_schedules(cluster=args.cluster)
+    from engine.schedules.text import schedule_summary
+
+    found = _schedules(open_records(args.db)).all_schedules(cluster=args.cluster)
     emit(
         [
             {
@@ -167,15 +245,30 @@ def list_schedules(args: argparse.Namespace) -> None:
             for s in found
         ],
         args.output,
-        lambda: (
-            [f"{s.name}: {schedule_summary(s)}{'' if s.enabled else ' (paused)'}" for s in found]
-            or [f"no schedules in {args.db}"]
-        ),
+        lambda: _schedule_rows(found, schedule_summary, args),
     )
 
 
+def _schedule_rows(
+    found: Sequence[Any], summary: Callable[[Any], str], args: argparse.Namespace
+) -> list[str]:
+    if not found:
+        return [f"no schedules in {args.db}"]
+    if args.output == "name":
+        return [f"schedule/{s.name}" for s in found]
+    header = ["NAME", "CLUSTER", "STATUS", "SCHEDULE"]
+    rows = [[s.name, s.cluster, "active" if s.enabled else "paused", summary(s)] for s in found]
+    if args.output == "wide":
+        header.append("CHANNEL")
+        for row, sched in zip(rows, found, strict=True):
+            row.append(sched.channel or "")
+    return table(header, rows)
+
+
 def next_schedule_events(args: argparse.Namespace) -> None:
-    service = _schedules(args)
+    from engine.schedules.timer import first_of_each
+
+    service = _schedules(open_records(args.db))
     clusters = {s.name: s.cluster for s in service.all_schedules()}
     events = first_of_each(service.next_events(service.clock.now(), limit=50, cluster=args.cluster))
     rows = [
@@ -191,26 +284,30 @@ def next_schedule_events(args: argparse.Namespace) -> None:
         rows,
         args.output,
         lambda: (
-            [f"{r['at']}  {r['event']:<5} {r['schedule']}  ({r['cluster']})" for r in rows]
-            or [f"nothing scheduled in {args.db}"]
+            ([f"schedule/{r['schedule']}" for r in rows] if args.output == "name" else [])
+            or table(["AT", "EVENT", "SCHEDULE", "CLUSTER"], [list(r.values()) for r in rows])
+            if rows
+            else [f"nothing scheduled in {args.db}"]
         ),
     )
 
 
-def status(args: argparse.Namespace) -> None:
+def status(args: argparse.Namespace) -> int:
     """What the database knows of each cluster: operations in flight, pools asleep (sizes recorded
     to restore), the next scheduled event. The pools' live sizes need the cluster (`plan wake`)."""
-    ops = open_records(args.db)
-    service = Schedules(ops.store, ops, ops.clock)
-    active = ops.list_operations(active_only=True, limit=100)
+    store = open_records(args.db)
+    now = SystemClock().now()
+    active = store.list_operations(states=(OpState.AWAITING_APPROVAL, OpState.RUNNING), limit=100)
+    scheduled = store.list_schedules()
+    # The schedule service (days off, overrides) only when there is a schedule to ask it about.
+    service = _schedules(store) if scheduled else None
     names = sorted(
-        {o.target.cluster for o in ops.list_operations(limit=200)}
-        | {s.cluster for s in service.all_schedules()}
+        {o.target.cluster for o in store.list_operations(limit=200)} | {s.cluster for s in scheduled}
     )
     wanted = [args.cluster] if args.cluster else names
     data = []
     for cluster in wanted:
-        upcoming = service.next_event(cluster, ops.clock.now())
+        upcoming = service.next_event(cluster, now) if service is not None else None
         data.append(
             {
                 "cluster": cluster,
@@ -222,7 +319,7 @@ def status(args: argparse.Namespace) -> None:
                         "since": stamp(r.recorded_at),
                         "operation": r.op_id,
                     }
-                    for r in ops.store.restore_records(cluster)
+                    for r in store.restore_records(cluster)
                 ],
                 "next_event": None
                 if upcoming is None
@@ -230,6 +327,7 @@ def status(args: argparse.Namespace) -> None:
             }
         )
     emit(data, args.output, lambda: _status_lines(data) or [f"nothing recorded in {args.db}"])
+    return EXIT_OK
 
 
 def _status_lines(data: Sequence[dict[str, Any]]) -> list[str]:

@@ -9,12 +9,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from bot.cli import records as cli_read
+from bot.cli.common import EXIT_OK
 from bot.config import settings
 from engine.domain.clock import SystemClock
 from engine.domain.durations import parse_duration
@@ -24,48 +25,11 @@ from engine.store.base import StoreError
 from engine.store.readonly import read_operations_file
 
 
-def add_parser(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-    wrap: Callable[[Callable[[argparse.Namespace], None]], Callable[[argparse.Namespace], int]],
-) -> None:
-    """`report savings`; `wrap` turns a ReadError into the CLI's one-line error (exit 2)."""
-    report = commands.add_parser("report", help="reports from the operation history (no kubeconfig)")
-    kinds = report.add_subparsers(dest="report", required=True, metavar="REPORT")
-    saved = kinds.add_parser(
-        "savings", help="node-hours (and money, given prices) saved by sleeps, per cluster, pool and week"
-    )
-    saved.add_argument(
-        "--since",
-        metavar="WHEN",
-        help="from this date/time (ISO 8601, e.g. 2026-03-01) or this long ago (e.g. 28d)",
-    )
-    saved.add_argument(
-        "--tz", default="UTC", metavar="ZONE", help="weeks start Monday 00:00 here (default UTC)"
-    )
-    saved.add_argument("--png", metavar="FILE", help="also draw the weekly chart into this PNG file")
-    saved.add_argument("--config", help="config file with node_hour_prices (default $SCALEBOT_CONFIG)")
-    saved.add_argument(
-        "--db",
-        metavar="FILE",
-        default=os.environ.get("SCALEBOT_DB", "scalebot.db"),
-        help="SQLite database (default $SCALEBOT_DB or ./scalebot.db), read-only",
-    )
-    saved.add_argument("-o", "--output", choices=("text", "json"), default="text", help="output format")
-    saved.add_argument(
-        "--post",
-        action="store_true",
-        help="post each cluster's report with its chart to the cluster's default channel now (needs the "
-        "config, SLACK_BOT_TOKEN and the files:write scope); scalebot run posts weekly by itself "
-        "where clusters.<name>.savings_report is set",
-    )
-    saved.set_defaults(handler=wrap(cmd_savings))
-
-
 class ReportError(cli_read.ReadError):
     """Bad input: printed as one line by `bot.cli.main`, exit 2, nothing written."""
 
 
-def cmd_savings(args: argparse.Namespace) -> None:
+def cmd_savings(args: argparse.Namespace) -> int:
     now = SystemClock().now()
     tz = _zone(args.tz)
     since = _since(args.since, now, tz)
@@ -86,6 +50,7 @@ def cmd_savings(args: argparse.Namespace) -> None:
         write_png(report, png)
     if args.post and loaded is not None:
         _post(loaded, ops, now=now, tz=tz, since=since, prices=prices)
+    return EXIT_OK
 
 
 def _post(

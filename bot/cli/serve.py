@@ -82,8 +82,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     def started() -> None:
         for warning in service.warnings:
             logs.announce(warning, json_format=json_format, stream=sys.stderr, level=logging.WARNING)
+        # Whether the audit chain is keyed: unkeyed, anyone who can write the file can rewrite it
+        # consistently, and only the `audit head` lines this process logs reveal that.
+        audit = (
+            "audit chain keyed"
+            if service.ops.store.audit_keyed
+            else "audit chain UNKEYED (set SCALEBOT_AUDIT_KEY_FILE or SCALEBOT_AUDIT_KEY)"
+        )
         logs.announce(
-            f"scalebot running: {', '.join(service.ops.clusters())}; database {loaded.db_path}",
+            f"scalebot running: {', '.join(service.ops.clusters())}; database {loaded.db_path}; {audit}",
             json_format=json_format,
             stream=sys.stdout,
         )

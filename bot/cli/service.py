@@ -27,7 +27,7 @@ from bot.config import providers
 from bot.runtime import wiring
 from bot.text import messages
 from engine.domain.clock import SystemClock
-from engine.domain.operation import OperationRequest, OpState, Outcome, ProgressEvent, Target
+from engine.domain.operation import OperationRequest, OpKind, OpState, Outcome, ProgressEvent, Target
 from engine.domain.settings import RunnerSettings
 from engine.domain.wake_waves import WakeWaves, WaveSpec
 from engine.operations.policy import ClusterPolicy
@@ -76,6 +76,12 @@ def node_operations(args: argparse.Namespace, *, record: bool = True) -> Operati
     configuration names it, for its operations' locks), for the node commands (`drain`, `cordon`,
     `uncordon`, `plan drain`): their pools are the default provider's, and what they do is recorded in
     the `--db` file's audit log (`record=False`: a read, over a database in memory)."""
+    if getattr(args, "simulated", False):
+        # The simulated cluster lives in the --db file, so a plan over memory would not see it.
+        store = _store(args.db)
+        handle, _ = wiring.simulated_cluster(store=store)
+        print(f"SIMULATED cluster (kept in {args.db}): nothing real is changed", file=sys.stderr)
+        return new_operations(store, {handle.name: handle}, {}, SystemClock())
     store = _store(args.db if record else ":memory:")
     try:
         handle = wiring.connect_cluster(
@@ -151,7 +157,7 @@ def _request(args: argparse.Namespace, ops: Operations) -> OperationRequest:
         workloads_only=getattr(args, "workloads_only", False),
         one_at_a_time=getattr(args, "one_at_a_time", None),
     )
-    return OperationRequest(kind=args.kind, target=target, requested_by=_user())
+    return OperationRequest(kind=OpKind(args.kind), target=target, requested_by=_user())
 
 
 def follow(ops: Operations, start: Callable[[], Outcome] | None, *, live: bool = False) -> int:

@@ -69,12 +69,32 @@ class JsonFormatter(logging.Formatter):
         return redact(json.dumps(data))
 
 
-def configure(level: int, *, json_format: bool = False) -> None:
+AUDIT_HEADS = "engine.store.database.audit"
+"""The logger of the `audit head` lines (engine.store.base.audit_log), which an operator keeps
+outside the database to check it against (`verify-audit --expect-head`)."""
+
+
+class _LevelOrAuditHead(logging.Filter):
+    def __init__(self, level: int) -> None:
+        super().__init__()
+        self.level = level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= self.level or record.name == AUDIT_HEADS
+
+
+def configure(level: int, *, json_format: bool = False, audit_heads: bool = False) -> None:
+    """`audit_heads`: print the `audit head` lines whatever `level` (`scalebot run`, whose default
+    level would hide them: a head kept outside the file is what reveals a rewritten chain)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if json_format else TextFormatter())
     # On the handler too: the kubernetes client sets urllib3's logger to WARNING itself, whose
     # connection retries would otherwise print without -v.
-    handler.setLevel(level)
+    if audit_heads:
+        handler.setLevel(min(level, logging.INFO))
+        handler.addFilter(_LevelOrAuditHead(level))
+    else:
+        handler.setLevel(level)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

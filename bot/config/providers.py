@@ -31,6 +31,7 @@ from engine.pools.base import POOL_LABEL
 
 if TYPE_CHECKING:
     from engine.kube.client import KubeClient
+    from engine.kube.inline_kubeconfig import InlineKubeconfig
     from engine.pools.base import PoolProvider
 
 
@@ -166,22 +167,32 @@ def _connect_capi(connection: Connection) -> Connected:
         workload = connection.kube(kubeconfig=kubeconfig or None, context=context or None)
     else:
         try:
-            text = workload_kubeconfig(management.api_client, namespace, name)
+            inline = workload_kubeconfig(management.api_client, namespace, name)
         except WorkloadKubeconfigError as exc:
             raise ProviderOptionError(f"cluster {namespace}/{name}: {exc}") from exc
-        where = f"Secret {namespace}/{name}-kubeconfig"
-        workload = KubeClient.from_kubeconfig_text(
-            text,
-            where=where,
+        workload = KubeClient.from_inline_kubeconfig(
+            inline,
             qps=connection.qps,
             burst=connection.burst,
             # Rotated or expired credentials (a 401): read the Secret again, as clusterctl would.
-            reread=lambda: workload_kubeconfig(management.api_client, namespace, name),
+            reread=lambda: _reread_workload_kubeconfig(management, namespace, name),
         )
     pools = ClusterApiPoolProvider(
         management.api_client, namespace=namespace, cluster=name, node_api=workload
     )
     return Connected(workload, pools)
+
+
+def _reread_workload_kubeconfig(management: KubeClient, namespace: str, name: str) -> InlineKubeconfig:
+    """The Secret read and checked again after a 401; a Secret that is gone or now refused (a
+    program, a file path, another server) makes that request's 401 name why (KubeConfigError)."""
+    from engine.kube.config import KubeConfigError
+    from engine.pools.capi import WorkloadKubeconfigError, workload_kubeconfig
+
+    try:
+        return workload_kubeconfig(management.api_client, namespace, name)
+    except WorkloadKubeconfigError as exc:
+        raise KubeConfigError(str(exc)) from exc
 
 
 def _connect_karpenter(connection: Connection) -> Connected:
@@ -301,6 +312,117 @@ def _connect_eks(connection: Connection) -> Connected:
     return Connected(api, pools)
 
 
+def _cloud_name(what: str, pattern: str, example: str) -> Callable[[str], None]:
+    def check(value: str) -> None:
+        if not re.fullmatch(pattern, value):
+            raise ProviderOptionError(f"'{value}' is not {what} (e.g. {example})")
+
+    return check
+
+
+_GKE_NAME = r"[a-z]([-a-z0-9]{0,38}[a-z0-9])?"
+_GCP_LOCATION = r"[a-z]+-[a-z]+\d+(-[a-z])?"
+
+
+def _gke_node_pools(value: str) -> None:
+    names = [n.strip() for n in value.split(",")]
+    if any(not n for n in names):
+        raise ProviderOptionError(f"'{value}' has an empty name (node pool names separated by commas)")
+    for name in names:
+        _cloud_name("a GKE node pool name", _GKE_NAME, "default-pool")(name)
+
+
+GKE_EXTRA_MISSING = (
+    "provider gke needs the Google Cloud SDK (google-cloud-container, google-cloud-compute), which is not "
+    "installed: pip install 'scalebot[gke]' (scripts/test's .venv has it)"
+)
+
+
+def _connect_gke(connection: Connection) -> Connected:
+    """The entry's kubeconfig/context reach the GKE cluster's API server (Nodes, Pods, scalebot's
+    ConfigMaps); node pools and instance groups are reached with Application Default Credentials."""
+    from engine.pools.cloud import KubeRecords
+    from engine.pools.gke import NODE_POOL_LABEL, GkePoolProvider
+
+    try:
+        from engine.pools.gke_google import GcpCallError, GoogleNodePools
+    except ModuleNotFoundError as exc:  # an extra: only GKE users carry the Google Cloud SDK
+        if (exc.name or "").split(".")[0] != "google":
+            raise
+        raise ProviderOptionError(GKE_EXTRA_MISSING) from exc
+
+    options = connection.options
+    try:
+        google = GoogleNodePools(
+            options["gke_project"],
+            options["gke_location"],
+            options["gke_cluster"],
+            endpoint_url=options["gke_endpoint_url"] or None,
+        )
+    except GcpCallError as exc:
+        raise ProviderOptionError(str(exc)) from exc
+    api = connection.workload()
+    pools = tuple(n.strip() for n in options["node_pools"].split(",") if n.strip())
+    kube = KubeRecords(
+        api.api_client,
+        provider="gke",
+        pool_label=NODE_POOL_LABEL,
+        namespace=connection.namespace,
+        cloud_cluster=google.cluster,
+    )
+    return Connected(api, GkePoolProvider(google, kube, node_pools=pools))
+
+
+def _aks_agent_pools(value: str) -> None:
+    names = [n.strip() for n in value.split(",")]
+    if any(not n for n in names):
+        raise ProviderOptionError(f"'{value}' has an empty name (agent pool names separated by commas)")
+    for name in names:
+        _cloud_name(
+            "an AKS agent pool name (lowercase letters and digits, at most 12)",
+            r"[a-z][a-z0-9]{0,11}",
+            "user1",
+        )(name)
+
+
+AKS_EXTRA_MISSING = (
+    "provider aks needs the Azure SDK (azure-mgmt-containerservice, azure-identity), which is not "
+    "installed: pip install 'scalebot[aks]' (scripts/test's .venv has it)"
+)
+
+
+def _connect_aks(connection: Connection) -> Connected:
+    """The entry's kubeconfig/context reach the AKS cluster's API server (Nodes, Pods, scalebot's
+    ConfigMaps); agent pools are reached through Azure Resource Manager with DefaultAzureCredential."""
+    from engine.pools.aks import AGENT_POOL_LABEL, AksPoolProvider
+    from engine.pools.cloud import KubeRecords
+
+    try:
+        from engine.pools.aks_azure import AzureAgentPools
+    except ModuleNotFoundError as exc:  # an extra: only AKS users carry the Azure SDK
+        if (exc.name or "").split(".")[0] != "azure":
+            raise
+        raise ProviderOptionError(AKS_EXTRA_MISSING) from exc
+
+    options = connection.options
+    azure = AzureAgentPools(
+        options["aks_subscription"],
+        options["aks_resource_group"],
+        options["aks_cluster"],
+        endpoint_url=options["aks_endpoint_url"] or None,
+    )
+    api = connection.workload()
+    pools = tuple(n.strip() for n in options["agent_pools"].split(",") if n.strip())
+    kube = KubeRecords(
+        api.api_client,
+        provider="aks",
+        pool_label=AGENT_POOL_LABEL,
+        namespace=connection.namespace,
+        cloud_cluster=f"{options['aks_subscription']}/{options['aks_resource_group']}/{options['aks_cluster']}",
+    )
+    return Connected(api, AksPoolProvider(azure, kube, agent_pools=pools))
+
+
 PROVIDERS: Mapping[str, ProviderSpec] = {
     spec.name: spec
     for spec in (
@@ -387,6 +509,84 @@ PROVIDERS: Mapping[str, ProviderSpec] = {
                 Option(
                     "aws_endpoint_url",
                     "for tests only: send EKS and Auto Scaling calls to this endpoint (a local AWS stand-in)",
+                    check=_endpoint_url,
+                ),
+            ),
+        ),
+        ProviderSpec(
+            name="gke",
+            summary="a pool is a GKE node pool; drained nodes' instances are deleted from its groups",
+            connect=_connect_gke,
+            options=(
+                Option(
+                    "gke_project",
+                    "the Google Cloud project of the GKE cluster",
+                    check=_cloud_name(
+                        "a Google Cloud project ID", r"[a-z][-a-z0-9]{4,28}[a-z0-9]", "my-project"
+                    ),
+                    required=True,
+                ),
+                Option(
+                    "gke_location",
+                    "the cluster's location: a region (regional cluster) or a zone (zonal cluster)",
+                    check=_cloud_name("a Google Cloud region or zone", _GCP_LOCATION, "europe-west1"),
+                    required=True,
+                ),
+                Option(
+                    "gke_cluster",
+                    "the GKE cluster whose node pools are pools; kubeconfig and context reach its API server",
+                    check=_cloud_name("a GKE cluster name", _GKE_NAME, "prod-eu"),
+                    required=True,
+                ),
+                Option(
+                    "node_pools",
+                    "the node pools that are pools, separated by commas (default: every node pool)",
+                    check=_gke_node_pools,
+                ),
+                Option(
+                    "gke_endpoint_url",
+                    "for tests only: send GKE and Compute Engine calls to this endpoint (a local stand-in)",
+                    check=_endpoint_url,
+                ),
+            ),
+        ),
+        ProviderSpec(
+            name="aks",
+            summary="a pool is an AKS agent pool; drained nodes' machines are deleted by name",
+            connect=_connect_aks,
+            options=(
+                Option(
+                    "aks_subscription",
+                    "the Azure subscription ID of the AKS cluster",
+                    check=_cloud_name(
+                        "a subscription ID",
+                        r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+                        "a GUID",
+                    ),
+                    required=True,
+                ),
+                Option(
+                    "aks_resource_group",
+                    "the resource group of the AKS cluster",
+                    check=_cloud_name("a resource group name", r"[-\w._()]{1,89}[-\w_()]", "rg-prod"),
+                    required=True,
+                ),
+                Option(
+                    "aks_cluster",
+                    "the AKS cluster of the agent pools (kubeconfig and context reach its API server)",
+                    check=_cloud_name(
+                        "an AKS cluster name", r"[A-Za-z0-9]([-A-Za-z0-9_]{0,61}[A-Za-z0-9])?", "prod-eu"
+                    ),
+                    required=True,
+                ),
+                Option(
+                    "agent_pools",
+                    "the agent pools that are pools, separated by commas (default: every agent pool)",
+                    check=_aks_agent_pools,
+                ),
+                Option(
+                    "aks_endpoint_url",
+                    "for tests only: send Azure Resource Manager calls to this endpoint (a local stand-in)",
                     check=_endpoint_url,
                 ),
             ),

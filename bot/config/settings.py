@@ -19,6 +19,12 @@ Config file (every key optional except what a cluster needs to be reached):
     server:   {http_port: 3000, health_port: 8080, host: 0.0.0.0}
     sender:   {update_interval: 3s, updates_per_minute: 40, posts_per_second: 1, posts_per_minute: 120}
     workers:  8                                     # the bot's own executor for slow commands
+    runner:                                         # how many operations run at once, and how
+      max_operations: 200                           # in progress at once (waiting ones included)
+      max_operations_per_cluster: 8                 # ... on one cluster; more wait their turn
+      step_workers: 32                              # threads running steps (a wait holds none)
+      max_evictions_in_flight: 128                  # evictions/cordons in flight, every cluster
+      max_evictions_per_cluster: 64                 # one cluster's ceiling (below the above)
     calendars:                                      # iCalendar files schedules follow (calendar=NAME)
       releases: /etc/scalebot/releases.ics          # relative paths: from the config file's folder
     channels: {C0123: dev-eu}                       # channel ID -> default cluster
@@ -35,8 +41,9 @@ Config file (every key optional except what a cluster needs to be reached):
         pool_label: scalebot.io/pool                # the provider's own options (bot.config.providers)
         api_qps: 200                                # client-side requests/s to the API server; api_burst: 300
         default_channels: [C0123]                   # or default_channel: C0123
-        allowed_channels: [C0123]                   # operate it only from these (default: any but DMs
-                                                    # when protected)
+        allowed_channels: [C0123]                   # operate it only from these (default: the channels
+                                                    # mapped to it: default_channels and `channels:`;
+                                                    # with none, any channel but another cluster's)
         protected: false
         policy:
           users: {U0ADMIN: admin, U0OPS: operator}
@@ -99,6 +106,7 @@ from bot.config import channel_refs
 from bot.config.cluster_settings import ClusterSettings, _channel, _cluster
 from bot.config.document import SettingsError as SettingsError  # noqa: PLC0414 (load's error: callers catch it here)
 from bot.config.document import _Node
+from engine.domain.settings import RunnerSettings
 from engine.operations.policy import ClusterPolicy
 from engine.schedules.calendars import CalendarError, CalendarFile, load_calendar
 
@@ -192,6 +200,8 @@ class Settings:
     """iCalendar files by name (`calendars:`), read and checked at load: schedules follow them."""
     fleet_digest_channel: str | None = None
     """Channel ID where the schedules that fire in the same minute get one summary message."""
+    runner: RunnerSettings = RunnerSettings()
+    """The operation runner `scalebot run` uses (`runner:`; `workloads_return_timeout` included)."""
 
     def default_cluster(self, channel: str) -> str | None:
         """The channel's cluster; with a single configured cluster, that one."""
@@ -218,7 +228,54 @@ class Settings:
         }
 
     def policies(self) -> dict[str, ClusterPolicy]:
-        return {name: c.policy for name, c in self.clusters.items()}
+        """Each cluster's policy, with the channels it is operated from (`cluster_policies`)."""
+        return cluster_policies(self.clusters, self.channels)
+
+
+def own_channels(cluster: ClusterSettings, channels: Mapping[str, str]) -> frozenset[str]:
+    """The channels a cluster is operated from: its `allowed_channels` when given, else the channels
+    mapped to it (its `default_channels` and the `channels:` entries naming it)."""
+    if cluster.policy.channels:
+        return cluster.policy.channels
+    mapped = {c for c, name in channels.items() if name == cluster.name}
+    return frozenset(mapped | set(cluster.default_channels))
+
+
+def cluster_policies(
+    clusters: Mapping[str, ClusterSettings], channels: Mapping[str, str]
+) -> dict[str, ClusterPolicy]:
+    """Channels separate clusters by default: a cluster's requests, clicks and approvals come from
+    its own channels (`own_channels`); one with none of its own is still never operated from
+    another cluster's, so a channel mapped to dev-eu cannot reach prod."""
+    own = {name: own_channels(c, channels) for name, c in clusters.items()}
+    return {
+        name: replace(
+            c.policy,
+            channels=own[name],
+            other_channels=frozenset().union(*(mine for other, mine in own.items() if other != name)),
+        )
+        for name, c in clusters.items()
+    }
+
+
+def check_channel_separation(clusters: Mapping[str, ClusterSettings], channels: Mapping[str, str]) -> None:
+    """A protected cluster never accepts other channels: `scalebot run` needs it to have channels of
+    its own, and its `allowed_channels` may not name a channel mapped to another cluster."""
+    for name, cluster in clusters.items():
+        if not cluster.protected:
+            continue
+        if not own_channels(cluster, channels):
+            raise SettingsError(
+                f"clusters.{name}: a protected cluster is operated only from its own channels; give it "
+                "default_channels (or allowed_channels)"
+            )
+        for channel in sorted(cluster.policy.channels):
+            theirs = channels.get(channel)
+            if theirs is not None and theirs != name:
+                raise SettingsError(
+                    f"clusters.{name}.allowed_channels: {channel} is the channel of {theirs}; a protected "
+                    "cluster never accepts another cluster's channel"
+                )
 
 
 SECRET_ENV = ("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET")
@@ -257,9 +314,13 @@ def load(
         "workloads_return_timeout",
         "calendars",
         "fleet_digest_channel",
+        "runner",
     )
     clusters = {name: _cluster(name, node) for name, node in doc.child("clusters").items()}
     channels = _channels(doc, clusters)
+    if require_slack:  # the CLI and the console are in no channel
+        check_channel_separation(clusters, channels)
+    workloads_return_timeout = doc.duration("workloads_return_timeout", timedelta(minutes=5))
     return Settings(
         slack=_slack(env, require_slack, doc.child("slack")),
         clusters=clusters,
@@ -269,9 +330,48 @@ def load(
         workers=doc.integer("workers", 8, low=1, high=64),
         db_path=Path(env.get("SCALEBOT_DB") or "scalebot.db"),
         config_path=config_path,
-        workloads_return_timeout=doc.duration("workloads_return_timeout", timedelta(minutes=5)),
+        workloads_return_timeout=workloads_return_timeout,
         calendars=_calendars(doc.child("calendars"), config_path),
         fleet_digest_channel=_digest_channel(doc),
+        runner=_runner(doc.child("runner"), workloads_return_timeout),
+    )
+
+
+def _runner(node: _Node, workloads_return_timeout: timedelta) -> RunnerSettings:
+    """`runner:`: how many operations one instance runs at once, and how many evictions it sends."""
+    node.only(
+        "max_operations",
+        "max_operations_per_cluster",
+        "step_workers",
+        "max_evictions_in_flight",
+        "max_evictions_per_cluster",
+    )
+    default = RunnerSettings()
+    total = node.integer("max_operations", default.max_operations, low=1, high=10_000)
+    per_cluster = node.integer(
+        "max_operations_per_cluster", default.max_operations_per_cluster, low=1, high=1_000
+    )
+    if per_cluster > total:
+        raise SettingsError(
+            f"{node.path}.max_operations_per_cluster: {per_cluster} is more than max_operations ({total}); "
+            "one cluster cannot run more operations than the whole instance"
+        )
+    in_flight = node.integer("max_evictions_in_flight", default.max_evictions_in_flight, low=2, high=1_024)
+    cluster_ceiling = min(default.max_parallel_evictions, in_flight - 1)
+    per_cluster_evictions = node.integer("max_evictions_per_cluster", cluster_ceiling, low=2, high=256)
+    if per_cluster_evictions >= in_flight:
+        raise SettingsError(
+            f"{node.path}.max_evictions_per_cluster: {per_cluster_evictions} must be below "
+            f"max_evictions_in_flight ({in_flight}), so a cluster whose evictions hang leaves room "
+            "for the others"
+        )
+    return RunnerSettings(
+        workloads_return_timeout=workloads_return_timeout,
+        max_operations=total,
+        max_operations_per_cluster=per_cluster,
+        workers=node.integer("step_workers", default.workers, low=1, high=256),
+        max_evictions_in_flight=in_flight,
+        max_parallel_evictions=per_cluster_evictions,
     )
 
 
@@ -431,6 +531,7 @@ def with_channel_ids(settings: Settings, resolve: Callable[[str], str]) -> Setti
                 f"channel {channel} is the default channel of two clusters; a channel has one"
             )
         channels[one(channel)] = cluster
+    check_channel_separation(clusters, channels)  # names now IDs: compared as they will be used
     return replace(settings, clusters=clusters, channels=channels)
 
 

@@ -17,12 +17,21 @@ each bounded by `check_timeout`, so one hung dependency (a locked database) turn
 prompt 503 instead of a probe timeout; a check still running from an earlier probe is not started
 again, so a hung dependency never piles up threads.
 
+The port is bounded, because anything that can reach it can hold it open: every connection gets
+`read_timeout` seconds per read (an idle or trickling client is closed, and its thread ends), and at
+most `max_connections` are open at once. When the bound is reached, a new connection takes the slot
+of the oldest one that has not yet sent its request (that one is closed at once), so idle connections
+never stand between the kubelet's probe and its answer; only when every slot is busy answering is the
+newcomer closed unanswered. The shipped NetworkPolicy narrows who can connect at all.
+
 The server runs on daemon threads and needs no Slack or Kubernetes imports of its own.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -30,7 +39,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, cast
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
@@ -47,6 +56,10 @@ CHECK_TIMEOUT_SECONDS = 3.0
 """Below the readiness probe's timeoutSeconds in manifests/ (5 s), so the answer is always ours."""
 KUBERNETES_TIMEOUT_SECONDS = 2.0
 MAX_DETAIL_CHARS = 300
+READ_TIMEOUT_SECONDS = 5.0
+"""Per read on a connection: the probes send their request at once; the same as their timeoutSeconds."""
+MAX_CONNECTIONS = 16
+"""Open connections at once: the kubelet's two probes and a scraper need a handful."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +86,8 @@ class HealthServer:
         registry: CollectorRegistry | None = None,
         check_timeout: float = CHECK_TIMEOUT_SECONDS,
         liveness: Mapping[str, Check] | None = None,
+        read_timeout: float = READ_TIMEOUT_SECONDS,
+        max_connections: int = MAX_CONNECTIONS,
     ) -> None:
         """`port` 0 picks a free one (read it from `.port` after `start()`).
 
@@ -86,7 +101,9 @@ class HealthServer:
         self._executor = ThreadPoolExecutor(max_workers=max(1, len(self.checks)), thread_name_prefix="readyz")
         self._running: dict[str, Future[object]] = {}
         self._running_lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
+        self.read_timeout = read_timeout
+        self.max_connections = max_connections
+        self._server: _BoundedServer | None = None
         self._thread: threading.Thread | None = None
 
     @property
@@ -96,8 +113,7 @@ class HealthServer:
         return int(self._server.server_address[1])
 
     def start(self) -> HealthServer:
-        server = ThreadingHTTPServer(self._address, _handler_for(self))
-        server.daemon_threads = True
+        server = _BoundedServer(self._address, _handler_for(self), max_connections=self.max_connections)
         self._server = server
         self._thread = threading.Thread(
             target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="scalebot-health", daemon=True
@@ -158,9 +174,70 @@ class HealthServer:
             return future
 
 
+class _BoundedServer(ThreadingHTTPServer):
+    """A ThreadingHTTPServer with at most `max_connections` open connections (see the module doc).
+
+    Connections still waiting for their request are kept oldest first; one of them gives its slot
+    to a newcomer when the bound is reached: its socket is shut down, which ends its handler's read
+    at once, so its thread finishes without waiting for the read timeout."""
+
+    daemon_threads = True
+
+    def __init__(
+        self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], *, max_connections: int
+    ) -> None:
+        self.max_connections = max(1, max_connections)
+        # Reentrant: refusing a connection under the lock goes through shutdown_request, which takes it.
+        self._lock = threading.RLock()
+        self._open: set[socket.socket] = set()
+        self._waiting: dict[socket.socket, None] = {}  # insertion order: oldest first
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        connection = cast("socket.socket", request)
+        with self._lock:
+            if len(self._open) >= self.max_connections:
+                oldest = next(iter(self._waiting), None)
+                if oldest is None:  # every slot is busy answering: this one waits for nobody
+                    log.debug("health port: %d connections busy, closing a new one", len(self._open))
+                    self.shutdown_request(connection)
+                    return
+                self._release(oldest)
+                _shut(oldest)
+            self._open.add(connection)
+            self._waiting[connection] = None
+        super().process_request(request, client_address)
+
+    def request_started(self, connection: socket.socket) -> None:
+        """Its request line and headers are read: no longer a connection that may be closed early."""
+        with self._lock:
+            self._waiting.pop(connection, None)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._lock:
+            self._release(cast("socket.socket", request))
+        super().shutdown_request(request)
+
+    def _release(self, connection: socket.socket) -> None:
+        self._open.discard(connection)
+        self._waiting.pop(connection, None)
+
+
+def _shut(connection: socket.socket) -> None:
+    with contextlib.suppress(OSError):  # already closed by its client
+        connection.shutdown(socket.SHUT_RDWR)
+
+
 def _handler_for(health: HealthServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "scalebot-health"
+        # StreamRequestHandler sets it on the socket: a read that waits longer ends the connection.
+        timeout = health.read_timeout
+
+        def parse_request(self) -> bool:
+            parsed = super().parse_request()
+            cast("_BoundedServer", self.server).request_started(self.connection)
+            return parsed
 
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]

@@ -48,9 +48,8 @@ from bot.slack.weekly_post import WeeklySavingsPoster
 from engine.domain.announcement import NextEvent
 from engine.domain.clock import SystemClock
 from engine.domain.errors import Category, ScalebotError
-from engine.domain.settings import RunnerSettings
 from engine.kube import admission
-from engine.kube.events import EventRecorder
+from engine.kube.events import EventRecorder, ObjectRef, Recorder
 from engine.operations.observers import ProgressListeners
 from engine.operations.runner import ClusterHandle, Runner
 from engine.operations.service import Operations
@@ -189,8 +188,7 @@ def weekly_poster(settings: Settings, store: Store) -> WeeklySavingsPoster | Non
     return WeeklySavingsPoster(specs, store, lambda: client, settings.node_hour_prices())
 
 
-def build_service(settings: Settings, *, leader_election: bool | None = None) -> Service:
-    handles = {name: with_events(handle) for name, handle in _connect(settings).items()}
+def _open_store(settings: Settings) -> Store:
     try:
         store = Store(settings.db_path)
     except StoreError as exc:  # its message names the file and what to do (damaged, locked, full)
@@ -199,6 +197,15 @@ def build_service(settings: Settings, *, leader_election: bool | None = None) ->
         raise RunError(
             f"cannot use the database {settings.db_path}: {exc} (set SCALEBOT_DB to a writable path)"
         ) from exc
+    return store
+
+
+def build_service(settings: Settings, *, leader_election: bool | None = None) -> Service:
+    handles = {name: with_events(handle) for name, handle in _connect(settings).items()}
+    store = _open_store(settings)
+    # The first cluster holds the Lease; its recorder publishes the heads (a NullRecorder: nothing).
+    home_events = next(iter(handles.values())).events
+    publish_audit_heads(store, home_events, os.environ.get("POD_NAMESPACE", "scalebot"))
     # The first cluster's API server holds the Lease and answers the readiness check.
     api_client = getattr(next(iter(handles.values())).api, "api_client", None)
     clock = SystemClock()
@@ -217,7 +224,7 @@ def build_service(settings: Settings, *, leader_election: bool | None = None) ->
             handles,
             clock,
             listeners.emit,
-            RunnerSettings(workloads_return_timeout=settings.workloads_return_timeout),
+            settings.runner,
         ),
         settings.policies(),
         clock,
@@ -450,6 +457,22 @@ def field_policy_checks(apis: Mapping[str, object]) -> tuple[dict[str, Callable[
             lines.append(line)
         checks[f"field_policy/{name}"] = admission.StatusCache(read, first=status)
     return checks, lines
+
+
+AUDIT_HEAD_REASON = "AuditHead"
+
+
+def publish_audit_heads(store: Store, recorder: Recorder, namespace: str, lease: str = "scalebot") -> None:
+    """Each committed audit row's head as a Kubernetes Event on scalebot's Lease in the home
+    cluster (reason AuditHead), beside the log line: a place someone with write access to the
+    database cannot reach. Events expire (the API server's --event-ttl, 1 h by default): an event
+    exporter or the log pipeline keeps them; `verify-audit --expect-head` checks one."""
+    ref = ObjectRef(kind="Lease", name=lease, namespace=namespace, api_version="coordination.k8s.io/v1")
+
+    def publish(row: int, head: str) -> None:
+        recorder.record(ref, reason=AUDIT_HEAD_REASON, message=f"audit head {head} (row {row})")
+
+    store.on_audit_head(publish)
 
 
 def with_events(handle: ClusterHandle) -> ClusterHandle:

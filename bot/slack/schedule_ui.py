@@ -280,10 +280,12 @@ class ScheduleUi:
             args,
             channel=inv.channel,
             default_cluster=default,
-            clusters=self.ops.clusters(),
+            clusters=self.ops.visible_clusters(inv.user, self._groups(inv.user)),
             find_channel=self._channels.resolve if self._channels is not None else None,
         )
-        outcome = self.schedules.add(**parsed.as_kwargs(), by=inv.user, groups=self._groups(inv.user))
+        outcome = self.schedules.add(
+            **parsed.as_kwargs(), by=inv.user, groups=self._groups(inv.user), typed_in=inv.channel
+        )
         if not outcome.ok:
             raise ScheduleUsage(messages.outcome_text(outcome), "add")
         self._sync()
@@ -298,22 +300,28 @@ class ScheduleUi:
         answer(inv, ui.schedule_list(found, cluster=cluster, provider=theirs))
 
     def _visible(self, cluster: str | None, inv: Invocation, what: str) -> set[str]:
-        """The clusters `inv.user` may read (viewer or more); asking for another one is refused."""
+        """The clusters `inv.user` may read (viewer or more). Asking for another one is refused with
+        the answer an unknown cluster gets, naming only theirs: nobody learns of the others here."""
         groups = self._groups(inv.user)
-        if cluster is not None:
-            refusal = self.ops.may_view(cluster, by=inv.user, groups=groups, what=what)
-            if refusal:
-                raise UserError(refusal)
-            return {cluster}
-        return set(self.ops.visible_clusters(inv.user, groups))
+        visible = set(self.ops.visible_clusters(inv.user, groups))
+        if cluster is None:
+            return visible
+        if cluster not in visible:
+            self.ops.may_view(cluster, by=inv.user, groups=groups, what=what)  # audits the refusal
+            raise UserError(
+                f'unknown cluster "{cluster[:63]}"; clusters: {", ".join(sorted(visible)) or "none"}'
+            )
+        return {cluster}
 
     def _show(self, args: SubcommandArgs, inv: Invocation) -> None:
         name = name_arg(args, "show")
         sched = self.schedules.show(name)
-        if sched is None:
-            answer(inv, views.text_message(self._unknown(name), emoji="⚠️"))
+        groups = self._groups(inv.user)
+        if sched is None or self.ops.role(sched.cluster, inv.user, groups) is None:
+            if sched is not None:  # the refusal is audited; the answer is an unknown schedule's
+                self.ops.may_view(sched.cluster, by=inv.user, groups=groups, what="schedule_show")
+            answer(inv, views.text_message(self._unknown(name, inv), emoji="⚠️"))
             return
-        self._visible(sched.cluster, inv, "schedule_show")
         now = self.clock.now()
         events = self.schedules.next_events(now, limit=50, cluster=sched.cluster)
         mine = [(occ, at) for occ, at in events if occ.schedule == name]
@@ -429,8 +437,8 @@ class ScheduleUi:
         user, channel = _who(body)
         key = ui.key_of(str(body["actions"][0].get("value") or ""))
         sched = self.schedules.show(key.rsplit(":", 2)[0]) if key else None
-        if key is None or sched is None:
-            self._whisper(channel, user, ui.unknown_announcement())
+        if key is None or sched is None or self.ops.role(sched.cluster, user, self._groups(user)) is None:
+            self._whisper(channel, user, ui.unknown_announcement())  # no role there: as if unknown
             return
         elsewhere = self.ops.origin_refusal(sched.cluster, by=user, channel=channel, what="schedule_postpone")
         if elsewhere is not None:  # no dialog for a click from where the cluster is not operated
@@ -450,7 +458,10 @@ class ScheduleUi:
         known = self._cached_zone(user)
 
         def form(tz: str) -> Any:
-            return schedule_modals.add_modal(self.ops.clusters(), cluster=default, channel=channel, tz=tz)
+            mine = self.ops.visible_clusters(user, self._groups(user))  # only theirs to pick from
+            return schedule_modals.add_modal(
+                mine, cluster=default if default in mine else None, channel=channel, tz=tz
+            )
 
         opened = self._views_open(body, form(known or "UTC"), channel, user, ui.add_modal_unavailable())
         if known is not None or opened is None:
@@ -600,8 +611,10 @@ class ScheduleUi:
         except Exception:  # the change is saved; the timer's next tick or restart re-arms from SQLite
             log.exception("could not re-arm the schedule timer")
 
-    def _unknown(self, name: str) -> str:
-        names = ", ".join(s.name for s in self.schedules.all_schedules()) or "none"
+    def _unknown(self, name: str, inv: Invocation) -> str:
+        """The schedules of the clusters `inv.user` has a role on, never the others'."""
+        visible = set(self.ops.visible_clusters(inv.user, self._groups(inv.user)))
+        names = ", ".join(s.name for s in self.schedules.all_schedules() if s.cluster in visible) or "none"
         return f'No schedule "{name[:63]}"; schedules: {names}.'
 
     def _cached_zone(self, user: str) -> str | None:

@@ -122,9 +122,25 @@ class RunnerSettings:
     the server or a latency rise (AIMD, engine.drain.concurrency), between 2 and `max_parallel_evictions`
     and never above the client's burst."""
     max_parallel_evictions: int = MAX_EVICTIONS_IN_FLIGHT
-    """The adaptive limit's ceiling; the real client's connection pool is sized for it."""
-    workers: int = 4
-    """Operations run at once (each on its own pools, guaranteed by the locks)."""
+    """The adaptive limit's ceiling, per cluster; the real client's connection pool is sized for it."""
+    max_evictions_in_flight: int = 2 * MAX_EVICTIONS_IN_FLIGHT
+    """Evictions, cordons and force-deletions in flight at once over every cluster (the threads
+    that send them): each cluster within its own limit, the clusters served in turn. Above one
+    cluster's ceiling, so a cluster whose evictions hang never holds them all."""
+    workers: int = 32
+    """Threads that run steps. A step holds one while it acts (a drain pass while its evictions
+    are answered); an operation waiting between steps holds none."""
+    max_operations: int = 200
+    """Operations in progress at once in this process (waiting ones included); more wait their
+    turn, claimed, in the order they came."""
+    max_operations_per_cluster: int = 8
+    """Operations in progress at once on one cluster (each on its own pools: the locks)."""
+
+    def __post_init__(self) -> None:
+        if min(self.workers, self.max_operations, self.max_operations_per_cluster) < 1:
+            raise ValueError("workers, max_operations and max_operations_per_cluster must be at least 1")
+        if min(self.parallel_evictions, self.max_parallel_evictions, self.max_evictions_in_flight) < 1:
+            raise ValueError("the eviction limits must be at least 1")
 
     @property
     def pacing(self) -> PassPacing:

@@ -25,20 +25,31 @@ again; latency that rises with the limit (our own queue) still cuts it, window a
 `AimdController` is pure: the caller reports each answer (`record`) with the time it took, and
 `limit` is the decision. `AdaptiveGate` applies it to a pool of workers and times the answers on
 an injected monotonic clock.
+
+`FairExecutor` is the process-wide pool a fleet's evictions (and cordons, uncordons, force
+deletions) share: `max_workers` calls in flight at most over every cluster, and one `Lane` per
+cluster that admits its calls up to its own limit (a fixed one, or its `AdaptiveGate`'s AIMD
+limit). A worker takes the next call round-robin over the lanes that may send one more, so a
+cluster whose evictions are slow (a PodDisruptionBudget, a struggling API server) holds at most
+its own limit of workers and never stands in front of another cluster's calls: no worker ever
+parks in a gate.
 """
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from engine.domain.settings import AimdSettings
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 @dataclass(slots=True)
@@ -132,10 +143,15 @@ class AdaptiveGate:
         controller: AimdController,
         monotonic: Callable[[], float],
         queued: Callable[[], float] | None = None,
+        *,
+        admits: bool = True,
     ) -> None:
+        """`admits=False`: the executor in front of the gate already admits by its `limit` (a
+        `FairExecutor` lane); `run` then only times the answer and feeds the controller."""
         self.controller = controller
         self._monotonic = monotonic
         self._queued = queued
+        self._admits = admits
         self._lock = threading.Lock()
         self._in_flight = 0
         self._parked: deque[threading.Event] = deque()
@@ -148,10 +164,16 @@ class AdaptiveGate:
         with self._lock:
             return len(self._parked)
 
+    @property
+    def limit(self) -> int:
+        """How many calls may be in flight now (the controller's decision)."""
+        with self._lock:
+            return self.controller.limit
+
     def run(self, call: Callable[[], T], throttled: Callable[[T], bool]) -> T:
         with self._lock:
             turn: threading.Event | None = None
-            if self._parked or self._in_flight >= self.controller.limit:
+            if self._admits and (self._parked or self._in_flight >= self.controller.limit):
                 turn = threading.Event()
                 self._parked.append(turn)
             else:
@@ -180,3 +202,169 @@ class AdaptiveGate:
         while self._parked and self._in_flight < self.controller.limit:
             self._enter()
             self._parked.popleft().set()
+
+
+class FairExecutor:
+    """At most `max_workers` calls in flight over every lane; each lane within its own limit.
+
+    Threads are started as calls arrive, up to `max_workers`, and stay for the next ones (as a
+    `ThreadPoolExecutor`'s do). A free worker serves the lanes in turn (round-robin over those with
+    a call waiting and room under their limit), one call per turn: a lane with thousands of
+    evictions queued gets no more workers than one with ten, while both have calls waiting. A
+    lane's limit is read at each admission, so an AIMD limit that grows lets more in at the next
+    answer and one that shrinks admits nothing until enough answers are in.
+    """
+
+    def __init__(self, max_workers: int, *, name: str = "io") -> None:
+        if max_workers < 1:
+            raise ValueError("a FairExecutor needs at least one worker")
+        self.max_workers = max_workers
+        self._name = name
+        self._lock = threading.Lock()
+        self._work = threading.Condition(self._lock)
+        self._lanes: dict[Hashable, Lane] = {}
+        self._turns: deque[Lane] = deque()
+        """Lanes with calls waiting, in the order they are served next."""
+        self._threads: list[threading.Thread] = []
+        self._idle = 0
+        self._waking = 0
+        """Idle workers notified and not yet awake: each new call wakes a worker of its own."""
+        self._shutdown = False
+        self._ids = itertools.count(1)
+        self.peak_in_flight = 0
+        self._in_flight = 0
+
+    def lane(self, key: Hashable, limit: Callable[[], int]) -> Lane:
+        """The lane `key` (one per cluster and kind of call), created with `limit` the first time."""
+        with self._lock:
+            lane = self._lanes.get(key)
+            if lane is None:
+                lane = Lane(self, str(key), limit)
+                self._lanes[key] = lane
+            return lane
+
+    @property
+    def threads(self) -> int:
+        with self._lock:
+            return len(self._threads)
+
+    def shutdown(self, *, wait: bool = False) -> None:
+        """The workers end once no call is left; with `wait`, this waits for them.
+
+        Calls already queued still run (a pass under way when the process stops gets its answers,
+        as with a `ThreadPoolExecutor`), and a call submitted later still runs too: a step that is
+        finishing must not fail for want of a worker."""
+        with self._lock:
+            self._shutdown = True
+            threads = list(self._threads)
+            self._work.notify_all()
+        if wait:
+            for thread in threads:
+                if thread is not threading.current_thread():
+                    thread.join()
+
+    # -- under the lock ------------------------------------------------------------------------
+
+    def _enqueue(self, lane: Lane, future: Future[Any], call: Callable[[], Any]) -> None:
+        with self._lock:
+            lane._queue.append((future, call))
+            if not lane._queued_for_turn:
+                lane._queued_for_turn = True
+                self._turns.append(lane)
+            if lane.in_flight + len(lane._queue) > max(1, lane._limit()):
+                return  # the lane is full: one of its own answers starts this call
+            if self._idle > self._waking:
+                self._waking += 1
+                self._work.notify()
+            elif len(self._threads) < self.max_workers:
+                thread = threading.Thread(
+                    target=self._serve, name=f"{self._name}-{next(self._ids)}", daemon=True
+                )
+                self._threads.append(thread)
+                thread.start()
+
+    def _next(self) -> tuple[Lane, Future[Any], Callable[[], Any]] | None:
+        """The next call a worker may start: the first lane in turn with room under its limit."""
+        for _ in range(len(self._turns)):
+            lane = self._turns.popleft()
+            if not lane._queue:
+                lane._queued_for_turn = False
+                continue
+            if lane.in_flight >= max(1, lane._limit()):
+                self._turns.append(lane)  # full: it keeps its place in the rotation
+                continue
+            future, call = lane._queue.popleft()
+            if lane._queue:
+                self._turns.append(lane)
+            else:
+                lane._queued_for_turn = False
+            return lane, future, call
+        return None
+
+    def _startable(self, enough: int) -> int:
+        """Calls that could start now (counted up to `enough`)."""
+        count = 0
+        for lane in self._turns:
+            count += max(0, min(len(lane._queue), max(1, lane._limit()) - lane.in_flight))
+            if count >= enough:
+                break
+        return count
+
+    def _serve(self) -> None:
+        while True:
+            with self._lock:
+                picked = self._next()
+                while picked is None:
+                    if self._shutdown:
+                        self._threads.remove(threading.current_thread())
+                        return
+                    self._idle += 1
+                    self._work.wait()
+                    self._idle -= 1
+                    self._waking = max(0, self._waking - 1)
+                    picked = self._next()
+                lane, future, call = picked
+                lane.in_flight += 1
+                self._in_flight += 1
+                self.peak_in_flight = max(self.peak_in_flight, self._in_flight)
+            try:
+                if future.set_running_or_notify_cancel():
+                    try:
+                        future.set_result(call())
+                    except BaseException as exc:  # handed to whoever waits on the future
+                        future.set_exception(exc)
+            finally:
+                with self._lock:
+                    lane.in_flight -= 1
+                    self._in_flight -= 1
+                    # An answer frees a place (and may have raised an AIMD limit); this worker
+                    # takes the next call itself, and wakes idle workers only for the calls
+                    # beyond that one which may start now (a limit that grew admits several):
+                    # waking every idle worker on each answer would cost more CPU than the calls.
+                    spare = self._idle - self._waking
+                    if spare > 0:
+                        startable = self._startable(spare + 1) - 1
+                        if startable > 0:
+                            self._waking += min(spare, startable)
+                            self._work.notify(min(spare, startable))
+
+
+class Lane(Executor):
+    """One cluster's (and one kind of call's) admission into a `FairExecutor`: an `Executor`."""
+
+    def __init__(self, pool: FairExecutor, name: str, limit: Callable[[], int]) -> None:
+        self.name = name
+        self._pool = pool
+        self._limit = limit
+        self._queue: deque[tuple[Future[Any], Callable[[], Any]]] = deque()
+        self._queued_for_turn = False
+        self.in_flight = 0
+        """Calls of this lane running now (read under the pool's lock)."""
+
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        future: Future[T] = Future()
+        self._pool._enqueue(self, future, lambda: fn(*args, **kwargs))
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """A lane is the pool's: it stops with `FairExecutor.shutdown`, never on its own."""

@@ -28,7 +28,8 @@ from kubernetes import client as k8s
 from engine.domain.model import CordonResult, NodeInfo, PdbInfo, PodInfo, RawObject
 from engine.kube import errors, projection, ratelimit
 from engine.kube.api import PodListing
-from engine.kube.config import configuration_from_text, load_configuration
+from engine.kube.config import configuration_from_inline, load_configuration
+from engine.kube.inline_kubeconfig import InlineKubeconfig
 from engine.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 from engine.kube.transport import (
     DEFAULT_POOL_MAXSIZE,
@@ -140,28 +141,27 @@ class KubeClient:
         )
 
     @classmethod
-    def from_kubeconfig_text(
+    def from_inline_kubeconfig(
         cls,
-        text: str,
+        kubeconfig: InlineKubeconfig,
         *,
-        where: str,
         qps: float = DEFAULT_QPS,
         burst: int = DEFAULT_BURST,
         request_timeout_seconds: float = DEFAULT_REQUEST_TIMEOUT_SECONDS,
-        reread: Callable[[], str] | None = None,
+        reread: Callable[[], InlineKubeconfig] | None = None,
     ) -> KubeClient:
-        """Connect with a kubeconfig held in memory (a Cluster API `<cluster>-kubeconfig` Secret),
-        its current context; `where` names its origin in errors. Nothing is written to disk.
+        """Connect with an allow-listed kubeconfig read from the cluster (a Cluster API
+        `<cluster>-kubeconfig` Secret, validated by `engine.kube.inline_kubeconfig`).
 
-        `reread`: the kubeconfig's text read again from its origin, called on a 401 (rotated or
-        expired credentials): the client switches to it and retries once."""
+        `reread`: the kubeconfig read and validated again from its origin, called on a 401 (rotated
+        or expired credentials): the client switches to it and retries once."""
 
         def reload() -> Any:
             assert reread is not None
-            return _tuned(configuration_from_text(reread(), where=where), DEFAULT_POOL_MAXSIZE)
+            return _tuned(configuration_from_inline(reread()), DEFAULT_POOL_MAXSIZE)
 
         return cls._from_configuration(
-            configuration_from_text(text, where=where),
+            configuration_from_inline(kubeconfig),
             connection_pool_maxsize=DEFAULT_POOL_MAXSIZE,
             qps=qps,
             burst=burst,

@@ -1,12 +1,17 @@
 """Loading a cluster configuration for the real client: kubeconfig (kubectl's order: `--kubeconfig`,
 $KUBECONFIG, ~/.kube/config) or in-cluster, into a fresh `kubernetes.client.Configuration`, never
-the library's global default, with actionable `KubeConfigError`s. A kubeconfig held in memory (a
-Cluster API Secret) is read without touching the disk.
+the library's global default, with actionable `KubeConfigError`s. A kubeconfig the operator did
+not write (a Cluster API Secret) is never given to the library's loader: `configuration_from_inline`
+builds the configuration from its allow-listed fields.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
+import threading
 from typing import Any
 
 import yaml
@@ -15,6 +20,7 @@ from kubernetes import config as k8s_config
 from kubernetes.config.config_exception import ConfigException
 
 from engine.domain.errors import Category, ScalebotError
+from engine.kube.inline_kubeconfig import InlineKubeconfig
 
 IN_CLUSTER_HOST_ENV = "KUBERNETES_SERVICE_HOST"
 
@@ -25,19 +31,56 @@ class KubeConfigError(ScalebotError, ValueError):
     category = Category.CONFIGURATION
 
 
-def configuration_from_text(text: str, *, where: str) -> Any:
-    """A `Configuration` from kubeconfig text (its current context); raises KubeConfigError."""
+def configuration_from_inline(kubeconfig: InlineKubeconfig) -> Any:
+    """A `Configuration` built field by field from an allow-listed kubeconfig
+    (`engine.kube.inline_kubeconfig`): the untrusted document never reaches the library's loader,
+    so nothing in it can run a command or name a file. The certificates and key the client needs
+    as files are written by scalebot into a directory only this process can read."""
     configuration = k8s.Configuration()
-    try:
-        document = yaml.safe_load(text)
-        if not isinstance(document, dict):
-            raise ValueError("not a kubeconfig document")
-        k8s_config.load_kube_config_from_dict(
-            config_dict=document, client_configuration=configuration, persist_config=False
-        )
-    except (ConfigException, yaml.YAMLError, KeyError, ValueError, TypeError) as exc:
-        raise KubeConfigError(f"cannot use the kubeconfig in {where}: {_one_line(exc)}") from exc
+    configuration.host = kubeconfig.server
+    configuration.verify_ssl = True
+    if kubeconfig.certificate_authority is not None:
+        configuration.ssl_ca_cert = _private_file(kubeconfig.certificate_authority)
+    if kubeconfig.client_certificate is not None:
+        configuration.cert_file = _private_file(kubeconfig.client_certificate)
+    if kubeconfig.client_key is not None:
+        configuration.key_file = _private_file(kubeconfig.client_key)
+    if kubeconfig.token is not None:
+        configuration.api_key = {"BearerToken": f"Bearer {kubeconfig.token}"}
+    if kubeconfig.tls_server_name:
+        configuration.tls_server_name = kubeconfig.tls_server_name
     return configuration
+
+
+class _PrivateFiles:
+    """Files holding credentials (mode 0600 in a 0700 directory of this process, removed at exit);
+    the same content is written once, so credentials re-read after a 401 do not pile up."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._directory: str | None = None
+        self._paths: dict[bytes, str] = {}
+
+    def path_of(self, content: bytes) -> str:
+        with self._lock:
+            found = self._paths.get(content)
+            if found is not None and os.path.isfile(found):
+                return found
+            if self._directory is None or not os.path.isdir(self._directory):
+                self._directory = tempfile.mkdtemp(prefix="scalebot-credentials-")
+                atexit.register(shutil.rmtree, self._directory, True)
+            fd, path = tempfile.mkstemp(dir=self._directory)
+            with os.fdopen(fd, "wb") as f:
+                f.write(content)
+            self._paths[content] = path
+            return path
+
+
+_PRIVATE_FILES = _PrivateFiles()
+
+
+def _private_file(content: bytes) -> str:
+    return _PRIVATE_FILES.path_of(content)
 
 
 def load_configuration(*, kubeconfig: str | None = None, context: str | None = None) -> Any:

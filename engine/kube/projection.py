@@ -18,6 +18,7 @@ passed on to the same parsers `from_raw` uses instead of failing the whole page.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -149,33 +150,69 @@ class PodPage:
 
 
 def decode_pod_page(data: bytes) -> PodPage:
-    """A PodList page's JSON, decoded into PodInfo values (nothing else of a pod is kept)."""
+    """A PodList page's JSON, decoded into PodInfo values (nothing else of a pod is kept).
+
+    The garbage collector is paused while a page is built: a page creates tens of thousands of
+    objects, none of them garbage, and every collection the allocations would trigger meanwhile
+    scans them (and, in a full collection, the whole heap) for nothing: 10-50 % of the decode
+    (docs/benchmarks.md). Paused only if it was running, so a caller's own pause is kept; from
+    several threads at once the last to finish resumes it."""
+    paused = gc.isenabled()
+    gc.disable()
     try:
-        page = _DECODER.decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise ProjectionError(str(exc)) from exc
-    meta = page.metadata
-    build = _Builder()
-    return PodPage(
-        items=[build.pod_info(pod) for pod in page.items or ()],
-        continue_token=str(meta.continue_ or "") if meta is not None else "",
-        resource_version=str(meta.resourceVersion or "") if meta is not None else "",
-    )
+        try:
+            page = _DECODER.decode(data)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise ProjectionError(str(exc)) from exc
+        meta = page.metadata
+        build = _Builder()
+        return PodPage(
+            items=[build.pod_info(pod) for pod in page.items or ()],
+            continue_token=str(meta.continue_ or "") if meta is not None else "",
+            resource_version=str(meta.resourceVersion or "") if meta is not None else "",
+        )
+    finally:
+        if paused:
+            gc.enable()
 
 
 def decode_watch_event(line: bytes) -> tuple[str, PodInfo | None, RawObject]:
-    """One line of a pod watch: its type, its pod (None for an ERROR event) and the event's raw
-    part: the Status, whole, for an ERROR; `{"resourceVersion": …}` of the pod otherwise."""
-    try:
-        event = _EVENT_DECODER.decode(line)
-        if event.type == "ERROR":
-            status = msgspec.json.decode(event.object)
-            return event.type, None, status if isinstance(status, dict) else {}
-        pod = _POD_DECODER.decode(event.object)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise ProjectionError(str(exc)) from exc
-    version = pod.metadata.resourceVersion if pod.metadata is not None else None
-    return event.type, _Builder().pod_info(pod), {"resourceVersion": str(version or "")}
+    """One line of a pod watch, decoded on its own (`WatchDecoder.decode`, without its cache)."""
+    return WatchDecoder().decode(line)
+
+
+class WatchDecoder:
+    """Decodes the events of one watch; the values pods repeat are parsed once per watch.
+
+    A watch's events are the pods of a few workloads changing again and again (a drain's pods
+    evicted, then deleted): their containers, tolerations and selectors, and their creation
+    times, are few. Decoding each event on its own re-parsed them every time, three times the
+    cost per pod of a listing (docs/benchmarks.md). The cache is kept per watch and bounded:
+    past MAX_CACHED values it starts afresh.
+    """
+
+    MAX_CACHED = 4096
+
+    __slots__ = ("_build",)
+
+    def __init__(self) -> None:
+        self._build = _Builder()
+
+    def decode(self, line: bytes) -> tuple[str, PodInfo | None, RawObject]:
+        """One line of a pod watch: its type, its pod (None for an ERROR event) and the event's
+        raw part: the Status, whole, for an ERROR; `{"resourceVersion": …}` of the pod otherwise."""
+        try:
+            event = _EVENT_DECODER.decode(line)
+            if event.type == "ERROR":
+                status = msgspec.json.decode(event.object)
+                return event.type, None, status if isinstance(status, dict) else {}
+            pod = _POD_DECODER.decode(event.object)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise ProjectionError(str(exc)) from exc
+        version = pod.metadata.resourceVersion if pod.metadata is not None else None
+        if self._build.cached > self.MAX_CACHED:
+            self._build = _Builder()
+        return event.type, self._build.pod_info(pod), {"resourceVersion": str(version or "")}
 
 
 class _Builder:
@@ -191,6 +228,11 @@ class _Builder:
     def __init__(self) -> None:
         self._times: dict[Any, Any] = {}
         self._scheduling: dict[Any, SchedulingFields] = {}
+
+    @property
+    def cached(self) -> int:
+        """How many parsed values are kept."""
+        return len(self._times) + len(self._scheduling)
 
     def pod_info(self, pod: _Pod) -> PodInfo:
         meta = pod.metadata or _NO_META

@@ -41,6 +41,7 @@ class PodWatch:
         self._response = response
         self._keep = keep
         self._closed = threading.Event()
+        self._decoder = projection.WatchDecoder()
 
     def close(self) -> None:
         """Ends the iteration, also from another thread (it shuts the socket a read blocks on)."""
@@ -72,7 +73,7 @@ class PodWatch:
 
     def _event(self, line: bytes) -> PodEvent:
         try:
-            kind, pod, raw = projection.decode_watch_event(line)
+            kind, pod, raw = self._decoder.decode(line)
         except projection.ProjectionError as exc:
             raise errors.TransportError(message=f"watch pods: unreadable event: {exc}") from exc
         if pod is None:

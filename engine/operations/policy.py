@@ -11,7 +11,8 @@ N-of-M, expiry):
 - approvals are needed for the kinds listed in `approval_required_for` (and always for a
   forced phase 2 or anything on a protected cluster), by `approvals_required` distinct
   approvers (`protected_approvals` on protected clusters);
-- a cluster may be limited to some channels, and a protected one is never operated from a DM;
+- a cluster is operated from its own channels (its `allowed_channels`, else the channels mapped
+  to it), one without any never from another cluster's, and a protected one never from a DM;
 - the requester never approves their own request unless `allow_self_approval`; nor does anyone
   the request is made on behalf of (a schedule's creator, whoever clicked its "Run now");
 - a schedule is pre-approved by the same quorum as each run would need (`approvals_required`
@@ -62,7 +63,11 @@ class ClusterPolicy:
     protected_approvals: int = 2
     request_ttl: timedelta = timedelta(minutes=30)
     channels: frozenset[str] = frozenset()
-    """Slack channels the cluster may be operated from; empty: any (but a DM when protected)."""
+    """Slack channels the cluster may be operated from: its `allowed_channels`, else the channels
+    mapped to it (`bot.config.settings.cluster_policies`); empty: it has no channel of its own."""
+    other_channels: frozenset[str] = frozenset()
+    """The channels of the other clusters: a cluster without channels of its own is still never
+    operated from them (a channel mapped to dev-eu does not reach prod)."""
     consolidation: ConsolidationPolicy = field(default_factory=ConsolidationPolicy)
     drain_one_at_a_time: bool = False
     """Default for scale-downs and zero-scales: drain non-empty nodes one at a time (empty ones
@@ -87,8 +92,13 @@ def role_of(policy: ClusterPolicy, user: str, groups: Iterable[str] = ()) -> Rol
 
 
 def channel_allowed(policy: ClusterPolicy, channel: str) -> Decision:
-    """Where a Slack request or click may act on the cluster. A protected cluster is never operated
-    from a direct message (D…): its changes happen where the team sees them."""
+    """Where a Slack request or click may act on the cluster: its own channels (`channels`) when it
+    has some, else any channel but another cluster's. A protected cluster is never operated from a
+    direct message (D…): its changes happen where the team sees them."""
+    if policy.protected and channel.startswith("D"):
+        return Decision(
+            False, f"{policy.cluster} is protected: operate it from its channel, not a direct message"
+        )
     if policy.channels and channel not in policy.channels:
         allowed = tuple(sorted(policy.channels))
         return Decision(
@@ -96,9 +106,11 @@ def channel_allowed(policy: ClusterPolicy, channel: str) -> Decision:
             f"{policy.cluster} is operated only from channel(s) {', '.join(allowed)}",
             ChannelNotAllowed(policy.cluster, allowed),
         )
-    if policy.protected and channel.startswith("D"):
+    if not policy.channels and channel in policy.other_channels:
         return Decision(
-            False, f"{policy.cluster} is protected: operate it from its channel, not a direct message"
+            False,
+            f"{policy.cluster} is not operated from another cluster's channel; give it channels of its "
+            "own (default_channels or allowed_channels)",
         )
     return Decision(True)
 

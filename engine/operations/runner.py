@@ -1,4 +1,4 @@
-"""Runs operations step by step on bounded workers; every step is persisted and safe to repeat.
+"""Runs operations step by step on a bounded step pool; every step is persisted and safe to repeat.
 
 Each step (`engine.operations.steps`, one module per kind of step) reads the operation, acts
 through the ports and returns a `StepResult` that the runner persists before anything else
@@ -6,9 +6,17 @@ happens. Which step comes next is the flow's (`engine.operations.flows`, one tab
 operation): a step only says how it ended. A step reaches the runner only through
 `engine.operations.steps.context.StepContext`, which the Runner implements: the store, the clock,
 the settings, `emit`, the eviction executors, the pod feed and the eviction gate. This module
-keeps the rest: the workers, the claims, persistence and dispatch.
-It stays one module (about 600 lines) on purpose: those four share one `Runner`'s state (its
-workers, the claims it heartbeats, the step it persists and dispatches next).
+keeps the rest: admission, the step pool, the claims, persistence and dispatch.
+It stays one module on purpose: those share one `Runner`'s state (the operations it holds and
+what each is doing, the claims it heartbeats, the step it persists and dispatches next).
+
+Waiting holds nothing. An operation is admitted while fewer than `max_operations` are in
+progress (`max_operations_per_cluster` on its cluster), else it waits, claimed, in the order it
+came. Each of its turns runs one step on the step pool (`workers` threads) and persists it; a
+step that asks to wait (`StepResult.wait`) sets a timer (`engine.operations.timers`), and the
+operation's next turn is submitted when the timer fires, when its pod feed sees the pods it
+waits for gone, or when it is cancelled. Evictions, cordons and force-deletions go through one
+process-wide `engine.drain.concurrency.FairExecutor` with a lane per cluster.
 
 On start-up `resume_all()` continues every running operation from its current step.
 
@@ -40,16 +48,17 @@ import random
 import socket
 import threading
 import uuid
+from collections import Counter, deque
 from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from engine.domain.clock import Clock
 from engine.domain.errors import Category, ScalebotError
 from engine.domain.model import PodInfo
 from engine.domain.operation import Operation, OpState, ProgressEvent
 from engine.domain.settings import AimdSettings, RunnerSettings, ScaleDownRules
-from engine.drain.concurrency import AdaptiveGate, AimdController
+from engine.drain.concurrency import AdaptiveGate, AimdController, FairExecutor
 from engine.drain.pod_feed import PodFeed
 from engine.kube.api import KubeApi, PodListing, RateLimitedApi
 from engine.operations import log_context
@@ -58,6 +67,7 @@ from engine.operations.flows import FEED_STEPS, first_step, step_after
 from engine.operations.steps import STEPS
 from engine.operations.steps.context import ClusterHandle, StepResult
 from engine.operations.steps.cordon_drain import give_back_nodes
+from engine.operations.timers import StepTimers
 from engine.store.base import StoreError
 from engine.store.claims import ClaimHeld, Fenced, RunnerClaim, RunnerId
 from engine.store.database import Store
@@ -66,10 +76,12 @@ __all__ = [
     "CLAIM_POLL_SECONDS",
     "CLAIM_TTL_SECONDS",
     "RETRIED",
+    "SHOWN",
     "STEP_RETRY_CAP_SECONDS",
     "STEP_RETRY_SECONDS",
     "ClusterHandle",
     "Runner",
+    "RunnerLoad",
     "StepResult",
     "runner_identity",
 ]
@@ -89,6 +101,9 @@ RETRIED = frozenset({Category.CLUSTER, Category.TRANSIENT})
 """The categories of failure a step is tried again on (steps are idempotent): the runner's one
 mapping. A refusal of the API server may pass once the cluster changes, a transient failure once
 it recovers; any other category leaves the step (usage, configuration, the store's own faults)."""
+SHOWN = frozenset({Category.USAGE, Category.CONFIGURATION})
+"""The categories of failure that end a step's operation with their own message (what the user
+can act on); any other one not RETRIED is an internal error, its details in the log."""
 CLAIM_TTL_SECONDS = 15.0
 """A runner not heard from for this long has lost its operations; it heartbeats every third of it."""
 CLAIM_POLL_SECONDS = 1.0
@@ -111,6 +126,38 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:  # exists, owned by someone else
         return True
     return True
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerLoad:
+    """The operations a runner holds, by what they do now."""
+
+    queued: int = 0
+    """Claimed, waiting for a place under `max_operations` / `max_operations_per_cluster`."""
+    stepping: int = 0
+    """Running a step, or about to (a step worker holds each)."""
+    waiting: int = 0
+    """Between two steps: a timer or a wake-up brings the next one; nothing is held."""
+
+
+@dataclass(slots=True)
+class _Run:
+    """One operation this runner holds, from `start` until its run here ends."""
+
+    cluster: str
+    cancel: threading.Event
+    """Set to end the run at its next turn: a cancel, a stop, a claim lost."""
+    resumed: bool
+    wait_for_claim: bool
+    phase: str = "queued"
+    """queued (not admitted yet), ready (a turn submitted), stepping (a turn running), waiting
+    (a timer or a wake-up brings its next turn)."""
+    woken: bool = False
+    """Woken while its step ran: the next turn comes at once, not after the step's wait."""
+    timer: int = 0
+    """The number of the timer its wait set: a timer that fires with another number is stale."""
+    journaled: bool = False
+    warned: bool = False
 
 
 class Runner:
@@ -141,22 +188,15 @@ class Runner:
         """Each cluster's cluster-autoscaler rules (its consolidation settings), for the re-check
         before a consolidated node is cordoned; set by `Operations`. A cluster not named: defaults."""
         self._pool = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="op")
-        self._evictions = ThreadPoolExecutor(
-            max_workers=settings.parallel_evictions, thread_name_prefix="evict"
-        )
-        self._adaptive_pool = (
-            ThreadPoolExecutor(
-                max_workers=max(settings.parallel_evictions, settings.max_parallel_evictions),
-                thread_name_prefix="evict-adaptive",
-            )
-            if settings.adaptive_evictions
-            else None
-        )
+        """Runs steps: a turn holds a worker for one step, never for the wait after it."""
+        self._timers = StepTimers(clock, self._timer_fired)
+        self._io = FairExecutor(settings.max_evictions_in_flight, name="evict")
+        """Every cluster's cordons, evictions and force-deletions: one lane per cluster and kind."""
         self._gates: dict[str, AdaptiveGate] = {}
         """Per cluster: the adaptive eviction limit, learned across passes and operations."""
-        self._active: dict[str, threading.Event] = {}
-        self._wakes: dict[str, threading.Event] = {}
-        """Per operation: set to end its wait between steps early (a cancel, or its pod feed)."""
+        self._runs: dict[str, _Run] = {}
+        self._queue: deque[str] = deque()
+        """Operations held but not admitted yet (`max_operations`, `max_operations_per_cluster`)."""
         self._feeds: dict[str, PodFeed] = {}
         """Per draining operation: the pods of its nodes, kept current by a watch."""
         self._offered: dict[str, tuple[frozenset[str], PodListing, float]] = {}
@@ -173,27 +213,38 @@ class Runner:
     # -- control ---------------------------------------------------------------------------------
 
     def start(self, op_id: str, *, wait_for_claim: bool = False, resumed: bool = False) -> None:
-        """Run the operation on a worker, once this runner holds its claim.
+        """Run the operation here once this runner holds its claim and admits it.
 
         Without `wait_for_claim` the claim is taken here and ClaimHeld raised if another live
-        runner holds it; with it (a standby taking over) the worker waits for that claim to lapse.
+        runner holds it; with it (a standby taking over) its turns wait for that claim to lapse.
+        More operations than `max_operations` (or `max_operations_per_cluster`) wait, claimed, in
+        the order they came, until one in progress ends.
         """
         with self._lock:
-            if op_id in self._active or self._stopping.is_set():
+            if op_id in self._runs or self._stopping.is_set():
                 return
-            self._active[op_id] = threading.Event()
-            self._wakes[op_id] = threading.Event()
-        if not wait_for_claim and op_id not in self._tokens:
-            try:
+            self._runs[op_id] = _Run(
+                cluster="", cancel=threading.Event(), resumed=resumed, wait_for_claim=wait_for_claim
+            )
+        try:
+            if not wait_for_claim and op_id not in self._tokens:
                 self._claim(op_id)
-            except ClaimHeld:
-                self._forget(op_id)
-                raise
-            except StoreError as exc:
-                self._fault(op_id, exc)
-                self._forget(op_id)
+            op = self.store.get_operation(op_id)
+        except ClaimHeld:
+            self._forget(op_id)
+            raise
+        except StoreError as exc:
+            self._fault(op_id, exc)
+            self._release(op_id)
+            self._forget(op_id)
+            return
+        with self._lock:
+            run = self._runs.get(op_id)
+            if run is None:
                 return
-        self._pool.submit(self._run, op_id, resumed)
+            run.cluster = op.target.cluster if op is not None else ""
+            self._queue.append(op_id)
+            self._admit()
 
     def resume_all(self, *, wait_for_claims: bool = False) -> list[str]:
         """Continue every running operation; ClaimHeld (nothing started) if another runner has one.
@@ -223,48 +274,143 @@ class Runner:
 
     def cancel(self, op_id: str) -> None:
         with self._lock:
-            event = self._active.get(op_id)
-            wake = self._wakes.get(op_id)
-        if event is not None:
-            event.set()
-        if wake is not None:
-            wake.set()
+            run = self._runs.get(op_id)
+            if run is None:
+                return
+            run.cancel.set()
+            if run.phase == "queued":
+                # Not admitted yet: its cancel (one short turn) does not wait for a place.
+                self._queue.remove(op_id)
+                run.phase = "ready"
+                self._submit(op_id)
+            else:
+                self._wake_locked(op_id)
 
     def stop(self, *, timeout: float | None = None) -> None:
         """SIGTERM: finish the current step, persist, and stop (running ops resume on restart)."""
         self._stopping.set()
         with self._lock:
-            for event in self._active.values():
-                event.set()
-            for wake in self._wakes.values():
-                wake.set()
+            queued = list(self._queue)
+            self._queue.clear()
+            for op_id, run in self._runs.items():
+                run.cancel.set()
+                if op_id not in queued:
+                    self._wake_locked(op_id)  # a waiting operation's next turn ends its run
+        for op_id in queued:  # never admitted: nothing to finish but the claim
+            self._release(op_id)
+            self._forget(op_id)
         self._pool.shutdown(wait=timeout is None or timeout > 0)
-        self._evictions.shutdown(wait=False)
-        if self._adaptive_pool is not None:
-            self._adaptive_pool.shutdown(wait=False)
+        self._timers.stop()
+        self._io.shutdown(wait=False)
 
     def wait_idle(self, timeout: float) -> bool:
         with self._idle:
-            return self._idle.wait_for(lambda: not self._active, timeout=timeout)
+            return self._idle.wait_for(lambda: not self._runs, timeout=timeout)
 
     def is_running(self, op_id: str) -> bool:
         with self._lock:
-            return op_id in self._active
+            return op_id in self._runs
 
-    # -- the loop --------------------------------------------------------------------------------
+    def load(self) -> RunnerLoad:
+        """How many operations this runner holds, by what they are doing now."""
+        with self._lock:
+            phases = [run.phase for run in self._runs.values()]
+        return RunnerLoad(
+            queued=phases.count("queued"),
+            stepping=phases.count("stepping") + phases.count("ready"),
+            waiting=phases.count("waiting"),
+        )
 
-    def _run(self, op_id: str, resumed: bool) -> None:
-        with log_context.bind(operation=op_id):
-            self._run_bound(op_id, resumed)
+    # -- admission and turns ---------------------------------------------------------------------
 
-    def _run_bound(self, op_id: str, resumed: bool) -> None:
-        token: int | None = None
+    def _admit(self) -> None:
+        """Under the lock: start, in the order they came, the queued operations the limits allow."""
+        if self._stopping.is_set():
+            return
+        admitted = [run for run in self._runs.values() if run.phase != "queued"]
+        per_cluster = Counter(run.cluster for run in admitted)
+        total = len(admitted)
+        for op_id in list(self._queue):
+            if total >= self.settings.max_operations:
+                return
+            run = self._runs[op_id]
+            if per_cluster[run.cluster] >= self.settings.max_operations_per_cluster:
+                continue  # another cluster's operation may still fit
+            self._queue.remove(op_id)
+            total += 1
+            per_cluster[run.cluster] += 1
+            run.phase = "ready"
+            self._pool.submit(self._turn, op_id)
+
+    def _wake_locked(self, op_id: str) -> None:
+        """Under the lock: the operation's next turn comes now (a cancel, its pod feed's cue)."""
+        run = self._runs.get(op_id)
+        if run is None:
+            return
+        if run.phase == "waiting":
+            run.phase = "ready"
+            self._timers.cancel(run.timer)
+            run.timer = 0
+            if not self._submit(op_id):
+                run.phase = "waiting"
+        elif run.phase == "stepping":
+            run.woken = True
+
+    def _wake(self, op_id: str) -> None:
+        with self._lock:
+            self._wake_locked(op_id)
+
+    def _timer_fired(self, op_id: str, number: int) -> None:
+        with self._lock:
+            run = self._runs.get(op_id)
+            if run is not None and run.phase == "waiting" and run.timer == number:
+                run.phase = "ready"
+                run.timer = 0
+                self._submit(op_id)
+
+    def _submit(self, op_id: str) -> bool:
         try:
-            token = self._tokens.get(op_id) or self._wait_for_claim(op_id)
+            self._pool.submit(self._turn, op_id)
+        except RuntimeError:  # the pool is shut down: the operation resumes at the next start
+            return False
+        return True
+
+    def _then(self, op_id: str, wait: float) -> bool:
+        """After a turn: the next one now, or when its wait is over (a timer: no thread waits).
+        False when there is no next turn here (the runner is stopping)."""
+        with self._lock:
+            run = self._runs[op_id]
+            if wait <= 0 or run.woken or run.cancel.is_set():
+                run.phase = "ready"
+                return self._submit(op_id)
+            run.phase = "waiting"
+            run.timer = self._timers.set(wait, op_id)
+            return run.timer != 0
+
+    def _turn(self, op_id: str) -> None:
+        with log_context.bind(operation=op_id):
+            self._turn_bound(op_id)
+
+    def _turn_bound(self, op_id: str) -> None:
+        with self._lock:
+            run = self._runs.get(op_id)
+            if run is None:
+                return
+            run.phase = "stepping"
+            # Cleared before cancel is read: `cancel()` sets cancel first, then wakes.
+            run.woken = False
+        token: int | None = self._tokens.get(op_id)
+        again: float | None = None
+        try:
             if token is None:
-                return  # stopped or cancelled while another runner still held it
-            self._journal_start(op_id, token, resumed=resumed)
-            self._loop(op_id, token)
+                token = self._try_claim(op_id, run)
+                if token is None:
+                    again = None if run.cancel.is_set() else CLAIM_POLL_SECONDS
+                    return  # stopped or cancelled while another runner still held it
+            if not run.journaled:
+                self._journal_start(op_id, token, resumed=run.resumed)
+                run.journaled = True
+            again = self._one_step(op_id, token, run.cancel)
         except Fenced as exc:
             token = None  # no longer ours: nothing to release
             why = f"{exc}: this runner stopped without writing anything more"
@@ -293,12 +439,31 @@ class Runner:
                 except StoreError as exc:
                     self._fault(op_id, exc)
         finally:
-            if token is not None:
-                try:
-                    self.store.release_claim(op_id, token)
-                except StoreError as exc:  # it lapses on its own after CLAIM_TTL_SECONDS
-                    log.warning("could not release the claim: %s", exc, extra={"operation": op_id})
-            self._forget(op_id)
+            if again is None or not self._then(op_id, again):
+                if token is not None:
+                    self._release(op_id, token)
+                self._forget(op_id)
+
+    def _try_claim(self, op_id: str, run: _Run) -> int | None:
+        """A standby's turn: the claim once the previous runner's has lapsed, else None."""
+        if run.cancel.is_set():
+            return None
+        try:
+            return self._claim(op_id)
+        except ClaimHeld as exc:
+            if not run.warned:
+                log.warning("%s; waiting for it", exc, extra={"operation": op_id})
+                run.warned = True
+        return None
+
+    def _release(self, op_id: str, token: int | None = None) -> None:
+        token = token if token is not None else self._tokens.get(op_id)
+        if token is None:
+            return
+        try:
+            self.store.release_claim(op_id, token)
+        except StoreError as exc:  # it lapses on its own after CLAIM_TTL_SECONDS
+            log.warning("could not release the claim: %s", exc, extra={"operation": op_id})
 
     def _journal_start(self, op_id: str, token: int, *, resumed: bool) -> None:
         first = self.store.get_operation(op_id)
@@ -314,43 +479,38 @@ class Runner:
                     runner=self.identity.owner,
                 )
 
-    def _loop(self, op_id: str, token: int) -> None:
-        while True:
-            # The claim first: a runner that lost it must not even read the operation as its own.
-            claim = self.store.runner_claim(op_id)
-            if op_id in self._lost or claim is None or claim.token != token:
-                raise Fenced(f"operation {op_id} was claimed by another runner")
-            op = self.store.get_operation(op_id)
-            if op is None or op.state is not OpState.RUNNING:
-                return
-            log_context.add(cluster=op.target.cluster)
-            cancel = self._active[op_id]
-            wake = self._wakes[op_id]
-            # Cleared before cancel is read: `cancel()` sets cancel first, then the wake.
-            wake.clear()
-            if not self.may_act():
-                log.error(
-                    "no longer the active instance: operation stopped before step %s; "
-                    "the instance that leads now resumes it",
-                    op.step or first_step(op),
-                    extra={"operation": op_id},
-                )
-                return
-            if cancel.is_set():
-                if self._stopping.is_set():
-                    return  # shutting down: the operation resumes from this step on restart
-                self._cancel(op)
-                return
-            result = self._step(op)
-            if result.state is OpState.FAILED:
-                result = self._give_back_nodes(op, result)
-            op = self._persist(op, result)
-            if op.step not in FEED_STEPS or op.state is not OpState.RUNNING:
-                self._close_feed(op_id)
-            if op.state is not OpState.RUNNING:
-                return
-            if result.wait > 0 and not cancel.is_set():
-                self.clock.wait(wake, result.wait)
+    def _one_step(self, op_id: str, token: int, cancel: threading.Event) -> float | None:
+        """One step of the operation, persisted; how long until the next (None: its run here ends)."""
+        # The claim first: a runner that lost it must not even read the operation as its own.
+        claim = self.store.runner_claim(op_id)
+        if op_id in self._lost or claim is None or claim.token != token:
+            raise Fenced(f"operation {op_id} was claimed by another runner")
+        op = self.store.get_operation(op_id)
+        if op is None or op.state is not OpState.RUNNING:
+            return None
+        log_context.add(cluster=op.target.cluster)
+        if not self.may_act():
+            log.error(
+                "no longer the active instance: operation stopped before step %s; "
+                "the instance that leads now resumes it",
+                op.step or first_step(op),
+                extra={"operation": op_id},
+            )
+            return None
+        if cancel.is_set():
+            if self._stopping.is_set():
+                return None  # shutting down: the operation resumes from this step on restart
+            self._cancel(op)
+            return None
+        result = self._step(op)
+        if result.state is OpState.FAILED:
+            result = self._give_back_nodes(op, result)
+        op = self._persist(op, result)
+        if op.step not in FEED_STEPS or op.state is not OpState.RUNNING:
+            self._close_feed(op_id)
+        if op.state is not OpState.RUNNING:
+            return None
+        return 0.0 if cancel.is_set() else max(0.0, result.wait)
 
     # -- claims ----------------------------------------------------------------------------------
 
@@ -380,19 +540,6 @@ class Runner:
                 self._heartbeat.start()
         return token
 
-    def _wait_for_claim(self, op_id: str) -> int | None:
-        cancel = self._active[op_id]
-        warned = False
-        while not cancel.is_set():
-            try:
-                return self._claim(op_id)
-            except ClaimHeld as exc:
-                if not warned:
-                    log.warning("%s; waiting for it", exc, extra={"operation": op_id})
-                    warned = True
-            self.clock.wait(cancel, CLAIM_POLL_SECONDS)
-        return None
-
     def _heartbeats(self) -> None:
         """Renew this runner's claims while it may act; note those another runner took over."""
         while True:
@@ -411,8 +558,10 @@ class Runner:
                 with self._lock:
                     for op_id in lost:
                         self._lost.add(op_id)
-                        if op_id in self._active:
-                            self._active[op_id].set()
+                        run = self._runs.get(op_id)
+                        if run is not None:
+                            run.cancel.set()
+                            self._wake_locked(op_id)  # a waiting operation stops now, not at its time
             # Real time, not the runner's clock: a virtual clock must not race ahead here.
             self._beat.wait(CLAIM_TTL_SECONDS / 3)
 
@@ -435,13 +584,19 @@ class Runner:
             workloads=h.workloads.through(lambda api: FencedWorkloadApi(api, check)) if h.workloads else None,
         )
 
-    def evictions(self) -> Executor:
-        """The shared executor for cordons, uncordons and force-deletions (`parallel_evictions` wide)."""
-        return self._evictions
+    def evictions(self, cluster: str) -> Executor:
+        """The cluster's lane for cordons, uncordons and force-deletions: `parallel_evictions` in
+        flight at most, within the process-wide `max_evictions_in_flight` shared by every cluster."""
+        return self._io.lane(("writes", cluster), lambda: self.settings.parallel_evictions)
 
-    def adaptive_pool(self) -> Executor | None:
-        """The executor the adaptive eviction limit draws from; None when the settings turn it off."""
-        return self._adaptive_pool
+    def eviction_executor(self, h: ClusterHandle) -> Executor:
+        """The cluster's lane for evictions: as many in flight as its adaptive limit (its eviction
+        gate) allows, or `parallel_evictions` without one; never more than the process-wide cap,
+        and never waiting behind another cluster's evictions."""
+        gate = self.eviction_gate(h)
+        if gate is None:
+            return self._io.lane(("evictions", h.name), lambda: self.settings.parallel_evictions)
+        return self._io.lane(("evictions", h.name), lambda: gate.limit)
 
     def offer_pods(
         self, cluster: str, nodes: Collection[str], pods: Collection[PodInfo], resource_version: str
@@ -465,14 +620,15 @@ class Runner:
             feed = self._feeds.get(op_id)
             if feed is not None and feed.nodes == frozenset(nodes):
                 return feed
-            wake = self._wakes.get(op_id) or threading.Event()
             offered = self._offered.pop(cluster, None)
             seed = None
             if offered is not None:
                 covered, listing, taken_at = offered
                 if frozenset(nodes) <= covered and self.clock.monotonic() - taken_at <= OFFERED_PODS_MAX_AGE:
                     seed = listing
-            self._feeds[op_id] = PodFeed(api, nodes, on_change=wake.set, name=f"pod-watch-{op_id}", seed=seed)
+            self._feeds[op_id] = PodFeed(
+                api, nodes, on_change=lambda: self._wake(op_id), name=f"pod-watch-{op_id}", seed=seed
+            )
         if feed is not None:
             feed.close()
         return self._feeds[op_id]
@@ -494,7 +650,9 @@ class Runner:
                 if burst is not None:
                     settings = settings.bounded(burst)
                 queued = limited.last_wait_seconds if limited is not None else None
-                gate = AdaptiveGate(AimdController(settings), self.clock.monotonic, queued)
+                # The cluster's lane admits by the gate's limit (`eviction_executor`): the gate
+                # only times the answers, so no worker ever parks in it.
+                gate = AdaptiveGate(AimdController(settings), self.clock.monotonic, queued, admits=False)
                 self._gates[h.name] = gate
             return gate
 
@@ -505,14 +663,17 @@ class Runner:
             feed.close()
 
     def _forget(self, op_id: str) -> None:
+        """The operation's run here is over: its place goes to the next one queued."""
         self._close_feed(op_id)
         with self._idle:
-            self._wakes.pop(op_id, None)
-            self._active.pop(op_id, None)
+            self._runs.pop(op_id, None)
+            if op_id in self._queue:
+                self._queue.remove(op_id)
             self._tokens.pop(op_id, None)
             self._lost.discard(op_id)
             if not self._tokens:
                 self._beat.set()  # the heartbeat thread ends now rather than at its next beat
+            self._admit()
             self._idle.notify_all()
 
     def _fault(self, op_id: str, exc: StoreError) -> None:
@@ -536,6 +697,15 @@ class Runner:
         try:
             result = fn(self, replace(op, step=step), handle)
         except ScalebotError as exc:
+            if exc.category in SHOWN and not isinstance(exc, StoreError):
+                # A refusal the user can act on (a cloud's permission denied or quota): the
+                # operation fails with it, in one line, and the nodes are given back. The store's
+                # own faults stop the runner as before (_fault).
+                error = " ".join(str(exc).split())
+                log.warning("step %s failed: %s", step, error, extra={"operation": op.id})
+                return StepResult(
+                    state=OpState.FAILED, error=error, events=[("final", f"Failed: {error}", "")]
+                )
             if exc.category not in RETRIED:
                 raise
             # Exponential backoff with jitter (5 s, 10 s, then 15 s), so a recovering API server

@@ -8,7 +8,7 @@ snapshots must produce identical plans.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -96,6 +96,17 @@ def plan_drain(
     """Classify every pod on `nodes` and predict what the PodDisruptionBudgets will allow."""
     names = {n.name for n in nodes}
     classified = filters.classify_pods([p for p in pods if p.node_name in names], ctx, pod_filters)
+    return _drain_plan_of(nodes, classified, pdbs, _pdb_matcher(pdbs))
+
+
+def _drain_plan_of(
+    nodes: Sequence[NodeInfo],
+    classified: Sequence[tuple[PodInfo, filters.Verdict]],
+    pdbs: Sequence[PdbInfo],
+    pdbs_of: Callable[[PodInfo], Sequence[PdbInfo]],
+) -> DrainPlan:
+    """The plan of a drain of `nodes` whose pods are already classified (`filters.classify_pods`);
+    `pdbs_of` answers which of `pdbs` select a pod (`_pdb_matcher`)."""
     refused_nodes = filters.blocked_nodes(classified)
     # Same rule as the drain pass, per node: waiting pods count too, so a slow low-order group holds
     # back the rest of its node.
@@ -105,7 +116,6 @@ def plan_drain(
         if verdict.action in waiting_or_evicted:
             min_order[pod.node_name] = min(min_order.get(pod.node_name, verdict.order), verdict.order)
     budget_left = {p.key: p.disruptions_allowed for p in pdbs}
-    index = PdbIndex(pdbs)
     entries: list[PodPlan] = []
     for pod, verdict in classified:
         action = verdict.action.value
@@ -120,19 +130,21 @@ def plan_drain(
         elif verdict.action is filters.Action.EVICT and verdict.order > min_order.get(pod.node_name, 0):
             action, reason = "later", "system-critical: evicted after the other pods"
         elif verdict.action is filters.Action.EVICT:
-            action, reason = _predict_eviction(pod, index, budget_left)
+            action, reason = _predict_eviction(pod, pdbs_of(pod), budget_left)
         entries.append(PodPlan(pod=pod.key, node=pod.node_name, action=action, reason=reason))
     return DrainPlan(
-        nodes=tuple(sorted(names)),
+        nodes=tuple(sorted({n.name for n in nodes})),
         pods=tuple(entries),
         warnings=tuple(_pdb_warnings(pdbs)),
         already_cordoned=tuple(sorted(n.name for n in nodes if n.is_cordoned)),
     )
 
 
-def _predict_eviction(pod: PodInfo, index: PdbIndex, budget_left: dict[str, int]) -> tuple[str, str]:
-    """What the eviction API will answer, from the budgets' current status (and what we used up)."""
-    matching = index.for_pod(pod)
+def _predict_eviction(
+    pod: PodInfo, matching: Sequence[PdbInfo], budget_left: dict[str, int]
+) -> tuple[str, str]:
+    """What the eviction API will answer for `pod`, selected by the budgets `matching`, from their
+    current status (and what we used up)."""
     if len(matching) > 1:
         names = ", ".join(sorted(p.key for p in matching))
         return (
@@ -151,6 +163,23 @@ def _predict_eviction(pod: PodInfo, index: PdbIndex, budget_left: dict[str, int]
         )
     budget_left[pdb.key] -= 1
     return "evict", f"within PodDisruptionBudget {pdb.key}"
+
+
+def _pdb_matcher(pdbs: Sequence[PdbInfo]) -> Callable[[PodInfo], Sequence[PdbInfo]]:
+    """Which of `pdbs` select a pod, each pod matched once however often a plan asks (the drain's
+    plan and the force scope both do); nothing to match at all when there are no budgets."""
+    if not pdbs:
+        return lambda pod: ()
+    index = PdbIndex(pdbs)
+    found: dict[str, Sequence[PdbInfo]] = {}
+
+    def pdbs_of(pod: PodInfo) -> Sequence[PdbInfo]:
+        matching = found.get(pod.key)
+        if matching is None:
+            matching = found[pod.key] = index.for_pod(pod)
+        return matching
+
+    return pdbs_of
 
 
 def _pdb_warnings(pdbs: Sequence[PdbInfo]) -> list[str]:
@@ -247,23 +276,15 @@ def plan_operation(kind: OpKind, target: Target, snap: ClusterSnapshot, *, now: 
 def _plan_resize(
     kind: OpKind, snap: ClusterSnapshot, sizes: Mapping[str, int], *, now: datetime, force: bool
 ) -> OperationPlan:
+    # The pods grouped by node once, for every pool and for the drain's classification.
+    by_node = victims.pods_by_node(snap.pods)
     changes: list[PoolChange] = []
     for name, size in sorted(sizes.items()):
         pool = snap.pool(name)
         _check_limits(pool, size, to_zero=kind is OpKind.ZERO)
         remove: tuple[str, ...] = ()
         if size < pool.size:
-            pool_nodes = [n for n in snap.nodes if n.name in pool.nodes]
-            chosen = victims.choose_victims(
-                pool_nodes,
-                snap.pods,
-                pool.size - size,
-                policy=pool.deletion_order,
-                marked=pool.victim_hints.marked,
-                deleting=pool.victim_hints.deleting,
-                unhealthy=pool.victim_hints.unhealthy,
-            )
-            remove = tuple(sorted(chosen))
+            remove = _victims(pool, snap.nodes, by_node, pool.size - size)
         changes.append(
             PoolChange(
                 pool=name,
@@ -302,7 +323,8 @@ def _plan_resize(
     options = filters.DrainOptions.machine(
         opt_outs_wait=force_phase, evict_opt_outs=force and not force_phase
     )
-    blockers, warnings = _blockers(snap, drained, options, now=now)
+    drain = _Drain.of(snap, drained, by_node, options, now=now)
+    blockers, warnings = drain.blockers()
     if force_phase and blockers:
         warnings = (
             *warnings,
@@ -313,9 +335,7 @@ def _plan_resize(
         forcing = (force_scope.FORCE_PHASE,)
     elif force:
         forcing = (force_scope.FORCE,)
-    scope = (
-        _force_scope(snap, drained, options, blockers if force_phase else (), now=now) if forcing else None
-    )
+    scope = _force_scope(drain, blockers if force_phase else ()) if forcing else None
     return OperationPlan(
         kind=kind,
         cluster=snap.cluster,
@@ -329,36 +349,98 @@ def _plan_resize(
     )
 
 
-def _force_scope(
-    snap: ClusterSnapshot,
-    nodes: Sequence[str],
-    options: filters.DrainOptions,
-    phase2: Sequence[tuple[str, str]],
-    *,
-    now: datetime,
-) -> force_scope.ForceScope:
-    """What a forced run may remove beyond a plain drain: the Pods on `nodes` the plain drain
-    refuses and the run's drain (`options`) removes, each with why; for a full zero-scale also the
-    Pods expected to block phase 1 (`phase2`, with why), whatever phase 1 leaves of the workloads
-    on `nodes` now, and the budgets selecting them."""
-    wanted = set(nodes)
-    on_nodes = [p for p in snap.pods if p.node_name in wanted]
-    plain = force_rules.plain_drain(opt_outs_wait=bool(phase2) or options.opt_outs_wait)
-    forced = force_rules.needing_force(
-        on_nodes, _context(snap, nodes, plain, now=now), _context(snap, nodes, options, now=now)
+def _victims(
+    pool: Pool, nodes: Sequence[NodeInfo], by_node: Mapping[str, Sequence[PodInfo]], count: int
+) -> tuple[str, ...]:
+    """The `count` nodes `pool` loses, sorted. When every node leaves, no ranking can change the
+    answer: it is skipped (it reads every pod of the pool)."""
+    members = frozenset(pool.nodes)
+    pool_nodes = [n for n in nodes if n.name in members]
+    if count == len(pool_nodes) == len({n.name for n in pool_nodes}):
+        return tuple(sorted(n.name for n in pool_nodes))
+    chosen = victims.choose_victims(
+        pool_nodes,
+        [p for n in pool_nodes for p in by_node.get(n.name, ())],
+        count,
+        policy=pool.deletion_order,
+        marked=pool.victim_hints.marked,
+        deleting=pool.victim_hints.deleting,
+        unhealthy=pool.victim_hints.unhealthy,
     )
+    return tuple(sorted(chosen))
+
+
+@dataclass(frozen=True, slots=True)
+class _Drain:
+    """A planned drain of `nodes`: their pods, classified once under the run's `ctx`."""
+
+    snap: ClusterSnapshot
+    nodes: tuple[str, ...]
+    node_infos: tuple[NodeInfo, ...]
+    pods: tuple[PodInfo, ...]
+    ctx: filters.DrainContext
+    classified: tuple[tuple[PodInfo, filters.Verdict], ...]
+    pdbs_of: Callable[[PodInfo], Sequence[PdbInfo]]
+
+    @classmethod
+    def of(
+        cls,
+        snap: ClusterSnapshot,
+        nodes: tuple[str, ...],
+        by_node: Mapping[str, Sequence[PodInfo]],
+        options: filters.DrainOptions,
+        *,
+        now: datetime,
+    ) -> _Drain:
+        wanted = set(nodes)
+        pods = tuple(p for n in sorted(wanted) for p in by_node.get(n, ()))
+        ctx = _context(snap, nodes, options, now=now)
+        return cls(
+            snap=snap,
+            nodes=nodes,
+            node_infos=tuple(n for n in snap.nodes if n.name in wanted),
+            pods=pods,
+            ctx=ctx,
+            classified=tuple(filters.classify_pods(pods, ctx)) if nodes else (),
+            pdbs_of=_pdb_matcher(snap.pdbs),
+        )
+
+    def blockers(self) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+        if not self.nodes:
+            return (), ()
+        drain_plan = _drain_plan_of(self.node_infos, self.classified, self.snap.pdbs, self.pdbs_of)
+        blockers = tuple(
+            (p.pod, p.reason) for p in drain_plan.pods if p.action in ("block", "blocked", "wait")
+        )
+        return blockers, drain_plan.warnings
+
+    def context(self, options: filters.DrainOptions) -> filters.DrainContext:
+        return replace(self.ctx, options=options)
+
+
+def _force_scope(drain: _Drain, phase2: Sequence[tuple[str, str]]) -> force_scope.ForceScope:
+    """What a forced run may remove beyond a plain drain: the Pods on the drained nodes the plain
+    drain refuses and the run's drain removes, each with why; for a full zero-scale also the Pods
+    expected to block phase 1 (`phase2`, with why), whatever phase 1 leaves of the workloads on
+    those nodes now, and the budgets selecting them."""
+    options = drain.ctx.options
+    plain = force_rules.plain_drain(opt_outs_wait=bool(phase2) or options.opt_outs_wait)
+    # Only a Pod some plain-drain rule may refuse is classified again (most Pods are not).
+    candidates = [p for p in drain.pods if force_rules.may_refuse(p)]
+    forced = force_rules.needing_force(candidates, drain.context(plain), drain.ctx)
     if not options.opt_outs_wait:  # not a full zero-scale: no phase 2
         return force_scope.build_scope(forced)
-    ctx = _context(snap, nodes, filters.DrainOptions.machine(evict_opt_outs=True), now=now)
-    deletable = [p for p, v in filters.classify_pods(on_nodes, ctx) if v.action is not filters.Action.SKIP]
+    # Phase 2 deletes what a machine drain evicting opt-outs would not skip. Its options differ from
+    # the run's (phase 1: opted-out pods wait) only in the opt-out rule, which never skips: the
+    # run's own verdicts say which Pods it skips.
+    deletable = [p for p, v in drain.classified if v.action is not filters.Action.SKIP]
     by_key = {p.key: p for p in deletable}
     expected = [
         force_scope.ForcedPod(pod, force_scope.unit_of(by_key[pod]), f"phase 2 if still there: {why}")
         for pod, why in phase2
         if pod in by_key
     ]
-    index = PdbIndex(snap.pdbs)
-    pdbs = {pdb.key for p in deletable for pdb in index.for_pod(p)}
+    pdbs = {pdb.key for p in deletable for pdb in drain.pdbs_of(p)}
     return force_scope.build_scope([*forced, *expected], deletable, pdbs)
 
 
@@ -392,7 +474,8 @@ def _plan_node_drain(target: Target, snap: ClusterSnapshot, *, now: datetime) ->
         disable_eviction=target.disable_eviction,
     )
     nodes = tuple(sorted(target.nodes))
-    blockers, warnings = _blockers(snap, nodes, options, now=now)
+    drain = _Drain.of(snap, nodes, victims.pods_by_node(snap.pods), options, now=now)
+    blockers, warnings = drain.blockers()
     forcing = tuple(
         option
         for option, given in (
@@ -412,7 +495,7 @@ def _plan_node_drain(target: Target, snap: ClusterSnapshot, *, now: datetime) ->
         blockers=blockers,
         warnings=warnings,
         forcing=forcing,
-        force_scope=_force_scope(snap, nodes, options, (), now=now),
+        force_scope=_force_scope(drain, ()),
     )
 
 
@@ -437,18 +520,6 @@ def _plan_wake(target: Target, snap: ClusterSnapshot) -> OperationPlan:
     return OperationPlan(
         kind=OpKind.WAKE, cluster=snap.cluster, pools=changes, workloads=snap.workloads_asleep
     )
-
-
-def _blockers(
-    snap: ClusterSnapshot, nodes: tuple[str, ...], options: filters.DrainOptions, *, now: datetime
-) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
-    if not nodes:
-        return (), ()
-    wanted = set(nodes)
-    node_infos = [n for n in snap.nodes if n.name in wanted]
-    drain_plan = plan_drain(node_infos, snap.pods, snap.pdbs, _context(snap, nodes, options, now=now))
-    blockers = tuple((p.pod, p.reason) for p in drain_plan.pods if p.action in ("block", "blocked", "wait"))
-    return blockers, drain_plan.warnings
 
 
 def _context(

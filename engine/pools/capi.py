@@ -10,7 +10,8 @@ consistent across a zero-scale.
   is both. Bound to a `Cluster` (`namespace` + `cluster`), every list and read is scoped to objects
   labelled `cluster.x-k8s.io/cluster-name=<cluster>` in that namespace, so the other clusters a
   management cluster holds are never touched. `workload_kubeconfig` reads the workload cluster's
-  kubeconfig as clusterctl does (Secret `<cluster>-kubeconfig`, key `value`).
+  kubeconfig as clusterctl does (Secret `<cluster>-kubeconfig`, key `value`), as data only (no
+  exec plugin, file path or proxy) and only for the Cluster's own `spec.controlPlaneEndpoint`.
 - A pool is a MachineDeployment; its name is the object's name when the provider is bound to a
   namespace, `namespace/name` otherwise. desired = spec.replicas (the scale subresource's
   specReplicasPath); min/max = the autoscaler annotations
@@ -57,6 +58,12 @@ from engine.domain.errors import Category, ScalebotError
 from engine.domain.model import RawObject, format_time
 from engine.kube import errors
 from engine.kube.api import KubeApi
+from engine.kube.inline_kubeconfig import (
+    InlineKubeconfig,
+    UntrustedKubeconfigError,
+    check_endpoint,
+    parse_inline_kubeconfig,
+)
 from engine.pools.base import RESTORE_ANNOTATION, Pool, PoolNotFound, PoolSizeError, RestoreRecord
 from engine.pools.common import (
     DEFAULT_REQUEST_TIMEOUT_SECONDS,
@@ -76,6 +83,7 @@ GROUP = "cluster.x-k8s.io"
 PREFERRED_VERSIONS = ("v1beta2", "v1beta1")
 MACHINE_DEPLOYMENTS = "machinedeployments"
 MACHINES = "machines"
+CLUSTERS = "clusters"
 DEPLOYMENT_NAME_LABEL = "cluster.x-k8s.io/deployment-name"
 CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"
 EXCLUDE_NODE_DRAINING = "machine.cluster.x-k8s.io/exclude-node-draining"
@@ -111,32 +119,87 @@ class WorkloadKubeconfigError(ScalebotError, LookupError):
 
 def workload_kubeconfig(
     api_client: Any, namespace: str, cluster: str, *, timeout: float = DEFAULT_REQUEST_TIMEOUT_SECONDS
-) -> str:
+) -> InlineKubeconfig:
     """The workload cluster's kubeconfig from the management cluster, as clusterctl reads it:
-    Secret `<cluster>-kubeconfig` in the Cluster's namespace, data key `value`."""
+    Secret `<cluster>-kubeconfig` in the Cluster's namespace, data key `value`.
+
+    Whoever can write that Secret must not get scalebot's privileges: the document is read as data
+    only (`engine.kube.inline_kubeconfig`: no exec plugin, auth provider, file path or proxy), and
+    its server must be the Cluster's `spec.controlPlaneEndpoint` (the address Cluster API itself
+    writes into the kubeconfig, `https://host:port`). Raises WorkloadKubeconfigError naming the
+    Secret and what to change."""
     name = cluster + KUBECONFIG_SECRET_SUFFIX
+    where = f"Secret {namespace}/{name}"
     call = RawCaller(api_client, timeout)
     try:
         raw = call("get", "secrets", k8s.CoreV1Api(api_client).read_namespaced_secret, name, namespace)
     except errors.NotFound:
         raise WorkloadKubeconfigError(
-            f"Secret {namespace}/{name} not found in the management cluster: is {namespace}/{cluster} a "
+            f"{where} not found in the management cluster: is {namespace}/{cluster} a "
             "Cluster API Cluster? (or give the workload cluster's kubeconfig explicitly)"
         ) from None
     except errors.Forbidden as exc:
         raise WorkloadKubeconfigError(
-            f"reading Secret {namespace}/{name} was refused ({exc}); grant scalebot `get` on it "
+            f"reading {where} was refused ({exc}); grant scalebot `get` on it "
             "(a Role in that namespace with resourceNames) or give the workload kubeconfig explicitly"
         ) from None
     encoded = (raw.get("data") or {}).get(KUBECONFIG_SECRET_KEY)
     if not encoded:
-        raise WorkloadKubeconfigError(f"Secret {namespace}/{name} has no data key '{KUBECONFIG_SECRET_KEY}'")
+        raise WorkloadKubeconfigError(f"{where} has no data key '{KUBECONFIG_SECRET_KEY}'")
     try:
-        return base64.b64decode(encoded).decode()
+        text = base64.b64decode(encoded).decode()
     except (ValueError, UnicodeDecodeError) as exc:
+        raise WorkloadKubeconfigError(f"{where}: '{KUBECONFIG_SECRET_KEY}' is not text") from exc
+    try:
+        kubeconfig = parse_inline_kubeconfig(text, where=where)
+        host, port = _control_plane_endpoint(call, api_client, namespace, cluster)
+        owner = f"Cluster {namespace}/{cluster}'s spec.controlPlaneEndpoint"
+        check_endpoint(kubeconfig, host, port, where=where, owner=owner)
+    except UntrustedKubeconfigError as exc:
+        raise WorkloadKubeconfigError(str(exc)) from None
+    return kubeconfig
+
+
+def _control_plane_endpoint(
+    call: RawCaller, api_client: Any, namespace: str, cluster: str
+) -> tuple[str, int]:
+    """The Cluster's `spec.controlPlaneEndpoint` (host, port): where Cluster API says its API
+    server is, and so the only server its kubeconfig Secret may name."""
+    version = served_version(call, k8s.ApisApi(api_client))
+    custom = k8s.CustomObjectsApi(api_client)
+    try:
+        raw = call(
+            "get", CLUSTERS, custom.get_namespaced_custom_object, GROUP, version, namespace, CLUSTERS, cluster
+        )
+    except errors.NotFound:
         raise WorkloadKubeconfigError(
-            f"Secret {namespace}/{name}: '{KUBECONFIG_SECRET_KEY}' is not text"
-        ) from exc
+            f"Cluster {namespace}/{cluster} not found in the management cluster: check capi_cluster"
+        ) from None
+    except errors.Forbidden as exc:
+        raise WorkloadKubeconfigError(
+            f"reading Cluster {namespace}/{cluster} was refused ({exc}); grant scalebot `get` on "
+            "clusters.cluster.x-k8s.io in that namespace (manifests/grants/capi-workload-kubeconfig), "
+            "which checks the kubeconfig Secret's server against spec.controlPlaneEndpoint"
+        ) from None
+    endpoint = (raw.get("spec") or {}).get("controlPlaneEndpoint") or {}
+    host, port = endpoint.get("host"), endpoint.get("port")
+    return (host if isinstance(host, str) else ""), (port if isinstance(port, int) else 0)
+
+
+def served_version(call: RawCaller, apis: Any) -> str:
+    """The newest cluster.x-k8s.io version the API server serves that scalebot knows."""
+    groups = call("get", "apis", apis.get_api_versions)
+    served: set[str] = set()
+    for group in groups.get("groups") or ():
+        if group.get("name") == GROUP:
+            served = {v.get("version") for v in group.get("versions") or ()}
+    for version in PREFERRED_VERSIONS:
+        if version in served:
+            return version
+    raise ClusterApiUnavailable(
+        f"the API server serves no {GROUP} version scalebot supports ({', '.join(PREFERRED_VERSIONS)}); "
+        f"served: {', '.join(sorted(served)) or 'none'} - is Cluster API installed in this cluster?"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,18 +354,7 @@ class ClusterApiPoolProvider:
         return self._version
 
     def _discover_version(self) -> str:
-        groups = self._call("get", "apis", self._apis.get_api_versions)
-        served: set[str] = set()
-        for group in groups.get("groups") or ():
-            if group.get("name") == GROUP:
-                served = {v.get("version") for v in group.get("versions") or ()}
-        for version in PREFERRED_VERSIONS:
-            if version in served:
-                return version
-        raise ClusterApiUnavailable(
-            f"the API server serves no {GROUP} version scalebot supports ({', '.join(PREFERRED_VERSIONS)}); "
-            f"served: {', '.join(sorted(served)) or 'none'} - is Cluster API installed in this cluster?"
-        )
+        return served_version(self._call, self._apis)
 
     # -- reads -------------------------------------------------------------------------------------
 

@@ -27,38 +27,31 @@ EC2 instance behind it. desired/min/max are the node group's `scalingConfig`.
 
 Pure parts (instance ids from providerIDs, which instances a removal terminates, the scaling config
 for a size) are module functions over small dataclasses; AWS sits behind `NodegroupApi`
-(engine.pools.eks_aws implements it with boto3).
+(engine.pools.eks_aws implements it with boto3). Its Nodes and records go through
+engine.pools.cloud.KubeRecords, which the gke and aks providers share.
 
-One module over 600 lines on purpose: it is one provider, whose pure rules, workload-cluster side
-and AWS calls above follow one node group through one removal or resize.
+One module over 500 lines on purpose: it is one provider, whose pure rules and AWS calls above
+follow one node group through one removal or resize.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
-
-from kubernetes import client as k8s
 
 from engine.domain.clock import Clock, SystemClock
 from engine.domain.errors import Category, ScalebotError
 from engine.domain.model import RawObject
 from engine.domain.node_removal import NodeRemoval
-from engine.kube import errors
-from engine.pools.base import RESTORE_ANNOTATION, Pool, PoolNotFound, PoolSizeError, RestoreRecord
+from engine.pools.base import Pool, PoolNotFound, PoolSizeError, RestoreRecord
+from engine.pools.cloud import CloudNode, KubeRecords
+from engine.pools.cloud import record_name as cloud_record_name
 from engine.pools.common import (
     DEFAULT_REQUEST_TIMEOUT_SECONDS,
-    FIELD_MANAGER,
-    MANAGED_BY,
-    MERGE_PATCH,
-    PROVIDER_LABEL,
     NodeRemovalError,
-    RawCaller,
-    decode_restore,
     encode_restore,
 )
 
@@ -66,7 +59,6 @@ log = logging.getLogger(__name__)
 
 PROVIDER_NAME = "eks"
 NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
-RECORD_PREFIX = "scalebot-eks-"
 NODEGROUP_NAME_LABEL = "scalebot.io/eks-nodegroup"
 CLUSTER_ANNOTATION = "scalebot.io/eks-cluster"
 SETTLING_STATUSES = frozenset({"CREATING", "UPDATING"})
@@ -75,8 +67,6 @@ GONE_STATES = ("Terminating", "Terminated")
 """Lifecycle states (and their `:Wait`/`:Proceed` forms) of instances already on their way out."""
 DEFAULT_UPDATE_TIMEOUT_SECONDS = 600.0
 UPDATE_POLL_SECONDS = 2.0
-CONFLICT_ATTEMPTS = 5
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -283,12 +273,7 @@ def scaling_for(size: int, current: Scaling, record: RestoreRecord | None) -> Sc
 
 def record_name(nodegroup: str) -> str:
     """`scalebot-eks-<node group>`; a node group name that is no valid object name gets a hashed one."""
-    name = RECORD_PREFIX + nodegroup
-    if _DNS_SUBDOMAIN.match(name) and len(name) <= 253:
-        return name
-    digest = hashlib.sha256(nodegroup.encode()).hexdigest()[:10]
-    cleaned = re.sub(r"[^a-z0-9-]+", "-", nodegroup.lower()).strip("-")[:40]
-    return f"{RECORD_PREFIX}{cleaned}-{digest}".replace("--", "-")
+    return cloud_record_name(PROVIDER_NAME, nodegroup)
 
 
 def progress_text(nodegroup: Nodegroup, groups: Sequence[AutoScalingGroup]) -> str:
@@ -337,7 +322,8 @@ class ClusterSide(Protocol):
 
 
 class KubeClusterSide:
-    """ClusterSide over a `kubernetes.client.ApiClient`: raw JSON calls, ConfigMaps in `namespace`."""
+    """ClusterSide over engine.pools.cloud.KubeRecords (what the cloud providers share): Nodes by
+    the node group label, records in ConfigMaps `scalebot-eks-<node group>` of `namespace`."""
 
     def __init__(
         self,
@@ -347,106 +333,40 @@ class KubeClusterSide:
         eks_cluster: str,
         request_timeout_seconds: float = DEFAULT_REQUEST_TIMEOUT_SECONDS,
     ) -> None:
-        self._core = k8s.CoreV1Api(api_client)
-        self._call = RawCaller(api_client, request_timeout_seconds)
+        self._records = KubeRecords(
+            api_client,
+            provider=PROVIDER_NAME,
+            pool_label=NODEGROUP_LABEL,
+            namespace=namespace,
+            cloud_cluster=eks_cluster,
+            pool_name_label=NODEGROUP_NAME_LABEL,
+            cluster_annotation=CLUSTER_ANNOTATION,
+            request_timeout_seconds=request_timeout_seconds,
+        )
         self.namespace = namespace
         self.eks_cluster = eks_cluster
 
     def nodes(self, nodegroup: str | None) -> list[EksNode]:
-        selector = NODEGROUP_LABEL if nodegroup is None else f"{NODEGROUP_LABEL}={nodegroup}"
-        page = self._call("list", "nodes", self._core.list_node, label_selector=selector)
-        return [EksNode.from_raw(raw) for raw in page.get("items") or ()]
+        return [_eks_node(n) for n in self._records.nodes(nodegroup)]
 
     def named_nodes(self, names: Sequence[str]) -> list[EksNode]:
-        found = []
-        for name in sorted(set(names)):
-            try:
-                found.append(EksNode.from_raw(self._call("get", "nodes", self._core.read_node, name)))
-            except errors.NotFound:
-                continue
-        return found
+        return [_eks_node(n) for n in self._records.named_nodes(names)]
 
     def read_record(self, pool: str) -> RestoreRecord | None:
-        stored = self._read(pool)
-        return None if stored is None else self._decode(pool, stored)
+        return self._records.read_record(pool)
 
     def records(self) -> dict[str, RestoreRecord]:
-        call = self._core.list_namespaced_config_map
-        selector = f"{PROVIDER_LABEL}={PROVIDER_NAME}"
-        page = self._call("list", "configmaps", call, self.namespace, label_selector=selector)
-        records: dict[str, RestoreRecord] = {}
-        for raw in page.get("items") or ():
-            pool = str(((raw.get("metadata") or {}).get("labels") or {}).get(NODEGROUP_NAME_LABEL) or "")
-            record = self._decode(pool, raw) if pool else None
-            if record is not None:
-                records[pool] = record
-        return records
+        return self._records.records()
 
     def write_record(self, pool: str, record: RestoreRecord) -> bool:
-        text = encode_restore(record)
-        for _ in range(CONFLICT_ATTEMPTS):
-            stored = self._read(pool)
-            if stored is not None and RESTORE_ANNOTATION in _annotations(stored):
-                return False
-            try:
-                if stored is None:
-                    self._create(pool, text)
-                else:
-                    version = str((stored.get("metadata") or {}).get("resourceVersion") or "")
-                    meta = {"resourceVersion": version, "annotations": {RESTORE_ANNOTATION: text}}
-                    self._patch(pool, {"metadata": meta})
-            except errors.Conflict:
-                continue  # created or changed since read: read again
-            return True
-        raise errors.Conflict(status=409, message=f"ConfigMap {record_name(pool)} kept changing; try again")
+        return self._records.write_record(pool, record)
 
     def clear_record(self, pool: str) -> None:
-        stored = self._read(pool)
-        if stored is not None and RESTORE_ANNOTATION in _annotations(stored):
-            self._patch(pool, {"metadata": {"annotations": {RESTORE_ANNOTATION: None}}})
-
-    def _decode(self, pool: str, raw: RawObject) -> RestoreRecord | None:
-        text = _annotations(raw).get(RESTORE_ANNOTATION)
-        where = f"ConfigMap {self.namespace}/{record_name(pool)}"
-        return None if text is None else decode_restore(text, where=where)
-
-    def _read(self, pool: str) -> RawObject | None:
-        call = self._core.read_namespaced_config_map
-        try:
-            raw: RawObject = self._call("get", "configmaps", call, record_name(pool), self.namespace)
-        except errors.NotFound:
-            return None
-        return raw
-
-    def _create(self, pool: str, restore_text: str) -> None:
-        body = {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {
-                "name": record_name(pool),
-                "namespace": self.namespace,
-                "labels": {**MANAGED_BY, PROVIDER_LABEL: PROVIDER_NAME, NODEGROUP_NAME_LABEL: pool},
-                "annotations": {RESTORE_ANNOTATION: restore_text, CLUSTER_ANNOTATION: self.eks_cluster},
-            },
-        }
-        call = self._core.create_namespaced_config_map
-        self._call("create", "configmaps", call, self.namespace, body, field_manager=FIELD_MANAGER)
-
-    def _patch(self, pool: str, body: Mapping[str, Any]) -> None:
-        self._call(
-            "patch",
-            "configmaps",
-            self._core.patch_namespaced_config_map,
-            record_name(pool),
-            self.namespace,
-            dict(body),
-            field_manager=FIELD_MANAGER,
-            _content_type=MERGE_PATCH,
-        )
+        self._records.clear_record(pool)
 
 
-def _annotations(raw: RawObject) -> Mapping[str, str]:
-    return (raw.get("metadata") or {}).get("annotations") or {}
+def _eks_node(node: CloudNode) -> EksNode:
+    return EksNode(node.name, node.pool, instance_id(node.provider_id), node.ready)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -85,6 +85,10 @@ POOL_NAME_LABEL = "scalebot.io/pool-name"
 POOL_LABEL_ANNOTATION = "scalebot.io/pool-label"
 EMPTIED_ANNOTATION = "scalebot.io/emptied"
 """On a node emptied and kept (NodeRemoval.EMPTY): when. Out of the pool's count until wake."""
+REMOVING_ANNOTATION = "scalebot.io/removing"
+"""On a drained node about to be deleted (NodeRemoval.NODE): when scalebot decided to delete it.
+Written just before the DELETE because scalebot's admission policy lets its ServiceAccount delete
+only a node of a managed pool that carries both this annotation and scalebot's draining taint."""
 CORDONED_BEFORE_ANNOTATION = "scalebot.io/cordoned-before"
 """On a node chosen for removal that someone else had cordoned (when scalebot found it so): if it is
 emptied, wake returns it to the pool but leaves that cordon, and the operation names it."""
@@ -178,7 +182,7 @@ def node_template(raw: RawObject) -> dict[str, Any]:
     annotations = {
         k: v
         for k, v in (meta.get("annotations") or {}).items()
-        if not k.startswith(NOISE_ANNOTATION_PREFIXES)
+        if not k.startswith(NOISE_ANNOTATION_PREFIXES) and k != REMOVING_ANNOTATION
     }
     taints = [
         {k: v for k, v in t.items() if k != "timeAdded"}
@@ -384,8 +388,11 @@ class LabelPoolProvider:
                 log.info("Emptied Node %s of label pool %s and kept it: %s", name, pool, reason)
             return
         self._record_templates(pool, [node_template(raw) for raw in raws.values()])
-        for name in sorted(raws):
+        stamp = format_time(self._clock.now())
+        for name, raw in sorted(raws.items()):
             try:
+                if REMOVING_ANNOTATION not in _annotations(raw):
+                    self._patch_node(name, {"metadata": {"annotations": {REMOVING_ANNOTATION: stamp}}})
                 self._api.delete_node(name)
             except errors.NotFound:
                 continue

@@ -231,7 +231,7 @@ class SchedulesBase:
         ) -> Announcement: ...
         def _next_text(self, sched: Schedule, now: datetime) -> str: ...
         def _clicked(
-            self, key: str, by: str, channel: str, verb: str
+            self, key: str, by: str, channel: str, verb: str, groups: Sequence[str]
         ) -> tuple[Schedule, Occurrence] | ScheduleOutcome: ...
         def _force_needed(self, sched: Schedule, plain: OperationPlan) -> force.Needed | None: ...
         def _record_needed(
@@ -277,7 +277,7 @@ class SchedulesBase:
     def _require(self, name: str) -> Schedule:
         sched = self._load(name)
         if sched is None:
-            raise UserError(self._unknown_schedule(name))
+            raise UserError(f'no schedule "{name[:63]}"')
         return sched
 
     def _schedules(self, *, cluster: str | None = None, enabled_only: bool = True) -> builtins.list[Schedule]:
@@ -306,10 +306,15 @@ class SchedulesBase:
             occ.key, occ.schedule, occ.action, occ.local_date.isoformat(), occ.at, "pending", kind
         )
 
-    def _resolve(self, key: str) -> tuple[Schedule, Occurrence] | str:
-        """The schedule and occurrence a button's key names, or why there is none."""
+    def _resolve(
+        self, key: str, *, by: str | None = None, groups: Sequence[str] = (), verb: str = ""
+    ) -> tuple[Schedule, Occurrence] | str:
+        """The schedule and occurrence a button's key names, or why there is none. With `by`: the
+        same answer as for an unknown schedule when they have no role on its cluster."""
         parts = key.rsplit(":", 2)
-        sched = self._load(parts[0]) if len(parts) == 3 else None
+        sched = None
+        if len(parts) == 3:
+            sched = self._load(parts[0]) if by is None else self._visible(parts[0], by, groups, verb)
         if sched is None:
             return f'unknown or deleted schedule in "{key[:80]}"; the list of schedules shows them'
         occ: Occurrence | None = None
@@ -357,10 +362,23 @@ class SchedulesBase:
         have = f"you are {role.label}" if role is not None else "you have no role there"
         return f"{DOING.get(verb, verb)} needs the {need.label} role on {cluster}; {have}"
 
-    def _check_cluster(self, cluster: str) -> str:
-        if cluster in self.ops.clusters():
+    def _check_cluster(self, cluster: str, by: str, groups: Sequence[str]) -> str:
+        """ "" for a cluster `by` has a role on. Otherwise one answer whether it exists or not, naming
+        only the clusters they have a role on (as `whoami`): nobody learns of the others here. The
+        caller audits the refusal."""
+        if cluster in self.ops.clusters() and self.ops.role(cluster, by, groups) is not None:
             return ""
-        return f'unknown cluster "{cluster}"; clusters: {", ".join(self.ops.clusters()) or "none"}'
+        visible = [c for c in self.ops.clusters() if self.ops.role(c, by, groups) is not None]
+        return f'unknown cluster "{cluster[:63]}"; clusters: {", ".join(visible) or "none"}'
+
+    def _visible(self, name: str, by: str, groups: Sequence[str], verb: str) -> Schedule | None:
+        """The schedule `name` if `by` has a role on its cluster; None (an unknown schedule's answer)
+        otherwise, so a person without a role there learns nothing of it, not even that it exists."""
+        sched = self._load(name)
+        if sched is None or self.ops.role(sched.cluster, by, groups) is not None:
+            return sched
+        self._audit(by, f"refused_schedule_{verb}", sched.cluster, f"{name}: no role on the cluster")
+        return None
 
     def _check_creator(self, cluster: str, by: str, groups: Sequence[str], mode: str) -> str:
         if mode not in APPROVAL_MODES:
@@ -408,9 +426,9 @@ class SchedulesBase:
         *,
         channel: str,
     ) -> ScheduleOutcome:
-        sched = self._load(name)
+        sched = self._visible(name, by, groups, verb)
         if sched is None:
-            return _refused(self._unknown_schedule(name))
+            return _refused(self._unknown_schedule(name, by, groups))
         misplaced = self._misplaced(sched.cluster, by, channel, verb)
         if misplaced is not None:
             return misplaced
@@ -428,8 +446,11 @@ class SchedulesBase:
         elsewhere = self.ops.origin_refusal(cluster, by=by, channel=channel, what=f"schedule_{verb}")
         return None if elsewhere is None else replace(_refused(elsewhere.reply), reason=elsewhere.reason)
 
-    def _unknown_schedule(self, name: str) -> str:
-        names = [s.name for s in self._schedules(enabled_only=False)]
+    def _unknown_schedule(self, name: str, by: str, groups: Sequence[str]) -> str:
+        """The answer to a schedule `by` may not see or that does not exist: the same, listing only
+        the schedules of clusters they have a role on."""
+        visible = {c for c in self.ops.clusters() if self.ops.role(c, by, groups) is not None}
+        names = [s.name for s in self._schedules(enabled_only=False) if s.cluster in visible]
         return f'no schedule "{name[:63]}"; schedules: {", ".join(names) or "none"}'
 
     def _pools(self, cluster: str) -> builtins.list[Pool]:

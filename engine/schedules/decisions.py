@@ -80,7 +80,9 @@ class OccurrenceDecisions(Announcing):
             by,
             groups,
             "run_now",
-            lambda s, occ, ovs, now: one_off.run_now(occ, by=by, now=now, spec=s.spec),
+            lambda s, occ, ovs, now: one_off.run_now(
+                occ, by=by, now=now, spec=s.spec, announced=self._row(occ).state == "announced", overrides=ovs
+            ),
             channel=channel,
         )
         if not decided.ok:
@@ -105,7 +107,7 @@ class OccurrenceDecisions(Announcing):
         """One decision on one occurrence, in one write transaction (a fire cannot slip in between)."""
         now = self.clock.now()
         with self.store.transaction():
-            found = self._clicked(key, by, channel, verb)
+            found = self._clicked(key, by, channel, verb, groups)
             if isinstance(found, ScheduleOutcome):
                 return found
             sched, occ = found
@@ -122,6 +124,7 @@ class OccurrenceDecisions(Announcing):
             try:
                 override = make(sched, occ, overrides, now)
             except ScheduleError as exc:
+                self._audit(by, f"refused_schedule_{verb}", sched.cluster, f"{key}: {exc}")
                 return _refused(str(exc), key=key)
             self._save_override(sched, override, now)
             effective = one_off.effective_time(occ, [*overrides, override])

@@ -83,8 +83,11 @@ class ScheduleEditing(SchedulesBase):
         on_holiday: str = "",
         by: str,
         groups: Sequence[str] = (),
+        typed_in: str | None = None,
     ) -> ScheduleOutcome:
-        """Validate and save a schedule; every refusal names the problem and nothing is saved."""
+        """Validate and save a schedule; every refusal names the problem and nothing is saved.
+        `typed_in`: the channel the command was typed in (Slack), which must be one the cluster is
+        operated from, as for any request; `channel` is where its announcements go."""
         try:
             spec = schedule.parse_spec(
                 name=name,
@@ -103,12 +106,15 @@ class ScheduleEditing(SchedulesBase):
         problem = self.calendars.check(spec.days_off_rule)
         if problem:
             return self._refused_add(by, cluster, name, problem, "holidays")
-        problem = self._check_cluster(cluster)
+        problem = self._check_cluster(cluster, by, groups)
         if problem:
             return self._refused_add(by, cluster, name, problem, "cluster")
         refusal = self._check_creator(cluster, by, groups, approval_mode)  # audited by the check
         if refusal:
             return replace(_refused(refusal), field="approval")
+        misplaced = None if typed_in is None else self._misplaced(cluster, by, typed_in, "add")
+        if misplaced is not None:
+            return replace(misplaced, field="cluster")
         where = policy.channel_allowed(self.ops.policies[cluster], channel.strip())
         problem = _check_channel(channel) or where.reason
         if problem:
@@ -152,9 +158,9 @@ class ScheduleEditing(SchedulesBase):
     ) -> ScheduleOutcome:
         """One approver's pre-approval of the schedule as it is now defined; the runs go without a
         further approval once as many distinct approvers as a run needs have given theirs."""
-        sched = self._load(name)
+        sched = self._visible(name, by, groups, "pre_approve")
         if sched is None:
-            return _refused(self._unknown_schedule(name))
+            return _refused(self._unknown_schedule(name, by, groups))
         misplaced = self._misplaced(sched.cluster, by, channel, "pre_approve")
         if misplaced is not None:
             return misplaced
@@ -235,8 +241,11 @@ class ScheduleEditing(SchedulesBase):
         """Withdraw one's own pre-approval of a schedule: no role needed and from any channel, since
         taking one's approval back only ever narrows what runs unasked."""
         sched = self._load(name)
-        if sched is None:
-            return _refused(self._unknown_schedule(name))
+        # Someone whose role was taken away may still withdraw their own pre-approval; anyone else
+        # without a role there gets the answer of an unknown schedule.
+        gave = sched is not None and any(a.user == by for a in self.store.schedule_approvals(name))
+        if sched is None or (not gave and self._visible(name, by, groups, "unapprove") is None):
+            return _refused(self._unknown_schedule(name, by, groups))
         with self.store.transaction():
             withdrawn = self.store.remove_schedule_approvals(name, user=by)
             if withdrawn:
@@ -260,9 +269,9 @@ class ScheduleEditing(SchedulesBase):
         self, name: str, day: date | str, *, by: str, groups: Sequence[str] = (), channel: str = ""
     ) -> ScheduleOutcome:
         """Skip the sleep and the wake of one local date (a one-off holiday); the schedule is unchanged."""
-        sched = self._load(name)
+        sched = self._visible(name, by, groups, "skip")
         if sched is None:
-            return _refused(self._unknown_schedule(name))
+            return _refused(self._unknown_schedule(name, by, groups))
         misplaced = self._misplaced(sched.cluster, by, channel, "skip")
         if misplaced is not None:
             return misplaced

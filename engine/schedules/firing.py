@@ -183,8 +183,9 @@ class Firing(SchedulesBase):
     ) -> ScheduleOutcome:
         """`/scale wake dev-eu for 3h`: wake now; back to sleep at the expiry (announced like any sleep)
         if the schedule has the cluster asleep then. Scheduled sleeps inside the window are held."""
-        problem = self._check_cluster(cluster)
+        problem = self._check_cluster(cluster, by, groups)
         if problem:
+            self._audit(by, "refused_schedule_wake_for", cluster[:63], problem)
             return _refused(problem)
         now = self.clock.now()
         scheds = self._schedules(cluster=cluster)

@@ -62,7 +62,7 @@ class ForceDecisions(Announcing):
         a card whose scope has changed since approves nothing."""
         now = self.clock.now()
         with self.store.transaction():
-            found = self._clicked(key, by, channel, "force_approve")
+            found = self._clicked(key, by, channel, "force_approve", groups)
             if isinstance(found, ScheduleOutcome):
                 return found
             sched, occ = found
@@ -91,7 +91,7 @@ class ForceDecisions(Announcing):
         only a pool the announcement offered (one holding Pods only force removes)."""
         now = self.clock.now()
         with self.store.transaction():
-            found = self._clicked(key, by, channel, "exclude")
+            found = self._clicked(key, by, channel, "exclude", groups)
             if isinstance(found, ScheduleOutcome):
                 return found
             sched, occ = found
@@ -119,9 +119,9 @@ class ForceDecisions(Announcing):
         scope for the schedule's sleeps (the same rule as a pre-approval; a second approver of the
         same scope adds to its quorum, a different scope replaces it). `none` removes it (an
         operator may: that only narrows what runs). Bound to the schedule's targets."""
-        sched = self._load(name)
+        sched = self._visible(name, by, groups, "force_scope")
         if sched is None:
-            return _refused(self._unknown_schedule(name))
+            return _refused(self._unknown_schedule(name, by, groups))
         misplaced = self._misplaced(sched.cluster, by, channel, "force_scope")
         if misplaced is not None:
             return misplaced
@@ -169,11 +169,11 @@ class ForceDecisions(Announcing):
         )
 
     def _clicked(
-        self, key: str, by: str, channel: str, verb: str
+        self, key: str, by: str, channel: str, verb: str, groups: Sequence[str]
     ) -> tuple[Schedule, Occurrence] | ScheduleOutcome:
-        """The schedule and occurrence a button names, or the refusal: unknown, or clicked where the
-        cluster is not operated from."""
-        found = self._resolve(key)
+        """The schedule and occurrence a button names, or the refusal: unknown (or on a cluster the
+        clicker has no role on: the same answer), or clicked where the cluster is not operated from."""
+        found = self._resolve(key, by=by, groups=groups, verb=verb)
         if isinstance(found, str):
             return _refused(found, key=key)
         misplaced = self._misplaced(found[0].cluster, by, channel, verb)

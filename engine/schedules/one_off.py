@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence, Set
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 from engine.schedules.recurrence import next_occurrence, occurrences_between
 from engine.schedules.spec import (
@@ -119,10 +120,33 @@ def skip(occurrence: Occurrence, *, by: str, spec: ScheduleSpec) -> Override:
     return Override(occurrence.key, "skip", None, by, note)
 
 
-def run_now(occurrence: Occurrence, *, by: str, now: datetime, spec: ScheduleSpec) -> Override:
-    """Run this occurrence at `now` instead of its scheduled instant."""
+def run_now(
+    occurrence: Occurrence,
+    *,
+    by: str,
+    now: datetime,
+    spec: ScheduleSpec,
+    announced: bool,
+    overrides: Sequence[Override] = (),
+) -> Override:
+    """Run this occurrence at `now` instead of its scheduled instant: only the occurrence already
+    announced (`announced`: SQLite says its announcement went out), within its announcement window
+    (from the longest lead time before its scheduled or postponed instant, whichever is earlier).
+    A pre-approved schedule runs without asking; starting any other occurrence early would be a
+    zero-scale at an hour nobody was told of, with no approval, so it is refused with what to do."""
+    now = _utc(now, "now")
+    effective = effective_time(occurrence, overrides) or occurrence.at
+    opens = min(occurrence.at, effective) - max(spec.lead_times, default=timedelta(0))
+    if not announced or now < opens:
+        local = opens.astimezone(ZoneInfo(spec.tz))
+        raise ScheduleError(
+            f"Run now starts only the announced {occurrence.action}, from its announcement on; the "
+            f"{occurrence.action} of {occurrence.local_date:%a %d %b} ({describe(occurrence, spec.tz)}) is "
+            f"not announced yet (announced from {local:%a %d %b %H:%M %Z}). To run it now, request the "
+            "change itself: it then asks for approval like any request"
+        )
     note = f"The {occurrence.action} of {describe(occurrence, spec.tz)} was started early."
-    return Override(occurrence.key, "run_now", _utc(now, "now"), by, note)
+    return Override(occurrence.key, "run_now", now, by, note)
 
 
 def _latest_override(occurrence: Occurrence, overrides: Sequence[Override]) -> Override | None:

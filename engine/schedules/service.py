@@ -43,7 +43,11 @@ Rules on top of engine.schedules.recurrence and engine.schedules.one_off:
   binds to the schedule's definition (its fingerprint): a changed definition is not pre-approved.
   Each run hands the pre-approvers to `Operations.request`, which re-checks their roles then; a run
   they do not cover (too few, roles gone, protected cluster) asks for approval like any request.
-  "Run now" is made on behalf of whoever clicked it too, so they cannot approve that run themselves.
+  "Run now" is made on behalf of whoever clicked it too, so they cannot approve that run themselves,
+  and it starts only the occurrence already announced, within its announcement window
+  (`one_off.run_now`): a pre-approved run nobody was told of never starts early.
+- A person without a role on a cluster gets, for its schedules and its name, the answer an unknown
+  schedule or cluster gets, listing only what they have a role on (`SchedulesBase._visible`).
 - Nothing here holds the write transaction across a cluster listing: a fire plans first, then
   decides and creates the operation in one transaction.
 """

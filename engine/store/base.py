@@ -8,7 +8,7 @@ import os
 import shutil
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import sqlite_utils
@@ -17,6 +17,13 @@ from engine.domain.errors import Category, ScalebotError
 
 log = logging.getLogger("engine.store.database")
 """The store's one logger, named as before its split, so log filters and audit-head readers keep working."""
+
+AUDIT_HEAD_LOGGER = "engine.store.database.audit"
+audit_log = logging.getLogger(AUDIT_HEAD_LOGGER)
+"""The `audit head` lines: at INFO whatever the process's log level (the CLI's default is ERROR),
+because a head kept outside the file is what reveals a consistently rewritten chain;
+`bot.config.logs` lets this logger through at its default level."""
+audit_log.setLevel(logging.INFO)
 
 
 class StoreError(ScalebotError, RuntimeError):
@@ -49,6 +56,13 @@ class StoreBase:
     _conn: sqlite3.Connection
     _lock: threading.RLock
     _pending_heads: list[tuple[int, str]]
+    _head_listeners: list[Callable[[int, str], None]]
+
+    def on_audit_head(self, listener: Callable[[int, str], None]) -> None:
+        """Call `listener(row, head)` after each committed audit row, beside its log line: another
+        place outside the file to keep the head (`bot.runtime.run` records it as a Kubernetes
+        Event). Called under the store's lock: it must not block (queue, never send)."""
+        self._head_listeners.append(listener)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -87,9 +101,14 @@ class StoreBase:
         """Publish the committed audit rows' hashes outside the file: `verify-audit --expect-head`
         checks a kept line against it. Only committed rows: a rolled-back one never existed."""
         for row_id, digest in self._pending_heads:
-            log.info(
+            audit_log.info(
                 "audit head %s (row %d)", digest, row_id, extra={"audit_row": row_id, "audit_head": digest}
             )
+            for listener in self._head_listeners:
+                try:
+                    listener(row_id, digest)
+                except Exception:  # the row is committed: a publisher's failure must not undo the caller
+                    log.exception("publishing audit head %s (row %d) failed", digest, row_id)
         self._pending_heads.clear()
 
     def _rollback(self) -> None:

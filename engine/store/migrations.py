@@ -10,21 +10,26 @@ from dataclasses import dataclass, field
 from engine.domain.legacy_records import progress_from_legacy, summary_from_legacy
 from engine.store.audit import (
     APPEND_ONLY_TABLES,
+    AUDIT_CHAINED_TRIGGER,
     GENESIS_HASH,
     _append_only_triggers,
     _audit_hash,
+    _audit_triggers,
 )
 from engine.store.base import _DAMAGED, StoreBase, StoreError, log
 from engine.store.operations import _encode
 from engine.store.schedules import _row_to_schedule, schedule_fingerprint
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """3: the audit rows are hash-chained. 4: an operation's progress and summary are typed records
 (msgspec JSON of `OperationProgress` / `OperationSummary`), no longer free-form objects.
+5: a trigger refuses an audit row that does not chain to the head; the chain may be keyed (HMAC,
+from its `audit_key_applied` row on: nothing to migrate).
 A database of a newer schema is refused: this version cannot know what the newer one wrote."""
 
 TYPED_RECORDS_SCHEMA = 4
 AUDIT_CHAIN_SCHEMA = 3
+AUDIT_CHAINED_SCHEMA = 5
 
 
 @dataclass(frozen=True)
@@ -93,7 +98,7 @@ _OPERATION_TABLES = (
         "audit",
         {"id": int, "at": str, "actor": str, "action": str, "op_id": str, "cluster": str, "detail": str},
         pk="id",
-        indexes=(("op_id",),),
+        indexes=(("op_id",), ("action",)),  # action: the keyed chain's marker row, found at each write
     ),
 )
 """Created before the audit chain's migration, which reads the audit table."""
@@ -264,12 +269,14 @@ class MigrationsStore(StoreBase):
             for name, sql in self._conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'")
         }
         for table in APPEND_ONLY_TABLES:
-            for name, sql in _append_only_triggers(table).items():
+            triggers = _audit_triggers() if table == "audit" else _append_only_triggers(table)
+            for name, sql in triggers.items():
                 if existing.get(name) == sql:
                     continue
                 if name in existing:
                     self._conn.execute(f"DROP TRIGGER {name}")
-                if name in existing or (table == "audit" and found >= AUDIT_CHAIN_SCHEMA):
+                since = AUDIT_CHAINED_SCHEMA if name == AUDIT_CHAINED_TRIGGER else AUDIT_CHAIN_SCHEMA
+                if name in existing or (table == "audit" and found >= since):
                     log.warning(
                         "the append-only trigger %s of %s was %s outside scalebot; restored. "
                         "`scalebot operations verify-audit` names any row edited meanwhile",

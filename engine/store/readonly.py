@@ -12,10 +12,13 @@ from engine.domain.operation import (
 )
 from engine.store.audit import (
     _AUDIT_CHAIN_ROWS,
+    AUDIT_CHAINED_TRIGGER,
     GENESIS_HASH,
+    KEY_APPLIED,
+    AuditKey,
     AuditProblem,
     AuditUnverifiable,
-    _append_only_triggers,
+    _audit_triggers,
     _chain_problems,
 )
 from engine.store.base import StoreError
@@ -34,10 +37,27 @@ class AuditCheck:
     """What was altered around the rows (a missing or replaced append-only trigger)."""
     expected_row: int | None = None
     """The row whose hash is `--expect-head` (None: not asked, or not in the chain)."""
+    appended: tuple[AuditEntry, ...] = ()
+    """The rows after `--expect-head`: written since that head was kept (or slipped in)."""
+    keyed_from: int | None = None
+    """The first keyed (HMAC) row; None: the chain is unkeyed."""
 
 
-def verify_audit_file(path: str, *, expect_head: str | None = None) -> AuditCheck:
-    """Verify the audit chain of a database file without changing a byte of it.
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One audit row as a person checks it: which row, when, who, what."""
+
+    row_id: int
+    at: str
+    actor: str
+    action: str
+
+
+def verify_audit_file(
+    path: str, *, expect_head: str | None = None, key: AuditKey | None = None
+) -> AuditCheck:
+    """Verify the audit chain of a database file without changing a byte of it, with `key` when
+    the chain is keyed (HMAC rows from its `audit_key_applied` row on).
 
     Read-only (`mode=ro`), never migrating. A file at rest (no `-wal`) is opened `immutable`, so
     SQLite creates no `-wal`/`-shm` beside it either. A live file (scalebot running, its `-wal` and
@@ -46,7 +66,7 @@ def verify_audit_file(path: str, *, expect_head: str | None = None) -> AuditChec
     refused: reading it would create one. Raises AuditUnverifiable when the schema version,
     the chain's columns or the append-only triggers are not this scalebot's, StoreError when the
     file cannot be read."""
-    conn = _open_read_only(path)
+    conn = open_read_only(path)
     try:
         altered = _require_chain_schema(conn, path)
         rows = conn.execute(_AUDIT_CHAIN_ROWS).fetchall()
@@ -54,17 +74,23 @@ def verify_audit_file(path: str, *, expect_head: str | None = None) -> AuditChec
         raise StoreError(f"cannot read the database {path}: {exc}") from exc
     finally:
         conn.close()
+    problems = tuple(_chain_problems(rows, key, path))
     expected_row = None
+    appended: tuple[AuditEntry, ...] = ()
     if expect_head is not None:
         expected_row = next((int(row[0]) for row in rows if row[8] == expect_head), None)
+        if expected_row is not None:
+            after = [r for r in rows if int(r[0]) > expected_row]
+            appended = tuple(AuditEntry(int(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in after)
     head = str(rows[-1][8]) if rows else GENESIS_HASH
-    return AuditCheck(len(rows), head, tuple(_chain_problems(rows)), altered, expected_row)
+    keyed_from = next((int(r[0]) for r in rows if r[3] == KEY_APPLIED), None)
+    return AuditCheck(len(rows), head, problems, altered, expected_row, appended, keyed_from)
 
 
 def read_operations_file(path: str) -> list[Operation]:
     """Every operation recorded in a database file, read-only and never migrating (as
     `verify_audit_file` opens it): for reports that must not change the file they read."""
-    conn = _open_read_only(path)
+    conn = open_read_only(path)
     conn.row_factory = sqlite3.Row
     try:
         found = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
@@ -81,10 +107,11 @@ def read_operations_file(path: str) -> list[Operation]:
     return [_row_to_op(dict(row)) for row in rows]
 
 
-def _open_read_only(path: str) -> sqlite3.Connection:
+def open_read_only(path: str) -> sqlite3.Connection:
+    """A connection that cannot change the file (`Store.read_only`, the audit check, reports)."""
     file = Path(path)
     if not file.is_file():
-        raise StoreError(f"no database file at {path}")
+        raise StoreError(f"no database at {path}")
     wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
     if wal.exists() and not shm.exists():
         raise StoreError(
@@ -100,6 +127,14 @@ def _open_read_only(path: str) -> sqlite3.Connection:
     return conn
 
 
+def schema_version(conn: sqlite3.Connection) -> int:
+    """The file's schema version: 0 for a file scalebot never opened, -1 for one it cannot read."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone() is None:
+        return 0
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return int(row[0]) if row and str(row[0]).isdecimal() else -1
+
+
 def _require_chain_schema(conn: sqlite3.Connection, path: str) -> tuple[str, ...]:
     """Raises when the rows cannot be checked (schema version, chain columns); returns what else
     was altered (the append-only triggers), for the caller to report with the rows' own breaks."""
@@ -107,10 +142,7 @@ def _require_chain_schema(conn: sqlite3.Connection, path: str) -> tuple[str, ...
         (str(kind), str(name)): str(sql)
         for kind, name, sql in conn.execute("SELECT type, name, sql FROM sqlite_master").fetchall()
     }
-    found = 0
-    if ("table", "meta") in objects:
-        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        found = int(row[0]) if row and str(row[0]).isdecimal() else -1
+    found = schema_version(conn)
     if found != SCHEMA_VERSION:
         newer = found > SCHEMA_VERSION
         raise AuditUnverifiable(
@@ -130,10 +162,11 @@ def _require_chain_schema(conn: sqlite3.Connection, path: str) -> tuple[str, ...
             "its hash chain was removed outside scalebot, so the rows cannot be trusted"
         )
     altered = []
-    for name, sql in _append_only_triggers("audit").items():
+    for name, sql in _audit_triggers().items():
         if objects.get(("trigger", name)) != sql:
             state = "is missing" if ("trigger", name) not in objects else "was replaced"
             altered.append(
-                f"the append-only trigger {name} {state}: the audit table was altered outside scalebot"
+                f"the {'chaining' if name == AUDIT_CHAINED_TRIGGER else 'append-only'} trigger {name} "
+                f"{state}: the audit table was altered outside scalebot"
             )
     return tuple(altered)

@@ -10,9 +10,11 @@ every reconcile) minutes after a sleep scaled it down. The objects say who appli
 
 Such a claim is only a hint: anyone who may label a workload could name another team's owner, and
 Helm charts set `app.kubernetes.io/instance` on objects no Argo CD ever saw. An owner counts only
-when the controller itself lists the workload in the owner's status (Argo CD's status.resources,
-Flux's status.inventory; a HelmRelease without an inventory: when it installs into the workload's
-namespace). A claim on an owner that does not list the workload is reported, never acted on.
+when the controller itself lists the workload in the owner's status, which only the controller
+writes (the status subresource): Argo CD's status.resources, Flux's status.inventory. A HelmRelease
+without an inventory lists nothing, so it confirms nothing: "it installs into the workload's
+namespace" would let anyone who can label a workload have scalebot suspend an unrelated release
+until the wake. A claim no owner confirms is reported as an unverified owner, never paused.
 """
 
 from __future__ import annotations
@@ -85,12 +87,8 @@ def _argocd_claim(app: str, *, explicit: bool) -> Claim:
 
 
 def lists(owner: WorkloadInfo, workload: WorkloadInfo) -> bool:
-    """Whether the owner's controller reports that it applies `workload`."""
-    if workload.key in owner.manages:
-        return True
-    if owner.kind is Kind.HELMRELEASE and not owner.manages:
-        return (owner.target_namespace or owner.namespace) == workload.namespace
-    return False
+    """Whether the owner's controller reports, in the owner's status, that it applies `workload`."""
+    return workload.key in owner.manages
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +133,8 @@ def warn_reason(owners: Iterable[WorkloadInfo]) -> str:
 
 
 def unconfirmed_reason(claim: Claim) -> str:
+    """The card's note on a claim no owner confirms: unverified, and so never paused."""
     return (
-        f"names {claim.text} as its GitOps owner, which does not list it in its status; "
-        "that owner is left alone"
+        f"unverified GitOps owner: its labels name {claim.text}, which does not list it in its status "
+        "(Argo CD's status.resources, Flux's status.inventory); that owner is not paused"
     )

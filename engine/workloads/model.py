@@ -166,8 +166,6 @@ class WorkloadInfo(_ObjectOfAKind):
     """ScaledObjects only: (kind, name) of the workload KEDA scales."""
     manages: frozenset[str] = frozenset()
     """GitOps owners only: keys of the objects the controller reports it applied (its status)."""
-    target_namespace: str = ""
-    """HelmReleases only: the namespace the release installs into."""
 
     @classmethod
     def from_raw(cls, kind: Kind, raw: RawObject) -> WorkloadInfo:
@@ -194,7 +192,6 @@ class WorkloadInfo(_ObjectOfAKind):
             ),
             scale_target=_scale_target(spec) if kind is Kind.SCALEDOBJECT else None,
             manages=_managed_keys(kind, status),
-            target_namespace=str(spec.get("targetNamespace") or "") if kind is Kind.HELMRELEASE else "",
         )
 
 

@@ -19,8 +19,8 @@ speed target. Modules:
   report     rows, the printed table and docs/benchmarks.md
   runner     the command line (`python -m tests.bench`)
   night      the realistic night (`--scenario night`): scalebot's sleep and wake with workloads, and
-             the anchor's workload half (`downscaler`, kube-downscaler's cycle) with its
-             cluster-autoscaler half modelled (`night_model`, pure)
+             the anchor's workload half (`downscaler`, kube-downscaler's cycle) with its node
+             half modelled (`night_model`, pure: cluster-autoscaler's defaults, tuned, Karpenter)
   soak       a randomized soak with the stateful test's invariants (`python -m tests.bench.soak`)
 
 and, apart from the control plane, `drain_client` (the drain's client CPU per eviction and

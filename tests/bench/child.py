@@ -5,7 +5,8 @@ its own and nothing the parent did (populating 30,000 pods) is counted. Results 
 `--out` as JSON.
 
   zero   scalebot's zero-scale of every pool through the production path: `bot.runtime.wiring` builds the
-         KubeClient (QPS 50, burst 100) and LabelPoolProvider, `Operations.request` plans, locks
+         KubeClient (the product's `api_qps` / `api_burst` defaults, `engine.kube.ratelimit`, unless
+         --api-qps / --api-burst set them) and LabelPoolProvider, `Operations.request` plans, locks
          and starts the operation, the runner cordons, drains (phase 1), removes the nodes and
          verifies. Optionally the Slack progress path (`bot.slack.delivery.progress.Progress` +
          `bot.slack.delivery.sender.Sender`)
@@ -473,9 +474,19 @@ def mode_plan(args: argparse.Namespace) -> dict[str, Any]:
         models_s: list[float] = []
         raw_list_s: list[float] = []
         anatomy: list[dict[str, float]] = []
+        by_page_size: dict[int, list[float]] = {size: [] for size in PAGE_SIZES}
         pods = 0
         summary = ""
-        for _ in range(args.rounds):
+        for round_no in range(args.rounds):
+            # The production listing (fetch, typed decode, PodInfo) at each page size, in an order
+            # that alternates round by round so that no size always runs first or last.
+            order = PAGE_SIZES if round_no % 2 == 0 else tuple(reversed(PAGE_SIZES))
+            for size in order:
+                paged = KubeClient(handle.api.api_client, qps=0, page_size=size)  # type: ignore[attr-defined]
+                t = time.monotonic()
+                paged.list_pods_at(node_names=None)
+                by_page_size[size].append(time.monotonic() - t)
+
             t = time.monotonic()
             result = ops.plan(request)
             plan_s.append(time.monotonic() - t)
@@ -526,8 +537,13 @@ def mode_plan(args: argparse.Namespace) -> dict[str, Any]:
             "raw_list_median": statistics.median(raw_list_s),
             "anatomy": {k: statistics.median(a[k] for a in anatomy) for k in anatomy[0]} if anatomy else {},
             "models_median": statistics.median(models_s),
+            "page_size_seconds": {str(size): times for size, times in by_page_size.items()},
+            "page_size_median": {str(size): statistics.median(times) for size, times in by_page_size.items()},
         }
 
+
+PAGE_SIZES = (500, 2000, 5000, 0)
+"""Pod listing page sizes the planning bench compares (0: one unpaginated answer)."""
 
 _CONTINUE = re.compile(rb'"continue":"([^"]*)"')
 

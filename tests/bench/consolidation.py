@@ -3,8 +3,9 @@
 Builds the JSON a 1,000-node / 30,000-pod cluster returns (10 pools, a DaemonSet pod per node,
 Deployments with PodDisruptionBudgets, some with hostname anti-affinity or zone spread, node
 selectors, a tainted pool) and times `engine.planning.consolidation.plan_consolidation` over it: decoding the
-objects into views, then planning. The API listing itself is measured by the zero-scale benchmark
-(`python -m tests.bench`); this is the decision scalebot adds on top.
+objects into views (the pods as the production client does, from the list's JSON bytes in pages of
+500: `engine.kube.projection.decode_pod_page`), then planning. The API listing itself is measured
+by the zero-scale benchmark (`python -m tests.bench`); this is the decision scalebot adds on top.
 """
 
 from __future__ import annotations
@@ -17,8 +18,11 @@ import tracemalloc
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import orjson
+
 from engine.domain.model import LabelSelector, NodeInfo, PdbInfo, PodInfo
 from engine.domain.settings import ConsolidationSettings
+from engine.kube import projection
 from engine.planning.consolidation import NodeView, plan_consolidation
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
@@ -122,8 +126,25 @@ def _pod(
     }
 
 
+PAGE = 500
+
+
+def pod_pages(raw_pods: list[dict[str, Any]]) -> list[bytes]:
+    """The pods as the API server answers a listing of them: JSON pages of PAGE pods."""
+    return [
+        orjson.dumps({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": raw_pods[i : i + PAGE]})
+        for i in range(0, len(raw_pods), PAGE)
+    ]
+
+
+def decode_pods(pages: list[bytes]) -> list[PodInfo]:
+    """The production decode of a pod listing (`KubeClient.list_pods`)."""
+    return [pod for page in pages for pod in projection.decode_pod_page(page).items]
+
+
 def measure(nodes: int, pods_per_node: int, rounds: int) -> dict[str, Any]:
     raw_nodes, raw_pods, pdbs = synthetic_cluster(nodes, pods_per_node)
+    pages = pod_pages(raw_pods)
     pools = {f"pool-{i}": 1 for i in range(10)}
     decode, planning = [], []
     result = None
@@ -133,7 +154,7 @@ def measure(nodes: int, pods_per_node: int, rounds: int) -> dict[str, Any]:
             NodeView(NodeInfo.from_raw(n), pool=n["metadata"]["labels"]["scalebot.io/pool"])
             for n in raw_nodes
         ]
-        pods = [PodInfo.from_raw(p) for p in raw_pods]
+        pods = decode_pods(pages)
         t1 = time.perf_counter()
         result = plan_consolidation(
             views,
@@ -153,7 +174,7 @@ def measure(nodes: int, pods_per_node: int, rounds: int) -> dict[str, Any]:
     ]
     plan_consolidation(
         views,
-        [PodInfo.from_raw(p) for p in raw_pods],
+        decode_pods(pages),
         pdbs,
         pool_minimums=pools,
         daemonset_keys=frozenset({"kube-system/agent"}),

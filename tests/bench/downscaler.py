@@ -1,16 +1,19 @@
 """The workload half of the night's anchor, for real: what kube-downscaler does, one loop cycle.
 
-A small re-implementation of py-kube-downscaler's cycle (kube_downscaler/scaler.py `scale`,
-`autoscale_resources`, `autoscale_resource`, `scale_down`, `scale_up`), run against the benchmark
-cluster as a ServiceAccount of its own (`kube-downscaler`, bound to the reads and writes the chart's
-ClusterRole grants), so API Priority and Fairness treats it as it treats scalebot (`workload-low`)
-and its requests are counted the same way. Per cycle, as the original:
+A small re-implementation of one release of py-kube-downscaler, **v26.4.0** (2026-04-08;
+kube_downscaler/scaler.py `scale`, `get_namespace_to_namespace_obj`, `pods_force_uptime`,
+`autoscale_resources`, `get_resources`, `autoscale_resource`, `scale_down`, `scale_up`), run
+against the benchmark cluster as a ServiceAccount of its own (`kube-downscaler`, bound to the
+reads and writes the chart's ClusterRole grants), so API Priority and Fairness treats it as it
+treats scalebot (`workload-low`) and its requests are counted the same way. Per cycle, as that
+release does when no `--namespace` is given:
 
-  1. list every pod (its `downscaler/force-uptime` check, `pods_force_uptime`);
-  2. per included kind (`--include-resources deployments,statefulsets,cronjobs`; the default is
-     deployments only), list the objects of every namespace in one request, and per namespace GET
-     the Namespace (its annotations override the defaults);
-  3. per object to change, one update of the whole object, one after the other: sleep sets the
+  1. list every Namespace once (`get_namespace_to_namespace_obj`: their annotations override the
+     defaults; earlier releases sent a GET per namespace and kind instead);
+  2. list every pod (its `downscaler/force-uptime` check, `pods_force_uptime`);
+  3. per included kind (`--include-resources deployments,statefulsets,cronjobs`; the default is
+     deployments only), list the objects of every namespace in one request;
+  4. per object to change, one update of the whole object, one after the other: sleep sets the
      replicas to 0 (a CronJob: `suspend: true`) and the annotation `downscaler/original-replicas`
      to the replicas it had (a CronJob's "1"); wake sets them back and removes the annotation.
 
@@ -35,6 +38,8 @@ import yaml
 
 from localcluster import objects, rest, waits
 
+RELEASE = "py-kube-downscaler v26.4.0"
+"""The release this cycle follows (its request pattern and its defaults)."""
 ORIGINAL_REPLICAS_ANNOTATION = "downscaler/original-replicas"
 INCLUDE_RESOURCES = ("deployments", "statefulsets", "cronjobs")
 EXCLUDE_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease", "scalebot"})
@@ -188,6 +193,7 @@ class Downscaler:
         change = sleep_change if action == "sleep" else wake_change
         cycle = Cycle()
         started = time.monotonic()
+        self._send(cycle, "GET", "namespaces", "/api/v1/namespaces")  # once: their annotations
         self._send(cycle, "GET", "pods", "/api/v1/pods")  # pods_force_uptime: every pod of the cluster
         for kind in INCLUDE_RESOURCES:
             listing = self._send(cycle, "GET", kind, f"{_API[kind]}/{kind}")
@@ -197,7 +203,6 @@ class Downscaler:
             for namespace, in_namespace in sorted(by_namespace.items()):
                 if namespace in EXCLUDE_NAMESPACES:
                     continue
-                self._send(cycle, "GET", "namespaces", f"/api/v1/namespaces/{namespace}")
                 for obj in in_namespace:
                     body = change(obj, kind)
                     if body is None:

@@ -7,8 +7,9 @@ Two runs, each on a fresh cluster of the benchmark shape plus a few CronJobs (`a
                     the `LabelPoolProvider` deleting the Node objects and re-creating them from their
                     templates, kwok making them Ready)
   night_downscaler  the anchor's workload half for real (`tests.bench.downscaler`: one
-                    kube-downscaler cycle at the window's start, one at its end); its
-                    cluster-autoscaler half is `tests.bench.night_model`, applied in the report
+                    kube-downscaler cycle at the window's start, one at its end); its node half
+                    (cluster-autoscaler at its defaults and tuned, Karpenter) is
+                    `tests.bench.night_model`, applied in the report
 
 An `Observer` reads the cluster as admin once a second (nodes of the pools, every workload's
 replicas and availability, the CronJobs' suspend, the control plane's CPU time), the same way for
@@ -399,12 +400,28 @@ def measured(half: Mapping[str, Any]) -> night_model.Measured:
 
 
 def anchor_timelines(
-    anchor: Mapping[str, Any], *, nodes: int, pools: int, worst: bool = False
+    anchor: Mapping[str, Any], *, nodes: int, pools: int, worst: bool = False, tuned: bool = False
 ) -> tuple[night_model.Timeline, night_model.Timeline]:
-    settings = night_model.Anchor(worst=worst)
+    """The anchor with cluster-autoscaler: its defaults, or as tuned for nights (`tuned`)."""
+    settings = night_model.Anchor(
+        worst=worst, ca=night_model.TUNED_CA if tuned else night_model.AutoscalerDefaults()
+    )
     return (
         night_model.night(nodes=nodes, measured=measured(anchor["sleep"]), anchor=settings),
         night_model.morning(pools=pools, measured=measured(anchor["wake"]), anchor=settings),
+    )
+
+
+def karpenter_timelines(
+    anchor: Mapping[str, Any], *, nodes: int, pools: int, worst: bool = False
+) -> tuple[night_model.Timeline, night_model.Timeline]:
+    """The anchor with Karpenter's empty-node consolidation and provisioning (one NodePool a pool)."""
+    settings = night_model.Anchor(worst=worst)
+    return (
+        night_model.karpenter_night(
+            nodes=nodes, pools=pools, measured=measured(anchor["sleep"]), anchor=settings
+        ),
+        night_model.karpenter_morning(measured=measured(anchor["wake"]), anchor=settings),
     )
 
 
@@ -467,7 +484,8 @@ def _anchor_rows(anchor: Mapping[str, Any]) -> list[tuple[str, str]]:
     cpu = [sum(half["component_cpu_seconds"].values()) for half in (sleep, wake)]
     return [
         (
-            "sleep cycle (list every pod and every kind, GET each namespace, patch each object in turn)",
+            f"sleep cycle ({downscaler.RELEASE}: list the namespaces, every pod and every kind, "
+            "patch each object in turn)",
             f"{_s(sleep['cycle_seconds'])}, {_changed(sleep)}",
         ),
         ("cycle end → every workload at zero, no pod running", _s(sleep["after_cycle_seconds"])),
@@ -479,11 +497,17 @@ def _anchor_rows(anchor: Mapping[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
-def _timeline_lines(anchor: Mapping[str, Any], size: Size, *, worst: bool) -> list[str]:
-    night_t, morning_t = anchor_timelines(anchor, nodes=size.nodes, pools=size.pools, worst=worst)
+def _timeline_lines(
+    anchor: Mapping[str, Any], size: Size, *, worst: bool, karpenter: bool = False
+) -> list[str]:
+    if karpenter:
+        night_t, morning_t = karpenter_timelines(anchor, nodes=size.nodes, pools=size.pools, worst=worst)
+    else:
+        night_t, morning_t = anchor_timelines(anchor, nodes=size.nodes, pools=size.pools, worst=worst)
     label = "at worst (every loop just missed)" if worst else "typically (half an interval per loop)"
+    who = "Karpenter" if karpenter else "cluster-autoscaler (defaults)"
     return [
-        f"The anchor's timeline {label}, **cluster-autoscaler modelled** (`tests/bench/night_model.py`):",
+        f"The anchor's timeline {label}, **{who} modelled** (`tests/bench/night_model.py`):",
         "",
         "| phase | seconds | source |",
         "|---|---|---|",
@@ -521,24 +545,30 @@ def markdown(runs: Mapping[str, Any], *, size: Size) -> list[str]:
             *_table(_anchor_rows(anchor)),
             *_timeline_lines(anchor, size, worst=False),
             *_timeline_lines(anchor, size, worst=True),
+            *_timeline_lines(anchor, size, worst=False, karpenter=True),
         ]
     if sb is not None and anchor is not None:
         night_t, morning_t = anchor_timelines(anchor, nodes=size.nodes, pools=size.pools)
+        tuned_night, tuned_morning = anchor_timelines(anchor, nodes=size.nodes, pools=size.pools, tuned=True)
+        karp_night, karp_morning = karpenter_timelines(anchor, nodes=size.nodes, pools=size.pools)
         cloud_zero, cloud_back = night_model.scalebot_in_the_cloud(
             zero_nodes_seconds=sb["zero_nodes_seconds"] or 0.0,
             available_seconds=sb["available_seconds"] or 0.0,
         )
         cloud = night_model.CloudAssumptions()
         lines += [
-            "Side by side (the anchor's typical case; the cloud's times added to scalebot's measured "
+            "Side by side (the anchors' typical case, workloads measured and the autoscalers "
+            "modelled; the cloud's times added to scalebot's measured "
             f"figures with the same assumptions: {cloud.node_gone_seconds:g} s for instances to stop, "
             f"{cloud.provision_seconds:g} s to provision):",
             "",
-            "| | scalebot (measured) | scalebot + cloud times | anchor (workloads measured, CA modelled) |",
-            "|---|---|---|---|",
-            f"| to zero nodes | {_s(sb['zero_nodes_seconds'])} | {_s(cloud_zero)} | {_s(night_t.total)} |",
+            "| | scalebot (measured) | scalebot + cloud times | anchor: CA defaults | anchor: CA tuned "
+            "(unneeded 1m, parallelism 100) | anchor: Karpenter (empty-node consolidation) |",
+            "|---|---|---|---|---|---|",
+            f"| to zero nodes | {_s(sb['zero_nodes_seconds'])} | {_s(cloud_zero)} | {_s(night_t.total)} "
+            f"| {_s(tuned_night.total)} | {_s(karp_night.total)} |",
             f"| to every workload Available | {_s(sb['available_seconds'])} | {_s(cloud_back)} "
-            f"| {_s(morning_t.total)} |",
+            f"| {_s(morning_t.total)} | {_s(tuned_morning.total)} | {_s(karp_morning.total)} |",
             "",
         ]
     return lines

@@ -137,19 +137,25 @@ def api_pod(i: int, node: str, daemon: bool) -> dict[str, Any]:
     }
 
 
-def pages(nodes: int, pods_per_node: int) -> list[bytes]:
+PAGE_SIZES = (500, 2000, 5000, 0)
+"""The page sizes compared (0: one unpaginated answer)."""
+
+
+def pages(nodes: int, pods_per_node: int, page: int = PAGE) -> list[bytes]:
+    """The listing's pages of `page` pods each (0: one page holding every pod)."""
     pods = [
         api_pod(n * pods_per_node + j, f"pool-{n % 10}-{n:04d}", daemon=j == 0)
         for n in range(nodes)
         for j in range(pods_per_node)
     ]
+    size = page or len(pods)
     out = []
-    for start in range(0, len(pods), PAGE):
-        more = start + PAGE < len(pods)
+    for start in range(0, len(pods), size):
+        more = start + size < len(pods)
         meta = {"resourceVersion": "200000", **({"continue": f"token-{start}"} if more else {})}
         out.append(
             orjson.dumps(
-                {"kind": "PodList", "apiVersion": "v1", "metadata": meta, "items": pods[start : start + PAGE]}
+                {"kind": "PodList", "apiVersion": "v1", "metadata": meta, "items": pods[start : start + size]}
             )
         )
     return out
@@ -218,6 +224,13 @@ def main(argv: list[str] | None = None) -> None:
         plan_s.append(time.perf_counter() - t)
     if before(data) != after(data):
         raise SystemExit("the two decodes disagree")
+    by_size = {size: pages(args.nodes, args.pods_per_node, size) for size in PAGE_SIZES}
+    decode_s: dict[int, list[float]] = {size: [] for size in PAGE_SIZES}
+    for round_no in range(args.rounds):
+        for size in PAGE_SIZES if round_no % 2 == 0 else tuple(reversed(PAGE_SIZES)):
+            t = time.perf_counter()
+            after(by_size[size])
+            decode_s[size].append(time.perf_counter() - t)
     megabytes = sum(len(p) for p in data) / 1e6
     old_m, new_m, plan_m = (statistics.median(x) for x in (old_s, new_s, plan_s))
     print(
@@ -226,8 +239,14 @@ def main(argv: list[str] | None = None) -> None:
         f"  decode before (Structs -> dicts -> PodInfo.from_raw): {old_m:.2f} s\n"
         f"  typed decode now (Structs -> PodInfo):                {new_m:.2f} s "
         f"({old_m / new_m:.1f}x faster)\n"
-        f"  plan_operation (zero, pure):                          {plan_m:.2f} s"
+        f"  plan_operation (zero, pure):                          {plan_m:.2f} s\n"
+        "  the typed decode by page size (the client's share only; the server's is measured by\n"
+        "  `python -m tests.bench --only planning`), sizes alternating round by round:"
     )
+    for size in PAGE_SIZES:
+        largest = max(len(p) for p in by_size[size]) / 1e6
+        label = "unpaginated" if size == 0 else f"pages of {size:,}"
+        print(f"    {label:<16} {statistics.median(decode_s[size]):.2f} s (largest page {largest:.0f} MB)")
 
 
 if __name__ == "__main__":

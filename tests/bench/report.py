@@ -667,6 +667,28 @@ def _plan_rows(
         ),
         Row(s, "  of which plan_operation (pure)", seconds(plan["plan_operation_median"])),
         Row(s, "the same pods listed raw (KubeClient.list_pods)", seconds(plan["raw_list_median"])),
+        *(
+            [
+                Row(
+                    s,
+                    "`plan zero` / the server's raw answer (pages of 500, same run)",
+                    ratio(_div(plan["plan_median"], a["server_pages_seconds"])),
+                    "≤ 1.3",
+                    _at_most(_div(plan["plan_median"], a["server_pages_seconds"]), 1.3),
+                )
+            ]
+            if a.get("server_pages_seconds")
+            else []
+        ),
+        *(
+            Row(
+                s,
+                f"KubeClient.list_pods_at, {'one unpaginated answer' if size == '0' else f'pages of {size}'}"
+                f" (median of {plan['rounds']}, sizes alternating)",
+                seconds(median),
+            )
+            for size, median in (plan.get("page_size_median") or {}).items()
+        ),
         Row(s, "the same pods listed into V1PodList (generated models)", seconds(plan["models_median"])),
         Row(
             s,

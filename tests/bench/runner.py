@@ -241,6 +241,10 @@ def reproduce_commands() -> list[str]:
         "    && .venv/bin/python -m tests.bench --from-json small-night.json --write docs/benchmarks.md",
         "# Slack acks under a burst",
         ".venv/bin/python -m tests.bench.ack_latency [--slow-cluster] [--shared-cores]",
+        "# the fleet storm at growing N: 2 real control planes + simulated clusters (about 20 min)",
+        ".venv/bin/python -m tests.bench.fleet --clusters 10,20,40,80,160 --real 2",
+        "# planning: the client share at 30,000 pods, no cluster (decodes, page sizes, the plan)",
+        ".venv/bin/python -m tests.bench.planning_client --rounds 5",
         ".venv/bin/pytest tests/e2e/test_bench_smoke.py   # what CI runs: 20 nodes / 400 pods",
     ]
 

@@ -72,6 +72,8 @@ class StandIn:
     node_labels: dict[str, str]
     node_api: Any = None
     """The workload cluster's API (default: `api`, a self-hosted cluster)."""
+    endpoint: tuple[str, int] = ("127.0.0.1", 6443)
+    """The Cluster's spec.controlPlaneEndpoint: the workload API server its kubeconfig Secret names."""
 
     @property
     def nodes(self) -> Any:
@@ -90,7 +92,7 @@ class StandIn:
                 "apiVersion": f"{GROUP}/{VERSION}",
                 "kind": "Cluster",
                 "metadata": {"name": self.cluster, "namespace": self.namespace},
-                "spec": {"controlPlaneEndpoint": {"host": "127.0.0.1", "port": 6443}},
+                "spec": {"controlPlaneEndpoint": {"host": self.endpoint[0], "port": self.endpoint[1]}},
             }
             rest.create(self.api, path(self.namespace, "clusters"), cluster)
         labels = {DEPLOYMENT_LABEL: self.deployment, CLUSTER_LABEL: self.cluster}

@@ -99,6 +99,10 @@ CRD: Json = {
                             "spec": {
                                 "type": "object",
                                 "properties": {
+                                    "kubernetes": {
+                                        "type": "object",
+                                        "properties": {"version": {"type": "string"}},
+                                    },
                                     "provider": {
                                         "type": "object",
                                         "properties": {

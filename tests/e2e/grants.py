@@ -45,11 +45,12 @@ def overlay(
 ) -> str:
     """The kustomization a person writes for `grant` (see its kustomization.yaml), in directory `at`."""
     role = "ClusterRole" if grant in CLUSTER_SCOPED else "Role"
+    replaced = [{"op": "replace", "path": "/rules/0/resourceNames", "value": list(names)}]
+    if grant == CAPI_KUBECONFIG:  # the Clusters themselves, as its kustomization.yaml says
+        clusters = [n.removesuffix("-kubeconfig") for n in names]
+        replaced.append({"op": "replace", "path": "/rules/1/resourceNames", "value": clusters})
     patches: list[dict[str, Any]] = [
-        {
-            "target": {"kind": role, "name": ROLES[grant]},
-            "patch": json.dumps([{"op": "replace", "path": "/rules/0/resourceNames", "value": list(names)}]),
-        }
+        {"target": {"kind": role, "name": ROLES[grant]}, "patch": json.dumps(replaced)}
     ]
     if subject is not None:
         patches.append(

@@ -25,7 +25,7 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from engine.kube import admission
-from localcluster import rest, waits
+from localcluster import bodies, rest, waits
 from localcluster.objects import cordon
 from tests.e2e import capi_standin, gardener_standin, gitops_standin, grants, support
 
@@ -38,7 +38,11 @@ pytestmark = pytest.mark.e2e
 Json = dict[str, Any]
 POLICY_FILE = Path(__file__).resolve().parents[2] / "manifests" / "base" / "admission-policy.yaml"
 NODEPOOLS = "/apis/karpenter.sh/v1/nodepools"
-DENIED = "ValidatingAdmissionPolicy 'scalebot-fields'"
+NODE_DELETE = "scalebot may delete only a node of a label pool (scalebot.io/pool) that carries its taint"
+REMOVING = "scalebot.io/removing"
+FIELDS = "scalebot-fields"
+SHOOTS = "scalebot-shoots"
+"""The gardener-shoots grant's own policy (manifests/grants/gardener-shoots/admission-policy.yaml)."""
 ALLOWED = ""
 DRAINING = {"key": "scalebot.io/draining", "value": "1764230400", "effect": "NoSchedule"}
 
@@ -52,6 +56,8 @@ class Row:
     refused_field: str
     """"" (ALLOWED): admitted; otherwise the field path the refusal must name."""
     method: str = "PATCH"
+    policy: str = FIELDS
+    """The policy whose refusal it is."""
 
 
 @dataclass
@@ -59,6 +65,10 @@ class Objects:
     namespace: str
     node: str
     cordoned_node: str
+    marked_node: str
+    """In a label pool, with scalebot's draining taint and removal mark: what a label pool deletes."""
+    foreign_node: str
+    """In no pool (no pool label), with the same taint and mark."""
     node_taints: list[Json]
     cronjob: str
     scaledobject: str
@@ -128,6 +138,10 @@ def _record_path(_: Objects) -> str:
     return "/api/v1/namespaces/scalebot/configmaps"
 
 
+def _shoot_row(what: str, body: Callable[[Objects], Any], refused_field: str) -> Row:
+    return Row("Shoot", what, _shoot, body, refused_field, policy=SHOOTS)
+
+
 ROWS = [
     # -- Nodes: cordon, scalebot's taint and marks; delete only a node being emptied
     Row("Node", "cordon", _node, lambda o: {"spec": {"unschedulable": True}}, ALLOWED),
@@ -151,11 +165,30 @@ ROWS = [
         lambda o: {"spec": {"taints": [*o.node_taints, {**DRAINING, "effect": "NoExecute"}]}},
         "spec.taints[scalebot.io/draining].effect",
     ),
-    Row("Node", "delete a node in service", _node, lambda o: None, "a node being emptied", method="DELETE"),
+    Row(
+        "Node", "removal mark", _node, _annotate(**{"scalebot.io/removing": "2026-11-27T08:00:00Z"}), ALLOWED
+    ),
+    Row("Node", "delete a node in service", _node, lambda o: None, NODE_DELETE, method="DELETE"),
     Row(
         "Node",
-        "delete a cordoned node",
+        "delete a node only cordoned",
         lambda o: f"/api/v1/nodes/{o.cordoned_node}",
+        lambda o: None,
+        NODE_DELETE,
+        method="DELETE",
+    ),
+    Row(
+        "Node",
+        "delete a node outside the pools, tainted and marked",
+        lambda o: f"/api/v1/nodes/{o.foreign_node}",
+        lambda o: None,
+        NODE_DELETE,
+        method="DELETE",
+    ),
+    Row(
+        "Node",
+        "delete a pool's node, tainted and marked",
+        lambda o: f"/api/v1/nodes/{o.marked_node}",
         lambda o: None,
         ALLOWED,
         method="DELETE",
@@ -337,20 +370,16 @@ ROWS = [
         lambda o: {"spec": {"disruption": {"consolidateAfter": "1s"}}},
         "spec.disruption.consolidateAfter",
     ),
-    # -- Gardener Shoot: workers' minimum/maximum and hibernation.enabled
-    Row(
-        "Shoot",
+    # -- Gardener Shoot (the grant's own policy): workers' minimum/maximum and hibernation.enabled
+    _shoot_row(
         "worker minimum/maximum",
-        _shoot,
         lambda o: {"spec": {"provider": {"workers": _worker(o, minimum=0, maximum=0)}}},
         ALLOWED,
     ),
-    Row("Shoot", "hibernate", _shoot, lambda o: {"spec": {"hibernation": {"enabled": True}}}, ALLOWED),
-    Row("Shoot", "restore record", _shoot, _annotate(**{"scalebot.io/restore.w1": "{}"}), ALLOWED),
-    Row(
-        "Shoot",
+    _shoot_row("hibernate", lambda o: {"spec": {"hibernation": {"enabled": True}}}, ALLOWED),
+    _shoot_row("restore record", _annotate(**{"scalebot.io/restore.w1": "{}"}), ALLOWED),
+    _shoot_row(
         "a worker's machine image",
-        _shoot,
         lambda o: {
             "spec": {
                 "provider": {
@@ -362,19 +391,25 @@ ROWS = [
         },
         "spec.provider.workers (other than minimum/maximum)",
     ),
-    Row(
-        "Shoot",
-        "the provider type",
-        _shoot,
-        lambda o: {"spec": {"provider": {"type": "gcp"}}},
-        "spec.provider.type",
+    _shoot_row(
+        "a worker's machine type",
+        lambda o: {"spec": {"provider": {"workers": _worker(o, machine={"type": "p4d.24xlarge"})}}},
+        "spec.provider.workers (other than minimum/maximum)",
     ),
-    Row(
-        "Shoot",
+    _shoot_row(
+        "the Kubernetes version", lambda o: {"spec": {"kubernetes": {"version": "1.20.0"}}}, "spec.kubernetes"
+    ),
+    _shoot_row("the provider type", lambda o: {"spec": {"provider": {"type": "gcp"}}}, "spec.provider.type"),
+    _shoot_row(
         "hibernation schedules",
-        _shoot,
         lambda o: {"spec": {"hibernation": {"schedules": [{"start": "0 1 * * *"}]}}},
         "spec.hibernation.schedules",
+    ),
+    _shoot_row("a label", lambda o: {"metadata": {"labels": {"x": "y"}}}, "metadata.labels[x]"),
+    _shoot_row(
+        "another annotation",
+        _annotate(**{"gardener.cloud/operation": "reconcile"}),
+        "metadata.annotations[gardener.cloud/operation]",
     ),
     # -- ConfigMaps: scalebot's records by name, never its own configuration
     Row(
@@ -419,12 +454,58 @@ def _send(api: Any, row: Row, objects: Objects) -> None:
     )
 
 
+def _taint_and_mark(api: Any, node: str) -> None:
+    """What a label pool leaves on a node it is about to delete: scalebot's cordon and its mark."""
+    taints = rest.get(api, rest.node_path(node))["spec"].get("taints") or []
+    rest.patch(
+        api,
+        rest.node_path(node),
+        {
+            "metadata": {"annotations": {REMOVING: "2026-11-27T08:00:00Z"}},
+            "spec": {"unschedulable": True, "taints": [*taints, DRAINING]},
+        },
+    )
+
+
+def _wait_for_shoot_policy(api: Any, namespace: str) -> None:
+    """The grant's policy was just created: until the API server enforces it, a refused change passes."""
+
+    def refused() -> bool:
+        try:
+            rest.raw_request(
+                api,
+                "PATCH",
+                gardener_standin.shoots_path(namespace, "eu1"),
+                body={"spec": {"provider": {"type": "gcp"}}},
+                query={"dryRun": "All"},
+                content_type="application/merge-patch+json",
+            )
+        except ApiException as exc:
+            if exc.status == 403 and SHOOTS in str(exc.body):
+                return True
+            raise
+        return False
+
+    waits.wait_until(refused, 30, f"the admission policy {SHOOTS} to be in force")
+
+
 @pytest.fixture
 def objects(
-    control_plane: ControlPlane, admin_api: Any, namespace: str, unique_name: str, node_pool: Any
+    control_plane: ControlPlane,
+    admin_api: Any,
+    scalebot_api: Any,
+    namespace: str,
+    unique_name: str,
+    node_pool: Any,
 ) -> Iterator[Objects]:
-    node, cordoned = node_pool(2)
+    node, cordoned, marked = node_pool(3)
     cordon(admin_api, cordoned)
+    _taint_and_mark(admin_api, marked)
+    foreign = f"{unique_name}-nopool"[:63]
+    body = bodies.node_body(foreign, "none")
+    del body["metadata"]["labels"][bodies.POOL_LABEL]
+    rest.create(admin_api, rest.node_path(), body)
+    _taint_and_mark(admin_api, foreign)
     ns = namespace
     rest.create(
         admin_api,
@@ -565,13 +646,18 @@ def objects(
             "apiVersion": f"{gardener_standin.GROUP}/{gardener_standin.VERSION}",
             "kind": "Shoot",
             "metadata": {"name": "eu1"},
-            "spec": {"provider": {"type": "aws", "workers": workers}, "hibernation": {"enabled": False}},
+            "spec": {
+                "kubernetes": {"version": "1.31.0"},
+                "provider": {"type": "aws", "workers": workers},
+                "hibernation": {"enabled": False},
+            },
         },
     )
     # The Shoot is patched with the shipped gardener-shoots grant, as scalebot's ServiceAccount.
     granted = grants.apply_grant(
         control_plane, grants.GARDENER_SHOOTS, ns, ["eu1"], subject=grants.SCALEBOT_SA
     )
+    _wait_for_shoot_policy(scalebot_api, ns)
     config_path = "/api/v1/namespaces/scalebot/configmaps"
     made_config = rest.get_or_none(admin_api, f"{config_path}/scalebot-config") is None
     if made_config:
@@ -591,6 +677,8 @@ def objects(
         namespace=ns,
         node=node,
         cordoned_node=cordoned,
+        marked_node=marked,
+        foreign_node=foreign,
         node_taints=list(node_raw["spec"].get("taints") or []),
         cronjob="nightly",
         scaledobject="api",
@@ -602,6 +690,7 @@ def objects(
         record=unique_name,
     )
     grants.remove_grant(control_plane, granted)
+    rest.delete(admin_api, rest.node_path(foreign))
     rest.delete(admin_api, f"{NODEPOOLS}/{nodepool}")
     support.remove_keda_crd(admin_api)
     gitops_standin.remove_crds(admin_api)
@@ -625,10 +714,30 @@ def test_scalebot_may_change_only_the_fields_it_owns(scalebot_api: Any, objects:
         if row.refused_field == ALLOWED:
             if got != "admitted":
                 wrong[f"{row.kind}: {row.what}"] = f"should be admitted, got {got}"
-        elif not (got.startswith("403 ") and DENIED in got and row.refused_field in got):
+        elif not (
+            got.startswith("403 ")
+            and f"ValidatingAdmissionPolicy '{row.policy}'" in got
+            and row.refused_field in got
+        ):
             wrong[f"{row.kind}: {row.what}"] = f"should be refused naming {row.refused_field!r}, got {got}"
     assert not wrong, "\n".join(f"{k}: {v}" for k, v in wrong.items())
     assert sum(1 for r in ROWS if r.refused_field) >= 8 and sum(1 for r in ROWS if not r.refused_field) >= 8
+
+
+def test_a_leaked_token_cannot_cordon_then_delete_a_node(
+    scalebot_api: Any, admin_api: Any, node_pool: Any
+) -> None:
+    """As the ServiceAccount, for real: cordoning a node with scalebot's own taint is admitted (a
+    drain does it), deleting it next is refused, and the node is still there."""
+    (node,) = node_pool(1)
+    taints = rest.get(admin_api, rest.node_path(node))["spec"].get("taints") or []
+    rest.patch(
+        scalebot_api, rest.node_path(node), {"spec": {"unschedulable": True, "taints": [*taints, DRAINING]}}
+    )
+    with pytest.raises(ApiException) as refused:
+        rest.delete(scalebot_api, rest.node_path(node))
+    assert refused.value.status == 403 and NODE_DELETE in str(refused.value.body)
+    assert rest.get_or_none(admin_api, rest.node_path(node)) is not None
 
 
 def test_people_and_controllers_are_not_bound_by_it(admin_api: Any, objects: Objects) -> None:

@@ -57,3 +57,12 @@ def test_the_night_at_20_nodes() -> None:
     assert anchor["sleep"]["identity_requests"] > 0
     timelines = night.anchor_timelines(anchor, nodes=size.nodes, pools=size.pools)
     assert all(math.isfinite(t.total) and t.total > 0 for t in timelines)
+    for timelines in (
+        night.anchor_timelines(anchor, nodes=size.nodes, pools=size.pools, tuned=True),
+        night.karpenter_timelines(anchor, nodes=size.nodes, pools=size.pools),
+    ):
+        assert all(math.isfinite(t.total) and t.total > 0 for t in timelines)
+    # The downscaler release's cycle lists the Namespaces once, never one GET per namespace.
+    for half in (anchor["sleep"], anchor["wake"]):
+        for cycle in half["cycles"]:
+            assert cycle["requests"].get("GET namespaces") == 1, cycle["requests"]

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 
-from localcluster import objects
+from localcluster import objects, rest
 from localcluster.binaries import ensure_go_tool
 
 if TYPE_CHECKING:
@@ -47,7 +47,16 @@ POD_SECURITY = {
     "pod-security.kubernetes.io/warn": "restricted",
 }
 CLUSTER_SCOPED_POLICY = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
-MONITORING_KINDS = {"PrometheusRule"}
+MONITORING_KINDS = {"PrometheusRule", "ServiceMonitor"}
+OPTIONAL_GROUPS = {
+    "cluster.x-k8s.io": "capi",
+    "karpenter.sh": "karpenter",
+    "keda.sh": "keda",
+    "argoproj.io": "gitops",
+    "kustomize.toolkit.fluxcd.io": "gitops",
+    "helm.toolkit.fluxcd.io": "gitops",
+}
+"""The ClusterRole's rules the chart renders only when the config uses them (the base holds all)."""
 """Objects of the Prometheus Operator's CRDs, which the local control plane does not serve."""
 
 
@@ -116,12 +125,102 @@ def test_the_values_schema_refuses_bad_values_naming_the_key(helm: Path, setting
     assert f"at '{key}'" in result.stderr, result.stderr
 
 
+def _by_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [d for d in docs if d["kind"] == kind]
+
+
+def test_the_knobs_platform_teams_expect_reach_the_objects(helm: Path) -> None:
+    """ci/full-values.yaml sets every knob: each lands where Kubernetes reads it."""
+    docs = template(helm, "--values", str(FULL))
+    (account,) = _by_kind(docs, "ServiceAccount")
+    assert account["metadata"]["name"] == "scalebot-sa"
+    assert account["metadata"]["annotations"] == {
+        "eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/scalebot"
+    }
+    bindings = _by_kind(docs, "RoleBinding") + _by_kind(docs, "ClusterRoleBinding")
+    assert bindings and all(
+        b["subjects"] == [{"kind": "ServiceAccount", "name": "scalebot-sa", "namespace": "scalebot"}]
+        for b in bindings
+    )
+    policies = _by_kind(docs, "ValidatingAdmissionPolicy")
+    assert sorted(p["metadata"]["name"] for p in policies) == ["platform-scalebot-shoots", "scalebot-fields"]
+    assert all(":scalebot-sa'" in p["spec"]["matchConditions"][0]["expression"] for p in policies)
+    (deployment,) = _by_kind(docs, "Deployment")
+    assert deployment["metadata"]["name"] == "platform-scalebot", "fullnameOverride"
+    pod = deployment["spec"]["template"]
+    spec = pod["spec"]
+    (container,) = spec["containers"]
+    assert spec["serviceAccountName"] == "scalebot-sa"
+    assert spec["imagePullSecrets"] == [{"name": "regcred"}]
+    assert spec["priorityClassName"] == "system-cluster-critical"
+    assert spec["topologySpreadConstraints"][0]["topologyKey"] == "topology.kubernetes.io/zone"
+    assert pod["metadata"]["labels"]["example.com/cost-center"] == "platform"
+    assert container["image"] == "registry.example.com/scalebot@sha256:" + "0123456789abcdef" * 4
+    assert {"name": "AWS_REGION", "value": "eu-west-1"} in container["env"]
+    assert container["envFrom"][1:] == [{"secretRef": {"name": "scalebot-extra", "optional": True}}]
+    (monitor,) = _by_kind(docs, "ServiceMonitor")
+    (metrics,) = [s for s in _by_kind(docs, "Service") if s["metadata"]["name"].endswith("-metrics")]
+    assert monitor["metadata"]["labels"]["release"] == "prometheus"
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= metrics["metadata"]["labels"].items()
+    assert metrics["spec"]["ports"] == [
+        {"name": "health", "port": 9090, "targetPort": "health", "protocol": "TCP"}
+    ]
+    peers = {p["metadata"]["name"]: p["spec"]["ingress"][0]["from"] for p in _by_kind(docs, "NetworkPolicy")}
+    assert peers["platform-scalebot"][1]["namespaceSelector"]["matchLabels"] == {
+        "kubernetes.io/metadata.name": "observability"
+    }
+    assert peers["platform-scalebot-events"][0]["namespaceSelector"]["matchLabels"] == {
+        "kubernetes.io/metadata.name": "ingress-system"
+    }
+
+
+def _optional_rules(docs: list[dict[str, Any]]) -> set[str]:
+    (role,) = [d for d in _by_kind(docs, "ClusterRole") if d["metadata"]["name"] == "scalebot"]
+    return {OPTIONAL_GROUPS[g] for r in role["rules"] for g in r["apiGroups"] if g in OPTIONAL_GROUPS}
+
+
+def test_rbac_is_rendered_only_for_the_providers_and_integrations_in_use(helm: Path) -> None:
+    """A label-pools-only release holds no Cluster API, Karpenter, KEDA, Argo CD or Flux rule."""
+    assert _optional_rules(template(helm)) == set()
+    for provider in ("capi", "karpenter"):
+        # Their clusters have no pool_label (the schema refuses it, as the loader does).
+        docs = template(
+            helm, "--set", f"config.clusters.management.provider={provider}",
+            "--set", "config.clusters.management.pool_label=null",
+        )  # fmt: skip
+        assert _optional_rules(docs) == {provider}
+    assert _optional_rules(template(helm, "--set", "config.clusters.management.gitops=pause")) == {"gitops"}
+    assert _optional_rules(template(helm, "--set", "rbac.keda=true", "--set", "rbac.gitops=true")) == {
+        "keda",
+        "gitops",
+    }
+
+
+def test_an_existing_service_account_is_bound_not_created(helm: Path) -> None:
+    docs = template(
+        helm, "--set", "serviceAccount.create=false", "--set", "serviceAccount.name=platform-bots"
+    )
+    assert not _by_kind(docs, "ServiceAccount")
+    (deployment,) = _by_kind(docs, "Deployment")
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == "platform-bots"
+    assert all(
+        b["subjects"][0]["name"] == "platform-bots"
+        for b in _by_kind(docs, "RoleBinding") + _by_kind(docs, "ClusterRoleBinding")
+    )
+    (policy,) = _by_kind(docs, "ValidatingAdmissionPolicy")
+    assert policy["spec"]["matchConditions"][0]["expression"].endswith("endsWith(':platform-bots')")
+    assert _by_kind(docs, "NetworkPolicy"), "on by default"
+
+
 @pytest.mark.parametrize(("mode", "overlay"), [("socket", "socket-mode"), ("http", "http")])
 def test_helm_and_kustomize_render_the_same_objects(
     helm: Path, control_plane: ControlPlane, mode: str, overlay: str
 ) -> None:
     rendered = normalised(template(helm, "--set", f"slack.mode={mode}"))
     kustomized = normalised(kustomize(control_plane, MANIFESTS / "overlays" / overlay))
+    # The default config is label pools only: the chart leaves out the optional rules, in order.
+    role = kustomized[("ClusterRole", "scalebot")]
+    role["rules"] = [r for r in role["rules"] if not set(r["apiGroups"]) & set(OPTIONAL_GROUPS)]
     assert sorted(rendered) == sorted(kustomized)
     for key, obj in kustomized.items():
         assert rendered[key] == obj, key
@@ -194,3 +293,134 @@ def test_the_rendered_objects_pass_a_server_side_dry_run(
     finally:
         for name in namespaces:
             objects.delete_namespace(admin_api, name)
+
+
+@pytest.mark.parametrize("mode", ["socket", "http"])
+def test_the_notes_give_the_next_steps(
+    helm: Path, control_plane: ControlPlane, unique_name: str, mode: str
+) -> None:
+    """What `helm install` prints: the Slack app, the mode's token, how to check /readyz, and the
+    truth about failover (one instance, no standby). A client-side dry run, under a release and
+    namespace of its own (helm still looks for objects it would adopt; the suite's control plane
+    holds scalebot's, and the cluster-scoped policy is left out for the same reason)."""
+    release = f"notes-{unique_name[-6:]}"
+    result = run(
+        helm, "install", release, CHART, "--namespace", release, "--dry-run=client",
+        "--kubeconfig", control_plane.admin_kubeconfig, "--set", f"slack.mode={mode}",
+        "--set", "admissionPolicy.enabled=false", check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    notes = result.stdout[result.stdout.index("NOTES:") :]
+    assert "manifests/slack-app.yaml" in notes and "/readyz" in notes and "no standby" in notes
+    assert ("SLACK_APP_TOKEN" in notes, "SLACK_SIGNING_SECRET" in notes) == (mode == "socket", mode == "http")
+    assert ("/slack/events" in notes) == (mode == "http")
+    assert "admission policy is off" in notes
+
+
+def test_helm_installs_upgrades_and_uninstalls_into_the_control_plane(
+    helm: Path, control_plane: ControlPlane, admin_api: Any, node_pool: Any, unique_name: str
+) -> None:
+    """`helm install --wait` into the suite's control plane (kwok runs the pod on a node of the
+    test's own; a static volume stands in for a storage class), `helm upgrade` with a config change
+    rolls the pod, `helm uninstall` leaves nothing of the release behind. Under a release and
+    namespace of its own, without the cluster-scoped admission policy the control plane already
+    holds (helm would refuse to adopt it)."""
+    release, namespace = f"sb-{unique_name[-6:]}", f"{unique_name}-helm"[:63]
+    storage_class = f"{release}-static"
+    node_pool(1)
+    objects.create_namespace(admin_api, namespace)
+    volume = f"/api/v1/persistentvolumes/{release}-data"
+    rest.create(
+        admin_api,
+        "/api/v1/persistentvolumes",
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": f"{release}-data"},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": storage_class,
+                "persistentVolumeReclaimPolicy": "Retain",
+                "hostPath": {"path": f"/tmp/{release}"},
+            },
+        },
+    )
+    rest.create(
+        admin_api,
+        f"/api/v1/namespaces/{namespace}/secrets",
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "scalebot-slack"},
+            "stringData": {"SLACK_BOT_TOKEN": "xoxb-test", "SLACK_APP_TOKEN": "xapp-test"},
+        },
+    )
+    common = [
+        "--namespace", namespace, "--kubeconfig", str(control_plane.admin_kubeconfig),
+        "--set", "admissionPolicy.enabled=false", "--set", f"persistence.storageClassName={storage_class}",
+        "--set", "terminationGracePeriodSeconds=1",  # Recreate waits for the old pod: keep it short
+    ]  # fmt: skip
+
+    def pods() -> set[str]:
+        items = rest.list_items(admin_api, f"/api/v1/namespaces/{namespace}/pods")
+        return {p["metadata"]["name"] for p in items if not p["metadata"].get("deletionTimestamp")}
+
+    def helm_ok(*args: str) -> None:
+        result = run(helm, *args, check=False)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+    try:
+        helm_ok("install", release, str(CHART), *common, "--wait", "--timeout", "180s")
+        (first,) = pods()
+        helm_ok(
+            "upgrade",
+            release,
+            str(CHART),
+            *common,
+            "--set",
+            "config.workers=4",
+            "--wait",
+            "--timeout",
+            "180s",
+        )
+        (second,) = pods()
+        assert second != first, "the config change rolled the pod"
+        helm_ok(
+            "uninstall",
+            release,
+            "--namespace",
+            namespace,
+            "--kubeconfig",
+            str(control_plane.admin_kubeconfig),
+            "--wait",
+        )
+        selector = f"app.kubernetes.io/instance={release}"
+        left = [
+            f"{path.rsplit('/', 1)[-1]}/{item['metadata']['name']}"
+            for path in (
+                f"/apis/apps/v1/namespaces/{namespace}/deployments",
+                f"/api/v1/namespaces/{namespace}/configmaps",
+                f"/api/v1/namespaces/{namespace}/persistentvolumeclaims",
+                f"/api/v1/namespaces/{namespace}/serviceaccounts",
+                f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies",
+                f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles",
+                "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+                "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+            )
+            for item in rest.list_items(admin_api, path, label_selector=selector)
+        ]
+        assert left == [], "helm uninstall left these behind"
+    finally:
+        run(
+            helm,
+            "uninstall",
+            release,
+            "--namespace",
+            namespace,
+            "--kubeconfig",
+            str(control_plane.admin_kubeconfig),
+            check=False,
+        )
+        objects.delete_namespace(admin_api, namespace)
+        rest.delete(admin_api, volume)

@@ -10,6 +10,9 @@ admission policy apply to every write scalebot makes on the owners.
   complete stand-in passes later they are still at 0, and the wake restores the workloads and then
   every owner exactly as it was (an annotation that was absent is absent again, `suspend: false`
   stays an explicit false, a HelmRelease suspended before the sleep stays suspended);
+- an owner is taken only from what the controller records: a HelmRelease whose status lists no
+  inventory, named by a label anyone who can label a workload can write, is reported as an
+  unverified owner and never suspended;
 - `gitops: warn` (the default): the plan names each owner and the sleep leaves them alone, and the
   stand-in undoes the sleep, which is what the warning is about.
 """
@@ -106,6 +109,7 @@ class Shop:
                 "metadata": {"name": "jobs"},
                 # Suspended by its team before the sleep: scalebot must leave it suspended.
                 "spec": {"interval": "5m", "suspend": True, "chart": {"spec": {"chart": "jobs"}}},
+                "status": {"inventory": {"entries": [{"id": f"{ns}_jobs_apps_Deployment", "v": "v1"}]}},
             },
         )
 
@@ -250,3 +254,53 @@ def test_warn_names_each_owner_in_the_plan_and_the_thread_and_leaves_them(
         loop.stop()
         ops.runner.stop()
         ops.unsubscribe(hear)
+
+
+def test_pause_never_suspends_a_helmrelease_that_does_not_list_the_workload(
+    admin_api: Any,
+    kube: KubeClient,
+    shop: Shop,
+    namespace: str,
+    unique_name: str,
+    tmp_path: Path,
+) -> None:
+    """Whoever can label a Deployment names an unrelated HelmRelease installing into its namespace:
+    with no inventory listing the Deployment, the plan calls it unverified and the sleep leaves it."""
+    ns = namespace
+    labels = {"helm.toolkit.fluxcd.io/name": "billing", "helm.toolkit.fluxcd.io/namespace": ns}
+    objects.create_deployment(
+        admin_api, ns, "tool", 1, node_selector={"scalebot.test/group": unique_name}, labels=labels, cpu="10m"
+    )
+    standin.create(
+        admin_api,
+        standin.HELM,
+        ns,
+        {
+            "metadata": {"name": "billing"},
+            "spec": {"interval": "5m", "chart": {"spec": {"chart": "billing"}}},
+        },
+    )
+    billing = shop.owner(standin.HELM, "billing")
+    ops = _operations(kube, ns, tmp_path / "db.sqlite", "pause")
+    try:
+        plan = ops.plan(_request(OpKind.ZERO))
+        assert f"HelmRelease/{ns}/billing" not in plan.workload_keys
+        assert f"Deployment/{ns}/tool" in plan.workload_keys
+        notes = {w.split(": ", 1)[0]: w.split(": ", 1)[1] for w in plan.warnings}
+        assert notes[f"Deployment/{ns}/tool"].startswith(
+            f"unverified GitOps owner: its labels name Flux HelmRelease/{ns}/billing"
+        )
+        slept = run(ops, _request(OpKind.ZERO))
+        assert slept.state is OpState.SUCCEEDED, slept.error
+        after = shop.owner(standin.HELM, "billing")
+        assert after["spec"] == billing["spec"] and "suspend" not in after["spec"]
+        assert after["metadata"]["resourceVersion"] == billing["metadata"]["resourceVersion"], "never written"
+        assert shop.owner(standin.KUSTOMIZE, "apps")["spec"]["suspend"] is True, "a confirmed owner is paused"
+        woken = run(ops, _request(OpKind.WAKE))
+        assert woken.state is OpState.SUCCEEDED, woken.error
+        assert (
+            shop.owner(standin.HELM, "billing")["metadata"]["resourceVersion"]
+            == billing["metadata"]["resourceVersion"]
+        )
+    finally:
+        ops.runner.stop()

@@ -12,7 +12,9 @@ line and a passing `field_policy/<cluster>` check whose line says it is absent.
 
 from __future__ import annotations
 
+import socket
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -147,6 +149,60 @@ def test_an_unwritable_database_is_not_ready(
     store.close()  # what a lost volume looks like to the process: every write fails
     status, body, _ = get(server, "/readyz")
     assert status == 503 and "[-]database failed:" in body
+
+
+# -- the port bounded: read timeout and connection limit -------------------------------------------
+
+
+@pytest.fixture
+def idle() -> Iterator[Callable[[int], socket.socket]]:
+    """Open TCP connections that send nothing (as any pod could); all closed at the end."""
+    opened: list[socket.socket] = []
+
+    def connect(port: int) -> socket.socket:
+        conn = socket.create_connection(("127.0.0.1", port), timeout=10)
+        opened.append(conn)
+        return conn
+
+    yield connect
+    for conn in opened:
+        conn.close()
+
+
+def _closed_by_server(conn: socket.socket, within: float) -> bool:
+    """The server closed it: a read returns end-of-file (or a reset) before `within` seconds."""
+    conn.settimeout(within)
+    try:
+        return conn.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+def test_idle_connections_do_not_keep_healthz_from_answering(
+    serve: Callable[..., health.HealthServer], idle: Callable[[int], socket.socket]
+) -> None:
+    """Twice the bound in idle connections, with a read timeout far longer than the test: the
+    newest ones take the slots of the oldest (closed at once), and a probe still gets its answer."""
+    server = serve(read_timeout=60, max_connections=4)
+    conns = [idle(server.port) for _ in range(8)]
+    assert get(server, "/healthz")[:2] == (200, "ok\n")
+    # The probe took a slot too: every idle connection but the 3 newest was closed to make room.
+    assert [_closed_by_server(c, 5) for c in conns[:5]] == [True] * 5
+    assert not any(_closed_by_server(c, 0.2) for c in conns[5:]), "the newest are left alone"
+
+
+def test_an_idle_connection_is_closed_after_the_read_timeout(
+    serve: Callable[..., health.HealthServer], idle: Callable[[int], socket.socket]
+) -> None:
+    server = serve(read_timeout=0.5)
+    quiet, partial = idle(server.port), idle(server.port)
+    partial.sendall(b"GET /healthz HTTP/1.1\r\n")  # headers never finished
+    started = time.monotonic()
+    assert _closed_by_server(quiet, 10) and _closed_by_server(partial, 10)
+    assert time.monotonic() - started >= 0.4, "closed by the timeout, not at once"
+    assert get(server, "/healthz")[0] == 200
 
 
 # -- against a real API server ----------------------------------------------------------------------

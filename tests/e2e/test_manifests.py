@@ -50,6 +50,7 @@ BASE_OBJECTS = {
     "clusterrolebinding.rbac.authorization.k8s.io/scalebot",
     "validatingadmissionpolicy.admissionregistration.k8s.io/scalebot-fields",
     "validatingadmissionpolicybinding.admissionregistration.k8s.io/scalebot-fields",
+    "networkpolicy.networking.k8s.io/scalebot",
     "configmap/scalebot-config",
     "persistentvolumeclaim/scalebot-data",
     "deployment.apps/scalebot",
@@ -242,7 +243,8 @@ def test_overlay_passes_a_server_side_dry_run(
         for line in result.stdout.splitlines()
         if "(server dry run)" in line
     }
-    expected = BASE_OBJECTS | ({"service/scalebot"} if overlay == "http" else set())
+    http_only = {"service/scalebot", "networkpolicy.networking.k8s.io/scalebot-events"}
+    expected = BASE_OBJECTS | (http_only if overlay == "http" else set())
     assert applied == expected
     # The namespace warns at PodSecurity `restricted`: a pod template that breaks it is reported here.
     assert "PodSecurity" not in result.stderr, result.stderr
@@ -278,6 +280,38 @@ def test_each_overlay_requires_its_own_slack_secret(
         assert {"name": "http", "containerPort": 3000, "protocol": "TCP"} in container["ports"]
     else:
         assert not services, "Socket Mode exposes nothing"
+
+
+@pytest.mark.parametrize("overlay", ["socket-mode", "http"])
+def test_network_policies_open_only_the_ports_each_mode_needs(
+    control_plane: ControlPlane, overlay: str
+) -> None:
+    """The health port from scalebot's namespace and monitoring; the Slack port (HTTP mode only)
+    from the ingress controller's namespace; every policy selects scalebot's pod."""
+    result = control_plane.kubectl("kustomize", str(OVERLAYS / overlay), check=True)
+    policies = {
+        d["metadata"]["name"]: d["spec"]
+        for d in yaml.safe_load_all(result.stdout)
+        if d and d["kind"] == "NetworkPolicy"
+    }
+    assert sorted(policies) == (["scalebot", "scalebot-events"] if overlay == "http" else ["scalebot"])
+    opened = {}
+    for spec in policies.values():
+        assert spec["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "scalebot"}}
+        assert spec["policyTypes"] == ["Ingress"]
+        for rule in spec["ingress"]:
+            peers = [
+                p.get("namespaceSelector", {})
+                .get("matchLabels", {})
+                .get("kubernetes.io/metadata.name", "own")
+                for p in rule["from"]
+            ]
+            for port in rule["ports"]:
+                opened[port["port"]] = peers
+    expected = {"health": ["own", "monitoring"]}
+    if overlay == "http":
+        expected["http"] = ["ingress-nginx"]
+    assert opened == expected
 
 
 def test_example_config_is_valid_for_the_settings_loader() -> None:
@@ -445,7 +479,10 @@ def test_a_refused_action_is_refused_by_the_api_server_too(control_plane: Contro
 # -- opt-in grants (manifests/grants): applied to the cluster that holds the object ----------------
 
 GRANT_RULES = {
-    grants.CAPI_KUBECONFIG: [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}],
+    grants.CAPI_KUBECONFIG: [
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
+        {"apiGroups": ["cluster.x-k8s.io"], "resources": ["clusters"], "verbs": ["get"]},
+    ],
     grants.GARDENER_SHOOTS: [
         {"apiGroups": ["core.gardener.cloud"], "resources": ["shoots"], "verbs": ["get", "patch"]}
     ],
@@ -473,6 +510,16 @@ def test_each_grant_is_as_narrow_as_its_objects_allow_and_says_why(
         assert binding["metadata"]["namespace"] == role["metadata"]["namespace"] != "scalebot"
     assert [{k: v for k, v in r.items() if k != "resourceNames"} for r in role["rules"]] == GRANT_RULES[grant]
     assert all(r.get("resourceNames") for r in role["rules"]), "every rule names its objects"
+    # A whole-object patch travels with its field-level policy (tests/e2e/test_admission_policy.py).
+    policies = sorted((d["kind"], d["metadata"]["name"]) for d in docs if "AdmissionPolicy" in d["kind"])
+    assert policies == (
+        [
+            ("ValidatingAdmissionPolicy", "scalebot-shoots"),
+            ("ValidatingAdmissionPolicyBinding", "scalebot-shoots"),
+        ]
+        if grant == grants.GARDENER_SHOOTS
+        else []
+    )
     lines = (grants.GRANTS / grant / "rbac.yaml").read_text().splitlines()
     rules_at = [i for i, line in enumerate(lines) if line.strip().startswith("- apiGroups:")]
     assert rules_at and all(lines[i - 1].strip().startswith("#") for i in rules_at), "a comment says why"
@@ -495,6 +542,9 @@ def test_the_grants_allow_exactly_the_named_objects(
         ("watch", "secrets", namespace, ""): "no",
         ("update", "secrets", namespace, "alpha-kubeconfig"): "no",
         ("get", "secrets", "default", "alpha-kubeconfig"): "no",  # another namespace
+        ("get", "clusters.cluster.x-k8s.io", namespace, "alpha"): "yes",  # its controlPlaneEndpoint
+        ("get", "clusters.cluster.x-k8s.io", namespace, "beta"): "no",
+        ("list", "clusters.cluster.x-k8s.io", namespace, ""): "no",
         ("get", "shoots.core.gardener.cloud", namespace, "eu1"): "yes",
         ("patch", "shoots.core.gardener.cloud", namespace, "eu1"): "yes",
         ("patch", "shoots.core.gardener.cloud", namespace, "eu2"): "no",

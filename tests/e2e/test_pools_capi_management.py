@@ -17,6 +17,7 @@ back the delete-machine marks it wrote and leaves one placed by hand.
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -32,6 +33,7 @@ from engine.domain.operation import OperationRequest, OpKind, OpState, Target
 from engine.domain.settings import RunnerSettings
 from engine.kube import errors
 from engine.kube.client import KubeClient
+from engine.kube.inline_kubeconfig import parse_inline_kubeconfig
 from engine.operations.runner import ClusterHandle
 from engine.operations.service import Operations, new_operations
 from engine.pools.base import RESTORE_ANNOTATION
@@ -160,7 +162,15 @@ def site(
 ) -> Iterator[Site]:
     labels = {"capi-mgmt-test": unique_name}
     alpha, beta = (
-        StandIn(management_admin, capi_namespace, name, f"{name}-md", node_labels=labels, node_api=admin_api)
+        StandIn(
+            management_admin,
+            capi_namespace,
+            name,
+            f"{name}-md",
+            node_labels=labels,
+            node_api=admin_api,
+            endpoint=("127.0.0.1", control_plane.api_port),
+        )
         for name in ("alpha", "beta")
     )
     yield Site(
@@ -247,6 +257,93 @@ def test_zero_and_wake_of_one_cluster_leave_the_other_untouched(site: Site) -> N
 def test_an_unreadable_kubeconfig_secret_is_a_clear_error(site: Site) -> None:
     refused = (
         rf"reading Secret {site.capi_namespace}/alpha-kubeconfig was refused .*grant scalebot `get` on it"
+    )
+    with pytest.raises(wiring.WiringError, match=refused):
+        site.connect()
+
+
+EXEC_PLUGIN = "client.authentication.k8s.io/v1"
+
+
+def _kubeconfig_running(plane: ControlPlane, marker: Path) -> str:
+    """The workload kubeconfig with its token replaced by an exec credential plugin that writes
+    `marker` and then hands over the real token, so a client that runs it connects."""
+    config = yaml.safe_load(plane.scalebot_kubeconfig.read_text())
+    token = config["users"][0]["user"]["token"]
+    credential = {"apiVersion": EXEC_PLUGIN, "kind": "ExecCredential", "status": {"token": token}}
+    script = f"touch {marker} && echo '{json.dumps(credential)}'"
+    for user in config["users"]:
+        user["user"] = {
+            "exec": {"apiVersion": EXEC_PLUGIN, "command": "/bin/sh", "args": ["-c", script]},
+        }
+    return yaml.safe_dump(config)
+
+
+def test_a_kubeconfig_secret_with_an_exec_plugin_is_refused_and_the_plugin_never_runs(
+    site: Site, tmp_path: Path
+) -> None:
+    """Whoever can write `<cluster>-kubeconfig` must not run a command inside scalebot: the Secret
+    is refused by name and field, the command never runs; Cluster API's own kubeconfig then works."""
+    nodes = site.alpha.create(1)
+    marker = tmp_path / "exec-plugin-ran"
+    kubeconfig = _kubeconfig_running(site.workload, marker)
+    _secret_for_scalebot(site.management, site.management_admin, site.capi_namespace, "alpha", kubeconfig)
+    refused = (
+        rf"Secret {site.capi_namespace}/alpha-kubeconfig: kubeconfig field users\[[^]]+\]\.user\.exec "
+        r"refused \(a credential plugin runs a command inside scalebot\)"
+    )
+    with pytest.raises(wiring.WiringError, match=refused):
+        site.connect()
+    assert not marker.exists(), "the exec plugin ran"
+
+    secret = f"/api/v1/namespaces/{site.capi_namespace}/secrets/alpha-kubeconfig"
+    valid = site.workload.scalebot_kubeconfig.read_text()
+    rest.patch(site.management_admin, secret, {"data": {"value": _encoded(valid)}})
+    handle = site.connect()
+    try:
+        assert {n.name for n in handle.api.list_nodes()} >= set(nodes), "Cluster API's own kubeconfig works"
+    finally:
+        handle.api.close()
+    assert not marker.exists()
+
+
+def test_a_program_put_into_the_secret_after_the_start_is_refused_at_the_reread(
+    site: Site, tmp_path: Path
+) -> None:
+    """The Secret is read again on each 401: an exec plugin written into it then is refused the
+    same way, the 401 names the field, and the command never runs."""
+    site.alpha.create(1)
+    holder = f"{site.capi_namespace}-first"
+    first = _kubeconfig_with(site.workload, _bound_token(site.workload_admin, holder))
+    _secret_for_scalebot(site.management, site.management_admin, site.capi_namespace, "alpha", first)
+    handle = site.connect()
+    try:
+        assert handle.api.list_nodes(), "connected with the Secret's credentials"
+        marker = tmp_path / "exec-plugin-ran"
+        secret = f"/api/v1/namespaces/{site.capi_namespace}/secrets/alpha-kubeconfig"
+        program = _encoded(_kubeconfig_running(site.workload, marker))
+        rest.patch(site.management_admin, secret, {"data": {"value": program}})
+        _revoke(site, holder, first)
+
+        with pytest.raises(errors.KubeError) as refused:
+            handle.api.list_nodes()
+        assert refused.value.status == 401
+        assert "reloading the credentials failed" in str(refused.value)
+        assert "user.exec refused (a credential plugin runs a command inside scalebot)" in str(refused.value)
+        assert not marker.exists(), "the exec plugin ran"
+    finally:
+        handle.api.close()
+
+
+def test_a_kubeconfig_secret_naming_another_server_is_refused(site: Site) -> None:
+    """The Secret may only name the Cluster's own spec.controlPlaneEndpoint: pointed at another API
+    server (here the management cluster's), scalebot refuses to send anything there."""
+    site.alpha.create(1)
+    elsewhere = _kubeconfig_with(site.management, "not-sent")
+    _secret_for_scalebot(site.management, site.management_admin, site.capi_namespace, "alpha", elsewhere)
+    refused = (
+        rf"the kubeconfig's server https://127.0.0.1:{site.management.api_port} is not Cluster "
+        rf"{site.capi_namespace}/alpha's spec.controlPlaneEndpoint \(127.0.0.1:{site.workload.api_port}\)"
     )
     with pytest.raises(wiring.WiringError, match=refused):
         site.connect()
@@ -452,7 +549,8 @@ def _kubeconfig_with(plane: ControlPlane, token: str) -> str:
 def _revoke(site: Site, holder: str, kubeconfig: str) -> None:
     """Delete the token's holder and wait until the API server answers its token with 401."""
     rest.delete(site.workload_admin, f"/api/v1/namespaces/scalebot/secrets/{holder}")
-    revoked = KubeClient.from_kubeconfig_text(kubeconfig, where="the revoked token")
+    inline = parse_inline_kubeconfig(kubeconfig, where="the revoked token")
+    revoked = KubeClient.from_inline_kubeconfig(inline)
 
     def rejected() -> bool:
         try:

@@ -39,6 +39,7 @@ def test_part_three_runs_as_written_against_a_cluster(
     shell = "set -euo pipefail\n" + (
         'scalebot() { case "$1" in\n'
         '  drain) "$PYTHON" -m bot "$@" --kubeconfig "$KC" ;;\n'
+        '  ops) "$PYTHON" -m bot "$@" --kubeconfig "$KC" --db "$DB" ;;\n'
         '  *) "$PYTHON" -m bot "$@" --kubeconfig "$KC" --db "$DB" --pool-label "$LABEL" --cluster "$NAME";;\n'
         "esac; }\n"
     )

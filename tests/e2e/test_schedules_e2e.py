@@ -274,7 +274,7 @@ def test_a_scheduled_wake_after_a_zero_with_workloads_reports_the_workloads_it_r
     )
     assert asked.ok and asked.operation is not None, asked.reply
     assert asked.operation.plan.workloads == 1, "web is the one workload the sleep scales down"
-    approved = world.ops.approve(asked.operation.approval_id, by=APPROVER)
+    approved = world.ops.approve(asked.operation.approval_id, by=APPROVER, channel=CHANNEL)
     assert approved.ok, approved.reply
     assert world.ops.runner.wait_idle(180), "the zero-scale did not finish"
     slept = world.ops.get(asked.operation.id)

@@ -2,10 +2,11 @@
 
 The engine is `engine.operations.service.Operations` over a SQLite file in tmp_path and an in-memory
 cluster (`engine.kube.fake.FakeCluster`, as `scalebot console` uses): two clusters, dev-eu (pools
-web and batch, a PodDisruptionBudget that allows no disruption of shop/db-0) and the protected
-prod. `ControlledCluster` adds test controls on the Kubernetes side only: `gate` (close it and
-every listing blocks until the test opens it), `delay` (every listing takes that long) and
-`fail_next` (the next listing raises).
+web and batch, a PodDisruptionBudget that allows no disruption of shop/db-0; its channel C0DEV) and
+the protected prod (its channel C0PROD). The policies are the configuration's, with the channels
+`scalebot run` gives them: each cluster is operated from its own channel. `ControlledCluster` adds
+test controls on the Kubernetes side only: `gate` (close it and every listing blocks until the test
+opens it), `delay` (every listing takes that long) and `fail_next` (the next listing raises).
 
 The runner is held by default (`make_bot(run=False)`): an operation moves to running in SQLite,
 its locks are taken, but no step executes; the test plays the runner's progress events with
@@ -37,7 +38,7 @@ import pytest
 from slack_bolt import App
 
 from bot.config.cluster_settings import ClusterSettings
-from bot.config.settings import Secret, SenderSettings, Settings, SlackSettings
+from bot.config.settings import Secret, SenderSettings, Settings, SlackSettings, cluster_policies
 from bot.slack.app import HttpServer, build_app, serve_http, start_socket_mode, stop_socket_mode, web_client
 from bot.slack.blocks import operations as blocks
 from bot.slack.delivery.digest import fleet_digest
@@ -59,11 +60,12 @@ from tests.slack.harness import Call, HttpResult, Signer, SlackApiServer, Socket
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 CHANNEL = "C0DEV"
+PROD_CHANNEL = "C0PROD"
 FAST_SENDER = SenderSettings(update_interval=0.2, updates_per_minute=6000, posts_per_second=100)
 
 OPERATOR, APPROVER, APPROVER_2, VIEWER, ADMIN = "U0OPS", "U0APP", "U0APP2", "U0VIEW", "U0ADMIN"
 
-POLICIES = {
+WRITTEN = {
     "dev-eu": policy.ClusterPolicy(
         cluster="dev-eu",
         users={
@@ -84,6 +86,15 @@ POLICIES = {
         protected=True,
     ),
 }
+"""The clusters' policies as the configuration writes them (no `allowed_channels`)."""
+CHANNELS = {CHANNEL: "dev-eu", PROD_CHANNEL: "prod"}
+"""Each cluster's own channel (`channels:` / `default_channels`)."""
+CLUSTERS = {
+    name: ClusterSettings(name=name, context=name, default_channels=(channel,), policy=WRITTEN[name])
+    for channel, name in CHANNELS.items()
+}
+POLICIES = cluster_policies(CLUSTERS, CHANNELS)
+"""The policies as `scalebot run` hands them to the engine: channels separate the clusters."""
 POOLS = {"dev-eu": {"web": 3, "batch": 2}, "prod": {"api": 2}}
 """Pool -> node count; nodes are named <pool>-1 … <pool>-N."""
 FAST_RUNNER = RunnerSettings(
@@ -202,12 +213,6 @@ class TrackingExecutor(ThreadPoolExecutor):
 def make_settings(
     api: SlackApiServer, *, sender: SenderSettings = FAST_SENDER, app_token: str | None = None
 ) -> Settings:
-    clusters = {
-        name: ClusterSettings(
-            name=name, context=name, default_channels=(CHANNEL,) if name == "dev-eu" else (), policy=policy
-        )
-        for name, policy in POLICIES.items()
-    }
     return Settings(
         slack=SlackSettings(
             bot_token=Secret("xoxb-test-token"),
@@ -215,8 +220,8 @@ def make_settings(
             app_token=Secret(app_token) if app_token else None,
             api_url=api.url,
         ),
-        clusters=clusters,
-        channels={CHANNEL: "dev-eu"},
+        clusters=CLUSTERS,
+        channels=CHANNELS,
         sender=sender,
     )
 

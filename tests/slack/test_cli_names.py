@@ -21,7 +21,7 @@ from engine.operations.runner import ClusterHandle
 from engine.operations.service import new_operations
 from engine.pools.simulated import SimulatedPoolProvider
 from engine.store.database import Store
-from tests.slack.conftest import APPROVER, OPERATOR, POLICIES, ControlledCluster
+from tests.slack.conftest import APPROVER, CHANNEL, OPERATOR, POLICIES, ControlledCluster
 from tests.slack.harness import SlackApiServer
 
 
@@ -40,10 +40,12 @@ def _rejected_operation(db: Path) -> str:
     ops = new_operations(Store(db), {"dev-eu": handle}, {"dev-eu": POLICIES["dev-eu"]}, clock)
     try:
         asked = ops.request(
-            OperationRequest(kind=OpKind.ZERO, target=Target(cluster="dev-eu"), requested_by=OPERATOR)
+            OperationRequest(
+                kind=OpKind.ZERO, target=Target(cluster="dev-eu"), requested_by=OPERATOR, channel=CHANNEL
+            )
         )
         assert asked.ok and asked.operation is not None and asked.operation.approval_id, asked.reply
-        assert ops.reject(asked.operation.approval_id, by=APPROVER, reason="not now").ok
+        assert ops.reject(asked.operation.approval_id, by=APPROVER, reason="not now", channel=CHANNEL).ok
         return asked.operation.id
     finally:
         ops.runner.stop()

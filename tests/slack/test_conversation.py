@@ -136,7 +136,7 @@ def test_a_refused_card_cancels_the_request_by_the_system_and_tells_the_requeste
     assert bot.engine.held == [] and bot.cluster.writes() == 0, "nothing was started"
     rows = [(r.actor, r.action) for r in bot.ops.store.audit_rows(op_id=op.id)]
     assert rows == [(OPERATOR, "request"), ("scalebot", "cancelled")]
-    assert bot.ops.approve(op.approval_id, by=APPROVER).reply.startswith(
+    assert bot.ops.approve(op.approval_id, by=APPROVER, channel=CHANNEL).reply.startswith(
         f"operation {op.id} is already cancelled"
     )
 

@@ -3,6 +3,8 @@ real Operations and SQLite.
 
 - a click obeys the channel rules a typed request obeys (allowed channels; a protected cluster never
   from a direct message): refused privately, nothing voted or cancelled;
+- channels separate clusters by default: a cluster's requests and approvals come only from its own
+  channels, so dev-eu's channel reaches neither prod's requests nor its approvals;
 - a stored vote counts only while its author may still approve (roles and user groups looked up
   again when the quorum is decided; a failed group lookup grants nothing);
 - the advice card's scale button is read like the typed `scale` command: a tampered size or pool
@@ -27,6 +29,7 @@ from tests.slack.conftest import (
     APPROVER_2,
     CHANNEL,
     OPERATOR,
+    PROD_CHANNEL,
     VIEWER,
     RunningBot,
 )
@@ -77,13 +80,41 @@ def test_a_click_obeys_the_channel_rules_of_the_command(bot: RunningBot) -> None
     assert refused == ["refused_approve", "refused_cancel", "refused_reject"]
 
     # A protected cluster is never operated from a direct message: not by a click either.
-    bot.command("zero prod", user=OPERATOR)
+    bot.command("zero prod", user=OPERATOR, channel=PROD_CHANNEL)
     bot.settle()
     [prod_op] = [o for o in bot.ops.list_operations() if o.target.cluster == "prod"]
     _, from_dm = bot.click(blocks.ACTION_APPROVE, prod_op.approval_id, user=APPROVER, channel=DIRECT)
     assert "prod is protected: operate it from its channel, not a direct message" in _reply_text(bot, from_dm)
     bot.settle()
     assert bot.ops.store.votes(prod_op.approval_id) == []
+
+
+def test_channels_separate_clusters_by_default(bot: RunningBot) -> None:
+    """No `allowed_channels` anywhere: dev-eu's channel can neither request a zero of prod nor count
+    towards its approvals; prod's own channel can, and cannot reach dev-eu either."""
+    _, from_dev = bot.command("zero prod", user=OPERATOR, channel=CHANNEL)
+    assert f"prod is operated only from <#{PROD_CHANNEL}>" in _reply_text(bot, from_dev)
+    bot.settle()
+    assert bot.ops.list_operations() == [] and bot.audit_actions() == ["refused_request"]
+    _, into_dev = bot.command("zero dev-eu", user=OPERATOR, channel=PROD_CHANNEL)
+    assert f"dev-eu is operated only from <#{CHANNEL}>" in _reply_text(bot, into_dev)
+    bot.settle()
+    assert bot.ops.list_operations() == []
+
+    bot.command("zero prod", user=OPERATOR, channel=PROD_CHANNEL)
+    approve = bot.approve_button()
+    bot.settle()
+    op = bot.only_op()
+    for approver in (APPROVER, APPROVER_2):  # the two approvals prod needs, clicked from dev-eu's channel
+        _, elsewhere = bot.click(blocks.ACTION_APPROVE, approve["value"], user=approver, channel=CHANNEL)
+        assert f"prod is operated only from <#{PROD_CHANNEL}>" in _reply_text(bot, elsewhere)
+    bot.settle()
+    assert bot.ops.store.votes(op.approval_id) == [] and bot.only_op().state is OpState.AWAITING_APPROVAL
+    for approver in (APPROVER, APPROVER_2):
+        bot.click(blocks.ACTION_APPROVE, approve["value"], user=approver, channel=PROD_CHANNEL)
+        bot.settle()
+    assert {u for u, _, _ in bot.ops.store.votes(op.approval_id)} == {APPROVER, APPROVER_2}
+    assert bot.only_op().state is OpState.RUNNING and bot.engine.held == [op.id]
 
 
 def _with_groups(bot: RunningBot, lookup: Callable[[str], Sequence[str]]) -> None:
@@ -105,16 +136,16 @@ def test_a_stored_vote_counts_only_while_its_author_may_still_approve(
     # The clicker's own groups come from the bot's resolver; the stored voters' from the engine's.
     bot = make_bot(groups=lambda user: ("S0SRE",) if user == GROUPED else ())
     _with_groups(bot, slack_groups)
-    bot.command("zero prod", user=OPERATOR)  # protected: two approvers
+    bot.command("zero prod", user=OPERATOR, channel=PROD_CHANNEL)  # protected: two approvers
     approve = bot.approve_button()
     bot.settle()
 
-    bot.click(blocks.ACTION_APPROVE, approve["value"], user=APPROVER)
+    bot.click(blocks.ACTION_APPROVE, approve["value"], user=APPROVER, channel=PROD_CHANNEL)
     bot.settle()
     # APPROVER is demoted to viewer: the vote they gave no longer counts.
     prod = bot.ops.policies["prod"]
     bot.ops.policies["prod"] = replace(prod, users={**prod.users, APPROVER: policy.Role.VIEWER})
-    bot.click(blocks.ACTION_APPROVE, approve["value"], user=GROUPED)
+    bot.click(blocks.ACTION_APPROVE, approve["value"], user=GROUPED, channel=PROD_CHANNEL)
     bot.settle()
     op = bot.only_op()
     assert op.state is OpState.AWAITING_APPROVAL, "a demoted approver's vote completed the quorum"
@@ -122,7 +153,7 @@ def test_a_stored_vote_counts_only_while_its_author_may_still_approve(
 
     # Slack's user groups cannot be read now: the vote that rests on a group counts for nothing.
     groups_up[0] = False
-    bot.click(blocks.ACTION_APPROVE, approve["value"], user=APPROVER_2)
+    bot.click(blocks.ACTION_APPROVE, approve["value"], user=APPROVER_2, channel=PROD_CHANNEL)
     bot.settle()
     op = bot.only_op()
     assert op.state is OpState.AWAITING_APPROVAL, "a vote resting on an unconfirmed group counted"
@@ -137,7 +168,7 @@ def test_a_stored_vote_counts_only_while_its_author_may_still_approve(
 
     # Groups readable again and a second real approver: the quorum is in.
     groups_up[0] = True
-    bot.click(blocks.ACTION_APPROVE, approve["value"], user=GROUPED)
+    bot.click(blocks.ACTION_APPROVE, approve["value"], user=GROUPED, channel=PROD_CHANNEL)
     bot.settle()
     assert bot.only_op().state is OpState.RUNNING
     assert bot.engine.held == [op.id]

@@ -260,7 +260,7 @@ def test_the_status_line_carries_the_bar_and_figures_of_a_real_drain(
     assert "Pod shop/db-0: cannot evict pod as it would violate" in all_text(blockers)
     assert "▱" not in all_text(blockers)
 
-    bot.ops.cancel(bot.only_op().id, by=OPERATOR)
+    bot.ops.cancel(bot.only_op().id, by=OPERATOR, channel=CHANNEL)
     assert bot.wait_finished().state is OpState.CANCELLED
     bot.settle()
     assert "▱" not in all_text(bot.api.calls_to("chat.update")[-1]), "a final rendering has no bar"

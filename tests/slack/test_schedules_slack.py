@@ -56,6 +56,7 @@ from tests.slack.conftest import (
     FAST_SENDER,
     OPERATOR,
     POLICIES,
+    PROD_CHANNEL,
     VIEWER,
     ControlledCluster,
     Engine,
@@ -171,20 +172,31 @@ class NoWorkloads:
 
 @pytest.fixture
 def world(slack_api: SlackApiServer, tmp_path: Path) -> Iterator[World]:
+    yield from _world(slack_api, tmp_path, ("dev-eu",))
+
+
+@pytest.fixture
+def world_with_prod(slack_api: SlackApiServer, tmp_path: Path) -> Iterator[World]:
+    """dev-eu and the protected prod, on which VIEWER has no role."""
+    yield from _world(slack_api, tmp_path, ("dev-eu", "prod"))
+
+
+def _world(slack_api: SlackApiServer, tmp_path: Path, names: tuple[str, ...]) -> Iterator[World]:
     clock = FakeClock(MON_17_CET)
-    cluster = ControlledCluster(now=clock.now)
-    for pool, count in (("web", 3), ("batch", 2)):
-        for i in range(count):
-            cluster.add_node(f"{pool}-{i}", labels={"scalebot.io/pool": pool})
+    clusters = {name: ControlledCluster(now=clock.now) for name in names}
+    for cluster in clusters.values():
+        for pool, count in (("web", 3), ("batch", 2)):
+            for i in range(count):
+                cluster.add_node(f"{pool}-{i}", labels={"scalebot.io/pool": pool})
+    cluster = clusters["dev-eu"]
     later: list[Schedules] = []  # as `scalebot run` wires it: status asks the schedules made after
     ops = new_operations(
         Store(tmp_path / "scalebot.db"),
         {
-            "dev-eu": ClusterHandle(
-                "dev-eu", cluster, SimulatedPoolProvider(cluster), WorkloadScaler(NoWorkloads())
-            )
+            name: ClusterHandle(name, c, SimulatedPoolProvider(c), WorkloadScaler(NoWorkloads()))
+            for name, c in clusters.items()
         },
-        {"dev-eu": POLICIES["dev-eu"]},
+        {name: POLICIES[name] for name in names},
         clock,
         settings=RunnerSettings(workers=2, parallel_evictions=4),
         next_event=lambda name: later[0].next_event(name, clock.now()) if later else None,
@@ -477,7 +489,8 @@ def test_postpone_1h_by_an_operator_moves_that_occurrence_only_and_edits_the_mes
     ("user", "why"),
     [
         (VIEWER, "skipping needs the operator role on dev-eu; you are viewer"),
-        (STRANGER, "skipping needs the operator role on dev-eu; you have no role there"),
+        # No role on dev-eu: the answer a made-up key gets, naming neither the cluster nor the role.
+        (STRANGER, f'unknown or deleted schedule in "{KEY}"'),
     ],
 )
 def test_skip_by_an_unauthorised_user_is_refused_ephemerally_and_changes_nothing(
@@ -884,13 +897,14 @@ def test_an_oversize_announcement_still_renders_within_slack_limits() -> None:
 def test_schedule_add_takes_a_channel_by_its_name_and_keeps_its_id(world: World) -> None:
     # 250 channels: Slack lists them 200 a page, so the one asked for is on the second page.
     world.bot.api.channel_list = [{"id": f"C0X{i:04d}", "name": f"team-{i}"} for i in range(249)]
-    world.bot.api.channel_list.append({"id": "C0ALERTS", "name": "ops-alerts"})
+    # dev-eu's own channel (a schedule announces only where its cluster is operated from).
+    world.bot.api.channel_list.append({"id": CHANNEL, "name": "platform"})
 
-    _, reply = command(world, f"schedule add n {GOOD} channel=#ops-alerts")
+    _, reply = command(world, f"schedule add n {GOOD} channel=#platform")
 
     assert "Schedule saved" in all_text(reply), all_text(reply)
     [saved] = world.schedules.all_schedules()
-    assert saved.channel == "C0ALERTS", "a schedule keeps the channel's ID, never its name"
+    assert saved.channel == CHANNEL, "a schedule keeps the channel's ID, never its name"
     assert len(world.bot.api.calls_to("conversations.list")) == 2
 
 
@@ -945,3 +959,81 @@ def test_a_calendar_day_is_shown_with_its_reason_as_text_never_as_markup(
     assert f"; before it: Stays asleep: {escaped}" in state
     for raw in ("<!channel>", "<@U0ADMIN>"):
         assert raw not in text and raw not in card and raw not in state
+
+
+def test_a_person_without_a_role_on_a_cluster_learns_nothing_of_its_schedules(world_with_prod: World) -> None:
+    """VIEWER has a role on dev-eu only. Every schedule reply they get about prod's schedule, or prod,
+    is the one an unknown name gets, and lists only dev-eu's schedules: prod is never named."""
+    world = world_with_prod
+    added(world)  # nights, on dev-eu
+    payments = world.schedules.add(
+        name="payments",
+        cluster="prod",
+        target=ScheduleTarget.whole_cluster(),
+        sleep="Mon-Fri 20:00",
+        wake="Mon-Fri 07:00",
+        tz="Europe/Berlin",
+        lead_times="60m",
+        channel=PROD_CHANNEL,
+        approval_mode="per_run",
+        by="cli:admin",
+    )
+    assert payments.ok, payments.reply
+
+    def said(text: str) -> str:
+        return all_text(command(world, text, user=VIEWER)[1])
+
+    assert 'No schedule "nope"; schedules: nights.' in said("schedule show nope")
+    assert 'No schedule "payments"; schedules: nights.' in said("schedule show payments")
+    for verb in ("pause", "resume", "delete", "approve", "unapprove"):
+        assert 'no schedule "payments"; schedules: nights' in said(f"schedule {verb} payments"), verb
+    assert 'no schedule "payments"; schedules: nights' in said("schedule skip payments 2026-03-03")
+    assert 'unknown cluster "prod"; clusters: dev-eu' in said("schedule list prod")
+    assert 'unknown cluster "nope"; clusters: dev-eu' in said("schedule list nope")
+    assert 'unknown cluster "prod"; clusters: dev-eu' in said("schedule next prod")
+    assert 'unknown cluster "prod"; clusters: dev-eu' in said(f"schedule add mine {GOOD} cluster=prod")
+    assert 'unknown cluster "prod"; clusters: dev-eu' in said("wake prod for 2h")
+    listed = said("schedule list")
+    assert "nights" in listed and "payments" not in listed
+    # A button value made up for prod's schedule gets an unknown key's answer.
+    for action in (blocks.ACTION_SKIP, blocks.ACTION_RUN_NOW, blocks.ACTION_POSTPONE_1H):
+        value = schedule_blocks.button_value("payments:2026-03-02:sleep")
+        _, url = world.bot.click(action, value, user=VIEWER, channel=PROD_CHANNEL)
+        text = all_text(world.bot.wait_reply(url))
+        assert 'unknown or deleted schedule in "payments:2026-03-02:sleep"' in text, (action, text)
+    world.bot.settle()
+    assert world.ops.store.overrides() == [] and world.schedules.show("payments").enabled  # type: ignore[union-attr]
+    replies = list(world.bot.api.calls_to("response_url"))
+    assert replies and all(
+        "prod" not in all_text(c) or 'unknown cluster "prod"' in all_text(c) for c in replies
+    )
+    refused = {r.action for r in world.ops.store.audit_rows() if r.cluster == "prod"}
+    assert {"refused_schedule_pause", "refused_schedule_skip", "refused_schedule_run_now"} <= refused
+
+
+def test_run_now_on_a_run_nobody_was_told_of_is_refused_privately_and_nothing_starts(world: World) -> None:
+    """A pre-approved schedule: "Run now" with a button value made for next week's sleep (never
+    announced) would start a zero-scale now with no approval. Refused to the clicker alone."""
+    added(world)
+    value = schedule_blocks.button_value("nights:2026-03-09:sleep")
+    _, url = world.bot.click(blocks.ACTION_RUN_NOW, value, user=OPERATOR)
+    reply = world.bot.wait_reply(url)
+    text = all_text(reply)
+    assert reply.body["response_type"] == "ephemeral", reply.body
+    assert "Run now starts only the announced sleep" in text and "asks for approval" in text, text
+    world.bot.settle()
+    assert world.ops.list_operations() == [] and world.ops.store.overrides() == []
+    assert "refused_schedule_run_now" in [r.action for r in world.ops.store.audit_rows()]
+
+
+def test_a_schedule_for_prod_is_not_added_from_dev_eus_channel(world_with_prod: World) -> None:
+    """Channels separate clusters: typed in dev-eu's channel, a schedule of prod is refused even when
+    it would announce in prod's channel; typed in prod's channel it is saved."""
+    world = world_with_prod
+    text = f"schedule add p {GOOD} cluster=prod <#{PROD_CHANNEL}|prod-ops>"
+    _, url = world.bot.command(text, user=APPROVER, channel=CHANNEL)
+    refused = all_text(world.bot.wait_reply(url))
+    assert "prod is operated only from" in refused and PROD_CHANNEL in refused, refused
+    assert world.schedules.all_schedules() == []
+    _, url = world.bot.command(text, user=APPROVER, channel=PROD_CHANNEL)
+    assert "Schedule saved" in all_text(world.bot.wait_reply(url))

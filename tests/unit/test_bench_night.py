@@ -17,12 +17,22 @@ CLOUD = night_model.CloudAssumptions()
 
 
 def test_the_model_uses_the_documented_defaults() -> None:
-    # cluster-autoscaler FAQ.md "What are the parameters to CA?" and its flag definitions;
-    # py-kube-downscaler kube_downscaler/cmd.py --interval.
+    # cluster-autoscaler 1.35+ config/flags/flags.go and config/const.go; Karpenter v1.14.1;
+    # py-kube-downscaler v26.4.0 kube_downscaler/cmd.py --interval.
     assert (CA.scan_interval, CA.scale_down_unneeded_time, CA.scale_down_delay_after_add) == (10, 600, 600)
-    assert CA.scale_down_delay_after_delete is None  # "defaults to scan-interval"
+    assert CA.scale_down_delay_after_delete == 0  # flags.go: 0 (the FAQ's "scan-interval" is stale)
     assert CA.max_scale_down_parallelism == 10 and CA.node_delete_delay_after_taint == 5
     assert CA.max_node_provision_time == 900 and CA.parallel_scale_up is False
+    assert CA.frequent_loops is True  # the default since 1.35
+    assert (
+        night_model.TUNED_CA.scale_down_unneeded_time,
+        night_model.TUNED_CA.max_scale_down_parallelism,
+    ) == (
+        60,
+        100,
+    )
+    k = night_model.KarpenterDefaults()
+    assert (k.consolidate_after, k.budget_percent, k.polling_period, k.validation_delay) == (0, 10, 10, 15)
     assert night_model.DownscalerDefaults().interval_seconds == 30
 
 
@@ -31,20 +41,26 @@ def test_empty_nodes_go_in_batches_of_the_parallelism(nodes: int, batches: int) 
     assert night_model.deletion_batches(nodes, CA) == batches
 
 
-def test_a_batch_waits_for_the_next_scan_unless_the_delete_takes_longer() -> None:
-    assert night_model.batch_period(CA, CLOUD) == 10.0  # delay after delete = scan interval
+def test_a_batch_waits_until_the_one_in_flight_frees_its_places() -> None:
+    # The loop after a productive one (2 s) finds the batch still in flight (taint 5 s + call 2 s):
+    # it deletes nothing, so the next waits the scan interval: 2 + 2 + 10.
+    assert night_model.batch_period(CA, CLOUD) == 14.0
     slow = replace(CLOUD, delete_call_seconds=30.0)
-    assert night_model.batch_period(CA, slow) == 35.0  # taint delay 5 s + the call hold the places
-    assert night_model.batch_period(replace(CA, scale_down_delay_after_delete=60.0), CLOUD) == 60.0
+    assert night_model.batch_period(CA, slow) == 38.0  # 35 s in flight: two idle loops more
+    assert night_model.batch_period(replace(CA, scale_down_delay_after_delete=60.0), CLOUD) == 62.0
+    quick = replace(CA, node_delete_delay_after_taint=0.0)
+    assert night_model.batch_period(quick, CLOUD) == 2.0  # free again by the next loop: back to back
+    # Before 1.35 (no frequent loops) a ticker: one batch per scan interval.
+    assert night_model.batch_period(replace(CA, frequent_loops=False), CLOUD) == 10.0
 
 
 def test_the_night_is_the_measured_parts_plus_the_flags_plus_the_cloud() -> None:
     t = night_model.night(nodes=100, measured=M(4.0, 20.0))
     assert t.of("measured") == 24.0
     # half a downscaler interval + half a scan + unneeded time + 9 batch gaps + taint + delete call
-    assert t.of("flag") == pytest.approx(15 + 5 + 600 + 9 * 10 + 5 + 2)
+    assert t.of("flag") == pytest.approx(15 + 5 + 600 + 9 * 14 + 5 + 2)
     assert t.of("assumption") == CLOUD.node_gone_seconds
-    assert t.total == pytest.approx(24 + 717 + 60)
+    assert t.total == pytest.approx(24 + 753 + 60)
 
 
 def test_at_worst_each_loop_is_just_missed() -> None:
@@ -56,18 +72,51 @@ def test_at_worst_each_loop_is_just_missed() -> None:
 def test_a_thousand_nodes_take_ninety_more_batches() -> None:
     small = night_model.night(nodes=100, measured=M(0.0, 0.0))
     full = night_model.night(nodes=1000, measured=M(0.0, 0.0))
-    assert full.total - small.total == pytest.approx(90 * 10)
+    assert full.total - small.total == pytest.approx(90 * 14)
+
+
+def test_tuned_cluster_autoscaler_waits_a_minute_and_deletes_a_hundred_at_a_time() -> None:
+    tuned = night_model.Anchor(ca=night_model.TUNED_CA)
+    t = night_model.night(nodes=1000, measured=M(0.0, 0.0), anchor=tuned)
+    default = night_model.night(nodes=1000, measured=M(0.0, 0.0))
+    assert t.of("flag") == pytest.approx(15 + 5 + 60 + 9 * 14 + 5 + 2)
+    assert default.total - t.total == pytest.approx(540 + 90 * 14)
+
+
+def test_karpenter_removes_a_tenth_of_each_pool_per_round() -> None:
+    k = night_model.KarpenterDefaults()
+    assert night_model.karpenter_rounds(1000, 10, k) == 10  # 100 a pool, 10 % = 10 a round
+    assert night_model.karpenter_rounds(2, 1, k) == 2  # 10 % of 2 rounds up to 1
+    assert night_model.karpenter_rounds(5, 1, replace(k, budget_percent=100.0)) == 1
+    # validation 15 s, then the terminating nodes (2 s call + 60 s gone) hold the budget: 7 polls
+    assert night_model.karpenter_round_period(k, CLOUD) == 15 + 70
+    t = night_model.karpenter_night(nodes=1000, pools=10, measured=M(4.0, 20.0))
+    assert t.of("measured") == 24.0
+    assert t.of("flag") == pytest.approx(15 + 5 + 9 * 85 + 15 + 2)
+    assert t.of("assumption") == CLOUD.node_gone_seconds
+
+
+def test_karpenter_provisions_every_pool_in_one_batch() -> None:
+    t = night_model.karpenter_morning(measured=M(3.0, 30.0))
+    assert t.of("measured") == 33.0
+    assert t.of("flag") == pytest.approx(15 + 1)
+    assert t.of("assumption") == CLOUD.provision_seconds
 
 
 def test_the_morning_grows_one_node_group_per_loop_then_waits_for_the_cloud() -> None:
     t = night_model.morning(pools=4, measured=M(3.0, 30.0))
     assert t.of("measured") == 33.0
-    assert t.of("flag") == pytest.approx(15 + 5 + 3 * 10)
+    # half a downscaler interval + half a loop (an unschedulable pod starts one) + 3 productive loops
+    assert t.of("flag") == pytest.approx(15 + 1 + 3 * 2)
     assert t.of("assumption") == CLOUD.provision_seconds
     parallel = night_model.morning(
         pools=4, measured=M(3.0, 30.0), anchor=night_model.Anchor(ca=replace(CA, parallel_scale_up=True))
     )
-    assert t.total - parallel.total == pytest.approx(30.0)
+    assert t.total - parallel.total == pytest.approx(6.0)
+    ticker = night_model.morning(
+        pools=4, measured=M(3.0, 30.0), anchor=night_model.Anchor(ca=replace(CA, frequent_loops=False))
+    )
+    assert ticker.of("flag") == pytest.approx(15 + 5 + 3 * 10)
 
 
 def test_provisioning_is_capped_by_the_max_node_provision_time() -> None:
@@ -87,6 +136,10 @@ def test_every_phase_is_finite_and_not_negative() -> None:
     for t in (
         night_model.night(nodes=1, measured=M(0.0, 0.0), anchor=night_model.Anchor(worst=True)),
         night_model.morning(pools=0, measured=M(0.0, 0.0)),
+        night_model.karpenter_night(
+            nodes=1, pools=1, measured=M(0.0, 0.0), anchor=night_model.Anchor(worst=True)
+        ),
+        night_model.karpenter_morning(measured=M(0.0, 0.0)),
     ):
         assert t.phases and all(math.isfinite(p.seconds) and p.seconds >= 0 for p in t.phases)
 

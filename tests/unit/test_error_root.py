@@ -71,14 +71,15 @@ def test_the_root_keeps_the_builtin_bases_callers_catch() -> None:
 
 
 def test_each_front_door_maps_the_category() -> None:
-    """The CLI: every category but internal exits 2 (an internal error's traceback is the report).
+    """The CLI, as kubectl: usage and configuration exit 2, a cluster's refusal or failure 1 (an
+    internal error's traceback is the report).
     The runner: an API server's refusal and a transient failure retry the step; nothing else does.
     Slack: a usage error is shown as it is; anything else is an incident (None here)."""
     assert cli.EXIT_CODES == {
         Category.USAGE: 2,
         Category.CONFIGURATION: 2,
-        Category.CLUSTER: 2,
-        Category.TRANSIENT: 2,
+        Category.CLUSTER: 1,
+        Category.TRANSIENT: 1,
     }
     assert {Category.CLUSTER, Category.TRANSIENT} == runner.RETRIED
     for kube_error in (kube_errors.KubeError, kube_errors.Forbidden, kube_errors.TransportError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from prometheus_client.exposition import generate_latest
 
+from localcluster.binaries import ensure_go_tool
 from tests import monitoring
 from tests.unit.bot.runtime import test_metrics
 
@@ -44,3 +45,19 @@ def test_a_missing_metric_or_label_is_reported() -> None:
     ]
     no_cluster = exposition.replace('cluster="prod",', "").replace('{cluster="prod"}', "")
     assert any("has no label cluster" in p for p in monitoring.problems(no_cluster))
+
+
+def test_no_leader_fires_when_no_scalebot_runs_at_all() -> None:
+    """Prometheus' own engine over three states: a leader (quiet), only standbys (fires), and no
+    scalebot series at all, as when no pod runs or none is scraped (fires through absent())."""
+    (expr,) = [q.expr for q in monitoring.queries() if q.where == "alert ScalebotNoLeader"]
+    exposition = fed()
+    assert "\nscalebot_leader 1.0\n" in exposition
+    standby = exposition.replace("\nscalebot_leader 1.0\n", "\nscalebot_leader 0.0\n")
+    gone = "\n".join(line for line in exposition.splitlines() if not line.startswith("scalebot_")) + "\n"
+    engine = ensure_go_tool("promql")
+    series = [
+        monitoring.evaluate(engine, monitoring.load_text(text), [expr])[0].series
+        for text in (exposition, standby, gone)
+    ]
+    assert series == [0, 1, 1]

@@ -29,7 +29,7 @@ def run_blocks(part: str, cwd: Path) -> str:
         check=False,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return done.stdout
+    return done.stdout + done.stderr
 
 
 def test_part_one_demo_and_the_simulated_cluster_run_as_written(tmp_path: Path) -> None:
@@ -44,6 +44,8 @@ def test_part_one_demo_and_the_simulated_cluster_run_as_written(tmp_path: Path) 
     assert "3 pools, 8 nodes → 0" in out
     assert "kind: wake" in out and "state: succeeded" in out, "ops list -o yaml reads the database"
     assert (tmp_path / "scalebot.db").exists()
+    assert "error: no database at typo.db\n" in out and "\nexit 2\n" in out, "a mistyped --db"
+    assert not (tmp_path / "typo.db").exists()
 
 
 def test_part_two_a_console_day_with_a_schedule_runs_as_written(tmp_path: Path) -> None:

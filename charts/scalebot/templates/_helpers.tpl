@@ -1,9 +1,35 @@
-{{/* The objects' name: the release name, or "<release>-scalebot" when it does not say scalebot. */}}
+{{/* The chart's name, or nameOverride. */}}
+{{- define "scalebot.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The objects' name: fullnameOverride, else the release name, or "<release>-<name>" when it does
+not contain the name. */}}
 {{- define "scalebot.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "scalebot.name" . -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The ServiceAccount scalebot runs as: serviceAccount.name, else the full name (created by the
+chart unless serviceAccount.create is false). The admission policies match this name. */}}
+{{- define "scalebot.serviceAccountName" -}}
+{{- default (include "scalebot.fullname" .) .Values.serviceAccount.name -}}
+{{- end -}}
+
+{{/* The image: repository@digest when a digest is given (immutable), else repository:tag. */}}
+{{- define "scalebot.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository .Values.image.tag -}}
 {{- end -}}
 {{- end -}}
 
@@ -24,6 +50,22 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{/* The ServiceAccount as an RBAC subject. */}}
 {{- define "scalebot.subject" -}}
 - kind: ServiceAccount
-  name: {{ include "scalebot.fullname" . }}
+  name: {{ include "scalebot.serviceAccountName" . }}
   namespace: {{ .Release.Namespace }}
+{{- end -}}
+
+{{/* The admission policy's pool label keys, as a CEL list: the `pool_label` of every cluster of
+the labels provider (its default when unset), the only provider that deletes Node objects. Only label-key characters pass, so config text never
+becomes CEL. */}}
+{{- define "scalebot.poolLabels" -}}
+{{- $labels := list -}}
+{{- range $name, $cluster := .Values.config.clusters -}}
+{{- if eq (default "labels" $cluster.provider) "labels" -}}
+{{- $label := default "scalebot.io/pool" $cluster.pool_label -}}
+{{- if regexMatch "^[A-Za-z0-9][-A-Za-z0-9_./]*$" $label -}}
+{{- $labels = append $labels $label -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+[{{- range $i, $label := $labels | uniq | sortAlpha }}{{ if $i }}, {{ end }}'{{ $label }}'{{ end -}}]
 {{- end -}}

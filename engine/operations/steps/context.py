@@ -3,7 +3,7 @@
 A step is `Step`: a function of a `StepContext`, the operation as persisted and the cluster (its
 ports fenced by the runner's claim), returning a `StepResult` the runner persists before anything
 else happens. `StepContext` is all a step may reach of the runner: the store, the clock, the
-settings, `emit`, the shared eviction executors and the per-operation pod feed and per-cluster
+settings, `emit`, the per-cluster eviction executors and the per-operation pod feed and per-cluster
 eviction gate; never the runner's workers, claims or locks. `engine.operations.runner.Runner`
 implements it.
 """
@@ -90,12 +90,14 @@ class StepContext(Protocol):
         """Each cluster's cluster-autoscaler rules, for a consolidation's re-check."""
         ...
 
-    def evictions(self) -> Executor:
-        """The shared executor for cordons, uncordons and force-deletions (`parallel_evictions` wide)."""
+    def evictions(self, cluster: str) -> Executor:
+        """The cluster's executor for cordons, uncordons and force-deletions (`parallel_evictions`
+        in flight at most, within the process-wide cap every cluster shares)."""
         ...
 
-    def adaptive_pool(self) -> Executor | None:
-        """The executor the adaptive eviction limit draws from; None when the settings turn it off."""
+    def eviction_executor(self, h: ClusterHandle) -> Executor:
+        """The cluster's executor for evictions: its own admission (the eviction gate's limit),
+        within the process-wide cap, never behind another cluster's evictions."""
         ...
 
     def pod_feed(self, op_id: str, api: KubeApi, nodes: Collection[str], *, cluster: str = "") -> PodFeed:

@@ -105,7 +105,7 @@ def step_cordon(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult
         if chosen:
             h.pools.prepare_removal(change.pool, chosen)
     saved = op.progress.drain.state
-    already = drain.cordon_nodes(h.api, nodes, now=now, executor=ctx.evictions())
+    already = drain.cordon_nodes(h.api, nodes, now=now, executor=ctx.evictions(h.name))
     _record_displaced(ctx, op, h, nodes)
     for node in nodes:
         ref = kube_events.ObjectRef.node(node)
@@ -127,7 +127,13 @@ def step_cordon(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult
 
 def _record_displaced(ctx: StepContext, op: Operation, h: ClusterHandle, nodes: Sequence[str]) -> None:
     """Before a sleep drains its nodes (cordoned: no new pod lands), keep which workloads have pods
-    on them: its wake follows exactly those, with the workloads it scales back, and no other."""
+    on them: its wake follows exactly those, with the workloads it scales back, and no other.
+
+    The pods are the drain's own (its pod feed, opened here for `nodes`, the drain's nodes): the
+    plan's listing, which the feed's watch then follows from its resourceVersion. So a sleep lists
+    its pods once, for the plan, where this step used to list every emptied node's pods again (at
+    30,000 pods a second full listing). A feed with no listing to start from lists once here, and
+    the drain's passes read that one."""
     if not records_restore(op):
         return
     pool_of = {n: c.pool for c in op.plan.pools if c.after < c.before for n in c.nodes_to_remove}
@@ -136,7 +142,8 @@ def _record_displaced(ctx: StepContext, op: Operation, h: ClusterHandle, nodes: 
     if not emptied:
         return
     now = ctx.clock.now()
-    for pool, keys in returning.displaced_by(pool_of, h.api.list_pods(node_names=emptied)).items():
+    pods = ctx.pod_feed(op.id, h.api, nodes, cluster=h.name).pods(emptied)
+    for pool, keys in returning.displaced_by(pool_of, pods).items():
         ctx.store.record_displaced(h.name, pool, keys, op_id=op.id, at=now)
 
 
@@ -194,7 +201,7 @@ def step_drain(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult:
         options=_options(op),
         pod_filters=_scoped_filters(op),
         now=now,
-        executor=ctx.adaptive_pool() or ctx.evictions(),
+        executor=ctx.eviction_executor(h),
         gate=ctx.eviction_gate(h),
         on_progress=progress,
         one_at_a_time=op.plan.one_at_a_time,
@@ -414,7 +421,7 @@ def give_back_nodes(ctx: StepContext, op: Operation, h: ClusterHandle, result: S
         kept: list[str] = []
     else:
         uncordoned = drain.uncordon_nodes(
-            h.api, drained_nodes(op), keep_cordoned=state.already_cordoned, executor=ctx.evictions()
+            h.api, drained_nodes(op), keep_cordoned=state.already_cordoned, executor=ctx.evictions(h.name)
         )
         kept = sorted(state.already_cordoned & set(drained_nodes(op)))
     note = release_note(uncordoned, kept, unmarked)

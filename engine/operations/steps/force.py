@@ -91,7 +91,7 @@ def step_force(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult:
             type="Warning",
         )
 
-    forced = drain.force_delete_pods(h.api, remaining, executor=ctx.evictions(), on_deleted=record)
+    forced = drain.force_delete_pods(h.api, remaining, executor=ctx.evictions(h.name), on_deleted=record)
     # Force-deleted: the pods whose DELETE the server accepted, in this attempt or an earlier one,
     # and those an interrupted attempt meant to delete, gone unconfirmed, that nothing else was
     # deleting. One that was already terminating may have finished by itself: named, not counted.

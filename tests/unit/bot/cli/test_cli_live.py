@@ -18,14 +18,14 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from rich.console import Console
 
-from bot.cli.live import LiveDisplay, operation_panel
+from bot.cli.live import LiveDisplay, operation_panel, summary_table
 from engine.domain.drain_state import DrainState
-from engine.domain.operation import DrainProgress, Operation, OpState
+from engine.domain.operation import DrainProgress, Operation, OperationPlan, OpKind, OpState, Target
 from engine.domain.settings import RunnerSettings
 from engine.kube.fake import FakeCluster
 from tests.unit.bot.cli.test_cli_simulated import FAST, REPO, scalebot
@@ -203,3 +203,32 @@ def test_text_from_the_cluster_is_shown_literally_never_as_markup(tmp_path: Path
     assert "denied by webhook [/] [link=https://evil.example]renew your token[/link]" in text
     assert "Drain not completed yet [bold]x[/]" in text
     assert "\x1b]8;" not in out.getvalue(), "no terminal hyperlink was made"
+
+
+def test_the_summary_is_readable_at_80_columns() -> None:
+    """kubectl drops columns rather than cut them: at 80 columns kind and cluster go (each panel's
+    title names them), and the ID, the state and every figure's header stay whole."""
+    at = datetime(2026, 3, 2, 19, 0, tzinfo=UTC)
+    op = Operation(
+        id="op-65a1b2c3",
+        kind=OpKind.CONSOLIDATE,
+        target=Target(cluster="production-eu-west-1"),
+        state=OpState.AWAITING_APPROVAL,
+        requested_by="cli:alice",
+        created_at=at,
+        updated_at=at,
+        plan=OperationPlan(kind=OpKind.CONSOLIDATE, cluster="production-eu-west-1"),
+    )
+    out = io.StringIO()
+    Console(file=out, force_terminal=True, width=80, color_system=None).print(summary_table([op], 80))
+    narrow = out.getvalue()
+
+    assert "…" not in narrow and max(len(line) for line in narrow.splitlines()) <= 80
+    assert "op-65a1b2c3" in narrow and "awaiting_approval" in narrow
+    for header in ("duration", "drained", "evicted", "deleted", "removed"):
+        assert header in narrow
+    assert "production-eu-west-1" not in narrow
+
+    out = io.StringIO()
+    Console(file=out, force_terminal=True, width=160, color_system=None).print(summary_table([op], 160))
+    assert "production-eu-west-1" in out.getvalue() and "consolidate" in out.getvalue()

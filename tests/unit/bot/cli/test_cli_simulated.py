@@ -19,6 +19,7 @@ from bot.cli import main as cli
 from bot.cli.console import console_policy
 from bot.runtime import wiring
 from engine.domain.clock import SystemClock
+from engine.domain.model import NodeInfo
 from engine.operations.service import new_operations
 from engine.schedules.model import ScheduleTarget
 from engine.schedules.service import Schedules
@@ -59,7 +60,7 @@ def test_zero_then_wake_in_separate_processes_act_on_one_simulated_cluster(tmp_p
     assert len(handle.api.list_nodes()) == 8, "every pool is back at its recorded size"
     assert all(pool.restore is None for pool in handle.pools.list_pools())
 
-    listed = scalebot(db, "ops", "list", "--simulated", "-o", "json")
+    listed = scalebot(db, "ops", "list", "-o", "json")
     assert listed.returncode == 0, listed.stderr
     ops = json.loads(listed.stdout)
     assert [(o["kind"], o["state"]) for o in ops] == [("wake", "succeeded"), ("zero", "succeeded")]
@@ -199,3 +200,33 @@ def test_progress_lines_carry_iso_8601_times_with_their_zone(tmp_path: Path) -> 
     progress = [line for line in done.stdout.splitlines() if " op-" in line and line[:1].isdigit()]
     assert progress, done.stdout
     assert all(re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00 op-", line) for line in progress), progress
+
+
+def test_cordon_drain_and_uncordon_rehearse_on_the_simulated_cluster(tmp_path: Path) -> None:
+    """The node commands take --simulated too: each its own process on one simulated cluster."""
+    db = tmp_path / "scalebot.db"
+
+    def node(name: str) -> NodeInfo:
+        handle, _ = wiring.simulated_cluster(store=Store(db))
+        return next(n for n in handle.api.list_nodes() if n.name == name)
+
+    def pods_on(name: str) -> list[str]:
+        handle, _ = wiring.simulated_cluster(store=Store(db))
+        return [
+            p.name
+            for p in handle.api.list_pods()
+            if p.node_name == name and not (p.controller and p.controller.is_daemonset)
+        ]
+
+    cordon = scalebot(db, "cordon", "--simulated", "batch-0")
+    assert cordon.returncode == 0, cordon.stderr
+    assert "node/batch-0 cordoned" in cordon.stdout and node("batch-0").unschedulable
+    assert pods_on("batch-0"), "the rehearsal needs pods to move"
+
+    drain = scalebot(db, "drain", "--simulated", "batch-0", "--timeout", "1m")
+    assert drain.returncode == 0, drain.stdout + drain.stderr
+    assert "node/batch-0 drained" in drain.stdout and pods_on("batch-0") == []
+
+    uncordon = scalebot(db, "uncordon", "--simulated", "batch-0")
+    assert uncordon.returncode == 0, uncordon.stderr
+    assert not node("batch-0").unschedulable

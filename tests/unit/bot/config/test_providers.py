@@ -155,3 +155,91 @@ def test_eks_without_the_aws_sdk_says_how_to_install_it(monkeypatch: pytest.Monk
         "provider eks needs the AWS SDK (boto3), which is not installed: pip install 'scalebot[eks]' "
         "(the container image and scripts/test's .venv have it)"
     )
+
+
+GKE = "    gke_project: acme-prod\n    gke_location: europe-west1\n    gke_cluster: prod-eu\n"
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ("    gke_location: europe-west1\n    gke_cluster: prod\n", "clusters.prod.gke_project: required"),
+        (
+            GKE.replace("acme-prod", "Acme"),
+            "clusters.prod.gke_project: 'Acme' is not a Google Cloud project ID",
+        ),
+        (GKE.replace("europe-west1", "Europe"), "clusters.prod.gke_location: 'Europe' is not a Google Cloud"),
+        (GKE + "    node_pools: web,,batch\n", "clusters.prod.node_pools: 'web,,batch' has an empty name"),
+        (
+            GKE + "    node_pools: web, Pool_1\n",
+            "clusters.prod.node_pools: 'Pool_1' is not a GKE node pool name",
+        ),
+        (
+            GKE + "    gke_endpoint_url: localhost\n",
+            "clusters.prod.gke_endpoint_url: 'localhost' is not an http",
+        ),
+    ],
+)
+def test_bad_gke_settings_name_the_key(tmp_path: Path, entry: str, message: str) -> None:
+    path = tmp_path / "scalebot.yaml"
+    path.write_text(f"clusters:\n  prod:\n    provider: gke\n{entry}", encoding="utf-8")
+    with pytest.raises(settings.SettingsError) as info:
+        settings.load(path, EKS_ENV)
+    assert message in str(info.value)
+
+
+def test_gke_without_the_google_sdk_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The first import of the adapter's: the SDK may already be loaded by another test.
+    monkeypatch.setitem(sys.modules, "google.api_core", None)
+    monkeypatch.delitem(sys.modules, "engine.pools.gke_google", raising=False)
+    options = {"gke_project": "acme-prod", "gke_location": "europe-west1", "gke_cluster": "prod"}
+    with pytest.raises(wiring.WiringError, match=r"pip install 'scalebot\[gke\]'"):
+        wiring.connect_cluster("x", provider="gke", options=options)
+
+
+AKS = (
+    "    aks_subscription: 00000000-0000-4000-8000-000000000001\n"
+    "    aks_resource_group: rg-prod\n    aks_cluster: prod-eu\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ("    aks_resource_group: rg\n    aks_cluster: prod\n", "clusters.prod.aks_subscription: required"),
+        (
+            AKS.replace("00000000-0000-4000-8000-000000000001", "prod"),
+            "clusters.prod.aks_subscription: 'prod' is not a",
+        ),
+        (
+            AKS + "    agent_pools: user1,,user2\n",
+            "clusters.prod.agent_pools: 'user1,,user2' has an empty name",
+        ),
+        (
+            AKS + "    agent_pools: User_1\n",
+            "clusters.prod.agent_pools: 'User_1' is not an AKS agent pool name",
+        ),
+        (
+            AKS + "    aks_endpoint_url: localhost\n",
+            "clusters.prod.aks_endpoint_url: 'localhost' is not an http",
+        ),
+    ],
+)
+def test_bad_aks_settings_name_the_key(tmp_path: Path, entry: str, message: str) -> None:
+    path = tmp_path / "scalebot.yaml"
+    path.write_text(f"clusters:\n  prod:\n    provider: aks\n{entry}", encoding="utf-8")
+    with pytest.raises(settings.SettingsError) as info:
+        settings.load(path, EKS_ENV)
+    assert message in str(info.value)
+
+
+def test_aks_without_the_azure_sdk_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "azure.core.exceptions", None)
+    monkeypatch.delitem(sys.modules, "engine.pools.aks_azure", raising=False)
+    options = {
+        "aks_subscription": "00000000-0000-4000-8000-000000000001",
+        "aks_resource_group": "rg",
+        "aks_cluster": "c",
+    }
+    with pytest.raises(wiring.WiringError, match=r"pip install 'scalebot\[aks\]'"):
+        wiring.connect_cluster("x", provider="aks", options=options)

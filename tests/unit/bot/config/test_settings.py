@@ -23,6 +23,7 @@ from bot.config.settings import (
     with_channel_ids,
 )
 from engine.domain.settings import ScaleDownRules
+from engine.operations import policy
 from engine.operations.policy import Role
 
 ENV = {"SLACK_BOT_TOKEN": "xoxb-1-secret", "SLACK_SIGNING_SECRET": "s3cr3t-signing"}
@@ -435,6 +436,63 @@ clusters:
     assert dev.policy.channels == frozenset({"C0PLAT", "C0SRE", "C0OPS"}), "rules hold IDs only"
     assert resolved.default_cluster("C0PLAT") == "dev-eu" and resolved.default_cluster("C0STG") == "staging"
     assert channel_names(resolved) == []
+
+
+def test_channels_separate_clusters_by_default(tmp_path: Path) -> None:
+    """Without `allowed_channels` a cluster is operated from the channels mapped to it; one with none
+    of its own is still never operated from another cluster's channel."""
+    text = """
+channels: {C0PROD: prod}
+clusters:
+  dev-eu: {default_channel: C0DEV}
+  prod: {protected: true}
+  lab: {}
+  shared: {allowed_channels: [C0OPS, C0DEV]}
+"""
+    policies = load(write(tmp_path, text), ENV).policies()
+    assert policies["dev-eu"].channels == frozenset({"C0DEV"})
+    assert policies["prod"].channels == frozenset({"C0PROD"})
+    assert policies["shared"].channels == frozenset({"C0OPS", "C0DEV"}), "allowed_channels says otherwise"
+    allowed = {
+        (name, channel): policy.channel_allowed(policies[name], channel).allowed
+        for name in ("dev-eu", "prod", "lab")
+        for channel in ("C0DEV", "C0PROD", "C0OPS", "C0RANDOM")
+    }
+    assert allowed == {
+        ("dev-eu", "C0DEV"): True,
+        ("dev-eu", "C0PROD"): False,
+        ("dev-eu", "C0OPS"): False,
+        ("dev-eu", "C0RANDOM"): False,
+        ("prod", "C0DEV"): False,
+        ("prod", "C0PROD"): True,
+        ("prod", "C0OPS"): False,
+        ("prod", "C0RANDOM"): False,
+        ("lab", "C0DEV"): False,  # lab has no channel: any but another cluster's
+        ("lab", "C0PROD"): False,
+        ("lab", "C0OPS"): False,
+        ("lab", "C0RANDOM"): True,
+    }
+    lab_from_dev = policy.channel_allowed(policies["lab"], "C0DEV")
+    assert lab_from_dev.reason.startswith("lab is not operated from another cluster's channel")
+
+
+def test_a_protected_cluster_never_accepts_other_channels(tmp_path: Path) -> None:
+    alone = "clusters:\n  dev-eu: {default_channel: C0DEV}\n  prod: {protected: true}\n"
+    assert error(tmp_path, alone) == (
+        "clusters.prod: a protected cluster is operated only from its own channels; give it "
+        "default_channels (or allowed_channels)"
+    )
+    assert load(write(tmp_path, alone), {}, require_slack=False).clusters["prod"].protected, (
+        "the CLI is in no channel"
+    )
+    borrowed = (
+        "clusters:\n  dev-eu: {default_channel: C0DEV}\n"
+        "  prod: {protected: true, allowed_channels: [C0PROD, C0DEV]}\n"
+    )
+    assert error(tmp_path, borrowed) == (
+        "clusters.prod.allowed_channels: C0DEV is the channel of dev-eu; a protected cluster never "
+        "accepts another cluster's channel"
+    )
 
 
 def test_a_channel_name_slack_does_not_know_stops_the_start(tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ from engine.kube.api import KubeApi
 from engine.kube.client import KubeClient
 from engine.kube.config import KubeConfigError, load_configuration
 from engine.kube.events import EventRecorder, ObjectRef
+from engine.kube.inline_kubeconfig import InlineKubeconfig
 from engine.kube.lease import LeaseElector, probe_api_server
 from engine.kube.ratelimit import TokenBucket
 from engine.pools.common import NodeRemovalError
@@ -938,8 +939,9 @@ def test_a_401_reads_the_kubeconfig_again_once_for_all_parallel_requests_and_ret
     """Rotated credentials (a Cluster API kubeconfig Secret): the requests refused with the old token
     cause one re-read between them and are each sent once more with the new token; when the new
     token is refused too, the 401 is the caller's after that one retry (no loop)."""
-    old = write_kubeconfig(tmp_path / "old", server.url).read_text()
-    new = old.replace("token: t0ken", "token: rotated")
+    # Built directly: the fake server speaks plain http, which the Secret's parser refuses.
+    old = InlineKubeconfig(server=server.url, token="t0ken")
+    new = InlineKubeconfig(server=server.url, token="rotated")
     accepted = {"Bearer rotated"}
     server.on(
         "GET",
@@ -950,13 +952,13 @@ def test_a_401_reads_the_kubeconfig_again_once_for_all_parallel_requests_and_ret
             else Answer(401, status_body(401, "Unauthorized", "Unauthorized"))
         ),
     )
-    rereads: list[str] = []
+    rereads: list[InlineKubeconfig] = []
 
-    def reread() -> str:
+    def reread() -> InlineKubeconfig:
         rereads.append(new)
         return new
 
-    client = KubeClient.from_kubeconfig_text(old, where="Secret ns/alpha-kubeconfig", reread=reread)
+    client = KubeClient.from_inline_kubeconfig(old, reread=reread)
     try:
         with ThreadPoolExecutor(max_workers=8) as pool:
             listed = list(pool.map(lambda _: client.list_nodes(), range(8)))

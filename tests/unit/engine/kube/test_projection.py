@@ -268,3 +268,86 @@ def test_a_watch_error_event_is_the_status_whole() -> None:
 def test_a_garbled_watch_line_raises_a_projection_error(line: bytes) -> None:
     with pytest.raises(projection.ProjectionError):
         projection.decode_watch_event(line)
+
+
+def test_a_page_is_decoded_with_the_garbage_collector_paused() -> None:
+    """A page's pods are all kept: a collection during the decode would only scan them."""
+    import gc
+
+    items = [{**FULL_POD, "metadata": {**FULL_POD["metadata"], "name": f"p-{i}"}} for i in range(2000)]
+    page = orjson.dumps({"kind": "PodList", "metadata": {"resourceVersion": "7"}, "items": items})
+    collections: list[str] = []
+
+    def seen(phase: str, info: dict[str, int]) -> None:
+        collections.append(phase)
+
+    gc.callbacks.append(seen)
+    try:
+        decoded = projection.decode_pod_page(page)
+        assert collections == [] and gc.isenabled()
+        gc.disable()  # a caller's own pause is kept
+        projection.decode_pod_page(page)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+        gc.callbacks.remove(seen)
+    assert len(decoded.items) == 2000
+
+
+class _Stream:
+    """The open answer of a watch request, as urllib3 hands it to `PodWatch`."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    def stream(self, size: int, decode_content: bool = True) -> Any:
+        for start in range(0, len(self.body), size):
+            yield self.body[start : start + size]
+
+    def shutdown(self) -> None:
+        pass
+
+    def release_conn(self) -> None:
+        pass
+
+
+def test_a_watch_parses_the_scheduling_fields_its_pods_share_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A drain's watch sees the replicas of a few workloads change again and again: their
+    containers, selectors and tolerations are parsed once per watch, not once per event."""
+    from engine.kube.watch import PodWatch
+
+    parsed: list[object] = []
+    real = projection.scheduling_fields
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        parsed.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(projection, "scheduling_fields", counting)
+    lines = [
+        orjson.dumps(
+            {
+                "type": kind,
+                "object": {
+                    **FULL_POD,
+                    "metadata": {**FULL_POD["metadata"], "name": f"web-{i}", "uid": f"u-{i}"},
+                },
+            }
+        )
+        for i in range(50)
+        for kind in ("MODIFIED", "DELETED")
+    ]
+    events = list(PodWatch(_Stream(b"\n".join(lines) + b"\n"), keep=None))
+    assert len(events) == 100 and len(parsed) == 1
+    assert events[-1].pod == PodInfo.from_raw(
+        {**FULL_POD, "metadata": {**FULL_POD["metadata"], "name": "web-49", "uid": "u-49"}}
+    )
+
+
+def test_the_watch_cache_is_bounded() -> None:
+    decoder = projection.WatchDecoder()
+    for i in range(projection.WatchDecoder.MAX_CACHED + 10):
+        pod = {**FULL_POD, "spec": {**FULL_POD["spec"], "nodeSelector": {"n": str(i)}}}
+        _, decoded, _ = decoder.decode(orjson.dumps({"type": "ADDED", "object": pod}))
+        assert decoded == PodInfo.from_raw(pod)
+    assert decoder._build.cached <= projection.WatchDecoder.MAX_CACHED + 1

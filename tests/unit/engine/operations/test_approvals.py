@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from engine.operations.service import UserError, new_operations
 from engine.pools.simulated import SimulatedPoolProvider
 from engine.schedules.model import ScheduleTarget
 from engine.schedules.service import Schedules
+from engine.schedules.timer import occurrence_on
 from engine.store.database import Store
 
 CLUSTER = "dev-eu"
@@ -136,10 +137,19 @@ def add_schedule(w: World, *, by: str, mode: str, name: str = "nights") -> None:
     assert out.ok, out.reply
 
 
-def run_now(w: World, clock: FakeClock, *, by: str, name: str = "nights") -> Operation | None:
-    """Click "Run now" on the next sleep; returns the operation it created (if any), finished or not."""
-    key = f"{name}:2026-03-02:sleep"
-    out = w.schedules.run_now(key, by=by)
+def run_now(
+    w: World, clock: FakeClock, *, by: str, name: str = "nights", day: str = "2026-03-02"
+) -> Operation | None:
+    """Click "Run now" on the sleep of `day` once it is announced (the clock moved to 30 minutes
+    before it, the 60-minute announcement made); returns the operation it created (if any)."""
+    sched = w.schedules.show(name)
+    assert sched is not None
+    occ = occurrence_on(sched.spec, date.fromisoformat(day), "sleep")
+    assert occ is not None
+    if clock.now() < occ.at - timedelta(minutes=30):
+        clock.advance((occ.at - timedelta(minutes=30) - clock.now()).total_seconds())
+    w.schedules.announce(occ, timedelta(minutes=60), clock.now())
+    out = w.schedules.run_now(occ.key, by=by)
     return out.operation
 
 
@@ -192,13 +202,13 @@ def test_an_operator_gets_no_zero_scale_through_any_schedule_path(
     # A second pre-approver completes the quorum ...
     assert w.schedules.pre_approve("nights", by=APPROVER3).ok
     # ... but "Run now" clicked by one of them is made on their behalf: their pre-approval is void for it.
-    by_approver = w.schedules.run_now("nights:2026-03-04:sleep", by=APPROVER3).operation
+    by_approver = run_now(w, clock, by=APPROVER3, day="2026-03-04")
     assert by_approver is not None and by_approver.state is OpState.AWAITING_APPROVAL
     w.ops.cancel(by_approver.id, by=APPROVER3)
 
     # A pre-approver who lost the approver role no longer counts, at the very next run.
     w.set_role(APPROVER3, policy.Role.OPERATOR)
-    demoted = w.schedules.run_now("nights:2026-03-05:sleep", by=OPERATOR).operation
+    demoted = run_now(w, clock, by=OPERATOR, day="2026-03-05")
     assert demoted is not None and demoted.state is OpState.AWAITING_APPROVAL
     w.ops.cancel(demoted.id, by=OPERATOR)
     w.set_role(APPROVER3, policy.Role.APPROVER)
@@ -206,13 +216,13 @@ def test_an_operator_gets_no_zero_scale_through_any_schedule_path(
     # A changed definition is not the one approved: its pre-approvals are void.
     w.store.db.table("schedules").update("nights", {"sleep": "Mon-Fri 21:00"})
     assert w.schedules.show("nights").approvers == ()  # type: ignore[union-attr]
-    edited = w.schedules.run_now("nights:2026-03-06:sleep", by=OPERATOR).operation
+    edited = run_now(w, clock, by=OPERATOR, day="2026-03-06")
     assert edited is not None and edited.state is OpState.AWAITING_APPROVAL
     w.ops.cancel(edited.id, by=OPERATOR)
     w.store.db.table("schedules").update("nights", {"sleep": "Mon-Fri 20:00"})
 
     # Only now, with two standing pre-approvers other than the creator and the clicker, it runs at once.
-    covered = w.schedules.run_now("nights:2026-03-09:sleep", by=OPERATOR).operation
+    covered = run_now(w, clock, by=OPERATOR, day="2026-03-09")
     assert running(covered), covered
     audit = [r for r in w.store.audit_rows() if r.action == "pre_approval"]
     assert audit[-1].detail == f"standing pre-approvers: {APPROVER2}, {APPROVER3}; covers this run"

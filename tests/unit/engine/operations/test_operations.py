@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from engine.domain.errors import Category, ScalebotError
 from engine.domain.operation import OperationRequest, OpKind, OpState, ProgressEvent, Target
 from engine.domain.settings import RunnerSettings
 from engine.kube.fake import FakeCluster
@@ -310,3 +311,35 @@ def test_the_snapshot_lists_nodes_budgets_and_daemonsets_while_the_pods_are_bein
         ops.runner.stop()
     assert pods_started.is_set() and snap.nodes
     assert len(others_seen_during_pods) == 3, "nodes, budgets and DaemonSets were listed alongside the pods"
+
+
+class _DeniedPools(SimulatedPoolProvider):
+    """A provider that refuses the removal before the drain (a System pool's last node, a
+    permission the role lacks)."""
+
+    def prepare_removal(self, pool: str, nodes: Sequence[str]) -> None:
+        raise _Denied(
+            "deleteInstances denied: scalebot's service account needs compute.instanceGroupManagers.update"
+        )
+
+
+class _Denied(ScalebotError, RuntimeError):
+    category = Category.CONFIGURATION
+
+
+def test_a_configuration_refusal_fails_the_operation_with_its_message_and_gives_the_nodes_back(
+    cluster: FakeCluster, tmp_path: Path
+) -> None:
+    ops = make_ops(cluster, tmp_path / "db.sqlite")
+    ops.runner.clusters["dev"] = replace(ops.runner.clusters["dev"], pools=_DeniedPools(cluster))
+    out = ops.request(zero(("batch",)))
+    assert out.operation is not None
+    finish(ops, out.operation.id)
+    op = ops.get(out.operation.id)
+    assert op is not None and op.state is OpState.FAILED
+    assert (
+        op.error
+        == "deleteInstances denied: scalebot's service account needs compute.instanceGroupManagers.update"
+    )
+    assert not any(n.unschedulable for n in cluster.list_nodes() if n.name.startswith("batch-")), "given back"
+    ops.runner.stop()

@@ -224,7 +224,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     for args, words in (
         (["--since", "last tuesday"], "--since 'last tuesday'"),
         (["--tz", "Mars/Olympus"], "--tz 'Mars/Olympus' is not a time zone"),
-        (["--db", str(tmp_path / "missing.db")], "no database file"),
+        (["--db", str(tmp_path / "missing.db")], "no database at"),
     ):
         done = subprocess.run(
             [sys.executable, "-m", "bot", "report", "savings", *args],

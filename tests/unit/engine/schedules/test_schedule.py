@@ -690,10 +690,36 @@ def test_the_latest_decision_for_an_occurrence_wins(weekdays: ScheduleSpec) -> N
     tonight = occurrence(weekdays, "sleep", after=utc(2026, 1, 13, 12))
     postponed = one_off.postpone(tonight, by="U_ALICE", delta=H, spec=weekdays)
     skipped = one_off.skip(tonight, by="U_BOB", spec=weekdays)
-    started = one_off.run_now(tonight, by="U_CAROL", now=utc(2026, 1, 13, 18, 30), spec=weekdays)
+    announced = dataclasses.replace(weekdays, lead_times=(H,))
+    started = one_off.run_now(
+        tonight, by="U_CAROL", now=utc(2026, 1, 13, 18, 30), spec=announced, announced=True
+    )
     assert one_off.effective_time(tonight, [postponed, skipped]) is None
     assert one_off.effective_time(tonight, [skipped, postponed]) == utc(2026, 1, 13, 20)
     assert one_off.effective_time(tonight, [postponed, skipped, started]) == utc(2026, 1, 13, 18, 30)
+
+
+def test_run_now_starts_only_the_announced_occurrence_within_its_announcement_window(
+    weekdays: ScheduleSpec,
+) -> None:
+    """Run now on a pre-approved schedule starts a zero-scale without asking: only the run people were
+    told of may start early. Next week's, or tonight's before its announcement, is refused."""
+    spec = dataclasses.replace(weekdays, lead_times=(H, 10 * timedelta(minutes=1)))
+    tonight = occurrence(spec, "sleep", after=utc(2026, 1, 13, 12))  # Tue 20:00 Berlin, 19:00Z
+    next_week = occurrence(spec, "sleep", after=utc(2026, 1, 20, 12))
+    within = utc(2026, 1, 13, 18, 30)
+    started = one_off.run_now(tonight, by="U_CAROL", now=within, spec=spec, announced=True)
+    assert started.kind == "run_now" and started.until == within
+    with pytest.raises(ScheduleError, match="Run now starts only the announced sleep") as refused:
+        one_off.run_now(next_week, by="U_CAROL", now=within, spec=spec, announced=False)
+    assert "Tue 20 Jan" in str(refused.value) and "asks for approval" in str(refused.value)
+    with pytest.raises(ScheduleError, match="not announced yet"):  # tonight's, before its announcement
+        one_off.run_now(tonight, by="U_CAROL", now=utc(2026, 1, 13, 12), spec=spec, announced=False)
+    with pytest.raises(ScheduleError, match="not announced yet"):  # marked announced, window not open
+        one_off.run_now(next_week, by="U_CAROL", now=within, spec=spec, announced=True)
+    # Postponed after its announcement: still the announced run.
+    later = one_off.postpone(tonight, by="U_ALICE", delta=2 * H, spec=spec)
+    assert one_off.run_now(tonight, by="U", now=within, spec=spec, announced=True, overrides=[later])
 
 
 @pytest.mark.parametrize(

@@ -368,8 +368,8 @@ def test_an_unauthorised_user_is_refused_and_nothing_changes(world: World, clock
     for decide in (world.schedules.skip, world.schedules.postpone, world.schedules.run_now):
         out = decide(key, by=VIEWER)
         assert not out.ok and out.reply.endswith("needs the operator role on dev-eu; you are viewer")
-    stranger = world.schedules.skip(key, by="U0STRANGER")
-    assert not stranger.ok and "you have no role there" in stranger.reply
+    stranger = world.schedules.skip(key, by="U0STRANGER")  # no role on dev-eu: as if it did not exist
+    assert not stranger.ok and stranger.reply.startswith("unknown or deleted schedule in")
     assert world.ops.store.overrides() == []
     assert world.schedules.next_events(clock.now(), limit=1)[0][1] == utc(2, 19)
     refused = [r.action for r in world.ops.store.audit_rows() if r.action.startswith("refused")]
@@ -380,6 +380,8 @@ def test_run_now_starts_the_sleep_at_once_and_the_timer_then_has_nothing_to_do(
     world: World, clock: FakeClock
 ) -> None:
     assert add(world.schedules).ok
+    [announced] = world.schedules.run_due(at(clock, utc(2, 18)))  # the 60-minute announcement
+    assert announced.announcement is not None and announced.announcement.buttons
     out = world.schedules.run_now("nights:2026-03-02:sleep", by=OPERATOR)
     assert out.ok and out.operation is not None, out.reply
     assert out.operation.requested_by == "schedule:nights" and out.operation.kind is OpKind.ZERO
@@ -387,6 +389,26 @@ def test_run_now_starts_the_sleep_at_once_and_the_timer_then_has_nothing_to_do(
     world.settle()
     assert world.schedules.run_due(at(clock, utc(2, 19))) == []
     assert len(ops_by(world)) == 1
+
+
+def test_run_now_is_refused_for_a_run_nobody_was_told_of_and_nothing_starts(
+    world: World, clock: FakeClock
+) -> None:
+    """On a pre-approved schedule, Run now starts a zero-scale with no approval: an operator clicking
+    it on next week's sleep (a key they made up), or on tonight's before its announcement, would
+    start one at an hour nobody was told of. Refused, audited; the announced run still starts."""
+    assert add(world.schedules).ok
+    for key in ("nights:2026-03-09:sleep", "nights:2026-03-02:sleep"):
+        out = world.schedules.run_now(key, by=OPERATOR)
+        assert not out.ok and out.operation is None
+        assert "Run now starts only the announced sleep" in out.reply and "asks for approval" in out.reply
+    assert ops_by(world) == [] and world.ops.store.overrides() == []
+    refused = [r.action for r in world.ops.store.audit_rows() if r.action.startswith("refused")]
+    assert refused == ["refused_schedule_run_now"] * 2
+    world.schedules.run_due(at(clock, utc(2, 18)))  # tonight's announcement: now it may start early
+    started = world.schedules.run_now("nights:2026-03-02:sleep", by=OPERATOR)
+    assert started.ok and started.operation is not None, started.reply
+    world.settle()
 
 
 # --- firing --------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ import pytest
 from bot.cli import main as cli
 from bot.cli.common import EXIT_OK, EXIT_USAGE
 from bot.cli.operations import EXIT_AUDIT_BROKEN
+from engine.store.audit import _audit_hash
 from engine.store.base import StoreError
 from engine.store.database import Store
 from engine.store.migrations import SCHEMA_VERSION
@@ -84,6 +85,7 @@ def test_dropped_hash_columns_and_an_edited_row_fail_and_leave_the_file_byte_ide
     _tamper(
         db,
         "DROP TRIGGER audit_no_update",
+        "DROP TRIGGER audit_chained",  # it reads the hash columns: SQLite refuses to drop them before
         "ALTER TABLE audit DROP COLUMN hash",
         "ALTER TABLE audit DROP COLUMN prev_hash",
         "UPDATE audit SET actor = 'U0SOMEONE' WHERE id = 2",
@@ -146,15 +148,28 @@ def test_a_missing_trigger_or_another_schema_version_fails_without_migrating(
     assert says in capsys.readouterr().err
 
 
-def test_expect_head_passes_for_a_kept_head_and_fails_for_one_not_in_the_chain(
+def test_expect_head_passes_for_the_head_and_lists_the_rows_appended_after_an_older_one(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
+    """A row appended with a plain INSERT (chained with SHA-256, as an unkeyed chain is) passes
+    the chain check; the head kept before it says rows followed, and which."""
     with caplog.at_level(logging.INFO, logger="engine.store.database"):
         db = _database(tmp_path / "scalebot.db")
-    kept = [r.audit_head for r in caplog.records if hasattr(r, "audit_head")][1]  # row 2's line
+    kept = [r.audit_head for r in caplog.records if hasattr(r, "audit_head")]
 
-    assert _verify_unchanged(db, "--expect-head", kept) == EXIT_OK
-    assert "is row 2 (1 row(s) appended since)" in capsys.readouterr().out
+    assert _verify_unchanged(db, "--expect-head", kept[-1]) == EXIT_OK
+    assert "is row 3, the head" in capsys.readouterr().out
+
+    _append_forged_row(db, at=AT + timedelta(hours=1), actor="U0MALLORY", action="approve")
+    assert _verify_unchanged(db) == EXIT_OK  # the chain alone cannot tell
+    assert _verify_unchanged(db, "--expect-head", kept[-1]) == EXIT_AUDIT_BROKEN
+    err = capsys.readouterr().err
+    assert f"1 row(s) after the kept head {kept[-1]} (row 3)" in err
+    assert "  row 4  2026-03-02T17:00:00+00:00  U0MALLORY  approve" in err
+
+    assert _verify_unchanged(db, "--expect-head", kept[1]) == EXIT_AUDIT_BROKEN
+    err = capsys.readouterr().err
+    assert "2 row(s) after the kept head" in err and "  row 3  " in err and "  row 4  " in err
 
     assert _verify_unchanged(db, "--expect-head", "ab" * 32) == EXIT_AUDIT_BROKEN
     assert "is not in the chain" in capsys.readouterr().err
@@ -174,6 +189,21 @@ def test_a_rechained_forgery_is_caught_by_the_kept_head(
     assert _verify_unchanged(forged) == EXIT_OK  # the chain alone cannot tell
     assert _verify_unchanged(forged, "--expect-head", kept) == EXIT_AUDIT_BROKEN
     assert "is not in the chain" in capsys.readouterr().err
+
+
+def _append_forged_row(path: Path, *, at: datetime, actor: str, action: str) -> None:
+    """A plain INSERT by someone with write access, chained to the head with SHA-256 as scalebot
+    chains an unkeyed file (so the chaining trigger lets it in)."""
+    conn = sqlite3.connect(path)
+    last_id, prev = conn.execute("SELECT id, hash FROM audit ORDER BY id DESC LIMIT 1").fetchone()
+    values = (last_id + 1, at.isoformat(), actor, action, "", "dev-eu", "")
+    conn.execute(
+        "INSERT INTO audit (id, at, actor, action, op_id, cluster, detail, prev_hash, hash) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (*values, prev, _audit_hash(prev, values)),
+    )
+    conn.commit()
+    conn.close()
 
 
 def _rechain_with_edit(source: Path, target: Path) -> None:

@@ -132,10 +132,57 @@ def test_a_claim_the_owner_does_not_confirm_is_reported_and_never_acted_on() -> 
     assert [(n.key, n.reason) for n in plan.gitops_notes] == [
         (
             "Deployment/shop/intruder",
-            "names Flux Kustomization/flux-system/apps as its GitOps owner, which does not list it in its "
-            "status; that owner is left alone",
+            "unverified GitOps owner: its labels name Flux Kustomization/flux-system/apps, which does not "
+            "list it in its status (Argo CD's status.resources, Flux's status.inventory); that owner is "
+            "not paused",
         )
     ]
+
+
+def helmrelease(*managed: str, inventory: bool = True) -> WorkloadInfo:
+    """A Flux HelmRelease installing into `shop`; without `inventory`, as one whose status lists nothing."""
+    status: dict[str, Any] = {}
+    if inventory:
+        status["inventory"] = {"entries": [{"id": f"shop_{m}_apps_Deployment", "v": "v1"} for m in managed]}
+    raw = {
+        "metadata": {"namespace": "flux-system", "name": "billing", "uid": "uid-hr", "resourceVersion": "4"},
+        "spec": {"interval": "5m", "targetNamespace": "shop", "chart": {"spec": {"chart": "billing"}}},
+        "status": status,
+    }
+    return WorkloadInfo.from_raw(Kind.HELMRELEASE, raw)
+
+
+HELM_LABELS = {"helm.toolkit.fluxcd.io/name": "billing", "helm.toolkit.fluxcd.io/namespace": "flux-system"}
+
+
+def test_a_helmrelease_without_an_inventory_is_an_unverified_owner_and_never_paused() -> None:
+    """Anyone who can label a workload could name an unrelated HelmRelease that installs into its
+    namespace: without an inventory that lists the workload, it is named unverified, not suspended."""
+    tool = deployment("tool", labels=HELM_LABELS)
+    plan = plan_sleep(
+        snapshot(tool, owners=(helmrelease(inventory=False),)), now=NOW, config=WorkloadConfig(gitops="pause")
+    )
+    assert [d.key for d in plan.decisions] == ["Deployment/shop/tool"]
+    assert by_key(plan)["Deployment/shop/tool"].paused_by == ()
+    [note] = plan.gitops_notes
+    assert note.key == "Deployment/shop/tool"
+    assert note.reason.startswith(
+        "unverified GitOps owner: its labels name Flux HelmRelease/flux-system/billing"
+    )
+    assert "unverified GitOps owner" in plan.preview().render()
+
+
+def test_a_helmrelease_whose_inventory_lists_the_workload_is_paused() -> None:
+    tool = deployment("tool", labels=HELM_LABELS)
+    plan = plan_sleep(
+        snapshot(tool, owners=(helmrelease("tool"),)), now=NOW, config=WorkloadConfig(gitops="pause")
+    )
+    assert by_key(plan)["HelmRelease/flux-system/billing"].patch == {
+        "metadata": {"resourceVersion": "4"},
+        "spec": {"suspend": True},
+    }
+    assert by_key(plan)["Deployment/shop/tool"].paused_by == ("HelmRelease/flux-system/billing",)
+    assert plan.gitops_notes == ()
 
 
 def test_a_helm_instance_label_without_an_argo_application_is_no_gitops_claim() -> None:

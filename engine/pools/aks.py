@@ -1,0 +1,305 @@
+"""AKS agent pools: the `aks` PoolProvider.
+
+A pool is an agent pool of one AKS managed cluster (all of them, or the ones the config names). Its
+nodes are the Nodes labelled `kubernetes.azure.com/agentpool=<agent pool>` (AKS labels every node
+so); a node's name is its machine's name in the agent pool. desired is the agent pool's `count`;
+min/max are its cluster autoscaler bounds (`minCount`/`maxCount` when `enableAutoScaling`). A System
+pool (`mode: System`) keeps at least one node: AKS refuses a count below 1.
+
+- Removing drained nodes: lowering `count` would let AKS pick which machines go, not the nodes
+  scalebot drained. So, as cluster-autoscaler does for AKS's VMs pools, the drained nodes' machines
+  are deleted by name with the agent pool's `deleteMachines` (AKS lowers `count` by as many). When
+  the autoscaler is in the way it is changed first: its minimum lowered, or, for a removal down to
+  0, the autoscaler turned off (AKS documents that a pool is forced to 0 only so).
+- `set_size(N)`: a PUT of the agent pool with `count` N; while a restore record exists (the pool
+  is asleep) its recorded autoscaler (enabled, minCount, maxCount) comes back with it.
+- Every change is an Azure long-running operation, followed until it ends (Failed raises with
+  Azure's code); a change AKS refuses because another operation runs on the pool or cluster
+  (409 OperationNotAllowed, "Another operation ... is in progress") is tried again until it ends.
+- The restore record lives in the ConfigMap `scalebot-aks-<agent pool>` in scalebot's namespace.
+
+Pure parts are module functions over small dataclasses; Azure sits behind `AgentPoolApi`
+(engine.pools.aks_azure implements it with azure-mgmt-containerservice).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from engine.domain.clock import Clock, SystemClock
+from engine.domain.errors import Category, ScalebotError
+from engine.domain.node_removal import NodeRemoval
+from engine.pools.base import Pool, PoolNotFound, PoolSizeError, RestoreRecord
+from engine.pools.cloud import CloudNode, busy_retry
+from engine.pools.common import NodeRemovalError, encode_restore
+
+log = logging.getLogger(__name__)
+
+PROVIDER_NAME = "aks"
+AGENT_POOL_LABEL = "kubernetes.azure.com/agentpool"
+SETTLING_STATES = frozenset({"Creating", "Scaling", "Updating", "Upgrading", "Starting", "Stopping"})
+"""provisioningState values while AKS is still applying a change."""
+DEFAULT_OPERATION_TIMEOUT_SECONDS = 900.0
+POLL_SECONDS = 2.0
+EXTRA_KEY = "aksAutoscaler"
+
+
+# --------------------------------------------------------------------------------------------------
+# What crosses the Azure port
+
+
+@dataclass(frozen=True, slots=True)
+class Autoscaler:
+    enabled: bool
+    min_count: int = 0
+    max_count: int = 0
+
+    def __str__(self) -> str:
+        return f"autoscaler min {self.min_count}, max {self.max_count}" if self.enabled else "autoscaler off"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentPool:
+    name: str
+    mode: str
+    """System or User."""
+    count: int
+    autoscaler: Autoscaler
+    state: str = "Succeeded"
+    """provisioningState: Succeeded, Scaling, Updating, Failed, ..."""
+    power: str = "Running"
+    """powerState.code: Running or Stopped."""
+
+    @property
+    def system(self) -> bool:
+        return self.mode == "System"
+
+    @property
+    def floor(self) -> int:
+        """The fewest nodes AKS allows in it."""
+        return 1 if self.system else 0
+
+
+class AgentPoolNotFound(ScalebotError, LookupError):
+    """The AKS cluster has no agent pool of that name."""
+
+    category = Category.CONFIGURATION
+
+
+class AgentPoolApi(Protocol):
+    """The Azure calls this provider makes, for one AKS managed cluster."""
+
+    cluster: str
+
+    def list_agent_pools(self) -> list[str]: ...
+
+    def get_agent_pool(self, name: str) -> AgentPool:
+        """Raises AgentPoolNotFound."""
+        ...
+
+    def scale(self, name: str, count: int, autoscaler: Autoscaler, *, timeout: float) -> None:
+        """PUT the agent pool with this count and autoscaler; returns once the operation succeeded.
+        Raises CloudBusy while another operation holds it, CloudOperationError when it failed."""
+        ...
+
+    def delete_machines(self, name: str, machines: Sequence[str], *, timeout: float) -> None:
+        """deleteMachines; returns once the operation succeeded. Raises as `scale`."""
+        ...
+
+
+# --------------------------------------------------------------------------------------------------
+# Pure parts
+
+
+@dataclass(frozen=True, slots=True)
+class Removal:
+    delete: tuple[str, ...]
+    """Machine (node) names to delete, sorted."""
+    already_gone: tuple[str, ...]
+    autoscaler_first: Autoscaler | None
+    """The autoscaler to set before deleting, when it is in the way."""
+
+
+def plan_removal(pool: AgentPool, nodes: Sequence[CloudNode], chosen: Sequence[str]) -> Removal:
+    """Which machines go for the drained `chosen` nodes. Raises NodeRemovalError for a node of
+    another agent pool, and PoolSizeError for a System pool left without a node."""
+    by_name = {n.name: n for n in nodes}
+    foreign = sorted(
+        f"{n} ({by_name[n].pool or 'no agent pool label'})"
+        for n in chosen
+        if n in by_name and by_name[n].pool != pool.name
+    )
+    if foreign:
+        raise NodeRemovalError(f"nodes not in agent pool {pool.name}: {', '.join(foreign)}")
+    delete = tuple(sorted(n for n in set(chosen) if n in by_name))
+    gone = tuple(sorted(n for n in set(chosen) if n not in by_name))
+    after = pool.count - len(delete)
+    if delete and after < pool.floor:
+        raise PoolSizeError(
+            f"agent pool {pool.name} is a System pool: AKS keeps at least 1 node in it (asked to "
+            f"remove {len(delete)} of {pool.count})"
+        )
+    first = None
+    scaler = pool.autoscaler
+    if delete and scaler.enabled and after < scaler.min_count:
+        # To 0 the autoscaler must be off (else it may keep or add nodes); above, its minimum lowered.
+        first = Autoscaler(False) if after == 0 else replace(scaler, min_count=after)
+    return Removal(delete, gone, first)
+
+
+def autoscaler_for(size: int, pool: AgentPool, record: RestoreRecord | None) -> Autoscaler:
+    """The autoscaler that lets the agent pool have `size` nodes: off for 0; the recorded one at a
+    wake (min/max stretched only as far as `size` needs); else the current one, stretched."""
+    if size < pool.floor:
+        raise PoolSizeError(f"agent pool {pool.name} is a System pool: AKS keeps at least 1 node in it")
+    want = pool.autoscaler
+    if record is not None and size > 0 and EXTRA_KEY in record.extra:
+        raw = record.extra[EXTRA_KEY]
+        want = Autoscaler(bool(raw.get("enabled")), int(raw.get("min") or 0), int(raw.get("max") or 0))
+    if size == 0 or not want.enabled:
+        return Autoscaler(False)
+    return Autoscaler(True, min(want.min_count, size), max(want.max_count, size))
+
+
+def progress_text(pool: AgentPool, nodes: Sequence[CloudNode]) -> str:
+    ready = sum(1 for n in nodes if n.ready)
+    text = f"agent pool {pool.state}; {ready} of {pool.count} node{'s' if pool.count != 1 else ''} Ready"
+    return text if pool.power == "Running" else f"{text}; power {pool.power}"
+
+
+# --------------------------------------------------------------------------------------------------
+# The provider
+
+
+class ClusterSide(Protocol):
+    """What the provider reads and writes in the AKS cluster's API server (engine.pools.cloud.KubeRecords)."""
+
+    def nodes(self, pool: str | None) -> list[CloudNode]: ...
+
+    def named_nodes(self, names: Sequence[str]) -> list[CloudNode]: ...
+
+    def read_record(self, pool: str) -> RestoreRecord | None: ...
+
+    def records(self) -> dict[str, RestoreRecord]: ...
+
+    def write_record(self, pool: str, record: RestoreRecord) -> bool: ...
+
+    def clear_record(self, pool: str) -> None: ...
+
+
+class AksPoolProvider:
+    """PoolProvider over the agent pools of one AKS cluster (see the module docstring)."""
+
+    name = PROVIDER_NAME
+
+    def __init__(
+        self,
+        azure: AgentPoolApi,
+        kube: ClusterSide,
+        *,
+        agent_pools: Sequence[str] = (),
+        clock: Clock | None = None,
+        operation_timeout_seconds: float = DEFAULT_OPERATION_TIMEOUT_SECONDS,
+        poll_seconds: float = POLL_SECONDS,
+    ) -> None:
+        self._azure = azure
+        self._kube = kube
+        self._clock: Clock = clock or SystemClock()
+        self._timeout = operation_timeout_seconds
+        self._poll = poll_seconds
+        self.agent_pools = tuple(agent_pools)
+
+    def pool_names(self) -> list[str]:
+        return sorted(self.agent_pools) if self.agent_pools else sorted(self._azure.list_agent_pools())
+
+    def list_pools(self) -> list[Pool]:
+        nodes = self._kube.nodes(None)
+        records = self._kube.records()
+        return [self._pool(self._agent_pool(n), nodes, records.get(n)) for n in self.pool_names()]
+
+    def get_pool(self, name: str) -> Pool:
+        pool = self._agent_pool(name)
+        return self._pool(pool, self._kube.nodes(name), self._kube.read_record(name))
+
+    def record_restore(self, pool: str, record: RestoreRecord) -> bool:
+        """The record, with the agent pool's autoscaler (enabled or not) so a wake sets it back."""
+        scaler = self._agent_pool(pool).autoscaler
+        extra = {EXTRA_KEY: {"enabled": scaler.enabled, "min": scaler.min_count, "max": scaler.max_count}}
+        record = replace(record, extra={**record.extra, **extra})
+        written = self._kube.write_record(pool, record)
+        if written:
+            log.info("Recorded restore state of AKS agent pool %s: %s", pool, encode_restore(record))
+        return written
+
+    def clear_restore(self, pool: str) -> None:
+        self._kube.clear_record(pool)
+
+    def prepare_removal(self, pool: str, nodes: Sequence[str]) -> None:
+        """Nothing to mark; refuses nodes of another agent pool, or a System pool's last node,
+        before the drain starts."""
+        plan_removal(self._agent_pool(pool), self._kube.named_nodes(nodes), nodes)
+
+    def remove_nodes(self, pool: str, nodes: Sequence[str]) -> None:
+        """Delete exactly the drained nodes' machines (deleteMachines)."""
+        agent_pool = self._agent_pool(pool)
+        removal = plan_removal(agent_pool, self._kube.named_nodes(nodes), nodes)
+        if removal.already_gone:
+            log.info("AKS agent pool %s: already gone: %s", pool, ", ".join(removal.already_gone))
+        if removal.autoscaler_first is not None:
+            self._scale(pool, agent_pool.count, removal.autoscaler_first, "so its machines can be deleted")
+        if removal.delete:
+            busy_retry(
+                self._clock,
+                lambda: self._azure.delete_machines(pool, removal.delete, timeout=self._timeout),
+                timeout=self._timeout,
+                interval=self._poll,
+                what=f"agent pool {pool}: deleteMachines",
+            )
+            log.info("AKS agent pool %s: deleteMachines %s", pool, ", ".join(removal.delete))
+
+    def set_size(self, pool: str, size: int) -> None:
+        agent_pool = self._agent_pool(pool)
+        if size < 0:
+            raise PoolSizeError(f"agent pool {pool}: size must be 0 or more, not {size}")
+        want = autoscaler_for(size, agent_pool, self._kube.read_record(pool))
+        if agent_pool.count != size or agent_pool.autoscaler != want:
+            self._scale(pool, size, want, f"asked for {size} node{'s' if size != 1 else ''}")
+
+    def _scale(self, pool: str, count: int, autoscaler: Autoscaler, why: str) -> None:
+        busy_retry(
+            self._clock,
+            lambda: self._azure.scale(pool, count, autoscaler, timeout=self._timeout),
+            timeout=self._timeout,
+            interval=self._poll,
+            what=f"agent pool {pool}: count {count}, {autoscaler}",
+        )
+        log.info("AKS agent pool %s: count %d, %s (%s)", pool, count, autoscaler, why)
+
+    def _agent_pool(self, name: str) -> AgentPool:
+        if self.agent_pools and name not in self.agent_pools:
+            raise PoolNotFound(name, self.agent_pools)
+        try:
+            return self._azure.get_agent_pool(name)
+        except AgentPoolNotFound:
+            raise PoolNotFound(name, self.pool_names()) from None
+
+    def _pool(self, agent_pool: AgentPool, nodes: Sequence[CloudNode], record: RestoreRecord | None) -> Pool:
+        mine = [n for n in nodes if n.pool == agent_pool.name]
+        scaler = agent_pool.autoscaler
+        return Pool(
+            name=agent_pool.name,
+            provider=self.name,
+            desired=agent_pool.count,
+            min_size=max(scaler.min_count if scaler.enabled else 0, agent_pool.floor),
+            max_size=scaler.max_count if scaler.enabled else None,
+            nodes=tuple(sorted(n.name for n in mine)),
+            ready_nodes=tuple(sorted(n.name for n in mine if n.ready)),
+            restore=record,
+            removal=NodeRemoval.MACHINE,
+            removal_reason=f"AKS cluster {self._azure.cluster}: the drained nodes' machines are deleted",
+            progress=progress_text(agent_pool, mine),
+            settling=agent_pool.state in SETTLING_STATES,
+        )

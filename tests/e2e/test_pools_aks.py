@@ -1,0 +1,192 @@
+"""AKS agent pools against a local STAND-IN of Azure Resource Manager (not Azure), with Nodes on
+the real control plane.
+
+The stand-in (`aks_standin.py`) is an HTTPS server on 127.0.0.1 written from the published API
+description of Microsoft.ContainerService, started and stopped by the `aks` fixture; scalebot's real
+SDK client (azure-mgmt-containerservice) reaches it through `aks_endpoint_url` with a fake credential
+in place of DefaultAzureCredential (the stand-in checks its token on every call). It keeps kwok
+Nodes in step with its machines, in a thread stopped by its fixture. scalebot runs in-process
+through `bot.runtime.wiring` with the `aks` provider as its own ServiceAccount.
+
+Proves: scale 3 → 1 deletes exactly the drained nodes' machines through deleteMachines (the pool,
+asked for a lower count, would have deleted the oldest); zero of the user pools turns their
+autoscaler off and deletes every machine, while the System pool is refused below one node; wake
+restores counts and autoscaler exactly; scale N; and the error paths (403, quota, an operation in
+progress, an agent pool deleted underneath) with the messages a user sees.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.runtime import wiring
+from engine.domain.clock import SystemClock
+from engine.domain.operation import OperationRequest, OpKind, OpState, Target
+from engine.domain.settings import RunnerSettings
+from engine.operations.service import Operations, new_operations
+from engine.pools.cloud import record_name
+from engine.store.database import Store
+from localcluster import objects, rest, waits
+from tests.e2e.aks_standin import AksStandIn, FakeCredential
+from tests.e2e.support import StandInLoop
+
+pytestmark = pytest.mark.e2e
+
+FAST = RunnerSettings(
+    graceful_window=timedelta(seconds=5),
+    pass_interval=timedelta(seconds=1),
+    settle=timedelta(seconds=1),
+    drain_timeout=timedelta(seconds=60),
+    workers=2,
+    workloads_return_timeout=timedelta(seconds=10),
+)
+SUBSCRIPTION = "00000000-0000-4000-8000-000000000001"
+GROUP = "rg-e2e"
+
+
+@pytest.fixture
+def aks(
+    admin_api: Any, unique_name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> Iterator[AksStandIn]:
+    standin = AksStandIn(admin_api, SUBSCRIPTION, GROUP, f"c{unique_name[-6:]}")
+    ca = standin.start(tmp_path)
+    try:
+        monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(ca))
+        monkeypatch.setattr("engine.pools.aks_azure.DefaultAzureCredential", FakeCredential)
+        monkeypatch.setattr("engine.pools.aks_azure.DEFAULT_POLL_SECONDS", 0.2)
+        yield standin
+    finally:
+        standin.cleanup()
+        for name in list(standin.pools):
+            rest.delete(admin_api, f"/api/v1/namespaces/scalebot/configmaps/{record_name('aks', name)}")
+        standin.stop()
+
+
+def _connect(aks: AksStandIn, kubeconfig: Path) -> wiring.ClusterHandle:
+    options = {
+        "aks_subscription": SUBSCRIPTION,
+        "aks_resource_group": GROUP,
+        "aks_cluster": aks.cluster,
+        "aks_endpoint_url": aks.url,
+    }
+    return wiring.connect_cluster("aks", kubeconfig=str(kubeconfig), provider="aks", options=options)
+
+
+def _run(ops: Operations, kind: OpKind, *pools: str, size: int | None = None) -> Any:
+    target = Target(cluster="aks", pools=pools, size=size)
+    out = ops.request(OperationRequest(kind=kind, target=target, requested_by="cli:e2e"))
+    assert out.ok, out.reply
+    assert ops.runner.wait_idle(180), "operation did not finish in time"
+    op = ops.get(out.operation.id)
+    assert op is not None
+    return op
+
+
+def test_scale_down_deletes_the_drained_machines_and_zero_wake_scale_restore_exactly(
+    aks: AksStandIn, admin_api: Any, scalebot_kubeconfig: Path, namespace: str, tmp_path: Path
+) -> None:
+    aks.create_agent_pool("system", 1, mode="System")
+    aks.create_agent_pool("web", 3, autoscale=(True, 1, 5))
+    aks.create_agent_pool("batch", 2)
+    waits.wait_for_nodes_ready(admin_api, aks.node_names())
+    first = aks.machines("web")[0]
+    # The pods sit on the OLDEST machine: scalebot drains the two others, while the pool, asked
+    # for a count of 1, would delete the two oldest.
+    objects.create_deployment(
+        admin_api, namespace, "keeper", 2, node_selector={"kubernetes.io/hostname": first}, grace=1
+    )
+    waits.wait_for_deployment_available(admin_api, namespace, "keeper", timeout=60)
+
+    handle = _connect(aks, scalebot_kubeconfig)
+    pools = {
+        p.name: (p.min_size, p.max_size, p.desired, len(p.ready_nodes)) for p in handle.pools.list_pools()
+    }
+    assert pools == {"system": (1, None, 1, 1), "web": (1, 5, 3, 3), "batch": (0, None, 2, 2)}
+
+    loop = StandInLoop(aks, name="aks-standin", interval=0.3).start()
+    ops = new_operations(Store(tmp_path / "db.sqlite"), {"aks": handle}, {}, SystemClock(), settings=FAST)
+    texts: list[str] = []
+    ops.subscribe(lambda event: texts.append(event.text))
+    try:
+        scaled = _run(ops, OpKind.SCALE, "web", size=1)
+        assert scaled.state is OpState.SUCCEEDED, scaled.error
+        assert aks.machines("web") == [first], "exactly the drained nodes' machines went"
+        assert aks.count("web") == (1, (True, 1, 5))
+        waits.wait_until(lambda: aks.node_names("web") == [first], 30, "the drained machines' Nodes gone")
+
+        refused = _run(ops, OpKind.ZERO)
+        assert refused.state is OpState.FAILED
+        assert "agent pool system is a System pool: AKS keeps at least 1 node in it" in (refused.error or "")
+        assert aks.count("system")[0] == 1 and aks.count("web")[0] == 1, "nothing removed"
+
+        zero = _run(ops, OpKind.ZERO, "web", "batch")
+        assert zero.state is OpState.SUCCEEDED, zero.error
+        assert aks.count("web") == (0, (False, 0, 0)), "the autoscaler off: AKS forces 0 only so"
+        assert aks.count("batch") == (0, (False, 0, 0))
+        waits.wait_until(lambda: not aks.node_names("web") and not aks.node_names("batch"), 30, "Nodes gone")
+        assert aks.node_names("system"), "the System pool keeps its node"
+
+        woken = _run(ops, OpKind.WAKE)
+        assert woken.state is OpState.SUCCEEDED, woken.error
+        assert aks.count("web") == (1, (True, 1, 5)), "count and autoscaler as recorded"
+        assert aks.count("batch") == (2, (False, 0, 0))
+        assert woken.summary is not None and woken.summary.nodes_ready == (4, 4), (
+            "with the System pool's node"
+        )
+
+        grown = _run(ops, OpKind.SCALE, "batch", size=4)
+        assert grown.state is OpState.SUCCEEDED, grown.error
+        waits.wait_until(lambda: len(aks.node_names("batch")) == 4, 30, "four batch Nodes")
+    finally:
+        ops.runner.stop()
+        loop.stop()
+    assert not aks.errors, aks.errors
+
+
+def test_errors_reach_the_user_in_one_line_and_an_operation_in_progress_is_waited_for(
+    aks: AksStandIn, admin_api: Any, scalebot_kubeconfig: Path, tmp_path: Path
+) -> None:
+    aks.create_agent_pool("batch", 1)
+    aks.quota_nodes = 4
+    handle = _connect(aks, scalebot_kubeconfig)
+    loop = StandInLoop(aks, name="aks-standin", interval=0.5).start()
+    ops = new_operations(Store(tmp_path / "db.sqlite"), {"aks": handle}, {}, SystemClock(), settings=FAST)
+    try:
+        # Another change in progress: scalebot's PUT is refused 409 OperationNotAllowed, then repeated.
+        aks.hold("batch", rounds=8)
+        busy = _run(ops, OpKind.SCALE, "batch", size=3)
+        assert busy.state is OpState.SUCCEEDED, busy.error
+        assert aks.count("batch")[0] == 3
+        puts = [r for r in aks.requests if r[0] == "PUT"]
+        assert len(puts) > 1, "refused, then repeated"
+
+        aks.denied.add("write")
+        denied = _run(ops, OpKind.SCALE, "batch", size=4)
+        assert denied.state is OpState.FAILED
+        assert (
+            f"agentPools.createOrUpdate denied for AKS cluster {aks.cluster}: scalebot's identity needs "
+            "Microsoft.ContainerService/managedClusters/agentPools/write (AuthorizationFailed:"
+        ) in (denied.error or ""), denied.error
+        aks.denied.clear()
+
+        quota = _run(ops, OpKind.SCALE, "batch", size=6)
+        assert quota.state is OpState.FAILED
+        assert "the Azure operation failed: QuotaExceeded: Operation could not be completed" in (
+            quota.error or ""
+        ), quota.error
+        assert aks.count("batch")[0] == 3, "nothing changed"
+
+        aks.delete_agent_pool("batch")
+        gone = ops.request(
+            OperationRequest(kind=OpKind.SCALE, target=Target("aks", ("batch",), 2), requested_by="cli:e2e")
+        )
+        assert not gone.ok and gone.reply == 'pool "batch" not found in aks; pools: none', gone.reply
+    finally:
+        ops.runner.stop()
+        loop.stop()
+    assert not aks.errors, aks.errors
