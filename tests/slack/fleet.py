@@ -473,10 +473,19 @@ def run_storm(
     storm = Storm(len(world.names), started, engine_done, completed, acks, world.store.writes[writes_before:])
     for op in world.operations():
         where = world.bot.outbox.lookup(message_key(op.id))
-        edits = [
-            c for c in api.calls_to("chat.update", ok_only=True) if where and c.body.get("ts") == where[1]
+        # Its card's renderings: edits, and its first post when the operation ended before the post
+        # budget let the card out (the sender then posts its final rendering at once).
+        shown = [
+            c
+            for c in api.calls
+            if c.status == 200
+            and where
+            and (
+                (c.method == "chat.update" and c.body.get("ts") == where[1])
+                or (c.method == "chat.postMessage" and c.response.get("ts") == where[1])
+            )
         ]
-        done = [c.at for c in edits if "Completed" in all_text(c)]
+        done = [c.at for c in shown if "Completed" in all_text(c)]
         if done:
             storm.finals_after.append(min(done) - started)
     return storm
