@@ -53,6 +53,7 @@ VALUES: dict[str, Json] = {
     "server.http_port": PORT,
     "server.health_port": PORT,
     "sender.update_interval": DURATION,
+    "sender.posts_per_minute": {"type": "integer", "minimum": 10, "maximum": 600},
     "runner.max_operations": {"type": "integer", "minimum": 1, "maximum": 10_000},
     "runner.max_operations_per_cluster": {"type": "integer", "minimum": 1, "maximum": 1_000},
     "runner.step_workers": {"type": "integer", "minimum": 1, "maximum": 256},
