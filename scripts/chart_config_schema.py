@@ -53,6 +53,12 @@ VALUES: dict[str, Json] = {
     "server.http_port": PORT,
     "server.health_port": PORT,
     "sender.update_interval": DURATION,
+    "sender.posts_per_minute": {"type": "integer", "minimum": 10, "maximum": 600},
+    "runner.max_operations": {"type": "integer", "minimum": 1, "maximum": 10_000},
+    "runner.max_operations_per_cluster": {"type": "integer", "minimum": 1, "maximum": 1_000},
+    "runner.step_workers": {"type": "integer", "minimum": 1, "maximum": 256},
+    "runner.max_evictions_in_flight": {"type": "integer", "minimum": 2, "maximum": 1_024},
+    "runner.max_evictions_per_cluster": {"type": "integer", "minimum": 2, "maximum": 256},
     "<cluster>.context": {"type": "string"},
     "<cluster>.kubeconfig": {"type": "string"},
     "<cluster>.provider": {"enum": sorted(providers.PROVIDERS)},
@@ -77,7 +83,7 @@ VALUES: dict[str, Json] = {
     "<cluster>.policy.request_ttl": DURATION,
     "<cluster>.savings_report.channel": CHANNEL,
 }
-SECTIONS = {"server": "server", "sender": "sender", "slack": "slack"}
+SECTIONS = {"server": "server", "sender": "sender", "slack": "slack", "runner": "runner"}
 CLUSTER_SECTIONS = ("policy", "consolidation", "savings_report")
 
 

@@ -17,7 +17,7 @@ Environment (secrets live only here, never in the file):
 
 Config file (every key optional except what a cluster needs to be reached):
     server:   {http_port: 3000, health_port: 8080, host: 0.0.0.0}
-    sender:   {update_interval: 3s, updates_per_minute: 40, posts_per_second: 1}
+    sender:   {update_interval: 3s, updates_per_minute: 40, posts_per_second: 1, posts_per_minute: 120}
     workers:  8                                     # the bot's own executor for slow commands
     runner:                                         # how many operations run at once, and how
       max_operations: 200                           # in progress at once (waiting ones included)
@@ -28,6 +28,7 @@ Config file (every key optional except what a cluster needs to be reached):
     calendars:                                      # iCalendar files schedules follow (calendar=NAME)
       releases: /etc/scalebot/releases.ics          # relative paths: from the config file's folder
     channels: {C0123: dev-eu}                       # channel ID -> default cluster
+    fleet_digest_channel: C0FLEET                   # optional: one summary of the schedules of a minute
     slack:                                          # who may use the bot (Slack Connect brings others)
       allowed_team_ids: [T0123]                     # default: the bot token's own workspace
       allowed_enterprise_ids: [E0123]               # default: not checked
@@ -173,6 +174,11 @@ class SenderSettings:
     """Global chat.update budget; Tier 3 is about 50/min per workspace, this leaves headroom."""
     posts_per_second: float = 1.0
     """chat.postMessage per channel (Slack allows about one per second, with short bursts)."""
+    posts_per_minute: float = 120.0
+    """chat.postMessage across the workspace (every channel, thread replies and direct messages):
+    never more in any rolling minute. Slack documents "several hundred a minute" per workspace and
+    app, with no figure; 120 is that phrase read at its lowest (200) with 40 % to spare, because a
+    refusal then lands on whichever post comes next, a final one included."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +198,8 @@ class Settings:
     which are still not back and why."""
     calendars: Mapping[str, CalendarFile] = field(default_factory=dict)
     """iCalendar files by name (`calendars:`), read and checked at load: schedules follow them."""
+    fleet_digest_channel: str | None = None
+    """Channel ID where the schedules that fire in the same minute get one summary message."""
     runner: RunnerSettings = RunnerSettings()
     """The operation runner `scalebot run` uses (`runner:`; `workloads_return_timeout` included)."""
 
@@ -305,6 +313,7 @@ def load(
         "slack",
         "workloads_return_timeout",
         "calendars",
+        "fleet_digest_channel",
         "runner",
     )
     clusters = {name: _cluster(name, node) for name, node in doc.child("clusters").items()}
@@ -323,6 +332,7 @@ def load(
         config_path=config_path,
         workloads_return_timeout=workloads_return_timeout,
         calendars=_calendars(doc.child("calendars"), config_path),
+        fleet_digest_channel=_digest_channel(doc),
         runner=_runner(doc.child("runner"), workloads_return_timeout),
     )
 
@@ -459,14 +469,25 @@ def _server(node: _Node) -> ServerSettings:
     )
 
 
+def _digest_channel(doc: _Node) -> str | None:
+    written = doc.string("fleet_digest_channel", "")
+    if not written:
+        return None
+    channel = channel_refs.channel_id(written)
+    if channel is None:
+        raise SettingsError(f"fleet_digest_channel: {written!r} is not a channel ID (C…)")
+    return channel
+
+
 def _sender(node: _Node) -> SenderSettings:
-    node.only("update_interval", "updates_per_minute", "posts_per_second")
+    node.only("update_interval", "updates_per_minute", "posts_per_second", "posts_per_minute")
     interval = node.duration("update_interval", timedelta(seconds=3))
     per_minute = node.number("updates_per_minute", 40.0, low=1.0, high=50.0)
     return SenderSettings(
         update_interval=interval.total_seconds(),
         updates_per_minute=per_minute,
         posts_per_second=node.number("posts_per_second", 1.0, low=0.1, high=10.0),
+        posts_per_minute=node.number("posts_per_minute", 120.0, low=10.0, high=600.0),
     )
 
 

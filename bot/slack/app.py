@@ -43,6 +43,7 @@ from bot.ports import OperationsPort
 from bot.slack import listeners, origin
 from bot.slack.acks_first import AckCountingApp, AcksFirstExecutor, AckWindow
 from bot.slack.channels import SlackChannels
+from bot.slack.delivery.digest import fleet_digest
 from bot.slack.delivery.outbox import Outbox
 from bot.slack.delivery.progress import Progress
 from bot.slack.delivery.sender import Sender, SenderMetrics
@@ -395,8 +396,14 @@ def build_bot(
     """Everything wired and nothing started; `bot.start()` then serves until `bot.stop()`.
     `groups`: the user-group resolver shared with the engine and the schedules (default: one of
     its own when a policy names groups)."""
-    sender = Sender(web_client(settings, for_sender=True), outbox, settings=settings.sender, metrics=metrics)
-    progress = Progress(ops, sender, channel_for=lambda op: settings.channel_for(op.target.cluster))
+    client = web_client(settings, for_sender=True)
+    sender = Sender(client, outbox, settings=settings.sender, metrics=metrics)
+    progress = Progress(
+        ops,
+        sender,
+        channel_for=lambda op: settings.channel_for(op.target.cluster),
+        digest=fleet_digest(settings, sender, client),
+    )
     executor = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="scalebot-work")
     app = build_app(
         settings,

@@ -14,7 +14,7 @@ wording consistent and reviewable as a whole.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -492,6 +492,26 @@ def more(count: int) -> str:
 
 def more_lines(count: int) -> str:
     return f"... ({count} more line{'s' if count != 1 else ''})"
+
+
+DIGEST_OUTCOME: dict[str, str] = {
+    "failed": "failed",
+    "attention": "needs attention",
+    "running": "running",
+    "done": "done",
+}
+"""How a fleet digest names each cluster's outcome (its scheduled operation)."""
+
+
+def digest_heading(clusters: int) -> str:
+    return f"Fleet: {clusters} scheduled run{'s' if clusters != 1 else ''} fired together at"
+
+
+def digest_counts(counts: Mapping[str, int]) -> str:
+    """ "3 done · 1 needs attention · 1 failed · 2 running", the outcomes that occur."""
+    order = ("done", "attention", "failed", "running")
+    shown = [f"{counts[o]} {DIGEST_OUTCOME[o]}" for o in order if counts.get(o)]
+    return " · ".join(shown)
 
 
 def final_heading(state: OpState) -> str:

@@ -5,18 +5,21 @@ Not a test (pytest does not collect this file): it prints figures. Run from the 
     .venv/bin/python -m tests.bench.fleet --clusters 10,20,40,80 [--real 2] [--floor-ms 10 --tail-ms 10]
 
 Each N runs in a child process of its own (so its memory is its own): the storm of
-tests/slack/fleet.py (`run_storm`: the real `Operations` on a SQLite file, the runner with one worker
-per cluster, the schedule service and timer callbacks, Bolt over HTTP and the sender at Slack's pace,
-the local Web API enforcing Slack's limits, `/scale status` sent three at a time every half second
-for the storm's whole length) over `--real` real local control planes (each two label pools of
-2 + 1 kwok nodes carrying a 3-replica Deployment, reached as scalebot's ServiceAccount) and
-N - real simulated clusters behind a seeded API round trip. The local Web API and the command
-senders are threads of the same process (the figures' RSS and CPU include them).
+tests/slack/fleet.py (`run_storm`: the real `Operations` on a SQLite file, the runner and the sender
+with `scalebot run`'s defaults (`RunnerSettings()`, `SenderSettings()`: no test pacing, no extra
+workers), the schedule service and timer callbacks, Bolt over HTTP, the local Web API enforcing
+Slack's limits (chat.postMessage included, at the sender's workspace budget), `/scale status` sent
+three at a time every half second for the storm's whole length) over `--real` real local control
+planes (each two label pools of 2 + 1 kwok nodes carrying a 3-replica Deployment, reached as
+scalebot's ServiceAccount) and N - real simulated clusters behind a seeded API round trip. The local
+Web API and the command senders are threads of the same process (the figures' RSS and CPU include
+them).
 
 Per N: sleeps done and Slack done after the tick, finals' spread, ack p50/p99/max, SQLite write
 transactions (p50/p99/max of each write, and of its wait for the store's lock), Slack calls per
-method (per minute, peak in any rolling minute, limit), 429s, RSS before and after building the
-fleet and at its peak, the most threads alive, and the load average (the machine is shared).
+method (per minute, peak in any rolling minute, limit), chat.postMessage per cluster, 429s, RSS
+before and after building the fleet and at its peak, the most threads alive, and the load average
+(the machine is shared).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from tests.slack.fleet import (
     describe,
     fleet_world,
     percentile,
+    posts_by_channel,
     real_cluster,
     run_storm,
     simulated_cluster,
@@ -115,6 +119,7 @@ def one(clusters: int, real: int, latency: Latency) -> dict[str, Any]:
                 "slack": {
                     m: [count, peaks.get(m, 0), TIER_LIMITS.get(m)] for m, count in sorted(per_method.items())
                 },
+                "posts_per_cluster": sorted(set(posts_by_channel(world).values())),
                 "refused": sum(1 for c in api.calls if c.status == 429),
                 "rss_mib": [
                     round(rss_before),

@@ -38,6 +38,14 @@ def test_the_reader_says_why_a_pod_is_pending_and_which_nodes_the_test_has(
         return any(c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable" for c in conditions)
 
     waits.wait_until(unschedulable, 60, "the scheduler to find web's pod unschedulable")
+
+    def event_recorded() -> bool:
+        # The scheduler's event is written by its event broadcaster after the pod's condition, so
+        # it can lag the condition by a moment (seen under load).
+        events = rest.list_items(admin_api, f"/api/v1/namespaces/{namespace}/events")
+        return any(e.get("reason") == "FailedScheduling" for e in events)
+
+    waits.wait_until(event_recorded, 60, "the scheduler's FailedScheduling event")
     state = read_cluster_state(admin_api, namespace, unique_name)
     lines = state.splitlines()
     [pod] = [line for line in lines if line.startswith("pod web-")]

@@ -2,7 +2,8 @@
 
 The wiring of tests/slack/test_fleet_storm.py (tests/slack/fleet.py: one `Operations` on SQLite, the
 real runner, the schedule service and timer callbacks, Bolt over HTTP and the sender against the
-local Web API enforcing Slack's limits), over a fleet of REAL clusters plus SIMULATED ones:
+local Web API enforcing Slack's limits, the runner and the sender with `scalebot run`'s defaults),
+over a fleet of REAL clusters plus SIMULATED ones:
 
 - two real local control planes (the session's and a second one started here), each with two label
   pools of kwok nodes (2 + 1) carrying a 3-replica Deployment (`tests.slack.fleet.real_cluster`);
@@ -12,7 +13,9 @@ local Web API enforcing Slack's limits), over a fleet of REAL clusters plus SIMU
 
 Every cluster has a pre-approved "Mon-Fri 20:00" schedule in its own channel; all fire on the same
 tick. Covers: every sleep succeeds (the real pools are empty afterwards), every final rendering
-and closing line reaches Slack, no Tier method above its limit in any minute, no 429, and slash
+and closing line reaches Slack, no Tier method (nor chat.postMessage across the workspace) above
+its limit in any minute, no 429, each cluster's night posting its announcement and its card and
+at most one reply (a drain held up is told in the thread), and slash
 commands sent concurrently for the storm's whole length are each answered, their acks with
 p99 < 300 ms.
 """
@@ -35,6 +38,7 @@ from tests.slack.fleet import (
     describe,
     fleet_world,
     percentile,
+    posts_by_channel,
     real_cluster,
     run_storm,
     simulated_cluster,
@@ -86,5 +90,7 @@ def test_a_fleet_with_two_real_control_planes_sleeps_within_slacks_limits_and_ac
         assert second.nodes and second.nodes_left() == [], "the second plane's pools are empty"
 
     assert len(slack.calls_to("chat.update", ok_only=True)) >= 2 * len(handles)
+    posts = posts_by_channel(world)
+    assert all(2 <= n <= 3 for n in posts.values()), posts
     assert [c for c in slack.calls if c.status == 429] == []
     assert percentile([a.elapsed for a in storm.acks], 99) < ACK_P99_BOUND

@@ -42,6 +42,7 @@ from bot.config.cluster_settings import ClusterSettings
 from bot.config.settings import Secret, SenderSettings, Settings, SlackSettings, cluster_policies
 from bot.slack.app import HttpServer, build_app, serve_http, start_socket_mode, stop_socket_mode, web_client
 from bot.slack.blocks import operations as blocks
+from bot.slack.delivery.digest import fleet_digest
 from bot.slack.delivery.outbox import MemoryOutbox
 from bot.slack.delivery.progress import Progress
 from bot.slack.delivery.sender import Sender
@@ -408,8 +409,11 @@ def assemble(
 ) -> RunningBot:
     """The production wiring around the real engine; `extra` goes to build_app (subcommands, clicks)."""
     outbox = outbox or MemoryOutbox()
-    sender = Sender(web_client(settings, for_sender=True), outbox, settings=settings.sender)
-    progress = Progress(engine.ops, sender, blocker_interval=0.0)
+    client = web_client(settings, for_sender=True)
+    sender = Sender(client, outbox, settings=settings.sender)
+    progress = Progress(
+        engine.ops, sender, blocker_interval=0.0, digest=fleet_digest(settings, sender, client)
+    )
     executor, listeners = TrackingExecutor(), TrackingExecutor()
     app = build_app(
         settings,
@@ -435,13 +439,16 @@ def make_bot(slack_api: SlackApiServer, tmp_path: Path) -> Iterator[Callable[...
         sender: SenderSettings = FAST_SENDER,
         outbox: MemoryOutbox | None = None,
         run: bool = False,
+        digest_channel: str | None = None,
         **extra: Any,
     ) -> RunningBot:
-        """A bot; a second one with the same `run` shares the first's engine (a restart)."""
+        """A bot; a second one with the same `run` shares the first's engine (a restart).
+        `digest_channel`: the settings' `fleet_digest_channel`."""
         if run not in engines:
             engines[run] = make_engine(tmp_path / f"scalebot-{'run' if run else 'held'}.db", run=run)
         engine = engines[run]
-        running = assemble(slack_api, engine, make_settings(slack_api, sender=sender), outbox, **extra)
+        settings = replace(make_settings(slack_api, sender=sender), fleet_digest_channel=digest_channel)
+        running = assemble(slack_api, engine, settings, outbox, **extra)
         running.http = serve_http(running.app, 0, host="127.0.0.1")
         started.append(running)
         return running

@@ -3,7 +3,9 @@
 Shared by tests/slack/test_fleet_storm.py (simulated clusters), tests/e2e/test_fleet_storm_e2e.py
 (real control planes among them) and `python -m tests.bench.fleet` (the figures in
 docs/benchmarks.md). The wiring is `scalebot run`'s: the real `Operations` (SQLite, the runner), the
-schedule service and timer callbacks, Bolt over HTTP and the sender, against the local Web API.
+schedule service and timer callbacks, Bolt over HTTP and the sender, against the local Web API;
+the runner and the sender with `scalebot run`'s defaults (`RunnerSettings()`, `SenderSettings()`:
+no test pacing, no extra workers).
 
 - `RemoteCluster`: an in-memory cluster that answers like an API server across a network: every
   request waits a round trip (a seeded draw: a floor plus an exponential tail) outside the cluster's
@@ -49,7 +51,7 @@ from engine.pools.simulated import SimulatedPoolProvider
 from engine.schedules.model import ScheduleTarget
 from engine.schedules.service import Schedules
 from engine.store.database import Store
-from tests.e2e.support import FAST, deployment, group, label_cluster
+from tests.e2e.support import deployment, group, label_cluster
 from tests.slack.conftest import (
     APPROVER,
     APPROVER_2,
@@ -63,13 +65,13 @@ from tests.slack.conftest import (
 from tests.slack.harness import TIER_LIMITS, HttpResult, SlackApiServer, all_text, wait_until
 from tests.slack.test_schedules_slack import ManualScheduler
 
-SLACK_PACE = SenderSettings(update_interval=1.0, updates_per_minute=40, posts_per_second=1.0)
-"""The sender's defaults at Slack's pace: 40 chat.update a minute, below Tier 3's 50."""
+PRODUCTION_SENDER = SenderSettings()
+"""What `scalebot run` uses: 40 chat.update and 120 chat.postMessage a minute per workspace."""
+PRODUCTION_RUNNER = RunnerSettings()
+"""What `scalebot run` uses (its workers, pass interval, settle and windows)."""
 MON_18_50_UTC = datetime(2026, 3, 2, 18, 50, tzinfo=UTC)
 """Monday 19:50 in Berlin: ten minutes before every "Mon-Fri 20:00" sleep of the fleet."""
 SLEEP_AT = datetime(2026, 3, 2, 19, 0, tzinfo=UTC)
-FLEET_RUNNER = FAST
-"""A short graceful window and pass interval: the real clusters' pods are evicted for real."""
 ACK_P99_BOUND = 0.3
 """Seconds: the issue's target (Slack's own deadline is 3 s)."""
 PROBE_INTERVAL, PROBE_PER_TICK = 0.1, 2
@@ -241,6 +243,10 @@ class TimedStore(Store):
         self.writes.append(Write(asked, got - asked, time.monotonic() - asked))
 
 
+DIGEST_CHANNEL = "C0FLEETDIGEST"
+"""`fleet_digest_channel` of a fleet built with `digest=True`."""
+
+
 def channel_of(n: int) -> str:
     return f"C0FLEET{n}"
 
@@ -273,7 +279,12 @@ class FleetWorld:
 
 @contextmanager
 def fleet_world(
-    api: SlackApiServer, handles: dict[str, ClusterHandle], db: Path, *, runner: RunnerSettings = FLEET_RUNNER
+    api: SlackApiServer,
+    handles: dict[str, ClusterHandle],
+    db: Path,
+    *,
+    runner: RunnerSettings = PRODUCTION_RUNNER,
+    digest: bool = False,
 ) -> Iterator[FleetWorld]:
     """One `Operations` over `handles`, each cluster with a pre-approved "Mon-Fri 20:00" schedule
     announcing ten minutes ahead in its own channel, and the bot serving HTTP; all stopped after."""
@@ -281,7 +292,7 @@ def fleet_world(
     roles = {OPERATOR: policy.Role.OPERATOR, APPROVER: policy.Role.APPROVER, APPROVER_2: policy.Role.APPROVER}
     policies = {name: policy.ClusterPolicy(cluster=name, users=roles) for name in names}
     store = TimedStore(db)
-    ops = new_operations(store, handles, policies, SystemClock(), settings=_with_workers(runner, len(names)))
+    ops = new_operations(store, handles, policies, SystemClock(), settings=runner)
     clock = FakeClock(MON_18_50_UTC)
     schedules = Schedules(ops.store, ops, clock)
     settings = Settings(
@@ -295,12 +306,14 @@ def fleet_world(
             for n, name in enumerate(names)
         },
         channels={channel_of(n): name for n, name in enumerate(names)},
-        sender=SLACK_PACE,
+        sender=PRODUCTION_SENDER,
+        fleet_digest_channel=DIGEST_CHANNEL if digest else None,
     )
     ui = ScheduleUi(schedules, ops, clock=clock, default_cluster=None)
     bot = assemble(api, Engine(ops, {}), settings, subcommands=ui.subcommands(), clicks=ui.clicks())
     scheduler = ManualScheduler(timezone=UTC)
     timer = SchedulerRunner(schedules, clock, ui.on_announce, ui.on_fired, scheduler=scheduler)
+    api.enforce_limits()  # from the first call: the timer may announce as soon as it starts
     try:
         bot.http = serve_http(bot.app, 0, host="127.0.0.1")
         ui.attach(sender=bot.sender, app=bot.app, runner=timer)
@@ -325,13 +338,6 @@ def fleet_world(
         timer.stop()
         bot.stop()
         ops.runner.stop()
-
-
-def _with_workers(runner: RunnerSettings, clusters: int) -> RunnerSettings:
-    """One worker per cluster: every cluster's sleep starts in the minute it is due."""
-    from dataclasses import replace
-
-    return replace(runner, workers=clusters)
 
 
 @dataclass(frozen=True)
@@ -408,6 +414,31 @@ class Storm:
     """Per operation, the tick to its message's first "Completed" rendering in Slack."""
 
 
+def posting_time(posts: int) -> float:
+    """Seconds the sender's default workspace budget needs for `posts` posts, with margin."""
+    return 30.0 + 1.5 * 60.0 * posts / PRODUCTION_SENDER.posts_per_minute
+
+
+def announce(world: FleetWorld) -> None:
+    """19:50: every schedule announces its night, within Slack's limits; wait until all are posted."""
+    api = world.bot.api
+    world.fire_at(MON_18_50_UTC)  # ten minutes ahead: every schedule announces its night
+    wait_until(
+        lambda: len(api.calls_to("chat.postMessage", ok_only=True)) >= len(world.names),
+        posting_time(len(world.names)),
+        "the announcements",
+    )
+    world.bot.settle(timeout=posting_time(len(world.names)))
+
+
+def posts_by_channel(world: FleetWorld) -> dict[str, int]:
+    """chat.postMessage calls Slack accepted, per cluster's channel (each cluster has its own)."""
+    found = Counter(
+        str(c.body.get("channel")) for c in world.bot.api.calls_to("chat.postMessage", ok_only=True)
+    )
+    return {channel_of(n): found.get(channel_of(n), 0) for n in range(len(world.names))}
+
+
 def run_storm(
     world: FleetWorld,
     *,
@@ -419,14 +450,7 @@ def run_storm(
     """Announce at 19:50, fire every sleep at 20:00 with slash commands coming in concurrently until
     Slack has every final rendering; the local Web API enforces Slack's limits throughout."""
     api = world.bot.api
-    api.enforce_limits()
-    world.fire_at(MON_18_50_UTC)  # ten minutes ahead: every schedule announces its night
-    wait_until(
-        lambda: len(api.calls_to("chat.postMessage", ok_only=True)) >= len(world.names),
-        30,
-        "the announcements",
-    )
-    world.bot.settle(timeout=30)
+    announce(world)
 
     writes_before = len(world.store.writes)
     started = time.monotonic()
@@ -449,10 +473,19 @@ def run_storm(
     storm = Storm(len(world.names), started, engine_done, completed, acks, world.store.writes[writes_before:])
     for op in world.operations():
         where = world.bot.outbox.lookup(message_key(op.id))
-        edits = [
-            c for c in api.calls_to("chat.update", ok_only=True) if where and c.body.get("ts") == where[1]
+        # Its card's renderings: edits, and its first post when the operation ended before the post
+        # budget let the card out (the sender then posts its final rendering at once).
+        shown = [
+            c
+            for c in api.calls
+            if c.status == 200
+            and where
+            and (
+                (c.method == "chat.update" and c.body.get("ts") == where[1])
+                or (c.method == "chat.postMessage" and c.response.get("ts") == where[1])
+            )
         ]
-        done = [c.at for c in edits if "Completed" in all_text(c)]
+        done = [c.at for c in shown if "Completed" in all_text(c)]
         if done:
             storm.finals_after.append(min(done) - started)
     return storm

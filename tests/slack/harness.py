@@ -11,8 +11,9 @@
   seconds until a call would be accepted) as Slack would: chat.postMessage faster than one per
   second per channel after a burst of `post_burst` (two by default), a message edited again within
   half a second, and the Tier methods (`TIER_LIMITS`: chat.update 50, chat.postEphemeral 100,
-  users.info 100, conversations.list 20, files.* 100 … per minute) beyond their calls per rolling
-  minute, counted per workspace and method. Refused calls do not count, and `violations` names
+  users.info 100, conversations.list 20, files.* 100 … per minute; chat.postMessage 120, the
+  sender's default workspace budget) beyond their calls per rolling minute, counted per workspace
+  and method. Refused calls do not count, and `violations` names
   each. Off by default: a test opts in. `members` lists the channels the bot is in: a post or an
   ephemeral elsewhere fails with `not_in_channel` (an ephemeral needs the bot in the channel too),
   a direct message (channel = a user ID) always goes, and conversations.info says `is_member`.
@@ -49,6 +50,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from websockets.sync.server import ServerConnection, serve
+
+from bot.config.settings import SenderSettings
 
 # -- the Web API ----------------------------------------------------------------------------------
 
@@ -95,8 +98,11 @@ TIER_LIMITS: dict[str, int] = {
     "files.getUploadURLExternal": TIER_4,
     "files.completeUploadExternal": TIER_4,
     "apps.connections.open": TIER_1,
+    "chat.postMessage": int(SenderSettings().posts_per_minute),
 }
-"""Each method's tier, as Slack's method reference (and java-slack-sdk's MethodsRateLimits) lists it."""
+"""Each method's tier, as Slack's method reference (and java-slack-sdk's MethodsRateLimits) lists it.
+chat.postMessage has a workspace-wide limit Slack gives no figure for ("several hundred a minute"):
+here it is the sender's own default budget, so a test proves the bot never exceeds that."""
 TIER_WINDOW = 60.0
 EDIT_GAP = 0.5
 _CLOCK_SLACK = 0.05

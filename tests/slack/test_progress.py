@@ -1,8 +1,9 @@
 """Live progress through the real sender against the local Web API.
 
 Covers: 50 rapid progress events cost a bounded number of chat.update calls and unchanged
-renderings cost none; phase changes, blocker lists (DrainingSucceeded, preformatted) and the
-final summary go to the operation's thread in order; a final state that Slack kept refusing
+renderings cost none; phase changes edit the card, while blocker lists (DrainingSucceeded,
+preformatted) and the final summary of a person's request go to the operation's thread in order,
+and a schedule's operation that succeeds posts nothing after its card; a final state that Slack kept refusing
 (500s) is delivered by the next process from the outbox; server errors are retried without
 duplicate thread replies; an operation started in a thread (a schedule's announcement) keeps
 its message in that thread.
@@ -73,10 +74,14 @@ def test_unchanged_renderings_send_nothing(bot: RunningBot) -> None:
     assert len(bot.api.calls) == before
 
 
-def test_phases_blockers_and_final_summary_go_to_the_thread_in_order(bot: RunningBot) -> None:
+def test_phases_edit_the_card_and_only_blockers_and_the_final_summary_go_to_the_thread(
+    bot: RunningBot,
+) -> None:
     op_id, ts = _start_drain(bot)
 
     bot.play(op_id, "phase", "Cordoned 1 node", step="cordon")
+    bot.settle()
+    assert "Cordoned 1 node" in all_text(bot.api.calls_to("chat.update", ok_only=True)[-1])
     bot.play(op_id, "report", "Draining web-1: 3 Pods left", condition=CONDITION, step="drain")
     bot.play(op_id, "phase", "Phase 2: force-deleting 1 Pod", step="force")
     bot.play(
@@ -94,17 +99,18 @@ def test_phases_blockers_and_final_summary_go_to_the_thread_in_order(bot: Runnin
         ),
     )
 
-    bot.api.wait_for(lambda cs: len([c for c in cs if c.body.get("thread_ts") == ts]) == 4)
+    bot.api.wait_for(lambda cs: len([c for c in cs if c.body.get("thread_ts") == ts]) == 2)
     bot.settle()
     replies = _replies(bot, ts)
     texts = [all_text(r) for r in replies]
-    assert "Cordoned 1 node" in texts[0]
-    assert "```" in texts[1] and "Pods with eviction failed" in texts[1] and "shop/db-0" in texts[1]
-    assert "Phase 2" in texts[2]
-    assert "Completed" in texts[3] and "Pods evicted* 3" in texts[3] and "Force-deleted* 1" in texts[3]
+    assert len(texts) == 2, "a phase change is an edit of the card, not a reply"
+    assert "```" in texts[0] and "Pods with eviction failed" in texts[0] and "shop/db-0" in texts[0]
+    # The requester (a person) is told in the thread: a mention in an edit would notify nobody.
+    assert "Completed" in texts[1] and "Pods evicted* 3" in texts[1] and "Force-deleted* 1" in texts[1]
     assert all(r.body["channel"] == CHANNEL for r in replies)
     last_parent = bot.api.calls_to("chat.update", ok_only=True)[-1]
     assert "✅" in all_text(last_parent) and "Cancel" not in all_text(last_parent)
+    assert "Completed in 4m05s" in all_text(last_parent)
 
 
 def test_a_late_progress_event_never_overwrites_the_final_state(bot: RunningBot) -> None:
@@ -167,15 +173,15 @@ def test_server_errors_are_retried_without_duplicate_replies(bot: RunningBot) ->
     bot.settle()
     bot.api.fail("chat.postMessage", times=2, status=500)
 
-    bot.play(op_id, "phase", "Cordoned 1 node", step="cordon")
-    bot.play(op_id, "phase", "Draining 1 node", step="drain")
+    bot.play(op_id, "report", "Draining web-1: 3 Pods left", condition=CONDITION, step="drain")
+    bot.play(op_id, "final", "Failed: the drain timed out", state=OpState.FAILED, error="drain timed out")
 
     bot.api.wait_for(
         lambda cs: len([c for c in cs if c.status == 200 and c.body.get("thread_ts") == ts]) == 2, 10
     )
     bot.settle()
     texts = [all_text(r) for r in _replies(bot, ts)]
-    assert len(texts) == 2 and "Cordoned" in texts[0] and "Draining 1 node" in texts[1]
+    assert len(texts) == 2 and "shop/db-0" in texts[0] and "Failed" in texts[1]
 
 
 def test_an_operation_started_in_a_thread_keeps_its_message_there(bot: RunningBot) -> None:
@@ -196,9 +202,43 @@ def test_an_operation_started_in_a_thread_keeps_its_message_there(bot: RunningBo
     parent = bot.api.wait_for_call("chat.postMessage", lambda c: c.status == 200)
     assert parent.body["thread_ts"] == "1699999999.000100"
     assert "schedule *nightly*" in all_text(parent)
-    bot.play(outcome.operation.id, "phase", "Cordoned 1 node")
-    reply = bot.api.wait_for_call("chat.postMessage", lambda c: "Cordoned" in all_text(c))
+    bot.play(outcome.operation.id, "report", "Draining web-2: 3 Pods left", condition=CONDITION)
+    reply = bot.api.wait_for_call("chat.postMessage", lambda c: "shop/db-0" in all_text(c))
     assert reply.body["thread_ts"] == "1699999999.000100"
+
+
+def test_a_schedules_operation_that_succeeds_posts_nothing_after_its_card(bot: RunningBot) -> None:
+    """A fleet's night: phases and the summary edit the card; no reply (every post counts against
+    the workspace's budget, and nobody has to act)."""
+    from engine.domain.operation import OperationRequest, OpKind, Target
+
+    outcome = bot.ops.request(
+        OperationRequest(
+            kind=OpKind.DRAIN,
+            target=Target(cluster="dev-eu", nodes=("web-2",)),
+            requested_by="schedule:nightly",
+            channel=CHANNEL,
+            thread_ts="1699999999.000100",
+        )
+    )
+    assert outcome.operation is not None
+    op_id = outcome.operation.id
+    bot.progress.show(outcome.operation)
+    bot.api.wait_for_call("chat.postMessage", lambda c: c.status == 200)
+    bot.settle()
+
+    bot.play(op_id, "phase", "Cordoned 1 node", step="cordon")
+    bot.play(op_id, "phase", "Drain completed", step="drain")
+    bot.play(op_id, "phase", "Removed 1 node", step="remove")
+    summary = OperationSummary(duration_seconds=12, pods_evicted=3, nodes_removed=1)
+    bot.play(op_id, "final", "Completed in 12s", state=OpState.SUCCEEDED, step="finish", summary=summary)
+    bot.api.wait_for(
+        lambda cs: any("Completed in 12s" in all_text(c) for c in cs if c.method == "chat.update")
+    )
+    bot.settle()
+
+    assert len(bot.api.calls_to("chat.postMessage")) == 1, "only the card was posted"
+    assert "✅" in all_text(bot.api.calls_to("chat.update", ok_only=True)[-1])
 
 
 def test_the_status_line_carries_the_bar_and_figures_of_a_real_drain(

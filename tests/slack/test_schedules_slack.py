@@ -636,8 +636,10 @@ def test_run_now_fires_through_operations_with_progress_in_the_announcement_thre
     assert world.ops.get(op.id).state is OpState.SUCCEEDED  # type: ignore[union-attr]
     world.bot.settle()
     threaded = [c for c in world.bot.api.calls_to("chat.postMessage") if c.body.get("thread_ts") == ts]
-    assert threaded and any(op.id in all_text(c) for c in threaded), "the operation's card is in the thread"
-    assert any("Completed" in all_text(c) for c in threaded), "and its final summary"
+    assert len(threaded) == 1 and op.id in all_text(threaded[0]), "the operation's card, alone in the thread"
+    card_ts = threaded[0].response["ts"]
+    edits = [c for c in world.bot.api.calls_to("chat.update", ok_only=True) if c.body.get("ts") == card_ts]
+    assert edits and "Completed" in all_text(edits[-1]), "its final summary is an edit of the card"
     occurrence = world.schedules.store.get_occurrence
     wait_until(lambda: occurrence(KEY).state == "done", what="the occurrence closed")  # type: ignore[union-attr]
 

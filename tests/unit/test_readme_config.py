@@ -77,7 +77,7 @@ def known_keys(tmp_path: Path, config: str) -> list[str]:
 
 def every_setting(tmp_path: Path) -> set[str]:
     paths = set(known_keys(tmp_path, "zz_unknown: 1"))
-    for part in ("server", "sender", "slack"):
+    for part in ("server", "sender", "slack", "runner"):
         paths |= {f"{part}.{key}" for key in known_keys(tmp_path, f"{part}: {{zz_unknown: 1}}")}
     for provider in providers.PROVIDERS:
         config = f"clusters: {{c: {{provider: {provider}, zz_unknown: 1}}}}"

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Literal, Protocol
 
 from slack_sdk.models.blocks import (
     ButtonElement,
@@ -146,6 +147,9 @@ def _operation_message(
     if figures is not None:  # the figures lead the status line; the thread keeps the details
         shown = fmt("{}\n{}", progress_figures.status_line(figures), shown)
     b.section(messages.state_line(op.state, shown), reserve=400)
+    waves = messages.wave_rows(op.progress.wake.waves) if op.state.is_terminal else []
+    if waves:  # a wake in waves that ended: how each wave went (its phases edited this card)
+        b.preformatted(waves, max_chars=3_000, reserve=1_000)
     footer = [f"`{op.id}`"]
     if op.state is OpState.AWAITING_APPROVAL:
         if approvers is not None:
@@ -307,12 +311,6 @@ def reject_modal(*, approval_id: str, channel: str) -> View:
 # -- thread replies ------------------------------------------------------------------------------
 
 
-def phase_reply(op: Operation, text: str) -> Message:
-    b = Builder()
-    b.section(f"🔹 {esc(text)}")
-    return b.build(f"phase-{op.id}", text)
-
-
 def blockers_reply(op: Operation, condition: str, *, summary: str = "") -> Message:
     """The DrainingSucceeded condition message, preformatted and cut to Slack's limits."""
     b = Builder()
@@ -363,3 +361,46 @@ def _summary_fields(op: Operation, summary: OperationSummary | None) -> list[str
         ready, wanted = summary.nodes_ready
         fields.append(f"*Nodes Ready* {ready}/{wanted}")
     return fields
+
+
+# -- the fleet digest ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DigestEntry:
+    """One cluster's scheduled operation in a fleet digest."""
+
+    cluster: str
+    outcome: DigestOutcome
+    ended: bool
+    """Its operation reached a final state (the digest is final once every entry has)."""
+    link: str | None = None
+    """The permalink of its card (in its announcement's thread), once Slack gave one."""
+
+
+DigestOutcome = Literal["running", "done", "attention", "failed"]
+_DIGEST_ORDER: dict[str, int] = {"failed": 0, "attention": 1, "running": 2, "done": 3}
+_DIGEST_EMOJI: dict[str, str] = {"failed": "❌", "attention": "⚠️", "running": "🔄", "done": "✅"}
+
+
+def fleet_digest(fired_at: datetime, entries: Sequence[DigestEntry]) -> Message:
+    """The schedules that fired in the minute `fired_at`: a count per outcome, then one line per
+    cluster (failures and those needing attention first), each linking to its card's thread.
+    Cluster names come from the configuration: escaped, as any text a person wrote."""
+    ordered = sorted(entries, key=lambda e: (_DIGEST_ORDER[e.outcome], e.cluster))
+    counts = {o: sum(1 for e in entries if e.outcome == o) for o in _DIGEST_ORDER}
+    b = Builder()
+    heading = messages.digest_heading(len(entries))
+    b.section(fmt("*{}* {}", heading, messages.slack_time(fired_at, "{time}")))
+    b.section(messages.digest_counts(counts))
+    lines = [_digest_line(e) for e in ordered]
+    for start in range(0, len(lines), 40):  # a section holds 3,000 characters: forty lines at most
+        b.section("\n".join(lines[start : start + 40]), reserve=200)
+    fallback = f"{heading} {fired_at:%H:%M} UTC: {messages.digest_counts(counts)}"
+    return b.build("digest", fallback)
+
+
+def _digest_line(entry: DigestEntry) -> Mrkdwn:
+    name = esc(entry.cluster)
+    shown = fmt("<{}|{}>", entry.link, name) if entry.link else name
+    return fmt("{} {} · {}", _DIGEST_EMOJI[entry.outcome], shown, messages.DIGEST_OUTCOME[entry.outcome])

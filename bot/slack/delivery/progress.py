@@ -10,8 +10,13 @@ Per operation (message key `op:<id>`):
 - the parent message is the approval card while awaiting approval and becomes the progress
   parent afterwards (decision line, status line with emoji, Cancel while running), edited in
   place; terminal states are final renderings, which the sender never drops;
-- thread replies: each phase change, the DrainingSucceeded condition when it changed (at most
-  once per `blocker_interval`, because drains report every pass), and the final summary.
+- phase changes and the final summary of a schedule's or the CLI's operation that succeeded edit
+  that message (its status line); a thread reply is posted only when someone must act or is
+  waiting for the answer, since every post counts against the workspace's chat.postMessage budget
+  that a fleet's clusters share: a drain blocked (the DrainingSucceeded condition when it changed,
+  at most once per `blocker_interval`, because drains report every pass), a failure (also shown in
+  the channel), an operation cancelled after it had started (what it left behind, such as nodes
+  cordoned before it), and the end of a person's request (the reply mentions them).
 
 A card Slack refuses to post (the bot is not in the channel, which `conversations.info` could not
 tell beforehand; the channel is gone or archived) must not leave a request nobody sees holding its
@@ -32,6 +37,7 @@ from dataclasses import dataclass
 from bot.ports import OperationsPort, Unshown
 from bot.slack.blocks import operations as blocks
 from bot.slack.blocks import views
+from bot.slack.delivery.digest import FleetDigest
 from bot.slack.delivery.sender import Sender
 from bot.text import messages
 from bot.text.mrkdwn import Mrkdwn
@@ -56,7 +62,8 @@ class _View:
     decision_loaded: bool = False
     condition_posted: str = ""
     condition_at: float = float("-inf")
-    last_phase: str = ""
+    held_up: bool = False
+    """The drain's last report named what blocks it (a fleet digest shows "needs attention")."""
 
 
 class Progress:
@@ -68,12 +75,16 @@ class Progress:
         channel_for: Callable[[Operation], str | None] | None = None,
         blocker_interval: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
+        digest: FleetDigest | None = None,
     ) -> None:
         self._ops = ops
         self._sender = sender
         self._channel_for = channel_for
         self._blocker_interval = blocker_interval
         self._clock = clock
+        self._digest = digest
+        self._cards: dict[str, tuple[str, str]] = {}
+        """Where each operation's card was posted (channel, ts), for the digest's links."""
         self._queue: queue.Queue[ProgressEvent | Operation | None] = queue.Queue()
         self._views: dict[str, _View] = {}
         self._outstanding = 0
@@ -132,6 +143,8 @@ class Progress:
         op_id = key[len(KEY_PREFIX) :]
         self._ops.set_message(op_id, channel=channel, ts=ts)
         with self._cond:
+            if self._digest is not None:
+                self._cards[op_id] = (channel, ts)
             held = op_id in self._held
             self._held.discard(op_id)
         if held:
@@ -177,6 +190,7 @@ class Progress:
             try:
                 if isinstance(item, Operation):
                     self._render(item, self._view(item.id), refresh_decision=True)
+                    self._note_digest(item, self._view(item.id))
                 else:
                     self._handle(item)
             except Exception:  # one bad event must not end live progress for everyone
@@ -197,17 +211,15 @@ class Progress:
         if event.kind in ("phase", "report") or (event.kind == "final" and op.state in _SUMMARISED):
             view.status = event.text
         channel = self._render(op, view, refresh_decision=event.kind in ("state", "final"))
+        if event.kind == "report":
+            view.held_up = bool(event.condition)
+        self._note_digest(op, view)
         if channel is None:
             return
         key = message_key(op.id)
-        if event.kind == "phase" and event.text != view.last_phase:
-            view.last_phase = event.text
-            self._sender.reply(
-                key, blocks.phase_reply(op, event.text), channel=channel, share=op.target.cluster
-            )
-        elif event.kind == "report" and event.condition:
+        if event.kind == "report" and event.condition:
             self._maybe_blockers(op, view, event, channel)
-        elif event.kind == "final" and _ran(op):
+        elif event.kind == "final" and _needs_reply(op):
             # A failure is also shown in the channel: people watching it must not miss it.
             failed = op.state is OpState.FAILED
             reply = blocks.final_reply(op, event.text)
@@ -216,6 +228,15 @@ class Progress:
             )
         if op.state.is_terminal:
             self._views.pop(op.id, None)
+
+    def _note_digest(self, op: Operation, view: _View) -> None:
+        if self._digest is None:
+            return
+        with self._cond:
+            card = self._cards.pop(op.id, None) if op.state.is_terminal else self._cards.get(op.id)
+        if card is None and op.message_ts:
+            card = (op.channel, op.message_ts)
+        self._digest.note(op, held_up=view.held_up, card=card)
 
     def _maybe_blockers(self, op: Operation, view: _View, event: ProgressEvent, channel: str) -> None:
         now = self._clock()
@@ -255,11 +276,13 @@ class Progress:
         return channel
 
 
-def _ran(op: Operation) -> bool:
-    """Only an operation that did something gets a final summary in its thread."""
-    return op.state in (OpState.SUCCEEDED, OpState.FAILED) or (
-        op.state is OpState.CANCELLED and bool(op.step)
-    )
+def _needs_reply(op: Operation) -> bool:
+    """A final summary in the thread only when someone must look: a failure, a cancel that left
+    work behind, or a person's own request ending (the reply mentions them: an edit notifies
+    nobody). A schedule's or the CLI's success says everything on its card (the status line)."""
+    if op.state is OpState.FAILED or (op.state is OpState.CANCELLED and bool(op.step)):
+        return True
+    return op.state is OpState.SUCCEEDED and _is_person(op.requested_by)
 
 
 def _is_person(actor: str) -> bool:

@@ -12,8 +12,12 @@ engine emits events; listeners enqueue and return). What it does with the queue:
   same minute each get their turn however many messages or renderings one of them produces;
   within a share, the message waiting longest goes first (a newer rendering replacing a pending
   one keeps its place in line, so a message that re-renders often is not pushed to the back);
-- chat.postMessage (thread replies included) is paced per channel: one per second after a
-  burst of at most two (Slack: about one per second, short bursts only);
+- chat.postMessage (thread replies and direct messages included) is paced per channel: one per
+  second after a burst of at most two (Slack: about one per second, short bursts only); and
+  across the workspace by a second token bucket, `posts_per_minute` at most in any rolling minute
+  (Slack's workspace-wide limit, "several hundred a minute"): the bucket's burst plus what it
+  refills in a minute is exactly the budget, so no minute exceeds it however the posts fall; the
+  same fair turns between shares, finals first, decide who gets each token;
 - thread replies of a message go out in order, after the message itself exists;
 - final renderings jump the queue, are never coalesced into a non-final one, are persisted in
   the `Outbox` before being accepted and marked sent only after Slack said ok, so a restart
@@ -58,6 +62,8 @@ FINAL_EDIT_GAP = 1.0
 """Seconds between the last edit of a message and its final edit (at most `update_interval`)."""
 POST_BURST = 2.0
 """chat.postMessage calls one channel may get at once before the per-second pace applies."""
+POST_WORKSPACE_BURST = 10.0
+"""chat.postMessage calls the whole workspace may get at once, out of its per-minute budget."""
 _FINISHED_KEYS = 10_000
 """How many finished message keys are remembered, to refuse late renderings of them."""
 _DM_FALLBACK = "dm-fallback"
@@ -181,6 +187,7 @@ class Sender:
         per_minute = self._settings.updates_per_minute
         self._updates = TokenBucket(per_minute / 60.0, max(1.0, min(5.0, per_minute / 10)), now)
         self._posts: dict[str, TokenBucket] = {}
+        self._workspace_posts = workspace_post_bucket(self._settings.posts_per_minute, now)
         self._busy = False
         self._stopping = False
         self._thread: threading.Thread | None = None
@@ -429,7 +436,11 @@ class Sender:
             if kind == "update":
                 ready_at = max(ready_at, now + self._updates.wait_time(now))
             elif kind in ("post", "reply"):
-                ready_at = max(ready_at, now + self._post_bucket(item.channel, now).wait_time(now))
+                ready_at = max(
+                    ready_at,
+                    now + self._post_bucket(item.channel, now).wait_time(now),
+                    now + self._workspace_posts.wait_time(now),
+                )
             if ready_at > now:
                 waits.append(ready_at - now)
                 return
@@ -470,6 +481,7 @@ class Sender:
             self._updates.take(now)
         elif job.kind in ("post", "reply"):
             self._post_bucket(job.item.channel, now).take(now)
+            self._workspace_posts.take(now)
         return job, None
 
     def _interval(self) -> float:
@@ -634,6 +646,13 @@ class Sender:
             lane.items[0] = (lane.items[0][0], item)
         elif msg is not None and msg.pending is job.item:
             msg.pending = item
+
+
+def workspace_post_bucket(per_minute: float, now: float) -> TokenBucket:
+    """The workspace's chat.postMessage budget as a token bucket whose burst plus one minute's refill
+    is `per_minute`: a full bucket emptied at once and refilled for a minute never exceeds it."""
+    burst = max(1.0, min(POST_WORKSPACE_BURST, per_minute / 10))
+    return TokenBucket(max(per_minute - burst, 1.0) / 60.0, burst, now)
 
 
 def _text_only(item: OutboxItem) -> OutboxItem:

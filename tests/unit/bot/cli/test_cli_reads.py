@@ -21,7 +21,7 @@ from bot.cli import main as cli
 from bot.cli.common import EXIT_OK, EXIT_USAGE
 from engine.domain.operation import Operation, OperationPlan, OpKind, OpState, PoolChange, Target
 from engine.store.database import Store
-from engine.store.migrations import SCHEMA_VERSION
+from engine.store.migrations import SCHEMA_VERSION, TYPED_RECORDS_SCHEMA
 
 T0 = datetime(2026, 3, 2, 19, 0, tzinfo=UTC)
 READS = (["ops", "list"], ["ops", "show", "op-1"], ["status"], ["schedule", "list"], ["schedule", "next"])
@@ -73,7 +73,7 @@ def test_an_older_schema_is_read_as_it_is_and_the_file_keeps_every_byte(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = tmp_path / "scalebot.db"
-    _database(db, schema=SCHEMA_VERSION - 1)
+    _database(db, schema=TYPED_RECORDS_SCHEMA - 1)  # rows with untyped progress and result
     before = _files(tmp_path)
 
     for command in READS:

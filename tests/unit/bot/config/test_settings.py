@@ -30,7 +30,8 @@ ENV = {"SLACK_BOT_TOKEN": "xoxb-1-secret", "SLACK_SIGNING_SECRET": "s3cr3t-signi
 
 FULL = """
 server: {http_port: 3100, health_port: 8081}
-sender: {update_interval: 5s, updates_per_minute: 30}
+sender: {update_interval: 5s, updates_per_minute: 30, posts_per_minute: 90}
+fleet_digest_channel: C0FLEET
 workers: 4
 channels: {C0STAGE: staging}
 clusters:
@@ -90,6 +91,8 @@ def test_full_config(tmp_path: Path) -> None:
     assert settings.channel_for("dev-eu") == "C0DEV"
     assert (settings.server.http_port, settings.server.health_port, settings.workers) == (3100, 8081, 4)
     assert (settings.sender.update_interval, settings.sender.updates_per_minute) == (5.0, 30.0)
+    assert settings.sender.posts_per_minute == 90.0
+    assert settings.fleet_digest_channel == "C0FLEET"
     assert str(settings.db_path) == "/data/scalebot.db"
     assert not settings.slack.socket_mode
 
@@ -179,6 +182,11 @@ def test_socket_mode_needs_no_signing_secret(tmp_path: Path) -> None:
         (
             "sender: {updates_per_minute: 120}",
             "sender.updates_per_minute: expected a number from 1 to 50, got 120",
+        ),
+        ("fleet_digest_channel: fleet", "fleet_digest_channel: 'fleet' is not a channel ID (C…)"),
+        (
+            "sender: {posts_per_minute: 1000}",
+            "sender.posts_per_minute: expected a number from 10 to 600, got 1000",
         ),
         ("channels: {C0X: nowhere}", "channels.C0X: unknown cluster 'nowhere' (none configured)"),
         (

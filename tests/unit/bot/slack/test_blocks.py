@@ -179,13 +179,6 @@ def test_progress_parent_offers_cancel_only_while_running() -> None:
     assert "✅ Completed in 4m05s" in json.dumps(done, ensure_ascii=False)
 
 
-def test_phase_reply_exact_shape() -> None:
-    dicts = blocks.phase_reply(op(), "Phase 2: force-deleting 3 Pods").block_dicts()
-    assert [{k: v for k, v in b.items() if k != "block_id"} for b in dicts] == [
-        {"type": "section", "text": {"type": "mrkdwn", "text": "🔹 Phase 2: force-deleting 3 Pods"}}
-    ]
-
-
 def test_rendering_is_deterministic_and_revisions_get_new_block_ids() -> None:
     first = blocks.progress_parent(op(state=OpState.RUNNING), status="Draining: 3 Pods left").block_dicts()
     again = blocks.progress_parent(op(state=OpState.RUNNING), status="Draining: 3 Pods left").block_dicts()
@@ -478,3 +471,21 @@ def test_whoami_names_the_person_as_a_mention_in_the_notification_text_too() -> 
     shown = views.whoami_view("U0ANN", {"dev-eu": Role.OPERATOR})
     assert shown.text == "Roles of <@U0ANN>"
     assert views.whoami_view("cli:ann", {}).text == "Roles of ann (CLI)"
+
+
+def test_the_fleet_digest_counts_outcomes_orders_attention_first_and_escapes_names() -> None:
+    at = datetime(2026, 3, 2, 19, 0, tzinfo=UTC)
+    entries = [
+        blocks.DigestEntry("dev-a", "done", True, "https://x.slack.com/archives/C1/p1?thread_ts=1.1&cid=C1"),
+        blocks.DigestEntry("<!channel> & co", "failed", True),
+        blocks.DigestEntry("dev-b", "attention", False),
+        blocks.DigestEntry("dev-c", "running", False),
+    ]
+    text = json.dumps(blocks.fleet_digest(at, entries).block_dicts(), ensure_ascii=False)
+
+    assert "Fleet: 4 scheduled runs fired together at" in text
+    assert "1 done · 1 needs attention · 1 failed · 1 running" in text
+    assert "<!channel>" not in text and "&lt;!channel&gt; &amp; co" in text
+    assert "<https://x.slack.com/archives/C1/p1?thread_ts=1.1&amp;cid=C1|dev-a> · done" in text
+    lines = json.loads(text)[2]["text"]["text"].splitlines()
+    assert [line.split(" ")[0] for line in lines] == ["❌", "⚠️", "🔄", "✅"]

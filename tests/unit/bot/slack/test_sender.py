@@ -25,9 +25,11 @@ from bot.slack.blocks import views
 from bot.slack.blocks.kit import Message
 from bot.slack.delivery.call_outcome import TokenBucket
 from bot.slack.delivery.outbox import MemoryOutbox
-from bot.slack.delivery.sender import Sender, SenderMetrics
+from bot.slack.delivery.sender import Sender, SenderMetrics, workspace_post_bucket
 
-FAST = SenderSettings(update_interval=0.05, updates_per_minute=6000, posts_per_second=1000)
+FAST = SenderSettings(
+    update_interval=0.05, updates_per_minute=6000, posts_per_second=1000, posts_per_minute=60_000
+)
 
 
 def msg(text: str) -> Message:
@@ -42,6 +44,8 @@ class FakeSlack:
     entered: threading.Event = field(default_factory=threading.Event)
     cond: threading.Condition = field(default_factory=threading.Condition)
     ts: int = 0
+    at: list[float] = field(default_factory=list)
+    """When each call in `calls` reached Slack (time.monotonic())."""
 
     def __post_init__(self) -> None:
         self.gate.set()
@@ -56,6 +60,7 @@ class FakeSlack:
         self.gate.wait(10)
         with self.cond:
             self.calls.append((api_method, dict(json or {})))
+            self.at.append(time.monotonic())
             self.cond.notify_all()
             queued = self.errors.get(api_method)
             if queued:
@@ -331,6 +336,57 @@ def test_tell_falls_back_to_a_direct_message_when_the_ephemeral_is_refused(
     method, body = slack.calls[-1]
     assert (method, body["channel"], body["text"]) == ("chat.postMessage", "U2", "told privately")
     assert [m for m, _ in slack.calls].count("chat.postMessage") == 1
+
+
+def test_the_workspace_bucket_never_allows_more_than_its_budget_in_any_minute() -> None:
+    for per_minute in (10.0, 60.0, 120.0, 600.0):
+        bucket = workspace_post_bucket(per_minute, now=0.0)
+        taken: list[float] = []
+        now = 0.0
+        while now < 300.0:  # take every token the moment it is there, for five minutes
+            now += bucket.wait_time(now)
+            bucket.take(now)
+            taken.append(now)
+        peak = max(sum(1 for t in taken if start <= t < start + 60.0) for start in taken)
+        assert peak <= per_minute, (per_minute, peak)
+        assert peak >= per_minute - 1, "the budget is used, not wasted"
+
+
+def test_the_workspace_post_budget_holds_and_finals_go_first_under_it(outbox: MemoryOutbox) -> None:
+    """Forty clusters' messages, each in its own channel (the per-channel pace never binds), posted
+    under a budget of 600 a minute: after the burst, posts go out at the budget's pace, never
+    faster, and finals queued while forty others wait for their turn are the next ones posted."""
+    slack = FakeSlack()
+    budget = SenderSettings(
+        update_interval=1.0, updates_per_minute=40, posts_per_second=1.0, posts_per_minute=600
+    )
+    sender = Sender(slack, outbox, settings=budget)
+    clusters = [f"c{n:02d}" for n in range(40)]
+    for cluster in clusters:
+        sender.show(f"op:{cluster}", msg(f"{cluster} card"), channel=f"C{cluster}", share=cluster)
+    sender.start()
+    try:
+        posted = slack.wait(lambda calls: len(calls) >= 15, timeout=10)
+        queued_at = len(posted)
+        assert queued_at < 30, "the budget let every card out at once"
+        failing = clusters[:5]  # the first five, already posted: their failure summaries
+        for cluster in failing:
+            sender.reply(
+                f"op:{cluster}", msg(f"{cluster} failed"), channel=f"C{cluster}", final=True, share=cluster
+            )
+        assert sender.flush(20)
+    finally:
+        sender.stop(1)
+
+    texts = slack.texts("chat.postMessage")
+    assert len(texts) == 45
+    # One post may have been on its way when the finals came: they are the next five after it.
+    assert {f"{c} failed" for c in failing} <= set(texts[queued_at : queued_at + 6]), texts[queued_at:]
+    bucket = workspace_post_bucket(600, now=0.0)
+    for i, start in enumerate(slack.at):
+        for j in range(i, len(slack.at)):  # in any window, at most the burst plus its refill
+            window = slack.at[j] - start
+            assert j - i + 1 <= bucket.capacity + bucket.rate * window + 1, (i, j, window)
 
 
 def test_token_bucket() -> None:

@@ -729,6 +729,9 @@ def test_label_pool_reads_named_nodes_from_its_listing_and_gets_only_the_missing
     server.on("PATCH", cm, Answer(200, {}))
     server.on("DELETE", "/api/v1/nodes/a-1", Answer(200, {}))
     server.on("DELETE", "/api/v1/nodes/a-2", Answer(200, {}))
+    # Each node is marked as being removed just before its deletion (the admission policy asks for it).
+    server.on("PATCH", "/api/v1/nodes/a-1", Answer(200, pool_node("a-1", "a")))
+    server.on("PATCH", "/api/v1/nodes/a-2", Answer(200, pool_node("a-2", "a")))
     provider = LabelPoolProvider(client, client.api_client, namespace="scalebot")
 
     provider.prepare_removal("a", ["a-1", "a-2", "gone"])
