@@ -64,7 +64,9 @@ def _failure_line(exc: ScalebotError) -> str:
     (`bot.text.messages.failure_cause`) when it is fixed outside scalebot, else the error itself."""
     from bot.text import messages  # only on a failure: the usual run never renders messages
 
-    return messages.failure_cause(exc) or str(exc)
+    line = messages.failure_cause(exc) or str(exc)
+    notes = getattr(exc, "__notes__", ())  # a change that failed part-way says what it had done
+    return "; ".join([line, *notes])
 
 
 def _error(args: argparse.Namespace, message: str) -> None:

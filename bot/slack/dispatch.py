@@ -81,7 +81,8 @@ def error_reply(exc: BaseException) -> Message | None:
         return usage_reply(exc)
     cause = messages.failure_cause(exc)
     if cause is not None:  # fixed outside scalebot: its cause, as the CLI prints it
-        return views.text_message(messages.outside_failure(cause), emoji="⚠️")
+        done = tuple(getattr(exc, "__notes__", ()))
+        return views.text_message(messages.outside_failure(cause, done=done), emoji="⚠️")
     return None
 
 

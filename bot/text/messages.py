@@ -224,10 +224,12 @@ def failure_cause(exc: BaseException) -> str | None:
     return f"forbidden: {detail} (check scalebot's RBAC: manifests/base/rbac.yaml)"
 
 
-def outside_failure(cause: str) -> str:
+def outside_failure(cause: str, *, done: Sequence[str] = ()) -> str:
     """The Slack reply to a request that failed on a cause fixed outside scalebot. Every request
-    reads the cluster before it writes, so an unanswered first call changes nothing."""
-    return f"{cause[:1].upper()}{cause[1:]}. Nothing was changed; ask again once it is fixed."
+    reads the cluster before it writes, so an unanswered first call changes nothing; a change of
+    several steps that failed part-way says what it had already done (`done`: the error's notes)."""
+    changed = f"Not everything was left as it was: {'; '.join(done)}" if done else "Nothing was changed"
+    return f"{cause[:1].upper()}{cause[1:]}. {changed}; ask again once it is fixed."
 
 
 def malformed_request() -> str:

@@ -154,11 +154,21 @@ class NodeActions(OperationsBase):
         busy = self._held_nodes(cluster, nodes, by=by, what=verb)
         if busy is not None:
             return Cordoned(busy)
-        if unschedulable:
-            changed = [n for n in nodes if handle.api.set_unschedulable(n, True)]
-        else:
-            # Our draining taint goes too: a node left tainted would stay unusable after "uncordon".
-            changed = [n for n in nodes if drain.uncordon_node(handle.api, n)]
+        changed: list[str] = []
+        try:
+            for n in nodes:
+                # Uncordon takes our draining taint too: a node left tainted would stay unusable.
+                if (
+                    handle.api.set_unschedulable(n, True)
+                    if unschedulable
+                    else drain.uncordon_node(handle.api, n)
+                ):
+                    changed.append(n)
+        except Exception as exc:
+            if changed:  # what did change is said (both front doors read the note) and audited
+                exc.add_note(f"already {verb}ed before the failure: {', '.join(changed)}")
+                self._audit(by, verb, cluster=cluster, detail=", ".join(changed) + " (then failed)")
+            raise
         self._audit(by, verb, cluster=cluster, detail=", ".join(nodes))
         outcome = Outcome(
             True,
