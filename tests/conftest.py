@@ -49,6 +49,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # scripts/test runs the tests not marked e2e while the control plane is still building: a test
+    # that starts the control plane must say so with the marker, or it would build it a second time.
+    unmarked = [
+        item.nodeid for item in items if _needs_control_plane(item) and not item.get_closest_marker("e2e")
+    ]
+    if unmarked:
+        raise pytest.UsageError(
+            "these tests use the control plane but are not marked e2e (add pytest.mark.e2e): "
+            + ", ".join(unmarked)
+        )
     if config.getoption("--run-bench"):
         return
     selected: list[pytest.Item] = []
@@ -58,6 +68,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = selected
+
+
+def _needs_control_plane(item: pytest.Item) -> bool:
+    return "control_plane" in getattr(item, "fixturenames", ())
 
 
 def note_in_summary(line: str) -> None:
