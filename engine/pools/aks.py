@@ -33,7 +33,7 @@ from engine.domain.clock import Clock, SystemClock
 from engine.domain.errors import Category, ScalebotError
 from engine.domain.node_removal import NodeRemoval
 from engine.pools.base import Pool, PoolNotFound, PoolSizeError, RestoreRecord
-from engine.pools.cloud import CloudNode, busy_retry
+from engine.pools.cloud import CloudNode, ClusterSide, busy_retry
 from engine.pools.common import NodeRemovalError, encode_restore
 
 log = logging.getLogger(__name__)
@@ -172,22 +172,6 @@ def progress_text(pool: AgentPool, nodes: Sequence[CloudNode]) -> str:
 
 # --------------------------------------------------------------------------------------------------
 # The provider
-
-
-class ClusterSide(Protocol):
-    """What the provider reads and writes in the AKS cluster's API server (engine.pools.cloud.KubeRecords)."""
-
-    def nodes(self, pool: str | None) -> list[CloudNode]: ...
-
-    def named_nodes(self, names: Sequence[str]) -> list[CloudNode]: ...
-
-    def read_record(self, pool: str) -> RestoreRecord | None: ...
-
-    def records(self) -> dict[str, RestoreRecord]: ...
-
-    def write_record(self, pool: str, record: RestoreRecord) -> bool: ...
-
-    def clear_record(self, pool: str) -> None: ...
 
 
 class AksPoolProvider:

@@ -22,7 +22,7 @@ import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from kubernetes import client as k8s
 
@@ -188,6 +188,22 @@ def busy_retry(
 
 # --------------------------------------------------------------------------------------------------
 # The Kubernetes side: Nodes, and the restore records' ConfigMaps
+
+
+class ClusterSide(Protocol):
+    """What a cloud pool provider reads and writes in its cluster's API server (`KubeRecords`)."""
+
+    def nodes(self, pool: str | None) -> list[CloudNode]: ...
+
+    def named_nodes(self, names: Sequence[str]) -> list[CloudNode]: ...
+
+    def read_record(self, pool: str) -> RestoreRecord | None: ...
+
+    def records(self) -> dict[str, RestoreRecord]: ...
+
+    def write_record(self, pool: str, record: RestoreRecord) -> bool: ...
+
+    def clear_record(self, pool: str) -> None: ...
 
 
 class KubeRecords:

@@ -37,7 +37,7 @@ from engine.domain.clock import Clock, SystemClock
 from engine.domain.errors import Category, ScalebotError
 from engine.domain.node_removal import NodeRemoval
 from engine.pools.base import Pool, PoolNotFound, PoolSizeError, RestoreRecord
-from engine.pools.cloud import CloudNode, CloudOperationError, busy_retry, wait_until
+from engine.pools.cloud import CloudNode, CloudOperationError, ClusterSide, busy_retry, wait_until
 from engine.pools.common import NodeRemovalError, encode_restore
 
 log = logging.getLogger(__name__)
@@ -321,22 +321,6 @@ def progress_text(pool: GkeNodePool, groups: Sequence[InstanceGroup]) -> str:
 
 # --------------------------------------------------------------------------------------------------
 # The provider
-
-
-class ClusterSide(Protocol):
-    """What the provider reads and writes in the GKE cluster's API server (engine.pools.cloud.KubeRecords)."""
-
-    def nodes(self, pool: str | None) -> list[CloudNode]: ...
-
-    def named_nodes(self, names: Sequence[str]) -> list[CloudNode]: ...
-
-    def read_record(self, pool: str) -> RestoreRecord | None: ...
-
-    def records(self) -> dict[str, RestoreRecord]: ...
-
-    def write_record(self, pool: str, record: RestoreRecord) -> bool: ...
-
-    def clear_record(self, pool: str) -> None: ...
 
 
 class GkePoolProvider:
