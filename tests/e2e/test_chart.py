@@ -41,6 +41,7 @@ HELM_ONLY_LABELS = {
     "helm.sh/chart",
 }
 CHECKSUM = "checksum/config"
+KEEP = "helm.sh/resource-policy"  # Helm's own: the database's PVC outlives `helm uninstall`
 GENERATED = re.compile(r"^(scalebot-config)-[a-z0-9]{10}$")
 POD_SECURITY = {
     "pod-security.kubernetes.io/enforce": "baseline",
@@ -90,7 +91,10 @@ def normalised(docs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, An
             labels = meta.get("labels") or {}
             for key in HELM_ONLY_LABELS | {"app.kubernetes.io/part-of"}:
                 labels.pop(key, None)
-            (meta.get("annotations") or {}).pop(CHECKSUM, None)
+            annotations = meta.get("annotations") or {}
+            annotations.pop(CHECKSUM, None)
+            if annotations.pop(KEEP, None) is not None and not annotations:
+                del meta["annotations"]
         doc["metadata"]["name"] = GENERATED.sub(r"\1", doc["metadata"]["name"])
         if doc["kind"] in CLUSTER_SCOPED_POLICY:  # kustomize sets a namespace the server ignores
             doc["metadata"].pop("namespace", None)
@@ -158,6 +162,19 @@ def test_the_knobs_platform_teams_expect_reach_the_objects(helm: Path) -> None:
     assert container["image"] == "registry.example.com/scalebot@sha256:" + "0123456789abcdef" * 4
     assert {"name": "AWS_REGION", "value": "eu-west-1"} in container["env"]
     assert container["envFrom"][1:] == [{"secretRef": {"name": "scalebot-extra", "optional": True}}]
+    # The audit key: a file from the existing Secret, named by SCALEBOT_AUDIT_KEY_FILE, never a value.
+    assert {"name": "SCALEBOT_AUDIT_KEY_FILE", "value": "/etc/scalebot-audit/hmac"} in container["env"]
+    assert {"name": "audit-key", "mountPath": "/etc/scalebot-audit", "readOnly": True} in container[
+        "volumeMounts"
+    ]
+    (key_volume,) = [v for v in spec["volumes"] if v["name"] == "audit-key"]
+    assert key_volume["secret"]["secretName"] == "scalebot-audit"
+    assert key_volume["secret"]["items"] == [{"key": "hmac", "path": "hmac"}]
+    (claim,) = _by_kind(docs, "PersistentVolumeClaim")
+    assert KEEP not in (claim["metadata"].get("annotations") or {}), "persistence.keep: false"
+    (default_claim,) = _by_kind(template(helm), "PersistentVolumeClaim")
+    assert default_claim["metadata"]["annotations"] == {KEEP: "keep"}
+    assert "SCALEBOT_AUDIT_KEY_FILE" not in str(_by_kind(template(helm), "Deployment"))
     (monitor,) = _by_kind(docs, "ServiceMonitor")
     (metrics,) = [s for s in _by_kind(docs, "Service") if s["metadata"]["name"].endswith("-metrics")]
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
@@ -322,9 +339,9 @@ def test_helm_installs_upgrades_and_uninstalls_into_the_control_plane(
 ) -> None:
     """`helm install --wait` into the suite's control plane (kwok runs the pod on a node of the
     test's own; a static volume stands in for a storage class), `helm upgrade` with a config change
-    rolls the pod, `helm uninstall` leaves nothing of the release behind. Under a release and
-    namespace of its own, without the cluster-scoped admission policy the control plane already
-    holds (helm would refuse to adopt it)."""
+    rolls the pod, `helm uninstall` leaves nothing of the release behind but the database's claim.
+    Under a release and namespace of its own, without the cluster-scoped admission policy the
+    control plane already holds (helm would refuse to adopt it)."""
     release, namespace = f"sb-{unique_name[-6:]}", f"{unique_name}-helm"[:63]
     storage_class = f"{release}-static"
     node_pool(1)
@@ -410,7 +427,8 @@ def test_helm_installs_upgrades_and_uninstalls_into_the_control_plane(
             )
             for item in rest.list_items(admin_api, path, label_selector=selector)
         ]
-        assert left == [], "helm uninstall left these behind"
+        # Only the database's claim stays (persistence.keep, on by default): the audit log outlives it.
+        assert left == [f"persistentvolumeclaims/{release}-scalebot-data"], "helm uninstall left these behind"
     finally:
         run(
             helm,
