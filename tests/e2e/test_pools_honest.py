@@ -21,8 +21,9 @@ from typing import Any
 import pytest
 
 from engine.domain.node_removal import NodeRemoval
+from engine.drain.passes import cordon_nodes
 from engine.kube.client import KubeClient
-from engine.pools.base import PoolSizeError, RestoreRecord
+from engine.pools.base import POOL_LABEL, PoolSizeError, RestoreRecord
 from engine.pools.labels import EMPTIED_ANNOTATION, KWOK_ANNOTATION, LabelPoolProvider
 from localcluster import objects, rest, waits
 from tests.e2e.support import REPO, deployment, scalebot_args
@@ -157,18 +158,20 @@ def test_opted_in_node_deletion_deletes_but_never_fakes_a_real_node_back(
 ) -> None:
     """`node_removal: delete-node` deletes the Node objects; wake refuses to re-create Nodes that
     had a real machine behind them (a Node without a kubelet would be a lie)."""
+    # The admission policy lets scalebot delete only nodes of a label pool it knows (scalebot.io/pool
+    # here) that scalebot's own cordon tainted: the pool uses that key, and the nodes are cordoned as
+    # a drain cordons them.
     pool = f"{unique_name}-vm"
-    names = cloud_nodes(admin_api, node_pool, pool, pool_key, 2)
+    names = cloud_nodes(admin_api, node_pool, pool, POOL_LABEL, 2)
     provider = LabelPoolProvider(
-        kube, kube.api_client, label=pool_key, namespace="scalebot", node_removal="delete-node"
+        kube, kube.api_client, label=POOL_LABEL, namespace="scalebot", node_removal="delete-node"
     )
     before = provider.get_pool(pool)
     assert (before.removal, before.removal_reason) == (NodeRemoval.NODE, "node_removal: delete-node")
     record = RestoreRecord(2, 0, None, datetime(2026, 3, 27, 19, 0, tzinfo=UTC), "op-1")
     provider.record_restore(pool, record)
     provider.prepare_removal(pool, names)
-    for name in names:
-        objects.cordon(admin_api, name)
+    cordon_nodes(kube, names, now=datetime(2026, 3, 27, 19, 0, tzinfo=UTC))
     provider.remove_nodes(pool, names)
     assert not [n for n in kube.list_nodes() if n.name in names]
     with pytest.raises(PoolSizeError, match="had real machines behind them"):
