@@ -32,7 +32,7 @@ from engine.operations.service_base import (
 )
 from engine.planning import advice, consolidation
 from engine.planning import preflight as planning
-from engine.pools.base import KeepsSchedules, Pool, PoolNotFound
+from engine.pools.base import KeepsSchedules, Pool, PoolNotFound, StopsCluster
 from engine.workloads.plan import is_owner_key
 
 log = logging.getLogger(__name__)
@@ -80,10 +80,19 @@ class Reads(OperationsBase):
 
     def plan(self, req: OperationRequest) -> OperationPlan:
         handle = self._handle(req.target.cluster)
+        stopped = _stopped(handle)
+        if stopped and (req.kind is not OpKind.WAKE or req.target.pools):
+            raise UserError(
+                f"{stopped}: its API server cannot be reached while it is stopped; only a wake of the "
+                "whole cluster starts it (every pool comes back with it)"
+            )
         if req.kind is OpKind.CONSOLIDATE:
             return self._plan_consolidation(handle, req)
         try:
-            snap = self.snapshot(handle, with_workloads=req.target.workloads or req.target.workloads_only)
+            if stopped:
+                snap = self._stopped_snapshot(handle)
+            else:
+                snap = self.snapshot(handle, with_workloads=req.target.workloads or req.target.workloads_only)
             target = req.target
             if target.one_at_a_time is None:  # the request did not say: the cluster's policy decides
                 target = replace(target, one_at_a_time=self.policies[handle.name].drain_one_at_a_time)
@@ -95,6 +104,28 @@ class Reads(OperationsBase):
         # Why a scale-up needs approval is said on the card (warnings are not part of the plan hash).
         ceiling = policy.beyond_ceiling(self.policies[handle.name], planned)
         return replace(planned, warnings=(*ceiling, *planned.warnings)) if ceiling else planned
+
+    def _restore_sizes(self, handle: ClusterHandle, pools: Sequence[Pool]) -> dict[str, int]:
+        """Sizes to restore: SQLite's records, else the ones on the pool objects."""
+        restore = {r.pool: r.desired for r in self.store.restore_records(handle.name)}
+        for pool in pools:
+            if pool.restore is not None:
+                restore.setdefault(pool.name, pool.restore.desired)
+        return restore
+
+    def _stopped_snapshot(self, handle: ClusterHandle) -> planning.ClusterSnapshot:
+        """A stopped cluster as its provider and the store know it: its API server is not asked
+        (no node runs, so no pod, budget or DaemonSet is listed); its pools and what to restore."""
+        pools = handle.pools.list_pools()
+        return planning.ClusterSnapshot(
+            cluster=handle.name,
+            pools=tuple(pools),
+            nodes=(),
+            pods=(),
+            pdbs=(),
+            restore_sizes=self._restore_sizes(handle, pools),
+            workloads_asleep=len(self.store.workload_records(handle.name)),
+        )
 
     def snapshot(self, handle: ClusterHandle, *, with_workloads: bool = False) -> planning.ClusterSnapshot:
         """One listing of each kind of object; sizes to restore from SQLite, else the pool objects.
@@ -109,10 +140,7 @@ class Reads(OperationsBase):
             pdbs = listings.submit(api.list_pdbs)
             daemonset_keys = listings.submit(api.list_daemonset_keys)
             pools = handle.pools.list_pools()
-            restore = {r.pool: r.desired for r in self.store.restore_records(handle.name)}
-            for pool in pools:
-                if pool.restore is not None:
-                    restore.setdefault(pool.name, pool.restore.desired)
+            restore = self._restore_sizes(handle, pools)
             sleeping = len(self.store.workload_records(handle.name))
             to_sleep, workload_notes = self._workloads_to_sleep(handle) if with_workloads else ((), ())
             return planning.ClusterSnapshot(
@@ -278,3 +306,9 @@ def scheduling_snapshot(handle: ClusterHandle) -> consolidation.SchedulingSnapsh
     api = _scheduling_api(handle, "consolidation")
     snap = consolidation.snapshot(handle.pools.list_pools(), handle.api.list_nodes(), api.list_bound_pods())
     return replace(snap, autoscalers=consolidation.other_consolidators(api.list_deployment_names()))
+
+
+def _stopped(handle: ClusterHandle) -> str:
+    """Why the cluster's API server is not to be reached (its provider stopped it); "" when it runs."""
+    pools = handle.pools
+    return pools.cluster_stopped() if isinstance(pools, StopsCluster) else ""

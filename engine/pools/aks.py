@@ -25,7 +25,7 @@ Pure parts are module functions over small dataclasses; Azure sits behind `Agent
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -83,6 +83,22 @@ class AgentPool:
         return 1 if self.system else 0
 
 
+@dataclass(frozen=True, slots=True)
+class ClusterPower:
+    """The managed cluster's powerState.code (Running, Stopped) and provisioningState."""
+
+    code: str = "Running"
+    state: str = "Succeeded"
+
+    @property
+    def running(self) -> bool:
+        """Running and not on its way up or down: its API server answers."""
+        return self.code == "Running" and self.state not in ("Starting", "Stopping")
+
+    def __str__(self) -> str:
+        return self.code if self.state in ("Succeeded", "") else f"{self.code} ({self.state})"
+
+
 class AgentPoolNotFound(ScalebotError, LookupError):
     """The AKS cluster has no agent pool of that name."""
 
@@ -107,6 +123,18 @@ class AgentPoolApi(Protocol):
 
     def delete_machines(self, name: str, machines: Sequence[str], *, timeout: float) -> None:
         """deleteMachines; returns once the operation succeeded. Raises as `scale`."""
+        ...
+
+    def cluster_power(self) -> ClusterPower:
+        """The managed cluster's powerState and provisioningState (managedClusters.get)."""
+        ...
+
+    def stop_cluster(self, *, timeout: float) -> None:
+        """managedClusters.stop; returns once the operation succeeded. Raises as `scale`."""
+        ...
+
+    def start_cluster(self, *, timeout: float) -> None:
+        """managedClusters.start; returns once the operation succeeded. Raises as `scale`."""
         ...
 
 
@@ -200,13 +228,63 @@ class AksPoolProvider:
         return sorted(self.agent_pools) if self.agent_pools else sorted(self._azure.list_agent_pools())
 
     def list_pools(self) -> list[Pool]:
+        power = self._azure.cluster_power()
+        if not power.running:
+            return [self._stopped_pool(self._agent_pool(n), power) for n in self.pool_names()]
         nodes = self._kube.nodes(None)
         records = self._kube.records()
         return [self._pool(self._agent_pool(n), nodes, records.get(n)) for n in self.pool_names()]
 
     def get_pool(self, name: str) -> Pool:
         pool = self._agent_pool(name)
+        power = self._azure.cluster_power()
+        if not power.running:
+            return self._stopped_pool(pool, power)
         return self._pool(pool, self._kube.nodes(name), self._kube.read_record(name))
+
+    # -- the whole cluster: stop and start (StopsCluster) ------------------------------------------
+
+    def cluster_stopped(self) -> str:
+        power = self._azure.cluster_power()
+        return "" if power.running else f"AKS cluster {self._azure.cluster} is {power}"
+
+    def prepare_stop(self, pools: Sequence[str]) -> None:
+        """A stop takes every agent pool of the cluster, configured or not: refused (before the
+        drain) while one outside `pools` still has nodes."""
+        left = sorted(
+            f"{pool.name} ({pool.count})"
+            for pool in (self._azure.get_agent_pool(n) for n in self._azure.list_agent_pools())
+            if pool.name not in pools and pool.count > 0
+        )
+        if left:
+            raise PoolSizeError(
+                f"AKS cluster {self._azure.cluster}: every pool going to zero means stopping the cluster, "
+                f"which would also take agent pool(s) {', '.join(left)}; add them to the zero or take "
+                "them to 0 first"
+            )
+
+    def stop_cluster(self) -> None:
+        """managedClusters.stop, once the cluster is drained: the agent pools keep their counts and
+        autoscalers, so a start brings the same pools back."""
+        if self._azure.cluster_power().code == "Stopped":
+            return
+        self._cluster_call("stop", lambda: self._azure.stop_cluster(timeout=self._timeout))
+
+    def start_cluster(self) -> None:
+        if self._azure.cluster_power().running:
+            return
+        self._cluster_call("start", lambda: self._azure.start_cluster(timeout=self._timeout))
+
+    def _cluster_call(self, verb: str, call: Callable[[], None]) -> None:
+        # A stop or start AKS refuses while another operation (an upgrade, a scale) runs: repeated.
+        busy_retry(
+            self._clock,
+            call,
+            timeout=self._timeout,
+            interval=self._poll,
+            what=f"AKS cluster {self._azure.cluster}: {verb}",
+        )
+        log.info("AKS cluster %s: %s done", self._azure.cluster, verb)
 
     def record_restore(self, pool: str, record: RestoreRecord) -> bool:
         """The record, with the agent pool's autoscaler (enabled or not) so a wake sets it back."""
@@ -286,4 +364,30 @@ class AksPoolProvider:
             removal_reason=f"AKS cluster {self._azure.cluster}: the drained nodes' machines are deleted",
             progress=progress_text(agent_pool, mine),
             settling=agent_pool.state in SETTLING_STATES,
+        )
+
+    def _stopped_pool(self, agent_pool: AgentPool, power: ClusterPower) -> Pool:
+        """A pool of a stopped cluster, from Azure alone (its API server is not reached): no node
+        runs, and what a start brings back is the count AKS kept through the stop."""
+        scaler = agent_pool.autoscaler
+        min_size = max(scaler.min_count if scaler.enabled else 0, agent_pool.floor)
+        max_size = scaler.max_count if scaler.enabled else None
+        kept = RestoreRecord(
+            desired=agent_pool.count,
+            min_size=min_size,
+            max_size=max_size,
+            recorded_at=self._clock.now(),
+            operation_id="",
+        )
+        return Pool(
+            name=agent_pool.name,
+            provider=self.name,
+            desired=0,
+            min_size=min_size,
+            max_size=max_size,
+            restore=kept,
+            removal=NodeRemoval.MACHINE,
+            removal_reason=f"AKS cluster {self._azure.cluster} is stopped: a wake starts it",
+            progress=f"cluster {power}; agent pool count {agent_pool.count} kept for the start",
+            settling=not power.running and power.state in SETTLING_STATES,
         )

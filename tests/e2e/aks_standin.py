@@ -100,6 +100,10 @@ class AksStandIn:
     pools: dict[str, AgentPoolState] = field(default_factory=dict)
     operations: dict[str, Json] = field(default_factory=dict)
     requests: list[tuple[str, str]] = field(default_factory=list)
+    power: str = "Running"
+    """The managed cluster's powerState.code: Running, or Stopped (no machine, no Node)."""
+    cluster_state: str = "Succeeded"
+    """The managed cluster's provisioningState: Succeeded, Stopping, Starting."""
     _lock: threading.RLock = field(default_factory=threading.RLock)
     _ids: Any = field(default_factory=itertools.count)
     _server: ThreadingHTTPServer | None = None
@@ -184,12 +188,16 @@ class AksStandIn:
                 if op["rounds"] <= 0:
                     op["apply"]()
                     op["status"] = "Failed" if op.get("error") else "Succeeded"
+            if self.cluster_state != "Succeeded" and not self._running():
+                self.cluster_state = "Succeeded"
             for pool in self.pools.values():
                 if pool.state != "Succeeded" and not self._running():
                     pool.state = "Succeeded"
+                if self.power == "Stopped":
+                    pool.machines.clear()  # a stopped cluster's machines are gone; counts stay
                 while len(pool.machines) > pool.count:
                     pool.machines.pop(0)  # the oldest: not necessarily what scalebot drained
-                while len(pool.machines) < pool.count:
+                while self.power == "Running" and len(pool.machines) < pool.count:
                     pool.machines.append(f"{pool.vmss}{pool.serial:06x}")
                     pool.serial += 1
                 self._converge_nodes(pool)
@@ -261,6 +269,11 @@ class AksStandIn:
             f"Microsoft.ContainerService/managedClusters/{self.cluster}/agentPools"
         )
         ops = f"/subscriptions/{self.subscription}/providers/Microsoft.ContainerService/locations/{REGION}"
+        cluster = base.removesuffix("/agentPools")
+        if method == "GET" and path == cluster:
+            return 200, self._cluster_json(), {}
+        if method == "POST" and path in (f"{cluster}/stop", f"{cluster}/start"):
+            return self._power(path.rsplit("/", 1)[-1])
         if method == "GET" and path == base:
             return 200, {"value": [self._pool_json(p) for p in self.pools.values()]}, {}
         if match := re.fullmatch(re.escape(base) + r"/([^/]+)", path):
@@ -294,7 +307,7 @@ class AksStandIn:
             "type": "VirtualMachineScaleSets",
             "enableAutoScaling": enabled,
             "provisioningState": pool.state,
-            "powerState": {"code": "Running"},
+            "powerState": {"code": self.power},
             "orchestratorVersion": "1.36.3",
             "currentOrchestratorVersion": "1.36.3",
         }
@@ -308,13 +321,42 @@ class AksStandIn:
             "properties": props,
         }
 
-    def _check_change(self, action: str, pool: AgentPoolState) -> None:
+    def _cluster_json(self) -> Json:
+        return {
+            "id": f"/subscriptions/{self.subscription}/resourceGroups/{self.resource_group}/providers/"
+            f"Microsoft.ContainerService/managedClusters/{self.cluster}",
+            "name": self.cluster,
+            "type": "Microsoft.ContainerService/ManagedClusters",
+            "location": REGION,
+            "properties": {
+                "provisioningState": self.cluster_state,
+                "powerState": {"code": self.power},
+                "kubernetesVersion": "1.36.3",
+                "agentPoolProfiles": [
+                    {"name": p.name, "count": p.count, "mode": p.mode} for p in self.pools.values()
+                ],
+            },
+        }
+
+    def _power(self, verb: str) -> tuple[int, Any, dict[str, str]]:
+        """managedClusters/stop and /start (POST, 202 with the operation's URLs): the cluster's
+        powerState turns Stopped or Running as the operation ends; the agent pools keep their count."""
+        self._check_change(f"{verb}/action", None)
+        self.cluster_state = "Stopping" if verb == "stop" else "Starting"
+
+        def apply() -> None:
+            self.power = "Stopped" if verb == "stop" else "Running"
+
+        return 202, None, self._operation(None, apply)
+
+    def _check_change(self, action: str, pool: AgentPoolState | None) -> None:
+        scope = "managedClusters" if pool is None else "managedClusters/agentPools"
         if action in self.denied:
             raise ArmError(
                 403,
                 "AuthorizationFailed",
                 f"The client 'scalebot' does not have authorization to perform action "
-                f"'Microsoft.ContainerService/managedClusters/agentPools/{action}' over scope "
+                f"'Microsoft.ContainerService/{scope}/{action}' over scope "
                 f"'/subscriptions/{self.subscription}/resourceGroups/{self.resource_group}' or the scope "
                 "is invalid.",
             )
@@ -326,21 +368,31 @@ class AksStandIn:
                 f"Another operation ({running[0]['pool']} - Scaling) is in progress, please wait for it to "
                 "finish before starting a new operation.",
             )
+        if pool is not None and self.power != "Running":
+            raise ArmError(
+                409,
+                "OperationNotAllowed",
+                f"The managed cluster {self.cluster} is {self.power}: start it before changing agent pools.",
+            )
 
-    def hold(self, pool: str, rounds: int) -> None:
-        """Another change (an upgrade) in progress on the agent pool for `rounds` reconcile rounds."""
+    def hold(self, pool: str | None, rounds: int) -> None:
+        """Another change (an upgrade) in progress on the agent pool (None: on the managed
+        cluster) for `rounds` reconcile rounds."""
         with self._lock:
-            self._operation(self.pools[pool], lambda: None, rounds=rounds)
+            self._operation(None if pool is None else self.pools[pool], lambda: None, rounds=rounds)
 
     def _operation(
-        self, pool: AgentPoolState, apply: Any, error: Json | None = None, *, rounds: int = 1
+        self, pool: AgentPoolState | None, apply: Any, error: Json | None = None, *, rounds: int = 1
     ) -> dict[str, str]:
+        """An operation on `pool` (None: on the managed cluster itself)."""
         name = f"{next(self._ids)}-{secrets.token_hex(4)}"
-        op: Json = {"name": name, "status": "InProgress", "pool": pool.name, "apply": apply, "rounds": rounds}
+        what = self.cluster if pool is None else pool.name
+        op: Json = {"name": name, "status": "InProgress", "pool": what, "apply": apply, "rounds": rounds}
         if error:
             op["error"] = error
         self.operations[name] = op
-        pool.state = "Scaling"
+        if pool is not None:
+            pool.state = "Scaling"
         provider = "providers/Microsoft.ContainerService"
         ops = f"{self.url}/subscriptions/{self.subscription}/{provider}/locations/{REGION}"
         return {

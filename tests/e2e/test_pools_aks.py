@@ -29,6 +29,7 @@ from engine.domain.clock import SystemClock
 from engine.domain.operation import OperationRequest, OpKind, OpState, Target
 from engine.domain.settings import RunnerSettings
 from engine.operations.service import Operations, new_operations
+from engine.pools.aks import AGENT_POOL_LABEL
 from engine.pools.cloud import record_name
 from engine.store.database import Store
 from localcluster import objects, rest, waits
@@ -119,7 +120,7 @@ def test_scale_down_deletes_the_drained_machines_and_zero_wake_scale_restore_exa
         assert aks.count("web") == (1, (True, 1, 5))
         waits.wait_until(lambda: aks.node_names("web") == [first], 30, "the drained machines' Nodes gone")
 
-        refused = _run(ops, OpKind.ZERO)
+        refused = _run(ops, OpKind.ZERO, "system", "web")  # batch stays up: no stop
         assert refused.state is OpState.FAILED
         assert "agent pool system is a System pool: AKS keeps at least 1 node in it" in (refused.error or "")
         assert aks.count("system")[0] == 1 and aks.count("web")[0] == 1, "nothing removed"
@@ -190,3 +191,84 @@ def test_errors_reach_the_user_in_one_line_and_an_operation_in_progress_is_waite
         ops.runner.stop()
         loop.stop()
     assert not aks.errors, aks.errors
+
+
+def test_a_zero_of_every_pool_drains_in_two_phases_then_stops_the_cluster_and_the_wake_starts_it(
+    aks: AksStandIn, admin_api: Any, scalebot_kubeconfig: Path, namespace: str, tmp_path: Path
+) -> None:
+    aks.create_agent_pool("system", 1, mode="System")
+    aks.create_agent_pool("web", 2, autoscale=(True, 2, 4))
+    waits.wait_for_nodes_ready(admin_api, aks.node_names())
+    # A budget no eviction can satisfy: phase 1 evicts nothing, phase 2 deletes the pods, and only
+    # then is the cluster stopped.
+    objects.create_deployment(
+        admin_api, namespace, "held", 2, node_selector={AGENT_POOL_LABEL: "web"}, grace=1
+    )
+    objects.create_pdb(admin_api, namespace, "held", match_labels={"app": "held"}, min_available=2)
+    waits.wait_for_deployment_available(admin_api, namespace, "held", timeout=60)
+
+    handle = _connect(aks, scalebot_kubeconfig)
+    # Every request scalebot sends to the cluster's API server, with the cluster's power then.
+    rest_client = handle.api.api_client.rest_client
+    send = rest_client.request
+    while_stopped: list[str] = []
+
+    def request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        if aks.power != "Running":
+            while_stopped.append(f"{method} {url}")
+        return send(method, url, *args, **kwargs)
+
+    rest_client.request = request
+    loop = StandInLoop(aks, name="aks-standin", interval=0.3).start()
+    ops = new_operations(Store(tmp_path / "db.sqlite"), {"aks": handle}, {}, SystemClock(), settings=FAST)
+    texts: list[str] = []
+    ops.subscribe(lambda event: texts.append(event.text))
+    try:
+        zero = _run(ops, OpKind.ZERO)
+        assert zero.state is OpState.SUCCEEDED, zero.error
+        assert zero.summary is not None and zero.summary.pods_force_deleted == 2, "phase 2, before the stop"
+        stopped_at = next(i for i, t in enumerate(texts) if t.startswith("Stopped the cluster"))
+        assert any(t.startswith("Phase 2: force-deleted 2 Pods") for t in texts[:stopped_at]), texts
+        assert aks.power == "Stopped"
+        assert aks.count("system") == (1, (False, 0, 0)) and aks.count("web") == (2, (True, 2, 4)), (
+            "the agent pools keep their counts and autoscaler through the stop"
+        )
+        assert not [r for r in aks.requests if r[1].endswith("/deleteMachines")], (
+            "no machine deleted one by one"
+        )
+        waits.wait_until(lambda: not aks.node_names(), 30, "a stopped cluster's Nodes gone")
+
+        # While stopped: the status and the plans come from Azure alone, and only a whole wake is taken.
+        assert {p.name: (p.desired, p.nodes) for p in ops.status("aks").pools} == {
+            "system": (0, ()),
+            "web": (0, ()),
+        }
+        partial = ops.request(
+            OperationRequest(kind=OpKind.WAKE, target=Target("aks", ("web",)), requested_by="cli:e2e")
+        )
+        assert not partial.ok
+        assert f"AKS cluster {aks.cluster} is Stopped: its API server cannot be reached" in partial.reply
+
+        # Another operation holds the cluster: the start is refused 409, then repeated.
+        aks.hold(None, rounds=4)
+        woken = _run(ops, OpKind.WAKE)
+        assert woken.state is OpState.SUCCEEDED, woken.error
+        assert aks.power == "Running"
+        starts = [r for r in aks.requests if r == ("POST", f"{_cluster_path(aks)}/start")]
+        assert len(starts) > 1, "refused while another operation ran, then repeated"
+        assert woken.summary is not None and woken.summary.nodes_ready == (3, 3)
+        assert aks.count("web") == (2, (True, 2, 4))
+        waits.wait_for_deployment_available(admin_api, namespace, "held", timeout=60)
+    finally:
+        rest_client.request = send
+        ops.runner.stop()
+        loop.stop()
+    assert not while_stopped, f"the API server was asked while the cluster was stopped: {while_stopped}"
+    assert not aks.errors, aks.errors
+
+
+def _cluster_path(aks: AksStandIn) -> str:
+    return (
+        f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{GROUP}/providers/Microsoft.ContainerService/"
+        f"managedClusters/{aks.cluster}"
+    )

@@ -32,7 +32,7 @@ from engine.drain.report import Style as ReportStyle
 from engine.kube import events as kube_events
 from engine.kube.api import KubeApi
 from engine.operations.flows import Outcome
-from engine.pools.base import PoolProvider
+from engine.pools.base import PoolProvider, StopsCluster
 from engine.store.database import Store
 from engine.workloads import WorkloadScaler
 
@@ -111,3 +111,16 @@ class StepContext(Protocol):
 
 
 Step = Callable[[StepContext, Operation, ClusterHandle], StepResult]
+
+
+def whole_cluster_stop(op: Operation, h: ClusterHandle) -> StopsCluster | None:
+    """The provider, when this zero ends with its cluster's stop instead of each pool's removal:
+    every pool goes to zero (phase 2 applies, not withdrawn) and the cluster stops whole (AKS)."""
+    if not op.plan.force_phase or op.progress.drain.force_withdrawn:
+        return None
+    return h.pools if isinstance(h.pools, StopsCluster) else None
+
+
+def stopped_cluster(h: ClusterHandle) -> StopsCluster | None:
+    """The provider, when its cluster is stopped now (its API server is not to be reached)."""
+    return h.pools if isinstance(h.pools, StopsCluster) and h.pools.cluster_stopped() else None

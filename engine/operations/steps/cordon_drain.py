@@ -38,7 +38,7 @@ from engine.drain.pacing import PassFacts, next_pass
 from engine.kube import events as kube_events
 from engine.kube.api import SchedulingApi
 from engine.operations.flows import NEXT
-from engine.operations.steps.context import ClusterHandle, StepContext, StepResult
+from engine.operations.steps.context import ClusterHandle, StepContext, StepResult, whole_cluster_stop
 from engine.operations.steps.report import final_event, summary_of
 from engine.operations.steps.restore import records_restore
 from engine.planning import placement
@@ -100,10 +100,16 @@ def release_note(uncordoned: Sequence[str], kept: Sequence[str], unmarked: Seque
 def step_cordon(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult:
     now = ctx.clock.now()
     nodes = drained_nodes(op)
-    for change in op.plan.pools:
-        chosen = [n for n in change.nodes_to_remove if n in nodes]
-        if chosen:
-            h.pools.prepare_removal(change.pool, chosen)
+    stopper = whole_cluster_stop(op, h)
+    if stopper is not None:
+        # The cluster stops once drained: nothing to mark, but a stop that would take a pool
+        # outside the plan is refused now, before anything is drained.
+        stopper.prepare_stop([c.pool for c in op.plan.pools])
+    else:
+        for change in op.plan.pools:
+            chosen = [n for n in change.nodes_to_remove if n in nodes]
+            if chosen:
+                h.pools.prepare_removal(change.pool, chosen)
     saved = op.progress.drain.state
     already = drain.cordon_nodes(h.api, nodes, now=now, executor=ctx.evictions(h.name))
     _record_displaced(ctx, op, h, nodes)

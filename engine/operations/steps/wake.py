@@ -14,7 +14,7 @@ from engine.domain.durations import format_duration
 from engine.domain.operation import Operation, OpKind, OpState, PoolChange, ProgressKind
 from engine.domain.wake_waves import WakeWaves, WaveProgress
 from engine.operations.flows import NEXT, Outcome
-from engine.operations.steps.context import ClusterHandle, StepContext, StepResult
+from engine.operations.steps.context import ClusterHandle, StepContext, StepResult, stopped_cluster
 from engine.operations.steps.report import final_event, provider_progress, summary_of
 from engine.operations.steps.restore import clear_restore, ends_sleep, record_restore, records_restore
 from engine.planning import wake_waves
@@ -41,6 +41,14 @@ def step_resize(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult
     index = op.progress.wake.wave
     wave = waves[index]
     changes = [c for c in op.plan.pools if c.pool in wave.pools]
+    events: list[tuple[ProgressKind, str, str]] = []
+    stopped = stopped_cluster(h)
+    if stopped is not None:
+        # A stopped cluster's API server does not answer: it is started first, and its pools come
+        # back at the sizes they kept through the stop (then set to the wake's, as for any wake).
+        why = stopped.cluster_stopped()
+        stopped.start_cluster()
+        events.append(("phase", f"Started the cluster ({why}); its pools come back with it", ""))
     for change in changes:
         size = change.after
         if size == 0 and (op.kind is OpKind.WAKE or records_restore(op)):
@@ -61,7 +69,8 @@ def step_resize(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult
         requested = replace(op.plan, pools=tuple(changes)).summary()
         text = wake_waves.started_text(started, index, requested)
     wake = replace(op.progress.wake, resized_at=op.progress.wake.resized_at or now, waves=started)
-    return StepResult(then=NEXT, progress=replace(op.progress, wake=wake), events=[("phase", text, "")])
+    events.append(("phase", text, ""))
+    return StepResult(then=NEXT, progress=replace(op.progress, wake=wake), events=events)
 
 
 def _readiness(
