@@ -46,6 +46,7 @@ from engine.operations.policy import EVICTOR
 from engine.operations.runner import ClusterHandle
 from engine.operations.service import Operations, UserError
 from engine.planning import consolidation
+from engine.pools.base import StopsCluster
 from engine.store.claims import LockConflict
 from engine.store.database import Store
 
@@ -119,6 +120,8 @@ class EmptyNodeCleaner:
         if not isinstance(api, SchedulingApi):
             log.warning("empty-node policy needs a Kubernetes API server; %s is not one", self.handle.name)
             return None
+        if isinstance(self.handle.pools, StopsCluster) and self.handle.pools.cluster_stopped():
+            return None  # no node to clean up, and an API server not to be reached
         now = self.clock.now()
         pools = self.handle.pools.list_pools()
         nodes = api.list_nodes()
