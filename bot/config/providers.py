@@ -287,7 +287,7 @@ EKS_EXTRA_MISSING = (
 def _connect_eks(connection: Connection) -> Connected:
     """The entry's kubeconfig/context reach the EKS cluster's API server (Nodes, Pods, scalebot's
     ConfigMaps); the node groups are reached through AWS with the standard credential chain."""
-    from engine.pools.eks import EksPoolProvider, KubeClusterSide
+    from engine.pools.eks import EksPoolProvider, cluster_side
 
     try:
         from engine.pools.eks_aws import AwsCallError, Boto3Nodegroups
@@ -307,8 +307,8 @@ def _connect_eks(connection: Connection) -> Connected:
         raise ProviderOptionError(str(exc)) from exc
     api = connection.workload()
     groups = tuple(n.strip() for n in options["node_groups"].split(",") if n.strip())
-    kube = KubeClusterSide(api.api_client, namespace=connection.namespace, eks_cluster=aws.cluster)
-    pools = EksPoolProvider(aws, kube, nodegroups=groups)
+    kube = cluster_side(api.api_client, namespace=connection.namespace, eks_cluster=aws.cluster)
+    pools = EksPoolProvider(aws, kube, pools=groups)
     return Connected(api, pools)
 
 
@@ -370,7 +370,7 @@ def _connect_gke(connection: Connection) -> Connected:
         namespace=connection.namespace,
         cloud_cluster=google.cluster,
     )
-    return Connected(api, GkePoolProvider(google, kube, node_pools=pools))
+    return Connected(api, GkePoolProvider(google, kube, pools=pools))
 
 
 def _aks_agent_pools(value: str) -> None:
@@ -420,7 +420,7 @@ def _connect_aks(connection: Connection) -> Connected:
         namespace=connection.namespace,
         cloud_cluster=f"{options['aks_subscription']}/{options['aks_resource_group']}/{options['aks_cluster']}",
     )
-    return Connected(api, AksPoolProvider(azure, kube, agent_pools=pools))
+    return Connected(api, AksPoolProvider(azure, kube, pools=pools))
 
 
 PROVIDERS: Mapping[str, ProviderSpec] = {
