@@ -45,7 +45,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from engine.pools.aks import AGENT_POOL_LABEL
-from localcluster import bodies, objects, rest
+from tests.e2e.cloud_standin import KeepsNodes, Machine, StandInNodes, advance
 
 STANDIN_LABEL = "scalebot.test/aks-standin"
 TOKEN = "aks-standin-" + secrets.token_hex(8)
@@ -88,7 +88,7 @@ class AgentPoolState:
 
 
 @dataclass
-class AksStandIn:
+class AksStandIn(KeepsNodes):
     kube: Any
     subscription: str
     resource_group: str
@@ -169,25 +169,19 @@ class AksStandIn:
         with self._lock:
             return self.pools[pool].count, self.pools[pool].autoscale
 
-    def node_names(self, pool: str | None = None) -> list[str]:
-        selector = f"{STANDIN_LABEL}={self.cluster}" + (f",{AGENT_POOL_LABEL}={pool}" if pool else "")
-        found = rest.list_items(self.kube, rest.node_path(), label_selector=selector)
-        return sorted(n["metadata"]["name"] for n in found)
-
-    def cleanup(self) -> None:
-        objects.delete_nodes(self.kube, self.node_names())
+    @property
+    def _nodes(self) -> StandInNodes:
+        return StandInNodes(self.kube, STANDIN_LABEL, self.cluster, AGENT_POOL_LABEL)
 
     # -- the cloud's own work ----------------------------------------------------------------------
 
     def reconcile(self) -> None:
         with self._lock:
-            for op in self.operations.values():
-                if op["status"] != "InProgress":
-                    continue
-                op["rounds"] -= 1
-                if op["rounds"] <= 0:
-                    op["apply"]()
-                    op["status"] = "Failed" if op.get("error") else "Succeeded"
+            advance(
+                self.operations.values(),
+                running="InProgress",
+                ended=lambda op: "Failed" if op.get("error") else "Succeeded",
+            )
             if self.cluster_state != "Succeeded" and not self._running():
                 self.cluster_state = "Succeeded"
             for pool in self.pools.values():
@@ -206,31 +200,15 @@ class AksStandIn:
         return [o for o in self.operations.values() if o["status"] == "InProgress"]
 
     def _converge_nodes(self, pool: AgentPoolState) -> None:
-        selector = f"{STANDIN_LABEL}={self.cluster},{AGENT_POOL_LABEL}={pool.name}"
-        present = {
-            n["metadata"]["name"]
-            for n in rest.list_items(self.kube, rest.node_path(), label_selector=selector)
-        }
         node_group = f"MC_{self.resource_group}_{self.cluster}_{REGION}"
-        for machine in pool.machines:
-            if machine in present:
-                continue
-            labels = {
-                STANDIN_LABEL: self.cluster,
-                AGENT_POOL_LABEL: pool.name,
-                "kubernetes.azure.com/mode": pool.mode.lower(),
-                "topology.kubernetes.io/region": REGION,
-            }
-            body = bodies.node_body(machine, pool.name, labels=labels, cpu="2", memory="8Gi")
-            body["spec"]["providerID"] = (
-                f"azure:///subscriptions/{self.subscription}/resourceGroups/{node_group}/providers/"
-                f"Microsoft.Compute/virtualMachineScaleSets/{pool.vmss}/virtualMachines/"
-                f"{int(machine[-6:], 16)}"
-            )
-            rest.create(self.kube, rest.node_path(), body)
-        gone = sorted(present - set(pool.machines))
-        if gone:
-            objects.delete_nodes(self.kube, gone)
+        vmss = (
+            f"azure:///subscriptions/{self.subscription}/resourceGroups/{node_group}/providers/"
+            f"Microsoft.Compute/virtualMachineScaleSets/{pool.vmss}/virtualMachines/"
+        )
+        labels = {"kubernetes.azure.com/mode": pool.mode.lower(), "topology.kubernetes.io/region": REGION}
+        self._nodes.converge(
+            pool.name, [Machine(m, f"{vmss}{int(m[-6:], 16)}", labels) for m in pool.machines]
+        )
 
     # -- HTTP --------------------------------------------------------------------------------------
 
@@ -467,6 +445,10 @@ class AksStandIn:
             pool.count = len(pool.machines)
 
         return 202, None, self._operation(pool, apply)
+
+
+def _ended(op: Json) -> str:
+    return "Failed" if op.get("error") else "Succeeded"
 
 
 def _certificate(directory: Path) -> tuple[Path, Path]:

@@ -18,34 +18,21 @@ progress, an agent pool deleted underneath) with the messages a user sees.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bot.runtime import wiring
-from engine.domain.clock import SystemClock
 from engine.domain.operation import OperationRequest, OpKind, OpState, Target
-from engine.domain.settings import RunnerSettings
-from engine.operations.service import Operations, new_operations
 from engine.pools.aks import AGENT_POOL_LABEL
 from engine.pools.cloud import record_name
-from engine.store.database import Store
 from localcluster import objects, rest, waits
 from tests.e2e.aks_standin import AksStandIn, FakeCredential
-from tests.e2e.support import StandInLoop
+from tests.e2e.support import StandInLoop, cloud_operations, run_on
 
 pytestmark = pytest.mark.e2e
 
-FAST = RunnerSettings(
-    graceful_window=timedelta(seconds=5),
-    pass_interval=timedelta(seconds=1),
-    settle=timedelta(seconds=1),
-    drain_timeout=timedelta(seconds=60),
-    workers=2,
-    workloads_return_timeout=timedelta(seconds=10),
-)
 SUBSCRIPTION = "00000000-0000-4000-8000-000000000001"
 GROUP = "rg-e2e"
 
@@ -78,16 +65,6 @@ def _connect(aks: AksStandIn, kubeconfig: Path) -> wiring.ClusterHandle:
     return wiring.connect_cluster("aks", kubeconfig=str(kubeconfig), provider="aks", options=options)
 
 
-def _run(ops: Operations, kind: OpKind, *pools: str, size: int | None = None) -> Any:
-    target = Target(cluster="aks", pools=pools, size=size)
-    out = ops.request(OperationRequest(kind=kind, target=target, requested_by="cli:e2e"))
-    assert out.ok, out.reply
-    assert ops.runner.wait_idle(180), "operation did not finish in time"
-    op = ops.get(out.operation.id)
-    assert op is not None
-    return op
-
-
 def test_scale_down_deletes_the_drained_machines_and_zero_wake_scale_restore_exactly(
     aks: AksStandIn, admin_api: Any, scalebot_kubeconfig: Path, namespace: str, tmp_path: Path
 ) -> None:
@@ -110,29 +87,29 @@ def test_scale_down_deletes_the_drained_machines_and_zero_wake_scale_restore_exa
     assert pools == {"system": (1, None, 1, 1), "web": (1, 5, 3, 3), "batch": (0, None, 2, 2)}
 
     loop = StandInLoop(aks, name="aks-standin", interval=0.3).start()
-    ops = new_operations(Store(tmp_path / "db.sqlite"), {"aks": handle}, {}, SystemClock(), settings=FAST)
+    ops = cloud_operations(tmp_path / "db.sqlite", handle)
     texts: list[str] = []
     ops.subscribe(lambda event: texts.append(event.text))
     try:
-        scaled = _run(ops, OpKind.SCALE, "web", size=1)
+        scaled = run_on(ops, "aks", OpKind.SCALE, "web", size=1)
         assert scaled.state is OpState.SUCCEEDED, scaled.error
         assert aks.machines("web") == [first], "exactly the drained nodes' machines went"
         assert aks.count("web") == (1, (True, 1, 5))
         waits.wait_until(lambda: aks.node_names("web") == [first], 30, "the drained machines' Nodes gone")
 
-        refused = _run(ops, OpKind.ZERO, "system", "web")  # batch stays up: no stop
+        refused = run_on(ops, "aks", OpKind.ZERO, "system", "web")  # batch stays up: no stop
         assert refused.state is OpState.FAILED
         assert "agent pool system is a System pool: AKS keeps at least 1 node in it" in (refused.error or "")
         assert aks.count("system")[0] == 1 and aks.count("web")[0] == 1, "nothing removed"
 
-        zero = _run(ops, OpKind.ZERO, "web", "batch")
+        zero = run_on(ops, "aks", OpKind.ZERO, "web", "batch")
         assert zero.state is OpState.SUCCEEDED, zero.error
         assert aks.count("web") == (0, (False, 0, 0)), "the autoscaler off: AKS forces 0 only so"
         assert aks.count("batch") == (0, (False, 0, 0))
         waits.wait_until(lambda: not aks.node_names("web") and not aks.node_names("batch"), 30, "Nodes gone")
         assert aks.node_names("system"), "the System pool keeps its node"
 
-        woken = _run(ops, OpKind.WAKE)
+        woken = run_on(ops, "aks", OpKind.WAKE)
         assert woken.state is OpState.SUCCEEDED, woken.error
         assert aks.count("web") == (1, (True, 1, 5)), "count and autoscaler as recorded"
         assert aks.count("batch") == (2, (False, 0, 0))
@@ -140,7 +117,7 @@ def test_scale_down_deletes_the_drained_machines_and_zero_wake_scale_restore_exa
             "with the System pool's node"
         )
 
-        grown = _run(ops, OpKind.SCALE, "batch", size=4)
+        grown = run_on(ops, "aks", OpKind.SCALE, "batch", size=4)
         assert grown.state is OpState.SUCCEEDED, grown.error
         waits.wait_until(lambda: len(aks.node_names("batch")) == 4, 30, "four batch Nodes")
     finally:
@@ -156,18 +133,18 @@ def test_errors_reach_the_user_in_one_line_and_an_operation_in_progress_is_waite
     aks.quota_nodes = 4
     handle = _connect(aks, scalebot_kubeconfig)
     loop = StandInLoop(aks, name="aks-standin", interval=0.5).start()
-    ops = new_operations(Store(tmp_path / "db.sqlite"), {"aks": handle}, {}, SystemClock(), settings=FAST)
+    ops = cloud_operations(tmp_path / "db.sqlite", handle)
     try:
         # Another change in progress: scalebot's PUT is refused 409 OperationNotAllowed, then repeated.
         aks.hold("batch", rounds=8)
-        busy = _run(ops, OpKind.SCALE, "batch", size=3)
+        busy = run_on(ops, "aks", OpKind.SCALE, "batch", size=3)
         assert busy.state is OpState.SUCCEEDED, busy.error
         assert aks.count("batch")[0] == 3
         puts = [r for r in aks.requests if r[0] == "PUT"]
         assert len(puts) > 1, "refused, then repeated"
 
         aks.denied.add("write")
-        denied = _run(ops, OpKind.SCALE, "batch", size=4)
+        denied = run_on(ops, "aks", OpKind.SCALE, "batch", size=4)
         assert denied.state is OpState.FAILED
         assert (
             f"agentPools.createOrUpdate denied for AKS cluster {aks.cluster}: scalebot's identity needs "
@@ -175,7 +152,7 @@ def test_errors_reach_the_user_in_one_line_and_an_operation_in_progress_is_waite
         ) in (denied.error or ""), denied.error
         aks.denied.clear()
 
-        quota = _run(ops, OpKind.SCALE, "batch", size=6)
+        quota = run_on(ops, "aks", OpKind.SCALE, "batch", size=6)
         assert quota.state is OpState.FAILED
         assert "the Azure operation failed: QuotaExceeded: Operation could not be completed" in (
             quota.error or ""
@@ -220,11 +197,11 @@ def test_a_zero_of_every_pool_drains_in_two_phases_then_stops_the_cluster_and_th
 
     rest_client.request = request
     loop = StandInLoop(aks, name="aks-standin", interval=0.3).start()
-    ops = new_operations(Store(tmp_path / "db.sqlite"), {"aks": handle}, {}, SystemClock(), settings=FAST)
+    ops = cloud_operations(tmp_path / "db.sqlite", handle)
     texts: list[str] = []
     ops.subscribe(lambda event: texts.append(event.text))
     try:
-        zero = _run(ops, OpKind.ZERO)
+        zero = run_on(ops, "aks", OpKind.ZERO)
         assert zero.state is OpState.SUCCEEDED, zero.error
         assert zero.summary is not None and zero.summary.pods_force_deleted == 2, "phase 2, before the stop"
         stopped_at = next(i for i, t in enumerate(texts) if t.startswith("Stopped the cluster"))
@@ -251,7 +228,7 @@ def test_a_zero_of_every_pool_drains_in_two_phases_then_stops_the_cluster_and_th
 
         # Another operation holds the cluster: the start is refused 409, then repeated.
         aks.hold(None, rounds=4)
-        woken = _run(ops, OpKind.WAKE)
+        woken = run_on(ops, "aks", OpKind.WAKE)
         assert woken.state is OpState.SUCCEEDED, woken.error
         assert aks.power == "Running"
         starts = [r for r in aks.requests if r == ("POST", f"{_cluster_path(aks)}/start")]
