@@ -81,7 +81,7 @@ class Reads(OperationsBase):
     def plan(self, req: OperationRequest) -> OperationPlan:
         handle = self._handle(req.target.cluster)
         stopped = _stopped(handle)
-        if stopped and (req.kind is not OpKind.WAKE or req.target.pools):
+        if stopped and (req.kind is not OpKind.WAKE or req.target.pools or req.target.workloads_only):
             raise UserError(
                 f"{stopped}: its API server cannot be reached while it is stopped; only a wake of the "
                 "whole cluster starts it (every pool comes back with it)"
