@@ -10,9 +10,12 @@ through `bot.runtime.wiring` with the `aks` provider as its own ServiceAccount.
 
 Proves: scale 3 → 1 deletes exactly the drained nodes' machines through deleteMachines (the pool,
 asked for a lower count, would have deleted the oldest); zero of the user pools turns their
-autoscaler off and deletes every machine, while the System pool is refused below one node; wake
-restores counts and autoscaler exactly; scale N; and the error paths (403, quota, an operation in
-progress, an agent pool deleted underneath) with the messages a user sees.
+autoscaler off and deletes every machine, while a zero of some pools that would empty the System
+pool is refused; wake restores counts and autoscaler exactly; scale N; a zero of every pool runs
+both phases (a PodDisruptionBudget holds phase 1, phase 2 deletes) and then stops the managed
+cluster, whose wake starts it first, with no request to the API server while it is stopped; and the
+error paths (403 on a write and on the stop, quota, an operation in progress on a pool and on the
+cluster, an agent pool deleted underneath) with the messages a user sees.
 """
 
 from __future__ import annotations
@@ -158,6 +161,17 @@ def test_errors_reach_the_user_in_one_line_and_an_operation_in_progress_is_waite
             quota.error or ""
         ), quota.error
         assert aks.count("batch")[0] == 3, "nothing changed"
+
+        # A zero of every pool stops the cluster: without the stop action, it fails naming it.
+        aks.denied.add("stop/action")
+        unstoppable = run_on(ops, "aks", OpKind.ZERO)
+        assert unstoppable.state is OpState.FAILED
+        assert (
+            f"managedClusters.stop denied for AKS cluster {aks.cluster}: scalebot's identity needs "
+            "Microsoft.ContainerService/managedClusters/stop/action (AuthorizationFailed:"
+        ) in (unstoppable.error or ""), unstoppable.error
+        assert aks.power == "Running" and aks.count("batch")[0] == 3
+        aks.denied.clear()
 
         aks.delete_agent_pool("batch")
         gone = ops.request(

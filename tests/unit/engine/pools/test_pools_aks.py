@@ -148,15 +148,17 @@ def test_a_stopped_clusters_pools_come_from_azure_alone_with_the_counts_a_start_
     assert provider.get_pool("web").progress == "cluster Stopped; agent pool count 3 kept for the start"
 
 
-def test_a_start_refused_while_another_operation_runs_is_repeated_until_it_ends() -> None:
+def test_a_start_or_stop_refused_while_another_operation_runs_is_repeated_until_it_ends() -> None:
     provider, azure = _stopped_provider(busy=2)
     provider.start_cluster()
     assert azure.calls == ["start", "start", "start"] and provider.cluster_stopped() == ""
     provider.start_cluster()
     assert len(azure.calls) == 3, "a running cluster is not started again"
+    azure.busy = 1
     provider.stop_cluster()
     provider.stop_cluster()
-    assert azure.calls[3:] == ["stop"] and provider.cluster_stopped() == "AKS cluster aks-dev is Stopped"
+    assert azure.calls[3:] == ["stop", "stop"], "refused once, repeated, then not asked again"
+    assert provider.cluster_stopped() == "AKS cluster aks-dev is Stopped"
 
 
 def test_a_start_still_refused_after_the_operation_timeout_says_so() -> None:
