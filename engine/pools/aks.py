@@ -17,6 +17,12 @@ pool (`mode: System`) keeps at least one node: AKS refuses a count below 1.
   Azure's code); a change AKS refuses because another operation runs on the pool or cluster
   (409 OperationNotAllowed, "Another operation ... is in progress") is tried again until it ends.
 - The restore record lives in the ConfigMap `scalebot-aks-<agent pool>` in scalebot's namespace.
+- The whole cluster (StopsCluster): a System pool keeps a node, so a zero of every pool ends, once
+  drained, with the managed cluster's stop (`managedClusters.stop`), and its wake begins with the
+  start; both are long-running operations, and one refused while another runs is tried again.
+  The agent pools keep their count and autoscaler through the stop, so the start brings them back.
+  While the cluster is stopped its API server is gone: the pools are read from Azure alone (no
+  node, the kept count as what a wake restores).
 
 Pure parts are module functions over small dataclasses; Azure sits behind `AgentPoolApi`
 (engine.pools.aks_azure implements it with azure-mgmt-containerservice).
