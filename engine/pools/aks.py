@@ -31,7 +31,7 @@ Pure parts are module functions over small dataclasses; Azure sits behind `Agent
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -239,17 +239,25 @@ class AksPoolProvider(CloudPoolProvider[AgentPool, AgentPoolApi]):
     def stop_cluster(self) -> None:
         """managedClusters.stop, once the cluster is drained: the agent pools keep their counts and
         autoscalers, so a start brings the same pools back."""
-        if self._cloud.cluster_power().code == "Stopped":
-            return
-        self._retry(lambda: self._cloud.stop_cluster(timeout=self._timeout), self._what("stop"))
-        log.info("AKS cluster %s: stopped", self._cloud.cluster)
+        self._power("stop", lambda power: power.code == "Stopped" and power.state not in SETTLING_STATES)
 
     def start_cluster(self) -> None:
-        if self._cloud.cluster_power().running:
-            return
-        # A start (or stop) AKS refuses while another operation runs (an upgrade) is repeated.
-        self._retry(lambda: self._cloud.start_cluster(timeout=self._timeout), self._what("start"))
-        log.info("AKS cluster %s: started", self._cloud.cluster)
+        self._power("start", lambda power: power.running)
+
+    def _power(self, verb: str, reached: Callable[[ClusterPower], bool]) -> None:
+        """Stop or start, unless the cluster is there already. Refused while another operation
+        runs (an upgrade, or this very stop or start before a restart): repeated, and each attempt
+        first looks whether that operation got the cluster there already."""
+
+        def attempt() -> bool:
+            if reached(self._cloud.cluster_power()):
+                return False
+            call = self._cloud.stop_cluster if verb == "stop" else self._cloud.start_cluster
+            call(timeout=self._timeout)
+            return True
+
+        if self._retry(attempt, self._what(verb)):
+            log.info("AKS cluster %s: %s done", self._cloud.cluster, verb)
 
     def _what(self, verb: str) -> str:
         return f"AKS cluster {self._cloud.cluster}: {verb}"

@@ -176,3 +176,19 @@ def test_a_stop_that_would_take_a_pool_outside_the_zero_is_refused() -> None:
     with pytest.raises(PoolSizeError, match=r"which would also take agent pool\(s\) batch \(2\); add them"):
         provider.prepare_stop(["system", "web"])
     provider.prepare_stop(["system", "web", "batch"])  # an empty pool outside the zero loses nothing
+
+
+def test_a_stop_refused_by_its_own_earlier_attempt_ends_once_that_one_stopped_the_cluster() -> None:
+    """A restart during the stop: the repeated stop is refused while the first one runs; once the
+    cluster is Stopped it is not asked again (AKS would refuse a stop of a stopped cluster)."""
+    provider, azure = _stopped_provider()
+    azure.power = ClusterPower("Running", "Stopping")
+
+    def stop(*, timeout: float) -> None:
+        azure.calls.append("stop")
+        azure.power = ClusterPower("Stopped")  # the earlier stop ends meanwhile
+        raise CloudBusy("managedClusters.stop: OperationNotAllowed: Another operation is in progress")
+
+    azure.stop_cluster = stop  # type: ignore[method-assign]
+    provider.stop_cluster()
+    assert azure.calls == ["stop"]
