@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import subprocess
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -157,12 +158,11 @@ class KubeletStandIn:
     # -- the sync loop ---------------------------------------------------------------------------
 
     def _loop(self) -> None:
-        renewed = 0.0
+        renewed = time.monotonic()
         try:
             while not self._stop.is_set():
-                renewed += POLL_SECONDS
-                if renewed >= LEASE_SECONDS / 4:
-                    renewed = 0.0
+                if time.monotonic() - renewed >= LEASE_SECONDS / 4:  # as a kubelet renews its Lease
+                    renewed = time.monotonic()
                     rest.patch(
                         self.api,
                         f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{self.node}",
