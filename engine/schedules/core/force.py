@@ -28,7 +28,7 @@ from engine.domain.announcement import ForcedPodNotice, ForceNotice
 from engine.domain.errors import Category, ScalebotError
 from engine.domain.force_scope import ForceScope
 from engine.domain.operation import OperationPlan
-from engine.schedules.model import ScheduleTarget
+from engine.schedules.core.model import ScheduleTarget
 
 NEEDED, APPROVED, EXCLUDED, STANDING = "needed", "approved", "excluded", "standing"
 """The kinds of force decisions stored (`engine.store.schedules.ForceDecision`)."""

@@ -3,8 +3,8 @@
 Owns the schedule value (`ScheduleSpec`), its occurrences (`Occurrence`, with the idempotency key),
 one-occurrence overrides (`Override`) and the missed-run verdict (`MissedDecision`) as values, the
 parsing and validation of what people type, and how an instant or a span is described. When the
-sleeps and wakes happen is `engine.schedules.recurrence`; what overrides, missed runs and manual
-wakes change is `engine.schedules.one_off`. The bot layer stores schedules, overrides and done
+sleeps and wakes happen is `engine.schedules.core.recurrence`; what overrides, missed runs and manual
+wakes change is `engine.schedules.core.one_off`. The bot layer stores schedules, overrides and done
 keys in SQLite and uses APScheduler only as a timer that wakes it at the instants computed there.
 It stays one module (a little over 600 lines): the values, their parser and their validation are one
 language, and each parse error names the value's own field and example.
@@ -34,7 +34,7 @@ from typing import Literal, TypeVar
 from zoneinfo import ZoneInfo, available_timezones
 
 from engine.domain.errors import Category, ScalebotError
-from engine.schedules.days_off import DayOff, DaysOffError, DaysOffRule, parse_rule
+from engine.schedules.core.days_off import DayOff, DaysOffError, DaysOffRule, parse_rule
 
 NO_DAYS_OFF = DaysOffRule()
 
