@@ -7,6 +7,7 @@ import builtins
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import date, datetime
+from typing import Unpack
 
 from engine.domain.announcement import ApprovalMode
 from engine.domain.clock import Clock
@@ -26,7 +27,7 @@ from engine.schedules.core.model import (
     ScheduleTarget,
     refused,
 )
-from engine.schedules.core.spec import ScheduleError, SpecField
+from engine.schedules.core.spec import ScheduleError, SpecField, SpecText
 from engine.schedules.core.text import (
     approval_text,
     schedule_summary,
@@ -94,39 +95,21 @@ class ScheduleEditing:
     def add(
         self,
         *,
-        name: str,
-        cluster: str,
         target: ScheduleTarget,
-        sleep: str,
-        wake: str | None,
-        tz: str,
-        lead_times: str = "",
         channel: str,
         approval_mode: str,
-        exceptions: str = "",
-        holidays: str = "",
-        calendar: str = "",
-        on_holiday: str = "",
         by: str,
         groups: Sequence[str] = (),
         typed_in: str | None = None,
+        **text: Unpack[SpecText],
     ) -> ScheduleOutcome:
         """Validate and save a schedule; every refusal names the problem and nothing is saved.
+        `text`: the definition as typed (name, cluster, sleep, wake, tz and the options: `SpecText`).
         `typed_in`: the channel the command was typed in (Slack), which must be one the cluster is
         operated from, as for any request; `channel` is where its announcements go."""
+        name, cluster = text["name"], text["cluster"]
         try:
-            spec = schedule.parse_spec(
-                name=name,
-                cluster=cluster,
-                sleep=sleep,
-                wake=wake,
-                tz=tz,
-                lead_times=lead_times,
-                exceptions=exceptions,
-                holidays=holidays,
-                calendar=calendar,
-                on_holiday=on_holiday,
-            )
+            spec = schedule.parse_spec(**text)
         except ScheduleError as exc:
             return self._refused_add(by, cluster, name, str(exc), exc.field)
         problem = self.book.calendars.check(spec.days_off_rule)

@@ -1,6 +1,6 @@
 """What is due when: the timer's decisions over one schedule's state at `now`.
 
-Pure: the service (`engine.schedules.service`) reads a schedule's overrides, handled keys, re-sleeps and
+Pure: the schedule book (`engine.schedules.book`) reads a schedule's overrides, handled keys, re-sleeps and
 announcements from SQLite and hands them in; nothing here reads the clock or the store. The arithmetic
 (DST, overrides, missed runs) is `engine.schedules.core.recurrence`'s and `engine.schedules.core.one_off`'s;
 this module applies the schedules' rules on top: only the shortest lead already reached is

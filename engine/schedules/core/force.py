@@ -12,7 +12,7 @@ force option, so such a sleep was announced, approved, and failed in 0 s every n
 - at run time the sleep runs forced only when an approved scope `covers` everything it needs, and
   with exactly that scope; otherwise it does not start, and says why.
 
-Pure: values and functions; the service (`engine.schedules.service`) reads and writes SQLite.
+Pure: values and functions; `engine.schedules.force_records` reads and writes what SQLite records.
 """
 
 from __future__ import annotations

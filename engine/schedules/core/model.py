@@ -1,7 +1,7 @@
 """Schedules as values: what a sleep acts on, a stored schedule, a re-sleep after a temporary wake,
 what the timer must do now, and the answer to a command, a click or a timer event.
 
-Pure: no clock, no store, no Slack. The service (`engine.schedules.service`) loads and saves them, the timer
+Pure: no clock, no store, no Slack. The schedule book (`engine.schedules.book`) loads them, the timer
 (`engine.schedules.core.due`) decides what is due, `engine.schedules.core.text` words them.
 """
 

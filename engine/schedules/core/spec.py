@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Set
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta, tzinfo
-from typing import Literal, TypeVar
+from typing import Literal, NotRequired, TypedDict, TypeVar
 from zoneinfo import ZoneInfo, available_timezones
 
 from engine.domain.errors import Category, ScalebotError
@@ -324,6 +324,24 @@ def parse_window(*, sleep: str, wake: str | None, tz: str) -> Window:
     with _about("wake"):
         _check_wake(sleep_time, wake_time)
     return Window(sleep_time, wake_time, zone.key)
+
+
+class SpecText(TypedDict):
+    """A schedule's definition as people type it: the keyword arguments of `parse_spec`, which
+    `Schedules.add` takes as they are (so a new schedule option is declared here and in
+    `parse_spec`, and passes through the service untouched). An option is NotRequired: "" (unset)
+    when not given."""
+
+    name: str
+    cluster: str
+    sleep: str
+    wake: str | None
+    tz: str
+    lead_times: NotRequired[str]
+    exceptions: NotRequired[str]
+    holidays: NotRequired[str]
+    calendar: NotRequired[str]
+    on_holiday: NotRequired[str]
 
 
 def parse_spec(
