@@ -6,8 +6,8 @@ Owns schedules as data (`add`, `pause`, `resume`, `delete`, `skip_date`), what i
 decisions people take on one occurrence (postpone, skip, run now), firing an occurrence through
 `Operations.request` exactly like a human request (`requested_by="schedule:<name>"`), the catch-up at
 start-up and temporary wakes. The arithmetic (DST, overrides, missed runs) is
-`engine.schedules.core.recurrence`'s and `engine.schedules.core.one_off`'s; this module applies it to what
-SQLite says. The values are `engine.schedules.core.model`'s, what is due when is
+`engine.schedules.core.recurrence`'s and `engine.schedules.core.one_off`'s; the parts below apply it to
+what SQLite says. The values are `engine.schedules.core.model`'s, what is due when is
 `engine.schedules.core.due`'s (pure, given what the parts read), the plain text
 `engine.schedules.core.text`'s.
 
