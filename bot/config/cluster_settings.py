@@ -21,7 +21,7 @@ from engine.drain.report import Style as ReportStyle
 from engine.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 from engine.operations.policy import ClusterPolicy, Role
 from engine.savings.weekly_post import SavingsPostSpec, parse_post_time
-from engine.schedules.spec import ScheduleError, parse_zone
+from engine.schedules.core.spec import ScheduleError, parse_zone
 from engine.workloads.gitops import GITOPS_MODES, GitOpsMode
 
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")

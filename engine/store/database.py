@@ -21,7 +21,8 @@ cannot be rebuilt from it at start-up. The only module that knows SQL.
   state it expects and does nothing when another thread or process moved the operation first. A
   finished operation's locks are released in the same transaction as its final state.
 - Schedules are stored as the text people typed (canonical form), occurrences by their
-  idempotency key (`engine.schedules.spec.Occurrence.key`); `engine.schedules.service` owns their meaning.
+  idempotency key (`engine.schedules.core.spec.Occurrence.key`); `engine.schedules` owns their
+  meaning.
 
 The store is one `Store`, composed of one part per concern (see the package docstring):
 `operations` (operations, journal, votes), `claims` (runner claims, locks), `audit`, `schedules`,

@@ -331,7 +331,9 @@ def schedule_fingerprint(stored: StoredSchedule) -> str:
         "exceptions": list(stored.exceptions),
         "approval_mode": stored.approval_mode,
     }
-    if stored.days_off:  # only when set, so the schedules saved before it keep their pre-approvals
+    # An option enters only when set, so the schedules saved before it keep their pre-approvals
+    # (tests/unit/engine/schedules/test_schedule_fingerprint.py enumerates the fields).
+    if stored.days_off:
         essence["days_off"] = dict(stored.days_off)
     return hashlib.sha256(json.dumps(essence, sort_keys=True).encode()).hexdigest()[:16]
 

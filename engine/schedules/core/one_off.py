@@ -2,8 +2,8 @@
 at start-up and at each fire, and the rules of a manual or temporary wake.
 
 Pure: stdlib only, no I/O, no clock: `now=` comes in as an argument. The values (`ScheduleSpec`,
-`Occurrence`, `Override`, `MissedDecision`) are `engine.schedules.spec`'s; the instants are
-`engine.schedules.recurrence`'.
+`Occurrence`, `Override`, `MissedDecision`) are `engine.schedules.core.spec`'s; the instants are
+`engine.schedules.core.recurrence`'.
 
 Rules
 - Overrides act on one occurrence (by key), never on the schedule; the latest decision wins. A
@@ -21,8 +21,8 @@ from collections.abc import Sequence, Set
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from engine.schedules.recurrence import next_occurrence, occurrences_between
-from engine.schedules.spec import (
+from engine.schedules.core.recurrence import next_occurrence, occurrences_between
+from engine.schedules.core.spec import (
     _OPPOSITE,
     MissedDecision,
     Occurrence,

@@ -3,8 +3,8 @@
 Owns the schedule value (`ScheduleSpec`), its occurrences (`Occurrence`, with the idempotency key),
 one-occurrence overrides (`Override`) and the missed-run verdict (`MissedDecision`) as values, the
 parsing and validation of what people type, and how an instant or a span is described. When the
-sleeps and wakes happen is `engine.schedules.recurrence`; what overrides, missed runs and manual
-wakes change is `engine.schedules.one_off`. The bot layer stores schedules, overrides and done
+sleeps and wakes happen is `engine.schedules.core.recurrence`; what overrides, missed runs and manual
+wakes change is `engine.schedules.core.one_off`. The bot layer stores schedules, overrides and done
 keys in SQLite and uses APScheduler only as a timer that wakes it at the instants computed there.
 It stays one module (a little over 600 lines): the values, their parser and their validation are one
 language, and each parse error names the value's own field and example.
@@ -30,11 +30,11 @@ from collections.abc import Callable, Iterator, Set
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta, tzinfo
-from typing import Literal, TypeVar
+from typing import Literal, NotRequired, TypedDict, TypeVar
 from zoneinfo import ZoneInfo, available_timezones
 
 from engine.domain.errors import Category, ScalebotError
-from engine.schedules.days_off import DayOff, DaysOffError, DaysOffRule, parse_rule
+from engine.schedules.core.days_off import DayOff, DaysOffError, DaysOffRule, parse_rule
 
 NO_DAYS_OFF = DaysOffRule()
 
@@ -324,6 +324,24 @@ def parse_window(*, sleep: str, wake: str | None, tz: str) -> Window:
     with _about("wake"):
         _check_wake(sleep_time, wake_time)
     return Window(sleep_time, wake_time, zone.key)
+
+
+class SpecText(TypedDict):
+    """A schedule's definition as people type it: the keyword arguments of `parse_spec`, which
+    `Schedules.add` takes as they are (so a new schedule option is declared here and in
+    `parse_spec`, and passes through the service untouched). An option is NotRequired: "" (unset)
+    when not given."""
+
+    name: str
+    cluster: str
+    sleep: str
+    wake: str | None
+    tz: str
+    lead_times: NotRequired[str]
+    exceptions: NotRequired[str]
+    holidays: NotRequired[str]
+    calendar: NotRequired[str]
+    on_holiday: NotRequired[str]
 
 
 def parse_spec(

@@ -3,7 +3,7 @@ holidays and days off a span suppresses, and the instants its announcements go o
 
 Pure: stdlib only (zoneinfo reads the time-zone database), no other I/O, no clock. Every instant comes
 in as an argument (`after=`, `start=`/`end=`) and every instant going out is an aware UTC `datetime`.
-The values (`ScheduleSpec`, `Occurrence`) and the parsing are `engine.schedules.spec`'s.
+The values (`ScheduleSpec`, `Occurrence`) and the parsing are `engine.schedules.core.spec`'s.
 
 Rules
 - Weekdays and dates are local: an occurrence belongs to the local date of its wall time and fires on
@@ -24,7 +24,7 @@ Rules
   The cluster, put to sleep the evening before, stays down until the next working day's wake; the
   sleep of that date is skipped too (the cluster is already down). `skipped_wakes` lists the holidays
   a sleep spans so the bot can announce them at that shutdown.
-- Days off (public holidays, calendar days: `engine.schedules.days_off`) come in resolved, as dated
+- Days off (public holidays, calendar days: `engine.schedules.core.days_off`) come in resolved, as dated
   values; each says what it suppresses on its local date: both events (stay asleep, as exception
   dates do), the wake only, or the sleep only (the cluster stays awake). `days_off_between` lists
   the suppressed events with their reasons so announcements and `schedule next` can say why.
@@ -36,8 +36,8 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from engine.schedules.days_off import DayOff
-from engine.schedules.spec import (
+from engine.schedules.core.days_off import DayOff
+from engine.schedules.core.spec import (
     Action,
     Occurrence,
     ScheduleSpec,
