@@ -14,7 +14,7 @@ and `tests/unit/engine/store/test_ports.py` checks each port against `Store`'s s
     RunnerClaims      the claim a runner holds on an operation and the fencing of its writes
     PoolLocks         the pool and node locks of operations and of the unattended Evictor
     Transactions      one write transaction across concerns (`BEGIN IMMEDIATE`)
-    Outbox            the Slack messages owed, so finals survive a restart
+    OutboxRecords     the Slack messages owed, so finals survive a restart (the sender's outbox)
 
 The ports live beside the store (not with their users in `engine.operations`) because they name
 the store's own row types (`StoredRestore`, `AuditRow`, `RunnerClaim`, ...) and every package
@@ -39,7 +39,7 @@ __all__ = [
     "AuditTrail",
     "OperationJournal",
     "OperationRecords",
-    "Outbox",
+    "OutboxRecords",
     "PoolLocks",
     "RunnerClaims",
     "SleepRecords",
@@ -154,7 +154,7 @@ class Transactions(Protocol):
     def transaction(self) -> AbstractContextManager[None]: ...
 
 
-class Outbox(Protocol):
+class OutboxRecords(Protocol):
     """The Slack messages owed and the messages already posted (`engine.store.outbox`)."""
 
     def outbox_add(self, item_id: str, item: Mapping[str, Any]) -> None: ...
