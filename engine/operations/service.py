@@ -19,44 +19,25 @@ ports of the store it uses, `engine.store.ports`) in its constructor, none calli
                        resume (given `Reads.plan` to plan with, the runner to start and cancel)
     service_nodes      NodeActions: cordon, the CLI's kubectl-style drain with its preview
 
-Every caller holds one `Operations`, so a rule added to a part holds for every front door (Slack,
-the console, the CLI, schedules); the values it answers with are `service_rules`'s and
-`service_nodes`'s, and are importable from here.
+The facade builds them and hands out their public methods as its own (bound in `__init__`, so each
+signature is written once, in its part). Every caller holds one `Operations`, so a rule added to a
+part holds for every front door (Slack, the console, the CLI, schedules); the values it answers
+with are `service_rules`'s and `service_nodes`'s, and are importable from here.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 
-from engine.domain import force_scope
 from engine.domain.announcement import NextEvent
 from engine.domain.clock import Clock
-from engine.domain.model import NodeInfo
-from engine.domain.operation import (
-    DrainProgress,
-    Operation,
-    OperationPlan,
-    OperationRequest,
-    Outcome,
-    ProgressEvent,
-)
-from engine.domain.reasons import Reason
-from engine.domain.settings import ConsolidationSettings, DrainSettings, RunnerSettings
+from engine.domain.settings import RunnerSettings
 from engine.operations import policy
 from engine.operations.observers import ProgressListeners
 from engine.operations.runner import ClusterHandle, Runner
 from engine.operations.service_decisions import Decisions
-from engine.operations.service_nodes import (
-    Cordoned,
-    DrainFlags,
-    DrainOutcome,
-    DrainPreview,
-    DrainReport,
-    DryRunLine,
-    NodeActions,
-)
+from engine.operations.service_nodes import NodeActions
 from engine.operations.service_reads import Reads, scheduling_snapshot
 from engine.operations.service_rules import (
     Advice,
@@ -67,8 +48,6 @@ from engine.operations.service_rules import (
     Unshown,
     UserError,
 )
-from engine.planning import advice, consolidation
-from engine.planning import preflight as planning
 from engine.store.database import Store
 
 __all__ = [
@@ -101,8 +80,8 @@ def new_operations(
 
 
 class Operations:
-    """The operations service: the front door over its parts (see the module docstring). Each
-    method is the part's; the attributes are what the callers read (the store, the runner, the
+    """The operations service: its parts wired together, their public methods as one object (see
+    the module docstring); the attributes are what the callers read (the store, the runner, the
     clusters' handles and policies, the clock)."""
 
     def __init__(
@@ -128,11 +107,10 @@ class Operations:
         }
         """One policy per cluster, shared by every part (a change here holds for all of them)."""
         runner.scale_down = {name: pol.consolidation.rules for name, pol in self.policies.items()}
-        self._listeners = listeners
         self._clock = clock
         self.rules = Rules(self.handles, self.policies, clock, store)
         self.reads = Reads(
-            store, self.rules, runner, policies=self.policies, clock=clock, next_event=next_event
+            store, self.rules, runner.offer_pods, policies=self.policies, clock=clock, next_event=next_event
         )
         self.decisions = Decisions(
             store,
@@ -145,6 +123,47 @@ class Operations:
             groups_of=groups_of or (lambda user: ()),
         )
         self.nodes = NodeActions(store, self.rules, policies=self.policies, clock=clock)
+
+        # Rules every part checks (roles, the channel rule, refusals).
+        self.clusters = self.rules.clusters
+        self.role = self.rules.role
+        self.approvers = self.rules.approvers
+        self.origin_refusal = self.rules.origin_refusal
+        self.may_view = self.rules.may_view
+        self.refuse = self.rules.refuse
+        # Requests and the decisions on them.
+        self.request = self.decisions.request
+        self.approve = self.decisions.approve
+        self.pre_approver_groups = self.decisions.pre_approver_groups
+        self.reject = self.decisions.reject
+        self.cancel = self.decisions.cancel
+        self.start_shown = self.decisions.start_shown
+        self.cancel_unshown = self.decisions.cancel_unshown
+        self.expire_stale = self.decisions.expire_stale
+        self.set_message = self.decisions.set_message
+        self.resume = self.decisions.resume
+        # Nodes by hand.
+        self.cordon = self.nodes.cordon
+        self.select_nodes = self.nodes.select_nodes
+        self.drain_preview = self.nodes.drain_preview
+        self.drain_server_dry_run = self.nodes.drain_server_dry_run
+        self.drain_nodes = self.nodes.drain_nodes
+        # Reads.
+        self.get = self.reads.get
+        self.list_operations = self.reads.list_operations
+        self.history = self.reads.history
+        self.status = self.reads.status
+        self.provider_schedules = self.reads.provider_schedules
+        self.plan = self.reads.plan
+        self.snapshot = self.reads.snapshot
+        self.visible_clusters = self.reads.visible_clusters
+        self.preview = self.reads.preview
+        self.advise = self.reads.advise
+        self.consolidation_preview = self.reads.consolidation_preview
+        self.scale_up_advice = self.reads.scale_up_advice
+        # Progress.
+        self.subscribe = listeners.subscribe
+        self.unsubscribe = listeners.unsubscribe
 
     # -- what the callers set and read ------------------------------------------------------------
 
@@ -176,195 +195,3 @@ class Operations:
     @property
     def plan_window(self) -> timedelta:
         return self.rules.plan_window
-
-    # -- progress ---------------------------------------------------------------------------------
-
-    def subscribe(self, listener: Callable[[ProgressEvent], None]) -> None:
-        self._listeners.subscribe(listener)
-
-    def unsubscribe(self, listener: Callable[[ProgressEvent], None]) -> None:
-        self._listeners.unsubscribe(listener)
-
-    # -- rules (service_rules) --------------------------------------------------------------------
-
-    def clusters(self) -> list[str]:
-        return self.rules.clusters()
-
-    def role(self, cluster: str, user: str, groups: Sequence[str] = ()) -> policy.Role | None:
-        return self.rules.role(cluster, user, groups)
-
-    def approvers(self, cluster: str, *, besides: str = "") -> policy.Approvers:
-        return self.rules.approvers(cluster, besides=besides)
-
-    def origin_refusal(
-        self, cluster: str, *, by: str, channel: str, what: str, op: Operation | None = None
-    ) -> Outcome | None:
-        return self.rules.origin_refusal(cluster, by=by, channel=channel, what=what, op=op)
-
-    def may_view(self, cluster: str, *, by: str, groups: Sequence[str] = (), what: str = "status") -> str:
-        return self.rules.may_view(cluster, by=by, groups=groups, what=what)
-
-    def refuse(self, by: str, what: str, cluster: str, reason: str, detail: Reason | None = None) -> Outcome:
-        return self.rules.refuse(by, what, cluster, reason, detail)
-
-    # -- decisions (service_decisions) ------------------------------------------------------------
-
-    def request(
-        self,
-        req: OperationRequest,
-        *,
-        groups: Sequence[str] = (),
-        planned: OperationPlan | None = None,
-        pre_approver_groups: Mapping[str, Sequence[str]] | None = None,
-        start_when_shown: bool = False,
-    ) -> Outcome:
-        return self.decisions.request(
-            req,
-            groups=groups,
-            planned=planned,
-            pre_approver_groups=pre_approver_groups,
-            start_when_shown=start_when_shown,
-        )
-
-    def approve(self, approval_id: str, *, by: str, groups: Sequence[str] = (), channel: str = "") -> Outcome:
-        return self.decisions.approve(approval_id, by=by, groups=groups, channel=channel)
-
-    def pre_approver_groups(self, req: OperationRequest) -> dict[str, tuple[str, ...]]:
-        return self.decisions.pre_approver_groups(req)
-
-    def reject(
-        self, approval_id: str, *, by: str, groups: Sequence[str] = (), reason: str = "", channel: str = ""
-    ) -> Outcome:
-        return self.decisions.reject(approval_id, by=by, groups=groups, reason=reason, channel=channel)
-
-    def cancel(self, op_id: str, *, by: str, groups: Sequence[str] = (), channel: str = "") -> Outcome:
-        return self.decisions.cancel(op_id, by=by, groups=groups, channel=channel)
-
-    def start_shown(self, op_id: str) -> bool:
-        return self.decisions.start_shown(op_id)
-
-    def cancel_unshown(self, op_id: str, reason: Unshown) -> Outcome:
-        return self.decisions.cancel_unshown(op_id, reason)
-
-    def expire_stale(self) -> list[Operation]:
-        return self.decisions.expire_stale()
-
-    def set_message(self, op_id: str, *, channel: str, ts: str) -> None:
-        self.decisions.set_message(op_id, channel=channel, ts=ts)
-
-    def resume(self, *, wait_for_claims: bool = False) -> list[str]:
-        return self.decisions.resume(wait_for_claims=wait_for_claims)
-
-    # -- nodes by hand (service_nodes) ------------------------------------------------------------
-
-    def cordon(
-        self,
-        cluster: str,
-        nodes: Sequence[str],
-        *,
-        by: str,
-        unschedulable: bool,
-        groups: Sequence[str] = (),
-        channel: str = "",
-    ) -> Cordoned:
-        return self.nodes.cordon(
-            cluster, nodes, by=by, unschedulable=unschedulable, groups=groups, channel=channel
-        )
-
-    def select_nodes(
-        self, cluster: str, names: Sequence[str], selector: str | None, *, by: str, groups: Sequence[str] = ()
-    ) -> list[NodeInfo]:
-        return self.nodes.select_nodes(cluster, names, selector, by=by, groups=groups)
-
-    def drain_preview(
-        self,
-        cluster: str,
-        nodes: Sequence[NodeInfo],
-        flags: DrainFlags,
-        *,
-        by: str,
-        groups: Sequence[str] = (),
-    ) -> DrainPreview:
-        return self.nodes.drain_preview(cluster, nodes, flags, by=by, groups=groups)
-
-    def drain_server_dry_run(
-        self,
-        cluster: str,
-        nodes: Sequence[NodeInfo],
-        flags: DrainFlags,
-        *,
-        by: str,
-        groups: Sequence[str] = (),
-    ) -> list[DryRunLine]:
-        return self.nodes.drain_server_dry_run(cluster, nodes, flags, by=by, groups=groups)
-
-    def drain_nodes(
-        self,
-        cluster: str,
-        nodes: Sequence[str],
-        flags: DrainFlags,
-        settings: DrainSettings,
-        *,
-        by: str,
-        groups: Sequence[str] = (),
-        approved: force_scope.ForceScope | None = None,
-        on_report: Callable[[DrainReport], None] | None = None,
-        on_progress: Callable[[DrainProgress, DrainReport], None] | None = None,
-        cancel: threading.Event | None = None,
-        on_start: Callable[[], None] | None = None,
-    ) -> DrainOutcome:
-        return self.nodes.drain_nodes(
-            cluster,
-            nodes,
-            flags,
-            settings,
-            by=by,
-            groups=groups,
-            approved=approved,
-            on_report=on_report,
-            on_progress=on_progress,
-            cancel=cancel,
-            on_start=on_start,
-        )
-
-    # -- reads (service_reads) --------------------------------------------------------------------
-
-    def get(self, op_id: str) -> Operation | None:
-        return self.store.get_operation(op_id)
-
-    def list_operations(
-        self, *, cluster: str | None = None, active_only: bool = False, limit: int = 20
-    ) -> list[Operation]:
-        return self.reads.list_operations(cluster=cluster, active_only=active_only, limit=limit)
-
-    def history(self, op_id: str) -> list[HistoryEntry]:
-        return self.reads.history(op_id)
-
-    def status(self, cluster: str) -> ClusterStatus:
-        return self.reads.status(cluster)
-
-    def provider_schedules(self, cluster: str) -> ProviderSchedules | None:
-        return self.reads.provider_schedules(cluster)
-
-    def plan(self, req: OperationRequest) -> OperationPlan:
-        return self.reads.plan(req)
-
-    def snapshot(self, handle: ClusterHandle, *, with_workloads: bool = False) -> planning.ClusterSnapshot:
-        return self.reads.snapshot(handle, with_workloads=with_workloads)
-
-    def visible_clusters(self, by: str, groups: Sequence[str] = ()) -> list[str]:
-        return self.reads.visible_clusters(by, groups)
-
-    def preview(self, req: OperationRequest, *, groups: Sequence[str] = ()) -> OperationPlan:
-        return self.reads.preview(req, groups=groups)
-
-    def advise(self, cluster: str, *, by: str, groups: Sequence[str] = ()) -> Advice:
-        return self.reads.advise(cluster, by=by, groups=groups)
-
-    def consolidation_preview(
-        self, cluster: str, settings: ConsolidationSettings, *, by: str, groups: Sequence[str] = ()
-    ) -> consolidation.ConsolidationPlan:
-        return self.reads.consolidation_preview(cluster, settings, by=by, groups=groups)
-
-    def scale_up_advice(self, cluster: str, *, by: str, groups: Sequence[str] = ()) -> advice.ScaleUpAdvice:
-        return self.reads.scale_up_advice(cluster, by=by, groups=groups)

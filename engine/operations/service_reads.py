@@ -5,7 +5,7 @@ audit rows of refusals."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime
@@ -13,6 +13,7 @@ from typing import Protocol
 
 from engine.domain.announcement import NextEvent
 from engine.domain.clock import Clock
+from engine.domain.model import PodInfo
 from engine.domain.operation import (
     Operation,
     OperationPlan,
@@ -24,7 +25,7 @@ from engine.domain.settings import ConsolidationSettings
 from engine.kube.api import KubeApi, PodListing, PodWatchApi, SchedulingApi
 from engine.kube.errors import KubeError
 from engine.operations import policy
-from engine.operations.runner import ClusterHandle, Runner
+from engine.operations.runner import ClusterHandle
 from engine.operations.service_rules import (
     Advice,
     ClusterStatus,
@@ -53,6 +54,12 @@ class ReadsStore(AuditTrail, SleepRecords, Protocol):
 
     def journal_rows(self, op_id: str) -> list[JournalRow]: ...
 
+    def get_operation(self, op_id: str) -> Operation | None: ...
+
+
+PodOffer = Callable[[str, Collection[str], Collection[PodInfo], str], None]
+"""(cluster, nodes, pods, resourceVersion): a plan's pod listing offered to the drain that follows."""
+
 
 class Reads:
     """Read-only views: operations and their history, cluster status, plans, advice."""
@@ -61,20 +68,23 @@ class Reads:
         self,
         store: ReadsStore,
         rules: Rules,
-        runner: Runner,
+        offer_pods: PodOffer,
         *,
         policies: Mapping[str, policy.ClusterPolicy],
         clock: Clock,
         next_event: Callable[[str], NextEvent | None] | None = None,
     ) -> None:
-        """`runner`: told of a plan's pod listing (`Runner.offer_pods`), for the drain that follows;
+        """`offer_pods`: told of a plan's pod listing (`Runner.offer_pods`), for the drain that follows;
         `next_event`: a cluster's next scheduled sleep or wake, for its status."""
         self.store = store
         self.rules = rules
-        self.runner = runner
+        self._offer_pods = offer_pods
         self.policies = policies
         self.clock = clock
         self._next_event = next_event
+
+    def get(self, op_id: str) -> Operation | None:
+        return self.store.get_operation(op_id)
 
     def list_operations(
         self, *, cluster: str | None = None, active_only: bool = False, limit: int = 20
@@ -126,7 +136,7 @@ class Reads:
         except (planning.PlanError, PoolNotFound) as exc:
             raise UserError(str(exc)) from exc
         # The drain that may follow starts its pod feed from this listing, not a second one.
-        self.runner.offer_pods(handle.name, planned.nodes, snap.pods, snap.pods_resource_version)
+        self._offer_pods(handle.name, planned.nodes, snap.pods, snap.pods_resource_version)
         # Why a scale-up needs approval is said on the card (warnings are not part of the plan hash).
         ceiling = policy.beyond_ceiling(self.policies[handle.name], planned)
         return replace(planned, warnings=(*ceiling, *planned.warnings)) if ceiling else planned
