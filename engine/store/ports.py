@@ -16,10 +16,10 @@ and `tests/unit/engine/store/test_ports.py` checks each port against `Store`'s s
     Transactions      one write transaction across concerns (`BEGIN IMMEDIATE`)
     OutboxRecords     the Slack messages owed, so finals survive a restart (the sender's outbox)
 
-The ports live beside the store (not with their users in `engine.operations`) because they name
-the store's own row types (`StoredRestore`, `AuditRow`, `RunnerClaim`, ...) and every package
-above the store (the operations, the schedules, the bot's sender) uses them; the store never
-imports this module.
+The ports live beside the store (not with one of their users) because they name the store's own
+row types (`StoredRestore`, `AuditRow`, `RunnerClaim`, ...) and packages on several layers above
+it use them (the operations, the bot's sender); the store never imports this module, so the
+dependency still points one way: from the users down to the store.
 """
 
 from __future__ import annotations
