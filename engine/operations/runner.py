@@ -9,7 +9,7 @@ and the audit (narrow ports of the store, `engine.store.ports`), the clock, the 
 the eviction executors, the pod feed and the eviction gate; the runner itself uses the store's
 operation journal and claims (`RunnerStore`). This module
 keeps the rest: admission, the step pool, the claims, persistence and dispatch.
-It stays one module on purpose: those share one `Runner`'s state (the operations it holds and
+It stays one module (over 600 lines) on purpose: those share one `Runner`'s state (the operations it holds and
 what each is doing, the claims it heartbeats, the step it persists and dispatches next).
 
 Waiting holds nothing. An operation is admitted while fewer than `max_operations` are in
