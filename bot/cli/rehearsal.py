@@ -10,9 +10,12 @@ the reset never throws away a real cluster's history.
 
 from __future__ import annotations
 
+import argparse
+import sys
 from pathlib import Path
 
 from bot.cli.common import EXIT_OK, CliError
+from bot.config import logs
 from bot.runtime import demo_cluster, wiring
 from engine.store.base import StoreError
 from engine.store.database import Store
@@ -21,6 +24,16 @@ from engine.store.readonly import recorded_clusters
 SIMULATED = "simulated"
 """The name `--simulated` commands record the built-in cluster under (bot.runtime.wiring)."""
 SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+def simulated_notice(args: argparse.Namespace) -> None:
+    """The line every `--simulated` command starts with on stderr (a JSON log line under
+    `--log-format json`, so that every stderr line is JSON there)."""
+    logs.announce(
+        f"SIMULATED cluster (kept in {args.db}): nothing real is changed",
+        json_format=args.log_format == "json",
+        stream=sys.stderr,
+    )
 
 
 def reset(path: str) -> int:

@@ -75,3 +75,41 @@ def test_json_logs_hold_no_retry_chatter_and_the_error_names_the_url(
         f"error: cannot reach the Kubernetes API server: list nodes: {server}/api/v1/nodes"
     )
     assert error["msg"].endswith("Connection refused") and "ConnectionPool" not in error["msg"]
+
+
+def test_the_simulated_notice_is_a_json_line_under_json_logs(tmp_path: Path) -> None:
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "SCALEBOT_DB", "SCALEBOT_LOG_FORMAT")
+    }
+    db = tmp_path / "scalebot.db"
+    runs = {
+        fmt: subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "bot",
+                "plan",
+                "zero",
+                "--simulated",
+                "--db",
+                str(db),
+                "--log-format",
+                fmt,
+            ],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env={**env, "PYTHONPATH": str(REPO)},
+            timeout=120,
+            check=False,
+        )
+        for fmt in ("json", "text")
+    }
+
+    assert all(done.returncode == 0 for done in runs.values()), [d.stderr for d in runs.values()]
+    [notice] = [json.loads(line) for line in runs["json"].stderr.splitlines()]
+    assert notice["msg"] == f"SIMULATED cluster (kept in {db}): nothing real is changed"
+    assert runs["text"].stderr == f"SIMULATED cluster (kept in {db}): nothing real is changed\n", (
+        "text: as before"
+    )
+    assert "Plan: zero on simulated" in runs["json"].stdout
