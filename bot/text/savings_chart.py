@@ -38,6 +38,7 @@ LABEL_SLOT_PX = 64
 COLOURS = ("#1565c0", "#ef6c00", "#2e7d32", "#c62828", "#6a1b9a", "#00838f", "#8d6e63", "#ad1457")
 OTHERS_COLOUR = "#9e9e9e"
 PARTIAL_HATCH = "///"
+BAR_WIDTH = 0.7
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +159,7 @@ def _draw_weeks(
     partial = [s.partial for s in spans]
     for s in series:
         heights = [sum(by_cluster.get(c, {}).get(span.week, 0.0) for c in s.clusters) for span in spans]
-        bars = axes.bar(x, heights, bottom=bottoms, color=s.colour, label=s.label, width=0.7)
+        bars = axes.bar(x, heights, bottom=bottoms, color=s.colour, label=s.label, width=BAR_WIDTH)
         for bar, is_partial in zip(bars.patches, partial, strict=True):
             if is_partial:
                 bar.set_hatch(PARTIAL_HATCH)
@@ -167,12 +168,20 @@ def _draw_weeks(
     top = max(bottoms, default=0.0)
     for i, span in enumerate(spans):
         if span.partial:
+            # Over the bar, kept inside the picture: the outermost bars' marks lean inwards.
+            edge, align = (
+                (i + BAR_WIDTH / 2, "right")
+                if i == len(spans) - 1 and i > 0
+                else (i - BAR_WIDTH / 2, "left")
+                if i == 0 and len(spans) > 1
+                else (i, "center")
+            )
             axes.annotate(
                 partial_label(span),
-                (i, bottoms[i]),
+                (edge, bottoms[i]),
                 xytext=(0, 3),
                 textcoords="offset points",
-                ha="center",
+                ha=align,
                 va="bottom",
                 fontsize=7,
                 gid="partial-week",

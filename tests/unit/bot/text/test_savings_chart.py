@@ -178,7 +178,12 @@ def test_the_partial_current_week_is_marked(tmp_path: Path) -> None:
     marks = [t for t in weeks_axes.texts if isinstance(t, Annotation) and t.get_gid() == "partial-week"]
     # `since` is 8 weeks back, still summer time in Berlin: 14:00 UTC is 16:00 there, 15:00 now.
     assert [m.get_text() for m in marks] == ["partial\nfrom Wed 16:00", "partial\nto Wed 15:00"]
-    assert [m.xy[0] for m in marks] == [0, len(spans) - 1], "over the partial weeks' bars"
+    assert [round(m.xy[0]) for m in marks] == [0, len(spans) - 1], "over the partial weeks' bars"
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()  # type: ignore[attr-defined]
+    for mark in marks:
+        box = mark.get_window_extent(renderer)
+        assert figure.bbox.x0 <= box.x0 and box.x1 <= figure.bbox.x1, "the mark is inside the picture"
     assert "2026-11-23*" in "\n".join(text_lines(report))
     assert report.to_json()["partial_weeks"][-1] == {  # type: ignore[index]
         "week": "2026-11-23",
@@ -204,3 +209,12 @@ def test_week_labels_do_not_overlap(tmp_path: Path, weeks: int) -> None:
     assert labels[-1].get_text() == f"{report.week_spans()[-1].week.day} Nov", "the current week is labelled"
     if weeks <= 12:
         assert len(labels) == len(report.week_spans()), "every week labelled up to 12 weeks"
+
+
+def test_the_weekly_post_gives_the_money_in_the_currency(tmp_path: Path) -> None:
+    from bot.slack.weekly_post import weekly_text
+
+    report = report_of(tmp_path, 1, {"prod-eu": 10}, prices={("prod-eu", "web"): 0.5}, currency="EUR")
+    last_week = [r for r in report.rows if r.week == report.weekly_totals()[-1][0]]
+    money = sum(r.money or 0 for r in last_week)
+    assert f"({money:,.2f} EUR)" in weekly_text("prod-eu", report)
