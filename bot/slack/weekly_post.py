@@ -1,8 +1,8 @@
 """The weekly savings post: a cluster's week in one message with the chart as an image.
 
 Sent by `scalebot report savings --post` and, for each cluster with `savings_report` in its
-config, by `scalebot run`'s timer (`WeeklySavingsPoster`, armed by bot.runtime.timer): both build the
-report with `cluster_report` and send it with `post_weekly`.
+config, by `scalebot run`'s timer (`WeeklySavingsPoster`, armed by bot.runtime.apscheduler_timer): both
+build the report with `cluster_report` and send it with `post_weekly`.
 
 The chart is uploaded with Slack's external upload flow (`files_upload_v2`:
 files.getUploadURLExternal, the bytes to the URL it gives, files.completeUploadExternal sharing
@@ -21,7 +21,7 @@ from bot.text.mrkdwn import escape
 from engine.domain.operation import Operation
 from engine.savings.figures import PoolKey, SavingsReport, savings, week_start
 from engine.savings.weekly_post import SavingsPostSpec, due_week, next_post_at, report_span
-from engine.schedules.spec import parse_zone
+from engine.schedules.core.spec import parse_zone
 from engine.store.database import Store
 
 log = logging.getLogger(__name__)

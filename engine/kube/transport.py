@@ -1,5 +1,5 @@
 """The one way a request reaches one cluster's API server (`Transport`): the connection pool and the
-retry policy of the `ApiClient` (`_tuned`), the client-side rate limit
+retry policy of the `ApiClient` (`tuned_configuration`), the client-side rate limit
 (`engine.kube.ratelimit.TokenBucket`, with a separate budget for the requests that keep this
 instance alive), per-(verb, resource) request counts that benchmarks report as API cost, the raw
 answer (`_preload_content=False`: the generated models are never built), the reload of rotated
@@ -27,7 +27,7 @@ from kubernetes.client.exceptions import ApiException
 from engine.domain.model import RawObject
 from engine.domain.settings import MAX_EVICTIONS_IN_FLIGHT
 from engine.kube import errors, projection, ratelimit
-from engine.kube.config import KubeConfigError, _one_line
+from engine.kube.config import KubeConfigError, one_line
 from engine.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 
 PRIORITY_QPS = 5.0
@@ -170,7 +170,7 @@ class Transport:
             headers["Content-Type"] = content_type
         call = partial(self._call_path, path, method, headers, body)
         data = self.read(verb, resource, call, priority=priority, timeout=timeout)
-        return _parse(verb, resource, data, orjson.loads) if data else {}
+        return parse_answer(verb, resource, data, orjson.loads) if data else {}
 
     def probe(self, *, timeout: float) -> None:
         """GET /readyz, on the priority budget; raises KubeError unless the server answers ready."""
@@ -221,7 +221,7 @@ class Transport:
         try:
             return bytes(response.data or b"")
         except TRANSPORT_ERRORS as exc:
-            raise errors.TransportError(message=f"{verb} {resource}: {_one_line(exc)}") from exc
+            raise errors.TransportError(message=f"{verb} {resource}: {one_line(exc)}") from exc
         finally:
             response.release_conn()
 
@@ -254,7 +254,7 @@ class Transport:
             old.pool_manager.clear()
 
 
-def _parse(verb: str, resource: str, data: bytes, decode: Callable[[bytes], Any]) -> RawObject:
+def parse_answer(verb: str, resource: str, data: bytes, decode: Callable[[bytes], Any]) -> RawObject:
     try:
         parsed = decode(data)
     except (orjson.JSONDecodeError, projection.ProjectionError) as exc:
@@ -265,7 +265,7 @@ def _parse(verb: str, resource: str, data: bytes, decode: Callable[[bytes], Any]
     return parsed
 
 
-def _tuned(configuration: Any, connection_pool_maxsize: int) -> Any:
+def tuned_configuration(configuration: Any, connection_pool_maxsize: int) -> Any:
     configuration.connection_pool_maxsize = connection_pool_maxsize
     # One retry policy, the runner's: urllib3 would otherwise sleep on Retry-After and retry
     # 429/503 itself, invisibly to our counters and backoff. Connection failures are retried
@@ -283,11 +283,11 @@ def transport_line(exc: BaseException) -> str:
     if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.pool is not None:
         pool = exc.pool
         url = f"{pool.scheme}://{pool.host}:{pool.port}{exc.url or ''}"
-        reason = _one_line(exc.reason or exc)
+        reason = one_line(exc.reason or exc)
         # `HTTPSConnection(host='…', port=…): Failed to establish …`: the URL already says where.
         reason = re.sub(r"^\w*Connection(Pool)?\(host=[^)]*\): ", "", reason)
         return f"{url}: {reason}"
-    return _one_line(exc)
+    return one_line(exc)
 
 
 def error_from_api_exception(
@@ -301,7 +301,7 @@ def error_from_api_exception(
     if status == 0:
         # The client's own wrapper for an SSL failure: no HTTP answer arrived.
         where = f" ({server})" if server else ""
-        return errors.TransportError(message=f"{verb} {resource}{where}: {_one_line(exc.reason or exc)}")
+        return errors.TransportError(message=f"{verb} {resource}{where}: {one_line(exc.reason or exc)}")
     body = _status_body(exc.body, status, exc.reason, where=_where(verb, resource, server))
     err = errors.error_from_status(status, body)
     if err.retry_after_seconds is None:

@@ -47,7 +47,7 @@ from engine.operations.runner import ClusterHandle
 from engine.operations.service import Operations, UserError
 from engine.planning import consolidation
 from engine.store.claims import LockConflict
-from engine.store.database import Store
+from engine.store.ports import AuditTrail, PoolLocks
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +90,10 @@ class Cycling(Protocol):
     def cycle(self) -> object: ...
 
 
+class CleanerStore(PoolLocks, AuditTrail, Protocol):
+    """What the empty-node clean-up uses of the store: its batch's locks and the audit."""
+
+
 class EmptyNodeCleaner:
     """One cluster's empty-node policy; `cycle()` is called every `policy.interval` by the bot."""
 
@@ -97,7 +101,7 @@ class EmptyNodeCleaner:
         self,
         handle: ClusterHandle,
         policy: ConsolidationPolicy,
-        store: Store,
+        store: CleanerStore,
         clock: Clock,
         report: Callable[[CleanupReport], None],
     ) -> None:

@@ -11,19 +11,19 @@ from engine.domain.operation import (
     Operation,
 )
 from engine.store.audit import (
-    _AUDIT_CHAIN_ROWS,
+    AUDIT_CHAIN_ROWS,
     AUDIT_CHAINED_TRIGGER,
     GENESIS_HASH,
     KEY_APPLIED,
     AuditKey,
     AuditProblem,
     AuditUnverifiable,
-    _audit_triggers,
-    _chain_problems,
+    audit_triggers,
+    chain_problems,
 )
 from engine.store.base import StoreError
 from engine.store.migrations import SCHEMA_VERSION
-from engine.store.operations import _row_to_op
+from engine.store.operations import row_to_op
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,12 +69,12 @@ def verify_audit_file(
     conn = open_read_only(path)
     try:
         altered = _require_chain_schema(conn, path)
-        rows = conn.execute(_AUDIT_CHAIN_ROWS).fetchall()
+        rows = conn.execute(AUDIT_CHAIN_ROWS).fetchall()
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"cannot read the database {path}: {exc}") from exc
     finally:
         conn.close()
-    problems = tuple(_chain_problems(rows, key, path))
+    problems = tuple(chain_problems(rows, key, path))
     expected_row = None
     appended: tuple[AuditEntry, ...] = ()
     if expect_head is not None:
@@ -104,7 +104,7 @@ def read_operations_file(path: str) -> list[Operation]:
         raise StoreError(f"cannot read the database {path}: {exc}") from exc
     finally:
         conn.close()
-    return [_row_to_op(dict(row)) for row in rows]
+    return [row_to_op(dict(row)) for row in rows]
 
 
 CLUSTER_COLUMNS = (
@@ -196,7 +196,7 @@ def _require_chain_schema(conn: sqlite3.Connection, path: str) -> tuple[str, ...
             "its hash chain was removed outside scalebot, so the rows cannot be trusted"
         )
     altered = []
-    for name, sql in _audit_triggers().items():
+    for name, sql in audit_triggers().items():
         if objects.get(("trigger", name)) != sql:
             state = "is missing" if ("trigger", name) not in objects else "was replaced"
             altered.append(

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from engine.domain import force_scope
 from engine.domain.durations import format_duration
@@ -38,7 +39,13 @@ from engine.drain.pacing import PassFacts, next_pass
 from engine.kube import events as kube_events
 from engine.kube.api import SchedulingApi
 from engine.operations.flows import NEXT
-from engine.operations.steps.context import ClusterHandle, StepContext, StepResult
+from engine.operations.steps.context import (
+    ClusterHandle,
+    StepResult,
+    WithEvictions,
+    WithPodFeed,
+    WithSleepRecords,
+)
 from engine.operations.steps.report import final_event, summary_of
 from engine.operations.steps.restore import records_restore
 from engine.planning import placement
@@ -46,6 +53,19 @@ from engine.pools.base import TakesBackRemoval
 from engine.workloads import returning
 
 log = logging.getLogger(__name__)
+
+
+class DisplacedContext(WithPodFeed, WithSleepRecords, Protocol):
+    """What keeping the displaced workloads uses: the drain's pod feed, and the sleep's records."""
+
+
+class CordonContext(WithEvictions, DisplacedContext, Protocol):
+    """What `cordon` uses of its runner: the cluster's executor for cordons, and what keeping the
+    displaced workloads uses."""
+
+
+class DrainPassContext(WithEvictions, WithPodFeed, Protocol):
+    """What `drain` uses of its runner: the pod feed and the cluster's eviction executors and gate."""
 
 
 def drained_nodes(op: Operation) -> tuple[str, ...]:
@@ -97,7 +117,7 @@ def release_note(uncordoned: Sequence[str], kept: Sequence[str], unmarked: Seque
     return " ".join(parts) or "No node was left cordoned."
 
 
-def step_cordon(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult:
+def step_cordon(ctx: CordonContext, op: Operation, h: ClusterHandle) -> StepResult:
     now = ctx.clock.now()
     nodes = drained_nodes(op)
     for change in op.plan.pools:
@@ -125,7 +145,7 @@ def step_cordon(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult
     )
 
 
-def _record_displaced(ctx: StepContext, op: Operation, h: ClusterHandle, nodes: Sequence[str]) -> None:
+def _record_displaced(ctx: DisplacedContext, op: Operation, h: ClusterHandle, nodes: Sequence[str]) -> None:
     """Before a sleep drains its nodes (cordoned: no new pod lands), keep which workloads have pods
     on them: its wake follows exactly those, with the workloads it scales back, and no other.
 
@@ -144,7 +164,7 @@ def _record_displaced(ctx: StepContext, op: Operation, h: ClusterHandle, nodes: 
     now = ctx.clock.now()
     pods = ctx.pod_feed(op.id, h.api, nodes, cluster=h.name).pods(emptied)
     for pool, keys in returning.displaced_by(pool_of, pods).items():
-        ctx.store.record_displaced(h.name, pool, keys, op_id=op.id, at=now)
+        ctx.sleep_records.record_displaced(h.name, pool, keys, op_id=op.id, at=now)
 
 
 def drain_state(op: Operation) -> drain.DrainState:
@@ -179,7 +199,7 @@ def _scoped_filters(op: Operation) -> tuple[filters.PodFilter, ...] | None:
     return (force_rules.scope_guard(scope, plain), *filters.default_filters())
 
 
-def step_drain(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult:
+def step_drain(ctx: DrainPassContext, op: Operation, h: ClusterHandle) -> StepResult:
     now = ctx.clock.now()
     state = drain_state(op)
 
@@ -401,7 +421,7 @@ def _is_refuge(node: NodeInfo, leaving: set[str]) -> bool:
     return node.ready == "True"
 
 
-def give_back_nodes(ctx: StepContext, op: Operation, h: ClusterHandle, result: StepResult) -> StepResult:
+def give_back_nodes(ctx: WithEvictions, op: Operation, h: ClusterHandle, result: StepResult) -> StepResult:
     """A drain that failed or was cancelled uncordons (and untaints) the nodes it cordoned, and says so.
 
     cluster-autoscaler and Karpenter do the same when a scale-down fails: a node left cordoned

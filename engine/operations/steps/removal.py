@@ -14,7 +14,7 @@ from datetime import timedelta
 from engine.domain.durations import format_duration
 from engine.domain.operation import Operation, OpState, PoolChange, ProgressKind, emptied_not_removed
 from engine.operations.flows import NEXT
-from engine.operations.steps.context import ClusterHandle, StepContext, StepResult
+from engine.operations.steps.context import Basics, ClusterHandle, StepResult, WithSleepRecords
 from engine.operations.steps.report import final_event, provider_progress, summary_of
 from engine.operations.steps.restore import clear_restore, ends_sleep
 from engine.pools.base import Pool, PoolSizeError
@@ -24,7 +24,7 @@ MAX_JOIN_ROUNDS = 3
 has someone (an autoscaler) growing it: the operation fails rather than chase it for ever."""
 
 
-def step_remove(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult:
+def step_remove(ctx: Basics, op: Operation, h: ClusterHandle) -> StepResult:
     """Remove the drained nodes and set each pool to its target; report pools that changed meanwhile.
 
     - A planned node that is already gone counts as removed (nothing to retry).
@@ -129,7 +129,7 @@ def _changes(op: Operation, notes: Sequence[str]) -> tuple[str, ...]:
     return (*op.progress.removal.pool_changes, *notes)
 
 
-def step_verify(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult:
+def step_verify(ctx: WithSleepRecords, op: Operation, h: ClusterHandle) -> StepResult:
     """Every pool at its target, within `verify_timeout` of the removal; else fail with the reason."""
     now = ctx.clock.now()
     wrong = []
@@ -181,7 +181,7 @@ def step_verify(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult
 
 
 def _wait_for_volume_detach(
-    ctx: StepContext, op: Operation, h: ClusterHandle, shrinking: Sequence[PoolChange]
+    ctx: Basics, op: Operation, h: ClusterHandle, shrinking: Sequence[PoolChange]
 ) -> StepResult | None:
     """Cluster API waits for a drained node's volumes to detach (status.volumesAttached empty)
     before it deletes the machine, up to nodeVolumeDetachTimeout; so does the removal. None: go on."""

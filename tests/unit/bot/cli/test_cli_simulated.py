@@ -21,7 +21,7 @@ from bot.runtime import wiring
 from engine.domain.clock import SystemClock
 from engine.domain.model import NodeInfo
 from engine.operations.service import new_operations
-from engine.schedules.model import ScheduleTarget
+from engine.schedules.core.model import ScheduleTarget
 from engine.schedules.service import Schedules
 from engine.store.database import Store
 
