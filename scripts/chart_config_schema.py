@@ -56,6 +56,7 @@ PORT: Json = {"type": "integer", "minimum": 1, "maximum": 65535}
 VALUES: dict[str, Json] = {
     "workers": {"type": "integer", "minimum": 1, "maximum": 64},
     "workloads_return_timeout": DURATION,
+    "currency": {"type": "string", "pattern": "^[A-Z]{3}$"},
     "calendars": {"type": "object", "additionalProperties": {"type": "string", "minLength": 1}},
     "server.host": {"type": "string", "minLength": 1},
     "server.http_port": PORT,

@@ -29,6 +29,7 @@ Config file (every key optional except what a cluster needs to be reached):
       releases: /etc/scalebot/releases.ics          # relative paths: from the config file's folder
     channels: {C0123: dev-eu}                       # channel ID -> default cluster
     fleet_digest_channel: C0FLEET                   # optional: one summary of the schedules of a minute
+    currency: EUR                                   # of every node_hour_prices (ISO 4217 code)
     slack:                                          # who may use the bot (Slack Connect brings others)
       allowed_team_ids: [T0123]                     # default: the bot token's own workspace
       allowed_enterprise_ids: [E0123]               # default: not checked
@@ -202,6 +203,8 @@ class Settings:
     """Channel ID where the schedules that fire in the same minute get one summary message."""
     runner: RunnerSettings = RunnerSettings()
     """The operation runner `scalebot run` uses (`runner:`; `workloads_return_timeout` included)."""
+    currency: str | None = None
+    """The currency of every cluster's `node_hour_prices` (an ISO 4217 code), shown beside money."""
 
     def default_cluster(self, channel: str) -> str | None:
         """The channel's cluster; with a single configured cluster, that one."""
@@ -315,6 +318,7 @@ def load(
         "calendars",
         "fleet_digest_channel",
         "runner",
+        "currency",
     )
     clusters = {name: cluster_from_document(name, node) for name, node in doc.child("clusters").items()}
     channels = _channels(doc, clusters)
@@ -334,6 +338,7 @@ def load(
         calendars=_calendars(doc.child("calendars"), config_path),
         fleet_digest_channel=_digest_channel(doc),
         runner=_runner(doc.child("runner"), workloads_return_timeout),
+        currency=_currency(doc),
     )
 
 
@@ -467,6 +472,15 @@ def _server(node: DocumentNode) -> ServerSettings:
         http_port=node.integer("http_port", 3000, low=0, high=65535),
         health_port=node.integer("health_port", 8080, low=0, high=65535),
     )
+
+
+def _currency(doc: DocumentNode) -> str | None:
+    written = doc.string("currency", "")
+    if not written:
+        return None
+    if not re.fullmatch(r"[A-Z]{3}", written):
+        raise SettingsError(f"currency: {written[:20]!r} is not an ISO 4217 currency code (EUR, USD, GBP)")
+    return written
 
 
 def _digest_channel(doc: DocumentNode) -> str | None:

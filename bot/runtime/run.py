@@ -185,7 +185,7 @@ def weekly_poster(settings: Settings, store: Store) -> WeeklySavingsPoster | Non
     if not specs:
         return None
     client = web_client(settings)
-    return WeeklySavingsPoster(specs, store, lambda: client, settings.node_hour_prices())
+    return WeeklySavingsPoster(specs, store, lambda: client, settings.node_hour_prices(), settings.currency)
 
 
 def _open_store(settings: Settings) -> Store:

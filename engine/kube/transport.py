@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import http.client
+import re
 import threading
 import weakref
 from collections.abc import Callable, Mapping
@@ -194,9 +195,14 @@ class Transport:
         try:
             return call(*args, _preload_content=False, **kwargs)
         except ApiException as exc:
-            raise error_from_api_exception(exc, verb, resource) from exc
+            raise error_from_api_exception(exc, verb, resource, server=self._server()) from exc
         except TRANSPORT_ERRORS as exc:
-            raise errors.TransportError(message=f"{verb} {resource}: {one_line(exc)}") from exc
+            raise errors.TransportError(message=f"{verb} {resource}: {transport_line(exc)}") from exc
+
+    def _server(self) -> str:
+        """The API server's URL (the kubeconfig's `server`), named in errors without a Status."""
+        api_client = self._api_client_ref()
+        return str(getattr(getattr(api_client, "configuration", None), "host", "") or "")
 
     def _read(
         self,
@@ -271,27 +277,57 @@ def tuned_configuration(configuration: Any, connection_pool_maxsize: int) -> Any
     return configuration
 
 
-def error_from_api_exception(exc: ApiException, verb: str, resource: str) -> errors.KubeError:
+def transport_line(exc: BaseException) -> str:
+    """A failure to get an answer in one line that names the URL tried (as kubectl's `Get
+    "https://…": dial tcp …`), not urllib3's `HTTPSConnectionPool(host=…, port=…): Max retries …`."""
+    if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.pool is not None:
+        pool = exc.pool
+        url = f"{pool.scheme}://{pool.host}:{pool.port}{exc.url or ''}"
+        reason = one_line(exc.reason or exc)
+        # `HTTPSConnection(host='…', port=…): Failed to establish …`: the URL already says where.
+        reason = re.sub(r"^\w*Connection(Pool)?\(host=[^)]*\): ", "", reason)
+        return f"{url}: {reason}"
+    return one_line(exc)
+
+
+def error_from_api_exception(
+    exc: ApiException, verb: str, resource: str, *, server: str = ""
+) -> errors.KubeError:
+    """The error of an HTTP answer. An answer that is not the API server's Status (a proxy's HTML
+    page, an empty body) or a 404 without details (an API the server does not serve: "the server
+    could not find the requested resource") says which server answered and to what, as kubectl
+    does (`(get nodes)`); other Status messages stay the server's own (callers match on them)."""
     status = int(exc.status or 0)
     if status == 0:
         # The client's own wrapper for an SSL failure: no HTTP answer arrived.
-        return errors.TransportError(message=f"{verb} {resource}: {one_line(exc.reason or exc)}")
-    err = errors.error_from_status(status, _status_body(exc.body, status, exc.reason))
+        where = f" ({server})" if server else ""
+        return errors.TransportError(message=f"{verb} {resource}{where}: {one_line(exc.reason or exc)}")
+    body = _status_body(exc.body, status, exc.reason, where=_where(verb, resource, server))
+    err = errors.error_from_status(status, body)
     if err.retry_after_seconds is None:
         err.retry_after_seconds = _retry_after_header(exc.headers)
     return err
 
 
-def _status_body(body: str | bytes | None, status: int, http_reason: str | None) -> Mapping[str, Any]:
-    """The Status object of an error answer; a proxy's HTML or an empty body gets a short message."""
+def _where(verb: str, resource: str, server: str) -> str:
+    return f"{verb} {resource} at {server}" if server else f"{verb} {resource}"
+
+
+def _status_body(
+    body: str | bytes | None, status: int, http_reason: str | None, *, where: str = ""
+) -> Mapping[str, Any]:
+    """The Status object of an error answer; a proxy's HTML or an empty body gets a short message.
+    `where` (the request and the server) is added where the message would not say what failed."""
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else (body or "")
     try:
         parsed = orjson.loads(text) if text else None
     except orjson.JSONDecodeError:
         parsed = None
     if isinstance(parsed, dict) and (parsed.get("kind") == "Status" or "message" in parsed):
+        if where and status == 404 and not parsed.get("details") and parsed.get("message"):
+            return {**parsed, "message": f"{parsed['message']} ({where})"}
         return parsed
-    summary = f"HTTP {status} {http_reason or ''}".strip()
+    summary = f"HTTP {status} {http_reason or ''}".strip() + (f" ({where})" if where else "")
     snippet = " ".join(text.split())[:200]
     return {"message": f"{summary}: {snippet}" if snippet else summary}
 

@@ -107,6 +107,40 @@ def read_operations_file(path: str) -> list[Operation]:
     return [row_to_op(dict(row)) for row in rows]
 
 
+CLUSTER_COLUMNS = (
+    ("operations", "cluster"),
+    ("audit", "cluster"),
+    ("schedules", "cluster"),
+    ("restore", "cluster"),
+    ("workload_records", "cluster"),
+    ("displaced", "cluster"),
+    ("savings_posts", "cluster"),
+    ("simulation", "cluster"),
+)
+"""Where a database file names the clusters it holds records of."""
+
+
+def recorded_clusters(path: str) -> frozenset[str]:
+    """Every cluster the file holds a record of (operations, audit, schedules, saved sizes, a
+    simulated cluster's state), read without changing a byte of it. Raises StoreError for a file
+    that is not a scalebot database."""
+    conn = open_read_only(path)
+    try:
+        if schema_version(conn) <= 0:
+            raise StoreError(f"{path} is not a scalebot database")
+        tables = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        names: set[str] = set()
+        for table, column in CLUSTER_COLUMNS:
+            if table in tables:
+                rows = conn.execute(f"SELECT DISTINCT {column} FROM {table} WHERE {column} IS NOT NULL")
+                names.update(str(r[0]) for r in rows)
+        return frozenset(names)
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"cannot read the database {path}: {exc}") from exc
+    finally:
+        conn.close()
+
+
 def open_read_only(path: str) -> sqlite3.Connection:
     """A connection that cannot change the file (`Store.read_only`, the audit check, reports)."""
     file = Path(path)
