@@ -2,9 +2,11 @@
 
 The raw API objects are the local control plane's own bodies (`localcluster.bodies`, what the e2e
 tests post), completed with what the API server adds (namespace, uid, resourceVersion, status).
-The typed values the engine shares (`PodInfo`, `NodeInfo`) are the adapter's projection of those
-raw objects (`from_raw`), with the fields a test sets on top: a unit test and the control plane
-speak of the same pod, and a change to the shared body shows in both.
+The typed values the engine shares (`PodInfo`, `NodeInfo`, `PdbInfo`) are the adapter's projection
+of those raw objects (a pod through `engine.kube.projection`, the one decode production lists and
+watches pods with; nodes and budgets through their `from_raw`), with the fields a test sets on top:
+a unit test and the control plane speak of the same pod, and a change to the shared body shows in
+both.
 
 Defaults: namespace "shop", node "w-1", uid "uid-<name>", a ReplicaSet as the pod's controller,
 no resource requests (a test that packs nodes says what its pods ask for).
@@ -16,7 +18,10 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import orjson
+
 from engine.domain.model import NodeInfo, OwnerRef, PdbInfo, PodInfo
+from engine.kube import projection
 from localcluster import bodies
 
 Json = dict[str, Any]
@@ -69,10 +74,16 @@ def raw_pod(
     return raw
 
 
+def typed_pod(raw: Mapping[str, Any]) -> PodInfo:
+    """The adapter's view of a raw pod: its JSON decoded by the projection production reads pods
+    with (`engine.kube.projection`)."""
+    return projection.decode_pod(orjson.dumps(raw))
+
+
 def pod(name: str = "web-0", *, node: str = NODE, **fields: Any) -> PodInfo:
     """The adapter's view of `raw_pod(name, node=node)`, then `fields` (any `PodInfo` field:
     namespace, controller, uid, phase, labels, deletion_timestamp, ...) set on it."""
-    return dataclasses.replace(PodInfo.from_raw(raw_pod(name, node=node)), **fields)
+    return dataclasses.replace(typed_pod(raw_pod(name, node=node)), **fields)
 
 
 def pods_on(node: str, count: int, **fields: Any) -> list[PodInfo]:

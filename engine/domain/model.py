@@ -1,12 +1,13 @@
 """Domain values the engine decides on: pods, nodes and PodDisruptionBudgets.
 
-Pure: no I/O, no clock. Each value is built from the raw JSON the API server returns
-(`from_raw`), reading only the fields scalebot uses; a pod's scheduling fields (`scheduling_fields`)
-are read by the same code here and in engine.kube.projection's typed decode, so the planners see one
-projection whichever road a pod came by.
+Pure: no I/O, no clock. Nodes and budgets are built from the raw JSON the API server returns
+(`from_raw`), reading only the fields scalebot uses. Pods have one decode, engine.kube.projection
+(the listings and watches of a drain are the big reads); what it reads of a pod's spec is parsed here
+(`scheduling_fields`, `unscheduled_reason`, the quantity and time parsers), pure and shared with the
+nodes' resources.
 
-Over 600 lines on purpose: the values and their one projection from the API's JSON belong together,
-and the scheduling values' module (engine.domain.scheduling) cannot hold their projection without an
+Over 600 lines on purpose: the values and their parsers from the API's JSON belong together, and
+the scheduling values' module (engine.domain.scheduling) cannot hold their parsing without an
 import cycle (it needs LabelSelector and the quantity parsers defined here). Parsing raw JSON instead of the
 generated client models is what keeps a 30,000-pod listing fast (the models take
 roughly 8x longer to deserialise).
@@ -77,6 +78,9 @@ class OwnerRef:
 
 @dataclass(frozen=True, slots=True)
 class PodInfo:
+    """A pod as scalebot reads it, decoded from the API's JSON by engine.kube.projection (its one
+    decode: listings, watches, one pod, the tests' builders)."""
+
     namespace: str
     name: str
     uid: str
@@ -122,59 +126,6 @@ class PodInfo:
     @property
     def is_critical(self) -> bool:
         return self.priority_class in CRITICAL_PRIORITY_CLASSES
-
-    @classmethod
-    def from_raw(cls, raw: RawObject) -> PodInfo:
-        meta = raw.get("metadata") or {}
-        spec = raw.get("spec") or {}
-        status = raw.get("status") or {}
-        controller = None
-        for ref in meta.get("ownerReferences") or ():
-            if ref.get("controller"):
-                controller = OwnerRef(
-                    kind=ref.get("kind", ""),
-                    name=ref.get("name", ""),
-                    uid=ref.get("uid", ""),
-                    api_version=ref.get("apiVersion", ""),
-                )
-                break
-        grace = spec.get("terminationGracePeriodSeconds")
-        zoned = [
-            v.get("name", "")
-            for v in spec.get("volumes") or ()
-            if v.get("persistentVolumeClaim") or v.get("ephemeral")
-        ]
-        fields = scheduling_fields(
-            spec, namespace=meta.get("namespace", ""), labels=meta.get("labels") or {}, zoned_volumes=zoned
-        )
-        return cls(
-            namespace=meta.get("namespace", ""),
-            name=meta.get("name", ""),
-            uid=meta.get("uid", ""),
-            node_name=spec.get("nodeName") or "",
-            phase=status.get("phase") or "Pending",
-            labels=meta.get("labels") or {},
-            annotations=meta.get("annotations") or {},
-            controller=controller,
-            has_empty_dir=any("emptyDir" in v for v in spec.get("volumes") or ()),
-            priority_class=spec.get("priorityClassName") or "",
-            termination_grace_seconds=DEFAULT_TERMINATION_GRACE_SECONDS if grace is None else int(grace),
-            deletion_timestamp=parse_time(meta.get("deletionTimestamp")),
-            finalizers=tuple(meta.get("finalizers") or ()),
-            created_at=parse_time(meta.get("creationTimestamp")),
-            unscheduled_reason=unscheduled_reason(
-                (c.get("type"), c.get("status"), c.get("reason"), c.get("message"))
-                for c in status.get("conditions") or ()
-                if isinstance(c, Mapping)
-            ),
-            local_volumes=tuple(
-                str(v.get("name") or "")
-                for v in spec.get("volumes") or ()
-                if "hostPath" in v
-                or ("emptyDir" in v and (v.get("emptyDir") or {}).get("medium") != "Memory")
-            ),
-            **fields._asdict(),
-        )
 
 
 UNSCHEDULED_REASON_CHARS = 300

@@ -1,16 +1,18 @@
-"""Decode pod lists into only the fields scalebot reads, skipping the rest of the JSON in C.
+"""Decode pod JSON into `PodInfo`: the one decode of a pod, reading only the fields scalebot reads
+and skipping the rest of the JSON in C.
 
-A pod's JSON is ~3.7 KB, of which `PodInfo.from_raw` reads a tenth. Parsing a 30,000-pod listing
-(110 MB) into Python dicts creates millions of objects and took longer than the API server took
-to send it; msgspec decodes into the Structs below and skips every other field without creating
-an object for it. Pages and watch events are then built into `PodInfo` straight from the
-Structs (`pod_info`): going back to dicts first (`msgspec.to_builtins`) and through
-`PodInfo.from_raw` cost as much again as the decode itself at 30,000 pods (docs/benchmarks.md).
+Every pod scalebot decides on comes through here: the pages of a listing (`decode_pod_page`), the
+events of a watch (`WatchDecoder`), one pod (`decode_pod`, the Karpenter provider's pending pods
+and the tests' builders). A pod's JSON is ~3.7 KB, of which scalebot reads a tenth. Parsing a
+30,000-pod listing (110 MB) into Python dicts creates millions of objects and took longer than the
+API server took to send it; msgspec decodes into the Structs below and skips every other field
+without creating an object for it, and `PodInfo` is built straight from the Structs (`pod_info`):
+going back to dicts first (`msgspec.to_builtins`) cost as much again as the decode itself at
+30,000 pods (docs/benchmarks.md).
 
-`pod_info` is the same mapping as `PodInfo.from_raw`, field for field, including how it treats a
-missing key and a JSON null alike; tests/unit/engine/kube/test_projection.py checks that a pod decoded
-both ways gives the same PodInfo. Leaves are typed `Any`, so a value of an unexpected type is
-passed on to the same parsers `from_raw` uses instead of failing the whole page.
+A missing key and a JSON null read alike. Leaves are typed `Any`, so a value of an unexpected type
+is passed on to the domain's parsers (`engine.domain.model`: quantities, times, the scheduling
+fields) instead of failing the whole page.
 """
 
 # The field names are the API's JSON keys (msgspec matches them by name): mixedCase on purpose.
@@ -84,8 +86,7 @@ class _PodSpec(_Base):
     priorityClassName: Any = None
     terminationGracePeriodSeconds: Any = None
     # Containers and scheduling rules, the same for every replica of a workload: kept as bytes and
-    # read once per distinct value of a page, by the code PodInfo.from_raw reads them with
-    # (`scheduling_fields`).
+    # read once per distinct value of a page (`scheduling_fields`).
     containers: msgspec.Raw = _ABSENT
     initContainers: msgspec.Raw = _ABSENT
     nodeSelector: msgspec.Raw = _ABSENT
@@ -135,7 +136,8 @@ _POD_DECODER = msgspec.json.Decoder(_Pod)
 
 
 class ProjectionError(ScalebotError, ValueError):
-    """The bytes are not a pod list's JSON (garbled or truncated on the way)."""
+    """The bytes are not the JSON of a pod, a pod list or a pod watch event (garbled or truncated
+    on the way)."""
 
     category = Category.TRANSIENT
 
@@ -174,6 +176,15 @@ def decode_pod_page(data: bytes) -> PodPage:
     finally:
         if paused:
             gc.enable()
+
+
+def decode_pod(data: bytes) -> PodInfo:
+    """One pod's JSON (a Pod object, as a GET returns it) decoded into PodInfo."""
+    try:
+        pod = _POD_DECODER.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise ProjectionError(str(exc)) from exc
+    return _Builder().pod_info(pod)
 
 
 def decode_watch_event(line: bytes) -> tuple[str, PodInfo | None, RawObject]:
@@ -216,7 +227,7 @@ class WatchDecoder:
 
 
 class _Builder:
-    """Builds PodInfo from decoded Structs, as `PodInfo.from_raw` does from dicts.
+    """Builds PodInfo from decoded Structs.
 
     The pods of one page repeat the same few quantities, timestamps and scheduling fields ("100m",
     "64Mi", the creation second of a rollout, a Deployment's tolerations and selectors): each
@@ -360,7 +371,7 @@ _NO_STATUS = _PodStatus()
 
 
 def _or_empty(value: Any) -> Any:
-    """`raw.get(key, "")` of `from_raw`: a missing key and a JSON null both read as ""."""
+    """A missing key and a JSON null both read as ""."""
     return "" if value is None else value
 
 

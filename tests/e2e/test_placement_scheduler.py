@@ -20,9 +20,10 @@ from typing import Any
 
 import pytest
 
-from engine.domain.model import NodeInfo, PodInfo
+from engine.domain.model import NodeInfo
 from engine.planning import placement
 from localcluster import bodies, objects, rest, waits
+from tests.builders import typed_pod
 
 pytestmark = pytest.mark.e2e
 
@@ -170,11 +171,11 @@ def test_every_pod_the_simulator_places_is_bound_by_kube_scheduler(
         # some moments after a node turns Ready.
         nodes = [NodeInfo.from_raw(rest.get(admin_api, rest.node_path(n))) for n in names]
         residents = [
-            PodInfo.from_raw(p)
+            typed_pod(p)
             for p in rest.list_items(admin_api, rest.pod_path(namespace))
             if (p.get("spec") or {}).get("nodeName")
         ]
-        wanted = PodInfo.from_raw({**body, "metadata": {**body["metadata"], "namespace": namespace}})
+        wanted = typed_pod({**body, "metadata": {**body["metadata"], "namespace": namespace}})
         predicted = placement.place(nodes, residents, [wanted])
         rest.create(admin_api, rest.pod_path(namespace), body)
         decided = waits.wait_until(

@@ -3,7 +3,10 @@ view of the raw objects the local control plane is given, with the defaults the 
 
 from __future__ import annotations
 
-from engine.domain.model import DEFAULT_TERMINATION_GRACE_SECONDS, LabelSelector, NodeInfo, PdbInfo, PodInfo
+import orjson
+
+from engine.domain.model import DEFAULT_TERMINATION_GRACE_SECONDS, LabelSelector, NodeInfo, PdbInfo
+from engine.kube import projection
 from localcluster import bodies
 from tests import builders
 
@@ -29,7 +32,7 @@ def test_a_typed_pod_is_the_adapters_view_of_the_same_raw_pod() -> None:
     typed = builders.pod(
         "web-1", node="n1", labels={"app": "web"}, termination_grace_seconds=5, phase="Pending"
     )
-    assert PodInfo.from_raw(raw) == typed
+    assert projection.decode_pod(orjson.dumps(raw)) == typed
 
 
 def test_the_pod_defaults_unit_tests_rely_on() -> None:

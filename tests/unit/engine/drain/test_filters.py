@@ -16,7 +16,7 @@ from engine.domain import model
 from engine.domain.model import PodInfo
 from engine.drain import filters
 from engine.drain.filters import Action, DrainContext, DrainOptions, Verdict
-from tests.builders import DS
+from tests.builders import DS, typed_pod
 from tests.builders import pod as make_pod
 
 NOW = datetime(2026, 3, 27, 19, 0, 5, tzinfo=UTC)
@@ -243,7 +243,7 @@ def test_memory_emptydir_counts_as_local_storage() -> None:
         "spec": {"nodeName": "w-1", "volumes": [{"name": "tmp", "emptyDir": {"medium": "Memory"}}]},
         "status": {"phase": "Running"},
     }
-    assert verdict(PodInfo.from_raw(raw), KUBECTL).action is Action.BLOCK
+    assert verdict(typed_pod(raw), KUBECTL).action is Action.BLOCK
 
 
 # --- unreplicated --------------------------------------------------------------------------------
@@ -270,7 +270,7 @@ def test_non_controller_owner_reference_does_not_count_as_controller() -> None:
         "spec": {"nodeName": "w-1"},
         "status": {"phase": "Running"},
     }
-    assert verdict(PodInfo.from_raw(raw), KUBECTL).reason == filters.UNMANAGED_FATAL
+    assert verdict(typed_pod(raw), KUBECTL).reason == filters.UNMANAGED_FATAL
 
 
 def test_local_storage_refusal_wins_over_unreplicated_refusal() -> None:
@@ -536,7 +536,7 @@ def test_blocked_nodes_is_empty_when_nothing_is_refused() -> None:
     assert filters.blocked_nodes(classified) == frozenset()
 
 
-def test_classification_from_raw_pod_json() -> None:
+def test_classification_of_a_pod_decoded_from_its_json() -> None:
     raw = {
         "metadata": {
             "name": "fluentd-abc",
@@ -554,8 +554,8 @@ def test_classification_from_raw_pod_json() -> None:
         "spec": {"nodeName": "w-1", "priorityClassName": "system-node-critical"},
         "status": {"phase": "Running"},
     }
-    assert verdict(PodInfo.from_raw(raw), KUBECTL).reason == filters.DAEMONSET_FATAL
-    assert verdict(PodInfo.from_raw(raw)).action is Action.SKIP
+    assert verdict(typed_pod(raw), KUBECTL).reason == filters.DAEMONSET_FATAL
+    assert verdict(typed_pod(raw)).action is Action.SKIP
 
 
 def test_verdict_and_options_are_immutable_values() -> None:

@@ -1,14 +1,16 @@
-"""engine.kube.projection: a pod decoded straight into PodInfo gives what PodInfo.from_raw gives."""
+"""engine.kube.projection, the one decode of a pod: what it reads of each field, the same PodInfo by
+every road (a listed page, a watch event, one pod), the values a page shares kept each pod's own."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 import pytest
 
 from engine.domain.model import OwnerRef, PodInfo
-from engine.domain.scheduling import PodScheduling
+from engine.domain.scheduling import PodScheduling, Toleration
 from engine.kube import projection
 
 FULL_POD: dict[str, Any] = {
@@ -45,6 +47,11 @@ FULL_POD: dict[str, Any] = {
     },
     "status": {"phase": "Running", "podIP": "10.0.0.1", "conditions": [{"type": "Ready", "status": "True"}]},
 }  # fmt: skip
+
+
+def one(pod: dict[str, Any]) -> PodInfo:
+    """The pod decoded on its own (`decode_pod`: no values shared with other pods)."""
+    return projection.decode_pod(orjson.dumps(pod))
 
 
 def page(*pods: dict[str, Any], token: str | None = None) -> bytes:
@@ -176,13 +183,73 @@ def test_replicas_sharing_scheduling_fields_keep_their_own_namespace_and_labels(
     assert second.scheduling.anti_affinity[0].namespaces == frozenset({"blog"})
     assert second.scheduling.spread[0].selector.match_labels == {"app": "db", "rev": "4"}
     assert first.scheduling.spread[0].selector.match_labels == {"app": "db", "rev": "3"}
-    assert second == PodInfo.from_raw(other)
+    assert second == one(other)
 
 
 @pytest.mark.parametrize("pod", [FULL_POD, SCHEDULING_POD, *ODD_PODS])
-def test_typed_decoding_and_from_raw_give_the_same_pod_info(pod: dict[str, Any]) -> None:
+def test_a_page_a_watch_event_and_one_pod_give_the_same_pod_info(pod: dict[str, Any]) -> None:
     (item,) = projection.decode_pod_page(page(pod)).items
-    assert item == PodInfo.from_raw(orjson.loads(orjson.dumps(pod)))
+    _, watched, _ = projection.decode_watch_event(orjson.dumps({"type": "ADDED", "object": pod}))
+    assert item == watched == one(pod)
+
+
+def _at(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+def _bare(name: str, **fields: Any) -> PodInfo:
+    return PodInfo(namespace="ns", name=name, uid="u", phase="Pending", **fields)
+
+
+DECODED: list[tuple[dict[str, Any], PodInfo]] = [
+    (
+        FULL_POD,
+        PodInfo(
+            namespace="shop",
+            name="web-7d9f-x2",
+            uid="u-1",
+            node_name="n1",
+            phase="Running",
+            labels={"app": "web", "pod-template-hash": "7d9f"},
+            annotations={"kubernetes.io/config.mirror": "x", "example.com/safe-to-evict": "true"},
+            controller=OwnerRef(kind="ReplicaSet", name="web-7d9f", uid="rs-1", api_version="apps/v1"),
+            has_empty_dir=True,
+            priority_class="system-cluster-critical",
+            termination_grace_seconds=45,
+            deletion_timestamp=_at("2026-03-27T19:10:05"),
+            finalizers=("example.com/hold",),
+            created_at=_at("2026-03-27T19:00:05"),
+            cpu_request_milli=250,
+            memory_request_bytes=64 * 2**20,
+            local_volumes=("tmp",),
+            scheduling=PodScheduling(
+                requests={"cpu": 1250, "memory": 64 * 2**20},
+                tolerations=(Toleration(key="k", operator="Exists"),),
+            ),
+        ),
+    ),
+    (ODD_PODS[0], _bare("bare")),
+    (ODD_PODS[1], _bare("odd")),
+    (ODD_PODS[2], _bare("nulls")),
+    (ODD_PODS[3], PodInfo(namespace="", name="", uid="", phase="Pending")),
+    (
+        ODD_PODS[4],
+        _bare(
+            "vols",
+            has_empty_dir=True,
+            created_at=_at("2026-03-27T19:00:05"),
+            unscheduled_reason="Unschedulable: 0/3 nodes",
+            local_volumes=("host", "disk", "nul", ""),
+        ),
+    ),
+    (ODD_PODS[5], _bare("unsched", unscheduled_reason="not scheduled")),
+]
+
+
+@pytest.mark.parametrize(("pod", "expected"), DECODED)
+def test_a_pod_is_decoded_into_the_fields_scalebot_reads(pod: dict[str, Any], expected: PodInfo) -> None:
+    (item,) = projection.decode_pod_page(page(pod)).items
+    assert item == expected
 
 
 def test_a_page_keeps_its_order_its_continue_token_and_resource_version() -> None:
@@ -190,7 +257,7 @@ def test_a_page_keeps_its_order_its_continue_token_and_resource_version() -> Non
     decoded = projection.decode_pod_page(page(*pods, token="tok-2"))
     # The resourceVersion is kept too: the drain's pod watch resumes from it.
     assert (decoded.continue_token, decoded.resource_version) == ("tok-2", "9")
-    assert decoded.items == [PodInfo.from_raw(p) for p in pods]
+    assert decoded.items == [one(p) for p in pods]
     assert projection.decode_pod_page(page()).items == []
     assert projection.decode_pod_page(page()).continue_token == ""
 
@@ -201,14 +268,14 @@ def test_pods_sharing_quantities_and_timestamps_each_get_their_own_values() -> N
     second = {**FULL_POD, "metadata": {**FULL_POD["metadata"], "creationTimestamp": "2026-03-28T07:00:00Z"}}
     a, b, c = projection.decode_pod_page(page(first, second, first)).items
     assert a.created_at is not None and b.created_at is not None and a.created_at < b.created_at
-    assert a == c == PodInfo.from_raw(first) and b == PodInfo.from_raw(second)
+    assert a == c == one(first) and b == one(second)
     assert a.cpu_request_milli == 250 and a.memory_request_bytes == 64 * 2**20
 
 
 def test_json_nulls_read_as_missing_keys() -> None:
-    # As the projection always did: a null where from_raw reads `get(key, "")` gives "", not None.
+    # A null where a string is read gives "", not None, as a missing key does.
     pod: dict[str, Any] = {
-        # JSON nulls where from_raw reads `get(key, "")`, a controller reference with holes.
+        # JSON nulls where strings are read, a controller reference with holes.
         "metadata": {
             "name": None,
             "namespace": None,
@@ -254,7 +321,7 @@ def test_a_watch_event_carries_its_type_the_pod_and_its_resource_version() -> No
     line = orjson.dumps({"type": "MODIFIED", "object": FULL_POD})
     kind, pod, raw = projection.decode_watch_event(line)
     assert kind == "MODIFIED"
-    assert pod == PodInfo.from_raw(FULL_POD)
+    assert pod == one(FULL_POD)
     assert raw == {"resourceVersion": "123"}
 
 
@@ -339,7 +406,7 @@ def test_a_watch_parses_the_scheduling_fields_its_pods_share_once(monkeypatch: p
     ]
     events = list(PodWatch(_Stream(b"\n".join(lines) + b"\n"), keep=None))
     assert len(events) == 100 and len(parsed) == 1
-    assert events[-1].pod == PodInfo.from_raw(
+    assert events[-1].pod == one(
         {**FULL_POD, "metadata": {**FULL_POD["metadata"], "name": "web-49", "uid": "u-49"}}
     )
 
@@ -349,5 +416,5 @@ def test_the_watch_cache_is_bounded() -> None:
     for i in range(projection.WatchDecoder.MAX_CACHED + 10):
         pod = {**FULL_POD, "spec": {**FULL_POD["spec"], "nodeSelector": {"n": str(i)}}}
         _, decoded, _ = decoder.decode(orjson.dumps({"type": "ADDED", "object": pod}))
-        assert decoded == PodInfo.from_raw(pod)
+        assert decoded == one(pod)
     assert decoder._build.cached <= projection.WatchDecoder.MAX_CACHED + 1

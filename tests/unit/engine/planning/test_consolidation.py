@@ -6,7 +6,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from engine.domain.model import LabelSelector, NodeInfo, PdbInfo, PodInfo
+from engine.domain.model import LabelSelector, NodeInfo, PdbInfo
 from engine.domain.operation import OpKind
 from engine.domain.settings import ConsolidationPolicy, ConsolidationSettings, ScaleDownRules
 from engine.operations.policy import EVICTOR, ClusterPolicy, approvals_needed
@@ -22,6 +22,7 @@ from engine.planning.consolidation import (
     track_since,
 )
 from engine.pools.base import Pool
+from tests.builders import typed_pod
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 OLD = (NOW - timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -67,7 +68,7 @@ def plan(
 ) -> Any:
     return plan_consolidation(
         [NodeView(NodeInfo.from_raw(n), pool=n["metadata"]["labels"][POOL]) for n in nodes],
-        [PodInfo.from_raw(p) for p in pods],
+        [typed_pod(p) for p in pods],
         pdbs,
         pool_minimums=kw.pop("pool_minimums", {"web": 0}),
         daemonset_keys=frozenset({"kube-system/node-exporter"}),
@@ -185,7 +186,7 @@ def test_other_autoscalers_are_named_so_the_plan_does_not_fight_them() -> None:
 def snapshot(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> SchedulingSnapshot:
     return SchedulingSnapshot(
         nodes=tuple(NodeView(NodeInfo.from_raw(n), pool=n["metadata"]["labels"][POOL]) for n in nodes),
-        pods=tuple(PodInfo.from_raw(p) for p in pods),
+        pods=tuple(typed_pod(p) for p in pods),
     )
 
 

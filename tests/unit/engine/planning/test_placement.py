@@ -25,6 +25,7 @@ from engine.domain.scheduling import (
     Toleration,
 )
 from engine.planning.placement import HOSTNAME_KEY, ZONE_KEY, place
+from tests.builders import typed_pod
 
 GiB = 1024**3
 
@@ -169,7 +170,7 @@ def test_what_is_not_modelled_never_fits() -> None:
             "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
         },
     }
-    result = place([node("a")], [], [PodInfo.from_raw(raw)])
+    result = place([node("a")], [], [typed_pod(raw)])
     why = "not modelled, so not assumed to fit: required pod affinity; volume data may be bound to a zone"
     assert result.unplaced == {"shop/p": why}
 
@@ -187,10 +188,10 @@ def test_effective_requests_follow_the_scheduler_for_init_and_sidecar_containers
         "overhead": {"cpu": "10m"},
     }
     # app 200m + 1000m + sidecar 100m = 1300m; init 2000m + the sidecar before it = 2100m; + 10m overhead.
-    assert PodInfo.from_raw({"spec": spec}).scheduling.requests == {"cpu": 2110, "memory": 100 * 1024**2}
+    assert typed_pod({"spec": spec}).scheduling.requests == {"cpu": 2110, "memory": 100 * 1024**2}
 
 
-def test_from_raw_reads_what_the_api_returns() -> None:
+def test_the_adapters_read_what_the_api_returns() -> None:
     n = NodeInfo.from_raw(
         {
             "metadata": {"name": "w1", "labels": {ZONE_KEY: "z"}},
@@ -200,7 +201,7 @@ def test_from_raw_reads_what_the_api_returns() -> None:
     )
     assert n.allocatable == {"cpu": 3500, "memory": 7 * GiB, "pods": 58, "nvidia.com/gpu": 1}
     assert n.labels == {ZONE_KEY: "z"} and n.unschedulable and n.taints == (Taint("k", "NoExecute"),)
-    p = PodInfo.from_raw(
+    p = typed_pod(
         {
             "metadata": {"namespace": "shop", "name": "web-1", "labels": {"app": "web", "rev": "7"}},
             "spec": {

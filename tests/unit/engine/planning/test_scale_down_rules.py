@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from engine.domain.model import LabelSelector, NodeInfo, PdbInfo, PodInfo
+from engine.domain.model import LabelSelector, NodeInfo, PdbInfo
 from engine.domain.settings import ConsolidationPolicy, ConsolidationSettings
 from engine.planning import consolidation
 from engine.planning.consolidation import (
@@ -26,6 +26,7 @@ from engine.planning.consolidation import (
     underused,
 )
 from engine.pools.base import Pool
+from tests.builders import typed_pod
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 POOL = "scalebot.io/pool"
@@ -131,7 +132,7 @@ def verdict(
     """ "" when the candidate `node` is removed, else why it stays."""
     result = plan_consolidation(
         [NodeView(NodeInfo.from_raw(n), pool=n["metadata"]["labels"][POOL]) for n in [*nodes, SPARE]],
-        [PodInfo.from_raw(p) for p in pods],
+        [typed_pod(p) for p in pods],
         pdbs,
         pool_minimums={"web": 0, "spare": 1},
         daemonset_keys=daemonsets,
@@ -147,7 +148,7 @@ def verdict(
 def snapshot(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> SchedulingSnapshot:
     return SchedulingSnapshot(
         nodes=tuple(NodeView(NodeInfo.from_raw(n), pool=n["metadata"]["labels"][POOL]) for n in nodes),
-        pods=tuple(PodInfo.from_raw(p) for p in pods),
+        pods=tuple(typed_pod(p) for p in pods),
     )
 
 
