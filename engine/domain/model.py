@@ -351,6 +351,12 @@ class Taint:
     effect: str
     value: str = ""
 
+    @property
+    def repels_pods(self) -> bool:
+        """NoSchedule or NoExecute: only a pod that tolerates it is placed on the node
+        (PreferNoSchedule only steers the scheduler)."""
+        return self.effect in ("NoSchedule", "NoExecute")
+
 
 @dataclass(frozen=True, slots=True)
 class CordonResult:

@@ -83,6 +83,11 @@ class PodScheduling:
     unmodelled: tuple[str, ...] = ()
     """Scheduling rules the scheduler model does not cover: such a pod never "fits" in it."""
 
+    def tolerates(self, taint: Taint) -> bool:
+        """One of the pod's tolerations tolerates `taint`: the one toleration matcher (the scheduler
+        model's and the Karpenter provider's)."""
+        return any(t.tolerates(taint) for t in self.tolerations)
+
 
 NO_SCHEDULING = PodScheduling()
 """A pod that asks nothing of the scheduler (requests nothing, tolerates nothing)."""

@@ -344,11 +344,11 @@ def _unavailable(total: int, reasons: Counter[str]) -> str:
 
 
 def _blocks(taint: Taint) -> bool:
-    return taint.effect in ("NoSchedule", "NoExecute")
+    return taint.repels_pods
 
 
 def _tolerated(pod: PodInfo, taint: Taint) -> bool:
-    return any(t.tolerates(taint) for t in pod.scheduling.tolerations)
+    return pod.scheduling.tolerates(taint)
 
 
 def _matches_node(pod: PodInfo, node: NodeInfo) -> bool:

@@ -102,10 +102,14 @@ class RawCaller:
     def __call__(
         self, verb: str, resource: str, method: Callable[..., Any], *args: Any, **kwargs: Any
     ) -> Any:
-        transport = Transport.of(self.api_client)
-        data = transport.read(verb, resource, method, *args, timeout=self.timeout, **kwargs)
+        data = self.read(verb, resource, method, *args, **kwargs)
         try:
             return orjson.loads(data) if data else {}
         except orjson.JSONDecodeError as exc:
             # A 2xx whose body is not JSON was garbled on the way: no usable answer.
             raise errors.TransportError(message=f"{verb} {resource}: unreadable response: {exc}") from exc
+
+    def read(self, verb: str, resource: str, method: Callable[..., Any], *args: Any, **kwargs: Any) -> bytes:
+        """The answer's bytes, for a caller that decodes them itself (pods: engine.kube.projection)."""
+        transport = Transport.of(self.api_client)
+        return transport.read(verb, resource, method, *args, timeout=self.timeout, **kwargs)

@@ -45,8 +45,8 @@ import orjson
 from kubernetes import client as k8s
 
 from engine.domain.errors import Category, ScalebotError
-from engine.domain.model import RawObject
-from engine.kube import errors
+from engine.domain.model import PodInfo, RawObject, Taint
+from engine.kube import errors, projection
 from engine.kube.api import KubeApi
 from engine.pools.base import RESTORE_ANNOTATION, Pool, PoolNotFound, PoolSizeError, RestoreRecord
 from engine.pools.common import (
@@ -119,7 +119,7 @@ class NodePoolTemplate:
     pool: str
     labels: Mapping[str, str]
     requirements: tuple[Mapping[str, Any], ...]
-    taints: tuple[Mapping[str, Any], ...]
+    taints: tuple[Taint, ...]
 
     @classmethod
     def from_spec(cls, pool: str, spec: Mapping[str, Any]) -> NodePoolTemplate:
@@ -129,7 +129,10 @@ class NodePoolTemplate:
             pool=pool,
             labels=dict((template.get("metadata") or {}).get("labels") or {}),
             requirements=tuple(inner.get("requirements") or ()),
-            taints=tuple(inner.get("taints") or ()),
+            taints=tuple(
+                Taint(key=t.get("key") or "", effect=t.get("effect") or "", value=t.get("value") or "")
+                for t in inner.get("taints") or ()
+            ),
         )
 
     def allows(self, key: str, operator: str, values: Sequence[str]) -> bool:
@@ -146,30 +149,20 @@ class NodePoolTemplate:
         # A label the NodePool never puts on its nodes: only its absence can match.
         return operator in ("NotIn", "DoesNotExist")
 
-    def could_serve(self, pod: RawObject) -> bool:
+    def could_serve(self, pod: PodInfo) -> bool:
         """A pending pod this NodePool could make a node for: its node selector, required node
         affinity and tolerations against the template. Sizes are not checked (instance types vary)."""
-        spec = pod.get("spec") or {}
-        if any(not self.allows(k, "In", [v]) for k, v in (spec.get("nodeSelector") or {}).items()):
+        asks = pod.scheduling
+        if any(not self.allows(k, "In", [v]) for k, v in asks.node_selector.items()):
             return False
-        affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-            "requiredDuringSchedulingIgnoredDuringExecution"
-        ) or {}
-        terms = affinity.get("nodeSelectorTerms") or []
+        # matchFields name existing nodes (metadata.name): a node Karpenter would make is not judged on them.
+        terms = asks.node_affinity or ()
         if terms and not any(
-            all(
-                self.allows(str(e.get("key")), str(e.get("operator")), e.get("values") or [])
-                for e in term.get("matchExpressions") or ()
-            )
+            all(self.allows(r.key, r.operator, r.values) for r in term.requirements if not r.field)
             for term in terms
         ):
             return False
-        tolerations = spec.get("tolerations") or ()
-        return all(
-            _tolerated(taint, tolerations)
-            for taint in self.taints
-            if taint.get("effect") in ("NoSchedule", "NoExecute")
-        )
+        return all(asks.tolerates(taint) for taint in self.taints if taint.repels_pods)
 
 
 def _matches(present: set[str], operator: str, values: Sequence[str]) -> bool:
@@ -195,20 +188,6 @@ def _requirement_allows(rule: Mapping[str, Any], operator: str, values: Sequence
     if kind == "NotIn" and operator == "In":
         return bool(set(values) - offered)
     return True  # Exists, NotIn, Gt, Lt: many values remain possible
-
-
-def _tolerated(taint: Mapping[str, Any], tolerations: Sequence[Mapping[str, Any]]) -> bool:
-    for toleration in tolerations:
-        effect = toleration.get("effect")
-        if effect and effect != taint.get("effect"):
-            continue
-        key = toleration.get("key")
-        if toleration.get("operator") == "Exists":
-            if not key or key == taint.get("key"):
-                return True
-        elif key == taint.get("key") and (toleration.get("value") or "") == (taint.get("value") or ""):
-            return True
-    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -425,7 +404,7 @@ class KarpenterPoolProvider:
         nodepool: _NodePool,
         claims: Sequence[_Claim],
         ready: frozenset[str],
-        pending: Sequence[RawObject],
+        pending: Sequence[PodInfo],
     ) -> Pool:
         own = [c for c in claims if c.pool == nodepool.name]
         nodes = tuple(sorted(c.node for c in own if c.node))
@@ -477,13 +456,12 @@ class KarpenterPoolProvider:
         nodes = self._node_api.list_nodes(label_selector=NODEPOOL_LABEL)
         return frozenset(n.name for n in nodes if n.ready == "True")
 
-    def _pending_pods(self) -> list[RawObject]:
-        """Unscheduled Pending pods (each pool counts those it could serve: NodePoolTemplate)."""
+    def _pending_pods(self) -> list[PodInfo]:
+        """Unscheduled Pending pods (each pool counts those it could serve: NodePoolTemplate), read
+        by the one decode of a pod (engine.kube.projection)."""
         call = self._core.list_pod_for_all_namespaces
-        page = self._call("list", "pods", call, field_selector=PENDING_PODS_SELECTOR)
-        return [
-            pod for pod in page.get("items") or () if not (pod.get("metadata") or {}).get("deletionTimestamp")
-        ]
+        data = self._call.read("list", "pods", call, field_selector=PENDING_PODS_SELECTOR)
+        return [pod for pod in projection.decode_pod_page(data).items if not pod.is_terminating]
 
     def _nodepool(self, name: str) -> _NodePool:
         call = self._custom.get_cluster_custom_object

@@ -6,8 +6,10 @@ from typing import Any
 
 import pytest
 
+from engine.domain.model import PodInfo
 from engine.pools.base import PoolNotFound
 from engine.pools.karpenter import NodePoolTemplate, StaticNodePool
+from tests.builders import typed_pod
 
 SPEC: dict[str, Any] = {
     "template": {
@@ -30,13 +32,14 @@ TOLERATES = [{"key": "dedicated", "operator": "Equal", "value": "web", "effect":
 
 
 # Only the scheduling constraints, not tests.builders.raw_pod: the shared pod tolerates kwok's taint,
-# and the tolerations (and selectors) are what this table varies.
+# and the tolerations (and selectors) are what this table varies. Decoded as the provider reads its
+# pending pods (engine.kube.projection).
 def _pod(
     selector: dict[str, str] | None = None,
     *,
     expressions: list[dict[str, Any]] | None = None,
     tolerations: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
+) -> PodInfo:
     spec: dict[str, Any] = {"tolerations": TOLERATES if tolerations is None else tolerations}
     if selector is not None:
         spec["nodeSelector"] = selector
@@ -45,7 +48,7 @@ def _pod(
         spec["affinity"] = {
             "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
         }
-    return {"metadata": {"name": "p"}, "spec": spec}
+    return typed_pod({"metadata": {"name": "p"}, "spec": spec})
 
 
 @pytest.mark.parametrize(
@@ -89,15 +92,15 @@ def _pod(
         ),
     ],
 )
-def test_a_nodepool_serves_the_pods_its_nodes_could_take(pod: dict[str, Any], served: bool) -> None:
+def test_a_nodepool_serves_the_pods_its_nodes_could_take(pod: PodInfo, served: bool) -> None:
     assert TEMPLATE.could_serve(pod) is served
 
 
 def test_a_nodepool_without_template_details_serves_plain_pods_only() -> None:
     bare = NodePoolTemplate.from_spec("any", {})
-    assert bare.could_serve({"spec": {}})
-    assert bare.could_serve({"spec": {"nodeSelector": {"kubernetes.io/os": "linux"}}})
-    assert not bare.could_serve({"spec": {"nodeSelector": {"team": "web"}}})
+    assert bare.could_serve(typed_pod({"spec": {}}))
+    assert bare.could_serve(typed_pod({"spec": {"nodeSelector": {"kubernetes.io/os": "linux"}}}))
+    assert not bare.could_serve(typed_pod({"spec": {"nodeSelector": {"team": "web"}}}))
 
 
 def test_a_static_nodepool_is_refused_by_name() -> None:
