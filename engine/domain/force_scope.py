@@ -11,9 +11,9 @@ The unit of consent is the workload, not the Pod: a Pod is in scope when its con
 a bare Pod has no owner and is approved by name (`Pod/namespace/name`). Phase 2 also checks the
 PodDisruptionBudgets it overrides: a budget that was not on the card puts its Pods outside.
 
-Pure: values and functions over `engine.domain.model`; no I/O. The rules that measure a Pod against
-a plain drain (what needs force, the guard a forced drain runs first) use the drain's filters and
-live beside them, in `engine.drain.force_rules`.
+Pure: values and functions over `engine.domain.model`; no I/O. What measures a Pod against a plain
+drain (what needs force, the guard a forced drain runs first) lives with the drain rules it reads,
+in `engine.drain.filters`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,13 @@
 """Pod classification for a drain: which pods to evict, delete, skip, wait for, or refuse.
 
-Owns the ordered list of small filters, one rule each, that turn a pod into a `Verdict`, and the
-option presets (`DrainOptions.kubectl()`, `DrainOptions.machine()`) that select kubectl's or Cluster
-API's behaviour. Used by the drain pass (`engine.drain.passes`) and the plan preview
-(`engine.planning.preflight`).
+Owns the drain rules, each registered once in `RULES`: its filter (a small function turning a pod
+into a `Verdict`) and, for a rule a flag or an approved force scope lifts, its `Override` (why a
+plain drain refuses the pod, Cluster API's warning when it is evicted anyway, a cheap test of
+whether the rule may refuse it). Also the option presets (`DrainOptions.kubectl()`,
+`DrainOptions.machine()`) that select kubectl's or Cluster API's behaviour, and a pod measured
+against a plain drain (`plain_drain`): which pods need force (`needing_force`) and the guard a forced
+drain runs first (`scope_guard`). Used by the drain pass (`engine.drain.passes`), the plan preview
+(`engine.planning.preflight`) and the forced runs of the operations.
 
 Pure: no I/O, no clock. Everything a filter needs (the DaemonSets that exist, the unreachable nodes,
 `now`) arrives in a `DrainContext`, fetched beforehand by the caller; kubectl's DaemonSet filter calls
@@ -40,10 +44,11 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from engine.domain import model
+from engine.domain.force_scope import ForcedPod, ForceScope, unit_of
 from engine.domain.model import LabelSelector, PodInfo
 
 # kubectl's texts for a refused pod (pkg/drain/filters.go). The drain pass reports them as
@@ -292,19 +297,96 @@ def evict_in_order(pod: PodInfo, ctx: DrainContext) -> Verdict:
     return Verdict(Action.EVICT, ", ".join(_eviction_warnings(pod, ctx)), order)
 
 
-def default_filters() -> tuple[PodFilter, ...]:
-    """The chain in upstream order; see the module docstring for why each sits where it does."""
-    return (
-        skip_deleted,
+@dataclass(frozen=True, slots=True)
+class Override:
+    """How a rule's refusal is lifted: by a flag (kubectl's --force or --delete-emptydir-data, all on
+    in Cluster API's machine drain) or, for a forced run, by an approved force scope."""
+
+    refusal: Callable[[PodInfo], str]
+    """Why the plain drain (`plain_drain`) refuses a pod this rule blocks, and what removing it
+    costs: the phrase a forced run's plan, card and scope guard show."""
+    warning: Callable[[PodInfo, DrainContext], str]
+    """Cluster API's warning for a pod of this rule's kind evicted anyway ("" for another pod)."""
+    may_refuse: Callable[[PodInfo, DrainOptions], bool]
+    """A cheap necessary condition of this rule blocking the pod under `options` (no context
+    needed): a forced plan classifies against the plain drain only the pods some rule may refuse."""
+
+
+@dataclass(frozen=True, slots=True)
+class DrainRule:
+    """One drain rule, registered once in `RULES`: its filter and, when a flag or a force scope can
+    lift its refusal, how (`Override`)."""
+
+    check: PodFilter
+    override: Override | None = None
+
+
+def _orphan_refusal(pod: PodInfo) -> str:
+    gone = pod.controller.name if pod.controller is not None else ""
+    return f"orphaned DaemonSet Pod (DaemonSet {gone} is gone): nothing recreates it"
+
+
+def _orphan_warning(pod: PodInfo, ctx: DrainContext) -> str:
+    return DAEMONSET_ORPHANED_WARNING if _is_orphaned_daemonset_pod(pod, ctx) else ""
+
+
+def _opt_out_refusal(pod: PodInfo) -> str:
+    return f"annotated {opt_out_annotation(pod)}: its owner opted out of disruption"
+
+
+def _opt_out_warning(pod: PodInfo, ctx: DrainContext) -> str:
+    annotation = opt_out_annotation(pod)
+    return "" if annotation is None else f"evicting Pod annotated {annotation}"
+
+
+RULES: tuple[DrainRule, ...] = (
+    DrainRule(skip_deleted),
+    DrainRule(
         daemonset_pods,
-        mirror_pods,
+        Override(
+            refusal=_orphan_refusal,
+            warning=_orphan_warning,
+            may_refuse=lambda pod, options: pod.controller is not None and pod.controller.is_daemonset,
+        ),
+    ),
+    DrainRule(mirror_pods),
+    DrainRule(
         local_storage_pods,
+        Override(
+            refusal=lambda pod: "emptyDir local storage: its data is lost",
+            warning=lambda pod, ctx: LOCAL_STORAGE_WARNING if pod.has_empty_dir else "",
+            may_refuse=lambda pod, options: pod.has_empty_dir and not options.delete_emptydir_data,
+        ),
+    ),
+    DrainRule(
         unreplicated_pods,
-        drain_label,
-        finished_pods,
+        Override(
+            refusal=lambda pod: "bare Pod (no controller): nothing recreates it",
+            warning=lambda pod, ctx: UNMANAGED_WARNING if pod.controller is None else "",
+            may_refuse=lambda pod, options: pod.controller is None and not options.force,
+        ),
+    ),
+    DrainRule(drain_label),
+    DrainRule(finished_pods),
+    DrainRule(
         opt_out_pods,
-        evict_in_order,
-    )
+        Override(
+            refusal=_opt_out_refusal,
+            warning=_opt_out_warning,
+            may_refuse=lambda pod, options: opt_out_annotation(pod) is not None,
+        ),
+    ),
+    DrainRule(evict_in_order),
+)
+"""Every drain rule, in upstream order (see the module docstring for why each sits where it
+does). A new rule is one filter function and its entry here."""
+
+_FILTERS = tuple(rule.check for rule in RULES)
+
+
+def default_filters() -> tuple[PodFilter, ...]:
+    """The chain in upstream order: the filter of each rule in `RULES`."""
+    return _FILTERS
 
 
 def classify(pod: PodInfo, ctx: DrainContext, filters: Sequence[PodFilter] | None = None) -> Verdict:
@@ -357,14 +439,76 @@ def _eviction_warnings(pod: PodInfo, ctx: DrainContext) -> list[str]:
     """Cluster API's warnings for a pod it evicts anyway, in its filter order."""
     if pod.is_finished:
         return []  # upstream's filters all pass finished pods without a word
-    warnings: list[str] = []
-    if _is_orphaned_daemonset_pod(pod, ctx):
-        warnings.append(DAEMONSET_ORPHANED_WARNING)
-    if pod.has_empty_dir:
-        warnings.append(LOCAL_STORAGE_WARNING)
-    if pod.controller is None:
-        warnings.append(UNMANAGED_WARNING)
-    annotation = opt_out_annotation(pod)
-    if annotation is not None:
-        warnings.append(f"evicting Pod annotated {annotation}")
-    return warnings
+    overrides = (rule.override for rule in RULES if rule.override is not None)
+    return [warning for override in overrides if (warning := override.warning(pod, ctx))]
+
+
+# --------------------------------------------------------------------------------------------------
+# A pod measured against a plain drain: what a forced run removes, and the guard it runs first so
+# that a pod only force removes is refused unless the approved force scope
+# (`engine.domain.force_scope`) covers it.
+
+
+def plain_drain(*, opt_outs_wait: bool = False) -> DrainOptions:
+    """The plain drain a forced run is measured against: `/scale drain NODE` without --force
+    (kubectl drain --ignore-daemonsets --delete-emptydir-data). `opt_outs_wait`: phase 1 of a
+    full zero-scale, where opted-out Pods wait for phase 2 instead of being refused."""
+    plain = DrainOptions.kubectl(ignore_daemonsets=True, delete_emptydir_data=True)
+    return replace(plain, opt_outs_wait=opt_outs_wait)
+
+
+_PLAIN = plain_drain()
+
+
+def refusals(pod: PodInfo, plain: DrainContext) -> list[str]:
+    """Why a plain drain (options in `plain`) refuses `pod`, one phrase per rule; [] when it does not."""
+    reasons = []
+    for rule in RULES:
+        if rule.override is None:
+            continue
+        verdict = rule.check(pod, plain)
+        if verdict is not None and verdict.action is Action.BLOCK:
+            reasons.append(rule.override.refusal(pod))
+    return reasons
+
+
+def may_refuse(pod: PodInfo) -> bool:
+    """False when the plain drain (`plain_drain`) cannot refuse `pod`: no rule's `may_refuse` holds
+    (today: it has a controller that is not a DaemonSet and no opt-out annotation; the plain drain
+    deletes emptyDir data). Only the other Pods need classifying against it; at 30,000 Pods that is
+    a few."""
+    return any(rule.override.may_refuse(pod, _PLAIN) for rule in RULES if rule.override is not None)
+
+
+def needing_force(pods: Iterable[PodInfo], plain: DrainContext, forced: DrainContext) -> list[ForcedPod]:
+    """The Pods the plain drain refuses and the forced one removes, with why each needs force."""
+    out = []
+    for pod in pods:
+        if classify(pod, plain).action is not Action.BLOCK:
+            continue
+        if classify(pod, forced).action is Action.BLOCK:
+            continue  # force does not help (another refusal stands): it is a blocker, not forced
+        out.append(ForcedPod(pod.key, unit_of(pod), "; ".join(refusals(pod, plain))))
+    return out
+
+
+def scope_guard(scope: ForceScope, plain: DrainOptions) -> PodFilter:
+    """A filter that runs first in a forced drain: a Pod only force removes (the `plain` drain
+    refuses it) and that the scope does not cover is refused, naming its unit and why, instead
+    of being evicted without anyone having approved it."""
+
+    def guard(pod: PodInfo, ctx: DrainContext) -> Verdict | None:
+        unforced = replace(ctx, options=plain)
+        if classify(pod, unforced).action is not Action.BLOCK:
+            return None
+        why = scope.outside(pod)
+        if not why:
+            return None
+        refused = "; ".join(refusals(pod, unforced)) or "refused by a plain drain"
+        return Verdict(
+            Action.BLOCK,
+            f"Pods outside the approved force scope ({why}; a plain drain refuses it: {refused}); "
+            "request the run again to approve them",
+        )
+
+    return guard

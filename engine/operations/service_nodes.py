@@ -23,7 +23,7 @@ from engine.domain.model import NodeInfo, parse_label_selector
 from engine.domain.operation import DrainProgress, OpKind, Outcome
 from engine.domain.reasons import NeedsApprovalInstead
 from engine.domain.settings import DrainSettings
-from engine.drain import driver, filters, force_rules
+from engine.drain import driver, filters
 from engine.drain import passes as drain
 from engine.drain.driver import DrainOutcome
 from engine.drain.progress import after_pass
@@ -291,7 +291,7 @@ class NodeActions:
         if not forcing(options):
             return DrainPreview(plan)
         plain = replace(ctx, options=_plain(options))
-        scope = force_scope.build_scope(force_rules.needing_force(pods, plain, ctx))
+        scope = force_scope.build_scope(filters.needing_force(pods, plain, ctx))
         return DrainPreview(plan, scope, _forcing_words(options))
 
     def drain_server_dry_run(
@@ -368,7 +368,7 @@ class NodeActions:
                 listed = [n for n in handle.api.list_nodes() if n.name in set(nodes)]
                 approved = self._drain_preview(cluster, listed, options).force_scope
             scope = approved or force_scope.ForceScope()
-            pod_filters = (force_rules.scope_guard(scope, _plain(options)), *filters.default_filters())
+            pod_filters = (filters.scope_guard(scope, _plain(options)), *filters.default_filters())
             words = ", ".join(_forcing_words(options))
             detail += f"; forced ({words}) within the scope: {', '.join(scope.units) or 'no unit'}"
         self.rules.audit(by, OpKind.DRAIN.value, cluster=cluster, detail=detail)
@@ -406,7 +406,7 @@ class NodeActions:
 
 def _plain(options: filters.DrainOptions) -> filters.DrainOptions:
     """The plain drain a forced one is measured against, over the same pods (`--pod-selector`)."""
-    return replace(force_rules.plain_drain(), pod_selector=options.pod_selector)
+    return replace(filters.plain_drain(), pod_selector=options.pod_selector)
 
 
 def _forcing_words(options: filters.DrainOptions) -> tuple[str, ...]:

@@ -17,7 +17,7 @@ from engine.domain import force_scope
 from engine.domain.errors import Category, ScalebotError
 from engine.domain.model import NodeInfo, PdbIndex, PdbInfo, PodInfo
 from engine.domain.operation import OperationPlan, OpKind, PoolChange, Target
-from engine.drain import filters, force_rules
+from engine.drain import filters
 from engine.pools import victims
 from engine.pools.base import Pool
 
@@ -424,10 +424,10 @@ def _force_scope(drain: _Drain, phase2: Sequence[tuple[str, str]]) -> force_scop
     expected to block phase 1 (`phase2`, with why), whatever phase 1 leaves of the workloads on
     those nodes now, and the budgets selecting them."""
     options = drain.ctx.options
-    plain = force_rules.plain_drain(opt_outs_wait=bool(phase2) or options.opt_outs_wait)
+    plain = filters.plain_drain(opt_outs_wait=bool(phase2) or options.opt_outs_wait)
     # Only a Pod some plain-drain rule may refuse is classified again (most Pods are not).
-    candidates = [p for p in drain.pods if force_rules.may_refuse(p)]
-    forced = force_rules.needing_force(candidates, drain.context(plain), drain.ctx)
+    candidates = [p for p in drain.pods if filters.may_refuse(p)]
+    forced = filters.needing_force(candidates, drain.context(plain), drain.ctx)
     if not options.opt_outs_wait:  # not a full zero-scale: no phase 2
         return force_scope.build_scope(forced)
     # Phase 2 deletes what a machine drain evicting opt-outs would not skip. Its options differ from

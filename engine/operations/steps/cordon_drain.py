@@ -32,7 +32,7 @@ from engine.domain.operation import (
     Released,
     format_seconds,
 )
-from engine.drain import filters, force_rules
+from engine.drain import filters
 from engine.drain import passes as drain
 from engine.drain import progress as drain_progress
 from engine.drain.pacing import PassFacts, next_pass
@@ -202,8 +202,8 @@ def _scoped_filters(op: Operation) -> tuple[filters.PodFilter, ...] | None:
     if not (op.target.force or op.plan.force_phase or op.plan.forcing):
         return None
     scope = op.plan.force_scope or force_scope.ForceScope()
-    plain = force_rules.plain_drain(opt_outs_wait=op.plan.force_phase)
-    return (force_rules.scope_guard(scope, plain), *filters.default_filters())
+    plain = filters.plain_drain(opt_outs_wait=op.plan.force_phase)
+    return (filters.scope_guard(scope, plain), *filters.default_filters())
 
 
 def step_drain(ctx: DrainPassContext, op: Operation, h: ClusterHandle) -> StepResult:

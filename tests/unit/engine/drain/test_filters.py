@@ -16,6 +16,7 @@ from engine.domain import model
 from engine.domain.model import PodInfo
 from engine.drain import filters
 from engine.drain.filters import Action, DrainContext, DrainOptions, Verdict
+from tests import builders
 from tests.builders import DS, typed_pod
 from tests.builders import pod as make_pod
 
@@ -472,6 +473,37 @@ def test_default_filters_are_in_documented_order() -> None:
 
 def test_every_default_filter_has_a_docstring() -> None:
     assert all(f.__doc__ for f in filters.default_filters())
+
+
+def test_every_rule_that_refuses_a_pod_says_how_force_lifts_it() -> None:
+    """A rule is registered once (`filters.RULES`): one that BLOCKs a pod under any flags carries its
+    `Override`, whose refusal phrase is what a forced run shows for that pod, whose `may_refuse`
+    holds for it, and whose warning is what Cluster API logs when the pod is evicted anyway."""
+    pods = [
+        make_pod("web-0"),
+        bare_pod(),
+        ds_pod(),
+        make_pod("orphan", controller=builders.owner("DaemonSet", "gone")),
+        make_pod("cache", has_empty_dir=True),
+        make_pod("keep", annotations={model.KARPENTER_DO_NOT_DISRUPT_ANNOTATION: "true"}),
+        bare_pod(has_empty_dir=True, annotations={model.SAFE_TO_EVICT_ANNOTATION: "false"}),
+    ]
+    blocked_by: set[str] = set()
+    # Live DaemonSet pods left alone (--ignore-daemonsets), as every drain measured against force.
+    kubectl = DrainOptions.kubectl(ignore_daemonsets=True)
+    for options in (kubectl, filters.plain_drain(), filters.plain_drain(opt_outs_wait=True)):
+        ctx = make_ctx(options)
+        for pod in pods:
+            for rule in filters.RULES:
+                got = rule.check(pod, ctx)
+                if got is None or got.action is not Action.BLOCK:
+                    continue
+                assert rule.override is not None, f"{rule.check.__name__} refuses {pod.key} with no Override"
+                assert rule.override.refusal(pod) in filters.refusals(pod, ctx)
+                assert rule.override.may_refuse(pod, options)
+                assert rule.override.warning(pod, ctx), f"no warning when {pod.key} is evicted anyway"
+                blocked_by.add(rule.check.__name__)
+    assert blocked_by == {"daemonset_pods", "local_storage_pods", "unreplicated_pods", "opt_out_pods"}
 
 
 def test_custom_filter_chain_is_used_and_first_opinion_wins() -> None:

@@ -14,7 +14,7 @@ import pytest
 from engine.domain import model
 from engine.domain.model import PodInfo
 from engine.domain.operation import OpKind, Target
-from engine.drain import filters, force_rules
+from engine.drain import filters
 from engine.planning import preflight
 from engine.planning.preflight import ClusterSnapshot, plan_operation
 from engine.pools import victims
@@ -57,7 +57,7 @@ def mixed_pods() -> list[PodInfo]:
 
 @pytest.fixture
 def classified(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The pods `filters.classify` is asked about, in order (the plan's and force_rules' calls)."""
+    """The pods `filters.classify` is asked about, in order (the plan's and the force scope's calls)."""
     seen: list[str] = []
     real = filters.classify
 
@@ -82,7 +82,7 @@ def test_a_forced_zero_scale_classifies_again_only_the_pods_a_plain_drain_may_re
     pods = mixed_pods()
     plan = plan_operation(OpKind.ZERO, Target(cluster="dev"), snapshot(pods), now=NOW)
     again = [key for key, n in itertools.groupby(sorted(classified)) if len(list(n)) > 1]
-    assert again == sorted(p.key for p in pods if force_rules.may_refuse(p))
+    assert again == sorted(p.key for p in pods if filters.may_refuse(p))
     assert plan.force_scope is not None
     forced = {p.pod for p in plan.force_scope.pods}
     assert {f"{builders.NAMESPACE}/{n}-bare" for n in NODES} <= forced
@@ -117,13 +117,13 @@ def test_a_pod_no_plain_drain_rule_can_refuse_is_never_refused_by_it() -> None:
     ]
     for opt_outs_wait in (False, True):
         ctx = filters.DrainContext(
-            options=force_rules.plain_drain(opt_outs_wait=opt_outs_wait),
+            options=filters.plain_drain(opt_outs_wait=opt_outs_wait),
             now=NOW,
             daemonset_keys=snapshot([]).daemonset_keys,
         )
         refused = {p.key for p in pods if filters.classify(p, ctx).action is filters.Action.BLOCK}
-        assert refused and all(force_rules.may_refuse(p) for p in pods if p.key in refused)
-        assert {p.key for p in pods if not force_rules.may_refuse(p)}.isdisjoint(refused)
+        assert refused and all(filters.may_refuse(p) for p in pods if p.key in refused)
+        assert {p.key for p in pods if not filters.may_refuse(p)}.isdisjoint(refused)
 
 
 def test_the_plan_matches_each_pod_against_the_budgets_once(monkeypatch: pytest.MonkeyPatch) -> None:
