@@ -373,7 +373,7 @@ def test_phase_two_counts_only_the_pods_scalebot_deleted(
     from engine.domain.operation import Operation, OperationPlan, PoolChange
     from engine.drain import passes as drain
     from engine.operations.runner import ClusterHandle, Runner
-    from engine.operations.steps.force import step_force
+    from engine.operations.steps.force_delete import step_force
     from engine.pools.labels import LabelPoolProvider
     from engine.store.database import Store
 

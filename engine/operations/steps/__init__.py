@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from engine.operations.steps.consolidate import step_consolidated, step_fit, step_remove_node
 from engine.operations.steps.context import Step
 from engine.operations.steps.cordon_drain import step_cordon, step_drain
-from engine.operations.steps.force import step_force
+from engine.operations.steps.force_delete import step_force
 from engine.operations.steps.removal import step_remove, step_verify
 from engine.operations.steps.restore import step_record
 from engine.operations.steps.wake import step_finish, step_resize, step_wait_ready

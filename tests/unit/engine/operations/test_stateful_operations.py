@@ -370,8 +370,9 @@ class Nights(RuleBasedStateMachine):
         if not hasattr(self, "ops"):
             return
         # Held: a running operation's nodes; a finished drain's (its result is cordoned nodes); a
-        # phase 2 stopped for pods outside its force scope (it leaves them cordoned, on purpose,
-        # for the person who decides: re-request or uncordon, engine.operations.steps.force._outside_scope).
+        # phase 2 stopped for pods outside its force scope (it leaves them cordoned, on purpose, for
+        # the person who decides: re-request or uncordon,
+        # engine.operations.steps.force_delete._outside_scope).
         holders = {
             n
             for op in self.ops.store.list_operations(limit=1000)

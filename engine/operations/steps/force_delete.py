@@ -1,4 +1,4 @@
-"""The `force` step: phase 2 of a full zero-scale.
+"""The `force` step, phase 2 of a full zero-scale: what phase 1 left is force-deleted.
 
 Only when every pool of the cluster goes to 0: DELETE with grace 0 whatever is left, recording
 each pod and why (write-ahead audit), only within the approved force scope
