@@ -317,6 +317,12 @@ def test_garbled_answers_raise_a_projection_error(data: bytes) -> None:
         projection.decode_pod_page(data)
 
 
+@pytest.mark.parametrize("data", [b"", b"{", b"[1, 2]", b'{"spec": []}'])
+def test_a_garbled_pod_raises_a_projection_error(data: bytes) -> None:
+    with pytest.raises(projection.ProjectionError):
+        projection.decode_pod(data)
+
+
 def test_a_watch_event_carries_its_type_the_pod_and_its_resource_version() -> None:
     line = orjson.dumps({"type": "MODIFIED", "object": FULL_POD})
     kind, pod, raw = projection.decode_watch_event(line)
