@@ -382,6 +382,8 @@ RULES: tuple[DrainRule, ...] = (
 does). A new rule is one filter function and its entry here."""
 
 _FILTERS = tuple(rule.check for rule in RULES)
+_OVERRIDDEN = tuple((rule.check, rule.override) for rule in RULES if rule.override is not None)
+"""The rules a flag or a force scope lifts, with their `Override`, in chain order."""
 
 
 def default_filters() -> tuple[PodFilter, ...]:
@@ -439,8 +441,7 @@ def _eviction_warnings(pod: PodInfo, ctx: DrainContext) -> list[str]:
     """Cluster API's warnings for a pod it evicts anyway, in its filter order."""
     if pod.is_finished:
         return []  # upstream's filters all pass finished pods without a word
-    overrides = (rule.override for rule in RULES if rule.override is not None)
-    return [warning for override in overrides if (warning := override.warning(pod, ctx))]
+    return [warning for _, override in _OVERRIDDEN if (warning := override.warning(pod, ctx))]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -463,12 +464,10 @@ _PLAIN = plain_drain()
 def refusals(pod: PodInfo, plain: DrainContext) -> list[str]:
     """Why a plain drain (options in `plain`) refuses `pod`, one phrase per rule; [] when it does not."""
     reasons = []
-    for rule in RULES:
-        if rule.override is None:
-            continue
-        verdict = rule.check(pod, plain)
+    for check, override in _OVERRIDDEN:
+        verdict = check(pod, plain)
         if verdict is not None and verdict.action is Action.BLOCK:
-            reasons.append(rule.override.refusal(pod))
+            reasons.append(override.refusal(pod))
     return reasons
 
 
@@ -477,7 +476,7 @@ def may_refuse(pod: PodInfo) -> bool:
     (today: it has a controller that is not a DaemonSet and no opt-out annotation; the plain drain
     deletes emptyDir data). Only the other Pods need classifying against it; at 30,000 Pods that is
     a few."""
-    return any(rule.override.may_refuse(pod, _PLAIN) for rule in RULES if rule.override is not None)
+    return any(override.may_refuse(pod, _PLAIN) for _, override in _OVERRIDDEN)
 
 
 def needing_force(pods: Iterable[PodInfo], plain: DrainContext, forced: DrainContext) -> list[ForcedPod]:
