@@ -20,7 +20,7 @@ from engine.domain.operation import OpKind, OpState
 from engine.operations.service import Operations, UserError
 from engine.pools.base import Pool
 from engine.schedules.calendars import Calendars
-from engine.schedules.core import force, recurrence
+from engine.schedules.core import forced_sleeps, recurrence
 from engine.schedules.core import spec as schedule
 from engine.schedules.core.due import occurrence_on, upcoming
 from engine.schedules.core.model import HANDLED, Resleep, Schedule
@@ -69,9 +69,9 @@ class ScheduleBook:
 
     def standing_force(self, sched: Schedule) -> list[ForceDecision]:
         """The standing force scope's approvals that still bind: a changed target voids them."""
-        bound = force.binding(sched.cluster, sched.target)
+        bound = forced_sleeps.binding(sched.cluster, sched.target)
         rows = self.store.force_decisions(sched.name, key="")
-        return [d for d in rows if d.kind == force.STANDING and d.binding == bound]
+        return [d for d in rows if d.kind == forced_sleeps.STANDING and d.binding == bound]
 
     def _with_approvers(self, sched: Schedule) -> Schedule:
         standing = self.standing_force(sched)

@@ -26,7 +26,7 @@ from engine.pools.base import Pool
 from engine.schedules.access import ScheduleAccess
 from engine.schedules.announcing import Announcing
 from engine.schedules.book import ScheduleBook
-from engine.schedules.core import force, one_off, recurrence
+from engine.schedules.core import forced_sleeps, one_off, recurrence
 from engine.schedules.core import spec as schedule
 from engine.schedules.core.due import (
     RETRY_AFTER,
@@ -358,7 +358,7 @@ class Firing:
             return request, plain, self.ops.pre_approver_groups(request)
         forced_request = forced(request)
         forced_plan = self.ops.plan(forced_request)
-        needed = force.dead_end(plain, forced_plan)
+        needed = forced_sleeps.dead_end(plain, forced_plan)
         if needed is None:
             return request, plain, self.ops.pre_approver_groups(request)
         approved = self.force.approved_force(sched, occ.key, needed)

@@ -14,7 +14,7 @@ from engine.domain.clock import Clock
 from engine.schedules.access import ScheduleAccess
 from engine.schedules.announcing import Announcing
 from engine.schedules.book import ScheduleBook
-from engine.schedules.core import force, one_off
+from engine.schedules.core import forced_sleeps, one_off
 from engine.schedules.core.model import (
     HANDLED,
     Schedule,
@@ -26,13 +26,13 @@ from engine.schedules.force_records import ForceRecords
 from engine.store.schedules import ForceDecision
 
 
-def _force_problem(occ: Occurrence, state: str, needed: force.Needed | None, shown: str) -> str:
+def _force_problem(occ: Occurrence, state: str, needed: forced_sleeps.Needed | None, shown: str) -> str:
     """Why an "Approve with force" click approves nothing ("" when it may)."""
     if state in HANDLED:
         return f"the {occ.action} of {occ.local_date} is already {state}"
     if needed is None:
         return "this run needs no force now: there is nothing to approve"
-    if force.digest(needed.scope) != shown:
+    if forced_sleeps.digest(needed.scope) != shown:
         return (
             "the force scope has changed since that card was shown; nothing was approved. The "
             "announcement shows the current one"
@@ -83,7 +83,9 @@ class ForceDecisions:
                 self.book.audit(by, "refused_schedule_force_approve", sched.cluster, f"{key}: {problem}")
                 return refused(problem, key=key)
             self.book.store.save_force_decision(
-                ForceDecision(sched.name, key, force.APPROVED, by, "", shown, "", needed.to_json(), now)
+                ForceDecision(
+                    sched.name, key, forced_sleeps.APPROVED, by, "", shown, "", needed.to_json(), now
+                )
             )
             units = ", ".join(needed.scope.units)
             self.book.audit(
@@ -114,7 +116,7 @@ class ForceDecisions:
                 self.book.audit(by, "refused_schedule_exclude", sched.cluster, why)
                 return refused(why, key=key)
             self.book.store.save_force_decision(
-                ForceDecision(sched.name, key, force.EXCLUDED, by, pool, "", "", {}, now)
+                ForceDecision(sched.name, key, forced_sleeps.EXCLUDED, by, pool, "", "", {}, now)
             )
             self.book.audit(by, "schedule_exclude", sched.cluster, f"{key}: pool {pool} left out of this run")
         note = f"Pool {pool} is left out of this run; the other pools run"
@@ -134,12 +136,12 @@ class ForceDecisions:
         if misplaced is not None:
             return misplaced
         now = self.clock.now()
-        if units.strip().lower() in force.CLEAR_WORDS:
+        if units.strip().lower() in forced_sleeps.CLEAR_WORDS:
             refusal = self.access.authorise(sched.cluster, by, groups, "force_scope", detail=name)
             if refusal:
                 return refused(refusal)
             with self.book.store.transaction():
-                gone = self.book.store.remove_force_decisions(name, key="", kind=force.STANDING)
+                gone = self.book.store.remove_force_decisions(name, key="", kind=forced_sleeps.STANDING)
                 self.book.audit(by, "schedule_force_scope_removed", sched.cluster, name)
             if not gone:
                 return refused(f"schedule {name} has no standing force scope; there is nothing to remove")
@@ -147,21 +149,21 @@ class ForceDecisions:
                 True, f"Removed the standing force scope of schedule {name}.", changed=True
             )
         try:
-            scope = force.parse_units(units)
-        except force.ForceScopeError as exc:
+            scope = forced_sleeps.parse_units(units)
+        except forced_sleeps.ForceScopeError as exc:
             return refused(str(exc))
         why = self.access.force_refusal(sched, by, groups)
         if why:
             self.book.audit(by, "refused_schedule_force_scope", sched.cluster, f"{name}: {why}")
             return refused(why)
-        digest, bound = force.digest(scope), force.binding(sched.cluster, sched.target)
+        digest, bound = forced_sleeps.digest(scope), forced_sleeps.binding(sched.cluster, sched.target)
         with self.book.store.transaction():
             current = [d for d in self.book.standing_force(sched) if d.digest == digest]
             if not current:  # another scope (or none): this approval starts a new one
-                self.book.store.remove_force_decisions(name, key="", kind=force.STANDING)
+                self.book.store.remove_force_decisions(name, key="", kind=forced_sleeps.STANDING)
             self.book.store.save_force_decision(
                 ForceDecision(
-                    name, "", force.STANDING, by, "", digest, bound, {"scope": scope.to_json()}, now
+                    name, "", forced_sleeps.STANDING, by, "", digest, bound, {"scope": scope.to_json()}, now
                 )
             )
             self.book.audit(

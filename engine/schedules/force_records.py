@@ -1,7 +1,8 @@
 """Force on scheduled sleeps, as recorded: what a run needs forced (planned ahead, outside any
 transaction, and recorded with its announcement), the pools left out of a run, what its announcement
 says about force, and the approved scope that covers a run. The decisions themselves (approve, exclude,
-a standing scope) are `engine.schedules.force_decisions`'; the rules, `engine.schedules.core.force`'s."""
+a standing scope) are `engine.schedules.force_decisions`'; the rules,
+`engine.schedules.core.forced_sleeps`'."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from engine.kube.errors import KubeError
 from engine.operations.service import Operations, UserError
 from engine.schedules.access import ScheduleAccess
 from engine.schedules.book import ScheduleBook
-from engine.schedules.core import force
+from engine.schedules.core import forced_sleeps
 from engine.schedules.core.model import Schedule
 from engine.schedules.core.requests import forced, sleep_request
 from engine.store.schedules import ForceDecision
@@ -29,14 +30,14 @@ class ForceRecords:
         self.access = access
         self.ops = ops
 
-    def force_needed(self, sched: Schedule, plain: OperationPlan) -> force.Needed | None:
+    def force_needed(self, sched: Schedule, plain: OperationPlan) -> forced_sleeps.Needed | None:
         """Given the sleep's plain plan, plan it forced (cluster listings, outside any transaction):
         what it needs force for, with each Pod's pool; None when it runs without (or cannot be
         planned now)."""
         if plain.forcing or not plain.blockers:
             return None
         try:
-            scope = force.dead_end(plain, self.ops.plan(forced(sleep_request(sched))))
+            scope = forced_sleeps.dead_end(plain, self.ops.plan(forced(sleep_request(sched))))
             if scope is None:
                 return None
             handle = self.ops.handles[sched.cluster]
@@ -46,32 +47,36 @@ class ForceRecords:
         except (UserError, KubeError):  # the announcement still goes out; the fire plans again
             return None
         acts_on = tuple(c.pool for c in plain.pools)
-        return force.Needed(scope, pools, acts_on)
+        return forced_sleeps.Needed(scope, pools, acts_on)
 
-    def record_needed(self, sched: Schedule, key: str, needed: force.Needed | None, now: datetime) -> None:
-        self.book.store.remove_force_decisions(sched.name, key=key, kind=force.NEEDED)
+    def record_needed(
+        self, sched: Schedule, key: str, needed: forced_sleeps.Needed | None, now: datetime
+    ) -> None:
+        self.book.store.remove_force_decisions(sched.name, key=key, kind=forced_sleeps.NEEDED)
         if needed is not None:
             self.book.store.save_force_decision(
                 ForceDecision(
                     sched.name,
                     key,
-                    force.NEEDED,
+                    forced_sleeps.NEEDED,
                     "",
                     "",
-                    force.digest(needed.scope),
+                    forced_sleeps.digest(needed.scope),
                     "",
                     needed.to_json(),
                     now,
                 )
             )
 
-    def needed(self, sched: Schedule, key: str) -> force.Needed | None:
-        rows = [d for d in self.book.store.force_decisions(sched.name, key=key) if d.kind == force.NEEDED]
-        return force.Needed.from_json(rows[-1].scope) if rows else None
+    def needed(self, sched: Schedule, key: str) -> forced_sleeps.Needed | None:
+        rows = [
+            d for d in self.book.store.force_decisions(sched.name, key=key) if d.kind == forced_sleeps.NEEDED
+        ]
+        return forced_sleeps.Needed.from_json(rows[-1].scope) if rows else None
 
     def excluded(self, sched: Schedule, key: str) -> tuple[str, ...]:
         rows = self.book.store.force_decisions(sched.name, key=key)
-        return tuple(sorted({d.pool for d in rows if d.kind == force.EXCLUDED}))
+        return tuple(sorted({d.pool for d in rows if d.kind == forced_sleeps.EXCLUDED}))
 
     def notice(self, sched: Schedule, key: str, *, roles: bool = True) -> ForceNotice | None:
         """What the announcement says about force, from what SQLite recorded (no listing). With
@@ -80,18 +85,18 @@ class ForceRecords:
         needed = self.needed(sched, key)
         if needed is None:
             return None
-        shown = force.digest(needed.scope)
+        shown = forced_sleeps.digest(needed.scope)
         rows = self.book.store.force_decisions(sched.name, key=key)
-        approved = [d.user for d in rows if d.kind == force.APPROVED and d.digest == shown]
+        approved = [d.user for d in rows if d.kind == forced_sleeps.APPROVED and d.digest == shown]
         standing = [
             d.user
             for d in self.book.standing_force(sched)
-            if not force.uncovered(needed.scope, ForceScope.from_json(d.scope.get("scope") or {}))
+            if not forced_sleeps.uncovered(needed.scope, ForceScope.from_json(d.scope.get("scope") or {}))
         ]
         if roles:
             may = {u: self.access.may_force(sched, u) for u in {*approved, *standing}}
             approved, standing = [u for u in approved if may[u]], [u for u in standing if may[u]]
-        return force.notice(
+        return forced_sleeps.notice(
             needed, approved_by=approved, standing_by=standing, excluded=self.excluded(sched, key)
         )
 
@@ -103,14 +108,14 @@ class ForceRecords:
         rows = self.book.store.force_decisions(sched.name, key=key)
         candidates: dict[str, tuple[ForceScope, list[str]]] = {}
         for d in rows:
-            if d.kind == force.APPROVED:
-                scope = force.Needed.from_json(d.scope).scope
+            if d.kind == forced_sleeps.APPROVED:
+                scope = forced_sleeps.Needed.from_json(d.scope).scope
                 candidates.setdefault("run:" + d.digest, (scope, []))[1].append(d.user)
         for d in self.book.standing_force(sched):
             scope = ForceScope.from_json(d.scope.get("scope") or {})
             candidates.setdefault("standing:" + d.digest, (scope, []))[1].append(d.user)
         for scope, users in candidates.values():
-            if not force.uncovered(needed, scope):
+            if not forced_sleeps.uncovered(needed, scope):
                 return ForceScope(units=scope.units, pdbs=scope.pdbs), users
         return None
 

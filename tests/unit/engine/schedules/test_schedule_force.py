@@ -1,5 +1,5 @@
 """No dead ends in a schedule: a scheduled sleep whose plan already needs force (engine.schedules
-.service with engine.schedules.core.force), on the real Operations, runner and SQLite, virtual time.
+.service with engine.schedules.core.forced_sleeps), on the real Operations, runner and SQLite, virtual time.
 
 A scheduled zero of some pools that a do-not-disrupt Pod holds used to be announced, approved and
 then fail in 0 s every night. Now the announcement says so ahead (each Pod, its owner, its pool,
