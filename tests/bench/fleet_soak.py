@@ -43,8 +43,10 @@ import argparse
 import contextlib
 import json
 import random
+import re
 import signal
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import threading
@@ -140,6 +142,19 @@ def _proc_stat(pid: int) -> tuple[int, float, float] | None:
     fields = stat.rsplit(")", 1)[1].split()
     ticks = int(fields[11]) + int(fields[12])  # utime + stime (fields 14, 15 of proc(5))
     return int(values["Threads"]), int(values["VmRSS"].split()[0]) / 1024, ticks / 100
+
+
+def thread_names(pid: int) -> Counter[str]:
+    """The process's Python threads by name (digits dropped), from `py-spy dump` (empty without it)."""
+    spy = Path(sys.executable).parent / "py-spy"
+    try:
+        out = subprocess.run(
+            [str(spy), "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=30, check=False
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return Counter()
+    found = re.findall(r'^Thread \S+ \((?:idle|active)[^)]*\): "([^"]*)"', out, re.MULTILINE)
+    return Counter(re.sub(r"[-_]?\d+(?:_\d+)?$", "", name) or name for name in found)
 
 
 class Sampler:
@@ -407,12 +422,13 @@ class FleetSoak:
             before = set(self.ops())
             if self.command(f"zero {cluster_name(i)}" if self.nodes_of(i) else f"wake {cluster_name(i)}", i):
                 stored += [op for op in self.ops() if op not in before]
-        peak = threads0
+        peak, names = threads0, Counter[str]()
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
             self.approve_pending()
             states = self.ops()
-            peak = max(peak, self.sampler.threads_now)
+            if self.sampler.threads_now > peak and self.proc is not None:
+                peak, names = self.sampler.threads_now, thread_names(self.proc.pid)
             if all(states[op][2] in TERMINAL for op in stored if op in states):
                 break
             time.sleep(0.5)  # polling with a deadline
@@ -426,6 +442,7 @@ class FleetSoak:
                 "cpu_s": round(self.sampler.cpu_total() - cpu0, 1),
                 "threads_before": threads0,
                 "threads_peak": peak,
+                "threads_at_peak_by_name": dict(names.most_common()),
                 "states": dict(Counter(self.ops()[op][2] for op in stored)),
             }
         )
