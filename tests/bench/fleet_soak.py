@@ -237,8 +237,16 @@ class FleetSoak:
             for pool, size in POOLS.items():
                 full = f"{cluster_name(i)}-{pool}"
                 objects.create_node_pool(self.admin, full, size, labels={pool_key(i): full, **group})
+            # Small requests, so that hundreds of pods fit on three nodes (110 pods each).
             objects.create_deployment(
-                self.admin, namespace, "web", self.figures.pods, node_selector=group, grace=1
+                self.admin,
+                namespace,
+                "web",
+                self.figures.pods,
+                node_selector=group,
+                grace=1,
+                cpu="10m",
+                memory="16Mi",
             )
         for i in range(self.n):
             waits.wait_for_deployment_available(self.admin, f"soak-{cluster_name(i)}", "web", timeout=300)
