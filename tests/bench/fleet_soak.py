@@ -18,7 +18,8 @@ Until the time is up, seeded random steps:
 - SIGKILL of the scalebot process, restarted by the harness as Kubernetes would (SIGTERM at the end);
 - kube-apiserver killed and started again a few seconds later;
 - Slack 429 storms (the next calls of chat.postMessage and chat.update refused with Retry-After)
-  and stalls (calls held 10-20 s before Slack answers).
+  and stalls (calls held `--stall` seconds, 10-20 by default, before Slack processes and answers
+  them: beyond the client's 15 s timeout the sender has retried meanwhile).
 
 After every step the invariants are checked (from the database as a second reader, the Slack
 calls the local Web API recorded, and the cluster):
@@ -205,7 +206,9 @@ class Sampler:
 
 
 class FleetSoak:
-    def __init__(self, cp: Any, work: Path, figures: Figures, rng: random.Random) -> None:
+    def __init__(
+        self, cp: Any, work: Path, figures: Figures, rng: random.Random, stall: tuple[float, float] = (10, 20)
+    ) -> None:
         self.cp = cp
         self.work = work
         self.figures = figures
@@ -224,6 +227,7 @@ class FleetSoak:
         self.seen_ops: set[str] = set()
         self.clicked: Counter[str] = Counter()
         self.key = AuditKey(AUDIT_KEY.encode())
+        self.stall = stall
         self.sent = 0
         self.config, self.url, self.env = self._write_config()
 
@@ -476,7 +480,7 @@ class FleetSoak:
         self.figures.faults["Slack 429 storm"] += 1
 
     def slack_stall(self) -> None:
-        seconds = self.rng.uniform(10, 20)
+        seconds = self.rng.uniform(*self.stall)
         for _ in range(self.rng.randint(1, 4)):
             self.slack.hold(lambda method, _: method.startswith("chat."), seconds)
         self.figures.faults["Slack stall"] += 1
@@ -508,9 +512,11 @@ class FleetSoak:
             (str(c.body.get("channel")), str(c.body.get("thread_ts") or ""), all_text(c))
             for c in self.slack.calls_to("chat.postMessage", ok_only=True)
         )
-        for (channel, thread, _), count in posts.items():
+        for (channel, thread, text), count in posts.items():
             if count > 1:
-                self.figures.violations.append(f"the same post {count} times in {channel} {thread}")
+                self.figures.violations.append(
+                    f"the same post {count} times in {channel} thread {thread or '-'}: {text[:100]!r}"
+                )
         if self.proc is not None and time.monotonic() - self.started_at > 60:
             claims = {r[0]: r[1] for r in self._rows("SELECT op_id, pid FROM runner_claims")}
             for op_id, (_, _, state, _) in found.items():
@@ -614,6 +620,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--work-dir", type=Path, default=None)
     parser.add_argument(
+        "--stall",
+        default="10-20",
+        help="seconds a Slack stall holds calls before Slack processes them, MIN-MAX (the client waits 15)",
+    )
+    parser.add_argument(
         "--cpu",
         action="store_true",
         help="no soak: one cluster's zero-scale alone, then all N at once (the client's CPU and threads)",
@@ -631,7 +642,9 @@ def main(argv: list[str] | None = None) -> int:
         print(line, file=sys.stderr, flush=True)
 
     with ControlPlane(ensure_binaries(), echo=lambda _: None) as cp:
-        soak = FleetSoak(cp, work, figures, random.Random(args.seed))
+        low, _, high = args.stall.partition("-")
+        stall = (float(low), float(high or low))
+        soak = FleetSoak(cp, work, figures, random.Random(args.seed), stall)
         try:
             soak.build()
             echo(f"built {args.clusters} clusters; soaking for {args.minutes} min in {work}")
