@@ -142,7 +142,8 @@ def _proc_stat(pid: int) -> tuple[int, float, float] | None:
     values = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
     fields = stat.rsplit(")", 1)[1].split()
     ticks = int(fields[11]) + int(fields[12])  # utime + stime (fields 14, 15 of proc(5))
-    return int(values["Threads"]), int(values["VmRSS"].split()[0]) / 1024, ticks / 100
+    rss = values.get("VmRSS", "0 kB")  # absent once the process has exited (a zombie)
+    return int(values["Threads"]), int(rss.split()[0]) / 1024, ticks / 100
 
 
 def thread_names(pid: int) -> Counter[str]:
