@@ -46,17 +46,17 @@ from kubernetes.client.exceptions import ApiException
 
 from localcluster import bodies, objects, rest, waits
 from localcluster.binaries import REPO_ROOT, ensure_binaries
-from localcluster.pki import _kubeconfig, _write_pki
+from localcluster.pki import kubeconfig_text, write_pki
 from localcluster.processes import (
-    _LIBC,
-    _LIVE,
+    LIBC,
+    LIVE,
     LOG_TAIL_LINES,
-    _Component,
-    _die_with_parent,
-    _install_process_hooks,
-    _pid_alive,
-    _rss_kib,
-    _tail,
+    ComponentProcess,
+    die_with_parent,
+    install_process_hooks,
+    log_tail,
+    pid_alive,
+    process_rss_kib,
 )
 
 ADMIN_USER = "admin"
@@ -221,7 +221,7 @@ class ControlPlane:
         self.startup_timeout = startup_timeout
         self.keep_run_dir = keep_run_dir or os.environ.get("SCALEBOT_KEEP_RUN_DIR") == "1"
         self._echo = echo or (lambda msg: print(msg, file=sys.stderr, flush=True))
-        self._components: dict[str, _Component] = {}
+        self._components: dict[str, ComponentProcess] = {}
         self._ports: dict[str, int] = {}
         self._lock = threading.RLock()
         self._started = False
@@ -325,16 +325,15 @@ class ControlPlane:
 
     def rss_kib(self) -> dict[str, tuple[int, int]]:
         """Component -> (RSS, peak RSS) in KiB."""
-        return {name: _rss_kib(pid) for name, pid in self.pids().items()}
+        return {name: process_rss_kib(pid) for name, pid in self.pids().items()}
 
     def logs(self, lines: int = LOG_TAIL_LINES) -> str:
         parts = []
         for name in ORDER:
             comp = self._components.get(name)
             if comp is not None:
-                parts.append(
-                    f"----- {name} ({comp.log_path}), last {lines} lines -----\n{_tail(comp.log_path, lines)}"
-                )
+                heading = f"----- {name} ({comp.log_path}), last {lines} lines -----"
+                parts.append(f"{heading}\n{log_tail(comp.log_path, lines)}")
         return "\n".join(parts)
 
     # ------------------------------------------------------------------------------------------
@@ -346,8 +345,8 @@ class ControlPlane:
                 return
             self._started = True
             if not self.detached:
-                _install_process_hooks()
-                _LIVE.add(self)
+                install_process_hooks()
+                LIVE.add(self)
             cache_dir = self.cache_dir  # may build (minutes when cold); not counted as start-up
             t0 = time.monotonic()
             try:
@@ -396,7 +395,7 @@ class ControlPlane:
             except OSError:
                 shutil.copy2(exe, run / "bin" / exe.name)
         self._bin_dir = run / "bin"
-        _write_pki(run)
+        write_pki(run)
         # token,user,uid,"groups" (k8s.io/apiserver token file format). The static scalebot user is
         # a fallback identity with no bindings; tests use the ServiceAccount token instead.
         (run / "tokens.csv").write_text(
@@ -432,13 +431,13 @@ class ControlPlane:
             used.add(self._ports[key])
         for name in ORDER:
             if name != "karpenter":  # added by start_karpenter()
-                self._components[name] = _Component(name=name, log_path=run / "logs" / f"{name}.log")
+                self._components[name] = ComponentProcess(name=name, log_path=run / "logs" / f"{name}.log")
         self._write_admin_files()
 
     def _write_admin_files(self) -> None:
         run = self.run_dir
         ca = (run / "pki" / "ca.crt").read_bytes()
-        (run / "admin.kubeconfig").write_text(_kubeconfig(self.api_url, ca, ADMIN_USER, self.admin_token))
+        (run / "admin.kubeconfig").write_text(kubeconfig_text(self.api_url, ca, ADMIN_USER, self.admin_token))
         (run / "admin.kubeconfig").chmod(0o600)
         (run / "scheduler.yaml").write_text(
             yaml.safe_dump(
@@ -592,8 +591,8 @@ class ControlPlane:
         env["HOME"] = str(self.run_dir)
         # PDEATHSIG fires when the *thread* that forked exits, so only the main thread uses it.
         attached = not self.detached and threading.current_thread() is threading.main_thread()
-        if attached and "prctl" not in _LIBC:
-            _LIBC["prctl"] = ctypes.CDLL(None, use_errno=True).prctl
+        if attached and "prctl" not in LIBC:
+            LIBC["prctl"] = ctypes.CDLL(None, use_errno=True).prctl
         with comp.log_path.open("ab") as log:
             log.write(f"\n===== {time.strftime('%H:%M:%S')} {' '.join(comp.argv)}\n".encode())
             log.flush()
@@ -606,7 +605,7 @@ class ControlPlane:
                 env=env,
                 start_new_session=True,  # own process group: stopped as a group, immune to Ctrl-C
                 # Between fork and exec only one prctl() runs (libc resolved beforehand).
-                preexec_fn=_die_with_parent if attached else None,  # noqa: PLW1509
+                preexec_fn=die_with_parent if attached else None,  # noqa: PLW1509
             )
         comp.pid = comp.popen.pid
         if self.detached:
@@ -616,14 +615,14 @@ class ControlPlane:
         comp = self._components[name]
         if comp.popen is not None:
             return comp.popen.poll() is None
-        return comp.pid is not None and _pid_alive(comp.pid)
+        return comp.pid is not None and pid_alive(comp.pid)
 
     def _wait_ready(self, name: str, check: Callable[[], bool], timeout: float) -> None:
         """Poll `check` until it holds; fail at once if the component exits."""
 
         def ready() -> bool:
             if not self._alive(name):
-                raise ControlPlaneError(f"{name} exited during start-up:\n{_tail(self.log_path(name))}")
+                raise ControlPlaneError(f"{name} exited during start-up:\n{log_tail(self.log_path(name))}")
             return check()
 
         waits.wait_until(ready, timeout, f"{name} to become ready", interval=0.05, max_interval=0.25)
@@ -636,7 +635,7 @@ class ControlPlane:
                 self._wait_ready(name, check, self.startup_timeout)
                 return
             except ControlPlaneError:
-                if attempt == 2 or "address already in use" not in _tail(self.log_path(name), 200):
+                if attempt == 2 or "address already in use" not in log_tail(self.log_path(name), 200):
                     raise
             self._terminate(name)
             used = set(self._ports.values())
@@ -685,13 +684,13 @@ class ControlPlane:
             try:
                 self._wait_ready(name, checks[name], self.startup_timeout)
             except ControlPlaneError:
-                if "address already in use" not in _tail(self.log_path(name), 200):
+                if "address already in use" not in log_tail(self.log_path(name), 200):
                     raise
                 self._terminate(name)
                 self._start_with_port_retry(name, ports[name], checks[name])
         # kwok has no port of its own here; the readiness ladder proves it works (a probe node).
         if not self._alive("kwok"):
-            raise ControlPlaneError(f"kwok exited during start-up:\n{_tail(self.log_path('kwok'))}")
+            raise ControlPlaneError(f"kwok exited during start-up:\n{log_tail(self.log_path('kwok'))}")
 
     # scalebot's identity --------------------------------------------------------------------------
 
@@ -714,7 +713,9 @@ class ControlPlane:
         finally:
             api.close()
         ca = self.ca_file.read_bytes()
-        self.scalebot_kubeconfig.write_text(_kubeconfig(self.api_url, ca, "scalebot", self.scalebot_token))
+        self.scalebot_kubeconfig.write_text(
+            kubeconfig_text(self.api_url, ca, "scalebot", self.scalebot_token)
+        )
         self.scalebot_kubeconfig.chmod(0o600)
         self._wait_for_field_policy()
 
@@ -779,7 +780,7 @@ class ControlPlane:
             for key in ("karpenter-metrics", "karpenter-health"):
                 self._ports[key] = free_port(used)
                 used.add(self._ports[key])
-            self._components["karpenter"] = _Component(
+            self._components["karpenter"] = ComponentProcess(
                 name="karpenter", log_path=self.run_dir / "logs" / "karpenter.log"
             )
 
@@ -856,7 +857,7 @@ class ControlPlane:
                     self._wait_ready("kube-apiserver", self._apiserver_ready, timeout)
                     break
                 except ControlPlaneError:
-                    if attempt == 4 or "address already in use" not in _tail(
+                    if attempt == 4 or "address already in use" not in log_tail(
                         self.log_path("kube-apiserver"), 50
                     ):
                         raise
@@ -884,7 +885,7 @@ class ControlPlane:
                 comp.popen.wait(timeout=10.0)
         else:
             deadline = time.monotonic() + grace
-            while _pid_alive(pgid) and time.monotonic() < deadline:
+            while pid_alive(pgid) and time.monotonic() < deadline:
                 time.sleep(0.05)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pgid, signal.SIGKILL)
@@ -900,7 +901,7 @@ class ControlPlane:
             for name in reversed(ORDER):
                 with contextlib.suppress(Exception):
                     self._terminate(name)
-            _LIVE.discard(self)
+            LIVE.discard(self)
             if self._run_dir is not None and not self.keep_run_dir:
                 shutil.rmtree(self._run_dir, ignore_errors=True)
 

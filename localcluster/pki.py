@@ -63,7 +63,7 @@ def _key_usage(
     )
 
 
-def _write_pki(run_dir: Path) -> None:
+def write_pki(run_dir: Path) -> None:
     """A CA, a serving certificate for 127.0.0.1/localhost signed by it, and the service-account keys.
 
     A real CA (as envtest's TinyCA does) lets every client verify TLS: no insecure-skip-tls-verify,
@@ -119,7 +119,7 @@ def _write_pki(run_dir: Path) -> None:
         (pki / name).chmod(0o600)
 
 
-def _kubeconfig(server: str, ca_pem: bytes, user: str, token: str) -> str:
+def kubeconfig_text(server: str, ca_pem: bytes, user: str, token: str) -> str:
     doc = {
         "apiVersion": "v1",
         "kind": "Config",

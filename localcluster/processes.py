@@ -27,7 +27,7 @@ LOG_TAIL_LINES = 50
 
 
 @dataclass
-class _Component:
+class ComponentProcess:
     name: str
     log_path: Path
     popen: subprocess.Popen[bytes] | None = None
@@ -36,13 +36,13 @@ class _Component:
     argv: list[str] = field(default_factory=list)
 
 
-_LIVE: weakref.WeakSet[ControlPlane] = weakref.WeakSet()
+LIVE: weakref.WeakSet[ControlPlane] = weakref.WeakSet()
 _HOOKS = {"installed": False}
 _HOOKS_LOCK = threading.Lock()
 
 
 def _stop_all_live() -> None:
-    for cp in list(_LIVE):
+    for cp in list(LIVE):
         with contextlib.suppress(Exception):
             cp.stop()
 
@@ -53,7 +53,7 @@ def _exit_on_signal(signum: int, _frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
-def _install_process_hooks() -> None:
+def install_process_hooks() -> None:
     with _HOOKS_LOCK:
         if _HOOKS["installed"]:
             return
@@ -66,18 +66,18 @@ def _install_process_hooks() -> None:
 
 
 _PR_SET_PDEATHSIG = 1
-_LIBC: dict[str, Any] = {}
+LIBC: dict[str, Any] = {}
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """preexec_fn: ask the kernel to SIGKILL the child if the parent dies without cleaning up.
 
     The libc handle is resolved in the parent (see _spawn): the forked child only makes the call.
     """
-    _LIBC["prctl"](_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    LIBC["prctl"](_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
-def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     try:
         with path.open("rb") as fh:
             fh.seek(0, os.SEEK_END)
@@ -89,7 +89,7 @@ def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(data.splitlines()[-lines:])
 
 
-def _rss_kib(pid: int) -> tuple[int, int]:
+def process_rss_kib(pid: int) -> tuple[int, int]:
     """(current RSS, peak RSS) in KiB from /proc; (0, 0) if the process is gone."""
     rss = hwm = 0
     try:
@@ -103,7 +103,7 @@ def _rss_kib(pid: int) -> tuple[int, int]:
     return rss, hwm
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -41,6 +41,14 @@ CHANNEL: Json = {
     )
     + ")$",
 }
+# Where the loader wants an ID, not a name (`fleet_digest_channel`): `C…` or Slack's `<#C…|name>`;
+# empty or null: not set.
+CHANNEL_ID: Json = {
+    "type": ["string", "null"],
+    "pattern": "^(?:"
+    + "|".join(p.pattern for p in (channel_refs._CHANNEL_ID, channel_refs._CHANNEL_LINK))
+    + ")?$",
+}
 CHANNELS: Json = {"oneOf": [CHANNEL, {"type": "array", "items": CHANNEL}]}
 PORT: Json = {"type": "integer", "minimum": 1, "maximum": 65535}
 
@@ -48,12 +56,16 @@ PORT: Json = {"type": "integer", "minimum": 1, "maximum": 65535}
 VALUES: dict[str, Json] = {
     "workers": {"type": "integer", "minimum": 1, "maximum": 64},
     "workloads_return_timeout": DURATION,
+    "currency": {"type": "string", "pattern": "^[A-Z]{3}$"},
     "calendars": {"type": "object", "additionalProperties": {"type": "string", "minLength": 1}},
     "server.host": {"type": "string", "minLength": 1},
     "server.http_port": PORT,
     "server.health_port": PORT,
     "sender.update_interval": DURATION,
-    "sender.posts_per_minute": {"type": "integer", "minimum": 10, "maximum": 600},
+    "sender.posts_per_minute": {"type": "number", "minimum": 10, "maximum": 600},
+    "sender.updates_per_minute": {"type": "number", "minimum": 1, "maximum": 50},
+    "sender.posts_per_second": {"type": "number", "minimum": 0.1, "maximum": 10},
+    "fleet_digest_channel": CHANNEL_ID,
     "runner.max_operations": {"type": "integer", "minimum": 1, "maximum": 10_000},
     "runner.max_operations_per_cluster": {"type": "integer", "minimum": 1, "maximum": 1_000},
     "runner.step_workers": {"type": "integer", "minimum": 1, "maximum": 256},

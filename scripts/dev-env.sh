@@ -22,8 +22,10 @@ if [ ! -f "$stamp" ]; then
   [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
   pip=("$venv/bin/python" -m pip --quiet --disable-pip-version-check)
   "${pip[@]}" install --require-hashes --no-deps -r "$repo/requirements/$lock.txt"
-  # The build backend (setuptools) comes from the lock too, hence no build isolation.
-  "${pip[@]}" install --no-deps --no-build-isolation -e "$repo"
+  # The build backend (setuptools) comes from the lock too, hence no build isolation. Its
+  # "Editable installation." notice (a boxed warning about folders named like the package, of no
+  # concern in a checkout) is filtered by its text; any other warning still shows.
+  PYTHONWARNINGS="ignore:Editable installation" "${pip[@]}" install --no-deps --no-build-isolation -e "$repo"
   rm -f "$venv"/.installed-*
   touch "$stamp"
 fi

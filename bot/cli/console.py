@@ -20,8 +20,8 @@ the console's stand-ins for what Slack itself provides:
     # …               a comment, ignored (for scripted sessions)
 
 Schedules are the real ones: `bot.slack.schedule_ui` answers `schedule …` and the buttons, on the engine's
-schedule service and the bot's timer (`bot.runtime.timer`), announcements included. With the simulated
-cluster the console's clock can run fast (`--clock-speed 600`: a weekend in five minutes) and
+schedule service and the bot's timer (`bot.runtime.apscheduler_timer`), announcements included. With
+the simulated cluster the console's clock can run fast (`--clock-speed 600`: a weekend in five minutes) and
 `fast-forward` jumps to each instant something is due and runs it there, so a scripted session
 needs no waiting at all.
 
@@ -55,7 +55,7 @@ from bot.cli.console_screen import (
     mrkdwn_lines,
 )
 from bot.runtime import wiring
-from bot.runtime.timer import SchedulerRunner
+from bot.runtime.apscheduler_timer import APSchedulerTimer
 from bot.slack.blocks import operations as blocks
 from bot.slack.blocks import schedule_modals, views
 from bot.slack.blocks import schedules as schedule_ui_blocks
@@ -176,7 +176,7 @@ class _Session:
     user: str
     sender: ConsoleSender
     schedules: ScheduleUi
-    timer: SchedulerRunner
+    timer: APSchedulerTimer
     ask: Callable[[str], str | None]
     """Ask one question (a form field) and read the answer; None at the end of input."""
 
@@ -232,7 +232,7 @@ def run_console(
     schedule_ui = ScheduleUi(
         service, ops, cast("Sender", sender), clock=ops.clock, default_cluster=lambda channel: default_cluster
     )
-    timer = SchedulerRunner(service, ops.clock, schedule_ui.on_announce, schedule_ui.on_fired)
+    timer = APSchedulerTimer(service, ops.clock, schedule_ui.on_announce, schedule_ui.on_fired)
     schedule_ui.attach(runner=timer)
     interactive = _isatty(stdin)
     session = _Session(

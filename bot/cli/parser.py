@@ -103,6 +103,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser(
         "demo", help="zero-scale and wake the built-in SIMULATED cluster, for a first look"
     )
+    demo.add_argument(
+        "--reset",
+        action="store_true",
+        help="instead: put the simulated cluster in --db back at its start, its history cleared (a file "
+        "with records of any other cluster is refused)",
+    )
+    _add_db_arg(demo, " the --simulated commands keep the simulated cluster in, for --reset")
     demo.set_defaults(handler=command("bot.cli.serve:cmd_demo"))
 
     con = commands.add_parser(
@@ -169,7 +176,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "plan zero": ("scalebot plan zero", "scalebot plan zero web batch --simulated"),
     "plan scale": ("scalebot plan scale web 2", "scalebot plan scale batch 0 --simulated"),
     "plan wake": ("scalebot plan wake", "scalebot plan wake web"),
-    "demo": ("scalebot demo",),
+    "demo": ("scalebot demo", "scalebot demo --reset", "scalebot demo --reset --db rehearsal.db"),
     "console": ("scalebot console --simulated", "scalebot console --simulated --clock-speed 600"),
     "run": (
         "scalebot run --config scalebot.yaml",

@@ -230,7 +230,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
 
 
 def list_schedules(args: argparse.Namespace) -> None:
-    from engine.schedules.text import schedule_summary
+    from engine.schedules.core.text import schedule_summary
 
     found = _schedules(open_records(args.db)).all_schedules(cluster=args.cluster)
     emit(
@@ -266,7 +266,7 @@ def _schedule_rows(
 
 
 def next_schedule_events(args: argparse.Namespace) -> None:
-    from engine.schedules.timer import first_of_each
+    from engine.schedules.core.due import first_of_each
 
     service = _schedules(open_records(args.db))
     clusters = {s.name: s.cluster for s in service.all_schedules()}

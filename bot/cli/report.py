@@ -35,6 +35,7 @@ def cmd_savings(args: argparse.Namespace) -> int:
     since = _since(args.since, now, tz)
     loaded = _settings(args.config, require_slack=args.post)
     prices = loaded.node_hour_prices() if loaded else {}
+    currency = loaded.currency if loaded else None
     png = Path(args.png) if args.png else None
     if png is not None and not png.parent.is_dir():
         raise ReportError(f"--png {args.png}: the directory {png.parent} does not exist")
@@ -42,14 +43,14 @@ def cmd_savings(args: argparse.Namespace) -> int:
         ops = read_operations_file(args.db)
     except StoreError as exc:
         raise ReportError(str(exc)) from exc
-    report = savings(ops, now=now, tz=tz, since=since, prices=prices)
+    report = savings(ops, now=now, tz=tz, since=since, prices=prices, currency=currency)
     cli_read.emit(report.to_json(), args.output, lambda: text_lines(report))
     if png is not None:
         from bot.text.savings_chart import write_png
 
         write_png(report, png)
     if args.post and loaded is not None:
-        _post(loaded, ops, now=now, tz=tz, since=since, prices=prices)
+        _post(loaded, ops, now=now, tz=tz, since=since, prices=prices, currency=currency)
     return EXIT_OK
 
 
@@ -61,6 +62,7 @@ def _post(
     tz: tzinfo,
     since: datetime | None,
     prices: Mapping[PoolKey, float],
+    currency: str | None,
 ) -> None:
     """Each cluster's own report, in its default channel; a cluster without one is named on stderr."""
     from slack_sdk.errors import SlackApiError
@@ -79,7 +81,7 @@ def _post(
         if channel is None:
             print(f"not posted: cluster {cluster} has no default_channel in the config", file=sys.stderr)
             continue
-        report = cluster_report(ops, cluster, now=now, tz=tz, since=since, prices=prices)
+        report = cluster_report(ops, cluster, now=now, tz=tz, since=since, prices=prices, currency=currency)
         try:
             post_weekly(client, channel, cluster, report)
         except SlackApiError as exc:
@@ -90,18 +92,39 @@ def _post(
 
 
 def text_lines(report: SavingsReport) -> list[str]:
+    """Rows per cluster, pool and week, each cluster's subtotal, and the total; money with the
+    configured currency, weeks from Monday 00:00 in the report's zone, a partial week marked."""
     since = report.since.isoformat(timespec="seconds") if report.since else "the first record"
-    lines = [f"Savings from {since} to {report.until.isoformat(timespec='seconds')}"]
-    lines.append(f"{'cluster':<16} {'pool':<16} {'week':<10} {'node-hours':>11} {'money':>10}")
-    for r in report.rows:
-        money = "" if r.money is None else f"{r.money:,.2f}"
+    currency = report.currency or ""
+    shown = {r.week for r in report.rows}
+    partial = {s.week: s for s in report.week_spans() if s.partial and s.week in shown}
+    unit = currency or "the configured prices (no currency set)"
+    money = f"money in {unit}" if report.money is not None else "no prices configured (node-hours only)"
+    lines = [
+        f"Savings from {since} to {report.until.isoformat(timespec='seconds')}",
+        f"Weeks start Monday 00:00 {report.zone_name}; {money}",
+        f"{'cluster':<16} {'pool':<16} {'week':<11} {'node-hours':>11} {'money':>14}",
+    ]
+    for total in sorted(report.cluster_totals(), key=lambda t: t.cluster):
+        for r in (r for r in report.rows if r.cluster == total.cluster):
+            week = r.week.isoformat() + ("*" if r.week in partial else "")
+            hours = f"{r.node_hours:>11,.1f}"
+            row = f"{r.cluster:<16} {r.pool:<16} {week:<11} {hours} {_money(r.money, currency):>14}"
+            lines.append(row.rstrip())
         lines.append(
-            f"{r.cluster:<16} {r.pool:<16} {r.week.isoformat():<10} {r.node_hours:>11,.1f} {money:>10}"
+            f"{total.cluster + ' total':<45} {total.node_hours:>11,.1f} {_money(total.money, currency):>14}"
         )
-    lines.append(f"{'total':<44} {report.node_hours:>11,.1f}")
+    lines.append(f"{'total':<45} {report.node_hours:>11,.1f} {_money(report.money, currency):>14}")
+    for span in partial.values():
+        start, end = span.start.isoformat(timespec="minutes"), span.end.isoformat(timespec="minutes")
+        lines.append(f"* partial week: {start} to {end}")
     lines.append("What this report cannot know:")
     lines.extend(f"- {note}" for note in report.unknowns)
     return lines
+
+
+def _money(amount: float | None, currency: str) -> str:
+    return "" if amount is None else f"{amount:,.2f} {currency}".rstrip()
 
 
 def _zone(name: str) -> tzinfo:

@@ -23,6 +23,10 @@ from engine.store.database import Store
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    if args.reset:
+        from bot.cli.rehearsal import reset
+
+        return reset(args.db)
     print("SIMULATED cluster (in memory, nothing real is changed): pools system, web, batch\n")
     handle, _ = wiring.simulated_cluster()
     settings = RunnerSettings(

@@ -23,6 +23,7 @@ from bot.cli.common import (
     _user,
 )
 from bot.cli.live import LiveDisplay
+from bot.cli.rehearsal import simulated_notice
 from bot.config import providers
 from bot.runtime import wiring
 from bot.text import messages
@@ -62,7 +63,7 @@ def build_operations(
         handle, _ = wiring.simulated_cluster(store=store)
         # Simulated pods and nodes answer at once: no need to wait real-cluster intervals for them.
         settings = replace(settings, pass_interval=timedelta(seconds=2), settle=timedelta(seconds=1))
-        print(f"SIMULATED cluster (kept in {args.db}): nothing real is changed", file=sys.stderr)
+        simulated_notice(args)
     else:
         handle = _connect_cluster(args)
     if getattr(args, "waves", None):
@@ -80,7 +81,7 @@ def node_operations(args: argparse.Namespace, *, record: bool = True) -> Operati
         # The simulated cluster lives in the --db file, so a plan over memory would not see it.
         store = _store(args.db)
         handle, _ = wiring.simulated_cluster(store=store)
-        print(f"SIMULATED cluster (kept in {args.db}): nothing real is changed", file=sys.stderr)
+        simulated_notice(args)
         return new_operations(store, {handle.name: handle}, {}, SystemClock())
     store = _store(args.db if record else ":memory:")
     try:

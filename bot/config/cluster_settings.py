@@ -1,7 +1,7 @@
 """One cluster's settings (`clusters.<name>` in the config file): its connection, pool provider,
 channels, policy, consolidation rules, drain report style, GitOps mode, wake waves and savings post.
 
-Read from the document (`bot.config.document`) by `_cluster`, which `bot.config.settings.load`
+Read from the document (`bot.config.document`) by `cluster_from_document`, which `bot.config.settings.load`
 calls once per cluster; the keys and their defaults are in `bot.config.settings`'s docstring.
 """
 
@@ -14,14 +14,14 @@ from datetime import timedelta
 from pathlib import Path
 
 from bot.config import channel_refs, providers
-from bot.config.document import SettingsError, _Node
+from bot.config.document import DocumentNode, SettingsError
 from engine.domain.settings import ConsolidationPolicy, ScaleDownRules
 from engine.domain.wake_waves import WakeWaves, WaveSpec
 from engine.drain.report import Style as ReportStyle
 from engine.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 from engine.operations.policy import ClusterPolicy, Role
 from engine.savings.weekly_post import SavingsPostSpec, parse_post_time
-from engine.schedules.spec import ScheduleError, parse_zone
+from engine.schedules.core.spec import ScheduleError, parse_zone
 from engine.workloads.gitops import GITOPS_MODES, GitOpsMode
 
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -95,7 +95,7 @@ _CLUSTER_KEYS = (
 """Keys every cluster entry may have; the provider adds its own (bot.config.providers)."""
 
 
-def _cluster(name: str, node: _Node) -> ClusterSettings:
+def cluster_from_document(name: str, node: DocumentNode) -> ClusterSettings:
     if not _NAME.fullmatch(name) or len(name) > 63:
         raise SettingsError(f"{node.path}: cluster names are DNS-1123 labels (lowercase, digits, '-', '.')")
     provider = node.string("provider", providers.DEFAULT_PROVIDER)
@@ -119,9 +119,9 @@ def _cluster(name: str, node: _Node) -> ClusterSettings:
     channels = list(node.strings("default_channels"))
     if node.has("default_channel"):
         channels.insert(0, node.string("default_channel", ""))
-    channels = [_channel(c, f"{node.path}.default_channels[{i}]") for i, c in enumerate(channels)]
+    channels = [channel_ref(c, f"{node.path}.default_channels[{i}]") for i, c in enumerate(channels)]
     allowed = [
-        _channel(c, f"{node.path}.allowed_channels[{i}]")
+        channel_ref(c, f"{node.path}.allowed_channels[{i}]")
         for i, c in enumerate(node.strings("allowed_channels"))
     ]
     kubeconfig = node.string("kubeconfig", "")
@@ -152,7 +152,7 @@ def _cluster(name: str, node: _Node) -> ClusterSettings:
     )
 
 
-def _gitops(node: _Node) -> GitOpsMode:
+def _gitops(node: DocumentNode) -> GitOpsMode:
     value = node.string("gitops", "warn")
     for mode in GITOPS_MODES:
         if value == mode:
@@ -160,7 +160,7 @@ def _gitops(node: _Node) -> GitOpsMode:
     raise SettingsError(f"{node.path}.gitops: expected {' or '.join(GITOPS_MODES)}, got {value!r}")
 
 
-def _savings_report(node: _Node, default_channels: list[str]) -> SavingsPostSpec | None:
+def _savings_report(node: DocumentNode, default_channels: list[str]) -> SavingsPostSpec | None:
     """The weekly savings post, off unless the key is given; its time is checked by the schedule
     parser, so "Mon 9" or "Montag 09:00" is refused with an example."""
     if node.value is None:
@@ -182,10 +182,10 @@ def _savings_report(node: _Node, default_channels: list[str]) -> SavingsPostSpec
         raise SettingsError(
             f"{node.path}.channel: no channel to post in; give one (C…) or the cluster's default_channel"
         )
-    return SavingsPostSpec(at=at, tz=tz, channel=_channel(channel, f"{node.path}.channel"))
+    return SavingsPostSpec(at=at, tz=tz, channel=channel_ref(channel, f"{node.path}.channel"))
 
 
-def _wake_waves(node: _Node) -> WakeWaves:
+def _wake_waves(node: DocumentNode) -> WakeWaves:
     """`wake_waves`: a list of waves, each a list of pool names or
     {pools, ready_share, timeout, workloads_available}."""
     if node.value is None:
@@ -195,7 +195,7 @@ def _wake_waves(node: _Node) -> WakeWaves:
     waves: list[WaveSpec] = []
     seen: dict[str, int] = {}
     for i, item in enumerate(node.value):
-        wave = _Node(item if isinstance(item, dict) else {"pools": item}, f"{node.path}[{i}]")
+        wave = DocumentNode(item if isinstance(item, dict) else {"pools": item}, f"{node.path}[{i}]")
         wave.only("pools", "ready_share", "timeout", "workloads_available")
         pools = wave.strings("pools")
         if not pools or any(not p.strip() for p in pools):
@@ -218,7 +218,7 @@ def _wake_waves(node: _Node) -> WakeWaves:
     return WakeWaves(tuple(waves))
 
 
-def _share(node: _Node, key: str) -> float:
+def _share(node: DocumentNode, key: str) -> float:
     """A share such as `50%` or `0.5`, above 0 and at most 100%; default 100%."""
     value, path = node._get(key)
     if value is None:
@@ -235,7 +235,7 @@ def _share(node: _Node, key: str) -> float:
     return share
 
 
-def _drain_report(node: _Node) -> ReportStyle:
+def _drain_report(node: DocumentNode) -> ReportStyle:
     value = node.string("drain_report", "current")
     if value == "legacy":
         return "legacy"
@@ -245,7 +245,7 @@ def _drain_report(node: _Node) -> ReportStyle:
 
 
 def _policy(
-    cluster: str, node: _Node, *, protected: bool, channels: frozenset[str] = frozenset()
+    cluster: str, node: DocumentNode, *, protected: bool, channels: frozenset[str] = frozenset()
 ) -> ClusterPolicy:
     node.only(
         "users",
@@ -282,7 +282,7 @@ def _policy(
     )
 
 
-def _consolidation(node: _Node) -> ConsolidationPolicy:
+def _consolidation(node: DocumentNode) -> ConsolidationPolicy:
     node.only(
         "node_grace",
         "max_nodes",
@@ -341,7 +341,7 @@ _SCALE_DOWN_KEYS = (
 """cluster-autoscaler's scale-down flags (underscores for dashes), with its defaults."""
 
 
-def _scale_down_rules(node: _Node) -> ScaleDownRules:
+def _scale_down_rules(node: DocumentNode) -> ScaleDownRules:
     default = ScaleDownRules()
     timeout = node.duration("system_pod_disruption_timeout", default.system_pod_disruption_timeout)
     if timeout < timedelta(0):
@@ -369,7 +369,7 @@ def _scale_down_rules(node: _Node) -> ScaleDownRules:
     )
 
 
-def _roles(node: _Node, pattern: re.Pattern[str], what: str) -> dict[str, Role]:
+def _roles(node: DocumentNode, pattern: re.Pattern[str], what: str) -> dict[str, Role]:
     roles: dict[str, Role] = {}
     labels = ", ".join(r.label for r in Role)
     for key, child in node.items():
@@ -382,7 +382,7 @@ def _roles(node: _Node, pattern: re.Pattern[str], what: str) -> dict[str, Role]:
     return roles
 
 
-def _channel(value: str, path: str) -> str:
+def channel_ref(value: str, path: str) -> str:
     """A channel as the config names it: its ID (`C…`, Slack's `<#C…|name>`) or `#name`. A name
     stays a name here (loading reads no network); `with_channel_ids` replaces it with its ID before
     anything is served, so no rule ever compares a name."""

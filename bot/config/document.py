@@ -1,7 +1,7 @@
 """The config file as a document: each place in it knows its key path, so every error can name it.
 
 `SettingsError` is the one error of reading settings; `bot.config.settings.load` raises it (and
-callers catch it there). `_Node` reads one place of the parsed YAML with the checks every setting
+callers catch it there). `DocumentNode` reads one place of the parsed YAML with the checks every setting
 shares: mapping or not, known keys, text, numbers in a range, booleans, durations.
 """
 
@@ -20,7 +20,7 @@ class SettingsError(ScalebotError, ValueError):
     category = Category.CONFIGURATION
 
 
-class _Node:
+class DocumentNode:
     """One place in the YAML document, so every error can name its key path."""
 
     def __init__(self, value: Any, path: str) -> None:
@@ -43,11 +43,11 @@ class _Node:
             if key not in known:
                 raise SettingsError(f"{self._prefix}{key}: unknown setting (known here: {', '.join(known)})")
 
-    def child(self, key: str) -> _Node:
-        return _Node(self._mapping().get(key), f"{self._prefix}{key}")
+    def child(self, key: str) -> DocumentNode:
+        return DocumentNode(self._mapping().get(key), f"{self._prefix}{key}")
 
-    def items(self) -> list[tuple[str, _Node]]:
-        return [(str(k), _Node(v, f"{self._prefix}{k}")) for k, v in self._mapping().items()]
+    def items(self) -> list[tuple[str, DocumentNode]]:
+        return [(str(k), DocumentNode(v, f"{self._prefix}{k}")) for k, v in self._mapping().items()]
 
     def _get(self, key: str) -> tuple[Any, str]:
         return self._mapping().get(key), f"{self._prefix}{key}"

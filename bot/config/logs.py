@@ -83,6 +83,22 @@ class _LevelOrAuditHead(logging.Filter):
         return record.levelno >= self.level or record.name == AUDIT_HEADS
 
 
+class _NoRetryChatter(logging.Filter):
+    """urllib3's `Retrying (Retry(total=1, …)) after connection broken by …` warnings, one per
+    attempt and per request, say again what the request's own error says once it has given up
+    (naming the URL: engine.kube.transport.transport_line); a retry that succeeded is no news.
+    They are shown at DEBUG only."""
+
+    def __init__(self, level: int) -> None:
+        super().__init__()
+        self.level = level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name.startswith("urllib3.") and str(record.msg).startswith("Retrying ("):
+            return self.level <= logging.DEBUG
+        return True
+
+
 def configure(level: int, *, json_format: bool = False, audit_heads: bool = False) -> None:
     """`audit_heads`: print the `audit head` lines whatever `level` (`scalebot run`, whose default
     level would hide them: a head kept outside the file is what reveals a rewritten chain)."""
@@ -95,6 +111,7 @@ def configure(level: int, *, json_format: bool = False, audit_heads: bool = Fals
         handler.addFilter(_LevelOrAuditHead(level))
     else:
         handler.setLevel(level)
+    handler.addFilter(_NoRetryChatter(level))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

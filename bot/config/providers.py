@@ -15,6 +15,9 @@ Options are text values, validated here (choices or a `check` function) so a bad
 start with its key path; the provider's `connect` receives them with defaults filled in. Imports of
 the engine's adapters stay inside the `connect` functions so that reading settings or building the
 CLI parser loads no Kubernetes client.
+
+One module over 600 lines on purpose: it is the one table of providers, and each provider's option
+checks and `connect` sit beside its row, so adding a provider touches this file once.
 """
 
 from __future__ import annotations
@@ -287,7 +290,7 @@ EKS_EXTRA_MISSING = (
 def _connect_eks(connection: Connection) -> Connected:
     """The entry's kubeconfig/context reach the EKS cluster's API server (Nodes, Pods, scalebot's
     ConfigMaps); the node groups are reached through AWS with the standard credential chain."""
-    from engine.pools.eks import EksPoolProvider, KubeClusterSide
+    from engine.pools.eks import EksPoolProvider, cluster_side
 
     try:
         from engine.pools.eks_aws import AwsCallError, Boto3Nodegroups
@@ -307,8 +310,8 @@ def _connect_eks(connection: Connection) -> Connected:
         raise ProviderOptionError(str(exc)) from exc
     api = connection.workload()
     groups = tuple(n.strip() for n in options["node_groups"].split(",") if n.strip())
-    kube = KubeClusterSide(api.api_client, namespace=connection.namespace, eks_cluster=aws.cluster)
-    pools = EksPoolProvider(aws, kube, nodegroups=groups)
+    kube = cluster_side(api.api_client, namespace=connection.namespace, eks_cluster=aws.cluster)
+    pools = EksPoolProvider(aws, kube, pools=groups)
     return Connected(api, pools)
 
 
@@ -370,7 +373,7 @@ def _connect_gke(connection: Connection) -> Connected:
         namespace=connection.namespace,
         cloud_cluster=google.cluster,
     )
-    return Connected(api, GkePoolProvider(google, kube, node_pools=pools))
+    return Connected(api, GkePoolProvider(google, kube, pools=pools))
 
 
 def _aks_agent_pools(value: str) -> None:
@@ -420,7 +423,7 @@ def _connect_aks(connection: Connection) -> Connected:
         namespace=connection.namespace,
         cloud_cluster=f"{options['aks_subscription']}/{options['aks_resource_group']}/{options['aks_cluster']}",
     )
-    return Connected(api, AksPoolProvider(azure, kube, agent_pools=pools))
+    return Connected(api, AksPoolProvider(azure, kube, pools=pools))
 
 
 PROVIDERS: Mapping[str, ProviderSpec] = {

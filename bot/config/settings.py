@@ -29,6 +29,7 @@ Config file (every key optional except what a cluster needs to be reached):
       releases: /etc/scalebot/releases.ics          # relative paths: from the config file's folder
     channels: {C0123: dev-eu}                       # channel ID -> default cluster
     fleet_digest_channel: C0FLEET                   # optional: one summary of the schedules of a minute
+    currency: EUR                                   # of every node_hour_prices (ISO 4217 code)
     slack:                                          # who may use the bot (Slack Connect brings others)
       allowed_team_ids: [T0123]                     # default: the bot token's own workspace
       allowed_enterprise_ids: [E0123]               # default: not checked
@@ -103,9 +104,9 @@ from typing import Any
 import yaml
 
 from bot.config import channel_refs
-from bot.config.cluster_settings import ClusterSettings, _channel, _cluster
+from bot.config.cluster_settings import ClusterSettings, channel_ref, cluster_from_document
+from bot.config.document import DocumentNode
 from bot.config.document import SettingsError as SettingsError  # noqa: PLC0414 (load's error: callers catch it here)
-from bot.config.document import _Node
 from engine.domain.settings import RunnerSettings
 from engine.operations.policy import ClusterPolicy
 from engine.schedules.calendars import CalendarError, CalendarFile, load_calendar
@@ -202,6 +203,8 @@ class Settings:
     """Channel ID where the schedules that fire in the same minute get one summary message."""
     runner: RunnerSettings = RunnerSettings()
     """The operation runner `scalebot run` uses (`runner:`; `workloads_return_timeout` included)."""
+    currency: str | None = None
+    """The currency of every cluster's `node_hour_prices` (an ISO 4217 code), shown beside money."""
 
     def default_cluster(self, channel: str) -> str | None:
         """The channel's cluster; with a single configured cluster, that one."""
@@ -303,7 +306,7 @@ def load(
         Path(path) if path else (Path(env["SCALEBOT_CONFIG"]) if env.get("SCALEBOT_CONFIG") else None)
     )
     raw = _read(config_path) if config_path else {}
-    doc = _Node(raw, "")
+    doc = DocumentNode(raw, "")
     doc.only(
         "server",
         "sender",
@@ -315,8 +318,9 @@ def load(
         "calendars",
         "fleet_digest_channel",
         "runner",
+        "currency",
     )
-    clusters = {name: _cluster(name, node) for name, node in doc.child("clusters").items()}
+    clusters = {name: cluster_from_document(name, node) for name, node in doc.child("clusters").items()}
     channels = _channels(doc, clusters)
     if require_slack:  # the CLI and the console are in no channel
         check_channel_separation(clusters, channels)
@@ -334,10 +338,11 @@ def load(
         calendars=_calendars(doc.child("calendars"), config_path),
         fleet_digest_channel=_digest_channel(doc),
         runner=_runner(doc.child("runner"), workloads_return_timeout),
+        currency=_currency(doc),
     )
 
 
-def _runner(node: _Node, workloads_return_timeout: timedelta) -> RunnerSettings:
+def _runner(node: DocumentNode, workloads_return_timeout: timedelta) -> RunnerSettings:
     """`runner:`: how many operations one instance runs at once, and how many evictions it sends."""
     node.only(
         "max_operations",
@@ -378,7 +383,7 @@ def _runner(node: _Node, workloads_return_timeout: timedelta) -> RunnerSettings:
 _CALENDAR_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 
 
-def _calendars(node: _Node, config_path: Path | None) -> dict[str, CalendarFile]:
+def _calendars(node: DocumentNode, config_path: Path | None) -> dict[str, CalendarFile]:
     """Each `name: path` read and checked now: a bad file stops the start with what to fix."""
     base = config_path.parent if config_path is not None else Path(".")
     # The year its recurrences are checked around: the one the schedules start in.
@@ -418,7 +423,7 @@ def _read(path: Path) -> Any:
     return data
 
 
-def _slack(env: Mapping[str, str], required: bool, node: _Node) -> SlackSettings:
+def _slack(env: Mapping[str, str], required: bool, node: DocumentNode) -> SlackSettings:
     node.only("allowed_team_ids", "allowed_enterprise_ids", "allowed_app_ids")
     allowed: dict[str, tuple[str, ...]] = {}
     for key, prefix, what in (
@@ -460,7 +465,7 @@ def _slack(env: Mapping[str, str], required: bool, node: _Node) -> SlackSettings
     )
 
 
-def _server(node: _Node) -> ServerSettings:
+def _server(node: DocumentNode) -> ServerSettings:
     node.only("host", "http_port", "health_port")
     return ServerSettings(
         host=node.string("host", "0.0.0.0"),
@@ -469,7 +474,16 @@ def _server(node: _Node) -> ServerSettings:
     )
 
 
-def _digest_channel(doc: _Node) -> str | None:
+def _currency(doc: DocumentNode) -> str | None:
+    written = doc.string("currency", "")
+    if not written:
+        return None
+    if not re.fullmatch(r"[A-Z]{3}", written):
+        raise SettingsError(f"currency: {written[:20]!r} is not an ISO 4217 currency code (EUR, USD, GBP)")
+    return written
+
+
+def _digest_channel(doc: DocumentNode) -> str | None:
     written = doc.string("fleet_digest_channel", "")
     if not written:
         return None
@@ -479,7 +493,7 @@ def _digest_channel(doc: _Node) -> str | None:
     return channel
 
 
-def _sender(node: _Node) -> SenderSettings:
+def _sender(node: DocumentNode) -> SenderSettings:
     node.only("update_interval", "updates_per_minute", "posts_per_second", "posts_per_minute")
     interval = node.duration("update_interval", timedelta(seconds=3))
     per_minute = node.number("updates_per_minute", 40.0, low=1.0, high=50.0)
@@ -535,7 +549,7 @@ def with_channel_ids(settings: Settings, resolve: Callable[[str], str]) -> Setti
     return replace(settings, clusters=clusters, channels=channels)
 
 
-def _channels(doc: _Node, clusters: Mapping[str, ClusterSettings]) -> dict[str, str]:
+def _channels(doc: DocumentNode, clusters: Mapping[str, ClusterSettings]) -> dict[str, str]:
     mapping: dict[str, str] = {}
     for cluster in clusters.values():
         for channel in cluster.default_channels:
@@ -546,7 +560,7 @@ def _channels(doc: _Node, clusters: Mapping[str, ClusterSettings]) -> dict[str, 
                 )
             mapping[channel] = cluster.name
     for written, child in doc.child("channels").items():
-        channel = _channel(written, child.path)
+        channel = channel_ref(written, child.path)
         if child.value not in clusters:
             known = ", ".join(sorted(clusters)) or "none configured"
             raise SettingsError(f"{child.path}: unknown cluster '{child.value}' ({known})")

@@ -73,7 +73,7 @@ from engine.domain.operation import DrainProgress, Operation, OpKind, OpState, P
 from engine.drain.report import COMPLETED
 from engine.kube import errors as kube_errors
 from engine.operations.service import Operations
-from engine.pools.base import Pool
+from engine.pools.base import Pool, StopsCluster
 
 disable_created_metrics()  # type: ignore[no-untyped-call]
 
@@ -395,7 +395,9 @@ class OperationsState:
 
     def pools(self, cluster: str) -> Mapping[str, PoolNodes]:
         handle = self._ops.handles[cluster]
-        nodes = {node.name: node for node in handle.api.list_nodes()}
+        stopped = isinstance(handle.pools, StopsCluster) and handle.pools.cluster_stopped()
+        # A stopped cluster (AKS) has no node and an API server not to be reached.
+        nodes = {} if stopped else {node.name: node for node in handle.api.list_nodes()}
         return {pool.name: pool_nodes(pool, nodes) for pool in handle.pools.list_pools()}
 
     def active_operations(self) -> Sequence[Operation]:

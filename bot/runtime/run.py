@@ -29,6 +29,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from bot.config import settings as settings_module
 from bot.config.settings import Settings
 from bot.runtime import wiring
+from bot.runtime.apscheduler_timer import APSchedulerTimer
 from bot.runtime.health import (
     HealthServer,
     database_writable,
@@ -38,7 +39,6 @@ from bot.runtime.health import (
 )
 from bot.runtime.metrics import DEFAULT as METRICS
 from bot.runtime.metrics import OperationsState
-from bot.runtime.timer import SchedulerRunner
 from bot.slack.app import Bot, build_bot, group_resolver, web_client
 from bot.slack.blocks import views
 from bot.slack.delivery.outbox import StoreOutbox
@@ -88,7 +88,7 @@ class Service:
     schedules: Schedules
     health: HealthServer
     bot_factory: Callable[[], Bot]
-    scheduler_factory: Callable[[], SchedulerRunner]
+    scheduler_factory: Callable[[], APSchedulerTimer]
     leader_election: bool
     lease_api: Any = None
     policies_factory: Callable[[], PolicyLoop] | None = None
@@ -98,7 +98,7 @@ class Service:
     warnings: list[str] = field(default_factory=list)
     """One line each, for the operator at start (an API server that does not answer yet)."""
     bot: Bot | None = None
-    scheduler: SchedulerRunner | None = None
+    scheduler: APSchedulerTimer | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start_leading(self) -> None:
@@ -185,7 +185,7 @@ def weekly_poster(settings: Settings, store: Store) -> WeeklySavingsPoster | Non
     if not specs:
         return None
     client = web_client(settings)
-    return WeeklySavingsPoster(specs, store, lambda: client, settings.node_hour_prices())
+    return WeeklySavingsPoster(specs, store, lambda: client, settings.node_hour_prices(), settings.currency)
 
 
 def _open_store(settings: Settings) -> Store:
@@ -209,7 +209,7 @@ def build_service(settings: Settings, *, leader_election: bool | None = None) ->
     # The first cluster's API server holds the Lease and answers the readiness check.
     api_client = getattr(next(iter(handles.values())).api, "api_client", None)
     clock = SystemClock()
-    holder: dict[str, SchedulerRunner] = {}
+    holder: dict[str, APSchedulerTimer] = {}
 
     def next_event(cluster: str) -> NextEvent | None:
         return holder["s"].next_event(cluster) if "s" in holder else None
@@ -257,8 +257,8 @@ def build_service(settings: Settings, *, leader_election: bool | None = None) ->
         ui.attach(sender=bot.sender, app=bot.app)
         return bot
 
-    def make_scheduler() -> SchedulerRunner:
-        holder["s"] = SchedulerRunner(
+    def make_scheduler() -> APSchedulerTimer:
+        holder["s"] = APSchedulerTimer(
             schedules, clock, ui.on_announce, ui.on_fired, weekly=weekly_poster(settings, store)
         )
         ui.attach(runner=holder["s"])

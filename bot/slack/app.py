@@ -51,6 +51,7 @@ from bot.slack.directory import PeopleNames
 from bot.slack.dispatch import ClickHandler, GroupResolver, SubcommandHandler, no_groups
 from bot.slack.groups import SlackGroups
 from bot.slack.home import HomeTab
+from bot.slack.home_charts import HomeCharts
 from bot.text import mrkdwn
 
 if TYPE_CHECKING:
@@ -153,7 +154,8 @@ def build_app(
         can_post=SlackChannels(client).can_post,
         names=PeopleNames(client),
     )
-    home = HomeTab(ops, client, work, groups=groups)
+    charts = HomeCharts(client, prices=settings.node_hour_prices(), currency=settings.currency)
+    home = HomeTab(ops, client, work, groups=groups, charts=charts)
     ops.subscribe(home.on_event)
     listeners.register_home(app, home)
     return app

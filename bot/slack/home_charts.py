@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any, Protocol
@@ -29,7 +29,7 @@ from bot.slack.blocks.views import HomeChart
 from bot.slack.weekly_post import cluster_report
 from engine.domain.clock import SystemClock
 from engine.domain.operation import Operation
-from engine.savings.figures import week_start
+from engine.savings.figures import PoolKey, week_start
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +83,11 @@ class HomeCharts:
         *,
         clock: Callable[[], datetime] | None = None,
         retry_after: timedelta = RETRY_AFTER,
+        prices: Mapping[PoolKey, float] | None = None,
+        currency: str | None = None,
     ) -> None:
         self._client, self._clock, self._retry_after = client, clock or SystemClock().now, retry_after
+        self._prices, self._currency = dict(prices or {}), currency
         self._lock = threading.Lock()
         self._entries: dict[str, _Entry] = {}
         """Cluster -> its chart of the current week (entries of past weeks are dropped)."""
@@ -146,14 +149,19 @@ class HomeCharts:
 
         from bot.text.savings_chart import png_bytes  # matplotlib only where a chart is drawn
 
-        report = cluster_report(history, cluster, now=until, tz=UTC, since=since, prices={})
+        report = cluster_report(
+            history, cluster, now=until, tz=UTC, since=since, prices=self._prices, currency=self._currency
+        )
         if not report.periods:
             note = f"No chart: no sleeps recorded in the {CHART_WEEKS} weeks before {week.isoformat()}."
             return _Entry(week, HomeChart(note=note))
         title = f"{cluster}: node-hours saved per week, {CHART_WEEKS} weeks to {week.isoformat()}"
+        money = report.money
         alt = (
             f"Chart of {cluster}: nodes asleep over the week before {week.isoformat()} (sleeps "
-            f"shaded) and node-hours saved per week, {report.node_hours:,.1f} in all"
+            f"shaded) and node-hours saved per week (weeks from Monday 00:00 UTC), "
+            f"{report.node_hours:,.1f} in all"
+            + ("" if money is None else f", {money:,.2f} {report.currency or 'at the configured prices'}")
         )
         retry_at = now + self._retry_after
         try:

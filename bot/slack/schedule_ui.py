@@ -22,7 +22,7 @@ After any change the timer is re-armed (`ScheduleTimer.sync`, a port the runtime
 Wiring (any order: announcements that arrive before a sender is attached are kept until then):
     ui = ScheduleUi(schedules, ops, None, None, clock=clock, default_cluster=settings.default_cluster)
     bot = build_bot(settings, ops, outbox=..., subcommands=ui.subcommands(), clicks=ui.clicks())
-    runner = SchedulerRunner(schedules, clock, ui.on_announce, ui.on_fired)
+    runner = APSchedulerTimer(schedules, clock, ui.on_announce, ui.on_fired)
     ui.attach(sender=bot.sender, app=bot.app, runner=runner)
 
 One module over 600 lines on purpose: `ScheduleUi` is one adapter, and its commands, clicks, modals
@@ -77,11 +77,11 @@ from bot.text.schedule_parser import (
 )
 from engine.domain.announcement import Announcement
 from engine.domain.clock import Clock
-from engine.schedules import days_off
-from engine.schedules import spec as schedule
-from engine.schedules.model import ScheduleOutcome
+from engine.schedules.core import days_off
+from engine.schedules.core import spec as schedule
+from engine.schedules.core.due import first_of_each
+from engine.schedules.core.model import ScheduleOutcome
 from engine.schedules.service import Schedules
-from engine.schedules.timer import first_of_each
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ _MAX_REMEMBERED = 1000
 
 
 class ScheduleTimer(Protocol):
-    """What the schedule UI needs of the timer (`bot.runtime.timer.SchedulerRunner`): re-arm it
+    """What the schedule UI needs of the timer (`bot.runtime.apscheduler_timer.APSchedulerTimer`): re-arm it
     from SQLite after a change, so the change takes effect before the person reads "saved"."""
 
     def sync(self) -> None: ...

@@ -1,8 +1,8 @@
 """The weekly savings post: a cluster's week in one message with the chart as an image.
 
 Sent by `scalebot report savings --post` and, for each cluster with `savings_report` in its
-config, by `scalebot run`'s timer (`WeeklySavingsPoster`, armed by bot.runtime.timer): both build the
-report with `cluster_report` and send it with `post_weekly`.
+config, by `scalebot run`'s timer (`WeeklySavingsPoster`, armed by bot.runtime.apscheduler_timer): both
+build the report with `cluster_report` and send it with `post_weekly`.
 
 The chart is uploaded with Slack's external upload flow (`files_upload_v2`:
 files.getUploadURLExternal, the bytes to the URL it gives, files.completeUploadExternal sharing
@@ -21,7 +21,7 @@ from bot.text.mrkdwn import escape
 from engine.domain.operation import Operation
 from engine.savings.figures import PoolKey, SavingsReport, savings, week_start
 from engine.savings.weekly_post import SavingsPostSpec, due_week, next_post_at, report_span
-from engine.schedules.spec import parse_zone
+from engine.schedules.core.spec import parse_zone
 from engine.store.database import Store
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ def weekly_text(cluster: str, report: SavingsReport) -> str:
         f"Savings on {cluster}"
         + (f", week of {last_week.isoformat()}" if last_week else "")
         + f": {hours:,.1f} node-hours"
-        + (f" ({money:,.2f} at the configured prices)" if priced else ""),
+        + (f" ({money:,.2f} {report.currency or 'at the configured prices'})" if priced else ""),
         f"Since {report.since.date().isoformat() if report.since else 'the first record'}: "
         f"{report.node_hours:,.1f} node-hours over {len(weeks)} week(s).",
     ]
@@ -82,10 +82,11 @@ def cluster_report(
     tz: tzinfo,
     since: datetime | None,
     prices: Mapping[PoolKey, float],
+    currency: str | None = None,
 ) -> SavingsReport:
     """One cluster's report up to `now` (operations recorded later are not part of it)."""
     mine = [op for op in ops if op.target.cluster == cluster and op.created_at < now]
-    return savings(mine, now=now, tz=tz, since=since, prices=prices)
+    return savings(mine, now=now, tz=tz, since=since, prices=prices, currency=currency)
 
 
 HISTORY_READ = 5000
@@ -113,11 +114,13 @@ class WeeklySavingsPoster:
         store: Store,
         client: Callable[[], Any],
         prices: Mapping[PoolKey, float],
+        currency: str | None = None,
     ) -> None:
         self.specs = dict(specs)
         self.store = store
         self._client = client
         self._prices = dict(prices)
+        self._currency = currency
         self._refused: dict[str, date] = {}
 
     def next_wakeups(self, now: datetime) -> list[datetime]:
@@ -151,7 +154,13 @@ class WeeklySavingsPoster:
         since, until = report_span(spec, week)
         ops = self.store.list_operations(cluster=cluster, limit=HISTORY_READ)
         report = cluster_report(
-            ops, cluster, now=until, tz=parse_zone(spec.tz), since=since, prices=self._prices
+            ops,
+            cluster,
+            now=until,
+            tz=parse_zone(spec.tz),
+            since=since,
+            prices=self._prices,
+            currency=self._currency,
         )
         try:
             post_weekly(self._client(), spec.channel, cluster, report)

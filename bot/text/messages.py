@@ -34,7 +34,7 @@ from engine.domain.reasons import (
     UnknownOperation,
 )
 from engine.domain.wake_waves import WaveProgress
-from engine.schedules import spec as schedule
+from engine.schedules.core import spec as schedule
 
 COMMAND = "/scale"
 CLI = "scalebot"

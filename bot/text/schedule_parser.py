@@ -17,10 +17,10 @@ from typing import Any
 from bot.text import messages, schedule_copy
 from bot.text.commands import SubcommandArgs, is_size
 from engine.domain.errors import Category, ScalebotError
-from engine.schedules import days_off
-from engine.schedules import spec as schedule
-from engine.schedules.model import ScheduleTarget
-from engine.schedules.spec import ScheduleError, SpecField
+from engine.schedules.core import days_off
+from engine.schedules.core import spec as schedule
+from engine.schedules.core.model import ScheduleTarget
+from engine.schedules.core.spec import ScheduleError, SpecField
 
 _TIME_TOKEN = re.compile(r"\d{1,2}:\d{2}")
 _DATE_LIKE = re.compile(r"\d")

@@ -35,8 +35,8 @@ from engine.kube.transport import (
     DEFAULT_POOL_MAXSIZE,
     DEFAULT_REQUEST_TIMEOUT_SECONDS,
     Transport,
-    _parse,
-    _tuned,
+    parse_answer,
+    tuned_configuration,
 )
 from engine.kube.watch import WATCH_READ_TIMEOUT_SECONDS, WATCH_SECONDS, PodWatch
 
@@ -158,7 +158,7 @@ class KubeClient:
 
         def reload() -> Any:
             assert reread is not None
-            return _tuned(configuration_from_inline(reread()), DEFAULT_POOL_MAXSIZE)
+            return tuned_configuration(configuration_from_inline(reread()), DEFAULT_POOL_MAXSIZE)
 
         return cls._from_configuration(
             configuration_from_inline(kubeconfig),
@@ -180,7 +180,7 @@ class KubeClient:
         request_timeout_seconds: float,
         reload_credentials: Callable[[], Any] | None = None,
     ) -> KubeClient:
-        api_client = k8s.ApiClient(_tuned(configuration, connection_pool_maxsize))
+        api_client = k8s.ApiClient(tuned_configuration(configuration, connection_pool_maxsize))
         api_client.user_agent = USER_AGENT
         return cls(
             api_client,
@@ -434,7 +434,7 @@ class KubeClient:
         **kwargs: Any,
     ) -> RawObject:
         """One request's answer as a JSON object; `_decode` may project it (see list_pods)."""
-        return _parse(verb, resource, self._request(verb, resource, call, *args, **kwargs), _decode)
+        return parse_answer(verb, resource, self._request(verb, resource, call, *args, **kwargs), _decode)
 
     def list_raw(
         self,
@@ -479,7 +479,7 @@ class KubeClient:
             while True:
                 early = _continue_token_in_head(data)
                 upcoming = ahead.submit(fetch, early) if early else None
-                page = _parse("list", resource, data, decode)
+                page = parse_answer("list", resource, data, decode)
                 del data
                 token = (page.get("metadata") or {}).get("continue") or None
                 resource_version = str((page.get("metadata") or {}).get("resourceVersion") or "")

@@ -97,7 +97,7 @@ def load_configuration(*, kubeconfig: str | None = None, context: str | None = N
             try:
                 k8s_config.load_incluster_config(client_configuration=configuration)
             except ConfigException as exc:
-                raise KubeConfigError(f"in-cluster configuration failed: {_one_line(exc)}") from exc
+                raise KubeConfigError(f"in-cluster configuration failed: {one_line(exc)}") from exc
             return configuration
         raise KubeConfigError(
             "no Kubernetes configuration found: pass --kubeconfig, set KUBECONFIG, "
@@ -110,7 +110,7 @@ def load_configuration(*, kubeconfig: str | None = None, context: str | None = N
             config_file=path, context=chosen, client_configuration=configuration, persist_config=False
         )
     except (ConfigException, OSError, yaml.YAMLError, KeyError, ValueError) as exc:
-        raise KubeConfigError(f"cannot use context {chosen!r} from {path}: {_one_line(exc)}") from exc
+        raise KubeConfigError(f"cannot use context {chosen!r} from {path}: {one_line(exc)}") from exc
     return configuration
 
 
@@ -141,7 +141,7 @@ def _check_context(path: str, context: str | None) -> str:
             with open(one, encoding="utf-8") as f:
                 document = yaml.safe_load(f)
         except (OSError, yaml.YAMLError) as exc:
-            raise KubeConfigError(f"cannot read kubeconfig {one}: {_one_line(exc)}") from exc
+            raise KubeConfigError(f"cannot read kubeconfig {one}: {one_line(exc)}") from exc
         if not isinstance(document, dict):
             raise KubeConfigError(f"kubeconfig {one} is empty or not a mapping")
         names.extend(str(c.get("name")) for c in document.get("contexts") or () if isinstance(c, dict))
@@ -155,5 +155,5 @@ def _check_context(path: str, context: str | None) -> str:
     return chosen
 
 
-def _one_line(value: object) -> str:
+def one_line(value: object) -> str:
     return " ".join(str(value).split())

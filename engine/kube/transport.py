@@ -1,5 +1,5 @@
 """The one way a request reaches one cluster's API server (`Transport`): the connection pool and the
-retry policy of the `ApiClient` (`_tuned`), the client-side rate limit
+retry policy of the `ApiClient` (`tuned_configuration`), the client-side rate limit
 (`engine.kube.ratelimit.TokenBucket`, with a separate budget for the requests that keep this
 instance alive), per-(verb, resource) request counts that benchmarks report as API cost, the raw
 answer (`_preload_content=False`: the generated models are never built), the reload of rotated
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import http.client
+import re
 import threading
 import weakref
 from collections.abc import Callable, Mapping
@@ -26,7 +27,7 @@ from kubernetes.client.exceptions import ApiException
 from engine.domain.model import RawObject
 from engine.domain.settings import MAX_EVICTIONS_IN_FLIGHT
 from engine.kube import errors, projection, ratelimit
-from engine.kube.config import KubeConfigError, _one_line
+from engine.kube.config import KubeConfigError, one_line
 from engine.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 
 PRIORITY_QPS = 5.0
@@ -169,7 +170,7 @@ class Transport:
             headers["Content-Type"] = content_type
         call = partial(self._call_path, path, method, headers, body)
         data = self.read(verb, resource, call, priority=priority, timeout=timeout)
-        return _parse(verb, resource, data, orjson.loads) if data else {}
+        return parse_answer(verb, resource, data, orjson.loads) if data else {}
 
     def probe(self, *, timeout: float) -> None:
         """GET /readyz, on the priority budget; raises KubeError unless the server answers ready."""
@@ -194,9 +195,14 @@ class Transport:
         try:
             return call(*args, _preload_content=False, **kwargs)
         except ApiException as exc:
-            raise error_from_api_exception(exc, verb, resource) from exc
+            raise error_from_api_exception(exc, verb, resource, server=self._server()) from exc
         except TRANSPORT_ERRORS as exc:
-            raise errors.TransportError(message=f"{verb} {resource}: {_one_line(exc)}") from exc
+            raise errors.TransportError(message=f"{verb} {resource}: {transport_line(exc)}") from exc
+
+    def _server(self) -> str:
+        """The API server's URL (the kubeconfig's `server`), named in errors without a Status."""
+        api_client = self._api_client_ref()
+        return str(getattr(getattr(api_client, "configuration", None), "host", "") or "")
 
     def _read(
         self,
@@ -215,7 +221,7 @@ class Transport:
         try:
             return bytes(response.data or b"")
         except TRANSPORT_ERRORS as exc:
-            raise errors.TransportError(message=f"{verb} {resource}: {_one_line(exc)}") from exc
+            raise errors.TransportError(message=f"{verb} {resource}: {one_line(exc)}") from exc
         finally:
             response.release_conn()
 
@@ -248,7 +254,7 @@ class Transport:
             old.pool_manager.clear()
 
 
-def _parse(verb: str, resource: str, data: bytes, decode: Callable[[bytes], Any]) -> RawObject:
+def parse_answer(verb: str, resource: str, data: bytes, decode: Callable[[bytes], Any]) -> RawObject:
     try:
         parsed = decode(data)
     except (orjson.JSONDecodeError, projection.ProjectionError) as exc:
@@ -259,7 +265,7 @@ def _parse(verb: str, resource: str, data: bytes, decode: Callable[[bytes], Any]
     return parsed
 
 
-def _tuned(configuration: Any, connection_pool_maxsize: int) -> Any:
+def tuned_configuration(configuration: Any, connection_pool_maxsize: int) -> Any:
     configuration.connection_pool_maxsize = connection_pool_maxsize
     # One retry policy, the runner's: urllib3 would otherwise sleep on Retry-After and retry
     # 429/503 itself, invisibly to our counters and backoff. Connection failures are retried
@@ -271,27 +277,57 @@ def _tuned(configuration: Any, connection_pool_maxsize: int) -> Any:
     return configuration
 
 
-def error_from_api_exception(exc: ApiException, verb: str, resource: str) -> errors.KubeError:
+def transport_line(exc: BaseException) -> str:
+    """A failure to get an answer in one line that names the URL tried (as kubectl's `Get
+    "https://…": dial tcp …`), not urllib3's `HTTPSConnectionPool(host=…, port=…): Max retries …`."""
+    if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.pool is not None:
+        pool = exc.pool
+        url = f"{pool.scheme}://{pool.host}:{pool.port}{exc.url or ''}"
+        reason = one_line(exc.reason or exc)
+        # `HTTPSConnection(host='…', port=…): Failed to establish …`: the URL already says where.
+        reason = re.sub(r"^\w*Connection(Pool)?\(host=[^)]*\): ", "", reason)
+        return f"{url}: {reason}"
+    return one_line(exc)
+
+
+def error_from_api_exception(
+    exc: ApiException, verb: str, resource: str, *, server: str = ""
+) -> errors.KubeError:
+    """The error of an HTTP answer. An answer that is not the API server's Status (a proxy's HTML
+    page, an empty body) or a 404 without details (an API the server does not serve: "the server
+    could not find the requested resource") says which server answered and to what, as kubectl
+    does (`(get nodes)`); other Status messages stay the server's own (callers match on them)."""
     status = int(exc.status or 0)
     if status == 0:
         # The client's own wrapper for an SSL failure: no HTTP answer arrived.
-        return errors.TransportError(message=f"{verb} {resource}: {_one_line(exc.reason or exc)}")
-    err = errors.error_from_status(status, _status_body(exc.body, status, exc.reason))
+        where = f" ({server})" if server else ""
+        return errors.TransportError(message=f"{verb} {resource}{where}: {one_line(exc.reason or exc)}")
+    body = _status_body(exc.body, status, exc.reason, where=_where(verb, resource, server))
+    err = errors.error_from_status(status, body)
     if err.retry_after_seconds is None:
         err.retry_after_seconds = _retry_after_header(exc.headers)
     return err
 
 
-def _status_body(body: str | bytes | None, status: int, http_reason: str | None) -> Mapping[str, Any]:
-    """The Status object of an error answer; a proxy's HTML or an empty body gets a short message."""
+def _where(verb: str, resource: str, server: str) -> str:
+    return f"{verb} {resource} at {server}" if server else f"{verb} {resource}"
+
+
+def _status_body(
+    body: str | bytes | None, status: int, http_reason: str | None, *, where: str = ""
+) -> Mapping[str, Any]:
+    """The Status object of an error answer; a proxy's HTML or an empty body gets a short message.
+    `where` (the request and the server) is added where the message would not say what failed."""
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else (body or "")
     try:
         parsed = orjson.loads(text) if text else None
     except orjson.JSONDecodeError:
         parsed = None
     if isinstance(parsed, dict) and (parsed.get("kind") == "Status" or "message" in parsed):
+        if where and status == 404 and not parsed.get("details") and parsed.get("message"):
+            return {**parsed, "message": f"{parsed['message']} ({where})"}
         return parsed
-    summary = f"HTTP {status} {http_reason or ''}".strip()
+    summary = f"HTTP {status} {http_reason or ''}".strip() + (f" ({where})" if where else "")
     snippet = " ".join(text.split())[:200]
     return {"message": f"{summary}: {snippet}" if snippet else summary}
 

@@ -12,7 +12,7 @@ from typing import Any
 from engine.domain.model import PodInfo
 from engine.kube import errors, projection
 from engine.kube.api import PodEvent, PodEventType
-from engine.kube.config import _one_line
+from engine.kube.config import one_line
 from engine.kube.transport import TRANSPORT_ERRORS
 
 WATCH_SECONDS = 240
@@ -65,7 +65,7 @@ class PodWatch:
         except TRANSPORT_ERRORS as exc:
             if self._closed.is_set():
                 return
-            raise errors.TransportError(message=f"watch pods: {_one_line(exc)}") from exc
+            raise errors.TransportError(message=f"watch pods: {one_line(exc)}") from exc
         finally:
             self._response.release_conn()
         if pending.strip() and not self._closed.is_set():

@@ -99,9 +99,13 @@ class FencedKubeApi:
         self._inner.delete_node(name)
 
 
+FENCED_EXTRAS = frozenset({"cancel_removal", "prepare_stop", "stop_cluster", "start_cluster"})
+"""The optional providers' writes (TakesBackRemoval, StopsCluster): fenced when the inner has them."""
+
+
 class FencedPools:
-    """PoolProvider whose writes run `check` first; `cancel_removal` (a write) is fenced when the
-    inner provider has it, and the optional read-only ports are the inner provider's."""
+    """PoolProvider whose writes run `check` first; the optional ports' writes (`FENCED_EXTRAS`)
+    are fenced when the inner provider has them, and their reads are the inner provider's."""
 
     def __init__(self, inner: PoolProvider, check: FenceCheck) -> None:
         self._inner = inner
@@ -110,7 +114,7 @@ class FencedPools:
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._inner, name)
-        if name == "cancel_removal":
+        if name in FENCED_EXTRAS:
             return self._fenced(attribute)
         return attribute
 

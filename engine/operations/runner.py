@@ -4,10 +4,12 @@ Each step (`engine.operations.steps`, one module per kind of step) reads the ope
 through the ports and returns a `StepResult` that the runner persists before anything else
 happens. Which step comes next is the flow's (`engine.operations.flows`, one table per kind of
 operation): a step only says how it ended. A step reaches the runner only through
-`engine.operations.steps.context.StepContext`, which the Runner implements: the store, the clock,
-the settings, `emit`, the eviction executors, the pod feed and the eviction gate. This module
+`engine.operations.steps.context.StepContext`, which the Runner implements: the sleep's records
+and the audit (narrow ports of the store, `engine.store.ports`), the clock, the settings, `emit`,
+the eviction executors, the pod feed and the eviction gate; the runner itself uses the store's
+operation journal and claims (`RunnerStore`). This module
 keeps the rest: admission, the step pool, the claims, persistence and dispatch.
-It stays one module on purpose: those share one `Runner`'s state (the operations it holds and
+It stays one module (over 600 lines) on purpose: those share one `Runner`'s state (the operations it holds and
 what each is doing, the claims it heartbeats, the step it persists and dispatches next).
 
 Waiting holds nothing. An operation is admitted while fewer than `max_operations` are in
@@ -52,6 +54,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from engine.domain.clock import Clock
 from engine.domain.errors import Category, ScalebotError
@@ -70,7 +73,7 @@ from engine.operations.steps.cordon_drain import give_back_nodes
 from engine.operations.timers import StepTimers
 from engine.store.base import StoreError
 from engine.store.claims import ClaimHeld, Fenced, RunnerClaim, RunnerId
-from engine.store.database import Store
+from engine.store.ports import AuditTrail, OperationJournal, RunnerClaims, SleepRecords
 
 __all__ = [
     "CLAIM_POLL_SECONDS",
@@ -82,6 +85,7 @@ __all__ = [
     "ClusterHandle",
     "Runner",
     "RunnerLoad",
+    "RunnerStore",
     "StepResult",
     "runner_identity",
 ]
@@ -160,10 +164,15 @@ class _Run:
     warned: bool = False
 
 
+class RunnerStore(OperationJournal, RunnerClaims, SleepRecords, AuditTrail, Protocol):
+    """What a runner is given of the store: the operation's journal and the claims for itself, and
+    the sleep's records and the audit for its steps (`StepContext`). `Store` implements it."""
+
+
 class Runner:
     def __init__(
         self,
-        store: Store,
+        store: RunnerStore,
         clusters: Mapping[str, ClusterHandle],
         clock: Clock,
         emit: Callable[[ProgressEvent], None],
@@ -172,7 +181,12 @@ class Runner:
         may_act: Callable[[], bool] | None = None,
         identity: RunnerId | None = None,
     ) -> None:
-        self.store = store
+        self._journal: OperationJournal = store
+        self._claims: RunnerClaims = store
+        self.sleep_records: SleepRecords = store
+        """What a sleep keeps for its wake, for the steps (`StepContext`)."""
+        self.audit_trail: AuditTrail = store
+        """The audit, for the steps that write rows of their own (phase 2)."""
         self.may_act: Callable[[], bool] = may_act or (lambda: True)
         """False once this instance may no longer act (it lost the Lease): stop at the next step."""
         self.identity = identity or runner_identity()
@@ -229,7 +243,7 @@ class Runner:
         try:
             if not wait_for_claim and op_id not in self._tokens:
                 self._claim(op_id)
-            op = self.store.get_operation(op_id)
+            op = self._journal.get_operation(op_id)
         except ClaimHeld:
             self._forget(op_id)
             raise
@@ -251,7 +265,7 @@ class Runner:
 
         `wait_for_claims`: a new leader waits for the claims of the instance it replaces to lapse.
         """
-        ops = self.store.list_operations(states=[OpState.RUNNING], limit=1000)
+        ops = self._journal.list_operations(states=[OpState.RUNNING], limit=1000)
         if not wait_for_claims:
             self._claim_all([op.id for op in ops])
         for op in ops:
@@ -269,7 +283,7 @@ class Runner:
             for op_id in taken:
                 with self._lock:
                     token = self._tokens.pop(op_id)
-                self.store.release_claim(op_id, token)
+                self._claims.release_claim(op_id, token)
             raise
 
     def cancel(self, op_id: str) -> None:
@@ -461,16 +475,16 @@ class Runner:
         if token is None:
             return
         try:
-            self.store.release_claim(op_id, token)
+            self._claims.release_claim(op_id, token)
         except StoreError as exc:  # it lapses on its own after CLAIM_TTL_SECONDS
             log.warning("could not release the claim: %s", exc, extra={"operation": op_id})
 
     def _journal_start(self, op_id: str, token: int, *, resumed: bool) -> None:
-        first = self.store.get_operation(op_id)
+        first = self._journal.get_operation(op_id)
         if first is not None and first.state is OpState.RUNNING and (resumed or not first.step):
             event, detail = ("resumed", "resumed after a restart") if resumed else ("started", "")
-            with self.store.fenced(op_id, token):
-                self.store.journal(
+            with self._claims.fenced(op_id, token):
+                self._journal.journal(
                     op_id,
                     at=self.clock.now(),
                     step=first.step or first_step(first),
@@ -482,10 +496,10 @@ class Runner:
     def _one_step(self, op_id: str, token: int, cancel: threading.Event) -> float | None:
         """One step of the operation, persisted; how long until the next (None: its run here ends)."""
         # The claim first: a runner that lost it must not even read the operation as its own.
-        claim = self.store.runner_claim(op_id)
+        claim = self._claims.runner_claim(op_id)
         if op_id in self._lost or claim is None or claim.token != token:
             raise Fenced(f"operation {op_id} was claimed by another runner")
-        op = self.store.get_operation(op_id)
+        op = self._journal.get_operation(op_id)
         if op is None or op.state is not OpState.RUNNING:
             return None
         log_context.add(cluster=op.target.cluster)
@@ -516,7 +530,7 @@ class Runner:
 
     def held_elsewhere(self, op_id: str) -> RunnerClaim | None:
         """The live claim of another runner (another process) on the operation, if any."""
-        claim = self.store.runner_claim(op_id)
+        claim = self._claims.runner_claim(op_id)
         if claim is None or not claim.nonce or claim.nonce == self.identity.nonce:
             return None
         fresh = (self.clock.now() - claim.heartbeat_at).total_seconds() < CLAIM_TTL_SECONDS
@@ -528,7 +542,7 @@ class Runner:
         return claim.host == me.host and (claim.pid == me.pid or not _pid_alive(claim.pid))
 
     def _claim(self, op_id: str) -> int:
-        token = self.store.claim_operation(
+        token = self._claims.claim_operation(
             op_id, self.identity, now=self.clock.now(), ttl_seconds=CLAIM_TTL_SECONDS, gone=self._gone
         )
         with self._lock:
@@ -551,7 +565,7 @@ class Runner:
                 self._beat.clear()
             if self.may_act():
                 try:
-                    lost = self.store.renew_claims(tokens, now=self.clock.now())
+                    lost = self._claims.renew_claims(tokens, now=self.clock.now())
                 except StoreError as exc:  # the operation's own next write reports it
                     log.warning("could not renew operation claims: %s", exc)
                     lost = set()
@@ -573,7 +587,7 @@ class Runner:
         def check() -> None:
             if not self.may_act():
                 raise Fenced(f"operation {op_id}: this instance may no longer act, so it writes nothing")
-            claim = self.store.runner_claim(op_id)
+            claim = self._claims.runner_claim(op_id)
             if op_id in self._lost or claim is None or claim.token != token:
                 raise Fenced(f"operation {op_id} was claimed by another runner")
 
@@ -685,7 +699,7 @@ class Runner:
 
     def _safe_get(self, op_id: str) -> Operation | None:
         try:
-            return self.store.get_operation(op_id)
+            return self._journal.get_operation(op_id)
         except StoreError:
             return None
 
@@ -744,13 +758,13 @@ class Runner:
             summary=result.summary or op.summary,
             error=result.error or op.error,
         )
-        with self.store.fenced(op.id, self._tokens[op.id]):
-            if not self.store.save_progress(new):  # also releases the locks of a final state
+        with self._claims.fenced(op.id, self._tokens[op.id]):
+            if not self._journal.save_progress(new):  # also releases the locks of a final state
                 # Compare-and-set lost: a cancel ended the operation first. Its state stands;
                 # returning it (not running) ends this loop without emitting anything.
-                return self.store.get_operation(op.id) or op
+                return self._journal.get_operation(op.id) or op
             if step != op.step or result.state:
-                self.store.journal(
+                self._journal.journal(
                     op.id,
                     at=now,
                     step=step,

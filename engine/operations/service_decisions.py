@@ -6,31 +6,83 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import Protocol
 
+from engine.domain.clock import Clock
 from engine.domain.operation import (
     Operation,
     OperationPlan,
     OperationRequest,
     OpState,
     Outcome,
+    ProgressEvent,
 )
-from engine.domain.reasons import UnknownOperation
+from engine.domain.reasons import AlreadyDecided, UnknownOperation
 from engine.operations import policy
-from engine.operations.service_base import (
-    OperationsBase,
-    Unshown,
-    UserError,
-    _busy_text,
-)
+from engine.operations.runner import Runner
+from engine.operations.service_rules import Rules, Unshown, UserError, busy_text
 from engine.store.claims import ClaimHeld, LockConflict
+from engine.store.ports import AuditTrail, OperationRecords, PoolLocks, Transactions
 
 log = logging.getLogger(__name__)
 
 
-class Decisions(OperationsBase):
+class DecisionsStore(OperationRecords, PoolLocks, AuditTrail, Transactions, Protocol):
+    """What the decisions write: an operation, its votes and state changes with its locks and its
+    audit rows, in one transaction."""
+
+
+class Decisions:
     """Requests and the decisions on them: approve, reject, cancel, expiry, start and resume."""
+
+    def __init__(
+        self,
+        store: DecisionsStore,
+        rules: Rules,
+        runner: Runner,
+        *,
+        policies: Mapping[str, policy.ClusterPolicy],
+        clock: Clock,
+        emit: Callable[[ProgressEvent], None],
+        plan: Callable[[OperationRequest], OperationPlan],
+        groups_of: Callable[[str], Sequence[str]],
+    ) -> None:
+        """`plan`: the plan of a request (`Reads.plan`: one listing of the cluster); `emit` tells
+        the service's listeners of each state change; `groups_of`: a person's user groups."""
+        self.store = store
+        self.rules = rules
+        self.runner = runner
+        self.policies = policies
+        self.clock = clock
+        self._emit = emit
+        self._plan = plan
+        self.groups_of = groups_of
+
+    def _emit_state(self, op: Operation, text: str, *, final: bool = False) -> None:
+        self._emit(ProgressEvent(operation=op, kind="final" if final else "state", text=text, final=final))
+
+    def _already_decided(self, op: Operation) -> Outcome:
+        deciding = ("approve", "rejected", "cancel", "cancelled", "expired")
+        who = [r for r in self.store.audit_rows(op_id=op.id) if r.action in deciding]
+        state = op.state.value.replace("_", " ")
+        decided = (
+            AlreadyDecided(op.id, state, who[-1].actor, who[-1].at) if who else AlreadyDecided(op.id, state)
+        )
+        by = f" by {decided.by} at {decided.at:%H:%M} UTC" if decided.at is not None else ""
+        return Outcome(True, f"operation {op.id} is already {state}{by}", op, reason=decided)
+
+    def _finish(self, op: Operation, state: OpState, *, by: str, error: str = "") -> Operation | None:
+        """Compare-and-set `op` (in the state it was read in) to a final state, releasing its locks in
+        the same transaction; None when another path moved it first (nothing is written)."""
+        new = replace(op, state=state, updated_at=self.clock.now(), error=error or op.error)
+        with self.store.transaction():
+            if not self.store.transition(new, expected=op.state):
+                return None
+            self.store.journal(op.id, at=new.updated_at, step=op.step, event=state.value)
+            self.rules.audit(by, state.value, op=new, detail=error)
+        return new
 
     def request(
         self,
@@ -49,21 +101,25 @@ class Decisions(OperationsBase):
         `start_shown`, once its card is in the channel (the bot could not tell whether it may post
         there); if the card cannot be posted, `cancel_unshown` ends it with nothing started."""
         cluster = req.target.cluster
-        if cluster not in self.handles:
-            return Outcome(False, f'unknown cluster "{cluster}"; clusters: {", ".join(self.clusters())}')
+        if cluster not in self.rules.handles:
+            return Outcome(
+                False, f'unknown cluster "{cluster}"; clusters: {", ".join(self.rules.clusters())}'
+            )
         pol = self.policies[cluster]
-        allowed = policy.can_request(pol, self.role(cluster, req.requested_by, groups), req.kind)
+        allowed = policy.can_request(pol, self.rules.role(cluster, req.requested_by, groups), req.kind)
         if allowed.allowed:
-            elsewhere = self.origin_refusal(cluster, by=req.requested_by, channel=req.channel, what="request")
+            elsewhere = self.rules.origin_refusal(
+                cluster, by=req.requested_by, channel=req.channel, what="request"
+            )
             if elsewhere is not None:
                 return elsewhere
         if not allowed.allowed:
-            self._audit(req.requested_by, "refused_request", cluster=cluster, detail=allowed.reason)
+            self.rules.audit(req.requested_by, "refused_request", cluster=cluster, detail=allowed.reason)
             return Outcome(False, allowed.reason, reason=allowed.detail)
         try:
-            op_plan = planned if planned is not None else self.plan(req)
+            op_plan = planned if planned is not None else self._plan(req)
         except UserError as exc:
-            self._audit(req.requested_by, "refused_request", cluster=cluster, detail=str(exc))
+            self.rules.audit(req.requested_by, "refused_request", cluster=cluster, detail=str(exc))
             return Outcome(False, str(exc))
         initiated_by = tuple(dict.fromkeys((req.requested_by, *req.on_behalf_of)))
         needed = (
@@ -77,7 +133,7 @@ class Decisions(OperationsBase):
             looked_up = (
                 pre_approver_groups if pre_approver_groups is not None else self.pre_approver_groups(req)
             )
-            roles = {u: self.role(cluster, u, looked_up.get(u, ())) for u in req.pre_approvers}
+            roles = {u: self.rules.role(cluster, u, looked_up.get(u, ())) for u in req.pre_approvers}
             standing = policy.standing_pre_approvers(pol, roles, initiated_by=initiated_by)
             if policy.pre_approval_covers(pol, needed, standing):
                 needed = 0
@@ -102,21 +158,21 @@ class Decisions(OperationsBase):
             with self.store.transaction():
                 self.store.acquire_locks(_lock_keys(op), op.id, at=now)
                 self.store.insert_operation(op)
-                self._audit(
+                self.rules.audit(
                     req.requested_by, "request", op=op, detail=f"{req.kind.value}: {op_plan.summary()}"
                 )
                 if req.pre_approvers:
                     covered = "covers this run" if not needed else "does not cover this run"
-                    self._audit(
+                    self.rules.audit(
                         req.requested_by,
                         "pre_approval",
                         op=op,
                         detail=f"standing pre-approvers: {', '.join(standing) or 'none'}; {covered}",
                     )
         except LockConflict as exc:
-            busy = self._busy(exc)
-            self._audit(req.requested_by, "refused_request", cluster=cluster, detail=_busy_text(busy))
-            return Outcome(False, _busy_text(busy), reason=busy)
+            busy = self.rules.busy(exc)
+            self.rules.audit(req.requested_by, "refused_request", cluster=cluster, detail=busy_text(busy))
+            return Outcome(False, busy_text(busy), reason=busy)
         # Every new operation is announced, so a card appears whoever asked (a person, the CLI, a schedule).
         self._emit_state(op, f"Requested by {req.requested_by}: {op_plan.summary()}")
         if op.state is OpState.RUNNING and start_when_shown:
@@ -155,7 +211,7 @@ class Decisions(OperationsBase):
             quorum_in = len(self._counted(approval_id, tentative)) >= current.approvals_required
             added = not quorum_in and self.store.add_vote(approval_id, by, "approve", at=self.clock.now())
             if added:
-                self._audit(by, "approve", op=current)
+                self.rules.audit(by, "approve", op=current)
         # Others may have voted meanwhile: every vote is checked again, outside the transaction.
         standing = self._standing_voters(current, by=by, groups=groups)
         votes = self._counted(approval_id, standing)
@@ -177,12 +233,12 @@ class Decisions(OperationsBase):
         none), as a schedule's pre-approvals are. Looked up outside any transaction (Slack calls);
         `note`: audit each stored vote that no longer counts (the card stops listing it)."""
         cluster = op.target.cluster
-        roles = {u: self.role(cluster, u, self._groups_now(u)) for u in self._approvers(op.approval_id)}
-        roles[by] = self.role(cluster, by, groups)
+        roles = {u: self.rules.role(cluster, u, self._groups_now(u)) for u in self._approvers(op.approval_id)}
+        roles[by] = self.rules.role(cluster, by, groups)
         initiated = (op.requested_by, *op.initiated_by)
         standing = policy.standing_pre_approvers(self.policies[cluster], roles, initiated_by=initiated)
         for voter in sorted(set(roles) - set(standing) - {by}) if note else ():
-            self._audit(voter, "vote_not_counted", op=op, detail="no longer an approver on " + cluster)
+            self.rules.audit(voter, "vote_not_counted", op=op, detail="no longer an approver on " + cluster)
         return frozenset(standing)
 
     def _groups_now(self, user: str) -> Sequence[str]:
@@ -200,7 +256,7 @@ class Decisions(OperationsBase):
         is taken outside any transaction; the comparison and the move out of awaiting_approval are
         then one compare-and-set, so of two approvers completing the quorum together exactly one
         decides, and always on the plan check."""
-        fresh = self.plan(_request_of(op))
+        fresh = self._plan(_request_of(op))
         changed = fresh.plan_hash != op.plan.plan_hash
         with self.store.transaction():
             current = self.store.get_operation(op.id)
@@ -262,24 +318,26 @@ class Decisions(OperationsBase):
                 f"no operation {op_id}; the list of operations shows the recent ones",
                 reason=UnknownOperation(op_id),
             )
-        wrong_channel = self.origin_refusal(op.target.cluster, by=by, channel=channel, what="cancel", op=op)
+        wrong_channel = self.rules.origin_refusal(
+            op.target.cluster, by=by, channel=channel, what="cancel", op=op
+        )
         if wrong_channel is not None:
             return wrong_channel
-        role = self.role(op.target.cluster, by, groups)
+        role = self.rules.role(op.target.cluster, by, groups)
         if (
             by not in op.initiated_by
             and by != op.requested_by
             and (role is None or role < policy.Role.APPROVER)
         ):
-            self._audit(by, "refused_cancel", op=op, detail="not the requester nor an approver")
+            self.rules.audit(by, "refused_cancel", op=op, detail="not the requester nor an approver")
             return Outcome(False, "only the requester or an approver can cancel this operation")
         if op.state.is_terminal:
-            self._audit(by, "refused_cancel", op=op, detail=f"already {op.state.value}")
+            self.rules.audit(by, "refused_cancel", op=op, detail=f"already {op.state.value}")
             return Outcome(False, f"operation {op_id} already finished ({op.state.value}); nothing to cancel")
         elsewhere = None if self.runner.is_running(op.id) else self.runner.held_elsewhere(op.id)
         if op.state is OpState.RUNNING and elsewhere is not None:
             # Finishing it here would race the runner that holds it (it would write over "cancelled").
-            self._audit(by, "refused_cancel", op=op, detail=f"being run by {elsewhere.owner}")
+            self.rules.audit(by, "refused_cancel", op=op, detail=f"being run by {elsewhere.owner}")
             return Outcome(
                 False,
                 f"operation {op_id} is being run by {elsewhere.owner} (pid {elsewhere.pid} on "
@@ -292,11 +350,11 @@ class Decisions(OperationsBase):
                 assert current is not None
                 if current.state is OpState.RUNNING and self.runner.is_running(op_id):
                     return self.cancel(op_id, by=by, groups=groups, channel=channel)
-                self._audit(by, "refused_cancel", op=current, detail=f"already {current.state.value}")
+                self.rules.audit(by, "refused_cancel", op=current, detail=f"already {current.state.value}")
                 return self._already_decided(current)
             self._emit_state(done, f"Cancelled by {by}", final=True)
             return Outcome(True, f"Cancelled operation {op_id}", done, changed=True)
-        self._audit(by, "cancel", op=op, detail="requested: the current step finishes first")
+        self.rules.audit(by, "cancel", op=op, detail="requested: the current step finishes first")
         self.runner.cancel(op.id)
         return Outcome(
             True, f"Cancelling operation {op_id}: the current step finishes first", op, changed=True
@@ -325,7 +383,7 @@ class Decisions(OperationsBase):
             return Outcome(False, f"operation {op_id} is already over", op)
         started = op.state is OpState.RUNNING and (bool(op.step) or self.runner.is_running(op_id))
         if started:
-            self._audit(
+            self.rules.audit(
                 "scalebot", "refused_cancel", op=op, detail=f"card not shown ({reason.error}): started"
             )
             return Outcome(False, f"operation {op_id} has started; it is not cancelled", op)
@@ -376,7 +434,7 @@ class Decisions(OperationsBase):
         op = self.store.operation_by_approval(approval_id)
         if op is None:
             return Outcome(False, "unknown request: it may belong to another scalebot instance")
-        elsewhere = self.origin_refusal(op.target.cluster, by=by, channel=channel, what=action, op=op)
+        elsewhere = self.rules.origin_refusal(op.target.cluster, by=by, channel=channel, what=action, op=op)
         if elsewhere is not None:
             return elsewhere
         early = self._check_decidable(
@@ -397,21 +455,21 @@ class Decisions(OperationsBase):
                 assert current is not None
                 return self._already_decided(current)
             self._emit_state(done, "Expired: nobody approved in time", final=True)
-            self._audit(by, f"refused_{action}", op=op, detail="expired")
+            self.rules.audit(by, f"refused_{action}", op=op, detail="expired")
             return Outcome(False, "this request has expired; ask for a new one", done)
         if allow_requester and by == op.requested_by:
             return None
         decision = policy.can_approve(
             self.policies[op.target.cluster],
             voter=by,
-            voter_role=self.role(op.target.cluster, by, groups),
+            voter_role=self.rules.role(op.target.cluster, by, groups),
             requested_by=op.requested_by,
             expires_at=op.expires_at,
             now=now,
             initiated_by=op.initiated_by,
         )
         if not decision.allowed:
-            self._audit(by, f"refused_{action}", op=op, detail=decision.reason)
+            self.rules.audit(by, f"refused_{action}", op=op, detail=decision.reason)
             return Outcome(False, decision.reason, op)
         return None
 

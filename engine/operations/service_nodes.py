@@ -13,11 +13,12 @@ node after the confirmation, a DaemonSet deleted meanwhile) is refused, naming i
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
 from engine.domain import force_scope
+from engine.domain.clock import Clock
 from engine.domain.model import NodeInfo, parse_label_selector
 from engine.domain.operation import DrainProgress, OpKind, Outcome
 from engine.domain.reasons import NeedsApprovalInstead
@@ -30,9 +31,10 @@ from engine.drain.report import DrainReport
 from engine.kube.api import ServerDryRunApi
 from engine.kube.errors import InvalidRequest, KubeError
 from engine.operations import policy
-from engine.operations.service_base import OperationsBase, UserError, _busy_text
+from engine.operations.service_rules import Rules, UserError, busy_text
 from engine.planning import preflight
 from engine.store.claims import LockConflict
+from engine.store.ports import PoolLocks
 
 __all__ = [
     "Cordoned",
@@ -117,8 +119,17 @@ def forcing(options: filters.DrainOptions) -> bool:
     return options.force or options.disable_eviction
 
 
-class NodeActions(OperationsBase):
+class NodeActions:
     """What a person does to nodes by hand, outside an operation: cordon, uncordon and drain."""
+
+    def __init__(
+        self, locks: PoolLocks, rules: Rules, *, policies: Mapping[str, policy.ClusterPolicy], clock: Clock
+    ) -> None:
+        """`locks`: the operations' pool and node locks (a node an operation holds is refused)."""
+        self.locks = locks
+        self.rules = rules
+        self.policies = policies
+        self.clock = clock
 
     def cordon(
         self,
@@ -134,7 +145,7 @@ class NodeActions(OperationsBase):
         the policy lists the verb among what needs approval (ask for a `drain` instead, which is
         approved like any operation); refused while an operation holds the node or its pool. The
         answer names the nodes whose flag changed (the CLI prints one line per node)."""
-        handle = self._handle(cluster)
+        handle = self.rules.handle(cluster)
         verb = "cordon" if unschedulable else "uncordon"
         refusal = self._by_hand_refusal(cluster, verb, by=by, groups=groups, channel=channel)
         if refusal is not None:
@@ -143,7 +154,7 @@ class NodeActions(OperationsBase):
         missing = [n for n in nodes if n not in known]
         if missing or not nodes:
             return Cordoned(
-                self.refuse(
+                self.rules.refuse(
                     by,
                     verb,
                     cluster,
@@ -167,9 +178,9 @@ class NodeActions(OperationsBase):
         except Exception as exc:
             if changed:  # what did change is said (both front doors read the note) and audited
                 exc.add_note(f"already {verb}ed before the failure: {', '.join(changed)}")
-                self._audit(by, verb, cluster=cluster, detail=", ".join(changed) + " (then failed)")
+                self.rules.audit(by, verb, cluster=cluster, detail=", ".join(changed) + " (then failed)")
             raise
-        self._audit(by, verb, cluster=cluster, detail=", ".join(nodes))
+        self.rules.audit(by, verb, cluster=cluster, detail=", ".join(nodes))
         outcome = Outcome(
             True,
             f"{verb}ed: {', '.join(changed) or 'nothing (already ' + verb + 'ed)'}",
@@ -192,17 +203,17 @@ class NodeActions(OperationsBase):
         (a protected cluster, or the policy lists the verb or a tag: ask for an operation instead).
         `cli:` holds the cluster's kubeconfig and acts as admin. None: it may go on."""
         pol = self.policies[cluster]
-        role = self.role(cluster, by, groups)
+        role = self.rules.role(cluster, by, groups)
         if role is None or role < policy.Role.OPERATOR:
-            return self.refuse(by, verb, cluster, f"{verb} needs the operator role on {cluster}")
-        elsewhere = self.origin_refusal(cluster, by=by, channel=channel, what=verb)
+            return self.rules.refuse(by, verb, cluster, f"{verb} needs the operator role on {cluster}")
+        elsewhere = self.rules.origin_refusal(cluster, by=by, channel=channel, what=verb)
         if elsewhere is not None:
             return elsewhere
         listed = sorted(({verb} | tags) & pol.approval_required_for)
         if by.startswith("cli:") or not (pol.protected or listed):
             return None
         why = "a protected cluster" if pol.protected else f"its policy lists {listed[0]} as needing approval"
-        return self.refuse(
+        return self.rules.refuse(
             by,
             verb,
             cluster,
@@ -212,15 +223,15 @@ class NodeActions(OperationsBase):
 
     def _held_nodes(self, cluster: str, nodes: Sequence[str], *, by: str, what: str) -> Outcome | None:
         """The audited refusal when an operation holds one of `nodes` or its pool; None when free."""
-        pool_of = {n: p.name for p in self._handle(cluster).pools.list_pools() for n in p.nodes}
+        pool_of = {n: p.name for p in self.rules.handle(cluster).pools.list_pools() for n in p.nodes}
         keys = [f"node:{cluster}/{n}" for n in nodes] + [
             f"pool:{cluster}/{pool_of[n]}" for n in nodes if n in pool_of
         ]
-        holder = self.store.lock_holder(keys)
+        holder = self.locks.lock_holder(keys)
         if holder is None:
             return None
-        busy = self._busy(LockConflict(*holder))
-        return self.refuse(by, what, cluster, _busy_text(busy), busy)
+        busy = self.rules.busy(LockConflict(*holder))
+        return self.rules.refuse(by, what, cluster, busy_text(busy), busy)
 
     # -- the drain by hand (`scalebot drain`) -------------------------------------------------------
 
@@ -229,12 +240,12 @@ class NodeActions(OperationsBase):
     ) -> list[NodeInfo]:
         """The nodes a command acts on, by name and label selector, sorted by name; an unknown name
         or an empty selection raises UserError naming the known nodes."""
-        refusal = self.may_view(cluster, by=by, groups=groups, what="nodes")
+        refusal = self.rules.may_view(cluster, by=by, groups=groups, what="nodes")
         if refusal:
             raise UserError(refusal)
         if not names and not selector:
             raise UserError("name at least one node, or select nodes with -l/--selector")
-        api = self._handle(cluster).api
+        api = self.rules.handle(cluster).api
         try:
             selected = api.list_nodes(label_selector=selector) if selector else []
         except InvalidRequest as exc:
@@ -262,13 +273,13 @@ class NodeActions(OperationsBase):
         """What a drain of `nodes` with `options` would evict, delete, skip or be refused, and why;
         for a forced drain also the force scope it would be confined to. A read, limited like `plan`."""
         options = flags.options()
-        self._allow_read(cluster, by=by, groups=groups, what="plan")
+        self.rules.allow_read(cluster, by=by, groups=groups, what="plan")
         return self._drain_preview(cluster, nodes, options)
 
     def _drain_preview(
         self, cluster: str, nodes: Sequence[NodeInfo], options: filters.DrainOptions
     ) -> DrainPreview:
-        api = self._handle(cluster).api
+        api = self.rules.handle(cluster).api
         ctx = filters.DrainContext(
             options=options,
             now=self.clock.now(),
@@ -295,7 +306,7 @@ class NodeActions(OperationsBase):
         """`--dry-run=server`: the plan's evictions and deletions sent with dryRun=All, in kubectl's
         words, in order; a line is `refused` when the server (a PDB, admission) or a rule would
         refuse. Changes nothing."""
-        api = self._handle(cluster).api
+        api = self.rules.handle(cluster).api
         if not isinstance(api, ServerDryRunApi):
             raise UserError("--dry-run=server needs a Kubernetes API server")
         drain_plan = self.drain_preview(cluster, nodes, flags, by=by, groups=groups).plan
@@ -349,7 +360,7 @@ class NodeActions(OperationsBase):
             refusal = self._held_nodes(cluster, nodes, by=by, what=OpKind.DRAIN.value)
         if refusal is not None:
             raise UserError(refusal.reply)
-        handle = self._handle(cluster)
+        handle = self.rules.handle(cluster)
         pod_filters = None
         detail = ", ".join(nodes)
         if forcing(options):
@@ -360,7 +371,7 @@ class NodeActions(OperationsBase):
             pod_filters = (force_rules.scope_guard(scope, _plain(options)), *filters.default_filters())
             words = ", ".join(_forcing_words(options))
             detail += f"; forced ({words}) within the scope: {', '.join(scope.units) or 'no unit'}"
-        self._audit(by, OpKind.DRAIN.value, cluster=cluster, detail=detail)
+        self.rules.audit(by, OpKind.DRAIN.value, cluster=cluster, detail=detail)
         if on_start is not None:
             on_start()
         progress = DrainProgress()
@@ -389,7 +400,7 @@ class NodeActions(OperationsBase):
             cancel=cancel,
             pod_filters=pod_filters,
         )
-        self._audit(by, "drain_finished", cluster=cluster, detail=_ending(nodes, outcome))
+        self.rules.audit(by, "drain_finished", cluster=cluster, detail=_ending(nodes, outcome))
         return outcome
 
 

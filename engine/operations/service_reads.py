@@ -5,11 +5,15 @@ audit rows of refusals."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime
+from typing import Protocol
 
+from engine.domain.announcement import NextEvent
+from engine.domain.clock import Clock
+from engine.domain.model import PodInfo
 from engine.domain.operation import (
     Operation,
     OperationPlan,
@@ -22,24 +26,65 @@ from engine.kube.api import KubeApi, PodListing, PodWatchApi, SchedulingApi
 from engine.kube.errors import KubeError
 from engine.operations import policy
 from engine.operations.runner import ClusterHandle
-from engine.operations.service_base import (
+from engine.operations.service_rules import (
     Advice,
     ClusterStatus,
     HistoryEntry,
-    OperationsBase,
     ProviderSchedules,
+    Rules,
     UserError,
 )
 from engine.planning import advice, consolidation
 from engine.planning import preflight as planning
-from engine.pools.base import KeepsSchedules, Pool, PoolNotFound
+from engine.pools.base import KeepsSchedules, Pool, PoolNotFound, StopsCluster
+from engine.store.operations import JournalRow
+from engine.store.ports import AuditTrail, SleepRecords
 from engine.workloads.plan import is_owner_key
 
 log = logging.getLogger(__name__)
 
 
-class Reads(OperationsBase):
+class ReadsStore(AuditTrail, SleepRecords, Protocol):
+    """What the reads read of the store: the operations, their journal and audit, and the sizes and
+    workloads a sleep keeps (a plan's sizes to restore)."""
+
+    def list_operations(
+        self, *, cluster: str | None = None, states: Sequence[OpState] | None = None, limit: int = 50
+    ) -> list[Operation]: ...
+
+    def journal_rows(self, op_id: str) -> list[JournalRow]: ...
+
+    def get_operation(self, op_id: str) -> Operation | None: ...
+
+
+PodOffer = Callable[[str, Collection[str], Collection[PodInfo], str], None]
+"""(cluster, nodes, pods, resourceVersion): a plan's pod listing offered to the drain that follows."""
+
+
+class Reads:
     """Read-only views: operations and their history, cluster status, plans, advice."""
+
+    def __init__(
+        self,
+        store: ReadsStore,
+        rules: Rules,
+        offer_pods: PodOffer,
+        *,
+        policies: Mapping[str, policy.ClusterPolicy],
+        clock: Clock,
+        next_event: Callable[[str], NextEvent | None] | None = None,
+    ) -> None:
+        """`offer_pods`: told of a plan's pod listing (`Runner.offer_pods`), for the drain that follows;
+        `next_event`: a cluster's next scheduled sleep or wake, for its status."""
+        self.store = store
+        self.rules = rules
+        self._offer_pods = offer_pods
+        self.policies = policies
+        self.clock = clock
+        self._next_event = next_event
+
+    def get(self, op_id: str) -> Operation | None:
+        return self.store.get_operation(op_id)
 
     def list_operations(
         self, *, cluster: str | None = None, active_only: bool = False, limit: int = 20
@@ -58,7 +103,7 @@ class Reads(OperationsBase):
         return sorted(entries, key=lambda e: e.at)
 
     def status(self, cluster: str) -> ClusterStatus:
-        handle = self._handle(cluster)
+        handle = self.rules.handle(cluster)
         return ClusterStatus(
             cluster=cluster,
             pools=handle.pools.list_pools(),
@@ -68,7 +113,7 @@ class Reads(OperationsBase):
 
     def provider_schedules(self, cluster: str) -> ProviderSchedules | None:
         """The schedules `cluster`'s pool system keeps itself; None when it keeps none."""
-        pools = self._handle(cluster).pools
+        pools = self.rules.handle(cluster).pools
         if not isinstance(pools, KeepsSchedules):
             return None
         try:
@@ -79,11 +124,20 @@ class Reads(OperationsBase):
             return ProviderSchedules(cluster, unreadable=str(exc))
 
     def plan(self, req: OperationRequest) -> OperationPlan:
-        handle = self._handle(req.target.cluster)
+        handle = self.rules.handle(req.target.cluster)
+        stopped = _stopped(handle)
+        if stopped and (req.kind is not OpKind.WAKE or req.target.pools or req.target.workloads_only):
+            raise UserError(
+                f"{stopped}: its API server cannot be reached while it is stopped; only a wake of the "
+                "whole cluster starts it (every pool comes back with it)"
+            )
         if req.kind is OpKind.CONSOLIDATE:
             return self._plan_consolidation(handle, req)
         try:
-            snap = self.snapshot(handle, with_workloads=req.target.workloads or req.target.workloads_only)
+            if stopped:
+                snap = self._stopped_snapshot(handle)
+            else:
+                snap = self.snapshot(handle, with_workloads=req.target.workloads or req.target.workloads_only)
             target = req.target
             if target.one_at_a_time is None:  # the request did not say: the cluster's policy decides
                 target = replace(target, one_at_a_time=self.policies[handle.name].drain_one_at_a_time)
@@ -91,10 +145,32 @@ class Reads(OperationsBase):
         except (planning.PlanError, PoolNotFound) as exc:
             raise UserError(str(exc)) from exc
         # The drain that may follow starts its pod feed from this listing, not a second one.
-        self.runner.offer_pods(handle.name, planned.nodes, snap.pods, snap.pods_resource_version)
+        self._offer_pods(handle.name, planned.nodes, snap.pods, snap.pods_resource_version)
         # Why a scale-up needs approval is said on the card (warnings are not part of the plan hash).
         ceiling = policy.beyond_ceiling(self.policies[handle.name], planned)
         return replace(planned, warnings=(*ceiling, *planned.warnings)) if ceiling else planned
+
+    def _restore_sizes(self, handle: ClusterHandle, pools: Sequence[Pool]) -> dict[str, int]:
+        """Sizes to restore: SQLite's records, else the ones on the pool objects."""
+        restore = {r.pool: r.desired for r in self.store.restore_records(handle.name)}
+        for pool in pools:
+            if pool.restore is not None:
+                restore.setdefault(pool.name, pool.restore.desired)
+        return restore
+
+    def _stopped_snapshot(self, handle: ClusterHandle) -> planning.ClusterSnapshot:
+        """A stopped cluster as its provider and the store know it: its API server is not asked
+        (no node runs, so no pod, budget or DaemonSet is listed); its pools and what to restore."""
+        pools = handle.pools.list_pools()
+        return planning.ClusterSnapshot(
+            cluster=handle.name,
+            pools=tuple(pools),
+            nodes=(),
+            pods=(),
+            pdbs=(),
+            restore_sizes=self._restore_sizes(handle, pools),
+            workloads_asleep=len(self.store.workload_records(handle.name)),
+        )
 
     def snapshot(self, handle: ClusterHandle, *, with_workloads: bool = False) -> planning.ClusterSnapshot:
         """One listing of each kind of object; sizes to restore from SQLite, else the pool objects.
@@ -109,10 +185,7 @@ class Reads(OperationsBase):
             pdbs = listings.submit(api.list_pdbs)
             daemonset_keys = listings.submit(api.list_daemonset_keys)
             pools = handle.pools.list_pools()
-            restore = {r.pool: r.desired for r in self.store.restore_records(handle.name)}
-            for pool in pools:
-                if pool.restore is not None:
-                    restore.setdefault(pool.name, pool.restore.desired)
+            restore = self._restore_sizes(handle, pools)
             sleeping = len(self.store.workload_records(handle.name))
             to_sleep, workload_notes = self._workloads_to_sleep(handle) if with_workloads else ((), ())
             return planning.ClusterSnapshot(
@@ -174,19 +247,19 @@ class Reads(OperationsBase):
         return keys, pausing + tuple(f"{n.key}: {n.reason}" for n in plan.gitops_notes)
 
     def visible_clusters(self, by: str, groups: Sequence[str] = ()) -> list[str]:
-        return [c for c in self.clusters() if self.role(c, by, groups) is not None]
+        return [c for c in self.rules.clusters() if self.rules.role(c, by, groups) is not None]
 
     def preview(self, req: OperationRequest, *, groups: Sequence[str] = ()) -> OperationPlan:
         """`plan`, asked by a person: viewer role, and at most `plan_burst` per `plan_window` each,
         since every plan lists the whole cluster. Raises UserError with the refusal."""
         cluster, by = req.target.cluster, req.requested_by
-        self._allow_read(cluster, by=by, groups=groups, what="plan")
+        self.rules.allow_read(cluster, by=by, groups=groups, what="plan")
         return self.plan(req)
 
     def advise(self, cluster: str, *, by: str, groups: Sequence[str] = ()) -> Advice:
         """Scale-up advice for the pending pods and the underused nodes: a read, limited like `plan`."""
-        self._allow_read(cluster, by=by, groups=groups, what="advise")
-        handle = self._handle(cluster)
+        self.rules.allow_read(cluster, by=by, groups=groups, what="advise")
+        handle = self.rules.handle(cluster)
         api = _scheduling_api(handle, "scale-up advice")
         pools = handle.pools.list_pools()
         nodes, bound = handle.api.list_nodes(), api.list_bound_pods()
@@ -213,8 +286,8 @@ class Reads(OperationsBase):
         """`plan consolidate`: which nodes could go because their pods fit on the others, where each
         pod would go and why every other node stays, under `settings`; the autoscalers that already
         remove nodes are noted, not refused (nothing is changed). A read, limited like `plan`."""
-        self._allow_read(cluster, by=by, groups=groups, what="plan")
-        handle = self._handle(cluster)
+        self.rules.allow_read(cluster, by=by, groups=groups, what="plan")
+        handle = self.rules.handle(cluster)
         api = _scheduling_api(handle, "consolidation")
         # Pool membership comes from the pool provider (labels or Cluster API), not from one label.
         pools = handle.pools.list_pools()
@@ -225,8 +298,8 @@ class Reads(OperationsBase):
     def scale_up_advice(self, cluster: str, *, by: str, groups: Sequence[str] = ()) -> advice.ScaleUpAdvice:
         """`plan advise`: which pool to grow for the unschedulable pods, and by how many nodes. A
         read, limited like `plan`."""
-        self._allow_read(cluster, by=by, groups=groups, what="advise")
-        handle = self._handle(cluster)
+        self.rules.allow_read(cluster, by=by, groups=groups, what="advise")
+        handle = self.rules.handle(cluster)
         api = _scheduling_api(handle, "scale-up advice")
         return advice.advise(
             handle.pools.list_pools(), handle.api.list_nodes(), api.list_bound_pods(), api.list_unbound_pods()
@@ -278,3 +351,9 @@ def scheduling_snapshot(handle: ClusterHandle) -> consolidation.SchedulingSnapsh
     api = _scheduling_api(handle, "consolidation")
     snap = consolidation.snapshot(handle.pools.list_pools(), handle.api.list_nodes(), api.list_bound_pods())
     return replace(snap, autoscalers=consolidation.other_consolidators(api.list_deployment_names()))
+
+
+def _stopped(handle: ClusterHandle) -> str:
+    """Why the cluster's API server is not to be reached (its provider stopped it); "" when it runs."""
+    pools = handle.pools
+    return pools.cluster_stopped() if isinstance(pools, StopsCluster) else ""

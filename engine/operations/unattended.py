@@ -46,8 +46,9 @@ from engine.operations.policy import EVICTOR
 from engine.operations.runner import ClusterHandle
 from engine.operations.service import Operations, UserError
 from engine.planning import consolidation
+from engine.pools.base import StopsCluster
 from engine.store.claims import LockConflict
-from engine.store.database import Store
+from engine.store.ports import AuditTrail, PoolLocks
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,10 @@ class Cycling(Protocol):
     def cycle(self) -> object: ...
 
 
+class CleanerStore(PoolLocks, AuditTrail, Protocol):
+    """What the empty-node clean-up uses of the store: its batch's locks and the audit."""
+
+
 class EmptyNodeCleaner:
     """One cluster's empty-node policy; `cycle()` is called every `policy.interval` by the bot."""
 
@@ -97,7 +102,7 @@ class EmptyNodeCleaner:
         self,
         handle: ClusterHandle,
         policy: ConsolidationPolicy,
-        store: Store,
+        store: CleanerStore,
         clock: Clock,
         report: Callable[[CleanupReport], None],
     ) -> None:
@@ -119,6 +124,8 @@ class EmptyNodeCleaner:
         if not isinstance(api, SchedulingApi):
             log.warning("empty-node policy needs a Kubernetes API server; %s is not one", self.handle.name)
             return None
+        if isinstance(self.handle.pools, StopsCluster) and self.handle.pools.cluster_stopped():
+            return None  # no node to clean up, and an API server not to be reached
         now = self.clock.now()
         pools = self.handle.pools.list_pools()
         nodes = api.list_nodes()

@@ -30,11 +30,15 @@ from azure.mgmt.containerservice import ContainerServiceClient, models
 
 from engine.domain.errors import Category, ScalebotError
 from engine.kube import errors
-from engine.pools.aks import AgentPool, AgentPoolNotFound, Autoscaler
+from engine.pools.aks import AgentPool, AgentPoolNotFound, Autoscaler, ClusterPower
 from engine.pools.cloud import CloudBusy, CloudOperationError, CloudOperationTimeout
 
-_POOLS = "Microsoft.ContainerService/managedClusters/agentPools"
+_CLUSTERS = "Microsoft.ContainerService/managedClusters"
+_POOLS = f"{_CLUSTERS}/agentPools"
 ACTIONS = {
+    "managedClusters.get": f"{_CLUSTERS}/read",
+    "managedClusters.stop": f"{_CLUSTERS}/stop/action",
+    "managedClusters.start": f"{_CLUSTERS}/start/action",
     "agentPools.list": f"{_POOLS}/read",
     "agentPools.get": f"{_POOLS}/read",
     "agentPools.createOrUpdate": f"{_POOLS}/write",
@@ -127,6 +131,30 @@ class AzureAgentPools:
             lambda: self._client.agent_pools.begin_delete_machines(self._group, self.cluster, name, body),
         )
         self._wait("agentPools.deleteMachines", poller, timeout, f"agent pool {name}: deleteMachines")
+
+    def cluster_power(self) -> ClusterPower:
+        cluster = self._call(
+            "managedClusters.get", lambda: self._client.managed_clusters.get(self._group, self.cluster)
+        )
+        props = cluster.as_dict().get("properties") or {}
+        return ClusterPower(
+            code=str((props.get("powerState") or {}).get("code") or "Running"),
+            state=str(props.get("provisioningState") or ""),
+        )
+
+    def stop_cluster(self, *, timeout: float) -> None:
+        poller = self._call(
+            "managedClusters.stop",
+            lambda: self._client.managed_clusters.begin_stop(self._group, self.cluster),
+        )
+        self._wait("managedClusters.stop", poller, timeout, f"AKS cluster {self.cluster}: stop")
+
+    def start_cluster(self, *, timeout: float) -> None:
+        poller = self._call(
+            "managedClusters.start",
+            lambda: self._client.managed_clusters.begin_start(self._group, self.cluster),
+        )
+        self._wait("managedClusters.start", poller, timeout, f"AKS cluster {self.cluster}: start")
 
     def _raw(self, name: str, *, writable: bool = False) -> dict[str, Any]:
         model = self._call(

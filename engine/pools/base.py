@@ -151,6 +151,30 @@ class TakesBackRemoval(Protocol):
         ...
 
 
+@runtime_checkable
+class StopsCluster(Protocol):
+    """A PoolProvider whose cluster can be stopped whole (optional: an AKS managed cluster, whose
+    System pool keeps at least one node). A zero of every pool is then the cluster's stop, after the
+    two-phase drain, and the wake its start. While the cluster is stopped its API server is not to
+    be reached: `cluster_stopped` says so, and the engine plans from the provider alone."""
+
+    def cluster_stopped(self) -> str:
+        """ "" while the cluster runs; else one line saying it is stopped (or stopping, starting)."""
+        ...
+
+    def prepare_stop(self, pools: Sequence[str]) -> None:
+        """Refuse, before anything is drained, a stop that would take more than these pools."""
+        ...
+
+    def stop_cluster(self) -> None:
+        """Stop the cluster (its nodes go; its state, config and disks stay). Idempotent."""
+        ...
+
+    def start_cluster(self) -> None:
+        """Start it again and wait until its API server answers. Idempotent."""
+        ...
+
+
 class PoolProvider(Protocol):
     name: str
     """Short provider name shown to users: "labels", "capi", ..."""

@@ -1,5 +1,6 @@
-"""What the managed-cloud pool providers (gke, aks) share: their Nodes, their restore records, the
-autoscaler bounds a sleep saves, and waiting on the cloud's long-running operations.
+"""What the managed-cloud pool providers (gke, aks, eks) share: their Nodes, their restore records,
+the autoscaler bounds a sleep saves, the drained nodes a removal may take, waiting on the cloud's
+long-running operations, and the provider's shell around its cloud's own calls.
 
 - Nodes: a managed pool's Nodes carry a label naming the pool (`cloud.google.com/gke-nodepool`,
   `kubernetes.azure.com/agentpool`) and a `spec.providerID` naming the machine behind each;
@@ -9,8 +10,13 @@ autoscaler bounds a sleep saves, and waiting on the cloud's long-running operati
   need no write right on the cloud's own object (labels on a node pool change its nodes' template).
 - Autoscaler bounds: a sleep lowers the cloud autoscaler's minimum to 0 (else it brings nodes
   back) and keeps the maximum; a wake restores both from the record (`bounds_for`).
+- Victims: `check_victims` refuses, before any call, a drained node of another pool or one whose
+  `providerID` names no machine of the cloud: removing it would take the wrong machine, or none.
 - Operations: `wait_until` polls with a deadline, on the provider's clock; `busy_retry` repeats a
   call the cloud refused because another operation holds the pool or cluster, until that one ends.
+- `CloudPoolProvider`: the configured pools, the reads (a pool is the cloud's pool, its Nodes and
+  its record), the record with the cloud's own autoscaler state, and both waits above with the
+  provider's timeout and poll interval; each provider adds its cloud's calls.
 
 Pure parts are module functions over small dataclasses; the Kubernetes side is `KubeRecords`.
 """
@@ -21,22 +27,23 @@ import hashlib
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from dataclasses import dataclass, replace
+from typing import Any, Generic, Protocol, TypeVar
 
 from kubernetes import client as k8s
 
-from engine.domain.clock import Clock
+from engine.domain.clock import Clock, SystemClock
 from engine.domain.errors import Category, ScalebotError
 from engine.domain.model import RawObject
 from engine.kube import errors
-from engine.pools.base import RESTORE_ANNOTATION, PoolSizeError, RestoreRecord
+from engine.pools.base import RESTORE_ANNOTATION, Pool, PoolNotFound, PoolSizeError, RestoreRecord
 from engine.pools.common import (
     DEFAULT_REQUEST_TIMEOUT_SECONDS,
     FIELD_MANAGER,
     MANAGED_BY,
     MERGE_PATCH,
     PROVIDER_LABEL,
+    NodeRemovalError,
     RawCaller,
     decode_restore,
     encode_restore,
@@ -50,6 +57,8 @@ CONFLICT_ATTEMPTS = 5
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 T = TypeVar("T")
+P = TypeVar("P")
+A = TypeVar("A")
 
 
 class CloudOperationError(PoolSizeError):
@@ -62,6 +71,12 @@ class CloudOperationTimeout(CloudOperationError):
     """An operation did not finish in time: the step is tried again (it is idempotent)."""
 
     category = Category.TRANSIENT
+
+
+class CloudPoolNotFound(ScalebotError, LookupError):
+    """The cloud has no pool of that name (a GKE node pool, an AKS agent pool, an EKS node group)."""
+
+    category = Category.CONFIGURATION
 
 
 class CloudBusy(ScalebotError, RuntimeError):
@@ -143,6 +158,32 @@ class CloudNode:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Machine:
+    """What names a node's machine in its `spec.providerID`, for the refusal of a node without one."""
+
+    described: str
+    """e.g. "an EC2 instance in spec.providerID (aws:///<zone>/<instance id>)"."""
+    named_by: Callable[[str], bool]
+    """True for a providerID that names such a machine."""
+
+
+def check_victims(
+    nodes: Sequence[CloudNode], chosen: Sequence[str], *, pool: str, kind: str, machine: Machine | None = None
+) -> dict[str, CloudNode]:
+    """The chosen nodes still there, by name; NodeRemovalError for a chosen node of another pool
+    (`kind`: "node pool", "agent pool", "node group") or, with `machine`, without one."""
+    by_name = {n.name: n for n in nodes if n.name in set(chosen)}
+    foreign = sorted(f"{n.name} ({n.pool or f'no {kind} label'})" for n in by_name.values() if n.pool != pool)
+    if foreign:
+        raise NodeRemovalError(f"nodes not in {kind} {pool}: {', '.join(foreign)}")
+    if machine is not None:
+        bare = sorted(n.name for n in by_name.values() if not machine.named_by(n.provider_id))
+        if bare:
+            raise NodeRemovalError(f"nodes without {machine.described}: {', '.join(bare)}")
+    return by_name
+
+
 # --------------------------------------------------------------------------------------------------
 # Waiting on the cloud
 
@@ -184,6 +225,106 @@ def busy_retry(
                 ) from None
             log.info("%s: %s; trying again in %.0f s", what, exc, interval)
             clock.sleep(interval)
+
+
+# --------------------------------------------------------------------------------------------------
+# The provider's shell
+
+
+class CloudPoolProvider(Generic[P, A]):
+    """The part of a managed-cloud PoolProvider that is the same for every cloud; `P` is what the
+    cloud says of one pool, `A` the provider's port to its cloud. A provider implements
+    `_cloud_names`, `_fetch` (raising CloudPoolNotFound), `_to_pool` and, when a wake must set the
+    cloud's autoscaler back, `_extra`."""
+
+    name = ""
+    cloud = ""
+    """"GKE", "AKS", "EKS": in the log lines."""
+    kind = ""
+    """"node pool", "agent pool", "node group": in the log lines and refusals."""
+    operation_timeout_seconds = 900.0
+    """How long one of the cloud's operations (or a wait on what it changes) may take."""
+    poll_seconds = 2.0
+
+    def __init__(
+        self,
+        api: A,
+        kube: ClusterSide,
+        *,
+        pools: Sequence[str] = (),
+        clock: Clock | None = None,
+        operation_timeout_seconds: float | None = None,
+        poll_seconds: float | None = None,
+    ) -> None:
+        """`api`: the cloud's calls for one cluster; `kube`: its Nodes and scalebot's records;
+        `pools`: the pools (empty: every pool of the cluster)."""
+        self._cloud = api
+        self._kube = kube
+        self._clock: Clock = clock or SystemClock()
+        self._timeout = (
+            self.operation_timeout_seconds if operation_timeout_seconds is None else operation_timeout_seconds
+        )
+        self._poll = self.poll_seconds if poll_seconds is None else poll_seconds
+        self._configured = tuple(pools)
+
+    def _cloud_names(self) -> list[str]:
+        raise NotImplementedError
+
+    def _fetch(self, name: str) -> P:
+        raise NotImplementedError
+
+    def _to_pool(self, cloud_pool: P, nodes: Sequence[CloudNode], record: RestoreRecord | None) -> Pool:
+        raise NotImplementedError
+
+    def _extra(self, cloud_pool: P) -> Mapping[str, Any]:
+        """What the restore record keeps of the cloud's own state (its autoscaler)."""
+        return {}
+
+    # -- reads -------------------------------------------------------------------------------------
+
+    def pool_names(self) -> list[str]:
+        return sorted(self._configured) if self._configured else sorted(self._cloud_names())
+
+    def list_pools(self) -> list[Pool]:
+        nodes = self._kube.nodes(None)
+        records = self._kube.records()
+        return [self._to_pool(self._cloud_pool(n), nodes, records.get(n)) for n in self.pool_names()]
+
+    def get_pool(self, name: str) -> Pool:
+        cloud_pool = self._cloud_pool(name)
+        return self._to_pool(cloud_pool, self._kube.nodes(name), self._kube.read_record(name))
+
+    # -- restore record ----------------------------------------------------------------------------
+
+    def record_restore(self, pool: str, record: RestoreRecord) -> bool:
+        record = replace(record, extra={**record.extra, **self._extra(self._cloud_pool(pool))})
+        written = self._kube.write_record(pool, record)
+        if written:
+            log.info(
+                "Recorded restore state of %s %s %s: %s", self.cloud, self.kind, pool, encode_restore(record)
+            )
+        return written
+
+    def clear_restore(self, pool: str) -> None:
+        self._kube.clear_record(pool)
+
+    # -- plumbing ----------------------------------------------------------------------------------
+
+    def _cloud_pool(self, name: str) -> P:
+        if self._configured and name not in self._configured:
+            raise PoolNotFound(name, self._configured)
+        try:
+            return self._fetch(name)
+        except CloudPoolNotFound:
+            raise PoolNotFound(name, self.pool_names()) from None
+
+    def _retry(self, call: Callable[[], T], what: str) -> T:
+        """`call()`, repeated while the cloud is busy with another operation (`busy_retry`)."""
+        return busy_retry(self._clock, call, timeout=self._timeout, interval=self._poll, what=what)
+
+    def _wait(self, done: Callable[[], bool], what: str) -> None:
+        """Until `done()` (`wait_until`), within the provider's operation timeout."""
+        wait_until(self._clock, done, timeout=self._timeout, interval=self._poll, what=what)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -18,8 +18,10 @@ EC2 instance behind it. desired/min/max are the node group's `scalingConfig`.
   pool is asleep) its recorded `minSize`/`maxSize` come back with it, so a wake restores
   min/max/desired exactly. To 0: minSize 0 and desiredSize 0; maxSize stays (EKS requires >= 1).
 - Every update is followed with `eks:DescribeUpdate` until it is Successful (Failed or Cancelled
-  raise with EKS's errors). Where the endpoint does not serve DescribeUpdate, the provider polls
-  `eks:DescribeNodegroup` until the node group is ACTIVE with the requested scalingConfig.
+  raise with EKS's errors; one not finished within 10 minutes is a CloudOperationTimeout, and the
+  runner tries the idempotent step again). Where the endpoint does not serve DescribeUpdate, the
+  provider polls `eks:DescribeNodegroup` until the node group is ACTIVE with the requested
+  scalingConfig.
 - The restore record (the sizes wake comes back to) lives in the ConfigMap
   `scalebot-eks-<node group>` in scalebot's namespace of the workload cluster, written only if
   absent (the base contract), so it survives a lost database without needing tag rights on the
@@ -27,11 +29,9 @@ EC2 instance behind it. desired/min/max are the node group's `scalingConfig`.
 
 Pure parts (instance ids from providerIDs, which instances a removal terminates, the scaling config
 for a size) are module functions over small dataclasses; AWS sits behind `NodegroupApi`
-(engine.pools.eks_aws implements it with boto3). Its Nodes and records go through
-engine.pools.cloud.KubeRecords, which the gke and aks providers share.
-
-One module over 500 lines on purpose: it is one provider, whose pure rules and AWS calls above
-follow one node group through one removal or resize.
+(engine.pools.eks_aws implements it with boto3). What the three cloud providers share comes from
+engine.pools.cloud: the provider's shell (CloudPoolProvider: reads, records, waits), the Nodes and
+records (KubeRecords), the saved bounds (bounds_for) and the refusal of foreign victims.
 """
 
 from __future__ import annotations
@@ -42,18 +42,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from engine.domain.clock import Clock, SystemClock
-from engine.domain.errors import Category, ScalebotError
-from engine.domain.model import RawObject
 from engine.domain.node_removal import NodeRemoval
-from engine.pools.base import Pool, PoolNotFound, PoolSizeError, RestoreRecord
-from engine.pools.cloud import CloudNode, KubeRecords
-from engine.pools.cloud import record_name as cloud_record_name
-from engine.pools.common import (
-    DEFAULT_REQUEST_TIMEOUT_SECONDS,
-    NodeRemovalError,
-    encode_restore,
+from engine.pools.base import Pool, PoolSizeError, RestoreRecord
+from engine.pools.cloud import (
+    Bounds,
+    CloudNode,
+    CloudOperationError,
+    CloudPoolNotFound,
+    CloudPoolProvider,
+    KubeRecords,
+    Machine,
+    bounds_for,
+    check_victims,
 )
+from engine.pools.cloud import record_name as cloud_record_name
+from engine.pools.common import DEFAULT_REQUEST_TIMEOUT_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -124,10 +127,8 @@ class UpdateStatus:
     errors: tuple[str, ...] = ()
 
 
-class NodegroupNotFound(ScalebotError, LookupError):
+class NodegroupNotFound(CloudPoolNotFound):
     """The EKS cluster has no node group of that name."""
-
-    category = Category.CONFIGURATION
 
 
 class NodegroupApi(Protocol):
@@ -156,35 +157,12 @@ class NodegroupApi(Protocol):
         ...
 
 
-class NodegroupUpdateError(PoolSizeError):
-    """EKS reported an update Failed or Cancelled, or it did not finish in time."""
+class NodegroupUpdateError(CloudOperationError):
+    """EKS reported an update Failed or Cancelled (one not finished in time: CloudOperationTimeout)."""
 
 
 # --------------------------------------------------------------------------------------------------
 # Pure parts
-
-
-@dataclass(frozen=True, slots=True)
-class EksNode:
-    name: str
-    nodegroup: str
-    instance_id: str
-    """Empty when the providerID names no EC2 instance."""
-    ready: bool
-
-    @classmethod
-    def from_raw(cls, raw: RawObject) -> EksNode:
-        meta = raw.get("metadata") or {}
-        ready = any(
-            c.get("type") == "Ready" and c.get("status") == "True"
-            for c in (raw.get("status") or {}).get("conditions") or ()
-        )
-        return cls(
-            name=str(meta.get("name") or ""),
-            nodegroup=str((meta.get("labels") or {}).get(NODEGROUP_LABEL) or ""),
-            instance_id=instance_id(str((raw.get("spec") or {}).get("providerID") or "")),
-            ready=ready,
-        )
 
 
 def instance_id(provider_id: str) -> str:
@@ -193,6 +171,12 @@ def instance_id(provider_id: str) -> str:
         return ""
     last = provider_id.rstrip("/").rsplit("/", 1)[-1]
     return last if re.fullmatch(r"i-[0-9a-f]+", last) else ""
+
+
+INSTANCE = Machine(
+    "an EC2 instance in spec.providerID (aws:///<zone>/<instance id>)",
+    lambda provider_id: bool(instance_id(provider_id)),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,7 +196,7 @@ class Removal:
 def plan_removal(
     nodegroup: Nodegroup,
     groups: Sequence[AutoScalingGroup],
-    nodes: Sequence[EksNode],
+    nodes: Sequence[CloudNode],
     chosen: Sequence[str],
 ) -> Removal:
     """Which instances go for the drained `chosen` nodes, and the scaling config around it.
@@ -220,26 +204,14 @@ def plan_removal(
     Raises NodeRemovalError for a chosen node of another node group, or without an EC2 instance in
     its providerID: terminating it would shrink the wrong group, or nothing at all.
     """
-    by_name = {n.name: n for n in nodes}
-    foreign = sorted(
-        f"{n} ({by_name[n].nodegroup or 'no node group label'})"
-        for n in chosen
-        if n in by_name and by_name[n].nodegroup != nodegroup.name
-    )
-    if foreign:
-        raise NodeRemovalError(f"nodes not in node group {nodegroup.name}: {', '.join(foreign)}")
-    no_instance = sorted(n for n in chosen if n in by_name and not by_name[n].instance_id)
-    if no_instance:
-        raise NodeRemovalError(
-            f"nodes without an EC2 instance in spec.providerID (aws:///<zone>/<instance id>): "
-            f"{', '.join(no_instance)}"
-        )
+    by_name = check_victims(nodes, chosen, pool=nodegroup.name, kind="node group", machine=INSTANCE)
     live = {i.instance_id for g in groups for i in g.instances if not i.leaving}
     terminate, gone = [], []
     for name in sorted(set(chosen)):
         node = by_name.get(name)
-        if node is not None and node.instance_id in live:
-            terminate.append(node.instance_id)
+        instance = instance_id(node.provider_id) if node is not None else ""
+        if instance in live:
+            terminate.append(instance)
         else:
             gone.append(name)
     desired_now = sum(g.desired for g in groups) if groups else nodegroup.scaling.desired
@@ -260,15 +232,8 @@ def scaling_for(size: int, current: Scaling, record: RestoreRecord | None) -> Sc
     size gets back exactly what was recorded. Otherwise min lowered / max raised only if `size`
     is outside them.
     """
-    if size < 0:
-        raise PoolSizeError(f"size must be 0 or more, not {size}")
-    if size == 0:
-        return Scaling(min_size=0, max_size=max(current.max_size, 1), desired=0)
-    min_size, max_size = current.min_size, current.max_size
-    if record is not None:
-        min_size = record.min_size
-        max_size = record.max_size if record.max_size is not None else current.max_size
-    return Scaling(min_size=min(min_size, size), max_size=max(max_size, size), desired=size)
+    bounds = bounds_for(size, Bounds(True, current.min_size, current.max_size), record)
+    return Scaling(min_size=bounds.min_size, max_size=max(bounds.max_size, 1), desired=size)
 
 
 def record_name(nodegroup: str) -> str:
@@ -296,142 +261,56 @@ def progress_text(nodegroup: Nodegroup, groups: Sequence[AutoScalingGroup]) -> s
 
 
 # --------------------------------------------------------------------------------------------------
-# The Kubernetes side: Nodes, and the restore record's ConfigMap
+# The Kubernetes side: Nodes, and the restore records' ConfigMaps
 
 
-class ClusterSide(Protocol):
-    """What the provider reads and writes in the EKS cluster's API server."""
-
-    def nodes(self, nodegroup: str | None) -> list[EksNode]:
-        """Nodes of one node group (None: of every managed node group)."""
-        ...
-
-    def named_nodes(self, names: Sequence[str]) -> list[EksNode]:
-        """The named Nodes whatever their labels say; gone ones are skipped."""
-        ...
-
-    def read_record(self, pool: str) -> RestoreRecord | None: ...
-
-    def records(self) -> dict[str, RestoreRecord]: ...
-
-    def write_record(self, pool: str, record: RestoreRecord) -> bool:
-        """Write unless a record exists; True if written."""
-        ...
-
-    def clear_record(self, pool: str) -> None: ...
-
-
-class KubeClusterSide:
-    """ClusterSide over engine.pools.cloud.KubeRecords (what the cloud providers share): Nodes by
-    the node group label, records in ConfigMaps `scalebot-eks-<node group>` of `namespace`."""
-
-    def __init__(
-        self,
-        api_client: Any,
-        *,
-        namespace: str,
-        eks_cluster: str,
-        request_timeout_seconds: float = DEFAULT_REQUEST_TIMEOUT_SECONDS,
-    ) -> None:
-        self._records = KubeRecords(
-            api_client,
-            provider=PROVIDER_NAME,
-            pool_label=NODEGROUP_LABEL,
-            namespace=namespace,
-            cloud_cluster=eks_cluster,
-            pool_name_label=NODEGROUP_NAME_LABEL,
-            cluster_annotation=CLUSTER_ANNOTATION,
-            request_timeout_seconds=request_timeout_seconds,
-        )
-        self.namespace = namespace
-        self.eks_cluster = eks_cluster
-
-    def nodes(self, nodegroup: str | None) -> list[EksNode]:
-        return [_eks_node(n) for n in self._records.nodes(nodegroup)]
-
-    def named_nodes(self, names: Sequence[str]) -> list[EksNode]:
-        return [_eks_node(n) for n in self._records.named_nodes(names)]
-
-    def read_record(self, pool: str) -> RestoreRecord | None:
-        return self._records.read_record(pool)
-
-    def records(self) -> dict[str, RestoreRecord]:
-        return self._records.records()
-
-    def write_record(self, pool: str, record: RestoreRecord) -> bool:
-        return self._records.write_record(pool, record)
-
-    def clear_record(self, pool: str) -> None:
-        self._records.clear_record(pool)
-
-
-def _eks_node(node: CloudNode) -> EksNode:
-    return EksNode(node.name, node.pool, instance_id(node.provider_id), node.ready)
+def cluster_side(
+    api_client: Any,
+    *,
+    namespace: str,
+    eks_cluster: str,
+    request_timeout_seconds: float = DEFAULT_REQUEST_TIMEOUT_SECONDS,
+) -> KubeRecords:
+    """The cluster side the cloud providers share: Nodes by the node group label, records in
+    ConfigMaps `scalebot-eks-<node group>` of `namespace`, under the names eks records have always had."""
+    return KubeRecords(
+        api_client,
+        provider=PROVIDER_NAME,
+        pool_label=NODEGROUP_LABEL,
+        namespace=namespace,
+        cloud_cluster=eks_cluster,
+        pool_name_label=NODEGROUP_NAME_LABEL,
+        cluster_annotation=CLUSTER_ANNOTATION,
+        request_timeout_seconds=request_timeout_seconds,
+    )
 
 
 # --------------------------------------------------------------------------------------------------
 # The provider
 
 
-class EksPoolProvider:
+class EksPoolProvider(CloudPoolProvider[Nodegroup, NodegroupApi]):
     """PoolProvider over the managed node groups of one EKS cluster (see the module docstring)."""
 
     name = PROVIDER_NAME
+    cloud = "EKS"
+    kind = "node group"
 
-    def __init__(
-        self,
-        aws: NodegroupApi,
-        kube: ClusterSide,
-        *,
-        nodegroups: Sequence[str] = (),
-        clock: Clock | None = None,
-        update_timeout_seconds: float = DEFAULT_UPDATE_TIMEOUT_SECONDS,
-    ) -> None:
-        """`aws`: the EKS cluster's node groups; `kube`: its Nodes and scalebot's records.
-        `nodegroups`: the pools (empty: every managed node group of the cluster)."""
-        self._aws = aws
-        self._kube = kube
-        self._clock: Clock = clock or SystemClock()
-        self._update_timeout = update_timeout_seconds
-        self._describe_update = True
-        self.nodegroups = tuple(nodegroups)
-
-    # -- reads -------------------------------------------------------------------------------------
-
-    def pool_names(self) -> list[str]:
-        return sorted(self.nodegroups) if self.nodegroups else sorted(self._aws.list_nodegroups())
-
-    def list_pools(self) -> list[Pool]:
-        nodes = self._kube.nodes(None)
-        records = self._kube.records()
-        return [self._pool(self._nodegroup(n), nodes, records.get(n)) for n in self.pool_names()]
-
-    def get_pool(self, name: str) -> Pool:
-        nodegroup = self._nodegroup(name)
-        return self._pool(nodegroup, self._kube.nodes(name), self._kube.read_record(name))
-
-    # -- restore record ----------------------------------------------------------------------------
-
-    def record_restore(self, pool: str, record: RestoreRecord) -> bool:
-        self._nodegroup(pool)
-        written = self._kube.write_record(pool, record)
-        if written:
-            log.info("Recorded restore state of EKS node group %s: %s", pool, encode_restore(record))
-        return written
-
-    def clear_restore(self, pool: str) -> None:
-        self._kube.clear_record(pool)
+    operation_timeout_seconds = DEFAULT_UPDATE_TIMEOUT_SECONDS
+    poll_seconds = UPDATE_POLL_SECONDS
+    _describe_update = True
+    """False once the endpoint answered that it does not serve DescribeUpdate."""
 
     # -- sizing ------------------------------------------------------------------------------------
 
     def prepare_removal(self, pool: str, nodes: Sequence[str]) -> None:
         """Nothing to mark; refuses nodes of another node group before the drain starts."""
-        plan_removal(self._nodegroup(pool), (), self._kube.named_nodes(nodes), nodes)
+        plan_removal(self._cloud_pool(pool), (), self._kube.named_nodes(nodes), nodes)
 
     def remove_nodes(self, pool: str, nodes: Sequence[str]) -> None:
         """Terminate exactly the drained nodes' instances, each decrementing the desired capacity."""
-        nodegroup = self._nodegroup(pool)
-        groups = self._aws.describe_groups(nodegroup.autoscaling_groups)
+        nodegroup = self._cloud_pool(pool)
+        groups = self._cloud.describe_groups(nodegroup.autoscaling_groups)
         removal = plan_removal(nodegroup, groups, self._kube.named_nodes(nodes), nodes)
         if removal.already_gone:
             log.info("EKS node group %s: already gone: %s", pool, ", ".join(removal.already_gone))
@@ -439,15 +318,15 @@ class EksPoolProvider:
             self._apply(pool, removal.lower_min_first, "minSize lowered so its instances can be terminated")
             self._wait_for_group_minimum(pool, nodegroup.autoscaling_groups, removal.lower_min_first.min_size)
         for instance in removal.terminate:
-            self._aws.terminate_instance(instance)
+            self._cloud.terminate_instance(instance)
             log.info(
                 "EKS node group %s: terminated instance %s, desired capacity decremented", pool, instance
             )
-        if self._aws.describe_nodegroup(pool).scaling != removal.after:
+        if self._cloud.describe_nodegroup(pool).scaling != removal.after:
             self._apply(pool, removal.after, "scalingConfig set after the terminations")
 
     def set_size(self, pool: str, size: int) -> None:
-        nodegroup = self._nodegroup(pool)
+        nodegroup = self._cloud_pool(pool)
         try:
             want = scaling_for(size, nodegroup.scaling, self._kube.read_record(pool))
         except PoolSizeError as exc:
@@ -458,69 +337,57 @@ class EksPoolProvider:
     # -- plumbing ----------------------------------------------------------------------------------
 
     def _apply(self, pool: str, scaling: Scaling, why: str) -> None:
-        update_id = self._aws.update_scaling(pool, scaling)
+        update_id = self._cloud.update_scaling(pool, scaling)
         log.info("EKS node group %s: UpdateNodegroupConfig %s (%s), update %s", pool, scaling, why, update_id)
         self._follow(pool, update_id, scaling)
 
     def _follow(self, pool: str, update_id: str, want: Scaling) -> None:
         """Until the update is Successful (DescribeUpdate), or, where the endpoint lacks
         DescribeUpdate, until DescribeNodegroup shows the node group settled with `want`."""
-        deadline = self._clock.monotonic() + self._update_timeout
-        while True:
+
+        def done() -> bool:
             if self._describe_update:
-                status = self._aws.describe_update(pool, update_id)
-                if status is None:
-                    self._describe_update = False
-                    log.warning(
-                        "The EKS endpoint does not serve DescribeUpdate: following updates through "
-                        "DescribeNodegroup (status and scalingConfig)"
-                    )
-                elif status.status == "Successful":
-                    return
-                elif status.status in ("Failed", "Cancelled"):
-                    detail = "; ".join(status.errors) or "no error given"
-                    raise NodegroupUpdateError(
-                        f"node group {pool}: update {update_id} ({want}) {status.status}: {detail}"
-                    )
-            if not self._describe_update:
-                nodegroup = self._aws.describe_nodegroup(pool)
-                if nodegroup.status not in SETTLING_STATUSES and nodegroup.scaling == want:
-                    return
-            if self._clock.monotonic() >= deadline:
-                raise NodegroupUpdateError(
-                    f"node group {pool}: update {update_id} ({want}) not finished after "
-                    f"{self._update_timeout:.0f} s"
+                status = self._cloud.describe_update(pool, update_id)
+                if status is not None:
+                    if status.status in ("Failed", "Cancelled"):
+                        detail = "; ".join(status.errors) or "no error given"
+                        raise NodegroupUpdateError(
+                            f"node group {pool}: update {update_id} ({want}) {status.status}: {detail}"
+                        )
+                    return status.status == "Successful"
+                self._describe_update = False
+                log.warning(
+                    "The EKS endpoint does not serve DescribeUpdate: following updates through "
+                    "DescribeNodegroup (status and scalingConfig)"
                 )
-            self._clock.sleep(UPDATE_POLL_SECONDS)
+            nodegroup = self._cloud.describe_nodegroup(pool)
+            return nodegroup.status not in SETTLING_STATUSES and nodegroup.scaling == want
+
+        self._wait(done, f"node group {pool}: update {update_id} ({want})")
 
     def _wait_for_group_minimum(self, pool: str, names: Sequence[str], minimum: int) -> None:
         """Until every Auto Scaling group of the node group has MinSize <= `minimum`: it refuses a
         termination with decrement below its MinSize, and EKS applies a node group's minSize to it."""
-        deadline = self._clock.monotonic() + self._update_timeout
-        while True:
-            high = [
-                f"{g.name} ({g.min_size})" for g in self._aws.describe_groups(names) if g.min_size > minimum
-            ]
-            if not high:
-                return
-            if self._clock.monotonic() >= deadline:
-                raise NodegroupUpdateError(
-                    f"node group {pool}: the Auto Scaling group's MinSize is still above {minimum} after "
-                    f"{self._update_timeout:.0f} s: {', '.join(high)}"
-                )
-            self._clock.sleep(UPDATE_POLL_SECONDS)
 
-    def _nodegroup(self, name: str) -> Nodegroup:
-        if self.nodegroups and name not in self.nodegroups:
-            raise PoolNotFound(name, self.nodegroups)
-        try:
-            return self._aws.describe_nodegroup(name)
-        except NodegroupNotFound:
-            raise PoolNotFound(name, self.pool_names()) from None
+        def allowed() -> bool:
+            return all(g.min_size <= minimum for g in self._cloud.describe_groups(names))
 
-    def _pool(self, nodegroup: Nodegroup, nodes: Sequence[EksNode], record: RestoreRecord | None) -> Pool:
-        mine = [n for n in nodes if n.nodegroup == nodegroup.name]
-        groups = self._aws.describe_groups(nodegroup.autoscaling_groups)
+        self._wait(allowed, f"node group {pool}: the Auto Scaling group's MinSize down to {minimum}")
+
+    # -- what CloudPoolProvider asks of a cloud ----------------------------------------------------
+
+    def _cloud_names(self) -> list[str]:
+        return self._cloud.list_nodegroups()
+
+    def _fetch(self, name: str) -> Nodegroup:
+        return self._cloud.describe_nodegroup(name)
+
+    def _to_pool(
+        self, cloud_pool: Nodegroup, nodes: Sequence[CloudNode], record: RestoreRecord | None
+    ) -> Pool:
+        nodegroup = cloud_pool
+        mine = [n for n in nodes if n.pool == nodegroup.name]
+        groups = self._cloud.describe_groups(nodegroup.autoscaling_groups)
         return Pool(
             name=nodegroup.name,
             provider=self.name,
@@ -531,7 +398,7 @@ class EksPoolProvider:
             ready_nodes=tuple(sorted(n.name for n in mine if n.ready)),
             restore=record,
             removal=NodeRemoval.MACHINE,
-            removal_reason=f"EKS cluster {self._aws.cluster}: the drained nodes' instances are terminated",
+            removal_reason=f"EKS cluster {self._cloud.cluster}: the drained nodes' instances are terminated",
             progress=progress_text(nodegroup, groups),
             settling=nodegroup.status in SETTLING_STATUSES,
         )

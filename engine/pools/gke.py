@@ -29,16 +29,21 @@ Pure parts are module functions over small dataclasses; Google Cloud sits behind
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, Protocol
 
-from engine.domain.clock import Clock, SystemClock
-from engine.domain.errors import Category, ScalebotError
 from engine.domain.node_removal import NodeRemoval
-from engine.pools.base import Pool, PoolNotFound, PoolSizeError, RestoreRecord
-from engine.pools.cloud import CloudNode, CloudOperationError, ClusterSide, busy_retry, wait_until
-from engine.pools.common import NodeRemovalError, encode_restore
+from engine.pools.base import Pool, PoolSizeError, RestoreRecord
+from engine.pools.cloud import (
+    CloudNode,
+    CloudOperationError,
+    CloudPoolNotFound,
+    CloudPoolProvider,
+    Machine,
+    check_victims,
+)
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +53,6 @@ SETTLING_STATUSES = frozenset({"PROVISIONING", "RECONCILING", "STOPPING"})
 """Node pool statuses while GKE is still applying a change."""
 LEAVING_ACTIONS = frozenset({"DELETING", "ABANDONING"})
 """A managed instance's currentAction once it is on its way out of its group."""
-DEFAULT_OPERATION_TIMEOUT_SECONDS = 900.0
-POLL_SECONDS = 2.0
 EXTRA_KEY = "gkeAutoscaling"
 
 
@@ -142,10 +145,8 @@ class OperationState:
     """Empty for an operation that succeeded (or is not done); else "CODE: message"."""
 
 
-class NodePoolNotFound(ScalebotError, LookupError):
+class NodePoolNotFound(CloudPoolNotFound):
     """The GKE cluster has no node pool of that name."""
-
-    category = Category.CONFIGURATION
 
 
 class NodePoolApi(Protocol):
@@ -210,6 +211,12 @@ def instance_url(zone: str, instance: str) -> str:
     return f"zones/{zone}/instances/{instance}"
 
 
+INSTANCE = Machine(
+    "a Compute Engine instance in spec.providerID (gce://<project>/<zone>/<instance>)",
+    lambda provider_id: parse_provider_id(provider_id) is not None,
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Removal:
     """What removing drained nodes from a node pool does, decided before any call."""
@@ -234,23 +241,7 @@ def plan_removal(
     Raises NodeRemovalError for a chosen node of another node pool, or without a Compute Engine
     instance in its providerID: deleting from the group would remove the wrong one, or none.
     """
-    by_name = {n.name: n for n in nodes}
-    foreign = sorted(
-        f"{n} ({by_name[n].pool or 'no node pool label'})"
-        for n in chosen
-        if n in by_name and by_name[n].pool != pool.name
-    )
-    if foreign:
-        raise NodeRemovalError(f"nodes not in node pool {pool.name}: {', '.join(foreign)}")
-    no_instance = sorted(
-        n for n in chosen if n in by_name and parse_provider_id(by_name[n].provider_id) is None
-    )
-    if no_instance:
-        raise NodeRemovalError(
-            "nodes without a Compute Engine instance in spec.providerID "
-            f"(gce://<project>/<zone>/<instance>): "
-            f"{', '.join(no_instance)}"
-        )
+    by_name = check_victims(nodes, chosen, pool=pool.name, kind="node pool", machine=INSTANCE)
     members = {(g.zone, i.name): g for g in groups for i in g.instances if not i.leaving}
     delete: dict[str, list[str]] = {}
     gone: list[str] = []
@@ -323,76 +314,37 @@ def progress_text(pool: GkeNodePool, groups: Sequence[InstanceGroup]) -> str:
 # The provider
 
 
-class GkePoolProvider:
+class GkePoolProvider(CloudPoolProvider[GkeNodePool, NodePoolApi]):
     """PoolProvider over the node pools of one GKE cluster (see the module docstring)."""
 
     name = PROVIDER_NAME
-
-    def __init__(
-        self,
-        google: NodePoolApi,
-        kube: ClusterSide,
-        *,
-        node_pools: Sequence[str] = (),
-        clock: Clock | None = None,
-        operation_timeout_seconds: float = DEFAULT_OPERATION_TIMEOUT_SECONDS,
-        poll_seconds: float = POLL_SECONDS,
-    ) -> None:
-        self._google = google
-        self._kube = kube
-        self._clock: Clock = clock or SystemClock()
-        self._timeout = operation_timeout_seconds
-        self._poll = poll_seconds
-        self.node_pools = tuple(node_pools)
-
-    # -- reads -------------------------------------------------------------------------------------
-
-    def pool_names(self) -> list[str]:
-        return sorted(self.node_pools) if self.node_pools else sorted(self._google.list_node_pools())
-
-    def list_pools(self) -> list[Pool]:
-        nodes = self._kube.nodes(None)
-        records = self._kube.records()
-        return [self._pool(self._node_pool(n), nodes, records.get(n)) for n in self.pool_names()]
-
-    def get_pool(self, name: str) -> Pool:
-        pool = self._node_pool(name)
-        return self._pool(pool, self._kube.nodes(name), self._kube.read_record(name))
-
-    # -- restore record ----------------------------------------------------------------------------
-
-    def record_restore(self, pool: str, record: RestoreRecord) -> bool:
-        """The record, with the node pool's whole autoscaling (per zone or total, location policy)
-        so that a wake sets it back exactly."""
-        current = self._node_pool(pool)
-        record = replace(record, extra={**record.extra, EXTRA_KEY: current.autoscaling.to_extra()})
-        written = self._kube.write_record(pool, record)
-        if written:
-            log.info("Recorded restore state of GKE node pool %s: %s", pool, encode_restore(record))
-        return written
-
-    def clear_restore(self, pool: str) -> None:
-        self._kube.clear_record(pool)
+    cloud = "GKE"
+    kind = "node pool"
 
     # -- sizing ------------------------------------------------------------------------------------
 
     def prepare_removal(self, pool: str, nodes: Sequence[str]) -> None:
         """Nothing to mark; refuses nodes of another node pool before the drain starts."""
-        plan_removal(self._node_pool(pool), (), self._kube.named_nodes(nodes), nodes)
+        plan_removal(self._cloud_pool(pool), (), self._kube.named_nodes(nodes), nodes)
 
     def remove_nodes(self, pool: str, nodes: Sequence[str]) -> None:
         """Delete exactly the drained nodes' instances from their managed instance groups."""
-        node_pool = self._node_pool(pool)
-        groups = [self._google.instance_group(url) for url in node_pool.instance_groups]
+        node_pool = self._cloud_pool(pool)
+        groups = [self._cloud.instance_group(url) for url in node_pool.instance_groups]
         removal = plan_removal(node_pool, groups, self._kube.named_nodes(nodes), nodes)
         if removal.already_gone:
             log.info("GKE node pool %s: already gone: %s", pool, ", ".join(removal.already_gone))
         if removal.lower_min_first is not None:
             self._set_autoscaling(pool, removal.lower_min_first, "minimum lowered so its instances can go")
         for group_url, instances in removal.delete.items():
-            operation = self._google.delete_instances(group_url, instances)
+            operation = self._cloud.delete_instances(group_url, instances)
             log.info("GKE node pool %s: deleteInstances %s from %s", pool, ", ".join(instances), group_url)
-            self._follow_zone_operation(pool, group_url, operation)
+            self._follow(
+                pool,
+                "deleteInstances",
+                f"Compute Engine operation {operation}",
+                partial(self._cloud.zone_operation, group_url, operation),
+            )
             self._wait_gone(pool, group_url, {i.rsplit("/", 1)[-1] for i in instances})
 
     def _wait_gone(self, pool: str, group_url: str, names: set[str]) -> None:
@@ -400,33 +352,21 @@ class GkePoolProvider:
         longer lists those instances."""
 
         def gone() -> bool:
-            return not names & {i.name for i in self._google.instance_group(group_url).instances}
+            return not names & {i.name for i in self._cloud.instance_group(group_url).instances}
 
-        wait_until(
-            self._clock,
-            gone,
-            timeout=self._timeout,
-            interval=self._poll,
-            what=f"node pool {pool}: instances {', '.join(sorted(names))} leaving their group",
-        )
+        self._wait(gone, f"node pool {pool}: instances {', '.join(sorted(names))} leaving their group")
 
     def set_size(self, pool: str, size: int) -> None:
-        node_pool = self._node_pool(pool)
+        node_pool = self._cloud_pool(pool)
         zones = len(node_pool.instance_groups)
         per_zone = per_zone_size(pool, size, zones)
         want = autoscaling_for(size, zones, node_pool.autoscaling, self._kube.read_record(pool))
         if want != node_pool.autoscaling:
             self._set_autoscaling(pool, want, f"asked for {size} node{'s' if size != 1 else ''}")
-        groups = [self._google.instance_group(url) for url in node_pool.instance_groups]
+        groups = [self._cloud.instance_group(url) for url in node_pool.instance_groups]
         if all(g.target_size == per_zone for g in groups):
             return
-        operation = busy_retry(
-            self._clock,
-            lambda: self._google.set_size(pool, per_zone),
-            timeout=self._timeout,
-            interval=self._poll,
-            what=f"node pool {pool}: setSize",
-        )
+        operation = self._retry(lambda: self._cloud.set_size(pool, per_zone), f"node pool {pool}: setSize")
         log.info(
             "GKE node pool %s: setSize %d per zone (%d nodes), operation %s",
             pool,
@@ -434,67 +374,50 @@ class GkePoolProvider:
             size,
             operation,
         )
-        self._follow(pool, operation, f"setSize {per_zone} per zone")
+        self._follow_gke(pool, operation, f"setSize {per_zone} per zone")
 
     # -- plumbing ----------------------------------------------------------------------------------
 
     def _set_autoscaling(self, pool: str, autoscaling: Autoscaling, why: str) -> None:
-        operation = busy_retry(
-            self._clock,
-            lambda: self._google.set_autoscaling(pool, autoscaling),
-            timeout=self._timeout,
-            interval=self._poll,
-            what=f"node pool {pool}: setAutoscaling",
+        operation = self._retry(
+            lambda: self._cloud.set_autoscaling(pool, autoscaling), f"node pool {pool}: setAutoscaling"
         )
         log.info("GKE node pool %s: setAutoscaling %s (%s), operation %s", pool, autoscaling, why, operation)
-        self._follow(pool, operation, f"setAutoscaling ({autoscaling})")
+        self._follow_gke(pool, operation, f"setAutoscaling ({autoscaling})")
 
-    def _follow(self, pool: str, operation: str, what: str) -> None:
+    def _follow_gke(self, pool: str, operation: str, what: str) -> None:
+        self._follow(pool, what, f"GKE operation {operation}", lambda: self._cloud.operation(operation))
+
+    def _follow(self, pool: str, what: str, operation: str, state: Callable[[], OperationState]) -> None:
+        """Until the operation (GKE's or a Compute Engine zone's) is DONE; its error raises."""
+
         def done() -> bool:
-            state = self._google.operation(operation)
-            if state.done and state.error:
-                raise CloudOperationError(
-                    f"node pool {pool}: {what}: GKE operation {operation} failed: {state.error}"
-                )
-            return state.done
+            now = state()
+            if now.done and now.error:
+                raise CloudOperationError(f"node pool {pool}: {what}: {operation} failed: {now.error}")
+            return now.done
 
-        wait_until(
-            self._clock,
-            done,
-            timeout=self._timeout,
-            interval=self._poll,
-            what=f"node pool {pool}: {what} (GKE operation {operation})",
-        )
+        self._wait(done, f"node pool {pool}: {what} ({operation})")
 
-    def _follow_zone_operation(self, pool: str, group_url: str, operation: str) -> None:
-        def done() -> bool:
-            state = self._google.zone_operation(group_url, operation)
-            if state.done and state.error:
-                raise CloudOperationError(
-                    f"node pool {pool}: deleteInstances: Compute Engine operation {operation} failed: "
-                    f"{state.error}"
-                )
-            return state.done
+    # -- what CloudPoolProvider asks of a cloud ----------------------------------------------------
 
-        wait_until(
-            self._clock,
-            done,
-            timeout=self._timeout,
-            interval=self._poll,
-            what=f"node pool {pool}: deleteInstances (Compute Engine operation {operation})",
-        )
+    def _cloud_names(self) -> list[str]:
+        return self._cloud.list_node_pools()
 
-    def _node_pool(self, name: str) -> GkeNodePool:
-        if self.node_pools and name not in self.node_pools:
-            raise PoolNotFound(name, self.node_pools)
-        try:
-            return self._google.get_node_pool(name)
-        except NodePoolNotFound:
-            raise PoolNotFound(name, self.pool_names()) from None
+    def _fetch(self, name: str) -> GkeNodePool:
+        return self._cloud.get_node_pool(name)
 
-    def _pool(self, node_pool: GkeNodePool, nodes: Sequence[CloudNode], record: RestoreRecord | None) -> Pool:
+    def _extra(self, cloud_pool: GkeNodePool) -> Mapping[str, Any]:
+        """The node pool's whole autoscaling (per zone or total, location policy), so that a wake
+        sets it back exactly."""
+        return {EXTRA_KEY: cloud_pool.autoscaling.to_extra()}
+
+    def _to_pool(
+        self, cloud_pool: GkeNodePool, nodes: Sequence[CloudNode], record: RestoreRecord | None
+    ) -> Pool:
+        node_pool = cloud_pool
         mine = [n for n in nodes if n.pool == node_pool.name]
-        groups = [self._google.instance_group(url) for url in node_pool.instance_groups]
+        groups = [self._cloud.instance_group(url) for url in node_pool.instance_groups]
         min_size, max_size = node_pool.autoscaling.bounds(len(groups))
         return Pool(
             name=node_pool.name,
@@ -507,7 +430,7 @@ class GkePoolProvider:
             restore=record,
             removal=NodeRemoval.MACHINE,
             removal_reason=(
-                f"GKE cluster {self._google.cluster.rsplit('/', 1)[-1]}: the drained nodes' instances are "
+                f"GKE cluster {self._cloud.cluster.rsplit('/', 1)[-1]}: the drained nodes' instances are "
                 "deleted from their managed instance groups"
             ),
             progress=progress_text(node_pool, groups),

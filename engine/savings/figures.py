@@ -21,9 +21,9 @@ weeks start on Monday 00:00 in the report's time zone.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timedelta, tzinfo
+from datetime import UTC, date, datetime, time, timedelta, tzinfo
 
 from engine.domain.operation import Operation, OpKind, OpState
 
@@ -65,16 +65,98 @@ class WeekRow:
 
 
 @dataclass(frozen=True, slots=True)
+class ClusterTotal:
+    cluster: str
+    node_hours: float
+    money: float | None
+    """Over the cluster's priced pools; None when none of its pools has a price."""
+    unpriced_node_hours: float
+    """Node-hours of pools without a price (not in `money`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WeekSpan:
+    week: date
+    """The Monday the week starts on, in the report's time zone."""
+    start: datetime
+    end: datetime
+    """The part of the week the report covers ([since, until] clipped to the week)."""
+    partial: bool
+    """The report covers only part of the week: the current one (until mid-week) or the first (since
+    mid-week). Its figures are not comparable with a whole week's."""
+
+
+@dataclass(frozen=True, slots=True)
 class SavingsReport:
     since: datetime | None
     until: datetime
     rows: tuple[WeekRow, ...]
     periods: tuple[SleepPeriod, ...]
     unknowns: tuple[str, ...] = field(default=(ALWAYS_UNKNOWN,))
+    tz: tzinfo = UTC
+    """The zone weeks start in (Monday 00:00 there)."""
+    currency: str | None = None
+    """The currency of the configured prices (`currency:`), None when the config names none."""
 
     @property
     def node_hours(self) -> float:
         return sum(r.node_hours for r in self.rows)
+
+    @property
+    def money(self) -> float | None:
+        """Money saved over every priced pool; None when no pool has a price."""
+        priced = [r.money for r in self.rows if r.money is not None]
+        return sum(priced) if priced else None
+
+    @property
+    def zone_name(self) -> str:
+        """The IANA name of the report's zone (Europe/Berlin), or its abbreviation."""
+        return str(getattr(self.tz, "key", None) or self.tz.tzname(self.until) or "UTC")
+
+    def clusters(self) -> list[str]:
+        return sorted({r.cluster for r in self.rows})
+
+    def cluster_totals(self) -> list[ClusterTotal]:
+        """Per cluster, most node-hours first: the chart's legend and the table's subtotals."""
+        totals = []
+        for cluster in self.clusters():
+            rows = [r for r in self.rows if r.cluster == cluster]
+            priced = [r.money for r in rows if r.money is not None]
+            totals.append(
+                ClusterTotal(
+                    cluster,
+                    sum(r.node_hours for r in rows),
+                    sum(priced) if priced else None,
+                    sum(r.node_hours for r in rows if r.money is None),
+                )
+            )
+        return sorted(totals, key=lambda t: (-t.node_hours, t.cluster))
+
+    def week_spans(self) -> list[WeekSpan]:
+        """Every week from the first one with savings (or `since`'s) to `until`'s, empty weeks
+        included, oldest first."""
+        if not self.rows and self.since is None:
+            return []
+        first = week_start(self.since, self.tz) if self.since else min(r.week for r in self.rows)
+        last = week_start(self.until, self.tz)
+        spans = []
+        monday = first
+        while monday <= last:
+            begin = datetime.combine(monday, time(), tzinfo=self.tz)
+            end = datetime.combine(monday + timedelta(days=7), time(), tzinfo=self.tz)
+            start = max(begin, self.since) if self.since else begin
+            stop = min(end, self.until)
+            partial = start > begin or stop < end
+            spans.append(WeekSpan(monday, start.astimezone(self.tz), stop.astimezone(self.tz), partial))
+            monday += timedelta(days=7)
+        return spans
+
+    def weekly_by_cluster(self) -> dict[str, dict[date, float]]:
+        """Cluster -> week -> node-hours (the chart's stacked bars)."""
+        out: dict[str, dict[date, float]] = defaultdict(lambda: defaultdict(float))
+        for r in self.rows:
+            out[r.cluster][r.week] += r.node_hours
+        return {cluster: dict(weeks) for cluster, weeks in out.items()}
 
     def weekly_totals(self) -> list[tuple[date, float]]:
         """Node-hours per week over every cluster and pool, oldest first (the chart's bars)."""
@@ -84,10 +166,28 @@ class SavingsReport:
         return sorted(totals.items())
 
     def to_json(self) -> dict[str, object]:
+        money = self.money
         return {
             "since": self.since.isoformat() if self.since else None,
             "until": self.until.isoformat(),
+            "time_zone": self.zone_name,
+            "currency": self.currency,
             "node_hours": round(self.node_hours, 3),
+            "money": None if money is None else round(money, 2),
+            "clusters": [
+                {
+                    "cluster": t.cluster,
+                    "node_hours": round(t.node_hours, 3),
+                    "money": None if t.money is None else round(t.money, 2),
+                    "unpriced_node_hours": round(t.unpriced_node_hours, 3),
+                }
+                for t in self.cluster_totals()
+            ],
+            "partial_weeks": [
+                {"week": s.week.isoformat(), "from": s.start.isoformat(), "to": s.end.isoformat()}
+                for s in self.week_spans()
+                if s.partial
+            ],
             "weeks": [
                 {
                     "cluster": r.cluster,
@@ -131,8 +231,10 @@ def savings(
     tz: tzinfo,
     since: datetime | None = None,
     prices: Mapping[PoolKey, float] | None = None,
+    currency: str | None = None,
 ) -> SavingsReport:
-    """The savings of every sleep in `ops` (any order), clipped to [since, now]."""
+    """The savings of every sleep in `ops` (any order), clipped to [since, now]; `currency` names
+    the prices' currency."""
     periods: list[SleepPeriod] = []
     unknowns: list[str] = [ALWAYS_UNKNOWN]
     asleep: dict[PoolKey, _Asleep] = {}
@@ -189,15 +291,25 @@ def savings(
     clipped = [_clip(p, since, now) for p in periods]
     kept = tuple(p for p in clipped if p is not None)
     rows = _weekly(kept, tz, prices or {})
-    return SavingsReport(since=since, until=now, rows=rows, periods=kept, unknowns=tuple(unknowns))
+    return SavingsReport(
+        since=since,
+        until=now,
+        rows=rows,
+        periods=kept,
+        unknowns=tuple(unknowns),
+        tz=tz,
+        currency=currency,
+    )
 
 
-def asleep_series(report: SavingsReport, start: datetime, end: datetime) -> list[tuple[datetime, int]]:
-    """Nodes asleep over [start, end] (every cluster and pool), as (instant, count from then on)
-    steps: the chart's line, from the report's own sleep periods."""
+def asleep_series(
+    report: SavingsReport, start: datetime, end: datetime, clusters: Collection[str] | None = None
+) -> list[tuple[datetime, int]]:
+    """Nodes asleep over [start, end] (in `clusters`, else every cluster; every pool), as (instant,
+    count from then on) steps: the chart's lines, from the report's own sleep periods."""
     changes: dict[datetime, int] = defaultdict(int)
     for p in report.periods:
-        if p.end <= start or p.start >= end:
+        if p.end <= start or p.start >= end or (clusters is not None and p.cluster not in clusters):
             continue
         changes[max(p.start, start)] += p.nodes
         changes[min(p.end, end)] -= p.nodes

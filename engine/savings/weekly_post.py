@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
 from engine.savings.figures import week_start
-from engine.schedules.spec import ScheduleError, WeeklyTime, format_weekly, parse_weekly, parse_zone
+from engine.schedules.core.spec import ScheduleError, WeeklyTime, format_weekly, parse_weekly, parse_zone
 
 WEEK = timedelta(days=7)
 REPORT_WEEKS = 8

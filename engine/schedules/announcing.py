@@ -16,46 +16,46 @@ from engine.domain.announcement import (
 from engine.domain.operation import OperationPlan
 from engine.kube.errors import KubeError
 from engine.operations import policy
-from engine.operations.service import UserError
-from engine.schedules import one_off, recurrence
-from engine.schedules import spec as schedule
-from engine.schedules.base import (
-    SchedulesBase,
-    _sleep_request,
-    _title,
-)
-from engine.schedules.model import (
-    Due,
-    Resleep,
-    Schedule,
-)
-from engine.schedules.spec import Occurrence
-from engine.schedules.timer import event_kind
+from engine.operations.service import Operations, UserError
+from engine.schedules.book import ScheduleBook
+from engine.schedules.core import one_off, recurrence
+from engine.schedules.core import spec as schedule
+from engine.schedules.core.due import event_kind
+from engine.schedules.core.model import Due, Resleep, Schedule
+from engine.schedules.core.requests import sleep_request
+from engine.schedules.core.spec import Occurrence
+from engine.schedules.core.text import event_title
+from engine.schedules.force_records import ForceRecords
 from engine.store.schedules import StoredOccurrence
 
 
-class Announcing(SchedulesBase):
+class Announcing:
     """The announcements before a sleep and the texts after decisions and events."""
+
+    def __init__(self, book: ScheduleBook, ops: Operations, force: ForceRecords) -> None:
+        self.book = book
+        self.ops = ops
+        self.force = force
 
     # -- announcements ---------------------------------------------------------------------------
 
     def announce(self, occurrence: Occurrence, lead: timedelta, now: datetime) -> Announcement:
         """The announcement of a sleep at `lead`; marks the occurrence announced for that lead."""
-        sched = self._require(occurrence.schedule)
-        effective = one_off.effective_time(occurrence, self._overrides(sched.name)) or occurrence.at
+        sched = self.book.require(occurrence.schedule)
+        effective = one_off.effective_time(occurrence, self.book.overrides(sched.name)) or occurrence.at
         # Cluster listings: outside the write transaction.
         plain, summary = self._planned_sleep(sched)
-        needed = self._force_needed(sched, plain) if plain is not None else None
-        with self.store.transaction():
-            self._record_needed(sched, occurrence.key, needed, now)
-            row = self._row(occurrence)
+        needed = self.force.force_needed(sched, plain) if plain is not None else None
+        with self.book.store.transaction():
+            self.force.record_needed(sched, occurrence.key, needed, now)
+            row = self.book.row(occurrence)
             # Decided from what SQLite says was shown before, so it also holds after a restart.
             reminder = bool(row.announce_ts) or (
                 row.announced_for == effective
                 and row.announced_lead is not None
                 and row.announced_lead > lead.total_seconds()
             )
-            self.store.save_occurrence(
+            self.book.store.save_occurrence(
                 replace(
                     row,
                     state="announced" if row.state == "pending" else row.state,
@@ -82,12 +82,12 @@ class Announcing(SchedulesBase):
 
     def set_announcement(self, key: str, *, channel: str, ts: str) -> None:
         """Remember the Slack message of an occurrence: decisions update it, the run threads under it."""
-        with self.store.transaction():
-            found = self._resolve(key)
+        with self.book.store.transaction():
+            found = self.book.resolve(key)
             if isinstance(found, str):
                 return
-            row = self._row(found[1])
-            self.store.save_occurrence(replace(row, announce_channel=channel, announce_ts=ts))
+            row = self.book.row(found[1])
+            self.book.store.save_occurrence(replace(row, announce_channel=channel, announce_ts=ts))
 
     # -- internals: texts ------------------------------------------------------------------------
 
@@ -117,10 +117,10 @@ class Announcing(SchedulesBase):
             approval=ApprovalPromise(
                 sched.approval_mode, sched.approvers, complete=self._pre_approval_complete(sched)
             ),
-            force=self._force_notice(sched, occ.key),
+            force=self.force.notice(sched, occ.key),
         )
 
-    def _decided_announcement(
+    def decided_announcement(
         self,
         sched: Schedule,
         occ: Occurrence,
@@ -157,17 +157,17 @@ class Announcing(SchedulesBase):
         standing = policy.standing_pre_approvers(pol, roles, initiated_by=(sched.requester, sched.created_by))
         return policy.pre_approval_covers(pol, max(1, pol.approvals_required), standing)
 
-    def _late_announcement(self, item: Due) -> Announcement | None:
-        sched = self._load(item.occurrence.schedule)
+    def late_announcement(self, item: Due) -> Announcement | None:
+        sched = self.book.load(item.occurrence.schedule)
         if sched is None or item.decision is None:
             return None
-        title = _title(sched, item.occurrence)
-        return self._note(
+        title = event_title(sched, item.occurrence)
+        return self.note(
             sched, item.occurrence, "late", f"{title} of {sched.cluster}: {item.decision.reason}."
         )
 
-    def _note(self, sched: Schedule, occ: Occurrence, kind: AnnouncementKind, text: str) -> Announcement:
-        row = self.store.get_occurrence(occ.key)
+    def note(self, sched: Schedule, occ: Occurrence, kind: AnnouncementKind, text: str) -> Announcement:
+        row = self.book.store.get_occurrence(occ.key)
         return Announcement(
             key=occ.key,
             schedule=sched.name,
@@ -178,8 +178,8 @@ class Announcing(SchedulesBase):
             effective=occ.at,
         )
 
-    def _next_text(self, sched: Schedule, now: datetime) -> str:
-        upcoming = self._upcoming(sched, now, limit=1)
+    def next_text(self, sched: Schedule, now: datetime) -> str:
+        upcoming = self.book.upcoming(sched, now, limit=1)
         if not upcoming:
             return "Nothing is scheduled in the next ten years."
         occ, at = upcoming[0]
@@ -188,7 +188,7 @@ class Announcing(SchedulesBase):
     def _planned_sleep(self, sched: Schedule) -> tuple[OperationPlan | None, str]:
         """The sleep's plain plan and its one-line summary; no plan when it cannot be made now."""
         try:
-            plan = self.ops.plan(_sleep_request(sched))
+            plan = self.ops.plan(sleep_request(sched))
         except UserError as exc:
             return None, f"cannot plan it now ({exc})"
         except KubeError as exc:  # the announcement still goes out; the fire plans again

@@ -3,7 +3,7 @@ iCalendar files kept in the configuration (team freezes, release weekends).
 
 The adapter between those sources and the pure schedule arithmetic: `Calendars.days_off` turns a
 schedule's `DaysOffRule` into dated `DayOff` values for a span of years, which the service hands to
-`engine.schedules.recurrence`. Nothing in spec, recurrence, one_off or timer reads a calendar.
+`engine.schedules.core.recurrence`. Nothing in spec, recurrence, one_off or timer reads a calendar.
 
 A calendar file is read and checked once, when the configuration is loaded (`load_calendar`): a
 file that cannot be read, is not iCalendar, is too large, or whose recurrences expand to more days
@@ -33,7 +33,7 @@ import icalendar
 import recurring_ical_events  # type: ignore[import-untyped]
 
 from engine.domain.errors import Category, ScalebotError
-from engine.schedules.days_off import DayOff, DaysOffRule, clean_name, format_region, parse_region
+from engine.schedules.core.days_off import DayOff, DaysOffRule, clean_name, format_region, parse_region
 
 MAX_CALENDAR_BYTES = 2 * 1024 * 1024
 """A team calendar is kilobytes; a larger file is not one (or not meant for this)."""
@@ -44,7 +44,7 @@ MAX_EVENT_DAYS = 400
 """One event longer than this is a mistake (a missing DTEND year): refused."""
 YEARS_BEFORE, YEARS_AFTER = 1, 11
 """The years resolved around a schedule's latest activity: the look-back of missed runs and the
-ten-year search horizon of `engine.schedules.recurrence`."""
+ten-year search horizon of `engine.schedules.core.recurrence`."""
 _LANGUAGE = "en_US"
 
 

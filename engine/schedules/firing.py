@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from engine.domain.announcement import Announcement
+from engine.domain.clock import Clock
 from engine.domain.force_scope import ForceScope
 from engine.domain.operation import (
+    Operation,
     OperationPlan,
     OperationRequest,
     OpKind,
@@ -19,39 +21,43 @@ from engine.domain.operation import (
     Target,
 )
 from engine.domain.reasons import NoScheduleToResleep
-from engine.operations.service import UserError
+from engine.operations.service import Operations, UserError
 from engine.pools.base import Pool
-from engine.schedules import force, one_off, recurrence
-from engine.schedules import spec as schedule
-from engine.schedules.base import (
-    SchedulesBase,
-    _forced,
-    _refused,
-    _Run,
-    _sleep_request,
-    _title,
-    _wake_request,
-)
-from engine.schedules.model import (
-    HANDLED,
-    Due,
-    Resleep,
-    Schedule,
-    ScheduleOutcome,
-    ScheduleTarget,
-)
-from engine.schedules.spec import Occurrence, Override, ScheduleError
-from engine.schedules.text import (
-    cap,
-    wake_report,
-)
-from engine.schedules.timer import (
+from engine.schedules.access import ScheduleAccess
+from engine.schedules.announcing import Announcing
+from engine.schedules.book import ScheduleBook
+from engine.schedules.core import force, one_off, recurrence
+from engine.schedules.core import spec as schedule
+from engine.schedules.core.due import (
     RETRY_AFTER,
     UPCOMING_PER_SCHEDULE,
     due_announcements,
     due_fires,
     due_resleeps,
 )
+from engine.schedules.core.model import (
+    HANDLED,
+    Due,
+    Resleep,
+    Schedule,
+    ScheduleOutcome,
+    ScheduleTarget,
+    refused,
+)
+from engine.schedules.core.requests import forced, sleep_request, wake_request
+from engine.schedules.core.spec import Occurrence, Override, ScheduleError
+from engine.schedules.core.text import cap, event_title, wake_report
+from engine.schedules.force_records import ForceRecords
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """What a fire did, or why it started nothing: the occurrence's state and the reply."""
+
+    ok: bool
+    state: str
+    reply: str
+    operation: Operation | None = None
 
 
 def _already_asleep(target: ScheduleTarget, pools: Sequence[Pool]) -> bool:
@@ -78,13 +84,33 @@ def _needs_force_text(what: str, name: str, needed: ForceScope) -> str:
     )
 
 
-class Firing(SchedulesBase):
+class Firing:
     """What is due, firing it, the catch-up at start-up, temporary wakes and finished runs."""
+
+    def __init__(
+        self,
+        book: ScheduleBook,
+        access: ScheduleAccess,
+        ops: Operations,
+        *,
+        clock: Clock,
+        force: ForceRecords,
+        announcing: Announcing,
+        grace: timedelta,
+    ) -> None:
+        self.book = book
+        self.access = access
+        self.ops = ops
+        self.clock = clock
+        self.force = force
+        self.announcing = announcing
+        self.grace = grace
+        """A missed sleep this late still runs at start-up; beyond it, it is announced as missed."""
 
     def due(self, now: datetime) -> builtins.list[Due]:
         """What the timer must do at `now`, in time order."""
         found: list[Due] = []
-        for sched in self._schedules():
+        for sched in self.book.schedules():
             found += self._due_fires(sched, now)
             found += self._due_resleeps(sched, now)
             found += self._due_announcements(sched, now)
@@ -94,8 +120,8 @@ class Firing(SchedulesBase):
         """The future instants at which something becomes due: the timer arms one-shot jobs for them.
         Something still due now (a tick that failed: the API server was down) is retried in a minute."""
         instants: set[datetime] = {now + RETRY_AFTER} if self.due(now) else set()
-        for sched in self._schedules():
-            for occ, at in self._upcoming(sched, now, limit=UPCOMING_PER_SCHEDULE):
+        for sched in self.book.schedules():
+            for occ, at in self.book.upcoming(sched, now, limit=UPCOMING_PER_SCHEDULE):
                 instants.add(at)
                 if occ.action == "sleep":
                     leads = recurrence.announcement_times(occ, sched.spec.lead_times, at=at)
@@ -121,30 +147,30 @@ class Firing(SchedulesBase):
         The cluster is listed and the plan made before that transaction (a slow API server must not
         hold the database); the transaction re-checks the key and starts what was planned. `by` is
         whoever clicked "Run now": the run is made on their behalf too."""
-        found = self._resolve(key)
+        found = self.book.resolve(key)
         prepared = self._prepare(found[0], found[1], by) if not isinstance(found, str) else None
-        with self.store.transaction():
-            found = self._resolve(key)
+        with self.book.store.transaction():
+            found = self.book.resolve(key)
             if isinstance(found, str):
-                return _refused(found, key=key)
+                return refused(found, key=key)
             sched, occ = found
-            row = self._row(occ)
-            what = f"the {_title(sched, occ).lower()} of {sched.cluster}"
+            row = self.book.row(occ)
+            what = f"the {event_title(sched, occ).lower()} of {sched.cluster}"
             if row.state in HANDLED:
                 return ScheduleOutcome(True, f"{cap(what)} is already {row.state}; nothing to do", key=key)
             if not sched.enabled:
-                return _refused(f"schedule {sched.name} is paused; resume it first", key=key)
-            effective = one_off.effective_time(occ, self._overrides(sched.name))
+                return refused(f"schedule {sched.name} is paused; resume it first", key=key)
+            effective = one_off.effective_time(occ, self.book.overrides(sched.name))
             if effective is None:
-                self._close_row(sched, occ, "skipped", now, note="skipped")
-                self._mark_done(sched, occ, now)
+                self.book.close_row(occ, "skipped", now, note="skipped")
+                self.book.mark_done(sched, occ, now)
                 return ScheduleOutcome(True, f"{cap(what)} is skipped; nothing runs", changed=True, key=key)
             assert prepared is not None
             run = self._start(prepared, what, thread_ts=row.announce_ts)
             op_id = run.operation.id if run.operation else ""
-            self._close_row(sched, occ, run.state, now, note=run.reply, op_id=op_id)
-            self._mark_done(sched, occ, now)
-            self._audit(
+            self.book.close_row(occ, run.state, now, note=run.reply, op_id=op_id)
+            self.book.mark_done(sched, occ, now)
+            self.book.audit(
                 sched.requester, f"schedule_{occ.action}", sched.cluster, f"{key}: {run.reply}", op_id
             )
         return ScheduleOutcome(
@@ -158,14 +184,14 @@ class Firing(SchedulesBase):
         if not event.final or not op.requested_by.startswith("schedule:"):
             return None
         now = self.clock.now()
-        with self.store.transaction():
-            rows = self.store.list_occurrences(op_id=op.id)
+        with self.book.store.transaction():
+            rows = self.book.store.list_occurrences(op_id=op.id)
             for row in rows:
                 if row.state == "running":
-                    self.store.save_occurrence(replace(row, state="done", done_at=now))
+                    self.book.store.save_occurrence(replace(row, state="done", done_at=now))
         if op.kind is not OpKind.WAKE or not rows:
             return None
-        sched = self._load(rows[0].schedule)
+        sched = self.book.load(rows[0].schedule)
         return Announcement(
             key=rows[0].key,
             schedule=rows[0].schedule,
@@ -183,15 +209,15 @@ class Firing(SchedulesBase):
     ) -> ScheduleOutcome:
         """`/scale wake dev-eu for 3h`: wake now; back to sleep at the expiry (announced like any sleep)
         if the schedule has the cluster asleep then. Scheduled sleeps inside the window are held."""
-        problem = self._check_cluster(cluster, by, groups)
+        problem = self.access.check_cluster(cluster, by, groups)
         if problem:
-            self._audit(by, "refused_schedule_wake_for", cluster[:63], problem)
-            return _refused(problem)
+            self.book.audit(by, "refused_schedule_wake_for", cluster[:63], problem)
+            return refused(problem)
         now = self.clock.now()
-        scheds = self._schedules(cluster=cluster)
+        scheds = self.book.schedules(cluster=cluster)
         if not scheds:
             return replace(
-                _refused(
+                refused(
                     f"{cluster} has no active schedule to say when it sleeps again: wake it, and put it "
                     "to sleep again, by hand"
                 ),
@@ -200,16 +226,16 @@ class Firing(SchedulesBase):
         try:
             resleeps = [(s, one_off.temporary_wake(now, duration, s.spec)) for s in scheds]
         except ScheduleError as exc:
-            return _refused(str(exc))
+            return refused(str(exc))
         seconds = int(duration.total_seconds())
         target = Target(cluster=cluster, wake_for_seconds=seconds)
         request = OperationRequest(kind=OpKind.WAKE, target=target, requested_by=by, channel=channel)
         out = self.ops.request(request, groups=groups)
         if not out.ok:
-            return _refused(out.reply)
-        with self.store.transaction():
+            return refused(out.reply)
+        with self.book.store.transaction():
             notes = [self._hold(s, now, at, by) for s, at in resleeps]
-            self._audit(by, "schedule_wake_for", cluster, f"for {duration}: " + " ".join(notes))
+            self.book.audit(by, "schedule_wake_for", cluster, f"for {duration}: " + " ".join(notes))
         first = min(at for _, at in resleeps)
         return ScheduleOutcome(
             True, f"{out.reply}. {' '.join(notes)}", changed=True, effective=first, operation=out.operation
@@ -222,9 +248,9 @@ class Firing(SchedulesBase):
             sched,
             now,
             grace=self.grace,
-            manual_action_at=self._manual_action_at(sched),
-            handled=self._handled_keys(sched.name),
-            overrides=self._overrides(sched.name),
+            manual_action_at=self.book.manual_action_at(sched),
+            handled=self.book.handled_keys(sched.name),
+            overrides=self.book.overrides(sched.name),
         )
 
     def _due_resleeps(self, sched: Schedule, now: datetime) -> builtins.list[Due]:
@@ -232,24 +258,24 @@ class Firing(SchedulesBase):
             sched,
             now,
             grace=self.grace,
-            resleeps=self._resleeps(sched.name),
-            overrides=self._overrides(sched.name),
+            resleeps=self.book.resleeps(sched.name),
+            overrides=self.book.overrides(sched.name),
         )
 
     def _due_announcements(self, sched: Schedule, now: datetime) -> builtins.list[Due]:
         if not sched.spec.lead_times:
             return []
-        coming = self._upcoming(sched, now, limit=UPCOMING_PER_SCHEDULE)
+        coming = self.book.upcoming(sched, now, limit=UPCOMING_PER_SCHEDULE)
         announced: dict[str, tuple[datetime | None, float | None]] = {}
         for occ, _ in coming:
-            row = self.store.get_occurrence(occ.key)
+            row = self.book.store.get_occurrence(occ.key)
             if row is not None:
                 announced[occ.key] = (row.announced_for, row.announced_lead)
         return due_announcements(sched, now, coming=coming, announced=announced)
 
     def _handle(self, item: Due, now: datetime) -> ScheduleOutcome:
         if item.what == "announce" and item.lead is not None:
-            note = self.announce(item.occurrence, item.lead, now)
+            note = self.announcing.announce(item.occurrence, item.lead, now)
             return ScheduleOutcome(
                 True, note.text, changed=True, key=note.key, effective=note.effective, announcement=note
             )
@@ -259,27 +285,29 @@ class Firing(SchedulesBase):
             return replace(
                 fired,
                 decision=item.decision,
-                announcement=self._late_announcement(item) if late and fired.changed else None,
+                announcement=self.announcing.late_announcement(item) if late and fired.changed else None,
             )
         return self._close_due(item, now)
 
     def _close_due(self, item: Due, now: datetime) -> ScheduleOutcome:
         """Missed beyond the grace (announced) or nothing to do (skipped, superseded, a manual action won)."""
-        sched = self._require(item.occurrence.schedule)
+        sched = self.book.require(item.occurrence.schedule)
         reason = item.decision.reason if item.decision else ""
-        skipped = one_off.effective_time(item.occurrence, self._overrides(sched.name)) is None
+        skipped = one_off.effective_time(item.occurrence, self.book.overrides(sched.name)) is None
         state = "skipped" if skipped else "missed"
-        with self.store.transaction():
-            if self._row(item.occurrence).state in HANDLED:
+        with self.book.store.transaction():
+            if self.book.row(item.occurrence).state in HANDLED:
                 return ScheduleOutcome(True, reason, key=item.occurrence.key, decision=item.decision)
-            self._close_row(sched, item.occurrence, state, now, note=reason)
-            self._mark_done(sched, item.occurrence, now)
+            self.book.close_row(item.occurrence, state, now, note=reason)
+            self.book.mark_done(sched, item.occurrence, now)
             if item.what == "missed":
-                self._audit("scalebot", "schedule_missed", sched.cluster, f"{item.occurrence.key}: {reason}")
+                self.book.audit(
+                    "scalebot", "schedule_missed", sched.cluster, f"{item.occurrence.key}: {reason}"
+                )
         note = None
         if item.what == "missed":
-            title = _title(sched, item.occurrence)
-            note = self._note(
+            title = event_title(sched, item.occurrence)
+            note = self.announcing.note(
                 sched, item.occurrence, "missed", f"{title} of {sched.cluster} did not run: {reason}."
             )
         return ScheduleOutcome(
@@ -290,22 +318,22 @@ class Firing(SchedulesBase):
 
     def _prepare(self, sched: Schedule, occ: Occurrence, by: str) -> _Prepared:
         """What a fire will do, from a cluster listing and a plan: taken outside any transaction."""
-        what = f"the {_title(sched, occ).lower()} of {sched.cluster}"
+        what = f"the {event_title(sched, occ).lower()} of {sched.cluster}"
         on_behalf = (by,) if by else ()
         if occ.action == "wake":
-            asleep = self._asleep_pools(sched.cluster)
-            workloads_asleep = bool(self.store.workload_records(sched.cluster))
-            wake = _wake_request(sched, asleep, workloads_asleep=workloads_asleep, on_behalf=on_behalf)
+            asleep = self.book.asleep_pools(sched.cluster)
+            workloads_asleep = bool(self.book.store.workload_records(sched.cluster))
+            wake = wake_request(sched, asleep, workloads_asleep=workloads_asleep, on_behalf=on_behalf)
             if wake is None:
                 return _Run(True, "done", f"{cap(what)}: nothing to do, {sched.cluster} is already awake")
             request = wake
         else:
-            if sched.target.kind == "workloads" and self.store.workload_records(sched.cluster):
+            if sched.target.kind == "workloads" and self.book.store.workload_records(sched.cluster):
                 return _Run(True, "done", f"{cap(what)}: nothing to do, the workloads are asleep already")
-            if _already_asleep(sched.target, self._pools(sched.cluster)):
+            if _already_asleep(sched.target, self.book.pools(sched.cluster)):
                 return _Run(True, "done", f"{cap(what)}: nothing to do, {sched.target.describe()} already")
-            excluded = self._excluded(sched, occ.key)
-            sleep = _sleep_request(sched, on_behalf=on_behalf, pools=self._run_pools(sched, excluded))
+            excluded = self.force.excluded(sched, occ.key)
+            sleep = sleep_request(sched, on_behalf=on_behalf, pools=self.force.run_pools(sched, excluded))
             if sleep is None:
                 return _Run(True, "done", f"{cap(what)}: nothing to do, every pool is left out of this run")
             try:
@@ -328,14 +356,14 @@ class Firing(SchedulesBase):
         plain = self.ops.plan(request)
         if plain.forcing or not plain.blockers:
             return request, plain, self.ops.pre_approver_groups(request)
-        forced_request = _forced(request)
-        forced = self.ops.plan(forced_request)
-        needed = force.dead_end(plain, forced)
+        forced_request = forced(request)
+        forced_plan = self.ops.plan(forced_request)
+        needed = force.dead_end(plain, forced_plan)
         if needed is None:
             return request, plain, self.ops.pre_approver_groups(request)
-        approved = self._approved_force(sched, occ.key, needed)
+        approved = self.force.approved_force(sched, occ.key, needed)
         if approved is None:
-            self._audit(
+            self.book.audit(
                 sched.requester,
                 "schedule_force_missing",
                 sched.cluster,
@@ -348,7 +376,7 @@ class Firing(SchedulesBase):
         # still asks at the run, on a card showing the forced plan.
         stand_in = tuple(approvers) if sched.approval_mode == "pre_approved" else ()
         forced_request = replace(forced_request, pre_approvers=stand_in)
-        planned = replace(forced, force_scope=replace(scope, pods=needed.pods))
+        planned = replace(forced_plan, force_scope=replace(scope, pods=needed.pods))
         return forced_request, planned, self.ops.pre_approver_groups(forced_request)
 
     def _start(self, prepared: _Prepared, what: str, *, thread_ts: str) -> _Run:
@@ -357,7 +385,7 @@ class Firing(SchedulesBase):
         request, planned, groups = prepared
         name = request.requested_by.removeprefix("schedule:")
         if request.kind is OpKind.WAKE:
-            thread_ts = thread_ts or self._last_sleep_thread(name)
+            thread_ts = thread_ts or self.book.last_sleep_thread(name)
         out = self.ops.request(
             replace(request, thread_ts=thread_ts), planned=planned, pre_approver_groups=groups
         )
@@ -367,10 +395,10 @@ class Firing(SchedulesBase):
 
     def _settle_running(self, now: datetime) -> None:
         """Occurrences whose operation ended while scalebot was down are done."""
-        for row in self.store.list_occurrences(states=("running",)):
+        for row in self.book.store.list_occurrences(states=("running",)):
             op = self.ops.get(row.op_id) if row.op_id else None
             if op is None or op.state.is_terminal:
-                self.store.save_occurrence(replace(row, state="done", done_at=now))
+                self.book.store.save_occurrence(replace(row, state="done", done_at=now))
 
     def _hold(self, sched: Schedule, now: datetime, resleep_at: datetime, by: str) -> str:
         """Skip the scheduled sleeps inside a temporary wake and record its re-sleep."""
@@ -378,14 +406,14 @@ class Firing(SchedulesBase):
         until = schedule.describe(resleep_at, tz)
         for occ in one_off.held_sleeps(sched.spec, woke_at=now, resleep_at=resleep_at):
             note = f"The sleep of {schedule.describe(occ, tz)} is held by a temporary wake until {until}."
-            self._save_override(sched, Override(occ.key, "skip", None, by, note), now)
-            self._close_row(sched, occ, "skipped", now, note=note)
+            self.book.save_override(sched, Override(occ.key, "skip", None, by, note), now)
+            self.book.close_row(occ, "skipped", now, note=note)
         following = recurrence.next_occurrence(sched.spec, "sleep", after=now)
         if following is not None and following.at == resleep_at:
             return f"{sched.name}: back to sleep at the scheduled sleep, {until}."
         local = resleep_at.astimezone(schedule.parse_zone(tz)).date()
         resleep = Resleep(sched.name, "sleep", local, resleep_at)
-        self.store.save_occurrence(self._row(resleep))
+        self.book.store.save_occurrence(self.book.row(resleep))
         return (
             f"{sched.name}: back to sleep {until} ({schedule.in_words(resleep_at - now)}), announced before."
         )

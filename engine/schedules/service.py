@@ -6,27 +6,33 @@ Owns schedules as data (`add`, `pause`, `resume`, `delete`, `skip_date`), what i
 decisions people take on one occurrence (postpone, skip, run now), firing an occurrence through
 `Operations.request` exactly like a human request (`requested_by="schedule:<name>"`), the catch-up at
 start-up and temporary wakes. The arithmetic (DST, overrides, missed runs) is
-`engine.schedules.recurrence`'s and `engine.schedules.one_off`'s; this module applies it to what
-SQLite says. The values are `engine.schedules.model`'s, what is due when is
-`engine.schedules.timer`'s (pure, given what this module reads), the plain text `engine.schedules.text`'s.
+`engine.schedules.core.recurrence`'s and `engine.schedules.core.one_off`'s; the parts below apply it to
+what SQLite says. The values are `engine.schedules.core.model`'s, what is due when is
+`engine.schedules.core.due`'s (pure, given what the parts read), the plain text
+`engine.schedules.core.text`'s.
 
-`Schedules` stays one class, composed of one mixin per concern over `engine.schedules.base.SchedulesBase`
-(the shared state, loading, checks, audit and request helpers): `editing` (schedules as data, pre-approval),
-`announcing` (announcements and their texts), `firing` (what is due, firing it, start-up, temporary wakes,
-finished runs), `decisions` (postpone, skip, run now), `force_decisions` (force approved per run or
-standing, pools excluded, the force scope), the last two over `announcing` since each decision replies with
-an announcement; this module keeps the constructor and the read-only queries
-(`show`, `next_events`, `next_event`, `days_off_problems`, `days_off_until`, `all_schedules`). As in
-`engine.store`, mixins keep each concern in its own file while every caller holds one `Schedules` and
-one decision still takes one write transaction across concerns; `SchedulesBase` declares the methods the
-mixins call on one another, so `mypy --strict` checks each mixin against them.
+`Schedules` is a facade over parts, each given its collaborators in its constructor and calling only
+the parts below it (the layers contract "schedules in layers" in pyproject.toml checks the imports):
+
+    editing | occurrence_decisions | force_decisions     what people do to schedules and occurrences
+    firing                                              what is due, firing it, start-up, temporary wakes
+    announcing                                          announcements and the texts after decisions
+    force_records                                       what a run needs forced, what was approved
+    access                                              roles, visibility, the channel rule
+    book                                                schedules and occurrences as stored, the audit
+    stored | calendars                                  rows to values; holidays and calendar files
+    core/                                               PURE: the language, the arithmetic, the text
+
+The facade builds them and hands out their public methods as its own (bound in `__init__`, so each
+signature is written once, in its part), so every caller holds one `Schedules`. One decision still
+takes one write transaction across parts: they share the one `Store`.
 
 No APScheduler, no Slack, no clock reads in the timer paths: they take `now`. Clicks and commands read
 the injected clock once. SQLite is the source of truth: an occurrence becomes handled (running, done,
 skipped, missed) once, by its key, inside one write transaction, so a second fire of the same key, or a
 postpone racing a fire, cannot run it twice.
 
-Rules on top of engine.schedules.recurrence and engine.schedules.one_off:
+Rules on top of engine.schedules.core.recurrence and engine.schedules.core.one_off:
 - Sleeps are announced at each lead time (the disruptive event); a wake posts its report when done
   ("dev-eu is back: 24/24 nodes Ready").
 - Only the shortest lead already reached is announced (a timer that wakes late does not post "in
@@ -47,34 +53,32 @@ Rules on top of engine.schedules.recurrence and engine.schedules.one_off:
   and it starts only the occurrence already announced, within its announcement window
   (`one_off.run_now`): a pre-approved run nobody was told of never starts early.
 - A person without a role on a cluster gets, for its schedules and its name, the answer an unknown
-  schedule or cluster gets, listing only what they have a role on (`SchedulesBase._visible`).
+  schedule or cluster gets, listing only what they have a role on (`ScheduleAccess.visible`).
 - Nothing here holds the write transaction across a cluster listing: a fire plans first, then
   decides and creates the operation in one transaction.
 """
 
 from __future__ import annotations
 
-import builtins
-from datetime import datetime, timedelta
+from datetime import timedelta
 
-from engine.domain.announcement import NextEvent
 from engine.domain.clock import Clock
 from engine.operations.service import Operations
-from engine.schedules import one_off, recurrence
+from engine.schedules.access import ScheduleAccess
 from engine.schedules.announcing import Announcing
-from engine.schedules.base import SchedulesBase
+from engine.schedules.book import ScheduleBook
 from engine.schedules.calendars import Calendars
-from engine.schedules.decisions import OccurrenceDecisions
+from engine.schedules.core import one_off
 from engine.schedules.editing import ScheduleEditing
 from engine.schedules.firing import Firing
 from engine.schedules.force_decisions import ForceDecisions
-from engine.schedules.model import Schedule
-from engine.schedules.spec import Occurrence
+from engine.schedules.force_records import ForceRecords
+from engine.schedules.occurrence_decisions import OccurrenceDecisions
 from engine.store.database import Store
 
 
-class Schedules(ScheduleEditing, OccurrenceDecisions, Firing, ForceDecisions, Announcing, SchedulesBase):
-    """The schedule service: one class composed of one mixin per concern (see the module docstring)."""
+class Schedules:
+    """The schedule service: the parts wired together, their public methods as one object."""
 
     def __init__(
         self,
@@ -90,63 +94,57 @@ class Schedules(ScheduleEditing, OccurrenceDecisions, Firing, ForceDecisions, An
         self.clock = clock
         self.grace = grace
         """A missed sleep this late still runs at start-up; beyond it, it is announced as missed."""
-        self.calendars = calendars or Calendars()
-        """Public holidays (always) and the configuration's calendar files, by name."""
+        book = ScheduleBook(store, ops, clock, calendars or Calendars())
+        self._book = book
+        access = ScheduleAccess(book, ops)
+        force = ForceRecords(book, access, ops)
+        announcing = Announcing(book, ops, force)
+        firing = Firing(book, access, ops, clock=clock, force=force, announcing=announcing, grace=grace)
+        editing = ScheduleEditing(book, access, ops, clock, announcing)
+        occurrences = OccurrenceDecisions(book, access, clock, announcing, firing)
+        forcing = ForceDecisions(book, access, clock, force, announcing)
 
-    def show(self, name: str) -> Schedule | None:
-        return self._load(name)
+        # Reads: schedules and what comes next.
+        self.show = book.load
+        self.all_schedules = book.all_schedules
+        self.next_events = book.next_events
+        self.next_event = book.next_event
+        self.days_off_until = book.days_off_until
+        self.days_off_problems = book.days_off_problems
+        # Schedules as data.
+        self.add = editing.add
+        self.pre_approve = editing.pre_approve
+        self.unapprove = editing.unapprove
+        self.pause = editing.pause
+        self.resume = editing.resume
+        self.delete = editing.delete
+        self.skip_date = editing.skip_date
+        # The timer's side.
+        self.due = firing.due
+        self.next_wakeups = firing.next_wakeups
+        self.run_due = firing.run_due
+        self.startup = firing.startup
+        self.fire = firing.fire
+        self.operation_finished = firing.operation_finished
+        self.wake_for = firing.wake_for
+        # Announcements.
+        self.announce = announcing.announce
+        self.set_announcement = announcing.set_announcement
+        # Decisions on one occurrence.
+        self.postpone = occurrences.postpone
+        self.postpone_until = occurrences.postpone_until
+        self.skip = occurrences.skip
+        self.run_now = occurrences.run_now
+        # Force.
+        self.approve_force = forcing.approve_force
+        self.exclude_pool = forcing.exclude_pool
+        self.set_force_scope = forcing.set_force_scope
 
-    # -- what comes next -------------------------------------------------------------------------
+    @property
+    def calendars(self) -> Calendars:
+        """Public holidays (always) and the configuration's calendar files, by name: the book's."""
+        return self._book.calendars
 
-    def next_events(
-        self, now: datetime, *, limit: int = 10, cluster: str | None = None
-    ) -> builtins.list[tuple[Occurrence, datetime]]:
-        """The next sleeps and wakes (with their effective times) across clusters, soonest first."""
-        events: list[tuple[Occurrence, datetime]] = []
-        for sched in self._schedules(cluster=cluster):
-            events += self._upcoming(sched, now, limit=limit)
-        return sorted(events, key=lambda pair: (pair[1], pair[0].key))[:limit]
-
-    def next_event(self, cluster: str, now: datetime) -> NextEvent | None:
-        """For `/scale status` and the Home tab: the cluster's next sleep or wake, at its effective time."""
-        events = self.next_events(now, limit=1, cluster=cluster)
-        if not events:
-            return None
-        occ, at = events[0]
-        sched = self._load(occ.schedule)
-        if sched is None:
-            return NextEvent(occ.action, occ.schedule, at, "UTC")
-        skipped = recurrence.days_off_between(sched.spec, start=now, end=at)
-        reasons = tuple(dict.fromkeys(day_off.reason() for _, day_off in skipped))
-        return NextEvent(occ.action, occ.schedule, at, sched.spec.tz, days_off=reasons)
-
-    def days_off_problems(self) -> builtins.list[str]:
-        """Schedules whose days off cannot be followed now (their calendar left the configuration,
-        the holiday library dropped their region), each with what to do: `scalebot run` logs them
-        at start, since a schedule that silently lost its days off would sleep through a freeze."""
-        problems: list[str] = []
-        for sched in self._schedules(enabled_only=False):
-            problem = self.calendars.check(sched.spec.days_off_rule) if sched.spec.days_off_rule else ""
-            if problem:
-                problems.append(
-                    f"schedule {sched.name} ({sched.spec.days_off_rule.describe()}): {problem}; until then "
-                    "it runs without those days off (or delete the schedule)"
-                )
-        return problems
-
-    def days_off_until(
-        self, now: datetime, until: datetime, *, cluster: str | None = None
-    ) -> builtins.list[tuple[Occurrence, str]]:
-        """The sleeps and wakes a day off suppresses between `now` and `until`, each with its reason
-        ("Stays asleep: Whit Monday (DE-BY)"), soonest first: `schedule next` shows them."""
-        found: list[tuple[Occurrence, str]] = []
-        for sched in self._schedules(cluster=cluster):
-            found += [
-                (occ, day_off.reason())
-                for occ, day_off in recurrence.days_off_between(sched.spec, start=now, end=until)
-            ]
-        return sorted(found, key=lambda pair: (pair[0].at, pair[0].key))
-
-    def all_schedules(self, *, cluster: str | None = None) -> builtins.list[Schedule]:
-        """Every schedule, paused ones included, by name."""
-        return self._schedules(cluster=cluster, enabled_only=False)
+    @calendars.setter
+    def calendars(self, calendars: Calendars) -> None:
+        self._book.calendars = calendars

@@ -20,5 +20,8 @@ connection. Composition would change every caller (`store.operations.save_progre
 forwarding method per method; mixins keep each concern in its own file, callers and tests
 unchanged, and `mypy --strict` checks each mixin against the attributes `StoreBase` declares.
 Callers import `Store` from `engine.store.database` and every other name from the module that owns
-it (errors from `base`, claims from `claims`, stored rows from their concern).
+it (errors from `base`, claims from `claims`, stored rows from their concern). A caller that uses a
+few of `Store`'s methods names the narrow port it uses instead (`ports`: `SleepRecords`,
+`AuditTrail`, `OperationJournal`, `RunnerClaims`, ...), which `Store` implements structurally: the
+operations' parts, runner and steps name only ports (an import contract keeps it so).
 """

@@ -85,11 +85,11 @@ def audit_key_from_environment(environ: Mapping[str, str] | None = None) -> Audi
     return AuditKey(secret)
 
 
-class _FromEnvironment:
+class FromEnvironment:
     """`Store(audit_key=FROM_ENVIRONMENT)`: read the key where the process was given it."""
 
 
-FROM_ENVIRONMENT = _FromEnvironment()
+FROM_ENVIRONMENT = FromEnvironment()
 
 
 class AuditUnverifiable(StoreError):
@@ -165,7 +165,7 @@ class AuditStore(StoreBase):
         prev = last[1] if last else GENESIS_HASH
         values = (row_id, at.isoformat(), actor, action, op_id, cluster, detail)
         key = self._audit_key.secret if self._audit_key is not None else None
-        digest = _audit_hash(prev, values, key)
+        digest = audit_hash(prev, values, key)
         self._conn.execute(
             "INSERT INTO audit (id, at, actor, action, op_id, cluster, detail, prev_hash, hash) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -181,8 +181,8 @@ class AuditStore(StoreBase):
         after it. Raises AuditUnverifiable when the chain is keyed and this store has no key (or
         another one), or this store has a key and the chain carries none."""
         with self._lock:
-            rows = self._conn.execute(_AUDIT_CHAIN_ROWS).fetchall()
-        return len(rows), _chain_problems(rows, self._audit_key, self.path)
+            rows = self._conn.execute(AUDIT_CHAIN_ROWS).fetchall()
+        return len(rows), chain_problems(rows, self._audit_key, self.path)
 
     def audit_rows(self, *, op_id: str | None = None) -> list[AuditRow]:
         with self._lock:
@@ -202,12 +202,12 @@ class AuditStore(StoreBase):
             ]
 
 
-_AUDIT_CHAIN_ROWS = (
+AUDIT_CHAIN_ROWS = (
     "SELECT id, at, actor, action, op_id, cluster, detail, prev_hash, hash FROM audit ORDER BY id"
 )
 
 
-def _chain_problems(rows: Sequence[Sequence[Any]], key: AuditKey | None, path: str) -> list[AuditProblem]:
+def chain_problems(rows: Sequence[Sequence[Any]], key: AuditKey | None, path: str) -> list[AuditProblem]:
     marker = next((i for i, row in enumerate(rows) if row[3] == KEY_APPLIED), None)
     if marker is not None:
         marked = (int(rows[marker][0]), str(rows[marker][6]))
@@ -228,7 +228,7 @@ def _chain_problems(rows: Sequence[Sequence[Any]], key: AuditKey | None, path: s
         secret = key.secret if key is not None and marker is not None and index >= marker else None
         if row[7] != prev:
             problems.append(AuditProblem(row[0], "links to a previous row that is not the one before it"))
-        if not hmac.compare_digest(str(row[8]), _audit_hash(row[7] or "", row[:7], secret)):
+        if not hmac.compare_digest(str(row[8]), audit_hash(row[7] or "", row[:7], secret)):
             problems.append(AuditProblem(row[0], "its content does not match its hash"))
         prev = row[8]
     return problems
@@ -257,7 +257,7 @@ def _require_same_key(
         )
 
 
-def _append_only_triggers(table: str) -> dict[str, str]:
+def append_only_triggers(table: str) -> dict[str, str]:
     """Trigger name -> its SQL exactly as SQLite keeps it in `sqlite_master`."""
     return {
         f"{table}_no_{verb.lower()}": f"CREATE TRIGGER {table}_no_{verb.lower()} BEFORE {verb} ON {table} "
@@ -269,7 +269,7 @@ def _append_only_triggers(table: str) -> dict[str, str]:
 AUDIT_CHAINED_TRIGGER = "audit_chained"
 
 
-def _audit_triggers() -> dict[str, str]:
+def audit_triggers() -> dict[str, str]:
     """The audit table's triggers (name -> SQL as SQLite keeps it): append-only, and an inserted row
     must take the next id and name the current head as its `prev_hash` (a row not chained to the
     head is refused, whoever inserts it)."""
@@ -281,10 +281,10 @@ def _audit_triggers() -> dict[str, str]:
         "BEGIN SELECT RAISE(ABORT, 'an audit row must follow the last one and name its hash as prev_hash'); "
         "END"
     )
-    return {**_append_only_triggers("audit"), AUDIT_CHAINED_TRIGGER: chained}
+    return {**append_only_triggers("audit"), AUDIT_CHAINED_TRIGGER: chained}
 
 
-def _audit_hash(prev: str, values: Sequence[Any], key: bytes | None = None) -> str:
+def audit_hash(prev: str, values: Sequence[Any], key: bytes | None = None) -> str:
     """SHA-256 (HMAC-SHA256 with a key) over the previous row's hash and this row's fields (id
     included, so rows cannot move)."""
     payload = json.dumps([prev, *values], ensure_ascii=False, separators=(",", ":")).encode()

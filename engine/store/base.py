@@ -32,13 +32,13 @@ class StoreError(ScalebotError, RuntimeError):
     category = Category.CONFIGURATION
 
 
-_DAMAGED = (
+DAMAGED_FILE_ADVICE = (
     "move it aside, keeping it for recovery (`sqlite3 FILE .recover`), and start again with a new "
     "file; sizes to restore are also on the pool objects, so wake still works"
 )
 
 
-def _space_hint(path: str) -> str:
+def space_hint(path: str) -> str:
     """ "; only N KiB free on its disk" when the disk holding `path` is (nearly) full."""
     try:
         free = shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free
@@ -75,7 +75,7 @@ class StoreBase:
             except sqlite3.OperationalError as exc:
                 raise StoreError(
                     f"the database {self.path} is locked by another process or unwritable ({exc})"
-                    f"{_space_hint(self.path)}: is another scalebot using this file?"
+                    f"{space_hint(self.path)}: is another scalebot using this file?"
                 ) from exc
             self._pending_heads.clear()
             try:
@@ -83,7 +83,7 @@ class StoreBase:
             except sqlite3.OperationalError as exc:  # e.g. disk full: SQLite has rolled back already
                 self._rollback()
                 raise StoreError(
-                    f"cannot write the database {self.path}: {exc}{_space_hint(self.path)}"
+                    f"cannot write the database {self.path}: {exc}{space_hint(self.path)}"
                 ) from exc
             except BaseException:
                 self._rollback()
@@ -93,7 +93,7 @@ class StoreBase:
             except sqlite3.OperationalError as exc:
                 self._rollback()
                 raise StoreError(
-                    f"cannot write the database {self.path}: {exc}{_space_hint(self.path)}"
+                    f"cannot write the database {self.path}: {exc}{space_hint(self.path)}"
                 ) from exc
             self._log_heads()
 

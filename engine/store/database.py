@@ -21,7 +21,8 @@ cannot be rebuilt from it at start-up. The only module that knows SQL.
   state it expects and does nothing when another thread or process moved the operation first. A
   finished operation's locks are released in the same transaction as its final state.
 - Schedules are stored as the text people typed (canonical form), occurrences by their
-  idempotency key (`engine.schedules.spec.Occurrence.key`); `engine.schedules.service` owns their meaning.
+  idempotency key (`engine.schedules.core.spec.Occurrence.key`); `engine.schedules` owns their
+  meaning.
 
 The store is one `Store`, composed of one part per concern (see the package docstring):
 `operations` (operations, journal, votes), `claims` (runner claims, locks), `audit`, `schedules`,
@@ -47,10 +48,10 @@ from engine.store.audit import (
     FROM_ENVIRONMENT,
     AuditKey,
     AuditStore,
-    _FromEnvironment,
+    FromEnvironment,
     audit_key_from_environment,
 )
-from engine.store.base import _DAMAGED, StoreBase, StoreError, _space_hint
+from engine.store.base import DAMAGED_FILE_ADVICE, StoreBase, StoreError, space_hint
 from engine.store.claims import ClaimsStore
 from engine.store.migrations import SCHEMA_VERSION, MigrationsStore
 from engine.store.operations import OperationsStore
@@ -116,13 +117,13 @@ class Store(
     """The database: opened (and migrated) by the constructor, one part per concern."""
 
     def __init__(
-        self, path: str | Path, *, audit_key: AuditKey | _FromEnvironment | None = FROM_ENVIRONMENT
+        self, path: str | Path, *, audit_key: AuditKey | FromEnvironment | None = FROM_ENVIRONMENT
     ) -> None:
         """`audit_key`: the key of the audit chain (default: `SCALEBOT_AUDIT_KEY` or
         `SCALEBOT_AUDIT_KEY_FILE`, so every store a process opens chains with the same key;
         None: unkeyed). Raises StoreError when the key does not fit the file's chain."""
         self.path = str(path)
-        if isinstance(audit_key, _FromEnvironment):
+        if isinstance(audit_key, FromEnvironment):
             audit_key = audit_key_from_environment()
         self._audit_key = audit_key
         self._keyed_from = None
@@ -130,15 +131,15 @@ class Store(
             conn, problems = _connect_when_free(self.path)
         except sqlite3.OperationalError as exc:  # cannot open, I/O error, locked, disk full
             raise StoreError(
-                f"cannot open the database {self.path}: {exc}{_space_hint(self.path)} "
+                f"cannot open the database {self.path}: {exc}{space_hint(self.path)} "
                 "(check the path, its permissions and the free space on its disk)"
             ) from exc
         except sqlite3.DatabaseError as exc:  # not a database, malformed
-            raise StoreError(f"the database {self.path} is damaged ({exc}): {_DAMAGED}") from exc
+            raise StoreError(f"the database {self.path} is damaged ({exc}): {DAMAGED_FILE_ADVICE}") from exc
         if problems != ["ok"]:
             conn.close()
             found = " ".join(" ".join(problems).split())[:200]
-            raise StoreError(f"the database {self.path} is damaged ({found}): {_DAMAGED}")
+            raise StoreError(f"the database {self.path} is damaged ({found}): {DAMAGED_FILE_ADVICE}")
         self._attach(conn)
         try:
             with self.transaction():
@@ -166,7 +167,9 @@ class Store(
         if found < 0 or "operations" not in tables:
             conn.close()
             what = (
-                f"has an unreadable schema version: {_DAMAGED}" if found < 0 else "is not a scalebot database"
+                f"has an unreadable schema version: {DAMAGED_FILE_ADVICE}"
+                if found < 0
+                else "is not a scalebot database"
             )
             raise StoreError(f"{path} {what}")
         if found > SCHEMA_VERSION:

@@ -12,13 +12,13 @@ from engine.store.audit import (
     APPEND_ONLY_TABLES,
     AUDIT_CHAINED_TRIGGER,
     GENESIS_HASH,
-    _append_only_triggers,
-    _audit_hash,
-    _audit_triggers,
+    append_only_triggers,
+    audit_hash,
+    audit_triggers,
 )
-from engine.store.base import _DAMAGED, StoreBase, StoreError, log
-from engine.store.operations import _encode
-from engine.store.schedules import _row_to_schedule, schedule_fingerprint
+from engine.store.base import DAMAGED_FILE_ADVICE, StoreBase, StoreError, log
+from engine.store.operations import encode_record
+from engine.store.schedules import row_to_schedule, schedule_fingerprint
 
 SCHEMA_VERSION = 5
 """3: the audit rows are hash-chained. 4: an operation's progress and summary are typed records
@@ -236,7 +236,7 @@ class MigrationsStore(StoreBase):
             return int(row[0]) if row else 0
         except ValueError as exc:
             raise StoreError(
-                f"the database {self.path} has an unreadable schema version {row[0]!r}: {_DAMAGED}"
+                f"the database {self.path} has an unreadable schema version {row[0]!r}: {DAMAGED_FILE_ADVICE}"
             ) from exc
 
     def _migrate(self) -> None:
@@ -269,7 +269,7 @@ class MigrationsStore(StoreBase):
             for name, sql in self._conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'")
         }
         for table in APPEND_ONLY_TABLES:
-            triggers = _audit_triggers() if table == "audit" else _append_only_triggers(table)
+            triggers = audit_triggers() if table == "audit" else append_only_triggers(table)
             for name, sql in triggers.items():
                 if existing.get(name) == sql:
                     continue
@@ -295,7 +295,7 @@ class MigrationsStore(StoreBase):
             summary = summary_from_legacy(json.loads(result or "{}"))
             self._conn.execute(
                 "UPDATE operations SET step_data = ?, result = ? WHERE id = ?",
-                (_encode(progress), _encode(summary), op_id),
+                (encode_record(progress), encode_record(summary), op_id),
             )
 
     def _create(self, table: _Table) -> None:
@@ -334,7 +334,7 @@ class MigrationsStore(StoreBase):
         for row in self._conn.execute(
             "SELECT id, at, actor, action, op_id, cluster, detail FROM audit ORDER BY id"
         ).fetchall():
-            digest = _audit_hash(prev, row)
+            digest = audit_hash(prev, row)
             self._conn.execute(
                 "UPDATE audit SET prev_hash = ?, hash = ? WHERE id = ?", (prev, digest, row[0])
             )
@@ -354,7 +354,7 @@ class MigrationsStore(StoreBase):
             for row in db.table("schedules").rows_where(
                 "approval_mode = 'pre_approved' AND approved_by != ''"
             ):
-                stored = _row_to_schedule(row)
+                stored = row_to_schedule(row)
                 db.table("schedule_approvals").insert(
                     {
                         "schedule": stored.name,

@@ -93,12 +93,12 @@ class OperationsStore(ClaimsStore):
     def get_operation(self, op_id: str) -> Operation | None:
         with self._lock:
             rows = list(self.db.table("operations").rows_where("id = ?", [op_id]))
-        return _row_to_op(rows[0]) if rows else None
+        return row_to_op(rows[0]) if rows else None
 
     def operation_by_approval(self, approval_id: str) -> Operation | None:
         with self._lock:
             rows = list(self.db.table("operations").rows_where("approval_id = ?", [approval_id]))
-        return _row_to_op(rows[0]) if rows else None
+        return row_to_op(rows[0]) if rows else None
 
     def list_operations(
         self, *, cluster: str | None = None, states: Sequence[OpState] | None = None, limit: int = 50
@@ -114,7 +114,7 @@ class OperationsStore(ClaimsStore):
             rows = self.db.table("operations").rows_where(
                 " AND ".join(where) or None, args, order_by="created_at DESC, id DESC", limit=limit
             )
-            return [_row_to_op(r) for r in rows]
+            return [row_to_op(r) for r in rows]
 
     # -- journal (append-only) ----------------------------------------------------------------------
 
@@ -167,7 +167,7 @@ class OperationsStore(ClaimsStore):
             ]
 
 
-def _encode(record: OperationProgress | OperationSummary | None) -> str:
+def encode_record(record: OperationProgress | OperationSummary | None) -> str:
     return _ENCODER.encode(record).decode()
 
 
@@ -185,19 +185,19 @@ def _op_to_row(op: Operation) -> dict[str, Any]:
         "plan": json.dumps(op.plan.to_json(), sort_keys=True),
         "plan_hash": op.plan.plan_hash,
         "step": op.step,
-        "step_data": _encode(op.progress),
+        "step_data": encode_record(op.progress),
         "approval_id": op.approval_id,
         "approvals_required": op.approvals_required,
         "expires_at": op.expires_at.isoformat() if op.expires_at else "",
         "message_ts": op.message_ts,
         "thread_ts": op.thread_ts,
-        "result": _encode(op.summary),
+        "result": encode_record(op.summary),
         "error": op.error,
         "initiated_by": json.dumps(list(op.initiated_by)),
     }
 
 
-def _row_to_op(row: Mapping[str, Any]) -> Operation:
+def row_to_op(row: Mapping[str, Any]) -> Operation:
     return Operation(
         id=row["id"],
         kind=OpKind(row["kind"]),

@@ -11,19 +11,19 @@ from engine.domain.operation import (
     Operation,
 )
 from engine.store.audit import (
-    _AUDIT_CHAIN_ROWS,
+    AUDIT_CHAIN_ROWS,
     AUDIT_CHAINED_TRIGGER,
     GENESIS_HASH,
     KEY_APPLIED,
     AuditKey,
     AuditProblem,
     AuditUnverifiable,
-    _audit_triggers,
-    _chain_problems,
+    audit_triggers,
+    chain_problems,
 )
 from engine.store.base import StoreError
 from engine.store.migrations import SCHEMA_VERSION
-from engine.store.operations import _row_to_op
+from engine.store.operations import row_to_op
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,12 +69,12 @@ def verify_audit_file(
     conn = open_read_only(path)
     try:
         altered = _require_chain_schema(conn, path)
-        rows = conn.execute(_AUDIT_CHAIN_ROWS).fetchall()
+        rows = conn.execute(AUDIT_CHAIN_ROWS).fetchall()
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"cannot read the database {path}: {exc}") from exc
     finally:
         conn.close()
-    problems = tuple(_chain_problems(rows, key, path))
+    problems = tuple(chain_problems(rows, key, path))
     expected_row = None
     appended: tuple[AuditEntry, ...] = ()
     if expect_head is not None:
@@ -104,7 +104,41 @@ def read_operations_file(path: str) -> list[Operation]:
         raise StoreError(f"cannot read the database {path}: {exc}") from exc
     finally:
         conn.close()
-    return [_row_to_op(dict(row)) for row in rows]
+    return [row_to_op(dict(row)) for row in rows]
+
+
+CLUSTER_COLUMNS = (
+    ("operations", "cluster"),
+    ("audit", "cluster"),
+    ("schedules", "cluster"),
+    ("restore", "cluster"),
+    ("workload_records", "cluster"),
+    ("displaced", "cluster"),
+    ("savings_posts", "cluster"),
+    ("simulation", "cluster"),
+)
+"""Where a database file names the clusters it holds records of."""
+
+
+def recorded_clusters(path: str) -> frozenset[str]:
+    """Every cluster the file holds a record of (operations, audit, schedules, saved sizes, a
+    simulated cluster's state), read without changing a byte of it. Raises StoreError for a file
+    that is not a scalebot database."""
+    conn = open_read_only(path)
+    try:
+        if schema_version(conn) <= 0:
+            raise StoreError(f"{path} is not a scalebot database")
+        tables = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        names: set[str] = set()
+        for table, column in CLUSTER_COLUMNS:
+            if table in tables:
+                rows = conn.execute(f"SELECT DISTINCT {column} FROM {table} WHERE {column} IS NOT NULL")
+                names.update(str(r[0]) for r in rows)
+        return frozenset(names)
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"cannot read the database {path}: {exc}") from exc
+    finally:
+        conn.close()
 
 
 def open_read_only(path: str) -> sqlite3.Connection:
@@ -162,7 +196,7 @@ def _require_chain_schema(conn: sqlite3.Connection, path: str) -> tuple[str, ...
             "its hash chain was removed outside scalebot, so the rows cannot be trusted"
         )
     altered = []
-    for name, sql in _audit_triggers().items():
+    for name, sql in audit_triggers().items():
         if objects.get(("trigger", name)) != sql:
             state = "is missing" if ("trigger", name) not in objects else "was replaced"
             altered.append(

@@ -124,14 +124,14 @@ class SchedulesStore(StoreBase):
     def get_schedule(self, name: str) -> StoredSchedule | None:
         with self._lock:
             rows = list(self.db.table("schedules").rows_where("name = ?", [name]))
-        return _row_to_schedule(rows[0]) if rows else None
+        return row_to_schedule(rows[0]) if rows else None
 
     def list_schedules(self, *, cluster: str | None = None) -> list[StoredSchedule]:
         with self._lock:
             rows = self.db.table("schedules").rows_where(
                 "cluster = ?" if cluster else None, [cluster] if cluster else [], order_by="name"
             )
-            return [_row_to_schedule(r) for r in rows]
+            return [row_to_schedule(r) for r in rows]
 
     def set_schedule_enabled(self, name: str, enabled: bool, *, since: datetime | None = None) -> None:
         """Pause or resume; a resume moves `active_since` so events while paused are never run late."""
@@ -331,7 +331,9 @@ def schedule_fingerprint(stored: StoredSchedule) -> str:
         "exceptions": list(stored.exceptions),
         "approval_mode": stored.approval_mode,
     }
-    if stored.days_off:  # only when set, so the schedules saved before it keep their pre-approvals
+    # An option enters only when set, so the schedules saved before it keep their pre-approvals
+    # (tests/unit/engine/schedules/test_schedule_fingerprint.py enumerates the fields).
+    if stored.days_off:
         essence["days_off"] = dict(stored.days_off)
     return hashlib.sha256(json.dumps(essence, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -362,7 +364,7 @@ def _schedule_to_row(s: StoredSchedule) -> dict[str, Any]:
     }
 
 
-def _row_to_schedule(row: Mapping[str, Any]) -> StoredSchedule:
+def row_to_schedule(row: Mapping[str, Any]) -> StoredSchedule:
     return StoredSchedule(
         name=row["name"],
         cluster=row["cluster"],

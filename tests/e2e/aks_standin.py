@@ -45,7 +45,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from engine.pools.aks import AGENT_POOL_LABEL
-from localcluster import bodies, objects, rest
+from tests.e2e.cloud_standin import KeepsNodes, Machine, StandInNodes, advance
 
 STANDIN_LABEL = "scalebot.test/aks-standin"
 TOKEN = "aks-standin-" + secrets.token_hex(8)
@@ -88,7 +88,7 @@ class AgentPoolState:
 
 
 @dataclass
-class AksStandIn:
+class AksStandIn(KeepsNodes):
     kube: Any
     subscription: str
     resource_group: str
@@ -100,6 +100,10 @@ class AksStandIn:
     pools: dict[str, AgentPoolState] = field(default_factory=dict)
     operations: dict[str, Json] = field(default_factory=dict)
     requests: list[tuple[str, str]] = field(default_factory=list)
+    power: str = "Running"
+    """The managed cluster's powerState.code: Running, or Stopped (no machine, no Node)."""
+    cluster_state: str = "Succeeded"
+    """The managed cluster's provisioningState: Succeeded, Stopping, Starting."""
     _lock: threading.RLock = field(default_factory=threading.RLock)
     _ids: Any = field(default_factory=itertools.count)
     _server: ThreadingHTTPServer | None = None
@@ -165,31 +169,29 @@ class AksStandIn:
         with self._lock:
             return self.pools[pool].count, self.pools[pool].autoscale
 
-    def node_names(self, pool: str | None = None) -> list[str]:
-        selector = f"{STANDIN_LABEL}={self.cluster}" + (f",{AGENT_POOL_LABEL}={pool}" if pool else "")
-        found = rest.list_items(self.kube, rest.node_path(), label_selector=selector)
-        return sorted(n["metadata"]["name"] for n in found)
-
-    def cleanup(self) -> None:
-        objects.delete_nodes(self.kube, self.node_names())
+    @property
+    def _nodes(self) -> StandInNodes:
+        return StandInNodes(self.kube, STANDIN_LABEL, self.cluster, AGENT_POOL_LABEL)
 
     # -- the cloud's own work ----------------------------------------------------------------------
 
     def reconcile(self) -> None:
         with self._lock:
-            for op in self.operations.values():
-                if op["status"] != "InProgress":
-                    continue
-                op["rounds"] -= 1
-                if op["rounds"] <= 0:
-                    op["apply"]()
-                    op["status"] = "Failed" if op.get("error") else "Succeeded"
+            advance(
+                self.operations.values(),
+                running="InProgress",
+                ended=lambda op: "Failed" if op.get("error") else "Succeeded",
+            )
+            if self.cluster_state != "Succeeded" and not self._running():
+                self.cluster_state = "Succeeded"
             for pool in self.pools.values():
                 if pool.state != "Succeeded" and not self._running():
                     pool.state = "Succeeded"
+                if self.power == "Stopped":
+                    pool.machines.clear()  # a stopped cluster's machines are gone; counts stay
                 while len(pool.machines) > pool.count:
                     pool.machines.pop(0)  # the oldest: not necessarily what scalebot drained
-                while len(pool.machines) < pool.count:
+                while self.power == "Running" and len(pool.machines) < pool.count:
                     pool.machines.append(f"{pool.vmss}{pool.serial:06x}")
                     pool.serial += 1
                 self._converge_nodes(pool)
@@ -198,31 +200,15 @@ class AksStandIn:
         return [o for o in self.operations.values() if o["status"] == "InProgress"]
 
     def _converge_nodes(self, pool: AgentPoolState) -> None:
-        selector = f"{STANDIN_LABEL}={self.cluster},{AGENT_POOL_LABEL}={pool.name}"
-        present = {
-            n["metadata"]["name"]
-            for n in rest.list_items(self.kube, rest.node_path(), label_selector=selector)
-        }
         node_group = f"MC_{self.resource_group}_{self.cluster}_{REGION}"
-        for machine in pool.machines:
-            if machine in present:
-                continue
-            labels = {
-                STANDIN_LABEL: self.cluster,
-                AGENT_POOL_LABEL: pool.name,
-                "kubernetes.azure.com/mode": pool.mode.lower(),
-                "topology.kubernetes.io/region": REGION,
-            }
-            body = bodies.node_body(machine, pool.name, labels=labels, cpu="2", memory="8Gi")
-            body["spec"]["providerID"] = (
-                f"azure:///subscriptions/{self.subscription}/resourceGroups/{node_group}/providers/"
-                f"Microsoft.Compute/virtualMachineScaleSets/{pool.vmss}/virtualMachines/"
-                f"{int(machine[-6:], 16)}"
-            )
-            rest.create(self.kube, rest.node_path(), body)
-        gone = sorted(present - set(pool.machines))
-        if gone:
-            objects.delete_nodes(self.kube, gone)
+        vmss = (
+            f"azure:///subscriptions/{self.subscription}/resourceGroups/{node_group}/providers/"
+            f"Microsoft.Compute/virtualMachineScaleSets/{pool.vmss}/virtualMachines/"
+        )
+        labels = {"kubernetes.azure.com/mode": pool.mode.lower(), "topology.kubernetes.io/region": REGION}
+        self._nodes.converge(
+            pool.name, [Machine(m, f"{vmss}{int(m[-6:], 16)}", labels) for m in pool.machines]
+        )
 
     # -- HTTP --------------------------------------------------------------------------------------
 
@@ -261,6 +247,11 @@ class AksStandIn:
             f"Microsoft.ContainerService/managedClusters/{self.cluster}/agentPools"
         )
         ops = f"/subscriptions/{self.subscription}/providers/Microsoft.ContainerService/locations/{REGION}"
+        cluster = base.removesuffix("/agentPools")
+        if method == "GET" and path == cluster:
+            return 200, self._cluster_json(), {}
+        if method == "POST" and path in (f"{cluster}/stop", f"{cluster}/start"):
+            return self._power(path.rsplit("/", 1)[-1])
         if method == "GET" and path == base:
             return 200, {"value": [self._pool_json(p) for p in self.pools.values()]}, {}
         if match := re.fullmatch(re.escape(base) + r"/([^/]+)", path):
@@ -294,7 +285,7 @@ class AksStandIn:
             "type": "VirtualMachineScaleSets",
             "enableAutoScaling": enabled,
             "provisioningState": pool.state,
-            "powerState": {"code": "Running"},
+            "powerState": {"code": self.power},
             "orchestratorVersion": "1.36.3",
             "currentOrchestratorVersion": "1.36.3",
         }
@@ -308,13 +299,42 @@ class AksStandIn:
             "properties": props,
         }
 
-    def _check_change(self, action: str, pool: AgentPoolState) -> None:
+    def _cluster_json(self) -> Json:
+        return {
+            "id": f"/subscriptions/{self.subscription}/resourceGroups/{self.resource_group}/providers/"
+            f"Microsoft.ContainerService/managedClusters/{self.cluster}",
+            "name": self.cluster,
+            "type": "Microsoft.ContainerService/ManagedClusters",
+            "location": REGION,
+            "properties": {
+                "provisioningState": self.cluster_state,
+                "powerState": {"code": self.power},
+                "kubernetesVersion": "1.36.3",
+                "agentPoolProfiles": [
+                    {"name": p.name, "count": p.count, "mode": p.mode} for p in self.pools.values()
+                ],
+            },
+        }
+
+    def _power(self, verb: str) -> tuple[int, Any, dict[str, str]]:
+        """managedClusters/stop and /start (POST, 202 with the operation's URLs): the cluster's
+        powerState turns Stopped or Running as the operation ends; the agent pools keep their count."""
+        self._check_change(f"{verb}/action", None)
+        self.cluster_state = "Stopping" if verb == "stop" else "Starting"
+
+        def apply() -> None:
+            self.power = "Stopped" if verb == "stop" else "Running"
+
+        return 202, None, self._operation(None, apply)
+
+    def _check_change(self, action: str, pool: AgentPoolState | None) -> None:
+        scope = "managedClusters" if pool is None else "managedClusters/agentPools"
         if action in self.denied:
             raise ArmError(
                 403,
                 "AuthorizationFailed",
                 f"The client 'scalebot' does not have authorization to perform action "
-                f"'Microsoft.ContainerService/managedClusters/agentPools/{action}' over scope "
+                f"'Microsoft.ContainerService/{scope}/{action}' over scope "
                 f"'/subscriptions/{self.subscription}/resourceGroups/{self.resource_group}' or the scope "
                 "is invalid.",
             )
@@ -326,21 +346,31 @@ class AksStandIn:
                 f"Another operation ({running[0]['pool']} - Scaling) is in progress, please wait for it to "
                 "finish before starting a new operation.",
             )
+        if pool is not None and self.power != "Running":
+            raise ArmError(
+                409,
+                "OperationNotAllowed",
+                f"The managed cluster {self.cluster} is {self.power}: start it before changing agent pools.",
+            )
 
-    def hold(self, pool: str, rounds: int) -> None:
-        """Another change (an upgrade) in progress on the agent pool for `rounds` reconcile rounds."""
+    def hold(self, pool: str | None, rounds: int) -> None:
+        """Another change (an upgrade) in progress on the agent pool (None: on the managed
+        cluster) for `rounds` reconcile rounds."""
         with self._lock:
-            self._operation(self.pools[pool], lambda: None, rounds=rounds)
+            self._operation(None if pool is None else self.pools[pool], lambda: None, rounds=rounds)
 
     def _operation(
-        self, pool: AgentPoolState, apply: Any, error: Json | None = None, *, rounds: int = 1
+        self, pool: AgentPoolState | None, apply: Any, error: Json | None = None, *, rounds: int = 1
     ) -> dict[str, str]:
+        """An operation on `pool` (None: on the managed cluster itself)."""
         name = f"{next(self._ids)}-{secrets.token_hex(4)}"
-        op: Json = {"name": name, "status": "InProgress", "pool": pool.name, "apply": apply, "rounds": rounds}
+        what = self.cluster if pool is None else pool.name
+        op: Json = {"name": name, "status": "InProgress", "pool": what, "apply": apply, "rounds": rounds}
         if error:
             op["error"] = error
         self.operations[name] = op
-        pool.state = "Scaling"
+        if pool is not None:
+            pool.state = "Scaling"
         provider = "providers/Microsoft.ContainerService"
         ops = f"{self.url}/subscriptions/{self.subscription}/{provider}/locations/{REGION}"
         return {
@@ -415,6 +445,10 @@ class AksStandIn:
             pool.count = len(pool.machines)
 
         return 202, None, self._operation(pool, apply)
+
+
+def _ended(op: Json) -> str:
+    return "Failed" if op.get("error") else "Succeeded"
 
 
 def _certificate(directory: Path) -> tuple[Path, Path]:

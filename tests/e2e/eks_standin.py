@@ -26,8 +26,9 @@ from typing import Any
 import boto3
 
 from engine.pools.eks import NODEGROUP_LABEL
-from localcluster import bodies, objects, rest, waits
+from localcluster import waits
 from tests.aws_endpoint import REGION
+from tests.e2e.cloud_standin import KeepsNodes, Machine, StandInNodes
 from tests.e2e.support import StandInLoop
 
 STANDIN_LABEL = "scalebot.test/eks-standin"
@@ -38,7 +39,7 @@ ZONE = f"{REGION}a"
 
 
 @dataclass
-class EksStandIn:
+class EksStandIn(KeepsNodes):
     kube: Any
     """An admin ApiClient: the stand-in creates and deletes Nodes."""
     endpoint: str
@@ -104,12 +105,9 @@ class EksStandIn:
         """Instance ids of the node group's group, in launch order."""
         return [i["InstanceId"] for i in self.group(name)["Instances"]]
 
-    def node_names(self, name: str | None = None) -> list[str]:
-        selector = f"{STANDIN_LABEL}={self.cluster}" + (f",{NODEGROUP_LABEL}={name}" if name else "")
-        return sorted(
-            n["metadata"]["name"]
-            for n in rest.list_items(self.kube, rest.node_path(), label_selector=selector)
-        )
+    @property
+    def _nodes(self) -> StandInNodes:
+        return StandInNodes(self.kube, STANDIN_LABEL, self.cluster, NODEGROUP_LABEL)
 
     @staticmethod
     def node_name(nodegroup: str, instance: str) -> str:
@@ -135,40 +133,16 @@ class EksStandIn:
         self._pushed[name] = scaling
 
     def _converge_nodes(self, name: str) -> None:
-        serving = {
-            i["InstanceId"]: i["AvailabilityZone"]
+        serving = [
+            Machine(
+                self.node_name(name, i["InstanceId"]),
+                f"aws:///{i['AvailabilityZone']}/{i['InstanceId']}",
+                {"topology.kubernetes.io/zone": i["AvailabilityZone"], "team": "web"},
+            )
             for i in self.group(name)["Instances"]
             if i["LifecycleState"] == "InService"
-        }
-        present = {
-            n["metadata"]["name"]: n
-            for n in rest.list_items(
-                self.kube,
-                rest.node_path(),
-                label_selector=f"{STANDIN_LABEL}={self.cluster},{NODEGROUP_LABEL}={name}",
-            )
-        }
-        for instance, zone in sorted(serving.items()):
-            node = self.node_name(name, instance)
-            if node in present:
-                continue
-            labels = {
-                STANDIN_LABEL: self.cluster,
-                NODEGROUP_LABEL: name,
-                "topology.kubernetes.io/zone": zone,
-                "team": "web",
-            }
-            body = bodies.node_body(node, name, labels=labels, cpu="2", memory="8Gi")
-            body["spec"]["providerID"] = f"aws:///{zone}/{instance}"
-            rest.create(self.kube, rest.node_path(), body)
-        wanted = {self.node_name(name, i) for i in serving}
-        gone = [n for n in present if n not in wanted]
-        if gone:
-            # The cloud node lifecycle controller deletes the Node of an instance that is gone.
-            objects.delete_nodes(self.kube, gone)
-
-    def cleanup(self) -> None:
-        objects.delete_nodes(self.kube, self.node_names())
+        ]
+        self._nodes.converge(name, serving)
 
 
 def standin_loop(standin: EksStandIn) -> StandInLoop:

@@ -43,7 +43,7 @@ from google.auth import jwt
 from google.cloud import compute_v1, container_v1
 
 from engine.pools.gke import NODE_POOL_LABEL
-from localcluster import bodies, objects, rest
+from tests.e2e.cloud_standin import KeepsNodes, Machine, StandInNodes, advance
 
 STANDIN_LABEL = "scalebot.test/gke-standin"
 TOKEN = "standin-" + secrets.token_hex(8)
@@ -95,7 +95,7 @@ class NodePoolState:
 
 
 @dataclass
-class GkeStandIn:
+class GkeStandIn(KeepsNodes):
     kube: Any
     """An admin ApiClient: the stand-in creates and deletes Nodes."""
     project: str
@@ -227,25 +227,15 @@ class GkeStandIn:
         with self._lock:
             return dict(self.pools[pool].autoscaling)
 
-    def node_names(self, pool: str | None = None) -> list[str]:
-        selector = f"{STANDIN_LABEL}={self.cluster}" + (f",{NODE_POOL_LABEL}={pool}" if pool else "")
-        found = rest.list_items(self.kube, rest.node_path(), label_selector=selector)
-        return sorted(n["metadata"]["name"] for n in found)
-
-    def cleanup(self) -> None:
-        objects.delete_nodes(self.kube, self.node_names())
+    @property
+    def _nodes(self) -> StandInNodes:
+        return StandInNodes(self.kube, STANDIN_LABEL, self.cluster, NODE_POOL_LABEL)
 
     # -- the cloud's own work ----------------------------------------------------------------------
 
     def reconcile(self) -> None:
         with self._lock:
-            for op in self.operations.values():
-                if op["status"] != "RUNNING":
-                    continue
-                op["rounds"] -= 1
-                if op["rounds"] <= 0:
-                    op["apply"]()
-                    op["status"] = "DONE"
+            advance(self.operations.values(), running="RUNNING", ended=lambda _: "DONE")
             for op in self.zone_operations.values():
                 op["status"] = "DONE"
             for pool in self.pools.values():
@@ -265,30 +255,15 @@ class GkeStandIn:
             group.instances.append(Instance(f"{base}-{secrets.token_hex(2)}"))
 
     def _converge_nodes(self, pool: NodePoolState, *, keep: bool) -> None:
-        selector = f"{STANDIN_LABEL}={self.cluster},{NODE_POOL_LABEL}={pool.name}"
-        found = rest.list_items(self.kube, rest.node_path(), label_selector=selector)
-        present = {n["metadata"]["name"] for n in found}
-        serving = {
-            i.name: g.zone
+        serving = [
+            Machine(
+                i.name, f"gce://{self.project}/{g.zone}/{i.name}", {"topology.kubernetes.io/zone": g.zone}
+            )
             for g in pool.groups
             for i in g.instances
             if keep and i.status == "RUNNING" and i.action == "NONE"
-        }
-        for name, zone in sorted(serving.items()):
-            if name in present:
-                continue
-            labels = {
-                STANDIN_LABEL: self.cluster,
-                NODE_POOL_LABEL: pool.name,
-                "topology.kubernetes.io/zone": zone,
-            }
-            body = bodies.node_body(name, pool.name, labels=labels, cpu="2", memory="8Gi")
-            body["spec"]["providerID"] = f"gce://{self.project}/{zone}/{name}"
-            rest.create(self.kube, rest.node_path(), body)
-        gone = sorted(present - {n for n, _ in serving.items()})
-        if gone:
-            # The cloud node lifecycle controller deletes the Node of an instance that is gone.
-            objects.delete_nodes(self.kube, gone)
+        ]
+        self._nodes.converge(pool.name, serving)
 
     # -- HTTP --------------------------------------------------------------------------------------
 

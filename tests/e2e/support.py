@@ -5,8 +5,9 @@ is `kube`, scalebot's own client): `pools()` makes them (all under the selector 
 `operations()` gives the real Operations over them (cluster "e2e") for a block, its runner stopped
 when the block ends; `deployment()` / `budget()` put workloads and their PodDisruptionBudgets there
 and wait until the controllers have seen them; `request()` / `run()` ask for an operation and wait
-for its end, `finish()` / `wait_for_step()` wait for one already asked for; `scalebot_args()` is
-the command line of `python -m bot` against the same cluster, and `journal()` reads the
+for its end, `finish()` / `wait_for_step()` wait for one already asked for; `cloud_operations()` /
+`run_on()` do the same for a cloud provider's cluster (eks, gke, aks) against its stand-in;
+`scalebot_args()` is the command line of `python -m bot` against the same cluster, and `journal()` reads the
 operations' journal as a second reader would.
 """
 
@@ -150,6 +151,41 @@ def run(ops: Operations, req: OperationRequest, timeout: float = 120) -> Any:
     out = ops.request(req)
     assert out.ok, out.reply
     return finish(ops, out.operation.id, timeout)
+
+
+CLOUD_FAST = dataclasses.replace(
+    FAST,
+    graceful_window=timedelta(seconds=5),
+    pass_interval=timedelta(seconds=1),
+    # A wake follows workloads not yet back this long (a keeper pinned to a node the wake does not
+    # bring back must not hold the test for long).
+    workloads_return_timeout=timedelta(seconds=10),
+)
+"""The pacing of the cloud providers' tests (eks, gke, aks) against their stand-ins."""
+
+
+def cloud_operations(db: Path, handle: ClusterHandle) -> Operations:
+    """The real Operations over one cloud provider's cluster (named as its handle) at CLOUD_FAST;
+    the test stops its runner."""
+    return new_operations(Store(db), {handle.name: handle}, {}, SystemClock(), settings=CLOUD_FAST)
+
+
+def run_on(ops: Operations, cluster: str, kind: OpKind, *pools: str, size: int | None = None) -> Operation:
+    """An operation on `cluster`'s pools (none: all of them) requested as the CLI, run to its end
+    (the cloud stand-ins' operations take a few reconcile rounds each); returned as stored."""
+    req = OperationRequest(
+        kind=kind, target=Target(cluster=cluster, pools=pools, size=size), requested_by="cli:e2e"
+    )
+    return run(ops, req, timeout=180)
+
+
+def pod_uids(admin_api: Any, namespace: str, app: str) -> dict[str, str]:
+    """uid -> node of the pods of Deployment `app` (created by `objects.create_deployment`)."""
+    return {
+        p["metadata"]["uid"]: p["spec"].get("nodeName", "")
+        for p in rest.list_pods(admin_api, namespace)
+        if p["metadata"].get("labels", {}).get("app") == app
+    }
 
 
 def wait_for_step(ops: Operations, op_id: str, step: str, timeout: float = 60) -> None:

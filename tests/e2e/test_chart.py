@@ -4,9 +4,12 @@ Covers: `helm lint` passes with the default and the full values file (every opti
 file the schema refuses fails at install with the key named; both Slack modes render exactly the
 objects the matching Kustomize overlay renders (labels that differ by design normalised: Helm's
 release labels, the generated ConfigMap's hash suffix, the checksum annotation; the Namespace is
-Kustomize's alone, Helm installs into one); a config change rolls the pod in both (checksum
-annotation, configMapGenerator name); and the rendered objects of both values files pass
-`kubectl apply --dry-run=server` as admin (validation and admission, PodSecurity included).
+Kustomize's alone, Helm installs into one; `helm test`'s hook Pod and the health Service it asks
+are the chart's alone); the hook Pod is restricted, runs scalebot's image and is selected by
+nothing; a config change rolls the pod in both (checksum annotation, configMapGenerator name); and
+the rendered objects of both values files, the hook Pod included, pass `kubectl apply
+--dry-run=server` as admin (validation and admission, PodSecurity included). `helm test` itself:
+test_chart_helm_test.py.
 """
 
 from __future__ import annotations
@@ -176,11 +179,23 @@ def test_the_knobs_platform_teams_expect_reach_the_objects(helm: Path) -> None:
     assert default_claim["metadata"]["annotations"] == {KEEP: "keep"}
     assert "SCALEBOT_AUDIT_KEY_FILE" not in str(_by_kind(template(helm), "Deployment"))
     (monitor,) = _by_kind(docs, "ServiceMonitor")
-    (metrics,) = [s for s in _by_kind(docs, "Service") if s["metadata"]["name"].endswith("-metrics")]
+    (metrics,) = [s for s in _by_kind(docs, "Service") if s["metadata"]["name"].endswith("-health")]
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
     assert monitor["spec"]["selector"]["matchLabels"].items() <= metrics["metadata"]["labels"].items()
     assert metrics["spec"]["ports"] == [
         {"name": "health", "port": 9090, "targetPort": "health", "protocol": "TCP"}
+    ]
+    (config_map,) = [c for c in _by_kind(docs, "ConfigMap") if c["metadata"]["name"].endswith("-config")]
+    config = yaml.safe_load(config_map["data"]["config.yaml"])
+    assert config["fleet_digest_channel"] == "C0FLEET" and config["sender"]["posts_per_minute"] == 90
+    (hook,) = [p for p in _by_kind(docs, "Pod") if p["metadata"]["annotations"]["helm.sh/hook"] == "test"]
+    assert hook["spec"]["nodeSelector"] == {"kubernetes.io/os": "linux"}
+    assert hook["spec"]["tolerations"][0]["key"] == "dedicated"
+    assert hook["spec"]["imagePullSecrets"] == [{"name": "regcred"}]
+    assert hook["spec"]["containers"][0]["image"] == container["image"]
+    assert hook["spec"]["containers"][0]["resources"]["limits"] == {"cpu": "100m", "memory": "96Mi"}
+    assert hook["spec"]["containers"][0]["env"] == [
+        {"name": "SCALEBOT_HEALTH_SERVICE", "value": "platform-scalebot-health.scalebot.svc:9090"}
     ]
     peers = {p["metadata"]["name"]: p["spec"]["ingress"][0]["from"] for p in _by_kind(docs, "NetworkPolicy")}
     assert peers["platform-scalebot"][1]["namespaceSelector"]["matchLabels"] == {
@@ -194,6 +209,41 @@ def test_the_knobs_platform_teams_expect_reach_the_objects(helm: Path) -> None:
 def _optional_rules(docs: list[dict[str, Any]]) -> set[str]:
     (role,) = [d for d in _by_kind(docs, "ClusterRole") if d["metadata"]["name"] == "scalebot"]
     return {OPTIONAL_GROUPS[g] for r in role["rules"] for g in r["apiGroups"] if g in OPTIONAL_GROUPS}
+
+
+def test_the_test_hook_asks_the_health_service_as_a_restricted_pod(helm: Path) -> None:
+    """`helm test`'s Pod: scalebot's image, the Service's address in its environment, the chart's
+    security contexts, no token; never selected by the Deployment or the Services."""
+    docs = template(helm)
+    (hook,) = _by_kind(docs, "Pod")
+    (deployment,) = _by_kind(docs, "Deployment")
+    (service,) = _by_kind(docs, "Service")
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert hook["metadata"]["annotations"] == {
+        "helm.sh/hook": "test",
+        "helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded",
+    }
+    spec = hook["spec"]
+    (container,) = spec["containers"]
+    assert spec["restartPolicy"] == "Never" and spec["automountServiceAccountToken"] is False
+    assert spec["securityContext"] == values["podSecurityContext"]
+    assert container["securityContext"] == values["securityContext"]
+    assert container["image"] == deployment["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert container["command"][:2] == ["python", "-c"] and "/readyz" in container["command"][2]
+    assert service["metadata"]["name"] == "scalebot-health"
+    assert service["spec"]["ports"][0]["port"] == 8080
+    assert container["env"] == [
+        {"name": "SCALEBOT_HEALTH_SERVICE", "value": "scalebot-health.scalebot.svc:8080"}
+    ]
+    labels = hook["metadata"]["labels"].items()
+    assert not deployment["spec"]["selector"]["matchLabels"].items() <= labels
+    assert not service["spec"]["selector"].items() <= labels
+    assert not any(
+        d["kind"] == "Pod" or d["kind"] == "Service" for d in template(helm, "--set", "test.enabled=false")
+    )
+    monitored = template(helm, "--set", "test.enabled=false", "--set", "serviceMonitor.enabled=true")
+    assert [d["metadata"]["name"] for d in _by_kind(monitored, "Service")] == ["scalebot-health"]
+    assert not _by_kind(monitored, "Pod")
 
 
 def test_rbac_is_rendered_only_for_the_providers_and_integrations_in_use(helm: Path) -> None:
@@ -233,8 +283,14 @@ def test_an_existing_service_account_is_bound_not_created(helm: Path) -> None:
 def test_helm_and_kustomize_render_the_same_objects(
     helm: Path, control_plane: ControlPlane, mode: str, overlay: str
 ) -> None:
-    rendered = normalised(template(helm, "--set", f"slack.mode={mode}"))
+    rendered = normalised(template(helm, "--set", f"slack.mode={mode}", "--set", "test.enabled=false"))
     kustomized = normalised(kustomize(control_plane, MANIFESTS / "overlays" / overlay))
+    # `helm test` is the chart's own: its hook Pod and the health Service it asks, nothing else.
+    with_test = normalised(template(helm, "--set", f"slack.mode={mode}"))
+    assert sorted(set(with_test) - set(rendered)) == [
+        ("Pod", "scalebot-test-readyz"),
+        ("Service", "scalebot-health"),
+    ]
     # The default config is label pools only: the chart leaves out the optional rules, in order.
     role = kustomized[("ClusterRole", "scalebot")]
     role["rules"] = [r for r in role["rules"] if not set(r["apiGroups"]) & set(OPTIONAL_GROUPS)]

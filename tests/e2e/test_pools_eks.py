@@ -18,35 +18,20 @@ min/max/desired exactly as recorded and the thread follows the node groups and t
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bot.runtime import wiring
-from engine.domain.clock import SystemClock
-from engine.domain.operation import OperationRequest, OpKind, OpState, Target
-from engine.domain.settings import RunnerSettings
-from engine.operations.service import Operations, new_operations
+from engine.domain.operation import OpKind, OpState
 from engine.pools.eks import record_name
-from engine.store.database import Store
 from localcluster import objects, rest, waits
 from tests.aws_endpoint import REGION, aws_environment, moto_endpoint
 from tests.e2e.eks_standin import EksStandIn, standin_loop
+from tests.e2e.support import cloud_operations, pod_uids, run_on
 
 pytestmark = pytest.mark.e2e
-
-FAST = RunnerSettings(
-    graceful_window=timedelta(seconds=5),
-    pass_interval=timedelta(seconds=1),
-    settle=timedelta(seconds=1),
-    drain_timeout=timedelta(seconds=60),
-    workers=2,
-    # The keeper Deployment is pinned to a node the wake does not bring back: the wake follows
-    # it this long.
-    workloads_return_timeout=timedelta(seconds=10),
-)
 
 
 @pytest.fixture
@@ -63,24 +48,6 @@ def eks(admin_api: Any, aws: str, unique_name: str) -> Iterator[EksStandIn]:
     standin.cleanup()
     for name in standin.eks.list_nodegroups(clusterName=standin.cluster)["nodegroups"]:
         rest.delete(admin_api, f"/api/v1/namespaces/scalebot/configmaps/{record_name(name)}")
-
-
-def _run(ops: Operations, kind: OpKind, *pools: str, size: int | None = None) -> Any:
-    target = Target(cluster="eks", pools=pools, size=size)
-    out = ops.request(OperationRequest(kind=kind, target=target, requested_by="cli:e2e"))
-    assert out.ok, out.reply
-    assert ops.runner.wait_idle(180), "operation did not finish in time"
-    op = ops.get(out.operation.id)
-    assert op is not None
-    return op
-
-
-def _pod_uids(admin_api: Any, namespace: str, app: str) -> dict[str, str]:
-    return {
-        p["metadata"]["uid"]: p["spec"].get("nodeName", "")
-        for p in rest.list_pods(admin_api, namespace)
-        if p["metadata"].get("labels", {}).get("app") == app
-    }
 
 
 def test_scale_down_terminates_the_drained_instances_and_zero_wake_restore_exactly(
@@ -103,7 +70,7 @@ def test_scale_down_terminates_the_drained_instances_and_zero_wake_restore_exact
         admin_api, namespace, "keeper", 2, node_selector={"kubernetes.io/hostname": first}, grace=1
     )
     waits.wait_for_deployment_available(admin_api, namespace, "keeper", timeout=60)
-    keepers = _pod_uids(admin_api, namespace, "keeper")
+    keepers = pod_uids(admin_api, namespace, "keeper")
 
     handle = wiring.connect_cluster(
         "eks",
@@ -123,11 +90,11 @@ def test_scale_down_terminates_the_drained_instances_and_zero_wake_restore_exact
     }
 
     loop = standin_loop(eks).start()
-    ops = new_operations(Store(tmp_path / "db.sqlite"), {"eks": handle}, {}, SystemClock(), settings=FAST)
+    ops = cloud_operations(tmp_path / "db.sqlite", handle)
     texts: list[str] = []
     ops.subscribe(lambda event: texts.append(event.text))
     try:
-        scaled = _run(ops, OpKind.SCALE, web, size=1)
+        scaled = run_on(ops, "eks", OpKind.SCALE, web, size=1)
         assert scaled.state is OpState.SUCCEEDED, scaled.error
         assert eks.scaling(web) == (1, 5, 1)
         # (With the stand-in's push of a lowered desired capacity, the group would settle at one
@@ -136,11 +103,11 @@ def test_scale_down_terminates_the_drained_instances_and_zero_wake_restore_exact
         assert eks.group(web)["DesiredCapacity"] == 1
         assert eks.instances(web) == [launched[0]], "exactly the drained nodes' instances were terminated"
         waits.wait_until(lambda: eks.node_names(web) == [first], 30, "the drained instances' Nodes gone")
-        assert _pod_uids(admin_api, namespace, "keeper") == keepers, "the node that stays was not disturbed"
+        assert pod_uids(admin_api, namespace, "keeper") == keepers, "the node that stays was not disturbed"
         assert eks.scaling(batch) == (2, 4, 2)
 
         texts.clear()
-        zero = _run(ops, OpKind.ZERO)
+        zero = run_on(ops, "eks", OpKind.ZERO)
         assert zero.state is OpState.SUCCEEDED, zero.error
         assert eks.scaling(web) == (0, 5, 0)
         assert eks.scaling(batch) == (0, 4, 0)
@@ -152,7 +119,7 @@ def test_scale_down_terminates_the_drained_instances_and_zero_wake_restore_exact
         assert texts[-1].endswith(f"3 nodes removed; pools {batch} 2 → 0, {web} 1 → 0"), texts
 
         texts.clear()
-        woken = _run(ops, OpKind.WAKE)
+        woken = run_on(ops, "eks", OpKind.WAKE)
         assert woken.state is OpState.SUCCEEDED, woken.error
         assert eks.scaling(web) == (1, 5, 1), "the size recorded by zero (after the scale to 1)"
         assert eks.scaling(batch) == (2, 4, 2)

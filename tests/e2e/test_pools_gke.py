@@ -19,33 +19,20 @@ the cluster, a node pool deleted underneath) end with the messages a user sees.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bot.runtime import wiring
-from engine.domain.clock import SystemClock
 from engine.domain.operation import OperationRequest, OpKind, OpState, Target
-from engine.domain.settings import RunnerSettings
-from engine.operations.service import Operations, new_operations
 from engine.pools.cloud import record_name
-from engine.store.database import Store
 from localcluster import objects, rest, waits
 from tests.e2e.gke_standin import GkeStandIn
-from tests.e2e.support import StandInLoop
+from tests.e2e.support import StandInLoop, cloud_operations, pod_uids, run_on
 
 pytestmark = pytest.mark.e2e
 
-FAST = RunnerSettings(
-    graceful_window=timedelta(seconds=5),
-    pass_interval=timedelta(seconds=1),
-    settle=timedelta(seconds=1),
-    drain_timeout=timedelta(seconds=60),
-    workers=2,
-    workloads_return_timeout=timedelta(seconds=10),
-)
 PROJECT = "scalebot-e2e"
 LOCATION = "europe-west1"
 ZONES = ("europe-west1-b", "europe-west1-c")
@@ -85,28 +72,10 @@ def _connect(gke: GkeStandIn, kubeconfig: Path, pools: str) -> wiring.ClusterHan
     )
 
 
-def _run(ops: Operations, kind: OpKind, *pools: str, size: int | None = None) -> Any:
-    target = Target(cluster="gke", pools=pools, size=size)
-    out = ops.request(OperationRequest(kind=kind, target=target, requested_by="cli:e2e"))
-    assert out.ok, out.reply
-    assert ops.runner.wait_idle(180), "operation did not finish in time"
-    op = ops.get(out.operation.id)
-    assert op is not None
-    return op
-
-
 def _bounds(gke: GkeStandIn, pool: str) -> tuple[bool, int, int]:
     """(enabled, minNodeCount, maxNodeCount) as stored; proto3 JSON leaves out zeros."""
     raw = gke.autoscaling(pool)
     return bool(raw.get("enabled")), int(raw.get("minNodeCount", 0)), int(raw.get("maxNodeCount", 0))
-
-
-def _pod_uids(admin_api: Any, namespace: str, app: str) -> dict[str, str]:
-    return {
-        p["metadata"]["uid"]: p["spec"].get("nodeName", "")
-        for p in rest.list_pods(admin_api, namespace)
-        if p["metadata"].get("labels", {}).get("app") == app
-    }
 
 
 def test_scale_down_deletes_the_drained_instances_and_zero_wake_scale_restore_exactly(
@@ -131,7 +100,7 @@ def test_scale_down_deletes_the_drained_instances_and_zero_wake_scale_restore_ex
             admin_api, namespace, f"keeper{i}", 1, node_selector={"kubernetes.io/hostname": node}, grace=1
         )
         waits.wait_for_deployment_available(admin_api, namespace, f"keeper{i}", timeout=60)
-    keepers = {**_pod_uids(admin_api, namespace, "keeper0"), **_pod_uids(admin_api, namespace, "keeper1")}
+    keepers = {**pod_uids(admin_api, namespace, "keeper0"), **pod_uids(admin_api, namespace, "keeper1")}
 
     handle = _connect(gke, scalebot_kubeconfig, f"{web},{batch}")
     pools = {p.name: p for p in handle.pools.list_pools()}
@@ -141,11 +110,11 @@ def test_scale_down_deletes_the_drained_instances_and_zero_wake_scale_restore_ex
     }
 
     loop = StandInLoop(gke, name="gke-standin", interval=0.3).start()
-    ops = new_operations(Store(tmp_path / "db.sqlite"), {"gke": handle}, {}, SystemClock(), settings=FAST)
+    ops = cloud_operations(tmp_path / "db.sqlite", handle)
     texts: list[str] = []
     ops.subscribe(lambda event: texts.append(event.text))
     try:
-        scaled = _run(ops, OpKind.SCALE, web, size=2)
+        scaled = run_on(ops, "gke", OpKind.SCALE, web, size=2)
         assert scaled.state is OpState.SUCCEEDED, scaled.error
         assert gke.targets(web) == [1, 1]
         assert sorted(gke.instances(web)) == sorted(oldest), "exactly the drained nodes' instances went"
@@ -154,11 +123,11 @@ def test_scale_down_deletes_the_drained_instances_and_zero_wake_scale_restore_ex
         waits.wait_until(
             lambda: gke.node_names(web) == sorted(oldest), 30, "the drained instances' Nodes gone"
         )
-        after = {**_pod_uids(admin_api, namespace, "keeper0"), **_pod_uids(admin_api, namespace, "keeper1")}
+        after = {**pod_uids(admin_api, namespace, "keeper0"), **pod_uids(admin_api, namespace, "keeper1")}
         assert after == keepers, "the nodes that stay were not disturbed"
 
         texts.clear()
-        zero = _run(ops, OpKind.ZERO)
+        zero = run_on(ops, "gke", OpKind.ZERO)
         assert zero.state is OpState.SUCCEEDED, zero.error
         assert _bounds(gke, web) == (True, 0, 5)
         assert gke.targets(web) == [0, 0] and gke.targets(batch) == [0, 0]
@@ -167,7 +136,7 @@ def test_scale_down_deletes_the_drained_instances_and_zero_wake_scale_restore_ex
         assert "Removed 4 nodes" in texts, texts
 
         texts.clear()
-        woken = _run(ops, OpKind.WAKE)
+        woken = run_on(ops, "gke", OpKind.WAKE)
         assert woken.state is OpState.SUCCEEDED, woken.error
         assert _bounds(gke, web) == (True, 1, 5)
         assert gke.targets(web) == [1, 1], "the size recorded by zero (after the scale to 2)"
@@ -181,7 +150,7 @@ def test_scale_down_deletes_the_drained_instances_and_zero_wake_scale_restore_ex
         stored = rest.get(admin_api, f"/api/v1/namespaces/scalebot/configmaps/{record_name('gke', web)}")
         assert "scalebot.io/restore" not in (stored["metadata"].get("annotations") or {}), "cleared by wake"
 
-        grown = _run(ops, OpKind.SCALE, batch, size=4)
+        grown = run_on(ops, "gke", OpKind.SCALE, batch, size=4)
         assert grown.state is OpState.SUCCEEDED, grown.error
         assert gke.targets(batch) == [2, 2]
         waits.wait_until(lambda: len(gke.node_names(batch)) == 4, 30, "four batch Nodes")
@@ -199,18 +168,18 @@ def test_errors_reach_the_user_in_one_line_and_a_busy_cluster_is_waited_for(
     gke.quota_nodes = 6
     handle = _connect(gke, scalebot_kubeconfig, "")
     loop = StandInLoop(gke, name="gke-standin", interval=0.3).start()
-    ops = new_operations(Store(tmp_path / "db.sqlite"), {"gke": handle}, {}, SystemClock(), settings=FAST)
+    ops = cloud_operations(tmp_path / "db.sqlite", handle)
     try:
         # Another operation (an upgrade) holds the cluster for a few rounds: setSize is refused
         # FAILED_PRECONDITION, waited on and tried again.
         gke.hold_cluster(rounds=8)
-        busy = _run(ops, OpKind.SCALE, pool, size=4)
+        busy = run_on(ops, "gke", OpKind.SCALE, pool, size=4)
         assert busy.state is OpState.SUCCEEDED, busy.error
         assert gke.targets(pool) == [2, 2]
         assert len([r for r in gke.requests if r[1].endswith(":setSize")]) > 1, "refused, then repeated"
 
         gke.denied.add("setSize")
-        denied = _run(ops, OpKind.SCALE, pool, size=6)
+        denied = run_on(ops, "gke", OpKind.SCALE, pool, size=6)
         assert denied.state is OpState.FAILED
         assert (
             f"nodePools.setSize denied for GKE cluster {gke.cluster}: scalebot's Google service account "
@@ -218,7 +187,7 @@ def test_errors_reach_the_user_in_one_line_and_a_busy_cluster_is_waited_for(
         ) in (denied.error or ""), denied.error
         gke.denied.clear()
 
-        quota = _run(ops, OpKind.SCALE, pool, size=8)
+        quota = run_on(ops, "gke", OpKind.SCALE, pool, size=8)
         assert quota.state is OpState.FAILED
         assert "failed: RESOURCE_EXHAUSTED: Insufficient regional quota" in (quota.error or ""), quota.error
         assert "\n" not in (quota.error or "")

@@ -3,7 +3,7 @@
 The cluster is this test's own label-defined pools (kwok nodes) with a Deployment on them; scalebot
 runs as its ServiceAccount through the real Operations (SystemClock, a short graceful window). The
 schedule service and the Slack side run on a FakeClock set to an instant of the schedule, and the
-timer is the real SchedulerRunner whose armed job the test runs at that instant (see
+timer is the real APSchedulerTimer whose armed job the test runs at that instant (see
 tests/slack/test_schedules_slack.py): nothing waits for 20:00.
 
 Covers: `/scale schedule add` over the real HTTP Bolt app; the announcement at the lead time; the sleep
@@ -28,7 +28,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from bot.runtime.timer import SchedulerRunner
+from bot.runtime.apscheduler_timer import APSchedulerTimer
 from bot.slack.app import serve_http
 from bot.slack.schedule_ui import ScheduleUi
 from engine.domain.clock import FakeClock, SystemClock
@@ -133,7 +133,7 @@ def slack_world(handle: ClusterHandle, db: Path, *, start: datetime = MON_17_CET
     bot = assemble(api, Engine(ops, {}), slack, subcommands=ui.subcommands(), clicks=ui.clicks())
     bot.http = serve_http(bot.app, 0, host="127.0.0.1")
     scheduler = ManualScheduler(timezone=UTC)
-    runner = SchedulerRunner(schedules, clock, ui.on_announce, ui.on_fired, scheduler=scheduler)
+    runner = APSchedulerTimer(schedules, clock, ui.on_announce, ui.on_fired, scheduler=scheduler)
     ui.attach(sender=bot.sender, app=bot.app, runner=runner)
     try:
         runner.start()

@@ -35,7 +35,7 @@ from typing import Any
 
 from bot.config.cluster_settings import ClusterSettings
 from bot.config.settings import Secret, SenderSettings, Settings, SlackSettings
-from bot.runtime.timer import SchedulerRunner
+from bot.runtime.apscheduler_timer import APSchedulerTimer
 from bot.slack.app import serve_http
 from bot.slack.delivery.progress import message_key
 from bot.slack.schedule_ui import ScheduleUi
@@ -48,7 +48,7 @@ from engine.operations.runner import ClusterHandle
 from engine.operations.service import Operations, new_operations
 from engine.pools.base import POOL_LABEL
 from engine.pools.simulated import SimulatedPoolProvider
-from engine.schedules.model import ScheduleTarget
+from engine.schedules.core.model import ScheduleTarget
 from engine.schedules.service import Schedules
 from engine.store.database import Store
 from tests.e2e.support import deployment, group, label_cluster
@@ -312,7 +312,7 @@ def fleet_world(
     ui = ScheduleUi(schedules, ops, clock=clock, default_cluster=None)
     bot = assemble(api, Engine(ops, {}), settings, subcommands=ui.subcommands(), clicks=ui.clicks())
     scheduler = ManualScheduler(timezone=UTC)
-    timer = SchedulerRunner(schedules, clock, ui.on_announce, ui.on_fired, scheduler=scheduler)
+    timer = APSchedulerTimer(schedules, clock, ui.on_announce, ui.on_fired, scheduler=scheduler)
     api.enforce_limits()  # from the first call: the timer may announce as soon as it starts
     try:
         bot.http = serve_http(bot.app, 0, host="127.0.0.1")

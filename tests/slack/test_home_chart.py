@@ -172,3 +172,26 @@ def test_the_next_week_uploads_its_chart_and_a_refusal_waits_for_the_retry_inter
     second = charts.chart("dev-eu", history)
     assert second.file_id and second.file_id != first.file_id, "next week's chart, uploaded anew"
     assert len(slack_api.calls_to("files.getUploadURLExternal")) == 3
+
+
+def test_the_home_chart_shows_money_with_the_configured_prices_and_currency(
+    slack_api: SlackApiServer,
+) -> None:
+    monday = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+    charts = HomeCharts(
+        web_client(make_settings(slack_api)),
+        clock=Clock(monday),
+        prices={("dev-eu", "web"): 0.5},
+        currency="EUR",
+    )
+    history = dev_eu_slept(monday - timedelta(days=6))
+
+    chart = charts.chart("dev-eu", history)
+
+    assert chart.file_id and chart.alt_text.endswith("48.0 in all, 24.00 EUR"), chart.alt_text
+    _, since, until = chart_span(monday)
+    priced = cluster_report(
+        history, "dev-eu", now=until, tz=UTC, since=since, prices={("dev-eu", "web"): 0.5}, currency="EUR"
+    )
+    [upload] = slack_api.calls_to("upload")
+    assert upload.body["data"] == png_bytes(priced), "the chart drawn with the prices (money in its legend)"

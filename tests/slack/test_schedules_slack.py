@@ -1,7 +1,7 @@
 """Schedules in Slack over the real HTTP Bolt app: signed requests in, the local Slack Web API out.
 
 The engine is real (Operations, Schedules, SQLite) on the in-memory cluster; time is a FakeClock. The
-timer is the real `SchedulerRunner` with an APScheduler that never starts its thread: a test moves the
+timer is the real `APSchedulerTimer` with an APScheduler that never starts its thread: a test moves the
 clock to an instant and runs the job the runner armed, which is exactly what APScheduler would call.
 
 Covers: `/scale schedule add` bad input (precise ephemeral errors, nothing saved) and a good one
@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from bot.runtime.timer import SchedulerRunner
+from bot.runtime.apscheduler_timer import APSchedulerTimer
 from bot.slack.app import serve_http, web_client
 from bot.slack.blocks import operations as blocks
 from bot.slack.blocks import schedules as schedule_blocks
@@ -44,7 +44,7 @@ from engine.operations.runner import ClusterHandle
 from engine.operations.service import Operations, new_operations
 from engine.pools.simulated import SimulatedPoolProvider
 from engine.schedules.calendars import Calendars, load_calendar
-from engine.schedules.model import ScheduleTarget
+from engine.schedules.core.model import ScheduleTarget
 from engine.schedules.service import Schedules
 from engine.store.database import Store
 from engine.workloads import WorkloadScaler
@@ -103,7 +103,7 @@ class World:
     clock: FakeClock
     ops: Operations
     schedules: Schedules
-    runner: SchedulerRunner
+    runner: APSchedulerTimer
     scheduler: ManualScheduler
     cluster: ControlledCluster | None = None
     """The in-memory cluster with its test controls (None on a real control plane)."""
@@ -208,7 +208,7 @@ def _world(slack_api: SlackApiServer, tmp_path: Path, names: tuple[str, ...]) ->
     bot = assemble(slack_api, Engine(ops, {}), settings, subcommands=ui.subcommands(), clicks=ui.clicks())
     bot.http = serve_http(bot.app, 0, host="127.0.0.1")
     scheduler = ManualScheduler(timezone=UTC)
-    runner = SchedulerRunner(schedules, clock, ui.on_announce, ui.on_fired, scheduler=scheduler)
+    runner = APSchedulerTimer(schedules, clock, ui.on_announce, ui.on_fired, scheduler=scheduler)
     ui.attach(sender=bot.sender, app=bot.app, runner=runner)
     runner.start()
     yield World(bot, clock, ops, schedules, runner, scheduler, cluster)

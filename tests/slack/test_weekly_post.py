@@ -30,8 +30,8 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from matplotlib.image import imread
 
 from bot.config import settings as bot_settings
+from bot.runtime.apscheduler_timer import SAVINGS_JOB_PREFIX, APSchedulerTimer
 from bot.runtime.run import weekly_poster
-from bot.runtime.timer import SAVINGS_JOB_PREFIX, SchedulerRunner
 from bot.slack.app import web_client
 from bot.slack.weekly_post import FILENAME, post_weekly
 from bot.text.savings_chart import HEIGHT_PX, WIDTH_PX, png_bytes
@@ -197,11 +197,11 @@ def load_config(slack_api: SlackApiServer, tmp_path: Path, text: str) -> bot_set
 @contextmanager
 def running_timer(
     db: Path, clock: FakeClock, settings: bot_settings.Settings, *, paused: bool = True
-) -> Iterator[tuple[SchedulerRunner, BackgroundScheduler]]:
+) -> Iterator[tuple[APSchedulerTimer, BackgroundScheduler]]:
     """`scalebot run`'s timer on `db` as `run` builds it (a start of the service)."""
     schedules = build(db, clock)
     timer = BackgroundScheduler(timezone=UTC)
-    runner = SchedulerRunner(
+    runner = APSchedulerTimer(
         schedules,
         clock,
         lambda note: None,

@@ -98,6 +98,23 @@ def test_what_the_old_schema_refused_loads_and_passes(tmp_path: Path) -> None:
     assert errors(config) == []
 
 
+def test_the_fleet_slack_knobs_pass_as_the_loader_reads_them(tmp_path: Path) -> None:
+    """`sender.posts_per_minute` is a number (the loader reads 90.5; the schema once wanted an
+    integer) and `fleet_digest_channel` an ID, a Slack link, or empty for none."""
+    from bot.config import settings
+
+    for extra in (
+        {"sender": {"posts_per_minute": 90.5}, "fleet_digest_channel": "C0FLEET"},
+        {"fleet_digest_channel": "<#C0FLEET|fleet>"},
+        {"fleet_digest_channel": ""},
+    ):
+        config = {"clusters": {"prod": {}}, **extra}
+        path = tmp_path / "scalebot.yaml"
+        path.write_text(yaml.safe_dump(config))
+        settings.load(path, GENERATOR.ENV)
+        assert errors(config) == [], extra
+
+
 PROBES = [
     {"zz_unknown": 1},
     {"server": {"zz_unknown": 1}},
@@ -115,6 +132,11 @@ PROBES = [
     # Channels the loader cannot read: a bare name, a user ID.
     {"clusters": {"c": {"default_channels": ["general"]}}},
     {"channels": {"U0123": "c"}, "clusters": {"c": {}}},
+    # The fleet digest wants a channel ID, not a name; the workspace's post rate has bounds.
+    {"fleet_digest_channel": "#fleet", "clusters": {"c": {}}},
+    {"fleet_digest_channel": 12, "clusters": {"c": {}}},
+    {"sender": {"posts_per_minute": 5}, "clusters": {"c": {}}},
+    {"sender": {"posts_per_minute": "fast"}, "clusters": {"c": {}}},
 ]
 
 

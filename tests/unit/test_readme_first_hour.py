@@ -46,6 +46,8 @@ def test_part_one_demo_and_the_simulated_cluster_run_as_written(tmp_path: Path) 
     assert (tmp_path / "scalebot.db").exists()
     assert "error: no database at typo.db\n" in out and "\nexit 2\n" in out, "a mistyped --db"
     assert not (tmp_path / "typo.db").exists()
+    assert "scalebot.db: the SIMULATED cluster is back at its start (3 pools, 8 nodes), no history" in out
+    assert "node/batch-0 drained" in out, "a --simulated drain on the reset cluster"
 
 
 def test_part_two_a_console_day_with_a_schedule_runs_as_written(tmp_path: Path) -> None:

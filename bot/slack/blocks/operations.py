@@ -136,7 +136,7 @@ def _operation_message(
     b.header(title)
     summary = op.plan.summary()
     b.section(messages.request_line(op.requested_by, op.kind, esc(op.target.cluster), esc(summary)))
-    _plan_details(b, op.plan, with_blockers=op.state is OpState.AWAITING_APPROVAL)
+    plan_details(b, op.plan, with_blockers=op.state is OpState.AWAITING_APPROVAL)
     if decision:
         b.section(esc(decision), reserve=600)
     line = status or messages.default_status(op.state, op.approvals_required)
@@ -164,7 +164,7 @@ def _operation_message(
     return b.build(f"op-{op.id}", fallback)
 
 
-def _plan_details(b: Builder, plan: OperationPlan, *, with_blockers: bool) -> None:
+def plan_details(b: Builder, plan: OperationPlan, *, with_blockers: bool) -> None:
     if plan.pools:
         rows = [f"{'pool':<24} {'before':>6}   {'after':>5}"]
         rows += [f"{p.pool:<24} {p.before:>6} → {p.after:>5}" for p in plan.pools]

@@ -30,7 +30,7 @@ from bot.slack.blocks.kit import esc
 from bot.slack.blocks.schedules import CALLBACK_ADD, CALLBACK_POSTPONE
 from bot.text import schedule_copy
 from engine.domain.announcement import Announcement
-from engine.schedules import spec as schedule
+from engine.schedules.core import spec as schedule
 
 
 def postpone_modal(note: Announcement, *, tz: str, default: datetime) -> View:

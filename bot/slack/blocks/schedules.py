@@ -33,9 +33,9 @@ from bot.slack.blocks.views import text_message
 from bot.text import messages, mrkdwn, schedule_copy
 from bot.text.mrkdwn import Mrkdwn, fmt
 from engine.domain.announcement import Announcement, ForceNotice
-from engine.schedules import spec as schedule
-from engine.schedules.model import Schedule, ScheduleOutcome
-from engine.schedules.spec import Occurrence
+from engine.schedules.core import spec as schedule
+from engine.schedules.core.model import Schedule, ScheduleOutcome
+from engine.schedules.core.spec import Occurrence
 
 if TYPE_CHECKING:
     from bot.ports import ProviderSchedules

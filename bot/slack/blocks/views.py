@@ -21,7 +21,7 @@ from slack_sdk.models.blocks import (
 )
 
 from bot.slack.blocks.kit import Builder, Message, esc
-from bot.slack.blocks.operations import ACTION_ADVISED_SCALE, HistoryRow, _plan_details
+from bot.slack.blocks.operations import ACTION_ADVISED_SCALE, HistoryRow, plan_details
 from bot.slack.directory import Names, no_names
 from bot.text import messages, mrkdwn
 from bot.text.mrkdwn import fmt
@@ -53,7 +53,7 @@ def plan_view(plan: OperationPlan) -> Message:
     b = Builder()
     b.header(f"Plan: {messages.KIND_TITLE[plan.kind]} · {plan.cluster}")
     b.section(f"{esc(plan.summary())} _(nothing was changed)_")
-    _plan_details(b, plan, with_blockers=True)
+    plan_details(b, plan, with_blockers=True)
     return b.build(f"plan-{plan.cluster}", f"Plan for {plan.cluster}: {plan.summary()}")
 
 

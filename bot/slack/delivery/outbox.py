@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
-    from engine.store.database import Store
+    from engine.store.ports import OutboxRecords
 
 OutboxKind = Literal["message", "reply", "ephemeral"]
 
@@ -130,7 +130,7 @@ class MemoryOutbox:
 class StoreOutbox:
     """The Outbox in scalebot's SQLite database, so owed finals survive a crash or a restart."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: OutboxRecords) -> None:
         self._store = store
 
     def add(self, item: OutboxItem) -> None:

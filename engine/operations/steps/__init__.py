@@ -2,8 +2,9 @@
 
 `engine.operations.flows` says which step follows which; this package says what each step does;
 `engine.operations.runner` persists each step's result and applies the flow. A step reaches the
-runner only through `context.StepContext` (never its workers, claims or locks), acts through the
-cluster's fenced ports, and is safe to repeat (a crash re-runs it from its persisted progress).
+runner only through the parts of `context.StepContext` it declares (never its workers, claims or
+locks; of the store only the `SleepRecords` and `AuditTrail` ports), acts through the cluster's
+fenced ports, and is safe to repeat (a crash re-runs it from its persisted progress).
 
     restore       record (the sizes wake comes back to), and when they are cleared
     cordon_drain  cordon, drain (phase 1), and giving the nodes back when an operation stops
@@ -13,7 +14,8 @@ cluster's fenced ports, and is safe to repeat (a crash re-runs it from its persi
     workloads     workloads_sleep, workloads_leave, workloads_wake, workloads_return
     consolidate   fit, remove_node, consolidated
     report        the summary and final line an operation ends with (shared, pure)
-    context       StepContext, StepResult, ClusterHandle (the settings: engine.domain.settings)
+    context       StepContext and its parts (Basics, WithSleepRecords, WithAuditTrail, WithPodFeed,
+                  WithEvictions, WithScaleDownRules), StepResult, ClusterHandle
 
 It must not import the runner or the service: they sit above it (import-linter enforces it).
 """

@@ -14,7 +14,7 @@ from engine.domain.operation import ConsolidationProgress, Operation, OperationS
 from engine.domain.settings import ScaleDownRules
 from engine.kube.api import SchedulingApi
 from engine.operations.flows import NEXT
-from engine.operations.steps.context import ClusterHandle, StepContext, StepResult
+from engine.operations.steps.context import Basics, ClusterHandle, StepResult, WithScaleDownRules
 from engine.planning import consolidation
 
 
@@ -22,7 +22,7 @@ def _pool_of(op: Operation, node: str) -> str:
     return next(c.pool for c in op.plan.pools if node in c.nodes_to_remove)
 
 
-def step_fit(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult:
+def step_fit(ctx: WithScaleDownRules, op: Operation, h: ClusterHandle) -> StepResult:
     """Pick the next node and re-check, on a fresh listing, that its pods still fit elsewhere."""
     done = op.progress.consolidation
     removed, skipped = done.removed, done.skipped
@@ -72,7 +72,7 @@ def step_fit(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult:
     )
 
 
-def step_remove_node(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult:
+def step_remove_node(ctx: Basics, op: Operation, h: ClusterHandle) -> StepResult:
     done = op.progress.consolidation
     node = done.current
     if not node:
@@ -97,7 +97,7 @@ def step_remove_node(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepR
     )
 
 
-def step_consolidated(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult:
+def step_consolidated(ctx: Basics, op: Operation, h: ClusterHandle) -> StepResult:
     now = ctx.clock.now()
     removed, skipped = list(op.progress.consolidation.removed), dict(op.progress.consolidation.skipped)
     evicted = op.progress.consolidation.evicted_before

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from engine.domain import force_scope
 from engine.domain.durations import format_duration
@@ -38,7 +39,14 @@ from engine.drain.pacing import PassFacts, next_pass
 from engine.kube import events as kube_events
 from engine.kube.api import SchedulingApi
 from engine.operations.flows import NEXT
-from engine.operations.steps.context import ClusterHandle, StepContext, StepResult
+from engine.operations.steps.context import (
+    ClusterHandle,
+    StepResult,
+    WithEvictions,
+    WithPodFeed,
+    WithSleepRecords,
+    whole_cluster_stop,
+)
 from engine.operations.steps.report import final_event, summary_of
 from engine.operations.steps.restore import records_restore
 from engine.planning import placement
@@ -46,6 +54,19 @@ from engine.pools.base import TakesBackRemoval
 from engine.workloads import returning
 
 log = logging.getLogger(__name__)
+
+
+class DisplacedContext(WithPodFeed, WithSleepRecords, Protocol):
+    """What keeping the displaced workloads uses: the drain's pod feed, and the sleep's records."""
+
+
+class CordonContext(WithEvictions, DisplacedContext, Protocol):
+    """What `cordon` uses of its runner: the cluster's executor for cordons, and what keeping the
+    displaced workloads uses."""
+
+
+class DrainPassContext(WithEvictions, WithPodFeed, Protocol):
+    """What `drain` uses of its runner: the pod feed and the cluster's eviction executors and gate."""
 
 
 def drained_nodes(op: Operation) -> tuple[str, ...]:
@@ -97,13 +118,19 @@ def release_note(uncordoned: Sequence[str], kept: Sequence[str], unmarked: Seque
     return " ".join(parts) or "No node was left cordoned."
 
 
-def step_cordon(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult:
+def step_cordon(ctx: CordonContext, op: Operation, h: ClusterHandle) -> StepResult:
     now = ctx.clock.now()
     nodes = drained_nodes(op)
-    for change in op.plan.pools:
-        chosen = [n for n in change.nodes_to_remove if n in nodes]
-        if chosen:
-            h.pools.prepare_removal(change.pool, chosen)
+    stopper = whole_cluster_stop(op, h)
+    if stopper is not None:
+        # The cluster stops once drained: nothing to mark, but a stop that would take a pool
+        # outside the plan is refused now, before anything is drained.
+        stopper.prepare_stop([c.pool for c in op.plan.pools])
+    else:
+        for change in op.plan.pools:
+            chosen = [n for n in change.nodes_to_remove if n in nodes]
+            if chosen:
+                h.pools.prepare_removal(change.pool, chosen)
     saved = op.progress.drain.state
     already = drain.cordon_nodes(h.api, nodes, now=now, executor=ctx.evictions(h.name))
     _record_displaced(ctx, op, h, nodes)
@@ -125,7 +152,7 @@ def step_cordon(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult
     )
 
 
-def _record_displaced(ctx: StepContext, op: Operation, h: ClusterHandle, nodes: Sequence[str]) -> None:
+def _record_displaced(ctx: DisplacedContext, op: Operation, h: ClusterHandle, nodes: Sequence[str]) -> None:
     """Before a sleep drains its nodes (cordoned: no new pod lands), keep which workloads have pods
     on them: its wake follows exactly those, with the workloads it scales back, and no other.
 
@@ -144,7 +171,7 @@ def _record_displaced(ctx: StepContext, op: Operation, h: ClusterHandle, nodes: 
     now = ctx.clock.now()
     pods = ctx.pod_feed(op.id, h.api, nodes, cluster=h.name).pods(emptied)
     for pool, keys in returning.displaced_by(pool_of, pods).items():
-        ctx.store.record_displaced(h.name, pool, keys, op_id=op.id, at=now)
+        ctx.sleep_records.record_displaced(h.name, pool, keys, op_id=op.id, at=now)
 
 
 def drain_state(op: Operation) -> drain.DrainState:
@@ -179,7 +206,7 @@ def _scoped_filters(op: Operation) -> tuple[filters.PodFilter, ...] | None:
     return (force_rules.scope_guard(scope, plain), *filters.default_filters())
 
 
-def step_drain(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult:
+def step_drain(ctx: DrainPassContext, op: Operation, h: ClusterHandle) -> StepResult:
     now = ctx.clock.now()
     state = drain_state(op)
 
@@ -401,7 +428,7 @@ def _is_refuge(node: NodeInfo, leaving: set[str]) -> bool:
     return node.ready == "True"
 
 
-def give_back_nodes(ctx: StepContext, op: Operation, h: ClusterHandle, result: StepResult) -> StepResult:
+def give_back_nodes(ctx: WithEvictions, op: Operation, h: ClusterHandle, result: StepResult) -> StepResult:
     """A drain that failed or was cancelled uncordons (and untaints) the nodes it cordoned, and says so.
 
     cluster-autoscaler and Karpenter do the same when a scale-down fails: a node left cordoned

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from engine.domain import force_scope
 from engine.domain.model import PdbIndex
@@ -19,11 +19,16 @@ from engine.drain import filters
 from engine.drain import passes as drain
 from engine.kube import events as kube_events
 from engine.operations.flows import NEXT
-from engine.operations.steps.context import ClusterHandle, StepContext, StepResult
+from engine.operations.steps.context import ClusterHandle, StepResult, WithAuditTrail, WithEvictions
 from engine.operations.steps.cordon_drain import drain_state, drained_nodes
 
 
-def step_force(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult:
+class ForceContext(WithEvictions, WithAuditTrail, Protocol):
+    """What phase 2 uses of its runner: the cluster's executor for deletions, and the audit (each
+    DELETE's intent is written before it is sent)."""
+
+
+def step_force(ctx: ForceContext, op: Operation, h: ClusterHandle) -> StepResult:
     """Phase 2: delete what is left with grace 0 (PDBs cannot block a DELETE); record each pod.
 
     The audit row of a pod is written before its DELETE is sent (write-ahead): a crash between the
@@ -56,7 +61,7 @@ def step_force(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult:
     remaining, outside, left = _within_scope(op, h, remaining)
     if outside:
         return _outside_scope(op, [(p, reason, why(p)) for p, reason in outside])
-    rows = ctx.store.audit_rows(op_id=op.id)
+    rows = ctx.audit_trail.audit_rows(op_id=op.id)
     intents = [r.detail for r in rows if r.action == "force_delete_pod"]
     audited = {d.split(" ", 1)[0] for d in intents}
     # Intents of pods already terminating (something else was deleting them), by key.
@@ -64,7 +69,7 @@ def step_force(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult:
     confirmed = {r.detail.split(" ", 1)[0] for r in rows if r.action == FORCE_DELETED_ACTION}
     for pod in remaining:
         if pod.key not in audited:  # else written by an attempt that crashed before its DELETE
-            ctx.store.audit(
+            ctx.audit_trail.audit(
                 at=ctx.clock.now(),
                 actor="scalebot",
                 action="force_delete_pod",
@@ -76,7 +81,7 @@ def step_force(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult:
 
     def record(pod: Any) -> None:
         # The server accepted this DELETE: only such pods count as force-deleted.
-        ctx.store.audit(
+        ctx.audit_trail.audit(
             at=ctx.clock.now(),
             actor="scalebot",
             action=FORCE_DELETED_ACTION,

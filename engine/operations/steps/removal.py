@@ -7,24 +7,30 @@ waits (at most `verify_timeout`) for the pools to report it, and for Cluster API
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import timedelta
 
 from engine.domain.durations import format_duration
 from engine.domain.operation import Operation, OpState, PoolChange, ProgressKind, emptied_not_removed
 from engine.operations.flows import NEXT
-from engine.operations.steps.context import ClusterHandle, StepContext, StepResult
+from engine.operations.steps.context import (
+    Basics,
+    ClusterHandle,
+    StepResult,
+    WithSleepRecords,
+    whole_cluster_stop,
+)
 from engine.operations.steps.report import final_event, provider_progress, summary_of
 from engine.operations.steps.restore import clear_restore, ends_sleep
-from engine.pools.base import Pool, PoolSizeError
+from engine.pools.base import Pool, PoolSizeError, StopsCluster
 
 MAX_JOIN_ROUNDS = 3
 """A pool going to zero that gains nodes again after this many rounds of draining the newcomers
 has someone (an autoscaler) growing it: the operation fails rather than chase it for ever."""
 
 
-def step_remove(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult:
+def step_remove(ctx: Basics, op: Operation, h: ClusterHandle) -> StepResult:
     """Remove the drained nodes and set each pool to its target; report pools that changed meanwhile.
 
     - A planned node that is already gone counts as removed (nothing to retry).
@@ -42,6 +48,9 @@ def step_remove(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult
     detaching = _wait_for_volume_detach(ctx, op, h, shrinking)
     if detaching is not None:
         return detaching
+    stopper = whole_cluster_stop(op, h)
+    if stopper is not None:
+        return _stop_cluster(ctx, op, stopper, shrinking, joined)
     removed = emptied = 0
     notes: list[str] = []
     refused: dict[str, str] = {}
@@ -91,6 +100,25 @@ def step_remove(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult
     )
 
 
+def _stop_cluster(
+    ctx: Basics,
+    op: Operation,
+    stopper: StopsCluster,
+    shrinking: Sequence[PoolChange],
+    joined: Mapping[str, Sequence[str]],
+) -> StepResult:
+    """Every pool to zero on a cluster that stops whole: the drained cluster is stopped (its nodes
+    go with it; the pools keep their sizes for the start), instead of each pool's removal."""
+    stopper.stop_cluster()
+    removed = len({n for c in shrinking for n in (*c.nodes_to_remove, *joined.get(c.pool, ()))})
+    text = (
+        f"Stopped the cluster: its {removed} drained node{'s' if removed != 1 else ''} went with it; "
+        "its pools keep their sizes, which a wake starts again"
+    )
+    removal = replace(op.progress.removal, nodes_removed=removed, removed_at=ctx.clock.now())
+    return StepResult(then=NEXT, progress=replace(op.progress, removal=removal), events=[("phase", text, "")])
+
+
 def _drain_newcomers(
     op: Operation, h: ClusterHandle, shrinking: Sequence[PoolChange], joined: dict[str, list[str]]
 ) -> StepResult | None:
@@ -129,7 +157,7 @@ def _changes(op: Operation, notes: Sequence[str]) -> tuple[str, ...]:
     return (*op.progress.removal.pool_changes, *notes)
 
 
-def step_verify(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult:
+def step_verify(ctx: WithSleepRecords, op: Operation, h: ClusterHandle) -> StepResult:
     """Every pool at its target, within `verify_timeout` of the removal; else fail with the reason."""
     now = ctx.clock.now()
     wrong = []
@@ -181,7 +209,7 @@ def step_verify(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult
 
 
 def _wait_for_volume_detach(
-    ctx: StepContext, op: Operation, h: ClusterHandle, shrinking: Sequence[PoolChange]
+    ctx: Basics, op: Operation, h: ClusterHandle, shrinking: Sequence[PoolChange]
 ) -> StepResult | None:
     """Cluster API waits for a drained node's volumes to detach (status.volumesAttached empty)
     before it deletes the machine, up to nodeVolumeDetachTimeout; so does the removal. None: go on."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from engine.domain.operation import Operation, OpKind
 from engine.operations.flows import NEXT
-from engine.operations.steps.context import ClusterHandle, StepContext, StepResult
+from engine.operations.steps.context import ClusterHandle, StepResult, WithSleepRecords
 from engine.pools.base import Pool, RestoreRecord
 from engine.store.restore import StoredRestore
 
@@ -33,13 +33,13 @@ def ends_sleep(op: Operation) -> bool:
     return op.kind is OpKind.SCALE and not records_restore(op)
 
 
-def clear_restore(ctx: StepContext, op: Operation, h: ClusterHandle) -> None:
+def clear_restore(ctx: WithSleepRecords, op: Operation, h: ClusterHandle) -> None:
     for change in op.plan.pools:
         h.pools.clear_restore(change.pool)
-        ctx.store.clear_restore(h.name, change.pool)
+        ctx.sleep_records.clear_restore(h.name, change.pool)
 
 
-def step_record(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult:
+def step_record(ctx: WithSleepRecords, op: Operation, h: ClusterHandle) -> StepResult:
     for change in op.plan.pools:
         if change.after >= change.before or not records_restore(op):
             continue
@@ -52,7 +52,7 @@ def step_record(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult
     return StepResult(then=NEXT, events=[("phase", text, "")])
 
 
-def record_restore(ctx: StepContext, op: Operation, h: ClusterHandle, pool: Pool) -> None:
+def record_restore(ctx: WithSleepRecords, op: Operation, h: ClusterHandle, pool: Pool) -> None:
     now = ctx.clock.now()
     record = RestoreRecord(
         desired=pool.desired,
@@ -62,6 +62,6 @@ def record_restore(ctx: StepContext, op: Operation, h: ClusterHandle, pool: Pool
         operation_id=op.id,
     )
     h.pools.record_restore(pool.name, record)
-    ctx.store.record_restore(
+    ctx.sleep_records.record_restore(
         StoredRestore(h.name, pool.name, pool.desired, pool.min_size, pool.max_size, now, op.id, {})
     )

@@ -14,14 +14,14 @@ from engine.domain.durations import format_duration
 from engine.domain.operation import Operation, OpKind, OpState, PoolChange, ProgressKind
 from engine.domain.wake_waves import WakeWaves, WaveProgress
 from engine.operations.flows import NEXT, Outcome
-from engine.operations.steps.context import ClusterHandle, StepContext, StepResult
+from engine.operations.steps.context import ClusterHandle, StepResult, WithSleepRecords, stopped_cluster
 from engine.operations.steps.report import final_event, provider_progress, summary_of
 from engine.operations.steps.restore import clear_restore, ends_sleep, record_restore, records_restore
 from engine.planning import wake_waves
 from engine.pools.base import Pool
 
 
-def _waves(ctx: StepContext, op: Operation, h: ClusterHandle) -> tuple[WaveProgress, ...]:
+def _waves(ctx: WithSleepRecords, op: Operation, h: ClusterHandle) -> tuple[WaveProgress, ...]:
     """The waves of this operation: as persisted, else decided now (a wake follows the cluster's
     `wake_waves`; a scale-up, and a row written before waves, is one wave of every pool)."""
     wake = op.progress.wake
@@ -35,12 +35,20 @@ def _waves(ctx: StepContext, op: Operation, h: ClusterHandle) -> tuple[WaveProgr
     return waves
 
 
-def step_resize(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult:
+def step_resize(ctx: WithSleepRecords, op: Operation, h: ClusterHandle) -> StepResult:
     """Resize the pools of the current wave (every pool, when the wake is one wave)."""
     waves = _waves(ctx, op, h)
     index = op.progress.wake.wave
     wave = waves[index]
     changes = [c for c in op.plan.pools if c.pool in wave.pools]
+    events: list[tuple[ProgressKind, str, str]] = []
+    stopped = stopped_cluster(h)
+    if stopped is not None:
+        # A stopped cluster's API server does not answer: it is started first, and its pools come
+        # back at the sizes they kept through the stop (then set to the wake's, as for any wake).
+        why = stopped.cluster_stopped()
+        stopped.start_cluster()
+        events.append(("phase", f"Started the cluster ({why}); its pools come back with it", ""))
     for change in changes:
         size = change.after
         if size == 0 and (op.kind is OpKind.WAKE or records_restore(op)):
@@ -61,7 +69,8 @@ def step_resize(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult
         requested = replace(op.plan, pools=tuple(changes)).summary()
         text = wake_waves.started_text(started, index, requested)
     wake = replace(op.progress.wake, resized_at=op.progress.wake.resized_at or now, waves=started)
-    return StepResult(then=NEXT, progress=replace(op.progress, wake=wake), events=[("phase", text, "")])
+    events.append(("phase", text, ""))
+    return StepResult(then=NEXT, progress=replace(op.progress, wake=wake), events=events)
 
 
 def _readiness(
@@ -99,17 +108,17 @@ def _readiness(
 
 
 def _wave_workloads_not_back(
-    ctx: StepContext, h: ClusterHandle, wave: WaveProgress
+    ctx: WithSleepRecords, h: ClusterHandle, wave: WaveProgress
 ) -> tuple[tuple[str, str], ...]:
     """(key, why) of the workloads the sleep displaced from the wave's pools that are not available
     yet; () for a wave that does not wait for its workloads."""
     if not wave.workloads_available or h.workloads is None:
         return ()
-    keys = ctx.store.displaced(h.name, set(wave.pools))
+    keys = ctx.sleep_records.displaced(h.name, set(wave.pools))
     return tuple(h.workloads.availability(keys=keys).not_ready) if keys else ()
 
 
-def step_wait_ready(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult:
+def step_wait_ready(ctx: WithSleepRecords, op: Operation, h: ClusterHandle) -> StepResult:
     """Wait for the current wave's nodes to be Ready (a share of them, as configured), then go on
     with the next wave; after the last, with the workloads. A wave out of time says what it waited
     for and the wake goes on.
@@ -185,7 +194,7 @@ def step_wait_ready(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepRe
     )
 
 
-def step_finish(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult:
+def step_finish(ctx: WithSleepRecords, op: Operation, h: ClusterHandle) -> StepResult:
     now = ctx.clock.now()
     wake = op.progress.wake
     late = wake_waves.timed_out(wake.waves)

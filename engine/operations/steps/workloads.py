@@ -15,14 +15,14 @@ from dataclasses import replace
 from engine.domain.durations import format_duration
 from engine.domain.operation import Operation, OperationPlan, OpKind, OpState, ProgressKind, WorkloadCount
 from engine.operations.flows import NEXT
-from engine.operations.steps.context import ClusterHandle, StepContext, StepResult
+from engine.operations.steps.context import ClusterHandle, StepResult, WithPodFeed, WithSleepRecords
 from engine.operations.steps.cordon_drain import drained_nodes
 from engine.workloads import Decision, WorkloadPlan, WorkloadRecord, returning
 from engine.workloads import Outcome as WorkloadOutcome
 from engine.workloads import order as wake_order
 
 
-def step_workloads_sleep(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult:
+def step_workloads_sleep(ctx: WithSleepRecords, op: Operation, h: ClusterHandle) -> StepResult:
     """Scale workloads to zero first: fewer pods to evict, and autoscalers empty nodes themselves."""
     if h.workloads is None:
         return StepResult(
@@ -30,7 +30,7 @@ def step_workloads_sleep(ctx: StepContext, op: Operation, h: ClusterHandle) -> S
         )
 
     def record(rec: WorkloadRecord) -> None:
-        ctx.store.record_workload(h.name, rec.key, rec.to_dict(), op_id=op.id, at=ctx.clock.now())
+        ctx.sleep_records.record_workload(h.name, rec.key, rec.to_dict(), op_id=op.id, at=ctx.clock.now())
 
     plan, unapproved = _approved_only(h.workloads.plan_sleep(), op.plan)
     # The reverse of the wake order: what the others depend on is scaled down last.
@@ -54,7 +54,7 @@ def _to_zero(record: WorkloadRecord) -> bool:
     return record.kind in ("Deployment", "StatefulSet") and record.target == 0
 
 
-def step_workloads_leave(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult:
+def step_workloads_leave(ctx: WithPodFeed, op: Operation, h: ClusterHandle) -> StepResult:
     """Between the cordon and the drain: wait until the pods of the workloads the sleep scaled to
     zero have left the drained nodes, for at most `workloads_leave_timeout`.
 
@@ -120,7 +120,7 @@ def _approved_only(plan: WorkloadPlan, approved: OperationPlan) -> tuple[Workloa
 _NOT_APPROVED = "not in the approved plan (appeared after the approval); left as it is"
 
 
-def step_workloads_wake(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult:
+def step_workloads_wake(ctx: WithSleepRecords, op: Operation, h: ClusterHandle) -> StepResult:
     """After the nodes are Ready: restore the originals (SQLite first, else the objects' annotations).
 
     Workloads with a wake order (`engine.workloads.order`) are restored one order at a time, lowest
@@ -133,7 +133,7 @@ def step_workloads_wake(ctx: StepContext, op: Operation, h: ClusterHandle) -> St
     before = op.progress.workloads
     if before.waking:
         return _follow_order(ctx, op, h)
-    records = [WorkloadRecord.from_dict(r) for r in ctx.store.workload_records(h.name)]
+    records = [WorkloadRecord.from_dict(r) for r in ctx.sleep_records.workload_records(h.name)]
     plan = h.workloads.plan_wake(records or None)
     groups = wake_order.plan_groups(plan)
     # Once, with the first restore: the annotations that are no wake order (text from the cluster).
@@ -165,7 +165,7 @@ def step_workloads_wake(ctx: StepContext, op: Operation, h: ClusterHandle) -> St
     )
 
 
-def _follow_order(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult:
+def _follow_order(ctx: WithSleepRecords, op: Operation, h: ClusterHandle) -> StepResult:
     """The wake order restored last: available, or out of time (named, and the wake goes on)?"""
     assert h.workloads is not None
     now = ctx.clock.now()
@@ -191,7 +191,7 @@ def _follow_order(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResu
 
 
 def _workloads_woken(
-    ctx: StepContext,
+    ctx: WithSleepRecords,
     op: Operation,
     h: ClusterHandle,
     headline: str,
@@ -200,7 +200,7 @@ def _workloads_woken(
     notes: str = "",
 ) -> StepResult:
     assert h.workloads is not None
-    ctx.store.clear_workload_records(h.name)
+    ctx.sleep_records.clear_workload_records(h.name)
     available = h.workloads.availability(keys=_followed(ctx, op, h, restored))
     workloads = replace(
         op.progress.workloads,
@@ -215,17 +215,19 @@ def _workloads_woken(
     )
 
 
-def _followed(ctx: StepContext, op: Operation, h: ClusterHandle, restored: Sequence[str]) -> frozenset[str]:
+def _followed(
+    ctx: WithSleepRecords, op: Operation, h: ClusterHandle, restored: Sequence[str]
+) -> frozenset[str]:
     """The workloads a wake waits for: those it scaled back, and those whose pods were on the nodes
     the sleeps of its pools emptied. A workload scalebot never touched is not its to report."""
-    return frozenset(restored) | ctx.store.displaced(h.name, {c.pool for c in op.plan.pools})
+    return frozenset(restored) | ctx.sleep_records.displaced(h.name, {c.pool for c in op.plan.pools})
 
 
 RETURN_POLL_SECONDS = 5.0
 """How often a wake looks again at the workloads not yet back."""
 
 
-def step_workloads_return(ctx: StepContext, op: Operation, h: ClusterHandle) -> StepResult:
+def step_workloads_return(ctx: WithSleepRecords, op: Operation, h: ClusterHandle) -> StepResult:
     """With the nodes Ready: name the workloads not yet available, follow them for a bounded time
     (`workloads_return_timeout`), then name those still not back and why (their pending pods)."""
     if op.kind is not OpKind.WAKE or h.workloads is None:

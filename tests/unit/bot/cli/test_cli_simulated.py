@@ -21,7 +21,7 @@ from bot.runtime import wiring
 from engine.domain.clock import SystemClock
 from engine.domain.model import NodeInfo
 from engine.operations.service import new_operations
-from engine.schedules.model import ScheduleTarget
+from engine.schedules.core.model import ScheduleTarget
 from engine.schedules.service import Schedules
 from engine.store.database import Store
 
@@ -261,3 +261,67 @@ def test_a_rehearsal_can_be_repeated_the_wake_brings_the_pods_back(tmp_path: Pat
     ]
     assert budgets[0] == budgets[1], budgets
     assert "Pods evicted" in again.stdout, again.stdout
+
+
+def rehearsal(db: Path) -> list[str]:
+    """README's rehearsal on `db`, each command its own process: what a person compares between
+    two runs (the plan, the zero-scale's and the wake's outcome, the operations list), with
+    operation IDs, instants, ages and durations blanked, and the split between evicted and
+    force-deleted pods, which depends on where the 1 s phase 1 ends."""
+
+    def run(*args: str) -> str:
+        done = scalebot(db, *args)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    def blank(text: str) -> str:
+        text = re.sub(r"op-[0-9a-f]{8}", "op-…", text)
+        text = re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\+00:00|Z)", "T", text)
+        text = re.sub(r"Completed in \d+s; (\d+ Pods evicted; )?(\d+ force-deleted; )?", "Completed; ", text)
+        return re.sub(r"(succeeded +\w+ +simulated +)\d+s", r"\1…", text)
+
+    plan = run("plan", "zero", "--simulated")
+    zero = run("zero", "--simulated", *FAST, "--yes")
+    wake = run("wake", "--simulated")
+    listed = run("ops", "list")
+    outcome = [line.split(": ", 1)[1] for line in (zero + wake).splitlines() if ": Completed in " in line]
+    return [blank(plan), *map(blank, outcome), blank(listed)]
+
+
+def test_demo_reset_makes_the_next_rehearsal_the_same_as_the_first(tmp_path: Path) -> None:
+    db = tmp_path / "scalebot.db"
+    first = rehearsal(db)
+    again_without_reset = scalebot(db, "plan", "zero", "--simulated").stdout
+    assert again_without_reset != first[0].replace("op-…", ""), "the pods came back under new names"
+
+    reset = scalebot(db, "demo", "--reset")
+
+    assert reset.returncode == 0, reset.stdout + reset.stderr
+    assert f"{db}: the SIMULATED cluster is back at its start (3 pools, 8 nodes), no history" in reset.stdout
+    assert scalebot(db, "ops", "list").stdout == f"no operations recorded in {db}\n"
+    second = rehearsal(db)
+    assert second == first
+    assert first[1] == "Completed; 8 nodes removed; pools batch 3 → 0, system 2 → 0, web 3 → 0"
+    assert len(first[-1].splitlines()) == 3, "a header and the two operations"
+
+
+def test_demo_reset_refuses_a_database_with_another_clusters_records(tmp_path: Path) -> None:
+    db = tmp_path / "scalebot.db"
+    store = Store(db)
+    store.audit(at=SystemClock().now(), actor="cli:root", action="cordon", cluster="prod", detail="n1")
+    store.close()
+    junk = tmp_path / "notes.db"
+    junk.write_text("not a database")
+    before = db.read_bytes()
+
+    refused = scalebot(db, "demo", "--reset")
+    not_scalebots = scalebot(junk, "demo", "--reset")
+
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr == (
+        f"error: {db} holds records of other clusters (prod): not reset, nothing was changed; "
+        "rehearse with a --db of its own\n"
+    )
+    assert db.read_bytes() == before
+    assert not_scalebots.returncode == 2 and "not reset, nothing was changed" in not_scalebots.stderr
+    assert junk.read_text() == "not a database"

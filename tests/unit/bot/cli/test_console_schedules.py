@@ -14,11 +14,11 @@ import pytest
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from bot.cli.console import simulated_operations
-from bot.runtime.timer import SchedulerRunner
+from bot.runtime.apscheduler_timer import APSchedulerTimer
 from engine.domain.clock import FakeClock, ScaledClock
 from engine.domain.operation import OpKind, OpState
 from engine.operations.service import Operations
-from engine.schedules.model import ScheduleTarget
+from engine.schedules.core.model import ScheduleTarget
 from engine.schedules.service import Schedules
 from tests.unit.bot.cli.test_console import ARROW, CLUSTER, console
 
@@ -154,7 +154,7 @@ def test_the_bots_timer_waits_a_fast_clocks_instants_in_scaled_wall_time() -> No
     )
     assert added.ok, added.reply
     scheduler = BackgroundScheduler(timezone=UTC)
-    timer = SchedulerRunner(service, clock, lambda note: None, lambda outcome: None, scheduler=scheduler)
+    timer = APSchedulerTimer(service, clock, lambda note: None, lambda outcome: None, scheduler=scheduler)
     timer.start(paused=True)
     try:
         wall_now = datetime.now(UTC)

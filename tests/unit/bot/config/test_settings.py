@@ -32,6 +32,7 @@ FULL = """
 server: {http_port: 3100, health_port: 8081}
 sender: {update_interval: 5s, updates_per_minute: 30, posts_per_minute: 90}
 fleet_digest_channel: C0FLEET
+currency: EUR
 workers: 4
 channels: {C0STAGE: staging}
 clusters:
@@ -93,6 +94,7 @@ def test_full_config(tmp_path: Path) -> None:
     assert (settings.sender.update_interval, settings.sender.updates_per_minute) == (5.0, 30.0)
     assert settings.sender.posts_per_minute == 90.0
     assert settings.fleet_digest_channel == "C0FLEET"
+    assert settings.currency == "EUR"
     assert str(settings.db_path) == "/data/scalebot.db"
     assert not settings.slack.socket_mode
 
@@ -184,6 +186,7 @@ def test_socket_mode_needs_no_signing_secret(tmp_path: Path) -> None:
             "sender.updates_per_minute: expected a number from 1 to 50, got 120",
         ),
         ("fleet_digest_channel: fleet", "fleet_digest_channel: 'fleet' is not a channel ID (C…)"),
+        ("currency: €", "currency: '€' is not an ISO 4217 currency code (EUR, USD, GBP)"),
         (
             "sender: {posts_per_minute: 1000}",
             "sender.posts_per_minute: expected a number from 10 to 600, got 1000",

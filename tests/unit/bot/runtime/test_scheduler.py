@@ -1,4 +1,5 @@
-"""The APScheduler wiring (bot.runtime.timer) with a real BackgroundScheduler and short real delays.
+"""The APScheduler timer (bot.runtime.apscheduler_timer) with a real BackgroundScheduler and short real
+delays.
 
 Covers: start() catches up from the table first (a missed sleep runs late and is announced), then
 arms one one-shot date job per instant the service computes, with the explicit misfire grace and
@@ -23,7 +24,7 @@ from typing import Any
 import pytest
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from bot.runtime.timer import MISFIRE_GRACE_SECONDS, SchedulerRunner
+from bot.runtime.apscheduler_timer import MISFIRE_GRACE_SECONDS, APSchedulerTimer
 from engine.domain.announcement import Announcement, NextEvent
 from engine.domain.clock import FakeClock
 from engine.kube.fake import FakeCluster
@@ -31,7 +32,7 @@ from engine.operations import policy
 from engine.operations.runner import ClusterHandle
 from engine.operations.service import new_operations
 from engine.pools.simulated import SimulatedPoolProvider
-from engine.schedules.model import ScheduleOutcome, ScheduleTarget
+from engine.schedules.core.model import ScheduleOutcome, ScheduleTarget
 from engine.schedules.service import Schedules
 from engine.store.database import Store
 
@@ -125,8 +126,8 @@ def scheduler() -> Iterator[BackgroundScheduler]:
         s.shutdown(wait=True)
 
 
-def runner_for(schedules: Schedules, recorder: Recorder, scheduler: BackgroundScheduler) -> SchedulerRunner:
-    return SchedulerRunner(schedules, schedules.clock, recorder.announce, recorder.fire, scheduler=scheduler)
+def runner_for(schedules: Schedules, recorder: Recorder, scheduler: BackgroundScheduler) -> APSchedulerTimer:
+    return APSchedulerTimer(schedules, schedules.clock, recorder.announce, recorder.fire, scheduler=scheduler)
 
 
 def test_start_arms_one_shot_jobs_from_the_table_and_sync_follows_changes(
@@ -223,8 +224,8 @@ def test_a_failing_callback_is_logged_and_the_timer_keeps_going(
         calls.append(outcome)
         raise RuntimeError("Slack is down")
 
-    runner = SchedulerRunner(schedules, clock, lambda note: None, broken, scheduler=scheduler)
-    with caplog.at_level(logging.ERROR, logger="bot.runtime.timer"):
+    runner = APSchedulerTimer(schedules, clock, lambda note: None, broken, scheduler=scheduler)
+    with caplog.at_level(logging.ERROR, logger="bot.runtime.apscheduler_timer"):
         runner.start()
         eventually(lambda: bool(calls))
         eventually(lambda: bool(runner.armed()) and runner.armed()[0] > SLEEP)

@@ -409,7 +409,9 @@ def test_terminating_namespace_403_keeps_its_cause(server: FakeApiServer, client
 def test_status_codes_map_to_their_classes(
     server: FakeApiServer, client: KubeClient, status: int, reason: str, expected: type[errors.KubeError]
 ) -> None:
-    server.on("POST", EVICTION_PATH, Answer(status, status_body(status, reason, f"answer {status}")))
+    # The API server's 404 for a pod names it in its details (a 404 without is an API it lacks).
+    details = {"name": "web-1", "kind": "pods"} if status == 404 else None
+    server.on("POST", EVICTION_PATH, Answer(status, status_body(status, reason, f"answer {status}", details)))
     with pytest.raises(expected) as caught:
         client.evict_pod(POD)
     assert caught.value.status == status
@@ -424,7 +426,7 @@ def test_non_json_502_is_a_server_error_with_a_readable_message(
         client.evict_pod(POD)
     err = caught.value
     assert err.status == 502
-    assert str(err).startswith("HTTP 502 Bad Gateway: <html>")
+    assert str(err).startswith(f"HTTP 502 Bad Gateway (create pods/eviction at {server.url}): <html>")
     assert "\n" not in str(err)
 
 
@@ -432,7 +434,32 @@ def test_empty_503_is_a_server_error(server: FakeApiServer, client: KubeClient) 
     server.on("GET", "/api/v1/nodes/n1", Answer(503, None))
     with pytest.raises(errors.ServerError) as caught:
         client.get_node("n1")
-    assert str(caught.value) == "HTTP 503 Service Unavailable"
+    assert str(caught.value) == f"HTTP 503 Service Unavailable (get nodes at {server.url})", "which server"
+
+
+def test_a_404_without_details_names_the_request_and_the_server(
+    server: FakeApiServer, client: KubeClient
+) -> None:
+    """An API the server does not serve answers a bare Status ("the server could not find the
+    requested resource"): the error says what was asked of which server, as kubectl's `(get nodes)`."""
+    server.on("GET", "/api/v1/nodes/n1", Answer(404, status_body(404, "NotFound", NOT_SERVED)))
+    with pytest.raises(errors.NotFound) as caught:
+        client.get_node("n1")
+    assert str(caught.value) == f"{NOT_SERVED} (get nodes at {server.url})"
+
+
+NOT_SERVED = "the server could not find the requested resource"
+
+
+def test_an_unreachable_server_is_named_by_its_url_in_one_line(
+    client: KubeClient, server: FakeApiServer
+) -> None:
+    """Not urllib3's `HTTPSConnectionPool(host=…, port=…): Max retries exceeded with url: …`."""
+    server.close()  # nothing listens on its port any more
+    with pytest.raises(errors.TransportError) as caught:
+        client.get_node("n1")
+    assert str(caught.value).startswith(f"get nodes: {server.url}/api/v1/nodes/n1: "), str(caught.value)
+    assert "ConnectionPool" not in str(caught.value) and "\n" not in str(caught.value)
 
 
 def test_a_dropped_connection_is_a_transport_error_never_not_found(

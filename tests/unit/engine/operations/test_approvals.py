@@ -28,9 +28,9 @@ from engine.operations import policy
 from engine.operations.runner import ClusterHandle
 from engine.operations.service import UserError, new_operations
 from engine.pools.simulated import SimulatedPoolProvider
-from engine.schedules.model import ScheduleTarget
+from engine.schedules.core.due import occurrence_on
+from engine.schedules.core.model import ScheduleTarget
 from engine.schedules.service import Schedules
-from engine.schedules.timer import occurrence_on
 from engine.store.database import Store
 
 CLUSTER = "dev-eu"

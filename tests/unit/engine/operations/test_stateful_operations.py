@@ -36,7 +36,7 @@ from engine.operations.service import Operations, new_operations
 from engine.operations.steps.cordon_drain import drained_nodes
 from engine.pools.simulated import SimulatedPoolProvider
 from engine.schedules.calendars import Calendars, load_calendar
-from engine.schedules.model import ScheduleTarget
+from engine.schedules.core.model import ScheduleTarget
 from engine.schedules.service import Schedules
 from engine.store.database import Store
 
@@ -284,7 +284,8 @@ class Nights(RuleBasedStateMachine):
         """Time moves on to the schedule's next event (an announcement, the sleep or the wake)."""
         [upcoming, *_] = self.schedules.next_wakeups(self.clock.now())
         self.clock.advance(max(0.0, (upcoming - self.clock.now()).total_seconds()))
-        # A fire whose planning call failed raises to the timer's catch-all (bot/runtime/timer.py).
+        # A fire whose planning call failed raises to the timer's catch-all
+        # (bot/runtime/apscheduler_timer.py).
         with contextlib.suppress(errors.KubeError):
             self.schedules.run_due(self.clock.now())
         self._settle()

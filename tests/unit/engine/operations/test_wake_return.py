@@ -17,7 +17,7 @@ from engine.kube.fake import FakeCluster
 from engine.operations.runner import ClusterHandle
 from engine.operations.service import Operations, new_operations
 from engine.pools.simulated import SimulatedPoolProvider
-from engine.schedules.text import wake_report
+from engine.schedules.core.text import wake_report
 from engine.store.database import Store
 from engine.workloads import WorkloadScaler
 from engine.workloads.model import HpaInfo, Kind, NamespaceInfo, WorkloadInfo

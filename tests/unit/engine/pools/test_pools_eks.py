@@ -10,10 +10,11 @@ import pytest
 
 from engine.domain.clock import FakeClock
 from engine.pools.base import PoolNotFound, PoolSizeError, RestoreRecord
+from engine.pools.cloud import CloudNode, CloudOperationTimeout
 from engine.pools.common import NodeRemovalError
 from engine.pools.eks import (
+    NODEGROUP_LABEL,
     AutoScalingGroup,
-    EksNode,
     EksPoolProvider,
     GroupInstance,
     Nodegroup,
@@ -44,10 +45,12 @@ def _nodegroup(name: str = "web", *, scaling: Scaling = DAY, status: str = "ACTI
     return Nodegroup(name, status, scaling, (f"eks-{name}",))
 
 
-# An EksNode (an instance of a node group, as the EKS API describes it), not a Kubernetes Node: the
-# shared builders in tests/builders.py make the cluster's side.
-def _node(name: str, nodegroup: str = "web", instance: str = "") -> EksNode:
-    return EksNode(name, nodegroup, instance or f"i-{name.encode().hex()}", ready=True)
+# A CloudNode (what the provider reads of a Node: its node group label and providerID), not a
+# Kubernetes Node: the shared builders in tests/builders.py make the cluster's side.
+def _node(name: str, nodegroup: str = "web", instance: str = "") -> CloudNode:
+    return CloudNode(
+        name, nodegroup, f"aws:///eu-west-1a/{instance or f'i-{name.encode().hex()}'}", ready=True
+    )
 
 
 # -- pure parts ----------------------------------------------------------------------------------
@@ -75,8 +78,12 @@ def test_node_from_raw_reads_label_provider_id_and_readiness() -> None:
         "spec": {"providerID": "aws:///eu-west-1a/i-0abc"},
         "status": {"conditions": [{"type": "Ready", "status": "True"}]},
     }
-    assert EksNode.from_raw(raw) == EksNode("n1", "web", "i-0abc", ready=True)
-    assert EksNode.from_raw({"metadata": {"name": "n2"}}) == EksNode("n2", "", "", ready=False)
+    node = CloudNode.from_raw(raw, NODEGROUP_LABEL)
+    assert node == CloudNode("n1", "web", "aws:///eu-west-1a/i-0abc", ready=True)
+    assert instance_id(node.provider_id) == "i-0abc"
+    assert CloudNode.from_raw({"metadata": {"name": "n2"}}, NODEGROUP_LABEL) == CloudNode(
+        "n2", "", "", ready=False
+    )
 
 
 def test_removal_terminates_exactly_the_chosen_nodes_instances() -> None:
@@ -122,10 +129,10 @@ def test_removal_refuses_nodes_of_another_group_or_without_an_instance() -> None
     other = [_node("a", instance="i-0a"), _node("x", nodegroup="batch", instance="i-0b")]
     with pytest.raises(NodeRemovalError, match=r"nodes not in node group web: x \(batch\)"):
         plan_removal(_nodegroup(), groups, other, ["a", "x"])
-    unlabelled = [EksNode("y", "", "i-0b", ready=True)]
+    unlabelled = [CloudNode("y", "", "aws:///eu-west-1a/i-0b", ready=True)]
     with pytest.raises(NodeRemovalError, match=r"y \(no node group label\)"):
         plan_removal(_nodegroup(), groups, unlabelled, ["y"])
-    fargate = [EksNode("f", "web", "", ready=True)]
+    fargate = [CloudNode("f", "web", "aws:///eu-west-1a/fargate-ip-10-0-0-1.compute.internal", ready=True)]
     with pytest.raises(NodeRemovalError, match=r"without an EC2 instance in spec\.providerID"):
         plan_removal(_nodegroup(), groups, fargate, ["f"])
 
@@ -245,13 +252,13 @@ class FakeAws:
 
 @dataclass
 class FakeKube:
-    node_list: list[EksNode]
+    node_list: list[CloudNode]
     stored: dict[str, RestoreRecord] = field(default_factory=dict)
 
-    def nodes(self, nodegroup: str | None) -> list[EksNode]:
-        return [n for n in self.node_list if nodegroup is None or n.nodegroup == nodegroup]
+    def nodes(self, nodegroup: str | None) -> list[CloudNode]:
+        return [n for n in self.node_list if nodegroup is None or n.pool == nodegroup]
 
-    def named_nodes(self, names: Sequence[str]) -> list[EksNode]:
+    def named_nodes(self, names: Sequence[str]) -> list[CloudNode]:
         return [n for n in self.node_list if n.name in names]
 
     def read_record(self, pool: str) -> RestoreRecord | None:
@@ -285,7 +292,7 @@ def _world(scaling: Scaling = DAY) -> tuple[FakeAws, FakeKube, EksPoolProvider]:
         {"web": _nodegroup(scaling=scaling)}, {"eks-web": replace(group, min_size=scaling.min_size)}
     )
     kube = FakeKube([_node(f"n{k}", instance=i) for k, i in enumerate(ids)])
-    provider = EksPoolProvider(aws, kube, clock=FakeClock(NOW), update_timeout_seconds=30)
+    provider = EksPoolProvider(aws, kube, clock=FakeClock(NOW), operation_timeout_seconds=30)
     return aws, kube, provider
 
 
@@ -299,7 +306,7 @@ def test_a_pool_is_a_node_group_with_its_nodes_and_sizes() -> None:
     assert not pool.settling
     with pytest.raises(PoolNotFound, match='pool "batch" not found; known pools: web'):
         provider.get_pool("batch")
-    limited = EksPoolProvider(aws, kube, nodegroups=["web"])
+    limited = EksPoolProvider(aws, kube, pools=["web"])
     assert [p.name for p in limited.list_pools()] == ["web"]
     aws.nodegroups["spare"] = _nodegroup("spare")
     with pytest.raises(PoolNotFound, match="known pools: web"):
@@ -396,7 +403,7 @@ def test_a_failed_or_stuck_update_raises_with_the_reason() -> None:
     with pytest.raises(NodegroupUpdateError, match=r"update u-1 .*Failed: NodeCreationFailure: no capacity"):
         provider.set_size("web", 4)
     aws.update_status = "InProgress"
-    with pytest.raises(NodegroupUpdateError, match=r"not finished after 30 s"):
+    with pytest.raises(CloudOperationTimeout, match=r"not finished after 30 s"):
         provider.set_size("web", 2)
 
 

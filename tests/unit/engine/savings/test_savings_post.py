@@ -15,7 +15,7 @@ from engine.savings.weekly_post import (
     post_time,
     report_span,
 )
-from engine.schedules.spec import ScheduleError
+from engine.schedules.core.spec import ScheduleError
 
 SPEC = SavingsPostSpec(at=parse_post_time("Mon 09:00"), tz="Europe/Berlin", channel="C0DEV")
 SUMMER_WEEK, WINTER_WEEK = date(2026, 10, 19), date(2026, 10, 26)  # CEST until Sun 25 Oct

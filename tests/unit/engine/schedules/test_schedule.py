@@ -1,4 +1,4 @@
-"""Schedules (engine.schedules.spec, .recurrence, .one_off), on injected instants only: nothing sleeps,
+"""Schedules (engine.schedules.core.spec, .recurrence, .one_off), on injected instants only: nothing sleeps,
 nothing reads the clock.
 
 Covers: parsing (weekday/time expressions, wrapping ranges, IANA zones only, lead times, dates, windows)
@@ -26,11 +26,11 @@ from apscheduler.triggers.cron import CronTrigger
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.schedules import one_off, recurrence
-from engine.schedules import spec as schedule
 from engine.schedules.calendars import Calendars
-from engine.schedules.days_off import DayOff, DayOffAction, DaysOffRule, parse_rule
-from engine.schedules.spec import Occurrence, Override, ScheduleError, ScheduleSpec, WeeklyTime
+from engine.schedules.core import one_off, recurrence
+from engine.schedules.core import spec as schedule
+from engine.schedules.core.days_off import DayOff, DayOffAction, DaysOffRule, parse_rule
+from engine.schedules.core.spec import Occurrence, Override, ScheduleError, ScheduleSpec, WeeklyTime
 
 BERLIN = "Europe/Berlin"
 DST_ZONES = ["Europe/Berlin", "America/New_York", "Australia/Sydney", "Australia/Lord_Howe", "Asia/Kolkata"]

@@ -1,5 +1,5 @@
 """No dead ends in a schedule: a scheduled sleep whose plan already needs force (engine.schedules
-.service with engine.schedules.force), on the real Operations, runner and SQLite, virtual time.
+.service with engine.schedules.core.force), on the real Operations, runner and SQLite, virtual time.
 
 A scheduled zero of some pools that a do-not-disrupt Pod holds used to be announced, approved and
 then fail in 0 s every night. Now the announcement says so ahead (each Pod, its owner, its pool,
@@ -22,7 +22,7 @@ from engine.domain.operation import OpState
 from engine.kube.fake import FakeCluster
 from engine.operations import policy
 from engine.pools.simulated import SimulatedPoolProvider
-from engine.schedules.model import ScheduleTarget
+from engine.schedules.core.model import ScheduleTarget
 from tests.unit.engine.domain.test_force_scope import pinned
 from tests.unit.engine.schedules import test_schedules
 from tests.unit.engine.schedules.test_schedules import (

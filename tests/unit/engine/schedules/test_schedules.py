@@ -46,11 +46,11 @@ from engine.operations.runner import ClusterHandle
 from engine.operations.service import new_operations
 from engine.operations.steps.report import summary_of as runner_summary
 from engine.pools.simulated import SimulatedPoolProvider
-from engine.schedules.base import _sleep_request, _wake_request
 from engine.schedules.calendars import Calendars, load_calendar
-from engine.schedules.model import ScheduleTarget
+from engine.schedules.core.model import ScheduleTarget
+from engine.schedules.core.requests import sleep_request, wake_request
+from engine.schedules.core.text import wake_report
 from engine.schedules.service import Schedules
-from engine.schedules.text import wake_report
 from engine.store.database import Store
 from engine.store.schedules import schedule_fingerprint
 
@@ -980,9 +980,9 @@ def test_a_schedules_sleep_and_wake_carry_its_workloads(
 ) -> None:
     assert add(world.schedules).ok
     sched = replace(world.schedules.all_schedules()[0], target=target)
-    assert _sleep_request(sched).target == sleep
+    assert sleep_request(sched).target == sleep
     asleep = {"web"} if target.kind != "workloads" else set()
-    woken = _wake_request(sched, asleep, workloads_asleep=True)
+    woken = wake_request(sched, asleep, workloads_asleep=True)
     assert woken is not None and woken.target == wake
 
 
@@ -990,12 +990,10 @@ def test_a_scheduled_wake_restores_the_workloads_its_sleep_scaled_once_the_pools
     assert add(world.schedules).ok
     sched = world.schedules.all_schedules()[0]
     with_workloads = replace(sched, target=ScheduleTarget("cluster", workloads=True))
-    woken = _wake_request(with_workloads, set(), workloads_asleep=True)
+    woken = wake_request(with_workloads, set(), workloads_asleep=True)
     assert woken is not None and woken.target == Target(cluster=CLUSTER, workloads=True, workloads_only=True)
-    assert _wake_request(with_workloads, set(), workloads_asleep=False) is None
-    assert _wake_request(sched, set(), workloads_asleep=True) is None, (
-        "without the flag, a person's workloads"
-    )
+    assert wake_request(with_workloads, set(), workloads_asleep=False) is None
+    assert wake_request(sched, set(), workloads_asleep=True) is None, "without the flag, a person's workloads"
 
 
 def test_a_schedule_whose_calendar_left_the_configuration_is_named_with_what_to_do(

@@ -28,7 +28,7 @@ from engine.store.audit import (
     AuditKey,
     AuditKeyError,
     AuditUnverifiable,
-    _audit_hash,
+    audit_hash,
     audit_key_from_environment,
 )
 from engine.store.database import Store
@@ -65,7 +65,7 @@ def _rechain_without(path: Path, action: str) -> None:
     prev = GENESIS_HASH
     for new_id, row in enumerate(rows, start=1):
         values = (new_id, *row[1:])
-        digest = _audit_hash(prev, values)
+        digest = audit_hash(prev, values)
         conn.execute("INSERT INTO audit VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", (*values, prev, digest))
         prev = digest
     for _, sql in saved:

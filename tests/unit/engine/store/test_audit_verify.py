@@ -21,7 +21,7 @@ import pytest
 from bot.cli import main as cli
 from bot.cli.common import EXIT_OK, EXIT_USAGE
 from bot.cli.operations import EXIT_AUDIT_BROKEN
-from engine.store.audit import _audit_hash
+from engine.store.audit import audit_hash
 from engine.store.base import StoreError
 from engine.store.database import Store
 from engine.store.migrations import SCHEMA_VERSION
@@ -200,7 +200,7 @@ def _append_forged_row(path: Path, *, at: datetime, actor: str, action: str) -> 
     conn.execute(
         "INSERT INTO audit (id, at, actor, action, op_id, cluster, detail, prev_hash, hash) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (*values, prev, _audit_hash(prev, values)),
+        (*values, prev, audit_hash(prev, values)),
     )
     conn.commit()
     conn.close()

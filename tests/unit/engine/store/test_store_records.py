@@ -37,7 +37,7 @@ from engine.domain.operation import (
     WorkloadsProgress,
 )
 from engine.kube.fake import FakeCluster
-from engine.schedules.text import wake_report
+from engine.schedules.core.text import wake_report
 from engine.store.base import StoreError
 from engine.store.database import Store
 from engine.store.migrations import SCHEMA_VERSION

@@ -3,8 +3,8 @@
 Owns the schedule value (`ScheduleSpec`), its occurrences (`Occurrence`, with the idempotency key),
 one-occurrence overrides (`Override`) and the missed-run verdict (`MissedDecision`) as values, the
 parsing and validation of what people type, and how an instant or a span is described. When the
-sleeps and wakes happen is `engine.schedules.recurrence`; what overrides, missed runs and manual
-wakes change is `engine.schedules.one_off`. The bot layer stores schedules, overrides and done
+sleeps and wakes happen is `engine.schedules.core.recurrence`; what overrides, missed runs and manual
+wakes change is `engine.schedules.core.one_off`. The bot layer stores schedules, overrides and done
 keys in SQLite and uses APScheduler only as a timer that wakes it at the instants computed there.
 It stays one module (a little over 600 lines): the values, their parser and their validation are one
 language, and each parse error names the value's own field and example.
@@ -30,11 +30,11 @@ from collections.abc import Callable, Iterator, Set
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta, tzinfo
-from typing import Literal, TypeVar
+from typing import Literal, NotRequired, TypedDict, TypeVar
 from zoneinfo import ZoneInfo, available_timezones
 
 from engine.domain.errors import Category, ScalebotError
-from engine.schedules.days_off import DayOff, DaysOffError, DaysOffRule, parse_rule
+from engine.schedules.core.days_off import DayOff, DaysOffError, DaysOffRule, parse_rule
 
 NO_DAYS_OFF = DaysOffRule()
 
@@ -51,7 +51,7 @@ _FULL_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday
 _DAY_LOOKUP = {name.lower(): i for i, name in enumerate(DAY_NAMES)} | {
     n: i for i, n in enumerate(_FULL_NAMES)
 }
-_OPPOSITE: dict[Action, Action] = {"sleep": "wake", "wake": "sleep"}
+OPPOSITE_ACTION: dict[Action, Action] = {"sleep": "wake", "wake": "sleep"}
 _MINUTES_PER_DAY = 24 * 60
 _MINUTES_PER_WEEK = 7 * _MINUTES_PER_DAY
 _SHOWN_CHARS = 40
@@ -326,6 +326,24 @@ def parse_window(*, sleep: str, wake: str | None, tz: str) -> Window:
     return Window(sleep_time, wake_time, zone.key)
 
 
+class SpecText(TypedDict):
+    """A schedule's definition as people type it: the keyword arguments of `parse_spec`, which
+    `Schedules.add` takes as they are (so a new schedule option is declared here and in
+    `parse_spec`, and passes through the service untouched). An option is NotRequired: "" (unset)
+    when not given."""
+
+    name: str
+    cluster: str
+    sleep: str
+    wake: str | None
+    tz: str
+    lead_times: NotRequired[str]
+    exceptions: NotRequired[str]
+    holidays: NotRequired[str]
+    calendar: NotRequired[str]
+    on_holiday: NotRequired[str]
+
+
 def parse_spec(
     *,
     name: str,
@@ -433,7 +451,7 @@ def _check_lead_times(spec: ScheduleSpec) -> None:
     if longest > gap:
         raise ScheduleError(
             f"lead time {_lead_text(longest)} is longer than the shortest gap between two events "
-            f"({_span(gap)}: {between}): shorten it to at most {_lead_text(gap)}, e.g. {EXAMPLE_LEADS}"
+            f"({span_text(gap)}: {between}): shorten it to at most {_lead_text(gap)}, e.g. {EXAMPLE_LEADS}"
         )
 
 
@@ -441,7 +459,7 @@ def _shortest_gap(spec: ScheduleSpec) -> tuple[timedelta, str]:
     """Shortest wall-clock gap between consecutive events over a fortnight (cyclic), and its events."""
     events = sorted(
         (week * _MINUTES_PER_WEEK + day * _MINUTES_PER_DAY + weekly.hour * 60 + weekly.minute, action)
-        for action, weekly in _timings(spec)
+        for action, weekly in weekly_timings(spec)
         for day in weekly.days
         for week in (0, 1)
     )
@@ -455,7 +473,7 @@ def _event_text(minute_of_fortnight: int, action: Action) -> str:
     return f"{action} {DAY_NAMES[day]} {minute // 60:02d}:{minute % 60:02d}"
 
 
-def _timings(spec: ScheduleSpec) -> list[tuple[Action, WeeklyTime]]:
+def weekly_timings(spec: ScheduleSpec) -> list[tuple[Action, WeeklyTime]]:
     timings: list[tuple[Action, WeeklyTime]] = [("sleep", spec.sleep)]
     if spec.wake is not None:
         timings.append(("wake", spec.wake))
@@ -469,7 +487,7 @@ def describe(occurrence: Occurrence | datetime, tz: str | tzinfo) -> str:
     """Short local text, "Fri 19:00 CET" (the abbreviation is for display only)."""
     at = occurrence.at if isinstance(occurrence, Occurrence) else occurrence
     zone = parse_zone(tz) if isinstance(tz, str) else tz
-    local = _utc(at, "at").astimezone(zone)
+    local = aware_utc(at, "at").astimezone(zone)
     return f"{DAY_NAMES[local.weekday()]} {local:%H:%M} {local.tzname() or ''}".rstrip()
 
 
@@ -477,10 +495,10 @@ def in_words(delta: timedelta) -> str:
     """ "in 60 min", "in 2 h 30 min", "in 2 days 11 h", "5 min ago", or "now" (under half a minute)."""
     if abs(delta) < timedelta(seconds=30):
         return "now"
-    return f"in {_span(delta)}" if delta > timedelta(0) else f"{_span(-delta)} ago"
+    return f"in {span_text(delta)}" if delta > timedelta(0) else f"{span_text(-delta)} ago"
 
 
-def _span(delta: timedelta) -> str:
+def span_text(delta: timedelta) -> str:
     minutes = round(abs(delta).total_seconds() / 60)
     sign = "-" if delta < timedelta(0) and minutes else ""
     if minutes < 120:
@@ -620,7 +638,7 @@ def _shown(text: str) -> str:
     return flat if len(flat) <= _SHOWN_CHARS else flat[: _SHOWN_CHARS - 1] + "…"
 
 
-def _utc(instant: datetime, name: str) -> datetime:
+def aware_utc(instant: datetime, name: str) -> datetime:
     if instant.tzinfo is None or instant.utcoffset() is None:
         raise ScheduleError(f"{name} must be timezone-aware, e.g. datetime(2026, 3, 27, 19, 0, tzinfo=UTC)")
     return instant.astimezone(UTC)

@@ -1,8 +1,8 @@
 """Schedules as values: what a sleep acts on, a stored schedule, a re-sleep after a temporary wake,
 what the timer must do now, and the answer to a command, a click or a timer event.
 
-Pure: no clock, no store, no Slack. The service (`engine.schedules.service`) loads and saves them, the timer
-(`engine.schedules.timer`) decides what is due, `engine.schedules.text` words them.
+Pure: no clock, no store, no Slack. The schedule book (`engine.schedules.book`) loads them, the timer
+(`engine.schedules.core.due`) decides what is due, `engine.schedules.core.text` words them.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, Literal
 from engine.domain.announcement import Announcement, ApprovalMode, ApprovalPromise
 from engine.domain.operation import Operation
 from engine.domain.reasons import Reason
-from engine.schedules.spec import MissedDecision, Occurrence, ScheduleSpec, SpecField
+from engine.schedules.core.spec import MissedDecision, Occurrence, ScheduleSpec, SpecField
 
 TargetKind = Literal["cluster", "pools", "scale", "workloads"]
 DueWhat = Literal["announce", "fire", "missed", "noop"]
@@ -170,3 +170,8 @@ class ScheduleOutcome:
     """A refusal's reason as data, when it names channels, people or commands."""
     next_event: tuple[Occurrence, datetime] | None = None
     """A saved schedule's next sleep or wake, at its effective time."""
+
+
+def refused(reply: str, *, key: str = "") -> ScheduleOutcome:
+    """A refusal: nothing changed, and `reply` says why."""
+    return ScheduleOutcome(False, reply, key=key)

@@ -1,36 +1,31 @@
 """What every part of the operations service (`engine.operations.service.Operations`) shares: the
-values it answers with, its state, and the checks and records each part makes (roles, the channel
-rule, the plan rate limit, the audit, refusals, busy locks, final states)."""
+values it answers with, and `Rules`, the checks and records each part makes (roles, the channel
+rule, the plan rate limit, the audit, refusals, busy locks), given to each part it serves."""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from engine.domain.announcement import NextEvent
 from engine.domain.clock import Clock
 from engine.domain.errors import Category, ScalebotError
 from engine.domain.operation import (
     Operation,
-    OperationPlan,
-    OperationRequest,
-    OpState,
     Outcome,
-    ProgressEvent,
 )
-from engine.domain.reasons import AlreadyDecided, Busy, Reason
+from engine.domain.reasons import Busy, Reason
 from engine.domain.settings import ScaleDownRules
 from engine.operations import policy
-from engine.operations.observers import ProgressListeners
-from engine.operations.runner import ClusterHandle, Runner
+from engine.operations.runner import ClusterHandle
 from engine.planning import advice, consolidation
 from engine.pools.base import Pool, ProviderSchedule
 from engine.store.claims import LockConflict
-from engine.store.database import Store
+from engine.store.ports import AuditTrail
 
 log = logging.getLogger(__name__)
 
@@ -90,60 +85,42 @@ class ProviderSchedules:
     """Why they could not be read (the API server's answer); empty when read."""
 
 
-class OperationsBase:
-    """The state every part of `Operations` shares (the store, the runner, the policies, the clock,
-    the listeners) and the checks and records each part makes: roles, the channel rule, the plan
-    rate limit, the audit, refusals, busy locks and final states."""
+class RulesStore(AuditTrail, Protocol):
+    """What the rules read and write of the store: the audit, and the operation holding a lock."""
+
+    def get_operation(self, op_id: str) -> Operation | None: ...
+
+
+class Rules:
+    """What every part of the service checks and records: roles, the channel rule, the viewer rule and
+    the plan rate limit of reads, the audit of actions and refusals, and who holds a busy lock."""
 
     def __init__(
         self,
-        store: Store,
-        runner: Runner,
+        handles: Mapping[str, ClusterHandle],
         policies: Mapping[str, policy.ClusterPolicy],
         clock: Clock,
-        listeners: ProgressListeners,
-        *,
-        next_event: Callable[[str], NextEvent | None] | None = None,
-        groups_of: Callable[[str], Sequence[str]] | None = None,
+        store: RulesStore,
     ) -> None:
-        """`runner` runs the operations on its clusters, and emits to `listeners`, which this service
-        tells of state changes too. `groups_of`: a person's user groups (Slack's), for roles checked
-        without a click from them: a schedule's pre-approvers at each run. May call Slack: never
-        inside a transaction."""
-        self.store = store
-        self.runner = runner
-        self.handles = dict(runner.clusters)
-        self.policies = {
-            name: policies.get(name, policy.ClusterPolicy(cluster=name)) for name in self.handles
-        }
-        runner.scale_down = {name: pol.consolidation.rules for name, pol in self.policies.items()}
+        """`handles` and `policies` are the service's own (one policy per cluster), read as they
+        are at each call."""
+        self.handles = handles
+        self.policies = policies
         self.clock = clock
-        self._listeners = listeners
-        self._next_event = next_event
-        self.groups_of: Callable[[str], Sequence[str]] = groups_of or (lambda user: ())
+        self.store = store
         self.plan_burst = 5
         self.plan_window = timedelta(minutes=1)
         self._plans: dict[str, list[datetime]] = {}
         self._plans_lock = threading.Lock()
 
-    # -- progress ---------------------------------------------------------------------------------
-
-    def subscribe(self, listener: Callable[[ProgressEvent], None]) -> None:
-        self._listeners.subscribe(listener)
-
-    def unsubscribe(self, listener: Callable[[ProgressEvent], None]) -> None:
-        self._listeners.unsubscribe(listener)
-
-    def _emit(self, event: ProgressEvent) -> None:
-        self._listeners.emit(event)
-
-    def _emit_state(self, op: Operation, text: str, *, final: bool = False) -> None:
-        self._emit(ProgressEvent(operation=op, kind="final" if final else "state", text=text, final=final))
-
-    # -- shared reads and checks ------------------------------------------------------------------
-
     def clusters(self) -> list[str]:
         return sorted(self.handles)
+
+    def handle(self, cluster: str) -> ClusterHandle:
+        """The cluster's handle; UserError naming the clusters when there is none."""
+        if cluster not in self.handles:
+            raise UserError(f'unknown cluster "{cluster}"; clusters: {", ".join(self.clusters())}')
+        return self.handles[cluster]
 
     def role(self, cluster: str, user: str, groups: Sequence[str] = ()) -> policy.Role | None:
         if user.startswith("cli:"):
@@ -157,9 +134,6 @@ class OperationsBase:
         pol = self.policies.get(cluster)
         return policy.approvers(pol, besides=besides) if pol is not None else policy.Approvers()
 
-    def get(self, op_id: str) -> Operation | None:
-        return self.store.get_operation(op_id)
-
     def origin_refusal(
         self, cluster: str, *, by: str, channel: str, what: str, op: Operation | None = None
     ) -> Outcome | None:
@@ -172,7 +146,7 @@ class OperationsBase:
         where = policy.channel_allowed(self.policies[cluster], channel)
         if where.allowed:
             return None
-        self._audit(by, f"refused_{what}", op=op, cluster=cluster, detail=where.reason)
+        self.audit(by, f"refused_{what}", op=op, cluster=cluster, detail=where.reason)
         return Outcome(False, where.reason, op, reason=where.detail)
 
     def may_view(self, cluster: str, *, by: str, groups: Sequence[str] = (), what: str = "status") -> str:
@@ -183,7 +157,7 @@ class OperationsBase:
             return ""
         return self.refuse(by, what, cluster, f"{what} needs at least the viewer role on {cluster}").reply
 
-    def _allow_read(self, cluster: str, *, by: str, groups: Sequence[str], what: str) -> None:
+    def allow_read(self, cluster: str, *, by: str, groups: Sequence[str], what: str) -> None:
         """A read a person asks for (a plan, advice, a preview): any role on `cluster`, and at most
         `plan_burst` per `plan_window`, since each lists the cluster. Raises UserError with the
         audited refusal."""
@@ -208,35 +182,7 @@ class OperationsBase:
             reply = f"too many plans: at most {self.plan_burst} per {self.plan_window}; try again in {wait}s"
             raise UserError(self.refuse(by, "plan", cluster, reply).reply)
 
-    # -- helpers ----------------------------------------------------------------------------------
-
-    def _handle(self, cluster: str) -> ClusterHandle:
-        if cluster not in self.handles:
-            raise UserError(f'unknown cluster "{cluster}"; clusters: {", ".join(self.clusters())}')
-        return self.handles[cluster]
-
-    def _already_decided(self, op: Operation) -> Outcome:
-        deciding = ("approve", "rejected", "cancel", "cancelled", "expired")
-        who = [r for r in self.store.audit_rows(op_id=op.id) if r.action in deciding]
-        state = op.state.value.replace("_", " ")
-        decided = (
-            AlreadyDecided(op.id, state, who[-1].actor, who[-1].at) if who else AlreadyDecided(op.id, state)
-        )
-        by = f" by {decided.by} at {decided.at:%H:%M} UTC" if decided.at is not None else ""
-        return Outcome(True, f"operation {op.id} is already {state}{by}", op, reason=decided)
-
-    def _finish(self, op: Operation, state: OpState, *, by: str, error: str = "") -> Operation | None:
-        """Compare-and-set `op` (in the state it was read in) to a final state, releasing its locks in
-        the same transaction; None when another path moved it first (nothing is written)."""
-        new = replace(op, state=state, updated_at=self.clock.now(), error=error or op.error)
-        with self.store.transaction():
-            if not self.store.transition(new, expected=op.state):
-                return None
-            self.store.journal(op.id, at=new.updated_at, step=op.step, event=state.value)
-            self._audit(by, state.value, op=new, detail=error)
-        return new
-
-    def _audit(
+    def audit(
         self, actor: str, action: str, *, op: Operation | None = None, cluster: str = "", detail: str = ""
     ) -> None:
         self.store.audit(
@@ -250,10 +196,11 @@ class OperationsBase:
 
     def refuse(self, by: str, what: str, cluster: str, reason: str, detail: Reason | None = None) -> Outcome:
         """A refusal is audited like an action: who tried what, where, and why it was refused."""
-        self._audit(by, f"refused_{what}", cluster=cluster, detail=reason)
+        self.audit(by, f"refused_{what}", cluster=cluster, detail=reason)
         return Outcome(False, reason, reason=detail)
 
-    def _busy(self, exc: LockConflict) -> Busy:
+    def busy(self, exc: LockConflict) -> Busy:
+        """Who holds the lock a request or an action by hand met."""
         holder = self.store.get_operation(exc.op_id)
         what = exc.key.split("/", 1)[-1]
         if holder is None:
@@ -262,12 +209,8 @@ class OperationsBase:
             what, holder.id, holder.kind.value, holder.requested_by, holder.state.value.replace("_", " ")
         )
 
-    if TYPE_CHECKING:
-        # What the parts call on one another, so `mypy --strict` checks each against one `Operations`.
-        def plan(self, req: OperationRequest) -> OperationPlan: ...
 
-
-def _busy_text(busy: Busy) -> str:
+def busy_text(busy: Busy) -> str:
     if not busy.state:
         return f"{busy.what} is busy with operation {busy.op_id}"
     return (

@@ -3,7 +3,7 @@
 A schedule names where its days off come from (`DaysOffRule`: a country and region for the
 `holidays` library, a calendar file of the configuration by name) and what it does on them (stay
 asleep, skip the wake, skip the sleep). The adapter (`engine.schedules.calendars`) turns a rule into
-dated `DayOff` values; the arithmetic (`engine.schedules.recurrence`) only ever sees those values, so the
+dated `DayOff` values; the arithmetic (`engine.schedules.core.recurrence`) only ever sees those values, so the
 schedule's arithmetic stays pure and testable on plain data.
 
 Names come from outside (a library's translations, anyone who can edit the team's calendar): they

@@ -12,7 +12,9 @@ from datetime import timedelta
 
 from engine.domain.announcement import ApprovalMode, EventKind
 from engine.domain.operation import Operation
-from engine.schedules.model import Schedule
+from engine.schedules.core.due import event_kind
+from engine.schedules.core.model import Schedule
+from engine.schedules.core.spec import Occurrence
 
 DOING = {
     "add": "creating a schedule",
@@ -104,3 +106,8 @@ def lead_text(lead: timedelta) -> str:
 
 def cap(text: str) -> str:
     return text[:1].upper() + text[1:]
+
+
+def event_title(sched: Schedule, occ: Occurrence) -> str:
+    """ "Scheduled shutdown", "Weekend shutdown", "Wake-up", ...: what people call this occurrence."""
+    return EVENT_TITLE[event_kind(sched, occ)]

@@ -1,8 +1,8 @@
 """What is due when: the timer's decisions over one schedule's state at `now`.
 
-Pure: the service (`engine.schedules.service`) reads a schedule's overrides, handled keys, re-sleeps and
+Pure: the schedule book (`engine.schedules.book`) reads a schedule's overrides, handled keys, re-sleeps and
 announcements from SQLite and hands them in; nothing here reads the clock or the store. The arithmetic
-(DST, overrides, missed runs) is `engine.schedules.recurrence`'s and `engine.schedules.one_off`'s;
+(DST, overrides, missed runs) is `engine.schedules.core.recurrence`'s and `engine.schedules.core.one_off`'s;
 this module applies the schedules' rules on top: only the shortest lead already reached is
 announced, a re-sleep is a sleep, and a weekend shutdown is told apart from a nightly one.
 """
@@ -13,10 +13,10 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime, time, timedelta
 
 from engine.domain.announcement import EventKind
-from engine.schedules import one_off, recurrence
-from engine.schedules import spec as schedule
-from engine.schedules.model import Due, DueWhat, Resleep, Schedule
-from engine.schedules.spec import MissedDecision, Occurrence, Override, ScheduleSpec
+from engine.schedules.core import one_off, recurrence
+from engine.schedules.core import spec as schedule
+from engine.schedules.core.model import Due, DueWhat, Resleep, Schedule
+from engine.schedules.core.spec import MissedDecision, Occurrence, Override, ScheduleSpec
 
 UPCOMING_PER_SCHEDULE = 3
 """Occurrences per schedule the timer is armed for; it is re-armed after every fire and decision."""

@@ -43,8 +43,8 @@ from apscheduler.triggers.date import DateTrigger
 from engine.domain.announcement import Announcement, NextEvent
 from engine.domain.clock import Clock, wall_seconds
 from engine.domain.operation import ProgressEvent
-from engine.schedules import one_off
-from engine.schedules.model import ScheduleOutcome
+from engine.schedules.core import one_off
+from engine.schedules.core.model import ScheduleOutcome
 from engine.schedules.service import Schedules
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,10 @@ class WeeklyTimer(Protocol):
     def run_due(self, now: datetime) -> object: ...
 
 
-class SchedulerRunner:
+class APSchedulerTimer:
+    """The schedules' (and the weekly savings posts') timer on APScheduler: one one-shot job per
+    instant they compute, re-armed from SQLite after every tick and change (module docstring)."""
+
     def __init__(
         self,
         schedules: Schedules,

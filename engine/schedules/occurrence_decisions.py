@@ -9,24 +9,35 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from engine.domain.announcement import DecisionNote
-from engine.schedules import one_off
-from engine.schedules import spec as schedule
+from engine.domain.clock import Clock
+from engine.schedules.access import ScheduleAccess
 from engine.schedules.announcing import Announcing
-from engine.schedules.base import (
-    _refused,
-)
-from engine.schedules.model import (
+from engine.schedules.book import ScheduleBook
+from engine.schedules.core import one_off
+from engine.schedules.core import spec as schedule
+from engine.schedules.core.due import reached_lead
+from engine.schedules.core.model import (
     HANDLED,
     Schedule,
     ScheduleOutcome,
+    refused,
 )
-from engine.schedules.spec import Occurrence, Override, ScheduleError
-from engine.schedules.timer import reached_lead
-from engine.store.schedules import StoredOccurrence, StoredOverride
+from engine.schedules.core.spec import Occurrence, Override, ScheduleError
+from engine.schedules.firing import Firing
+from engine.store.schedules import StoredOccurrence
 
 
-class OccurrenceDecisions(Announcing):
+class OccurrenceDecisions:
     """Postpone, skip and run now on one occurrence."""
+
+    def __init__(
+        self, book: ScheduleBook, access: ScheduleAccess, clock: Clock, announcing: Announcing, firing: Firing
+    ) -> None:
+        self.book = book
+        self.access = access
+        self.clock = clock
+        self.announcing = announcing
+        self.firing = firing
 
     # -- decisions on one occurrence -------------------------------------------------------------
 
@@ -81,13 +92,18 @@ class OccurrenceDecisions(Announcing):
             groups,
             "run_now",
             lambda s, occ, ovs, now: one_off.run_now(
-                occ, by=by, now=now, spec=s.spec, announced=self._row(occ).state == "announced", overrides=ovs
+                occ,
+                by=by,
+                now=now,
+                spec=s.spec,
+                announced=self.book.row(occ).state == "announced",
+                overrides=ovs,
             ),
             channel=channel,
         )
         if not decided.ok:
             return decided
-        fired = self.fire(key, self.clock.now(), by=by)
+        fired = self.firing.fire(key, self.clock.now(), by=by)
         return replace(
             fired, reply=f"{decided.reply} {fired.reply}", announcement=decided.announcement, decided_by=by
         )
@@ -106,31 +122,33 @@ class OccurrenceDecisions(Announcing):
     ) -> ScheduleOutcome:
         """One decision on one occurrence, in one write transaction (a fire cannot slip in between)."""
         now = self.clock.now()
-        with self.store.transaction():
-            found = self._clicked(key, by, channel, verb, groups)
+        with self.book.store.transaction():
+            found = self.access.clicked(key, by, channel, verb, groups)
             if isinstance(found, ScheduleOutcome):
                 return found
             sched, occ = found
-            refusal = self._authorise(sched.cluster, by, groups, verb, detail=key)
+            refusal = self.access.authorise(sched.cluster, by, groups, verb, detail=key)
             if refusal:
-                return _refused(refusal, key=key)
-            row = self._row(occ)
+                return refused(refusal, key=key)
+            row = self.book.row(occ)
             if row.state in HANDLED:
-                return _refused(
+                return refused(
                     f"the {occ.action} of {schedule.describe(occ, sched.spec.tz)} is already {row.state}",
                     key=key,
                 )
-            overrides = self._overrides(sched.name)
+            overrides = self.book.overrides(sched.name)
             try:
                 override = make(sched, occ, overrides, now)
             except ScheduleError as exc:
-                self._audit(by, f"refused_schedule_{verb}", sched.cluster, f"{key}: {exc}")
-                return _refused(str(exc), key=key)
-            self._save_override(sched, override, now)
+                self.book.audit(by, f"refused_schedule_{verb}", sched.cluster, f"{key}: {exc}")
+                return refused(str(exc), key=key)
+            self.book.save_override(sched, override, now)
             effective = one_off.effective_time(occ, [*overrides, override])
             row = self._after_decision(sched, row, effective, now, override)
         decided = DecisionNote(by, override.note)
-        note = self._decided_announcement(sched, occ, row, effective=effective, now=now, decision=decided)
+        note = self.announcing.decided_announcement(
+            sched, occ, row, effective=effective, now=now, decision=decided
+        )
         return ScheduleOutcome(
             True, override.note, changed=True, key=key, effective=effective, announcement=note, decided_by=by
         )
@@ -151,15 +169,5 @@ class OccurrenceDecisions(Announcing):
             new = replace(
                 row, announced_for=effective, announced_lead=int(lead.total_seconds()) if lead else None
             )
-        self.store.save_occurrence(new)
+        self.book.store.save_occurrence(new)
         return new
-
-    def _save_override(self, sched: Schedule, override: Override, now: datetime) -> None:
-        self.store.add_override(
-            StoredOverride(
-                override.key, sched.name, override.kind, override.until, override.by, now, override.note
-            )
-        )
-        self._audit(
-            override.by, f"schedule_{override.kind}", sched.cluster, f"{override.key}: {override.note}"
-        )

@@ -3,7 +3,7 @@ holidays and days off a span suppresses, and the instants its announcements go o
 
 Pure: stdlib only (zoneinfo reads the time-zone database), no other I/O, no clock. Every instant comes
 in as an argument (`after=`, `start=`/`end=`) and every instant going out is an aware UTC `datetime`.
-The values (`ScheduleSpec`, `Occurrence`) and the parsing are `engine.schedules.spec`'s.
+The values (`ScheduleSpec`, `Occurrence`) and the parsing are `engine.schedules.core.spec`'s.
 
 Rules
 - Weekdays and dates are local: an occurrence belongs to the local date of its wall time and fires on
@@ -24,7 +24,7 @@ Rules
   The cluster, put to sleep the evening before, stays down until the next working day's wake; the
   sleep of that date is skipped too (the cluster is already down). `skipped_wakes` lists the holidays
   a sleep spans so the bot can announce them at that shutdown.
-- Days off (public holidays, calendar days: `engine.schedules.days_off`) come in resolved, as dated
+- Days off (public holidays, calendar days: `engine.schedules.core.days_off`) come in resolved, as dated
   values; each says what it suppresses on its local date: both events (stay asleep, as exception
   dates do), the wake only, or the sleep only (the cluster stays awake). `days_off_between` lists
   the suppressed events with their reasons so announcements and `schedule next` can say why.
@@ -36,15 +36,15 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from engine.schedules.days_off import DayOff
-from engine.schedules.spec import (
+from engine.schedules.core.days_off import DayOff
+from engine.schedules.core.spec import (
     Action,
     Occurrence,
     ScheduleSpec,
     WeeklyTime,
-    _timings,
-    _utc,
+    aware_utc,
     parse_zone,
+    weekly_timings,
 )
 
 SEARCH_HORIZON_DAYS = 3700
@@ -53,7 +53,7 @@ SEARCH_HORIZON_DAYS = 3700
 
 def next_occurrences(spec: ScheduleSpec, *, after: datetime, limit: int = 10) -> list[Occurrence]:
     """The next `limit` sleeps and wakes strictly after `after`, in time order (DST rules: module doc)."""
-    after = _utc(after, "after")
+    after = aware_utc(after, "after")
     found: list[Occurrence] = []
     stop_after: date | None = None
     for occurrence in _occurrences_from(spec, _local_date(after, spec) - timedelta(days=1)):
@@ -69,7 +69,7 @@ def next_occurrences(spec: ScheduleSpec, *, after: datetime, limit: int = 10) ->
 
 def next_occurrence(spec: ScheduleSpec, action: Action, *, after: datetime) -> Occurrence | None:
     """The next `action` strictly after `after`; None for a wake when the schedule has none."""
-    after = _utc(after, "after")
+    after = aware_utc(after, "after")
     if action == "wake" and spec.wake is None:
         return None
     for occurrence in _occurrences_from(spec, _local_date(after, spec) - timedelta(days=1)):
@@ -80,7 +80,7 @@ def next_occurrence(spec: ScheduleSpec, action: Action, *, after: datetime) -> O
 
 def occurrences_between(spec: ScheduleSpec, *, start: datetime, end: datetime) -> list[Occurrence]:
     """Occurrences with start < at <= end, in time order."""
-    start, end = _utc(start, "start"), _utc(end, "end")
+    start, end = aware_utc(start, "start"), aware_utc(end, "end")
     last_day = _local_date(end, spec) + timedelta(days=1)
     found: list[Occurrence] = []
     for occurrence in _occurrences_from(spec, _local_date(start, spec) - timedelta(days=1)):
@@ -111,7 +111,7 @@ def days_off_between(
     spec: ScheduleSpec, *, start: datetime, end: datetime
 ) -> list[tuple[Occurrence, DayOff]]:
     """The events with start < at <= end that a day off suppresses, with it (the reason), in time order."""
-    start, end = _utc(start, "start"), _utc(end, "end")
+    start, end = aware_utc(start, "start"), aware_utc(end, "end")
     if not spec.days_off:
         return []
     last_day = _local_date(end, spec) + timedelta(days=1)
@@ -131,7 +131,7 @@ def _occurrences_from(spec: ScheduleSpec, first_day: date, *, days_off: bool = T
     nothing; a day off drops the events it suppresses (unless `days_off` is False: what the weekly
     times alone would give)."""
     zone = parse_zone(spec.tz)
-    timings = _timings(spec)
+    timings = weekly_timings(spec)
     latest: dict[Action, datetime] = {}
     for offset in range(SEARCH_HORIZON_DAYS):
         day = first_day + timedelta(days=offset)
@@ -169,5 +169,5 @@ def announcement_times(
 ) -> list[tuple[timedelta, datetime]]:
     """(lead, instant) pairs, earliest announcement first: fire - lead, computed in UTC. `at` replaces
     the scheduled instant (a postponed occurrence is announced again from its new time)."""
-    fire = _utc(at if at is not None else occurrence.at, "at")
+    fire = aware_utc(at if at is not None else occurrence.at, "at")
     return [(lead, fire - lead) for lead in sorted(set(lead_times), reverse=True)]

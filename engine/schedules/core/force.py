@@ -12,7 +12,7 @@ force option, so such a sleep was announced, approved, and failed in 0 s every n
 - at run time the sleep runs forced only when an approved scope `covers` everything it needs, and
   with exactly that scope; otherwise it does not start, and says why.
 
-Pure: values and functions; the service (`engine.schedules.service`) reads and writes SQLite.
+Pure: values and functions; `engine.schedules.force_records` reads and writes what SQLite records.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from engine.domain.announcement import ForcedPodNotice, ForceNotice
 from engine.domain.errors import Category, ScalebotError
 from engine.domain.force_scope import ForceScope
 from engine.domain.operation import OperationPlan
-from engine.schedules.model import ScheduleTarget
+from engine.schedules.core.model import ScheduleTarget
 
 NEEDED, APPROVED, EXCLUDED, STANDING = "needed", "approved", "excluded", "standing"
 """The kinds of force decisions stored (`engine.store.schedules.ForceDecision`)."""

@@ -2,8 +2,8 @@
 at start-up and at each fire, and the rules of a manual or temporary wake.
 
 Pure: stdlib only, no I/O, no clock: `now=` comes in as an argument. The values (`ScheduleSpec`,
-`Occurrence`, `Override`, `MissedDecision`) are `engine.schedules.spec`'s; the instants are
-`engine.schedules.recurrence`'.
+`Occurrence`, `Override`, `MissedDecision`) are `engine.schedules.core.spec`'s; the instants are
+`engine.schedules.core.recurrence`'.
 
 Rules
 - Overrides act on one occurrence (by key), never on the schedule; the latest decision wins. A
@@ -21,18 +21,18 @@ from collections.abc import Sequence, Set
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from engine.schedules.recurrence import next_occurrence, occurrences_between
-from engine.schedules.spec import (
-    _OPPOSITE,
+from engine.schedules.core.recurrence import next_occurrence, occurrences_between
+from engine.schedules.core.spec import (
+    OPPOSITE_ACTION,
     MissedDecision,
     Occurrence,
     Override,
     ScheduleError,
     ScheduleSpec,
     State,
-    _span,
-    _utc,
+    aware_utc,
     describe,
+    span_text,
 )
 
 DEFAULT_GRACE = timedelta(hours=1)
@@ -75,7 +75,7 @@ def postpone(
 ) -> Override:
     """Move this occurrence `delta` later than its current effective time (postpones add up)."""
     if delta <= timedelta(0):
-        raise ScheduleError(f"postpone by {_span(delta)}: the delay must be positive, e.g. 1 h")
+        raise ScheduleError(f"postpone by {span_text(delta)}: the delay must be positive, e.g. 1 h")
     current = _current_time(occurrence, overrides, spec)
     return postpone_until(occurrence, by=by, until=current + delta, spec=spec, overrides=overrides)
 
@@ -91,7 +91,7 @@ def postpone_until(
     """Move this occurrence to `until`. Reaching the next opposite event (the next wake for a sleep,
     the next sleep for a wake; the next of its own kind without a wake) turns it into a skip, and the
     returned override's note says so. The schedule itself never changes."""
-    until = _utc(until, "until")
+    until = aware_utc(until, "until")
     current = _current_time(occurrence, overrides, spec)
     what = f"the {occurrence.action} of {describe(occurrence, spec.tz)}"
     if until <= current:
@@ -107,7 +107,7 @@ def postpone_until(
             "the schedule is unchanged."
         )
         return Override(occurrence.key, "skip", None, by, note)
-    later = _span(until - occurrence.at)
+    later = span_text(until - occurrence.at)
     note = f"{what[0].upper()}{what[1:]} is postponed to {describe(until, spec.tz)} ({later} later)."
     return Override(occurrence.key, "postpone", until, by, note)
 
@@ -134,7 +134,7 @@ def run_now(
     (from the longest lead time before its scheduled or postponed instant, whichever is earlier).
     A pre-approved schedule runs without asking; starting any other occurrence early would be a
     zero-scale at an hour nobody was told of, with no approval, so it is refused with what to do."""
-    now = _utc(now, "now")
+    now = aware_utc(now, "now")
     effective = effective_time(occurrence, overrides) or occurrence.at
     opens = min(occurrence.at, effective) - max(spec.lead_times, default=timedelta(0))
     if not announced or now < opens:
@@ -165,7 +165,7 @@ def _current_time(occurrence: Occurrence, overrides: Sequence[Override], spec: S
 
 
 def _next_opposite(spec: ScheduleSpec, occurrence: Occurrence) -> Occurrence | None:
-    opposite = next_occurrence(spec, _OPPOSITE[occurrence.action], after=occurrence.at)
+    opposite = next_occurrence(spec, OPPOSITE_ACTION[occurrence.action], after=occurrence.at)
     return opposite or next_occurrence(spec, occurrence.action, after=occurrence.at)
 
 
@@ -191,10 +191,10 @@ def decide_missed(
     run_late (a missed wake always runs); a sleep within `grace` → run_late; older → announce_missed.
     Postponed occurrences are due at their new instant.
     """
-    now = _utc(now, "now")
+    now = aware_utc(now, "now")
     start = now - MISSED_LOOKBACK
     if last_done is not None:
-        start = max(start, _utc(last_done, "last_done"))
+        start = max(start, aware_utc(last_done, "last_done"))
     due = _due(spec, start=start, now=now, overrides=overrides)
     if not due or due[-1][0].key in done_keys:
         return []
@@ -204,7 +204,7 @@ def decide_missed(
         for occurrence, at in due[:-1]
         if occurrence.key not in done_keys and at is not None
     ]
-    manual = None if manual_action_at is None else _utc(manual_action_at, "manual_action_at")
+    manual = None if manual_action_at is None else aware_utc(manual_action_at, "manual_action_at")
     decided = _latest_override(latest, overrides)
     skipped_by = decided.by if decided is not None and latest_at is None else ""
     decisions.append(
@@ -248,7 +248,7 @@ def _decide_latest(
     if at is None:
         return MissedDecision(occurrence, "noop", timedelta(0), f"{what} was skipped by {skipped_by}")
     late_by = max(now - at, timedelta(0))
-    late = _span(late_by)
+    late = span_text(late_by)
     if manual_action_at is not None and manual_action_at > at:
         manual = describe(manual_action_at, spec.tz)
         reason = f"a manual action at {manual} came after {what}; the manual action wins"
@@ -260,9 +260,9 @@ def _decide_latest(
             occurrence, "run_late", late_by, f"{what} was missed by {late}; a missed wake always runs"
         )
     if late_by <= grace:
-        reason = f"{what} was missed by {late}, within the {_span(grace)} grace: it runs {late} late"
+        reason = f"{what} was missed by {late}, within the {span_text(grace)} grace: it runs {late} late"
         return MissedDecision(occurrence, "run_late", late_by, reason)
-    reason = f"{what} was missed by {late}, beyond the {_span(grace)} grace: not run, announced as missed"
+    reason = f"{what} was missed by {late}, beyond the {span_text(grace)} grace: not run, announced as missed"
     return MissedDecision(occurrence, "announce_missed", late_by, reason)
 
 
@@ -272,7 +272,7 @@ def _decide_latest(
 def scheduled_state(spec: ScheduleSpec, *, at: datetime) -> State:
     """The state the schedule wants at `at`: that of its latest event at or before `at` (looking back
     two weeks; nothing in that time, e.g. a long holiday, means asleep)."""
-    at = _utc(at, "at")
+    at = aware_utc(at, "at")
     recent = occurrences_between(spec, start=at - 2 * MISSED_LOOKBACK, end=at)
     return "awake" if recent and recent[-1].action == "wake" else "asleep"
 
@@ -288,9 +288,9 @@ def next_sleep_after_manual_wake(
     it awake then (it woke it meanwhile), the cluster simply follows the schedule to its next sleep.
     None only if the schedule has no sleep within the search horizon.
     """
-    woke_at = _utc(woke_at, "woke_at")
+    woke_at = aware_utc(woke_at, "woke_at")
     if expires_at is not None:
-        expires_at = _utc(expires_at, "expires_at")
+        expires_at = aware_utc(expires_at, "expires_at")
         if scheduled_state(spec, at=expires_at) == "asleep":
             return expires_at
     following = next_occurrence(spec, "sleep", after=expires_at or woke_at)
@@ -301,10 +301,10 @@ def temporary_wake(now: datetime, duration: timedelta, spec: ScheduleSpec) -> da
     """The re-sleep instant of "wake dev-eu for 3h" started at `now`: `now + duration` (in UTC) when the
     schedule has the cluster asleep then, else the schedule's next sleep after that. Scheduled sleeps
     before the returned instant are held back (`held_sleeps`: the bot skips them, by the requester)."""
-    now = _utc(now, "now")
+    now = aware_utc(now, "now")
     if not timedelta(0) < duration <= MAX_TEMPORARY_WAKE:
         raise ScheduleError(
-            f"temporary wake of {_span(duration)}: give a duration above 0 and at most 7 days, e.g. 3h"
+            f"temporary wake of {span_text(duration)}: give a duration above 0 and at most 7 days, e.g. 3h"
         )
     resleep = next_sleep_after_manual_wake(spec, woke_at=now, expires_at=now + duration)
     return resleep if resleep is not None else now + duration
@@ -313,4 +313,4 @@ def temporary_wake(now: datetime, duration: timedelta, spec: ScheduleSpec) -> da
 def held_sleeps(spec: ScheduleSpec, *, woke_at: datetime, resleep_at: datetime) -> list[Occurrence]:
     """Scheduled sleeps strictly between a temporary wake and its re-sleep instant."""
     between = occurrences_between(spec, start=woke_at, end=resleep_at)
-    return [o for o in between if o.action == "sleep" and o.at < _utc(resleep_at, "resleep_at")]
+    return [o for o in between if o.action == "sleep" and o.at < aware_utc(resleep_at, "resleep_at")]
