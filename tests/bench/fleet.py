@@ -4,6 +4,12 @@ Not a test (pytest does not collect this file): it prints figures. Run from the 
 
     .venv/bin/python -m tests.bench.fleet --clusters 10,20,40,80 [--real 2] [--floor-ms 10 --tail-ms 10]
 
+Before and after each N (`--solo`, on by default), each kind of cluster of the fleet runs its sleep
+alone, in the same harness and the same sitting: one real cluster (when `--real` is not 0) and one
+simulated. The slowest of those single sleeps is the N's baseline, and the N's line carries its
+sleeps done over that baseline and the goal `1.2 x baseline + 30 s`, so that a machine's load
+weighs on both sides of the ratio alike.
+
 Each N runs in a child process of its own (so its memory is its own): the storm of
 tests/slack/fleet.py (`run_storm`: the real `Operations` on a SQLite file, the runner and the sender
 with `scalebot run`'s defaults (`RunnerSettings()`, `SenderSettings()`: no test pacing, no extra
@@ -57,6 +63,13 @@ def _rss_mib() -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def _cpu_seconds() -> float:
+    """This process's CPU time so far (user + system): the fleet's client, the local Web API and
+    the command senders (the real control planes are processes of their own)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 class _ThreadPeak:
@@ -127,8 +140,46 @@ def one(clusters: int, real: int, latency: Latency) -> dict[str, Any]:
                     round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
                 ],
                 "threads_peak": threads.peak,
+                "cpu_s": round(_cpu_seconds(), 1),
                 "loadavg": [round(x, 1) for x in os.getloadavg()],
             }
+
+
+def _child(n: int, real: int, latency: Latency) -> dict[str, Any]:
+    """One storm in a child process of its own; its figures (or its exit code)."""
+    argv = [sys.executable, "-m", "tests.bench.fleet", "--one", str(n), "--real", str(real)]
+    argv += ["--floor-ms", str(latency.floor * 1000), "--tail-ms", str(latency.tail * 1000)]
+    load = os.getloadavg()[0]
+    done = subprocess.run(argv, stdout=subprocess.PIPE, text=True, check=False)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        return {"clusters": n, "real": real, "failed": done.returncode, "loadavg_before": round(load, 1)}
+    result: dict[str, Any] = json.loads(lines[-1])
+    result["loadavg_before"] = round(load, 1)
+    return result
+
+
+def _solos(real: int, latency: Latency) -> list[dict[str, Any]]:
+    """Each kind of cluster of the fleet sleeping alone: one real (if the fleet has any), one simulated."""
+    kinds = [(1, 1)] if real else []
+    return [_child(n, r, latency) for n, r in [*kinds, (1, 0)]]
+
+
+def with_baseline(fleet: dict[str, Any], solos: list[dict[str, Any]]) -> dict[str, Any]:
+    """`fleet` with the slowest single sleep of `solos` (run in the same sitting) and its goal."""
+    singles = [s["sleeps_done_s"] for s in solos if "sleeps_done_s" in s]
+    if not singles or "sleeps_done_s" not in fleet:
+        return fleet
+    baseline = max(singles)
+    goal = 1.2 * baseline + 30.0
+    return {
+        **fleet,
+        "solo_sleeps_done_s": singles,
+        "baseline_s": baseline,
+        "ratio_to_baseline": round(fleet["sleeps_done_s"] / baseline, 2),
+        "goal_s": round(goal, 1),
+        "within_goal": fleet["sleeps_done_s"] <= goal,
+    }
 
 
 def main() -> None:
@@ -137,6 +188,12 @@ def main() -> None:
     parser.add_argument("--real", type=int, default=2, help="real local control planes among the N")
     parser.add_argument("--floor-ms", type=float, default=10.0, help="simulated API round trip floor")
     parser.add_argument("--tail-ms", type=float, default=10.0, help="mean of its exponential tail")
+    parser.add_argument(
+        "--solo",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run each kind of cluster's sleep alone before and after each N (the baseline)",
+    )
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     latency = Latency(floor=args.floor_ms / 1000, tail=args.tail_ms / 1000)
@@ -144,17 +201,14 @@ def main() -> None:
         print(json.dumps(one(args.one, args.real, latency)), flush=True)
         return
     for n in (int(x) for x in args.clusters.split(",")):
-        argv = [sys.executable, "-m", "tests.bench.fleet", "--one", str(n), "--real", str(args.real)]
-        argv += ["--floor-ms", str(args.floor_ms), "--tail-ms", str(args.tail_ms)]
-        load = os.getloadavg()[0]
-        done = subprocess.run(argv, stdout=subprocess.PIPE, text=True, check=False)
-        lines = done.stdout.strip().splitlines()
-        if done.returncode != 0 or not lines:
-            print(json.dumps({"clusters": n, "failed": done.returncode, "loadavg_before": load}), flush=True)
-            continue
-        result = json.loads(lines[-1])
-        result["loadavg_before"] = round(load, 1)
-        print(json.dumps(result), flush=True)
+        before = _solos(args.real, latency) if args.solo else []
+        for solo in before:
+            print(json.dumps({"solo": True, **solo}), flush=True)
+        fleet = _child(n, args.real, latency)
+        after = _solos(args.real, latency) if args.solo else []
+        for solo in after:
+            print(json.dumps({"solo": True, **solo}), flush=True)
+        print(json.dumps(with_baseline(fleet, before + after)), flush=True)
 
 
 if __name__ == "__main__":
