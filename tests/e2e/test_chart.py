@@ -27,6 +27,7 @@ import yaml
 
 from localcluster import objects, rest
 from localcluster.binaries import ensure_go_tool
+from tests.e2e.chart_support import create_slack_secret, create_static_volume
 
 if TYPE_CHECKING:
     from localcluster.controlplane import ControlPlane
@@ -402,32 +403,9 @@ def test_helm_installs_upgrades_and_uninstalls_into_the_control_plane(
     storage_class = f"{release}-static"
     node_pool(1)
     objects.create_namespace(admin_api, namespace)
-    volume = f"/api/v1/persistentvolumes/{release}-data"
-    rest.create(
-        admin_api,
-        "/api/v1/persistentvolumes",
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolume",
-            "metadata": {"name": f"{release}-data"},
-            "spec": {
-                "capacity": {"storage": "1Gi"},
-                "accessModes": ["ReadWriteOnce"],
-                "storageClassName": storage_class,
-                "persistentVolumeReclaimPolicy": "Retain",
-                "hostPath": {"path": f"/tmp/{release}"},
-            },
-        },
-    )
-    rest.create(
-        admin_api,
-        f"/api/v1/namespaces/{namespace}/secrets",
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": "scalebot-slack"},
-            "stringData": {"SLACK_BOT_TOKEN": "xoxb-test", "SLACK_APP_TOKEN": "xapp-test"},
-        },
+    volume = create_static_volume(admin_api, release, storage_class)
+    create_slack_secret(
+        admin_api, namespace, {"SLACK_BOT_TOKEN": "xoxb-test", "SLACK_APP_TOKEN": "xapp-test"}
     )
     common = [
         "--namespace", namespace, "--kubeconfig", str(control_plane.admin_kubeconfig),

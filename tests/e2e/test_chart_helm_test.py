@@ -44,6 +44,7 @@ import yaml
 
 from localcluster import objects, rest, waits
 from localcluster.binaries import ensure_go_tool
+from tests.e2e.chart_support import create_slack_secret, create_static_volume
 from tests.e2e.kubelet_standin import KubeletStandIn
 from tests.slack.harness import SlackApiServer
 
@@ -108,32 +109,11 @@ def release(
     kubeconfig = control_plane.admin_kubeconfig
     node_pool(1)
     objects.create_namespace(admin_api, namespace, labels=RESTRICTED)
-    volume = f"/api/v1/persistentvolumes/{name}-data"
-    rest.create(
+    volume = create_static_volume(admin_api, name, storage_class)
+    create_slack_secret(
         admin_api,
-        "/api/v1/persistentvolumes",
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolume",
-            "metadata": {"name": f"{name}-data"},
-            "spec": {
-                "capacity": {"storage": "1Gi"},
-                "accessModes": ["ReadWriteOnce"],
-                "storageClassName": storage_class,
-                "persistentVolumeReclaimPolicy": "Retain",
-                "hostPath": {"path": f"/tmp/{name}"},
-            },
-        },
-    )
-    rest.create(
-        admin_api,
-        f"/api/v1/namespaces/{namespace}/secrets",
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": "scalebot-slack"},
-            "stringData": {"SLACK_BOT_TOKEN": "xoxb-helm-test", "SLACK_SIGNING_SECRET": "helm-test-secret"},
-        },
+        namespace,
+        {"SLACK_BOT_TOKEN": "xoxb-helm-test", "SLACK_SIGNING_SECRET": "helm-test-secret"},
     )
     values = tmp_path / "values.yaml"
     values.write_text(
