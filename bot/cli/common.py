@@ -1,6 +1,6 @@
-"""What every command group of the CLI shares: `CliError` (one line on stderr, exit 2), the exit
-codes, duration flags, the user an operation is recorded for, confirmation on a terminal, whether to
-show the live display, and Ctrl-C handling."""
+"""What every command group of the CLI shares: `CliError` (a bad flag: one line on stderr, exit 2),
+`Refused` (the service said no), the exit codes, duration flags, the user an operation is recorded
+for, confirmation on a terminal, whether to show the live display, and Ctrl-C handling."""
 
 from __future__ import annotations
 
@@ -11,9 +11,13 @@ import sys
 import threading
 from datetime import timedelta
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from engine.domain.durations import DurationError, parse_duration
 from engine.domain.errors import Category, ScalebotError
+
+if TYPE_CHECKING:
+    from engine.domain.operation import Outcome
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 LOG_FORMATS = ("text", "json")
@@ -21,9 +25,25 @@ DEFAULT_GRACEFUL_WINDOW = "5m"
 
 
 class CliError(ScalebotError):
-    """A problem with the user's input or environment: printed as one line, exit 2."""
+    """A problem with the command line itself (a flag's value, a missing confirmation): printed as
+    one line, exit 2. Errors from below keep their own category (`bot.cli.main.EXIT_CODES`): they are
+    never wrapped in this one."""
 
     category = Category.USAGE
+
+
+class Refused(ScalebotError):
+    """The operations service refused the request (`Outcome.ok` false: the policy, a lock held by
+    another operation, an unknown or decided operation) and changed nothing. Usage, exit 2, as the
+    same refusals of the drain by hand (`UserError`) are; the line is the service's own reply."""
+
+    category = Category.USAGE
+
+    def __init__(self, outcome: Outcome) -> None:
+        from bot.text import messages  # only on a refusal: the usual run never renders messages
+
+        super().__init__(messages.outcome_text(outcome, slack=False))
+        self.outcome = outcome
 
 
 def _duration(text: str, flag: str) -> timedelta:

@@ -5,6 +5,12 @@ remembering to add it. Each command path ("", "plan", "plan drain", …) complet
 subcommands, its flags and the choices of its positionals; a flag with fixed choices (`-o`,
 `--provider`) completes to them. zsh loads the same function through `bashcompinit`; fish gets
 the same three tables as fish functions.
+
+Names complete dynamically, as kubectl's do: a command's positionals (nodes, pools, operation IDs,
+clusters; `CommandSpec.completes` in `bot.text.command_registry`) are asked of the hidden
+`scalebot __complete KIND`, which reads the database read-only or the cluster with a short timeout,
+with the `--db`, `--kubeconfig`, `--context` and `--simulated` already typed; it prints nothing
+rather than fail, and its stderr is discarded, so a completion never breaks the shell.
 """
 
 from __future__ import annotations
@@ -13,10 +19,24 @@ import argparse
 import shlex
 from collections.abc import Iterator
 
+from bot.text import command_registry
+
 SHELLS = ("bash", "zsh", "fish")
-DYNAMIC = ("operations show", "operations cancel", "ops show", "ops cancel")
-"""The commands whose ID completes from the database (`ops list -o name`, a read of a few tenths of
-a second, honouring a `--db` already typed)."""
+CONTEXT_FLAGS = ("--db", "--kubeconfig", "--context")
+"""Flags typed on the line that `__complete` is given too (with `--simulated`)."""
+
+
+def dynamic(paths: Iterator[str]) -> dict[str, str]:
+    """Command path -> what its positionals complete to, for every path of the tree (aliases too)."""
+    found = {}
+    for path in paths:
+        words = path.split()
+        if words and words[0] == "ops":  # the alias of `operations`
+            words[0] = "operations"
+        spec = command_registry.CLI.get(" ".join(words))
+        if spec is not None and spec.completes:
+            found[path] = spec.completes
+    return found
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -27,6 +47,11 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
     return found
 
 
+def _hidden(name: str) -> bool:
+    spec = command_registry.CLI.get(name)
+    return spec is not None and spec.hidden
+
+
 def _paths(parser: argparse.ArgumentParser, path: str = "") -> Iterator[tuple[str, argparse.ArgumentParser]]:
     yield path, parser
     for name, sub in _subparsers(parser).items():
@@ -34,7 +59,7 @@ def _paths(parser: argparse.ArgumentParser, path: str = "") -> Iterator[tuple[st
 
 
 def _words(parser: argparse.ArgumentParser) -> list[str]:
-    words = list(_subparsers(parser))
+    words = [w for w in _subparsers(parser) if not _hidden(w)]
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             continue
@@ -64,6 +89,10 @@ def script(parser: argparse.ArgumentParser, shell: str) -> str:
     prog = parser.prog
     func = "_" + prog.replace("-", "_")
     cases, subs, flags = [], [], []
+    kinds = [
+        f"    {shlex.quote(path)}) echo {kind} ;;"
+        for path, kind in dynamic(p for p, _ in _paths(parser)).items()
+    ]
     for path, sub in _paths(parser):
         quoted = shlex.quote(path)
         cases.append(f"    {quoted}) echo {shlex.quote(' '.join(_words(sub)))} ;;")
@@ -81,6 +110,12 @@ def script(parser: argparse.ArgumentParser, shell: str) -> str:
 {chr(10).join(subs)}
   esac
 }}
+{func}_dynamic() {{
+  case "$1" in
+{chr(10).join(kinds)}
+    *) return 1 ;;
+  esac
+}}
 {func}_flag_values() {{
   case "$1" in
 {chr(10).join(flags)}
@@ -88,10 +123,14 @@ def script(parser: argparse.ArgumentParser, shell: str) -> str:
   esac
 }}
 {func}() {{
-  local cur="${{COMP_WORDS[COMP_CWORD]}}" prev="${{COMP_WORDS[COMP_CWORD-1]}}" path="" word i values db=()
+  local cur="${{COMP_WORDS[COMP_CWORD]}}" prev="${{COMP_WORDS[COMP_CWORD-1]}}"
+  local path="" word i values kind ctx=()
   for ((i = 1; i < COMP_CWORD; i++)); do
     word="${{COMP_WORDS[i]}}"
-    [[ "$word" == --db ]] && db=(--db "${{COMP_WORDS[i+1]}}")
+    case "$word" in
+      {"|".join(CONTEXT_FLAGS)}) ctx+=("$word" "${{COMP_WORDS[i+1]}}") ;;
+      --simulated) ctx+=(--simulated) ;;
+    esac
     case " $({func}_subcommands "$path") " in
       *" $word "*) path="${{path:+$path }}$word" ;;
     esac
@@ -101,11 +140,10 @@ def script(parser: argparse.ArgumentParser, shell: str) -> str:
     return 0
   fi
   values=""
-  case "$path" in
-    {"|".join(shlex.quote(p) for p in DYNAMIC)})
-      [[ "$cur" == -* ]] ||
-        values="$({prog} ops list -o name "${{db[@]}}" 2>/dev/null | sed 's,^operation/,,') " ;;
-  esac
+  # Names from scalebot's state (never failing: no output, stderr dropped), as kubectl's __complete.
+  if [[ "$cur" != -* ]] && kind="$({func}_dynamic "$path")"; then
+    values="$({prog} __complete "$kind" --prefix "$cur" "${{ctx[@]}}" 2>/dev/null) "
+  fi
   for word in $({func}_words "$path"); do  # flags only once a dash is typed, as kubectl does
     [[ "$cur" != -* && "$word" == -* ]] || values+="$word "
   done
@@ -129,6 +167,10 @@ def _fish(parser: argparse.ArgumentParser) -> str:
         for flag, choices in _flag_choices(sub).items():
             key = shlex.quote(path + " " + flag)
             flags.append(f"        case {key}\n            echo {shlex.quote(' '.join(choices))}")
+    kinds = [
+        f"        case {shlex.quote(path)}\n            echo {kind}"
+        for path, kind in dynamic(p for p, _ in _paths(parser)).items()
+    ]
     nl = "\n"
     return f"""# {prog} fish completion, generated from its parser: {prog} completion fish | source
 function {func}_words
@@ -139,6 +181,13 @@ end
 function {func}_subcommands
     switch $argv[1]
 {nl.join(subs)}
+    end
+end
+function {func}_dynamic
+    switch $argv[1]
+{nl.join(kinds)}
+        case '*'
+            return 1
     end
 end
 function {func}_flag_values
@@ -152,7 +201,14 @@ function {func}_complete
     set -l tokens (commandline -opc)
     set -l cur (commandline -ct)
     set -l path ''
-    for word in $tokens[2..-1]
+    set -l ctx
+    for i in (seq 2 (count $tokens))
+        set -l word $tokens[$i]
+        if contains -- $word {" ".join(CONTEXT_FLAGS)}; and test $i -lt (count $tokens)
+            set ctx $ctx $word $tokens[(math $i + 1)]
+        else if test "$word" = --simulated
+            set ctx $ctx --simulated
+        end
         if contains -- $word (string split ' ' -- ({func}_subcommands "$path"))
             set path (string trim -- "$path $word")
         end
@@ -160,6 +216,10 @@ function {func}_complete
     if set -l values ({func}_flag_values "$path $tokens[-1]")
         string split ' ' -- $values
         return
+    end
+    # Names from scalebot's state (never failing: no output, stderr dropped), as kubectl's __complete.
+    if not string match -q -- '-*' $cur; and set -l kind ({func}_dynamic "$path")
+        {prog} __complete $kind --prefix "$cur" $ctx 2>/dev/null
     end
     for word in (string split ' ' -- ({func}_words "$path"))
         # flags only once a dash is typed, as kubectl does

@@ -2,22 +2,11 @@
 
 A line-oriented REPL. A line is what a person would type after `/scale` (parsed by
 `bot.text.commands`, run by the same `bot.slack.dispatch.Dispatcher` the Slack listeners use), or one of
-the console's stand-ins for what Slack itself provides:
-
-    as USER           switch who you are (Slack knows who clicked; a terminal has to be told)
-    approve [OP]      the card's Approve button, as the current user (default: latest pending)
-    reject [OP]       the card's Reject button
-    cancel [OP]       the progress message's Cancel button (default: latest running)
-    wait              block until running operations finish, printing their progress
-    postpone / skip / run-now [SCHEDULE]
-                      a schedule announcement's buttons (default: the latest announcement)
-    schedule add      alone: the schedule form's fields, asked one by one
-    fast-forward 2d   move the simulated clock on, running every schedule event on the way (it
-                      stops at an approval card, since time should not fly past a decision)
-    fast-forward next to the next schedule event (announcement, sleep or wake), and run it
-    clock             the console's time
-    quit              leave (also end of input)
-    # …               a comment, ignored (for scripted sessions)
+the console's stand-ins for what Slack itself provides (who you are, the buttons, the time:
+`as USER`, `approve`, `reject`, `cancel`, `wait`, `postpone` / `skip` / `run-now`, `schedule add`
+alone, `fast-forward 2d|next`, `clock`, `quit`), each a `CommandSpec` of the console surface in
+`bot.text.command_registry` naming its function here; `help` lists them. A `# …` line is a comment
+(for scripted sessions).
 
 Schedules are the real ones: `bot.slack.schedule_ui` answers `schedule …` and the buttons, on the engine's
 schedule service and the bot's timer (`bot.runtime.apscheduler_timer`), announcements included. With
@@ -62,7 +51,8 @@ from bot.slack.blocks import schedules as schedule_ui_blocks
 from bot.slack.delivery.progress import Progress
 from bot.slack.dispatch import Dispatcher, Invocation, new_incident
 from bot.slack.schedule_ui import ScheduleUi, check_add_form
-from bot.text import commands, messages
+from bot.text import command_registry, commands, messages
+from bot.text.command_registry import CONSOLE_ONLY
 from engine.domain.announcement import NextEvent
 from engine.domain.clock import Clock, FakeClock, ScaledClock, SystemClock
 from engine.domain.durations import DurationError, parse_duration
@@ -103,17 +93,11 @@ FAST_FORWARD_STEPS = 1000
 """At most this many timer instants per `fast-forward` (a tick that keeps failing retries every minute)."""
 _CONSOLE_HELP = (
     "Console only:",
-    "    as USER        switch user ({users})",
-    "    approve [OP]   click Approve on a card (default: the latest waiting for approval)",
-    "    reject [OP]    click Reject on a card",
-    "    cancel [OP]    click Cancel on a running operation (default: the latest running)",
-    "    wait           wait until running operations finish, showing their progress",
-    "    postpone / skip / run-now [SCHEDULE]   click a schedule announcement's button",
-    "    schedule add   alone: the schedule form, one field at a time",
-    "    fast-forward 2d  move the simulated clock on, running each schedule event on the way",
-    "    fast-forward next  to the next schedule event (announcement, sleep or wake), and run it",
-    "    clock          the console's time",
-    "    quit           leave the console (end of input does the same)",
+    *(
+        f"    {spec.usage:<14} {spec.summary}"
+        for spec in command_registry.COMMANDS
+        if spec.surfaces == command_registry.CONSOLE_ONLY
+    ),
 )
 _SLACK_ID = re.compile(r"[UW][A-Z0-9]{1,20}")
 _AT_NAME = re.compile(r"(?<!\S)@([A-Za-z][\w.-]{0,40})")
@@ -287,7 +271,7 @@ def _isatty(stream: TextIO) -> bool:
 def _greet(s: _Session) -> None:
     if s.simulated:
         s.terminal.lines([f"*** {SIMULATED_BANNER} ***"])
-        _clock(s, [])
+        show_clock(s, [])
     me = s.names.get(s.user, s.user)
     s.terminal.lines(
         [
@@ -319,7 +303,7 @@ def _loop(s: _Session, stdin: TextIO, *, interactive: bool) -> int:
             s.terminal.lines([prompt + line])
         if not line or line.startswith("#"):
             continue
-        if line.lower() in ("quit", "exit"):
+        if line.lower() in ("quit", *command_registry.BY_NAME["quit"].aliases):
             return 0
         _guarded(s, line)
 
@@ -345,12 +329,15 @@ def _execute(s: _Session, line: str) -> None:
         if not words:
             s.tell(messages.empty_command())
             return
-    if [w.lower() for w in words] == ["schedule", "add"]:
-        _schedule_form(s)
-        return
-    handler = _CONSOLE_COMMANDS.get(words[0].lower())
-    if handler is not None:
-        handler(s, words[1:])
+    # The console's own commands (`bot.text.command_registry`, surface console only): a whole line
+    # such as `schedule add` alone, else its first word; anything else is a /scale command.
+    whole = " ".join(w.lower() for w in words)
+    spec = CONSOLE.get(whole) or (CONSOLE.get(_CONSOLE_ALIASES.get(words[0].lower(), words[0].lower())))
+    if spec is not None and " " in spec.name and spec.name != whole:
+        spec = None
+    if spec is not None and spec.console:
+        handler: ConsoleHandler = globals()[spec.console]
+        handler(s, words[len(spec.name.split()) :])
         return
     _slash(s, " ".join(words))
 
@@ -375,7 +362,7 @@ def _mentions(text: str, users: Mapping[str, str]) -> str:
     return _AT_NAME.sub(lambda m: f"<@{users[m.group(1)]}>" if m.group(1) in users else m.group(0), text)
 
 
-def _as(s: _Session, args: list[str]) -> None:
+def as_user(s: _Session, args: list[str]) -> None:
     if len(args) != 1:
         s.tell(f"Usage: `as USER`; users: {', '.join(s.users)}")
         return
@@ -389,11 +376,11 @@ def _as(s: _Session, args: list[str]) -> None:
     s.terminal.lines([f"You are now @{s.names.get(uid, uid)} ({s.role_label(uid)} on {s.default_cluster})."])
 
 
-def _approve(s: _Session, args: list[str]) -> None:
+def click_approve(s: _Session, args: list[str]) -> None:
     _decide(s, args, blocks.ACTION_APPROVE)
 
 
-def _reject(s: _Session, args: list[str]) -> None:
+def click_reject(s: _Session, args: list[str]) -> None:
     _decide(s, args, blocks.ACTION_REJECT)
 
 
@@ -408,7 +395,7 @@ def _decide(s: _Session, args: list[str], action: str) -> None:
     s.dispatcher.click(action, op.approval_id, s.invocation())
 
 
-def _cancel(s: _Session, args: list[str]) -> None:
+def click_cancel(s: _Session, args: list[str]) -> None:
     op = _pick(s, args, OpState.RUNNING, "running")
     if op is not None:
         s.dispatcher.click(blocks.ACTION_CANCEL, op.id, s.invocation())
@@ -431,7 +418,7 @@ def _pick(s: _Session, args: list[str], state: OpState, what: str) -> Operation 
     return latest[0]
 
 
-def _wait(s: _Session, args: list[str]) -> None:
+def wait_for_operations(s: _Session, args: list[str]) -> None:
     if s.ops.runner.wait_idle(timeout=0):
         pending = [o.id for o in s.ops.list_operations(active_only=True)]
         hint = f"; waiting for approval: {', '.join(pending)}" if pending else ""
@@ -480,7 +467,7 @@ def _schedule_of(message_key: str) -> str:
     return message_key.removeprefix(schedule_ui_blocks.MESSAGE_PREFIX).rsplit(":", 2)[0]
 
 
-def _fast_forward(s: _Session, args: list[str]) -> None:
+def fast_forward(s: _Session, args: list[str]) -> None:
     """Move the clock on to each instant something is due, run it there (and the operations it
     starts to their end), until the time asked for has passed."""
     clock = s.ops.clock
@@ -541,11 +528,16 @@ def _clock_text(at: datetime) -> str:
     return f"{at:%a %Y-%m-%d %H:%M} UTC"
 
 
-def _clock(s: _Session, args: list[str]) -> None:
+def show_clock(s: _Session, args: list[str]) -> None:
     speed = s.ops.clock.speed if isinstance(s.ops.clock, ScaledClock) else 1.0
     fast = f", running {speed:g}x" if speed != 1 else ""
     travel = "; `fast-forward 2d` jumps ahead" if s.simulated else ""
     s.terminal.lines([f"🕒 {_clock_text(s.ops.clock.now())} (the console's clock{fast}{travel})"])
+
+
+def schedule_form(s: _Session, args: list[str]) -> None:
+    """`schedule add` alone: the form's fields, asked one by one."""
+    _schedule_form(s)
 
 
 def _schedule_form(s: _Session) -> None:
@@ -579,20 +571,15 @@ def _schedule_form(s: _Session) -> None:
     s.schedules.save_added(form, s.user)
 
 
-_CONSOLE_COMMANDS: dict[str, Callable[[_Session, list[str]], None]] = {
-    "as": _as,
-    "approve": _approve,
-    "reject": _reject,
-    "cancel": _cancel,
-    "wait": _wait,
-    "postpone": _announcement_button(blocks.ACTION_POSTPONE_1H),
-    "skip": _announcement_button(blocks.ACTION_SKIP),
-    "run-now": _announcement_button(blocks.ACTION_RUN_NOW),
-    "fast-forward": _fast_forward,
-    "ff": _fast_forward,
-    "clock": _clock,
-}
-"""Checked before the /scale parser; none of these words is a /scale subcommand or alias."""
+click_postpone = _announcement_button(blocks.ACTION_POSTPONE_1H)
+click_skip = _announcement_button(blocks.ACTION_SKIP)
+click_run_now = _announcement_button(blocks.ACTION_RUN_NOW)
+
+ConsoleHandler = Callable[[_Session, list[str]], None]
+"""A console command's function in this module, named by its `CommandSpec.console`."""
+CONSOLE = {name: spec for name, spec in command_registry.BY_NAME.items() if spec.surfaces == CONSOLE_ONLY}
+"""The console's own commands, checked before the /scale parser (none is a /scale word)."""
+_CONSOLE_ALIASES = {alias: spec.name for spec in CONSOLE.values() for alias in spec.aliases}
 
 
 def _close(s: _Session) -> None:

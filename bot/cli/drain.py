@@ -18,6 +18,7 @@ from bot.cli.common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     CliError,
+    Refused,
     _duration,
     _on_interrupt,
     _user,
@@ -25,7 +26,7 @@ from bot.cli.common import (
     live_display,
 )
 from bot.cli.live import DrainLive
-from bot.cli.service import node_operations
+from bot.cli.operations_from_flags import node_operations
 from engine.domain.clock import SystemClock
 from engine.domain.model import NodeInfo
 from engine.domain.settings import DrainSettings
@@ -149,7 +150,7 @@ def cmd_cordon(args: argparse.Namespace) -> int:
         ops.clusters()[0], [n.name for n in nodes], by=_user(), unschedulable=args.unschedulable
     )
     if not done.outcome.ok:
-        raise CliError(done.outcome.reply)
+        raise Refused(done.outcome)
     verb = "cordoned" if args.unschedulable else "uncordoned"
     for node in nodes:
         print(f"node/{node.name} {verb if node.name in done.changed else 'already ' + verb}")

@@ -8,7 +8,7 @@ import re
 import sys
 
 from bot.cli import records as cli_read
-from bot.cli.common import EXIT_OK, CliError, _user, live_display
+from bot.cli.common import EXIT_OK, CliError, Refused, _user, live_display
 
 EXIT_AUDIT_BROKEN = 1
 """`operations verify-audit`: the hash chain is broken (a row was edited, inserted or deleted), its
@@ -20,7 +20,7 @@ _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from bot.cli.service import build_operations, follow
+    from bot.cli.operations_from_flags import build_operations, follow
 
     ops = build_operations(args)
     return follow(ops, None, live=live_display(args))
@@ -35,7 +35,6 @@ def cmd_verify_audit(args: argparse.Namespace) -> int:
         AuditUnverifiable,
         audit_key_from_environment,
     )
-    from engine.store.base import StoreError
     from engine.store.readonly import verify_audit_file
 
     expect = args.expect_head.strip().lower() if args.expect_head else None
@@ -46,8 +45,6 @@ def cmd_verify_audit(args: argparse.Namespace) -> int:
     except AuditUnverifiable as exc:
         print(f"audit log NOT verified: {exc}", file=sys.stderr)
         return EXIT_AUDIT_BROKEN
-    except StoreError as exc:
-        raise CliError(str(exc)) from exc
     for problem in check.problems:
         print(f"audit row {problem.row_id}: {problem.reason}", file=sys.stderr)
     for alteration in check.altered:
@@ -91,12 +88,12 @@ def cmd_operations(args: argparse.Namespace) -> int:
         return cmd_verify_audit(args)
     if args.action in ("list", "show"):  # the database only, read-only: no kubeconfig needed
         return (cli_read.list_operations if args.action == "list" else cli_read.show_operation)(args)
-    from bot.cli.service import build_operations  # the cluster client: only to cancel
+    from bot.cli.operations_from_flags import build_operations  # the cluster client: only to cancel
     from bot.text import messages
 
     ops = build_operations(args)
     outcome = ops.cancel(args.operation_id, by=_user())
     if not outcome.ok:
-        raise CliError(messages.outcome_text(outcome, slack=False))
+        raise Refused(outcome)
     print(messages.outcome_text(outcome, slack=False))
     return EXIT_OK

@@ -18,6 +18,7 @@ from typing import Any
 
 from bot.cli.common import DEFAULT_GRACEFUL_WINDOW, EXIT_OK, LOG_FORMATS
 from bot.config import providers
+from bot.text import command_registry
 
 Handler = Callable[[argparse.Namespace], int | None]
 """A command: its exit code (None: 0)."""
@@ -31,6 +32,8 @@ DESCRIPTION = (
 """The first line of `scalebot --help` (and of `bot.cli.main`'s docstring)."""
 
 
+PROG = "scalebot"
+
 AUDITED = ": its audit log records the change, and its operations' locks are respected"
 
 
@@ -41,6 +44,20 @@ def _installed_version() -> str:
         return metadata.version("scalebot")
     except metadata.PackageNotFoundError:  # a source tree that was never installed
         return "unknown (not installed)"
+
+
+def _add(group: Any, path: str) -> argparse.ArgumentParser:
+    """The command at `path` ("scale", "plan drain"): its one-line help, its aliases and its handler
+    come from `bot.text.command_registry`, the one table of scalebot's commands."""
+    spec = command_registry.CLI[path]
+    # A hidden command has no help line at all: argparse lists every choice that has one.
+    shown = {} if spec.hidden else {"help": spec.summary}
+    sub: argparse.ArgumentParser = group.add_parser(
+        path.rsplit(" ", 1)[-1], aliases=list(spec.cli_aliases), description=spec.summary, **shown
+    )
+    if spec.cli:
+        sub.set_defaults(handler=command(spec.cli))
+    return sub
 
 
 def command(target: str) -> Handler:
@@ -68,7 +85,7 @@ class _Version(argparse.Action):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="scalebot", description=DESCRIPTION)
+    parser = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION)
     parser.add_argument("--version", action=_Version, help="print scalebot's version and exit")
     parser.add_argument("-v", "--verbose", action="store_true", help="log every step to stderr")
     parser.add_argument(
@@ -81,28 +98,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_drain_command(commands)
 
-    for name, verb in (("cordon", "mark nodes unschedulable"), ("uncordon", "mark nodes schedulable")):
-        sub = commands.add_parser(name, help=verb)
+    for name in ("cordon", "uncordon"):
+        sub = _add(commands, name)
         _add_cluster_args(sub)
         _add_recorded_args(sub)
         _add_node_args(sub)
-        sub.set_defaults(handler=command("bot.cli.drain:cmd_cordon"), unschedulable=name == "cordon")
+        sub.set_defaults(unschedulable=name == "cordon")
 
-    plan_cmd = commands.add_parser("plan", help="show what an operation would do, changing nothing")
+    plan_cmd = _add(commands, "plan")
     plan_kinds = plan_cmd.add_subparsers(dest="plan_kind", required=True, metavar="KIND")
-    plan_drain = plan_kinds.add_parser("drain", help="pre-flight of a drain")
+    plan_drain = _add(plan_kinds, "plan drain")
     _add_cluster_args(plan_drain)
     _add_db_arg(plan_drain, " (with --simulated: the simulated cluster's)")
     _add_node_args(plan_drain)
     _add_filter_args(plan_drain)
     plan_drain.add_argument("-o", "--output", choices=("text", "json"), default="text")
-    plan_drain.set_defaults(handler=command("bot.cli.plans:cmd_plan_drain"))
 
     _add_pool_commands(commands, plan_kinds)
 
-    demo = commands.add_parser(
-        "demo", help="zero-scale and wake the built-in SIMULATED cluster, for a first look"
-    )
+    demo = _add(commands, "demo")
     demo.add_argument(
         "--reset",
         action="store_true",
@@ -110,11 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
         "with records of any other cluster is refused)",
     )
     _add_db_arg(demo, " the --simulated commands keep the simulated cluster in, for --reset")
-    demo.set_defaults(handler=command("bot.cli.serve:cmd_demo"))
 
-    con = commands.add_parser(
-        "console", help="the /scale commands, approvals and live progress in a terminal"
-    )
+    con = _add(commands, "console")
     _add_ops_args(con)
     con.add_argument(
         "--clock-speed",
@@ -123,9 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FACTOR",
         help="with --simulated: run the clock this many times faster (600: a weekend in 5 minutes)",
     )
-    con.set_defaults(handler=command("bot.cli.serve:cmd_console"))
 
-    run = commands.add_parser("run", help="serve Slack (Socket Mode or HTTP), run operations and schedules")
+    run = _add(commands, "run")
     run.add_argument("--config", help="config file (default $SCALEBOT_CONFIG); see the README's reference")
     run.add_argument(
         "--leader-election",
@@ -134,9 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="hold a Lease so one instance acts (default: on inside Kubernetes)",
     )
     # The service publishes each audit head at its default log level (bot.config.logs).
-    run.set_defaults(handler=command("bot.cli.serve:cmd_run"), audit_heads=True)
+    run.set_defaults(audit_heads=True)
 
-    sandbox = commands.add_parser("sandbox", help="a local control plane with kwok nodes to play with")
+    sandbox = _add(commands, "sandbox")
     sandbox.add_argument("action", choices=("up", "down"))
     sandbox.add_argument(
         "--state-dir",
@@ -144,83 +154,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=Path(".scalebot-sandbox"),
         help="where the sandbox keeps its kubeconfigs and process ids",
     )
-    sandbox.set_defaults(handler=command("bot.cli.serve:cmd_sandbox"))
 
     _add_read_commands(commands)
 
-    completion = commands.add_parser("completion", help="print a shell completion script (bash, zsh or fish)")
+    completion = _add(commands, "completion")
     completion.add_argument("shell", choices=("bash", "zsh", "fish"))
-    completion.set_defaults(handler=cmd_completion)
+    _add_complete_command(commands)
     _finish(parser)
     return parser
-
-
-EXAMPLES: dict[str, tuple[str, ...]] = {
-    "drain": (
-        "scalebot drain node-1 node-2",
-        "scalebot drain -l scalebot.io/pool=batch --timeout 10m",
-        "scalebot drain node-1 --dry-run=server",
-        "scalebot drain node-1 --force --yes",
-        "scalebot drain --simulated -l scalebot.io/pool=batch",
-    ),
-    "cordon": (
-        "scalebot cordon node-1",
-        "scalebot cordon -l scalebot.io/pool=batch",
-        "scalebot cordon --simulated web-0",
-    ),
-    "uncordon": ("scalebot uncordon node-1", "scalebot uncordon -l scalebot.io/pool=batch"),
-    "plan": ("scalebot plan zero", "scalebot plan drain node-1 -o json"),
-    "plan drain": ("scalebot plan drain node-1", "scalebot plan drain -l scalebot.io/pool=batch -o json"),
-    "plan consolidate": ("scalebot plan consolidate", "scalebot plan consolidate --max-nodes 3 -o json"),
-    "plan advise": ("scalebot plan advise", "scalebot plan advise -o json"),
-    "plan zero": ("scalebot plan zero", "scalebot plan zero web batch --simulated"),
-    "plan scale": ("scalebot plan scale web 2", "scalebot plan scale batch 0 --simulated"),
-    "plan wake": ("scalebot plan wake", "scalebot plan wake web"),
-    "demo": ("scalebot demo", "scalebot demo --reset", "scalebot demo --reset --db rehearsal.db"),
-    "console": ("scalebot console --simulated", "scalebot console --simulated --clock-speed 600"),
-    "run": (
-        "scalebot run --config scalebot.yaml",
-        "scalebot run --config scalebot.yaml --no-leader-election",
-    ),
-    "sandbox": ("scalebot sandbox up", "scalebot sandbox down"),
-    "status": ("scalebot status", "scalebot status dev-eu -o yaml"),
-    "schedule": ("scalebot schedule list", "scalebot schedule next dev-eu -o json"),
-    "completion": ("scalebot completion bash", "scalebot completion zsh", "scalebot completion fish"),
-    "scale": ("scalebot scale web 2", "scalebot scale web 1 --one-at-a-time --yes"),
-    "zero": ("scalebot zero --simulated --yes", "scalebot zero web batch", "scalebot zero --workloads --yes"),
-    "wake": (
-        "scalebot wake --simulated",
-        "scalebot wake web",
-        "scalebot wake --wave system --wave web,batch",
-    ),
-    "consolidate": ("scalebot consolidate", "scalebot consolidate web --max-nodes 2"),
-    "operations": (
-        "scalebot ops list",
-        "scalebot ops list -o wide",
-        "scalebot ops show op-1a2b3c4d -o yaml",
-        "scalebot ops cancel op-1a2b3c4d",
-        "scalebot ops verify-audit --db scalebot.db",
-    ),
-    "operations list": (
-        "scalebot ops list",
-        "scalebot ops list -o wide",
-        "scalebot ops list -o name --db /var/lib/scalebot.db",
-    ),
-    "operations show": ("scalebot ops show op-1a2b3c4d", "scalebot ops show op-1a2b3c4d -o json"),
-    "operations cancel": ("scalebot ops cancel op-1a2b3c4d", "scalebot ops cancel op-1a2b3c4d --simulated"),
-    "operations verify-audit": (
-        "scalebot ops verify-audit --db scalebot.db",
-        "scalebot ops verify-audit --db copy.db --expect-head HASH",
-    ),
-    "resume": ("scalebot resume", "scalebot resume --simulated"),
-    "report": ("scalebot report savings", "scalebot report savings --since 28d --tz Europe/Berlin"),
-    "report savings": (
-        "scalebot report savings",
-        "scalebot report savings --since 2026-03-01 --png savings.png",
-        "scalebot report savings -o json --config scalebot.yaml",
-    ),
-}
-"""Each command's Examples section in its `--help` (a test parses every one)."""
 
 
 def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -284,15 +225,26 @@ def _finish(parser: argparse.ArgumentParser) -> None:
                 # kubectl's global flags are accepted by every command; where one does not apply
                 # it is left out of the help (SUPPRESS) and ignored.
                 sub.add_argument(flag, metavar=metavar, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-        examples = EXAMPLES.get(path)
+        spec = command_registry.CLI.get(path)
+        examples = spec.examples_for(PROG) if spec is not None else ()
         if examples:
             sub.formatter_class = argparse.RawDescriptionHelpFormatter
             sub.epilog = "Examples:\n" + "\n".join(f"  {line}" for line in examples)
 
 
+def _add_complete_command(commands: Any) -> None:
+    """`__complete KIND [--prefix WORD] [flags]`, hidden: what the completion scripts call for names."""
+    complete = _add(commands, "__complete")
+    complete.add_argument("kind", choices=("nodes", "pools", "operations", "schedules", "clusters"))
+    complete.add_argument("--prefix", default="", help="only the names that start with this")
+    _add_cluster_args(complete)
+    _add_db_arg(complete)
+    complete.add_argument("--simulated", action="store_true")
+
+
 def _add_drain_command(commands: Any) -> None:
     """`scalebot drain`: kubectl drain's flags, and the database and cluster name of its record."""
-    drain = commands.add_parser("drain", help="cordon and drain nodes (kubectl drain semantics)")
+    drain = _add(commands, "drain")
     _add_cluster_args(drain)
     _add_recorded_args(drain)
     _add_node_args(drain)
@@ -333,24 +285,17 @@ def _add_drain_command(commands: Any) -> None:
         default="current",
         help="Cluster API condition message layout: per-Pod lines (v1.9+, default) or grouped (legacy)",
     )
-    drain.set_defaults(handler=command("bot.cli.drain:cmd_drain"))
 
 
 def _add_read_commands(commands: Any) -> None:
     """`status` and `schedule list|next`: the database only, no kubeconfig (bot.cli.records)."""
-    status = commands.add_parser(
-        "status", help="operations in flight, pools asleep, the next scheduled event"
-    )
-    sched = commands.add_parser(
-        "schedule", help="the schedules (add and change them in Slack or the console)"
-    )
+    status = _add(commands, "status")
+    sched = _add(commands, "schedule")
     sched.add_argument("action", choices=("list", "next"))
     for parser in (status, sched):
         parser.add_argument("cluster", nargs="?", metavar="CLUSTER", help="only this cluster")
         _add_db_arg(parser, ", read-only")
         add_output_flag(parser, wide=parser is sched)
-    status.set_defaults(handler=command("bot.cli.records:status"))
-    sched.set_defaults(handler=command("bot.cli.records:cmd_schedule"))
 
 
 def add_output_flag(parser: argparse.ArgumentParser, *, wide: bool = True) -> None:
@@ -383,25 +328,23 @@ def _add_pace_flag(parser: Any) -> None:
 
 
 def _add_pool_commands(commands: Any, plan_kinds: Any) -> None:
-    scale = commands.add_parser("scale", help="scale one node pool to N nodes (drains what it removes)")
+    scale = _add(commands, "scale")
     _add_ops_args(scale)
     scale.add_argument("pool", metavar="POOL", help="the pool to scale")
     scale.add_argument("size", type=int, metavar="N", help="its new number of nodes")
     _add_yes_flag(scale)
     _add_pace_flag(scale)
-    scale.set_defaults(handler=command("bot.cli.pools:cmd_pool_op"), kind="scale")
+    scale.set_defaults(kind="scale")
 
-    zero = commands.add_parser("zero", help="scale pools (default: every pool) to 0; two phases when all go")
+    zero = _add(commands, "zero")
     _add_ops_args(zero)
     zero.add_argument("pools", nargs="*", metavar="POOL", help="pools to scale to 0 (default: every pool)")
     _add_yes_flag(zero)
     _add_workload_flags(zero)
     _add_pace_flag(zero)
-    zero.set_defaults(handler=command("bot.cli.pools:cmd_pool_op"), kind="zero")
+    zero.set_defaults(kind="zero")
 
-    wake = commands.add_parser(
-        "wake", help="restore pools to the sizes recorded before they were scaled down"
-    )
+    wake = _add(commands, "wake")
     _add_ops_args(wake)
     wake.add_argument("pools", nargs="*", metavar="POOL", help="pools to wake (default: every sleeping pool)")
     _add_workload_flags(wake)
@@ -413,27 +356,21 @@ def _add_pool_commands(commands: Any, plan_kinds: Any) -> None:
         help="wake in waves: these pools first, all of their nodes Ready before the next --wave "
         "(the README's wake_waves); pools no --wave names wake last",
     )
-    wake.set_defaults(handler=command("bot.cli.pools:cmd_pool_op"), kind="wake")
+    wake.set_defaults(kind="wake")
     _short_usage(scale, zero, wake)
 
-    consolidate_op = commands.add_parser(
-        "consolidate",
-        help="remove nodes whose pods fit on the others, one by one (fit re-checked before each)",
-    )
+    consolidate_op = _add(commands, "consolidate")
     _add_ops_args(consolidate_op)
     consolidate_op.add_argument("pools", nargs="*", metavar="POOL", help="only nodes of these pools go")
     _add_consolidation_flags(consolidate_op)
-    consolidate_op.set_defaults(handler=command("bot.cli.pools:cmd_consolidate"), kind="consolidate")
+    consolidate_op.set_defaults(kind="consolidate")
 
     _add_operations_command(commands)
 
-    resume = commands.add_parser("resume", help="continue operations interrupted by a stop or a crash")
+    resume = _add(commands, "resume")
     _add_ops_args(resume)
-    resume.set_defaults(handler=command("bot.cli.operations:cmd_resume"))
 
-    consolidate = plan_kinds.add_parser(
-        "consolidate", help="which nodes could go because their pods fit on the others (changes nothing)"
-    )
+    consolidate = _add(plan_kinds, "plan consolidate")
     _add_ops_args(consolidate)
     consolidate.add_argument(
         "--node-grace", default="5m", help="leave nodes younger than this alone (default 5m)"
@@ -442,17 +379,13 @@ def _add_pool_commands(commands: Any, plan_kinds: Any) -> None:
         "--max-nodes", type=int, default=10, help="remove at most this many (default 10)"
     )
     consolidate.add_argument("-o", "--output", choices=("text", "json"), default="text")
-    consolidate.set_defaults(handler=command("bot.cli.plans:cmd_plan_consolidate"))
 
-    advise = plan_kinds.add_parser(
-        "advise", help="which pool to grow for the unschedulable pods, by how many nodes (changes nothing)"
-    )
+    advise = _add(plan_kinds, "plan advise")
     _add_ops_args(advise)
     advise.add_argument("-o", "--output", choices=("text", "json"), default="text")
-    advise.set_defaults(handler=command("bot.cli.plans:cmd_plan_advise"))
 
     for kind in ("zero", "scale", "wake"):
-        sub = plan_kinds.add_parser(kind, help=f"pre-flight of `{kind}`")
+        sub = _add(plan_kinds, f"plan {kind}")
         _add_ops_args(sub)
         if kind == "scale":  # the words of `scale POOL N` itself
             sub.add_argument("pool", metavar="POOL", help="the pool to scale")
@@ -460,30 +393,26 @@ def _add_pool_commands(commands: Any, plan_kinds: Any) -> None:
         else:
             sub.add_argument("pools", nargs="*", metavar="POOL")
         sub.add_argument("-o", "--output", choices=("text", "json"), default="text")
-        sub.set_defaults(handler=command("bot.cli.plans:cmd_plan_op"), kind=kind)
+        sub.set_defaults(kind=kind)
         _short_usage(sub)
 
 
 def _add_operations_command(commands: Any) -> None:
     """`operations list|show|cancel|verify-audit`, each with its own flags: only `cancel` reaches the
     cluster; `list` and `show` read the database read-only (`operations` alone lists)."""
-    opers = commands.add_parser(
-        "operations",
-        aliases=["ops"],
-        help="list, show or cancel operations; verify-audit checks the audit log",
-    )
+    opers = _add(commands, "operations")
     actions = opers.add_subparsers(dest="action", metavar="ACTION")
-    listed = actions.add_parser("list", help="the recent operations, newest first (read-only)")
-    show = actions.add_parser("show", help="one operation: its plan, journal and audit trail (read-only)")
+    listed = _add(actions, "operations list")
+    show = _add(actions, "operations show")
     show.add_argument("operation_id", metavar="ID")
     for read in (listed, show):
         _add_db_arg(read, ", read-only")
         add_output_flag(read, wide=read is listed)
-    cancel = actions.add_parser("cancel", help="cancel an operation waiting for approval or running")
+    cancel = _add(actions, "operations cancel")
     cancel.add_argument("operation_id", metavar="ID")
     _add_ops_args(cancel)
     _short_usage(cancel)
-    verify = actions.add_parser("verify-audit", help="re-compute the audit log's hash chain (read-only)")
+    verify = _add(actions, "operations verify-audit")
     _add_db_arg(verify, ", read-only")
     verify.add_argument(
         "--expect-head",
@@ -492,19 +421,15 @@ def _add_operations_command(commands: Any) -> None:
         "head; rows after it are listed",
     )
     default_db = os.environ.get("SCALEBOT_DB", "scalebot.db")
-    opers.set_defaults(
-        handler=command("bot.cli.operations:cmd_operations"), action="list", db=default_db, output="text"
-    )
+    opers.set_defaults(action="list", db=default_db, output="text")
     _add_report_command(commands)
 
 
 def _add_report_command(commands: Any) -> None:
     """`report savings`: the operation history read-only (bot.cli.report)."""
-    report = commands.add_parser("report", help="reports from the operation history (no kubeconfig)")
+    report = _add(commands, "report")
     kinds = report.add_subparsers(dest="report", required=True, metavar="REPORT")
-    saved = kinds.add_parser(
-        "savings", help="node-hours (and money, given prices) saved by sleeps, per cluster, pool and week"
-    )
+    saved = _add(kinds, "report savings")
     saved.add_argument(
         "--since",
         metavar="WHEN",
@@ -524,7 +449,6 @@ def _add_report_command(commands: Any) -> None:
         "config, SLACK_BOT_TOKEN and the files:write scope); scalebot run posts weekly by itself "
         "where clusters.<name>.savings_report is set",
     )
-    saved.set_defaults(handler=command("bot.cli.report:cmd_savings"))
 
 
 def _add_consolidation_flags(parser: argparse.ArgumentParser) -> None:

@@ -8,9 +8,9 @@ import json
 
 from bot.cli.common import EXIT_OK, CliError, _duration, _user
 from bot.cli.drain import drain_flags, preview, selected_nodes
-from bot.cli.service import _request, build_operations, node_operations
+from bot.cli.operations_from_flags import build_operations, node_operations, request_from_flags
 from engine.domain.settings import ConsolidationSettings
-from engine.operations.service import Operations, UserError
+from engine.operations.service import Operations
 
 
 def cmd_plan_drain(args: argparse.Namespace) -> int:
@@ -22,10 +22,7 @@ def cmd_plan_drain(args: argparse.Namespace) -> int:
 
 def cmd_plan_op(args: argparse.Namespace) -> int:
     ops = build_operations(args)
-    try:
-        result = ops.plan(_request(args, ops))
-    except UserError as exc:
-        raise CliError(str(exc)) from exc
+    result = ops.plan(request_from_flags(args, ops))
     print(json.dumps(result.to_json(), indent=2) if args.output == "json" else result.to_text())
     return EXIT_OK
 

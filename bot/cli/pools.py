@@ -6,21 +6,17 @@ from __future__ import annotations
 import argparse
 
 from bot.cli.common import CliError, _duration, confirm, live_display
-from bot.cli.service import _request, build_operations, follow
+from bot.cli.operations_from_flags import build_operations, follow, request_from_flags
 from engine.domain.operation import OpKind
 from engine.domain.settings import ConsolidationPolicy
 from engine.operations.policy import ClusterPolicy
-from engine.operations.service import UserError
 
 
 def cmd_pool_op(args: argparse.Namespace) -> int:
     ops = build_operations(args)
-    request = _request(args, ops)
+    request = request_from_flags(args, ops)
     if request.kind in (OpKind.ZERO, OpKind.SCALE) and not args.yes:
-        try:
-            planned = ops.plan(request)
-        except UserError as exc:
-            raise CliError(str(exc)) from exc
+        planned = ops.plan(request)  # a UserError (usage: exit 2) says why it cannot be planned
         if any(p.after < p.before for p in planned.pools) or planned.workloads:
             confirm(args, planned.to_text(), f"{request.kind.value} {planned.summary()}")
     return follow(ops, lambda: ops.request(request), live=live_display(args))
@@ -37,4 +33,4 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
     ops = build_operations(
         args, policies=lambda name: {name: ClusterPolicy(cluster=name, consolidation=rules)}
     )
-    return follow(ops, lambda: ops.request(_request(args, ops)), live=live_display(args))
+    return follow(ops, lambda: ops.request(request_from_flags(args, ops)), live=live_display(args))

@@ -21,7 +21,6 @@ from engine.domain.clock import SystemClock
 from engine.domain.durations import parse_duration
 from engine.domain.operation import Operation
 from engine.savings.figures import PoolKey, SavingsReport, savings
-from engine.store.base import StoreError
 from engine.store.readonly import read_operations_file
 
 
@@ -39,10 +38,7 @@ def cmd_savings(args: argparse.Namespace) -> int:
     png = Path(args.png) if args.png else None
     if png is not None and not png.parent.is_dir():
         raise ReportError(f"--png {args.png}: the directory {png.parent} does not exist")
-    try:
-        ops = read_operations_file(args.db)
-    except StoreError as exc:
-        raise ReportError(str(exc)) from exc
+    ops = read_operations_file(args.db)  # a StoreError (configuration: exit 2) names the file
     report = savings(ops, now=now, tz=tz, since=since, prices=prices, currency=currency)
     cli_read.emit(report.to_json(), args.output, lambda: text_lines(report))
     if png is not None:
@@ -157,7 +153,4 @@ def _settings(config: str | None, *, require_slack: bool) -> settings.Settings |
         if require_slack:
             raise ReportError("--post needs the config file (--config or $SCALEBOT_CONFIG) for the channels")
         return None
-    try:
-        return settings.load(config, os.environ, require_slack=require_slack)
-    except settings.SettingsError as exc:
-        raise ReportError(str(exc)) from exc
+    return settings.load(config, os.environ, require_slack=require_slack)  # SettingsError: exit 2

@@ -12,7 +12,7 @@ import sys
 from datetime import timedelta
 
 from bot.cli.common import EXIT_OK, CliError, _user, live_display
-from bot.cli.service import build_operations, follow
+from bot.cli.operations_from_flags import build_operations, follow
 from bot.config import logs
 from bot.runtime import wiring
 from engine.domain.clock import ScaledClock, SystemClock
@@ -67,19 +67,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     from bot.config import settings
     from bot.runtime import run
 
-    try:
-        loaded = settings.load(args.config, os.environ)
-        settings.forget_secret_env(os.environ)  # why: settings.forget_secret_env
-        named = settings.channel_names(loaded)
-        if named:  # `#name` channels need Slack's channel list before any rule may use them
-            run.check_slack(loaded)
-            loaded = run.resolve_channel_names(loaded)
-        # Local checks (config, clusters' kubeconfigs, the database) first, then Slack's answer.
-        service = run.build_service(loaded, leader_election=args.leader_election)
-        if not named:
-            run.check_slack(loaded)
-    except (settings.SettingsError, run.RunError) as exc:
-        raise CliError(str(exc)) from exc
+    # A SettingsError or RunError is configuration (exit 2): one line naming the key and the fix.
+    loaded = settings.load(args.config, os.environ)
+    settings.forget_secret_env(os.environ)  # why: settings.forget_secret_env
+    named = settings.channel_names(loaded)
+    if named:  # `#name` channels need Slack's channel list before any rule may use them
+        run.check_slack(loaded)
+        loaded = run.resolve_channel_names(loaded)
+    # Local checks (config, clusters' kubeconfigs, the database) first, then Slack's answer.
+    service = run.build_service(loaded, leader_election=args.leader_election)
+    if not named:
+        run.check_slack(loaded)
     run.install_signal_handlers(service)
     json_format = args.log_format == "json"
 
@@ -99,10 +97,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             stream=sys.stdout,
         )
 
-    try:
-        return service.serve(on_started=started)
-    except run.RunError as exc:
-        raise CliError(str(exc)) from exc
+    return service.serve(on_started=started)  # a RunError is configuration: exit 2
 
 
 def cmd_sandbox(args: argparse.Namespace) -> int:

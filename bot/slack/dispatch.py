@@ -17,6 +17,7 @@ import logging
 import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from bot.ports import OperationsPort, UserError
 from bot.slack.blocks import operations as blocks
@@ -25,7 +26,7 @@ from bot.slack.blocks.kit import Message
 from bot.slack.channels import Access
 from bot.slack.delivery.progress import Progress
 from bot.slack.directory import Names, no_names
-from bot.text import commands, messages
+from bot.text import command_registry, commands, messages
 from engine.domain.errors import Category, ScalebotError
 from engine.domain.operation import Operation, OpKind, OpState, Outcome, Target
 
@@ -66,6 +67,18 @@ def _wake_for_args(target: Target) -> commands.SubcommandArgs:
     flags = frozenset({"workloads"} if target.workloads else ())
     seconds = (("seconds", str(target.wake_for_seconds)),)
     return commands.SubcommandArgs(WAKE_FOR, (target.cluster, *target.pools), seconds, flags)
+
+
+_C = TypeVar("_C")
+CommandHandler = Callable[[commands.Command, Invocation], None]
+"""A `Dispatcher` method that runs one kind of parsed command (`CommandSpec.slack` names it)."""
+
+
+def _expect(command: commands.Command, kind: type[_C]) -> _C:
+    """The parsed command as the type its registry entry promises its handler."""
+    if not isinstance(command, kind):
+        raise TypeError(f"{kind.__name__} expected, got {command!r}")
+    return command
 
 
 def new_incident() -> str:
@@ -163,28 +176,45 @@ class Dispatcher:
     # -- commands ---------------------------------------------------------------------------------
 
     def _run(self, command: commands.Command, inv: Invocation) -> None:
+        """The handler `bot.text.command_registry` names for the subcommand (one of the methods below)."""
+        spec = command_registry.SLACK[commands.subcommand_of(command)]
+        handler: CommandHandler = getattr(self, spec.slack)
+        handler(command, inv)
+
+    # Handlers of parsed commands, named by `command_registry` (`CommandSpec.slack`).
+
+    def answer_help(self, command: commands.Command, inv: Invocation) -> None:
+        answer(inv, views.help_view(_expect(command, commands.Help).topic))
+
+    def answer_status(self, command: commands.Command, inv: Invocation) -> None:
+        self._status(_expect(command, commands.Status).cluster, inv)
+
+    def answer_whoami(self, command: commands.Command, inv: Invocation) -> None:
+        asked = _expect(command, commands.Whoami)
+        self._whoami(asked.cluster, asked.user or inv.user, inv)
+
+    def take_request(self, command: commands.Command, inv: Invocation) -> None:
+        self._request(_expect(command, commands.Request), inv)
+
+    def set_cordon(self, command: commands.Command, inv: Invocation) -> None:
+        asked = _expect(command, commands.Cordon)
+        outcome = self.ops.cordon(
+            asked.cluster,
+            asked.nodes,
+            by=inv.user,
+            unschedulable=asked.unschedulable,
+            groups=self.groups(inv.user),
+            channel=inv.channel,
+        ).outcome
+        self._reply_outcome(outcome, inv, visible=outcome.ok and outcome.changed)
+
+    def answer_advice(self, command: commands.Command, inv: Invocation) -> None:
+        cluster = _expect(command, commands.Advise).cluster
+        found = self.ops.advise(cluster, by=inv.user, groups=self.groups(inv.user))
+        answer(inv, views.advice_view(cluster, found.scale_up, found.underused, found.threshold))
+
+    def handle_ops(self, command: commands.Command, inv: Invocation) -> None:
         match command:
-            case commands.Help(topic):
-                answer(inv, views.help_view(topic))
-            case commands.Status(cluster):
-                self._status(cluster, inv)
-            case commands.Whoami(cluster, user):
-                self._whoami(cluster, user or inv.user, inv)
-            case commands.Request():
-                self._request(command, inv)
-            case commands.Cordon(cluster, nodes, unschedulable):
-                outcome = self.ops.cordon(
-                    cluster,
-                    nodes,
-                    by=inv.user,
-                    unschedulable=unschedulable,
-                    groups=self.groups(inv.user),
-                    channel=inv.channel,
-                ).outcome
-                self._reply_outcome(outcome, inv, visible=outcome.ok and outcome.changed)
-            case commands.Advise(cluster):
-                found = self.ops.advise(cluster, by=inv.user, groups=self.groups(inv.user))
-                answer(inv, views.advice_view(cluster, found.scale_up, found.underused, found.threshold))
             case commands.OpsList(cluster, active_only):
                 self._ops_list(cluster, active_only, inv)
             case commands.OpsShow(op_id):
@@ -199,12 +229,17 @@ class Dispatcher:
                     op_id, by=inv.user, groups=self.groups(inv.user), channel=inv.channel
                 )
                 self._after_click(cancelled, inv, tell=True)
-            case commands.SubcommandArgs():
-                handler = self.subcommands.get(command.name)
-                if handler is None:
-                    answer(inv, views.text_message(messages.schedules_unavailable()))
-                else:
-                    handler(command, inv)
+            case _:
+                raise TypeError(f"not an ops command: {command!r}")
+
+    def hand_to_owner(self, command: commands.Command, inv: Invocation) -> None:
+        """A subcommand whose grammar and answers belong to another part (`schedule …`)."""
+        args = _expect(command, commands.SubcommandArgs)
+        handler = self.subcommands.get(args.name)
+        if handler is None:
+            answer(inv, views.text_message(messages.schedules_unavailable()))
+        else:
+            handler(args, inv)
 
     def _readable(self, cluster: str, inv: Invocation, what: str) -> None:
         """Reads need at least the viewer role on the cluster (raises UserError with the refusal)."""

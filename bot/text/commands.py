@@ -4,17 +4,11 @@ Pure: no I/O, no clock, no Slack. Runs on Bolt's listener thread before `ack()`,
 becomes the ephemeral ack body and bad input never reaches the engine. The only exception that
 leaves `parse` is `UsageError` (a property test holds it to that).
 
-Grammar (tokens separated by whitespace; `cluster=NAME`, `--cluster NAME` and `--cluster=NAME`
-are the same option):
-    help [SUBCOMMAND]          status [CLUSTER]          whoami [CLUSTER] [@user]
-    plan zero|wake|scale|drain …
-    drain NODE… [--force] [--disable-eviction]      cordon NODE…      uncordon NODE…
-    scale POOL [to] N [--one-at-a-time]
-    zero [CLUSTER | POOL…] [--workloads] [--force] [--one-at-a-time]
-    consolidate [CLUSTER] [POOL…]  advise [CLUSTER]
-    wake [CLUSTER | POOL…] [for 3h] [--workloads]
-    ops [list [CLUSTER] [--active] | show ID | cancel ID]
-    schedule …                 (kept generic for the scheduling work: `SubcommandArgs`)
+Grammar: tokens separated by whitespace; `cluster=NAME`, `--cluster NAME` and `--cluster=NAME`
+are the same option. The subcommands, their aliases, usage lines, options and flags are
+`bot.text.command_registry`'s (one table for Slack, the console, the CLI and the docs); this module
+turns the tokens of each into its typed `Command` (`schedule …` is kept generic for its owner:
+`SubcommandArgs`), and `subcommand_of` names the registry entry of a parsed command.
 Names are Kubernetes DNS-1123 names. Anything that looks like a selector or shell syntax
 (`;`, `$(`, backticks, `|`, `&&`, `,` …) is refused with the offending token named, because
 scalebot never passes text to a shell or a selector and a person typing one expects it to work.
@@ -29,7 +23,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
-from bot.text import messages
+from bot.text import command_registry, messages
 from engine.domain.durations import DurationError, MissingUnitError, parse_duration
 from engine.domain.errors import Category, ScalebotError
 from engine.domain.operation import OperationRequest, OpKind, Target
@@ -38,8 +32,8 @@ MAX_TEXT_CHARS = 2_000
 MAX_POOL_SIZE = 10_000
 MAX_WAKE_FOR = timedelta(days=7)
 
-SUBCOMMANDS: tuple[str, ...] = tuple(messages.USAGE)
-_ALIASES = {"operations": "ops", "op": "ops", "?": "help", "list": "ops"}
+SUBCOMMANDS: tuple[str, ...] = tuple(command_registry.SLACK)
+_ALIASES = command_registry.ALIASES
 
 _DNS1123 = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _NAME_LIMITS = {"node": 253, "pool": 253, "cluster": 63}
@@ -165,6 +159,27 @@ class Advise:
 Command = Help | Status | Whoami | Request | Cordon | OpsList | OpsShow | OpsCancel | Advise | SubcommandArgs
 
 
+def subcommand_of(command: Command) -> str:
+    """The `/scale` subcommand a parsed command came from: its `command_registry` entry."""
+    match command:
+        case Help():
+            return "help"
+        case Status():
+            return "status"
+        case Whoami():
+            return "whoami"
+        case Request():
+            return "plan" if command.plan_only else command.kind.value
+        case Cordon():
+            return "cordon" if command.unschedulable else "uncordon"
+        case Advise():
+            return "advise"
+        case OpsList() | OpsShow() | OpsCancel():
+            return "ops"
+        case SubcommandArgs():
+            return command.name
+
+
 # -- tokens --------------------------------------------------------------------------------------
 
 
@@ -177,27 +192,8 @@ class _Tokens:
     mentions: list[str] = field(default_factory=list)
 
 
-_VALUE_OPTIONS: dict[str, frozenset[str]] = {
-    "status": frozenset({"cluster"}),
-    "whoami": frozenset({"cluster"}),
-    "drain": frozenset({"cluster"}),
-    "cordon": frozenset({"cluster"}),
-    "uncordon": frozenset({"cluster"}),
-    "scale": frozenset({"cluster", "pool"}),
-    "zero": frozenset({"cluster"}),
-    "wake": frozenset({"cluster", "for"}),
-    "ops": frozenset({"cluster"}),
-    "consolidate": frozenset({"cluster"}),
-    "advise": frozenset({"cluster"}),
-    "help": frozenset(),
-}
-_FLAGS: dict[str, frozenset[str]] = {
-    "drain": frozenset({"force", "disable-eviction"}),
-    "zero": frozenset({"force", "workloads", "one-at-a-time"}),
-    "scale": frozenset({"one-at-a-time"}),
-    "wake": frozenset({"workloads"}),
-    "ops": frozenset({"active"}),
-}
+_VALUE_OPTIONS: dict[str, frozenset[str]] = {n: spec.options for n, spec in command_registry.SLACK.items()}
+_FLAGS: dict[str, frozenset[str]] = {n: spec.flags for n, spec in command_registry.SLACK.items()}
 
 
 def parse(text: str, *, default_cluster: str | None, clusters: Collection[str] = ()) -> Command:

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from bot.text import mrkdwn
+from bot.text import command_registry, mrkdwn
 from bot.text.mrkdwn import Mrkdwn, fmt
 from engine.domain.announcement import ApprovalPromise, DecisionNote, EventKind, NextEvent, Upcoming
 from engine.domain.durations import format_duration
@@ -39,40 +39,11 @@ from engine.schedules.core import spec as schedule
 COMMAND = "/scale"
 CLI = "scalebot"
 
-USAGE: dict[str, str] = {
-    "help": "help [SUBCOMMAND]",
-    "status": "status [CLUSTER]",
-    "plan": "plan zero|wake|scale|drain|consolidate … (same arguments as the command; changes nothing)",
-    "drain": "drain NODE… [cluster=NAME] [--force] [--disable-eviction]",
-    "cordon": "cordon NODE… [cluster=NAME]",
-    "uncordon": "uncordon NODE… [cluster=NAME]",
-    "scale": "scale POOL N [cluster=NAME] [--one-at-a-time]",
-    "zero": "zero [CLUSTER | POOL…] [--workloads] [--force] [--one-at-a-time]",
-    "wake": "wake [CLUSTER | POOL…] [for 3h] [--workloads]",
-    "consolidate": "consolidate [CLUSTER] [POOL…]",
-    "advise": "advise [CLUSTER]",
-    "ops": "ops [list [CLUSTER] [--active] | show ID | cancel ID]",
-    "schedule": "schedule add|list|show|pause|resume|delete|approve|unapprove|next|skip …",
-    "whoami": "whoami [CLUSTER] [@user]",
-}
-"""Usage per subcommand, without the leading command; also the order `help` lists them in."""
+USAGE: dict[str, str] = {name: spec.usage for name, spec in command_registry.SLACK.items()}
+"""Usage per subcommand, without the leading command; also the order `help` lists them in
+(`bot.text.command_registry`)."""
 
-SUMMARY: dict[str, str] = {
-    "help": "this help",
-    "status": "pools, sizes, running operations and the next scheduled event",
-    "plan": "what an operation would do, without doing it",
-    "drain": "cordon and drain nodes (kubectl drain semantics)",
-    "cordon": "mark nodes unschedulable",
-    "uncordon": "mark nodes schedulable again",
-    "scale": "resize one pool",
-    "zero": "scale a whole cluster or some pools to zero nodes",
-    "wake": "restore pools to the sizes they had before `zero`",
-    "consolidate": "remove nodes whose pods fit on the others (plan, approval, node by node)",
-    "advise": "which pool to grow for pending pods (least waste), and the underused nodes",
-    "ops": "recent operations, their history, cancel one",
-    "schedule": "nightly and weekend shutdowns",
-    "whoami": "your roles per cluster",
-}
+SUMMARY: dict[str, str] = {name: spec.summary for name, spec in command_registry.SLACK.items()}
 
 KIND_TITLE: dict[OpKind, str] = {
     OpKind.DRAIN: "Drain",

@@ -1,8 +1,9 @@
 """`python -m tests.bench.cli_startup`: how long `scalebot` takes to answer, per command.
 
 Each command runs `--runs` times as its own `python -m bot` process (what a shell pays), over a
-database holding one operation; the table gives the median, the fastest and the slowest wall time
-and the median CPU time (user + system, which a loaded machine inflates less), with the load
+database holding one operation (`schedule list`: one holding three schedules, one of them
+following public holidays and one pre-approved); the table gives the median, the fastest and the
+slowest wall time and the median CPU time (user + system, which a loaded machine inflates less), with the load
 average before and after (the machine may be shared). `--source DIR` runs another
 source tree of scalebot (say, a worktree of an older commit) with this interpreter, for a before /
 after comparison.
@@ -27,7 +28,7 @@ COMMANDS = (
     ("ops", "list", "--db", "scalebot.db"),
     ("ops", "show", "op-1", "--db", "scalebot.db"),
     ("status", "--db", "scalebot.db"),
-    ("schedule", "list", "--db", "scalebot.db"),
+    ("schedule", "list", "--db", "schedules.db"),
 )
 
 
@@ -55,7 +56,9 @@ def measure(source: Path | None, runs: int, workdir: Path) -> list[tuple[str, li
                 raise SystemExit(
                     f"scalebot {' '.join(argv)} exited {done.returncode}: {done.stderr[-300:]!r}"
                 )
-        rows.append((" ".join(a for a in argv if a not in ("--db", "scalebot.db")), times, cpu))
+        rows.append(
+            (" ".join(a for a in argv if a not in ("--db", "scalebot.db", "schedules.db")), times, cpu)
+        )
     return rows
 
 
@@ -66,9 +69,10 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        from tests.unit.bot.cli.test_cli_reads import _database
+        from tests.unit.bot.cli.test_cli_reads import _database, _schedules_database
 
         _database(workdir / "scalebot.db")
+        _schedules_database(workdir / "schedules.db")
         before = _load()
         rows = measure(args.source, args.runs, workdir)
         after = _load()

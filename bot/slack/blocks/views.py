@@ -23,7 +23,7 @@ from slack_sdk.models.blocks import (
 from bot.slack.blocks.kit import Builder, Message, esc
 from bot.slack.blocks.operations import ACTION_ADVISED_SCALE, HistoryRow, plan_details
 from bot.slack.directory import Names, no_names
-from bot.text import messages, mrkdwn
+from bot.text import command_registry, messages, mrkdwn
 from bot.text.mrkdwn import fmt
 from engine.domain.announcement import NextEvent
 from engine.domain.operation import (
@@ -280,7 +280,13 @@ def whoami_view(user: str, roles: Mapping[str, Role | None]) -> Message:
 def help_view(topic: str | None = None) -> Message:
     b = Builder()
     if topic:
-        b.section(f"`{messages.usage(topic)}`\n{messages.SUMMARY.get(topic, '')}")
+        spec = command_registry.SLACK.get(topic)
+        examples = spec.examples_for(messages.COMMAND) if spec is not None else ()
+        shown = "".join(f"\n`{line}`" for line in examples)
+        b.section(
+            f"`{messages.usage(topic)}`\n{messages.SUMMARY.get(topic, '')}"
+            + (f"\nExamples:{shown}" if shown else "")
+        )
         return b.build(f"help-{topic}", messages.usage(topic))
     b.section("*scalebot* drains nodes and scales node pools, with approvals.")
     b.section("\n".join(f"`{messages.usage(s)}`\n      {messages.SUMMARY[s]}" for s in messages.USAGE))

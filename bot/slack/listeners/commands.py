@@ -18,7 +18,8 @@ from bot.config.settings import Settings
 from bot.slack.blocks import views
 from bot.slack.blocks.kit import Message
 from bot.slack.dispatch import Dispatcher, Invocation, usage_reply
-from bot.text import commands, messages
+from bot.text import command_registry, commands, messages
+from bot.text.command_registry import AckReply
 
 
 def register(app: App, dispatcher: Dispatcher, settings: Settings, executor: Executor) -> None:
@@ -34,11 +35,15 @@ def register(app: App, dispatcher: Dispatcher, settings: Settings, executor: Exe
             )
         except commands.UsageError as err:
             return ack_with(ack, usage_reply(err))
-        if isinstance(parsed, commands.Help):
+        # What the ack says is the subcommand's (bot.text.command_registry); the work runs after it.
+        says = command_registry.SLACK[commands.subcommand_of(parsed)].ack
+        if says is AckReply.ANSWER and isinstance(parsed, commands.Help):
             return ack_with(ack, views.help_view(parsed.topic))
         # A temporary wake (`wake dev-eu for 3h`) belongs to the schedules, which answer it themselves.
-        if isinstance(parsed, commands.Request) and (
-            parsed.plan_only or parsed.target.wake_for_seconds is None
+        if (
+            says is AckReply.PLANNING
+            and isinstance(parsed, commands.Request)
+            and (parsed.plan_only or parsed.target.wake_for_seconds is None)
         ):
             planning = messages.planning(parsed.kind, parsed.target.cluster, plan_only=parsed.plan_only)
             ack_with(ack, views.text_message(planning))

@@ -14,7 +14,8 @@ import pytest
 
 from bot.cli import main as cli
 from bot.cli.common import EXIT_OK, EXIT_USAGE
-from bot.cli.parser import EXAMPLES, build_parser, command_paths
+from bot.cli.parser import PROG, build_parser, command_paths
+from bot.text.command_registry import CLI
 from tests.unit.bot.cli.test_cli_reads import _database
 
 
@@ -46,10 +47,10 @@ def test_an_unknown_flag_prints_that_commands_usage(capsys: pytest.CaptureFixtur
 def test_every_command_has_examples_and_each_example_parses(capsys: pytest.CaptureFixture[str]) -> None:
     paths = {path: sub for path, sub in command_paths(build_parser()) if path}
 
-    assert sorted(EXAMPLES) == sorted(paths), "an Examples entry per command"
+    assert sorted(CLI) == sorted(paths), "a registry entry per command"
     for path, sub in paths.items():
         assert "\nExamples:\n  scalebot " in sub.format_help(), path
-        for example in EXAMPLES[path]:
+        for example in CLI[path].examples_for(PROG):
             words = shlex.split(example)
             assert words[0] == "scalebot"
             args = build_parser().parse_args(words[1:])

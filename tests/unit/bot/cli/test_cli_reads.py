@@ -100,3 +100,80 @@ def test_a_newer_schema_is_refused_naming_both_versions(
     err = capsys.readouterr().err
     assert f"schema {SCHEMA_VERSION + 1}; this version reads schema {SCHEMA_VERSION}" in err
     assert _files(tmp_path) == before
+
+
+def _schedules_database(path: Path) -> None:
+    """Three schedules: pre-approved by two people (one of them for an older definition), one that
+    follows public holidays, one paused."""
+    from engine.store.schedules import ScheduleApproval, StoredSchedule, schedule_fingerprint
+
+    store = Store(path)
+    base = StoredSchedule(
+        name="nightly",
+        cluster="dev-eu",
+        target={"kind": "pools", "pools": ["batch", "web"], "size": None},
+        sleep="Mon-Fri 20:00",
+        wake="Mon-Fri 07:00",
+        tz="Europe/Berlin",
+        lead_times=(3600, 600),
+        channel="C0DEV",
+        approval_mode="pre_approved",
+        approved_by="",
+        enabled=True,
+        exceptions=("2026-12-24",),
+        created_by="U0ALICE",
+        created_at=T0,
+        active_since=T0,
+    )
+    holidays = StoredSchedule(
+        **{
+            **{f: getattr(base, f) for f in base.__slots__},  # type: ignore[attr-defined]
+            "name": "weekend",
+            "target": {"kind": "cluster", "pools": [], "size": None, "workloads": True},
+            "sleep": "Fri 19:00",
+            "wake": "Mon 06:00",
+            "approval_mode": "per_run",
+            "exceptions": (),
+            "days_off": {"holidays": "DE-BY", "calendar": "", "action": "stay_asleep"},
+        }
+    )
+    paused = StoredSchedule(
+        **{
+            **{f: getattr(base, f) for f in base.__slots__},  # type: ignore[attr-defined]
+            "name": "lunch",
+            "cluster": "prod",
+            "wake": "",
+            "approval_mode": "per_run",
+            "enabled": False,
+        }
+    )
+    for stored in (base, holidays, paused):
+        assert store.insert_schedule(stored)
+    store.add_schedule_approval(ScheduleApproval("nightly", "U0BOB", T0, schedule_fingerprint(base)))
+    store.add_schedule_approval(ScheduleApproval("nightly", "U0CAROL", T0, "an-older-definition"))
+    store.close()
+
+
+def test_schedule_list_reads_without_the_schedule_service_and_says_what_the_service_says(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`schedule list` reads the rows with the pure schedule modules (the service loads the holiday
+    tables and the cluster client: a second on this machine); each line is the service's own."""
+    from bot.cli import records
+    from engine.domain.clock import SystemClock
+    from engine.operations.service import new_operations
+    from engine.schedules.service import Schedules
+    from engine.schedules.text import schedule_summary
+
+    db = tmp_path / "scalebot.db"
+    _schedules_database(db)
+    store = Store.read_only(str(db))
+    service = Schedules(store, new_operations(store, {}, {}, SystemClock()), SystemClock())
+
+    for cluster in (None, "dev-eu", "prod"):
+        listed = [schedule_summary(s) for s in records.listed_schedules(store, cluster=cluster)]
+        assert listed == [schedule_summary(s) for s in service.all_schedules(cluster=cluster)]
+    assert cli.main(["schedule", "list", "--db", str(db), "-o", "json"]) == EXIT_OK
+    shown = {s["name"]: s["summary"] for s in json.loads(capsys.readouterr().out)}
+    assert "pre-approved by U0BOB;" in shown["nightly"] and "U0CAROL" not in shown["nightly"]
+    assert "DE-BY" in shown["weekend"] and shown["lunch"].endswith("; paused")

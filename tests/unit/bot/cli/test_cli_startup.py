@@ -2,8 +2,9 @@
 
 Each command runs in a fresh interpreter, as a shell runs it; the test reads the modules it
 imported (`sys.modules` at exit). `--version`, `--help` and `completion` build the argument tree
-only; `ops list|show` and `status` read the database only. None of them may load the Kubernetes
-client, Slack, plotting, AWS, the engine's planners or its operations service: those cost seconds
+only; `ops list|show`, `status` and `schedule list` read the database only. None of them may load
+the Kubernetes client, Slack, plotting, AWS, the engine's planners, its operations service or the
+schedule service's calendars (the holiday tables): those cost seconds
 (docs/benchmarks.md, "CLI start-up").
 """
 
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.bot.cli.test_cli_reads import _database
+from tests.unit.bot.cli.test_cli_reads import _database, _schedules_database
 
 REPO = Path(__file__).resolve().parents[4]
 HEAVY = (
@@ -31,6 +32,8 @@ HEAVY = (
     "engine.operations.service",
     "engine.operations.runner",
     "engine.schedules.service",
+    "engine.schedules.calendars",
+    "holidays",
 )
 """A module, or the package whose modules, none of these commands may import."""
 
@@ -71,11 +74,13 @@ def imported(tmp_path: Path, *argv: str) -> tuple[int, set[str]]:
         ["ops", "list", "--db", "scalebot.db"],
         ["ops", "show", "op-1", "--db", "scalebot.db"],
         ["status", "--db", "scalebot.db"],
+        ["schedule", "list", "--db", "schedules.db"],
     ],
     ids=" ".join,
 )
 def test_commands_without_a_cluster_import_no_heavy_module(argv: list[str], tmp_path: Path) -> None:
     _database(tmp_path / "scalebot.db")
+    _schedules_database(tmp_path / "schedules.db")
 
     code, modules = imported(tmp_path, *argv)
 

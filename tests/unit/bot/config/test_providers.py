@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from bot.cli.common import CliError
+from bot.cli.operations_from_flags import _provider_options
 from bot.cli.parser import build_parser
-from bot.cli.service import _provider_options
 from bot.config import providers, settings
 from bot.config.providers import Connected, Connection, Option, ProviderOptionError, ProviderSpec
 from bot.runtime import wiring

@@ -18,6 +18,7 @@ from bot.cli.common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     CliError,
+    Refused,
     _duration,
     _on_interrupt,
     _user,
@@ -34,8 +35,6 @@ from engine.domain.wake_waves import WakeWaves, WaveSpec
 from engine.operations.policy import ClusterPolicy
 from engine.operations.runner import ClusterHandle
 from engine.operations.service import Operations, new_operations
-from engine.store.base import StoreError
-from engine.store.claims import ClaimHeld
 from engine.store.database import Store
 
 
@@ -84,22 +83,16 @@ def node_operations(args: argparse.Namespace, *, record: bool = True) -> Operati
         simulated_notice(args)
         return new_operations(store, {handle.name: handle}, {}, SystemClock())
     store = _store(args.db if record else ":memory:")
-    try:
-        handle = wiring.connect_cluster(
-            getattr(args, "cluster", None) or args.context or "default",
-            kubeconfig=args.kubeconfig,
-            context=args.context,
-        )
-    except wiring.WiringError as exc:
-        raise CliError(str(exc)) from exc
+    handle = wiring.connect_cluster(
+        getattr(args, "cluster", None) or args.context or "default",
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+    )
     return new_operations(store, {handle.name: handle}, {}, SystemClock())
 
 
 def _store(path: str) -> Store:
-    try:
-        return Store(path)
-    except StoreError as exc:
-        raise CliError(str(exc)) from exc
+    return Store(path)  # a StoreError (configuration: exit 2) names the file and what to do
 
 
 def _wave_flags(flags: Sequence[str]) -> WakeWaves:
@@ -120,18 +113,15 @@ def _wave_flags(flags: Sequence[str]) -> WakeWaves:
 
 def _connect_cluster(args: argparse.Namespace) -> ClusterHandle:
     """The real cluster the arguments name: client, pool provider and workloads."""
-    try:
-        return wiring.connect_cluster(
-            args.cluster or args.context or "default",
-            kubeconfig=args.kubeconfig,
-            context=args.context,
-            provider=args.provider,
-            options=_provider_options(args),
-            namespace=args.namespace,
-            gitops=getattr(args, "gitops", "warn"),
-        )
-    except wiring.WiringError as exc:
-        raise CliError(str(exc)) from exc
+    return wiring.connect_cluster(  # a WiringError is configuration: exit 2
+        args.cluster or args.context or "default",
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        provider=args.provider,
+        options=_provider_options(args),
+        namespace=args.namespace,
+        gitops=getattr(args, "gitops", "warn"),
+    )
 
 
 def _provider_options(args: argparse.Namespace) -> dict[str, str]:
@@ -148,7 +138,7 @@ def _provider_options(args: argparse.Namespace) -> dict[str, str]:
     return given
 
 
-def _request(args: argparse.Namespace, ops: Operations) -> OperationRequest:
+def request_from_flags(args: argparse.Namespace, ops: Operations) -> OperationRequest:
     pools = tuple(args.pools) if hasattr(args, "pools") else (args.pool,)
     target = Target(
         cluster=ops.clusters()[0],
@@ -182,16 +172,13 @@ def _follow(
     if start is not None:
         outcome = start()
         if not outcome.ok:
-            raise CliError(messages.outcome_text(outcome, slack=False))
+            raise Refused(outcome)
         print(messages.outcome_text(outcome, slack=False), flush=True)
         if outcome.operation is not None:
             print(outcome.operation.plan.to_text(), flush=True)
         ids = [outcome.operation.id] if outcome.operation else []
     else:
-        try:
-            ids = ops.resume()
-        except ClaimHeld as exc:
-            raise CliError(str(exc)) from exc
+        ids = ops.resume()  # ClaimHeld (another live runner has one): transient, exit 1
         print(f"resumed: {', '.join(ids) or 'nothing to resume'}", flush=True)
     printer.go_live()
     while not ops.runner.wait_idle(timeout=0.5):
