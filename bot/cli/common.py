@@ -46,14 +46,14 @@ class Refused(ScalebotError):
         self.outcome = outcome
 
 
-def _duration(text: str, flag: str) -> timedelta:
+def duration_flag(text: str, flag: str) -> timedelta:
     try:
         return parse_duration(text)
     except DurationError as exc:
         raise CliError(f"{flag}: {exc}") from exc
 
 
-def _user() -> str:
+def cli_user() -> str:
     return f"cli:{getpass.getuser()}"
 
 
@@ -81,7 +81,7 @@ def live_display(args: argparse.Namespace) -> bool:
     return args.log_format != "json" and sys.stdout.isatty()
 
 
-def _on_interrupt(cancel: threading.Event) -> None:
+def on_interrupt(cancel: threading.Event) -> None:
     def handle(signum: int, frame: FrameType | None) -> None:
         cancel.set()
 

@@ -19,11 +19,11 @@ from bot.cli.common import (
     EXIT_OK,
     CliError,
     Refused,
-    _duration,
-    _on_interrupt,
-    _user,
+    cli_user,
     confirm,
+    duration_flag,
     live_display,
+    on_interrupt,
 )
 from bot.cli.live import DrainLive
 from bot.cli.operations_from_flags import node_operations
@@ -36,7 +36,7 @@ from engine.operations.service_nodes import DrainFlags, DrainPreview, DrainRepor
 
 def selected_nodes(ops: Operations, args: argparse.Namespace) -> list[NodeInfo]:
     """The nodes the arguments name or select; an unknown name or an empty selection is an error."""
-    return ops.select_nodes(ops.clusters()[0], args.nodes, args.selector, by=_user())
+    return ops.select_nodes(ops.clusters()[0], args.nodes, args.selector, by=cli_user())
 
 
 def drain_flags(args: argparse.Namespace) -> DrainFlags:
@@ -51,12 +51,12 @@ def drain_flags(args: argparse.Namespace) -> DrainFlags:
 
 
 def preview(ops: Operations, nodes: list[NodeInfo], flags: DrainFlags) -> DrainPreview:
-    return ops.drain_preview(ops.clusters()[0], nodes, flags, by=_user())
+    return ops.drain_preview(ops.clusters()[0], nodes, flags, by=cli_user())
 
 
 def cmd_drain(args: argparse.Namespace) -> int:
-    timeout = _duration(args.timeout, "--timeout")
-    interval = _duration(args.interval, "--interval")
+    timeout = duration_flag(args.timeout, "--timeout")
+    interval = duration_flag(args.interval, "--interval")
     if args.parallel < 1:
         raise CliError("--parallel must be at least 1")
     ops = node_operations(args)
@@ -75,7 +75,7 @@ def cmd_drain(args: argparse.Namespace) -> int:
         confirm(args, shown.to_text(), f"drain {flag} {', '.join(n.name for n in nodes)}")
         approved = shown.force_scope  # what was shown is all the drain may force
     cancel = threading.Event()
-    _on_interrupt(cancel)
+    on_interrupt(cancel)
 
     # On a terminal one live panel with the figures; elsewhere the condition messages, one per change.
     live = DrainLive([n.name for n in nodes]) if live_display(args) else None
@@ -101,7 +101,7 @@ def cmd_drain(args: argparse.Namespace) -> int:
             names,
             flags,
             settings,
-            by=_user(),
+            by=cli_user(),
             approved=approved,
             on_report=show,
             on_progress=live.on_progress if live is not None else None,
@@ -137,7 +137,7 @@ def cmd_drain(args: argparse.Namespace) -> int:
 def _server_dry_run(ops: Operations, nodes: list[NodeInfo], flags: DrainFlags) -> int:
     """`--dry-run=server`: kubectl's lines in order (refusals on stderr); exit 1 when the server (a
     PDB, admission) or a rule would refuse one."""
-    lines = ops.drain_server_dry_run(ops.clusters()[0], nodes, flags, by=_user())
+    lines = ops.drain_server_dry_run(ops.clusters()[0], nodes, flags, by=cli_user())
     for line in lines:
         print(line.text, file=sys.stderr if line.refused else sys.stdout)
     return EXIT_INCOMPLETE if any(line.refused for line in lines) else EXIT_OK
@@ -147,7 +147,7 @@ def cmd_cordon(args: argparse.Namespace) -> int:
     ops = node_operations(args)
     nodes = selected_nodes(ops, args)
     done = ops.cordon(
-        ops.clusters()[0], [n.name for n in nodes], by=_user(), unschedulable=args.unschedulable
+        ops.clusters()[0], [n.name for n in nodes], by=cli_user(), unschedulable=args.unschedulable
     )
     if not done.outcome.ok:
         raise Refused(done.outcome)

@@ -8,7 +8,7 @@ import re
 import sys
 
 from bot.cli import records as cli_read
-from bot.cli.common import EXIT_OK, CliError, Refused, _user, live_display
+from bot.cli.common import EXIT_OK, CliError, Refused, cli_user, live_display
 
 EXIT_AUDIT_BROKEN = 1
 """`operations verify-audit`: the hash chain is broken (a row was edited, inserted or deleted), its
@@ -92,7 +92,7 @@ def cmd_operations(args: argparse.Namespace) -> int:
     from bot.text import messages
 
     ops = build_operations(args)
-    outcome = ops.cancel(args.operation_id, by=_user())
+    outcome = ops.cancel(args.operation_id, by=cli_user())
     if not outcome.ok:
         raise Refused(outcome)
     print(messages.outcome_text(outcome, slack=False))

@@ -19,9 +19,9 @@ from bot.cli.common import (
     EXIT_OK,
     CliError,
     Refused,
-    _duration,
-    _on_interrupt,
-    _user,
+    cli_user,
+    duration_flag,
+    on_interrupt,
 )
 from bot.cli.live import LiveDisplay
 from bot.cli.rehearsal import simulated_notice
@@ -53,9 +53,9 @@ def build_operations(
     # The simulated cluster's pods go in seconds: its phase 1 is 12 s, as in the demo and the console.
     window = args.graceful_window or ("12s" if args.simulated else DEFAULT_GRACEFUL_WINDOW)
     settings = RunnerSettings(
-        graceful_window=_duration(window, "--graceful-window"),
-        drain_timeout=_duration(args.drain_timeout, "--drain-timeout") or None,
-        workloads_return_timeout=_duration(args.workloads_return_timeout, "--workloads-return-timeout"),
+        graceful_window=duration_flag(window, "--graceful-window"),
+        drain_timeout=duration_flag(args.drain_timeout, "--drain-timeout") or None,
+        workloads_return_timeout=duration_flag(args.workloads_return_timeout, "--workloads-return-timeout"),
     )
     store = _store(args.db if record else ":memory:")
     if args.simulated:
@@ -148,13 +148,13 @@ def request_from_flags(args: argparse.Namespace, ops: Operations) -> OperationRe
         workloads_only=getattr(args, "workloads_only", False),
         one_at_a_time=getattr(args, "one_at_a_time", None),
     )
-    return OperationRequest(kind=OpKind(args.kind), target=target, requested_by=_user())
+    return OperationRequest(kind=OpKind(args.kind), target=target, requested_by=cli_user())
 
 
 def follow(ops: Operations, start: Callable[[], Outcome] | None, *, live: bool = False) -> int:
     """Start (or resume) operations and print their progress until every one has finished."""
     cancel = threading.Event()
-    _on_interrupt(cancel)
+    on_interrupt(cancel)
     printer: _EventPrinter | LiveDisplay = LiveDisplay() if live else _EventPrinter()
     ops.subscribe(printer)
     try:

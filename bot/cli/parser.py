@@ -5,6 +5,9 @@ the commands share, and `completion`, which prints a shell script generated from
 This module imports no command module, no engine service and no Kubernetes, Slack or plotting
 library: `--version`, `--help` and `completion` answer from the tree alone, and each command pays
 only for what it uses (a test runs them with `-X importtime`).
+
+One module over 600 lines on purpose: the arguments of some thirty commands, which share their flag
+groups; what each command is (its help line, handler and Examples) is `bot.text.command_registry`'s.
 """
 
 from __future__ import annotations

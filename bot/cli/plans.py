@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from bot.cli.common import EXIT_OK, CliError, _duration, _user
+from bot.cli.common import EXIT_OK, CliError, cli_user, duration_flag
 from bot.cli.drain import drain_flags, preview, selected_nodes
 from bot.cli.operations_from_flags import build_operations, node_operations, request_from_flags
 from engine.domain.settings import ConsolidationSettings
@@ -37,18 +37,18 @@ def _real_cluster(args: argparse.Namespace, command: str) -> Operations:
 
 
 def cmd_plan_consolidate(args: argparse.Namespace) -> int:
-    grace = _duration(args.node_grace, "--node-grace")
+    grace = duration_flag(args.node_grace, "--node-grace")
     if args.max_nodes < 1:
         raise CliError("--max-nodes must be at least 1")
     ops = _real_cluster(args, "plan consolidate")
     settings = ConsolidationSettings(node_grace=grace, max_nodes=args.max_nodes)
-    result = ops.consolidation_preview(ops.clusters()[0], settings, by=_user())
+    result = ops.consolidation_preview(ops.clusters()[0], settings, by=cli_user())
     print(json.dumps(result.to_json(), indent=2) if args.output == "json" else result.to_text())
     return EXIT_OK
 
 
 def cmd_plan_advise(args: argparse.Namespace) -> int:
     ops = _real_cluster(args, "plan advise")
-    result = ops.scale_up_advice(ops.clusters()[0], by=_user())
+    result = ops.scale_up_advice(ops.clusters()[0], by=cli_user())
     print(json.dumps(result.to_json(), indent=2) if args.output == "json" else result.to_text())
     return EXIT_OK

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from bot.cli.common import CliError, _duration, confirm, live_display
+from bot.cli.common import CliError, confirm, duration_flag, live_display
 from bot.cli.operations_from_flags import build_operations, follow, request_from_flags
 from engine.domain.operation import OpKind
 from engine.domain.settings import ConsolidationPolicy
@@ -26,7 +26,7 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
     if args.max_nodes < 1:
         raise CliError("--max-nodes must be at least 1")
     rules = ConsolidationPolicy(
-        node_grace=_duration(args.node_grace, "--node-grace"),
+        node_grace=duration_flag(args.node_grace, "--node-grace"),
         max_nodes=args.max_nodes,
         allow_alongside_autoscaler=args.allow_alongside_autoscaler,
     )

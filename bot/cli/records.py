@@ -21,7 +21,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import date, datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import yaml
@@ -33,7 +33,7 @@ from engine.domain.errors import Category, ScalebotError
 from engine.domain.operation import Operation, OpState
 
 if TYPE_CHECKING:
-    from engine.schedules.model import Schedule
+    from engine.schedules.core.model import Schedule
     from engine.schedules.service import Schedules
     from engine.store.database import Store
 
@@ -222,55 +222,23 @@ def _schedules(store: Store) -> Schedules:
 
 
 def listed_schedules(store: Store, *, cluster: str | None = None) -> list[Schedule]:
-    """Every schedule (paused ones too) by name, as `schedule list` shows it, read with the pure
-    schedule modules only. The schedule service is what `next` needs (days off resolved through its
-    calendars, which load the holiday tables and the cluster client: half a second); a listed
-    schedule names its days-off rule, never its days, and `test_cli_reads` holds each line to the
-    service's own."""
-    from engine.schedules import spec as schedule_spec
-    from engine.schedules.days_off import DaysOffRule
-    from engine.schedules.model import Schedule, ScheduleTarget
-    from engine.store.schedules import schedule_fingerprint
+    """Every schedule (paused ones too) by name, as `schedule list` shows it: each row through the
+    store's one mapping (`engine.schedules.stored.schedule_of`) and its current pre-approvers. The
+    schedule service is what `next` needs (days off resolved through its calendars, which load the
+    holiday tables and the cluster client: half a second); a listed schedule names its days-off
+    rule, never its days, and `test_cli_reads` holds each line to the service's own."""
+    from dataclasses import replace
 
-    found = []
-    for stored in store.list_schedules(cluster=cluster):
-        spec = schedule_spec.ScheduleSpec(
-            name=stored.name,
-            cluster=stored.cluster,
-            sleep=schedule_spec.parse_weekly(stored.sleep),
-            wake=schedule_spec.parse_weekly(stored.wake) if stored.wake else None,
-            tz=stored.tz,
-            lead_times=tuple(timedelta(seconds=seconds) for seconds in stored.lead_times),
-            exceptions=frozenset(date.fromisoformat(d) for d in stored.exceptions),
-            days_off_rule=DaysOffRule.from_json(dict(stored.days_off)) if stored.days_off else DaysOffRule(),
-        )
-        fingerprint = schedule_fingerprint(stored)
-        pre_approved = stored.approval_mode == "pre_approved"
-        approvers = (
-            tuple(
-                dict.fromkeys(
-                    a.user for a in store.schedule_approvals(stored.name) if a.fingerprint == fingerprint
-                )
-            )
-            if pre_approved
-            else ()
-        )
-        found.append(
-            Schedule(
-                spec=spec,
-                target=ScheduleTarget.from_json(stored.target),
-                channel=stored.channel,
-                approval_mode="pre_approved" if pre_approved else "per_run",
-                enabled=stored.enabled,
-                created_by=stored.created_by,
-                created_at=stored.created_at,
-                active_since=stored.active_since,
-                last_done_at=stored.last_done_at,
-                fingerprint=fingerprint,
-                approvers=approvers,
-            )
-        )
-    return found
+    from engine.schedules.stored import schedule_of
+
+    def with_approvers(sched: Schedule) -> Schedule:
+        if sched.approval_mode != "pre_approved":
+            return sched
+        rows = store.schedule_approvals(sched.name)
+        current = (a.user for a in rows if a.fingerprint == sched.fingerprint)
+        return replace(sched, approvers=tuple(dict.fromkeys(current)))
+
+    return [with_approvers(schedule_of(stored)) for stored in store.list_schedules(cluster=cluster)]
 
 
 def cmd_schedule(args: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ import os
 import sys
 from datetime import timedelta
 
-from bot.cli.common import EXIT_OK, CliError, _user, live_display
+from bot.cli.common import EXIT_OK, CliError, cli_user, live_display
 from bot.cli.operations_from_flags import build_operations, follow
 from bot.config import logs
 from bot.runtime import wiring
@@ -34,12 +34,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     )
     ops = new_operations(Store(":memory:"), {handle.name: handle}, {}, SystemClock(), settings=settings)
     print("The demo shortens phase 1 from 5 minutes to 12 seconds.\n", flush=True)
-    zero = OperationRequest(kind=OpKind.ZERO, target=Target(cluster=handle.name), requested_by=_user())
+    zero = OperationRequest(kind=OpKind.ZERO, target=Target(cluster=handle.name), requested_by=cli_user())
     code = follow(ops, lambda: ops.request(zero), live=live_display(args))
     if code != EXIT_OK:
         return code
     print("\nNow waking the cluster back to the recorded sizes:\n", flush=True)
-    wake = OperationRequest(kind=OpKind.WAKE, target=Target(cluster=handle.name), requested_by=_user())
+    wake = OperationRequest(kind=OpKind.WAKE, target=Target(cluster=handle.name), requested_by=cli_user())
     return follow(ops, lambda: ops.request(wake), live=live_display(args))
 
 

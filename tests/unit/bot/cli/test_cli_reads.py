@@ -157,13 +157,13 @@ def _schedules_database(path: Path) -> None:
 def test_schedule_list_reads_without_the_schedule_service_and_says_what_the_service_says(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`schedule list` reads the rows with the pure schedule modules (the service loads the holiday
-    tables and the cluster client: a second on this machine); each line is the service's own."""
+    """`schedule list` reads the rows through the store's mapping, not the service (which loads the
+    holiday tables and the cluster client: a second on this machine); each line is the service's."""
     from bot.cli import records
     from engine.domain.clock import SystemClock
     from engine.operations.service import new_operations
+    from engine.schedules.core.text import schedule_summary
     from engine.schedules.service import Schedules
-    from engine.schedules.text import schedule_summary
 
     db = tmp_path / "scalebot.db"
     _schedules_database(db)
