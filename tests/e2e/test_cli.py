@@ -215,3 +215,19 @@ def test_forbidden_call_is_reported_and_changes_nothing(
     finally:
         rest.delete(admin_api, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/scalebot-e2e-reader")
         rest.delete(admin_api, "/api/v1/namespaces/scalebot/serviceaccounts/reader")
+
+
+def test_names_complete_from_the_real_cluster_as_scalebots_serviceaccount(
+    scalebot_kubeconfig: Path, node_pool: Callable[..., list[str]], unique_name: str
+) -> None:
+    """`scalebot __complete` (what `drain <TAB>` and `zero <TAB>` ask) lists the cluster's nodes and
+    its label pools through scalebot's own client, filtered by what is typed."""
+    pool = f"{unique_name}-cpl"
+    nodes = node_pool(2, name=pool)
+
+    listed = scalebot("__complete", "nodes", "--prefix", pool, kubeconfig=scalebot_kubeconfig)
+    pools = scalebot("__complete", "pools", "--prefix", unique_name, kubeconfig=scalebot_kubeconfig)
+
+    assert listed.returncode == pools.returncode == 0, listed.stderr + pools.stderr
+    assert listed.stdout.split() == sorted(nodes)
+    assert pool in pools.stdout.split()
