@@ -66,3 +66,12 @@ def test_an_installed_venv_is_not_installed_again(tmp_path: Path) -> None:
 
     assert out == "scalebot --version\n"
     assert len(pip) == 2, "the second run installed nothing"
+
+
+def test_the_sandbox_gets_the_test_lock_whose_extra_starts_the_control_plane(tmp_path: Path) -> None:
+    out, pip = run_script(tmp_path, "sandbox", "up")
+
+    assert out == "scalebot sandbox up\n"
+    lock = REPO / "requirements" / "test.txt"
+    assert pip[0] == f"-m pip --quiet --disable-pip-version-check install --require-hashes --no-deps -r {lock}"
+    assert "cryptography" in locked(lock)
