@@ -73,5 +73,7 @@ def test_the_sandbox_gets_the_test_lock_whose_extra_starts_the_control_plane(tmp
 
     assert out == "scalebot sandbox up\n"
     lock = REPO / "requirements" / "test.txt"
-    assert pip[0] == f"-m pip --quiet --disable-pip-version-check install --require-hashes --no-deps -r {lock}"
+    assert (
+        pip[0] == f"-m pip --quiet --disable-pip-version-check install --require-hashes --no-deps -r {lock}"
+    )
     assert "cryptography" in locked(lock)
