@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from bot.cli.common import EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE, LOG_FORMATS
-from bot.cli.parser import build_parser, parser_of
+from bot.cli.parser import build_parser, parser_of, wants_json_log
 from bot.config import logs
 from engine.domain.errors import Category, ScalebotError
 
@@ -30,7 +30,7 @@ error is not caught, so its traceback shows (1)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(json_errors=wants_json_log(sys.argv[1:] if argv is None else argv))
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # the usage of the command given, not the top level's (argparse's default)
         parser_of(args, parser).error(f"unrecognized arguments: {' '.join(unknown)}")

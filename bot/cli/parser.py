@@ -13,11 +13,14 @@ groups; what each command is (its help line, handler and Examples) is `bot.text.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
+import logging
 import os
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from bot.cli.common import DEFAULT_GRACEFUL_WINDOW, EXIT_OK, LOG_FORMATS
 from bot.config import providers
@@ -87,8 +90,44 @@ class _Version(argparse.Action):
         parser.exit()
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION)
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, except that under `--log-format json` a usage error is one JSON log line
+    (with the command's usage in it) rather than argparse's plain usage and error lines, so that a
+    log collector reading stderr as JSON gets every line of a mistyped command too."""
+
+    def __init__(self, *args: Any, json_errors: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.json_errors = json_errors
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        # Commands' parsers are of this class and report errors as their parent does.
+        kwargs.setdefault("parser_class", functools.partial(Parser, json_errors=self.json_errors))
+        return super().add_subparsers(**kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        if not self.json_errors:
+            super().error(message)
+        from bot.config import logs  # only on a usage error
+
+        usage = " ".join(self.format_usage().split())
+        line = f"{self.prog}: error: {message} ({usage}; see {self.prog} --help)"
+        logs.announce(line, json_format=True, stream=sys.stderr, level=logging.ERROR)
+        self.exit(2)
+
+
+def wants_json_log(argv: Sequence[str]) -> bool:
+    """Whether the command line (or $SCALEBOT_LOG_FORMAT) asks for JSON log lines: read before
+    argparse has parsed it, so that its own usage errors come out as JSON too."""
+    for i, arg in enumerate(argv):
+        if arg == "--log-format=json" or (arg == "--log-format" and argv[i + 1 : i + 2] == ["json"]):
+            return True
+        if arg == "--log-format" or arg.startswith("--log-format="):
+            return False
+    return os.environ.get("SCALEBOT_LOG_FORMAT") == "json"
+
+
+def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
+    parser = Parser(prog=PROG, description=DESCRIPTION, json_errors=json_errors)
     parser.add_argument("--version", action=_Version, help="print scalebot's version and exit")
     parser.add_argument("-v", "--verbose", action="store_true", help="log every step to stderr")
     parser.add_argument(

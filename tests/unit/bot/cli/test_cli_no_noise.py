@@ -113,3 +113,54 @@ def test_the_simulated_notice_is_a_json_line_under_json_logs(tmp_path: Path) -> 
         "text: as before"
     )
     assert "Plan: zero on simulated" in runs["json"].stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "env_format", "usage_of"),
+    [
+        (["operations", "lsit", "--log-format", "json"], None, "scalebot operations"),
+        (["--log-format=json", "drain", "--bogus", "n1"], None, "scalebot drain"),
+        (["plan", "zero", "--size"], "json", "scalebot plan zero"),
+    ],
+    ids=["unknown-action", "unknown-flag", "from-the-environment"],
+)
+def test_a_usage_error_under_json_logs_is_one_json_line_with_the_commands_usage(
+    argv: list[str], env_format: str | None, usage_of: str
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "SCALEBOT_LOG_FORMAT"}
+    if env_format:
+        env["SCALEBOT_LOG_FORMAT"] = env_format
+    done = subprocess.run(
+        [sys.executable, "-m", "bot", *argv],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=60,
+    )
+
+    assert done.returncode == 2
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    record = json.loads(lines[0])
+    assert record["level"] == "ERROR"
+    assert record["msg"].startswith(f"{usage_of}: error: ")
+    assert f"usage: {usage_of} " in record["msg"]
+
+
+def test_a_usage_error_in_text_keeps_argparses_usage_and_error_lines() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "SCALEBOT_LOG_FORMAT"}
+    done = subprocess.run(
+        [sys.executable, "-m", "bot", "operations", "lsit"],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=60,
+    )
+
+    assert done.returncode == 2
+    assert done.stderr.startswith("usage: scalebot operations ")
+    assert "scalebot operations: error: argument ACTION: invalid choice: 'lsit'" in done.stderr
