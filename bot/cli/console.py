@@ -121,12 +121,13 @@ def console_policy(
 
 
 def simulated_operations(
-    *, clock: Clock | None = None, settings: RunnerSettings = SIMULATED_SETTINGS
+    *, clock: Clock | None = None, settings: RunnerSettings = SIMULATED_SETTINGS, db: str | None = None
 ) -> Operations:
-    """Operations over the built-in simulated cluster, an in-memory database and the console policy."""
+    """Operations over the built-in simulated cluster and the console policy, in memory or, with
+    `db`, in that SQLite file (the cluster's state, its operations and its schedules)."""
     clock = clock or SystemClock()
-    handle, _ = wiring.simulated_cluster(clock=clock)
-    store = Store(":memory:")
+    store = Store(db or ":memory:")
+    handle, _ = wiring.simulated_cluster(clock=clock, store=store if db else None)
     made: list[Operations] = []  # `status` asks the schedules of the service being made here
 
     def next_event(cluster: str) -> NextEvent | None:

@@ -169,6 +169,9 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
 
     con = _add(commands, "console")
     _add_ops_args(con)
+    # The simulated console lives in memory unless --db names a file; bot.cli.serve.cmd_console
+    # applies the usual default ($SCALEBOT_DB or ./scalebot.db) to a real cluster's console.
+    con.set_defaults(db=None)
     con.add_argument(
         "--clock-speed",
         type=float,

@@ -49,8 +49,11 @@ def cmd_console(args: argparse.Namespace) -> int:
     if args.clock_speed <= 0 or (args.clock_speed != 1 and not args.simulated):
         raise CliError("--clock-speed needs --simulated and a positive factor, e.g. --clock-speed 600")
     if args.simulated:
-        ops = console.simulated_operations(clock=ScaledClock(args.clock_speed))
+        # A --db given keeps the simulated cluster, its operations and its schedules in that file,
+        # as the other --simulated commands do; without one the rehearsal leaves nothing behind.
+        ops = console.simulated_operations(clock=ScaledClock(args.clock_speed), db=args.db)
     else:
+        args.db = args.db or os.environ.get("SCALEBOT_DB", "scalebot.db")
         # The console's users (alice operator, bob approver, carol viewer) act on this cluster.
         ops = build_operations(args, policies=lambda name: {name: console.console_policy(name)})
     return console.run_console(

@@ -7,8 +7,12 @@ instant something is due and runs the bot's own timer tick there, so nothing wai
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -201,3 +205,36 @@ def test_a_channel_name_in_the_console_asks_for_the_id_and_saves_nothing(ops: Op
 
     assert "`channel=#ops-alerts`: a channel name is looked up in Slack, which is not here" in out, out
     assert "Schedule saved" not in out
+
+
+def run_cli(cwd: Path, *argv: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("SCALEBOT_DB", "KUBECONFIG")}
+    return subprocess.run(
+        [sys.executable, "-m", "bot", *argv],
+        input=stdin,
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=120,
+    )
+
+
+def test_the_simulated_consoles_db_keeps_its_schedules_and_without_one_it_leaves_no_file(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "rehearsal.db"
+    added = run_cli(tmp_path, "console", "--simulated", "--db", str(db), stdin=f"{ADD}\n")
+    assert added.returncode == 0, added.stderr
+    assert "Schedule saved: weekend" in added.stdout
+
+    listed = run_cli(tmp_path, "schedule", "list", "--db", str(db))
+    assert listed.returncode == 0, listed.stderr
+    assert "weekend" in listed.stdout and "simulated" in listed.stdout
+    again = run_cli(tmp_path, "console", "--simulated", "--db", str(db), stdin="schedule list\n")
+    assert "Schedules (1)" in again.stdout, "a second console on the same file sees the schedule"
+
+    in_memory = run_cli(tmp_path, "console", "--simulated", stdin=f"{ADD}\n")
+    assert in_memory.returncode == 0, in_memory.stderr
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("rehearsal.db")) == []
