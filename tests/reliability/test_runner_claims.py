@@ -4,7 +4,7 @@ Real `scalebot zero` / `scalebot resume` processes on one SQLite file, as the sc
 ServiceAccount against the local control plane. A PDB (minAvailable 1 over one pod) blocks the
 drain, so the operation stays at `drain` as long as the test wants.
 
-- `scalebot resume` while `scalebot zero` runs the operation: exits 2 naming the runner that holds
+- `scalebot resume` while `scalebot zero` runs the operation: exits 1 naming the runner that holds
   it, starts nothing, writes no journal row.
 - The runner frozen (SIGSTOP) for longer than the claim TTL (15 s, not shortened): a
   `scalebot resume` takes the operation over; when the frozen runner wakes (SIGCONT) it stops at
@@ -68,7 +68,7 @@ def test_a_second_runner_is_refused_and_a_frozen_one_is_fenced(
     # 1. A second runner beside a live one is refused, and writes nothing.
     rows = _journal(db, op_id)
     second = procs.scalebot("resume", *args, name="resume-refused", env={"POD_NAME": "runner-b"})
-    assert second.wait(60) == 2, second.output()
+    assert second.wait(60) == 1, second.output()
     out = second.output()
     assert f"error: operation {op_id} is being run by runner-a (pid {first.pid}" in out, out
     assert "not starting a second runner" in out
@@ -79,7 +79,7 @@ def test_a_second_runner_is_refused_and_a_frozen_one_is_fenced(
     first.popen.send_signal(signal.SIGSTOP)
     frozen_at = time.monotonic()
     refused = procs.scalebot("resume", *args, name="resume-early", env={"POD_NAME": "runner-b"})
-    assert refused.wait(60) == 2, "still refused within the TTL (a frozen process is not a dead one)"
+    assert refused.wait(60) == 1, "still refused within the TTL (a frozen process is not a dead one)"
     # Wait out the TTL (real time: the claim's heartbeat is wall-clock time written by runner-a).
     waits.wait_until(
         lambda: time.monotonic() - frozen_at > CLAIM_TTL_SECONDS + 1, CLAIM_TTL_SECONDS + 5, "the TTL"

@@ -152,7 +152,7 @@ def test_only_the_leader_acts_and_the_standby_takes_over_after_a_kill(
             name="resume-beside-run",
             env={"POD_NAME": leader},
         )
-        assert resume.wait(60) == 2, resume.output()
+        assert resume.wait(60) == 1, resume.output()
         assert f"operation {op_id} is being run by {leader}" in resume.output(), resume.output()
         assert runners(db, op_id) == writers
 
