@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.kubeconfigs import token_kubeconfig
+
 REPO = Path(__file__).resolve().parents[4]
 
 
@@ -27,13 +29,7 @@ def closed_port() -> int:
 @pytest.fixture
 def unreachable(tmp_path: Path) -> tuple[Path, str]:
     server = f"https://127.0.0.1:{closed_port()}"
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\n"
-        f"clusters: [{{name: c, cluster: {{server: '{server}', insecure-skip-tls-verify: true}}}}]\n"
-        "users: [{name: u, user: {token: t0ken}}]\n"
-        "contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n"
-    )
+    kubeconfig = token_kubeconfig(tmp_path / "kubeconfig", server, insecure_skip_tls_verify=True)
     return kubeconfig, server
 
 

@@ -17,6 +17,7 @@ import pytest
 from bot.cli import completion
 from bot.cli import main as cli
 from bot.cli.parser import build_parser
+from tests.kubeconfigs import token_kubeconfig
 from tests.unit.bot.cli.test_cli_reads import _database
 
 REPO = Path(__file__).resolve().parents[4]
@@ -163,16 +164,7 @@ def silent_kubeconfig(tmp_path: Path) -> Iterator[Path]:
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(16)
-    path = tmp_path / "kubeconfig"
-    path.write_text(
-        f"""apiVersion: v1
-kind: Config
-clusters: [{{name: c, cluster: {{server: "http://127.0.0.1:{listener.getsockname()[1]}"}}}}]
-users: [{{name: u, user: {{token: t}}}}]
-contexts: [{{name: c, context: {{cluster: c, user: u}}}}]
-current-context: c
-"""
-    )
+    path = token_kubeconfig(tmp_path / "kubeconfig", f"http://127.0.0.1:{listener.getsockname()[1]}")
     try:
         yield path
     finally:

@@ -20,6 +20,7 @@ from engine.domain.errors import Category, ScalebotError
 from engine.domain.operation import Operation, OperationPlan, OpKind, OpState, Target
 from engine.store.claims import RunnerId
 from engine.store.database import Store
+from tests.kubeconfigs import token_kubeconfig
 
 
 def test_every_category_has_one_exit_code_and_internal_errors_keep_their_traceback() -> None:
@@ -79,16 +80,7 @@ def forbidding_kubeconfig(tmp_path: Path) -> Iterator[Path]:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Forbidding)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    path = tmp_path / "kubeconfig"
-    path.write_text(
-        f"""apiVersion: v1
-kind: Config
-clusters: [{{name: c, cluster: {{server: "http://127.0.0.1:{server.server_address[1]}"}}}}]
-users: [{{name: u, user: {{token: t}}}}]
-contexts: [{{name: c, context: {{cluster: c, user: u}}}}]
-current-context: c
-"""
-    )
+    path = token_kubeconfig(tmp_path / "kubeconfig", f"http://127.0.0.1:{server.server_address[1]}")
     try:
         yield path
     finally:
