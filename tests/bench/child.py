@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import dataclasses
 import io
 import os
 import pstats
@@ -337,6 +338,15 @@ def mode_zero(args: argparse.Namespace) -> dict[str, Any]:
             CLUSTER, kubeconfig=args.kubeconfig, qps=args.api_qps, burst=args.api_burst
         )
     settings = RunnerSettings(graceful_window=PHASE1_WINDOW)
+    if args.fixed_evictions:
+        # The alternative to the adaptive limit: a fixed number in flight, 429s backed off by the
+        # drain's retry (Retry-After, else exponential with jitter), as kubectl's callers do.
+        settings = dataclasses.replace(
+            settings,
+            adaptive_evictions=False,
+            parallel_evictions=args.fixed_evictions,
+            max_parallel_evictions=max(args.fixed_evictions, settings.max_parallel_evictions),
+        )
     with tempfile.TemporaryDirectory(prefix="scalebot-bench-") as tmp:
         ops = new_operations(
             Store(Path(tmp) / "scalebot.db"), {CLUSTER: handle}, {}, SystemClock(), settings=settings
@@ -728,6 +738,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--limit", type=int, help="evict: only the first N pods of the order")
     parser.add_argument("--sample", type=int, help="zero: also record how long the first N evictions took")
+    parser.add_argument(
+        "--fixed-evictions",
+        type=int,
+        help="zero: this many evictions in flight, fixed (adaptive_evictions off) instead of the AIMD limit",
+    )
     parser.add_argument("--covered", help="file of workload names under a PDB (for latency splits)")
     parser.add_argument("--half", choices=("sleep", "wake"), help="night: which half to run")
     parser.add_argument("--db", help="night: scalebot's SQLite file, kept from the sleep to the wake")

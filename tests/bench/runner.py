@@ -245,6 +245,14 @@ def reproduce_commands() -> list[str]:
         ".venv/bin/python -m tests.bench.fleet --clusters 10,20,40,80,160 --real 2",
         "# planning: the client share at 30,000 pods, no cluster (decodes, page sizes, the plan)",
         ".venv/bin/python -m tests.bench.planning_client --rounds 5",
+        "# planning on a real 1,000-node cluster: page sizes, plan zero over the raw listing, before/after",
+        ".venv/bin/python -m tests.bench --size full --only planning --plan-rounds 5 \\",
+        "    --plan-baseline-tree ../before --json plan30k.json",
+        "# the eviction limit: fixed 64 in flight against the adaptive limit, 3 alternating pairs (25 min)",
+        ".venv/bin/python -m tests.bench.eviction_limit --size small --pairs 3 --json limit.json",
+        "# the night at 1,000 nodes (two populations; about 1 h on a quiet machine)",
+        ".venv/bin/python -m tests.bench --size full --scenario night --json full-night.json \\",
+        "    && .venv/bin/python -m tests.bench --from-json full-night.json --write docs/benchmarks.md",
         ".venv/bin/pytest tests/e2e/test_bench_smoke.py   # what CI runs: 20 nodes / 400 pods",
     ]
 

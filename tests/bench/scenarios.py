@@ -150,10 +150,12 @@ def run_scalebot(
     eviction_sample: int | None = None,
     artifacts: Path | None = None,
     api_limit: tuple[float, int] | None = None,
+    fixed_evictions: int | None = None,
 ) -> dict[str, Any]:
     """scalebot's zero-scale on a fresh cluster (after planning, if asked, on the same cluster).
 
-    `api_limit` is (api_qps, api_burst) instead of the product's defaults.
+    `api_limit` is (api_qps, api_burst) instead of the product's defaults; `fixed_evictions` a
+    fixed number of evictions in flight instead of the adaptive limit (`tests.bench.eviction_limit`).
 
     `sample` attaches py-spy to the measured process (`tests.bench.sampling`); `profile` runs it
     under cProfile instead (slower: only for a run of its own). `eviction_sample` also records how
@@ -182,6 +184,9 @@ def run_scalebot(
             if api_limit is not None:
                 args += ["--api-qps", f"{api_limit[0]:g}", "--api-burst", str(api_limit[1])]
             result["api_limit"] = list(api_limit or (DEFAULT_QPS, DEFAULT_BURST))
+            if fixed_evictions is not None:
+                args += ["--fixed-evictions", str(fixed_evictions)]
+            result["fixed_evictions"] = fixed_evictions
             samplers: list[sampling.Sampler] = []
 
             def attach(pid: int) -> None:
