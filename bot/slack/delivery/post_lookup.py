@@ -21,11 +21,12 @@ from slack_sdk.errors import SlackApiError
 
 POST_EVENT_TYPE = "scalebot_post"
 """The metadata `event_type` of every message the sender posts."""
-LOOKUP_MARGIN_SECONDS = 30.0
-"""Looked for from this long before the attempt: Slack's clock and ours may differ a little, and
-the key is unique, so a wider window costs only a few more messages in the answer."""
-LOOKUP_LIMIT = 50
-"""Messages one lookup reads (one page). A post not among them is posted again: at-least-once."""
+LOOKUP_MARGIN_SECONDS = 10.0
+"""Looked for from this long before the attempt: Slack's clock and ours may differ a little (a
+host whose clock runs further ahead misses its post and posts again: at-least-once)."""
+LOOKUP_LIMIT = 15
+"""Messages one lookup reads (one page; 15 is the most Slack gives commercially distributed
+non-Marketplace apps since 2025). A post not among them is posted again: at-least-once."""
 _NOT_SENT = (ConnectionRefusedError, socket.gaierror)
 """Failures before the request left this host: Slack cannot have seen it."""
 _GATEWAY_TIMEOUT = 504

@@ -87,8 +87,9 @@ _DM_FALLBACK = "dm-fallback"
 """Key of an ephemeral that becomes a direct message when Slack refuses it (`tell`)."""
 LOOKUPS_PER_MINUTE = 20.0
 """conversations.replies / conversations.history calls at most, well under their Tier 3 (~50 a
-minute per workspace; internal apps are not under the lower limits Slack set in 2025 for
-commercially distributed non-Marketplace apps): only a post whose answer was lost needs one."""
+minute per workspace, for internal and Marketplace apps; a commercially distributed
+non-Marketplace app gets 1 a minute since 2025, and a lookup refused with 429 posts again): only
+a post whose answer was lost needs one, so they are rare."""
 LOOKUP_BURST = 2.0
 
 
