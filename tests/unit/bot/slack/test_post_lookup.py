@@ -4,7 +4,8 @@ Covers: a post's metadata names only its opaque key; a timeout, a reset or a bro
 landed, a 429, an error answer or a refused connection did not; a reply (or a message posted in a
 thread) is looked for in its thread, a top-level post in the channel's history, from a margin
 before the attempt, with metadata asked for; only a message carrying our event type and this key
-matches; a direct message by user ID cannot be looked up.
+matches; a direct message by user ID cannot be looked up; the sender's WebClient retries by itself
+only a request that never reached Slack.
 """
 
 from __future__ import annotations
@@ -110,3 +111,26 @@ def test_only_a_message_with_our_event_type_and_this_key_matches() -> None:
 def test_a_direct_message_by_user_id_cannot_be_looked_up() -> None:
     assert can_look_up("C0123") and can_look_up("G0123") and can_look_up("D0123")
     assert not can_look_up("U0123") and not can_look_up("W0123") and not can_look_up("")
+
+
+@pytest.mark.parametrize(
+    ("error", "retried"),
+    [
+        (urllib.error.URLError(ConnectionRefusedError(111, "Connection refused")), True),
+        (urllib.error.URLError(ConnectionResetError(104, "Connection reset by peer")), False),
+        (ConnectionResetError(104, "Connection reset by peer"), False),
+        (http.client.RemoteDisconnected("closed"), False),
+    ],
+    ids=["refused", "reset-in-urlerror", "reset", "remote-disconnected"],
+)
+def test_the_senders_client_retries_only_requests_that_never_reached_slack(
+    error: Exception, retried: bool
+) -> None:
+    from slack_sdk.http_retry.request import HttpRequest
+    from slack_sdk.http_retry.state import RetryState
+
+    from bot.slack.app import UnsentRetryHandler
+
+    request = HttpRequest(method="POST", url="https://slack.invalid/api/chat.postMessage", headers={})
+    handler = UnsentRetryHandler(max_retry_count=2)
+    assert handler.can_retry(state=RetryState(), request=request, error=error) is retried
