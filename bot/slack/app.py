@@ -36,6 +36,9 @@ from slack_sdk.http_retry.builtin_handlers import (
     RateLimitErrorRetryHandler,
     ServerErrorRetryHandler,
 )
+from slack_sdk.http_retry.request import HttpRequest
+from slack_sdk.http_retry.response import HttpResponse
+from slack_sdk.http_retry.state import RetryState
 from waitress.server import create_server
 
 from bot.config.settings import Settings
@@ -45,6 +48,7 @@ from bot.slack.acks_first import AckCountingApp, AcksFirstExecutor, AckWindow
 from bot.slack.channels import SlackChannels
 from bot.slack.delivery.digest import fleet_digest
 from bot.slack.delivery.outbox import Outbox
+from bot.slack.delivery.post_lookup import may_have_landed
 from bot.slack.delivery.progress import Progress
 from bot.slack.delivery.sender import Sender, SenderMetrics
 from bot.slack.directory import PeopleNames
@@ -73,14 +77,33 @@ def healthz() -> tuple[int, str]:
 # -- clients and the App -------------------------------------------------------------------------
 
 
+class UnsentRetryHandler(ConnectionErrorRetryHandler):
+    """Retries a connection error only when the request never left (refused, no DNS answer): after
+    a timeout or a reset Slack may have posted it, and posting again here would show it twice."""
+
+    def _can_retry(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> bool:
+        if error is None or may_have_landed(error):
+            return False
+        return super()._can_retry(state=state, request=request, response=response, error=error)
+
+
 def web_client(
     settings: Settings, *, for_sender: bool = False, timeout: int = 15, logger: logging.Logger | None = None
 ) -> WebClient:
     """A WebClient at SLACK_API_URL. The sender handles 429 and 5xx itself (it must keep
-    coalescing while it waits), so its client only retries broken connections; the App's client
+    coalescing while it waits), so its client only retries connections that never reached Slack
+    (the sender looks for a post that may have landed before posting again); the App's client
     (auth.test, apps.connections.open, usergroups.list) also retries rate limits and 5xx.
     `timeout` (seconds) bounds one HTTP call, so a hanging Slack cannot hold the sender forever."""
-    handlers: list[Any] = [ConnectionErrorRetryHandler(max_retry_count=2)]
+    retry_connections = UnsentRetryHandler if for_sender else ConnectionErrorRetryHandler
+    handlers: list[Any] = [retry_connections(max_retry_count=2)]
     if not for_sender:
         handlers += [
             RateLimitErrorRetryHandler(max_retry_count=2),

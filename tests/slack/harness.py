@@ -18,7 +18,11 @@
   ephemeral elsewhere fails with `not_in_channel` (an ephemeral needs the bot in the channel too),
   a direct message (channel = a user ID) always goes, and conversations.info says `is_member`.
   users.info answers from `people` (else `user_not_found`), conversations.list pages through
-  `channel_list` with Slack's cursors.
+  `channel_list` with Slack's cursors. conversations.history (a channel's top-level messages and
+  broadcast replies, newest first) and conversations.replies (a thread, oldest first) answer from
+  the messages chat.postMessage posted, after `oldest` and up to `limit`; a message's `metadata`
+  only with `include_all_metadata`, as Slack does. The `ts` it gives are counters (tests name
+  them), so `oldest` is compared with the Unix time each message was posted at.
   Uploads follow Slack's flow (`files_upload_v2`): files.getUploadURLExternal answers an
   `upload_url` on this server, the POST of the bytes there is recorded as method `upload`
   (body: `file_id`, raw `data`), and files.completeUploadExternal shares the files.
@@ -89,6 +93,7 @@ TIER_LIMITS: dict[str, int] = {
     "conversations.info": TIER_3,
     "conversations.list": TIER_2,
     "conversations.replies": TIER_3,
+    "conversations.history": TIER_3,
     "users.info": TIER_4,
     "usergroups.list": TIER_2,
     "usergroups.users.list": TIER_2,
@@ -135,6 +140,8 @@ class SlackApiServer:
         """The token's scopes, sent as `x-oauth-scopes` as Slack does."""
         self.limits = False
         self._shown: dict[tuple[str, str], dict[str, Any]] = {}
+        self._posted: list[dict[str, Any]] = []
+        """Every posted message as conversations.history shows it (plus its `channel`), in order."""
         self._post_tokens: dict[str, tuple[float, float]] = {}
         self._edited_at: dict[tuple[str, str], float] = {}
         self.post_burst = POST_BURST
@@ -381,6 +388,7 @@ class SlackApiServer:
             ts = f"1700000000.{next(self._ts):06d}"
             with self._lock:
                 self._shown[(channel, ts)] = {"text": body.get("text"), "blocks": _blocks(body)}
+                self._posted.append({**_posted_message(body, ts), "posted_at": time.time()})
             return {
                 "ok": True,
                 "channel": body.get("channel"),
@@ -425,6 +433,8 @@ class SlackApiServer:
         if method == "users.info":
             person = self.people.get(str(body.get("user") or ""))
             return {"ok": True, "user": person} if person else {"ok": False, "error": "user_not_found"}
+        if method in ("conversations.history", "conversations.replies"):
+            return self._read_messages(method, channel, body)
         if method == "conversations.list":
             start, limit = int(body.get("cursor") or 0), int(body.get("limit") or 100)
             page = self.channel_list[start : start + limit]
@@ -435,6 +445,46 @@ class SlackApiServer:
                 "response_metadata": {"next_cursor": str(start + limit) if more else ""},
             }
         return {"ok": True}
+
+    def _read_messages(self, method: str, channel: str, body: dict[str, Any]) -> dict[str, Any]:
+        oldest, limit = float(body.get("oldest") or 0), int(body.get("limit") or 100)
+        thread = str(body.get("ts") or "")
+        with_metadata = str(body.get("include_all_metadata")).lower() in ("true", "1")
+        with self._lock:
+            mine = [m for m in self._posted if m["channel"] == channel and m["posted_at"] > oldest]
+        if method == "conversations.replies":
+            if not thread:
+                return {"ok": False, "error": "invalid_arguments"}
+            found = [m for m in mine if thread in (m["ts"], m.get("thread_ts"))]
+        else:  # the channel's own messages: a reply shows there only when broadcast
+            found = [m for m in reversed(mine) if "thread_ts" not in m or m.get("subtype")]
+        messages = [
+            {
+                k: v
+                for k, v in m.items()
+                if k not in ("channel", "posted_at") and (with_metadata or k != "metadata")
+            }
+            for m in found[:limit]
+        ]
+        return {"ok": True, "messages": messages, "has_more": len(found) > limit}
+
+
+def _posted_message(body: dict[str, Any], ts: str) -> dict[str, Any]:
+    message: dict[str, Any] = {
+        "type": "message",
+        "channel": str(body.get("channel") or ""),
+        "ts": ts,
+        "text": body.get("text"),
+        "bot_id": "B0BOT",
+    }
+    if body.get("thread_ts"):
+        message["thread_ts"] = str(body["thread_ts"])
+        if str(body.get("reply_broadcast")).lower() in ("true", "1"):
+            message["subtype"] = "thread_broadcast"
+    metadata = body.get("metadata")
+    if metadata:
+        message["metadata"] = json.loads(metadata) if isinstance(metadata, str) else metadata
+    return message
 
 
 def _blocks(body: dict[str, Any]) -> list[Any]:

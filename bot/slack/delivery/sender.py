@@ -29,8 +29,18 @@ engine emits events; listeners enqueue and return). What it does with the queue:
 - once a message's final rendering and its replies are delivered, its state is dropped; only
   its key is kept (bounded), so a late event can never edit a finished message again;
 - a 429 blocks that method for its Retry-After (the sender handles it itself, so it can keep
-  coalescing and other methods keep flowing); 5xx and transport errors back off and retry.
-The WebClient given here should retry only connection errors (slack_sdk's default handler).
+  coalescing and other methods keep flowing); 5xx and transport errors back off and retry;
+- a post is delivered once although Slack's answer can be lost: every chat.postMessage carries
+  message metadata naming an opaque key (post_lookup), and after a failure that Slack may still
+  have processed (the client's timeout, a connection broken after the request left) the retry,
+  given as long again as the failed call took, first reads the thread (conversations.replies)
+  or the channel (conversations.history) for a message with that key and adopts its ts instead
+  of posting again. Those are Tier 3 reads paced by their own small bucket; they happen only
+  after such a failure, so they are rare. A lookup that fails (a missing `channels:history` /
+  `groups:history` scope, a 429, an error) posts again, as before: at-least-once, never lost.
+The WebClient given here must not retry a request that may have reached Slack (a timeout or a
+reset after sending: the sender looks before posting again); retrying one that never left (a
+refused connection) is fine, which is what `bot.slack.app.web_client(for_sender=True)` does.
 One module over 600 lines on purpose: the rules above act on one queue owned by one thread, and
 splitting them would share that queue's state across modules.
 """
@@ -53,6 +63,13 @@ from bot.config.settings import SenderSettings
 from bot.slack.blocks.kit import Message
 from bot.slack.delivery.call_outcome import Result, TokenBucket, backoff, classify
 from bot.slack.delivery.outbox import Outbox, OutboxItem
+from bot.slack.delivery.post_lookup import (
+    can_look_up,
+    find_post,
+    lookup_request,
+    may_have_landed,
+    post_metadata,
+)
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +85,12 @@ _FINISHED_KEYS = 10_000
 """How many finished message keys are remembered, to refuse late renderings of them."""
 _DM_FALLBACK = "dm-fallback"
 """Key of an ephemeral that becomes a direct message when Slack refuses it (`tell`)."""
+LOOKUPS_PER_MINUTE = 20.0
+"""conversations.replies / conversations.history calls at most, well under their Tier 3 (~50 a
+minute per workspace, for internal and Marketplace apps; a commercially distributed
+non-Marketplace app gets 1 a minute since 2025, and a lookup refused with 429 posts again): only
+a post whose answer was lost needs one, so they are rare."""
+LOOKUP_BURST = 2.0
 
 
 class SlackApi(Protocol):
@@ -100,6 +123,10 @@ class _Retry:
 
     retry_at: float = 0.0
     attempts: int = 0
+    maybe_posted_since: float | None = None
+    """Unix time of the first attempt of the current post that Slack may have processed without
+    the answer arriving: look for it before posting again. Kept across `reset()` (a newer
+    rendering does not undo a post that may have landed); cleared once the post is settled."""
 
     def failed(self, now: float) -> int:
         self.attempts += 1
@@ -119,6 +146,7 @@ class _Lane(_Retry):
     def pop(self) -> None:
         self.items.popleft()
         self.reset()
+        self.maybe_posted_since = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -137,6 +165,8 @@ class _Msg(_Retry):
     share: str = ""
     """Whose turn this message's writes take (the cluster), for fair sharing of the budget."""
     replies: _Lane = field(default_factory=_Lane)
+    post_key: str = field(default_factory=lambda: uuid.uuid4().hex)
+    """The opaque key its post carries as metadata, the same for every rendering and attempt."""
 
 
 JobKind = Literal["post", "update", "reply", "ephemeral"]
@@ -150,10 +180,34 @@ _BASE_PRIORITY: dict[JobKind, int] = {"ephemeral": 1, "post": 2, "reply": 3, "up
 
 
 @dataclass(frozen=True, slots=True)
+class _Lookup:
+    """Where to look for a post that may have landed, and the key it carries."""
+
+    method: str
+    args: dict[str, Any]
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
 class _Job:
     kind: JobKind
     item: OutboxItem
     msg: _Msg | None
+    lookup: _Lookup | None = None
+    """Look for this post first: an earlier attempt may have landed."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    result: Result
+    detail: Any = None
+    """The new message's ts (a post), Retry-After seconds (429) or the error code."""
+    maybe_posted_at: float | None = None
+    """Unix time of an attempt of a post that failed after its request left: Slack may have posted it."""
+    took: float = 0.0
+    """Seconds the failed call took (about the client's timeout when it timed out)."""
+    adopted: bool = False
+    """The post was found in Slack (its answer had been lost): `detail` is its ts."""
 
 
 class Sender:
@@ -165,6 +219,7 @@ class Sender:
         settings: SenderSettings | None = None,
         metrics: SenderMetrics | None = None,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self._client = client
         self._outbox = outbox
@@ -174,6 +229,8 @@ class Sender:
         self._unposted_hooks: list[Callable[[str, str, str], None]] = []
         self._unposted: list[tuple[str, str, str]] = []
         self._clock = clock
+        self._wall_clock = wall_clock
+        """Unix time, for the `oldest` of a lookup (Slack's ts are Unix times)."""
         self._cond = threading.Condition()
         self._messages: dict[str, _Msg] = {}
         self._finished: OrderedDict[str, None] = OrderedDict()
@@ -188,6 +245,7 @@ class Sender:
         self._updates = TokenBucket(per_minute / 60.0, max(1.0, min(5.0, per_minute / 10)), now)
         self._posts: dict[str, TokenBucket] = {}
         self._workspace_posts = workspace_post_bucket(self._settings.posts_per_minute, now)
+        self._lookups = TokenBucket(LOOKUPS_PER_MINUTE / 60.0, LOOKUP_BURST, now)
         self._busy = False
         self._stopping = False
         self._thread: threading.Thread | None = None
@@ -411,9 +469,9 @@ class Sender:
                     if job is None:
                         self._cond.wait(timeout=wait)
                 self._busy = True
-            result, detail = self._call(job)  # never raises
+            outcome = self._call(job)  # never raises
             with self._cond:
-                posted = self._apply(job, result, detail)
+                posted = self._apply(job, outcome)
             if posted is not None:
                 self._announce(*posted)
             self._report_unposted()
@@ -433,6 +491,7 @@ class Sender:
             nonlocal best
             method = _METHOD[kind]
             ready_at = max(ready_at, self._blocked_until.get(method, 0.0))
+            lookup = None
             if kind == "update":
                 ready_at = max(ready_at, now + self._updates.wait_time(now))
             elif kind in ("post", "reply"):
@@ -441,13 +500,16 @@ class Sender:
                     now + self._post_bucket(item.channel, now).wait_time(now),
                     now + self._workspace_posts.wait_time(now),
                 )
+                lookup = self._lookup(kind, item, msg, now)
+                if lookup is not None:
+                    ready_at = max(ready_at, now + self._lookups.wait_time(now))
             if ready_at > now:
                 waits.append(ready_at - now)
                 return
             share = msg.share if msg is not None else ""
             rank = (0 if final else _BASE_PRIORITY[kind], self._served.get(share, -1), seq)
             if best is None or rank < best[0]:
-                best = (rank, _Job(kind, item, msg))
+                best = (rank, _Job(kind, item, msg, lookup))
 
         if self._ephemerals.items:
             seq, item = self._ephemerals.items[0]
@@ -482,7 +544,43 @@ class Sender:
         elif job.kind in ("post", "reply"):
             self._post_bucket(job.item.channel, now).take(now)
             self._workspace_posts.take(now)
+            if job.lookup is not None:
+                self._lookups.take(now)
+            elif self._post_state(job).maybe_posted_since is not None:
+                log.warning(
+                    "Slack may already have posted %s but it cannot be looked for now; posting it "
+                    "again (it may show twice)",
+                    job.item.key or job.item.channel,
+                )
         return job, None
+
+    def _post_state(self, job: _Job) -> _Retry:
+        """Where a post's or a reply's attempts are counted: its message, or its thread's lane."""
+        state = self._lane(job) or job.msg
+        assert state is not None
+        return state
+
+    def _lookup(self, kind: JobKind, item: OutboxItem, msg: _Msg | None, now: float) -> _Lookup | None:
+        """The read that finds this post if an earlier attempt of it landed; None when no attempt
+        may have, or it cannot be read now (a direct message by user ID, the method rate limited:
+        then it is posted again, at-least-once as without the lookup)."""
+        if msg is None:
+            return None
+        state = msg.replies if kind == "reply" else msg
+        since = state.maybe_posted_since
+        channel = (msg.channel or item.channel) if kind == "reply" else item.channel
+        if since is None or not can_look_up(channel):
+            return None
+        thread = (msg.thread_ts or msg.ts or "") if kind == "reply" else msg.thread_ts
+        method, args = lookup_request(channel, thread, since)
+        if self._blocked_until.get(method, 0.0) > now:
+            return None
+        return _Lookup(method, args, self._post_key(kind, item, msg))
+
+    @staticmethod
+    def _post_key(kind: JobKind, item: OutboxItem, msg: _Msg | None) -> str:
+        """A message's post carries its message's key, a reply its own item's (both random IDs)."""
+        return msg.post_key if kind == "post" and msg is not None else item.id
 
     def _interval(self) -> float:
         return self._settings.update_interval
@@ -515,29 +613,64 @@ class Sender:
                     payload["reply_broadcast"] = True
         elif job.kind == "ephemeral":
             payload["user"] = item.user
+        if job.kind in ("post", "reply"):
+            payload["metadata"] = post_metadata(self._post_key(job.kind, item, msg))
         return payload
 
-    def _call(self, job: _Job) -> tuple[Result, Any]:
-        """One Web API call, outside the lock. Returns (result, ts | Retry-After seconds | error)."""
+    def _call(self, job: _Job) -> _Outcome:
+        """One Web API write (after a lookup, for a post that may have landed), outside the lock."""
         method = _METHOD[job.kind]
+        if job.lookup is not None:
+            ts = self._look_up(job.lookup, job.item)
+            if ts is not None:
+                log.info("Slack had posted %s; its answer was lost: not posting it again", job.item.key)
+                return _Outcome(Result.OK, ts, adopted=True)
         self._metrics.call(method)
+        started, attempted_at = self._clock(), self._wall_clock()
         try:
             response = self._client.api_call(method, json=self._payload(job))
-            return Result.OK, response.get("ts") if job.kind == "post" else None
+            return _Outcome(Result.OK, response.get("ts") if job.kind == "post" else None)
         except Exception as exc:
             result, detail = classify(exc, has_blocks=bool(job.item.blocks))
             if result is Result.PERMANENT and not isinstance(exc, SlackApiError):
                 log.exception("unexpected failure calling %s", method, extra={"key": job.item.key})
             if result is not Result.RATE_LIMITED:
                 self._metrics.error(method, str(detail))
-            return result, detail
+            landed = job.kind in ("post", "reply") and may_have_landed(exc)
+            return _Outcome(result, detail, attempted_at if landed else None, self._clock() - started)
 
-    def _apply(self, job: _Job, result: Result, detail: Any) -> tuple[str, str, str] | None:
+    def _look_up(self, lookup: _Lookup, item: OutboxItem) -> str | None:
+        """The ts of the post if Slack has it; None if not, or if Slack could not be asked (then
+        the caller posts again: a failed lookup must never lose the message)."""
+        self._metrics.call(lookup.method)
+        try:
+            response = self._client.api_call(lookup.method, json=lookup.args)
+            return find_post(response.get("messages") or (), lookup.key)
+        except Exception as exc:
+            result, detail = classify(exc, has_blocks=False)
+            if result is Result.RATE_LIMITED:
+                self._metrics.rate_limited(lookup.method, float(detail))
+                with self._cond:
+                    until = self._clock() + float(detail)
+                    blocked = self._blocked_until.get(lookup.method, 0.0)
+                    self._blocked_until[lookup.method] = max(blocked, until)
+            else:
+                self._metrics.error(lookup.method, str(detail))
+            log.warning(
+                "could not look in Slack for %s (%s %s); posting it again (it may show twice)",
+                item.key or item.channel,
+                lookup.method,
+                detail,
+            )
+            return None
+
+    def _apply(self, job: _Job, outcome: _Outcome) -> tuple[str, str, str] | None:
         """Record a call's outcome; returns (key, channel, ts) when a message was just posted."""
         now = self._clock()
         method = _METHOD[job.kind]
+        result, detail = outcome.result, outcome.detail
         if result == Result.OK:
-            return self._delivered(job, detail, now)
+            return self._delivered(job, detail, now, adopted=outcome.adopted)
         if result == Result.RATE_LIMITED:
             log.warning("Slack rate limit on %s: waiting %.1fs (Retry-After)", method, detail)
             self._metrics.rate_limited(method, float(detail))
@@ -548,7 +681,11 @@ class Sender:
             )
             self._replace(job, _text_only(job.item))
         elif result == Result.TRANSIENT:
-            self._retry_later(job, detail, now)
+            if outcome.maybe_posted_at is not None:
+                state = self._post_state(job)
+                if state.maybe_posted_since is None:
+                    state.maybe_posted_since = outcome.maybe_posted_at
+            self._retry_later(job, detail, now, outcome)
         else:
             log.error(
                 "Slack refused %s for %s: %s; dropped", method, job.item.key or job.item.channel, detail
@@ -558,8 +695,16 @@ class Sender:
                 self._accept(_direct_message(job.item))
         return None
 
-    def _delivered(self, job: _Job, ts: str | None, now: float) -> tuple[str, str, str] | None:
+    def _delivered(
+        self, job: _Job, ts: str | None, now: float, *, adopted: bool = False
+    ) -> tuple[str, str, str] | None:
         item, msg, lane = job.item, job.msg, self._lane(job)
+        if adopted and job.kind == "post" and msg is not None and ts:
+            # The post found in Slack may show an older rendering than this one (a newer one can
+            # replace a pending post): keep this one pending, as an edit of the found message.
+            msg.ts, msg.maybe_posted_since, msg.sent = ts, None, None
+            msg.reset()
+            return (msg.key, msg.channel, ts)
         self._drop(item)
         if lane is not None:
             lane.pop()
@@ -568,7 +713,7 @@ class Sender:
         assert msg is not None
         posted = None
         if job.kind == "post" and ts:
-            msg.ts = ts
+            msg.ts, msg.maybe_posted_since = ts, None
             posted = (msg.key, msg.channel, ts)
         msg.sent, msg.sent_at = (item.text, item.blocks), now
         msg.final_done = msg.final_done or item.final
@@ -608,11 +753,23 @@ class Sender:
             return self._ephemerals
         return job.msg.replies if job.kind == "reply" and job.msg is not None else None
 
-    def _retry_later(self, job: _Job, error: Any, now: float) -> None:
+    def _retry_later(self, job: _Job, error: Any, now: float, outcome: _Outcome | None = None) -> None:
         state = self._lane(job) or job.msg
         assert state is not None
         attempts = state.failed(now)
-        log.warning("Slack %s failed (%s), attempt %d; retrying", _METHOD[job.kind], error, attempts)
+        if outcome is not None and outcome.maybe_posted_at is not None:
+            # Slack may still be working on it: give it as long again as the call waited before
+            # looking, so a post it completes late is found rather than posted twice.
+            state.retry_at = max(state.retry_at, now + outcome.took)
+            log.warning(
+                "Slack %s failed (%s), attempt %d; it may have been posted: looking for it before "
+                "posting again",
+                _METHOD[job.kind],
+                error,
+                attempts,
+            )
+        else:
+            log.warning("Slack %s failed (%s), attempt %d; retrying", _METHOD[job.kind], error, attempts)
         if attempts >= _MAX_ATTEMPTS and not job.item.final:
             log.error("giving up on %s for %s after %d attempts", _METHOD[job.kind], job.item.key, attempts)
             self._give_up(job, f"gave_up:{error}")
@@ -626,6 +783,7 @@ class Sender:
             msg.pending = None
             msg.reset()
         if job.kind == "post" and msg is not None:
+            msg.maybe_posted_since = None
             self._unposted.append((msg.key, msg.channel, error))
 
     def _report_unposted(self) -> None:

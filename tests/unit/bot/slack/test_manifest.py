@@ -2,8 +2,9 @@
 
 Covers: /scale with a usage hint naming every subcommand and should_escape; interactivity on;
 Socket Mode on; exactly the minimal bot scopes (commands, chat:write, channels:read and
-groups:read to tell whether scalebot is in a channel), chat:write.public documented as the
-opt-in; Slack's length limits on names and hints.
+groups:read to tell whether scalebot is in a channel, channels:history and groups:history to find
+its own post after an ambiguous timeout), chat:write.public documented as the opt-in; Slack's
+length limits on names and hints.
 """
 
 from __future__ import annotations
@@ -39,7 +40,14 @@ def test_manifest_has_the_command_interactivity_and_socket_mode() -> None:
 
 def test_manifest_asks_for_the_minimal_scopes() -> None:
     scopes = sorted(load()["oauth_config"]["scopes"]["bot"])
-    assert scopes == ["channels:read", "chat:write", "commands", "groups:read"]
+    assert scopes == [
+        "channels:history",
+        "channels:read",
+        "chat:write",
+        "commands",
+        "groups:history",
+        "groups:read",
+    ]
     text = MANIFEST.read_text(encoding="utf-8")
     assert "usergroups:read" in text and "chat:write.public" in text  # documented as the optional ones
 

@@ -209,8 +209,12 @@ def test_replies_wait_for_their_parent_and_keep_their_order(slack: FakeSlack, se
 def test_replies_to_an_unknown_message_go_to_the_channel(slack: FakeSlack, sender: Sender) -> None:
     sender.reply("op:gone", msg("orphan"), channel="C1")
     assert sender.flush(5)
+    body = slack.calls[0][1]
     assert slack.calls == [
-        ("chat.postMessage", {"channel": "C1", "text": "orphan", "blocks": slack.calls[0][1]["blocks"]})
+        (
+            "chat.postMessage",
+            {"channel": "C1", "text": "orphan", "blocks": body["blocks"], "metadata": body["metadata"]},
+        )
     ]
 
 
@@ -503,3 +507,107 @@ def test_a_fleets_progress_shares_the_workspace_budget_fairly_and_finals_go_firs
     final_texts = [text for method, _, text in slack.served if text.endswith(" final")]
     assert sorted(final_texts) == sorted(f"{key} final" for ks in keys.values() for key in ks)
     assert sender.tracked() == 0
+
+
+# -- a post whose answer was lost ---------------------------------------------------------------------
+
+
+@dataclass
+class LosingSlack(FakeSlack):
+    """FakeSlack that can lose the answer of posts it made (the client timed out: TimeoutError) and
+    answers conversations.history / conversations.replies from what it posted."""
+
+    lose: int = 0
+    """The next `lose` chat.postMessage calls are posted, then answered too late."""
+    posted: list[dict[str, Any]] = field(default_factory=list)
+
+    def api_call(self, api_method: str, *, json: dict[str, Any] | None = None) -> Any:
+        body = dict(json or {})
+        if api_method in ("conversations.history", "conversations.replies"):
+            answer = super().api_call(api_method, json=body)  # recorded; may raise a scripted error
+            thread = body.get("ts")
+            found = [m for m in self.posted if m["channel"] == body["channel"] and m.get("thread") == thread]
+            return {**answer, "messages": found}
+        answer = super().api_call(api_method, json=body)
+        if api_method == "chat.postMessage":
+            message = {"channel": body["channel"], "thread": body.get("thread_ts"), "ts": answer["ts"]}
+            self.posted.append({**message, "metadata": body.get("metadata")})
+            with self.cond:
+                if self.lose:
+                    self.lose -= 1
+                    raise TimeoutError("The read operation timed out")
+        return answer
+
+
+def test_every_post_and_reply_carries_an_opaque_key_in_its_metadata(slack: FakeSlack, sender: Sender) -> None:
+    sender.show("op:secret-name", msg("card"), channel="C1")
+    sender.reply("op:secret-name", msg("reply one"), channel="C1")
+    sender.reply("op:secret-name", msg("reply two"), channel="C1")
+    assert sender.flush(5)
+
+    metadata = [body["metadata"] for m, body in slack.calls if m == "chat.postMessage"]
+    assert [m["event_type"] for m in metadata] == ["scalebot_post"] * 3
+    keys = [m["event_payload"]["key"] for m in metadata]
+    assert len(set(keys)) == 3 and all(len(k) == 32 and int(k, 16) >= 0 for k in keys)  # random IDs
+    assert [body.get("metadata") for m, body in slack.calls if m != "chat.postMessage"] == []
+
+
+def test_a_card_whose_answer_was_lost_is_found_and_adopted_not_posted_again(outbox: MemoryOutbox) -> None:
+    slack = LosingSlack(lose=1)
+    sender = Sender(slack, outbox, settings=FAST)
+    posted: list[tuple[str, str, str]] = []
+    sender.add_posted_hook(lambda *args: posted.append(args))
+    sender.start()
+    try:
+        sender.show("op:1", msg("running"), channel="C1")
+        sender.reply("op:1", msg("Cordoned"), channel="C1")
+        assert sender.flush(10)
+    finally:
+        sender.stop(1)
+
+    methods = [m for m, _ in slack.calls]
+    assert methods[:2] == ["chat.postMessage", "conversations.history"]
+    assert sorted(methods[2:]) == ["chat.postMessage", "chat.update"]  # the reply, the card's edit
+    lookup = slack.calls[1][1]
+    assert (
+        lookup["channel"] == "C1" and lookup["include_all_metadata"] is True and float(lookup["oldest"]) > 0
+    )
+    # The card posted before the answer was lost is the card: edited to the latest rendering, and
+    # the thread goes under it.
+    assert posted == [("op:1", "C1", "1.0001")] and sender.message_ts("op:1") == "1.0001"
+    after = dict(slack.calls[2:])
+    assert after["chat.update"]["ts"] == "1.0001" and after["chat.update"]["text"] == "running"
+    assert after["chat.postMessage"]["thread_ts"] == "1.0001"
+
+
+def test_a_lookup_refused_by_a_rate_limit_falls_back_to_posting_again(outbox: MemoryOutbox) -> None:
+    slack = LosingSlack()
+    limited: list[tuple[str, float]] = []
+    sender = Sender(
+        slack, outbox, settings=FAST, metrics=SenderMetrics(rate_limited=lambda m, s: limited.append((m, s)))
+    )
+    sender.start()
+    try:
+        sender.show("op:1", msg("running"), channel="C1")
+        assert sender.flush(5)
+        slack.lose = 1
+        slack.fail("conversations.replies", 429, "ratelimited", {"Retry-After": "30"})
+        sender.reply("op:1", msg("Cordoned"), channel="C1")
+        assert sender.flush(10)
+    finally:
+        sender.stop(1)
+
+    methods = [m for m, _ in slack.calls]
+    assert methods == ["chat.postMessage", "chat.postMessage", "conversations.replies", "chat.postMessage"]
+    assert slack.texts("chat.postMessage") == ["running", "Cordoned", "Cordoned"]  # at-least-once, never lost
+    assert limited == [("conversations.replies", 30.0)]
+
+
+def test_a_clean_error_answer_is_retried_without_a_lookup(slack: FakeSlack, sender: Sender) -> None:
+    sender.show("op:1", msg("running"), channel="C1")
+    assert sender.flush(5)
+    slack.fail("chat.postMessage", 500, "internal_error")  # Slack answered: it did not post
+    sender.reply("op:1", msg("Cordoned"), channel="C1")
+    assert sender.flush(5)
+
+    assert [m for m, _ in slack.calls] == ["chat.postMessage"] * 3
