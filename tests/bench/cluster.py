@@ -124,11 +124,10 @@ def fresh_cluster(
     `bind_directly`: the population's shortcut (`localcluster.populate`), for figures that do not
     measure placement: the Deployments' pods created bound to their nodes, round-robin over their
     pool, by the harness instead of the ReplicaSet controller and the scheduler."""
-    disabled = ["replicaset"] if bind_directly else []
-    with ControlPlane(
-        echo=echo, node_lease_seconds=size.node_lease_seconds, disabled_controllers=disabled
-    ) as cp:
+    with ControlPlane(echo=echo, node_lease_seconds=size.node_lease_seconds) as cp:
         admin = cp.admin_api_client(pool_size=48)
+        if bind_directly:  # after the start: its readiness ladder needs the ReplicaSet controller
+            cp.restart_controller_manager(disabled_controllers=["replicaset"])
         try:
             report = populate.populate(
                 admin,
