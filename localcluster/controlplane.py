@@ -211,10 +211,7 @@ class ControlPlane:
         self.node_lease_seconds = node_lease_seconds
         self._cache_dir = cache_dir
         self._requested_run_dir = run_dir
-        self.disabled_controllers = [
-            c if c.endswith(self.KCM_CONTROLLER_SUFFIX) else c + self.KCM_CONTROLLER_SUFFIX
-            for c in disabled_controllers
-        ]
+        self.disabled_controllers = self._controller_names(disabled_controllers)
         self.detached = detached
         self.install_capi_crds = install_capi_crds
         self.token_ttl_seconds = token_ttl_seconds
@@ -665,12 +662,30 @@ class ControlPlane:
             _, verbose = _http_get(f"{self.api_url}/readyz?verbose", context=ctx, token=self.admin_token)
             raise ControlPlaneError(f"{exc}\n/readyz?verbose:\n{verbose}") from exc
 
+    @classmethod
+    def _controller_names(cls, names: Sequence[str]) -> list[str]:
+        return [c if c.endswith(cls.KCM_CONTROLLER_SUFFIX) else c + cls.KCM_CONTROLLER_SUFFIX for c in names]
+
+    def _controller_manager_healthy(self) -> bool:
+        healthz = f"https://127.0.0.1:{self._ports['kcm']}/healthz"
+        return _http_get(healthz, context=_insecure_context()) == (200, "ok")
+
+    def restart_controller_manager(self, *, disabled_controllers: Sequence[str] = ()) -> float:
+        """Restart kube-controller-manager with these controllers disabled (none by default); return
+        the seconds until it is healthy again. A population that binds its pods itself
+        (`populate(..., bind_directly=True)`) starts without the ReplicaSet controller and turns it
+        on once the pods exist: the controller then adopts them and creates none."""
+        with self._lock:
+            t = time.monotonic()
+            self.disabled_controllers = self._controller_names(disabled_controllers)
+            self._terminate("kube-controller-manager")
+            self._start_with_port_retry("kube-controller-manager", ("kcm",), self._controller_manager_healthy)
+            return time.monotonic() - t
+
     def _start_controllers(self) -> None:
         insecure = _insecure_context()
         checks: dict[str, Callable[[], bool]] = {
-            "kube-controller-manager": lambda: (
-                _http_get(f"https://127.0.0.1:{self._ports['kcm']}/healthz", context=insecure) == (200, "ok")
-            ),
+            "kube-controller-manager": self._controller_manager_healthy,
             "kube-scheduler": lambda: (
                 _http_get(f"https://127.0.0.1:{self._ports['scheduler']}/healthz", context=insecure)
                 == (200, "ok")

@@ -20,13 +20,13 @@ fields) instead of failing the whole page.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
+from engine.domain.collector import collector_paused
 from engine.domain.errors import Category, ScalebotError
 from engine.domain.model import (
     DEFAULT_TERMINATION_GRACE_SECONDS,
@@ -157,11 +157,8 @@ def decode_pod_page(data: bytes) -> PodPage:
     The garbage collector is paused while a page is built: a page creates tens of thousands of
     objects, none of them garbage, and every collection the allocations would trigger meanwhile
     scans them (and, in a full collection, the whole heap) for nothing: 10-50 % of the decode
-    (docs/benchmarks.md). Paused only if it was running, so a caller's own pause is kept; from
-    several threads at once the last to finish resumes it."""
-    paused = gc.isenabled()
-    gc.disable()
-    try:
+    (docs/benchmarks.md; `engine.domain.collector`)."""
+    with collector_paused():
         try:
             page = _DECODER.decode(data)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -173,9 +170,6 @@ def decode_pod_page(data: bytes) -> PodPage:
             continue_token=str(meta.continue_ or "") if meta is not None else "",
             resource_version=str(meta.resourceVersion or "") if meta is not None else "",
         )
-    finally:
-        if paused:
-            gc.enable()
 
 
 def decode_pod(data: bytes) -> PodInfo:

@@ -59,7 +59,7 @@ from engine.domain.model import PodInfo
 from engine.domain.operation import OperationRequest, OpKind, ProgressEvent, Target
 from engine.domain.settings import RunnerSettings
 from engine.kube import projection
-from engine.kube.client import KubeClient
+from engine.kube.client import PAGE_SIZE, KubeClient
 from engine.operations.service import Operations, new_operations
 from engine.store.database import Store
 from tests.bench.planning_client import pod_from_dict, raw_as_builtins
@@ -521,7 +521,7 @@ def mode_plan(args: argparse.Namespace) -> dict[str, Any]:
             listed = 0
             token: str | None = None
             while True:
-                kwargs: dict[str, Any] = {"limit": 500}
+                kwargs: dict[str, Any] = {"limit": PAGE_SIZE}
                 if token:
                     kwargs["_continue"] = token
                 page = core.list_pod_for_all_namespaces(**kwargs)  # V1PodList of V1Pod models
@@ -560,7 +560,7 @@ _CONTINUE = re.compile(rb'"continue":"([^"]*)"')
 
 def listing_anatomy(core: Any) -> dict[str, float]:
     """Where a raw listing of every pod spends its time: the API server's answer (encoding and
-    transfer, pages of 500 as scalebot asks, and as one unpaginated answer), a full parse with
+    transfer, in pages of `PAGE_SIZE` as scalebot asks, and as one unpaginated answer), a full parse with
     orjson, the projected decode scalebot uses (engine.kube.projection), and building PodInfo.
     Pages are fetched as bytes; the continue token comes from the metadata at
     the head of each page, so nothing is parsed while the server is being timed."""
@@ -568,7 +568,7 @@ def listing_anatomy(core: Any) -> dict[str, float]:
     token = ""
     t = time.monotonic()
     while True:
-        kwargs: dict[str, Any] = {"limit": 500, "_preload_content": False}
+        kwargs: dict[str, Any] = {"limit": PAGE_SIZE, "_preload_content": False}
         if token:
             kwargs["_continue"] = token
         response = core.list_pod_for_all_namespaces(**kwargs)
@@ -607,6 +607,7 @@ def listing_anatomy(core: Any) -> dict[str, float]:
         raise RuntimeError("the typed decode and the dict decode disagree on the benchmark's pods")
     return {
         "pages": float(len(pages)),
+        "page_size": float(PAGE_SIZE),
         "pods": float(len(pods)),
         "megabytes": sum(len(p) for p in pages) / 1e6,
         "unpaginated_megabytes": whole / 1e6,

@@ -116,10 +116,18 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def fresh_cluster(size: Size, *, echo: Echo, populate_timeout: float = 7200.0) -> Iterator[Cluster]:
-    """A new control plane populated with `size`; stopped (and its temp dir removed) on exit."""
+def fresh_cluster(
+    size: Size, *, echo: Echo, populate_timeout: float = 7200.0, bind_directly: bool = False
+) -> Iterator[Cluster]:
+    """A new control plane populated with `size`; stopped (and its temp dir removed) on exit.
+
+    `bind_directly`: the population's shortcut (`localcluster.populate`), for figures that do not
+    measure placement: the Deployments' pods created bound to their nodes, round-robin over their
+    pool, by the harness instead of the ReplicaSet controller and the scheduler."""
     with ControlPlane(echo=echo, node_lease_seconds=size.node_lease_seconds) as cp:
         admin = cp.admin_api_client(pool_size=48)
+        if bind_directly:  # after the start: its readiness ladder needs the ReplicaSet controller
+            cp.restart_controller_manager(disabled_controllers=["replicaset"])
         try:
             report = populate.populate(
                 admin,
@@ -130,6 +138,7 @@ def fresh_cluster(size: Size, *, echo: Echo, populate_timeout: float = 7200.0) -
                 pdb_max_unavailable=PDB_MAX_UNAVAILABLE,
                 timeout=populate_timeout,
                 progress=echo,
+                enable_replicasets=cp.restart_controller_manager if bind_directly else None,
             )
             nodes = sorted(
                 n["metadata"]["name"]

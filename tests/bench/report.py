@@ -605,6 +605,7 @@ def _plan_rows(
     speedup = _div(plan["models_median"], plan["plan_median"])
     scope = "" if full else " (targets are for 30,000 pods)"
     a = plan.get("anatomy") or {}
+    page_size = a.get("page_size", 500)  # runs before 2026-11-29 asked for pages of 500
     anatomy = (
         [
             Row(
@@ -671,7 +672,7 @@ def _plan_rows(
             [
                 Row(
                     s,
-                    "`plan zero` / the server's raw answer (pages of 500, same run)",
+                    f"`plan zero` / the server's raw answer (pages of {page_size:,.0f}, same run)",
                     ratio(_div(plan["plan_median"], a["server_pages_seconds"])),
                     "≤ 1.3",
                     _at_most(_div(plan["plan_median"], a["server_pages_seconds"]), 1.3),

@@ -139,6 +139,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "e.g. from `git archive`) on the same cluster, right after",
     )
     parser.add_argument(
+        "--bind-directly",
+        action="store_true",
+        help="with --only planning: populate with the Deployments' pods bound to their nodes by the "
+        "harness (no scheduling; planning reads the pods wherever they are): about twice as fast",
+    )
+    parser.add_argument(
         "--scalebot-qps",
         action="append",
         type=float,
@@ -270,6 +276,7 @@ def run_all(
     raw_sample: int | None = None,
     plan_rounds: int = 3,
     plan_baseline_tree: Path | None = None,
+    bind_directly: bool = False,
     checkpoint: Path | None = None,
     only: Sequence[str] = (),
     kubectl_parallel: Sequence[str] | None = None,
@@ -365,7 +372,11 @@ def run_all(
         attempt(
             "planning",
             lambda: scenarios.run_planning(
-                size, echo=echo, plan_rounds=plan_rounds, baseline_tree=plan_baseline_tree
+                size,
+                echo=echo,
+                plan_rounds=plan_rounds,
+                baseline_tree=plan_baseline_tree,
+                bind_directly=bind_directly,
             ),
         )
     if sample:
@@ -424,6 +435,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raw_sample=args.raw_sample if args.raw_sample is not None else DEFAULT_RAW_SAMPLE[size.name],
         plan_rounds=args.plan_rounds,
         plan_baseline_tree=args.plan_baseline_tree,
+        bind_directly=args.bind_directly,
         checkpoint=args.json.with_suffix(".partial.json") if args.json is not None else None,
         only=args.only,
         kubectl_parallel=args.kubectl_parallel,

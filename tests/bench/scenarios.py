@@ -132,6 +132,7 @@ def populate_figures(cluster: Cluster) -> dict[str, Any]:
         "pod_seconds": report.pod_seconds,
         "total_seconds": report.total_seconds,
         "pods_per_second": report.pods_per_second,
+        "bound_directly": report.bound_directly,
         "startup_seconds": cluster.cp.startup_seconds,
         "loadavg": list(cluster.loadavg_before),
         "component_rss_mib": {k: list(v) for k, v in cluster.component_rss_mib().items()},
@@ -231,11 +232,21 @@ def run_scalebot(
 
 
 def run_planning(
-    size: Size, *, echo: Echo, plan_rounds: int = 3, baseline_tree: Path | None = None
+    size: Size,
+    *,
+    echo: Echo,
+    plan_rounds: int = 3,
+    baseline_tree: Path | None = None,
+    bind_directly: bool = False,
 ) -> dict[str, Any]:
     """Planning alone on a fresh cluster (the same measurement run_scalebot makes first); with
-    `baseline_tree`, that checkout's planning is measured too, on the same cluster, right after."""
-    with fresh_cluster(size, echo=echo) as cluster, tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+    `baseline_tree`, that checkout's planning is measured too, on the same cluster, right after.
+    `bind_directly` populates with the shortcut that skips placement (planning reads the pods
+    wherever they are)."""
+    with (
+        fresh_cluster(size, echo=echo, bind_directly=bind_directly) as cluster,
+        tempfile.TemporaryDirectory(prefix="bench-") as tmp,
+    ):
         echo("planning: plan zero vs generated-model listing ...")
         plan, _ = run_child(
             "plan",
