@@ -60,7 +60,7 @@ from engine.domain.clock import Clock
 from engine.domain.errors import Category, ScalebotError
 from engine.domain.model import PodInfo
 from engine.domain.operation import Operation, OpState, ProgressEvent
-from engine.domain.settings import AimdSettings, RunnerSettings, ScaleDownRules
+from engine.domain.settings import ADAPTIVE_EVICTIONS_START, AimdSettings, RunnerSettings, ScaleDownRules
 from engine.drain.concurrency import AdaptiveGate, AimdController, FairExecutor
 from engine.drain.pod_feed import PodFeed
 from engine.kube.api import KubeApi, PodListing, RateLimitedApi
@@ -604,12 +604,13 @@ class Runner:
         return self._io.lane(("writes", cluster), lambda: self.settings.parallel_evictions)
 
     def eviction_executor(self, h: ClusterHandle) -> Executor:
-        """The cluster's lane for evictions: as many in flight as its adaptive limit (its eviction
-        gate) allows, or `parallel_evictions` without one; never more than the process-wide cap,
-        and never waiting behind another cluster's evictions."""
+        """The cluster's lane for evictions: `parallel_evictions` in flight (at most
+        `max_parallel_evictions`), or as many as its adaptive limit (its eviction gate) allows;
+        never more than the process-wide cap, and never waiting behind another cluster's evictions."""
         gate = self.eviction_gate(h)
         if gate is None:
-            return self._io.lane(("evictions", h.name), lambda: self.settings.parallel_evictions)
+            fixed = min(self.settings.parallel_evictions, self.settings.max_parallel_evictions)
+            return self._io.lane(("evictions", h.name), lambda: fixed)
         return self._io.lane(("evictions", h.name), lambda: gate.limit)
 
     def offer_pods(
@@ -654,7 +655,7 @@ class Runner:
         with self._lock:
             gate = self._gates.get(h.name)
             if gate is None:
-                initial = max(2, self.settings.parallel_evictions)
+                initial = max(2, min(self.settings.parallel_evictions, ADAPTIVE_EVICTIONS_START))
                 settings = AimdSettings(
                     initial=min(initial, self.settings.max_parallel_evictions),
                     maximum=max(initial, self.settings.max_parallel_evictions),

@@ -339,14 +339,14 @@ def mode_zero(args: argparse.Namespace) -> dict[str, Any]:
         )
     settings = RunnerSettings(graceful_window=PHASE1_WINDOW)
     if args.fixed_evictions:
-        # The alternative to the adaptive limit: a fixed number in flight, 429s backed off by the
-        # drain's retry (Retry-After, else exponential with jitter), as kubectl's callers do.
         settings = dataclasses.replace(
             settings,
-            adaptive_evictions=False,
             parallel_evictions=args.fixed_evictions,
-            max_parallel_evictions=max(args.fixed_evictions, settings.max_parallel_evictions),
+            max_parallel_evictions=args.fixed_evictions,
         )
+    if args.adaptive_evictions:
+        # The alternative to the fixed limit: AIMD from 16 in flight up to the per-cluster ceiling.
+        settings = dataclasses.replace(settings, adaptive_evictions=True)
     with tempfile.TemporaryDirectory(prefix="scalebot-bench-") as tmp:
         ops = new_operations(
             Store(Path(tmp) / "scalebot.db"), {CLUSTER: handle}, {}, SystemClock(), settings=settings
@@ -740,9 +740,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, help="evict: only the first N pods of the order")
     parser.add_argument("--sample", type=int, help="zero: also record how long the first N evictions took")
     parser.add_argument(
-        "--fixed-evictions",
-        type=int,
-        help="zero: this many evictions in flight, fixed (adaptive_evictions off) instead of the AIMD limit",
+        "--fixed-evictions", type=int, help="zero: this many evictions in flight (the product's: 64)"
+    )
+    parser.add_argument(
+        "--adaptive-evictions",
+        action="store_true",
+        help="zero: the adaptive (AIMD) eviction limit instead of the fixed one",
     )
     parser.add_argument("--covered", help="file of workload names under a PDB (for latency splits)")
     parser.add_argument("--half", choices=("sleep", "wake"), help="night: which half to run")

@@ -152,11 +152,13 @@ def run_scalebot(
     artifacts: Path | None = None,
     api_limit: tuple[float, int] | None = None,
     fixed_evictions: int | None = None,
+    adaptive_evictions: bool = False,
 ) -> dict[str, Any]:
     """scalebot's zero-scale on a fresh cluster (after planning, if asked, on the same cluster).
 
-    `api_limit` is (api_qps, api_burst) instead of the product's defaults; `fixed_evictions` a
-    fixed number of evictions in flight instead of the adaptive limit (`tests.bench.eviction_limit`).
+    `api_limit` is (api_qps, api_burst) instead of the product's defaults; `fixed_evictions`
+    another fixed number of evictions in flight, `adaptive_evictions` the adaptive limit instead
+    (`tests.bench.eviction_limit`).
 
     `sample` attaches py-spy to the measured process (`tests.bench.sampling`); `profile` runs it
     under cProfile instead (slower: only for a run of its own). `eviction_sample` also records how
@@ -187,7 +189,10 @@ def run_scalebot(
             result["api_limit"] = list(api_limit or (DEFAULT_QPS, DEFAULT_BURST))
             if fixed_evictions is not None:
                 args += ["--fixed-evictions", str(fixed_evictions)]
+            if adaptive_evictions:
+                args.append("--adaptive-evictions")
             result["fixed_evictions"] = fixed_evictions
+            result["adaptive_evictions"] = adaptive_evictions
             samplers: list[sampling.Sampler] = []
 
             def attach(pid: int) -> None:

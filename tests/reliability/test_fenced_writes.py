@@ -39,9 +39,9 @@ from tests.reliability.support import Processes, last_step, operations, poll, pr
 
 pytestmark = pytest.mark.e2e
 
-PODS = 40
-"""Enough that a pass's evictions (16 in flight at first) are still mostly queued when A stalls."""
 FIRST_WAVE = RunnerSettings().parallel_evictions
+PODS = FIRST_WAVE + 24
+"""Enough that a pass's evictions (the first wave in flight) leave some queued when A stalls."""
 ANSWER_SECONDS = 2.0
 """How long the proxy holds each answer: the first wave's evictions have landed and wait for
 their answers this long, while the rest wait for a free slot, before their claim check."""

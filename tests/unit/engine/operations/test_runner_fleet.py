@@ -52,17 +52,23 @@ class GatedCluster(FakeCluster):
         super().__init__(now=clock.now)
         self.release = threading.Event()
         self.held = 0
+        self.peak = 0
+        """The most evictions ever held at once."""
+        self.answered = 0
         self._held_lock = threading.Lock()
 
     def evict_pod(self, pod: PodInfo, *, grace_seconds: int | None = None) -> None:
         with self._held_lock:
             self.held += 1
+            self.peak = max(self.peak, self.held)
         try:
             assert self.release.wait(30), "the test never released the gated evictions"
         finally:
             with self._held_lock:
                 self.held -= 1
         super().evict_pod(pod, grace_seconds=grace_seconds)
+        with self._held_lock:
+            self.answered += 1
 
 
 def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
@@ -171,6 +177,26 @@ def test_a_second_clusters_drain_evicts_while_the_first_clusters_pass_is_in_flig
         assert len(first.list_pods(node_names=["web-0"])) == 100, "none of them was answered"
     finally:
         first.release.set()
+
+
+def test_a_drain_keeps_a_fixed_number_of_evictions_in_flight_capped_per_cluster(
+    fleet: Callable[[dict[str, FakeCluster], RunnerSettings], Operations],
+) -> None:
+    """The default limit is fixed (measured faster than the adaptive one on the control plane:
+    docs/benchmarks.md, "The eviction limit"); `runner.max_evictions_per_cluster` caps it."""
+    assert (RunnerSettings().adaptive_evictions, RunnerSettings().parallel_evictions) == (False, 64)
+    clock = StoppedClock()
+    cluster = GatedCluster(clock)
+    populate(cluster, 40, pdb=False)
+    settings = RunnerSettings(workers=4, max_parallel_evictions=6, max_evictions_in_flight=32)
+    ops = fleet({"only": cluster}, settings)
+    try:
+        assert ops.request(zero("only")).ok
+        wait_until(lambda: cluster.held == 6, "the pass has its 6 evictions in flight")
+    finally:
+        cluster.release.set()
+    wait_until(lambda: cluster.answered == 40, "every pod evicted")
+    assert cluster.peak == 6, "never more than the cap in flight, over the whole pass"
 
 
 def test_operations_over_the_per_cluster_limit_wait_their_turn_claimed(
