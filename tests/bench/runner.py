@@ -252,7 +252,7 @@ def reproduce_commands() -> list[str]:
         "# planning: the client share at 30,000 pods, no cluster (decodes, page sizes, the plan)",
         ".venv/bin/python -m tests.bench.planning_client --rounds 5",
         "# planning on a real 1,000-node cluster: page sizes, plan zero over the raw listing, before/after",
-        ".venv/bin/python -m tests.bench --size full --only planning --plan-rounds 5 \\",
+        ".venv/bin/python -m tests.bench --size full --only planning --plan-rounds 5 --bind-directly \\",
         "    --plan-baseline-tree ../before --json plan30k.json",
         "# the eviction limit: fixed 64 in flight against the adaptive limit, 3 alternating pairs (25 min)",
         ".venv/bin/python -m tests.bench.eviction_limit --size small --pairs 3 --json limit.json",
