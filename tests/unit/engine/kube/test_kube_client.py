@@ -30,7 +30,7 @@ from engine.domain.model import PodInfo
 from engine.domain.settings import RunnerSettings
 from engine.kube import errors
 from engine.kube.api import KubeApi
-from engine.kube.client import KubeClient
+from engine.kube.client import PAGE_SIZE, KubeClient
 from engine.kube.config import KubeConfigError, load_configuration
 from engine.kube.events import EventRecorder, ObjectRef
 from engine.kube.inline_kubeconfig import InlineKubeconfig
@@ -44,6 +44,9 @@ from tests.builders import raw_pod
 PDB_MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget."
 POD = PodInfo(namespace="shop", name="web-1", uid="uid-1", node_name="n1")
 EVICTION_PATH = "/api/v1/namespaces/shop/pods/web-1/eviction"
+
+PAGE = str(PAGE_SIZE)
+"""The `limit` of every list request (engine.kube.client.PAGE_SIZE)."""
 
 
 @dataclass
@@ -524,8 +527,8 @@ def test_list_pods_paginates_with_continue_as_raw_json(
         ("web-3", "n2", "uid-web-3"),
     ]
     first, second = server.requests("GET")
-    assert first.query == {"limit": "500"}
-    assert second.query == {"limit": "500", "continue": "tok-1"}
+    assert first.query == {"limit": PAGE}
+    assert second.query == {"limit": PAGE, "continue": "tok-1"}
     assert client.request_counts == {("list", "pods"): 2}
 
 
@@ -540,11 +543,11 @@ def test_one_node_uses_a_field_selector_and_many_nodes_one_listing(
     ]
     server.on("GET", "/api/v1/pods", Answer(200, {"metadata": {}, "items": items}))
     client.list_pods(node_names=["n1"])
-    assert server.requests("GET")[0].query == {"limit": "500", "fieldSelector": "spec.nodeName=n1"}
+    assert server.requests("GET")[0].query == {"limit": PAGE, "fieldSelector": "spec.nodeName=n1"}
     pods = client.list_pods(node_names={"n1", "n3"})
     assert [p.name for p in pods] == ["a", "c"]
     # Many nodes: one listing of the pods bound to any node (the unscheduled are never sent).
-    assert server.requests("GET")[1].query == {"limit": "500", "fieldSelector": "spec.nodeName!="}
+    assert server.requests("GET")[1].query == {"limit": PAGE, "fieldSelector": "spec.nodeName!="}
     assert client.list_pods(node_names=[]) == []
     assert len(server.requests()) == 2
 
@@ -561,7 +564,7 @@ def test_an_expired_continue_token_falls_back_to_one_full_list(
 
     server.on("GET", "/api/v1/pods", pages)
     assert [p.name for p in client.list_pods()] == ["a", "b"]
-    assert [s.query for s in server.requests()] == [{"limit": "500"}, {"limit": "500", "continue": "old"}, {}]
+    assert [s.query for s in server.requests()] == [{"limit": PAGE}, {"limit": PAGE, "continue": "old"}, {}]
 
 
 def test_cluster_wide_lists_parse_raw_items(
@@ -592,7 +595,7 @@ def test_cluster_wide_lists_parse_raw_items(
     assert client.list_daemonset_keys() == frozenset({"logging/fluentd"})
     assert client.list_terminating_namespaces() == frozenset({"old"})
     assert [n.name for n in client.list_nodes(label_selector="pool=a")] == ["n1"]
-    assert server.requests()[-1].query == {"limit": "500", "labelSelector": "pool=a"}
+    assert server.requests()[-1].query == {"limit": PAGE, "labelSelector": "pool=a"}
 
 
 # -- writes ------------------------------------------------------------------------------------
