@@ -18,6 +18,7 @@ both runs; the times below come from its samples (so they are good to about a se
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import threading
@@ -193,6 +194,10 @@ def read_originals(cluster: Cluster) -> dict[str, int]:
     }
 
 
+MORNING_SECONDS = 1800.0
+"""How long the scalebot half watches, after its wake, for every workload to be Available."""
+
+
 def wait_quiet(cluster: Cluster, *, reads: int = 3, timeout: float = 600.0) -> None:
     """Until no workload or CronJob of the benchmark changed over `reads` reads a second apart.
 
@@ -282,6 +287,21 @@ def run_night(size: Size, *, echo: Echo) -> dict[str, Any]:
                         "the observer to see zero nodes after the sleep",
                         interval=0.5,
                         max_interval=1.0,
+                    )
+            woken = halves.get("wake") or {}
+            if woken.get("state") == "succeeded":
+                # The wake ends once its workloads are back or `workloads_return_timeout` passed: at
+                # 1,000 nodes this machine starts pods more slowly than that. The morning ends when
+                # every workload is Available, as the downscaler half's does, so keep watching.
+                with contextlib.suppress(waits.WaitTimeout):
+                    waits.wait_until(
+                        lambda since=woken["started"]: observer.first(
+                            since, lambda s: s.all_back(size.nodes)
+                        ),
+                        MORNING_SECONDS,
+                        "every workload Available after the wake",
+                        interval=1.0,
+                        max_interval=2.0,
                     )
         finally:
             last = observer.stop()
