@@ -575,6 +575,11 @@ def markdown(runs: Mapping[str, Any], *, size: Size) -> list[str]:
             zero_nodes_seconds=sb["zero_nodes_seconds"] or 0.0,
             available_seconds=sb["available_seconds"] or 0.0,
         )
+        # A figure the run did not observe stays unknown with the cloud's times added too.
+        if sb["zero_nodes_seconds"] is None:
+            cloud_zero = None
+        if sb["available_seconds"] is None:
+            cloud_back = None
         cloud = night_model.CloudAssumptions()
         lines += [
             "Side by side (the anchors' typical case, workloads measured and the autoscalers "
