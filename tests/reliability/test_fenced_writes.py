@@ -80,7 +80,8 @@ def test_a_runner_that_lost_its_claim_stops_before_its_next_kubernetes_write(
     tmp_path: Path,
 ) -> None:
     pool = f"{unique_name}-a"
-    nodes = node_pool(2, name=pool, labels={pool_key: pool})
+    # 8 CPUs a node: room for the 88 pods of 100m (4 CPUs hold 40).
+    nodes = node_pool(2, name=pool, labels={pool_key: pool}, cpu="8")
     # Its replacements stay Pending on the cordoned nodes: no pod but A's evictions changes state.
     objects.create_deployment(admin_api, namespace, "web", PODS, node_selector={pool_key: pool}, grace=1)
     waits.wait_for_deployment_available(admin_api, namespace, "web", timeout=120)
