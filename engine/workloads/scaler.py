@@ -201,7 +201,9 @@ class WorkloadScaler:
 
         After a 409 the object is decided again and `record` may receive a second, corrected record
         for the same object: store records by `record.key` within one operation. An exception from
-        `record` (the database is unwritable) stops the sleep before that object is changed.
+        `record` (the database is unwritable) stops the sleep before that object is changed; the
+        rest of its batch (changed side by side) still runs to its end, each object recorded before
+        its patch, so the wake restores every object the sleep changed.
         """
         plan = plan or self.plan_sleep()
         snapshot = plan.snapshot or WorkloadSnapshot()
