@@ -139,7 +139,7 @@ def test_the_fixed_limit_drains_through_priority_and_fairness_rejections(
 ) -> None:
     made = support.pools(node_pool, pool_key, unique_name, a=1)
     group = support.group(unique_name)
-    objects.create_deployment(admin_api, namespace, "web", PODS, node_selector=group, grace=0)
+    objects.create_deployment(admin_api, namespace, "web", PODS, node_selector=group, grace=0, cpu="50m")
     waits.wait_for_deployment_available(admin_api, namespace, "web", timeout=180)
     support.pools(node_pool, pool_key, unique_name, b=1)  # after: the replacements go there
     support.budget(admin_api, namespace, "web", app="web", max_unavailable=10, expected_pods=PODS)
