@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
@@ -63,8 +63,8 @@ WRITES_IN_FLIGHT = 16
 """Workloads changed at once within one batch (`_batches`). One at a time, a night of 1,000 workloads
 spent 4.1 min in its workloads step on a busy API server: three requests each (the record, the
 ConfigMap's copy, the patch), every one waiting for the last (docs/benchmarks.md, realistic night,
-"1,000 nodes (full), measured"). The ConfigMap's copies are merge patches of distinct keys, safe
-side by side (`KubeWorkloadApi.write_originals`)."""
+"1,000 nodes (full), measured"). A batch's records go first, together (`_record_ahead`); then
+only the patches are side by side."""
 
 CONFLICT_ATTEMPTS = 8
 CONFLICT_BACKOFF_SECONDS = 0.01
@@ -72,7 +72,35 @@ CONFLICT_BACKOFF_CAP_SECONDS = 0.5
 """A 409 is usually the workload's own controller writing its status (resourceVersion moves with
 every status write, many times a second while pods come and go): re-read, decide again, retry
 after 10, 20, 40 ... 500 ms. Eight attempts span about 1.5 s, longer than such bursts last."""
+ORIGINALS_WRITE_BYTES = 256 * 1024
+"""The most record text one ConfigMap write of a batch carries (`_record_ahead`): a few writes for a
+thousand records, each request well under the API server's limits (3 MiB a request body, 1 MiB an
+object: the ConfigMap's own size bounds how many records it can hold at all)."""
+
 RecordSink = Callable[[WorkloadRecord], None]
+
+
+@dataclass
+class _RecordedAhead:
+    """What a batch recorded before its patches: by object key, the record given to `record` and
+    the record whose original is in the ConfigMap (a decision with another record, after a 409,
+    records itself again)."""
+
+    recorded: dict[str, WorkloadRecord] = field(default_factory=dict)
+    kept: dict[str, WorkloadRecord] = field(default_factory=dict)
+
+
+def _chunks_of_bytes(records: Sequence[WorkloadRecord], limit: int) -> list[list[WorkloadRecord]]:
+    chunks: list[list[WorkloadRecord]] = []
+    size = limit
+    for r in records:
+        length = len(r.data_key) + len(r.to_json())
+        if size + length > limit and (not chunks or chunks[-1]):
+            chunks.append([])
+            size = 0
+        chunks[-1].append(r)
+        size += length
+    return chunks
 
 
 class WorkloadScaler:
@@ -200,10 +228,10 @@ class WorkloadScaler:
         """Apply a sleep plan (a fresh one by default); `record` receives each record before its patch.
 
         After a 409 the object is decided again and `record` may receive a second, corrected record
-        for the same object: store records by `record.key` within one operation. An exception from
-        `record` (the database is unwritable) stops the sleep before that object is changed; the
-        rest of its batch (changed side by side) still runs to its end, each object recorded before
-        its patch, so the wake restores every object the sleep changed.
+        for the same object: store records by `record.key` within one operation. The workloads of a
+        batch changed side by side are recorded together first (`record` for each, then their
+        originals in the ConfigMap in a few writes): an exception from `record` (the database is
+        unwritable) stops the sleep before any object of that batch is changed.
         """
         plan = plan or self.plan_sleep()
         snapshot = plan.snapshot or WorkloadSnapshot()
@@ -211,33 +239,86 @@ class WorkloadScaler:
         not_paused: set[str] = set()
         orders = {w.key: wake_order(w.annotations) for w in snapshot.workloads}
 
-        def apply(decision: Decision) -> Decision:
+        def owner_not_paused(decision: Decision) -> Decision | None:
             unpaused = [key for key in decision.paused_by if key in not_paused]
             if unpaused and decision.category == "change":
                 return _owner_not_paused(decision, unpaused)
-            return self._apply_sleep(decision, snapshot, record)
+            return None
 
         for owners, batch in _batches(plan.decisions, orders):
             if owners:  # each owner is paused before the next batch, whose workloads it may apply
                 for decision in batch:
-                    applied = apply(decision)
+                    applied = owner_not_paused(decision) or self._apply_sleep(decision, snapshot, record)
                     if applied.category not in ("change", "unchanged"):
                         not_paused.add(applied.key)
                     done.append(applied)
-            else:
-                done.extend(self._in_parallel(apply, batch))
+                continue
+            held = {d.key: kept for d in batch if (kept := owner_not_paused(d)) is not None}
+            ahead = self._record_ahead([d for d in batch if d.key not in held], snapshot, record)
+            apply = partial(self._apply_sleep_held, held, snapshot, record, ahead)
+            done.extend(self._in_parallel(apply, batch))
         return _report(plan, done, notes_for_hpas(done, snapshot))
 
-    def _apply_sleep(
-        self, decision: Decision, snapshot: WorkloadSnapshot, record: RecordSink | None
+    def _apply_sleep_held(
+        self,
+        held: Mapping[str, Decision],
+        snapshot: WorkloadSnapshot,
+        record: RecordSink | None,
+        ahead: _RecordedAhead,
+        decision: Decision,
     ) -> Decision:
+        """A decision of a batch: held back (its owner is not paused), or applied."""
+        return held.get(decision.key) or self._apply_sleep(decision, snapshot, record, ahead)
+
+    def _record_ahead(
+        self, batch: Sequence[Decision], snapshot: WorkloadSnapshot, record: RecordSink | None
+    ) -> _RecordedAhead:
+        """Record a batch's changes before any of them is sent: each to `record`, then their
+        originals to the ConfigMap in writes of up to ORIGINALS_WRITE_BYTES. One ConfigMap write
+        per object made the originals the sleep's bound at 1,000 workloads: every write of the
+        growing object is a full read-modify-write on the API server and in etcd, one after the
+        other however many are sent at once. A failed ConfigMap write leaves its objects to
+        write their own originals before their patches, as one at a time does."""
+        ahead = _RecordedAhead()
+        if len(batch) <= 1 or self._writes_in_flight <= 1:
+            return ahead  # one at a time: each object records itself before its patch
+        changes = [d for d in batch if d.patch is not None and d.record is not None]
+        for decision in changes:
+            assert decision.record is not None
+            if record is not None:
+                record(decision.record)
+            ahead.recorded[decision.key] = decision.record
+        stored = snapshot.stored.records
+        unstored = [
+            r
+            for d in changes
+            if d.category == "change" and (r := d.record) is not None and stored.get(r.key) != r
+        ]
+        for chunk in _chunks_of_bytes(unstored, ORIGINALS_WRITE_BYTES):
+            try:
+                self._api.write_originals(self.config.own_namespace, {r.data_key: r.to_json() for r in chunk})
+            except errors.KubeError:
+                continue
+            ahead.kept.update((r.key, r) for r in chunk)
+        return ahead
+
+    def _apply_sleep(
+        self,
+        decision: Decision,
+        snapshot: WorkloadSnapshot,
+        record: RecordSink | None,
+        ahead: _RecordedAhead | None = None,
+    ) -> Decision:
+        ahead = ahead or _RecordedAhead()
         for attempt in range(self._attempts):
             if decision.patch is None:
                 return decision
-            if record is not None and decision.record is not None:
-                record(decision.record)
+            r = decision.record
+            if record is not None and r is not None and ahead.recorded.get(decision.key) != r:
+                record(r)
             try:
-                self._keep_original(decision, snapshot.stored)
+                if r is None or ahead.kept.get(r.key) != r:
+                    self._keep_original(decision, snapshot.stored)
                 self._patch(decision)
                 return decision
             except errors.Conflict:

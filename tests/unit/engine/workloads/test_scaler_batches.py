@@ -11,8 +11,11 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+import pytest
+
+from engine.kube import errors
 from engine.workloads import order as wake_order
-from engine.workloads.model import HpaInfo, Kind, NamespaceInfo, WorkloadInfo
+from engine.workloads.model import HpaInfo, Kind, NamespaceInfo, WorkloadInfo, WorkloadRecord
 from engine.workloads.scaler import WorkloadScaler
 
 
@@ -100,3 +103,56 @@ def test_a_sleep_changes_a_higher_order_entirely_before_a_lower_one() -> None:
     groups = [name.rstrip("0123456789") for name in api.patched]
     assert groups == ["web"] * 3 + ["api"] * 3 + ["db"] * 3
     assert api.peak == 3, "each order's three side by side, no order overlapping the next"
+
+
+class RecordingApi(SlowApi):
+    """SlowApi whose ConfigMap writes and patches are logged in one sequence; `refuse_originals`:
+    every ConfigMap write of more than one key fails (a batch's write), single ones succeed."""
+
+    def __init__(self, orders: Mapping[str, int | None], *, refuse_originals: bool = False) -> None:
+        super().__init__(orders)
+        self.refuse_originals = refuse_originals
+        self.sequence: list[tuple[str, tuple[str, ...]]] = []
+
+    def write_originals(self, namespace: str, changes: Mapping[str, str | None]) -> None:
+        if self.refuse_originals and len(changes) > 1:
+            raise errors.ServerError(status=500, message="etcdserver: request timed out")
+        with self._cond:
+            self.sequence.append(("originals", tuple(sorted(changes))))
+
+    def patch_workload(self, kind: Kind, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        with self._cond:
+            self.sequence.append(("patch", (name,)))
+            self.patched.append(name)
+
+
+def test_a_batch_is_recorded_in_one_configmap_write_before_any_of_its_patches() -> None:
+    api = RecordingApi({f"w{i}": None for i in range(12)})
+    recorded: list[str] = []
+    report = WorkloadScaler(api, writes_in_flight=4).sleep(record=lambda r: recorded.append(r.name))
+    assert sorted(recorded) == sorted(f"w{i}" for i in range(12))
+    [first, *patches] = api.sequence
+    assert first[0] == "originals" and len(first[1]) == 12, api.sequence
+    assert sorted(p[1][0] for p in patches) == sorted(recorded) and {p[0] for p in patches} == {"patch"}
+    assert len(report.records) == 12
+
+
+def test_a_failing_record_stops_the_sleep_before_any_object_of_its_batch_changes() -> None:
+    api = RecordingApi({f"w{i}": None for i in range(6)})
+
+    def record(r: WorkloadRecord) -> None:
+        if r.name == "w3":
+            raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        WorkloadScaler(api, writes_in_flight=4).sleep(record=record)
+    assert api.sequence == [], "nothing written to the cluster: the ConfigMap or a workload"
+
+
+def test_a_failed_batch_write_leaves_each_object_to_write_its_own_original_first() -> None:
+    api = RecordingApi({f"w{i}": None for i in range(5)}, refuse_originals=True)
+    WorkloadScaler(api, writes_in_flight=5).sleep()
+    for name in (f"w{i}" for i in range(5)):
+        patch_at = api.sequence.index(("patch", (name,)))
+        kept = [i for i, (what, keys) in enumerate(api.sequence) if what == "originals" and name in str(keys)]
+        assert kept and kept[0] < patch_at, (name, api.sequence)
