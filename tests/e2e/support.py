@@ -336,3 +336,50 @@ def install_keda_crd(api: Any) -> None:
 
 def remove_keda_crd(api: Any) -> None:
     remove_crd(api, KEDA_CRD_NAME)
+
+
+FLOWCONTROL = "/apis/flowcontrol.apiserver.k8s.io/v1"
+
+
+@contextmanager
+def evictions_rejected_beyond_one_share(admin_api: Any, namespace: str, name: str) -> Iterator[str]:
+    """API Priority and Fairness (configured as the admin) gives scalebot's evictions in `namespace`
+    a priority level `name` of their own: one nominal share of the server's 600 seats (about 3),
+    nothing lent or borrowed, `Reject` beyond them, so the kube-apiserver itself answers 429 (no
+    budget cause) to what it cannot seat. Everything else scalebot sends, and every other test's
+    evictions, keep their usual level. Both objects are removed when the block ends, also on failure."""
+    level = {
+        "metadata": {"name": name},
+        "spec": {
+            "type": "Limited",
+            "limited": {
+                "nominalConcurrencyShares": 1,
+                "lendablePercent": 0,
+                "borrowingLimitPercent": 0,  # unset, the level would borrow from the lenders unbounded
+                "limitResponse": {"type": "Reject"},
+            },
+        },
+    }
+    scalebot = {"kind": "ServiceAccount", "serviceAccount": {"name": "scalebot", "namespace": "scalebot"}}
+    evictions = {
+        "verbs": ["create"],
+        "apiGroups": [""],
+        "resources": ["pods/eviction"],
+        "namespaces": [namespace],
+    }
+    schema = {
+        "metadata": {"name": name},
+        "spec": {
+            "priorityLevelConfiguration": {"name": name},
+            "matchingPrecedence": 100,  # before the built-in service-accounts schema (9000)
+            "distinguisherMethod": {"type": "ByUser"},
+            "rules": [{"subjects": [scalebot], "resourceRules": [evictions]}],
+        },
+    }
+    rest.create(admin_api, f"{FLOWCONTROL}/prioritylevelconfigurations", level)
+    try:
+        rest.create(admin_api, f"{FLOWCONTROL}/flowschemas", schema)
+        yield name
+    finally:
+        rest.delete(admin_api, f"{FLOWCONTROL}/flowschemas/{name}")
+        rest.delete(admin_api, f"{FLOWCONTROL}/prioritylevelconfigurations/{name}")

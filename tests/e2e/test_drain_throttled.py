@@ -5,10 +5,9 @@ the adaptive limit in docs/benchmarks.md, "The eviction limit"), and relies on t
 say when that is too many: a 429 with Retry-After, after which the pod is left alone for that long
 and evicted again in a later pass (`engine.drain.passes.retry_delay_seconds`).
 
-Here the API server says it, for real. The test gives scalebot's evictions in its own namespace a
-priority level of their own: one nominal share of the server's 600 seats (about 3), nothing to lend
-or borrow, and `Reject` as its limit response (no queue), so most of a wave of 64 is answered 429 at
-once. Everything else scalebot sends (and every other test's evictions) keeps its usual level.
+Here the API server says it, for real: scalebot's evictions in the test's namespace get a priority
+level of about 3 seats that rejects beyond them (`support.evictions_rejected_beyond_one_share`), so
+most of a wave of 64 is answered 429 at once.
 
 Proves: a zero-scale of a pool by the real Operations and runner, as scalebot's ServiceAccount, with
 `scalebot run`'s eviction limit, still succeeds with every pod evicted (through the budget, which
@@ -33,68 +32,13 @@ from tests.e2e import support
 
 pytestmark = pytest.mark.e2e
 
-FLOWCONTROL = "/apis/flowcontrol.apiserver.k8s.io/v1"
 PODS = 60
 
 
 @pytest.fixture
 def throttled_evictions(admin_api: Any, namespace: str, unique_name: str) -> Iterator[str]:
-    """A priority level of about 3 seats that rejects beyond them, for scalebot's evictions in
-    `namespace` only; removed afterwards (also on failure). Yields the priority level's name."""
-    name = f"scalebot-{unique_name}"[:63]
-    rest.create(
-        admin_api,
-        f"{FLOWCONTROL}/prioritylevelconfigurations",
-        {
-            "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
-            "kind": "PriorityLevelConfiguration",
-            "metadata": {"name": name},
-            "spec": {
-                "type": "Limited",
-                "limited": {
-                    "nominalConcurrencyShares": 1,
-                    "lendablePercent": 0,
-                    "borrowingLimitPercent": 0,  # unset would borrow without limit from the lenders
-                    "limitResponse": {"type": "Reject"},
-                },
-            },
-        },
-    )
-    rest.create(
-        admin_api,
-        f"{FLOWCONTROL}/flowschemas",
-        {
-            "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
-            "kind": "FlowSchema",
-            "metadata": {"name": name},
-            "spec": {
-                "priorityLevelConfiguration": {"name": name},
-                "matchingPrecedence": 500,  # before the built-in service-accounts schema (9000)
-                "distinguisherMethod": {"type": "ByUser"},
-                "rules": [
-                    {
-                        "subjects": [
-                            {
-                                "kind": "ServiceAccount",
-                                "serviceAccount": {"name": "scalebot", "namespace": "scalebot"},
-                            }
-                        ],
-                        "resourceRules": [
-                            {
-                                "verbs": ["create"],
-                                "apiGroups": [""],
-                                "resources": ["pods/eviction"],
-                                "namespaces": [namespace],
-                            }
-                        ],
-                    }
-                ],
-            },
-        },
-    )
-    yield name
-    rest.delete(admin_api, f"{FLOWCONTROL}/flowschemas/{name}")
-    rest.delete(admin_api, f"{FLOWCONTROL}/prioritylevelconfigurations/{name}")
+    with support.evictions_rejected_beyond_one_share(admin_api, namespace, f"{unique_name}-tiny") as level:
+        yield level
 
 
 def _rejected(admin_api: Any, level: str) -> float:
@@ -143,7 +87,9 @@ def test_the_fixed_limit_drains_through_priority_and_fairness_rejections(
     waits.wait_for_deployment_available(admin_api, namespace, "web", timeout=180)
     support.pools(node_pool, pool_key, unique_name, b=1)  # after: the replacements go there
     support.budget(admin_api, namespace, "web", app="web", max_unavailable=10, expected_pods=PODS)
-    schema_uid = rest.get(admin_api, f"{FLOWCONTROL}/flowschemas/{throttled_evictions}")["metadata"]["uid"]
+    schema_uid = rest.get(admin_api, f"{support.FLOWCONTROL}/flowschemas/{throttled_evictions}")["metadata"][
+        "uid"
+    ]
     first = rest.list_pods(admin_api, namespace)[0]["metadata"]["name"]
     waits.wait_until(
         lambda: _schema_in_force(scalebot_api, namespace, first, schema_uid),

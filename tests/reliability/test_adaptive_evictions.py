@@ -24,69 +24,19 @@ from engine.drain import filters
 from engine.drain import passes as drain
 from engine.drain.concurrency import AdaptiveGate, AimdController
 from engine.kube.client import KubeClient
-from localcluster import objects, rest, waits
+from localcluster import objects, waits
 from tests.e2e import support
 
 pytestmark = pytest.mark.e2e
 
-FLOWCONTROL = "/apis/flowcontrol.apiserver.k8s.io/v1"
 PODS = 48
 
 
 @pytest.fixture
 def throttled_evictions(admin_api: Any, namespace: str, unique_name: str) -> Iterator[str]:
     """A priority level of one share that rejects what it cannot seat, for our evictions only."""
-    level = f"{unique_name}-tiny"
-    rest.create(
-        admin_api,
-        f"{FLOWCONTROL}/prioritylevelconfigurations",
-        {
-            "metadata": {"name": level},
-            "spec": {
-                "type": "Limited",
-                "limited": {
-                    "nominalConcurrencyShares": 1,
-                    "lendablePercent": 0,
-                    "limitResponse": {"type": "Reject"},
-                },
-            },
-        },
-    )
-    rest.create(
-        admin_api,
-        f"{FLOWCONTROL}/flowschemas",
-        {
-            "metadata": {"name": level},
-            "spec": {
-                "priorityLevelConfiguration": {"name": level},
-                "matchingPrecedence": 100,
-                "distinguisherMethod": {"type": "ByUser"},
-                "rules": [
-                    {
-                        "subjects": [
-                            {
-                                "kind": "ServiceAccount",
-                                "serviceAccount": {"name": "scalebot", "namespace": "scalebot"},
-                            }
-                        ],
-                        "resourceRules": [
-                            {
-                                "verbs": ["create"],
-                                "apiGroups": [""],
-                                "resources": ["pods/eviction"],
-                                "namespaces": [namespace],
-                            }
-                        ],
-                    }
-                ],
-            },
-        },
-    )
-    try:
+    with support.evictions_rejected_beyond_one_share(admin_api, namespace, f"{unique_name}-tiny") as level:
         yield level
-    finally:
-        rest.delete(admin_api, f"{FLOWCONTROL}/flowschemas/{level}")
-        rest.delete(admin_api, f"{FLOWCONTROL}/prioritylevelconfigurations/{level}")
 
 
 def test_evictions_answered_429_by_the_server_shrink_the_concurrency(
