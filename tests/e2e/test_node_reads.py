@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 
 from engine.domain.clock import SystemClock
 from engine.domain.model import DRAINING_TAINT_KEY
@@ -62,6 +63,26 @@ def test_a_zero_scale_of_label_pools_reads_no_node_by_itself(
     assert counts.get(("get", "nodes"), 0) <= 1, counts
 
 
+def _add_their_taint(admin_api: Any, node_name: str) -> str:
+    """Another writer's read-modify-write of the node's taints, guarded by the resourceVersion it
+    read; the resourceVersion it wrote over. A young node's own controllers (the node lifecycle
+    controller lifting `not-ready`, kwok's status) may write in between: like any such writer, it
+    reads again after a 409."""
+    for _ in range(10):
+        node = rest.get(admin_api, rest.node_path(node_name))
+        taints = [*(node["spec"].get("taints") or ()), THEIR_TAINT]
+        version = str(node["metadata"]["resourceVersion"])
+        body = {"metadata": {"resourceVersion": version}, "spec": {"taints": taints}}
+        try:
+            rest.patch(admin_api, rest.node_path(node_name), body)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            continue
+        return version
+    raise AssertionError(f"node {node_name} kept changing: their taint was never written")
+
+
 def test_a_cordon_meeting_a_concurrent_writer_keeps_its_taint(
     admin_api: Any, kube: KubeClient, node_pool: Callable[..., list[str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -76,12 +97,7 @@ def test_a_cordon_meeting_a_concurrent_writer_keeps_its_taint(
         if (verb, resource) == ("patch", "nodes") and args and args[0] == target:
             with lock:
                 if not written:
-                    node = rest.get(admin_api, rest.node_path(target))
-                    taints = [*(node["spec"].get("taints") or ()), THEIR_TAINT]
-                    version = node["metadata"]["resourceVersion"]
-                    body = {"metadata": {"resourceVersion": version}, "spec": {"taints": taints}}
-                    rest.patch(admin_api, rest.node_path(target), body)
-                    written.append(version)
+                    written.append(_add_their_taint(admin_api, target))
         return send(verb, resource, call, *args, **kwargs)
 
     monkeypatch.setattr(kube.transport, "read", write_theirs_first)
