@@ -252,6 +252,16 @@ def namespace(admin_api: Any, unique_name: str) -> Iterator[str]:
 
 
 @pytest.fixture
+def throttled_evictions(admin_api: Any, namespace: str, unique_name: str) -> Iterator[str]:
+    """A priority level of one share that rejects what it cannot seat, for scalebot's evictions in
+    the test's namespace only (`tests.e2e.support.evictions_rejected_beyond_one_share`)."""
+    from tests.e2e import support
+
+    with support.evictions_rejected_beyond_one_share(admin_api, namespace, f"{unique_name}-tiny") as level:
+        yield level
+
+
+@pytest.fixture
 def node_pool(admin_api: Any, unique_name: str) -> Iterator[Callable[..., list[str]]]:
     from localcluster import objects
 

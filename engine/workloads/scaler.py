@@ -82,23 +82,35 @@ RecordSink = Callable[[WorkloadRecord], None]
 
 @dataclass
 class _RecordedAhead:
-    """What a batch recorded before its patches: by object key, the record given to `record` and
-    the record whose original is in the ConfigMap (a decision with another record, after a 409,
-    records itself again)."""
+    """What a batch recorded before its patches, both by object key (`WorkloadRecord.key`): the
+    record given to `record` and the record whose original is in the ConfigMap (a decision with
+    another record, after a 409, records itself again)."""
 
     recorded: dict[str, WorkloadRecord] = field(default_factory=dict)
     kept: dict[str, WorkloadRecord] = field(default_factory=dict)
 
 
-def _chunks_of_bytes(records: Sequence[WorkloadRecord], limit: int) -> list[list[WorkloadRecord]]:
-    chunks: list[list[WorkloadRecord]] = []
+def _needs_original(decision: Decision, stored: StoredOriginals) -> WorkloadRecord | None:
+    """The record whose original must reach the ConfigMap before this decision's patch: a change's,
+    unless the ConfigMap holds that very record already."""
+    r = decision.record
+    if decision.category != "change" or r is None or stored.records.get(r.key) == r:
+        return None
+    return r
+
+
+def _originals_in_chunks(records: Sequence[WorkloadRecord], limit: int) -> list[dict[str, str]]:
+    """The records' ConfigMap entries (`data_key` to JSON), in writes of at most `limit` characters
+    each (one record larger than `limit` is a write of its own)."""
+    chunks: list[dict[str, str]] = []
     size = limit
     for r in records:
-        length = len(r.data_key) + len(r.to_json())
+        text = r.to_json()
+        length = len(r.data_key) + len(text)
         if size + length > limit and (not chunks or chunks[-1]):
-            chunks.append([])
+            chunks.append({})
             size = 0
-        chunks[-1].append(r)
+        chunks[-1][r.data_key] = text
         size += length
     return chunks
 
@@ -287,19 +299,15 @@ class WorkloadScaler:
             assert decision.record is not None
             if record is not None:
                 record(decision.record)
-            ahead.recorded[decision.key] = decision.record
-        stored = snapshot.stored.records
-        unstored = [
-            r
-            for d in changes
-            if d.category == "change" and (r := d.record) is not None and stored.get(r.key) != r
-        ]
-        for chunk in _chunks_of_bytes(unstored, ORIGINALS_WRITE_BYTES):
+            ahead.recorded[decision.record.key] = decision.record
+        unstored = [r for d in changes if (r := _needs_original(d, snapshot.stored)) is not None]
+        by_data_key = {r.data_key: r for r in unstored}
+        for chunk in _originals_in_chunks(unstored, ORIGINALS_WRITE_BYTES):
             try:
-                self._api.write_originals(self.config.own_namespace, {r.data_key: r.to_json() for r in chunk})
+                self._api.write_originals(self.config.own_namespace, chunk)
             except errors.KubeError:
                 continue
-            ahead.kept.update((r.key, r) for r in chunk)
+            ahead.kept.update((r.key, r) for r in map(by_data_key.__getitem__, chunk))
         return ahead
 
     def _apply_sleep(
@@ -314,7 +322,7 @@ class WorkloadScaler:
             if decision.patch is None:
                 return decision
             r = decision.record
-            if record is not None and r is not None and ahead.recorded.get(decision.key) != r:
+            if record is not None and r is not None and ahead.recorded.get(r.key) != r:
                 record(r)
             try:
                 if r is None or ahead.kept.get(r.key) != r:
@@ -419,8 +427,8 @@ class WorkloadScaler:
 
     def _keep_original(self, decision: Decision, stored: StoredOriginals) -> None:
         """Write a change's record to the ConfigMap before the change (unless it is there already)."""
-        r = decision.record
-        if decision.category != "change" or r is None or stored.records.get(r.key) == r:
+        r = _needs_original(decision, stored)
+        if r is None:
             return
         self._api.write_originals(self.config.own_namespace, {r.data_key: r.to_json()})
 

@@ -18,7 +18,7 @@ priority level, so the throttling really happened.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -33,12 +33,6 @@ from tests.e2e import support
 pytestmark = pytest.mark.e2e
 
 PODS = 60
-
-
-@pytest.fixture
-def throttled_evictions(admin_api: Any, namespace: str, unique_name: str) -> Iterator[str]:
-    with support.evictions_rejected_beyond_one_share(admin_api, namespace, f"{unique_name}-tiny") as level:
-        yield level
 
 
 def _rejected(admin_api: Any, level: str) -> float:

@@ -11,7 +11,7 @@ the fixture, also on failure.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -30,13 +30,6 @@ from tests.e2e import support
 pytestmark = pytest.mark.e2e
 
 PODS = 48
-
-
-@pytest.fixture
-def throttled_evictions(admin_api: Any, namespace: str, unique_name: str) -> Iterator[str]:
-    """A priority level of one share that rejects what it cannot seat, for our evictions only."""
-    with support.evictions_rejected_beyond_one_share(admin_api, namespace, f"{unique_name}-tiny") as level:
-        yield level
 
 
 def test_evictions_answered_429_by_the_server_shrink_the_concurrency(
