@@ -172,6 +172,57 @@ class Transport:
         data = self.read(verb, resource, call, priority=priority, timeout=timeout)
         return parse_answer(verb, resource, data, orjson.loads) if data else {}
 
+    def send_json(
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        *,
+        verb: str,
+        resource: str,
+        query: str = "",
+        timeout: float | None = None,
+    ) -> bytes:
+        """A request of the drain's hot path (an eviction, a pod's DELETE; `body` plain JSON, sent
+        compact) straight to the ApiClient's connection pool, its answer raw. The same pool, retry
+        policy, TLS, proxy, User-Agent and credentials (refreshed as the generated client refreshes
+        them, rotated on a 401 by `read`) as every other request; not the generated client's layers
+        (parameter checks, model serialisation, header sanitising): 1.34 -> 1.14 ms of client CPU
+        per eviction one at a time against a local TLS stub. A non-2xx answer and a failure to
+        send are translated as for any request."""
+        call = partial(self._urlopen, method, path + (f"?{query}" if query else ""), orjson.dumps(body))
+        return self.read(verb, resource, call, timeout=timeout)
+
+    def _urlopen(
+        self,
+        method: str,
+        path_and_query: str,
+        body: bytes,
+        *,
+        _preload_content: bool,
+        _request_timeout: float,
+    ) -> Any:
+        api_client = self._api_client()
+        headers = {
+            **api_client.default_headers,
+            "Accept": "application/json",
+            "Content-Type": "application/json",
+        }
+        api_client.update_params_for_auth(headers, None, ["BearerToken"])
+        response = api_client.rest_client.pool_manager.urlopen(
+            method,
+            api_client.configuration.host + path_and_query,
+            body=body,
+            headers=headers,
+            preload_content=_preload_content,
+            timeout=urllib3.Timeout(total=_request_timeout),
+        )
+        if not 200 <= response.status <= 299:
+            response.data  # noqa: B018 -- read (and kept) here: ApiException takes the Status body from it
+            response.release_conn()
+            raise ApiException(http_resp=response)
+        return response
+
     def probe(self, *, timeout: float) -> None:
         """GET /readyz, on the priority budget; raises KubeError unless the server answers ready."""
         call = partial(self._call_path, "/readyz", "GET", {"Accept": "text/plain"}, None)

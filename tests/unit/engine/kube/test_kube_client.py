@@ -30,7 +30,7 @@ from engine.domain.model import PodInfo
 from engine.domain.settings import RunnerSettings
 from engine.kube import errors
 from engine.kube.api import KubeApi
-from engine.kube.client import PAGE_SIZE, KubeClient
+from engine.kube.client import PAGE_SIZE, USER_AGENT, KubeClient
 from engine.kube.config import KubeConfigError, load_configuration
 from engine.kube.events import EventRecorder, ObjectRef
 from engine.kube.inline_kubeconfig import InlineKubeconfig
@@ -57,6 +57,7 @@ class Seen:
     body: Any
     content_type: str
     authorization: str = ""
+    user_agent: str = ""
     raw: bytes = b""
     """The body as it came over the wire."""
 
@@ -113,6 +114,7 @@ class FakeApiServer:
                     body=json.loads(raw) if raw else None,
                     content_type=self.headers.get("Content-Type", ""),
                     authorization=self.headers.get("Authorization", ""),
+                    user_agent=self.headers.get("User-Agent", ""),
                     raw=raw,
                 )
                 with server._lock:
@@ -267,8 +269,9 @@ def test_eviction_posts_policy_v1_with_uid_precondition_and_grace(
 def test_the_eviction_goes_out_as_the_generated_model_would_send_it(
     server: FakeApiServer, client: KubeClient, grace: int | None, dry_run: bool
 ) -> None:
-    """The body is built as plain JSON (no model per eviction): byte for byte what the generated
-    V1Eviction serialised to, field order included."""
+    """The body is built as plain JSON (no model per eviction): what the generated V1Eviction
+    serialised to, field order included (compact: no spaces after separators), and the dry run
+    as the generated method sends it, in the query."""
     server.on("POST", EVICTION_PATH, Answer(201, {"kind": "Status", "status": "Success"}))
     if dry_run:
         client.dry_run_remove(POD, evict=True, grace_seconds=grace)
@@ -284,9 +287,11 @@ def test_the_eviction_goes_out_as_the_generated_model_would_send_it(
             grace_period_seconds=grace,
         ),
     )
-    wire = json.dumps(kubernetes.client.ApiClient().sanitize_for_serialization(model)).encode()
+    wire = _compact(kubernetes.client.ApiClient().sanitize_for_serialization(model))
     (seen,) = server.requests("POST")
     assert seen.raw == wire
+    assert seen.query == ({"dryRun": "All"} if dry_run else {})
+    assert seen.content_type == "application/json"
 
 
 def test_delete_options_go_out_as_the_generated_model_would_send_them(
@@ -304,7 +309,14 @@ def test_delete_options_go_out_as_the_generated_model_would_send_them(
         ),
     ]
     sanitize = kubernetes.client.ApiClient().sanitize_for_serialization
-    assert [s.raw for s in server.requests("DELETE")] == [json.dumps(sanitize(m)).encode() for m in models]
+    deletes = server.requests("DELETE")
+    assert [s.raw for s in deletes] == [_compact(sanitize(m)) for m in models]
+    assert [s.query for s in deletes] == [{}, {"dryRun": "All"}]
+
+
+def _compact(body: Any) -> bytes:
+    """JSON as scalebot sends it: the generated model's field order, no spaces after separators."""
+    return json.dumps(body, separators=(",", ":")).encode()
 
 
 def test_the_connections_of_a_drains_evictions_in_flight_are_kept_and_reused(
@@ -1007,6 +1019,43 @@ def test_a_401_reads_the_kubeconfig_again_once_for_all_parallel_requests_and_ret
         assert len(rereads) == 2 and len(server.requests()) - before == 2, "one retry, no loop"
     finally:
         client.close()
+
+
+def test_evictions_and_deletions_carry_the_clients_credentials_and_rotate_them_on_a_401(
+    server: FakeApiServer,
+) -> None:
+    """The drain's hot path (`Transport.send_json`, straight to the connection pool) sends what
+    every generated request sends: the bearer token as the configuration gives it now (rotated on a
+    401 and sent once more), scalebot's User-Agent, and a JSON content type."""
+    old = InlineKubeconfig(server=server.url, token="t0ken")
+    new = InlineKubeconfig(server=server.url, token="rotated")
+    for method, path in (("POST", EVICTION_PATH), ("DELETE", "/api/v1/namespaces/shop/pods/web-1")):
+        server.on(
+            method,
+            path,
+            lambda seen: (
+                Answer(201, {"kind": "Status", "status": "Success"})
+                if seen.authorization == "Bearer rotated"
+                else Answer(401, status_body(401, "Unauthorized", "Unauthorized"))
+            ),
+        )
+    rereads: list[InlineKubeconfig] = []
+    client = KubeClient.from_inline_kubeconfig(old, reread=lambda: rereads.append(new) or new)
+    try:
+        client.evict_pod(POD)
+        client.delete_pod(POD, grace_seconds=0)
+    finally:
+        client.close()
+    seen = server.requests()
+    assert [(s.method, s.authorization) for s in seen] == [
+        ("POST", "Bearer t0ken"),
+        ("POST", "Bearer rotated"),
+        ("DELETE", "Bearer rotated"),
+    ]
+    assert len(rereads) == 1
+    assert {s.user_agent for s in seen} == {USER_AGENT}
+    assert {s.content_type for s in seen} == {"application/json"}
+    assert client.request_counts == {("create", "pods/eviction"): 2, ("delete", "pods"): 1}
 
 
 def test_without_a_way_to_reread_a_401_is_an_error_at_once(server: FakeApiServer, kubeconfig: Path) -> None:
