@@ -71,6 +71,7 @@ VALUES: dict[str, Json] = {
     "runner.step_workers": {"type": "integer", "minimum": 1, "maximum": 256},
     "runner.max_evictions_in_flight": {"type": "integer", "minimum": 2, "maximum": 1_024},
     "runner.max_evictions_per_cluster": {"type": "integer", "minimum": 2, "maximum": 256},
+    "runner.eviction_processes": {"type": "integer", "minimum": 0, "maximum": 32},
     "<cluster>.context": {"type": "string"},
     "<cluster>.kubeconfig": {"type": "string"},
     "<cluster>.provider": {"enum": sorted(providers.PROVIDERS)},

@@ -25,6 +25,7 @@ Config file (every key optional except what a cluster needs to be reached):
       step_workers: 32                              # threads running steps (a wait holds none)
       max_evictions_in_flight: 128                  # evictions/cordons in flight, every cluster
       max_evictions_per_cluster: 64                 # one cluster's ceiling (below the above)
+      eviction_processes: 0                         # worker processes sending evictions (0: none)
     calendars:                                      # iCalendar files schedules follow (calendar=NAME)
       releases: /etc/scalebot/releases.ics          # relative paths: from the config file's folder
     channels: {C0123: dev-eu}                       # channel ID -> default cluster
@@ -350,6 +351,7 @@ def _runner(node: DocumentNode, workloads_return_timeout: timedelta) -> RunnerSe
         "step_workers",
         "max_evictions_in_flight",
         "max_evictions_per_cluster",
+        "eviction_processes",
     )
     default = RunnerSettings()
     total = node.integer("max_operations", default.max_operations, low=1, high=10_000)
@@ -377,6 +379,7 @@ def _runner(node: DocumentNode, workloads_return_timeout: timedelta) -> RunnerSe
         workers=node.integer("step_workers", default.workers, low=1, high=256),
         max_evictions_in_flight=in_flight,
         max_parallel_evictions=per_cluster_evictions,
+        eviction_processes=node.integer("eviction_processes", default.eviction_processes, low=0, high=32),
     )
 
 

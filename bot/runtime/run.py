@@ -48,8 +48,9 @@ from bot.slack.weekly_post import WeeklySavingsPoster
 from engine.domain.announcement import NextEvent
 from engine.domain.clock import SystemClock
 from engine.domain.errors import Category, ScalebotError
-from engine.kube import admission
+from engine.kube import admission, offload
 from engine.kube.events import EventRecorder, ObjectRef, Recorder
+from engine.kube.offload import Offload
 from engine.operations.observers import ProgressListeners
 from engine.operations.runner import ClusterHandle, Runner
 from engine.operations.service import Operations
@@ -94,6 +95,8 @@ class Service:
     policies_factory: Callable[[], PolicyLoop] | None = None
     """The unattended policies (empty-node clean-up), started only while leading."""
     policies: PolicyLoop | None = None
+    eviction_workers: Offload | None = None
+    """The worker processes sending evictions (`runner.eviction_processes`), ended at shutdown."""
     stop_event: threading.Event = field(default_factory=threading.Event)
     warnings: list[str] = field(default_factory=list)
     """One line each, for the operator at start (an API server that does not answer yet)."""
@@ -172,6 +175,9 @@ class Service:
         if self.policies is not None:
             self.policies.stop()
         self.ops.runner.stop(timeout=RUNNER_STOP_SECONDS)
+        if self.eviction_workers is not None:  # after the runner: its last passes send through them
+            offload.install(None)
+            self.eviction_workers.close()
         if self.bot is not None:
             self.bot.stop(timeout=BOT_STOP_SECONDS)
         if self.scheduler is not None:
@@ -320,6 +326,9 @@ def build_service(settings: Settings, *, leader_election: bool | None = None) ->
         leader_election=_in_cluster() if leader_election is None else leader_election,
         lease_api=api_client,
     )
+    if settings.runner.eviction_processes:
+        service.eviction_workers = Offload(settings.runner.eviction_processes)
+        offload.install(service.eviction_workers)
     service.warnings.extend(unreachable_clusters(handles))
     service.warnings.extend(policy_lines)
     service.health.checks["slack"] = slack_connected(

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import collections
 import http.client
-import re
 import threading
 import weakref
 from collections.abc import Callable, Mapping
@@ -26,8 +25,9 @@ from kubernetes.client.exceptions import ApiException
 
 from engine.domain.model import RawObject
 from engine.domain.settings import MAX_EVICTIONS_IN_FLIGHT
-from engine.kube import errors, projection, ratelimit
+from engine.kube import errors, offload, projection, ratelimit
 from engine.kube.config import KubeConfigError, one_line
+from engine.kube.offload_worker import transport_line
 from engine.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 
 PRIORITY_QPS = 5.0
@@ -190,8 +190,24 @@ class Transport:
         (parameter checks, model serialisation, header sanitising): 1.34 -> 1.14 ms of client CPU
         per eviction one at a time against a local TLS stub. A non-2xx answer and a failure to
         send are translated as for any request."""
-        call = partial(self._urlopen, method, path + (f"?{query}" if query else ""), orjson.dumps(body))
+        path_and_query = path + (f"?{query}" if query else "")
+        workers = offload.current()
+        if workers is not None:
+            call = partial(self._offloaded, workers, method, path_and_query, orjson.dumps(body))
+        else:
+            call = partial(self._urlopen, method, path_and_query, orjson.dumps(body))
         return self.read(verb, resource, call, timeout=timeout)
+
+    def _headers(self, api_client: Any) -> dict[str, str]:
+        """What every request of this ApiClient carries: its default headers (the User-Agent) and
+        its credentials as they are now (an exec plugin's token is refreshed here when it expires)."""
+        headers = {
+            **api_client.default_headers,
+            "Accept": "application/json",
+            "Content-Type": "application/json",
+        }
+        api_client.update_params_for_auth(headers, None, ["BearerToken"])
+        return headers
 
     def _urlopen(
         self,
@@ -203,17 +219,11 @@ class Transport:
         _request_timeout: float,
     ) -> Any:
         api_client = self._api_client()
-        headers = {
-            **api_client.default_headers,
-            "Accept": "application/json",
-            "Content-Type": "application/json",
-        }
-        api_client.update_params_for_auth(headers, None, ["BearerToken"])
         response = api_client.rest_client.pool_manager.urlopen(
             method,
             api_client.configuration.host + path_and_query,
             body=body,
-            headers=headers,
+            headers=self._headers(api_client),
             preload_content=_preload_content,
             timeout=urllib3.Timeout(total=_request_timeout),
         )
@@ -222,6 +232,34 @@ class Transport:
             response.release_conn()
             raise ApiException(http_resp=response)
         return response
+
+    def _offloaded(
+        self,
+        workers: offload.Offload,
+        method: str,
+        path_and_query: str,
+        body: bytes,
+        *,
+        _preload_content: bool,
+        _request_timeout: float,
+    ) -> _Answered:
+        """`_urlopen` sent by a worker process (`engine.kube.offload`) with this ApiClient's pool
+        settings and headers; a non-2xx answer raised as the generated client raises it."""
+        api_client = self._api_client()
+        answer = workers.request(
+            api_client.rest_client.pool_manager,
+            method=method,
+            url=api_client.configuration.host + path_and_query,
+            headers=self._headers(api_client),
+            body=body,
+            timeout=_request_timeout,
+        )
+        if not 200 <= answer.status <= 299:
+            exc = ApiException(status=answer.status, reason=answer.reason)
+            exc.body = answer.body
+            exc.headers = {"Retry-After": answer.retry_after} if answer.retry_after is not None else {}
+            raise exc
+        return _Answered(answer.body)
 
     def probe(self, *, timeout: float) -> None:
         """GET /readyz, on the priority budget; raises KubeError unless the server answers ready."""
@@ -305,6 +343,18 @@ class Transport:
             old.pool_manager.clear()
 
 
+class _Answered:
+    """A worker's 2xx answer where `Transport._read` expects urllib3's response: its body, read."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def release_conn(self) -> None:
+        """The worker's connection went back to its pool when it read the answer."""
+
+
 def parse_answer(verb: str, resource: str, data: bytes, decode: Callable[[bytes], Any]) -> RawObject:
     try:
         parsed = decode(data)
@@ -326,19 +376,6 @@ def tuned_configuration(configuration: Any, connection_pool_maxsize: int) -> Any
     )
     configuration.client_go_retries = False
     return configuration
-
-
-def transport_line(exc: BaseException) -> str:
-    """A failure to get an answer in one line that names the URL tried (as kubectl's `Get
-    "https://…": dial tcp …`), not urllib3's `HTTPSConnectionPool(host=…, port=…): Max retries …`."""
-    if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.pool is not None:
-        pool = exc.pool
-        url = f"{pool.scheme}://{pool.host}:{pool.port}{exc.url or ''}"
-        reason = one_line(exc.reason or exc)
-        # `HTTPSConnection(host='…', port=…): Failed to establish …`: the URL already says where.
-        reason = re.sub(r"^\w*Connection(Pool)?\(host=[^)]*\): ", "", reason)
-        return f"{url}: {reason}"
-    return one_line(exc)
 
 
 def error_from_api_exception(

@@ -146,6 +146,20 @@ def _proc_stat(pid: int) -> tuple[int, float, float] | None:
     return int(values["Threads"]), int(rss.split()[0]) / 1024, ticks / 100
 
 
+def children_cpu(pid: int) -> float:
+    """CPU seconds of the process's live children (its eviction workers, `runner.eviction_processes`)."""
+    total = 0.0
+    for children in Path(f"/proc/{pid}/task").glob("*/children"):
+        try:
+            pids = children.read_text().split()
+        except OSError:
+            continue
+        for child in pids:
+            got = _proc_stat(int(child))
+            total += got[2] if got is not None else 0.0
+    return total
+
+
 def thread_names(pid: int) -> Counter[str]:
     """The process's Python threads by name (digits dropped), from `py-spy dump` (empty without it)."""
     spy = Path(sys.executable).parent / "py-spy"
@@ -208,8 +222,15 @@ class Sampler:
 
 class FleetSoak:
     def __init__(
-        self, cp: Any, work: Path, figures: Figures, rng: random.Random, stall: tuple[float, float] = (10, 20)
+        self,
+        cp: Any,
+        work: Path,
+        figures: Figures,
+        rng: random.Random,
+        stall: tuple[float, float] = (10, 20),
+        eviction_processes: int = 0,
     ) -> None:
+        self.eviction_processes = eviction_processes
         self.cp = cp
         self.work = work
         self.figures = figures
@@ -259,8 +280,9 @@ class FleetSoak:
     def _write_config(self) -> tuple[Path, str, dict[str, str]]:
         http_port, health_port = free_port(), free_port()
         users = {OPERATOR: "operator", APPROVER: "approver", APPROVER2: "approver"}
-        config = {
+        config: dict[str, Any] = {
             "server": {"host": "127.0.0.1", "http_port": http_port, "health_port": health_port},
+            "runner": {"eviction_processes": self.eviction_processes},
             "channels": {channel_of(i): cluster_name(i) for i in range(self.n)},
             "clusters": {
                 cluster_name(i): {
@@ -429,6 +451,7 @@ class FleetSoak:
         if not idle:
             return
         cpu0, t0 = self.sampler.cpu_total(), time.monotonic()
+        workers0 = children_cpu(self.proc.pid) if self.proc is not None else 0.0
         threads0 = self.sampler.threads_now
         stored = []
         for i in idle:
@@ -452,7 +475,10 @@ class FleetSoak:
                 "nodes_after": sum(nodes),
                 "operations": len(stored),
                 "done_s": round(time.monotonic() - t0, 1),
-                "cpu_s": round(self.sampler.cpu_total() - cpu0, 1),
+                "cpu_s": round(self.sampler.cpu_total() - cpu0, 2),
+                "workers_cpu_s": round(children_cpu(self.proc.pid) - workers0, 2)
+                if self.proc is not None
+                else 0.0,
                 "threads_before": threads0,
                 "threads_peak": peak,
                 "threads_at_peak_by_name": dict(names.most_common()),
@@ -626,6 +652,12 @@ def main(argv: list[str] | None = None) -> int:
         help="seconds a Slack stall holds calls before Slack processes them, MIN-MAX (the client waits 15)",
     )
     parser.add_argument(
+        "--eviction-processes",
+        type=int,
+        default=0,
+        help="scalebot's runner.eviction_processes (worker processes sending the evictions)",
+    )
+    parser.add_argument(
         "--cpu",
         action="store_true",
         help="no soak: one cluster's zero-scale alone, then all N at once (the client's CPU and threads)",
@@ -645,7 +677,7 @@ def main(argv: list[str] | None = None) -> int:
     with ControlPlane(ensure_binaries(), echo=lambda _: None) as cp:
         low, _, high = args.stall.partition("-")
         stall = (float(low), float(high or low))
-        soak = FleetSoak(cp, work, figures, random.Random(args.seed), stall)
+        soak = FleetSoak(cp, work, figures, random.Random(args.seed), stall, args.eviction_processes)
         try:
             soak.build()
             echo(f"built {args.clusters} clusters; soaking for {args.minutes} min in {work}")

@@ -12,6 +12,9 @@ KubeConfigError messages.
 from __future__ import annotations
 
 import json
+import os
+import pickle
+import signal
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -28,7 +31,7 @@ import urllib3
 
 from engine.domain.model import PodInfo
 from engine.domain.settings import RunnerSettings
-from engine.kube import errors
+from engine.kube import errors, offload, offload_worker
 from engine.kube.api import KubeApi
 from engine.kube.client import PAGE_SIZE, USER_AGENT, KubeClient
 from engine.kube.config import KubeConfigError, load_configuration
@@ -246,11 +249,29 @@ def test_kube_client_satisfies_the_kube_api_port(client: KubeClient) -> None:
     assert api is client
 
 
+@pytest.fixture(scope="module")
+def offload_workers() -> Iterator[offload.Offload]:
+    with offload.Offload(1) as workers:
+        yield workers
+
+
+@pytest.fixture(params=["in-process", "worker process"])
+def send_route(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Evictions and pod deletions sent by this process, or by a worker process
+    (`runner.eviction_processes`): the same requests on the wire, the same errors."""
+    if request.param == "worker process":
+        offload.install(request.getfixturevalue("offload_workers"))
+    try:
+        yield request.param
+    finally:
+        offload.install(None)
+
+
 # -- evictions and error translation -----------------------------------------------------------
 
 
 def test_eviction_posts_policy_v1_with_uid_precondition_and_grace(
-    server: FakeApiServer, client: KubeClient
+    server: FakeApiServer, client: KubeClient, send_route: str
 ) -> None:
     server.on("POST", EVICTION_PATH, Answer(201, {"kind": "Status", "status": "Success"}))
     client.evict_pod(POD, grace_seconds=5)
@@ -267,7 +288,7 @@ def test_eviction_posts_policy_v1_with_uid_precondition_and_grace(
 @pytest.mark.parametrize("grace", [None, 0, 30])
 @pytest.mark.parametrize("dry_run", [False, True])
 def test_the_eviction_goes_out_as_the_generated_model_would_send_it(
-    server: FakeApiServer, client: KubeClient, grace: int | None, dry_run: bool
+    server: FakeApiServer, client: KubeClient, grace: int | None, dry_run: bool, send_route: str
 ) -> None:
     """The body is built as plain JSON (no model per eviction): what the generated V1Eviction
     serialised to, field order included (compact: no spaces after separators), and the dry run
@@ -295,7 +316,7 @@ def test_the_eviction_goes_out_as_the_generated_model_would_send_it(
 
 
 def test_delete_options_go_out_as_the_generated_model_would_send_them(
-    server: FakeApiServer, client: KubeClient
+    server: FakeApiServer, client: KubeClient, send_route: str
 ) -> None:
     server.on("DELETE", "/api/v1/namespaces/shop/pods/web-1", Answer(200, {"kind": "Status"}))
     client.delete_pod(POD, grace_seconds=0)
@@ -320,7 +341,7 @@ def _compact(body: Any) -> bytes:
 
 
 def test_the_connections_of_a_drains_evictions_in_flight_are_kept_and_reused(
-    server: FakeApiServer, client: KubeClient
+    server: FakeApiServer, client: KubeClient, send_route: str
 ) -> None:
     """As many evictions as a drain keeps in flight, twice: the second round opens no connection
     (a pool smaller than the evictions in flight closes the extra connections after each answer,
@@ -342,7 +363,7 @@ def test_the_connections_of_a_drains_evictions_in_flight_are_kept_and_reused(
 
 
 def test_pdb_429_maps_to_too_many_requests_with_the_cluster_api_key(
-    server: FakeApiServer, client: KubeClient
+    server: FakeApiServer, client: KubeClient, send_route: str
 ) -> None:
     cause = "The disruption budget web-pdb needs 2 healthy pods and has 2 currently"
     body = status_body(
@@ -358,7 +379,9 @@ def test_pdb_429_maps_to_too_many_requests_with_the_cluster_api_key(
     assert isinstance(err.__cause__, kubernetes.client.ApiException)
 
 
-def test_transient_pdb_429_keeps_retry_after_seconds(server: FakeApiServer, client: KubeClient) -> None:
+def test_transient_pdb_429_keeps_retry_after_seconds(
+    server: FakeApiServer, client: KubeClient, send_route: str
+) -> None:
     cause = {
         "reason": "DisruptionBudget",
         "message": "The disruption budget web-pdb is still being processed by the server.",
@@ -385,7 +408,9 @@ def test_rate_limit_429_reads_the_retry_after_header_and_is_not_retried_by_urlli
     assert len(server.requests("GET")) == 1
 
 
-def test_two_budgets_500_maps_to_server_error(server: FakeApiServer, client: KubeClient) -> None:
+def test_two_budgets_500_maps_to_server_error(
+    server: FakeApiServer, client: KubeClient, send_route: str
+) -> None:
     body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
             "message": errors.MULTIPLE_PDBS_MESSAGE, "code": 500}  # fmt: skip
     server.on("POST", EVICTION_PATH, Answer(500, body))
@@ -395,7 +420,9 @@ def test_two_budgets_500_maps_to_server_error(server: FakeApiServer, client: Kub
     assert caught.value.eviction_key == errors.MULTIPLE_PDBS_MESSAGE
 
 
-def test_terminating_namespace_403_keeps_its_cause(server: FakeApiServer, client: KubeClient) -> None:
+def test_terminating_namespace_403_keeps_its_cause(
+    server: FakeApiServer, client: KubeClient, send_route: str
+) -> None:
     details = {
         "name": "web-1",
         "kind": "pods",
@@ -422,7 +449,12 @@ def test_terminating_namespace_403_keeps_its_cause(server: FakeApiServer, client
     ],
 )
 def test_status_codes_map_to_their_classes(
-    server: FakeApiServer, client: KubeClient, status: int, reason: str, expected: type[errors.KubeError]
+    server: FakeApiServer,
+    client: KubeClient,
+    status: int,
+    reason: str,
+    expected: type[errors.KubeError],
+    send_route: str,
 ) -> None:
     # The API server's 404 for a pod names it in its details (a 404 without is an API it lacks).
     details = {"name": "web-1", "kind": "pods"} if status == 404 else None
@@ -434,7 +466,7 @@ def test_status_codes_map_to_their_classes(
 
 
 def test_non_json_502_is_a_server_error_with_a_readable_message(
-    server: FakeApiServer, client: KubeClient
+    server: FakeApiServer, client: KubeClient, send_route: str
 ) -> None:
     server.on("POST", EVICTION_PATH, Answer(502, b"<html><body>\n<h1>502 Bad Gateway</h1>\n</body></html>"))
     with pytest.raises(errors.ServerError) as caught:
@@ -478,7 +510,7 @@ def test_an_unreachable_server_is_named_by_its_url_in_one_line(
 
 
 def test_a_dropped_connection_is_a_transport_error_never_not_found(
-    server: FakeApiServer, client: KubeClient
+    server: FakeApiServer, client: KubeClient, send_route: str
 ) -> None:
     server.on("GET", "/api/v1/nodes/n1", Answer(drop=True))
     server.on("POST", EVICTION_PATH, Answer(drop=True))
@@ -1023,6 +1055,7 @@ def test_a_401_reads_the_kubeconfig_again_once_for_all_parallel_requests_and_ret
 
 def test_evictions_and_deletions_carry_the_clients_credentials_and_rotate_them_on_a_401(
     server: FakeApiServer,
+    send_route: str,
 ) -> None:
     """The drain's hot path (`Transport.send_json`, straight to the connection pool) sends what
     every generated request sends: the bearer token as the configuration gives it now (rotated on a
@@ -1067,3 +1100,68 @@ def test_without_a_way_to_reread_a_401_is_an_error_at_once(server: FakeApiServer
         assert len(server.requests()) == 1
     finally:
         client.close()
+
+
+# -- evictions sent by worker processes (runner.eviction_processes) ----------------------------
+
+
+def test_a_worker_process_that_dies_fails_the_requests_in_its_hands_and_another_takes_over(
+    server: FakeApiServer, client: KubeClient
+) -> None:
+    """A worker killed with an eviction in hand: that eviction is a transport error (the drain's
+    next pass looks at the pod again, as after a dropped connection), never lost or left waiting;
+    the next eviction starts a new worker and succeeds."""
+    arrived, release = threading.Event(), threading.Event()
+
+    def held(_: Seen) -> Answer:
+        arrived.set()
+        release.wait(timeout=30)
+        return Answer(201, {"kind": "Status", "status": "Success"})
+
+    server.on("POST", EVICTION_PATH, held)
+    with offload.Offload(1) as workers:
+        offload.install(workers)
+        try:
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                eviction = pool.submit(client.evict_pod, POD)
+                assert arrived.wait(timeout=30)
+                (first,) = workers.worker_pids()
+                os.kill(first, signal.SIGKILL)
+                with pytest.raises(errors.TransportError, match="worker process exited"):
+                    eviction.result(timeout=30)
+            release.set()
+            client.evict_pod(POD)
+            (second,) = workers.worker_pids()
+        finally:
+            offload.install(None)
+    assert second != first
+    assert len(server.requests("POST")) == 2
+    assert not Path(f"/proc/{second}").exists(), "close ends its workers"
+
+
+@pytest.mark.parametrize("proxy", [None, "http://proxy.example:3128"])
+def test_a_worker_builds_its_connection_pool_as_the_clients_own(proxy: str | None, tmp_path: Path) -> None:
+    """TLS verification, CA and client certificate files, SNI name, retry policy, pool size and
+    proxy: copied from the ApiClient's pool, through the pipe (pickled) as a worker receives them."""
+    configuration = kubernetes.client.Configuration()
+    configuration.host = "https://api.example:6443"
+    configuration.verify_ssl = True
+    configuration.ssl_ca_cert = str(tmp_path / "ca.crt")
+    configuration.cert_file = str(tmp_path / "client.crt")
+    configuration.key_file = str(tmp_path / "client.key")
+    configuration.tls_server_name = "kubernetes.default"
+    configuration.proxy = proxy
+    configuration.connection_pool_maxsize = 144
+    configuration.retries = urllib3.Retry(total=2, connect=2, read=1, status=0, other=0, redirect=0)
+    theirs = kubernetes.client.rest.RESTClientObject(configuration).pool_manager
+    ours = offload_worker.build_pool(pickle.loads(pickle.dumps(offload_worker.pool_settings(theirs))))
+    assert type(ours) is type(theirs)
+
+    def comparable(kw: dict[str, Any]) -> dict[str, Any]:
+        return {k: repr(v) if k in ("retries", "_proxy", "_proxy_config") else v for k, v in kw.items()}
+
+    assert comparable(ours.connection_pool_kw) == comparable(theirs.connection_pool_kw)
+    assert ours.connection_pool_kw["ca_certs"] == configuration.ssl_ca_cert
+    assert ours.connection_pool_kw["server_hostname"] == "kubernetes.default"
+    if proxy is not None:
+        assert isinstance(ours, urllib3.ProxyManager) and str(ours.proxy) == proxy
