@@ -261,6 +261,23 @@ def throttled_evictions(admin_api: Any, namespace: str, unique_name: str) -> Ite
         yield level
 
 
+@pytest.fixture(params=["in-process", "worker process"])
+def eviction_route(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Evictions and pod deletions sent by the test's process, or by a worker process
+    (`runner.eviction_processes`, `engine.kube.offload`), which is stopped after the test."""
+    from engine.kube import offload
+
+    if request.param == "in-process":
+        yield request.param
+        return
+    with offload.Offload(1) as workers:
+        offload.install(workers)
+        try:
+            yield request.param
+        finally:
+            offload.install(None)
+
+
 @pytest.fixture
 def node_pool(admin_api: Any, unique_name: str) -> Iterator[Callable[..., list[str]]]:
     from localcluster import objects

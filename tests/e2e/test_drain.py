@@ -74,7 +74,9 @@ def test_pdb_allowing_nothing_reports_server_reason_then_completes_when_relaxed(
     namespace: str,
     node_pool: Callable[..., list[str]],
     group: dict[str, str],
+    eviction_route: str,
 ) -> None:
+    """Also with the evictions sent by a worker process: the same TLS, token and answers."""
     nodes = node_pool(2, labels=group)
     deployment_on(admin_api, namespace, "web", 2, group)
     support.budget(admin_api, namespace, "web-pdb", app="web", min_available=2)
