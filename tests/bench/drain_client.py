@@ -26,6 +26,10 @@ quarters).
 A second figure is the pod feed's settling: N DELETED events of awaited pods through
 `engine.drain.pod_feed.PodFeed` (a scripted watch), CPU per event at two sizes.
 
+With `--eviction-processes N`, a third side runs this tree with its evictions sent by N worker
+processes (`runner.eviction_processes`, `engine.kube.offload`): its client CPU is then this
+process's part, and the workers' CPU per eviction is given beside it.
+
 Each side runs in a child process with its tree first on the import path (this file imports
 only `engine`, so the same file measures both trees); the sides alternate, `--rounds` times.
 """
@@ -57,6 +61,7 @@ BUSY_MS = 200.0
 WORKERS = 64
 PASSES = 4
 FEED_SIZES = (2900, 29000)
+EVICTION_PROCESSES_ENV = "SCALEBOT_BENCH_EVICTION_PROCESSES"
 
 
 # -- the stub server (its own process) -------------------------------------------------------------
@@ -167,6 +172,13 @@ def measure_evictions(server: str, evictions: int) -> dict[str, Any]:
         for i in range(evictions)
     ]
     level = InFlight(busy_from=evictions // 4)
+    processes = int(os.environ.get(EVICTION_PROCESSES_ENV, "0"))
+    offloaded = None
+    if processes:  # the offload exists in the trees that have it only
+        from engine.kube import offload
+
+        offloaded = offload.Offload(processes)
+        offload.install(offloaded)
     with KubeClient.from_config(kubeconfig=str(kubeconfig), qps=0) as kube:
         gate = AdaptiveGate(
             AimdController(AimdSettings(initial=16, minimum=2, maximum=64)),
@@ -184,7 +196,10 @@ def measure_evictions(server: str, evictions: int) -> dict[str, Any]:
         def act(pod: PodInfo) -> bool:
             return gate.run(lambda: evict(pod) is None, lambda _: False)
 
+        if offloaded is not None:  # started before the clock: their start is not an eviction's cost
+            kube.evict_pod(pods[0])
         cpu = time.process_time()
+        workers_cpu = children_cpu()
         wall = time.monotonic()
         done = 0
         with ThreadPoolExecutor(max_workers=WORKERS) as workers:
@@ -193,12 +208,17 @@ def measure_evictions(server: str, evictions: int) -> dict[str, Any]:
                 done += sum(1 for _ in workers.map(act, pods[first : first + -(-evictions // PASSES)]))
         wall = time.monotonic() - wall
         cpu = time.process_time() - cpu
+        workers_cpu = children_cpu() - workers_cpu
+        if offloaded is not None:
+            offloaded.close()
         busy_level = level.mean()
         limits = [limit for _, limit in gate.controller.history]
     return {
         "evictions": done,
         "wall_s": wall,
         "cpu_ms_per_eviction": cpu * 1000 / done,
+        "eviction_processes": processes,
+        "workers_cpu_ms_per_eviction": workers_cpu * 1000 / done,
         "evictions_per_s": done / wall,
         "in_flight_busy_mean": busy_level,
         "peak_in_flight": gate.peak_in_flight,
@@ -206,6 +226,24 @@ def measure_evictions(server: str, evictions: int) -> dict[str, Any]:
         "limit_changes": len(limits),
         "history": [f"{why}: {limit}" for why, limit in gate.controller.history],
     }
+
+
+def children_cpu() -> float:
+    """CPU seconds of this process's live children (the eviction worker processes), from /proc."""
+    total = 0.0
+    ticks = os.sysconf("SC_CLK_TCK")
+    for children in Path("/proc/self/task").glob("*/children"):
+        try:
+            pids = children.read_text().split()
+        except OSError:  # a thread that ended meanwhile
+            continue
+        for pid in pids:
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            total += (int(fields[11]) + int(fields[12])) / ticks
+    return total
 
 
 def measure_feed(size: int) -> dict[str, Any]:
@@ -284,7 +322,9 @@ def self_signed(directory: Path) -> tuple[Path, Path]:
     return cert, key
 
 
-def run_side(tree: Path, evictions: int, feed_sizes: list[int], work: Path) -> dict[str, Any]:
+def run_side(
+    tree: Path, evictions: int, feed_sizes: list[int], work: Path, eviction_processes: int = 0
+) -> dict[str, Any]:
     cert, key = (
         self_signed(work) if not (work / "cert.pem").exists() else (work / "cert.pem", work / "key.pem")
     )
@@ -302,11 +342,13 @@ def run_side(tree: Path, evictions: int, feed_sizes: list[int], work: Path) -> d
         url = f"https://127.0.0.1:{port_file.read_text()}"
         out = subprocess.run(
             [sys.executable, __file__, "--child", url, str(evictions), ",".join(map(str, feed_sizes))],
-            env={**os.environ, "PYTHONPATH": str(tree)},
-            check=True,
+            env={**os.environ, "PYTHONPATH": str(tree), EVICTION_PROCESSES_ENV: str(eviction_processes)},
+            check=False,
             capture_output=True,
             text=True,
         )
+        if out.returncode != 0:
+            raise RuntimeError(f"the measured side failed:\n{out.stderr[-3000:]}")
         result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
         import urllib.request
 
@@ -323,7 +365,8 @@ def run_side(tree: Path, evictions: int, feed_sizes: list[int], work: Path) -> d
 
 def table(rows: list[tuple[str, dict[str, Any]]]) -> str:
     head = (
-        "| code | evictions/s | client CPU per eviction | in flight (mean, busy server) | peak | final limit "
+        "| code | evictions/s | client CPU per eviction (worker processes') | in flight (mean, busy server) "
+        "| peak | final limit "
         "| TCP+TLS connections opened | feed CPU per delete event at "
         + " / ".join(f"{s:,}" for s in FEED_SIZES)
         + " pods |\n|---|---:|---:|---:|---:|---:|---:|---:|"
@@ -334,6 +377,7 @@ def table(rows: list[tuple[str, dict[str, Any]]]) -> str:
         feed = " / ".join(f"{f['cpu_us_per_event']:,.0f} µs" for f in r["feed"])
         lines.append(
             f"| {name} | {d['evictions_per_s']:.0f} | {d['cpu_ms_per_eviction']:.2f} ms "
+            f"({d.get('workers_cpu_ms_per_eviction', 0.0):.2f} ms) "
             f"| {d['in_flight_busy_mean']:.1f} | {d['peak_in_flight']} | {d['final_limit']} "
             f"| {r['server']['connections']:,} | {feed} |"
         )
@@ -353,21 +397,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--evictions", type=int, default=EVICTIONS)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--feed-sizes", default=",".join(map(str, FEED_SIZES)))
+    parser.add_argument(
+        "--eviction-processes",
+        type=int,
+        default=0,
+        help="a third side: this tree, its evictions sent by N worker processes (runner.eviction_processes)",
+    )
     options = parser.parse_args(args)
     here = Path(__file__).resolve().parents[2]
-    sides = [("before", options.before)] if options.before else []
-    sides.append(("after", here))
+    sides: list[tuple[str, Path, int]] = [("before", options.before, 0)] if options.before else []
+    sides.append(("after", here, 0))
+    if options.eviction_processes:
+        sides.append(
+            (f"after, {options.eviction_processes} eviction processes", here, options.eviction_processes)
+        )
     sizes = [int(s) for s in options.feed_sizes.split(",") if s]
     rows: list[tuple[str, dict[str, Any]]] = []
     with tempfile.TemporaryDirectory() as work:
         for round_ in range(options.rounds):
-            for name, tree in sides:
-                result = run_side(tree, options.evictions, sizes, Path(work))
+            for name, tree, processes in sides:
+                result = run_side(tree, options.evictions, sizes, Path(work), processes)
                 rows.append((f"{name} ({round_ + 1})", result))
                 print(f"{name} round {round_ + 1}: {json.dumps(result)}", file=sys.stderr)
     print(table(rows))
-    for name, _ in sides:
-        cpu = [r["drain"]["cpu_ms_per_eviction"] for n, r in rows if n.startswith(name)]
+    for name, _, _ in sides:
+        cpu = [r["drain"]["cpu_ms_per_eviction"] for n, r in rows if n.rsplit(" (", 1)[0] == name]
         print(f"{name}: client CPU per eviction, median of {len(cpu)}: {statistics.median(cpu):.2f} ms")
     return 0
 
