@@ -29,10 +29,12 @@ runner:
   step_workers: 12
   max_evictions_in_flight: 96
   max_evictions_per_cluster: 32
+  eviction_processes: 2
 """
     runner = load(write(tmp_path, text), ENV).runner
     assert (runner.max_operations, runner.max_operations_per_cluster, runner.workers) == (150, 3, 12)
     assert (runner.max_evictions_in_flight, runner.max_parallel_evictions) == (96, 32)
+    assert runner.eviction_processes == 2
     assert runner.workloads_return_timeout == timedelta(minutes=7)
 
 
@@ -43,6 +45,7 @@ def test_without_a_runner_section_the_defaults_let_a_hundred_clusters_proceed_to
     assert runner == RunnerSettings()
     assert runner.max_operations >= 100
     assert runner.max_parallel_evictions < runner.max_evictions_in_flight
+    assert runner.eviction_processes == 0, "evictions are sent by scalebot's own process unless asked"
 
 
 def test_a_low_process_wide_cap_lowers_the_per_cluster_ceiling_under_it(tmp_path: Path) -> None:
@@ -67,6 +70,11 @@ def test_a_low_process_wide_cap_lowers_the_per_cluster_ceiling_under_it(tmp_path
         (
             "runner: {max_evictions_per_cluster: 1}",
             "runner.max_evictions_per_cluster: expected a whole number from 2",
+        ),
+        ("runner: {eviction_processes: -1}", "runner.eviction_processes: expected a whole number from 0"),
+        (
+            "runner: {eviction_processes: 64}",
+            "runner.eviction_processes: expected a whole number from 0 to 32",
         ),
     ],
 )
