@@ -60,6 +60,7 @@ from engine.domain.operation import OperationRequest, OpKind, ProgressEvent, Tar
 from engine.domain.settings import RunnerSettings
 from engine.kube import projection
 from engine.kube.client import PAGE_SIZE, KubeClient
+from engine.kube.transport import Transport
 from engine.operations.service import Operations, new_operations
 from engine.store.database import Store
 from tests.bench.planning_client import pod_from_dict, raw_as_builtins
@@ -165,7 +166,8 @@ def classify(method: str, url: str) -> tuple[str, str]:
 
 
 def install_request_log() -> RequestLog:
-    """Wrap RESTClientObject.request (every generated API call goes through it) to count and time."""
+    """Wrap RESTClientObject.request (every generated API call goes through it) and the drain's
+    lean path (`Transport._urlopen`: evictions and pod deletions) to count and time."""
     log = RequestLog()
     original: Callable[..., Any] = k8s_rest.RESTClientObject.request
 
@@ -184,6 +186,26 @@ def install_request_log() -> RequestLog:
             log.record(verb, resource_name, started, time.monotonic(), status, url)
 
     k8s_rest.RESTClientObject.request = request  # type: ignore[method-assign]
+
+    # Evictions and pod deletions skip the generated layers (`Transport.send_json`): counted here.
+    lean: Callable[..., Any] = Transport._urlopen
+
+    def urlopen(self: Transport, method: str, path_and_query: str, *args: Any, **kwargs: Any) -> Any:
+        url = str(self._api_client().configuration.host) + path_and_query
+        verb, resource_name = classify(method, url)
+        started = time.monotonic()
+        status = 0
+        try:
+            response = lean(self, method, path_and_query, *args, **kwargs)
+            status = int(getattr(response, "status", 0) or 0)
+            return response
+        except Exception as exc:
+            status = int(getattr(exc, "status", 0) or 0)
+            raise
+        finally:
+            log.record(verb, resource_name, started, time.monotonic(), status, url)
+
+    Transport._urlopen = urlopen  # type: ignore[method-assign]
     return log
 
 
