@@ -90,10 +90,6 @@ class Offload:
         self._next_pool_key = itertools.count(1)
         self._closed = False
 
-    @property
-    def processes(self) -> int:
-        return self._size
-
     def worker_pids(self) -> list[int]:
         with self._lock:
             return [p.popen.pid for p in self._processes if p.alive]

@@ -167,46 +167,40 @@ def classify(method: str, url: str) -> tuple[str, str]:
 
 def install_request_log() -> RequestLog:
     """Wrap RESTClientObject.request (every generated API call goes through it) and the drain's
-    lean path (`Transport._urlopen`: evictions and pod deletions) to count and time."""
+    lean path (`Transport._urlopen`: evictions and pod deletions, which skip the generated layers)
+    to count and time."""
     log = RequestLog()
-    original: Callable[..., Any] = k8s_rest.RESTClientObject.request
-
-    def request(self: Any, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
-        verb, resource_name = classify(method, url)
-        started = time.monotonic()
-        status = 0
-        try:
-            response = original(self, method, url, *args, **kwargs)
-            status = int(getattr(response, "status", 0) or 0)
-            return response
-        except Exception as exc:
-            status = int(getattr(exc, "status", 0) or 0)
-            raise
-        finally:
-            log.record(verb, resource_name, started, time.monotonic(), status, url)
-
-    k8s_rest.RESTClientObject.request = request  # type: ignore[method-assign]
-
-    # Evictions and pod deletions skip the generated layers (`Transport.send_json`): counted here.
+    generated: Callable[..., Any] = k8s_rest.RESTClientObject.request
     lean: Callable[..., Any] = Transport._urlopen
 
-    def urlopen(self: Transport, method: str, path_and_query: str, *args: Any, **kwargs: Any) -> Any:
-        url = str(self._api_client().configuration.host) + path_and_query
-        verb, resource_name = classify(method, url)
-        started = time.monotonic()
-        status = 0
-        try:
-            response = lean(self, method, path_and_query, *args, **kwargs)
-            status = int(getattr(response, "status", 0) or 0)
-            return response
-        except Exception as exc:
-            status = int(getattr(exc, "status", 0) or 0)
-            raise
-        finally:
-            log.record(verb, resource_name, started, time.monotonic(), status, url)
+    def request(self: Any, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        return _logged(log, method, url, lambda: generated(self, method, url, *args, **kwargs))
 
+    def urlopen(self: Transport, method: str, path_and_query: str, *args: Any, **kwargs: Any) -> Any:
+        # The path says all `classify` and `workload_of` read; the host is the cluster's.
+        return _logged(
+            log, method, path_and_query, lambda: lean(self, method, path_and_query, *args, **kwargs)
+        )
+
+    k8s_rest.RESTClientObject.request = request  # type: ignore[method-assign]
     Transport._urlopen = urlopen  # type: ignore[method-assign]
     return log
+
+
+def _logged(log: RequestLog, method: str, url: str, send: Callable[[], Any]) -> Any:
+    """`send()`, its verb, resource, time and status recorded in `log` (a raised error's status)."""
+    verb, resource_name = classify(method, url)
+    started = time.monotonic()
+    status = 0
+    try:
+        response = send()
+        status = int(getattr(response, "status", 0) or 0)
+        return response
+    except Exception as exc:
+        status = int(getattr(exc, "status", 0) or 0)
+        raise
+    finally:
+        log.record(verb, resource_name, started, time.monotonic(), status, url)
 
 
 # -- process figures ----------------------------------------------------------------------------------
