@@ -422,7 +422,9 @@ def build_bot(
     `groups`: the user-group resolver shared with the engine and the schedules (default: one of
     its own when a policy names groups)."""
     client = web_client(settings, for_sender=True)
-    sender = Sender(client, outbox, settings=settings.sender, metrics=metrics)
+    sender = Sender(
+        client, outbox, settings=settings.sender, metrics=metrics, call_timeout=float(client.timeout)
+    )
     progress = Progress(
         ops,
         sender,

@@ -134,6 +134,9 @@ _STATE_TABLES = (
     # Slack delivery: what the sender still owes (JSON items) and where each message lives.
     _Table("outbox", {"id": str, "seq": int, "item": str, "sent": int}, pk="id"),
     _Table("messages", {"key": str, "channel": str, "ts": str}, pk="key"),
+    # Posts sent without an answer yet (a message's key or a final reply's item ID), so a
+    # restarted process looks for one (by its metadata `post_key`) before posting it again.
+    _Table("post_attempts", {"key": str, "post_key": str, "at": float}, pk="key"),
     # The built-in simulated cluster (`--simulated`): its objects as JSON, one row per part, so
     # that separate commands on the same file see one cluster, as they would a real one.
     _Table(

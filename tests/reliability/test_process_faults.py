@@ -8,7 +8,8 @@ Covers (tests/e2e/test_operations.py already kills during phase 1 and during wak
   resumed each time: every node gone, each blocked pod force-deleted and audited exactly once
   and named in the report, scalebot's own cordons never mistaken for a human's, a continuous
   journal (every step in order, a `resumed` row after each kill);
-- `scalebot run` with Slack: SIGKILL while a thread reply is in flight, SIGTERM while a drain pass
+- `scalebot run` with Slack: SIGKILL while Slack holds a card's post (the restart finds it and
+  edits it: one card); SIGKILL while a thread reply is in flight, SIGTERM while a drain pass
   talks to the API server (exit 0, the pass finished and was saved), SIGKILL during the last
   step and a restart that finishes the operation at once: one card, no thread reply twice, the
   final reply exactly once, nothing left in the outbox.
@@ -283,18 +284,8 @@ def test_run_sigkill_while_a_slack_reply_is_in_flight_then_sigterm_mid_step(
         setup = run_setup(
             tmp_path, name="run", kubeconfig=kubeconfig, pool_key=pool_key, slack_url=slack.url, db=db
         )
-        first = start_run(procs, setup, name="run-1")
-        wait_healthy(setup.url, first)
         # The first thread reply of the operation is "processed" by Slack only 8 s after it arrives.
-        slack.hold(lambda method, body: method == "chat.postMessage" and bool(body.get("thread_ts")), 8)
-        signer = Signer(SIGNING_SECRET)
-        body = signer.slash_command(
-            f"zero {pool_a}", user_id=OPERATOR, channel_id=CHANNEL, response_url=slack.response_url("cmd")
-        )
-        assert post(f"{setup.url}/slack/events", body, signer.headers(body)).status == 200
-        slack.wait_held(60)
-        first.kill9()
-        [(op_id, _)] = [(i, s) for i, s in operations(db).items()]
+        op_id = _zero_killed_while_held(procs, setup, slack, pool_a, _is_reply, 8)
         assert operations(db)[op_id][0] == "running"
         parent = slack.wait_for_call("chat.postMessage", lambda c: not c.body.get("thread_ts"), timeout=5)
         parent_ts = str(parent.response["ts"])
@@ -356,6 +347,86 @@ def test_run_sigkill_while_a_slack_reply_is_in_flight_then_sigterm_mid_step(
     assert not names & set(nodes_a) and set(nodes_b) <= names
     for proc in procs.started:
         assert "Traceback" not in proc.output(), proc.output()[-3000:]
+
+
+def test_run_sigkill_while_slack_holds_the_card_post_then_the_restart_finds_it(
+    admin_api: Any,
+    scalebot_kubeconfig: Path,
+    node_pool: Callable[..., list[str]],
+    pool_key: str,
+    unique_name: str,
+    procs: Processes,
+    tmp_path: Path,
+) -> None:
+    """kill -9 while Slack holds a request's card post (Slack posts it 20 s later, after the
+    process died, as it does with a call whose sender went away); the restarted process resumes
+    the request, looks for the card (by the metadata key the dead process recorded before the
+    call, 2 x the 15 s client timeout after it left) and edits it instead of posting it again:
+    one card in the channel."""
+    pool = f"{unique_name}-a"
+    node_pool(1, name=pool, labels={pool_key: pool})
+    db = tmp_path / "scalebot.db"
+    with slack_server() as slack:
+        setup = run_setup(
+            tmp_path,
+            name="run",
+            kubeconfig=scalebot_kubeconfig,
+            pool_key=pool_key,
+            slack_url=slack.url,
+            db=db,
+            approval_required_for=["zero"],
+        )
+        op_id = _zero_killed_while_held(procs, setup, slack, pool, lambda m, b: not _is_reply(m, b), 20)
+        assert operations(db)[op_id][0] == "awaiting_approval"
+        assert _column(db, "SELECT key FROM post_attempts") == [f"op:{op_id}"]
+
+        second = start_run(procs, setup, name="run-2")
+        wait_healthy(setup.url, second)
+        # Slack posts the held card; the new process then finds it and edits it.
+        card = slack.wait_for_call("chat.postMessage", lambda c: c.status == 200, timeout=30)
+        card_ts = str(card.response["ts"])
+        lookup = slack.wait_for_call("conversations.history", timeout=60)
+        edit = slack.wait_for_call("chat.update", lambda c: c.body.get("ts") == card_ts, timeout=30)
+        assert lookup.body["channel"] == CHANNEL and edit.status == 200
+        assert _column(db, "SELECT message_ts FROM operations WHERE id = ?", op_id) == [card_ts]
+        assert _column(db, "SELECT key FROM post_attempts") == [], "settled: nothing left to look for"
+        second.popen.send_signal(signal.SIGTERM)
+        assert second.wait(30) == 0, second.output()[-3000:]
+
+    cards = [c for c in slack.calls_to("chat.postMessage") if not c.body.get("thread_ts")]
+    assert [c.status for c in cards] == [200], "the card is posted once: the held call, by Slack"
+    assert "an earlier process was posting" in second.output()
+    for proc in procs.started:
+        assert "Traceback" not in proc.output(), proc.output()[-3000:]
+
+
+def _zero_killed_while_held(
+    procs: Processes,
+    setup: Any,
+    slack: Any,
+    pool: str,
+    held: Callable[[str, dict[str, Any]], bool],
+    seconds: float,
+) -> str:
+    """Start `scalebot run`, request `zero pool` in Slack, and kill -9 the process while Slack holds
+    the first chat.postMessage that `held` matches (Slack processes it `seconds` after it arrived).
+    Returns the operation's ID."""
+    first = start_run(procs, setup, name="run-1")
+    wait_healthy(setup.url, first)
+    slack.hold(lambda method, body: method == "chat.postMessage" and held(method, body), seconds)
+    signer = Signer(SIGNING_SECRET)
+    body = signer.slash_command(
+        f"zero {pool}", user_id=OPERATOR, channel_id=CHANNEL, response_url=slack.response_url("cmd")
+    )
+    assert post(f"{setup.url}/slack/events", body, signer.headers(body)).status == 200
+    slack.wait_held(60)
+    first.kill9()
+    [op_id] = operations(setup.db)
+    return op_id
+
+
+def _is_reply(method: str, body: dict[str, Any]) -> bool:
+    return bool(body.get("thread_ts"))
 
 
 def _is_final(call: Any, parent_ts: str) -> bool:

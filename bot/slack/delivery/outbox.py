@@ -4,7 +4,10 @@ The sender writes an `OutboxItem` here before it accepts a final state (a decide
 completed / failed operation, the final thread reply) and marks it sent after Slack said ok.
 On start it asks for `pending()` and delivers them, so the last word on an operation reaches
 Slack even if the process died first. It also remembers which Slack message (`channel`, `ts`)
-a key such as `op:<id>` was posted as, so updates after a restart edit the same message.
+a key such as `op:<id>` was posted as, so updates after a restart edit the same message. And it
+records each post that left without an answer yet (`attempting`) until the post is settled:
+chat.postMessage has no idempotency key, and Slack may still post a call whose sender died, so a
+restarted process looks for that post (its metadata key) before posting it again.
 
 `MemoryOutbox` is the in-process implementation for tests; production backs the Protocol with
 SQLite (engine.store.database) so it survives the process.
@@ -95,6 +98,20 @@ class Outbox(Protocol):
         """(channel, ts) of the message `key`, if it was posted."""
         ...
 
+    def attempting(self, key: str, post_key: str, at: float) -> None:
+        """A post of `key` (a message key, or a final reply's item ID) carrying the metadata key
+        `post_key` leaves at Unix time `at`; kept (the first attempt's) until `remember(key)`,
+        `mark_sent(key)` or `forget_attempt(key)`."""
+        ...
+
+    def attempted(self, key: str) -> tuple[str, float] | None:
+        """(post_key, Unix time) of the first unsettled attempt to post `key`, if any."""
+        ...
+
+    def forget_attempt(self, key: str) -> None:
+        """The post of `key` is settled without being posted (given up): nothing to look for."""
+        ...
+
 
 class MemoryOutbox:
     """Outbox in memory: for tests, and for a process that accepts losing finals on a crash."""
@@ -103,6 +120,7 @@ class MemoryOutbox:
         self._lock = threading.Lock()
         self._items: dict[str, OutboxItem] = {}
         self._messages: dict[str, tuple[str, str]] = {}
+        self._attempts: dict[str, tuple[str, float]] = {}
         self.sent: list[str] = []
 
     def add(self, item: OutboxItem) -> None:
@@ -115,16 +133,30 @@ class MemoryOutbox:
 
     def mark_sent(self, item_id: str) -> None:
         with self._lock:
+            self._attempts.pop(item_id, None)
             if self._items.pop(item_id, None) is not None:
                 self.sent.append(item_id)
 
     def remember(self, key: str, channel: str, ts: str) -> None:
         with self._lock:
+            self._attempts.pop(key, None)
             self._messages[key] = (channel, ts)
 
     def lookup(self, key: str) -> tuple[str, str] | None:
         with self._lock:
             return self._messages.get(key)
+
+    def attempting(self, key: str, post_key: str, at: float) -> None:
+        with self._lock:
+            self._attempts.setdefault(key, (post_key, at))
+
+    def attempted(self, key: str) -> tuple[str, float] | None:
+        with self._lock:
+            return self._attempts.get(key)
+
+    def forget_attempt(self, key: str) -> None:
+        with self._lock:
+            self._attempts.pop(key, None)
 
 
 class StoreOutbox:
@@ -147,3 +179,12 @@ class StoreOutbox:
 
     def lookup(self, key: str) -> tuple[str, str] | None:
         return self._store.message(key)
+
+    def attempting(self, key: str, post_key: str, at: float) -> None:
+        self._store.post_attempt_add(key, post_key, at)
+
+    def attempted(self, key: str) -> tuple[str, float] | None:
+        return self._store.post_attempt(key)
+
+    def forget_attempt(self, key: str) -> None:
+        self._store.post_attempt_forget(key)

@@ -38,6 +38,10 @@ engine emits events; listeners enqueue and return). What it does with the queue:
   of posting again. Those are Tier 3 reads paced by their own small bucket; they happen only
   after such a failure, so they are rare. A lookup that fails (a missing `channels:history` /
   `groups:history` scope, a 429, an error) posts again, as before: at-least-once, never lost.
+  A process can die while Slack holds its post, so each post that a restarted process would send
+  again (a message, a final reply) is recorded in the outbox before it leaves, with its metadata
+  key, until it is settled; the next process then looks for it, no sooner than twice the client's
+  timeout after that attempt (when this process would have looked), before posting it.
 The WebClient given here must not retry a request that may have reached Slack (a timeout or a
 reset after sending: the sender looks before posting again); retrying one that never left (a
 refused connection) is fine, which is what `bot.slack.app.web_client(for_sender=True)` does.
@@ -77,6 +81,8 @@ _MAX_ATTEMPTS = 8
 """Non-final writes give up after this many failed attempts; finals never do."""
 FINAL_EDIT_GAP = 1.0
 """Seconds between the last edit of a message and its final edit (at most `update_interval`)."""
+DEFAULT_CALL_TIMEOUT = 15.0
+"""Seconds the WebClient waits for one call (`bot.slack.app.web_client`'s default)."""
 POST_BURST = 2.0
 """chat.postMessage calls one channel may get at once before the per-second pace applies."""
 POST_WORKSPACE_BURST = 10.0
@@ -127,6 +133,9 @@ class _Retry:
     """Unix time of the first attempt of the current post that Slack may have processed without
     the answer arriving: look for it before posting again. Kept across `reset()` (a newer
     rendering does not undo a post that may have landed); cleared once the post is settled."""
+    look_not_before: float = 0.0
+    """Monotonic time before which that post is not looked for: an earlier process sent it and
+    Slack may still be holding the call (kept across `reset()`, like `maybe_posted_since`)."""
 
     def failed(self, now: float) -> int:
         self.attempts += 1
@@ -146,7 +155,7 @@ class _Lane(_Retry):
     def pop(self) -> None:
         self.items.popleft()
         self.reset()
-        self.maybe_posted_since = None
+        self.maybe_posted_since, self.look_not_before = None, 0.0
 
 
 @dataclass(slots=True, kw_only=True)
@@ -220,8 +229,12 @@ class Sender:
         metrics: SenderMetrics | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        call_timeout: float = DEFAULT_CALL_TIMEOUT,
     ) -> None:
+        """`call_timeout`: how long `client` waits for one call; a post an earlier process sent is
+        looked for no sooner than twice that after it left, as this process would have."""
         self._client = client
+        self._call_timeout = call_timeout
         self._outbox = outbox
         self._settings = settings or SenderSettings()
         self._metrics = metrics or SenderMetrics()
@@ -384,6 +397,10 @@ class Sender:
             elif item.kind == "reply":
                 msg = self._message(item.key, item.channel, "", share)
                 self._persist(item, persisted)
+                if persisted and not msg.replies.items:
+                    # Only a lane's first reply is ever in flight: an earlier process may have
+                    # sent this one when it died.
+                    self._restore_attempt(msg.replies, item.id, item.id)
                 msg.replies.items.append((next(self._seq), item))
             else:
                 self._accept_rendering(item, persisted, share)
@@ -448,8 +465,31 @@ class Sender:
             known = self._outbox.lookup(key) if key else None
             if known is not None:
                 msg.channel, msg.ts = known
+            elif key:
+                msg.post_key = self._restore_attempt(msg, key, msg.post_key)
             self._messages[key] = msg
         return msg
+
+    def _restore_attempt(self, state: _Retry, key: str, post_key: str) -> str:
+        """The post key to use for `key`: the one an earlier process's unsettled attempt carried
+        (then look for that post first, once Slack has had as long as this process would have
+        given it), else `post_key`."""
+        try:
+            attempt = self._outbox.attempted(key)
+        except Exception:  # at worst the post shows twice, as before the record existed
+            log.exception("could not read whether %s was being posted", key)
+            return post_key
+        if attempt is None:
+            return post_key
+        recorded_key, at = attempt
+        state.maybe_posted_since = at
+        left = at + 2 * self._call_timeout - self._wall_clock()
+        state.look_not_before = self._clock() + max(0.0, left)
+        log.info(
+            "an earlier process was posting %s when it stopped: looking for it in Slack before posting",
+            key,
+        )
+        return recorded_key
 
     def _idle(self) -> bool:
         if self._busy or self._ephemerals.items:
@@ -502,7 +542,9 @@ class Sender:
                 )
                 lookup = self._lookup(kind, item, msg, now)
                 if lookup is not None:
-                    ready_at = max(ready_at, now + self._lookups.wait_time(now))
+                    assert msg is not None
+                    state = msg.replies if kind == "reply" else msg
+                    ready_at = max(ready_at, now + self._lookups.wait_time(now), state.look_not_before)
             if ready_at > now:
                 waits.append(ready_at - now)
                 return
@@ -627,6 +669,7 @@ class Sender:
                 return _Outcome(Result.OK, ts, adopted=True)
         self._metrics.call(method)
         started, attempted_at = self._clock(), self._wall_clock()
+        self._record_attempt(job, attempted_at)
         try:
             response = self._client.api_call(method, json=self._payload(job))
             return _Outcome(Result.OK, response.get("ts") if job.kind == "post" else None)
@@ -638,6 +681,31 @@ class Sender:
                 self._metrics.error(method, str(detail))
             landed = job.kind in ("post", "reply") and may_have_landed(exc)
             return _Outcome(result, detail, attempted_at if landed else None, self._clock() - started)
+
+    @staticmethod
+    def _attempt_key(job: _Job) -> str | None:
+        """Under which key a post's attempts are recorded: only a post a restarted process would
+        send again (a message, whose key the operation renders again: its key; a final reply, kept
+        in the outbox: its item ID) and could look for."""
+        item, msg = job.item, job.msg
+        if msg is None:
+            return None
+        if job.kind == "post" and can_look_up(item.channel):
+            return msg.key
+        if job.kind == "reply" and item.final and can_look_up(msg.channel or item.channel):
+            return item.id
+        return None
+
+    def _record_attempt(self, job: _Job, at: float) -> None:
+        """Before a post leaves; the first attempt's record stays until the post is settled."""
+        key = self._attempt_key(job)
+        if key is None:
+            return
+        try:
+            self._outbox.attempting(key, self._post_key(job.kind, job.item, job.msg), at)
+        except Exception:  # best effort, like persisting a final: delivery must still happen
+            log.exception("could not record that %s is being posted", key)
+            self._metrics.error("outbox", "persist_failed")
 
     def _look_up(self, lookup: _Lookup, item: OutboxItem) -> str | None:
         """The ts of the post if Slack has it; None if not, or if Slack could not be asked (then
@@ -671,6 +739,8 @@ class Sender:
         result, detail = outcome.result, outcome.detail
         if result == Result.OK:
             return self._delivered(job, detail, now, adopted=outcome.adopted)
+        if self._answered_unposted(job, outcome) and (key := self._attempt_key(job)):
+            self._forget_attempt(key)  # nothing of this post can be in Slack: no need to look
         if result == Result.RATE_LIMITED:
             log.warning("Slack rate limit on %s: waiting %.1fs (Retry-After)", method, detail)
             self._metrics.rate_limited(method, float(detail))
@@ -694,6 +764,15 @@ class Sender:
             if job.kind == "ephemeral" and job.item.key == _DM_FALLBACK:
                 self._accept(_direct_message(job.item))
         return None
+
+    def _answered_unposted(self, job: _Job, outcome: _Outcome) -> bool:
+        """A failed post that Slack answered (nothing posted), with no earlier attempt that may
+        have landed."""
+        return (
+            job.kind in ("post", "reply")
+            and outcome.maybe_posted_at is None
+            and self._post_state(job).maybe_posted_since is None
+        )
 
     def _delivered(
         self, job: _Job, ts: str | None, now: float, *, adopted: bool = False
@@ -784,7 +863,14 @@ class Sender:
             msg.reset()
         if job.kind == "post" and msg is not None:
             msg.maybe_posted_since = None
+            self._forget_attempt(msg.key)
             self._unposted.append((msg.key, msg.channel, error))
+
+    def _forget_attempt(self, key: str) -> None:
+        try:
+            self._outbox.forget_attempt(key)
+        except Exception:  # a stale record only makes a later post look first
+            log.exception("could not forget the post attempt of %s", key)
 
     def _report_unposted(self) -> None:
         """Tell the hooks about first posts that failed for good; outside the lock (they may write

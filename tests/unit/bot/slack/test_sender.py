@@ -24,7 +24,8 @@ from bot.config.settings import SenderSettings
 from bot.slack.blocks import views
 from bot.slack.blocks.kit import Message
 from bot.slack.delivery.call_outcome import TokenBucket
-from bot.slack.delivery.outbox import MemoryOutbox
+from bot.slack.delivery.outbox import MemoryOutbox, OutboxItem
+from bot.slack.delivery.post_lookup import LOOKUP_MARGIN_SECONDS, post_metadata
 from bot.slack.delivery.sender import Sender, SenderMetrics, workspace_post_bucket
 
 FAST = SenderSettings(
@@ -601,6 +602,118 @@ def test_a_lookup_refused_by_a_rate_limit_falls_back_to_posting_again(outbox: Me
     assert methods == ["chat.postMessage", "chat.postMessage", "conversations.replies", "chat.postMessage"]
     assert slack.texts("chat.postMessage") == ["running", "Cordoned", "Cordoned"]  # at-least-once, never lost
     assert limited == [("conversations.replies", 30.0)]
+
+
+class RecordingOutbox(MemoryOutbox):
+    """MemoryOutbox that notes, at each Slack call, which post attempts it holds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[str, tuple[str, float] | None]] = []
+
+
+def test_a_post_is_recorded_as_attempted_before_it_leaves_and_forgotten_once_settled() -> None:
+    outbox = RecordingOutbox()
+
+    class Watching(FakeSlack):
+        def api_call(self, api_method: str, *, json: dict[str, Any] | None = None) -> Any:
+            body = json or {}
+            if api_method == "chat.postMessage":
+                key = "op:1" if not body.get("thread_ts") else body["metadata"]["event_payload"]["key"]
+                outbox.seen.append((body["text"], outbox.attempted(key)))
+            return super().api_call(api_method, json=json)
+
+    slack = Watching()
+    sender = Sender(slack, outbox, settings=FAST, wall_clock=lambda: 1000.0)
+    sender.start()
+    try:
+        sender.show("op:1", msg("card"), channel="C1")
+        sender.reply("op:1", msg("progress"), channel="C1")
+        sender.reply("op:1", msg("done"), channel="C1", final=True)
+        assert sender.flush(5)
+    finally:
+        sender.stop(1)
+
+    [card_key] = [b["metadata"]["event_payload"]["key"] for m, b in slack.calls if not b.get("thread_ts")]
+    final_id = next(b["metadata"]["event_payload"]["key"] for _, b in slack.calls if b["text"] == "done")
+    # The card and the final reply (both sent again by a restarted process) are recorded while
+    # they are in flight; a non-final reply (never sent again) is not.
+    assert outbox.seen == [("card", (card_key, 1000.0)), ("progress", None), ("done", (final_id, 1000.0))]
+    assert outbox.attempted("op:1") is None and outbox.attempted(final_id) is None  # settled
+
+
+def _show_once(sender: Sender, text: str) -> None:
+    """Start `sender`, show message op:1 in C1, wait until it is delivered, stop."""
+    sender.start()
+    try:
+        sender.show("op:1", msg(text), channel="C1")
+        assert sender.flush(5)
+    finally:
+        sender.stop(1)
+
+
+def test_a_card_an_earlier_process_was_posting_is_looked_for_and_adopted_not_posted_again() -> None:
+    outbox = MemoryOutbox()
+    outbox.attempting("op:1", "k" * 32, 1000.0)  # the process died with this post in flight
+    slack = LosingSlack()
+    # Slack processed that call after its sender died: the card is in the channel.
+    slack.posted.append({"channel": "C1", "thread": None, "ts": "0.9", "metadata": post_metadata("k" * 32)})
+    sender = Sender(slack, outbox, settings=FAST, wall_clock=lambda: 1000.0 + 31.0, call_timeout=15.0)
+    posted: list[tuple[str, str, str]] = []
+    sender.add_posted_hook(lambda *args: posted.append(args))
+    _show_once(sender, "running")
+
+    assert [m for m, _ in slack.calls] == ["conversations.history", "chat.update"]
+    assert float(slack.calls[0][1]["oldest"]) == 1000.0 - LOOKUP_MARGIN_SECONDS
+    assert posted == [("op:1", "C1", "0.9")] and outbox.lookup("op:1") == ("C1", "0.9")
+    assert slack.calls[1][1]["ts"] == "0.9" and slack.calls[1][1]["text"] == "running"
+    assert outbox.attempted("op:1") is None
+
+
+def test_the_look_waits_until_slack_has_had_twice_the_client_timeout() -> None:
+    outbox = MemoryOutbox()
+    started = time.time()
+    outbox.attempting("op:1", "k" * 32, started)  # just sent by a process that died at once
+    slack = LosingSlack()
+    _show_once(Sender(slack, outbox, settings=FAST, call_timeout=0.25), "running")
+
+    assert [m for m, _ in slack.calls] == ["conversations.history", "chat.postMessage"]  # not found
+    looked_at = slack.at[0] - time.monotonic() + time.time()
+    assert looked_at >= started + 0.5 - 0.01, "looked before Slack had 2 x the client timeout"
+    # The new post carries the same metadata key, so a later lookup would find either.
+    assert slack.calls[1][1]["metadata"] == post_metadata("k" * 32)
+
+
+def test_a_final_reply_an_earlier_process_was_posting_is_found_in_the_thread_not_posted_again() -> None:
+    outbox = MemoryOutbox()
+    outbox.remember("op:1", "C1", "0.5")
+    reply = OutboxItem(id="r" * 32, kind="reply", key="op:1", channel="C1", text="done", final=True)
+    outbox.add(reply)
+    outbox.attempting(reply.id, reply.id, 1000.0)
+    slack = LosingSlack()
+    slack.posted.append({"channel": "C1", "thread": "0.5", "ts": "0.7", "metadata": post_metadata(reply.id)})
+    sender = Sender(slack, outbox, settings=FAST, wall_clock=lambda: 1100.0)
+    sender.start()
+    try:
+        assert sender.flush(5)
+    finally:
+        sender.stop(1)
+
+    assert [(m, b.get("ts")) for m, b in slack.calls] == [("conversations.replies", "0.5")]
+    assert outbox.pending() == [] and outbox.attempted(reply.id) is None
+
+
+def test_a_card_given_up_forgets_its_attempt(slack: FakeSlack, outbox: MemoryOutbox) -> None:
+    sender = Sender(slack, outbox, settings=FAST)
+    sender.start()
+    try:
+        slack.fail("chat.postMessage", 200, "channel_not_found")
+        sender.show("op:1", msg("card"), channel="C404")
+        assert sender.flush(5)
+    finally:
+        sender.stop(1)
+
+    assert [m for m, _ in slack.calls] == ["chat.postMessage"] and outbox.attempted("op:1") is None
 
 
 def test_a_clean_error_answer_is_retried_without_a_lookup(slack: FakeSlack, sender: Sender) -> None:
