@@ -43,9 +43,7 @@ class OutboxStore(StoreBase):
     def post_attempt_add(self, key: str, post_key: str, at: float) -> None:
         """The first attempt wins: a lookup must reach back to the earliest post that may have landed."""
         with self.transaction():
-            self._conn.execute(
-                "DELETE FROM post_attempts WHERE at < ?", [at - POST_ATTEMPTS_KEPT_SECONDS]
-            )
+            self._conn.execute("DELETE FROM post_attempts WHERE at < ?", [at - POST_ATTEMPTS_KEPT_SECONDS])
             self._conn.execute(
                 "INSERT OR IGNORE INTO post_attempts (key, post_key, at) VALUES (?, ?, ?)",
                 [key, post_key, at],
