@@ -111,6 +111,10 @@ class Figures:
     storms: list[dict[str, Any]] = field(default_factory=list)
     operations: dict[str, int] = field(default_factory=dict)
     slack_429: int = 0
+    post_lookups: int = 0
+    """conversations.history / conversations.replies calls: a post that may have landed, looked for."""
+    attempts_left: int = 0
+    """Posts still recorded as in flight in the outbox at the end (none expected)."""
     elapsed_s: float = 0.0
 
     def report(self) -> str:
@@ -124,6 +128,8 @@ class Figures:
             "operations: " + ", ".join(f"{k} {n}" for k, n in sorted(self.operations.items())),
             f"invariant checks: {self.checks}, violations: {len(self.violations)}",
             f"Slack 429 answers (injected storms and limits): {self.slack_429}",
+            f"posts looked for before posting again: {self.post_lookups}; "
+            f"post attempts left in the outbox: {self.attempts_left}",
             f"scalebot process: threads peak {self.threads_peak}, RSS peak {self.rss_peak_mib:.0f} MiB, "
             f"CPU {self.cpu_s:.1f} s over all its lives",
         ]
@@ -593,6 +599,10 @@ class FleetSoak:
         self.sampler.switch(None)
         self.figures.operations = dict(Counter(f"{k} {s}" for _, k, s, _ in self.ops().values()))
         self.figures.slack_429 = sum(1 for c in self.slack.calls if c.status == 429)
+        lookups = ("conversations.history", "conversations.replies")
+        self.figures.post_lookups = sum(1 for c in self.slack.calls if c.method in lookups)
+        left = self._rows("SELECT COUNT(*) FROM post_attempts")
+        self.figures.attempts_left = int(left[0][0]) if left else 0
         self.figures.elapsed_s = time.monotonic() - began
         for proc in self.procs.started:
             if "Traceback" in proc.output():
