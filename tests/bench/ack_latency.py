@@ -44,6 +44,7 @@ from bot.config.settings import Secret, ServerSettings, Settings, SlackSettings
 from bot.runtime import run, wiring
 from engine.domain.model import NodeInfo
 from engine.kube.fake import FakeCluster
+from tests.bench.cores import core_split
 from tests.slack.harness import HttpResult, Signer, SlackApiServer, get, post
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
@@ -145,14 +146,6 @@ def main() -> None:
         if api.poll() is None:
             api.kill()
             api.wait(timeout=30)
-
-
-def core_split() -> tuple[set[int], set[int]] | None:
-    """(the service's cores, the harness's cores), or None where there are fewer than two."""
-    if not hasattr(os, "sched_getaffinity"):
-        return None
-    cores = sorted(os.sched_getaffinity(0))
-    return ({cores[0]}, set(cores[1:])) if len(cores) >= 2 else None
 
 
 def measure(

@@ -19,6 +19,7 @@ from typing import Any
 from localcluster import bodies, objects, populate, rest, waits
 from localcluster.controlplane import DEFAULT_NODE_LEASE_SECONDS, ControlPlane
 from localcluster.populate import PopulateReport
+from tests.bench.cores import core_split, pin_process
 
 Echo = Callable[[str], None]
 
@@ -113,6 +114,19 @@ class Cluster:
     def cordon_all(self) -> None:
         """Cordon every node as admin (for scenarios that must start from cordoned nodes)."""
         rest.run_parallel(lambda n: objects.cordon(self.admin, n), self.nodes, workers=16)
+
+
+def control_plane_cores(cluster: Cluster) -> tuple[set[int], set[int]]:
+    """(the control plane's cores, the client's): the control plane on core 0 and the client on the
+    others, as on a real cluster, whose API server and etcd have machines of their own. Needs two
+    cores at least."""
+    split = core_split()
+    if split is None:
+        raise RuntimeError("--pin-cores needs two cores at least")
+    server, client = split
+    for pid in cluster.cp.pids().values():
+        pin_process(pid, server)
+    return server, client
 
 
 @contextlib.contextmanager

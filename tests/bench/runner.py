@@ -145,6 +145,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "harness (no scheduling; planning reads the pods wherever they are): about twice as fast",
     )
     parser.add_argument(
+        "--pin-cores",
+        action="store_true",
+        help="with --only planning: after the population, pin the control plane to one core and the "
+        "measuring client to the others (a real cluster's API server has machines of its own)",
+    )
+    parser.add_argument(
         "--scalebot-qps",
         action="append",
         type=float,
@@ -277,6 +283,7 @@ def run_all(
     plan_rounds: int = 3,
     plan_baseline_tree: Path | None = None,
     bind_directly: bool = False,
+    pin_cores: bool = False,
     checkpoint: Path | None = None,
     only: Sequence[str] = (),
     kubectl_parallel: Sequence[str] | None = None,
@@ -377,6 +384,7 @@ def run_all(
                 plan_rounds=plan_rounds,
                 baseline_tree=plan_baseline_tree,
                 bind_directly=bind_directly,
+                pin_cores=pin_cores,
             ),
         )
     if sample:
@@ -436,6 +444,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         plan_rounds=args.plan_rounds,
         plan_baseline_tree=args.plan_baseline_tree,
         bind_directly=args.bind_directly,
+        pin_cores=args.pin_cores,
         checkpoint=args.json.with_suffix(".partial.json") if args.json is not None else None,
         only=args.only,
         kubectl_parallel=args.kubectl_parallel,

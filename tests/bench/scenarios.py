@@ -39,10 +39,12 @@ from tests.bench.cluster import (
     Cluster,
     Echo,
     Size,
+    control_plane_cores,
     eviction_requests,
     fresh_cluster,
     identity_requests,
 )
+from tests.bench.cores import pin_process
 
 KUBECTL_DRAIN_FLAGS = ("--ignore-daemonsets", "--delete-emptydir-data", "--force")
 KUBECTL_RBAC_NAME = "bench-kubectl-drain"
@@ -243,15 +245,28 @@ def run_planning(
     plan_rounds: int = 3,
     baseline_tree: Path | None = None,
     bind_directly: bool = False,
+    pin_cores: bool = False,
 ) -> dict[str, Any]:
     """Planning alone on a fresh cluster (the same measurement run_scalebot makes first); with
     `baseline_tree`, that checkout's planning is measured too, on the same cluster, right after.
     `bind_directly` populates with the shortcut that skips placement (planning reads the pods
-    wherever they are)."""
+    wherever they are). `pin_cores`: after the population, the control plane's processes on one
+    core and the measuring child on the others, so the server's answer and the client's decode
+    do not compete for a core (on a real cluster the API server has machines of its own)."""
     with (
         fresh_cluster(size, echo=echo, bind_directly=bind_directly) as cluster,
         tempfile.TemporaryDirectory(prefix="bench-") as tmp,
     ):
+        pinned: dict[str, Any] = {}
+        on_start: Callable[[int], object] | None = None
+        if pin_cores:
+            server, client = control_plane_cores(cluster)
+            pinned = {"control_plane_cores": sorted(server), "client_cores": sorted(client)}
+            echo(f"planning: control plane pinned to cores {sorted(server)}, the client to {sorted(client)}")
+
+            def on_start(pid: int) -> object:
+                return pin_process(pid, client)
+
         echo("planning: plan zero vs generated-model listing ...")
         plan, _ = run_child(
             "plan",
@@ -259,8 +274,9 @@ def run_planning(
             ["--rounds", str(plan_rounds)],
             timeout=3600,
             workdir=Path(tmp),
+            on_start=on_start,
         )
-        result = {"size": size.name, "populate": populate_figures(cluster), "plan": plan}
+        result = {"size": size.name, "populate": populate_figures(cluster), "plan": plan, **pinned}
         if baseline_tree is not None:
             echo(f"planning: the same, with the code in {baseline_tree} ...")
             (Path(tmp) / "baseline").mkdir()
@@ -271,6 +287,7 @@ def run_planning(
                 timeout=3600,
                 workdir=Path(tmp) / "baseline",
                 tree=baseline_tree,
+                on_start=on_start,
             )
         return result
 
