@@ -81,6 +81,7 @@ OPT_OUT_ANNOTATIONS: tuple[tuple[str, str], ...] = (
     (model.KARPENTER_DO_NOT_DISRUPT_ANNOTATION, "true"),
     (model.SCALEBOT_DO_NOT_DISRUPT_ANNOTATION, "true"),
 )
+_OPT_OUT_KEYS = frozenset(key for key, _ in OPT_OUT_ANNOTATIONS)
 
 
 NOT_SELECTED_REASON = "not selected by --pod-selector"
@@ -399,10 +400,15 @@ def classify(pod: PodInfo, ctx: DrainContext, filters: Sequence[PodFilter] | Non
     selector = ctx.options.pod_selector
     if selector is not None and not selector.matches(pod.labels):
         return Verdict(Action.SKIP, NOT_SELECTED_REASON)
-    verdict = next(
-        (v for f in (default_filters() if filters is None else filters) if (v := f(pod, ctx)) is not None),
-        None,
-    ) or evict_in_order(pod, ctx)
+    # A plain loop, not next() over a generator: a plan classifies every pod of the drained
+    # nodes (30,000 at full size), and the generator's frame per pod was a fifth of it.
+    verdict = None
+    for pod_filter in default_filters() if filters is None else filters:
+        verdict = pod_filter(pod, ctx)
+        if verdict is not None:
+            break
+    if verdict is None:
+        verdict = evict_in_order(pod, ctx)
     if ctx.options.disable_eviction and verdict.action is Action.EVICT:
         why = ", ".join(r for r in (verdict.reason, EVICTION_DISABLED_REASON) if r)
         return Verdict(Action.DELETE, why, verdict.order)
@@ -431,6 +437,8 @@ def _is_orphaned_daemonset_pod(pod: PodInfo, ctx: DrainContext) -> bool:
 
 def opt_out_annotation(pod: PodInfo) -> str | None:
     """`key=value` of the first opt-out annotation the pod carries, for the reason text."""
+    if _OPT_OUT_KEYS.isdisjoint(pod.annotations):  # most pods: one set operation, asked 3x a pod
+        return None
     for key, value in OPT_OUT_ANNOTATIONS:
         if pod.annotations.get(key) == value:
             return f"{key}={value}"
