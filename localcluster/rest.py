@@ -68,15 +68,26 @@ def send_request(
     if body is not None:
         data = body if isinstance(body, bytes) else orjson.dumps(body)
         headers["Content-Type"] = content_type
-    return api.rest_client.pool_manager.request(
-        method,
-        url,
-        body=data,
-        headers=headers,
-        timeout=urllib3.Timeout(total=timeout),
-        retries=False,
-        preload_content=True,
-    )
+
+    def send() -> Any:
+        return api.rest_client.pool_manager.request(
+            method,
+            url,
+            body=data,
+            headers=headers,
+            timeout=urllib3.Timeout(total=timeout),
+            retries=False,
+            preload_content=True,
+        )
+
+    try:
+        return send()
+    except (urllib3.exceptions.SSLError, urllib3.exceptions.ProtocolError):
+        # A pooled keep-alive connection the API server closed just as it was reused (its idle
+        # close, or a restart by an earlier test): the request did not get through. Once more on a
+        # new connection, as Go's HTTP transport does for a reused connection; a second failure
+        # is the server's answer.
+        return send()
 
 
 def raw_request(api: Any, method: str, path: str, **request: Any) -> Any:
