@@ -46,7 +46,11 @@ class PodWatch:
     def close(self) -> None:
         """Ends the iteration, also from another thread (it shuts the socket a read blocks on)."""
         self._closed.set()
-        with contextlib.suppress(*TRANSPORT_ERRORS):
+        # RuntimeError / ValueError: the answer had ended and given its connection back to the
+        # pool (the iteration's `finally`), or was closed: no socket is left to shut. That is a
+        # watch the server ended just before the caller closed it (seen once in a two-hour soak,
+        # where it failed the operation whose step had just been saved).
+        with contextlib.suppress(*TRANSPORT_ERRORS, RuntimeError, ValueError):
             self._response.shutdown()
         self._response.release_conn()
 

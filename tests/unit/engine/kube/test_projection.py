@@ -420,6 +420,50 @@ def test_a_watch_parses_the_scheduling_fields_its_pods_share_once(monkeypatch: p
     )
 
 
+def test_closing_a_watch_the_server_already_ended_is_quiet() -> None:
+    """A watch whose answer ended (the server closed it; reading it to the end gave the connection
+    back to urllib3's pool) and is closed afterwards by its feed: urllib3 refuses to shut the
+    socket of a released connection (RuntimeError), which must not escape `close()`."""
+    import http.server
+    import threading
+
+    import urllib3
+
+    from engine.kube.watch import PodWatch
+
+    line = orjson.dumps({"type": "MODIFIED", "object": FULL_POD}) + b"\n"
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(line)))
+            self.end_headers()
+            self.wfile.write(line)
+
+        def log_message(self, *args: Any) -> None:
+            return None
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    pool = urllib3.PoolManager()
+    try:
+        answer = pool.request("GET", f"http://127.0.0.1:{server.server_port}/watch", preload_content=False)
+        watch = PodWatch(answer, keep=None)
+        assert [event.type for event in watch] == ["MODIFIED"]
+        assert answer.connection is None  # released to the pool by the iteration
+        with pytest.raises(RuntimeError):
+            answer.shutdown()  # what urllib3 does with it: the case `close()` must absorb
+        watch.close()
+    finally:
+        pool.clear()
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
 def test_the_watch_cache_is_bounded() -> None:
     decoder = projection.WatchDecoder()
     for i in range(projection.WatchDecoder.MAX_CACHED + 10):
