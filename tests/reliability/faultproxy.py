@@ -186,7 +186,9 @@ class FaultProxy:
                     peers[sock].sendall(data)
                     if fault == "drop_after_forward":
                         return
-        except OSError:
+        except (OSError, ValueError):
+            # ValueError: another thread (a cut of every connection, the proxy's close) closed one
+            # of the two sockets while select() was handed it (its descriptor is then -1).
             return
         finally:
             for sock in (client, server):
